@@ -1,0 +1,48 @@
+// The backend registry: how a node gets a Backend from a name.
+//
+// Names: "cpu", "cpu:N" (N threads), "cuda", "cuda:N" (device N). The
+// built-in families are registered on first use by backend_registry.cpp, the
+// only file outside a backend's folder that knows which backends were
+// compiled in.
+//
+//   ODMOE_ASSIGN_OR_RETURN(std::unique_ptr<Backend> be, CreateBackend("cpu"));
+//   for (const std::string& n : AvailableBackends()) ...   // {"cpu", "cuda:0"}
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "backend/backend.h"
+
+namespace odmoe {
+
+/// A backend family ("cpu", "cuda").
+struct BackendFactory {
+  std::string family;
+  /// Creates a backend for the part of the name after "family:" (may be "").
+  std::function<absl::StatusOr<std::unique_ptr<Backend>>(std::string_view arg)> create;
+  /// Instance names usable on this machine right now (e.g. {"cuda:0"}; empty
+  /// when a CUDA build runs without a usable GPU).
+  std::function<std::vector<std::string>()> available;
+};
+
+/// Registers an extra family (built-in ones are registered automatically).
+void RegisterBackend(BackendFactory factory);
+
+/// Creates the backend named `name`. INVALID_ARGUMENT for an unknown family
+/// or malformed argument, UNAVAILABLE when the family is compiled in but the
+/// hardware is missing (e.g. no GPU).
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(std::string_view name);
+
+/// All backend instances usable on this machine (always includes "cpu").
+std::vector<std::string> AvailableBackends();
+
+/// All compiled-in families ("cpu", and "cuda" in CUDA builds).
+std::vector<std::string> CompiledBackendFamilies();
+
+}  // namespace odmoe
+

@@ -1,0 +1,152 @@
+#include "cpu_backend.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+#include "cpu_ops.h"
+
+namespace odmoe {
+
+namespace {
+
+constexpr size_t kAlignment = 64;
+
+class HostBuffer final : public BackendBuffer {
+ public:
+  HostBuffer(void* data, size_t size) : data_(data), size_(size) {}
+  void* data() override { return data_.get(); }
+  size_t size() const override { return size_; }
+
+ private:
+  struct Free {
+    void operator()(void* p) const { std::free(p); }
+  };
+  std::unique_ptr<void, Free> data_;
+  size_t size_;
+};
+
+}  // namespace
+
+CpuBackend::CpuBackend(int threads) : CpuBackend(threads, DefaultCpuIsa()) {}
+
+CpuBackend::CpuBackend(int threads, CpuIsa isa)
+    : kernels_(&CpuKernelsFor(std::min(isa, DetectedCpuIsa()))), pool_(threads) {}
+
+absl::StatusOr<std::unique_ptr<BackendBuffer>> CpuBackend::Allocate(size_t bytes) {
+  const size_t rounded = (std::max<size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
+  if (rounded < bytes) return absl::ResourceExhaustedError("allocation size overflows");
+  void* p = std::aligned_alloc(kAlignment, rounded);
+  if (p == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrFormat("cannot allocate %d bytes", bytes));
+  }
+  return std::make_unique<HostBuffer>(p, bytes);
+}
+
+absl::Status CpuBackend::CopyToBackend(void* dst, const void* host_src, size_t bytes) {
+  if (bytes == 0) return absl::OkStatus();
+  if (dst == nullptr || host_src == nullptr) {
+    return absl::InvalidArgumentError("CopyToBackend: null pointer");
+  }
+  std::memmove(dst, host_src, bytes);
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::CopyToHost(void* host_dst, const void* src, size_t bytes) {
+  if (bytes == 0) return absl::OkStatus();
+  if (host_dst == nullptr || src == nullptr) {
+    return absl::InvalidArgumentError("CopyToHost: null pointer");
+  }
+  std::memmove(host_dst, src, bytes);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<BackendWeight> CpuBackend::LoadWeight(const TensorView& host) {
+  if (host.ne[2] != 1 || host.ne[3] != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("tensor '%s' is not 2-D (ne = %d x %d x %d x %d)", host.name, host.ne[0],
+                        host.ne[1], host.ne[2], host.ne[3]));
+  }
+  if (!IsKnownGgmlType(static_cast<uint32_t>(host.type))) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "tensor '%s' has unsupported type %d", host.name, static_cast<uint32_t>(host.type)));
+  }
+  if (host.ne[0] <= 0 || host.ne[1] <= 0 || !RowSizeValid(host.type, host.ne[0])) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("tensor '%s' of type %s has an invalid shape %d x %d", host.name,
+                        Traits(host.type).name, host.ne[0], host.ne[1]));
+  }
+  if (host.data == nullptr) {
+    return absl::InvalidArgumentError(absl::StrFormat("tensor '%s' has no data", host.name));
+  }
+  BackendWeight w;
+  w.ref = WeightRef{host.type, host.data, host.ne[1], host.ne[0]};
+  return w;
+}
+
+void CpuBackend::MatMul(const WeightRef& w, ConstMat x, Mat y) {
+  assert(x.cols == w.cols && y.cols == w.rows && x.rows == y.rows && x.data != y.data);
+  CpuMatMul({kernels_, &pool_}, w, x, y);
+}
+
+void CpuBackend::GetRows(const WeightRef& table, const int32_t* ids, Mat out) {
+  assert(out.cols == table.cols);
+  CpuGetRows({kernels_, &pool_}, table, ids, out);
+}
+
+void CpuBackend::RmsNorm(ConstMat x, const float* weight, float eps, Mat y) {
+  assert(x.rows == y.rows && x.cols == y.cols);
+  CpuRmsNorm({kernels_, &pool_}, x, weight, eps, y);
+}
+
+void CpuBackend::Rope(Mat x, int head_dim, int rope_dims, const int32_t* positions,
+                      float freq_base, RopeMode mode) {
+  assert(head_dim > 0 && x.cols % head_dim == 0 && rope_dims <= head_dim && rope_dims % 2 == 0);
+  CpuRope({kernels_, &pool_}, x, head_dim, rope_dims, positions, freq_base, mode);
+}
+
+void CpuBackend::Attention(ConstMat q, ConstMat k_cache, ConstMat v_cache, int n_head,
+                           int n_head_kv, int head_dim, int pos0, float scale, Mat out) {
+  assert(n_head_kv > 0 && n_head % n_head_kv == 0 && q.cols == n_head * head_dim);
+  assert(k_cache.cols == n_head_kv * head_dim && k_cache.rows >= pos0 + q.rows);
+  CpuAttention({kernels_, &pool_}, q, k_cache, v_cache, n_head, n_head_kv, head_dim, pos0, scale,
+               out);
+}
+
+void CpuBackend::Softmax(Mat x) { CpuSoftmax({kernels_, &pool_}, x); }
+
+void CpuBackend::RouterTopK(ConstMat logits, int k, int32_t* ids, float* weights) {
+  assert(k >= 1 && k <= logits.cols);
+  CpuRouterTopK(logits, k, ids, weights);
+}
+
+void CpuBackend::SwiGlu(ConstMat gate, ConstMat up, Mat out) {
+  CpuSwiGlu({kernels_, &pool_}, gate, up, out);
+}
+
+void CpuBackend::Add(ConstMat a, ConstMat b, Mat out) {
+  const int64_t n = out.rows * out.cols;
+  for (int64_t i = 0; i < n; ++i) out.data[i] = a.data[i] + b.data[i];
+}
+
+void CpuBackend::Copy(ConstMat src, Mat dst) {
+  std::memcpy(dst.data, src.data, static_cast<size_t>(src.rows * src.cols) * sizeof(float));
+}
+
+void CpuBackend::GatherRows(ConstMat src, const int32_t* idx, Mat dst) {
+  const size_t row = static_cast<size_t>(dst.cols) * sizeof(float);
+  for (int64_t i = 0; i < dst.rows; ++i) std::memcpy(dst.Row(i), src.Row(idx[i]), row);
+}
+
+void CpuBackend::ScatterAddScaled(ConstMat src, const int32_t* idx, const float* scale, Mat dst) {
+  for (int64_t i = 0; i < src.rows; ++i) {
+    const float* s = src.Row(i);
+    float* d = dst.Row(idx[i]);
+    const float a = scale[i];
+    for (int64_t c = 0; c < src.cols; ++c) d[c] = d[c] + a * s[c];
+  }
+}
+
+}  // namespace odmoe

@@ -1,0 +1,98 @@
+// The CPU backend: the reference implementation of every op of Backend.
+//
+//   CpuBackend be(/*threads=*/2);                 // ISA from DefaultCpuIsa()
+//   CpuBackend scalar(1, CpuIsa::kScalar);        // same bits, slower
+//   be.MatMul(w, x, y);
+//
+// Memory is host memory: Allocate() returns 64-byte aligned buffers and
+// LoadWeight() is a zero-copy view of the caller's (mapped) tensor.
+// Weight types: F32, F16, BF16, Q8_0, Q4_0; activations are F32.
+//
+// Threads. Ops run on the calling thread plus `threads - 1` pool workers and
+// are split over output rows (MatMul: blocks of 4 weight rows; Attention:
+// (head, query row) pairs) only. No reduction is ever split, so no result
+// depends on the thread count. Ops must not be issued concurrently on one
+// CpuBackend from several threads (the pool serialises them anyway).
+//
+// ---- The canonical summation order (bitwise determinism) -----------------
+// Every dot product (MatMul, the sum of squares in RmsNorm, the q.k scores of
+// Attention) is computed as follows, identically by the scalar, AVX2 and
+// AVX-512 kernels, whatever the number of rows in x and however they are
+// grouped:
+//   1. The weight row is dequantized exactly to f32 (d * q is exact in f32
+//      for Q8_0 and Q4_0; F16/BF16 widen exactly), so it does not matter
+//      whether a kernel dequantizes on the fly or through a scratch buffer.
+//   2. 16 f32 lanes start at +0. Element i (index order) updates lane i % 16:
+//      lane = fma(w[i], x[i], lane), one rounding. A length that is not a
+//      multiple of 16 is zero-padded to one (the padding updates its lanes
+//      with fma(0, 0, lane)).
+//   3. The lanes are reduced by a fixed tree: s8[i] = l[i] + l[i+8],
+//      s4[i] = s8[i] + s8[i+4], s2[i] = s4[i] + s4[i+2], result = s2[0] + s2[1].
+// Plain sums (softmax and attention denominators) use the same lanes and tree
+// with + instead of fma.
+//
+// Other op definitions (all fp32, no fused multiply-add unless stated):
+//   RmsNorm:   scale = 1 / sqrt(dot(x, x) / n + eps); y = (x * scale) * w.
+//   Softmax:   e = ExpF(x - max); y = e / CanonicalSum(e).
+//   Attention: s_j = dot(q, k_j) * scale; p_j = ExpF(s_j - max_j s_j);
+//              acc = 0; for j in order: acc = fma(p_j, v_j, acc) per element;
+//              out = acc / CanonicalSum(p).
+//   RoPE:      theta_i = pos * base^(-2i/rope_dims) in double; cos and sin in
+//              double rounded to f32; (a, b) -> (a*c - b*s, a*s + b*c).
+//   RouterTopK: descending selection (ties: lower id); w_j = e_j / sum_j e_j
+//              with e_j = ExpF(l_j - l_max), summed in selection order.
+//   SwiGlu:    silu(g) * u with silu(g) = g / (1 + ExpF(-g)).
+//   ScatterAddScaled: dst = dst + (scale * src), rows in order.
+// ExpF is the backend's own exp (cpu_math.h), identical on every machine.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "backend/backend.h"
+#include "cpu_isa.h"
+#include "cpu_kernels.h"
+#include "util/thread_pool.h"
+
+namespace odmoe {
+
+class CpuBackend final : public Backend {
+ public:
+  /// `threads` <= 0: one per hardware thread. ISA: DefaultCpuIsa().
+  explicit CpuBackend(int threads);
+  /// Forces an ISA level; one above DetectedCpuIsa() is lowered to it.
+  CpuBackend(int threads, CpuIsa isa);
+
+  CpuIsa isa() const { return kernels_->isa; }
+  int threads() const { return pool_.threads(); }
+
+  std::string name() const override { return "cpu"; }
+  bool host_memory() const override { return true; }
+
+  absl::StatusOr<std::unique_ptr<BackendBuffer>> Allocate(size_t bytes) override;
+  absl::Status CopyToBackend(void* dst, const void* host_src, size_t bytes) override;
+  absl::Status CopyToHost(void* host_dst, const void* src, size_t bytes) override;
+  absl::StatusOr<BackendWeight> LoadWeight(const TensorView& host) override;
+  absl::Status Synchronize() override { return absl::OkStatus(); }
+
+  void MatMul(const WeightRef& w, ConstMat x, Mat y) override;
+  void GetRows(const WeightRef& table, const int32_t* ids, Mat out) override;
+  void RmsNorm(ConstMat x, const float* weight, float eps, Mat y) override;
+  void Rope(Mat x, int head_dim, int rope_dims, const int32_t* positions, float freq_base,
+            RopeMode mode) override;
+  void Attention(ConstMat q, ConstMat k_cache, ConstMat v_cache, int n_head, int n_head_kv,
+                 int head_dim, int pos0, float scale, Mat out) override;
+  void Softmax(Mat x) override;
+  void RouterTopK(ConstMat logits, int k, int32_t* ids, float* weights) override;
+  void SwiGlu(ConstMat gate, ConstMat up, Mat out) override;
+  void Add(ConstMat a, ConstMat b, Mat out) override;
+  void Copy(ConstMat src, Mat dst) override;
+  void GatherRows(ConstMat src, const int32_t* idx, Mat dst) override;
+  void ScatterAddScaled(ConstMat src, const int32_t* idx, const float* scale, Mat dst) override;
+
+ private:
+  const CpuKernels* kernels_;
+  ThreadPool pool_;
+};
+
+}  // namespace odmoe

@@ -1,0 +1,39 @@
+// SIMD instruction-set levels of the CPU backend and how one is chosen.
+//
+// The CPU backend compiles its dot-product kernels three times in one binary
+// (portable scalar C++, AVX2+FMA+F16C, AVX-512F/BW/VL) and picks one at run
+// time. Every level computes bitwise identical results (see the canonical
+// summation order in cpu_backend.h), so the choice only affects speed; tests
+// and benchmarks force a lower level to check exactly that:
+//
+//   ODMOE_CPU_ISA=avx2 odmoe-bench-ops          # never use AVX-512
+//   for (CpuIsa isa : SupportedCpuIsas()) CpuBackend be(2, isa); ...
+#pragma once
+
+#include <optional>
+#include <string_view>
+#include <vector>
+
+namespace odmoe {
+
+/// Ordered from least to most capable.
+enum class CpuIsa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+
+/// "scalar", "avx2", "avx512".
+std::string_view CpuIsaName(CpuIsa isa);
+
+/// Parses a name as printed by CpuIsaName (case-sensitive).
+std::optional<CpuIsa> ParseCpuIsa(std::string_view name);
+
+/// The most capable level this CPU (and this build) supports; detected once.
+CpuIsa DetectedCpuIsa();
+
+/// Every level usable here, from kScalar up to DetectedCpuIsa().
+std::vector<CpuIsa> SupportedCpuIsas();
+
+/// DetectedCpuIsa(), lowered to the level named by the environment variable
+/// ODMOE_CPU_ISA when it is set. A name that is unknown or above the detected
+/// level is ignored with a warning. Read once per process.
+CpuIsa DefaultCpuIsa();
+
+}  // namespace odmoe

@@ -1,0 +1,71 @@
+// Scalar math shared by the CPU ops (internal): one exp and one summation
+// order, so results never depend on the ISA level or on libm's variants.
+//
+// ExpF uses only IEEE + - * and exact operations (the backend is compiled
+// with -ffp-contract=off), so it gives the same bits on every x86-64 or
+// other IEEE machine. Its error is below 2 ulp over the whole float range.
+//
+//   float p = ExpF(s - max);
+//   float total = CanonicalSum(p_array, n);
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+namespace odmoe::cpu_math {
+
+/// e^x for every float x (NaN stays NaN, overflow gives +inf, underflow 0).
+inline float ExpF(float x) {
+  if (std::isnan(x)) return x;
+  if (x > 88.7228394f) return std::numeric_limits<float>::infinity();
+  if (x < -103.972084f) return 0.0f;
+  // x = n * ln2 + r with |r| <= ln2 / 2; ln2 split so that n * kLn2Hi is exact.
+  const float n = std::floor(x * 1.44269504f + 0.5f);
+  constexpr float kLn2Hi = 0.693145751953125f;
+  constexpr float kLn2Lo = 1.42860677e-06f;
+  const float r = (x - n * kLn2Hi) - n * kLn2Lo;
+  // Taylor polynomial of degree 7 (truncation error < 1e-8 relative).
+  float p = 1.0f / 5040.0f;
+  p = p * r + 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  // p * 2^n in two steps so that each factor is a normal float.
+  const int ni = static_cast<int>(n);
+  const int n1 = ni / 2;
+  auto pow2 = [](int e) {
+    const uint32_t bits = static_cast<uint32_t>(e + 127) << 23;
+    float f;
+    std::memcpy(&f, &bits, sizeof(f));
+    return f;
+  };
+  return p * pow2(n1) * pow2(ni - n1);
+}
+
+/// silu(x) = x / (1 + e^-x).
+inline float Silu(float x) { return x / (1.0f + ExpF(-x)); }
+
+/// Sum of n floats in the canonical order: element i is added to lane i % 16
+/// (index order, the tail zero-padded to 16), then the lanes are reduced by
+/// the fixed tree ((l[i] + l[i+8]) -> +4 -> +2 -> +1) of cpu_backend.h.
+inline float CanonicalSum(const float* v, int64_t n) {
+  float lanes[16] = {};
+  const int64_t n16 = n / 16 * 16;
+  for (int64_t i = 0; i < n16; i += 16) {
+    for (int l = 0; l < 16; ++l) lanes[l] += v[i + l];
+  }
+  if (n16 < n) {
+    for (int l = 0; l < 16; ++l) lanes[l] += n16 + l < n ? v[n16 + l] : 0.0f;
+  }
+  float s8[8], s4[4];
+  for (int i = 0; i < 8; ++i) s8[i] = lanes[i] + lanes[i + 8];
+  for (int i = 0; i < 4; ++i) s4[i] = s8[i] + s8[i + 4];
+  return (s4[0] + s4[2]) + (s4[1] + s4[3]);
+}
+
+}  // namespace odmoe::cpu_math

@@ -1,0 +1,57 @@
+// MatMul: y = x * w^T, parallel over blocks of 4 weight rows.
+//
+// One activation row (decode) streams the weight once through the fused
+// dequantize-and-dot kernels. With several rows (prefill) each block of 4
+// weight rows is dequantized once into a per-thread f32 scratch and dotted
+// with every row of x by the register-tiled kernel. Both paths use the
+// canonical order, so the choice never changes a bit.
+#include <algorithm>
+#include <vector>
+
+#include "cpu_ops.h"
+
+namespace odmoe {
+
+namespace {
+
+constexpr int kRowsPerBlock = 4;
+// From this many activation rows on, quantized weights go through the scratch.
+constexpr int64_t kMinRowsForScratch = 2;
+
+}  // namespace
+
+void CpuMatMul(const CpuOpContext& ctx, const WeightRef& w, ConstMat x, Mat y) {
+  const int64_t n = x.rows;
+  const int64_t k = w.cols;
+  const int64_t out = w.rows;
+  if (n == 0 || out == 0) return;
+  const CpuKernels& kern = *ctx.kernels;
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  const size_t row_bytes = w.row_bytes();
+  const int64_t blocks = (out + kRowsPerBlock - 1) / kRowsPerBlock;
+  const int64_t grain = CpuRowGrain(kRowsPerBlock * k * n);
+  ctx.pool->ParallelFor(blocks, grain, [&](int64_t b0, int64_t b1) {
+    thread_local std::vector<float> scratch;
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t o = b * kRowsPerBlock;
+      const int nw = static_cast<int>(std::min<int64_t>(kRowsPerBlock, out - o));
+      const uint8_t* rows = base + static_cast<size_t>(o) * row_bytes;
+      if (w.type == DType::kF32) {
+        kern.tile_f32(reinterpret_cast<const float*>(rows), k, nw, x.data, k, n, k, y.data + o,
+                      out);
+      } else if (n < kMinRowsForScratch) {
+        for (int64_t t = 0; t < n; ++t) {
+          kern.dot_rows(w.type, rows, row_bytes, nw, x.Row(t), k, y.Row(t) + o);
+        }
+      } else {
+        scratch.resize(static_cast<size_t>(kRowsPerBlock * k));
+        for (int r = 0; r < nw; ++r) {
+          kern.dequant_row(w.type, rows + r * row_bytes, scratch.data() + r * k, k);
+        }
+        kern.tile_f32(scratch.data(), k, nw, x.data, k, n, k, y.data + o, out);
+      }
+    }
+  });
+}
+
+}  // namespace odmoe

@@ -1,0 +1,130 @@
+// The row-wise ops of the CPU backend: embedding lookup, normalisation, RoPE,
+// softmax, routing and the SwiGLU activation.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "cpu_math.h"
+#include "cpu_ops.h"
+#include "tensor/quant.h"
+
+namespace odmoe {
+
+using cpu_math::CanonicalSum;
+using cpu_math::ExpF;
+
+void CpuGetRows(const CpuOpContext& ctx, const WeightRef& table, const int32_t* ids, Mat out) {
+  const auto* base = static_cast<const uint8_t*>(table.data);
+  const size_t row_bytes = table.row_bytes();
+  ctx.pool->ParallelFor(out.rows, CpuRowGrain(out.cols), [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      const uint8_t* row = base + static_cast<size_t>(ids[t]) * row_bytes;
+      ctx.kernels->dequant_row(table.type, row, out.Row(t), out.cols);
+    }
+  });
+}
+
+void CpuRmsNorm(const CpuOpContext& ctx, ConstMat x, const float* weight, float eps, Mat y) {
+  const int64_t d = x.cols;
+  ctx.pool->ParallelFor(x.rows, CpuRowGrain(2 * d), [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      const float* xr = x.Row(t);
+      const float sum_sq = ctx.kernels->dot_f32(xr, xr, d);
+      const float scale = 1.0f / std::sqrt(sum_sq / static_cast<float>(d) + eps);
+      float* yr = y.Row(t);
+      for (int64_t i = 0; i < d; ++i) yr[i] = (xr[i] * scale) * weight[i];
+    }
+  });
+}
+
+void CpuRope(const CpuOpContext& ctx, Mat x, int head_dim, int rope_dims, const int32_t* positions,
+             float freq_base, RopeMode mode) {
+  const int half = rope_dims / 2;
+  const int64_t n_heads = x.cols / head_dim;
+  // Inverse frequencies base^(-2i/rope_dims), in double, shared by all rows.
+  std::vector<double> inv_freq(static_cast<size_t>(half));
+  for (int i = 0; i < half; ++i) {
+    inv_freq[i] = std::pow(static_cast<double>(freq_base), -2.0 * i / rope_dims);
+  }
+  ctx.pool->ParallelFor(x.rows, CpuRowGrain(x.cols), [&](int64_t b, int64_t e) {
+    std::vector<float> cos_t(static_cast<size_t>(half)), sin_t(static_cast<size_t>(half));
+    for (int64_t t = b; t < e; ++t) {
+      for (int i = 0; i < half; ++i) {
+        const double theta = positions[t] * inv_freq[i];
+        cos_t[i] = static_cast<float>(std::cos(theta));
+        sin_t[i] = static_cast<float>(std::sin(theta));
+      }
+      for (int64_t h = 0; h < n_heads; ++h) {
+        float* v = x.Row(t) + h * head_dim;
+        for (int i = 0; i < half; ++i) {
+          const int i0 = mode == RopeMode::kInterleaved ? 2 * i : i;
+          const int i1 = mode == RopeMode::kInterleaved ? 2 * i + 1 : i + half;
+          const float a = v[i0];
+          const float c = v[i1];
+          v[i0] = a * cos_t[i] - c * sin_t[i];
+          v[i1] = a * sin_t[i] + c * cos_t[i];
+        }
+      }
+    }
+  });
+}
+
+namespace {
+
+/// In place: v[i] = exp(v[i] - max) / sum, with the canonical sum.
+void SoftmaxRow(float* v, int64_t n) {
+  float m = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, v[i]);
+  for (int64_t i = 0; i < n; ++i) v[i] = ExpF(v[i] - m);
+  const float sum = CanonicalSum(v, n);
+  for (int64_t i = 0; i < n; ++i) v[i] = v[i] / sum;
+}
+
+}  // namespace
+
+void CpuSoftmax(const CpuOpContext& ctx, Mat x) {
+  ctx.pool->ParallelFor(x.rows, CpuRowGrain(8 * x.cols), [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) SoftmaxRow(x.Row(t), x.cols);
+  });
+}
+
+void CpuRouterTopK(ConstMat logits, int k, int32_t* ids, float* weights) {
+  const int64_t n_expert = logits.cols;
+  std::vector<char> taken(static_cast<size_t>(n_expert));
+  for (int64_t t = 0; t < logits.rows; ++t) {
+    const float* l = logits.Row(t);
+    int32_t* id = ids + t * k;
+    float* wt = weights + t * k;
+    std::fill(taken.begin(), taken.end(), 0);
+    for (int j = 0; j < k; ++j) {
+      int64_t best = -1;
+      for (int64_t e = 0; e < n_expert; ++e) {  // strict '>' keeps the lower id on ties
+        if (!taken[e] && (best < 0 || l[e] > l[best])) best = e;
+      }
+      taken[best] = 1;
+      id[j] = static_cast<int32_t>(best);
+      wt[j] = l[best];
+    }
+    // Softmax over the selected logits; wt[0] is their maximum.
+    float sum = 0.0f;
+    const float m = wt[0];
+    for (int j = 0; j < k; ++j) {
+      wt[j] = ExpF(wt[j] - m);
+      sum += wt[j];
+    }
+    for (int j = 0; j < k; ++j) wt[j] = wt[j] / sum;
+  }
+}
+
+void CpuSwiGlu(const CpuOpContext& ctx, ConstMat gate, ConstMat up, Mat out) {
+  ctx.pool->ParallelFor(out.rows, CpuRowGrain(8 * out.cols), [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      const float* g = gate.Row(t);
+      const float* u = up.Row(t);
+      float* o = out.Row(t);
+      for (int64_t i = 0; i < out.cols; ++i) o[i] = cpu_math::Silu(g[i]) * u[i];
+    }
+  });
+}
+
+}  // namespace odmoe

@@ -1,0 +1,37 @@
+// The CPU backend's op implementations (internal; CpuBackend forwards to
+// these). Each takes the kernel table of the chosen ISA and the thread pool;
+// work is split over output rows (or attention heads) only, never inside one
+// reduction, so results do not depend on the thread count.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/backend.h"
+#include "cpu_kernels.h"
+#include "util/thread_pool.h"
+
+namespace odmoe {
+
+struct CpuOpContext {
+  const CpuKernels* kernels;
+  ThreadPool* pool;
+};
+
+void CpuMatMul(const CpuOpContext& ctx, const WeightRef& w, ConstMat x, Mat y);
+void CpuGetRows(const CpuOpContext& ctx, const WeightRef& table, const int32_t* ids, Mat out);
+void CpuRmsNorm(const CpuOpContext& ctx, ConstMat x, const float* weight, float eps, Mat y);
+void CpuRope(const CpuOpContext& ctx, Mat x, int head_dim, int rope_dims, const int32_t* positions,
+             float freq_base, RopeMode mode);
+void CpuAttention(const CpuOpContext& ctx, ConstMat q, ConstMat k_cache, ConstMat v_cache,
+                  int n_head, int n_head_kv, int head_dim, int pos0, float scale, Mat out);
+void CpuSoftmax(const CpuOpContext& ctx, Mat x);
+void CpuRouterTopK(ConstMat logits, int k, int32_t* ids, float* weights);
+void CpuSwiGlu(const CpuOpContext& ctx, ConstMat gate, ConstMat up, Mat out);
+
+/// Rows per parallel chunk so that a chunk has at least ~32k elements of work.
+inline int64_t CpuRowGrain(int64_t work_per_row) {
+  constexpr int64_t kMinChunkWork = 32 * 1024;
+  return work_per_row >= kMinChunkWork ? 1 : kMinChunkWork / (work_per_row > 0 ? work_per_row : 1);
+}
+
+}  // namespace odmoe

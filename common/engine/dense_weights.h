@@ -1,0 +1,45 @@
+// Every weight of a model except the experts, made usable by one backend:
+// what the main node needs (embeddings, attention, norms, router, LM head).
+// On a host backend these are zero-copy views of the mapped file.
+//
+//   ODMOE_ASSIGN_OR_RETURN(auto w, DenseWeights::Load(*model, *backend));
+//   backend->MatMul(w->layer(0).attn_q, x, q);
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "backend/backend.h"
+#include "model/model_file.h"
+
+namespace odmoe {
+
+struct DenseLayerWeights {
+  const float* attn_norm = nullptr;  // n_embd floats in backend memory
+  const float* ffn_norm = nullptr;
+  WeightRef attn_q, attn_k, attn_v, attn_output;
+  WeightRef router;  // rows n_expert, cols n_embd
+};
+
+class DenseWeights {
+ public:
+  static absl::StatusOr<std::unique_ptr<DenseWeights>> Load(const ModelFile& model,
+                                                            Backend& backend);
+
+  const WeightRef& token_embd() const { return token_embd_; }
+  const WeightRef& output() const { return output_; }
+  const float* output_norm() const { return output_norm_; }
+  const DenseLayerWeights& layer(int l) const { return layers_[static_cast<size_t>(l)]; }
+
+ private:
+  DenseWeights() = default;
+  absl::StatusOr<WeightRef> Load(Backend& backend, const TensorView& view);
+
+  WeightRef token_embd_, output_;
+  const float* output_norm_ = nullptr;
+  std::vector<DenseLayerWeights> layers_;
+  std::vector<std::unique_ptr<BackendBuffer>> storage_;  // device copies, if any
+};
+
+}  // namespace odmoe

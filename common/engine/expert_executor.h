@@ -1,0 +1,48 @@
+// Where the experts of a MoE layer are computed. The transformer calls an
+// ExpertExecutor once per layer; the single-process engine computes the
+// experts locally (LocalExpertExecutor), the cluster's main node sends them
+// to worker nodes. Both must give bit-identical results, which is why the
+// combination order is fixed here:
+//
+//   out[t] = 0;  for each expert e selected by row t, in ascending id order:
+//                  out[t] += weight(t, e) * expert_e(x[t])
+//
+// implemented as one Backend::ScatterAddScaled per expert, experts taken in
+// ascending id order (see RoutingPlan).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "backend/backend.h"
+
+namespace odmoe {
+
+/// The routing of a batch of rows at one layer, regrouped by expert.
+struct RoutingPlan {
+  struct ExpertRows {
+    int32_t expert = 0;
+    std::vector<int32_t> rows;     // rows of the batch routed to this expert, ascending
+    std::vector<float> weights;    // routing weight of each of those rows
+  };
+  std::vector<ExpertRows> experts;  // only experts with rows, ascending id
+
+  /// Builds the plan from per-row top-k ids and weights (row-major [n, k]).
+  /// INVALID_ARGUMENT for an expert id outside [0, n_expert) or a repeated
+  /// id within a row.
+  static absl::StatusOr<RoutingPlan> Build(std::span<const int32_t> ids,
+                                           std::span<const float> weights, int k, int n_expert);
+};
+
+class ExpertExecutor {
+ public:
+  virtual ~ExpertExecutor() = default;
+  /// Computes the MoE output of `layer` for rows `x` (the ffn-normed hidden
+  /// states, backend memory) into `out` (same shape, overwritten), combining
+  /// in the canonical order above.
+  virtual absl::Status Run(int layer, ConstMat x, const RoutingPlan& plan, Mat out) = 0;
+};
+
+}  // namespace odmoe

@@ -1,0 +1,29 @@
+#include "engine/expert_ffn.h"
+
+#include "util/status_macros.h"
+
+namespace odmoe {
+
+absl::StatusOr<ExpertFfnScratch> ExpertFfnScratch::Create(Backend& backend, int64_t n_ff,
+                                                          int64_t max_rows) {
+  ExpertFfnScratch s;
+  ODMOE_ASSIGN_OR_RETURN(s.buffer_,
+                         backend.Allocate(2 * static_cast<size_t>(n_ff * max_rows) * sizeof(float)));
+  s.gate_ = static_cast<float*>(s.buffer_->data());
+  s.up_ = s.gate_ + n_ff * max_rows;
+  s.n_ff_ = n_ff;
+  s.max_rows_ = max_rows;
+  return s;
+}
+
+void RunExpertFfn(Backend& backend, const ExpertWeights& w, ConstMat x,
+                  const ExpertFfnScratch& scratch, Mat y) {
+  const Mat gate = scratch.gate(x.rows);
+  const Mat up = scratch.up(x.rows);
+  backend.MatMul(w.gate, x, gate);
+  backend.MatMul(w.up, x, up);
+  backend.SwiGlu(gate, up, gate);
+  backend.MatMul(w.down, gate, y);
+}
+
+}  // namespace odmoe

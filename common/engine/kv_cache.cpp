@@ -1,0 +1,21 @@
+#include "engine/kv_cache.h"
+
+#include "absl/strings/str_cat.h"
+#include "util/status_macros.h"
+
+namespace odmoe {
+
+absl::StatusOr<KvCache> KvCache::Create(Backend& backend, const ModelConfig& config,
+                                        int capacity) {
+  if (capacity < 1) return absl::InvalidArgumentError("KV cache capacity must be >= 1");
+  KvCache kv;
+  kv.capacity_ = capacity;
+  kv.width_ = config.kv_width();
+  const size_t per_side = static_cast<size_t>(config.n_layer) * capacity * kv.width_;
+  ODMOE_ASSIGN_OR_RETURN(kv.buffer_, backend.Allocate(2 * per_side * sizeof(float)));
+  kv.k_base_ = static_cast<float*>(kv.buffer_->data());
+  kv.v_base_ = kv.k_base_ + per_side;
+  return kv;
+}
+
+}  // namespace odmoe

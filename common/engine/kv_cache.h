@@ -1,0 +1,35 @@
+// The attention KV cache of one sequence: per layer, K and V rows of
+// n_head_kv * head_dim floats for positions [0, capacity), in backend memory.
+//
+//   ODMOE_ASSIGN_OR_RETURN(KvCache kv, KvCache::Create(*backend, config, 512));
+//   backend->Copy(k_new, kv.k(layer).RowRange(pos0, n));
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "backend/backend.h"
+#include "model/model_config.h"
+
+namespace odmoe {
+
+class KvCache {
+ public:
+  static absl::StatusOr<KvCache> Create(Backend& backend, const ModelConfig& config,
+                                        int capacity);
+
+  int capacity() const { return capacity_; }
+  Mat k(int layer) const { return {k_base_ + LayerOffset(layer), capacity_, width_}; }
+  Mat v(int layer) const { return {v_base_ + LayerOffset(layer), capacity_, width_}; }
+
+ private:
+  int64_t LayerOffset(int layer) const { return static_cast<int64_t>(layer) * capacity_ * width_; }
+  std::unique_ptr<BackendBuffer> buffer_;
+  float* k_base_ = nullptr;
+  float* v_base_ = nullptr;
+  int capacity_ = 0;
+  int64_t width_ = 0;
+};
+
+}  // namespace odmoe

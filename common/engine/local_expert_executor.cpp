@@ -1,0 +1,65 @@
+#include "engine/local_expert_executor.h"
+
+#include "absl/strings/str_format.h"
+#include "util/status_macros.h"
+
+namespace odmoe {
+
+absl::StatusOr<std::unique_ptr<LocalExpertExecutor>> LocalExpertExecutor::Create(
+    const ModelFile& model, Backend& backend, int max_rows) {
+  const ModelConfig& c = model.config();
+  ODMOE_ASSIGN_OR_RETURN(ExpertFfnScratch scratch,
+                         ExpertFfnScratch::Create(backend, c.n_ff, max_rows));
+  std::unique_ptr<LocalExpertExecutor> ex(new LocalExpertExecutor(backend, std::move(scratch)));
+  ex->n_expert_ = c.n_expert;
+  ex->n_embd_ = c.n_embd;
+  auto load = [&](const TensorView& v) -> absl::StatusOr<WeightRef> {
+    ODMOE_ASSIGN_OR_RETURN(BackendWeight w, backend.LoadWeight(v));
+    if (w.storage) ex->storage_.push_back(std::move(w.storage));
+    return w.ref;
+  };
+  for (int l = 0; l < c.n_layer; ++l) {
+    for (int e = 0; e < c.n_expert; ++e) {
+      const ExpertTensors t = model.Expert(l, e);
+      ExpertWeights w;
+      ODMOE_ASSIGN_OR_RETURN(w.gate, load(t.gate));
+      ODMOE_ASSIGN_OR_RETURN(w.up, load(t.up));
+      ODMOE_ASSIGN_OR_RETURN(w.down, load(t.down));
+      ex->experts_.push_back(w);
+    }
+  }
+  const size_t rows = static_cast<size_t>(max_rows);
+  const size_t d = static_cast<size_t>(c.n_embd);
+  ODMOE_ASSIGN_OR_RETURN(ex->work_, backend.Allocate(rows * (2 * d + 2) * sizeof(float)));
+  ex->xe_ = static_cast<float*>(ex->work_->data());
+  ex->ye_ = ex->xe_ + rows * d;
+  ex->idx_ = reinterpret_cast<int32_t*>(ex->ye_ + rows * d);
+  ex->scale_ = ex->ye_ + rows * d + rows;
+  ex->zeros_.assign(rows * d, 0.0f);
+  return ex;
+}
+
+absl::Status LocalExpertExecutor::Run(int layer, ConstMat x, const RoutingPlan& plan, Mat out) {
+  if (x.rows > scratch_.max_rows() || out.rows != x.rows || x.cols != n_embd_ ||
+      out.cols != n_embd_) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("expert batch of %d x %d does not fit the executor (%d x %d)", x.rows,
+                        x.cols, scratch_.max_rows(), n_embd_));
+  }
+  ODMOE_RETURN_IF_ERROR(
+      backend_.CopyToBackend(out.data, zeros_.data(), out.rows * out.cols * sizeof(float)));
+  for (const RoutingPlan::ExpertRows& er : plan.experts) {
+    const int64_t n = static_cast<int64_t>(er.rows.size());
+    ODMOE_RETURN_IF_ERROR(backend_.CopyToBackend(idx_, er.rows.data(), n * sizeof(int32_t)));
+    ODMOE_RETURN_IF_ERROR(backend_.CopyToBackend(scale_, er.weights.data(), n * sizeof(float)));
+    const Mat xe{xe_, n, n_embd_};
+    const Mat ye{ye_, n, n_embd_};
+    backend_.GatherRows(x, idx_, xe);
+    RunExpertFfn(backend_, experts_[static_cast<size_t>(layer * n_expert_ + er.expert)], xe,
+                 scratch_, ye);
+    backend_.ScatterAddScaled(ye, idx_, scale_, out);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace odmoe

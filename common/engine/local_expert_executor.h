@@ -1,0 +1,46 @@
+// Computes every expert in this process, on one backend (the single-process
+// reference engine, and the shadow node's quantized model).
+//
+//   ODMOE_ASSIGN_OR_RETURN(auto experts, LocalExpertExecutor::Create(*model, *be, 64));
+//   transformer->Forward(tokens, pos0, *experts, &logits);
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/expert_executor.h"
+#include "engine/expert_ffn.h"
+#include "model/model_file.h"
+
+namespace odmoe {
+
+class LocalExpertExecutor : public ExpertExecutor {
+ public:
+  /// Makes every expert of `model` usable on `backend` (zero-copy on host
+  /// backends) with buffers for batches of up to `max_rows` rows.
+  static absl::StatusOr<std::unique_ptr<LocalExpertExecutor>> Create(const ModelFile& model,
+                                                                     Backend& backend,
+                                                                     int max_rows);
+
+  absl::Status Run(int layer, ConstMat x, const RoutingPlan& plan, Mat out) override;
+
+ private:
+  LocalExpertExecutor(Backend& backend, ExpertFfnScratch scratch)
+      : backend_(backend), scratch_(std::move(scratch)) {}
+
+  Backend& backend_;
+  int n_expert_ = 0;
+  int64_t n_embd_ = 0;
+  std::vector<ExpertWeights> experts_;  // [layer * n_expert + e]
+  std::vector<std::unique_ptr<BackendBuffer>> storage_;
+  ExpertFfnScratch scratch_;
+  std::unique_ptr<BackendBuffer> work_;  // gathered x, expert y, row ids, scales
+  float* xe_ = nullptr;
+  float* ye_ = nullptr;
+  int32_t* idx_ = nullptr;
+  float* scale_ = nullptr;
+  std::vector<float> zeros_;  // host zeros for clearing `out`
+};
+
+}  // namespace odmoe

@@ -1,0 +1,95 @@
+// The single-process reference engine: a whole MoE model in one process on
+// one backend. odmoe-run is a thin CLI over it, and the cluster's output is
+// checked against it token for token.
+//
+//   EngineOptions opt{.backend = "cpu"};
+//   ODMOE_ASSIGN_OR_RETURN(auto engine, ReferenceEngine::Create("model.gguf", opt));
+//   GenerateRequest req{.prompt = "Once upon a time", .max_tokens = 32};
+//   ODMOE_ASSIGN_OR_RETURN(GenerateResult r, engine->Generate(req,
+//       [](int32_t id, std::string_view text) { std::cout << text << std::flush; }));
+//   // r.output_ids, r.stats.decode_tokens_per_second(), r.routing ...
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "backend/backend.h"
+#include "engine/local_expert_executor.h"
+#include "engine/sampler.h"
+#include "engine/transformer.h"
+#include "model/model_file.h"
+#include "tokenizer/tokenizer.h"
+
+namespace odmoe {
+
+struct EngineOptions {
+  std::string backend = "cpu";  // registry name: "cpu", "cpu:2", "cuda:0"
+  int n_ctx = 0;                // 0 = min(training context, 4096)
+  int n_batch = 64;             // prefill chunk
+};
+
+struct GenerateRequest {
+  std::string prompt;
+  std::vector<int32_t> prompt_ids;  // used instead of `prompt` when non-empty
+  int max_tokens = 64;
+  SamplingParams sampling;
+  bool ignore_eos = false;      // keep generating past EOS
+  bool record_routing = false;  // fill GenerateResult::routing
+};
+
+struct GenerateStats {
+  int prompt_tokens = 0;
+  int generated_tokens = 0;
+  double prefill_seconds = 0;  // prompt forward, including the first token's logits
+  double decode_seconds = 0;   // forwards of generated tokens
+  double ttft_seconds = 0;     // request start to first token
+  double prefill_tokens_per_second() const;
+  double decode_tokens_per_second() const;
+};
+
+struct GenerateResult {
+  std::vector<int32_t> prompt_ids;
+  std::vector<int32_t> output_ids;
+  std::string text;
+  enum class StopReason { kMaxTokens, kEos } stop_reason = StopReason::kMaxTokens;
+  /// When requested: the experts of every layer for every position that went
+  /// through the model (prompt, then each generated token but the last).
+  std::vector<TokenRouting> routing;
+  GenerateStats stats;
+};
+
+class ReferenceEngine {
+ public:
+  /// Called once per generated token with its id and the text it completes
+  /// (possibly empty while a UTF-8 sequence is incomplete); at the end, if
+  /// bytes of an incomplete sequence remain, once more with id -1 and their
+  /// replacement text.
+  using TokenCallback = std::function<void(int32_t id, std::string_view text)>;
+
+  static absl::StatusOr<std::unique_ptr<ReferenceEngine>> Create(const std::string& model_path,
+                                                                 const EngineOptions& options);
+
+  const ModelFile& model() const { return *model_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  Backend& backend() const { return *backend_; }
+  int n_ctx() const { return transformer_->n_ctx(); }
+
+  /// INVALID_ARGUMENT for bad sampling parameters or max_tokens < 1,
+  /// OUT_OF_RANGE when prompt + max_tokens exceeds the context.
+  absl::StatusOr<GenerateResult> Generate(const GenerateRequest& request,
+                                          const TokenCallback& on_token = nullptr);
+
+ private:
+  ReferenceEngine() = default;
+  std::unique_ptr<ModelFile> model_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Transformer> transformer_;
+  std::unique_ptr<LocalExpertExecutor> experts_;
+};
+
+}  // namespace odmoe

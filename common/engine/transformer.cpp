@@ -1,0 +1,163 @@
+#include "engine/transformer.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_format.h"
+#include "util/status_macros.h"
+
+namespace odmoe {
+
+absl::StatusOr<std::unique_ptr<Transformer>> Transformer::Create(const ModelFile& model,
+                                                                 Backend& backend,
+                                                                 Options options) {
+  const ModelConfig& c = model.config();
+  const int n_ctx = options.n_ctx > 0 ? options.n_ctx : std::min(c.n_ctx_train, 4096);
+  if (options.n_batch < 1) return absl::InvalidArgumentError("n_batch must be >= 1");
+  ODMOE_ASSIGN_OR_RETURN(KvCache kv, KvCache::Create(backend, c, n_ctx));
+  std::unique_ptr<Transformer> tf(new Transformer(c, backend, std::move(kv)));
+  tf->n_batch_ = std::min(options.n_batch, n_ctx);
+  ODMOE_ASSIGN_OR_RETURN(tf->weights_, DenseWeights::Load(model, backend));
+  ODMOE_RETURN_IF_ERROR(tf->AllocateBuffers());
+  return tf;
+}
+
+absl::Status Transformer::AllocateBuffers() {
+  const size_t b = static_cast<size_t>(n_batch_);
+  const size_t d = config_.n_embd, qw = config_.q_width(), kvw = config_.kv_width();
+  const size_t e = config_.n_expert, k = config_.n_expert_used, v = config_.n_vocab;
+  // Layout (floats): x h o moe [b*d each] q attn [b*qw] k v [b*kvw] router [b*e]
+  // logits [v] weights [b*k], then int32: tokens positions [b] ids [b*k].
+  const size_t floats = b * (4 * d + 2 * qw + 2 * kvw + e + k) + v;
+  const size_t ints = b * (2 + k);
+  ODMOE_ASSIGN_OR_RETURN(buffer_, backend_.Allocate((floats + ints) * 4));
+  float* p = static_cast<float*>(buffer_->data());
+  auto take = [&p](size_t n) {
+    float* r = p;
+    p += n;
+    return r;
+  };
+  x_ = take(b * d);
+  h_ = take(b * d);
+  o_ = take(b * d);
+  moe_ = take(b * d);
+  q_ = take(b * qw);
+  attn_ = take(b * qw);
+  k_ = take(b * kvw);
+  v_ = take(b * kvw);
+  router_ = take(b * e);
+  logits_ = take(v);
+  weights_out_ = take(b * k);
+  tokens_ = reinterpret_cast<int32_t*>(take(b));
+  positions_ = reinterpret_cast<int32_t*>(take(b));
+  ids_out_ = reinterpret_cast<int32_t*>(take(b * k));
+  host_positions_.resize(b);
+  return absl::OkStatus();
+}
+
+absl::Status Transformer::BeginBatch(std::span<const int32_t> tokens, int pos0) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  if (n < 1 || n > n_batch_) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("batch of %d tokens (allowed 1..%d)", n, n_batch_));
+  }
+  if (pos0 < 0 || pos0 + n > kv_.capacity()) {
+    return absl::OutOfRangeError(absl::StrFormat(
+        "positions %d..%d exceed the context of %d tokens", pos0, pos0 + n - 1, kv_.capacity()));
+  }
+  for (int32_t t : tokens) {
+    if (t < 0 || t >= config_.n_vocab) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("token id %d outside the vocabulary [0, %d)", t, config_.n_vocab));
+    }
+  }
+  rows_ = n;
+  pos0_ = pos0;
+  for (int64_t i = 0; i < n; ++i) host_positions_[i] = pos0 + static_cast<int32_t>(i);
+  ODMOE_RETURN_IF_ERROR(backend_.CopyToBackend(tokens_, tokens.data(), n * sizeof(int32_t)));
+  ODMOE_RETURN_IF_ERROR(
+      backend_.CopyToBackend(positions_, host_positions_.data(), n * sizeof(int32_t)));
+  backend_.GetRows(weights_->token_embd(), tokens_, Mat{x_, n, config_.n_embd});
+  return absl::OkStatus();
+}
+
+void Transformer::AttentionBlock(int layer) {
+  const DenseLayerWeights& w = weights_->layer(layer);
+  const ModelConfig& c = config_;
+  const int64_t n = rows_;
+  const Mat x{x_, n, c.n_embd}, h{h_, n, c.n_embd}, o{o_, n, c.n_embd};
+  const Mat q{q_, n, c.q_width()}, attn{attn_, n, c.q_width()};
+  const Mat k_new = kv_.k(layer).RowRange(pos0_, n);
+  const Mat v_new = kv_.v(layer).RowRange(pos0_, n);
+  backend_.RmsNorm(x, w.attn_norm, c.rms_eps, h);
+  backend_.MatMul(w.attn_q, h, q);
+  backend_.MatMul(w.attn_k, h, k_new);
+  backend_.MatMul(w.attn_v, h, v_new);
+  backend_.Rope(q, c.head_dim, c.rope_dims, positions_, c.rope_freq_base, c.rope_mode);
+  backend_.Rope(k_new, c.head_dim, c.rope_dims, positions_, c.rope_freq_base, c.rope_mode);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  backend_.Attention(q, kv_.k(layer), kv_.v(layer), c.n_head, c.n_head_kv, c.head_dim, pos0_,
+                     scale, attn);
+  backend_.MatMul(w.attn_output, attn, o);
+  backend_.Add(x, o, x);
+}
+
+absl::StatusOr<RoutingPlan> Transformer::RouteBlock(int layer) {
+  const DenseLayerWeights& w = weights_->layer(layer);
+  const ModelConfig& c = config_;
+  const int64_t n = rows_;
+  const int k = c.n_expert_used;
+  const Mat x{x_, n, c.n_embd}, h{h_, n, c.n_embd}, router{router_, n, c.n_expert};
+  backend_.RmsNorm(x, w.ffn_norm, c.rms_eps, h);
+  backend_.MatMul(w.router, h, router);
+  backend_.RouterTopK(router, k, ids_out_, weights_out_);
+  host_ids_.resize(static_cast<size_t>(n * k));
+  host_weights_.resize(static_cast<size_t>(n * k));
+  ODMOE_RETURN_IF_ERROR(backend_.CopyToHost(host_ids_.data(), ids_out_, n * k * sizeof(int32_t)));
+  ODMOE_RETURN_IF_ERROR(
+      backend_.CopyToHost(host_weights_.data(), weights_out_, n * k * sizeof(float)));
+  return RoutingPlan::Build(host_ids_, host_weights_, k, c.n_expert);
+}
+
+void Transformer::FinishMoe() {
+  const Mat x{x_, rows_, config_.n_embd};
+  backend_.Add(x, moe_output(), x);
+}
+
+absl::Status Transformer::Logits(std::vector<float>* logits) {
+  const ModelConfig& c = config_;
+  const Mat last{x_ + (rows_ - 1) * c.n_embd, 1, c.n_embd};
+  const Mat h{h_, 1, c.n_embd};
+  backend_.RmsNorm(last, weights_->output_norm(), c.rms_eps, h);
+  backend_.MatMul(weights_->output(), h, Mat{logits_, 1, c.n_vocab});
+  logits->resize(static_cast<size_t>(c.n_vocab));
+  return backend_.CopyToHost(logits->data(), logits_, c.n_vocab * sizeof(float));
+}
+
+absl::Status Transformer::Forward(std::span<const int32_t> tokens, int pos0,
+                                  ExpertExecutor& experts, std::vector<float>* logits,
+                                  std::vector<TokenRouting>* routing) {
+  if (tokens.empty()) return absl::InvalidArgumentError("forward of an empty token list");
+  const int k = config_.n_expert_used;
+  for (size_t begin = 0; begin < tokens.size(); begin += static_cast<size_t>(n_batch_)) {
+    const size_t n = std::min(tokens.size() - begin, static_cast<size_t>(n_batch_));
+    ODMOE_RETURN_IF_ERROR(BeginBatch(tokens.subspan(begin, n), pos0 + static_cast<int>(begin)));
+    const size_t first_record = routing ? routing->size() : 0;
+    if (routing) routing->resize(first_record + n, TokenRouting(config_.n_layer * k));
+    for (int l = 0; l < config_.n_layer; ++l) {
+      AttentionBlock(l);
+      ODMOE_ASSIGN_OR_RETURN(RoutingPlan plan, RouteBlock(l));
+      ODMOE_RETURN_IF_ERROR(experts.Run(l, moe_input(), plan, moe_output()));
+      FinishMoe();
+      if (routing) {
+        for (size_t t = 0; t < n; ++t) {
+          std::copy_n(host_ids_.begin() + t * k, k, (*routing)[first_record + t].begin() + l * k);
+        }
+      }
+    }
+  }
+  if (logits) return Logits(logits);
+  return absl::OkStatus();
+}
+
+}  // namespace odmoe

@@ -1,0 +1,109 @@
+// The Mixture-of-Experts transformer, layer by layer, on one backend.
+//
+// Forward() runs a batch of tokens through every layer and asks an
+// ExpertExecutor for the experts of each MoE block, so the same code serves
+// the single-process engine (local experts), the shadow node (local
+// quantized experts) and the cluster's main node (remote experts). The steps
+// are public too, for callers that interleave their own work between them:
+//
+//   BeginBatch(tokens, pos0)               embeddings -> x
+//   for each layer l:
+//     AttentionBlock(l)                    x += Wo * attn(rope(Wq h), rope(Wk h), Wv h),
+//                                          h = rmsnorm(x) * attn_norm; K/V rows cached
+//     RouteBlock(l)                        h = rmsnorm(x) * ffn_norm; top-k of router(h)
+//     ... experts(h) -> moe_output() ...   (ExpertExecutor::Run)
+//     FinishMoe()                          x += moe_output
+//   Logits(&logits)                        LM head on the last row
+//
+//   ODMOE_ASSIGN_OR_RETURN(auto tf, Transformer::Create(*model, *backend, {}));
+//   std::vector<float> logits;
+//   ODMOE_RETURN_IF_ERROR(tf->Forward(prompt_ids, 0, *experts, &logits, nullptr));
+//
+// Batches larger than n_batch are split; thanks to the backend's determinism
+// contract the result does not depend on the split.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "backend/backend.h"
+#include "engine/dense_weights.h"
+#include "engine/expert_executor.h"
+#include "engine/kv_cache.h"
+#include "model/model_file.h"
+
+namespace odmoe {
+
+/// Expert ids chosen at every layer for one token: [n_layer * k], each
+/// layer's k ids in descending routing weight.
+using TokenRouting = std::vector<int32_t>;
+
+class Transformer {
+ public:
+  struct Options {
+    int n_ctx = 0;     // KV capacity; 0 = min(training context, 4096)
+    int n_batch = 64;  // rows per forward chunk
+  };
+
+  static absl::StatusOr<std::unique_ptr<Transformer>> Create(const ModelFile& model,
+                                                             Backend& backend, Options options);
+
+  const ModelConfig& config() const { return config_; }
+  Backend& backend() const { return backend_; }
+  int n_ctx() const { return kv_.capacity(); }
+  int n_batch() const { return n_batch_; }
+  KvCache& kv_cache() { return kv_; }
+
+  /// Runs `tokens` at positions [pos0, pos0 + n). If `logits` is non-null it
+  /// receives the n_vocab logits of the last token; if `routing` is non-null
+  /// one TokenRouting per token is appended. OUT_OF_RANGE when the positions
+  /// pass n_ctx; INVALID_ARGUMENT for a token id outside the vocabulary.
+  absl::Status Forward(std::span<const int32_t> tokens, int pos0, ExpertExecutor& experts,
+                       std::vector<float>* logits, std::vector<TokenRouting>* routing);
+
+  // ---- Steps (one batch of at most n_batch rows) ---------------------------
+  absl::Status BeginBatch(std::span<const int32_t> tokens, int pos0);
+  void AttentionBlock(int layer);
+  /// Computes the ffn-normed input and the routing of `layer`. The per-row
+  /// top-k ids / weights ([n, k], descending weight) are kept in host memory
+  /// (last_ids() / last_weights()).
+  absl::StatusOr<RoutingPlan> RouteBlock(int layer);
+  ConstMat moe_input() const { return {h_, rows_, config_.n_embd}; }
+  Mat moe_output() const { return {moe_, rows_, config_.n_embd}; }
+  void FinishMoe();
+  /// Logits of the last row of the batch (after the final norm), to host.
+  absl::Status Logits(std::vector<float>* logits);
+
+  std::span<const int32_t> last_ids() const { return host_ids_; }
+  std::span<const float> last_weights() const { return host_weights_; }
+  int64_t rows() const { return rows_; }
+
+ private:
+  Transformer(const ModelConfig& config, Backend& backend, KvCache kv)
+      : config_(config), backend_(backend), kv_(std::move(kv)) {}
+  absl::Status AllocateBuffers();
+
+  const ModelConfig config_;
+  Backend& backend_;
+  KvCache kv_;
+  std::unique_ptr<DenseWeights> weights_;
+  int n_batch_ = 0;
+
+  // Activations, [n_batch, width] each, in one backend buffer.
+  std::unique_ptr<BackendBuffer> buffer_;
+  float *x_ = nullptr, *h_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr;
+  float *attn_ = nullptr, *o_ = nullptr, *moe_ = nullptr, *router_ = nullptr;
+  float *logits_ = nullptr, *weights_out_ = nullptr;
+  int32_t *tokens_ = nullptr, *positions_ = nullptr, *ids_out_ = nullptr;
+
+  int64_t rows_ = 0;
+  int pos0_ = 0;
+  std::vector<int32_t> host_positions_;
+  std::vector<int32_t> host_ids_;
+  std::vector<float> host_weights_;
+};
+
+}  // namespace odmoe

@@ -1,0 +1,50 @@
+// One expert as a contiguous, fixed-size unit: the thing a worker node loads
+// into a device slot, computes with, and evicts.
+//
+// Layout of a packed expert (each part starts on a 64-byte boundary):
+//   [gate: n_ff rows of n_embd][up: n_ff rows of n_embd][down: n_embd rows of n_ff]
+// in the storage types of the model file (no conversion). Every expert of a
+// model has the same layout, so slots are interchangeable.
+//
+//   ExpertPackLayout layout = ExpertPackLayout::For(model.config());
+//   std::vector<uint8_t> blob(layout.total_bytes);
+//   PackExpert(model.Expert(layer, e), layout, blob.data());
+//   ExpertWeights w = layout.WeightsAt(slot_base);   // WeightRefs into the slot
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/backend.h"
+#include "model/model_config.h"
+#include "model/model_file.h"
+
+namespace odmoe {
+
+/// The three matrices of one expert as backend weights.
+struct ExpertWeights {
+  WeightRef gate;  // rows n_ff, cols n_embd
+  WeightRef up;    // rows n_ff, cols n_embd
+  WeightRef down;  // rows n_embd, cols n_ff
+};
+
+struct ExpertPackLayout {
+  DType gate_type = DType::kF32, up_type = DType::kF32, down_type = DType::kF32;
+  int64_t n_embd = 0;
+  int64_t n_ff = 0;
+  size_t gate_offset = 0, up_offset = 0, down_offset = 0;
+  size_t total_bytes = 0;
+
+  static ExpertPackLayout For(const ModelConfig& config);
+  /// WeightRefs for a packed expert whose first byte is at `base` (in any
+  /// memory space: host or device).
+  ExpertWeights WeightsAt(const void* base) const;
+};
+
+/// Copies one expert into `dst` (layout.total_bytes bytes, host memory).
+void PackExpert(const ExpertTensors& src, const ExpertPackLayout& layout, uint8_t* dst);
+
+/// WeightRef of a 2-D tensor view (rows = ne[1], cols = ne[0]).
+WeightRef WeightRefOf(const TensorView& view);
+
+}  // namespace odmoe

@@ -1,0 +1,245 @@
+#include "model/model_file.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "util/status_macros.h"
+#include "util/string_view.h"
+
+namespace odmoe {
+namespace {
+
+absl::Status Invalid(const std::string& path, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
+}
+
+// Reads an integer hyperparameter; `fallback` < 0 means required.
+absl::StatusOr<int> ReadInt(const GgufFile& f, const std::string& key, int64_t lo, int64_t hi,
+                            int64_t fallback = -1) {
+  const GgufValue* v = f.Find(key);
+  if (v == nullptr) {
+    if (fallback >= 0) return static_cast<int>(fallback);
+    return Invalid(f.path(), absl::StrCat("missing required metadata key '", key, "'"));
+  }
+  std::optional<int64_t> n = v->AsInt();
+  if (!n || *n < lo || *n > hi) {
+    return Invalid(f.path(), absl::StrCat("metadata key '", key, "' must be an integer in [", lo,
+                                          ", ", hi, "]"));
+  }
+  return static_cast<int>(*n);
+}
+
+absl::StatusOr<float> ReadFloat(const GgufFile& f, const std::string& key, double lo, double hi,
+                                double fallback) {
+  const GgufValue* v = f.Find(key);
+  if (v == nullptr) return static_cast<float>(fallback);
+  std::optional<double> x = v->AsFloat();
+  if (!x || !std::isfinite(*x) || *x < lo || *x > hi) {
+    return Invalid(f.path(), absl::StrCat("metadata key '", key, "' must be a number in [", lo,
+                                          ", ", hi, "]"));
+  }
+  return static_cast<float>(*x);
+}
+
+std::string ShapeString(const std::vector<int64_t>& ne) {
+  return absl::StrCat("[", absl::StrJoin(ne, ", "), "]");
+}
+
+// Finds a tensor and checks its shape (GGML order) and, for norms, its type.
+absl::StatusOr<TensorView> Expect(const GgufFile& f, const std::string& name,
+                                  const std::vector<int64_t>& ne, bool must_be_f32 = false) {
+  ODMOE_ASSIGN_OR_RETURN(TensorView t, f.Tensor(name));
+  bool match = t.n_dims == static_cast<int>(ne.size());
+  for (size_t i = 0; match && i < ne.size(); ++i) match = t.ne[i] == ne[i];
+  if (!match) {
+    std::vector<int64_t> got(t.ne.begin(), t.ne.begin() + t.n_dims);
+    return Invalid(f.path(), absl::StrCat("tensor '", name, "' has shape ", ShapeString(got),
+                                          ", expected ", ShapeString(ne)));
+  }
+  if (must_be_f32 && t.type != DType::kF32) {
+    return Invalid(f.path(), absl::StrCat("tensor '", name, "' must be f32, found ",
+                                          ToAbsl(Traits(t.type).name)));
+  }
+  return t;
+}
+
+uint64_t Fnv1a(uint64_t h, const void* data, size_t n) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  for (size_t i = 0; i < n; ++i) {
+    h ^= p[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+uint64_t Fingerprint(const GgufFile& f) {
+  uint64_t h = 14695981039346656037ull;
+  for (const auto& [key, value] : f.metadata()) {
+    h = Fnv1a(h, key.data(), key.size());
+    const auto type = static_cast<uint32_t>(value.type());
+    h = Fnv1a(h, &type, sizeof(type));
+    const uint64_t n = value.ArraySize();
+    h = Fnv1a(h, &n, sizeof(n));
+    if (const std::string* s = value.AsString()) h = Fnv1a(h, s->data(), s->size());
+    if (std::optional<double> x = value.AsFloat()) h = Fnv1a(h, &*x, sizeof(*x));
+  }
+  for (const TensorView& t : f.tensors()) {
+    h = Fnv1a(h, t.name.data(), t.name.size());
+    const auto type = static_cast<uint32_t>(t.type);
+    h = Fnv1a(h, &type, sizeof(type));
+    h = Fnv1a(h, t.ne.data(), sizeof(t.ne));
+    const uint64_t offset = f.DataOffset(t);
+    h = Fnv1a(h, &offset, sizeof(offset));
+  }
+  const uint64_t size = f.file_size();
+  return Fnv1a(h, &size, sizeof(size));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ModelFile>> ModelFile::Open(const std::string& path) {
+  std::unique_ptr<ModelFile> m(new ModelFile());
+  ODMOE_ASSIGN_OR_RETURN(m->gguf_, GgufFile::Open(path));
+  std::optional<std::string> arch = m->gguf_->GetString("general.architecture");
+  if (!arch) return Invalid(path, "missing metadata key 'general.architecture'");
+  m->arch_ = FindArch(*arch);
+  if (m->arch_ == nullptr) {
+    return Invalid(path, absl::StrCat("unsupported architecture '", *arch,
+                                      "' (supported: ", absl::StrJoin(SupportedArchNames(), ", ", [](std::string* out, std::string_view n) { out->append(n); }),
+                                      ")"));
+  }
+  ODMOE_RETURN_IF_ERROR(m->ReadConfig());
+  ODMOE_RETURN_IF_ERROR(m->BindTensors());
+  m->fingerprint_ = Fingerprint(*m->gguf_);
+  return m;
+}
+
+absl::Status ModelFile::ReadConfig() {
+  const GgufFile& f = *gguf_;
+  const ArchSpec& a = *arch_;
+  ModelConfig& c = config_;
+  c.arch = std::string(a.gguf_name);
+  c.name = f.GetString("general.name").value_or("");
+  c.rope_mode = a.rope_mode;
+  auto key = [&](std::string_view suffix) { return MetadataKey(a, suffix); };
+  ODMOE_ASSIGN_OR_RETURN(c.n_embd, ReadInt(f, key("embedding_length"), 1, 1 << 16));
+  ODMOE_ASSIGN_OR_RETURN(c.n_layer, ReadInt(f, key("block_count"), 1, 4096));
+  ODMOE_ASSIGN_OR_RETURN(c.n_head, ReadInt(f, key("attention.head_count"), 1, 4096));
+  ODMOE_ASSIGN_OR_RETURN(c.n_head_kv,
+                         ReadInt(f, key("attention.head_count_kv"), 1, 4096, c.n_head));
+  ODMOE_ASSIGN_OR_RETURN(c.n_ctx_train, ReadInt(f, key("context_length"), 1, 1 << 24));
+  ODMOE_ASSIGN_OR_RETURN(c.n_ff, ReadInt(f, key("feed_forward_length"), 1, 1 << 20));
+  ODMOE_ASSIGN_OR_RETURN(c.n_expert, ReadInt(f, key("expert_count"), 0, 4096, 0));
+  ODMOE_ASSIGN_OR_RETURN(c.n_expert_used, ReadInt(f, key("expert_used_count"), 0, 4096, 0));
+  if (c.n_embd % c.n_head != 0) {
+    return Invalid(f.path(), absl::StrFormat("embedding_length %d is not a multiple of "
+                                             "head_count %d", c.n_embd, c.n_head));
+  }
+  ODMOE_ASSIGN_OR_RETURN(c.head_dim, ReadInt(f, key("attention.key_length"), 2, 1 << 14,
+                                             c.n_embd / c.n_head));
+  ODMOE_ASSIGN_OR_RETURN(c.rope_dims, ReadInt(f, key("rope.dimension_count"), 2, c.head_dim,
+                                              c.head_dim));
+  ODMOE_ASSIGN_OR_RETURN(c.rope_freq_base, ReadFloat(f, key("rope.freq_base"), 1.0, 1e12, 1e4));
+  ODMOE_ASSIGN_OR_RETURN(c.rms_eps,
+                         ReadFloat(f, key("attention.layer_norm_rms_epsilon"), 0.0, 1.0, 1e-5));
+  if (c.n_head % c.n_head_kv != 0) {
+    return Invalid(f.path(), absl::StrFormat("head_count %d is not a multiple of head_count_kv %d",
+                                             c.n_head, c.n_head_kv));
+  }
+  if (c.head_dim % 2 != 0 || c.rope_dims % 2 != 0) {
+    return Invalid(f.path(), "head and rope dimensions must be even");
+  }
+  if (a.requires_experts && c.n_expert < 2) {
+    return Invalid(f.path(), absl::StrCat("'", key("expert_count"),
+                                          "' must be >= 2: odmoe serves Mixture-of-Experts models"));
+  }
+  if (c.n_expert_used < 1 || c.n_expert_used > c.n_expert) {
+    return Invalid(f.path(), absl::StrFormat("'%s' must be in [1, %d], found %d",
+                                             key("expert_used_count"), c.n_expert,
+                                             c.n_expert_used));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ModelFile::BindTensors() {
+  const GgufFile& f = *gguf_;
+  const ArchSpec& a = *arch_;
+  ModelConfig& c = config_;
+  auto name = [&](TensorRole role, int l = -1, int e = -1) { return TensorName(a, role, l, e); };
+
+  ODMOE_ASSIGN_OR_RETURN(TensorView embd, f.Tensor(name(TensorRole::kTokenEmbd)));
+  if (embd.n_dims != 2 || embd.ne[0] != c.n_embd || embd.ne[1] < 1) {
+    return Invalid(f.path(), absl::StrCat("tensor 'token_embd.weight' must have shape [",
+                                          c.n_embd, ", n_vocab]"));
+  }
+  c.n_vocab = static_cast<int>(embd.ne[1]);
+  token_embd_ = embd;
+  const int64_t d = c.n_embd, v = c.n_vocab;
+  ODMOE_ASSIGN_OR_RETURN(output_norm_, Expect(f, name(TensorRole::kOutputNorm), {d}, true));
+  if (f.HasTensor(name(TensorRole::kOutput))) {
+    ODMOE_ASSIGN_OR_RETURN(output_, Expect(f, name(TensorRole::kOutput), {d, v}));
+  } else {
+    output_ = token_embd_;
+    c.output_tied = true;
+  }
+
+  c.expert_layout = f.HasTensor(name(TensorRole::kFfnGateExps, 0)) ? ExpertLayout::kStacked
+                                                                    : ExpertLayout::kPerExpert;
+  const int64_t q = c.q_width(), kv = c.kv_width(), ff = c.n_ff, ne = c.n_expert;
+  layers_.resize(static_cast<size_t>(c.n_layer));
+  for (int l = 0; l < c.n_layer; ++l) {
+    LayerTensors& t = layers_[static_cast<size_t>(l)];
+    ODMOE_ASSIGN_OR_RETURN(t.attn_norm, Expect(f, name(TensorRole::kAttnNorm, l), {d}, true));
+    ODMOE_ASSIGN_OR_RETURN(t.attn_q, Expect(f, name(TensorRole::kAttnQ, l), {d, q}));
+    ODMOE_ASSIGN_OR_RETURN(t.attn_k, Expect(f, name(TensorRole::kAttnK, l), {d, kv}));
+    ODMOE_ASSIGN_OR_RETURN(t.attn_v, Expect(f, name(TensorRole::kAttnV, l), {d, kv}));
+    ODMOE_ASSIGN_OR_RETURN(t.attn_output, Expect(f, name(TensorRole::kAttnOutput, l), {q, d}));
+    ODMOE_ASSIGN_OR_RETURN(t.ffn_norm, Expect(f, name(TensorRole::kFfnNorm, l), {d}, true));
+    ODMOE_ASSIGN_OR_RETURN(t.router, Expect(f, name(TensorRole::kFfnGateInp, l), {d, ne}));
+    if (c.expert_layout == ExpertLayout::kStacked) {
+      ODMOE_ASSIGN_OR_RETURN(t.gate_exps, Expect(f, name(TensorRole::kFfnGateExps, l), {d, ff, ne}));
+      ODMOE_ASSIGN_OR_RETURN(t.up_exps, Expect(f, name(TensorRole::kFfnUpExps, l), {d, ff, ne}));
+      ODMOE_ASSIGN_OR_RETURN(t.down_exps, Expect(f, name(TensorRole::kFfnDownExps, l), {ff, d, ne}));
+    } else {
+      t.per_expert.resize(static_cast<size_t>(ne));
+      for (int e = 0; e < ne; ++e) {
+        ExpertTensors& x = t.per_expert[static_cast<size_t>(e)];
+        ODMOE_ASSIGN_OR_RETURN(x.gate, Expect(f, name(TensorRole::kFfnGateExpert, l, e), {d, ff}));
+        ODMOE_ASSIGN_OR_RETURN(x.up, Expect(f, name(TensorRole::kFfnUpExpert, l, e), {d, ff}));
+        ODMOE_ASSIGN_OR_RETURN(x.down, Expect(f, name(TensorRole::kFfnDownExpert, l, e), {ff, d}));
+      }
+    }
+  }
+
+  // Every expert of every layer must have the same storage, so that an
+  // expert is a fixed-size unit a worker can load into a fixed slot.
+  const ExpertTensors first = Expert(0, 0);
+  c.expert_gate_type = first.gate.type;
+  c.expert_up_type = first.up.type;
+  c.expert_down_type = first.down.type;
+  c.expert_bytes = first.gate.bytes() + first.up.bytes() + first.down.bytes();
+  for (int l = 0; l < c.n_layer; ++l) {
+    for (int e = 0; e < c.n_expert; ++e) {
+      const ExpertTensors x = Expert(l, e);
+      if (x.gate.type != c.expert_gate_type || x.up.type != c.expert_up_type ||
+          x.down.type != c.expert_down_type) {
+        return Invalid(f.path(), absl::StrFormat("expert %d of layer %d is stored in other types "
+                                                 "than expert 0 of layer 0", e, l));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+ExpertTensors ModelFile::Expert(int layer, int expert) const {
+  const LayerTensors& t = layers_[static_cast<size_t>(layer)];
+  if (config_.expert_layout == ExpertLayout::kPerExpert) {
+    return t.per_expert[static_cast<size_t>(expert)];
+  }
+  return {t.gate_exps.Slice2D(expert), t.up_exps.Slice2D(expert), t.down_exps.Slice2D(expert)};
+}
+
+}  // namespace odmoe

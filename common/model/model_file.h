@@ -1,0 +1,88 @@
+// A Mixture-of-Experts model file: the GGUF mapping, its validated
+// configuration, and zero-copy views of every tensor by role.
+//
+// Open() checks the architecture against the table in model_arch.h, reads
+// every hyperparameter (required ones must be present and in range), and
+// checks every tensor's presence, type and shape against the configuration,
+// so code that uses a ModelFile never meets a tensor of the wrong size.
+//
+//   ODMOE_ASSIGN_OR_RETURN(std::unique_ptr<ModelFile> m, ModelFile::Open(path));
+//   const ModelConfig& c = m->config();
+//   const LayerTensors& l0 = m->layer(0);
+//   ExpertTensors e5 = m->Expert(/*layer=*/0, /*expert=*/5);  // 2-D views
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "gguf/gguf_reader.h"
+#include "model/model_arch.h"
+#include "model/model_config.h"
+#include "tensor/tensor_view.h"
+
+namespace odmoe {
+
+/// The three matrices of one expert, each a 2-D view ({in, out}).
+struct ExpertTensors {
+  TensorView gate;  // {n_embd, n_ff}
+  TensorView up;    // {n_embd, n_ff}
+  TensorView down;  // {n_ff, n_embd}
+};
+
+/// The tensors of one transformer block.
+struct LayerTensors {
+  TensorView attn_norm;    // {n_embd}
+  TensorView attn_q;       // {n_embd, n_head * head_dim}
+  TensorView attn_k;       // {n_embd, n_head_kv * head_dim}
+  TensorView attn_v;       // {n_embd, n_head_kv * head_dim}
+  TensorView attn_output;  // {n_head * head_dim, n_embd}
+  TensorView ffn_norm;     // {n_embd}
+  TensorView router;       // {n_embd, n_expert}
+  // kStacked: 3-D {in, out, n_expert}; kPerExpert: empty (see per_expert).
+  TensorView gate_exps, up_exps, down_exps;
+  std::vector<ExpertTensors> per_expert;  // kPerExpert only
+};
+
+class ModelFile {
+ public:
+  /// Opens and validates `path`. NOT_FOUND / INVALID_ARGUMENT naming the file
+  /// and the offending key or tensor.
+  static absl::StatusOr<std::unique_ptr<ModelFile>> Open(const std::string& path);
+
+  const std::string& path() const { return gguf_->path(); }
+  const GgufFile& gguf() const { return *gguf_; }
+  const ArchSpec& arch() const { return *arch_; }
+  const ModelConfig& config() const { return config_; }
+
+  const TensorView& token_embd() const { return token_embd_; }
+  const TensorView& output_norm() const { return output_norm_; }
+  /// The LM head (token_embd when the file ties them).
+  const TensorView& output() const { return output_; }
+  const LayerTensors& layer(int l) const { return layers_[static_cast<size_t>(l)]; }
+
+  /// Views of one expert's matrices (zero-copy; layer and expert must be in
+  /// range — callers validate ids that come from outside first).
+  ExpertTensors Expert(int layer, int expert) const;
+
+  /// A 64-bit identity of the model: a hash of the file's metadata and tensor
+  /// table (not the weights), plus its size. Two nodes agree on a model iff
+  /// their fingerprints match.
+  uint64_t fingerprint() const { return fingerprint_; }
+
+ private:
+  ModelFile() = default;
+  absl::Status ReadConfig();
+  absl::Status BindTensors();
+
+  std::unique_ptr<GgufFile> gguf_;
+  const ArchSpec* arch_ = nullptr;
+  ModelConfig config_;
+  TensorView token_embd_, output_norm_, output_;
+  std::vector<LayerTensors> layers_;
+  uint64_t fingerprint_ = 0;
+};
+
+}  // namespace odmoe

@@ -1,0 +1,129 @@
+#include "tensor/quant.h"
+
+#include <cassert>
+#include <cmath>
+#include <cstring>
+
+#include "util/fp16.h"
+
+namespace odmoe {
+namespace {
+
+void DequantizeQ8_0(const BlockQ8_0* blocks, float* dst, int64_t n_blocks) {
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const float d = F16ToF32(blocks[b].d);
+    for (int j = 0; j < kQ8_0BlockElems; ++j) dst[j] = d * static_cast<float>(blocks[b].qs[j]);
+    dst += kQ8_0BlockElems;
+  }
+}
+
+void DequantizeQ4_0(const BlockQ4_0* blocks, float* dst, int64_t n_blocks) {
+  constexpr int kHalf = kQ4_0BlockElems / 2;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const float d = F16ToF32(blocks[b].d);
+    for (int j = 0; j < kHalf; ++j) {
+      dst[j] = d * static_cast<float>((blocks[b].qs[j] & 0x0f) - 8);
+      dst[j + kHalf] = d * static_cast<float>((blocks[b].qs[j] >> 4) - 8);
+    }
+    dst += kQ4_0BlockElems;
+  }
+}
+
+// For finite input the clamps never bind (|x * id| <= 127 by construction), so
+// the codes equal the reference quantizer's; they only keep non-finite input
+// from reaching an undefined float-to-int conversion.
+void QuantizeQ8_0(const float* src, BlockQ8_0* blocks, int64_t n_blocks) {
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    float amax = 0.0f;
+    for (int j = 0; j < kQ8_0BlockElems; ++j) amax = std::fmax(amax, std::fabs(src[j]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    blocks[b].d = F32ToF16(d);
+    for (int j = 0; j < kQ8_0BlockElems; ++j) {
+      const float q = std::roundf(src[j] * id);
+      blocks[b].qs[j] = static_cast<int8_t>(std::fmax(-127.0f, std::fmin(q, 127.0f)));
+    }
+    src += kQ8_0BlockElems;
+  }
+}
+
+void QuantizeQ4_0(const float* src, BlockQ4_0* blocks, int64_t n_blocks) {
+  constexpr int kHalf = kQ4_0BlockElems / 2;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    float amax = 0.0f;
+    float max = 0.0f;  // the element of largest magnitude, sign kept (first one wins)
+    for (int j = 0; j < kQ4_0BlockElems; ++j) {
+      if (amax < std::fabs(src[j])) {
+        amax = std::fabs(src[j]);
+        max = src[j];
+      }
+    }
+    const float d = max / -8.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    blocks[b].d = F32ToF16(d);
+    for (int j = 0; j < kHalf; ++j) {
+      // Truncation toward zero of x * id + 8.5, capped at 15.
+      const float v0 = std::fmax(0.0f, std::fmin(src[j] * id + 8.5f, 15.0f));
+      const float v1 = std::fmax(0.0f, std::fmin(src[j + kHalf] * id + 8.5f, 15.0f));
+      blocks[b].qs[j] =
+          static_cast<uint8_t>(static_cast<int>(v0) | (static_cast<int>(v1) << 4));
+    }
+    src += kQ4_0BlockElems;
+  }
+}
+
+}  // namespace
+
+void DequantizeRow(DType type, const void* src, float* dst, int64_t n) {
+  assert(RowSizeValid(type, n));
+  switch (type) {
+    case DType::kF32:
+      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+      return;
+    case DType::kF16: {
+      const auto* h = static_cast<const uint16_t*>(src);
+      for (int64_t i = 0; i < n; ++i) dst[i] = F16ToF32(h[i]);
+      return;
+    }
+    case DType::kBF16: {
+      const auto* h = static_cast<const uint16_t*>(src);
+      for (int64_t i = 0; i < n; ++i) dst[i] = BF16ToF32(h[i]);
+      return;
+    }
+    case DType::kQ8_0:
+      DequantizeQ8_0(static_cast<const BlockQ8_0*>(src), dst, n / kQ8_0BlockElems);
+      return;
+    case DType::kQ4_0:
+      DequantizeQ4_0(static_cast<const BlockQ4_0*>(src), dst, n / kQ4_0BlockElems);
+      return;
+  }
+  assert(false && "DequantizeRow: unsupported DType");
+}
+
+void QuantizeRow(DType type, const float* src, void* dst, int64_t n) {
+  assert(RowSizeValid(type, n));
+  switch (type) {
+    case DType::kF32:
+      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+      return;
+    case DType::kF16: {
+      auto* h = static_cast<uint16_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) h[i] = F32ToF16(src[i]);
+      return;
+    }
+    case DType::kBF16: {
+      auto* h = static_cast<uint16_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) h[i] = F32ToBF16(src[i]);
+      return;
+    }
+    case DType::kQ8_0:
+      QuantizeQ8_0(src, static_cast<BlockQ8_0*>(dst), n / kQ8_0BlockElems);
+      return;
+    case DType::kQ4_0:
+      QuantizeQ4_0(src, static_cast<BlockQ4_0*>(dst), n / kQ4_0BlockElems);
+      return;
+  }
+  assert(false && "QuantizeRow: unsupported DType");
+}
+
+}  // namespace odmoe

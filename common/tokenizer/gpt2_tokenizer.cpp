@@ -1,0 +1,125 @@
+// GPT-2 byte-level BPE ("gpt2") encoding and decoding.
+#include <array>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "tokenizer/bpe_merger.h"
+#include "tokenizer/gpt2_pretokenizer.h"
+#include "tokenizer/tokenizer_models.h"
+#include "tokenizer/utf8.h"
+
+namespace odmoe {
+namespace {
+
+// GPT-2's map from bytes to printable code points: bytes that are printable
+// Latin-1 ('!'..'~', U+00A1..U+00AC, U+00AE..U+00FF) map to themselves, the
+// other 68 bytes to U+0100, U+0101, ... in byte order.
+std::array<char32_t, 256> MakeByteToCodepoint() {
+  std::array<char32_t, 256> map{};
+  char32_t next = 256;
+  for (int b = 0; b < 256; ++b) {
+    const bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+    map[b] = printable ? static_cast<char32_t>(b) : next++;
+  }
+  return map;
+}
+
+class Gpt2Tokenizer final : public Tokenizer {
+ public:
+  explicit Gpt2Tokenizer(TokenizerVocab vocab)
+      : Tokenizer(std::move(vocab)),
+        plain_matcher_(vocab_, /*include_control=*/false),
+        special_matcher_(vocab_, /*include_control=*/true) {
+    const std::array<char32_t, 256> cps = MakeByteToCodepoint();
+    for (int b = 0; b < 256; ++b) {
+      AppendUtf8(cps[b], &byte_text_[b]);
+      codepoint_to_byte_.emplace(cps[b], static_cast<uint8_t>(b));
+    }
+    // Validated merges; the first occurrence of a pair keeps its rank.
+    for (size_t i = 0; i < vocab_.merges.size(); ++i) {
+      merge_rank_.emplace(vocab_.merges[i], static_cast<int32_t>(i));
+    }
+  }
+
+  absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text,
+                                              const EncodeOptions& options) const override {
+    const SpecialTokenMatcher& m = options.parse_special ? special_matcher_ : plain_matcher_;
+    return EncodeWithSpecialTokens(
+        vocab_, m, text, options, [this](std::string_view t, bool, std::vector<int32_t>* out) {
+          for (std::string_view word : Gpt2PreTokenize(t)) {
+            absl::Status s = EncodeWord(word, out);
+            if (!s.ok()) return s;
+          }
+          return absl::OkStatus();
+        });
+  }
+
+  std::string TokenToPiece(int32_t id) const override {
+    if (id < 0 || id >= n_vocab()) return "";
+    const std::string& text = vocab_.tokens[id];
+    const TokenType type = vocab_.token_types.empty() ? TokenType::kNormal : vocab_.token_types[id];
+    if (type == TokenType::kControl) return "";
+    if (type == TokenType::kUserDefined || type == TokenType::kUnknown) return text;
+    std::string bytes;
+    size_t pos = 0;
+    while (pos < text.size()) {
+      const Utf8Scan s = ScanUtf8(text, pos);
+      const size_t len = s.state == Utf8State::kValid ? s.length : 1;
+      const auto it = codepoint_to_byte_.find(s.codepoint);
+      if (s.state == Utf8State::kValid && it != codepoint_to_byte_.end()) {
+        bytes.push_back(static_cast<char>(it->second));
+      } else {
+        bytes.append(text, pos, len);  // not a mapped byte: kept as it is
+      }
+      pos += len;
+    }
+    return bytes;
+  }
+
+ private:
+  absl::Status EncodeWord(std::string_view word, std::vector<int32_t>* out) const {
+    std::string mapped;
+    std::vector<size_t> starts;
+    starts.reserve(word.size());
+    for (char c : word) {
+      starts.push_back(mapped.size());
+      mapped += byte_text_[static_cast<uint8_t>(c)];
+    }
+    std::string key;
+    const BpeMergeResult r = BpeMerge(
+        mapped, starts, [&](std::string_view l, std::string_view r) -> std::optional<double> {
+          key.assign(l).append(" ").append(r);
+          const auto it = merge_rank_.find(key);
+          if (it == merge_rank_.end()) return std::nullopt;
+          return -static_cast<double>(it->second);
+        });
+    for (int32_t node : r.final_symbols) {
+      const auto it = token_to_id_.find(std::string(r.nodes[node].text));
+      if (it != token_to_id_.end()) {
+        out->push_back(it->second);
+      } else if (vocab_.unk_id >= 0) {
+        out->push_back(vocab_.unk_id);
+      } else {
+        return absl::InvalidArgumentError("no token for byte-level symbol \"" +
+                                          std::string(r.nodes[node].text) +
+                                          "\" and the vocab has no unk");
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  SpecialTokenMatcher plain_matcher_;
+  SpecialTokenMatcher special_matcher_;
+  std::array<std::string, 256> byte_text_;
+  absl::flat_hash_map<char32_t, uint8_t> codepoint_to_byte_;
+  absl::flat_hash_map<std::string, int32_t> merge_rank_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> CreateGpt2Tokenizer(TokenizerVocab vocab) {
+  return std::make_unique<Gpt2Tokenizer>(std::move(vocab));
+}
+
+}  // namespace odmoe

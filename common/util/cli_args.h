@@ -1,0 +1,66 @@
+// A small command-line parser for odmoe's tools and daemons: typed options,
+// "--name value" / "--name=value" / "-n value", clear errors, generated help.
+//
+//   CliArgs args("odmoe-run", "Generate text with a model in one process.");
+//   std::string model;  int n = 64;  float temp = 0;  bool ignore_eos = false;
+//   args.AddString("model", &model, "FILE", "GGUF model file", /*required=*/true);
+//   args.AddInt("n", &n, "N", "tokens to generate");        // -n and --n
+//   args.AddFloat("temp", &temp, "T", "sampling temperature");
+//   args.AddFlag("ignore-eos", &ignore_eos, "keep going past end-of-sequence");
+//   absl::Status s = args.Parse(argc, argv);   // INVALID_ARGUMENT with the reason
+//   if (args.help_requested()) { std::cout << args.Help(); return 0; }
+//
+// Single-letter options may be written with one dash; every option with two.
+// Positional arguments are collected in positional() when allowed.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace odmoe {
+
+class CliArgs {
+ public:
+  CliArgs(std::string program, std::string summary);
+
+  void AddString(std::string name, std::string* out, std::string metavar, std::string help,
+                 bool required = false);
+  void AddInt(std::string name, int* out, std::string metavar, std::string help,
+              bool required = false);
+  void AddUInt64(std::string name, uint64_t* out, std::string metavar, std::string help);
+  void AddFloat(std::string name, float* out, std::string metavar, std::string help);
+  void AddFlag(std::string name, bool* out, std::string help);
+  /// Accept up to `max` positional arguments (named `metavar` in the help).
+  void AllowPositional(std::string metavar, int max);
+
+  absl::Status Parse(int argc, char** argv);
+  bool help_requested() const { return help_requested_; }
+  const std::vector<std::string>& positional() const { return positional_; }
+  /// True when the option appeared on the command line.
+  bool IsSet(std::string_view name) const;
+  std::string Help() const;
+
+ private:
+  struct Option {
+    std::string name, metavar, help;
+    bool required = false;
+    bool takes_value = true;
+    bool seen = false;
+    std::function<bool(std::string_view)> set;  // false = unparsable value
+  };
+  Option* Find(std::string_view name);
+
+  std::string program_, summary_;
+  std::vector<Option> options_;
+  std::vector<std::string> positional_;
+  std::string positional_metavar_;
+  int positional_max_ = 0;
+  bool help_requested_ = false;
+};
+
+}  // namespace odmoe

@@ -1,0 +1,30 @@
+// The one logging header of odmoe (spdlog behind macros).
+//
+// Every line carries the node id set with SetLogNodeId() ("run", "main",
+// "worker-3", ...). Per-token detail belongs at debug level.
+//
+//   odmoe::SetLogNodeId("worker-3");
+//   ODMOE_LOG_INFO("loaded expert {} of layer {} in {:.2f} ms", e, l, ms);
+#pragma once
+
+#include <string_view>
+
+#include "spdlog/spdlog.h"
+
+namespace odmoe {
+
+/// Sets the node id printed on every log line and (re)configures the sink
+/// (stderr, colour when a terminal). Thread-safe; call once at start-up.
+void SetLogNodeId(std::string_view node_id);
+
+/// Sets the level from a name: trace, debug, info, warn, error, off.
+/// Returns false (and keeps the current level) for an unknown name.
+bool SetLogLevel(std::string_view level);
+
+}  // namespace odmoe
+
+#define ODMOE_LOG_TRACE(...) SPDLOG_TRACE(__VA_ARGS__)
+#define ODMOE_LOG_DEBUG(...) SPDLOG_DEBUG(__VA_ARGS__)
+#define ODMOE_LOG_INFO(...) SPDLOG_INFO(__VA_ARGS__)
+#define ODMOE_LOG_WARN(...) SPDLOG_WARN(__VA_ARGS__)
+#define ODMOE_LOG_ERROR(...) SPDLOG_ERROR(__VA_ARGS__)

@@ -1,0 +1,75 @@
+#include "util/mmap_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace odmoe {
+namespace {
+
+absl::Status ErrnoStatus(const std::string& path, absl::string_view what, int err) {
+  std::string message = absl::StrCat(path, ": ", what, ": ", std::strerror(err));
+  if (err == ENOENT) return absl::NotFoundError(message);
+  return absl::InternalError(message);
+}
+
+// Closes a file descriptor when it goes out of scope.
+class ScopedFd {
+ public:
+  explicit ScopedFd(int fd) : fd_(fd) {}
+  ~ScopedFd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  ScopedFd(const ScopedFd&) = delete;
+  ScopedFd& operator=(const ScopedFd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+MappedFile::~MappedFile() {
+  if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+}
+
+MappedFile::MappedFile(MappedFile&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+
+MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
+  if (this != &other) {
+    if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+absl::StatusOr<MappedFile> MappedFile::Open(const std::string& path) {
+  ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return ErrnoStatus(path, "cannot open", errno);
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return ErrnoStatus(path, "cannot stat", errno);
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
+  }
+  if (st.st_size == 0) return absl::InvalidArgumentError(absl::StrCat(path, ": file is empty"));
+  const size_t size = static_cast<size_t>(st.st_size);
+  void* addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd.get(), 0);
+  if (addr == MAP_FAILED) return ErrnoStatus(path, "cannot mmap", errno);
+  MappedFile file;
+  file.data_ = static_cast<const uint8_t*>(addr);
+  file.size_ = size;
+  return file;
+}
+
+}  // namespace odmoe

@@ -1,0 +1,36 @@
+// A read-only memory mapping of a whole file (RAII).
+//
+//   ODMOE_ASSIGN_OR_RETURN(MappedFile m, MappedFile::Open("model.gguf"));
+//   const uint8_t* p = m.data(); size_t n = m.size();
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace odmoe {
+
+class MappedFile {
+ public:
+  MappedFile() = default;
+  ~MappedFile();
+  MappedFile(MappedFile&& other) noexcept;
+  MappedFile& operator=(MappedFile&& other) noexcept;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  /// NOT_FOUND if the file does not exist, INVALID_ARGUMENT if it is not a
+  /// regular file or is empty, INTERNAL for other system errors.
+  static absl::StatusOr<MappedFile> Open(const std::string& path);
+
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace odmoe

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs every Debian package odmoe's build needs (idempotent,
+# non-interactive) and builds the project into build/ with ccache.
+#
+#   scripts/setup.sh                 # install what is missing, configure, build
+#   BUILD_DIR=build-dbg CMAKE_BUILD_TYPE=Debug scripts/setup.sh
+#   ODMOE_CUDA=OFF scripts/setup.sh  # skip the CUDA backend even if nvcc exists
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(
+  build-essential cmake ninja-build ccache pkg-config git
+  libabsl-dev libspdlog-dev libfmt-dev catch2 nlohmann-json3-dev libyaml-cpp-dev
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+BUILD_DIR=${BUILD_DIR:-build}
+JOBS=${JOBS:-$(nproc)}
+# nvcc usually lives outside PATH in /usr/local/cuda.
+if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
+  export PATH=/usr/local/cuda/bin:$PATH
+fi
+export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
+cmake -S . -B "$BUILD_DIR" -G Ninja \
+  -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-RelWithDebInfo}" \
+  -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache \
+  -DODMOE_CUDA="${ODMOE_CUDA:-AUTO}" -DODMOE_BUILD_TESTS=ON >/dev/null
+cmake --build "$BUILD_DIR" -j "$JOBS"
+echo "setup: built into $BUILD_DIR"

@@ -1,0 +1,339 @@
+#include "op_cases.h"
+
+#include <cmath>
+
+#include "absl/strings/str_format.h"
+#include "catch2/catch.hpp"
+#include "reference_ops.h"
+#include "tensor/quant.h"
+
+namespace odmoe::test {
+
+void* DeviceData::Alloc(size_t bytes) {
+  auto buf = be_.Allocate(bytes);
+  REQUIRE(buf.ok());
+  buffers_.push_back(std::move(buf).value());
+  return buffers_.back()->data();
+}
+
+float* DeviceData::Floats(const std::vector<float>& host) {
+  void* p = Alloc(host.size() * sizeof(float));
+  REQUIRE(be_.CopyToBackend(p, host.data(), host.size() * sizeof(float)).ok());
+  return static_cast<float*>(p);
+}
+
+float* DeviceData::Zeros(size_t n) { return Floats(std::vector<float>(n, 0.0f)); }
+
+int32_t* DeviceData::Ints(const std::vector<int32_t>& host) {
+  void* p = Alloc(host.size() * sizeof(int32_t));
+  REQUIRE(be_.CopyToBackend(p, host.data(), host.size() * sizeof(int32_t)).ok());
+  return static_cast<int32_t*>(p);
+}
+
+WeightRef DeviceData::Weight(DType type, const std::vector<uint8_t>& bytes, int64_t rows,
+                             int64_t cols) {
+  TensorView view;
+  view.name = "test.weight";
+  view.type = type;
+  view.n_dims = 2;
+  view.ne = {cols, rows, 1, 1};
+  view.data = bytes.data();
+  auto w = be_.LoadWeight(view);
+  REQUIRE(w.ok());
+  weights_.push_back(std::move(w).value());
+  return weights_.back().ref;
+}
+
+std::vector<float> DeviceData::Read(const float* p, size_t n) {
+  std::vector<float> out(n);
+  REQUIRE(be_.CopyToHost(out.data(), p, n * sizeof(float)).ok());
+  return out;
+}
+
+std::vector<int32_t> DeviceData::ReadInts(const int32_t* p, size_t n) {
+  std::vector<int32_t> out(n);
+  REQUIRE(be_.CopyToHost(out.data(), p, n * sizeof(int32_t)).ok());
+  return out;
+}
+
+std::vector<uint8_t> RandomWeight(DType type, int64_t rows, int64_t cols, uint32_t seed) {
+  const std::vector<float> f = ref::RandomFloats(static_cast<size_t>(rows * cols), seed);
+  const size_t row_bytes = RowBytes(type, cols);
+  std::vector<uint8_t> bytes(row_bytes * static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    QuantizeRow(type, f.data() + r * cols, bytes.data() + r * row_bytes, cols);
+  }
+  return bytes;
+}
+
+namespace {
+
+// Tolerances. Weights are quantized before the reference sees them, so the
+// only differences left are fp32 rounding (accumulation, ExpF's < 2 ulp,
+// f32 sin/cos): errors of order 1e-7 relative; the bounds leave 10-100x room
+// while a wrong element, lane or block (errors of order 1) fails by far.
+constexpr double kNmseF32 = 1e-10;
+constexpr double kRelF32 = 1e-5;
+
+template <class T>
+std::vector<double> ToDouble(const std::vector<T>& v) {
+  return std::vector<double>(v.begin(), v.end());
+}
+
+void AddMatMulCases(std::vector<OpCase>& cases) {
+  struct Shape {
+    int64_t k, out, n;
+  };
+  const Shape shapes[] = {{32, 17, 3}, {64, 5, 1}, {96, 33, 17}, {4096, 7, 3}, {256, 64, 8}};
+  const DType types[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0};
+  uint32_t seed = 100;
+  for (DType type : types) {
+    std::vector<Shape> list(std::begin(shapes), std::end(shapes));
+    if (!Traits(type).quantized) list.push_back({50, 9, 2});  // k not a multiple of 16
+    for (const Shape& s : list) {
+      auto w = std::make_shared<std::vector<uint8_t>>(RandomWeight(type, s.out, s.k, ++seed));
+      auto x = std::make_shared<std::vector<float>>(ref::RandomFloats(s.k * s.n, ++seed));
+      OpCase c;
+      c.name = absl::StrFormat("MatMul %s k=%d out=%d n=%d", Traits(type).name, s.k, s.out, s.n);
+      c.max_nmse = kNmseF32;
+      c.max_rel = kRelF32;
+      c.run = [=](Backend& be) {
+        DeviceData d(be);
+        const WeightRef wr = d.Weight(type, *w, s.out, s.k);
+        float* y = d.Zeros(s.n * s.out);
+        be.MatMul(wr, ConstMat(d.Floats(*x), s.n, s.k), Mat{y, s.n, s.out});
+        return d.Read(y, s.n * s.out);
+      };
+      c.reference = [=] { return ref::MatMul(type, w->data(), s.out, s.k, *x, s.n); };
+      cases.push_back(std::move(c));
+    }
+  }
+}
+
+void AddGetRowsCases(std::vector<OpCase>& cases) {
+  const DType types[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0};
+  for (DType type : types) {
+    const int64_t rows = 10, cols = 96;
+    auto w = std::make_shared<std::vector<uint8_t>>(RandomWeight(type, rows, cols, 7));
+    const std::vector<int32_t> ids = {3, 0, 9, 3};
+    OpCase c{absl::StrFormat("GetRows %s", Traits(type).name), 0.0, 0.0, nullptr, nullptr};
+    c.run = [=](Backend& be) {
+      DeviceData d(be);
+      const WeightRef wr = d.Weight(type, *w, rows, cols);
+      float* out = d.Zeros(ids.size() * cols);
+      be.GetRows(wr, d.Ints(ids), Mat{out, static_cast<int64_t>(ids.size()), cols});
+      return d.Read(out, ids.size() * cols);
+    };
+    c.reference = [=] {
+      std::vector<double> out;
+      for (int32_t id : ids) {
+        const auto r = ref::DecodeRow(type, w->data() + id * RowBytes(type, cols), cols);
+        out.insert(out.end(), r.begin(), r.end());
+      }
+      return out;
+    };
+    cases.push_back(std::move(c));
+  }
+}
+
+void AddNormRopeCases(std::vector<OpCase>& cases) {
+  for (auto [n, dim] : {std::pair<int64_t, int64_t>{3, 96}, {17, 4096}}) {
+    auto x = std::make_shared<std::vector<float>>(ref::RandomFloats(n * dim, 11, -3, 3));
+    auto w = std::make_shared<std::vector<float>>(ref::RandomFloats(dim, 12, 0.5, 1.5));
+    OpCase c{absl::StrFormat("RmsNorm in place n=%d d=%d", n, dim), kNmseF32, kRelF32, nullptr,
+             nullptr};
+    c.run = [=](Backend& be) {
+      DeviceData d(be);
+      float* xd = d.Floats(*x);
+      be.RmsNorm(ConstMat(xd, n, dim), d.Floats(*w), 1e-5f, Mat{xd, n, dim});  // y aliases x
+      return d.Read(xd, n * dim);
+    };
+    c.reference = [=] { return ref::RmsNorm(*x, n, dim, *w, 1e-5); };
+    cases.push_back(std::move(c));
+  }
+  for (RopeMode mode : {RopeMode::kInterleaved, RopeMode::kHalf}) {
+    for (int rope_dims : {64, 32}) {
+      const int64_t n = 5, hd = 64, cols = 4 * hd;
+      auto x = std::make_shared<std::vector<float>>(ref::RandomFloats(n * cols, 13));
+      const std::vector<int32_t> pos = {0, 1, 17, 511, 3000};
+      OpCase c{absl::StrFormat("Rope %s rope_dims=%d",
+                               mode == RopeMode::kHalf ? "half" : "interleaved", rope_dims),
+               kNmseF32, kRelF32, nullptr, nullptr};
+      c.run = [=](Backend& be) {
+        DeviceData d(be);
+        float* xd = d.Floats(*x);
+        be.Rope(Mat{xd, n, cols}, hd, rope_dims, d.Ints(pos), 10000.0f, mode);
+        return d.Read(xd, n * cols);
+      };
+      c.reference = [=] { return ref::Rope(*x, n, cols, hd, rope_dims, pos, 10000.0, mode); };
+      cases.push_back(std::move(c));
+    }
+  }
+}
+
+void AddAttentionCases(std::vector<OpCase>& cases) {
+  struct Shape {
+    int n_head, n_head_kv, hd, pos0;
+    int64_t n;
+  };
+  for (const Shape& s : {Shape{8, 2, 64, 0, 5}, Shape{8, 2, 64, 37, 1}, Shape{4, 4, 32, 512, 3},
+                         Shape{6, 1, 128, 9, 17}}) {
+    const int64_t qc = s.n_head * s.hd, kc = s.n_head_kv * s.hd, cap = s.pos0 + s.n + 3;
+    auto q = std::make_shared<std::vector<float>>(ref::RandomFloats(s.n * qc, 21, -2, 2));
+    auto k = std::make_shared<std::vector<float>>(ref::RandomFloats(cap * kc, 22, -2, 2));
+    auto v = std::make_shared<std::vector<float>>(ref::RandomFloats(cap * kc, 23));
+    const float scale = 1.0f / std::sqrt(static_cast<float>(s.hd));
+    OpCase c{absl::StrFormat("Attention heads=%d/%d hd=%d pos0=%d n=%d", s.n_head, s.n_head_kv,
+                             s.hd, s.pos0, s.n),
+             kNmseF32, kRelF32, nullptr, nullptr};
+    c.run = [=](Backend& be) {
+      DeviceData d(be);
+      float* out = d.Zeros(s.n * qc);
+      be.Attention(ConstMat(d.Floats(*q), s.n, qc), ConstMat(d.Floats(*k), cap, kc),
+                   ConstMat(d.Floats(*v), cap, kc), s.n_head, s.n_head_kv, s.hd, s.pos0, scale,
+                   Mat{out, s.n, qc});
+      return d.Read(out, s.n * qc);
+    };
+    c.reference = [=] {
+      return ref::Attention(*q, *k, *v, s.n, s.n_head, s.n_head_kv, s.hd, s.pos0, scale);
+    };
+    cases.push_back(std::move(c));
+  }
+}
+
+void AddActivationCases(std::vector<OpCase>& cases) {
+  {
+    const int64_t n = 3, dim = 1000;
+    auto x = std::make_shared<std::vector<float>>(ref::RandomFloats(n * dim, 31, -30, 30));
+    OpCase c{"Softmax n=3 d=1000", kNmseF32, kRelF32, nullptr, nullptr};
+    c.run = [=](Backend& be) {
+      DeviceData d(be);
+      float* xd = d.Floats(*x);
+      be.Softmax(Mat{xd, n, dim});
+      return d.Read(xd, n * dim);
+    };
+    c.reference = [=] { return ref::Softmax(*x, n, dim); };
+    cases.push_back(std::move(c));
+  }
+  {
+    const int64_t n = 4, dim = 1000;
+    auto g = std::make_shared<std::vector<float>>(ref::RandomFloats(n * dim, 32, -20, 20));
+    auto u = std::make_shared<std::vector<float>>(ref::RandomFloats(n * dim, 33));
+    OpCase c{"SwiGlu out aliases gate", kNmseF32, kRelF32, nullptr, nullptr};
+    c.run = [=](Backend& be) {
+      DeviceData d(be);
+      float* gd = d.Floats(*g);
+      be.SwiGlu(ConstMat(gd, n, dim), ConstMat(d.Floats(*u), n, dim), Mat{gd, n, dim});
+      return d.Read(gd, n * dim);
+    };
+    c.reference = [=] { return ref::SwiGlu(*g, *u); };
+    cases.push_back(std::move(c));
+  }
+  {
+    // Row 1 has ties (ids 2 and 5 share the top logit, 0 and 7 the next).
+    const int64_t n = 4, n_expert = 8;
+    const int k = 2;
+    auto l = std::make_shared<std::vector<float>>(ref::RandomFloats(n * n_expert, 34, -4, 4));
+    for (int e : {2, 5}) (*l)[n_expert + e] = 6.0f;
+    (*l)[3 * n_expert + 0] = (*l)[3 * n_expert + 7] = 5.0f;
+    OpCase c{"RouterTopK n=4 experts=8 k=2 (ids as floats, then weights)", kNmseF32, kRelF32,
+             nullptr, nullptr};
+    c.run = [=](Backend& be) {
+      DeviceData d(be);
+      int32_t* ids = d.Ints(std::vector<int32_t>(n * k, -1));
+      float* w = d.Zeros(n * k);
+      be.RouterTopK(ConstMat(d.Floats(*l), n, n_expert), k, ids, w);
+      std::vector<float> out;
+      for (int32_t id : d.ReadInts(ids, n * k)) out.push_back(static_cast<float>(id));
+      for (float f : d.Read(w, n * k)) out.push_back(f);
+      return out;
+    };
+    c.reference = [=] {
+      std::vector<int32_t> ids;
+      std::vector<double> w;
+      ref::RouterTopK(*l, n, n_expert, k, &ids, &w);
+      std::vector<double> out(ids.begin(), ids.end());
+      out.insert(out.end(), w.begin(), w.end());
+      return out;
+    };
+    cases.push_back(std::move(c));
+  }
+}
+
+void AddRowOpCases(std::vector<OpCase>& cases) {
+  const int64_t n = 6, dim = 40;
+  auto a = std::make_shared<std::vector<float>>(ref::RandomFloats(n * dim, 41));
+  auto b = std::make_shared<std::vector<float>>(ref::RandomFloats(n * dim, 42));
+  OpCase add{"Add out aliases b", 0.0, 0.0, nullptr, nullptr};
+  add.run = [=](Backend& be) {
+    DeviceData d(be);
+    float* bd = d.Floats(*b);
+    be.Add(ConstMat(d.Floats(*a), n, dim), ConstMat(bd, n, dim), Mat{bd, n, dim});
+    return d.Read(bd, n * dim);
+  };
+  add.reference = [=] {  // one f32 rounding: exact when computed in float
+    std::vector<double> out;
+    for (size_t i = 0; i < a->size(); ++i) out.push_back((*a)[i] + (*b)[i]);
+    return out;
+  };
+  cases.push_back(std::move(add));
+
+  OpCase copy{"Copy", 0.0, 0.0, nullptr, nullptr};
+  copy.run = [=](Backend& be) {
+    DeviceData d(be);
+    float* dst = d.Zeros(n * dim);
+    be.Copy(ConstMat(d.Floats(*a), n, dim), Mat{dst, n, dim});
+    return d.Read(dst, n * dim);
+  };
+  copy.reference = [=] { return ToDouble(*a); };
+  cases.push_back(std::move(copy));
+
+  const std::vector<int32_t> idx = {5, 0, 0, 3};
+  OpCase gather{"GatherRows", 0.0, 0.0, nullptr, nullptr};
+  gather.run = [=](Backend& be) {
+    DeviceData d(be);
+    float* dst = d.Zeros(idx.size() * dim);
+    be.GatherRows(ConstMat(d.Floats(*a), n, dim), d.Ints(idx),
+                  Mat{dst, static_cast<int64_t>(idx.size()), dim});
+    return d.Read(dst, idx.size() * dim);
+  };
+  gather.reference = [=] {
+    std::vector<double> out;
+    for (int32_t i : idx) out.insert(out.end(), a->begin() + i * dim, a->begin() + (i + 1) * dim);
+    return out;
+  };
+  cases.push_back(std::move(gather));
+
+  const std::vector<float> scale = {0.5f, -1.25f, 2.0f, 0.75f};
+  OpCase scatter{"ScatterAddScaled repeated index", kNmseF32, kRelF32, nullptr, nullptr};
+  scatter.run = [=](Backend& be) {
+    DeviceData d(be);
+    float* dst = d.Floats(*b);
+    be.ScatterAddScaled(ConstMat(d.Floats(*a), static_cast<int64_t>(idx.size()), dim),
+                        d.Ints(idx), d.Floats(scale), Mat{dst, n, dim});
+    return d.Read(dst, n * dim);
+  };
+  scatter.reference = [=] {
+    std::vector<double> out = ToDouble(*b);
+    for (size_t i = 0; i < idx.size(); ++i) {
+      for (int64_t c = 0; c < dim; ++c) out[idx[i] * dim + c] += double(scale[i]) * (*a)[i * dim + c];
+    }
+    return out;
+  };
+  cases.push_back(std::move(scatter));
+}
+
+}  // namespace
+
+std::vector<OpCase> MakeOpCases() {
+  std::vector<OpCase> cases;
+  AddMatMulCases(cases);
+  AddGetRowsCases(cases);
+  AddNormRopeCases(cases);
+  AddAttentionCases(cases);
+  AddActivationCases(cases);
+  AddRowOpCases(cases);
+  return cases;
+}
+
+}  // namespace odmoe::test

@@ -1,0 +1,55 @@
+// The op test cases shared by the backend test files: each case builds seeded
+// random inputs once, can run its op on any Backend (uploading the inputs to
+// that backend's memory), and knows the double-precision reference result.
+//
+//   for (const OpCase& c : MakeOpCases()) {
+//     std::vector<float> got = c.run(backend);
+//     REQUIRE(ref::Nmse(got, c.reference()) <= c.max_nmse);
+//   }
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+
+namespace odmoe::test {
+
+/// Inputs and outputs of one op run, in one backend's memory.
+class DeviceData {
+ public:
+  explicit DeviceData(Backend& be) : be_(be) {}
+  float* Floats(const std::vector<float>& host);
+  float* Zeros(size_t n);
+  int32_t* Ints(const std::vector<int32_t>& host);
+  /// A weight of `rows` x `cols` elements of `type`; `bytes` must outlive it.
+  WeightRef Weight(DType type, const std::vector<uint8_t>& bytes, int64_t rows, int64_t cols);
+  std::vector<float> Read(const float* p, size_t n);
+  std::vector<int32_t> ReadInts(const int32_t* p, size_t n);
+
+ private:
+  void* Alloc(size_t bytes);
+  Backend& be_;
+  std::vector<std::unique_ptr<BackendBuffer>> buffers_;
+  std::vector<BackendWeight> weights_;
+};
+
+struct OpCase {
+  std::string name;  // "MatMul q4_0 k=96 out=33 n=17"
+  double max_nmse;   // tolerance against the reference: normalized MSE
+  double max_rel;    // and max |got - want| / max |want|
+  std::function<std::vector<float>(Backend&)> run;
+  std::function<std::vector<double>()> reference;
+};
+
+/// Every case of every op (MatMul for each weight type and odd shapes,
+/// GetRows, RmsNorm, Rope, Attention, Softmax, RouterTopK, SwiGlu, Add, Copy,
+/// GatherRows, ScatterAddScaled).
+std::vector<OpCase> MakeOpCases();
+
+/// `rows` rows of `cols` seeded random values in [-1, 1) stored as `type`.
+std::vector<uint8_t> RandomWeight(DType type, int64_t rows, int64_t cols, uint32_t seed);
+
+}  // namespace odmoe::test

@@ -1,0 +1,233 @@
+// Plain scalar references of the backend ops for the backend tests, written
+// straight from the op definitions in backend/backend.h and the block layouts
+// in tensor/dtype.h, in double precision, sharing no code with any backend.
+//
+//   std::vector<double> y = ref::MatMul(w_f32, out, k, x, n);
+//   double e = ref::Nmse(got, y);
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "backend/backend.h"
+#include "tensor/dtype.h"
+
+namespace odmoe::ref {
+
+inline double HalfToDouble(uint16_t h) {
+  const int sign = h >> 15;
+  const int exp = (h >> 10) & 0x1f;
+  const int mant = h & 0x3ff;
+  double v;
+  if (exp == 0) {
+    v = std::ldexp(mant, -24);
+  } else if (exp == 31) {
+    v = mant ? NAN : INFINITY;
+  } else {
+    v = std::ldexp(1024 + mant, exp - 25);
+  }
+  return sign ? -v : v;
+}
+
+inline double Bf16ToDouble(uint16_t h) {
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+/// Row `r` (k elements) of a weight stored as `type`, decoded from the block
+/// layouts of dtype.h.
+inline std::vector<double> DecodeRow(DType type, const uint8_t* row, int64_t k) {
+  std::vector<double> out(static_cast<size_t>(k));
+  auto u16 = [](const uint8_t* p) {
+    uint16_t v;
+    std::memcpy(&v, p, 2);
+    return v;
+  };
+  for (int64_t i = 0; i < k; ++i) {
+    switch (type) {
+      case DType::kF32: {
+        float f;
+        std::memcpy(&f, row + 4 * i, 4);
+        out[i] = f;
+        break;
+      }
+      case DType::kF16:
+        out[i] = HalfToDouble(u16(row + 2 * i));
+        break;
+      case DType::kBF16:
+        out[i] = Bf16ToDouble(u16(row + 2 * i));
+        break;
+      case DType::kQ8_0: {
+        const uint8_t* block = row + (i / 32) * 34;
+        out[i] = HalfToDouble(u16(block)) * static_cast<int8_t>(block[2 + i % 32]);
+        break;
+      }
+      case DType::kQ4_0: {
+        const uint8_t* block = row + (i / 32) * 18;
+        const int j = static_cast<int>(i % 32);
+        const int q = j < 16 ? (block[2 + j] & 0x0f) : (block[2 + j - 16] >> 4);
+        out[i] = HalfToDouble(u16(block)) * (q - 8);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+/// y[t][o] = sum_i w[o][i] x[t][i].
+inline std::vector<double> MatMul(DType type, const uint8_t* w, int64_t out, int64_t k,
+                                  const std::vector<float>& x, int64_t n) {
+  std::vector<double> y(static_cast<size_t>(n * out));
+  const size_t row_bytes = RowBytes(type, k);
+  for (int64_t o = 0; o < out; ++o) {
+    const std::vector<double> wr = DecodeRow(type, w + o * row_bytes, k);
+    for (int64_t t = 0; t < n; ++t) {
+      double s = 0;
+      for (int64_t i = 0; i < k; ++i) s += wr[i] * x[t * k + i];
+      y[t * out + o] = s;
+    }
+  }
+  return y;
+}
+
+inline std::vector<double> RmsNorm(const std::vector<float>& x, int64_t n, int64_t d,
+                                   const std::vector<float>& w, double eps) {
+  std::vector<double> y(x.size());
+  for (int64_t t = 0; t < n; ++t) {
+    double ss = 0;
+    for (int64_t i = 0; i < d; ++i) ss += double(x[t * d + i]) * x[t * d + i];
+    const double s = 1.0 / std::sqrt(ss / d + eps);
+    for (int64_t i = 0; i < d; ++i) y[t * d + i] = x[t * d + i] * s * w[i];
+  }
+  return y;
+}
+
+inline std::vector<double> Rope(const std::vector<float>& x, int64_t n, int64_t cols, int head_dim,
+                                int rope_dims, const std::vector<int32_t>& pos, double base,
+                                RopeMode mode) {
+  std::vector<double> y(x.begin(), x.end());
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t h = 0; h < cols / head_dim; ++h) {
+      double* v = y.data() + t * cols + h * head_dim;
+      for (int i = 0; i < rope_dims / 2; ++i) {
+        const double theta = pos[t] * std::pow(base, -2.0 * i / rope_dims);
+        const int a = mode == RopeMode::kInterleaved ? 2 * i : i;
+        const int b = mode == RopeMode::kInterleaved ? 2 * i + 1 : i + rope_dims / 2;
+        const double va = v[a], vb = v[b];
+        v[a] = va * std::cos(theta) - vb * std::sin(theta);
+        v[b] = va * std::sin(theta) + vb * std::cos(theta);
+      }
+    }
+  }
+  return y;
+}
+
+inline void SoftmaxInPlace(double* v, int64_t n) {
+  const double m = *std::max_element(v, v + n);
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += (v[i] = std::exp(v[i] - m));
+  for (int64_t i = 0; i < n; ++i) v[i] /= s;
+}
+
+inline std::vector<double> Softmax(const std::vector<float>& x, int64_t n, int64_t d) {
+  std::vector<double> y(x.begin(), x.end());
+  for (int64_t t = 0; t < n; ++t) SoftmaxInPlace(y.data() + t * d, d);
+  return y;
+}
+
+inline std::vector<double> Attention(const std::vector<float>& q, const std::vector<float>& k,
+                                     const std::vector<float>& v, int64_t n, int n_head,
+                                     int n_head_kv, int hd, int pos0, double scale) {
+  const int64_t qc = int64_t(n_head) * hd, kc = int64_t(n_head_kv) * hd;
+  std::vector<double> out(static_cast<size_t>(n * qc));
+  for (int64_t t = 0; t < n; ++t) {
+    for (int h = 0; h < n_head; ++h) {
+      const int kvh = h / (n_head / n_head_kv);
+      const int64_t len = pos0 + t + 1;
+      std::vector<double> p(static_cast<size_t>(len));
+      for (int64_t j = 0; j < len; ++j) {
+        double s = 0;
+        for (int d = 0; d < hd; ++d) s += double(q[t * qc + h * hd + d]) * k[j * kc + kvh * hd + d];
+        p[j] = s * scale;
+      }
+      SoftmaxInPlace(p.data(), len);
+      for (int d = 0; d < hd; ++d) {
+        double s = 0;
+        for (int64_t j = 0; j < len; ++j) s += p[j] * v[j * kc + kvh * hd + d];
+        out[t * qc + h * hd + d] = s;
+      }
+    }
+  }
+  return out;
+}
+
+/// Top-k with ties to the lower id; weights = softmax over the selected.
+inline void RouterTopK(const std::vector<float>& logits, int64_t n, int64_t n_expert, int k,
+                       std::vector<int32_t>* ids, std::vector<double>* weights) {
+  ids->clear();
+  weights->clear();
+  for (int64_t t = 0; t < n; ++t) {
+    std::vector<int32_t> order(static_cast<size_t>(n_expert));
+    std::iota(order.begin(), order.end(), 0);
+    const float* l = logits.data() + t * n_expert;
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return l[a] > l[b]; });
+    std::vector<double> w;
+    for (int j = 0; j < k; ++j) {
+      ids->push_back(order[j]);
+      w.push_back(l[order[j]]);
+    }
+    SoftmaxInPlace(w.data(), k);
+    weights->insert(weights->end(), w.begin(), w.end());
+  }
+}
+
+inline std::vector<double> SwiGlu(const std::vector<float>& g, const std::vector<float>& u) {
+  std::vector<double> y(g.size());
+  for (size_t i = 0; i < g.size(); ++i) y[i] = g[i] / (1.0 + std::exp(-double(g[i]))) * u[i];
+  return y;
+}
+
+// ---- Error measures ------------------------------------------------------
+
+/// Normalized mean squared error sum (a - b)^2 / sum b^2 (ggml's NMSE).
+template <class A, class B>
+double Nmse(const std::vector<A>& got, const std::vector<B>& want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double d = double(got[i]) - double(want[i]);
+    num += d * d;
+    den += double(want[i]) * double(want[i]);
+  }
+  return den > 0 ? num / den : num;
+}
+
+/// max |a - b| / max |b|: the largest error relative to the output's scale.
+template <class A, class B>
+double MaxRelError(const std::vector<A>& got, const std::vector<B>& want) {
+  double err = 0, scale = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (std::isnan(double(got[i])) != std::isnan(double(want[i]))) return INFINITY;
+    err = std::max(err, std::fabs(double(got[i]) - double(want[i])));
+    scale = std::max(scale, std::fabs(double(want[i])));
+  }
+  return scale > 0 ? err / scale : err;
+}
+
+/// Seeded uniform floats in [lo, hi).
+inline std::vector<float> RandomFloats(size_t n, uint32_t seed, float lo = -1.0f,
+                                       float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& f : v) f = dist(rng);
+  return v;
+}
+
+}  // namespace odmoe::ref

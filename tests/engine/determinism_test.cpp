@@ -1,0 +1,113 @@
+// The engine's results do not depend on how tokens are batched, and the two
+// ways GGUF files store experts give identical results.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+
+#include "backend_registry.h"
+#include "engine/local_expert_executor.h"
+#include "engine/transformer.h"
+#include "test_paths.h"
+
+namespace odmoe {
+namespace {
+
+struct Run {
+  std::vector<float> logits;
+  std::vector<TokenRouting> routing;
+};
+
+Run Forward(const std::string& path, const std::vector<int32_t>& tokens, int n_batch,
+            const std::string& backend_name = "cpu") {
+  auto model = ModelFile::Open(path);
+  REQUIRE(model.ok());
+  auto backend = CreateBackend(backend_name);
+  REQUIRE(backend.ok());
+  Transformer::Options opt;
+  opt.n_batch = n_batch;
+  auto tf = Transformer::Create(**model, **backend, opt);
+  REQUIRE(tf.ok());
+  auto experts = LocalExpertExecutor::Create(**model, **backend, n_batch);
+  REQUIRE(experts.ok());
+  Run run;
+  REQUIRE((*tf)->Forward(tokens, 0, **experts, &run.logits, &run.routing).ok());
+  return run;
+}
+
+bool BitEqual(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+const std::vector<int32_t> kTokens = {1, 415, 2210, 302, 264, 1215, 349, 264, 1263, 298,
+                                      3, 17, 900, 12, 44, 1500, 7, 8, 9, 10, 11, 250, 251};
+
+}  // namespace
+
+TEST_CASE("engine: prefill batch size does not change a single bit", "[engine]") {
+  const std::string model = test::SourcePath("models/tiny-mixtral-f16.gguf");
+  const Run whole = Forward(model, kTokens, 64);
+  for (int n_batch : {1, 3, 7, 16}) {
+    INFO("n_batch " << n_batch);
+    const Run split = Forward(model, kTokens, n_batch);
+    CHECK(BitEqual(whole.logits, split.logits));
+    CHECK(whole.routing == split.routing);
+  }
+}
+
+TEST_CASE("engine: thread count does not change a single bit", "[engine]") {
+  const std::string model = test::SourcePath("models/tiny-mixtral-f16.gguf");
+  const Run one = Forward(model, kTokens, 8, "cpu:1");
+  const Run three = Forward(model, kTokens, 8, "cpu:3");
+  CHECK(BitEqual(one.logits, three.logits));
+}
+
+TEST_CASE("engine: stacked and per-expert layouts give identical results", "[engine]") {
+  const Run stacked = Forward(test::SourcePath("tests/data/tiny-mixtral-2layer.gguf"), kTokens, 5);
+  const Run legacy =
+      Forward(test::SourcePath("tests/data/tiny-mixtral-2layer-legacy.gguf"), kTokens, 5);
+  CHECK(BitEqual(stacked.logits, legacy.logits));
+  CHECK(stacked.routing == legacy.routing);
+}
+
+TEST_CASE("engine: out-of-vocabulary tokens and context overflow are errors", "[engine]") {
+  auto model = ModelFile::Open(test::SourcePath("models/tiny-mixtral-f16.gguf"));
+  REQUIRE(model.ok());
+  auto backend = CreateBackend("cpu");
+  REQUIRE(backend.ok());
+  Transformer::Options opt;
+  opt.n_ctx = 8;
+  opt.n_batch = 4;
+  auto tf = Transformer::Create(**model, **backend, opt);
+  REQUIRE(tf.ok());
+  auto experts = LocalExpertExecutor::Create(**model, **backend, 4);
+  REQUIRE(experts.ok());
+  std::vector<float> logits;
+  const std::vector<int32_t> bad = {1, (*model)->config().n_vocab};
+  CHECK((*tf)->Forward(bad, 0, **experts, &logits, nullptr).code() ==
+        absl::StatusCode::kInvalidArgument);
+  const std::vector<int32_t> nine(9, 1);
+  CHECK((*tf)->Forward(nine, 0, **experts, &logits, nullptr).code() ==
+        absl::StatusCode::kOutOfRange);
+  CHECK((*tf)->Forward(std::vector<int32_t>{1}, 8, **experts, &logits, nullptr).code() ==
+        absl::StatusCode::kOutOfRange);
+}
+
+TEST_CASE("engine: routing plans reject bad expert ids", "[engine]") {
+  const std::vector<float> w = {0.5f, 0.5f};
+  CHECK(RoutingPlan::Build(std::vector<int32_t>{0, 8}, w, 2, 8).status().code() ==
+        absl::StatusCode::kInvalidArgument);
+  CHECK(RoutingPlan::Build(std::vector<int32_t>{-1, 2}, w, 2, 8).status().code() ==
+        absl::StatusCode::kInvalidArgument);
+  CHECK(RoutingPlan::Build(std::vector<int32_t>{3, 3}, w, 2, 8).status().code() ==
+        absl::StatusCode::kInvalidArgument);
+  auto plan = RoutingPlan::Build(std::vector<int32_t>{5, 1, 1, 7}, {0.6f, 0.4f, 0.7f, 0.3f}, 2, 8);
+  REQUIRE(plan.ok());
+  REQUIRE(plan->experts.size() == 3);
+  CHECK(plan->experts[0].expert == 1);
+  CHECK(plan->experts[0].rows == std::vector<int32_t>{0, 1});
+  CHECK(plan->experts[0].weights == std::vector<float>{0.4f, 0.7f});
+  CHECK(plan->experts[1].expert == 5);
+  CHECK(plan->experts[2].expert == 7);
+}
+
+}  // namespace odmoe

@@ -1,0 +1,129 @@
+// The reference engine against golden data computed with Hugging Face
+// transformers (MixtralForCausalLM, float32) on the same weights
+// (tests/data/golden/tiny_mixtral_golden.json, made by
+// scripts/make_tiny_model.py): greedy tokens exact, top-5 logits within a
+// tolerance, experts selected per layer per position identical.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <memory>
+
+#include "engine/reference_engine.h"
+#include "nlohmann/json.hpp"
+#include "test_paths.h"
+
+namespace odmoe {
+namespace {
+
+using nlohmann::json;
+
+const json& Golden() {
+  static const json golden = [] {
+    std::ifstream in(test::SourcePath("tests/data/golden/tiny_mixtral_golden.json"));
+    REQUIRE(in.good());
+    return json::parse(in);
+  }();
+  return golden;
+}
+
+ReferenceEngine& Engine() {
+  static std::unique_ptr<ReferenceEngine> engine = [] {
+    auto e = ReferenceEngine::Create(test::SourcePath(Golden()["model_file"].get<std::string>()),
+                                     EngineOptions{});
+    REQUIRE(e.ok());
+    return std::move(e).value();
+  }();
+  return *engine;
+}
+
+// Logits of a float32 model with F16 weights against the same computation in
+// PyTorch: summation order differs, so allow a small absolute + relative error.
+constexpr double kLogitAbsTol = 2e-3;
+constexpr double kLogitRelTol = 1e-3;
+
+}  // namespace
+
+TEST_CASE("golden: at least 8 cases over the shipped model", "[golden]") {
+  REQUIRE(Golden()["cases"].size() >= 8);
+  const ModelConfig& c = Engine().model().config();
+  CHECK(Golden()["n_layer"].get<int>() == c.n_layer);
+  CHECK(Golden()["n_expert"].get<int>() == c.n_expert);
+  CHECK(Golden()["top_k"].get<int>() == c.n_expert_used);
+}
+
+TEST_CASE("golden: tokenizer ids of every prompt are exact", "[golden]") {
+  for (const json& gc : Golden()["cases"]) {
+    auto ids = Engine().tokenizer().Encode(gc["prompt"].get<std::string>());
+    REQUIRE(ids.ok());
+    CHECK(*ids == gc["prompt_ids"].get<std::vector<int32_t>>());
+  }
+}
+
+TEST_CASE("golden: greedy tokens are exact and routing is identical", "[golden]") {
+  const int k = Engine().model().config().n_expert_used;
+  for (const json& gc : Golden()["cases"]) {
+    INFO("prompt: " << gc["prompt"].get<std::string>());
+    const auto expected = gc["greedy_ids"].get<std::vector<int32_t>>();
+    GenerateRequest req;
+    req.prompt_ids = gc["prompt_ids"].get<std::vector<int32_t>>();
+    req.max_tokens = static_cast<int>(expected.size());
+    req.ignore_eos = true;
+    req.record_routing = true;
+    auto r = Engine().Generate(req);
+    REQUIRE(r.ok());
+    CHECK(r->output_ids == expected);
+
+    const json& experts = gc["experts"];
+    REQUIRE(r->routing.size() == experts.size());
+    int mismatches = 0;
+    for (size_t pos = 0; pos < experts.size(); ++pos) {
+      for (size_t l = 0; l < experts[pos].size(); ++l) {
+        const auto want = experts[pos][l].get<std::vector<int32_t>>();
+        const std::vector<int32_t> got(r->routing[pos].begin() + l * k,
+                                       r->routing[pos].begin() + (l + 1) * k);
+        if (got != want) {
+          ++mismatches;
+          UNSCOPED_INFO("position " << pos << " layer " << l);
+        }
+      }
+    }
+    CHECK(mismatches == 0);
+  }
+}
+
+TEST_CASE("golden: top-5 logits of every step are within tolerance", "[golden]") {
+  const ModelFile& model = Engine().model();
+  auto backend = CreateBackend("cpu");
+  REQUIRE(backend.ok());
+  auto tf = Transformer::Create(model, **backend, {});
+  REQUIRE(tf.ok());
+  auto experts = LocalExpertExecutor::Create(model, **backend, (*tf)->n_batch());
+  REQUIRE(experts.ok());
+  double worst = 0;
+  for (const json& gc : Golden()["cases"]) {
+    const auto prompt = gc["prompt_ids"].get<std::vector<int32_t>>();
+    const auto greedy = gc["greedy_ids"].get<std::vector<int32_t>>();
+    std::vector<float> logits;
+    REQUIRE((*tf)->Forward(prompt, 0, **experts, &logits, nullptr).ok());
+    int pos = static_cast<int>(prompt.size());
+    for (size_t step = 0; step < gc["top5"].size(); ++step) {
+      for (const json& pair : gc["top5"][step]) {
+        const int id = pair[0].get<int>();
+        const double want = pair[1].get<double>();
+        const double err = std::abs(logits[static_cast<size_t>(id)] - want);
+        worst = std::max(worst, err);
+        INFO("step " << step << " token " << id);
+        CHECK(err <= kLogitAbsTol + kLogitRelTol * std::abs(want));
+      }
+      const int32_t next[1] = {greedy[step]};
+      if (step + 1 < gc["top5"].size()) {
+        REQUIRE((*tf)->Forward(next, pos++, **experts, &logits, nullptr).ok());
+      }
+    }
+  }
+  WARN("largest top-5 logit difference from transformers: " << worst);
+}
+
+}  // namespace odmoe

@@ -1,0 +1,126 @@
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <vector>
+
+#include "gguf/gguf_writer.h"
+#include "model/expert_pack.h"
+#include "model/model_file.h"
+#include "test_paths.h"
+
+namespace odmoe {
+
+TEST_CASE("model: the shipped model's configuration", "[model]") {
+  auto m = ModelFile::Open(test::SourcePath("models/tiny-mixtral-f16.gguf"));
+  REQUIRE(m.ok());
+  const ModelConfig& c = (*m)->config();
+  CHECK(c.arch == "llama");
+  CHECK(c.n_expert == 8);
+  CHECK(c.n_expert_used == 2);
+  CHECK(c.n_head % c.n_head_kv == 0);
+  CHECK(c.n_head_kv < c.n_head);  // GQA
+  CHECK(c.expert_layout == ExpertLayout::kStacked);
+  CHECK(c.rope_mode == RopeMode::kInterleaved);
+  CHECK(c.n_vocab >= 2000);
+  CHECK(c.expert_bytes == 3 * RowBytes(c.expert_gate_type, c.n_embd) * c.n_ff);
+}
+
+TEST_CASE("model: an expert slice of a 3-D tensor is its contiguous part", "[model]") {
+  auto m = ModelFile::Open(test::SourcePath("models/tiny-mixtral-f16.gguf"));
+  REQUIRE(m.ok());
+  const ModelConfig& c = (*m)->config();
+  const LayerTensors& l1 = (*m)->layer(1);
+  const ExpertTensors e5 = (*m)->Expert(1, 5);
+  CHECK(e5.gate.n_dims == 2);
+  CHECK(e5.gate.ne[0] == c.n_embd);
+  CHECK(e5.gate.ne[1] == c.n_ff);
+  CHECK(e5.down.ne[0] == c.n_ff);
+  CHECK(e5.down.ne[1] == c.n_embd);
+  CHECK(e5.gate.data == l1.gate_exps.Row(5 * c.n_ff));
+  CHECK(e5.down.data == l1.down_exps.Row(5 * static_cast<int64_t>(c.n_embd)));
+
+  const ExpertPackLayout layout = ExpertPackLayout::For(c);
+  CHECK(layout.total_bytes >= c.expert_bytes);
+  CHECK(layout.up_offset % 64 == 0);
+  CHECK(layout.down_offset % 64 == 0);
+  std::vector<uint8_t> blob(layout.total_bytes);
+  PackExpert(e5, layout, blob.data());
+  const ExpertWeights w = layout.WeightsAt(blob.data());
+  CHECK(std::memcmp(w.gate.data, e5.gate.data, e5.gate.bytes()) == 0);
+  CHECK(std::memcmp(w.up.data, e5.up.data, e5.up.bytes()) == 0);
+  CHECK(std::memcmp(w.down.data, e5.down.data, e5.down.bytes()) == 0);
+  CHECK(w.down.rows == c.n_embd);
+  CHECK(w.down.cols == c.n_ff);
+}
+
+TEST_CASE("model: the per-expert layout holds the same experts", "[model]") {
+  auto stacked = ModelFile::Open(test::SourcePath("tests/data/tiny-mixtral-2layer.gguf"));
+  auto legacy = ModelFile::Open(test::SourcePath("tests/data/tiny-mixtral-2layer-legacy.gguf"));
+  REQUIRE(stacked.ok());
+  REQUIRE(legacy.ok());
+  CHECK((*legacy)->config().expert_layout == ExpertLayout::kPerExpert);
+  CHECK((*stacked)->config().n_layer == 2);
+  for (int l = 0; l < 2; ++l) {
+    for (int e = 0; e < (*stacked)->config().n_expert; ++e) {
+      const ExpertTensors a = (*stacked)->Expert(l, e), b = (*legacy)->Expert(l, e);
+      REQUIRE(a.gate.bytes() == b.gate.bytes());
+      CHECK(std::memcmp(a.gate.data, b.gate.data, a.gate.bytes()) == 0);
+      CHECK(std::memcmp(a.up.data, b.up.data, a.up.bytes()) == 0);
+      CHECK(std::memcmp(a.down.data, b.down.data, a.down.bytes()) == 0);
+    }
+  }
+}
+
+TEST_CASE("model: fingerprints identify the model", "[model]") {
+  auto a = ModelFile::Open(test::SourcePath("models/tiny-mixtral-f16.gguf"));
+  auto b = ModelFile::Open(test::SourcePath("models/tiny-mixtral-f16.gguf"));
+  auto c = ModelFile::Open(test::SourcePath("tests/data/tiny-mixtral-2layer.gguf"));
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  REQUIRE(c.ok());
+  CHECK((*a)->fingerprint() == (*b)->fingerprint());
+  CHECK((*a)->fingerprint() != (*c)->fingerprint());
+}
+
+namespace {
+
+// Rewrites the 2-layer fixture with one metadata key changed or one tensor
+// removed, and returns the error Open() gives.
+std::string OpenModified(const std::string& key, GgufValue value, const std::string& drop = "") {
+  auto src = GgufFile::Open(test::SourcePath("tests/data/tiny-mixtral-2layer.gguf"));
+  REQUIRE(src.ok());
+  GgufWriter w;
+  for (const auto& [k, v] : (*src)->metadata()) w.SetMetadata(k, k == key ? value : v);
+  if (!key.empty() && !(*src)->Find(key)) w.SetMetadata(key, value);
+  for (const TensorView& t : (*src)->tensors()) {
+    if (t.name != drop) REQUIRE(w.AddTensorView(t).ok());
+  }
+  const std::string path = "/tmp/odmoe_model_test_modified.gguf";
+  REQUIRE(w.WriteFile(path).ok());
+  auto m = ModelFile::Open(path);
+  REQUIRE_FALSE(m.ok());
+  return std::string(m.status().message());
+}
+
+}  // namespace
+
+TEST_CASE("model: invalid model files are clear errors", "[model]") {
+  CHECK_THAT(OpenModified("general.architecture", GgufValue::String("gpt-neox")),
+             Catch::Contains("unsupported architecture 'gpt-neox'"));
+  CHECK_THAT(OpenModified("llama.expert_count", GgufValue::U32(0)),
+             Catch::Contains("expert_count"));
+  CHECK_THAT(OpenModified("llama.expert_used_count", GgufValue::U32(9)),
+             Catch::Contains("expert_used_count"));
+  CHECK_THAT(OpenModified("llama.attention.head_count", GgufValue::String("eight")),
+             Catch::Contains("attention.head_count"));
+  CHECK_THAT(OpenModified("llama.embedding_length", GgufValue::U32(100)),
+             Catch::Contains("embedding_length"));
+  CHECK_THAT(OpenModified("", GgufValue(), "blk.1.attn_k.weight"),
+             Catch::Contains("blk.1.attn_k.weight"));
+  CHECK_THAT(OpenModified("", GgufValue(), "blk.0.ffn_down_exps.weight"),
+             Catch::Contains("blk.0.ffn_down_exps.weight"));
+  auto missing = ModelFile::Open("/nonexistent/dir/model.gguf");
+  CHECK(missing.status().code() == absl::StatusCode::kNotFound);
+}
+
+}  // namespace odmoe

@@ -1,0 +1,141 @@
+// The command-line tools as a user runs them: every kind of bad input gets one
+// clear message and a non-zero exit; good input works.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "model/model_file.h"
+#include "test_paths.h"
+
+namespace odmoe {
+namespace {
+
+struct Result {
+  int exit_code;
+  std::string output;  // stdout + stderr
+};
+
+Result Sh(const std::string& command) {
+  std::string output;
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) output.append(buf.data(), n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128, output};
+}
+
+std::string Run() { return test::BinaryPath("tools/odmoe-run"); }
+std::string Quantize() { return test::BinaryPath("tools/odmoe-quantize"); }
+std::string Model() { return test::SourcePath("models/tiny-mixtral-f16.gguf"); }
+
+std::string TempPath(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("odmoe_cli_" + name)).string();
+}
+
+void ExpectError(const std::string& args, const std::string& message) {
+  const Result r = Sh(Run() + " " + args);
+  INFO("args: " << args << "\noutput: " << r.output);
+  CHECK(r.exit_code != 0);
+  CHECK(r.output.find(message) != std::string::npos);
+  CHECK(r.output.find("error:") != std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("odmoe-run: bad arguments are clear errors", "[cli]") {
+  ExpectError("--prompt hi", "missing required option --model");
+  ExpectError("--model /nonexistent/model.gguf --prompt hi", "/nonexistent/model.gguf");
+  ExpectError("--model " + Model() + " --prompt hi --temp -1", "temperature");
+  ExpectError("--model " + Model() + " --prompt hi --top-p 0", "top_p");
+  ExpectError("--model " + Model() + " --prompt hi --top-p abc", "invalid value 'abc'");
+  ExpectError("--model " + Model() + " --prompt hi -n 0", "max_tokens");
+  ExpectError("--model " + Model() + " --prompt hi --bogus", "unknown option '--bogus'");
+}
+
+TEST_CASE("odmoe-run: prompts and -n beyond the context are refused", "[cli]") {
+  ExpectError("--model " + Model() + " --ctx 16 --prompt \"" + std::string(200, 'a') + " b c\"",
+              "the context holds 16");
+  ExpectError("--model " + Model() + " --ctx 32 --prompt hello -n 100", "exceeds the context");
+}
+
+TEST_CASE("odmoe-run: a truncated or corrupt model file is an error, not a crash", "[cli]") {
+  const std::string truncated = TempPath("truncated.gguf");
+  std::filesystem::copy_file(Model(), truncated,
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::resize_file(truncated, std::filesystem::file_size(Model()) / 2);
+  ExpectError("--model " + truncated + " --prompt hi", truncated);
+
+  const std::string garbage = TempPath("garbage.gguf");
+  std::ofstream(garbage) << "this is not a model";
+  ExpectError("--model " + garbage + " --prompt hi", garbage);
+  std::filesystem::remove(truncated);
+  std::filesystem::remove(garbage);
+}
+
+TEST_CASE("odmoe-run: greedy generation is deterministic and dumps experts", "[cli]") {
+  const std::string dump = TempPath("experts.jsonl");
+  const std::string cmd = Run() + " --model " + Model() +
+                          " --prompt \"The old man\" -n 12 --ignore-eos --dump-experts " + dump;
+  const Result a = Sh(cmd);
+  const Result b = Sh(Run() + " --model " + Model() + " --prompt \"The old man\" -n 12 --ignore-eos");
+  INFO(a.output);
+  REQUIRE(a.exit_code == 0);
+  CHECK(a.output.find("decode") != std::string::npos);
+  CHECK(a.output.find("TTFT") != std::string::npos);
+  // Same text before the timing line.
+  CHECK(a.output.substr(0, a.output.find("prompt:")) == b.output.substr(0, b.output.find("prompt:")));
+  std::ifstream in(dump);
+  std::string line;
+  int lines = 0;
+  while (std::getline(in, line)) {
+    ++lines;
+    CHECK(line.find("\"experts\":[[") != std::string::npos);
+  }
+  CHECK(lines > 12);  // prompt positions + 11 generated tokens fed back
+  std::filesystem::remove(dump);
+}
+
+TEST_CASE("odmoe-run: seeded sampling reproduces", "[cli]") {
+  const std::string cmd = Run() + " --model " + Model() +
+                          " --prompt Hello -n 16 --temp 0.9 --top-p 0.9 --seed 11 --ignore-eos";
+  const Result a = Sh(cmd), b = Sh(cmd);
+  REQUIRE(a.exit_code == 0);
+  CHECK(a.output.substr(0, a.output.find("prompt:")) == b.output.substr(0, b.output.find("prompt:")));
+}
+
+TEST_CASE("odmoe-quantize: converts to every type and the result runs", "[cli]") {
+  for (const std::string type : {"q8_0", "q4_0", "f16", "bf16"}) {
+    INFO("type " << type);
+    const std::string out = TempPath("quant-" + type + ".gguf");
+    const Result q = Sh(Quantize() + " " + Model() + " " + out + " --type " + type);
+    INFO(q.output);
+    REQUIRE(q.exit_code == 0);
+    auto m = ModelFile::Open(out);
+    REQUIRE(m.ok());
+    if (type != "f16") CHECK(Traits((*m)->config().expert_gate_type).name == type);
+    const Result r = Sh(Run() + " --model " + out + " --prompt \"The sea\" -n 8");
+    CHECK(r.exit_code == 0);
+    std::filesystem::remove(out);
+  }
+}
+
+TEST_CASE("odmoe-quantize: bad arguments are clear errors", "[cli]") {
+  Result r = Sh(Quantize() + " " + Model() + " /tmp/x.gguf --type q5_k");
+  CHECK(r.exit_code != 0);
+  CHECK(r.output.find("unknown --type 'q5_k'") != std::string::npos);
+  r = Sh(Quantize() + " " + Model() + " --type q8_0");
+  CHECK(r.exit_code != 0);
+  CHECK(r.output.find("expected two arguments") != std::string::npos);
+  r = Sh(Quantize() + " /nonexistent.gguf /tmp/x.gguf --type q8_0");
+  CHECK(r.exit_code != 0);
+  CHECK(r.output.find("/nonexistent.gguf") != std::string::npos);
+}
+
+}  // namespace odmoe

@@ -1,0 +1,118 @@
+// odmoe-run: generate text with a MoE model in one process (the reference
+// engine). Streams the text to stdout and prints timing to stderr.
+//
+//   odmoe-run --model models/tiny-mixtral-f16.gguf --prompt "The meaning of life" -n 64
+//   odmoe-run --model m.gguf --prompt "Hi" -n 32 --temp 0.8 --top-p 0.95 --seed 7
+//   odmoe-run --model m.gguf --prompt "Hi" -n 16 --dump-experts experts.jsonl
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "engine/reference_engine.h"
+#include "util/cli_args.h"
+#include "util/logging.h"
+
+namespace {
+
+int Fail(const std::string& message) {
+  std::cerr << "odmoe-run: error: " << message << "\n";
+  return 1;
+}
+
+// One JSON line per position: {"pos":P,"token":T,"experts":[[e,e],...]}.
+bool DumpExperts(const std::string& path, const odmoe::GenerateResult& r, int k) {
+  std::ofstream out(path);
+  if (!out) return false;
+  std::vector<int32_t> tokens = r.prompt_ids;
+  tokens.insert(tokens.end(), r.output_ids.begin(), r.output_ids.end());
+  for (size_t pos = 0; pos < r.routing.size(); ++pos) {
+    std::vector<std::string> layers;
+    for (size_t l = 0; l * k < r.routing[pos].size(); ++l) {
+      std::vector<int32_t> ids(r.routing[pos].begin() + l * k, r.routing[pos].begin() + (l + 1) * k);
+      layers.push_back(absl::StrCat("[", absl::StrJoin(ids, ","), "]"));
+    }
+    out << "{\"pos\":" << pos << ",\"token\":" << tokens[pos] << ",\"experts\":["
+        << absl::StrJoin(layers, ",") << "]}\n";
+  }
+  return static_cast<bool>(out);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  odmoe::SetLogNodeId("run");
+  odmoe::CliArgs args("odmoe-run", "Generate text with a Mixture-of-Experts GGUF model in one process.");
+  std::string model, prompt, prompt_file, backend = "cpu", dump, log_level = "warn";
+  int n = 64, threads = 0, ctx = 0, batch = 64, top_k = 0;
+  float temp = 0.0f, top_p = 1.0f;
+  uint64_t seed = 0;
+  bool ignore_eos = false;
+  args.AddString("model", &model, "FILE", "GGUF model file", true);
+  args.AddString("prompt", &prompt, "TEXT", "prompt text");
+  args.AddString("prompt-file", &prompt_file, "FILE", "read the prompt from a file");
+  args.AddInt("n", &n, "N", "number of tokens to generate (default 64)");
+  args.AddFloat("temp", &temp, "T", "sampling temperature; 0 = greedy (default)");
+  args.AddFloat("top-p", &top_p, "P", "nucleus sampling threshold in (0, 1] (default 1)");
+  args.AddInt("top-k", &top_k, "K", "sample among the K most likely tokens; 0 = all");
+  args.AddUInt64("seed", &seed, "S", "random seed for sampling (default 0)");
+  args.AddString("backend", &backend, "NAME", "compute backend: cpu, cpu:N, cuda:N (default cpu)");
+  args.AddInt("threads", &threads, "N", "CPU threads (default: all cores)");
+  args.AddInt("ctx", &ctx, "N", "context size in tokens (default: the model's, at most 4096)");
+  args.AddInt("batch", &batch, "N", "prefill batch size (default 64)");
+  args.AddFlag("ignore-eos", &ignore_eos, "keep generating past the end-of-sequence token");
+  args.AddString("dump-experts", &dump, "FILE",
+                 "write the experts each layer selected, one JSON line per position");
+  args.AddString("log-level", &log_level, "LEVEL", "trace|debug|info|warn|error (default warn)");
+  if (absl::Status s = args.Parse(argc, argv); !s.ok()) return Fail(std::string(s.message()));
+  if (args.help_requested()) {
+    std::cout << args.Help();
+    return 0;
+  }
+  if (!odmoe::SetLogLevel(log_level)) return Fail("unknown --log-level '" + log_level + "'");
+  if (!prompt_file.empty()) {
+    std::ifstream in(prompt_file, std::ios::binary);
+    if (!in) return Fail("cannot read --prompt-file '" + prompt_file + "'");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    prompt = ss.str();
+  }
+  if (threads < 0) return Fail("--threads must be >= 0");
+  if (threads > 0 && backend == "cpu") backend = absl::StrCat("cpu:", threads);
+  if (ctx < 0) return Fail("--ctx must be >= 0");
+  if (batch < 1) return Fail("--batch must be >= 1");
+
+  odmoe::EngineOptions options;
+  options.backend = backend;
+  options.n_ctx = ctx;
+  options.n_batch = batch;
+  auto engine = odmoe::ReferenceEngine::Create(model, options);
+  if (!engine.ok()) return Fail(std::string(engine.status().message()));
+
+  odmoe::GenerateRequest request;
+  request.prompt = prompt;
+  request.max_tokens = n;
+  request.sampling = {temp, top_p, top_k, seed};
+  request.ignore_eos = ignore_eos;
+  request.record_routing = !dump.empty();
+  std::cout << prompt << std::flush;
+  auto result = (*engine)->Generate(request, [](int32_t, std::string_view text) {
+    std::cout << text << std::flush;
+  });
+  std::cout << "\n";
+  if (!result.ok()) return Fail(std::string(result.status().message()));
+  const odmoe::GenerateStats& st = result->stats;
+  std::fprintf(stderr,
+               "\nprompt: %d tokens, prefill %.1f tokens/s | generated: %d tokens, decode %.1f "
+               "tokens/s | TTFT %.1f ms | backend %s\n",
+               st.prompt_tokens, st.prefill_tokens_per_second(), st.generated_tokens,
+               st.decode_tokens_per_second(), st.ttft_seconds * 1e3,
+               (*engine)->backend().name().c_str());
+  if (!dump.empty() &&
+      !DumpExperts(dump, *result, (*engine)->model().config().n_expert_used)) {
+    return Fail("cannot write --dump-experts file '" + dump + "'");
+  }
+  return 0;
+}
