@@ -11,8 +11,9 @@
 
 int main(int argc, char** argv) {
   odmoe::SetLogNodeId("quantize");
-  odmoe::CliArgs args("odmoe-quantize",
-                      "Convert a GGUF MoE model's weights to another type: IN.gguf OUT.gguf --type T");
+  odmoe::CliArgs args(
+      "odmoe-quantize",
+      "Convert a GGUF MoE model's weights to another type: IN.gguf OUT.gguf --type T");
   std::string type;
   int threads = 0;
   args.AddString("type", &type, "T", "target type: f16, bf16, q8_0, q4_0, f32", true);

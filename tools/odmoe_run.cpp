@@ -31,7 +31,8 @@ bool DumpExperts(const std::string& path, const odmoe::GenerateResult& r, int k)
   for (size_t pos = 0; pos < r.routing.size(); ++pos) {
     std::vector<std::string> layers;
     for (size_t l = 0; l * k < r.routing[pos].size(); ++l) {
-      std::vector<int32_t> ids(r.routing[pos].begin() + l * k, r.routing[pos].begin() + (l + 1) * k);
+      std::vector<int32_t> ids(r.routing[pos].begin() + l * k,
+                               r.routing[pos].begin() + (l + 1) * k);
       layers.push_back(absl::StrCat("[", absl::StrJoin(ids, ","), "]"));
     }
     out << "{\"pos\":" << pos << ",\"token\":" << tokens[pos] << ",\"experts\":["
@@ -44,7 +45,8 @@ bool DumpExperts(const std::string& path, const odmoe::GenerateResult& r, int k)
 
 int main(int argc, char** argv) {
   odmoe::SetLogNodeId("run");
-  odmoe::CliArgs args("odmoe-run", "Generate text with a Mixture-of-Experts GGUF model in one process.");
+  odmoe::CliArgs args("odmoe-run",
+                      "Generate text with a Mixture-of-Experts GGUF model in one process.");
   std::string model, prompt, prompt_file, backend = "cpu", dump, log_level = "warn";
   int n = 64, threads = 0, ctx = 0, batch = 64, top_k = 0;
   float temp = 0.0f, top_p = 1.0f;
@@ -97,12 +99,18 @@ int main(int argc, char** argv) {
   request.sampling = {temp, top_p, top_k, seed};
   request.ignore_eos = ignore_eos;
   request.record_routing = !dump.empty();
-  std::cout << prompt << std::flush;
-  auto result = (*engine)->Generate(request, [](int32_t, std::string_view text) {
+  // The prompt is echoed once the request has been accepted (with its first token).
+  bool echoed = false;
+  auto result = (*engine)->Generate(request, [&](int32_t, std::string_view text) {
+    if (!echoed) std::cout << prompt;
+    echoed = true;
     std::cout << text << std::flush;
   });
-  std::cout << "\n";
-  if (!result.ok()) return Fail(std::string(result.status().message()));
+  if (!result.ok()) {
+    if (echoed) std::cout << "\n";
+    return Fail(std::string(result.status().message()));
+  }
+  std::cout << (echoed ? "" : prompt) << "\n";
   const odmoe::GenerateStats& st = result->stats;
   std::fprintf(stderr,
                "\nprompt: %d tokens, prefill %.1f tokens/s | generated: %d tokens, decode %.1f "
@@ -110,8 +118,7 @@ int main(int argc, char** argv) {
                st.prompt_tokens, st.prefill_tokens_per_second(), st.generated_tokens,
                st.decode_tokens_per_second(), st.ttft_seconds * 1e3,
                (*engine)->backend().name().c_str());
-  if (!dump.empty() &&
-      !DumpExperts(dump, *result, (*engine)->model().config().n_expert_used)) {
+  if (!dump.empty() && !DumpExperts(dump, *result, (*engine)->model().config().n_expert_used)) {
     return Fail("cannot write --dump-experts file '" + dump + "'");
   }
   return 0;

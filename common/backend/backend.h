@@ -56,7 +56,9 @@ struct ConstMat {
   int64_t cols = 0;
   ConstMat() = default;
   ConstMat(const float* d, int64_t r, int64_t c) : data(d), rows(r), cols(c) {}
-  ConstMat(const Mat& m) : data(m.data), rows(m.rows), cols(m.cols) {}  // NOLINT: implicit on purpose
+  // Implicit on purpose: any Mat can be passed where a ConstMat is read.
+  // NOLINTNEXTLINE(google-explicit-constructor)
+  ConstMat(const Mat& m) : data(m.data), rows(m.rows), cols(m.cols) {}
   const float* Row(int64_t r) const { return data + r * cols; }
   ConstMat RowRange(int64_t first, int64_t count) const { return {Row(first), count, cols}; }
 };
@@ -117,6 +119,12 @@ class Backend {
   // ---- Ops (F32 activations; shapes are the caller's contract) -------------
   /// y = x * w^T: y[t][o] = sum_i w[o][i] * x[t][i], fp32 accumulation.
   /// x: [n, w.cols], y: [n, w.rows]; y must not alias x.
+  /// Q8_0 / Q4_0 weights: as the GGUF engines do, each row of x is first
+  /// quantized to Q8_0 blocks (QuantizeRow of tensor/quant.h, per row, so the
+  /// result still depends on row t alone) and the products are taken as exact
+  /// integer dot products per 32-element block, each scaled by the two block
+  /// scales; x[t][i] above is then the Q8_0-rounded activation. (A NaN in a
+  /// row of x does not propagate through this quantization.)
   virtual void MatMul(const WeightRef& w, ConstMat x, Mat y) = 0;
 
   /// out[i] = dequantized row ids[i] of `table` (embedding lookup).
@@ -130,16 +138,16 @@ class Backend {
   /// Rotary position embedding in place. x: [n, n_heads * head_dim]; the first
   /// `rope_dims` dims of each head rotate by positions[t] * base^(-2i/rope_dims).
   /// positions: n int32 in backend memory.
-  virtual void Rope(Mat x, int head_dim, int rope_dims, const int32_t* positions,
-                    float freq_base, RopeMode mode) = 0;
+  virtual void Rope(Mat x, int head_dim, int rope_dims, const int32_t* positions, float freq_base,
+                    RopeMode mode) = 0;
 
   /// Causal attention of `q` rows over a KV cache. q, out: [n, n_head*head_dim];
   /// k_cache, v_cache: [capacity, n_head_kv*head_dim] with rows already written
   /// for positions [0, pos0 + n). Row t of q is at position pos0 + t and sees
   /// cache rows [0, pos0 + t]. Query head h uses KV head h / (n_head/n_head_kv).
   /// scores = q.k * scale, softmax in fp32, out = sum p * v.
-  virtual void Attention(ConstMat q, ConstMat k_cache, ConstMat v_cache, int n_head,
-                         int n_head_kv, int head_dim, int pos0, float scale, Mat out) = 0;
+  virtual void Attention(ConstMat q, ConstMat k_cache, ConstMat v_cache, int n_head, int n_head_kv,
+                         int head_dim, int pos0, float scale, Mat out) = 0;
 
   /// Row-wise softmax in place.
   virtual void Softmax(Mat x) = 0;

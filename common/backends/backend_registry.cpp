@@ -92,9 +92,9 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(std::string_view name) {
       return f.create(arg);
     }
   }
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "unknown backend '%s': compiled-in families are %s", name,
-      absl::StrJoin(CompiledBackendFamilies(), ", ")));
+  return absl::InvalidArgumentError(
+      absl::StrFormat("unknown backend '%s': compiled-in families are %s", name,
+                      absl::StrJoin(CompiledBackendFamilies(), ", ")));
 }
 
 std::vector<std::string> AvailableBackends() {

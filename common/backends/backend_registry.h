@@ -45,4 +45,3 @@ std::vector<std::string> AvailableBackends();
 std::vector<std::string> CompiledBackendFamilies();
 
 }  // namespace odmoe
-

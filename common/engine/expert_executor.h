@@ -24,8 +24,8 @@ namespace odmoe {
 struct RoutingPlan {
   struct ExpertRows {
     int32_t expert = 0;
-    std::vector<int32_t> rows;     // rows of the batch routed to this expert, ascending
-    std::vector<float> weights;    // routing weight of each of those rows
+    std::vector<int32_t> rows;   // rows of the batch routed to this expert, ascending
+    std::vector<float> weights;  // routing weight of each of those rows
   };
   std::vector<ExpertRows> experts;  // only experts with rows, ascending id
 

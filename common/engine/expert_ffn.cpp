@@ -7,8 +7,8 @@ namespace odmoe {
 absl::StatusOr<ExpertFfnScratch> ExpertFfnScratch::Create(Backend& backend, int64_t n_ff,
                                                           int64_t max_rows) {
   ExpertFfnScratch s;
-  ODMOE_ASSIGN_OR_RETURN(s.buffer_,
-                         backend.Allocate(2 * static_cast<size_t>(n_ff * max_rows) * sizeof(float)));
+  ODMOE_ASSIGN_OR_RETURN(
+      s.buffer_, backend.Allocate(2 * static_cast<size_t>(n_ff * max_rows) * sizeof(float)));
   s.gate_ = static_cast<float*>(s.buffer_->data());
   s.up_ = s.gate_ + n_ff * max_rows;
   s.n_ff_ = n_ff;

@@ -18,8 +18,7 @@ namespace odmoe {
 /// Intermediate buffers for up to `max_rows` rows ([max_rows, n_ff] twice).
 class ExpertFfnScratch {
  public:
-  static absl::StatusOr<ExpertFfnScratch> Create(Backend& backend, int64_t n_ff,
-                                                 int64_t max_rows);
+  static absl::StatusOr<ExpertFfnScratch> Create(Backend& backend, int64_t n_ff, int64_t max_rows);
   int64_t max_rows() const { return max_rows_; }
   Mat gate(int64_t rows) const { return {gate_, rows, n_ff_}; }
   Mat up(int64_t rows) const { return {up_, rows, n_ff_}; }

@@ -5,8 +5,7 @@
 
 namespace odmoe {
 
-absl::StatusOr<KvCache> KvCache::Create(Backend& backend, const ModelConfig& config,
-                                        int capacity) {
+absl::StatusOr<KvCache> KvCache::Create(Backend& backend, const ModelConfig& config, int capacity) {
   if (capacity < 1) return absl::InvalidArgumentError("KV cache capacity must be >= 1");
   KvCache kv;
   kv.capacity_ = capacity;

@@ -16,8 +16,7 @@ namespace odmoe {
 
 class KvCache {
  public:
-  static absl::StatusOr<KvCache> Create(Backend& backend, const ModelConfig& config,
-                                        int capacity);
+  static absl::StatusOr<KvCache> Create(Backend& backend, const ModelConfig& config, int capacity);
 
   int capacity() const { return capacity_; }
   Mat k(int layer) const { return {k_base_ + LayerOffset(layer), capacity_, width_}; }

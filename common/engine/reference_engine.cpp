@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_format.h"
 #include "backend_registry.h"
+#include "util/logging.h"
 #include "util/status_macros.h"
 
 namespace odmoe {
@@ -19,8 +20,7 @@ double GenerateStats::prefill_tokens_per_second() const {
 
 double GenerateStats::decode_tokens_per_second() const {
   // The first generated token comes from the prefill; each later one costs a forward.
-  return decode_seconds > 0 && generated_tokens > 1 ? (generated_tokens - 1) / decode_seconds
-                                                     : 0.0;
+  return decode_seconds > 0 && generated_tokens > 1 ? (generated_tokens - 1) / decode_seconds : 0.0;
 }
 
 absl::StatusOr<std::unique_ptr<ReferenceEngine>> ReferenceEngine::Create(
@@ -29,9 +29,16 @@ absl::StatusOr<std::unique_ptr<ReferenceEngine>> ReferenceEngine::Create(
   ODMOE_ASSIGN_OR_RETURN(e->model_, ModelFile::Open(model_path));
   ODMOE_ASSIGN_OR_RETURN(e->tokenizer_, Tokenizer::FromGguf(e->model_->gguf()));
   if (e->tokenizer_->n_vocab() != e->model_->config().n_vocab) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: tokenizer has %d tokens but token_embd has %d rows", model_path,
-        e->tokenizer_->n_vocab(), e->model_->config().n_vocab));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: tokenizer has %d tokens but token_embd has %d rows", model_path,
+                        e->tokenizer_->n_vocab(), e->model_->config().n_vocab));
+  }
+  const int n_ctx_train = e->model_->config().n_ctx_train;
+  if (options.n_ctx > n_ctx_train) {
+    ODMOE_LOG_WARN(
+        "context of {} tokens is longer than the {} the model was trained with; "
+        "quality past that is not guaranteed",
+        options.n_ctx, n_ctx_train);
   }
   ODMOE_ASSIGN_OR_RETURN(e->backend_, CreateBackend(options.backend));
   Transformer::Options topt;
@@ -62,13 +69,14 @@ absl::StatusOr<GenerateResult> ReferenceEngine::Generate(const GenerateRequest& 
   }
   const int n_prompt = static_cast<int>(result.prompt_ids.size());
   if (n_prompt >= n_ctx()) {
-    return absl::OutOfRangeError(absl::StrFormat(
-        "the prompt has %d tokens; the context holds %d", n_prompt, n_ctx()));
+    return absl::OutOfRangeError(
+        absl::StrFormat("the prompt has %d tokens; the context holds %d", n_prompt, n_ctx()));
   }
   if (n_prompt + request.max_tokens > n_ctx()) {
-    return absl::OutOfRangeError(absl::StrFormat(
-        "prompt (%d tokens) + max_tokens (%d) exceeds the context of %d tokens; "
-        "at most %d new tokens fit", n_prompt, request.max_tokens, n_ctx(), n_ctx() - n_prompt));
+    return absl::OutOfRangeError(
+        absl::StrFormat("prompt (%d tokens) + max_tokens (%d) exceeds the context of %d tokens; "
+                        "at most %d new tokens fit",
+                        n_prompt, request.max_tokens, n_ctx(), n_ctx() - n_prompt));
   }
 
   std::vector<TokenRouting>* routing = request.record_routing ? &result.routing : nullptr;
@@ -78,7 +86,7 @@ absl::StatusOr<GenerateResult> ReferenceEngine::Generate(const GenerateRequest& 
   result.stats.prefill_seconds = SecondsSince(t0);
 
   Sampler sampler(request.sampling);
-  IncrementalDecoder decoder(*tokenizer_);
+  IncrementalDecoder decoder(*tokenizer_, /*continues_text=*/true);
   const auto decode_start = std::chrono::steady_clock::now();
   int pos = n_prompt;
   for (int i = 0; i < request.max_tokens; ++i) {

@@ -15,7 +15,8 @@ absl::Status SamplingParams::Validate() const {
   if (!std::isfinite(top_p) || top_p <= 0.0f || top_p > 1.0f) {
     return absl::InvalidArgumentError(absl::StrFormat("top_p must be in (0, 1], got %g", top_p));
   }
-  if (top_k < 0) return absl::InvalidArgumentError(absl::StrFormat("top_k must be >= 0, got %d", top_k));
+  if (top_k < 0)
+    return absl::InvalidArgumentError(absl::StrFormat("top_k must be >= 0, got %d", top_k));
   return absl::OkStatus();
 }
 

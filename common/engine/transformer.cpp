@@ -62,8 +62,8 @@ absl::Status Transformer::BeginBatch(std::span<const int32_t> tokens, int pos0) 
         absl::StrFormat("batch of %d tokens (allowed 1..%d)", n, n_batch_));
   }
   if (pos0 < 0 || pos0 + n > kv_.capacity()) {
-    return absl::OutOfRangeError(absl::StrFormat(
-        "positions %d..%d exceed the context of %d tokens", pos0, pos0 + n - 1, kv_.capacity()));
+    return absl::OutOfRangeError(absl::StrFormat("positions %d..%d exceed the context of %d tokens",
+                                                 pos0, pos0 + n - 1, kv_.capacity()));
   }
   for (int32_t t : tokens) {
     if (t < 0 || t >= config_.n_vocab) {
@@ -96,8 +96,8 @@ void Transformer::AttentionBlock(int layer) {
   backend_.Rope(q, c.head_dim, c.rope_dims, positions_, c.rope_freq_base, c.rope_mode);
   backend_.Rope(k_new, c.head_dim, c.rope_dims, positions_, c.rope_freq_base, c.rope_mode);
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  backend_.Attention(q, kv_.k(layer), kv_.v(layer), c.n_head, c.n_head_kv, c.head_dim, pos0_,
-                     scale, attn);
+  backend_.Attention(q, kv_.k(layer), kv_.v(layer), c.n_head, c.n_head_kv, c.head_dim, pos0_, scale,
+                     attn);
   backend_.MatMul(w.attn_output, attn, o);
   backend_.Add(x, o, x);
 }
@@ -143,7 +143,7 @@ absl::Status Transformer::Forward(std::span<const int32_t> tokens, int pos0,
     const size_t n = std::min(tokens.size() - begin, static_cast<size_t>(n_batch_));
     ODMOE_RETURN_IF_ERROR(BeginBatch(tokens.subspan(begin, n), pos0 + static_cast<int>(begin)));
     const size_t first_record = routing ? routing->size() : 0;
-    if (routing) routing->resize(first_record + n, TokenRouting(config_.n_layer * k));
+    if (routing) routing->resize(first_record + n, TokenRouting(static_cast<size_t>(config_.n_layer) * k));
     for (int l = 0; l < config_.n_layer; ++l) {
       AttentionBlock(l);
       ODMOE_ASSIGN_OR_RETURN(RoutingPlan plan, RouteBlock(l));
@@ -151,7 +151,7 @@ absl::Status Transformer::Forward(std::span<const int32_t> tokens, int pos0,
       FinishMoe();
       if (routing) {
         for (size_t t = 0; t < n; ++t) {
-          std::copy_n(host_ids_.begin() + t * k, k, (*routing)[first_record + t].begin() + l * k);
+          std::copy_n(host_ids_.begin() + t * k, k, (*routing)[first_record + t].begin() + static_cast<ptrdiff_t>(l) * k);
         }
       }
     }

@@ -16,13 +16,16 @@
 namespace odmoe {
 namespace {
 
-static_assert(std::endian::native == std::endian::little, "GGUF reading assumes a little-endian host");
+static_assert(std::endian::native == std::endian::little,
+              "GGUF reading assumes a little-endian host");
 
 constexpr uint64_t kMaxTensorCount = 1'000'000;
 constexpr uint64_t kMaxKvCount = 1'000'000;
 constexpr uint64_t kMaxKeyBytes = 65'535;
 constexpr uint64_t kMaxTensorNameBytes = 1'024;
 constexpr uint32_t kMaxDims = 4;
+// String values are limited only by the bytes left in the file.
+constexpr uint64_t kNoLimit = std::numeric_limits<uint64_t>::max();
 // Smallest encodings: a key/value pair (1-byte key, bool value) and a tensor
 // info (1-byte name, one dimension). Counts that cannot fit are rejected early.
 constexpr uint64_t kMinKvBytes = 8 + 1 + 4 + 1;
@@ -74,8 +77,9 @@ class Cursor {
     const size_t at = pos_;
     ODMOE_ASSIGN_OR_RETURN(uint64_t length, Read<uint64_t>(what));
     if (length > max_bytes) {
-      return Error(at, what, absl::StrCat("string length ", length, " exceeds the limit of ",
-                                          max_bytes, " bytes"));
+      return Error(
+          at, what,
+          absl::StrCat("string length ", length, " exceeds the limit of ", max_bytes, " bytes"));
     }
     ODMOE_RETURN_IF_ERROR(Need(length, what));
     std::string s(reinterpret_cast<const char*>(data_ + pos_), static_cast<size_t>(length));
@@ -201,7 +205,7 @@ absl::StatusOr<GgufValue::Storage> ReadArrayStorage(Cursor& c, GgufType elem, ui
     case ValueKind::kBool:
       return ReadElements<bool>(count, [&] { return ReadBool(c, what); });
     case ValueKind::kString:
-      return ReadElements<std::string>(count, [&] { return c.ReadString(what, c.size()); });
+      return ReadElements<std::string>(count, [&] { return c.ReadString(what, kNoLimit); });
   }
   return c.Error(c.pos(), what, "unreachable value kind");
 }
@@ -212,10 +216,10 @@ absl::StatusOr<GgufValue> ReadArray(Cursor& c, absl::string_view what) {
   if (elem == GgufType::kArray) return c.Error(at, what, "arrays of arrays are not supported");
   ODMOE_ASSIGN_OR_RETURN(uint64_t count, c.Read<uint64_t>(what));
   if (count > c.remaining() / MinEncodedBytes(elem)) {
-    return c.Error(at, what,
-                   absl::StrCat("array of ", count, " ", Sv(GgufTypeName(elem)),
-                                " elements cannot fit in the ", c.remaining(),
-                                " bytes left in the file"));
+    return c.Error(
+        at, what,
+        absl::StrCat("array of ", count, " ", Sv(GgufTypeName(elem)),
+                     " elements cannot fit in the ", c.remaining(), " bytes left in the file"));
   }
   ODMOE_ASSIGN_OR_RETURN(GgufValue::Storage storage, ReadArrayStorage(c, elem, count, what));
   return GgufValue(GgufType::kArray, elem, std::move(storage));
@@ -241,7 +245,7 @@ absl::StatusOr<GgufValue> ReadValue(Cursor& c, GgufType type, absl::string_view 
       return GgufValue(type, type, v);
     }
     case ValueKind::kString: {
-      ODMOE_ASSIGN_OR_RETURN(std::string v, c.ReadString(what, c.size()));
+      ODMOE_ASSIGN_OR_RETURN(std::string v, c.ReadString(what, kNoLimit));
       return GgufValue(type, type, std::move(v));
     }
   }
@@ -277,9 +281,9 @@ absl::Status ReadHeader(Cursor& c, ParsedGguf& out, uint64_t& tensor_count, uint
     if (swapped == 2 || swapped == 3) {
       return c.Error(4, "header", "big-endian GGUF files are not supported");
     }
-    return c.Error(4, "header",
-                   absl::StrCat("GGUF version ", out.version,
-                                " is not supported (only versions 2 and 3)"));
+    return c.Error(
+        4, "header",
+        absl::StrCat("GGUF version ", out.version, " is not supported (only versions 2 and 3)"));
   }
   ODMOE_ASSIGN_OR_RETURN(tensor_count, c.Read<uint64_t>("header"));
   ODMOE_ASSIGN_OR_RETURN(kv_count, c.Read<uint64_t>("header"));
@@ -301,8 +305,9 @@ absl::Status CheckAlignmentValue(Cursor& c, size_t at, const GgufValue& value,
   const std::string what = "metadata key 'general.alignment'";
   const std::optional<uint64_t> v = value.AsUInt();
   if (!v.has_value()) {
-    return c.Error(at, what,
-                   absl::StrCat("must be an unsigned integer, found ", Sv(GgufTypeName(value.type()))));
+    return c.Error(
+        at, what,
+        absl::StrCat("must be an unsigned integer, found ", Sv(GgufTypeName(value.type()))));
   }
   if (*v == 0 || !std::has_single_bit(*v) || *v > std::numeric_limits<uint32_t>::max()) {
     return c.Error(at, what, absl::StrCat("alignment ", *v, " is not a power of two"));
@@ -379,11 +384,11 @@ absl::StatusOr<TensorInfo> ReadTensorInfo(Cursor& c, uint64_t index, uint32_t al
                    absl::StrCat("data offset ", info.offset, " is not a multiple of the alignment ",
                                 alignment));
   }
-  // Row bytes <= elements * 4, and elements fit in int64, so only the final
-  // product can overflow.
-  const uint64_t row_bytes = RowBytes(info.view.type, info.view.ne[0]);
+  const uint64_t blocks = static_cast<uint64_t>(info.view.ne[0]) / traits.block_elems;
   const uint64_t rows = static_cast<uint64_t>(info.view.rows());
-  if (__builtin_mul_overflow(row_bytes, rows, &info.bytes)) {
+  uint64_t row_bytes = 0;
+  if (__builtin_mul_overflow(blocks, static_cast<uint64_t>(traits.block_bytes), &row_bytes) ||
+      __builtin_mul_overflow(row_bytes, rows, &info.bytes)) {
     return c.Error(at, what, "byte size overflows");
   }
   return info;
@@ -431,10 +436,10 @@ absl::Status CheckDataRanges(Cursor& c, ParsedGguf& out) {
     const TensorInfo& prev = *by_offset[i - 1];
     const TensorInfo& cur = *by_offset[i];
     if (prev.offset + prev.bytes > cur.offset) {
-      return c.Error(cur.info_pos, absl::StrCat("tensor ", Quote(cur.view.name)),
-                     absl::StrCat("data at offset ", cur.offset, " overlaps tensor ",
-                                  Quote(prev.view.name), " [", prev.offset, ", +", prev.bytes,
-                                  ")"));
+      return c.Error(
+          cur.info_pos, absl::StrCat("tensor ", Quote(cur.view.name)),
+          absl::StrCat("data at offset ", cur.offset, " overlaps tensor ", Quote(prev.view.name),
+                       " [", prev.offset, ", +", prev.bytes, ")"));
     }
   }
   return absl::OkStatus();

@@ -39,9 +39,9 @@ std::string_view GgufTypeName(GgufType type);
 class GgufValue {
  public:
   // Scalars are stored widened; `type()` keeps the exact on-disk type.
-  using Storage = std::variant<uint64_t, int64_t, double, bool, std::string,
-                               std::vector<uint64_t>, std::vector<int64_t>, std::vector<double>,
-                               std::vector<bool>, std::vector<std::string>>;
+  using Storage = std::variant<uint64_t, int64_t, double, bool, std::string, std::vector<uint64_t>,
+                               std::vector<int64_t>, std::vector<double>, std::vector<bool>,
+                               std::vector<std::string>>;
 
   GgufValue() = default;
   GgufValue(GgufType type, GgufType elem_type, Storage storage)

@@ -35,7 +35,9 @@ class ByteSink {
     Put<uint64_t>(s.size());
     bytes_.insert(bytes_.end(), s.begin(), s.end());
   }
-  void PadTo(size_t alignment) { bytes_.resize((bytes_.size() + alignment - 1) / alignment * alignment); }
+  void PadTo(size_t alignment) {
+    bytes_.resize((bytes_.size() + alignment - 1) / alignment * alignment);
+  }
   const std::vector<uint8_t>& bytes() const { return bytes_; }
 
  private:
@@ -129,10 +131,9 @@ Kind KindOf(GgufType type) {
 }
 
 absl::Status StorageMismatch(absl::string_view key, const GgufValue& value) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("GGUF metadata key '", key, "': value of type ", Sv(GgufTypeName(value.type())),
-                   " (elements ", Sv(GgufTypeName(value.elem_type())),
-                   ") holds storage of another kind"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "GGUF metadata key '", key, "': value of type ", Sv(GgufTypeName(value.type())),
+      " (elements ", Sv(GgufTypeName(value.elem_type())), ") holds storage of another kind"));
 }
 
 // The Kind of values held in Storage alternative T (a scalar or an element).
@@ -198,8 +199,8 @@ absl::StatusOr<size_t> ValidateTensor(const std::string& name, DType type, int n
                                       const std::array<int64_t, 4>& ne) {
   const std::string what = absl::StrCat("GGUF tensor '", name, "': ");
   if (name.empty() || name.size() > kMaxTensorNameBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(what, "name must be 1..", kMaxTensorNameBytes,
-                                                   " bytes"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, "name must be 1..", kMaxTensorNameBytes, " bytes"));
   }
   if (!IsKnownGgmlType(static_cast<uint32_t>(type))) {
     return absl::InvalidArgumentError(absl::StrCat(what, "unsupported type"));
@@ -221,7 +222,14 @@ absl::StatusOr<size_t> ValidateTensor(const std::string& name, DType type, int n
                                                    " is not a multiple of the block size ",
                                                    Traits(type).block_elems));
   }
-  return RowBytes(type, ne[0]) * static_cast<size_t>(elements / ne[0]);
+  const DTypeTraits& traits = Traits(type);
+  size_t bytes = 0;
+  if (__builtin_mul_overflow(static_cast<size_t>(ne[0] / traits.block_elems),
+                             static_cast<size_t>(traits.block_bytes), &bytes) ||
+      __builtin_mul_overflow(bytes, static_cast<size_t>(elements / ne[0]), &bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(what, "byte size overflows"));
+  }
+  return bytes;
 }
 
 struct FileCloser {
@@ -303,8 +311,7 @@ absl::Status GgufWriter::AddTensorView(const TensorView& view) {
   }
   for (const PendingTensor& t : tensors_) {
     if (t.name == view.name) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("GGUF tensor '", view.name, "': added twice"));
+      return absl::InvalidArgumentError(absl::StrCat("GGUF tensor '", view.name, "': added twice"));
     }
   }
   tensors_.push_back({view.name, view.type, view.n_dims, view.ne, {}, view.data, bytes});
@@ -342,8 +349,8 @@ absl::Status GgufWriter::WriteFile(const std::string& path) const {
   std::unique_ptr<std::FILE, FileCloser> file(std::fopen(tmp_path.c_str(), "wb"));
   if (file == nullptr) return IoError(tmp_path, "cannot create");
   const std::vector<uint8_t> padding(alignment, 0);
-  bool ok = std::fwrite(head.bytes().data(), 1, head.bytes().size(), file.get()) ==
-            head.bytes().size();
+  bool ok =
+      std::fwrite(head.bytes().data(), 1, head.bytes().size(), file.get()) == head.bytes().size();
   for (size_t i = 0; ok && i < tensors_.size(); ++i) {
     const PendingTensor& t = tensors_[i];
     const size_t pad = (alignment - t.bytes % alignment) % alignment;

@@ -13,22 +13,38 @@ namespace {
 // "{l}" and "{e}" fields are the layer and expert indices.
 std::string_view LlamaTensorName(TensorRole role) {
   switch (role) {
-    case TensorRole::kTokenEmbd: return "token_embd.weight";
-    case TensorRole::kOutputNorm: return "output_norm.weight";
-    case TensorRole::kOutput: return "output.weight";
-    case TensorRole::kAttnNorm: return "blk.{l}.attn_norm.weight";
-    case TensorRole::kAttnQ: return "blk.{l}.attn_q.weight";
-    case TensorRole::kAttnK: return "blk.{l}.attn_k.weight";
-    case TensorRole::kAttnV: return "blk.{l}.attn_v.weight";
-    case TensorRole::kAttnOutput: return "blk.{l}.attn_output.weight";
-    case TensorRole::kFfnNorm: return "blk.{l}.ffn_norm.weight";
-    case TensorRole::kFfnGateInp: return "blk.{l}.ffn_gate_inp.weight";
-    case TensorRole::kFfnGateExps: return "blk.{l}.ffn_gate_exps.weight";
-    case TensorRole::kFfnUpExps: return "blk.{l}.ffn_up_exps.weight";
-    case TensorRole::kFfnDownExps: return "blk.{l}.ffn_down_exps.weight";
-    case TensorRole::kFfnGateExpert: return "blk.{l}.ffn_gate.{e}.weight";
-    case TensorRole::kFfnUpExpert: return "blk.{l}.ffn_up.{e}.weight";
-    case TensorRole::kFfnDownExpert: return "blk.{l}.ffn_down.{e}.weight";
+    case TensorRole::kTokenEmbd:
+      return "token_embd.weight";
+    case TensorRole::kOutputNorm:
+      return "output_norm.weight";
+    case TensorRole::kOutput:
+      return "output.weight";
+    case TensorRole::kAttnNorm:
+      return "blk.{l}.attn_norm.weight";
+    case TensorRole::kAttnQ:
+      return "blk.{l}.attn_q.weight";
+    case TensorRole::kAttnK:
+      return "blk.{l}.attn_k.weight";
+    case TensorRole::kAttnV:
+      return "blk.{l}.attn_v.weight";
+    case TensorRole::kAttnOutput:
+      return "blk.{l}.attn_output.weight";
+    case TensorRole::kFfnNorm:
+      return "blk.{l}.ffn_norm.weight";
+    case TensorRole::kFfnGateInp:
+      return "blk.{l}.ffn_gate_inp.weight";
+    case TensorRole::kFfnGateExps:
+      return "blk.{l}.ffn_gate_exps.weight";
+    case TensorRole::kFfnUpExps:
+      return "blk.{l}.ffn_up_exps.weight";
+    case TensorRole::kFfnDownExps:
+      return "blk.{l}.ffn_down_exps.weight";
+    case TensorRole::kFfnGateExpert:
+      return "blk.{l}.ffn_gate.{e}.weight";
+    case TensorRole::kFfnUpExpert:
+      return "blk.{l}.ffn_up.{e}.weight";
+    case TensorRole::kFfnDownExpert:
+      return "blk.{l}.ffn_down.{e}.weight";
   }
   return "";
 }
@@ -54,8 +70,8 @@ std::vector<std::string_view> SupportedArchNames() {
 }
 
 std::string TensorName(const ArchSpec& spec, TensorRole role, int layer, int expert) {
-  return absl::StrReplaceAll(ToAbsl(spec.tensor_name(role)), {{"{l}", absl::StrCat(layer)},
-                                                      {"{e}", absl::StrCat(expert)}});
+  return absl::StrReplaceAll(ToAbsl(spec.tensor_name(role)),
+                             {{"{l}", absl::StrCat(layer)}, {"{e}", absl::StrCat(expert)}});
 }
 
 std::string MetadataKey(const ArchSpec& spec, std::string_view suffix) {

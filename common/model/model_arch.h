@@ -34,10 +34,10 @@ enum class TensorRole {
   kAttnV,
   kAttnOutput,
   kFfnNorm,
-  kFfnGateInp,    // router: [n_embd, n_expert]
-  kFfnGateExps,   // stacked experts: [n_embd, n_ff, n_expert]
-  kFfnUpExps,     // [n_embd, n_ff, n_expert]
-  kFfnDownExps,   // [n_ff, n_embd, n_expert]
+  kFfnGateInp,     // router: [n_embd, n_expert]
+  kFfnGateExps,    // stacked experts: [n_embd, n_ff, n_expert]
+  kFfnUpExps,      // [n_embd, n_ff, n_expert]
+  kFfnDownExps,    // [n_ff, n_embd, n_expert]
   kFfnGateExpert,  // older layout: one 2-D tensor per expert, [n_embd, n_ff]
   kFfnUpExpert,
   kFfnDownExpert,  // [n_ff, n_embd]

@@ -107,9 +107,12 @@ absl::StatusOr<std::unique_ptr<ModelFile>> ModelFile::Open(const std::string& pa
   if (!arch) return Invalid(path, "missing metadata key 'general.architecture'");
   m->arch_ = FindArch(*arch);
   if (m->arch_ == nullptr) {
-    return Invalid(path, absl::StrCat("unsupported architecture '", *arch,
-                                      "' (supported: ", absl::StrJoin(SupportedArchNames(), ", ", [](std::string* out, std::string_view n) { out->append(n); }),
-                                      ")"));
+    return Invalid(
+        path,
+        absl::StrCat("unsupported architecture '", *arch, "' (supported: ",
+                     absl::StrJoin(SupportedArchNames(), ", ",
+                                   [](std::string* out, std::string_view n) { out->append(n); }),
+                     ")"));
   }
   ODMOE_RETURN_IF_ERROR(m->ReadConfig());
   ODMOE_RETURN_IF_ERROR(m->BindTensors());
@@ -136,12 +139,13 @@ absl::Status ModelFile::ReadConfig() {
   ODMOE_ASSIGN_OR_RETURN(c.n_expert_used, ReadInt(f, key("expert_used_count"), 0, 4096, 0));
   if (c.n_embd % c.n_head != 0) {
     return Invalid(f.path(), absl::StrFormat("embedding_length %d is not a multiple of "
-                                             "head_count %d", c.n_embd, c.n_head));
+                                             "head_count %d",
+                                             c.n_embd, c.n_head));
   }
-  ODMOE_ASSIGN_OR_RETURN(c.head_dim, ReadInt(f, key("attention.key_length"), 2, 1 << 14,
-                                             c.n_embd / c.n_head));
-  ODMOE_ASSIGN_OR_RETURN(c.rope_dims, ReadInt(f, key("rope.dimension_count"), 2, c.head_dim,
-                                              c.head_dim));
+  ODMOE_ASSIGN_OR_RETURN(c.head_dim,
+                         ReadInt(f, key("attention.key_length"), 2, 1 << 14, c.n_embd / c.n_head));
+  ODMOE_ASSIGN_OR_RETURN(c.rope_dims,
+                         ReadInt(f, key("rope.dimension_count"), 2, c.head_dim, c.head_dim));
   ODMOE_ASSIGN_OR_RETURN(c.rope_freq_base, ReadFloat(f, key("rope.freq_base"), 1.0, 1e12, 1e4));
   ODMOE_ASSIGN_OR_RETURN(c.rms_eps,
                          ReadFloat(f, key("attention.layer_norm_rms_epsilon"), 0.0, 1.0, 1e-5));
@@ -153,13 +157,14 @@ absl::Status ModelFile::ReadConfig() {
     return Invalid(f.path(), "head and rope dimensions must be even");
   }
   if (a.requires_experts && c.n_expert < 2) {
-    return Invalid(f.path(), absl::StrCat("'", key("expert_count"),
-                                          "' must be >= 2: odmoe serves Mixture-of-Experts models"));
+    return Invalid(f.path(),
+                   absl::StrCat("'", key("expert_count"),
+                                "' must be >= 2: odmoe serves Mixture-of-Experts models"));
   }
   if (c.n_expert_used < 1 || c.n_expert_used > c.n_expert) {
-    return Invalid(f.path(), absl::StrFormat("'%s' must be in [1, %d], found %d",
-                                             key("expert_used_count"), c.n_expert,
-                                             c.n_expert_used));
+    return Invalid(f.path(),
+                   absl::StrFormat("'%s' must be in [1, %d], found %d", key("expert_used_count"),
+                                   c.n_expert, c.n_expert_used));
   }
   return absl::OkStatus();
 }
@@ -172,8 +177,8 @@ absl::Status ModelFile::BindTensors() {
 
   ODMOE_ASSIGN_OR_RETURN(TensorView embd, f.Tensor(name(TensorRole::kTokenEmbd)));
   if (embd.n_dims != 2 || embd.ne[0] != c.n_embd || embd.ne[1] < 1) {
-    return Invalid(f.path(), absl::StrCat("tensor 'token_embd.weight' must have shape [",
-                                          c.n_embd, ", n_vocab]"));
+    return Invalid(f.path(), absl::StrCat("tensor 'token_embd.weight' must have shape [", c.n_embd,
+                                          ", n_vocab]"));
   }
   c.n_vocab = static_cast<int>(embd.ne[1]);
   token_embd_ = embd;
@@ -187,7 +192,7 @@ absl::Status ModelFile::BindTensors() {
   }
 
   c.expert_layout = f.HasTensor(name(TensorRole::kFfnGateExps, 0)) ? ExpertLayout::kStacked
-                                                                    : ExpertLayout::kPerExpert;
+                                                                   : ExpertLayout::kPerExpert;
   const int64_t q = c.q_width(), kv = c.kv_width(), ff = c.n_ff, ne = c.n_expert;
   layers_.resize(static_cast<size_t>(c.n_layer));
   for (int l = 0; l < c.n_layer; ++l) {
@@ -200,9 +205,11 @@ absl::Status ModelFile::BindTensors() {
     ODMOE_ASSIGN_OR_RETURN(t.ffn_norm, Expect(f, name(TensorRole::kFfnNorm, l), {d}, true));
     ODMOE_ASSIGN_OR_RETURN(t.router, Expect(f, name(TensorRole::kFfnGateInp, l), {d, ne}));
     if (c.expert_layout == ExpertLayout::kStacked) {
-      ODMOE_ASSIGN_OR_RETURN(t.gate_exps, Expect(f, name(TensorRole::kFfnGateExps, l), {d, ff, ne}));
+      ODMOE_ASSIGN_OR_RETURN(t.gate_exps,
+                             Expect(f, name(TensorRole::kFfnGateExps, l), {d, ff, ne}));
       ODMOE_ASSIGN_OR_RETURN(t.up_exps, Expect(f, name(TensorRole::kFfnUpExps, l), {d, ff, ne}));
-      ODMOE_ASSIGN_OR_RETURN(t.down_exps, Expect(f, name(TensorRole::kFfnDownExps, l), {ff, d, ne}));
+      ODMOE_ASSIGN_OR_RETURN(t.down_exps,
+                             Expect(f, name(TensorRole::kFfnDownExps, l), {ff, d, ne}));
     } else {
       t.per_expert.resize(static_cast<size_t>(ne));
       for (int e = 0; e < ne; ++e) {
@@ -227,7 +234,8 @@ absl::Status ModelFile::BindTensors() {
       if (x.gate.type != c.expert_gate_type || x.up.type != c.expert_up_type ||
           x.down.type != c.expert_down_type) {
         return Invalid(f.path(), absl::StrFormat("expert %d of layer %d is stored in other types "
-                                                 "than expert 0 of layer 0", e, l));
+                                                 "than expert 0 of layer 0",
+                                                 e, l));
       }
     }
   }

@@ -15,11 +15,16 @@ namespace odmoe {
 
 uint32_t GgufFileTypeFor(DType target) {
   switch (target) {
-    case DType::kF32: return 0;
-    case DType::kF16: return 1;
-    case DType::kQ4_0: return 2;
-    case DType::kQ8_0: return 7;
-    case DType::kBF16: return 32;
+    case DType::kF32:
+      return 0;
+    case DType::kF16:
+      return 1;
+    case DType::kQ4_0:
+      return 2;
+    case DType::kQ8_0:
+      return 7;
+    case DType::kBF16:
+      return 32;
   }
   return 0;
 }

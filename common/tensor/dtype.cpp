@@ -16,14 +16,46 @@ constexpr DTypeTraits kQ4_0Traits{"q4_0", kQ4_0BlockElems, kQ4_0BlockBytes, true
 // GGML type ids in order; ids whose types were removed from GGML are named so
 // an error message still says what the file holds.
 constexpr std::array<std::string_view, 40> kGgmlTypeNames = {
-    "f32",     "f16",     "q4_0",    "q4_1",    "q4_2 (removed)", "q4_3 (removed)",
-    "q5_0",    "q5_1",    "q8_0",    "q8_1",    "q2_K",           "q3_K",
-    "q4_K",    "q5_K",    "q6_K",    "q8_K",    "iq2_xxs",        "iq2_xs",
-    "iq3_xxs", "iq1_s",   "iq4_nl",  "iq3_s",   "iq2_s",          "iq4_xs",
-    "i8",      "i16",     "i32",     "i64",     "f64",            "iq1_m",
-    "bf16",    "q4_0_4_4 (removed)", "q4_0_4_8 (removed)", "q4_0_8_8 (removed)",
-    "tq1_0",   "tq2_0",   "iq4_nl_4_4 (removed)", "iq4_nl_4_8 (removed)",
-    "iq4_nl_8_8 (removed)", "mxfp4",
+    "f32",
+    "f16",
+    "q4_0",
+    "q4_1",
+    "q4_2 (removed)",
+    "q4_3 (removed)",
+    "q5_0",
+    "q5_1",
+    "q8_0",
+    "q8_1",
+    "q2_K",
+    "q3_K",
+    "q4_K",
+    "q5_K",
+    "q6_K",
+    "q8_K",
+    "iq2_xxs",
+    "iq2_xs",
+    "iq3_xxs",
+    "iq1_s",
+    "iq4_nl",
+    "iq3_s",
+    "iq2_s",
+    "iq4_xs",
+    "i8",
+    "i16",
+    "i32",
+    "i64",
+    "f64",
+    "iq1_m",
+    "bf16",
+    "q4_0_4_4 (removed)",
+    "q4_0_4_8 (removed)",
+    "q4_0_8_8 (removed)",
+    "tq1_0",
+    "tq2_0",
+    "iq4_nl_4_4 (removed)",
+    "iq4_nl_4_8 (removed)",
+    "iq4_nl_8_8 (removed)",
+    "mxfp4",
 };
 
 bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
@@ -86,8 +118,6 @@ size_t RowBytes(DType type, int64_t n) {
   return static_cast<size_t>(n / traits.block_elems) * static_cast<size_t>(traits.block_bytes);
 }
 
-bool RowSizeValid(DType type, int64_t n) {
-  return n >= 0 && n % Traits(type).block_elems == 0;
-}
+bool RowSizeValid(DType type, int64_t n) { return n >= 0 && n % Traits(type).block_elems == 0; }
 
 }  // namespace odmoe

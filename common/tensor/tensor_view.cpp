@@ -11,8 +11,8 @@ TensorView TensorView::Slice2D(int64_t i) const {
   slice.type = type;
   slice.n_dims = 2;
   slice.ne = {ne[0], ne[1], 1, 1};
-  slice.data = static_cast<const uint8_t*>(data) + static_cast<size_t>(i) *
-                                                       static_cast<size_t>(ne[1]) * row_bytes();
+  slice.data = static_cast<const uint8_t*>(data) +
+               static_cast<size_t>(i) * static_cast<size_t>(ne[1]) * row_bytes();
   return slice;
 }
 

@@ -25,7 +25,7 @@ struct TensorView {
   DType type = DType::kF32;
   int n_dims = 0;
   std::array<int64_t, 4> ne = {1, 1, 1, 1};  // elements per dimension (unused dims are 1)
-  const void* data = nullptr;                 // first byte
+  const void* data = nullptr;                // first byte
 
   int64_t elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
   /// Bytes of one row (ne[0] elements).
@@ -37,7 +37,7 @@ struct TensorView {
     return static_cast<const uint8_t*>(data) + static_cast<size_t>(r) * row_bytes();
   }
   /// The 2-D matrix at index `i` of the third dimension (e.g. one expert of a
-  /// stacked 3-D expert tensor). Zero-copy.
+  /// stacked 3-D expert tensor), named "<name>[i]". Zero-copy; 0 <= i < ne[2].
   TensorView Slice2D(int64_t i) const;
 };
 

@@ -45,14 +45,14 @@ class Gpt2Tokenizer final : public Tokenizer {
   absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text,
                                               const EncodeOptions& options) const override {
     const SpecialTokenMatcher& m = options.parse_special ? special_matcher_ : plain_matcher_;
-    return EncodeWithSpecialTokens(
-        vocab_, m, text, options, [this](std::string_view t, bool, std::vector<int32_t>* out) {
-          for (std::string_view word : Gpt2PreTokenize(t)) {
-            absl::Status s = EncodeWord(word, out);
-            if (!s.ok()) return s;
-          }
-          return absl::OkStatus();
-        });
+    return EncodeWithSpecialTokens(vocab_, m, text, options,
+                                   [this](std::string_view t, bool, std::vector<int32_t>* out) {
+                                     for (std::string_view word : Gpt2PreTokenize(t)) {
+                                       absl::Status s = EncodeWord(word, out);
+                                       if (!s.ok()) return s;
+                                     }
+                                     return absl::OkStatus();
+                                   });
   }
 
   std::string TokenToPiece(int32_t id) const override {

@@ -8,9 +8,9 @@ SpecialTokenMatcher::SpecialTokenMatcher(const TokenizerVocab& vocab, bool inclu
     : vocab_(&vocab) {
   for (size_t id = 0; id < vocab.token_types.size() && id < vocab.tokens.size(); ++id) {
     const TokenType type = vocab.token_types[id];
-    const bool special = type == TokenType::kUserDefined ||
-                         (include_control && (type == TokenType::kControl ||
-                                              type == TokenType::kUnknown));
+    const bool special =
+        type == TokenType::kUserDefined ||
+        (include_control && (type == TokenType::kControl || type == TokenType::kUnknown));
     if (!special || vocab.tokens[id].empty()) continue;
     by_first_byte_[static_cast<uint8_t>(vocab.tokens[id][0])].push_back(static_cast<int32_t>(id));
     ++count_;

@@ -13,8 +13,8 @@
 namespace odmoe {
 namespace {
 
-constexpr std::string_view kSpaceSymbol = "\xE2\x96\x81";         // U+2581
-constexpr std::string_view kUnknownSurface = " \xE2\x81\x87 ";     // " U+2047 "
+constexpr std::string_view kSpaceSymbol = "\xE2\x96\x81";       // U+2581
+constexpr std::string_view kUnknownSurface = " \xE2\x81\x87 ";  // " U+2047 "
 
 // A digit of a validated "<0xNN>" byte token.
 int HexValue(char c) { return c <= '9' ? c - '0' : c - 'A' + 10; }
@@ -103,7 +103,8 @@ class SentencePieceTokenizer final : public Tokenizer {
     }
     std::vector<size_t> starts;
     starts.reserve(text.size());
-    for (size_t pos = 0; pos < text.size(); pos += std::max<size_t>(1, ScanUtf8(text, pos).length)) {
+    for (size_t pos = 0; pos < text.size();
+         pos += std::max<size_t>(1, ScanUtf8(text, pos).length)) {
       starts.push_back(pos);
     }
     const BpeMergeResult r = BpeMerge(

@@ -56,7 +56,8 @@ std::string Tokenizer::Decode(std::span<const int32_t> ids) const {
   return text;
 }
 
-IncrementalDecoder::IncrementalDecoder(const Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
+IncrementalDecoder::IncrementalDecoder(const Tokenizer& tokenizer, bool continues_text)
+    : tokenizer_(tokenizer), first_piece_(!continues_text) {}
 
 std::string IncrementalDecoder::Push(int32_t id) {
   if (tokenizer_.IsSkippedInDecode(id)) return "";
@@ -74,12 +75,20 @@ std::string IncrementalDecoder::Flush() {
   return out;
 }
 
+// Symbol indices in the merge loop are int32_t; spaces grow to 3 bytes.
+constexpr size_t kMaxEncodeBytes = size_t{1} << 28;
+
 absl::StatusOr<std::vector<int32_t>> EncodeWithSpecialTokens(
     const TokenizerVocab& vocab, const SpecialTokenMatcher& matcher, std::string_view text,
     const Tokenizer::EncodeOptions& options, RawTextEncoder encode_raw) {
-  if (std::optional<size_t> bad = FindInvalidUtf8(text)) {
+  if (text.size() > kMaxEncodeBytes) {
     return absl::InvalidArgumentError(
-        "text to tokenize is not valid UTF-8: bad byte at offset " + std::to_string(*bad));
+        "text to tokenize is too long: " + std::to_string(text.size()) + " bytes (at most " +
+        std::to_string(kMaxEncodeBytes) + ")");
+  }
+  if (std::optional<size_t> bad = FindInvalidUtf8(text)) {
+    return absl::InvalidArgumentError("text to tokenize is not valid UTF-8: bad byte at offset " +
+                                      std::to_string(*bad));
   }
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 2);

@@ -18,7 +18,8 @@
 //   std::cout << dec.Flush();
 //
 // Invalid UTF-8 in the input text is an INVALID_ARGUMENT error naming the byte
-// offset (Encode never reads out of bounds and never crashes on any input).
+// offset (Encode never reads out of bounds and never crashes on any input);
+// so is a text over 256 MiB.
 #pragma once
 
 #include <cstdint>
@@ -51,7 +52,7 @@ enum class TokenizerModel { kSentencePiece /* "llama" */, kGpt2 /* "gpt2" */ };
 struct TokenizerVocab {
   TokenizerModel model = TokenizerModel::kSentencePiece;
   std::vector<std::string> tokens;
-  std::vector<float> scores;          // SentencePiece: merge priority (higher first)
+  std::vector<float> scores;           // SentencePiece: merge priority (higher first)
   std::vector<TokenType> token_types;  // empty = all normal
   std::vector<std::string> merges;     // GPT-2: "left right", highest priority first
   std::string pre;                     // GPT-2 pre-tokenizer name ("gpt-2", "default")
@@ -82,9 +83,9 @@ absl::Status ValidateTokenizerVocab(const TokenizerVocab& vocab);
 class Tokenizer {
  public:
   struct EncodeOptions {
-    bool add_bos = true;        // prepend BOS when the vocab asks for it (add_bos)
-    bool add_eos = false;       // append EOS (only if the vocab has one); it is also
-                                // appended when add_bos is set and the vocab has add_eos
+    bool add_bos = true;         // prepend BOS when the vocab asks for it (add_bos)
+    bool add_eos = false;        // append EOS (only if the vocab has one); it is also
+                                 // appended when add_bos is set and the vocab has add_eos
     bool parse_special = false;  // recognise control/user-defined token texts like "</s>"
   };
 
@@ -139,9 +140,13 @@ class Tokenizer {
 /// what is left (incomplete sequences as U+FFFD). The concatenation of all
 /// returned strings equals Tokenizer::Decode of the same ids. Pushing after
 /// Flush() continues the same text (no new dummy-prefix removal).
+///
+/// `continues_text`: the ids continue text the caller already has (a
+/// completion after its prompt), so the first piece keeps its leading space
+/// ("is" + " a man"); false decodes from the start of a text, as Decode does.
 class IncrementalDecoder {
  public:
-  explicit IncrementalDecoder(const Tokenizer& tokenizer);
+  explicit IncrementalDecoder(const Tokenizer& tokenizer, bool continues_text = false);
   std::string Push(int32_t id);
   std::string Flush();
 

@@ -23,8 +23,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> CreateGpt2Tokenizer(TokenizerVocab vo
 
 /// Encodes one run of plain text (no special tokens in it). `at_start` is true
 /// for the first fragment and for a fragment right after a special token.
-using RawTextEncoder =
-    absl::FunctionRef<absl::Status(std::string_view text, bool at_start, std::vector<int32_t>* out)>;
+using RawTextEncoder = absl::FunctionRef<absl::Status(std::string_view text, bool at_start,
+                                                      std::vector<int32_t>* out)>;
 
 /// The shared Encode: rejects invalid UTF-8 (INVALID_ARGUMENT with the byte
 /// offset), adds BOS / EOS per `options` and the vocab, and splits around the

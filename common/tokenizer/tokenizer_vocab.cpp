@@ -30,8 +30,12 @@ absl::Status KeyError(std::string_view key, std::string_view what) {
   return absl::InvalidArgumentError(std::string(key) + ": " + std::string(what));
 }
 
+std::string Indexed(std::string_view key, size_t i) {
+  return std::string(key) + "[" + std::to_string(i) + "]";
+}
+
 absl::StatusOr<std::vector<std::string>> ReadStrings(const GgufFile& f, std::string_view key,
-                                                      bool required) {
+                                                     bool required) {
   const GgufValue* v = f.Find(key);
   if (v == nullptr) {
     if (required) return KeyError(key, "missing");
@@ -74,7 +78,7 @@ absl::Status ReadArrays(const GgufFile& f, TokenizerVocab* vocab) {
     vocab->token_types.reserve(types->size());
     for (size_t i = 0; i < types->size(); ++i) {
       const int32_t t = (*types)[i];
-      if (t < 1 || t > 6) return KeyError(kTypesKey, absl::StrCat("[", i, "] = ", t, " not in 1..6"));
+      if (t < 1 || t > 6) return KeyError(Indexed(kTypesKey, i), absl::StrCat(t, " not in 1..6"));
       vocab->token_types.push_back(static_cast<TokenType>(t));
     }
   }
@@ -102,7 +106,7 @@ absl::Status CheckMerges(const TokenizerVocab& vocab) {
     const std::string& m = vocab.merges[i];
     const size_t sp = m.size() > 1 ? m.find(' ', 1) : std::string::npos;
     const auto bad = [&](std::string_view why) {
-      return KeyError(kMergesKey, absl::StrCat("[", i, "] \"", m, "\": ") + std::string(why));
+      return KeyError(Indexed(kMergesKey, i), "\"" + m + "\": " + std::string(why));
     };
     if (sp == std::string::npos || sp + 1 >= m.size()) return bad("expected \"left right\"");
     const std::string_view left(m.data(), sp);
@@ -125,14 +129,14 @@ absl::Status ValidateTokenizerVocab(const TokenizerVocab& vocab) {
     return KeyError(kScoresKey, absl::StrCat(vocab.scores.size(), " scores for ", n, " tokens"));
   }
   for (size_t i = 0; i < vocab.scores.size(); ++i) {
-    if (!std::isfinite(vocab.scores[i])) return KeyError(kScoresKey, absl::StrCat("[", i, "] not finite"));
+    if (!std::isfinite(vocab.scores[i])) return KeyError(Indexed(kScoresKey, i), "not finite");
   }
   if (!vocab.token_types.empty() && vocab.token_types.size() != n) {
     return KeyError(kTypesKey, absl::StrCat(vocab.token_types.size(), " types for ", n, " tokens"));
   }
   for (size_t i = 0; i < vocab.token_types.size(); ++i) {
     const auto t = static_cast<int32_t>(vocab.token_types[i]);
-    if (t < 1 || t > 6) return KeyError(kTypesKey, absl::StrCat("[", i, "] = ", t, " not in 1..6"));
+    if (t < 1 || t > 6) return KeyError(Indexed(kTypesKey, i), absl::StrCat(t, " not in 1..6"));
   }
   ODMOE_RETURN_IF_ERROR(CheckId(kBosKey, vocab.bos_id, n));
   ODMOE_RETURN_IF_ERROR(CheckId(kEosKey, vocab.eos_id, n));
@@ -141,7 +145,7 @@ absl::Status ValidateTokenizerVocab(const TokenizerVocab& vocab) {
   if (vocab.model == TokenizerModel::kSentencePiece) {
     for (size_t i = 0; i < vocab.token_types.size(); ++i) {
       if (vocab.token_types[i] == TokenType::kByte && !IsByteTokenText(vocab.tokens[i])) {
-        return KeyError(kTokensKey, absl::StrCat("[", i, "] is a byte token but not <0xNN>"));
+        return KeyError(Indexed(kTokensKey, i), "a byte token must be spelled <0xNN>");
       }
     }
     return absl::OkStatus();

@@ -5,10 +5,10 @@
 //   -> kLetter for 'L', kNumber for 'N', kWhitespace for U+0009..U+000D, U+0020,
 //   U+0085, U+00A0, U+1680, U+2000..U+200A, U+2028, U+2029, U+202F, U+205F, U+3000;
 //   adjacent code points of one class merged into one range.
+#include "tokenizer/unicode_classes.h"
+
 #include <algorithm>
 #include <iterator>
-
-#include "tokenizer/unicode_classes.h"
 
 namespace odmoe {
 namespace {
@@ -817,8 +817,9 @@ constexpr CodepointRange kRanges[] = {
 }  // namespace
 
 CodepointClass ClassifyCodepoint(char32_t cp) {
-  const auto* it = std::upper_bound(std::begin(kRanges), std::end(kRanges), cp,
-                                    [](char32_t c, const CodepointRange& r) { return c < r.first; });
+  const auto* it =
+      std::upper_bound(std::begin(kRanges), std::end(kRanges), cp,
+                       [](char32_t c, const CodepointRange& r) { return c < r.first; });
   if (it == std::begin(kRanges)) return CodepointClass::kOther;
   --it;
   return cp <= it->last ? it->cls : CodepointClass::kOther;

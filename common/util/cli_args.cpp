@@ -41,11 +41,11 @@ void CliArgs::AddFloat(std::string name, float* out, std::string metavar, std::s
 }
 
 void CliArgs::AddFlag(std::string name, bool* out, std::string help) {
-  options_.push_back({std::move(name), "", std::move(help), false, false, false,
-                      [out](std::string_view) {
-                        *out = true;
-                        return true;
-                      }});
+  options_.push_back(
+      {std::move(name), "", std::move(help), false, false, false, [out](std::string_view) {
+         *out = true;
+         return true;
+       }});
 }
 
 void CliArgs::AllowPositional(std::string metavar, int max) {
@@ -95,12 +95,14 @@ absl::Status CliArgs::Parse(int argc, char** argv) {
     }
     Option* opt = Find(name);
     if (opt == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown option '", ToAbsl(arg), "' (see --help)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown option '", ToAbsl(arg), "' (see --help)"));
     }
     std::string_view value;
     if (!opt->takes_value) {
       if (inline_value) {
-        return absl::InvalidArgumentError(absl::StrCat("option --", ToAbsl(name), " takes no value"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("option --", ToAbsl(name), " takes no value"));
       }
     } else if (inline_value) {
       value = *inline_value;
@@ -111,9 +113,9 @@ absl::Status CliArgs::Parse(int argc, char** argv) {
           absl::StrCat("option --", ToAbsl(name), " needs a value (", opt->metavar, ")"));
     }
     if (!opt->set(value)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("invalid value '", ToAbsl(value), "' for --", ToAbsl(name), " (expected ", opt->metavar,
-                       ")"));
+      return absl::InvalidArgumentError(absl::StrCat("invalid value '", ToAbsl(value), "' for --",
+                                                     ToAbsl(name), " (expected ", opt->metavar,
+                                                     ")"));
     }
     opt->seen = true;
   }

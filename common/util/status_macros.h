@@ -17,10 +17,10 @@
 #define ODMOE_STATUS_CONCAT_(a, b) ODMOE_STATUS_CONCAT_INNER_(a, b)
 
 /// Returns from the current function with the status of `expr` if it is not OK.
-#define ODMOE_RETURN_IF_ERROR(expr)                  \
-  do {                                               \
-    ::absl::Status odmoe_status_ = (expr);           \
-    if (!odmoe_status_.ok()) return odmoe_status_;   \
+#define ODMOE_RETURN_IF_ERROR(expr)                \
+  do {                                             \
+    ::absl::Status odmoe_status_ = (expr);         \
+    if (!odmoe_status_.ok()) return odmoe_status_; \
   } while (0)
 
 #define ODMOE_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \

@@ -56,8 +56,10 @@ std::vector<int32_t> DeviceData::ReadInts(const int32_t* p, size_t n) {
   return out;
 }
 
-std::vector<uint8_t> RandomWeight(DType type, int64_t rows, int64_t cols, uint32_t seed) {
-  const std::vector<float> f = ref::RandomFloats(static_cast<size_t>(rows * cols), seed);
+std::vector<uint8_t> RandomWeight(DType type, int64_t rows, int64_t cols, uint32_t seed,
+                                  float scale) {
+  const std::vector<float> f =
+      ref::RandomFloats(static_cast<size_t>(rows * cols), seed, -scale, scale);
   const size_t row_bytes = RowBytes(type, cols);
   std::vector<uint8_t> bytes(row_bytes * static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) {
@@ -68,15 +70,18 @@ std::vector<uint8_t> RandomWeight(DType type, int64_t rows, int64_t cols, uint32
 
 namespace {
 
-// Tolerances. Weights are quantized before the reference sees them, so the
-// only differences left are fp32 rounding (accumulation, ExpF's < 2 ulp,
-// f32 sin/cos): errors of order 1e-7 relative; the bounds leave 10-100x room
-// while a wrong element, lane or block (errors of order 1) fails by far.
+// Tolerances. Weights are quantized before the reference sees them, and for
+// Q8_0 / Q4_0 weights the reference quantizes the activations to Q8_0 as the
+// op does (ref::MatMulActivations), so the only differences left are fp32
+// rounding (accumulation, block scale products, ExpF's < 2 ulp, f32 sin/cos):
+// errors of order 1e-7 relative; the bounds leave 10-100x room while a wrong
+// element, lane or block (errors of order 1), or activations left
+// unquantized (order 1e-3), fail by far.
 constexpr double kNmseF32 = 1e-10;
 constexpr double kRelF32 = 1e-5;
 
 template <class T>
-std::vector<double> ToDouble(const std::vector<T>& v) {
+std::vector<double> AsDoubles(const std::vector<T>& v) {
   return std::vector<double>(v.begin(), v.end());
 }
 
@@ -84,7 +89,8 @@ void AddMatMulCases(std::vector<OpCase>& cases) {
   struct Shape {
     int64_t k, out, n;
   };
-  const Shape shapes[] = {{32, 17, 3}, {64, 5, 1}, {96, 33, 17}, {4096, 7, 3}, {256, 64, 8}};
+  const Shape shapes[] = {{32, 17, 3},  {64, 5, 1},   {96, 33, 17},
+                          {4096, 7, 3}, {256, 64, 8}, {1184, 6, 5}};
   const DType types[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0};
   uint32_t seed = 100;
   for (DType type : types) {
@@ -285,7 +291,7 @@ void AddRowOpCases(std::vector<OpCase>& cases) {
     be.Copy(ConstMat(d.Floats(*a), n, dim), Mat{dst, n, dim});
     return d.Read(dst, n * dim);
   };
-  copy.reference = [=] { return ToDouble(*a); };
+  copy.reference = [=] { return AsDoubles(*a); };
   cases.push_back(std::move(copy));
 
   const std::vector<int32_t> idx = {5, 0, 0, 3};
@@ -309,14 +315,15 @@ void AddRowOpCases(std::vector<OpCase>& cases) {
   scatter.run = [=](Backend& be) {
     DeviceData d(be);
     float* dst = d.Floats(*b);
-    be.ScatterAddScaled(ConstMat(d.Floats(*a), static_cast<int64_t>(idx.size()), dim),
-                        d.Ints(idx), d.Floats(scale), Mat{dst, n, dim});
+    be.ScatterAddScaled(ConstMat(d.Floats(*a), static_cast<int64_t>(idx.size()), dim), d.Ints(idx),
+                        d.Floats(scale), Mat{dst, n, dim});
     return d.Read(dst, n * dim);
   };
   scatter.reference = [=] {
-    std::vector<double> out = ToDouble(*b);
+    std::vector<double> out = AsDoubles(*b);
     for (size_t i = 0; i < idx.size(); ++i) {
-      for (int64_t c = 0; c < dim; ++c) out[idx[i] * dim + c] += double(scale[i]) * (*a)[i * dim + c];
+      for (int64_t c = 0; c < dim; ++c)
+        out[idx[i] * dim + c] += double(scale[i]) * (*a)[i * dim + c];
     }
     return out;
   };

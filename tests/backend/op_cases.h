@@ -49,7 +49,9 @@ struct OpCase {
 /// GatherRows, ScatterAddScaled).
 std::vector<OpCase> MakeOpCases();
 
-/// `rows` rows of `cols` seeded random values in [-1, 1) stored as `type`.
-std::vector<uint8_t> RandomWeight(DType type, int64_t rows, int64_t cols, uint32_t seed);
+/// `rows` rows of `cols` seeded random values in [-scale, scale) stored as
+/// `type`.
+std::vector<uint8_t> RandomWeight(DType type, int64_t rows, int64_t cols, uint32_t seed,
+                                  float scale = 1.0f);
 
 }  // namespace odmoe::test

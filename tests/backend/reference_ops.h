@@ -1,6 +1,8 @@
 // Plain scalar references of the backend ops for the backend tests, written
 // straight from the op definitions in backend/backend.h and the block layouts
-// in tensor/dtype.h, in double precision, sharing no code with any backend.
+// in tensor/dtype.h, in double precision, sharing no code with any backend
+// (only the Q8_0 quantizer of tensor/quant.h, which the MatMul definition
+// names for its activations).
 //
 //   std::vector<double> y = ref::MatMul(w_f32, out, k, x, n);
 //   double e = ref::Nmse(got, y);
@@ -16,10 +18,11 @@
 
 #include "backend/backend.h"
 #include "tensor/dtype.h"
+#include "tensor/quant.h"
 
 namespace odmoe::ref {
 
-inline double HalfToDouble(uint16_t h) {
+inline double HalfValue(uint16_t h) {
   const int sign = h >> 15;
   const int exp = (h >> 10) & 0x1f;
   const int mant = h & 0x3ff;
@@ -34,7 +37,7 @@ inline double HalfToDouble(uint16_t h) {
   return sign ? -v : v;
 }
 
-inline double Bf16ToDouble(uint16_t h) {
+inline double Bf16Value(uint16_t h) {
   const uint32_t bits = static_cast<uint32_t>(h) << 16;
   float f;
   std::memcpy(&f, &bits, sizeof(f));
@@ -59,21 +62,21 @@ inline std::vector<double> DecodeRow(DType type, const uint8_t* row, int64_t k) 
         break;
       }
       case DType::kF16:
-        out[i] = HalfToDouble(u16(row + 2 * i));
+        out[i] = HalfValue(u16(row + 2 * i));
         break;
       case DType::kBF16:
-        out[i] = Bf16ToDouble(u16(row + 2 * i));
+        out[i] = Bf16Value(u16(row + 2 * i));
         break;
       case DType::kQ8_0: {
         const uint8_t* block = row + (i / 32) * 34;
-        out[i] = HalfToDouble(u16(block)) * static_cast<int8_t>(block[2 + i % 32]);
+        out[i] = HalfValue(u16(block)) * static_cast<int8_t>(block[2 + i % 32]);
         break;
       }
       case DType::kQ4_0: {
         const uint8_t* block = row + (i / 32) * 18;
         const int j = static_cast<int>(i % 32);
         const int q = j < 16 ? (block[2 + j] & 0x0f) : (block[2 + j - 16] >> 4);
-        out[i] = HalfToDouble(u16(block)) * (q - 8);
+        out[i] = HalfValue(u16(block)) * (q - 8);
         break;
       }
     }
@@ -81,9 +84,26 @@ inline std::vector<double> DecodeRow(DType type, const uint8_t* row, int64_t k) 
   return out;
 }
 
-/// y[t][o] = sum_i w[o][i] x[t][i].
+/// The activations a MatMul with `type` weights multiplies: x itself for
+/// float weights; for Q8_0 / Q4_0 weights each row quantized to Q8_0 blocks
+/// (QuantizeRow, the ecosystem's reference quantizer) and decoded again.
+inline std::vector<double> MatMulActivations(DType type, const std::vector<float>& x, int64_t n,
+                                             int64_t k) {
+  if (type != DType::kQ8_0 && type != DType::kQ4_0) return std::vector<double>(x.begin(), x.end());
+  std::vector<double> out;
+  std::vector<uint8_t> q(RowBytes(DType::kQ8_0, k));
+  for (int64_t t = 0; t < n; ++t) {
+    QuantizeRow(DType::kQ8_0, x.data() + t * k, q.data(), k);
+    const std::vector<double> row = DecodeRow(DType::kQ8_0, q.data(), k);
+    out.insert(out.end(), row.begin(), row.end());
+  }
+  return out;
+}
+
+/// y[t][o] = sum_i w[o][i] x[t][i], x as in MatMulActivations.
 inline std::vector<double> MatMul(DType type, const uint8_t* w, int64_t out, int64_t k,
-                                  const std::vector<float>& x, int64_t n) {
+                                  const std::vector<float>& x_in, int64_t n) {
+  const std::vector<double> x = MatMulActivations(type, x_in, n, k);
   std::vector<double> y(static_cast<size_t>(n * out));
   const size_t row_bytes = RowBytes(type, k);
   for (int64_t o = 0; o < out; ++o) {
@@ -221,8 +241,7 @@ double MaxRelError(const std::vector<A>& got, const std::vector<B>& want) {
 }
 
 /// Seeded uniform floats in [lo, hi).
-inline std::vector<float> RandomFloats(size_t n, uint32_t seed, float lo = -1.0f,
-                                       float hi = 1.0f) {
+inline std::vector<float> RandomFloats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(lo, hi);
   std::vector<float> v(n);

@@ -3,13 +3,13 @@
 // (tests/data/golden/tiny_mixtral_golden.json, made by
 // scripts/make_tiny_model.py): greedy tokens exact, top-5 logits within a
 // tolerance, experts selected per layer per position identical.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <fstream>
 #include <memory>
 
+#include "backend_registry.h"
 #include "engine/reference_engine.h"
 #include "nlohmann/json.hpp"
 #include "test_paths.h"
@@ -40,8 +40,8 @@ ReferenceEngine& Engine() {
 
 // Logits of a float32 model with F16 weights against the same computation in
 // PyTorch: summation order differs, so allow a small absolute + relative error.
-constexpr double kLogitAbsTol = 2e-3;
-constexpr double kLogitRelTol = 1e-3;
+constexpr double kLogitAbsTol = 1e-4;
+constexpr double kLogitRelTol = 1e-5;
 
 }  // namespace
 
@@ -124,6 +124,41 @@ TEST_CASE("golden: top-5 logits of every step are within tolerance", "[golden]")
     }
   }
   WARN("largest top-5 logit difference from transformers: " << worst);
+}
+
+}  // namespace odmoe
+
+namespace odmoe {
+
+TEST_CASE("golden: both expert layouts of the 2-layer model match transformers", "[golden]") {
+  std::ifstream in(test::SourcePath("tests/data/golden/tiny_mixtral_2layer_golden.json"));
+  REQUIRE(in.good());
+  const nlohmann::json golden = nlohmann::json::parse(in);
+  REQUIRE(golden["model_files"].size() == 2);
+  for (const auto& file : golden["model_files"]) {
+    INFO("model " << file.get<std::string>());
+    auto engine = ReferenceEngine::Create(test::SourcePath(file.get<std::string>()), {});
+    REQUIRE(engine.ok());
+    const int k = (*engine)->model().config().n_expert_used;
+    for (const auto& gc : golden["cases"]) {
+      GenerateRequest req;
+      req.prompt_ids = gc["prompt_ids"].get<std::vector<int32_t>>();
+      req.max_tokens = static_cast<int>(gc["greedy_ids"].size());
+      req.ignore_eos = true;
+      req.record_routing = true;
+      auto r = (*engine)->Generate(req);
+      REQUIRE(r.ok());
+      CHECK(r->output_ids == gc["greedy_ids"].get<std::vector<int32_t>>());
+      REQUIRE(r->routing.size() == gc["experts"].size());
+      for (size_t pos = 0; pos < r->routing.size(); ++pos) {
+        for (size_t l = 0; l < gc["experts"][pos].size(); ++l) {
+          const std::vector<int32_t> got(r->routing[pos].begin() + l * k,
+                                         r->routing[pos].begin() + (l + 1) * k);
+          CHECK(got == gc["experts"][pos][l].get<std::vector<int32_t>>());
+        }
+      }
+    }
+  }
 }
 
 }  // namespace odmoe

@@ -1,9 +1,8 @@
-#include <catch2/catch.hpp>
+#include "engine/sampler.h"
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <map>
-
-#include "engine/sampler.h"
 
 namespace odmoe {
 

@@ -1,9 +1,9 @@
 // DType traits, GGML type names and TensorView slicing.
-#include <vector>
+#include "tensor/dtype.h"
 
 #include <catch2/catch.hpp>
+#include <vector>
 
-#include "tensor/dtype.h"
 #include "tensor/tensor_view.h"
 
 namespace odmoe {

@@ -1,16 +1,15 @@
 // F16 / BF16 scalar conversions (util/fp16.h): exhaustive round trips, known
 // bit patterns (subnormals, overflow, NaN, ties), and F32ToF16 against an
 // independent nearest-value search over all finite halves.
+#include "util/fp16.h"
+
 #include <bit>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
 #include <vector>
-
-#include <catch2/catch.hpp>
-
-#include "util/fp16.h"
 
 namespace odmoe {
 namespace {
@@ -66,11 +65,11 @@ TEST_CASE("F16: known values decode exactly", "[fp16]") {
   CHECK(F16ToF32(0x3c00) == 1.0f);
   CHECK(F16ToF32(0xc000) == -2.0f);
   CHECK(F16ToF32(0x7bff) == 65504.0f);
-  CHECK(F16ToF32(0x0400) == std::ldexp(1.0f, -14));            // smallest normal
-  CHECK(F16ToF32(0x0001) == std::ldexp(1.0f, -24));            // smallest subnormal
-  CHECK(F16ToF32(0x03ff) == std::ldexp(1023.0f, -24));         // largest subnormal
-  CHECK(F16ToF32(0x3555) == std::ldexp(1365.0f, -12));         // 0.333251953125
-  CHECK(Bits(F16ToF32(0x8000)) == 0x80000000u);                // -0
+  CHECK(F16ToF32(0x0400) == std::ldexp(1.0f, -14));     // smallest normal
+  CHECK(F16ToF32(0x0001) == std::ldexp(1.0f, -24));     // smallest subnormal
+  CHECK(F16ToF32(0x03ff) == std::ldexp(1023.0f, -24));  // largest subnormal
+  CHECK(F16ToF32(0x3555) == std::ldexp(1365.0f, -12));  // 0.333251953125
+  CHECK(Bits(F16ToF32(0x8000)) == 0x80000000u);         // -0
   CHECK(F16ToF32(0x7c00) == std::numeric_limits<float>::infinity());
   CHECK(F16ToF32(0xfc00) == -std::numeric_limits<float>::infinity());
   CHECK(std::isnan(F16ToF32(0x7e00)));
@@ -92,7 +91,7 @@ TEST_CASE("F16: encoding of special values, subnormals, overflow and ties", "[fp
   CHECK(IsF16NaN(F32ToF16(FromBits(0x7f800001u))));  // signalling NaN with low payload bits only
   CHECK(F32ToF16(FromBits(0xffc00000u)) & 0x8000u);  // negative NaN keeps its sign
 
-  const float ulp1 = std::ldexp(1.0f, -10);  // spacing of halves in [1, 2)
+  const float ulp1 = std::ldexp(1.0f, -10);        // spacing of halves in [1, 2)
   CHECK(F32ToF16(1.0f + ulp1 / 2) == 0x3c00);      // tie -> even (down)
   CHECK(F32ToF16(1.0f + 3 * ulp1 / 2) == 0x3c02);  // tie -> even (up)
   CHECK(F32ToF16(std::nextafter(1.0f + ulp1 / 2, 2.0f)) == 0x3c01);
@@ -119,7 +118,8 @@ TEST_CASE("F16: F32ToF16 matches a nearest-value search", "[fp16]") {
   std::uniform_int_distribution<uint32_t> exp(127 - 27, 127 + 17);
   std::uniform_int_distribution<uint32_t> any;
   for (int i = 0; i < 400000; ++i) {
-    uint32_t bits = (i % 4 == 3) ? any(rng) : ((exp(rng) << 23) | mant(rng) | (any(rng) & 0x80000000u));
+    uint32_t bits =
+        (i % 4 == 3) ? any(rng) : ((exp(rng) << 23) | mant(rng) | (any(rng) & 0x80000000u));
     const float f = FromBits(bits);
     if (std::isnan(f)) continue;
     INFO("f32 bits 0x" << std::hex << bits);
@@ -128,7 +128,8 @@ TEST_CASE("F16: F32ToF16 matches a nearest-value search", "[fp16]") {
   // Every exact midpoint between two adjacent halves (ties), both signs.
   for (uint32_t h = 0; h < 0x7bffu; ++h) {
     const double mid = (static_cast<double>(F16ToF32(static_cast<uint16_t>(h))) +
-                        F16ToF32(static_cast<uint16_t>(h + 1))) / 2;
+                        F16ToF32(static_cast<uint16_t>(h + 1))) /
+                       2;
     const float f = static_cast<float>(mid);
     REQUIRE(static_cast<double>(f) == mid);  // midpoints are exact in f32
     const uint16_t even = (h & 1u) == 0 ? h : h + 1;
@@ -152,11 +153,11 @@ TEST_CASE("BF16: every non-NaN value survives BF16 -> F32 -> BF16", "[fp16]") {
 
 TEST_CASE("BF16: rounding to nearest even, overflow, NaN, subnormals", "[fp16]") {
   CHECK(F32ToBF16(1.0f) == 0x3f80);
-  CHECK(F32ToBF16(FromBits(0x3f808000u)) == 0x3f80);  // tie -> even (down)
-  CHECK(F32ToBF16(FromBits(0x3f818000u)) == 0x3f82);  // tie -> even (up)
-  CHECK(F32ToBF16(FromBits(0x3f808001u)) == 0x3f81);  // above the tie
-  CHECK(F32ToBF16(FromBits(0x3f807fffu)) == 0x3f80);  // below the tie
-  CHECK(F32ToBF16(FromBits(0xbf818000u)) == 0xbf82);  // sign is kept
+  CHECK(F32ToBF16(FromBits(0x3f808000u)) == 0x3f80);              // tie -> even (down)
+  CHECK(F32ToBF16(FromBits(0x3f818000u)) == 0x3f82);              // tie -> even (up)
+  CHECK(F32ToBF16(FromBits(0x3f808001u)) == 0x3f81);              // above the tie
+  CHECK(F32ToBF16(FromBits(0x3f807fffu)) == 0x3f80);              // below the tie
+  CHECK(F32ToBF16(FromBits(0xbf818000u)) == 0xbf82);              // sign is kept
   CHECK(F32ToBF16(std::numeric_limits<float>::max()) == 0x7f80);  // rounds to inf
   CHECK(F32ToBF16(std::numeric_limits<float>::infinity()) == 0x7f80);
   CHECK(F32ToBF16(-std::numeric_limits<float>::infinity()) == 0xff80);

@@ -1,13 +1,12 @@
 // GgufFile::Open on malformed files: one crafted file per rule, then every
 // truncation and many seeded byte mutations of a valid file. Open must return
 // an error naming the file, or a file whose every tensor lies inside it.
+#include <catch2/catch.hpp>
 #include <cstring>
 #include <random>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "gguf/gguf_fixture.h"
 #include "gguf/gguf_reader.h"
@@ -155,8 +154,15 @@ TEST_CASE("Metadata errors", "[gguf][corrupt]") {
   ExpectRejected(RawGguf().Header(0, 1).Str("general.alignment").U32(8).Str("32").bytes,
                  "unsigned integer");
   // The error names the key.
-  ExpectRejected(RawGguf().Header(0, 1).Str("tokenizer.ggml.tokens").U32(9).U32(8).U64(2).Str(
-                     "a").U64(99).bytes,
+  ExpectRejected(RawGguf()
+                     .Header(0, 1)
+                     .Str("tokenizer.ggml.tokens")
+                     .U32(9)
+                     .U32(8)
+                     .U64(2)
+                     .Str("a")
+                     .U64(99)
+                     .bytes,
                  "'tokenizer.ggml.tokens'");
 }
 
@@ -176,13 +182,14 @@ TEST_CASE("Tensor info errors", "[gguf][corrupt]") {
   ExpectRejected(one({4, 0}, kF32, 0), "ne[1] = 0");
   ExpectRejected(one({1ull << 63, 2}, kF32, 0), "out of range");
   ExpectRejected(one({1ull << 40, 1ull << 40}, kF32, 0), "overflows");
-  ExpectRejected(one({1ull << 61}, kF32, 0), "overflows");
+  ExpectRejected(one({1ull << 62}, kF32, 0), "overflows");  // 2^64 bytes in one row
   ExpectRejected(one({4}, kF32, 16), "not a multiple of the alignment 32");
   ExpectRejected(one({4}, kF32, 4096), "outside the data section");
   ExpectRejected(one({2048}, kF32, 0), "outside the data section");
   ExpectRejected(one({4}, kF32, ~0ull - 31), "outside the data section");
-  ExpectRejected(RawGguf().Header(1, 0).Str("").U32(1).U64(4).U32(0).U64(0).PadTo(32).Zeros(16).bytes,
-                 "empty tensor name");
+  ExpectRejected(
+      RawGguf().Header(1, 0).Str("").U32(1).U64(4).U32(0).U64(0).PadTo(32).Zeros(16).bytes,
+      "empty tensor name");
   ExpectRejected(RawGguf().Header(1, 0).U64(5000).Zeros(5000).bytes, "string length 5000");
 
   RawGguf overlap;
@@ -261,7 +268,8 @@ TEST_CASE("Every truncation of a valid file is rejected", "[gguf][corrupt]") {
   REQUIRE(bytes.size() > 300);
   TempFile file("trunc");
   // The file is only complete once the last tensor's data is in.
-  auto full = GgufFile::Open((test::WriteBytes(file.path(), bytes.data(), bytes.size()), file.path()));
+  test::WriteBytes(file.path(), bytes.data(), bytes.size());
+  auto full = GgufFile::Open(file.path());
   REQUIRE(full.ok());
   uint64_t data_end = 0;
   for (const TensorView& t : (*full)->tensors()) {
@@ -304,7 +312,7 @@ TEST_CASE("Byte mutations never crash the reader", "[gguf][corrupt]") {
     rejected += OpenMutated(m, len, file) ? 0 : 1;
   }
   // The header and metadata are most of the bytes: many mutations must be caught.
-  CHECK(rejected > 1000);
+  CHECK(rejected > 2000);
 }
 
 }  // namespace

@@ -39,8 +39,8 @@ class TempFile {
   explicit TempFile(const std::string& stem) {
     static std::atomic<int> counter{0};
     path_ = (std::filesystem::temp_directory_path() /
-             ("odmoe_" + stem + "_" + std::to_string(::getpid()) + "_" +
-              std::to_string(counter++) + ".gguf"))
+             ("odmoe_" + stem + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++) +
+              ".gguf"))
                 .string();
   }
   ~TempFile() {

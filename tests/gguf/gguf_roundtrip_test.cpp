@@ -1,11 +1,10 @@
 // GgufWriter -> GgufFile round trips: every value type, every tensor type and
 // rank, alignment, ordering, and the writer's own validation.
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <limits>
-
-#include <catch2/catch.hpp>
 
 #include "gguf/gguf_fixture.h"
 #include "gguf/gguf_reader.h"
@@ -18,7 +17,9 @@ using test::GgufSpec;
 using test::TempFile;
 using test::TensorSpec;
 
-GgufValue Scalar(GgufType type, GgufValue::Storage s) { return GgufValue(type, type, std::move(s)); }
+GgufValue Scalar(GgufType type, GgufValue::Storage s) {
+  return GgufValue(type, type, std::move(s));
+}
 GgufValue Array(GgufType elem, GgufValue::Storage s) {
   return GgufValue(GgufType::kArray, elem, std::move(s));
 }
@@ -198,8 +199,8 @@ TEST_CASE("GgufWriter rejects invalid tensors and values", "[gguf]") {
   CHECK(MessageHas(w.AddTensor("a", DType::kF32, {4}, std::vector<uint8_t>(15)), "15 bytes"));
   CHECK(MessageHas(w.AddTensor("a", DType::kQ8_0, {33}, std::vector<uint8_t>(34)), "block size"));
   CHECK(MessageHas(w.AddTensor("a", DType::kF32, {}, {}), "dims"));
-  CHECK(MessageHas(w.AddTensor("a", DType::kF32, {1, 1, 1, 1, 1}, std::vector<uint8_t>(4)),
-                   "dims"));
+  CHECK(
+      MessageHas(w.AddTensor("a", DType::kF32, {1, 1, 1, 1, 1}, std::vector<uint8_t>(4)), "dims"));
   CHECK(MessageHas(w.AddTensor("a", DType::kF32, {0}, {}), "ne[0]"));
   CHECK(MessageHas(w.AddTensor("", DType::kF32, {1}, std::vector<uint8_t>(4)), "name"));
   CHECK(MessageHas(w.AddTensor("big", DType::kF32, {1ll << 40, 1ll << 40}, {}), "overflow"));
@@ -250,8 +251,7 @@ TEST_CASE("GgufValue accessors convert only what fits", "[gguf]") {
   CHECK(arr.AsF32Array() == std::vector<float>{1, 2});
   CHECK(arr.AsStringArray() == nullptr);
   CHECK(Array(GgufType::kInt64, std::vector<int64_t>{1ll << 40}).AsI32Array() == std::nullopt);
-  CHECK(Array(GgufType::kUInt32, std::vector<uint64_t>{3}).AsI32Array() ==
-        std::vector<int32_t>{3});
+  CHECK(Array(GgufType::kUInt32, std::vector<uint64_t>{3}).AsI32Array() == std::vector<int32_t>{3});
   CHECK(GgufValue::StringArray({"x"}).AsF32Array() == std::nullopt);
   CHECK(GgufValue::StringArray({"x", "y"}).ArraySize() == 2);
   CHECK(GgufTypeName(GgufType::kFloat64) == "float64");

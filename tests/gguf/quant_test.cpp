@@ -1,6 +1,9 @@
 // Scalar reference conversions (tensor/quant.h): hand-computed blocks that pin
 // the rounding rules, golden bytes from the GGUF ecosystem's quantizer, and
 // round-trip error bounds on seeded random rows.
+#include "tensor/quant.h"
+
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -8,10 +11,7 @@
 #include <string>
 #include <vector>
 
-#include <catch2/catch.hpp>
-
 #include "tensor/dtype.h"
-#include "tensor/quant.h"
 #include "util/fp16.h"
 
 namespace odmoe {
@@ -78,13 +78,12 @@ TEST_CASE("Q8_0: d = amax/127 and round half away from zero", "[quant]") {
 TEST_CASE("Q4_0: signed max, d = max/-8, q = min(15, trunc(x/d + 8.5))", "[quant]") {
   std::vector<float> x(32, 0.0f);
   // max = -8 (first largest magnitude) -> d = 1, id = 1.
-  const std::pair<int, float> in[] = {{0, -8.0f},  {1, 7.0f},   {2, 7.4f},   {3, 0.0f},
-                                      {4, -0.5f},  {5, -0.6f},  {6, 0.5f},   {7, 0.49f},
-                                      {8, -7.9f},  {9, 3.3f},   {16, 7.99f}, {17, -3.5f},
-                                      {18, 2.5f}};
+  const std::pair<int, float> in[] = {{0, -8.0f},  {1, 7.0f},   {2, 7.4f},  {3, 0.0f},  {4, -0.5f},
+                                      {5, -0.6f},  {6, 0.5f},   {7, 0.49f}, {8, -7.9f}, {9, 3.3f},
+                                      {16, 7.99f}, {17, -3.5f}, {18, 2.5f}};
   for (auto [i, v] : in) x[i] = v;
-  const std::vector<int> expect_q = {0, 15, 15, 8, 8, 7, 9, 8, 0, 11, 8, 8, 8, 8, 8, 8,
-                                     15, 5, 11, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8};
+  const std::vector<int> expect_q = {0,  15, 15, 8, 8, 7, 9, 8, 0, 11, 8, 8, 8, 8, 8, 8,
+                                     15, 5,  11, 8, 8, 8, 8, 8, 8, 8,  8, 8, 8, 8, 8, 8};
   const std::vector<uint8_t> bytes = Quantize(DType::kQ4_0, x);
   BlockQ4_0 b;
   std::memcpy(&b, bytes.data(), sizeof(b));
@@ -127,8 +126,10 @@ TEST_CASE("Q4_0: among equal magnitudes the first element sets the sign", "[quan
 
   std::vector<float> zeros(32, 0.0f);
   bytes = Quantize(DType::kQ4_0, zeros);
-  CHECK(bytes[0] == 0);
-  CHECK(bytes[1] == 0);
+  // An all-zero block has d = 0 / -8 = -0 (stored 0x8000, as the reference
+  // does) and every code 8.
+  CHECK(bytes[0] == 0x00);
+  CHECK(bytes[1] == 0x80);
   for (int j = 2; j < 18; ++j) CHECK(bytes[j] == 0x88);
 }
 
@@ -241,6 +242,43 @@ TEST_CASE("F16 / BF16 rows convert element by element", "[quant]") {
     CHECK(h == F32ToBF16(x[i]));
   }
   CHECK(Dequantize(DType::kF16, f16, x.size())[5] == F16ToF32(F32ToF16(x[5])));
+}
+
+TEST_CASE("Q8_0 codes equal the libm formulation fmax(-127, fmin(roundf(x*id), 127))", "[quant]") {
+  // QuantizeRow avoids libm calls for speed; this pins it to the textbook
+  // formula on random blocks of many magnitudes, halves (k + 0.5 after
+  // scaling), and blocks with NaN, infinities and subnormals.
+  auto textbook = [](const float* x, BlockQ8_0* out) {
+    float amax = 0.0f;
+    for (int j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(x[j]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    out->d = F32ToF16(d);
+    for (int j = 0; j < 32; ++j) {
+      out->qs[j] =
+          static_cast<int8_t>(std::fmax(-127.0f, std::fmin(std::roundf(x[j] * id), 127.0f)));
+    }
+  };
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> exponent(-140, 120), code(-127, 127), pick(0, 9);
+  const float specials[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1e-45f, -3e-39f, 3.4e38f};
+  std::vector<float> x(32);
+  int mismatches = 0;
+  for (int block = 0; block < 200000; ++block) {
+    const float scale = std::ldexp(1.0f, exponent(rng));
+    for (float& v : x) v = unit(rng) * scale;
+    if (block % 3 == 0) {  // exact halves: amax 127 gives d = 1
+      x[0] = 127.0f;
+      for (int j = 1; j < 32; ++j) x[j] = static_cast<float>(code(rng)) + 0.5f;
+    }
+    if (block % 7 == 0) x[static_cast<size_t>(block) % 32] = specials[pick(rng) % 8];
+    BlockQ8_0 got, want;
+    QuantizeRow(DType::kQ8_0, x.data(), &got, 32);
+    textbook(x.data(), &want);
+    if (std::memcmp(&got, &want, sizeof(got)) != 0) ++mismatches;
+  }
+  CHECK(mismatches == 0);
 }
 
 TEST_CASE("Non-finite input quantizes without undefined behaviour", "[quant]") {

@@ -1,11 +1,11 @@
-#include <catch2/catch.hpp>
+#include "model/model_file.h"
 
+#include <catch2/catch.hpp>
 #include <cstring>
 #include <vector>
 
 #include "gguf/gguf_writer.h"
 #include "model/expert_pack.h"
-#include "model/model_file.h"
 #include "test_paths.h"
 
 namespace odmoe {

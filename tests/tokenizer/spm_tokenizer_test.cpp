@@ -2,7 +2,6 @@
 // byte fallback, unused pieces, special tokens, dummy prefix, errors, and a
 // comparison with a naive quadratic reference on random strings.
 #include <catch2/catch.hpp>
-
 #include <random>
 
 #include "test_vocabs.h"
@@ -113,8 +112,10 @@ TEST_CASE("spm options: no dummy prefix, EOS, empty text", "[tokenizer]") {
 
 TEST_CASE("spm rejects invalid UTF-8 with the offset", "[tokenizer]") {
   auto tok = Make(MakeSpmTestVocab().vocab);
-  for (const std::string bad : {std::string("ab\xFF" "c"), std::string("ab\xC3"),
-                                std::string("ab\xED\xA0\x80"), std::string("ab\xC0\x80")}) {
+  for (const std::string& bad :
+       {std::string("ab\xFF"
+                    "c"),
+        std::string("ab\xC3"), std::string("ab\xED\xA0\x80"), std::string("ab\xC0\x80")}) {
     auto r = tok->Encode(bad);
     REQUIRE_FALSE(r.ok());
     CHECK(r.status().code() == absl::StatusCode::kInvalidArgument);
@@ -130,9 +131,9 @@ TEST_CASE("spm decode", "[tokenizer]") {
   CHECK(tok->Decode(Ids{v.Id("\u2581"), Byte(0xC3), Byte(0xA9)}) == "\u00e9");
   CHECK(tok->Decode(Ids{Byte(0xC3)}) == "\uFFFD");
   CHECK(tok->Decode(Ids{Byte(0xE2), Byte(0x82), v.Id("x")}) == "\uFFFD\uFFFDx");
-  CHECK(tok->Decode(Ids{Byte(0x20), the}) == "  the");  // byte tokens keep their space
+  CHECK(tok->Decode(Ids{Byte(0x20), the}) == "  the");     // byte tokens keep their space
   CHECK(tok->Decode(Ids{v.Id("\u2581"), the}) == " the");  // only the first piece loses it
-  CHECK(tok->Decode(Ids{0, the}) == " \u2047  the");        // SentencePiece's unk surface
+  CHECK(tok->Decode(Ids{0, the}) == " \u2047  the");       // SentencePiece's unk surface
   CHECK(tok->Decode(Ids{-5, 100000, the}) == "the");
   CHECK(tok->TokenToPiece(the) == " the");
   CHECK(tok->TokenToPiece(1).empty());
@@ -209,8 +210,8 @@ Ids RefEncode(const TestVocab& v, const std::string& text) {
 TEST_CASE("spm matches a naive reference on random strings", "[tokenizer]") {
   const TestVocab v = MakeSpmTestVocab();
   auto tok = Make(v.vocab);
-  const std::vector<std::string> alphabet = {"t", "h", "e", "a", "b", "c", "x", "y", "z",
-                                             " ", " ", "\u00e9", "\u4e2d", "<", "s", ">"};
+  const std::vector<std::string> alphabet = {"t", "h", "e", "a",      "b",      "c", "x", "y",
+                                             "z", " ", " ", "\u00e9", "\u4e2d", "<", "s", ">"};
   std::mt19937 rng(42);
   for (int iter = 0; iter < 300; ++iter) {
     std::string s;

@@ -50,11 +50,11 @@ inline TestVocab MakeSpmTestVocab(bool byte_tokens = true) {
     }
   }
   const std::vector<std::pair<std::string, float>> pieces = {
-      {"\u2581t", -1},    {"he", -2},       {"\u2581the", -3}, {"aa", -4},  {"bc", -5},
-      {"ab", -6},         {"\u2581\u2581", -7}, {"yz", -2.5f},  {"\u2581", -100}, {"t", -101},
-      {"h", -102},        {"e", -103},      {"a", -104},       {"b", -105}, {"c", -106},
-      {"<", -107},        {"s", -108},      {">", -109},       {"x", -110}, {"y", -111},
-      {"z", -112},        {"\u4e2d", -113}};
+      {"\u2581t", -1}, {"he", -2},           {"\u2581the", -3}, {"aa", -4},       {"bc", -5},
+      {"ab", -6},      {"\u2581\u2581", -7}, {"yz", -2.5f},     {"\u2581", -100}, {"t", -101},
+      {"h", -102},     {"e", -103},          {"a", -104},       {"b", -105},      {"c", -106},
+      {"<", -107},     {"s", -108},          {">", -109},       {"x", -110},      {"y", -111},
+      {"z", -112},     {"\u4e2d", -113}};
   for (const auto& [text, score] : pieces) v.Add(text, score, TokenType::kNormal);
   v.Add("xy", -0.5f, TokenType::kUnused);
   return v;
@@ -84,7 +84,7 @@ inline TestVocab MakeGpt2TestVocab() {
   v.vocab.scores.clear();
   for (int b = 0; b < 256; ++b) v.Add(Gpt2ByteText(b), 0, TokenType::kNormal);
   const std::vector<std::pair<std::string, std::string>> merges = {
-      {"\u0120", "t"}, {"h", "e"}, {"\u0120t", "he"}, {"l", "l"},
+      {"\u0120", "t"}, {"h", "e"}, {"\u0120t", "he"},   {"l", "l"},
       {"e", "ll"},     {"'", "s"}, {"\u010a", "\u010a"}};
   for (const auto& [l, r] : merges) {
     v.vocab.merges.push_back(l + " " + r);

@@ -1,10 +1,9 @@
 // The command-line tools as a user runs them: every kind of bad input gets one
 // clear message and a non-zero exit; good input works.
-#include <catch2/catch.hpp>
-
 #include <sys/wait.h>
 
 #include <array>
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -65,10 +64,17 @@ TEST_CASE("odmoe-run: prompts and -n beyond the context are refused", "[cli]") {
   ExpectError("--model " + Model() + " --ctx 32 --prompt hello -n 100", "exceeds the context");
 }
 
+TEST_CASE("odmoe-run: a prompt that is not UTF-8 is refused", "[cli]") {
+  const std::string prompt = TempPath("bad_utf8.txt");
+  std::ofstream(prompt, std::ios::binary) << "caf\xc3 \xff\xfe end";
+  ExpectError("--model " + Model() + " --prompt-file " + prompt, "UTF-8");
+  ExpectError("--model " + Model() + " --prompt-file /nonexistent/prompt.txt", "--prompt-file");
+  std::filesystem::remove(prompt);
+}
+
 TEST_CASE("odmoe-run: a truncated or corrupt model file is an error, not a crash", "[cli]") {
   const std::string truncated = TempPath("truncated.gguf");
-  std::filesystem::copy_file(Model(), truncated,
-                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(Model(), truncated, std::filesystem::copy_options::overwrite_existing);
   std::filesystem::resize_file(truncated, std::filesystem::file_size(Model()) / 2);
   ExpectError("--model " + truncated + " --prompt hi", truncated);
 
@@ -84,13 +90,15 @@ TEST_CASE("odmoe-run: greedy generation is deterministic and dumps experts", "[c
   const std::string cmd = Run() + " --model " + Model() +
                           " --prompt \"The old man\" -n 12 --ignore-eos --dump-experts " + dump;
   const Result a = Sh(cmd);
-  const Result b = Sh(Run() + " --model " + Model() + " --prompt \"The old man\" -n 12 --ignore-eos");
+  const Result b =
+      Sh(Run() + " --model " + Model() + " --prompt \"The old man\" -n 12 --ignore-eos");
   INFO(a.output);
   REQUIRE(a.exit_code == 0);
   CHECK(a.output.find("decode") != std::string::npos);
   CHECK(a.output.find("TTFT") != std::string::npos);
   // Same text before the timing line.
-  CHECK(a.output.substr(0, a.output.find("prompt:")) == b.output.substr(0, b.output.find("prompt:")));
+  CHECK(a.output.substr(0, a.output.find("prompt:")) ==
+        b.output.substr(0, b.output.find("prompt:")));
   std::ifstream in(dump);
   std::string line;
   int lines = 0;
@@ -107,7 +115,8 @@ TEST_CASE("odmoe-run: seeded sampling reproduces", "[cli]") {
                           " --prompt Hello -n 16 --temp 0.9 --top-p 0.9 --seed 11 --ignore-eos";
   const Result a = Sh(cmd), b = Sh(cmd);
   REQUIRE(a.exit_code == 0);
-  CHECK(a.output.substr(0, a.output.find("prompt:")) == b.output.substr(0, b.output.find("prompt:")));
+  CHECK(a.output.substr(0, a.output.find("prompt:")) ==
+        b.output.substr(0, b.output.find("prompt:")));
 }
 
 TEST_CASE("odmoe-quantize: converts to every type and the result runs", "[cli]") {

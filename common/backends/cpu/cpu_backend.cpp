@@ -70,8 +70,8 @@ absl::StatusOr<BackendWeight> CpuBackend::LoadWeight(const TensorView& host) {
                         host.ne[1], host.ne[2], host.ne[3]));
   }
   if (!IsKnownGgmlType(static_cast<uint32_t>(host.type))) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "tensor '%s' has unsupported type %d", host.name, static_cast<uint32_t>(host.type)));
+    return absl::InvalidArgumentError(absl::StrFormat("tensor '%s' has unsupported type %d",
+                                                      host.name, static_cast<uint32_t>(host.type)));
   }
   if (host.ne[0] <= 0 || host.ne[1] <= 0 || !RowSizeValid(host.type, host.ne[0])) {
     return absl::InvalidArgumentError(
@@ -88,7 +88,7 @@ absl::StatusOr<BackendWeight> CpuBackend::LoadWeight(const TensorView& host) {
 
 void CpuBackend::MatMul(const WeightRef& w, ConstMat x, Mat y) {
   assert(x.cols == w.cols && y.cols == w.rows && x.rows == y.rows && x.data != y.data);
-  CpuMatMul({kernels_, &pool_}, w, x, y);
+  CpuMatMul({kernels_, &pool_, &quant_scratch_}, w, x, y);
 }
 
 void CpuBackend::GetRows(const WeightRef& table, const int32_t* ids, Mat out) {
@@ -101,8 +101,8 @@ void CpuBackend::RmsNorm(ConstMat x, const float* weight, float eps, Mat y) {
   CpuRmsNorm({kernels_, &pool_}, x, weight, eps, y);
 }
 
-void CpuBackend::Rope(Mat x, int head_dim, int rope_dims, const int32_t* positions,
-                      float freq_base, RopeMode mode) {
+void CpuBackend::Rope(Mat x, int head_dim, int rope_dims, const int32_t* positions, float freq_base,
+                      RopeMode mode) {
   assert(head_dim > 0 && x.cols % head_dim == 0 && rope_dims <= head_dim && rope_dims % 2 == 0);
   CpuRope({kernels_, &pool_}, x, head_dim, rope_dims, positions, freq_base, mode);
 }

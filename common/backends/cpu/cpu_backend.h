@@ -6,28 +6,48 @@
 //
 // Memory is host memory: Allocate() returns 64-byte aligned buffers and
 // LoadWeight() is a zero-copy view of the caller's (mapped) tensor.
-// Weight types: F32, F16, BF16, Q8_0, Q4_0; activations are F32.
+// Weight types: F32, F16, BF16, Q8_0, Q4_0; activations are F32 (quantized
+// to Q8_0 inside a MatMul with Q8_0 / Q4_0 weights, see below).
 //
 // Threads. Ops run on the calling thread plus `threads - 1` pool workers and
 // are split over output rows (MatMul: blocks of 4 weight rows; Attention:
-// (head, query row) pairs) only. No reduction is ever split, so no result
+// (head, query row) pairs) only; the activation quantization of a quantized
+// MatMul is split over rows of x. No reduction is ever split, so no result
 // depends on the thread count. Ops must not be issued concurrently on one
 // CpuBackend from several threads (the pool serialises them anyway).
 //
 // ---- The canonical summation order (bitwise determinism) -----------------
 // Every dot product (MatMul, the sum of squares in RmsNorm, the q.k scores of
-// Attention) is computed as follows, identically by the scalar, AVX2 and
-// AVX-512 kernels, whatever the number of rows in x and however they are
-// grouped:
-//   1. The weight row is dequantized exactly to f32 (d * q is exact in f32
-//      for Q8_0 and Q4_0; F16/BF16 widen exactly), so it does not matter
-//      whether a kernel dequantizes on the fly or through a scratch buffer.
+// Attention) is computed as follows, identically by the scalar, AVX2,
+// AVX-512 and AVX-512 VNNI kernels, whatever the number of rows in x and
+// however they are grouped:
+//   1. The weight row is converted exactly to f32 (F16/BF16 widen exactly),
+//      so it does not matter whether a kernel converts on the fly or through
+//      a scratch buffer.
 //   2. 16 f32 lanes start at +0. Element i (index order) updates lane i % 16:
 //      lane = fma(w[i], x[i], lane), one rounding. A length that is not a
 //      multiple of 16 is zero-padded to one (the padding updates its lanes
 //      with fma(0, 0, lane)).
 //   3. The lanes are reduced by a fixed tree: s8[i] = l[i] + l[i+8],
 //      s4[i] = s8[i] + s8[i+4], s2[i] = s4[i] + s4[i+2], result = s2[0] + s2[1].
+// MatMul with Q8_0 / Q4_0 weights (as in the GGUF engines) replaces step 1-2:
+//   a. Each row of x is quantized once per call to Q8_0 blocks by QuantizeRow
+//      (tensor/quant.h), the one scalar routine: block b has codes qx_i in
+//      [-127, 127] and scale dx_b = F16ToF32 of its f16 scale.
+//   b. Per weight row and block b: isum_b = sum_{i<32} qw_i * qx_i, an exact
+//      int32 (qw_i: the Q8_0 code, -128 included, or the Q4_0 nibble - 8;
+//      |isum_b| <= 32 * 128 * 127 < 2^24, so (float)isum_b is exact), and
+//      dw_b the F16ToF32 of the weight block's scale.
+//   c. 16 f32 lanes start at +0; block b (in increasing order) updates lane
+//      b % 16: lane = fma(dw_b * dx_b, (float)isum_b, lane), where
+//      dw_b * dx_b is one rounded f32 multiply. Lanes without a block of
+//      their own in the last group are left as they are (a zero block: scale
+//      0, codes 0, gives fma(0, 0, lane) = lane, since no lane is ever -0).
+//   d. The lanes are reduced by the tree of step 3.
+// The integer sums are exact, so how a kernel gets them (plain int loops,
+// maddubs with the sign trick, VNNI dpbusd with offset codes corrected by the
+// activation code sums, decode from the stored blocks or prefill from
+// unpacked ones) never changes a bit; cpu_qdot.h has the data layouts.
 // Plain sums (softmax and attention denominators) use the same lanes and tree
 // with + instead of fma.
 //
@@ -52,6 +72,7 @@
 #include "backend/backend.h"
 #include "cpu_isa.h"
 #include "cpu_kernels.h"
+#include "cpu_qdot.h"
 #include "util/thread_pool.h"
 
 namespace odmoe {
@@ -93,6 +114,7 @@ class CpuBackend final : public Backend {
  private:
   const CpuKernels* kernels_;
   ThreadPool pool_;
+  CpuQuantScratch quant_scratch_;  // activations of quantized MatMul
 };
 
 }  // namespace odmoe

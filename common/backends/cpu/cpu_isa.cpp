@@ -14,12 +14,14 @@ std::string_view CpuIsaName(CpuIsa isa) {
       return "avx2";
     case CpuIsa::kAvx512:
       return "avx512";
+    case CpuIsa::kAvx512Vnni:
+      return "avx512vnni";
   }
   return "unknown";
 }
 
 std::optional<CpuIsa> ParseCpuIsa(std::string_view name) {
-  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Vnni}) {
     if (name == CpuIsaName(isa)) return isa;
   }
   return std::nullopt;
@@ -34,6 +36,7 @@ CpuIsa Detect() {
                     __builtin_cpu_supports("f16c");
   const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
                       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  if (avx512 && __builtin_cpu_supports("avx512vnni")) return CpuIsa::kAvx512Vnni;
   if (avx512) return CpuIsa::kAvx512;
   if (avx2) return CpuIsa::kAvx2;
 #endif
@@ -49,7 +52,8 @@ CpuIsa DetectedCpuIsa() {
 
 std::vector<CpuIsa> SupportedCpuIsas() {
   std::vector<CpuIsa> out;
-  for (int i = 0; i <= static_cast<int>(DetectedCpuIsa()); ++i) out.push_back(static_cast<CpuIsa>(i));
+  for (int i = 0; i <= static_cast<int>(DetectedCpuIsa()); ++i)
+    out.push_back(static_cast<CpuIsa>(i));
   return out;
 }
 
@@ -60,8 +64,8 @@ CpuIsa DefaultCpuIsa() {
     if (env == nullptr || *env == '\0') return detected;
     const std::optional<CpuIsa> wanted = ParseCpuIsa(env);
     if (!wanted) {
-      ODMOE_LOG_WARN("ODMOE_CPU_ISA='{}' is not one of scalar, avx2, avx512; using {}", env,
-                     CpuIsaName(detected));
+      ODMOE_LOG_WARN("ODMOE_CPU_ISA='{}' is not one of scalar, avx2, avx512, avx512vnni; using {}",
+                     env, CpuIsaName(detected));
       return detected;
     }
     if (*wanted > detected) {

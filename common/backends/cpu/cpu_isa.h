@@ -1,8 +1,9 @@
 // SIMD instruction-set levels of the CPU backend and how one is chosen.
 //
-// The CPU backend compiles its dot-product kernels three times in one binary
-// (portable scalar C++, AVX2+FMA+F16C, AVX-512F/BW/VL) and picks one at run
-// time. Every level computes bitwise identical results (see the canonical
+// The CPU backend compiles its dot-product kernels four times in one binary
+// (portable scalar C++, AVX2+FMA+F16C, AVX-512F/BW/VL, the same plus
+// AVX512-VNNI for the integer dot products of quantized MatMul) and picks one
+// at run time. Every level computes bitwise identical results (see the canonical
 // summation order in cpu_backend.h), so the choice only affects speed; tests
 // and benchmarks force a lower level to check exactly that:
 //
@@ -17,9 +18,9 @@
 namespace odmoe {
 
 /// Ordered from least to most capable.
-enum class CpuIsa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+enum class CpuIsa { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kAvx512Vnni = 3 };
 
-/// "scalar", "avx2", "avx512".
+/// "scalar", "avx2", "avx512", "avx512vnni".
 std::string_view CpuIsaName(CpuIsa isa);
 
 /// Parses a name as printed by CpuIsaName (case-sensitive).

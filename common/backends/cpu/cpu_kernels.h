@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "cpu_isa.h"
+#include "cpu_qdot.h"
 #include "tensor/dtype.h"
 
 namespace odmoe {
@@ -28,6 +29,8 @@ struct CpuKernels {
 
   /// y[r] = canonical dot of (dequantized row r of w, x) for r < nw, nw in
   /// 1..4. Row r starts at w + r * row_bytes and holds k elements of `type`.
+  /// (MatMul uses it for F16 and BF16 weights; Q8_0 and Q4_0 go through the
+  /// quantized kernels below.)
   void (*dot_rows)(DType type, const uint8_t* w, size_t row_bytes, int nw, const float* x,
                    int64_t k, float* y);
 
@@ -42,6 +45,30 @@ struct CpuKernels {
 
   /// y[i] = fma(a, x[i], y[i]) for i < n (one rounding per element).
   void (*axpy)(float a, const float* x, float* y, int64_t n);
+
+  /// out[i] = cpu_math::Silu(g[i]) * u[i] for i < n: the SIMD levels
+  /// evaluate cpu_math::ExpF lane by lane with the same operations in the
+  /// same order, so the bits are the scalar ones.
+  void (*swiglu)(const float* g, const float* u, float* out, int64_t n);
+
+  // ---- Quantized MatMul (Q8_0 / Q4_0 weights; layouts in cpu_qdot.h) ----
+  /// y[t * ldy + r] = canonical quantized dot (cpu_backend.h) of weight row r
+  /// with activation row t of x, for r < nw (1..4) and t < nx. Row r starts
+  /// at w + r * row_bytes and holds `blocks` blocks of `type`; each x row
+  /// holds QGroups(blocks) groups. Reads the weight blocks as stored.
+  void (*qdot_rows)(DType type, const uint8_t* w, size_t row_bytes, int nw, int64_t blocks,
+                    const QActs& x, int64_t nx, float* y, int64_t ldy);
+
+  /// Unpacks nw (1..4) weight rows as qdot_rows reads them into QGroups(blocks)
+  /// groups per row: row r to packed + r * QGroups(blocks).
+  void (*qpack_rows)(DType type, const uint8_t* w, size_t row_bytes, int nw, int64_t blocks,
+                     QWeightGroup* packed);
+
+  /// qdot_rows on rows packed by this table's qpack_rows (bitwise the same
+  /// results); each row holds `groups` groups, row r at packed + r * groups.
+  /// The weight groups are reused from registers across activation rows.
+  void (*qdot_packed)(DType type, const QWeightGroup* packed, int nw, int64_t groups,
+                      const QActs& x, int64_t nx, float* y, int64_t ldy);
 };
 
 /// The table of `isa`; the caller makes sure the CPU supports it.
@@ -52,5 +79,6 @@ const CpuKernels& CpuKernelsFor(CpuIsa isa);
 const CpuKernels* CpuKernelsScalar();
 const CpuKernels* CpuKernelsAvx2();
 const CpuKernels* CpuKernelsAvx512();
+const CpuKernels* CpuKernelsAvx512Vnni();
 
 }  // namespace odmoe

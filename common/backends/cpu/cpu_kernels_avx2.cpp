@@ -1,5 +1,8 @@
 // AVX2 + FMA + F16C kernels: the 16 canonical lanes live in two 8-lane
-// registers (lo: lanes 0-7, hi: lanes 8-15).
+// registers (lo: lanes 0-7, hi: lanes 8-15). The quantized dot takes the
+// block sums with _mm256_maddubs_epi16 (|w| times x with w's sign, so that
+// a Q8_0 code of -128 cannot saturate: 2 * 128 * 127 < 2^15) and
+// _mm256_madd_epi16, one half group (8 blocks) at a time.
 #include "cpu_kernels.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -13,9 +16,10 @@
 #include <cstring>
 #include <type_traits>
 
+#include "cpu_math.h"
+#include "cpu_qdot.h"
 #include "tensor/dtype.h"
 #include "tensor/quant.h"
-#include "util/fp16.h"
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
@@ -29,8 +33,12 @@ struct Avx2V {
   struct Vec {
     __m256 lo, hi;
   };
+  struct IVec {
+    __m256i lo, hi;
+  };
   static constexpr int kTileNW = 2;
   static constexpr int kTileNX = 2;
+  static constexpr int kQTileNX = 2;
 
   static Vec Zero() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
   static Vec Broadcast(float a) { return {_mm256_set1_ps(a), _mm256_set1_ps(a)}; }
@@ -58,7 +66,7 @@ struct Avx2V {
   static float Scale(const uint8_t* block) {
     uint16_t d;
     std::memcpy(&d, block, sizeof(d));
-    return F16ToF32(d);
+    return _cvtsh_ss(d);  // F16C: exact, same value as F16ToF32
   }
   template <DType T>
   static void LoadW32(const uint8_t* row, int64_t blk, Vec& a, Vec& b) {
@@ -97,6 +105,169 @@ struct Avx2V {
       };
       a = {q4(lo), q4(_mm_srli_si128(lo, 8))};
       b = {q4(hi), q4(_mm_srli_si128(hi, 8))};
+    }
+  }
+
+  /// cpu_math::ExpF on 8 lanes: the same operations in the same order.
+  ODMOE_CPU_INLINE static __m256 Exp8(__m256 x) {
+    const __m256 t = _mm256_mul_ps(x, _mm256_set1_ps(1.44269504f));
+    const __m256 neg = _mm256_cmp_ps(t, _mm256_setzero_ps(), _CMP_LT_OQ);
+    const __m256 half = _mm256_blendv_ps(_mm256_set1_ps(0.5f), _mm256_set1_ps(-0.5f), neg);
+    const __m256i ni = _mm256_cvttps_epi32(_mm256_add_ps(t, half));
+    const __m256 n = _mm256_cvtepi32_ps(ni);
+    const __m256 r =
+        _mm256_sub_ps(_mm256_sub_ps(x, _mm256_mul_ps(n, _mm256_set1_ps(cpu_math::kExpLn2Hi))),
+                      _mm256_mul_ps(n, _mm256_set1_ps(cpu_math::kExpLn2Lo)));
+    __m256 p = _mm256_set1_ps(cpu_math::kExpPoly[0]);
+    for (int i = 1; i < 8; ++i) {
+      p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(cpu_math::kExpPoly[i]));
+    }
+    // n1 = ni / 2 rounded toward zero, as C++ integer division.
+    const __m256i n1 = _mm256_srai_epi32(_mm256_add_epi32(ni, _mm256_srli_epi32(ni, 31)), 1);
+    const __m256i n2 = _mm256_sub_epi32(ni, n1);
+    const __m256i bias = _mm256_set1_epi32(127);
+    const __m256 pow1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+    const __m256 pow2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+    __m256 y = _mm256_mul_ps(_mm256_mul_ps(p, pow1), pow2);
+    y = _mm256_blendv_ps(y, _mm256_setzero_ps(),
+                         _mm256_cmp_ps(x, _mm256_set1_ps(cpu_math::kExpMin), _CMP_LT_OQ));
+    y = _mm256_blendv_ps(y, _mm256_set1_ps(INFINITY),
+                         _mm256_cmp_ps(x, _mm256_set1_ps(cpu_math::kExpMax), _CMP_GT_OQ));
+    return _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+  }
+  ODMOE_CPU_INLINE static __m256 Silu8(__m256 x) {
+    const __m256 e = Exp8(_mm256_xor_ps(x, _mm256_set1_ps(-0.0f)));
+    return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+  }
+  static Vec Silu(const Vec& x) { return {Silu8(x.lo), Silu8(x.hi)}; }
+
+  // ---- Quantized dot ----
+  static Vec Mul(const Vec& a, const Vec& b) {
+    return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)};
+  }
+  static Vec ToFloat(const IVec& s) { return {_mm256_cvtepi32_ps(s.lo), _mm256_cvtepi32_ps(s.hi)}; }
+  /// Transposes the 4x4 dwords of each 128-bit lane of a, b, c, d: a gets
+  /// dword 0 of each input, b dword 1, and so on.
+  ODMOE_CPU_INLINE static void Transpose4(__m256i& a, __m256i& b, __m256i& c, __m256i& d) {
+    const __m256i t0 = _mm256_unpacklo_epi32(a, b), t1 = _mm256_unpackhi_epi32(a, b);
+    const __m256i t2 = _mm256_unpacklo_epi32(c, d), t3 = _mm256_unpackhi_epi32(c, d);
+    a = _mm256_unpacklo_epi64(t0, t2);
+    b = _mm256_unpackhi_epi64(t0, t2);
+    c = _mm256_unpacklo_epi64(t1, t3);
+    d = _mm256_unpackhi_epi64(t1, t3);
+  }
+  /// The 8 interleaved slices of 8 stored blocks: s[m] dword j = codes
+  /// 4m..4m+3 of block j (Q8_0: signed codes; Q4_0: nibbles 0..15).
+  template <DType T>
+  ODMOE_CPU_INLINE static void LoadHalf(const uint8_t* blocks, __m256i s[8]) {
+    const uint8_t* q = blocks + 2;
+    constexpr int kB = cpu_impl::QBlockBytes<T>();
+    if constexpr (T == DType::kQ8_0) {
+      __m256i c[8];
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j)
+        c[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + j * kB));
+      Transpose4(c[0], c[1], c[2], c[3]);  // lane 0: blocks 0-3 dword m, lane 1: dword 4+m
+      Transpose4(c[4], c[5], c[6], c[7]);  // the same for blocks 4-7
+#pragma GCC unroll 4
+      for (int m = 0; m < 4; ++m) {
+        s[m] = _mm256_permute2x128_si256(c[m], c[4 + m], 0x20);
+        s[4 + m] = _mm256_permute2x128_si256(c[m], c[4 + m], 0x31);
+      }
+    } else {
+      __m256i c[4];
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) {  // blocks v and v + 4
+        const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + v * kB));
+        const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + (v + 4) * kB));
+        c[v] = _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
+      }
+      Transpose4(c[0], c[1], c[2], c[3]);
+      const __m256i mask = _mm256_set1_epi8(0x0f);
+#pragma GCC unroll 4
+      for (int m = 0; m < 4; ++m) {
+        s[m] = _mm256_and_si256(c[m], mask);
+        s[4 + m] = _mm256_and_si256(_mm256_srli_epi16(c[m], 4), mask);
+      }
+    }
+  }
+  /// Exact block sums of 8 blocks (slices s) with activation codes at
+  /// `xq` (slice m at xq + 64 m); sum8: the activation blocks' code sums.
+  template <DType T>
+  ODMOE_CPU_INLINE static __m256i HalfDot(const __m256i s[8], const int8_t* xq,
+                                          const int32_t* sum8) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i acc;
+    if constexpr (T == DType::kQ8_0) {
+      acc = _mm256_setzero_si256();
+    } else {  // nibble = code + 8: subtract 8 * sum(x)
+      const __m256i sx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sum8));
+      acc = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sx, 3));
+    }
+#pragma GCC unroll 8
+    for (int m = 0; m < 8; ++m) {
+      const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 64 * m));
+      __m256i p;
+      if constexpr (T == DType::kQ8_0) {
+        p = _mm256_maddubs_epi16(_mm256_abs_epi8(s[m]), _mm256_sign_epi8(x, s[m]));
+      } else {
+        p = _mm256_maddubs_epi16(s[m], x);
+      }
+      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, ones));
+    }
+    return acc;
+  }
+  template <DType T>
+  ODMOE_CPU_INLINE static __m256 HalfScales(const uint8_t* blocks) {
+    constexpr int kB = cpu_impl::QBlockBytes<T>();
+    const __m256i idx = _mm256_setr_epi32(0, kB, 2 * kB, 3 * kB, 4 * kB, 5 * kB, 6 * kB, 7 * kB);
+    // Each dword's low half is the block's f16 scale.
+    __m256i d = _mm256_i32gather_epi32(reinterpret_cast<const int*>(blocks), idx, 1);
+    d = _mm256_and_si256(d, _mm256_set1_epi32(0xffff));
+    d = _mm256_permute4x64_epi64(_mm256_packus_epi32(d, d), 0xd8);
+    return _mm256_cvtph_ps(_mm256_castsi256_si128(d));
+  }
+  template <DType T>
+  ODMOE_CPU_INLINE static Vec GroupScales(const uint8_t* blocks) {
+    return {HalfScales<T>(blocks), HalfScales<T>(blocks + 8 * cpu_impl::QBlockBytes<T>())};
+  }
+  template <DType T>
+  ODMOE_CPU_INLINE static IVec GroupDot(const uint8_t* blocks, const QActGroup& x) {
+    __m256i s[8];
+    IVec r;
+    LoadHalf<T>(blocks, s);
+    r.lo = HalfDot<T>(s, x.qs, x.sum);
+    LoadHalf<T>(blocks + 8 * cpu_impl::QBlockBytes<T>(), s);
+    r.hi = HalfDot<T>(s, x.qs + 32, x.sum + 8);
+    return r;
+  }
+  /// Packed codes: LoadHalf's slices, the lo half of slice m at 64 m.
+  template <DType T>
+  ODMOE_CPU_INLINE static void PackGroup(const uint8_t* blocks, QWeightGroup* out) {
+    __m256i s[8];
+    for (int h = 0; h < 2; ++h) {
+      LoadHalf<T>(blocks + 8 * h * cpu_impl::QBlockBytes<T>(), s);
+#pragma GCC unroll 8
+      for (int m = 0; m < 8; ++m) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out->qs + 64 * m + 32 * h), s[m]);
+      }
+    }
+    Store16(GroupScales<T>(blocks), out->d);
+  }
+  template <DType T, int NX>
+  ODMOE_CPU_INLINE static void PackedDots(const QWeightGroup& w, const QActGroup* const* x,
+                                          IVec* sums) {
+    __m256i s[8];
+    for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 8
+      for (int m = 0; m < 8; ++m) {
+        s[m] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs + 64 * m + 32 * h));
+      }
+#pragma GCC unroll 4
+      for (int t = 0; t < NX; ++t) {
+        const __m256i v = HalfDot<T>(s, x[t]->qs + 32 * h, x[t]->sum + 8 * h);
+        (h == 0 ? sums[t].lo : sums[t].hi) = v;
+      }
     }
   }
 };

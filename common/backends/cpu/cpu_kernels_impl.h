@@ -13,11 +13,16 @@
 //     static Vec Fma(const Vec& w, const Vec& x, const Vec& acc);  // per lane
 //     static float Reduce(const Vec& acc);             // the fixed lane tree
 //     template <DType T> static void LoadW32(const uint8_t* row, int64_t blk, Vec& a, Vec& b);
+//     static Vec Silu(const Vec& x);                   // cpu_math::Silu per lane
+//     static constexpr int kQTileNX;                   // quantized register tile
+//     ... and the integer primitives listed in cpu_qdot_impl.h
 //   };
 //
 // LoadW32 dequantizes elements [32 * blk, 32 * blk + 32) of a row exactly
 // (a: the first 16, b: the next 16). Everything here is a template on V, so
 // each ISA's translation unit instantiates its own copy under its own target.
+// The `#pragma GCC unroll` lines unroll the loops over the small accumulator
+// arrays completely, so that they stay in registers (-O2 alone would not).
 #pragma once
 
 #include <algorithm>
@@ -26,16 +31,21 @@
 #include <type_traits>
 
 #include "cpu_kernels.h"
+#include "cpu_math.h"
+#include "cpu_qdot_impl.h"
 #include "tensor/dtype.h"
 #include "tensor/quant.h"
+
+// Forces inlining of the small vector primitives, whose array arguments
+// (register slices) would otherwise go through the stack.
+#define ODMOE_CPU_INLINE __attribute__((always_inline)) inline
 
 namespace odmoe::cpu_impl {
 
 /// Feeds the last `count` (< 32) elements, zero-padded to a multiple of 16,
 /// into `acc`: the canonical treatment of a tail.
 template <class V>
-typename V::Vec FmaPaddedTail(const float* w, const float* x, int64_t count,
-                              typename V::Vec acc) {
+typename V::Vec FmaPaddedTail(const float* w, const float* x, int64_t count, typename V::Vec acc) {
   alignas(64) float wb[32] = {};
   alignas(64) float xb[32] = {};
   std::memcpy(wb, w, static_cast<size_t>(count) * sizeof(float));
@@ -57,11 +67,13 @@ template <class V, DType T, int NW>
 void DotRows(const uint8_t* w, size_t row_bytes, const float* x, int64_t k, float* y) {
   using Vec = typename V::Vec;
   Vec acc[NW];
+#pragma GCC unroll 4
   for (int r = 0; r < NW; ++r) acc[r] = V::Zero();
   const int64_t nblk = k / 32;
   for (int64_t b = 0; b < nblk; ++b) {
     const Vec x0 = V::Load16(x + 32 * b);
     const Vec x1 = V::Load16(x + 32 * b + 16);
+#pragma GCC unroll 4
     for (int r = 0; r < NW; ++r) {
       Vec w0, w1;
       V::template LoadW32<T>(w + r * row_bytes, b, w0, w1);
@@ -72,11 +84,13 @@ void DotRows(const uint8_t* w, size_t row_bytes, const float* x, int64_t k, floa
   const int64_t done = nblk * 32;
   if (done < k) {  // only unquantized types have partial blocks
     alignas(64) float wt[32];
+#pragma GCC unroll 4
     for (int r = 0; r < NW; ++r) {
       DequantizeRow(T, w + r * row_bytes + RowBytes(T, done), wt, k - done);
       acc[r] = FmaPaddedTail<V>(wt, x + done, k - done, acc[r]);
     }
   }
+#pragma GCC unroll 4
   for (int r = 0; r < NW; ++r) y[r] = V::Reduce(acc[r]);
 }
 
@@ -117,22 +131,29 @@ void Tile(const float* w, int64_t ldw, const float* x, int64_t ldx, int64_t k, f
           int64_t ldy) {
   using Vec = typename V::Vec;
   Vec acc[NW][NX];
+#pragma GCC unroll 4
   for (int r = 0; r < NW; ++r) {
+#pragma GCC unroll 4
     for (int t = 0; t < NX; ++t) acc[r][t] = V::Zero();
   }
   const int64_t k16 = k / 16 * 16;
   for (int64_t i = 0; i < k16; i += 16) {
     Vec xv[NX];
+#pragma GCC unroll 4
     for (int t = 0; t < NX; ++t) xv[t] = V::Load16(x + t * ldx + i);
+#pragma GCC unroll 4
     for (int r = 0; r < NW; ++r) {
       const Vec wv = V::Load16(w + r * ldw + i);
+#pragma GCC unroll 4
       for (int t = 0; t < NX; ++t) acc[r][t] = V::Fma(wv, xv[t], acc[r][t]);
     }
   }
+#pragma GCC unroll 4
   for (int r = 0; r < NW; ++r) {
+#pragma GCC unroll 4
     for (int t = 0; t < NX; ++t) {
-      if (k16 < k) acc[r][t] = FmaPaddedTail<V>(w + r * ldw + k16, x + t * ldx + k16, k - k16,
-                                                acc[r][t]);
+      if (k16 < k)
+        acc[r][t] = FmaPaddedTail<V>(w + r * ldw + k16, x + t * ldx + k16, k - k16, acc[r][t]);
       y[t * ldy + r] = V::Reduce(acc[r][t]);
     }
   }
@@ -145,7 +166,18 @@ void TileRows(const float* w, int64_t ldw, const float* x, int64_t ldx, int64_t 
   for (; t + V::kTileNX <= nx; t += V::kTileNX) {
     Tile<V, NW, V::kTileNX>(w, ldw, x + t * ldx, ldx, k, y + t * ldy, ldy);
   }
-  for (; t < nx; ++t) Tile<V, NW, 1>(w, ldw, x + t * ldx, ldx, k, y + t * ldy, ldy);
+  const float* xt = x + t * ldx;
+  float* yt = y + t * ldy;
+  switch (nx - t) {  // the last partial group of activation rows
+    case 0:
+      return;
+    case 1:
+      return Tile<V, NW, 1>(w, ldw, xt, ldx, k, yt, ldy);
+    case 2:
+      return Tile<V, NW, 2>(w, ldw, xt, ldx, k, yt, ldy);
+    default:
+      return Tile<V, NW, 3>(w, ldw, xt, ldx, k, yt, ldy);
+  }
 }
 
 template <class V>
@@ -203,13 +235,25 @@ template <class V>
 void Axpy(float a, const float* x, float* y, int64_t n) {
   typename V::Vec av = V::Broadcast(a);
   const int64_t n16 = n / 16 * 16;
-  for (int64_t i = 0; i < n16; i += 16) V::Store16(V::Fma(av, V::Load16(x + i), V::Load16(y + i)), y + i);
+  for (int64_t i = 0; i < n16; i += 16)
+    V::Store16(V::Fma(av, V::Load16(x + i), V::Load16(y + i)), y + i);
   for (int64_t i = n16; i < n; ++i) y[i] = __builtin_fmaf(a, x[i], y[i]);
 }
 
 template <class V>
+void SwiGluRow(const float* g, const float* u, float* out, int64_t n) {
+  const int64_t n16 = n / 16 * 16;
+  for (int64_t i = 0; i < n16; i += 16) {
+    V::Store16(V::Mul(V::Silu(V::Load16(g + i)), V::Load16(u + i)), out + i);
+  }
+  for (int64_t i = n16; i < n; ++i) out[i] = cpu_math::Silu(g[i]) * u[i];
+}
+
+template <class V>
 CpuKernels MakeKernels(CpuIsa isa) {
-  return CpuKernels{isa, &DotF32<V>, &DotRowsAny<V>, &TileF32<V>, &DequantRow<V>, &Axpy<V>};
+  static_assert(V::kQTileNX >= 1 && V::kQTileNX <= 4);
+  return CpuKernels{isa,      &DotF32<V>,    &DotRowsAny<V>, &TileF32<V>,   &DequantRow<V>,
+                    &Axpy<V>, &SwiGluRow<V>, &QDotRows<V>,   &QPackRows<V>, &QDotPacked<V>};
 }
 
 }  // namespace odmoe::cpu_impl

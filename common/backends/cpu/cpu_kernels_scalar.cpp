@@ -1,8 +1,10 @@
 // The portable kernels: plain C++ that spells out the canonical order lane by
 // lane (std::fma per element), the definition the SIMD levels reproduce.
+// The quantized dot is spelled out block by block with plain int loops.
 #include <cmath>
 
 #include "cpu_kernels_impl.h"
+#include "util/fp16.h"
 
 namespace odmoe {
 namespace {
@@ -11,8 +13,12 @@ struct ScalarV {
   struct Vec {
     float v[16];
   };
+  struct IVec {
+    int32_t v[16];
+  };
   static constexpr int kTileNW = 2;
   static constexpr int kTileNX = 2;
+  static constexpr int kQTileNX = 2;
 
   static Vec Zero() { return Vec{}; }
   static Vec Broadcast(float a) {
@@ -46,6 +52,78 @@ struct ScalarV {
     std::memcpy(a.v, buf, sizeof(a.v));
     std::memcpy(b.v, buf + 16, sizeof(b.v));
   }
+
+  static Vec Silu(const Vec& x) {
+    Vec r;
+    for (int l = 0; l < 16; ++l) r.v[l] = cpu_math::Silu(x.v[l]);
+    return r;
+  }
+
+  // ---- Quantized dot: the integer definitions ----
+  static Vec Mul(const Vec& a, const Vec& b) {
+    Vec r;
+    for (int l = 0; l < 16; ++l) r.v[l] = a.v[l] * b.v[l];
+    return r;
+  }
+  static Vec ToFloat(const IVec& s) {
+    Vec r;
+    for (int l = 0; l < 16; ++l) r.v[l] = static_cast<float>(s.v[l]);
+    return r;
+  }
+  /// Code e (0..31) of a stored block: Q8_0 q, Q4_0 nibble - 8.
+  template <DType T>
+  static int WeightCode(const uint8_t* block, int e) {
+    if constexpr (T == DType::kQ8_0) return static_cast<int8_t>(block[2 + e]);
+    const uint8_t byte = block[2 + e % 16];
+    return (e < 16 ? byte & 0x0f : byte >> 4) - 8;
+  }
+  /// Byte offset of element e of block j in an interleaved group.
+  static int Interleaved(int j, int e) { return 64 * (e / 4) + 4 * j + e % 4; }
+  template <DType T>
+  static Vec GroupScales(const uint8_t* blocks) {
+    Vec r;
+    for (int j = 0; j < 16; ++j) {
+      uint16_t d;
+      std::memcpy(&d, blocks + j * cpu_impl::QBlockBytes<T>(), sizeof(d));
+      r.v[j] = F16ToF32(d);
+    }
+    return r;
+  }
+  template <DType T>
+  static IVec GroupDot(const uint8_t* blocks, const QActGroup& x) {
+    IVec r;
+    for (int j = 0; j < 16; ++j) {
+      const uint8_t* block = blocks + j * cpu_impl::QBlockBytes<T>();
+      int32_t sum = 0;
+      for (int e = 0; e < 32; ++e) sum += WeightCode<T>(block, e) * x.qs[Interleaved(j, e)];
+      r.v[j] = sum;
+    }
+    return r;
+  }
+  /// Packed codes: the signed weight codes, interleaved.
+  template <DType T>
+  static void PackGroup(const uint8_t* blocks, QWeightGroup* out) {
+    for (int j = 0; j < 16; ++j) {
+      const uint8_t* block = blocks + j * cpu_impl::QBlockBytes<T>();
+      for (int e = 0; e < 32; ++e) {
+        out->qs[Interleaved(j, e)] = static_cast<uint8_t>(WeightCode<T>(block, e));
+      }
+    }
+    Store16(GroupScales<T>(blocks), out->d);
+  }
+  template <DType T, int NX>
+  static void PackedDots(const QWeightGroup& w, const QActGroup* const* x, IVec* sums) {
+    for (int t = 0; t < NX; ++t) {
+      for (int j = 0; j < 16; ++j) {
+        int32_t sum = 0;
+        for (int e = 0; e < 32; ++e) {
+          const int p = Interleaved(j, e);
+          sum += static_cast<int8_t>(w.qs[p]) * x[t]->qs[p];
+        }
+        sums[t].v[j] = sum;
+      }
+    }
+  }
 };
 
 }  // namespace
@@ -57,6 +135,7 @@ const CpuKernels* CpuKernelsScalar() {
 
 const CpuKernels& CpuKernelsFor(CpuIsa isa) {
   const CpuKernels* k = nullptr;
+  if (isa == CpuIsa::kAvx512Vnni) k = CpuKernelsAvx512Vnni();
   if (isa == CpuIsa::kAvx512) k = CpuKernelsAvx512();
   if (isa == CpuIsa::kAvx2) k = CpuKernelsAvx2();
   return k != nullptr ? *k : *CpuKernelsScalar();

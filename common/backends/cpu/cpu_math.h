@@ -4,6 +4,8 @@
 // ExpF uses only IEEE + - * and exact operations (the backend is compiled
 // with -ffp-contract=off), so it gives the same bits on every x86-64 or
 // other IEEE machine. Its error is below 2 ulp over the whole float range.
+// The AVX2 / AVX-512 kernels carry a vector copy (Exp8 / Exp in their vector
+// types) that performs the same operations in the same order.
 //
 //   float p = ExpF(s - max);
 //   float total = CanonicalSum(p_array, n);
@@ -16,27 +18,31 @@
 
 namespace odmoe::cpu_math {
 
+/// ExpF's constants, shared with the vector versions of the SIMD kernels.
+inline constexpr float kExpMax = 88.7228394f;   // above: +inf
+inline constexpr float kExpMin = -103.972084f;  // below: 0
+inline constexpr float kExpLn2Hi = 0.693145751953125f;
+inline constexpr float kExpLn2Lo = 1.42860677e-06f;
+/// Taylor coefficients of degree 7 down to 0 (Horner order).
+inline constexpr float kExpPoly[8] = {1.0f / 5040.0f, 1.0f / 720.0f, 1.0f / 120.0f, 1.0f / 24.0f,
+                                      1.0f / 6.0f,    0.5f,          1.0f,          1.0f};
+
 /// e^x for every float x (NaN stays NaN, overflow gives +inf, underflow 0).
 inline float ExpF(float x) {
   if (std::isnan(x)) return x;
-  if (x > 88.7228394f) return std::numeric_limits<float>::infinity();
-  if (x < -103.972084f) return 0.0f;
-  // x = n * ln2 + r with |r| <= ln2 / 2; ln2 split so that n * kLn2Hi is exact.
-  const float n = std::floor(x * 1.44269504f + 0.5f);
-  constexpr float kLn2Hi = 0.693145751953125f;
-  constexpr float kLn2Lo = 1.42860677e-06f;
-  const float r = (x - n * kLn2Hi) - n * kLn2Lo;
+  if (x > kExpMax) return std::numeric_limits<float>::infinity();
+  if (x < kExpMin) return 0.0f;
+  // x = n * ln2 + r with |r| <= ln2 / 2; ln2 split so that n * kExpLn2Hi is
+  // exact. n = round(x / ln2), half away from zero (a truncating conversion:
+  // no libm call, the same on every ISA).
+  const float t = x * 1.44269504f;
+  const float n = static_cast<float>(static_cast<int>(t + (t < 0.0f ? -0.5f : 0.5f)));
+  const float r = (x - n * kExpLn2Hi) - n * kExpLn2Lo;
   // Taylor polynomial of degree 7 (truncation error < 1e-8 relative).
-  float p = 1.0f / 5040.0f;
-  p = p * r + 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
+  float p = kExpPoly[0];
+  for (int i = 1; i < 8; ++i) p = p * r + kExpPoly[i];
   // p * 2^n in two steps so that each factor is a normal float.
-  const int ni = static_cast<int>(n);
+  const int ni = static_cast<int>(n);  // exact: |n| <= 150
   const int n1 = ni / 2;
   auto pow2 = [](int e) {
     const uint32_t bits = static_cast<uint32_t>(e + 127) << 23;

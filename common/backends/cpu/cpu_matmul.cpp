@@ -1,10 +1,11 @@
 // MatMul: y = x * w^T, parallel over blocks of 4 weight rows.
 //
-// One activation row (decode) streams the weight once through the fused
-// dequantize-and-dot kernels. With several rows (prefill) each block of 4
-// weight rows is dequantized once into a per-thread f32 scratch and dotted
-// with every row of x by the register-tiled kernel. Both paths use the
-// canonical order, so the choice never changes a bit.
+// Float weights (F32, F16, BF16): one activation row (decode) streams the
+// weight once through the fused convert-and-dot kernels. With several rows
+// (prefill) each block of 4 weight rows is converted once into a per-thread
+// f32 scratch and dotted with every row of x by the register-tiled kernel.
+// Both paths use the canonical order, so the choice never changes a bit.
+// Q8_0 / Q4_0 weights go to CpuQuantMatMul (cpu_qmatmul.cpp).
 #include <algorithm>
 #include <vector>
 
@@ -16,7 +17,7 @@ namespace {
 
 constexpr int kRowsPerBlock = 4;
 // From this many activation rows on, quantized weights go through the scratch.
-constexpr int64_t kMinRowsForScratch = 2;
+constexpr int64_t kMinRowsForScratch = 4;
 
 }  // namespace
 
@@ -25,6 +26,7 @@ void CpuMatMul(const CpuOpContext& ctx, const WeightRef& w, ConstMat x, Mat y) {
   const int64_t k = w.cols;
   const int64_t out = w.rows;
   if (n == 0 || out == 0) return;
+  if (w.type == DType::kQ8_0 || w.type == DType::kQ4_0) return CpuQuantMatMul(ctx, w, x, y);
   const CpuKernels& kern = *ctx.kernels;
   const auto* base = static_cast<const uint8_t*>(w.data);
   const size_t row_bytes = w.row_bytes();

@@ -1,11 +1,12 @@
 // The row-wise ops of the CPU backend: embedding lookup, normalisation, RoPE,
 // softmax, routing and the SwiGLU activation.
+#include "cpu_ops.h"
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "cpu_math.h"
-#include "cpu_ops.h"
 #include "tensor/quant.h"
 
 namespace odmoe {
@@ -122,7 +123,7 @@ void CpuSwiGlu(const CpuOpContext& ctx, ConstMat gate, ConstMat up, Mat out) {
       const float* g = gate.Row(t);
       const float* u = up.Row(t);
       float* o = out.Row(t);
-      for (int64_t i = 0; i < out.cols; ++i) o[i] = cpu_math::Silu(g[i]) * u[i];
+      ctx.kernels->swiglu(g, u, o, out.cols);
     }
   });
 }

@@ -1,0 +1,49 @@
+// AVX-512 + VNNI kernels: the vector type of cpu_kernels_avx512_impl.h
+// compiled for AVX-512F/BW/VL and AVX512-VNNI.
+#include "cpu_kernels.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+
+#include <immintrin.h>
+
+// Everything the kernel code includes comes before the target pragma, so that
+// no shared inline function is compiled for this ISA only.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "cpu_math.h"
+#include "cpu_qdot.h"
+#include "tensor/dtype.h"
+#include "tensor/quant.h"
+
+#pragma GCC push_options
+// GCC 12 reports its own _mm512_undefined_*() helpers as uninitialized when
+// they are inlined here (GCC bug 105593); the warning is a false positive.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
+
+#include "cpu_kernels_avx512_impl.h"
+
+namespace odmoe {
+
+const CpuKernels* CpuKernelsAvx512Vnni() {
+  static const CpuKernels kernels = cpu_impl::MakeKernels<Avx512V<true>>(CpuIsa::kAvx512Vnni);
+  return &kernels;
+}
+
+}  // namespace odmoe
+
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+
+#else  // not x86
+
+namespace odmoe {
+const CpuKernels* CpuKernelsAvx512Vnni() { return nullptr; }
+}  // namespace odmoe
+
+#endif

@@ -1,0 +1,238 @@
+// The ISA-generic bodies of the quantized MatMul kernels (internal).
+//
+// Included by cpu_kernels_impl.h. The ISA's vector type `V` (see there) also
+// provides the integer side of the canonical quantized dot (cpu_backend.h):
+//
+//   using IVec = ...;                        // 16 int32 lanes, one per block
+//   static Vec Mul(const Vec& a, const Vec& b);
+//   static Vec ToFloat(const IVec& v);       // exact: |sum| < 2^24
+//   template <DType T> static Vec GroupScales(const uint8_t* blocks);
+//   template <DType T> static IVec GroupDot(const uint8_t* blocks, const QActGroup& x);
+//   template <DType T> static void PackGroup(const uint8_t* blocks, QWeightGroup* out);
+//   template <DType T, int NX>
+//   static void PackedDots(const QWeightGroup& w, const QActGroup* const* x, IVec* sums);
+//
+// `blocks` points at 16 consecutive stored blocks of a weight row. GroupDot
+// and PackedDots return the exact integer block sums sum_i qw_i * qx_i (lane
+// j: block j of the group); how an ISA gets them (sign tricks, offsets
+// corrected with QActGroup::sum) is its own choice, the integers are the same.
+// The float step below is shared, so every ISA rounds identically.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "cpu_kernels.h"
+#include "cpu_qdot.h"
+#include "tensor/dtype.h"
+
+namespace odmoe::cpu_impl {
+
+template <DType T>
+constexpr int64_t QBlockBytes() {
+  return T == DType::kQ8_0 ? kQ8_0BlockBytes : kQ4_0BlockBytes;
+}
+
+/// `count` (< 16) stored blocks copied to a zero-filled group: the zero
+/// blocks have scale 0 and contribute fma(0, 0, lane) = lane.
+template <DType T>
+struct PaddedGroup {
+  alignas(64) uint8_t bytes[kQGroupBlocks * kQ8_0BlockBytes];
+  PaddedGroup(const uint8_t* blocks, int64_t count) {
+    std::memset(bytes, 0, sizeof(bytes));
+    std::memcpy(bytes, blocks, static_cast<size_t>(count * QBlockBytes<T>()));
+  }
+};
+
+/// The canonical float step of one group: lane j = fma(dw_j * dx_j,
+/// (float)isum_j, lane j).
+template <class V>
+typename V::Vec QAccumulate(const typename V::Vec& dw, const float* dx,
+                            const typename V::IVec& sums, const typename V::Vec& acc) {
+  return V::Fma(V::Mul(dw, V::Load16(dx)), V::ToFloat(sums), acc);
+}
+
+/// Bytes ahead of the current group that the decode kernel prefetches.
+inline constexpr int64_t kQPrefetchBytes = 2048;
+
+/// One activation row against one stored weight row. The rows of a block
+/// are consecutive in memory and are read one after the other: a single
+/// sequential stream, which the hardware prefetchers follow far better than
+/// several short ones (a prefetch past the end never faults).
+template <class V, DType T>
+float QDotRowOne(const uint8_t* w, int64_t blocks, const QActGroup* x) {
+  constexpr int64_t kGroupBytes = kQGroupBlocks * QBlockBytes<T>();
+  typename V::Vec acc = V::Zero();
+  const int64_t full = blocks / kQGroupBlocks;
+  for (int64_t g = 0; g < full; ++g) {
+    const uint8_t* b = w + g * kGroupBytes;
+    for (int64_t off = 0; off < kGroupBytes; off += 64)
+      __builtin_prefetch(b + kQPrefetchBytes + off);
+    acc = QAccumulate<V>(V::template GroupScales<T>(b), x[g].d, V::template GroupDot<T>(b, x[g]),
+                         acc);
+  }
+  if (full * kQGroupBlocks < blocks) {
+    const PaddedGroup<T> pad(w + full * kGroupBytes, blocks - full * kQGroupBlocks);
+    acc = QAccumulate<V>(V::template GroupScales<T>(pad.bytes), x[full].d,
+                         V::template GroupDot<T>(pad.bytes, x[full]), acc);
+  }
+  return V::Reduce(acc);
+}
+
+/// One activation row against NW long stored weight rows, read as NW
+/// interleaved streams (long rows keep every stream long; more streams in
+/// flight reach more of the memory's bandwidth). Same result per row as
+/// QDotRowOne.
+template <class V, DType T, int NW>
+void QDotRowsInterleaved(const uint8_t* w, size_t row_bytes, int64_t blocks, const QActGroup* x,
+                         float* y, int64_t ldy) {
+  using Vec = typename V::Vec;
+  constexpr int64_t kGroupBytes = kQGroupBlocks * QBlockBytes<T>();
+  constexpr int64_t kAhead = 2 * kGroupBytes;  // per stream
+  Vec acc[NW];
+#pragma GCC unroll 4
+  for (int r = 0; r < NW; ++r) acc[r] = V::Zero();
+  const int64_t full = blocks / kQGroupBlocks;
+  for (int64_t g = 0; g < full; ++g) {
+#pragma GCC unroll 4
+    for (int r = 0; r < NW; ++r) {
+      const uint8_t* b = w + r * row_bytes + g * kGroupBytes;
+      for (int64_t off = 0; off < kGroupBytes; off += 64) __builtin_prefetch(b + kAhead + off);
+      acc[r] = QAccumulate<V>(V::template GroupScales<T>(b), x[g].d,
+                              V::template GroupDot<T>(b, x[g]), acc[r]);
+    }
+  }
+  for (int r = 0; r < NW; ++r) {
+    if (full * kQGroupBlocks < blocks) {
+      const PaddedGroup<T> pad(w + r * row_bytes + full * kGroupBytes,
+                               blocks - full * kQGroupBlocks);
+      acc[r] = QAccumulate<V>(V::template GroupScales<T>(pad.bytes), x[full].d,
+                              V::template GroupDot<T>(pad.bytes, x[full]), acc[r]);
+    }
+    y[r * ldy] = V::Reduce(acc[r]);
+  }
+}
+
+/// Rows from this many bytes on are read as 4 interleaved streams.
+inline constexpr size_t kQInterleaveRowBytes = 8192;
+
+template <class V, DType T>
+void QDotRowsT(const uint8_t* w, size_t row_bytes, int nw, int64_t blocks, const QActs& x,
+               int64_t nx, float* y, int64_t ldy) {
+  for (int64_t t = 0; t < nx; ++t) {
+    if (nw == 4 && row_bytes >= kQInterleaveRowBytes) {
+      QDotRowsInterleaved<V, T, 4>(w, row_bytes, blocks, x.Row(t), y + t * ldy, 1);
+      continue;
+    }
+    for (int r = 0; r < nw; ++r) {
+      y[t * ldy + r] = QDotRowOne<V, T>(w + r * row_bytes, blocks, x.Row(t));
+    }
+  }
+}
+
+template <class V>
+void QDotRows(DType type, const uint8_t* w, size_t row_bytes, int nw, int64_t blocks,
+              const QActs& x, int64_t nx, float* y, int64_t ldy) {
+  if (type == DType::kQ8_0)
+    return QDotRowsT<V, DType::kQ8_0>(w, row_bytes, nw, blocks, x, nx, y, ldy);
+  QDotRowsT<V, DType::kQ4_0>(w, row_bytes, nw, blocks, x, nx, y, ldy);
+}
+
+template <class V, DType T>
+void QPackRowsT(const uint8_t* w, size_t row_bytes, int nw, int64_t blocks, QWeightGroup* packed) {
+  constexpr int64_t kGroupBytes = kQGroupBlocks * QBlockBytes<T>();
+  const int64_t groups = QGroups(blocks);
+  const int64_t full = blocks / kQGroupBlocks;
+  for (int r = 0; r < nw; ++r) {
+    const uint8_t* row = w + r * row_bytes;
+    QWeightGroup* out = packed + r * groups;
+    for (int64_t g = 0; g < full; ++g) V::template PackGroup<T>(row + g * kGroupBytes, out + g);
+    if (full < groups) {
+      const PaddedGroup<T> pad(row + full * kGroupBytes, blocks - full * kQGroupBlocks);
+      V::template PackGroup<T>(pad.bytes, out + full);
+    }
+  }
+}
+
+template <class V>
+void QPackRows(DType type, const uint8_t* w, size_t row_bytes, int nw, int64_t blocks,
+               QWeightGroup* packed) {
+  if (type == DType::kQ8_0) return QPackRowsT<V, DType::kQ8_0>(w, row_bytes, nw, blocks, packed);
+  QPackRowsT<V, DType::kQ4_0>(w, row_bytes, nw, blocks, packed);
+}
+
+/// One register tile: NW packed weight rows times NX activation rows.
+template <class V, DType T, int NW, int NX>
+void QPackedTile(const QWeightGroup* w, int64_t groups, const QActs& x, int64_t t0, float* y,
+                 int64_t ldy) {
+  using Vec = typename V::Vec;
+  using IVec = typename V::IVec;
+  Vec acc[NW][NX];
+#pragma GCC unroll 4
+  for (int r = 0; r < NW; ++r) {
+#pragma GCC unroll 4
+    for (int t = 0; t < NX; ++t) acc[r][t] = V::Zero();
+  }
+  for (int64_t g = 0; g < groups; ++g) {
+    const QActGroup* xg[NX];
+#pragma GCC unroll 4
+    for (int t = 0; t < NX; ++t) xg[t] = x.Row(t0 + t) + g;
+#pragma GCC unroll 4
+    for (int r = 0; r < NW; ++r) {
+      const QWeightGroup& wg = w[r * groups + g];
+      IVec sums[NX];
+      V::template PackedDots<T, NX>(wg, xg, sums);
+      const Vec dw = V::Load16(wg.d);
+#pragma GCC unroll 4
+      for (int t = 0; t < NX; ++t) acc[r][t] = QAccumulate<V>(dw, xg[t]->d, sums[t], acc[r][t]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < NW; ++r) {
+#pragma GCC unroll 4
+    for (int t = 0; t < NX; ++t) y[(t0 + t) * ldy + r] = V::Reduce(acc[r][t]);
+  }
+}
+
+template <class V, DType T, int NW>
+void QPackedRows(const QWeightGroup* w, int64_t groups, const QActs& x, int64_t nx, float* y,
+                 int64_t ldy) {
+  int64_t t = 0;
+  for (; t + V::kQTileNX <= nx; t += V::kQTileNX) {
+    QPackedTile<V, T, NW, V::kQTileNX>(w, groups, x, t, y, ldy);
+  }
+  switch (nx - t) {  // the last partial group of activation rows
+    case 0:
+      return;
+    case 1:
+      return QPackedTile<V, T, NW, 1>(w, groups, x, t, y, ldy);
+    case 2:
+      return QPackedTile<V, T, NW, 2>(w, groups, x, t, y, ldy);
+    default:
+      return QPackedTile<V, T, NW, 3>(w, groups, x, t, y, ldy);
+  }
+}
+
+template <class V, DType T>
+void QDotPackedT(const QWeightGroup* packed, int nw, int64_t groups, const QActs& x, int64_t nx,
+                 float* y, int64_t ldy) {
+  switch (nw) {
+    case 1:
+      return QPackedRows<V, T, 1>(packed, groups, x, nx, y, ldy);
+    case 2:
+      return QPackedRows<V, T, 2>(packed, groups, x, nx, y, ldy);
+    case 3:
+      return QPackedRows<V, T, 3>(packed, groups, x, nx, y, ldy);
+    default:
+      return QPackedRows<V, T, 4>(packed, groups, x, nx, y, ldy);
+  }
+}
+
+template <class V>
+void QDotPacked(DType type, const QWeightGroup* packed, int nw, int64_t groups, const QActs& x,
+                int64_t nx, float* y, int64_t ldy) {
+  if (type == DType::kQ8_0) return QDotPackedT<V, DType::kQ8_0>(packed, nw, groups, x, nx, y, ldy);
+  QDotPackedT<V, DType::kQ4_0>(packed, nw, groups, x, nx, y, ldy);
+}
+
+}  // namespace odmoe::cpu_impl

@@ -1,0 +1,137 @@
+// Op tests in the style of ggml's test-backend-ops:
+//  1. the CPU backend against the plain double-precision references of
+//     reference_ops.h, one test per op, with the tolerances of op_cases.cpp;
+//  2. every backend this machine offers (AvailableBackends(), plus "cpu:3")
+//     against "cpu" on the same cases. A backend family that is compiled in
+//     but has no hardware here is simply not listed, so its cases are skipped.
+#include <string>
+#include <vector>
+
+#include "backends/backend_registry.h"
+#include "catch2/catch.hpp"
+#include "cpu_backend.h"
+#include "op_cases.h"
+#include "reference_ops.h"
+
+namespace odmoe::test {
+namespace {
+
+/// Runs every case whose name starts with `op` on `be` against the reference.
+int CheckAgainstReference(Backend& be, const std::string& op) {
+  int checked = 0;
+  for (const OpCase& c : MakeOpCases()) {
+    if (c.name.rfind(op, 0) != 0) continue;
+    const std::vector<float> got = c.run(be);
+    const std::vector<double> want = c.reference();
+    INFO(c.name);
+    REQUIRE(got.size() == want.size());
+    CHECK(ref::Nmse(got, want) <= c.max_nmse);
+    CHECK(ref::MaxRelError(got, want) <= c.max_rel);
+    ++checked;
+  }
+  return checked;
+}
+
+void CheckCpuOp(const std::string& op) {
+  CpuBackend be(2);
+  CHECK(CheckAgainstReference(be, op) > 0);
+}
+
+TEST_CASE("cpu MatMul matches the reference for every weight type and shape", "[backend]") {
+  CheckCpuOp("MatMul");
+}
+TEST_CASE("cpu GetRows matches the reference", "[backend]") { CheckCpuOp("GetRows"); }
+TEST_CASE("cpu RmsNorm matches the reference", "[backend]") { CheckCpuOp("RmsNorm"); }
+TEST_CASE("cpu Rope matches the reference", "[backend]") { CheckCpuOp("Rope"); }
+TEST_CASE("cpu Attention matches the reference", "[backend]") { CheckCpuOp("Attention"); }
+TEST_CASE("cpu Softmax matches the reference", "[backend]") { CheckCpuOp("Softmax"); }
+TEST_CASE("cpu SwiGlu matches the reference", "[backend]") { CheckCpuOp("SwiGlu"); }
+TEST_CASE("cpu RouterTopK matches the reference, ties to the lower id", "[backend]") {
+  CheckCpuOp("RouterTopK");
+}
+TEST_CASE("cpu Add, Copy, GatherRows, ScatterAddScaled match the reference", "[backend]") {
+  for (const char* op : {"Add", "Copy", "GatherRows", "ScatterAddScaled"}) CheckCpuOp(op);
+}
+
+TEST_CASE("the reference catches a wrong result", "[backend]") {
+  // Guards the guard: a MatMul case checked against another case's reference
+  // must fail the tolerance.
+  const std::vector<OpCase> cases = MakeOpCases();
+  CpuBackend be(1);
+  const std::vector<float> got = cases[0].run(be);
+  std::vector<double> want = cases[0].reference();
+  want[want.size() / 2] += 0.01 * std::fabs(want[want.size() / 2]) + 1e-3;
+  CHECK(ref::Nmse(got, want) > cases[0].max_nmse);
+}
+
+std::vector<std::string> BackendsToCompare() {
+  std::vector<std::string> names = {"cpu:3"};  // another thread count of the reference
+  for (const std::string& n : AvailableBackends()) {
+    if (n != "cpu") names.push_back(n);
+  }
+  return names;
+}
+
+TEST_CASE("every available backend matches cpu on every op", "[backend]") {
+  auto cpu = CreateBackend("cpu");
+  REQUIRE(cpu.ok());
+  const std::vector<OpCase> cases = MakeOpCases();
+  for (const std::string& name : BackendsToCompare()) {
+    auto be = CreateBackend(name);
+    if (!be.ok()) {
+      WARN("skipping backend " << name << ": " << be.status().ToString());
+      continue;
+    }
+    for (const OpCase& c : cases) {
+      INFO(name << ": " << c.name);
+      const std::vector<float> got = c.run(**be);
+      const std::vector<float> want = c.run(**cpu);
+      REQUIRE(got.size() == want.size());
+      CHECK(ref::Nmse(got, want) <= c.max_nmse);
+      CHECK(ref::MaxRelError(got, want) <= c.max_rel);
+    }
+  }
+}
+
+TEST_CASE("cpu LoadWeight is zero-copy and rejects bad tensors", "[backend]") {
+  CpuBackend be(1);
+  std::vector<uint8_t> bytes = RandomWeight(DType::kQ8_0, 4, 64, 1);
+  TensorView v;
+  v.name = "w";
+  v.type = DType::kQ8_0;
+  v.n_dims = 2;
+  v.ne = {64, 4, 1, 1};
+  v.data = bytes.data();
+  auto w = be.LoadWeight(v);
+  REQUIRE(w.ok());
+  CHECK(w->ref.data == bytes.data());
+  CHECK(w->ref.rows == 4);
+  CHECK(w->ref.cols == 64);
+  CHECK(w->storage == nullptr);
+
+  TensorView bad_cols = v;
+  bad_cols.ne = {48, 4, 1, 1};  // not a whole number of Q8_0 blocks
+  CHECK(be.LoadWeight(bad_cols).status().code() == absl::StatusCode::kInvalidArgument);
+  TensorView three_d = v;
+  three_d.ne = {64, 2, 2, 1};
+  CHECK(be.LoadWeight(three_d).status().code() == absl::StatusCode::kInvalidArgument);
+  TensorView bad_type = v;
+  bad_type.type = static_cast<DType>(13);
+  CHECK(be.LoadWeight(bad_type).status().code() == absl::StatusCode::kInvalidArgument);
+  TensorView no_data = v;
+  no_data.data = nullptr;
+  CHECK(be.LoadWeight(no_data).status().code() == absl::StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("cpu Allocate returns aligned memory and fails cleanly when too large", "[backend]") {
+  CpuBackend be(1);
+  auto buf = be.Allocate(1000);
+  REQUIRE(buf.ok());
+  CHECK(reinterpret_cast<uintptr_t>((*buf)->data()) % 64 == 0);
+  CHECK((*buf)->size() == 1000);
+  CHECK(be.Allocate(SIZE_MAX / 2).status().code() == absl::StatusCode::kResourceExhausted);
+  CHECK(be.CopyToBackend(nullptr, (*buf)->data(), 4).code() == absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace odmoe::test

@@ -1,0 +1,331 @@
+// odmoe-bench-ops: micro-benchmarks of the CPU backend's ops.
+//
+// Measures the machine's memory read bandwidth (threads summing a
+// 1 GiB array, best of several passes; again before each decode row), the
+// matrix-vector products of decode (weights rotated over two matrices so they
+// never fit in the L3), small matrix-matrix products (prefill), and the other
+// ops. Decode is reported against the best read bandwidth seen in the run,
+// whether by the meter or by any kernel's weight stream (the F32 matvec often
+// reads faster than the summing meter), and against the meter run just
+// before it.
+//
+//   odmoe-bench-ops --threads 2
+//   ODMOE_CPU_ISA=avx2 odmoe-bench-ops --threads 2 --seconds 0.3
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "cpu_backend.h"
+#include "tensor/quant.h"
+#include "util/cli_args.h"
+#include "util/thread_pool.h"
+
+namespace odmoe {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+/// Best seconds per call of `fn` over batches, running for about `budget` s.
+double TimeBest(const std::function<void(int)>& fn, double budget) {
+  fn(0);  // warm up
+  double best = 1e30;
+  int call = 1;
+  const auto start = Clock::now();
+  do {
+    const auto t0 = Clock::now();
+    fn(call++);
+    best = std::min(best, Seconds(t0, Clock::now()));
+  } while (Seconds(start, Clock::now()) < budget || call < 4);
+  return best;
+}
+
+/// Sums 64-bit words [b, e) of `data` with four independent accumulators
+/// (written out by hand: an accumulator array would live on the stack).
+uint64_t SumWordsPortable(const uint64_t* data, int64_t b, int64_t e) {
+  uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+  for (int64_t i = b; i + 4 <= e; i += 4) {
+    a0 += data[i];
+    a1 += data[i + 1];
+    a2 += data[i + 2];
+    a3 += data[i + 3];
+  }
+  return a0 + a1 + a2 + a3;
+}
+
+#if defined(__x86_64__)
+/// The same with AVX2, reading four streams at once (one per quarter of the
+/// range, one 64-byte line each per iteration) as the matrix-vector kernels
+/// do with their 4 weight rows: one stream per core does not reach the
+/// memory's bandwidth.
+__attribute__((target("avx2"))) uint64_t SumWordsAvx2(const uint64_t* data, int64_t b, int64_t e) {
+  const int64_t quarter = (e - b) / 4 / 8 * 8;
+  const auto* p0 = reinterpret_cast<const __m256i*>(data + b);
+  const auto* p1 = reinterpret_cast<const __m256i*>(data + b + quarter);
+  const auto* p2 = reinterpret_cast<const __m256i*>(data + b + 2 * quarter);
+  const auto* p3 = reinterpret_cast<const __m256i*>(data + b + 3 * quarter);
+  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+  for (int64_t i = 0; i < quarter / 4; i += 2) {
+    a0 = _mm256_add_epi64(
+        a0, _mm256_add_epi64(_mm256_loadu_si256(p0 + i), _mm256_loadu_si256(p0 + i + 1)));
+    a1 = _mm256_add_epi64(
+        a1, _mm256_add_epi64(_mm256_loadu_si256(p1 + i), _mm256_loadu_si256(p1 + i + 1)));
+    a2 = _mm256_add_epi64(
+        a2, _mm256_add_epi64(_mm256_loadu_si256(p2 + i), _mm256_loadu_si256(p2 + i + 1)));
+    a3 = _mm256_add_epi64(
+        a3, _mm256_add_epi64(_mm256_loadu_si256(p3 + i), _mm256_loadu_si256(p3 + i + 1)));
+  }
+  alignas(32) uint64_t lanes[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes),
+                     _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3)));
+  return lanes[0] + lanes[1] + lanes[2] + lanes[3];
+}
+#endif
+
+/// Measures read bandwidth in GB/s: `threads` threads each sum their part of
+/// a 1 GiB array (AVX2, 4 streams per thread, where available); best of
+/// `passes` sweeps.
+class BandwidthMeter {
+ public:
+  explicit BandwidthMeter(int threads) : pool_(threads), data_((size_t{1} << 30) / 8) {
+    for (size_t i = 0; i < data_.size(); ++i) data_[i] = i;
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("avx2")) sum_ = &SumWordsAvx2;
+#endif
+  }
+
+  double Measure(int passes) {
+    const int64_t words = static_cast<int64_t>(data_.size());
+    const int threads = pool_.threads();
+    std::vector<uint64_t> sink(static_cast<size_t>(threads));
+    double best = 1e30;
+    for (int pass = 0; pass < passes; ++pass) {
+      const auto t0 = Clock::now();
+      pool_.ParallelFor(words / 16, 1 << 16, [&](int64_t b, int64_t e) {
+        sink[b * threads / (words / 16)] += sum_(data_.data(), 16 * b, 16 * e);
+      });
+      best = std::min(best, Seconds(t0, Clock::now()));
+    }
+    uint64_t total = 0;
+    for (uint64_t v : sink) total += v;
+    if (total == 42) std::printf(" ");  // keeps the sums alive
+    return static_cast<double>(words * 8) / best / 1e9;
+  }
+
+ private:
+  ThreadPool pool_;
+  std::vector<uint64_t> data_;
+  uint64_t (*sum_)(const uint64_t*, int64_t, int64_t) = &SumWordsPortable;
+};
+
+/// `count` distinct rows x cols weights of `type` (seeded random values).
+std::vector<std::vector<uint8_t>> MakeWeights(DType type, int64_t rows, int64_t cols, int count) {
+  std::vector<std::vector<uint8_t>> out;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> row(static_cast<size_t>(cols));
+  const size_t rb = RowBytes(type, cols);
+  for (int m = 0; m < count; ++m) {
+    out.emplace_back(rb * static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (float& f : row) f = dist(rng);
+      QuantizeRow(type, row.data(), out.back().data() + r * rb, cols);
+    }
+  }
+  return out;
+}
+
+struct Options {
+  int threads = 2;
+  float seconds = 0.5f;
+  bool decode_only = false;
+};
+
+struct DecodeRow {
+  std::string type;
+  int64_t rows, cols;
+  double seconds, gbps, meter_gbps;
+};
+
+struct PrefillRow {
+  std::string type;
+  int64_t n;
+  double seconds, gflops;
+};
+
+/// Decode and prefill products; raises *best_bw to the best read bandwidth
+/// seen (meter or weight stream) and prints the tables against it.
+void BenchMatMul(CpuBackend& be, const Options& opt, BandwidthMeter& meter, double* best_bw) {
+  const DType types[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0};
+  const std::pair<int64_t, int64_t> shapes[] = {{14336, 4096}, {4096, 14336}};
+  std::vector<DecodeRow> decode;
+  std::vector<PrefillRow> prefill;
+  std::vector<float> x(14336 * 128), y(14336 * 128);
+  for (float& f : x) f = 0.5f;
+  for (DType type : types) {
+    const std::string name(Traits(type).name);
+    for (auto [rows, cols] : shapes) {
+      const auto weights = MakeWeights(type, rows, cols, 2);
+      const double bytes = static_cast<double>(weights[0].size());
+      auto call = [&](int i, int64_t n) {
+        const WeightRef w{type, weights[i % 2].data(), rows, cols};
+        be.MatMul(w, ConstMat(x.data(), n, cols), Mat{y.data(), n, rows});
+      };
+      const double bandwidth = meter.Measure(5);
+      const double s = TimeBest([&](int i) { call(i, 1); }, opt.seconds);
+      decode.push_back({name, rows, cols, s, bytes / s / 1e9, bandwidth});
+      *best_bw = std::max({*best_bw, bandwidth, bytes / s / 1e9});
+      if (rows != 14336 || opt.decode_only) continue;
+      for (int64_t n : {2, 8, 32, 128}) {
+        const double sm = TimeBest([&](int i) { call(i, n); }, opt.seconds);
+        prefill.push_back({name, n, sm, 2.0 * rows * cols * n / sm / 1e9});
+      }
+    }
+  }
+  std::printf("\nMatrix-vector (decode, x: 1 row), 2 matrices rotated:\n");
+  std::printf("(%% best: against the best read bandwidth seen in this run by any kernel or\n");
+  std::printf(" the summing meter, %.2f GB/s; %% meter: against the meter run just before)\n",
+              *best_bw);
+  std::printf("%-6s %-13s %10s %9s %8s %8s %9s %9s\n", "type", "rows x cols", "us/call", "GB/s",
+              "% best", "% meter", "GFLOP/s", "[meter]");
+  for (const DecodeRow& r : decode) {
+    std::printf("%-6s %5lld x %-5lld %10.1f %9.2f %7.1f%% %7.1f%% %9.2f [%7.2f]\n", r.type.c_str(),
+                static_cast<long long>(r.rows), static_cast<long long>(r.cols), r.seconds * 1e6,
+                r.gbps, 100.0 * r.gbps / *best_bw, 100.0 * r.gbps / r.meter_gbps,
+                2.0 * r.rows * r.cols / r.seconds / 1e9, r.meter_gbps);
+  }
+  if (prefill.empty()) return;
+  std::printf("\nMatrix-matrix (prefill), 14336 x 4096 weights, x: n rows:\n");
+  std::printf("%-6s %6s %10s %9s\n", "type", "n", "us/call", "GFLOP/s");
+  for (const PrefillRow& r : prefill) {
+    std::printf("%-6s %6lld %10.1f %9.2f\n", r.type.c_str(), static_cast<long long>(r.n),
+                r.seconds * 1e6, r.gflops);
+  }
+}
+
+void Report(const char* name, double s) { std::printf("%-44s %10.1f us\n", name, s * 1e6); }
+
+void BenchOps(CpuBackend& be, const Options& opt) {
+  std::printf("\nOther ops (dim 4096, 32 heads x 128, 8 KV heads, ffn 14336):\n");
+  const int64_t d = 4096, ffn = 14336, hd = 128, n_head = 32, n_kv = 8, ctx = 512;
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  auto rnd = [&](size_t n) {
+    std::vector<float> v(n);
+    for (float& f : v) f = dist(rng);
+    return v;
+  };
+  std::vector<float> x = rnd(128 * d), w = rnd(d), g = rnd(128 * ffn), u = rnd(128 * ffn);
+  std::vector<float> out(128 * ffn);
+  std::vector<int32_t> pos(128);
+  for (int i = 0; i < 128; ++i) pos[i] = ctx - 128 + i;
+  for (int64_t n : {1, 128}) {
+    const std::string sfx = " n=" + std::to_string(n);
+    Report(("RmsNorm d=4096" + sfx).c_str(),
+           TimeBest(
+               [&](int) {
+                 be.RmsNorm(ConstMat(x.data(), n, d), w.data(), 1e-5f, Mat{out.data(), n, d});
+               },
+               opt.seconds));
+    Report(("Rope 32x128" + sfx).c_str(),
+           TimeBest(
+               [&](int) {
+                 be.Rope(Mat{x.data(), n, d}, hd, hd, pos.data(), 10000.0f, RopeMode::kInterleaved);
+               },
+               opt.seconds));
+    Report(("SwiGlu 14336" + sfx).c_str(), TimeBest(
+                                               [&](int) {
+                                                 be.SwiGlu(ConstMat(g.data(), n, ffn),
+                                                           ConstMat(u.data(), n, ffn),
+                                                           Mat{out.data(), n, ffn});
+                                               },
+                                               opt.seconds));
+  }
+  const std::vector<float> kc = rnd(ctx * n_kv * hd), vc = rnd(ctx * n_kv * hd);
+  const std::vector<float> q = rnd(128 * d);
+  Report("Attention 512 cached positions, n=1",
+         TimeBest(
+             [&](int) {
+               be.Attention(ConstMat(q.data(), 1, d), ConstMat(kc.data(), ctx, n_kv * hd),
+                            ConstMat(vc.data(), ctx, n_kv * hd), n_head, n_kv, hd, ctx - 1, 0.088f,
+                            Mat{out.data(), 1, d});
+             },
+             opt.seconds));
+  Report("Attention prefill 128 rows at pos 384..511",
+         TimeBest(
+             [&](int) {
+               be.Attention(ConstMat(q.data(), 128, d), ConstMat(kc.data(), ctx, n_kv * hd),
+                            ConstMat(vc.data(), ctx, n_kv * hd), n_head, n_kv, hd, ctx - 128,
+                            0.088f, Mat{out.data(), 128, d});
+             },
+             opt.seconds));
+  const std::vector<float> logits = rnd(128 * 8);
+  std::vector<int32_t> ids(128 * 2);
+  std::vector<float> wts(128 * 2);
+  Report(
+      "RouterTopK 8 experts k=2, n=128",
+      TimeBest(
+          [&](int) { be.RouterTopK(ConstMat(logits.data(), 128, 8), 2, ids.data(), wts.data()); },
+          opt.seconds));
+  for (DType type : {DType::kF16, DType::kQ4_0}) {
+    const auto table = MakeWeights(type, 32000, d, 1);
+    std::vector<int32_t> tok(128);
+    for (int i = 0; i < 128; ++i) tok[i] = (i * 7919) % 32000;
+    const std::string name = "GetRows " + std::string(Traits(type).name) + " 32000x4096, n=128";
+    Report(name.c_str(), TimeBest(
+                             [&](int) {
+                               be.GetRows(WeightRef{type, table[0].data(), 32000, d}, tok.data(),
+                                          Mat{out.data(), 128, d});
+                             },
+                             opt.seconds));
+  }
+}
+
+int Main(int argc, char** argv) {
+  Options opt;
+  CliArgs args("odmoe-bench-ops", "Benchmark the CPU backend's ops (ODMOE_CPU_ISA forces an ISA).");
+  args.AddInt("threads", &opt.threads, "N", "threads (default 2)");
+  args.AddFloat("seconds", &opt.seconds, "S", "time budget per measurement (default 0.5)");
+  args.AddFlag("decode-only", &opt.decode_only, "only the matrix-vector products");
+  const absl::Status st = args.Parse(argc, argv);
+  if (args.help_requested()) {
+    std::printf("%s", args.Help().c_str());
+    return 0;
+  }
+  if (!st.ok() || opt.threads < 1 || opt.seconds <= 0) {
+    std::fprintf(
+        stderr, "%s\n%s",
+        st.ok() ? "--threads and --seconds must be positive" : std::string(st.message()).c_str(),
+        args.Help().c_str());
+    return 2;
+  }
+  CpuBackend be(opt.threads);
+  std::printf("odmoe-bench-ops: %d threads, ISA %s\n", be.threads(),
+              std::string(CpuIsaName(be.isa())).c_str());
+  BandwidthMeter meter(opt.threads);
+  double best_bw = meter.Measure(10);
+  std::printf("Memory read bandwidth (%d threads summing a 1 GiB array, best of 10): %.2f GB/s\n",
+              opt.threads, best_bw);
+  BenchMatMul(be, opt, meter, &best_bw);
+  if (!opt.decode_only) BenchOps(be, opt);
+  std::printf("\nBest read bandwidth seen during the run: %.2f GB/s\n", best_bw);
+  return 0;
+}
+
+}  // namespace
+}  // namespace odmoe
+
+int main(int argc, char** argv) { return odmoe::Main(argc, argv); }
