@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "encode_helper.h"
 #include "gguf/gguf_reader.h"
 #include "test_paths.h"
 #include "tokenizer/tokenizer.h"
@@ -38,15 +39,6 @@ nlohmann::json LoadJson(const std::string& relative) {
   return j;
 }
 
-Ids Encode(const Tokenizer& tok, const std::string& text, bool bos, bool special) {
-  Tokenizer::EncodeOptions o;
-  o.add_bos = bos;
-  o.parse_special = special;
-  auto r = tok.Encode(text, o);
-  REQUIRE(r.ok());
-  return *r;
-}
-
 TEST_CASE("golden SentencePiece ids", "[tokenizer][golden]") {
   auto tok = LoadTokenizer("models/tiny-mixtral-f16.gguf");
   const nlohmann::json golden = LoadJson("tests/data/golden/tokenizer_spm.json");
@@ -63,15 +55,15 @@ TEST_CASE("golden SentencePiece with parse_special (HF slow, legacy)", "[tokeniz
   auto tok = LoadTokenizer("models/tiny-mixtral-f16.gguf");
   // transformers' sentencepiece tokenizer (legacy=True) on models/tokenizer.model:
   // special token texts become their ids, the text after one gets a dummy prefix.
-  CHECK(Encode(*tok, "text with <s> inside", false, true) ==
+  CHECK(test::Enc(*tok, "text with <s> inside", false, true) ==
         Ids{714, 820, 372, 1955, 1, 266, 1414, 554});
-  CHECK(Encode(*tok, "a</s>b", false, true) == Ids{261, 2, 275});
-  CHECK(Encode(*tok, "Hello <s>world</s>", false, true) == Ids{382, 489, 1958, 1955, 1, 723, 2});
-  CHECK(Encode(*tok, "<s> x", false, true) == Ids{1, 266, 2001});
-  CHECK(Encode(*tok, "<s>  x", false, true) == Ids{1, 1424, 2001});
-  CHECK(Encode(*tok, "<unk>", false, true) == Ids{0});
+  CHECK(test::Enc(*tok, "a</s>b", false, true) == Ids{261, 2, 275});
+  CHECK(test::Enc(*tok, "Hello <s>world</s>", false, true) == Ids{382, 489, 1958, 1955, 1, 723, 2});
+  CHECK(test::Enc(*tok, "<s> x", false, true) == Ids{1, 266, 2001});
+  CHECK(test::Enc(*tok, "<s>  x", false, true) == Ids{1, 1424, 2001});
+  CHECK(test::Enc(*tok, "<unk>", false, true) == Ids{0});
   // Without parse_special the same texts are plain text.
-  CHECK(Encode(*tok, "<s>", true, false) == Ids{1, 486, 1963, 2020});
+  CHECK(test::Enc(*tok, "<s>", true, false) == Ids{1, 486, 1963, 2020});
 }
 
 TEST_CASE("golden GPT-2 ids", "[tokenizer][golden]") {
@@ -83,9 +75,9 @@ TEST_CASE("golden GPT-2 ids", "[tokenizer][golden]") {
     const std::string text = e.at("text");
     INFO("text: \"" << text << "\"");
     const Ids want = e.at("ids").get<Ids>();  // HF tokenizers: added tokens are matched
-    CHECK(Encode(*tok, text, true, true) == want);
+    CHECK(test::Enc(*tok, text, true, true) == want);
     if (e.contains("ids_special_as_text")) {
-      CHECK(Encode(*tok, text, true, false) == e.at("ids_special_as_text").get<Ids>());
+      CHECK(test::Enc(*tok, text, true, false) == e.at("ids_special_as_text").get<Ids>());
     }
     // HF decodes <|endoftext|> as its text; Decode skips control tokens.
     std::string decoded = e.at("decoded");
@@ -114,7 +106,7 @@ TEST_CASE("100 KB of text tokenizes fast and round-trips", "[tokenizer][golden]"
   {
     auto tok = LoadTokenizer(model);
     const auto t0 = std::chrono::steady_clock::now();
-    const Ids ids = Encode(*tok, text, false, false);
+    const Ids ids = test::Enc(*tok, text, false, false);
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     INFO(model << ": " << ids.size() << " tokens in " << ms << " ms");
@@ -124,7 +116,7 @@ TEST_CASE("100 KB of text tokenizes fast and round-trips", "[tokenizer][golden]"
     // One long run without spaces: the merge loop must stay O(n log n).
     const std::string run(100 * 1024, 'e');
     const auto t1 = std::chrono::steady_clock::now();
-    CHECK(tok->Decode(Encode(*tok, run, false, false)) == run);
+    CHECK(tok->Decode(test::Enc(*tok, run, false, false)) == run);
     CHECK(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count() <
           1000);
   }

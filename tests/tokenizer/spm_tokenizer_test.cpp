@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <random>
 
+#include "encode_helper.h"
 #include "test_vocabs.h"
 #include "tokenizer/tokenizer.h"
 
@@ -20,14 +21,7 @@ std::unique_ptr<Tokenizer> Make(const TokenizerVocab& v) {
   return std::move(t).value();
 }
 
-Ids Enc(const Tokenizer& t, std::string_view s, bool bos = false, bool special = false) {
-  Tokenizer::EncodeOptions o;
-  o.add_bos = bos;
-  o.parse_special = special;
-  auto r = t.Encode(s, o);
-  REQUIRE(r.ok());
-  return *r;
-}
+using test::Enc;
 
 int32_t Byte(int b) { return 3 + b; }
 
