@@ -49,7 +49,8 @@ int32_t Sampler::Sample(std::span<const float> logits) {
 
   const double inv_t = 1.0 / params_.temperature;
   const double max_logit = candidates_.front().first;
-  std::vector<double> probs(keep);
+  std::vector<double>& probs = probs_;
+  probs.resize(keep);
   double total = 0.0;
   for (size_t i = 0; i < keep; ++i) {
     probs[i] = std::exp((candidates_[i].first - max_logit) * inv_t);

@@ -44,7 +44,8 @@ class Sampler {
   double Uniform();  // [0, 1)
   SamplingParams params_;
   std::mt19937_64 rng_;
-  std::vector<std::pair<float, int32_t>> candidates_;
+  std::vector<std::pair<float, int32_t>> candidates_;  // reused across calls
+  std::vector<double> probs_;
 };
 
 }  // namespace odmoe
