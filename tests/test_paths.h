@@ -1,7 +1,7 @@
 // Where tests find the repository's data and the built binaries.
 //
 //   std::string model = SourcePath("models/tiny-mixtral-f16.gguf");
-//   std::string run = BinaryPath("tools/odmoe-run");
+//   std::string run = BinaryPath("bin/odmoe-run");
 #pragma once
 
 #include <string>

@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "backend/backend.h"
+#include "engine/generation.h"
 #include "engine/local_expert_executor.h"
 #include "engine/sampler.h"
 #include "engine/transformer.h"
@@ -32,43 +33,9 @@ struct EngineOptions {
   int n_batch = 64;             // prefill chunk
 };
 
-struct GenerateRequest {
-  std::string prompt;
-  std::vector<int32_t> prompt_ids;  // used instead of `prompt` when non-empty
-  int max_tokens = 64;
-  SamplingParams sampling;
-  bool ignore_eos = false;      // keep generating past EOS
-  bool record_routing = false;  // fill GenerateResult::routing
-};
-
-struct GenerateStats {
-  int prompt_tokens = 0;
-  int generated_tokens = 0;
-  double prefill_seconds = 0;  // prompt forward, including the first token's logits
-  double decode_seconds = 0;   // forwards of generated tokens
-  double ttft_seconds = 0;     // request start to first token
-  double prefill_tokens_per_second() const;
-  double decode_tokens_per_second() const;
-};
-
-struct GenerateResult {
-  std::vector<int32_t> prompt_ids;
-  std::vector<int32_t> output_ids;
-  std::string text;
-  enum class StopReason { kMaxTokens, kEos } stop_reason = StopReason::kMaxTokens;
-  /// When requested: the experts of every layer for every position that went
-  /// through the model (prompt, then each generated token but the last).
-  std::vector<TokenRouting> routing;
-  GenerateStats stats;
-};
-
 class ReferenceEngine {
  public:
-  /// Called once per generated token with its id and the text it completes
-  /// (possibly empty while a UTF-8 sequence is incomplete); at the end, if
-  /// bytes of an incomplete sequence remain, once more with id -1 and their
-  /// replacement text.
-  using TokenCallback = std::function<void(int32_t id, std::string_view text)>;
+  using TokenCallback = GenerationCallback;
 
   static absl::StatusOr<std::unique_ptr<ReferenceEngine>> Create(const std::string& model_path,
                                                                  const EngineOptions& options);

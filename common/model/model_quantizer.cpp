@@ -29,6 +29,10 @@ uint32_t GgufFileTypeFor(DType target) {
   return 0;
 }
 
+uint64_t SourceFingerprint(const ModelFile& model) {
+  return model.gguf().GetUInt(kSourceFingerprintKey).value_or(model.fingerprint());
+}
+
 absl::StatusOr<QuantizeReport> QuantizeModelFile(const std::string& in_path,
                                                  const std::string& out_path,
                                                  const QuantizeOptions& options) {
@@ -37,9 +41,13 @@ absl::StatusOr<QuantizeReport> QuantizeModelFile(const std::string& in_path,
   const GgufFile& in = model->gguf();
   GgufWriter writer;
   for (const auto& [key, value] : in.metadata()) {
-    if (key == "general.file_type") continue;
+    if (key == "general.file_type" || key == kSourceFingerprintKey) continue;
     writer.SetMetadata(key, value);
   }
+  // The identity of the original model survives re-quantization: the shadow
+  // node checks it against the main node's model.
+  writer.SetMetadata(kSourceFingerprintKey,
+                     GgufValue::U64(SourceFingerprint(*model)));
   writer.SetMetadata("general.file_type", GgufValue::U32(GgufFileTypeFor(options.target)));
   writer.SetMetadata("general.quantized_by", GgufValue::String("odmoe-quantize"));
 

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "model/model_file.h"
 #include "tensor/dtype.h"
 
 namespace odmoe {
@@ -36,6 +37,14 @@ struct QuantizeReport {
 absl::StatusOr<QuantizeReport> QuantizeModelFile(const std::string& in_path,
                                                  const std::string& out_path,
                                                  const QuantizeOptions& options);
+
+/// Metadata key that records the fingerprint of the model a quantized file
+/// was made from (ModelFile::fingerprint() of the original).
+inline constexpr char kSourceFingerprintKey[] = "odmoe.source_fingerprint";
+
+/// The fingerprint of the original model behind `model`: its
+/// odmoe.source_fingerprint when present, else its own fingerprint.
+uint64_t SourceFingerprint(const ModelFile& model);
 
 /// The general.file_type value (llama.cpp's "mostly X" enum) for a target.
 uint32_t GgufFileTypeFor(DType target);

@@ -9,7 +9,21 @@
 
 #include <string_view>
 
+#include "absl/base/config.h"
+#include "absl/strings/string_view.h"
 #include "spdlog/spdlog.h"
+
+#if !defined(ABSL_USES_STD_STRING_VIEW)
+// Debian's Abseil has its own string_view (absl::Status::message() returns
+// one); let log lines format it like any string.
+template <>
+struct fmt::formatter<absl::string_view> : fmt::formatter<fmt::string_view> {
+  template <typename Context>
+  auto format(absl::string_view s, Context& ctx) const {
+    return fmt::formatter<fmt::string_view>::format(fmt::string_view(s.data(), s.size()), ctx);
+  }
+};
+#endif
 
 namespace odmoe {
 

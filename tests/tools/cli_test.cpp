@@ -30,8 +30,8 @@ Result Sh(const std::string& command) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : 128, output};
 }
 
-std::string Run() { return test::BinaryPath("tools/odmoe-run"); }
-std::string Quantize() { return test::BinaryPath("tools/odmoe-quantize"); }
+std::string Run() { return test::BinaryPath("bin/odmoe-run"); }
+std::string Quantize() { return test::BinaryPath("bin/odmoe-quantize"); }
 std::string Model() { return test::SourcePath("models/tiny-mixtral-f16.gguf"); }
 
 std::string TempPath(const std::string& name) {

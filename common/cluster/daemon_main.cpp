@@ -1,0 +1,68 @@
+#include "cluster/daemon_main.h"
+
+#include <signal.h>
+
+#include <iostream>
+
+#include "cluster/node_server.h"
+#include "util/cli_args.h"
+#include "util/logging.h"
+
+namespace odmoe {
+namespace {
+
+int Fail(const char* program, const absl::Status& s) {
+  std::cerr << program << ": error: " << s.message() << "\n";
+  return 1;
+}
+
+}  // namespace
+
+int RunDaemon(int argc, char** argv, const char* program, const char* summary,
+              const DaemonFactory& factory) {
+  // Block the stop signals in every thread; the main thread waits for them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  std::string topology_path, node_id, log_level = "info";
+  CliArgs args(program, summary);
+  args.AddString("topology", &topology_path, "FILE", "cluster topology (YAML)", true);
+  args.AddString("id", &node_id, "ID", "this node's id in the topology", true);
+  args.AddString("log-level", &log_level, "LEVEL", "trace, debug, info, warn, error");
+  if (absl::Status s = args.Parse(argc, argv); !s.ok()) return Fail(program, s);
+  if (args.help_requested()) {
+    std::cout << args.Help();
+    return 0;
+  }
+  SetLogNodeId(node_id);
+  if (!SetLogLevel(log_level)) {
+    return Fail(program, absl::InvalidArgumentError("unknown --log-level " + log_level));
+  }
+  absl::StatusOr<Topology> topology = LoadTopology(topology_path);
+  if (!topology.ok()) return Fail(program, topology.status());
+  const NodeSpec* spec = topology->FindNode(node_id);
+  if (spec == nullptr) {
+    return Fail(program, absl::NotFoundError("node id '" + node_id + "' is not in " +
+                                             topology_path));
+  }
+  absl::StatusOr<std::unique_ptr<NodeDaemon>> node = factory(*topology, node_id);
+  if (!node.ok()) return Fail(program, node.status());
+  absl::StatusOr<std::unique_ptr<NodeServer>> server = NodeServer::Start(spec->address, **node);
+  if (!server.ok()) return Fail(program, server.status());
+  if (absl::Status s = (*node)->Start(); !s.ok()) return Fail(program, s);
+
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  ODMOE_LOG_INFO("signal {}: draining", sig);
+  (*node)->Shutdown();
+  (*server)->Shutdown(absl::Seconds(5));
+  node->reset();
+  ODMOE_LOG_INFO("stopped");
+  return 0;
+}
+
+}  // namespace odmoe

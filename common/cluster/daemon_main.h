@@ -1,0 +1,31 @@
+// The whole life of a daemon process, shared by odmoe-main, odmoe-shadow and
+// odmoe-worker (each main.cpp is one call):
+//   parse --topology FILE --id ID [--log-level L] -> load and validate the
+//   topology -> build the node -> listen on its address -> Start() -> wait for
+//   SIGTERM / SIGINT -> draining: Shutdown(), then the server with a deadline.
+//
+//   int main(int argc, char** argv) {
+//     return odmoe::RunDaemon(argc, argv, "odmoe-worker", "Serve experts ...",
+//         [](const odmoe::Topology& t, const std::string& id) { return WorkerNode::Create(t, id); });
+//   }
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "cluster/node_daemon.h"
+#include "topology/topology.h"
+
+namespace odmoe {
+
+using DaemonFactory = std::function<absl::StatusOr<std::unique_ptr<NodeDaemon>>(
+    const Topology& topology, const std::string& node_id)>;
+
+/// Returns the process exit code: 0 after a clean shutdown, 1 on any error
+/// (printed as one "<program>: error: ..." line).
+int RunDaemon(int argc, char** argv, const char* program, const char* summary,
+              const DaemonFactory& factory);
+
+}  // namespace odmoe

@@ -1,0 +1,46 @@
+// The gRPC seams shared by every node: the one place absl::Status and
+// grpc::Status are mapped onto each other, channel and server settings, and
+// the handshake call. Include only from *_service.cpp / *_client.cpp files
+// (grpcpp headers are slow to compile).
+//
+//   auto channel = MakeChannel("127.0.0.1:7710");
+//   ODMOE_ASSIGN_OR_RETURN(v1::Welcome w, CallHandshake(*channel, hello, absl::Seconds(2)));
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "cluster/protocol.h"
+#include "grpcpp/grpcpp.h"
+#include "odmoe.grpc.pb.h"
+
+namespace odmoe {
+
+grpc::Status ToGrpcStatus(const absl::Status& status);
+/// `context` prefixes the message ("worker w3 at 127.0.0.1:7713").
+absl::Status FromGrpcStatus(const grpc::Status& status, std::string_view context);
+
+/// A channel with odmoe's limits (message size, keepalive).
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
+/// Applies the same limits to a server.
+void ConfigureServerBuilder(grpc::ServerBuilder& builder);
+
+/// A deadline `timeout` from now, for ClientContext::set_deadline.
+std::chrono::system_clock::time_point DeadlineIn(absl::Duration timeout);
+
+/// One Node.Handshake call.
+absl::StatusOr<v1::Welcome> CallHandshake(grpc::Channel& channel, const v1::Hello& hello,
+                                          absl::Duration timeout);
+
+/// Handshake, retried while the peer is not up yet (UNAVAILABLE /
+/// DEADLINE_EXCEEDED) until `total` has passed or `cancel` is set. A refusal
+/// (version or model mismatch) is returned at once.
+absl::StatusOr<v1::Welcome> HandshakeWithRetry(grpc::Channel& channel, const v1::Hello& hello,
+                                               absl::Duration total,
+                                               const std::atomic<bool>* cancel);
+
+}  // namespace odmoe

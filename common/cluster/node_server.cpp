@@ -1,0 +1,102 @@
+#include "cluster/node_server.h"
+
+#include <unistd.h>
+
+#include <chrono>
+
+#include "absl/strings/str_format.h"
+#include "cluster/grpc_util.h"
+#include "util/logging.h"
+
+namespace odmoe {
+namespace {
+
+class NodeServiceImpl final : public v1::Node::Service {
+ public:
+  explicit NodeServiceImpl(NodeDaemon& daemon)
+      : daemon_(daemon), started_(std::chrono::steady_clock::now()) {}
+
+  grpc::Status Handshake(grpc::ServerContext*, const v1::Hello* hello,
+                         v1::Welcome* welcome) override {
+    const std::string me = absl::StrFormat("%s %s", RoleName(daemon_.role()), daemon_.node_id());
+    if (hello->protocol_version() != kProtocolVersion) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          absl::StrFormat("%s speaks odmoe protocol v%d, %s %s speaks v%d", me,
+                                          kProtocolVersion, RoleName(hello->role()),
+                                          hello->node_id(), hello->protocol_version()));
+    }
+    if (hello->model_fingerprint() != 0 &&
+        hello->model_fingerprint() != daemon_.model_fingerprint()) {
+      return grpc::Status(
+          grpc::StatusCode::FAILED_PRECONDITION,
+          absl::StrFormat("model mismatch: %s serves model %s but %s %s has model %s; start "
+                          "every node with the same model file",
+                          me, FingerprintHex(daemon_.model_fingerprint()),
+                          RoleName(hello->role()), hello->node_id(),
+                          FingerprintHex(hello->model_fingerprint())));
+    }
+    welcome->set_protocol_version(kProtocolVersion);
+    welcome->set_role(daemon_.role());
+    welcome->set_node_id(daemon_.node_id());
+    welcome->set_model_fingerprint(daemon_.model_fingerprint());
+    daemon_.FillWelcome(welcome);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Status(grpc::ServerContext*, const v1::StatusRequest*,
+                      v1::NodeStatus* status) override {
+    status->set_node_id(daemon_.node_id());
+    status->set_role(daemon_.role());
+    status->set_state(daemon_.state());
+    status->set_pid(static_cast<int64_t>(getpid()));
+    status->set_uptime_seconds(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
+    status->set_detail(daemon_.state_detail());
+    daemon_.FillStatus(status);
+    return grpc::Status::OK;
+  }
+
+ private:
+  NodeDaemon& daemon_;
+  const std::chrono::steady_clock::time_point started_;
+};
+
+}  // namespace
+
+struct NodeServer::Impl {
+  std::unique_ptr<NodeServiceImpl> node_service;
+  std::unique_ptr<grpc::Server> server;
+};
+
+absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(const std::string& address,
+                                                              NodeDaemon& daemon) {
+  std::unique_ptr<NodeServer> s(new NodeServer());
+  s->impl_ = std::make_unique<Impl>();
+  s->impl_->node_service = std::make_unique<NodeServiceImpl>(daemon);
+  grpc::ServerBuilder builder;
+  ConfigureServerBuilder(builder);
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &s->port_);
+  builder.RegisterService(s->impl_->node_service.get());
+  for (grpc::Service* service : daemon.services()) builder.RegisterService(service);
+  s->impl_->server = builder.BuildAndStart();
+  if (!s->impl_->server || s->port_ == 0) {
+    return absl::UnavailableError(
+        absl::StrFormat("%s %s cannot listen on %s (address in use or not local?)",
+                        RoleName(daemon.role()), daemon.node_id(), address));
+  }
+  ODMOE_LOG_INFO("{} {} listening on port {}", RoleName(daemon.role()), daemon.node_id(),
+                 s->port_);
+  return s;
+}
+
+NodeServer::~NodeServer() { Shutdown(absl::ZeroDuration()); }
+
+void NodeServer::Shutdown(absl::Duration deadline) {
+  if (impl_ && impl_->server) {
+    impl_->server->Shutdown(DeadlineIn(deadline));
+    impl_->server->Wait();
+    impl_->server.reset();
+  }
+}
+
+}  // namespace odmoe

@@ -1,0 +1,34 @@
+// Constants and names of the odmoe.v1 protocol shared by every node
+// (proto/odmoe.proto is the wire format; this header has no gRPC in it).
+//
+//   if (hello.protocol_version() != kProtocolVersion) ... refuse ...
+//   ODMOE_LOG_INFO("{} {} ready", RoleName(v1::ROLE_WORKER), id);
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "odmoe.pb.h"
+
+namespace odmoe {
+
+namespace v1 = ::odmoe::v1;
+
+/// Bumped on any incompatible change of proto/odmoe.proto.
+inline constexpr uint32_t kProtocolVersion = 1;
+
+/// Largest message a node accepts (prefill mini-batches and KV alignment
+/// chunks are sized to stay far below it).
+inline constexpr int kMaxMessageBytes = 256 << 20;
+
+/// KV alignment is sent in chunks of at most this many bytes of K plus V.
+inline constexpr size_t kKvChunkBytes = 8u << 20;
+
+/// "main" | "shadow" | "worker" | "client" | "unspecified".
+std::string RoleName(v1::Role role);
+/// "starting" | "ready" | "draining" | "failed" | "unspecified".
+std::string NodeStateName(v1::NodeState state);
+/// 16 hex digits.
+std::string FingerprintHex(uint64_t fingerprint);
+
+}  // namespace odmoe

@@ -1,0 +1,66 @@
+#include "cluster/recall.h"
+
+#include "cluster/assignment.h"
+
+namespace odmoe {
+
+RecallCounter::Cell* RecallCounter::At(int token, int layer) {
+  if (token < 1 || layer < 0 || layer >= n_layer_) return nullptr;
+  const size_t i = static_cast<size_t>(token - 1) * n_layer_ + layer;
+  if (i >= cells_.size()) cells_.resize(i + 1);
+  return &cells_[i];
+}
+
+const RecallCounter::Cell* RecallCounter::Find(int token, int layer) const {
+  if (token < 1 || layer < 0 || layer >= n_layer_) return nullptr;
+  const size_t i = static_cast<size_t>(token - 1) * n_layer_ + layer;
+  return i < cells_.size() ? &cells_[i] : nullptr;
+}
+
+void RecallCounter::RecordActual(int token, int layer, std::span<const int32_t> experts) {
+  if (Cell* c = At(token, layer)) {
+    c->actual.assign(experts.begin(), experts.end());
+    c->has_actual = true;
+  }
+}
+
+void RecallCounter::RecordPrediction(int token, int layer, std::span<const int32_t> experts) {
+  if (Cell* c = At(token, layer)) {
+    c->predicted.assign(experts.begin(), experts.end());
+    c->has_prediction = true;
+  }
+}
+
+bool RecallCounter::HasPrediction(int token, int layer) const {
+  const Cell* c = Find(token, layer);
+  return c && c->has_prediction;
+}
+
+std::span<const int32_t> RecallCounter::Prediction(int token, int layer) const {
+  const Cell* c = Find(token, layer);
+  if (!c || !c->has_prediction) return {};
+  return c->predicted;
+}
+
+RecallSummary RecallCounter::Summarize(int tokens) const {
+  RecallSummary s;
+  const double per_token_slots = static_cast<double>(k_) * n_layer_;
+  for (int n = 1; n <= tokens; ++n) {
+    uint64_t correct = 0;
+    for (int l = 0; l < n_layer_; ++l) {
+      const Cell* c = Find(n, l);
+      if (!c || !c->has_prediction) {
+        ++s.predictions_missing;
+        continue;
+      }
+      if (c->has_actual) correct += static_cast<uint64_t>(CountCorrect(c->predicted, c->actual));
+    }
+    s.per_token.push_back(per_token_slots > 0 ? correct / per_token_slots : 0.0);
+    s.correct += correct;
+    s.slots += static_cast<uint64_t>(per_token_slots);
+  }
+  s.overall = s.slots > 0 ? static_cast<double>(s.correct) / s.slots : 0.0;
+  return s;
+}
+
+}  // namespace odmoe

@@ -1,0 +1,56 @@
+// Expert-prediction recall of one request, exactly as Eq. 2-3 of the OD-MoE
+// paper: for decode iteration n, c(n, l) = |predicted ∩ chosen| at layer l,
+// recall(n) = sum_l c(n, l) / (k L); overall = sum_n sum_l c / (k L N).
+// A (token, layer) with no prediction counts c = 0 and is reported missing.
+// Averaging recall_per_token over requests that reached token n gives the
+// paper's Eq. 2 over Q prompts.
+//
+//   RecallCounter r(/*n_layer=*/8, /*k=*/2);
+//   r.RecordActual(1, 0, {3, 5});    r.RecordPrediction(1, 0, {5, 6});
+//   RecallSummary s = r.Summarize(/*tokens=*/1);   // s.overall == 0.5 / 8 ...
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace odmoe {
+
+struct RecallSummary {
+  double overall = 0;                   // Eq. 3 (one prompt)
+  std::vector<double> per_token;        // Eq. 2, index 0 = token 1
+  uint64_t predictions_missing = 0;     // (token, layer) pairs never predicted
+  uint64_t correct = 0;                 // sum of c
+  uint64_t slots = 0;                   // k * L * tokens
+};
+
+class RecallCounter {
+ public:
+  RecallCounter() = default;
+  RecallCounter(int n_layer, int k) : n_layer_(n_layer), k_(k) {}
+
+  /// Decode iteration `token` >= 1. Later records for the same pair replace
+  /// earlier ones. Out-of-range pairs are ignored (callers validate first).
+  void RecordActual(int token, int layer, std::span<const int32_t> experts);
+  void RecordPrediction(int token, int layer, std::span<const int32_t> experts);
+  bool HasPrediction(int token, int layer) const;
+  /// The recorded prediction (empty if none).
+  std::span<const int32_t> Prediction(int token, int layer) const;
+
+  /// Over iterations 1..tokens.
+  RecallSummary Summarize(int tokens) const;
+
+ private:
+  struct Cell {
+    std::vector<int32_t> actual, predicted;
+    bool has_actual = false, has_prediction = false;
+  };
+  Cell* At(int token, int layer);
+  const Cell* Find(int token, int layer) const;
+
+  int n_layer_ = 0;
+  int k_ = 0;
+  std::vector<Cell> cells_;  // [(token - 1) * n_layer + layer]
+};
+
+}  // namespace odmoe

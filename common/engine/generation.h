@@ -1,0 +1,84 @@
+// One generation (prompt -> tokens) on a Transformer and an ExpertExecutor:
+// the loop shared by the single-process engine and the cluster's main node,
+// so both sample, stop and count exactly alike. Hooks let the main node do its
+// per-iteration work (shadow alignment, hints) at the right moments.
+//
+//   GenerationHooks hooks;
+//   hooks.before_decode = [&](int n, int32_t token, int pos) { ...; return absl::OkStatus(); };
+//   ODMOE_ASSIGN_OR_RETURN(std::vector<int32_t> ids, PreparePrompt(req, tok, tf.n_ctx()));
+//   ODMOE_ASSIGN_OR_RETURN(GenerateResult r, RunGeneration(tf, experts, tok, req, ids, cb, hooks));
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/expert_executor.h"
+#include "engine/sampler.h"
+#include "engine/transformer.h"
+#include "tokenizer/tokenizer.h"
+
+namespace odmoe {
+
+struct GenerateRequest {
+  std::string prompt;
+  std::vector<int32_t> prompt_ids;  // used instead of `prompt` when non-empty
+  int max_tokens = 64;
+  SamplingParams sampling;
+  bool ignore_eos = false;      // keep generating past EOS
+  bool record_routing = false;  // fill GenerateResult::routing
+};
+
+struct GenerateStats {
+  int prompt_tokens = 0;
+  int generated_tokens = 0;
+  double prefill_seconds = 0;  // prompt forward, including the first token's logits
+  double decode_seconds = 0;   // forwards of generated tokens
+  double ttft_seconds = 0;     // request start to first token
+  double prefill_tokens_per_second() const;
+  double decode_tokens_per_second() const;
+};
+
+struct GenerateResult {
+  std::vector<int32_t> prompt_ids;
+  std::vector<int32_t> output_ids;
+  std::string text;
+  enum class StopReason { kMaxTokens, kEos } stop_reason = StopReason::kMaxTokens;
+  /// When requested: the experts of every layer for every position that went
+  /// through the model (prompt, then each generated token but the last).
+  std::vector<TokenRouting> routing;
+  GenerateStats stats;
+};
+
+/// Called once per generated token with its id and the text it completes
+/// (possibly empty while a UTF-8 sequence is incomplete); at the end, if
+/// bytes of an incomplete sequence remain, once more with id -1 and their
+/// replacement text.
+using GenerationCallback = std::function<void(int32_t id, std::string_view text)>;
+
+
+struct GenerationHooks {
+  /// Before the prompt's forward (prefill).
+  std::function<absl::Status(const std::vector<int32_t>& prompt_ids)> before_prefill;
+  /// Before decode iteration n >= 1: the forward of `token` at position `pos`.
+  std::function<absl::Status(int n, int32_t token, int pos)> before_decode;
+};
+
+/// Validates the request (sampling parameters, max_tokens >= 1), tokenizes
+/// the prompt (unless prompt_ids are given) and checks it fits the context
+/// with max_tokens. INVALID_ARGUMENT / OUT_OF_RANGE with the reason.
+absl::StatusOr<std::vector<int32_t>> PreparePrompt(const GenerateRequest& request,
+                                                   const Tokenizer& tokenizer, int n_ctx);
+
+/// Runs the prompt and up to max_tokens sampled tokens (from position 0).
+absl::StatusOr<GenerateResult> RunGeneration(Transformer& transformer, ExpertExecutor& experts,
+                                             const Tokenizer& tokenizer,
+                                             const GenerateRequest& request,
+                                             std::vector<int32_t> prompt_ids,
+                                             const GenerationCallback& on_token,
+                                             const GenerationHooks& hooks = {});
+
+}  // namespace odmoe

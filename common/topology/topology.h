@@ -1,0 +1,146 @@
+// The cluster topology: which node runs where, with what settings. One YAML
+// file describes a whole cluster; every daemon and odmoe-cluster load the same
+// file and find their own part by node id.
+//
+//   ODMOE_ASSIGN_OR_RETURN(Topology t, LoadTopology("deploy/testbed-10.yaml"));
+//   const WorkerSpec* w = t.FindWorker("w3");
+//   int group = t.GroupOfLayer(5);              // 5 mod (N_W / G)
+//   const std::vector<int>& members = t.GroupMembers(group);  // worker indices
+//
+// File format (every key below; unknown keys are errors; paths are relative to
+// the topology file's directory):
+//
+//   model: ../models/tiny-mixtral-f16.gguf    # required
+//   prediction: shadow                        # shadow (default) | random | none
+//   prefill: { mini_batch: 16 }               # rows per prefill message (default 16)
+//   wire: { hidden_dtype: f32 }               # f32 (default, exact) | f16 (lossy)
+//   main:
+//     id: main                                # required
+//     address: 127.0.0.1:7700                 # required host:port
+//     backend: cpu:1                          # default cpu:1
+//     context: 512                            # KV capacity; 0 (default) = model's
+//     batch: 64                               # prefill chunk rows (default 64)
+//   shadow:                                   # required when prediction is shadow
+//     id: shadow
+//     address: 127.0.0.1:7701
+//     backend: cpu:1
+//     quantization: q8_0                      # f16 | q8_0 (default) | q4_0
+//     model: shadow-q8_0.gguf                 # optional pre-quantized copy
+//     alignment: { token_period: 1, kv_period: 1 }   # 0 = never (defaults 1, 1)
+//     max_run_ahead: 4                        # iterations ahead of main (default 4)
+//   workers:
+//     group_size: 2                           # default: the model's top-k
+//     mode: on_demand                         # on_demand (default) | resident
+//     memory_budget: auto                     # auto | bytes ("96MiB", "1.5GiB", 1048576)
+//     backend: cpu:1                          # default for every worker
+//     nodes:                                  # required, at least one group
+//       - { id: w0, address: 127.0.0.1:7710 }
+//       - { id: w1, address: 127.0.0.1:7711, memory_budget: 8MiB, backend: cpu:1 }
+//
+// Every node also accepts `ssh: user@host` (odmoe-cluster starts it over ssh)
+// and `netns: name` (odmoe-cluster starts it inside that network namespace).
+//
+// Errors name the file, the key path and what was expected, e.g.
+//   deploy/x.yaml: workers.nodes[2].address: port 7710 is already used by
+//   workers.nodes[1] (every node needs its own host:port)
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "tensor/dtype.h"
+
+namespace odmoe {
+
+enum class PredictionMode { kShadow, kRandom, kNone };
+enum class WorkerMode { kOnDemand, kResident };
+/// How hidden states travel on the wire.
+enum class WireDType { kF32, kF16 };
+
+std::string_view PredictionModeName(PredictionMode m);  // "shadow" | "random" | "none"
+std::string_view WorkerModeName(WorkerMode m);          // "on_demand" | "resident"
+std::string_view WireDTypeName(WireDType t);            // "f32" | "f16"
+
+/// What every node has.
+struct NodeSpec {
+  std::string id;
+  std::string address;  // "host:port" as written
+  std::string host;     // parsed from address
+  int port = 0;         // 1..65535 (0 only in topologies built by tests: pick any)
+  std::string backend = "cpu:1";
+  std::string ssh;    // "user@host" to start it over ssh; empty = this machine
+  std::string netns;  // network namespace to start it in; empty = none
+};
+
+struct MainSpec : NodeSpec {
+  int context = 0;  // 0 = the model's training context (capped at 4096)
+  int batch = 64;   // prefill chunk rows
+};
+
+struct ShadowSpec : NodeSpec {
+  DType quantization = DType::kQ8_0;  // kF16 | kQ8_0 | kQ4_0
+  std::string model;                  // absolute path of a pre-quantized copy, or empty
+  int token_period = 1;               // >= 0; 0 = never align tokens
+  int kv_period = 1;                  // >= 0; 0 = never align KV rows
+  int max_run_ahead = 4;              // >= 1
+};
+
+struct WorkerSpec : NodeSpec {
+  uint64_t memory_budget = 0;  // bytes; 0 = auto (one expert + workspace, or all resident)
+};
+
+struct Topology {
+  std::string path;   // the file it was loaded from ("" when parsed from text)
+  std::string model;  // absolute path of the model GGUF
+  PredictionMode prediction = PredictionMode::kShadow;
+  int prefill_mini_batch = 16;  // >= 1
+  WireDType wire_dtype = WireDType::kF32;
+  MainSpec main;
+  std::optional<ShadowSpec> shadow;
+  int group_size = 0;  // G; equals the model's top-k after validation
+  WorkerMode worker_mode = WorkerMode::kOnDemand;
+  std::vector<WorkerSpec> workers;  // in file order; index = worker index
+
+  int n_workers() const { return static_cast<int>(workers.size()); }
+  int n_groups() const { return group_size > 0 ? n_workers() / group_size : 0; }
+  /// Decoding: layer l is computed by group l mod (N_W / G).
+  int GroupOfLayer(int layer) const { return layer % n_groups(); }
+  /// Worker indices of group g: [g*G, (g+1)*G).
+  std::vector<int> GroupMembers(int group) const;
+  /// Prefill: expert e of every layer goes to worker e mod N_W.
+  int PrefillWorkerOfExpert(int expert) const { return expert % n_workers(); }
+
+  const WorkerSpec* FindWorker(std::string_view id) const;  // null if absent
+  int WorkerIndex(std::string_view id) const;                // -1 if absent
+  /// The node with this id (main, shadow or a worker), or null.
+  const NodeSpec* FindNode(std::string_view id) const;
+  /// Every node: main, shadow (if any), then the workers.
+  std::vector<const NodeSpec*> AllNodes() const;
+};
+
+/// Parses YAML text. `path` names the source in errors and anchors relative
+/// paths (its directory; "" = the current directory). Checks everything that
+/// needs no model file: types, ranges, unknown keys, duplicate ids and
+/// host:port pairs, prediction: shadow without a shadow, group_size >= 1,
+/// at least one whole group, a worker count that is a multiple of group_size.
+absl::StatusOr<Topology> ParseTopology(std::string_view yaml_text, const std::string& path);
+
+/// Checks a parsed topology against the model it names: group_size defaults
+/// to the model's top-k and must equal it; the model must open.
+absl::Status ValidateTopologyWithModel(Topology& topology);
+
+/// Reads the file, ParseTopology, ValidateTopologyWithModel.
+absl::StatusOr<Topology> LoadTopology(const std::string& path);
+
+/// "96MiB", "1.5GiB", "512KiB", "1000000", "64MB" (SI) -> bytes.
+absl::StatusOr<uint64_t> ParseByteSize(std::string_view text);
+
+/// Renders a topology back to YAML (odmoe-cluster writes the topology it used
+/// into the run directory; tests round-trip it).
+std::string TopologyToYaml(const Topology& topology);
+
+}  // namespace odmoe

@@ -1,0 +1,189 @@
+#include "main_node/cluster_executor.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/str_format.h"
+#include "cluster/assignment.h"
+#include "cluster/wire.h"
+#include "util/status_macros.h"
+
+namespace odmoe {
+namespace {
+constexpr absl::Duration kResultTimeout = absl::Seconds(60);
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ClusterExpertExecutor>> ClusterExpertExecutor::Create(
+    const ModelConfig& config, Backend& backend, const Topology& topology, ClusterLinks& links,
+    int max_rows) {
+  if (topology.n_groups() < 1) return absl::InvalidArgumentError("no complete worker group");
+  std::unique_ptr<ClusterExpertExecutor> ex(
+      new ClusterExpertExecutor(config, backend, topology, links));
+  ex->max_rows_ = max_rows;
+  const size_t rows = static_cast<size_t>(max_rows);
+  const size_t d = static_cast<size_t>(config.n_embd);
+  ODMOE_ASSIGN_OR_RETURN(ex->work_, backend.Allocate(rows * (d + 2) * sizeof(float)));
+  ex->ye_ = static_cast<float*>(ex->work_->data());
+  ex->idx_ = reinterpret_cast<int32_t*>(ex->ye_ + rows * d);
+  ex->scale_ = ex->ye_ + rows * d + rows;
+  ex->zeros_.assign(rows * d, 0.0f);
+  ex->host_x_.resize(rows * d);
+  ex->host_gather_.resize(rows * d);
+  ex->actual_.assign(static_cast<size_t>(config.n_layer), {});
+  return ex;
+}
+
+ExpertTaskStats ClusterExpertExecutor::TakeStats() {
+  ExpertTaskStats s = stats_;
+  stats_ = ExpertTaskStats();
+  return s;
+}
+
+absl::Status ClusterExpertExecutor::Send(int worker, uint32_t layer, uint32_t expert,
+                                         const float* rows, int64_t n, uint32_t mini_batch,
+                                         uint32_t mini_batches, uint64_t* task_id) {
+  v1::WorkerRequest req;
+  v1::ExpertTask* task = req.mutable_task();
+  *task_id = next_task_++;
+  task->set_task_id(*task_id);
+  task->mutable_key()->set_request(request_);
+  task->mutable_key()->set_token(token_);
+  task->mutable_key()->set_layer(layer);
+  task->set_expert(expert);
+  task->set_mini_batch(mini_batch);
+  task->set_mini_batches(mini_batches);
+  EncodeRows(rows, n, config_.n_embd, ToWire(topology_.wire_dtype), task->mutable_input());
+  ++stats_.tasks;
+  return links_.SendToWorker(worker, req);
+}
+
+absl::Status ClusterExpertExecutor::Receive(uint64_t task_id, int worker, int64_t n,
+                                            float* rows_out) {
+  const auto t0 = std::chrono::steady_clock::now();
+  ODMOE_ASSIGN_OR_RETURN(v1::ExpertResult r,
+                         links_.TakeResult(task_id, worker, kResultTimeout));
+  stats_.wait_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::string& wid = topology_.workers[static_cast<size_t>(worker)].id;
+  if (r.error_code() != 0) {
+    return absl::Status(static_cast<absl::StatusCode>(r.error_code()),
+                        absl::StrFormat("worker %s: %s", wid, r.error_message()));
+  }
+  ODMOE_RETURN_IF_ERROR(DecodeRows(r.output(), config_.n_embd, n, &decoded_, "expert output")
+                            .status());
+  if (static_cast<int64_t>(decoded_.size()) != n * config_.n_embd) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "worker %s returned %d rows for a task of %d", wid,
+        decoded_.size() / static_cast<size_t>(config_.n_embd), n));
+  }
+  std::copy(decoded_.begin(), decoded_.end(), rows_out);
+  if (token_ > 0) {
+    ++(r.prefetched() ? stats_.hits : stats_.misses);
+    if (r.reloaded()) ++stats_.reloads;
+    stats_.stall_seconds += r.stall_seconds();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ClusterExpertExecutor::RunDecode(int layer, const RoutingPlan& plan) {
+  const std::vector<int> members = topology_.GroupMembers(topology_.GroupOfLayer(layer));
+  std::vector<int32_t> actual;
+  for (const RoutingPlan::ExpertRows& er : plan.experts) actual.push_back(er.expert);
+  if (actual.size() != members.size()) {
+    return absl::InternalError(absl::StrFormat(
+        "layer %d chose %d experts for a group of %d workers", layer, actual.size(),
+        members.size()));
+  }
+  actual_[static_cast<size_t>(layer)] = actual;
+  const std::vector<int32_t> predicted =
+      links_.predictions().Get(request_, token_, static_cast<uint32_t>(layer));
+  const std::vector<int32_t> slots = FinalAssignment(predicted, actual);
+  std::vector<uint64_t> ids(members.size());
+  for (size_t i = 0; i < members.size(); ++i) {
+    ODMOE_RETURN_IF_ERROR(Send(members[i], static_cast<uint32_t>(layer),
+                               static_cast<uint32_t>(slots[i]), host_x_.data(), 1, 0, 1, &ids[i]));
+  }
+  for (size_t i = 0; i < members.size(); ++i) {
+    const size_t p = static_cast<size_t>(
+        std::find(actual.begin(), actual.end(), slots[i]) - actual.begin());
+    host_y_[p].resize(static_cast<size_t>(config_.n_embd));
+    ODMOE_RETURN_IF_ERROR(Receive(ids[i], members[i], 1, host_y_[p].data()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ClusterExpertExecutor::RunPrefill(int layer, int64_t rows, const RoutingPlan& plan) {
+  struct Pending {
+    size_t plan_index;
+    int64_t first_row, n;
+    int worker;
+    uint64_t task_id;
+  };
+  std::vector<Pending> pending;
+  const int64_t d = config_.n_embd;
+  const int64_t b = topology_.prefill_mini_batch;
+  for (size_t p = 0; p < plan.experts.size(); ++p) {
+    const RoutingPlan::ExpertRows& er = plan.experts[p];
+    const int worker = topology_.PrefillWorkerOfExpert(er.expert);
+    const int64_t n = static_cast<int64_t>(er.rows.size());
+    for (int64_t i = 0; i < n; ++i) {
+      std::copy_n(host_x_.data() + er.rows[static_cast<size_t>(i)] * d, d,
+                  host_gather_.data() + i * d);
+    }
+    host_y_[p].resize(static_cast<size_t>(n * d));
+    const uint32_t batches = static_cast<uint32_t>((n + b - 1) / b);
+    for (uint32_t c = 0; c < batches; ++c) {
+      const int64_t first = c * b;
+      const int64_t count = std::min(b, n - first);
+      uint64_t id = 0;
+      ODMOE_RETURN_IF_ERROR(Send(worker, static_cast<uint32_t>(layer),
+                                 static_cast<uint32_t>(er.expert),
+                                 host_gather_.data() + first * d, count, c, batches, &id));
+      pending.push_back({p, first, count, worker, id});
+    }
+  }
+  (void)rows;
+  for (const Pending& p : pending) {
+    ODMOE_RETURN_IF_ERROR(
+        Receive(p.task_id, p.worker, p.n, host_y_[p.plan_index].data() + p.first_row * d));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ClusterExpertExecutor::Combine(const RoutingPlan& plan, Mat out) {
+  const int64_t d = config_.n_embd;
+  ODMOE_RETURN_IF_ERROR(
+      backend_.CopyToBackend(out.data, zeros_.data(), out.rows * out.cols * sizeof(float)));
+  for (size_t p = 0; p < plan.experts.size(); ++p) {
+    const RoutingPlan::ExpertRows& er = plan.experts[p];
+    const int64_t n = static_cast<int64_t>(er.rows.size());
+    ODMOE_RETURN_IF_ERROR(backend_.CopyToBackend(idx_, er.rows.data(), n * sizeof(int32_t)));
+    ODMOE_RETURN_IF_ERROR(backend_.CopyToBackend(scale_, er.weights.data(), n * sizeof(float)));
+    ODMOE_RETURN_IF_ERROR(backend_.CopyToBackend(ye_, host_y_[p].data(), n * d * sizeof(float)));
+    backend_.ScatterAddScaled(Mat{ye_, n, d}, idx_, scale_, out);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ClusterExpertExecutor::Run(int layer, ConstMat x, const RoutingPlan& plan, Mat out) {
+  if (x.rows > max_rows_ || x.cols != config_.n_embd || out.rows != x.rows ||
+      out.cols != x.cols) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "expert batch of %d x %d does not fit the executor (%d x %d)", x.rows, x.cols, max_rows_,
+        config_.n_embd));
+  }
+  ODMOE_RETURN_IF_ERROR(
+      backend_.CopyToHost(host_x_.data(), x.data, x.rows * x.cols * sizeof(float)));
+  if (host_y_.size() < plan.experts.size()) host_y_.resize(plan.experts.size());
+  if (token_ > 0) {
+    if (x.rows != 1) {
+      return absl::InvalidArgumentError("a decode step carries one row");
+    }
+    ODMOE_RETURN_IF_ERROR(RunDecode(layer, plan));
+  } else {
+    ODMOE_RETURN_IF_ERROR(RunPrefill(layer, x.rows, plan));
+  }
+  return Combine(plan, out);
+}
+
+}  // namespace odmoe

@@ -1,0 +1,91 @@
+// The main node's ExpertExecutor: instead of computing a MoE layer's experts,
+// it sends their rows to the workers and combines what comes back, in the
+// canonical order of expert_executor.h, so the result is bit-identical to the
+// single-process engine.
+//
+// Decode (token n >= 1, one row): layer l goes to group l mod (N_W / G); the
+// k experts the gate chose are placed on the group's workers by
+// FinalAssignment (cluster/assignment.h) against the prediction on the board,
+// one expert per worker.
+// Prefill (token 0, paper §3.3): expert e of every layer goes to worker
+// e mod N_W; its rows are sent in mini-batches of `mini_batch` rows, all of
+// them before waiting, so workers start on the first while the rest travel.
+//
+//   ClusterExpertExecutor ex(model.config(), backend, topology, links, 64);
+//   ex.SetStep(request, /*token=*/0);               // prefill
+//   transformer->Forward(prompt, 0, ex, &logits, nullptr);
+//   ex.SetStep(request, 1);                         // decode iteration 1 ...
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "backend/backend.h"
+#include "engine/expert_executor.h"
+#include "main_node/cluster_links.h"
+#include "model/model_config.h"
+#include "topology/topology.h"
+
+namespace odmoe {
+
+/// What the workers reported for the tasks of one request.
+struct ExpertTaskStats {
+  uint64_t tasks = 0;
+  uint64_t hits = 0, misses = 0, reloads = 0;  // decode tasks
+  double stall_seconds = 0;                    // decode tasks
+  double wait_seconds = 0;                     // main waiting for results
+};
+
+class ClusterExpertExecutor : public ExpertExecutor {
+ public:
+  static absl::StatusOr<std::unique_ptr<ClusterExpertExecutor>> Create(
+      const ModelConfig& config, Backend& backend, const Topology& topology,
+      ClusterLinks& links, int max_rows);
+
+  void SetStep(uint64_t request, uint32_t token) {
+    request_ = request;
+    token_ = token;
+  }
+  /// The gate's experts of the last decode layer run, per layer of this
+  /// token (for recall): actual()[layer].
+  const std::vector<std::vector<int32_t>>& actual() const { return actual_; }
+  ExpertTaskStats TakeStats();
+
+  absl::Status Run(int layer, ConstMat x, const RoutingPlan& plan, Mat out) override;
+
+ private:
+  ClusterExpertExecutor(const ModelConfig& config, Backend& backend, const Topology& topology,
+                        ClusterLinks& links)
+      : config_(config), backend_(backend), topology_(topology), links_(links) {}
+  absl::Status Send(int worker, uint32_t layer, uint32_t expert, const float* rows, int64_t n,
+                    uint32_t mini_batch, uint32_t mini_batches, uint64_t* task_id);
+  absl::Status Receive(uint64_t task_id, int worker, int64_t n, float* rows_out);
+  absl::Status Combine(const RoutingPlan& plan, Mat out);
+  absl::Status RunDecode(int layer, const RoutingPlan& plan);
+  absl::Status RunPrefill(int layer, int64_t rows, const RoutingPlan& plan);
+
+  const ModelConfig& config_;
+  Backend& backend_;
+  const Topology& topology_;
+  ClusterLinks& links_;
+  uint64_t request_ = 0;
+  uint32_t token_ = 0;
+  uint64_t next_task_ = 1;
+  ExpertTaskStats stats_;
+  std::vector<std::vector<int32_t>> actual_;
+
+  int max_rows_ = 0;
+  std::vector<float> host_x_;                 // [rows, d]
+  std::vector<float> host_gather_;            // one mini-batch
+  std::vector<std::vector<float>> host_y_;    // per plan entry: [its rows, d]
+  std::vector<float> decoded_;
+  std::unique_ptr<BackendBuffer> work_;       // y rows, row ids, scales
+  float* ye_ = nullptr;
+  int32_t* idx_ = nullptr;
+  float* scale_ = nullptr;
+  std::vector<float> zeros_;
+};
+
+}  // namespace odmoe

@@ -1,0 +1,237 @@
+#include "main_node/cluster_links.h"
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "absl/strings/str_format.h"
+#include "cluster/grpc_util.h"
+#include "cluster/wire.h"
+#include "util/logging.h"
+
+namespace odmoe {
+namespace {
+
+struct WorkerLink {
+  int index = 0;
+  std::string id, address;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::Worker::Stub> stub;
+  std::unique_ptr<grpc::ClientContext> ctx;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::WorkerRequest, v1::ExpertResult>> stream;
+  std::mutex write_mu;
+  std::thread reader;
+  std::atomic<bool> broken{true};
+};
+
+struct ShadowLink {
+  std::string id, address;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::Shadow::Stub> stub;
+  std::unique_ptr<grpc::ClientContext> ctx;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::ShadowRequest, v1::ShadowReply>> stream;
+  std::mutex write_mu;
+  std::thread reader;
+  std::atomic<bool> broken{true};
+};
+
+}  // namespace
+
+struct ClusterLinks::Impl {
+  Topology topology;
+  ModelConfig config;
+  std::string node_id;
+  uint64_t fingerprint = 0;
+  std::vector<std::unique_ptr<WorkerLink>> workers;
+  std::unique_ptr<ShadowLink> shadow;
+  PredictionBoard board;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::unordered_map<uint64_t, v1::ExpertResult> results;
+
+  v1::Hello Hello() const {
+    v1::Hello h;
+    h.set_protocol_version(kProtocolVersion);
+    h.set_role(v1::ROLE_MAIN);
+    h.set_node_id(node_id);
+    h.set_model_fingerprint(fingerprint);
+    return h;
+  }
+
+  void ReadWorker(WorkerLink* link) {
+    v1::ExpertResult r;
+    while (link->stream->Read(&r)) {
+      std::lock_guard<std::mutex> lock(mu);
+      results[r.task_id()] = std::move(r);
+      cv.notify_all();
+    }
+    grpc::Status s = link->stream->Finish();
+    link->broken = true;
+    ODMOE_LOG_WARN("expert stream to worker {} ended: {}", link->id,
+                   s.ok() ? std::string("closed") : s.error_message());
+    std::lock_guard<std::mutex> lock(mu);
+    cv.notify_all();
+  }
+
+  void ReadShadow(ShadowLink* link) {
+    v1::ShadowReply r;
+    while (link->stream->Read(&r)) {
+      if (r.has_prediction()) {
+        const v1::Prediction& p = r.prediction();
+        absl::Status s = ValidateStepKey(p.key(), config);
+        if (s.ok()) s = ValidateExpertList(p.experts(), config);
+        if (!s.ok()) {
+          ODMOE_LOG_WARN("dropped a malformed prediction from the shadow: {}", s.message());
+          continue;
+        }
+        std::vector<int32_t> experts(p.experts().begin(), p.experts().end());
+        board.Put(p.key().request(), p.key().token(), p.key().layer(), std::move(experts));
+      } else if (r.has_done()) {
+        if (r.done().error_code() != 0) {
+          ODMOE_LOG_WARN("shadow: request {}: {}", r.done().request(), r.done().error_message());
+        }
+        board.MarkDone(r.done().request());
+      }
+    }
+    grpc::Status s = link->stream->Finish();
+    link->broken = true;
+    ODMOE_LOG_WARN("follow stream to shadow {} ended: {}", link->id,
+                   s.ok() ? std::string("closed") : s.error_message());
+  }
+
+  absl::Status ConnectWorker(WorkerLink& link, const std::atomic<bool>& cancel) {
+    link.channel = MakeChannel(link.address);
+    absl::StatusOr<v1::Welcome> w =
+        HandshakeWithRetry(*link.channel, Hello(), absl::Seconds(120), &cancel);
+    if (!w.ok()) {
+      return absl::Status(w.status().code(), absl::StrFormat("worker %s at %s: %s", link.id,
+                                                             link.address,
+                                                             w.status().message()));
+    }
+    if (w->role() != v1::ROLE_WORKER || w->node_id() != link.id ||
+        w->worker().worker_index() != link.index) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "%s answers as %s %s (worker index %d), but the topology places worker %s (index %d) "
+          "there; start every node with the same topology file",
+          link.address, RoleName(w->role()), w->node_id(), w->worker().worker_index(), link.id,
+          link.index));
+    }
+    link.stub = v1::Worker::NewStub(link.channel);
+    link.ctx = std::make_unique<grpc::ClientContext>();
+    link.stream = link.stub->Experts(link.ctx.get());
+    link.broken = false;
+    link.reader = std::thread([this, l = &link] { ReadWorker(l); });
+    return absl::OkStatus();
+  }
+
+  absl::Status ConnectShadow(ShadowLink& link, const std::atomic<bool>& cancel) {
+    link.channel = MakeChannel(link.address);
+    absl::StatusOr<v1::Welcome> w =
+        HandshakeWithRetry(*link.channel, Hello(), absl::Seconds(300), &cancel);
+    if (!w.ok()) {
+      return absl::Status(w.status().code(), absl::StrFormat("shadow %s at %s: %s", link.id,
+                                                             link.address,
+                                                             w.status().message()));
+    }
+    link.stub = v1::Shadow::NewStub(link.channel);
+    link.ctx = std::make_unique<grpc::ClientContext>();
+    link.stream = link.stub->Follow(link.ctx.get());
+    link.broken = false;
+    link.reader = std::thread([this, l = &link] { ReadShadow(l); });
+    return absl::OkStatus();
+  }
+};
+
+ClusterLinks::ClusterLinks(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ClusterLinks::~ClusterLinks() { Close(); }
+
+std::unique_ptr<ClusterLinks> ClusterLinks::Create(const Topology& topology,
+                                                   const ModelConfig& config,
+                                                   std::string node_id, uint64_t fingerprint) {
+  auto impl = std::make_unique<Impl>();
+  impl->config = config;
+  impl->topology = topology;
+  impl->node_id = std::move(node_id);
+  impl->fingerprint = fingerprint;
+  for (int i = 0; i < topology.n_workers(); ++i) {
+    auto link = std::make_unique<WorkerLink>();
+    link->index = i;
+    link->id = topology.workers[static_cast<size_t>(i)].id;
+    link->address = topology.workers[static_cast<size_t>(i)].address;
+    impl->workers.push_back(std::move(link));
+  }
+  if (topology.prediction == PredictionMode::kShadow && topology.shadow) {
+    impl->shadow = std::make_unique<ShadowLink>();
+    impl->shadow->id = topology.shadow->id;
+    impl->shadow->address = topology.shadow->address;
+  }
+  return std::unique_ptr<ClusterLinks>(new ClusterLinks(std::move(impl)));
+}
+
+absl::Status ClusterLinks::Connect(const std::atomic<bool>& cancel) {
+  for (auto& link : impl_->workers) {
+    if (absl::Status s = impl_->ConnectWorker(*link, cancel); !s.ok()) return s;
+  }
+  if (impl_->shadow) return impl_->ConnectShadow(*impl_->shadow, cancel);
+  return absl::OkStatus();
+}
+
+void ClusterLinks::Close() {
+  for (auto& link : impl_->workers) {
+    if (link->ctx) link->ctx->TryCancel();
+    if (link->reader.joinable()) link->reader.join();
+  }
+  if (impl_->shadow) {
+    if (impl_->shadow->ctx) impl_->shadow->ctx->TryCancel();
+    if (impl_->shadow->reader.joinable()) impl_->shadow->reader.join();
+  }
+}
+
+absl::Status ClusterLinks::SendToWorker(int worker, const v1::WorkerRequest& request) {
+  WorkerLink& link = *impl_->workers.at(static_cast<size_t>(worker));
+  std::lock_guard<std::mutex> lock(link.write_mu);
+  if (link.broken || !link.stream || !link.stream->Write(request)) {
+    return absl::UnavailableError(
+        absl::StrFormat("worker %s at %s is not reachable", link.id, link.address));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::ExpertResult> ClusterLinks::TakeResult(uint64_t task_id, int worker,
+                                                         absl::Duration timeout) {
+  WorkerLink& link = *impl_->workers.at(static_cast<size_t>(worker));
+  std::unique_lock<std::mutex> lock(impl_->mu);
+  const bool arrived = impl_->cv.wait_for(lock, absl::ToChronoNanoseconds(timeout), [&] {
+    return impl_->results.count(task_id) > 0 || link.broken.load();
+  });
+  auto it = impl_->results.find(task_id);
+  if (it == impl_->results.end()) {
+    return absl::UnavailableError(absl::StrFormat(
+        "worker %s at %s %s", link.id, link.address,
+        arrived ? "dropped its stream" : "did not answer in time"));
+  }
+  v1::ExpertResult r = std::move(it->second);
+  impl_->results.erase(it);
+  return r;
+}
+
+bool ClusterLinks::shadow_connected() const {
+  return impl_->shadow && !impl_->shadow->broken.load();
+}
+
+absl::Status ClusterLinks::SendToShadow(const v1::ShadowRequest& request) {
+  ShadowLink* link = impl_->shadow.get();
+  if (!link) return absl::FailedPreconditionError("no shadow in this cluster");
+  std::lock_guard<std::mutex> lock(link->write_mu);
+  if (link->broken || !link->stream || !link->stream->Write(request)) {
+    link->broken = true;
+    return absl::UnavailableError("the shadow is not reachable");
+  }
+  return absl::OkStatus();
+}
+
+PredictionBoard& ClusterLinks::predictions() { return impl_->board; }
+
+}  // namespace odmoe

@@ -1,0 +1,57 @@
+// The main node's links to the rest of the cluster: one Experts stream per
+// worker (tasks and hints out, results back) and the Follow stream to the
+// shadow (requests and alignments out, predictions back). Reader threads file
+// what arrives: results by task id, predictions on the PredictionBoard.
+// Only cluster_links.cpp sees grpcpp.
+//
+//   ODMOE_ASSIGN_OR_RETURN(auto links, ClusterLinks::Create(topology, "main", fp));
+//   ODMOE_RETURN_IF_ERROR(links->Connect(cancel));      // handshakes, streams
+//   links->SendToWorker(3, request);
+//   ODMOE_ASSIGN_OR_RETURN(v1::ExpertResult r, links->TakeResult(task_id, 3, absl::Seconds(60)));
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "cluster/protocol.h"
+#include "main_node/prediction_board.h"
+#include "model/model_config.h"
+#include "topology/topology.h"
+
+namespace odmoe {
+
+class ClusterLinks {
+ public:
+  /// `config` is the model's (predictions that arrive are checked against it).
+  static std::unique_ptr<ClusterLinks> Create(const Topology& topology, const ModelConfig& config,
+                                              std::string node_id, uint64_t fingerprint);
+  ~ClusterLinks();
+
+  /// Handshakes with every worker (checking that each is the worker the
+  /// topology places at its index) and with the shadow when prediction is
+  /// `shadow`, then opens the streams. Retries while peers come up, until
+  /// `cancel`. FAILED_PRECONDITION when a peer refuses.
+  absl::Status Connect(const std::atomic<bool>& cancel);
+  void Close();
+
+  absl::Status SendToWorker(int worker, const v1::WorkerRequest& request);
+  /// Waits for the result of `task_id` (sent to `worker`). UNAVAILABLE when
+  /// the worker's stream broke or nothing came within `timeout`.
+  absl::StatusOr<v1::ExpertResult> TakeResult(uint64_t task_id, int worker,
+                                              absl::Duration timeout);
+
+  /// Whether a shadow stream is open and healthy.
+  bool shadow_connected() const;
+  absl::Status SendToShadow(const v1::ShadowRequest& request);
+  PredictionBoard& predictions();
+
+ private:
+  struct Impl;
+  explicit ClusterLinks(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace odmoe

@@ -1,0 +1,201 @@
+#include "main_node/main_engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+
+#include "absl/strings/str_format.h"
+#include "cluster/wire.h"
+#include "util/logging.h"
+#include "util/status_macros.h"
+
+namespace odmoe {
+namespace {
+constexpr absl::Duration kShadowDrain = absl::Seconds(2);
+
+double Since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<MainEngine>> MainEngine::Create(const Topology& topology,
+                                                               const ModelFile& model,
+                                                               const Tokenizer& tokenizer,
+                                                               Backend& backend,
+                                                               ClusterLinks& links) {
+  std::unique_ptr<MainEngine> e(new MainEngine(topology, model, tokenizer, links));
+  Transformer::Options topt;
+  topt.n_ctx = topology.main.context;
+  topt.n_batch = topology.main.batch;
+  ODMOE_ASSIGN_OR_RETURN(e->transformer_, Transformer::Create(model, backend, topt));
+  ODMOE_ASSIGN_OR_RETURN(e->executor_,
+                         ClusterExpertExecutor::Create(model.config(), backend, topology, links,
+                                                       e->transformer_->n_batch()));
+  return e;
+}
+
+uint64_t MainEngine::NextRequestId() {
+  // Increasing across restarts of the main node too: workers and the shadow
+  // treat smaller request ids as finished.
+  const uint64_t now_ms = static_cast<uint64_t>(absl::ToUnixMillis(absl::Now()));
+  last_request_ = std::max(last_request_ + 1, now_ms);
+  return last_request_;
+}
+
+absl::Status MainEngine::SendAlignment(uint64_t request, int n, int32_t token, int pos,
+                                       bool send_token, bool send_kv, int* kv_sent) {
+  const ModelConfig& c = model_.config();
+  const int first = *kv_sent;
+  const int count = send_kv ? pos - first : 0;
+  const int64_t w = c.kv_width();
+  const int chunk = std::max<int>(1, static_cast<int>(kKvChunkBytes /
+                                                      (2 * c.n_layer * w * sizeof(float))));
+  int sent = 0;
+  do {
+    const int m = std::min(chunk, count - sent);
+    v1::ShadowRequest req;
+    v1::ShadowAlign* a = req.mutable_align();
+    a->set_request(request);
+    a->set_token(static_cast<uint32_t>(n));
+    if (send_token) {
+      a->set_has_token(true);
+      a->set_token_id(token);
+    }
+    if (m > 0) {
+      const size_t layer_floats = static_cast<size_t>(m * w);
+      kv_k_.resize(layer_floats * c.n_layer);
+      kv_v_.resize(layer_floats * c.n_layer);
+      KvCache& kv = transformer_->kv_cache();
+      for (int l = 0; l < c.n_layer; ++l) {
+        ODMOE_RETURN_IF_ERROR(transformer_->backend().CopyToHost(
+            kv_k_.data() + l * layer_floats, kv.k(l).Row(first + sent),
+            layer_floats * sizeof(float)));
+        ODMOE_RETURN_IF_ERROR(transformer_->backend().CopyToHost(
+            kv_v_.data() + l * layer_floats, kv.v(l).Row(first + sent),
+            layer_floats * sizeof(float)));
+      }
+      v1::KvRows* rows = a->mutable_kv();
+      rows->set_first_pos(static_cast<uint32_t>(first + sent));
+      rows->set_count(static_cast<uint32_t>(m));
+      EncodeRows(kv_k_.data(), int64_t{m} * c.n_layer, w, v1::WIRE_DTYPE_F32, rows->mutable_k());
+      EncodeRows(kv_v_.data(), int64_t{m} * c.n_layer, w, v1::WIRE_DTYPE_F32, rows->mutable_v());
+      sent += m;
+    }
+    a->set_kv_more(sent < count);
+    ODMOE_RETURN_IF_ERROR(links_.SendToShadow(req));
+  } while (sent < count);
+  if (send_kv) *kv_sent = pos;
+  return absl::OkStatus();
+}
+
+absl::Status MainEngine::SendRandomHints(uint64_t request, int n) {
+  const ModelConfig& c = model_.config();
+  std::mt19937_64 rng(request * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(n));
+  std::vector<int32_t> pool(static_cast<size_t>(c.n_expert));
+  for (int l = 0; l < c.n_layer; ++l) {
+    for (int e = 0; e < c.n_expert; ++e) pool[static_cast<size_t>(e)] = e;
+    for (int j = 0; j < c.n_expert_used; ++j) {
+      std::uniform_int_distribution<int> pick(j, c.n_expert - 1);
+      std::swap(pool[static_cast<size_t>(j)], pool[static_cast<size_t>(pick(rng))]);
+    }
+    std::vector<int32_t> predicted(pool.begin(), pool.begin() + c.n_expert_used);
+    v1::WorkerRequest req;
+    v1::Hint* hint = req.mutable_hint();
+    hint->mutable_key()->set_request(request);
+    hint->mutable_key()->set_token(static_cast<uint32_t>(n));
+    hint->mutable_key()->set_layer(static_cast<uint32_t>(l));
+    for (int32_t e : predicted) hint->add_experts(static_cast<uint32_t>(e));
+    links_.predictions().Put(request, static_cast<uint32_t>(n), static_cast<uint32_t>(l),
+                             std::move(predicted));
+    for (int w : topology_.GroupMembers(topology_.GroupOfLayer(l))) {
+      ODMOE_RETURN_IF_ERROR(links_.SendToWorker(w, req));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ClusterGenerateResult> MainEngine::Generate(const GenerateRequest& request,
+                                                           const GenerationCallback& on_token,
+                                                           const std::function<bool()>& cancelled) {
+  std::lock_guard<std::mutex> lock(generate_mu_);
+  ODMOE_ASSIGN_OR_RETURN(std::vector<int32_t> prompt_ids,
+                         PreparePrompt(request, tokenizer_, n_ctx()));
+  const ModelConfig& c = model_.config();
+  ClusterGenerateResult out;
+  const uint64_t req = NextRequestId();
+  out.request_id = req;
+  links_.predictions().Reset(req);
+  out.prediction = topology_.prediction;
+  bool use_shadow = topology_.prediction == PredictionMode::kShadow && links_.shadow_connected();
+  if (topology_.prediction == PredictionMode::kShadow && !use_shadow) {
+    ODMOE_LOG_WARN("request {}: the shadow is not connected; running without prediction", req);
+    out.prediction = PredictionMode::kNone;
+  }
+  const int token_period = topology_.shadow ? topology_.shadow->token_period : 0;
+  const int kv_period = topology_.shadow ? topology_.shadow->kv_period : 0;
+  RecallCounter recall(c.n_layer, c.n_expert_used);
+  int kv_sent = 0;
+  int forwards = 0;
+  auto record_actual = [&](int n) {
+    for (int l = 0; l < c.n_layer; ++l) recall.RecordActual(n, l, executor_->actual()[l]);
+  };
+  auto shadow_failed = [&](const absl::Status& s) {
+    ODMOE_LOG_WARN("request {}: shadow link failed ({}); continuing without prediction", req,
+                   s.message());
+    use_shadow = false;
+  };
+
+  GenerationHooks hooks;
+  hooks.before_prefill = [&](const std::vector<int32_t>& ids) -> absl::Status {
+    executor_->SetStep(req, 0);
+    if (!use_shadow) return absl::OkStatus();
+    v1::ShadowRequest begin;
+    v1::ShadowBegin* b = begin.mutable_begin();
+    b->set_request(req);
+    for (int32_t id : ids) b->add_prompt_ids(id);
+    b->set_max_tokens(static_cast<uint32_t>(request.max_tokens));
+    b->set_token_period(static_cast<uint32_t>(token_period));
+    b->set_kv_period(static_cast<uint32_t>(kv_period));
+    if (absl::Status s = links_.SendToShadow(begin); !s.ok()) shadow_failed(s);
+    return absl::OkStatus();
+  };
+  hooks.before_decode = [&](int n, int32_t token, int pos) -> absl::Status {
+    if (cancelled && cancelled()) return absl::CancelledError("the client cancelled the request");
+    if (n > 1) record_actual(n - 1);
+    forwards = n;
+    if (use_shadow) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const bool send_token = token_period > 0 && n % token_period == 0;
+      const bool send_kv = kv_period > 0 && n % kv_period == 0;
+      absl::Status s = SendAlignment(req, n, token, pos, send_token, send_kv, &kv_sent);
+      out.alignment_seconds += Since(t0);
+      if (!s.ok()) shadow_failed(s);
+    } else if (topology_.prediction == PredictionMode::kRandom) {
+      ODMOE_RETURN_IF_ERROR(SendRandomHints(req, n));
+    }
+    executor_->SetStep(req, static_cast<uint32_t>(n));
+    return absl::OkStatus();
+  };
+  absl::StatusOr<GenerateResult> result = RunGeneration(
+      *transformer_, *executor_, tokenizer_, request, std::move(prompt_ids), on_token, hooks);
+  if (forwards > 0 && result.ok()) record_actual(forwards);
+  if (use_shadow) {
+    v1::ShadowRequest end;
+    end.mutable_end()->set_request(req);
+    if (links_.SendToShadow(end).ok() && !links_.predictions().WaitDone(req, kShadowDrain)) {
+      ODMOE_LOG_WARN("request {}: the shadow did not finish within {}", req,
+                     absl::FormatDuration(kShadowDrain));
+    }
+  }
+  out.experts = executor_->TakeStats();
+  if (!result.ok()) return result.status();
+  out.result = std::move(*result);
+  for (const auto& [where, experts] : links_.predictions().Snapshot()) {
+    recall.RecordPrediction(static_cast<int>(where.first), static_cast<int>(where.second),
+                            experts);
+  }
+  out.recall = recall.Summarize(forwards);
+  return out;
+}
+
+}  // namespace odmoe

@@ -1,0 +1,81 @@
+// The main node's generation: the shared loop (engine/generation.h) on the
+// main node's Transformer with a ClusterExpertExecutor, plus what OD-MoE adds
+// around each iteration (paper §3.1-3.2):
+//   before the prefill   tell the shadow the request (ShadowBegin);
+//   before iteration n   send the shadow its alignment: the input token when
+//                        token alignment is due, the KV rows written since the
+//                        last KV alignment when that is due (chunked), and in
+//                        any case the progress marker; in `random` mode send
+//                        every group random hints for its layers;
+//   after the request    ShadowEnd, wait (briefly) for the shadow to finish,
+//                        and count recall (Eq. 2-3) from the predictions that
+//                        arrived against the gate's choices.
+// One request runs at a time; others wait their turn.
+//
+//   ODMOE_ASSIGN_OR_RETURN(auto engine, MainEngine::Create(topology, *model, *tok, *be, *links));
+//   ODMOE_ASSIGN_OR_RETURN(ClusterGenerateResult r, engine->Generate(req, on_token));
+//   r.result.output_ids; r.recall.overall; r.experts.hits ...
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+
+#include "absl/status/statusor.h"
+#include "cluster/recall.h"
+#include "engine/generation.h"
+#include "main_node/cluster_executor.h"
+#include "main_node/cluster_links.h"
+#include "model/model_file.h"
+#include "topology/topology.h"
+
+namespace odmoe {
+
+struct ClusterGenerateResult {
+  GenerateResult result;
+  uint64_t request_id = 0;
+  PredictionMode prediction = PredictionMode::kNone;  // what was actually used
+  RecallSummary recall;
+  ExpertTaskStats experts;
+  double alignment_seconds = 0;  // reading KV rows and sending alignments
+};
+
+class MainEngine {
+ public:
+  static absl::StatusOr<std::unique_ptr<MainEngine>> Create(const Topology& topology,
+                                                            const ModelFile& model,
+                                                            const Tokenizer& tokenizer,
+                                                            Backend& backend,
+                                                            ClusterLinks& links);
+
+  /// `cancelled` (optional) is polled before every decode iteration; when it
+  /// returns true the request ends with CANCELLED.
+  absl::StatusOr<ClusterGenerateResult> Generate(const GenerateRequest& request,
+                                                 const GenerationCallback& on_token,
+                                                 const std::function<bool()>& cancelled = {});
+
+  const Tokenizer& tokenizer() const { return tokenizer_; }
+  int n_ctx() const { return transformer_->n_ctx(); }
+
+ private:
+  MainEngine(const Topology& topology, const ModelFile& model, const Tokenizer& tokenizer,
+             ClusterLinks& links)
+      : topology_(topology), model_(model), tokenizer_(tokenizer), links_(links) {}
+  uint64_t NextRequestId();
+  absl::Status SendAlignment(uint64_t request, int n, int32_t token, int pos, bool send_token,
+                             bool send_kv, int* kv_sent);
+  absl::Status SendRandomHints(uint64_t request, int n);
+
+  const Topology& topology_;
+  const ModelFile& model_;
+  const Tokenizer& tokenizer_;
+  ClusterLinks& links_;
+  std::unique_ptr<Transformer> transformer_;
+  std::unique_ptr<ClusterExpertExecutor> executor_;
+  std::mutex generate_mu_;
+  uint64_t last_request_ = 0;
+  std::vector<float> kv_k_, kv_v_;
+};
+
+}  // namespace odmoe

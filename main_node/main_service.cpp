@@ -1,0 +1,84 @@
+#include "main_node/main_service.h"
+
+#include "cluster/grpc_util.h"
+#include "main_node/main_node.h"
+#include "util/logging.h"
+
+namespace odmoe {
+namespace {
+
+absl::StatusOr<GenerateRequest> FromProto(const v1::GenerateRequest& in) {
+  GenerateRequest r;
+  r.prompt = in.prompt();
+  r.prompt_ids.assign(in.prompt_ids().begin(), in.prompt_ids().end());
+  if (in.max_tokens() > static_cast<uint32_t>(1 << 30)) {
+    return absl::InvalidArgumentError("max_tokens is absurdly large");
+  }
+  r.max_tokens = static_cast<int>(in.max_tokens());
+  r.sampling.temperature = in.temperature();
+  r.sampling.top_p = in.top_p() == 0.0f ? 1.0f : in.top_p();
+  r.sampling.top_k = in.top_k();
+  r.sampling.seed = in.seed();
+  r.ignore_eos = in.ignore_eos();
+  return r;
+}
+
+void FillStats(const ClusterGenerateResult& r, v1::GenerateStats* s) {
+  const GenerateStats& g = r.result.stats;
+  s->set_request_id(r.request_id);
+  s->set_prompt_tokens(static_cast<uint32_t>(g.prompt_tokens));
+  s->set_generated_tokens(static_cast<uint32_t>(g.generated_tokens));
+  s->set_ttft_seconds(g.ttft_seconds);
+  s->set_prefill_seconds(g.prefill_seconds);
+  s->set_decode_seconds(g.decode_seconds);
+  s->set_decode_tokens_per_second(g.decode_tokens_per_second());
+  s->set_stop_reason(r.result.stop_reason == GenerateResult::StopReason::kEos ? "eos"
+                                                                              : "max_tokens");
+  s->set_prediction(std::string(PredictionModeName(r.prediction)));
+  s->set_recall(r.recall.overall);
+  for (double x : r.recall.per_token) s->add_recall_per_token(x);
+  s->set_predictions_missing(r.recall.predictions_missing);
+  s->set_expert_hits(r.experts.hits);
+  s->set_expert_misses(r.experts.misses);
+  s->set_expert_reloads(r.experts.reloads);
+  s->set_load_stall_seconds(r.experts.stall_seconds);
+  s->set_alignment_seconds(r.alignment_seconds);
+  for (int32_t id : r.result.prompt_ids) s->add_prompt_ids(id);
+  for (int32_t id : r.result.output_ids) s->add_output_ids(id);
+}
+
+}  // namespace
+
+struct MainService::Impl final : public v1::Main::Service {
+  explicit Impl(MainNode& n) : node(n) {}
+
+  grpc::Status Generate(grpc::ServerContext* ctx, const v1::GenerateRequest* in,
+                        grpc::ServerWriter<v1::GenerateReply>* writer) override {
+    absl::StatusOr<GenerateRequest> req = FromProto(*in);
+    if (!req.ok()) return ToGrpcStatus(req.status());
+    v1::GenerateReply reply;
+    auto on_token = [&](int32_t id, std::string_view text) {
+      v1::GeneratedToken* t = reply.mutable_token();
+      t->set_id(id);
+      t->set_text(std::string(text));
+      writer->Write(reply);
+    };
+    absl::StatusOr<ClusterGenerateResult> r =
+        node.Generate(*req, on_token, [ctx] { return ctx->IsCancelled(); });
+    if (!r.ok()) {
+      ODMOE_LOG_WARN("generate failed: {}", r.status().message());
+      return ToGrpcStatus(r.status());
+    }
+    FillStats(*r, reply.mutable_stats());
+    writer->Write(reply);
+    return grpc::Status::OK;
+  }
+
+  MainNode& node;
+};
+
+MainService::MainService(MainNode& node) : impl_(std::make_unique<Impl>(node)) {}
+MainService::~MainService() = default;
+grpc::Service* MainService::grpc_service() { return impl_.get(); }
+
+}  // namespace odmoe

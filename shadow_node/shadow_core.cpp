@@ -1,0 +1,308 @@
+#include "shadow_node/shadow_core.h"
+
+#include <chrono>
+
+#include "absl/strings/str_format.h"
+#include "cluster/wire.h"
+#include "engine/sampler.h"
+#include "util/logging.h"
+#include "util/status_macros.h"
+
+namespace odmoe {
+namespace {
+
+double Since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Runs the local experts and, first, announces which ones the gate chose.
+class PredictingExecutor : public ExpertExecutor {
+ public:
+  using Emit = std::function<void(int layer, const RoutingPlan& plan)>;
+  PredictingExecutor(ExpertExecutor& inner, Emit emit) : inner_(inner), emit_(std::move(emit)) {}
+  absl::Status Run(int layer, ConstMat x, const RoutingPlan& plan, Mat out) override {
+    emit_(layer, plan);
+    return inner_.Run(layer, x, plan, out);
+  }
+
+ private:
+  ExpertExecutor& inner_;
+  Emit emit_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ShadowCore>> ShadowCore::Create(const ModelFile& model,
+                                                               Backend& backend,
+                                                               Transformer::Options transformer,
+                                                               const Options& options) {
+  if (options.n_groups < 1 || options.max_run_ahead < 1) {
+    return absl::InvalidArgumentError("shadow needs n_groups >= 1 and max_run_ahead >= 1");
+  }
+  std::unique_ptr<ShadowCore> core(new ShadowCore(model, backend, options));
+  ODMOE_ASSIGN_OR_RETURN(core->transformer_, Transformer::Create(model, backend, transformer));
+  ODMOE_ASSIGN_OR_RETURN(core->experts_, LocalExpertExecutor::Create(
+                                             model, backend, core->transformer_->n_batch()));
+  core->thread_ = std::thread([c = core.get()] { c->Loop(); });
+  return core;
+}
+
+ShadowCore::~ShadowCore() { Stop(); }
+
+void ShadowCore::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void ShadowCore::Attach(uint64_t id, ReplySink replies, HintSink hints) {
+  std::lock_guard<std::mutex> lock(sink_mu_);
+  sink_id_ = id;
+  replies_ = std::move(replies);
+  hints_ = std::move(hints);
+}
+
+void ShadowCore::Detach(uint64_t id) {
+  std::lock_guard<std::mutex> lock(sink_mu_);
+  if (sink_id_ != id) return;
+  replies_ = nullptr;
+  hints_ = nullptr;
+}
+
+void ShadowCore::Reply(const v1::ShadowReply& reply) {
+  std::lock_guard<std::mutex> lock(sink_mu_);
+  if (replies_) replies_(reply);
+}
+
+absl::Status ShadowCore::ValidateAlign(const v1::ShadowAlign& a) const {
+  const ModelConfig& c = model_.config();
+  if (a.token() < 1) return absl::InvalidArgumentError("alignment for token 0");
+  if (a.has_token() && (a.token_id() < 0 || a.token_id() >= c.n_vocab)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("aligned token id %d outside the vocabulary [0, %d)", a.token_id(),
+                        c.n_vocab));
+  }
+  if (a.has_kv()) {
+    const v1::KvRows& kv = a.kv();
+    const uint64_t end = uint64_t{kv.first_pos()} + kv.count();
+    if (kv.count() < 1 || end > static_cast<uint64_t>(transformer_->n_ctx())) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "KV rows %d..%d outside the context of %d", kv.first_pos(), end, transformer_->n_ctx()));
+    }
+    const uint64_t rows = uint64_t{kv.count()} * c.n_layer;
+    for (const v1::Rows* r : {&kv.k(), &kv.v()}) {
+      if (r->rows() != rows) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "KV chunk has %d rows, expected %d layers x %d positions", r->rows(), c.n_layer,
+            kv.count()));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShadowCore::Submit(const v1::ShadowRequest& request) {
+  const ModelConfig& c = model_.config();
+  absl::Status s;
+  if (request.has_begin()) {
+    const v1::ShadowBegin& b = request.begin();
+    const int64_t total = int64_t{b.prompt_ids_size()} + b.max_tokens();
+    if (b.request() == 0 || b.prompt_ids_size() == 0 || b.max_tokens() == 0) {
+      s = absl::InvalidArgumentError("begin needs a request id, a prompt and max_tokens >= 1");
+    } else if (total > transformer_->n_ctx()) {
+      s = absl::InvalidArgumentError(absl::StrFormat(
+          "prompt (%d) + max_tokens (%d) exceeds the shadow's context of %d",
+          b.prompt_ids_size(), b.max_tokens(), transformer_->n_ctx()));
+    } else {
+      for (int32_t id : b.prompt_ids()) {
+        if (id < 0 || id >= c.n_vocab) {
+          s = absl::InvalidArgumentError(absl::StrFormat("prompt token id %d out of range", id));
+          break;
+        }
+      }
+    }
+  } else if (request.has_align()) {
+    s = ValidateAlign(request.align());
+  } else if (!request.has_end()) {
+    s = absl::InvalidArgumentError("empty shadow request");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!s.ok()) {
+    ++stats_.rejected_messages;
+    return s;
+  }
+  if (request.has_end()) {
+    ended_ = std::max(ended_, request.end().request());
+  } else {
+    inbox_.push_back(request);
+  }
+  cv_.notify_all();
+  return absl::OkStatus();
+}
+
+void ShadowCore::Loop() {
+  while (true) {
+    v1::ShadowBegin begin;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] {
+        while (!inbox_.empty() && !inbox_.front().has_begin()) inbox_.pop_front();  // stale aligns
+        return stop_ || !inbox_.empty();
+      });
+      if (stop_) return;
+      begin = inbox_.front().begin();
+      inbox_.pop_front();
+      if (begin.request() <= ended_) continue;  // ended before it started
+      current_ = begin.request();
+      ++stats_.requests;
+    }
+    RunRequest(begin);
+    std::lock_guard<std::mutex> lock(mu_);
+    current_ = 0;
+  }
+}
+
+absl::Status ShadowCore::ApplyKv(const v1::KvRows& kv) {
+  const ModelConfig& c = model_.config();
+  const int64_t n = kv.count();
+  const int64_t rows = n * c.n_layer;
+  for (int which = 0; which < 2; ++which) {
+    ODMOE_RETURN_IF_ERROR(DecodeRows(which == 0 ? kv.k() : kv.v(), c.kv_width(), rows, &kv_host_,
+                                     "KV rows")
+                              .status());
+    for (int l = 0; l < c.n_layer; ++l) {
+      const Mat dst = (which == 0 ? transformer_->kv_cache().k(l) : transformer_->kv_cache().v(l))
+                          .RowRange(kv.first_pos(), n);
+      ODMOE_RETURN_IF_ERROR(backend_.CopyToBackend(
+          dst.data, kv_host_.data() + static_cast<size_t>(l * n * c.kv_width()),
+          static_cast<size_t>(n * c.kv_width()) * sizeof(float)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+bool ShadowCore::PrepareIteration(uint64_t request, uint32_t n, bool need_align, int32_t* token) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::unique_lock<std::mutex> lock(mu_);
+  bool complete = false;
+  uint32_t main_progress = 0;
+  while (true) {
+    if (stop_ || ended_ >= request) return false;
+    // Apply, in arrival order, every alignment for iterations up to n.
+    for (auto it = inbox_.begin(); it != inbox_.end();) {
+      if (it->has_begin()) return false;  // a newer request supersedes this one
+      const v1::ShadowAlign& a = it->align();
+      if (a.request() != request) {
+        it = inbox_.erase(it);
+        continue;
+      }
+      main_progress = std::max(main_progress, a.token());
+      if (a.token() > n) {
+        ++it;
+        continue;
+      }
+      if (a.has_kv()) {
+        const auto ta = std::chrono::steady_clock::now();
+        if (absl::Status s = ApplyKv(a.kv()); !s.ok()) {
+          ODMOE_LOG_ERROR("KV alignment rejected: {}", s.message());
+          ++stats_.rejected_messages;
+        } else {
+          ++stats_.kv_alignments;
+          stats_.kv_rows_aligned += a.kv().count();
+        }
+        stats_.alignment_seconds += Since(ta);
+      }
+      if (a.token() == n) {
+        if (a.has_token()) {
+          *token = a.token_id();
+          ++stats_.token_alignments;
+        }
+        if (!a.kv_more()) complete = true;
+      }
+      it = inbox_.erase(it);
+    }
+    const bool ahead_ok = main_progress + static_cast<uint32_t>(options_.max_run_ahead) >= n;
+    if ((!need_align || complete) && ahead_ok) break;
+    cv_.wait(lock);
+  }
+  stats_.wait_seconds += Since(t0);
+  return true;
+}
+
+void ShadowCore::RunRequest(const v1::ShadowBegin& begin) {
+  const uint64_t req = begin.request();
+  const std::vector<int32_t> prompt(begin.prompt_ids().begin(), begin.prompt_ids().end());
+  const int p = static_cast<int>(prompt.size());
+  v1::ShadowReply done;
+  done.mutable_done()->set_request(req);
+  auto fail = [&](const absl::Status& s) {
+    ODMOE_LOG_ERROR("request {}: {}", req, s.message());
+    done.mutable_done()->set_error_code(static_cast<int>(s.code()));
+    done.mutable_done()->set_error_message(std::string(s.message()));
+  };
+  std::vector<float> logits;
+  auto t0 = std::chrono::steady_clock::now();
+  absl::Status s = transformer_->Forward(prompt, 0, *experts_, &logits, nullptr);
+  if (!s.ok()) {
+    fail(s);
+    Reply(done);
+    return;
+  }
+  int32_t own = Argmax(logits);
+  uint32_t n = 0;
+  PredictingExecutor emitter(*experts_, [&](int layer, const RoutingPlan& plan) {
+    v1::Hint hint;
+    v1::StepKey* key = hint.mutable_key();
+    key->set_request(req);
+    key->set_token(n);
+    key->set_layer(static_cast<uint32_t>(layer));
+    for (const RoutingPlan::ExpertRows& er : plan.experts) {
+      hint.add_experts(static_cast<uint32_t>(er.expert));
+    }
+    v1::ShadowReply reply;
+    v1::Prediction* pred = reply.mutable_prediction();
+    *pred->mutable_key() = hint.key();
+    *pred->mutable_experts() = hint.experts();
+    std::lock_guard<std::mutex> lock(sink_mu_);
+    if (hints_) hints_(layer % options_.n_groups, hint);
+    if (replies_) replies_(reply);
+  });
+  double forward_seconds = Since(t0);
+  uint32_t iterations = 0;
+  for (n = 1; n <= begin.max_tokens(); ++n) {
+    const bool need_token = begin.token_period() > 0 && n % begin.token_period() == 0;
+    const bool need_kv = begin.kv_period() > 0 && n % begin.kv_period() == 0;
+    int32_t token = own;
+    if (!PrepareIteration(req, n, need_token || need_kv, &token)) break;
+    const int pos = p + static_cast<int>(n) - 1;
+    if (pos >= transformer_->n_ctx()) break;
+    t0 = std::chrono::steady_clock::now();
+    const int32_t input[1] = {token};
+    s = transformer_->Forward(input, pos, emitter, &logits, nullptr);
+    forward_seconds += Since(t0);
+    if (!s.ok()) {
+      fail(s);
+      break;
+    }
+    own = Argmax(logits);
+    ++iterations;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.iterations += iterations;
+    stats_.predictions += uint64_t{iterations} * model_.config().n_layer;
+    stats_.forward_seconds += forward_seconds;
+  }
+  done.mutable_done()->set_iterations(iterations);
+  Reply(done);
+}
+
+ShadowStats ShadowCore::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+}  // namespace odmoe

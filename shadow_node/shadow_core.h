@@ -1,0 +1,117 @@
+// The heart of the shadow node (paper §3.2): a quantized copy of the whole
+// model that runs ahead of the main node and, for every decode iteration and
+// layer, announces the experts its gate chose as soon as that gate has run.
+//
+// Per request (ShadowBegin from the main node):
+//   prefill the prompt with its own model (no predictions: §3.3), then for
+//   decode iterations n = 1, 2, ...:
+//     - token alignment due (token_period > 0 and n % token_period == 0):
+//       wait for the main node's input token of iteration n, else use its own
+//       greedy guess from the previous iteration;
+//     - KV alignment due (kv_period likewise): wait for the main node's KV rows
+//       since the last alignment and overwrite its own;
+//     - never run more than max_run_ahead iterations ahead of the main node;
+//     - forward one token; after each layer's gate: hint (to the group that
+//       computes that layer) and prediction (to the main node).
+//   It stops after max_tokens iterations, at ShadowEnd, or at a new request.
+//
+//   ShadowCore::Options opt{.n_groups = 4, .max_run_ahead = 4};
+//   ODMOE_ASSIGN_OR_RETURN(auto core, ShadowCore::Create(*qmodel, *backend, topt, opt));
+//   core->Attach(1, reply_sink, hint_sink);
+//   core->Submit(request);   // from the main node's Follow stream
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "backend/backend.h"
+#include "cluster/protocol.h"
+#include "engine/local_expert_executor.h"
+#include "engine/transformer.h"
+#include "model/model_file.h"
+
+namespace odmoe {
+
+struct ShadowStats {
+  uint64_t requests = 0;
+  uint64_t iterations = 0;
+  uint64_t predictions = 0;
+  uint64_t token_alignments = 0;
+  uint64_t kv_alignments = 0;
+  uint64_t kv_rows_aligned = 0;
+  uint64_t rejected_messages = 0;
+  double alignment_seconds = 0;  // applying KV rows
+  double forward_seconds = 0;
+  double wait_seconds = 0;       // waiting for the main node (alignment, run-ahead limit)
+};
+
+class ShadowCore {
+ public:
+  struct Options {
+    int n_groups = 1;
+    int max_run_ahead = 4;
+  };
+  using ReplySink = std::function<void(const v1::ShadowReply&)>;
+  /// Sends a hint to every worker of `group`.
+  using HintSink = std::function<void(int group, const v1::Hint&)>;
+
+  static absl::StatusOr<std::unique_ptr<ShadowCore>> Create(const ModelFile& model,
+                                                            Backend& backend,
+                                                            Transformer::Options transformer,
+                                                            const Options& options);
+  ~ShadowCore();
+
+  void Attach(uint64_t id, ReplySink replies, HintSink hints);
+  void Detach(uint64_t id);
+
+  /// Validates and queues a request from the main node. INVALID_ARGUMENT
+  /// (nothing queued) for a malformed one.
+  absl::Status Submit(const v1::ShadowRequest& request);
+
+  ShadowStats stats() const;
+  void Stop();
+
+ private:
+  ShadowCore(const ModelFile& model, Backend& backend, const Options& options)
+      : model_(model), backend_(backend), options_(options) {}
+  void Loop();
+  void RunRequest(const v1::ShadowBegin& begin);
+  // Waits until iteration n may run; applies alignments up to n. Returns
+  // false when the request is over (end, new request, stop).
+  bool PrepareIteration(uint64_t request, uint32_t n, bool need_align, int32_t* token);
+  absl::Status ApplyKv(const v1::KvRows& kv);
+  void Reply(const v1::ShadowReply& reply);
+  absl::Status ValidateAlign(const v1::ShadowAlign& a) const;
+
+  const ModelFile& model_;
+  Backend& backend_;
+  const Options options_;
+  std::unique_ptr<Transformer> transformer_;
+  std::unique_ptr<LocalExpertExecutor> experts_;
+  std::vector<float> kv_host_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<v1::ShadowRequest> inbox_;  // begins and aligns, in arrival order
+  uint64_t current_ = 0;                 // request being served (0 = none)
+  uint32_t current_max_tokens_ = 0;
+  uint64_t ended_ = 0;                   // highest request ended by the main node
+  bool stop_ = false;
+  ShadowStats stats_;
+
+  std::mutex sink_mu_;
+  uint64_t sink_id_ = 0;
+  ReplySink replies_;
+  HintSink hints_;
+
+  std::thread thread_;
+};
+
+}  // namespace odmoe

@@ -1,0 +1,152 @@
+#include "shadow_node/shadow_node.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "backend_registry.h"
+#include "cluster/protocol.h"
+#include "model/model_quantizer.h"
+#include "shadow_node/shadow_service.h"
+#include "util/logging.h"
+#include "util/status_macros.h"
+
+namespace odmoe {
+namespace {
+
+absl::Status CheckSource(const ModelFile& m, const std::string& path, uint64_t base) {
+  if (SourceFingerprint(m) != base) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "shadow model %s was made from model %s, but the cluster's model is %s", path,
+        FingerprintHex(SourceFingerprint(m)), FingerprintHex(base)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> PrepareShadowModel(const Topology& topology,
+                                               uint64_t base_fingerprint) {
+  const ShadowSpec& spec = *topology.shadow;
+  if (!spec.model.empty()) {
+    ODMOE_ASSIGN_OR_RETURN(auto m, ModelFile::Open(spec.model));
+    ODMOE_RETURN_IF_ERROR(CheckSource(*m, spec.model, base_fingerprint));
+    return spec.model;
+  }
+  const char* tmp = std::getenv("TMPDIR");
+  const std::string dir = tmp && *tmp ? tmp : "/tmp";
+  const std::string path =
+      absl::StrFormat("%s/odmoe-shadow-%s-%s.gguf", dir, FingerprintHex(base_fingerprint),
+                      GgmlTypeName(static_cast<uint32_t>(spec.quantization)));
+  if (std::filesystem::exists(path)) {
+    absl::StatusOr<std::unique_ptr<ModelFile>> cached = ModelFile::Open(path);
+    if (cached.ok() && CheckSource(**cached, path, base_fingerprint).ok() &&
+        (*cached)->gguf().GetUInt("general.file_type") ==
+            GgufFileTypeFor(spec.quantization)) {
+      ODMOE_LOG_INFO("using the cached quantized model {}", path);
+      return path;
+    }
+    ODMOE_LOG_WARN("ignoring the unusable cached file {}", path);
+  }
+  const std::string partial = absl::StrCat(path, ".", getpid(), ".partial");
+  QuantizeOptions opt;
+  opt.target = spec.quantization;
+  opt.threads = 1;
+  ODMOE_ASSIGN_OR_RETURN(QuantizeReport r, QuantizeModelFile(topology.model, partial, opt));
+  std::error_code ec;
+  std::filesystem::rename(partial, path, ec);
+  if (ec) {
+    return absl::InternalError(absl::StrFormat("cannot write %s: %s", path, ec.message()));
+  }
+  ODMOE_LOG_INFO("quantized {} tensors to {}: {} -> {} bytes ({})", r.tensors_converted,
+                 GgmlTypeName(static_cast<uint32_t>(spec.quantization)), r.bytes_in,
+                 r.bytes_out, path);
+  return path;
+}
+
+absl::StatusOr<std::unique_ptr<ShadowNode>> ShadowNode::Create(const Topology& topology,
+                                                               const std::string& node_id) {
+  if (!topology.shadow || topology.shadow->id != node_id) {
+    return absl::NotFoundError(
+        absl::StrFormat("%s: no shadow node with id '%s'", topology.path, node_id));
+  }
+  std::unique_ptr<ShadowNode> s(new ShadowNode());
+  s->id_ = node_id;
+  s->topology_ = topology;
+  {
+    ODMOE_ASSIGN_OR_RETURN(auto base, ModelFile::Open(topology.model));
+    s->base_fingerprint_ = base->fingerprint();
+  }
+  ODMOE_ASSIGN_OR_RETURN(s->model_path_, PrepareShadowModel(topology, s->base_fingerprint_));
+  ODMOE_ASSIGN_OR_RETURN(s->model_, ModelFile::Open(s->model_path_));
+  ODMOE_ASSIGN_OR_RETURN(s->backend_, CreateBackend(topology.shadow->backend));
+  Transformer::Options topt;
+  topt.n_ctx = topology.main.context;
+  topt.n_batch = topology.main.batch;
+  ShadowCore::Options opt;
+  opt.n_groups = topology.n_groups();
+  opt.max_run_ahead = topology.shadow->max_run_ahead;
+  ODMOE_ASSIGN_OR_RETURN(s->core_, ShadowCore::Create(*s->model_, *s->backend_, topt, opt));
+  s->service_ = std::make_unique<ShadowService>(*s->core_, s->topology_, node_id,
+                                                s->base_fingerprint_);
+  ODMOE_LOG_INFO("shadow model {} ({}), backend {}, {} worker groups", s->model_path_,
+                 GgmlTypeName(static_cast<uint32_t>(topology.shadow->quantization)),
+                 s->backend_->name(), opt.n_groups);
+  return s;
+}
+
+ShadowNode::~ShadowNode() { Shutdown(); }
+
+std::vector<grpc::Service*> ShadowNode::services() { return {service_->grpc_service()}; }
+
+absl::Status ShadowNode::Start() {
+  SetState(v1::NODE_STATE_STARTING, "connecting to the workers");
+  connector_ = std::thread([this] {
+    absl::Status s = service_->ConnectWorkers(cancel_);
+    if (s.ok()) {
+      ODMOE_LOG_INFO("hint streams open to {} workers; ready", topology_.n_workers());
+      SetState(v1::NODE_STATE_READY);
+    } else if (!cancel_.load()) {
+      ODMOE_LOG_ERROR("{}", s.message());
+      SetState(v1::NODE_STATE_FAILED, std::string(s.message()));
+    }
+  });
+  return absl::OkStatus();
+}
+
+void ShadowNode::Shutdown() {
+  if (cancel_.exchange(true)) return;
+  SetState(v1::NODE_STATE_DRAINING, "shutting down");
+  if (connector_.joinable()) connector_.join();
+  if (core_) core_->Stop();
+  if (service_) service_->Close();
+}
+
+void ShadowNode::FillStatus(v1::NodeStatus* status) const {
+  const ShadowStats s = core_->stats();
+  auto add = [status](const std::string& k, const std::string& v) {
+    v1::StatusEntry* e = status->add_entries();
+    e->set_key(k);
+    e->set_value(v);
+  };
+  add("model", model_path_);
+  add("quantization", std::string(GgmlTypeName(
+                          static_cast<uint32_t>(topology_.shadow->quantization))));
+  add("requests", absl::StrCat(s.requests));
+  add("iterations", absl::StrCat(s.iterations));
+  add("predictions", absl::StrCat(s.predictions));
+  add("hints_sent", absl::StrCat(service_->hints_sent()));
+  add("hint_failures", absl::StrCat(service_->hint_failures()));
+  add("token_alignments", absl::StrCat(s.token_alignments));
+  add("kv_alignments", absl::StrCat(s.kv_alignments));
+  add("kv_rows_aligned", absl::StrCat(s.kv_rows_aligned));
+  add("alignment_seconds", absl::StrFormat("%.6f", s.alignment_seconds));
+  add("forward_seconds", absl::StrFormat("%.6f", s.forward_seconds));
+  add("wait_seconds", absl::StrFormat("%.6f", s.wait_seconds));
+  add("rejected_messages", absl::StrCat(s.rejected_messages));
+}
+
+}  // namespace odmoe

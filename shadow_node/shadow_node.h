@@ -1,0 +1,68 @@
+// odmoe-shadow as a library: the shadow's quantized model (ShadowCore) behind
+// the Shadow gRPC service, plus a hint stream to every worker.
+//
+// The quantized copy comes from the topology: shadow.model (a file made with
+// odmoe-quantize, whose odmoe.source_fingerprint must match the main model)
+// or, by default, the main model quantized to shadow.quantization at start-up
+// and cached next to the system's temporary files
+// ($TMPDIR/odmoe-shadow-<fingerprint>-<type>.gguf).
+//
+//   ODMOE_ASSIGN_OR_RETURN(auto shadow, ShadowNode::Create(topology, "shadow"));
+//   // serve shadow->services() (NodeServer), then shadow->Start(): it dials
+//   // every worker (handshake + Hints stream) and then reports ready.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "backend/backend.h"
+#include "cluster/node_daemon.h"
+#include "model/model_file.h"
+#include "shadow_node/shadow_core.h"
+#include "topology/topology.h"
+
+namespace odmoe {
+
+class ShadowService;
+
+class ShadowNode : public NodeDaemon {
+ public:
+  static absl::StatusOr<std::unique_ptr<ShadowNode>> Create(const Topology& topology,
+                                                            const std::string& node_id);
+  ~ShadowNode() override;
+
+  v1::Role role() const override { return v1::ROLE_SHADOW; }
+  const std::string& node_id() const override { return id_; }
+  uint64_t model_fingerprint() const override { return base_fingerprint_; }
+  std::vector<grpc::Service*> services() override;
+  absl::Status Start() override;
+  void Shutdown() override;
+  void FillStatus(v1::NodeStatus* status) const override;
+
+  const ModelFile& shadow_model() const { return *model_; }
+
+ private:
+  ShadowNode() = default;
+
+  std::string id_;
+  Topology topology_;
+  uint64_t base_fingerprint_ = 0;
+  std::string model_path_;
+  std::unique_ptr<ModelFile> model_;  // the quantized copy
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<ShadowCore> core_;
+  std::unique_ptr<ShadowService> service_;
+  std::atomic<bool> cancel_{false};
+  std::thread connector_;
+};
+
+/// The quantized copy the shadow of `topology` runs: opens shadow.model or
+/// makes (and caches) the quantized file. Exposed for tests and tools.
+absl::StatusOr<std::string> PrepareShadowModel(const Topology& topology,
+                                               uint64_t base_fingerprint);
+
+}  // namespace odmoe

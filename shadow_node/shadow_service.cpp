@@ -1,0 +1,138 @@
+#include "shadow_node/shadow_service.h"
+
+#include <mutex>
+
+#include "absl/strings/str_format.h"
+#include "cluster/grpc_util.h"
+#include "util/logging.h"
+
+namespace odmoe {
+namespace {
+
+// One worker's Hints stream.
+struct HintLink {
+  std::string id, address;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::Worker::Stub> stub;
+  std::unique_ptr<grpc::ClientContext> ctx;
+  v1::HintAck ack;
+  std::unique_ptr<grpc::ClientWriter<v1::Hint>> writer;
+  std::mutex mu;
+  bool broken = false;
+};
+
+}  // namespace
+
+struct ShadowService::Impl final : public v1::Shadow::Service {
+  Impl(ShadowCore& c, const Topology& t, std::string node, uint64_t fp)
+      : core(c), topology(t), node_id(std::move(node)), fingerprint(fp) {}
+
+  grpc::Status Follow(grpc::ServerContext* ctx,
+                      grpc::ServerReaderWriter<v1::ShadowReply, v1::ShadowRequest>* stream)
+      override {
+    const uint64_t id = ++next_stream;
+    ODMOE_LOG_INFO("follow stream {} opened by {}", id, ctx->peer());
+    std::mutex write_mu;
+    auto write = [stream, &write_mu](const v1::ShadowReply& r) {
+      std::lock_guard<std::mutex> lock(write_mu);
+      stream->Write(r);
+    };
+    core.Attach(id, write, [this](int group, const v1::Hint& h) { SendHint(group, h); });
+    v1::ShadowRequest req;
+    while (stream->Read(&req)) {
+      absl::Status s = core.Submit(req);
+      if (s.ok()) continue;
+      ODMOE_LOG_WARN("rejected message from the main node: {}", s.message());
+      v1::ShadowReply reply;
+      v1::ShadowDone* done = reply.mutable_done();
+      done->set_request(req.has_begin()   ? req.begin().request()
+                        : req.has_align() ? req.align().request()
+                                          : 0);
+      done->set_error_code(static_cast<int>(s.code()));
+      done->set_error_message(std::string(s.message()));
+      write(reply);
+    }
+    core.Detach(id);
+    ODMOE_LOG_INFO("follow stream {} closed", id);
+    return grpc::Status::OK;
+  }
+
+  void SendHint(int group, const v1::Hint& hint) {
+    for (int w : topology.GroupMembers(group)) {
+      if (w < 0 || w >= static_cast<int>(links.size())) continue;
+      HintLink& link = *links[static_cast<size_t>(w)];
+      std::lock_guard<std::mutex> lock(link.mu);
+      if (link.broken || !link.writer) continue;
+      if (link.writer->Write(hint)) {
+        ++hints_sent;
+      } else {
+        link.broken = true;
+        ++hint_failures;
+        ODMOE_LOG_WARN("hint stream to worker {} broke; no more hints to it", link.id);
+      }
+    }
+  }
+
+  ShadowCore& core;
+  const Topology& topology;
+  const std::string node_id;
+  const uint64_t fingerprint;
+  std::atomic<uint64_t> next_stream{0};
+  std::vector<std::unique_ptr<HintLink>> links;
+  std::atomic<uint64_t> hints_sent{0}, hint_failures{0};
+};
+
+ShadowService::ShadowService(ShadowCore& core, const Topology& topology, std::string node_id,
+                             uint64_t fingerprint)
+    : impl_(std::make_unique<Impl>(core, topology, std::move(node_id), fingerprint)) {
+  for (const WorkerSpec& w : topology.workers) {
+    auto link = std::make_unique<HintLink>();
+    link->id = w.id;
+    link->address = w.address;
+    impl_->links.push_back(std::move(link));
+  }
+}
+
+ShadowService::~ShadowService() { Close(); }
+
+grpc::Service* ShadowService::grpc_service() { return impl_.get(); }
+
+absl::Status ShadowService::ConnectWorkers(const std::atomic<bool>& cancel) {
+  v1::Hello hello;
+  hello.set_protocol_version(kProtocolVersion);
+  hello.set_role(v1::ROLE_SHADOW);
+  hello.set_node_id(impl_->node_id);
+  hello.set_model_fingerprint(impl_->fingerprint);
+  for (auto& link : impl_->links) {
+    link->channel = MakeChannel(link->address);
+    absl::StatusOr<v1::Welcome> w =
+        HandshakeWithRetry(*link->channel, hello, absl::Seconds(120), &cancel);
+    if (!w.ok()) {
+      return absl::Status(w.status().code(), absl::StrFormat("worker %s at %s: %s", link->id,
+                                                             link->address,
+                                                             w.status().message()));
+    }
+    std::lock_guard<std::mutex> lock(link->mu);
+    link->stub = v1::Worker::NewStub(link->channel);
+    link->ctx = std::make_unique<grpc::ClientContext>();
+    link->writer = link->stub->Hints(link->ctx.get(), &link->ack);
+    link->broken = false;
+  }
+  return absl::OkStatus();
+}
+
+void ShadowService::Close() {
+  for (auto& link : impl_->links) {
+    std::lock_guard<std::mutex> lock(link->mu);
+    if (!link->writer) continue;
+    link->writer->WritesDone();
+    link->writer->Finish();
+    link->writer.reset();
+    link->broken = true;
+  }
+}
+
+uint64_t ShadowService::hints_sent() const { return impl_->hints_sent.load(); }
+uint64_t ShadowService::hint_failures() const { return impl_->hint_failures.load(); }
+
+}  // namespace odmoe

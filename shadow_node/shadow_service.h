@@ -1,0 +1,39 @@
+// The Shadow gRPC service (the main node's Follow stream) and the shadow's
+// Hints streams to the workers. Only shadow_service.cpp sees grpcpp.
+#pragma once
+
+#include <atomic>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "shadow_node/shadow_core.h"
+#include "topology/topology.h"
+
+namespace grpc {
+class Service;
+}  // namespace grpc
+
+namespace odmoe {
+
+class ShadowService {
+ public:
+  ShadowService(ShadowCore& core, const Topology& topology, std::string node_id,
+                uint64_t fingerprint);
+  ~ShadowService();
+  grpc::Service* grpc_service();
+
+  /// Handshakes with every worker and opens a Hints stream to each (retrying
+  /// while they come up, until `cancel`). FAILED_PRECONDITION when a worker
+  /// refuses (model or protocol mismatch).
+  absl::Status ConnectWorkers(const std::atomic<bool>& cancel);
+  /// Closes the hint streams.
+  void Close();
+  uint64_t hints_sent() const;
+  uint64_t hint_failures() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace odmoe

@@ -1,0 +1,97 @@
+#include "test_cluster.h"
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "util/status_macros.h"
+
+namespace odmoe::test {
+
+Topology MakeTopology(const ClusterConfig& c) {
+  Topology t;
+  t.path = "(test)";
+  t.model = c.model;
+  t.prediction = c.prediction;
+  t.prefill_mini_batch = c.mini_batch;
+  t.wire_dtype = c.wire;
+  t.group_size = 2;
+  t.worker_mode = c.worker_mode;
+  t.main.id = "main";
+  t.main.host = "127.0.0.1";
+  t.main.address = "127.0.0.1:0";
+  t.main.backend = "cpu:1";
+  t.main.batch = c.batch;
+  t.main.context = 512;
+  if (c.prediction == PredictionMode::kShadow) {
+    ShadowSpec s;
+    s.id = "shadow";
+    s.host = "127.0.0.1";
+    s.address = "127.0.0.1:0";
+    s.backend = "cpu:1";
+    s.quantization = c.quantization;
+    s.token_period = c.token_period;
+    s.kv_period = c.kv_period;
+    t.shadow = s;
+  }
+  for (int i = 0; i < c.workers; ++i) {
+    WorkerSpec w;
+    w.id = absl::StrCat("w", i);
+    w.host = "127.0.0.1";
+    w.address = "127.0.0.1:0";
+    w.backend = "cpu:1";
+    t.workers.push_back(w);
+  }
+  return t;
+}
+
+absl::StatusOr<std::unique_ptr<TestCluster>> TestCluster::Start(const ClusterConfig& config) {
+  std::unique_ptr<TestCluster> c(new TestCluster());
+  c->topology_ = MakeTopology(config);
+  Topology& t = c->topology_;
+  for (int i = 0; i < config.workers; ++i) {
+    ODMOE_ASSIGN_OR_RETURN(auto w, WorkerNode::Create(t, t.workers[static_cast<size_t>(i)].id));
+    ODMOE_ASSIGN_OR_RETURN(auto s, NodeServer::Start("127.0.0.1:0", *w));
+    t.workers[static_cast<size_t>(i)].port = s->port();
+    t.workers[static_cast<size_t>(i)].address = absl::StrCat("127.0.0.1:", s->port());
+    ODMOE_RETURN_IF_ERROR(w->Start());
+    c->workers_.push_back(std::move(w));
+    c->worker_servers_.push_back(std::move(s));
+  }
+  if (t.shadow) {
+    ODMOE_ASSIGN_OR_RETURN(c->shadow_, ShadowNode::Create(t, t.shadow->id));
+    ODMOE_ASSIGN_OR_RETURN(c->shadow_server_, NodeServer::Start("127.0.0.1:0", *c->shadow_));
+    t.shadow->port = c->shadow_server_->port();
+    t.shadow->address = absl::StrCat("127.0.0.1:", t.shadow->port);
+    ODMOE_RETURN_IF_ERROR(c->shadow_->Start());
+  }
+  ODMOE_ASSIGN_OR_RETURN(c->main_, MainNode::Create(t, t.main.id));
+  ODMOE_ASSIGN_OR_RETURN(c->main_server_, NodeServer::Start("127.0.0.1:0", *c->main_));
+  t.main.port = c->main_server_->port();
+  t.main.address = absl::StrCat("127.0.0.1:", t.main.port);
+  ODMOE_RETURN_IF_ERROR(c->main_->Start());
+  for (int i = 0; i < 600; ++i) {
+    const bool shadow_ready = !c->shadow_ || c->shadow_->state() == v1::NODE_STATE_READY;
+    if (c->main_->state() == v1::NODE_STATE_READY && shadow_ready) return c;
+    if (c->main_->state() == v1::NODE_STATE_FAILED) {
+      return absl::UnavailableError("main failed: " + c->main_->state_detail());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return absl::DeadlineExceededError("test cluster did not become ready");
+}
+
+TestCluster::~TestCluster() {
+  if (main_) main_->Shutdown();
+  if (main_server_) main_server_->Shutdown(absl::Seconds(1));
+  main_.reset();
+  if (shadow_) shadow_->Shutdown();
+  if (shadow_server_) shadow_server_->Shutdown(absl::Seconds(1));
+  shadow_.reset();
+  for (auto& w : workers_) w->Shutdown();
+  for (auto& s : worker_servers_) s->Shutdown(absl::Seconds(1));
+  workers_.clear();
+}
+
+std::string TestCluster::main_address() const { return topology_.main.address; }
+
+}  // namespace odmoe::test

@@ -1,0 +1,64 @@
+// An in-process cluster for tests: real WorkerNode / ShadowNode / MainNode
+// objects behind real gRPC servers on ephemeral loopback ports, started in
+// the order the daemons would be (workers, shadow, main) and torn down in
+// reverse.
+//
+//   ClusterConfig cfg;  cfg.workers = 4;  cfg.prediction = PredictionMode::kNone;
+//   auto cluster = TestCluster::Start(cfg).value();
+//   auto r = cluster->main().Generate(request, nullptr).value();
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "cluster/node_server.h"
+#include "main_node/main_node.h"
+#include "shadow_node/shadow_node.h"
+#include "test_paths.h"
+#include "topology/topology.h"
+#include "worker_node/worker_node.h"
+
+namespace odmoe::test {
+
+struct ClusterConfig {
+  int workers = 8;
+  PredictionMode prediction = PredictionMode::kShadow;
+  WorkerMode worker_mode = WorkerMode::kOnDemand;
+  DType quantization = DType::kQ8_0;
+  int token_period = 1;
+  int kv_period = 1;
+  int mini_batch = 16;
+  int batch = 64;
+  WireDType wire = WireDType::kF32;
+  std::string model = SourcePath("models/tiny-mixtral-f16.gguf");
+};
+
+/// The topology a ClusterConfig describes, with port 0 everywhere.
+Topology MakeTopology(const ClusterConfig& config);
+
+class TestCluster {
+ public:
+  static absl::StatusOr<std::unique_ptr<TestCluster>> Start(const ClusterConfig& config);
+  ~TestCluster();
+
+  MainNode& main() { return *main_; }
+  ShadowNode* shadow() { return shadow_.get(); }
+  WorkerNode& worker(int i) { return *workers_[static_cast<size_t>(i)]; }
+  int n_workers() const { return static_cast<int>(workers_.size()); }
+  const Topology& topology() const { return topology_; }
+  std::string main_address() const;
+
+ private:
+  TestCluster() = default;
+  Topology topology_;
+  std::vector<std::unique_ptr<WorkerNode>> workers_;
+  std::vector<std::unique_ptr<NodeServer>> worker_servers_;
+  std::unique_ptr<ShadowNode> shadow_;
+  std::unique_ptr<NodeServer> shadow_server_;
+  std::unique_ptr<MainNode> main_;
+  std::unique_ptr<NodeServer> main_server_;
+};
+
+}  // namespace odmoe::test

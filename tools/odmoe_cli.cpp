@@ -1,0 +1,83 @@
+// odmoe: the command-line client of a running cluster.
+//
+//   odmoe complete --main 127.0.0.1:7700 "Once upon a time" -n 64
+//   odmoe complete --main 127.0.0.1:7700 --temperature 0.8 --seed 7 --stats "The sea"
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "cluster/main_client.h"
+#include "util/cli_args.h"
+
+namespace {
+
+int Fail(const std::string& message) {
+  std::cerr << "odmoe: error: " << message << "\n";
+  return 1;
+}
+
+int Complete(int argc, char** argv) {
+  std::string main = "127.0.0.1:7700";
+  int n = 64, top_k = 0;
+  float temperature = 0, top_p = 1;
+  uint64_t seed = 0;
+  bool ignore_eos = false, stats = false;
+  odmoe::CliArgs args("odmoe complete", "Send one completion request to the main node.");
+  args.AddString("main", &main, "HOST:PORT", "the main node (default 127.0.0.1:7700)");
+  args.AddInt("n", &n, "N", "tokens to generate (default 64)");
+  args.AddFloat("temperature", &temperature, "T", "0 = greedy (default)");
+  args.AddFloat("top-p", &top_p, "P", "nucleus sampling (default 1 = off)");
+  args.AddInt("top-k", &top_k, "K", "top-k sampling (default 0 = off)");
+  args.AddUInt64("seed", &seed, "S", "sampling seed");
+  args.AddFlag("ignore-eos", &ignore_eos, "keep generating past end-of-sequence");
+  args.AddFlag("stats", &stats, "print the request's statistics to stderr");
+  args.AllowPositional("PROMPT", 1);
+  if (absl::Status s = args.Parse(argc, argv); !s.ok()) return Fail(std::string(s.message()));
+  if (args.help_requested()) {
+    std::cout << args.Help();
+    return 0;
+  }
+  if (args.positional().size() != 1) return Fail("give the prompt as one argument");
+  if (n < 1) return Fail("-n must be >= 1");
+  odmoe::v1::GenerateRequest req;
+  req.set_prompt(args.positional()[0]);
+  req.set_max_tokens(static_cast<uint32_t>(n));
+  req.set_temperature(temperature);
+  req.set_top_p(top_p);
+  req.set_top_k(top_k);
+  req.set_seed(seed);
+  req.set_ignore_eos(ignore_eos);
+  absl::StatusOr<odmoe::v1::GenerateStats> r = odmoe::GenerateOnMain(
+      main, req, [](int32_t, std::string_view text) {
+        std::cout << text << std::flush;
+      });
+  std::cout << "\n";
+  if (!r.ok()) return Fail(std::string(r.status().message()));
+  if (stats) {
+    std::fprintf(stderr,
+                 "prompt %u tokens, generated %u (%s); TTFT %.1f ms; decode %.1f tokens/s; "
+                 "prediction %s: recall %.4f, %llu missing; experts: %llu hits, %llu misses, "
+                 "%llu reloads, %.1f ms load stall\n",
+                 r->prompt_tokens(), r->generated_tokens(), r->stop_reason().c_str(),
+                 r->ttft_seconds() * 1e3, r->decode_tokens_per_second(), r->prediction().c_str(),
+                 r->recall(), static_cast<unsigned long long>(r->predictions_missing()),
+                 static_cast<unsigned long long>(r->expert_hits()),
+                 static_cast<unsigned long long>(r->expert_misses()),
+                 static_cast<unsigned long long>(r->expert_reloads()),
+                 r->load_stall_seconds() * 1e3);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+    std::cout << "usage: odmoe complete [--main HOST:PORT] [options] PROMPT\n"
+                 "       odmoe complete --help\n";
+    return argc < 2 ? 1 : 0;
+  }
+  const std::string command = argv[1];
+  if (command == "complete") return Complete(argc - 1, argv + 1);
+  return Fail("unknown command '" + command + "' (expected: complete)");
+}

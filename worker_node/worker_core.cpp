@@ -1,0 +1,394 @@
+#include "worker_node/worker_core.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+#include "cluster/assignment.h"
+#include "cluster/wire.h"
+#include "util/logging.h"
+#include "util/status_macros.h"
+
+namespace odmoe {
+namespace {
+
+double Since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Experts a resident worker keeps: every expert of its decode layers, and its
+// prefill expert(s) of every layer.
+std::vector<std::pair<int, int>> ResidentSet(const ModelConfig& c, const WorkerPlacement& p) {
+  std::vector<std::pair<int, int>> set;
+  for (int l = 0; l < c.n_layer; ++l) {
+    const bool decode_layer = l % p.n_groups() == p.group();
+    for (int e = 0; e < c.n_expert; ++e) {
+      if (decode_layer || e % p.n_workers == p.worker_index) set.emplace_back(l, e);
+    }
+  }
+  return set;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<WorkerCore>> WorkerCore::Create(const ModelFile& model,
+                                                               Backend& backend,
+                                                               const Options& options) {
+  const ModelConfig& c = model.config();
+  const WorkerPlacement& p = options.placement;
+  if (p.group_size < 1 || p.n_workers < p.group_size || p.worker_index < 0 ||
+      p.worker_index >= p.n_workers) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "worker %d of %d in groups of %d is not a valid placement", p.worker_index,
+        p.n_workers, p.group_size));
+  }
+  if (options.max_rows < 1) return absl::InvalidArgumentError("max_rows must be >= 1");
+  const uint64_t rows = static_cast<uint64_t>(options.max_rows);
+  const uint64_t workspace = rows * (2 * static_cast<uint64_t>(c.n_ff) +
+                                     2 * static_cast<uint64_t>(c.n_embd)) * sizeof(float);
+  const uint64_t expert = ExpertPackLayout::For(c).total_bytes;
+  const int needed = options.resident ? static_cast<int>(ResidentSet(c, p).size()) : 1;
+  int slots = needed;
+  uint64_t budget = options.memory_budget;
+  if (budget == 0) {
+    budget = workspace + static_cast<uint64_t>(needed) * expert;
+  } else {
+    const uint64_t room = budget > workspace ? (budget - workspace) / expert : 0;
+    if (room < static_cast<uint64_t>(needed)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "memory budget of %d bytes holds %d experts of %d bytes plus %d bytes of workspace; "
+          "this worker needs %d (%s mode)",
+          budget, room, expert, workspace, needed, options.resident ? "resident" : "on-demand"));
+    }
+    // Resident workers need exactly their set; on-demand ones may prefetch
+    // further ahead with extra slots.
+    slots = options.resident ? needed : static_cast<int>(std::min<uint64_t>(room, 64));
+  }
+  ODMOE_ASSIGN_OR_RETURN(ExpertSlots expert_slots, ExpertSlots::Create(model, backend, slots));
+  ODMOE_ASSIGN_OR_RETURN(ExpertFfnScratch scratch,
+                         ExpertFfnScratch::Create(backend, c.n_ff, options.max_rows));
+  std::unique_ptr<WorkerCore> core(
+      new WorkerCore(model, backend, options, std::move(expert_slots), std::move(scratch)));
+  core->workspace_bytes_ = workspace;
+  core->budget_ = budget;
+  ODMOE_RETURN_IF_ERROR(core->AllocateWorkspace());
+  if (options.resident) ODMOE_RETURN_IF_ERROR(core->LoadResident());
+  core->stats_.slots = slots;
+  core->stats_.expert_bytes = expert;
+  core->stats_.workspace_bytes = workspace;
+  core->stats_.memory_budget = budget;
+  core->stats_.held = core->slots_.held();
+  core->stats_.peak_held = core->slots_.peak_held();
+  core->stats_.loads = core->slots_.loads();
+  core->stats_.bytes_loaded = core->slots_.bytes_loaded();
+  core->stats_.load_seconds = core->slots_.load_seconds();
+  core->stats_.peak_bytes = core->slots_.peak_bytes_held() + workspace;
+  core->thread_ = std::thread([c = core.get()] { c->Loop(); });
+  return core;
+}
+
+absl::Status WorkerCore::AllocateWorkspace() {
+  const size_t n = static_cast<size_t>(options_.max_rows) * model_.config().n_embd;
+  ODMOE_ASSIGN_OR_RETURN(io_, backend_.Allocate(2 * n * sizeof(float)));
+  host_out_.resize(n);
+  return absl::OkStatus();
+}
+
+absl::Status WorkerCore::LoadResident() {
+  for (const auto& [layer, expert] : ResidentSet(model_.config(), options_.placement)) {
+    ODMOE_RETURN_IF_ERROR(
+        slots_.Load(slots_.FreeSlot(), layer, expert, /*prefetched=*/false, /*pinned=*/true)
+            .status());
+  }
+  ODMOE_LOG_INFO("resident: {} experts loaded ({} bytes)", slots_.held(), slots_.bytes_held());
+  return absl::OkStatus();
+}
+
+WorkerCore::~WorkerCore() { Stop(); }
+
+void WorkerCore::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void WorkerCore::AttachSink(uint64_t id, ResultSink sink) {
+  std::lock_guard<std::mutex> lock(sink_mu_);
+  sink_id_ = id;
+  sink_ = std::move(sink);
+}
+
+void WorkerCore::DetachSink(uint64_t id) {
+  std::lock_guard<std::mutex> lock(sink_mu_);
+  if (sink_id_ == id) sink_ = nullptr;
+}
+
+void WorkerCore::Deliver(const v1::ExpertResult& result) {
+  std::lock_guard<std::mutex> lock(sink_mu_);
+  if (sink_) sink_(result);
+}
+
+bool WorkerCore::OwnsDecodeLayer(int layer) const {
+  return layer % options_.placement.n_groups() == options_.placement.group();
+}
+
+absl::Status WorkerCore::AddHint(const v1::Hint& hint) {
+  const ModelConfig& c = model_.config();
+  absl::Status s = ValidateStepKey(hint.key(), c);
+  if (s.ok()) s = ValidateExpertList(hint.experts(), c);
+  if (s.ok() && hint.key().token() == 0) {
+    s = absl::InvalidArgumentError("hints are for decode steps (token >= 1)");
+  }
+  if (s.ok() && !OwnsDecodeLayer(static_cast<int>(hint.key().layer()))) {
+    s = absl::InvalidArgumentError(absl::StrFormat(
+        "hint for layer %d, which group %d does not compute", hint.key().layer(),
+        options_.placement.group()));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.hints_received;
+  if (!s.ok()) {
+    ++stats_.hints_rejected;
+    return s;
+  }
+  const Key key{hint.key().request(), hint.key().token(), hint.key().layer()};
+  if (key <= last_done_) {
+    ++stats_.hints_stale;
+    return absl::OkStatus();
+  }
+  std::vector<int32_t> predicted(hint.experts().begin(), hint.experts().end());
+  hints_[key] = HintedAssignment(predicted)[static_cast<size_t>(
+      options_.placement.index_in_group())];
+  while (hints_.size() > 4096) hints_.erase(std::prev(hints_.end()));
+  cv_.notify_all();
+  return absl::OkStatus();
+}
+
+absl::Status WorkerCore::SubmitTask(const v1::ExpertTask& msg) {
+  const ModelConfig& c = model_.config();
+  Task task;
+  task.received = std::chrono::steady_clock::now();
+  absl::Status s = ValidateStepKey(msg.key(), c);
+  if (s.ok()) s = ValidateExpert(msg.expert(), c);
+  if (s.ok() && msg.mini_batches() > 0 && msg.mini_batch() >= msg.mini_batches()) {
+    s = absl::InvalidArgumentError(absl::StrFormat("mini-batch %d of %d", msg.mini_batch(),
+                                                   msg.mini_batches()));
+  }
+  if (s.ok()) {
+    const WorkerPlacement& p = options_.placement;
+    const int layer = static_cast<int>(msg.key().layer());
+    const int expert = static_cast<int>(msg.expert());
+    if (msg.key().token() > 0 && !OwnsDecodeLayer(layer)) {
+      s = absl::InvalidArgumentError(absl::StrFormat(
+          "decode task for layer %d, which group %d does not compute", layer, p.group()));
+    } else if (msg.key().token() == 0 && expert % p.n_workers != p.worker_index) {
+      s = absl::InvalidArgumentError(absl::StrFormat(
+          "prefill task for expert %d, which goes to worker %d, not %d", expert,
+          expert % p.n_workers, p.worker_index));
+    }
+  }
+  if (s.ok()) {
+    absl::StatusOr<int64_t> rows =
+        DecodeRows(msg.input(), c.n_embd, options_.max_rows, &task.input, "task input");
+    if (rows.ok()) {
+      task.rows = *rows;
+    } else {
+      s = rows.status();
+    }
+  }
+  if (!s.ok()) {
+    v1::ExpertResult r;
+    r.set_task_id(msg.task_id());
+    *r.mutable_key() = msg.key();
+    r.set_expert(msg.expert());
+    r.set_error_code(static_cast<int>(s.code()));
+    r.set_error_message(std::string(s.message()));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.task_errors;
+    }
+    Deliver(r);
+    return s;
+  }
+  task.msg = msg;
+  task.msg.clear_input();
+  task.msg.mutable_input()->set_dtype(msg.input().dtype());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    tasks_.push_back(std::move(task));
+  }
+  cv_.notify_all();
+  return absl::OkStatus();
+}
+
+void WorkerCore::PruneLocked() {
+  while (!hints_.empty() && hints_.begin()->first <= last_done_) hints_.erase(hints_.begin());
+  // A prefetch whose step has passed without claiming it is dead weight.
+  for (auto it = slot_hint_.begin(); it != slot_hint_.end();) {
+    const ExpertSlots::Slot& s = slots_.slot(it->first);
+    if (!s.loaded || !s.prefetched) {
+      it = slot_hint_.erase(it);
+    } else if (it->second <= last_done_) {
+      slots_.Evict(it->first);
+      it = slot_hint_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void WorkerCore::PrefetchLocked(std::unique_lock<std::mutex>& lock) {
+  if (options_.resident) return;
+  PruneLocked();
+  const int free = slots_.FreeSlot();
+  if (free < 0) return;
+  for (const auto& [key, expert] : hints_) {
+    const int layer = static_cast<int>(std::get<2>(key));
+    if (slots_.FindLoaded(layer, expert) >= 0) continue;
+    const Key k = key;
+    const int e = expert;
+    lock.unlock();
+    absl::StatusOr<double> loaded = slots_.Load(free, layer, e, /*prefetched=*/true);
+    lock.lock();
+    if (!loaded.ok()) {
+      ODMOE_LOG_ERROR("prefetch of layer {} expert {} failed: {}", layer, e,
+                      loaded.status().message());
+      hints_.erase(k);
+      return;
+    }
+    slot_hint_[free] = k;
+    stats_.loads = slots_.loads();
+    stats_.bytes_loaded = slots_.bytes_loaded();
+    stats_.load_seconds = slots_.load_seconds();
+    stats_.held = slots_.held();
+    stats_.peak_held = slots_.peak_held();
+    stats_.peak_bytes = slots_.peak_bytes_held() + workspace_bytes_;
+    return;
+  }
+}
+
+void WorkerCore::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    if (!tasks_.empty()) {
+      Task task = std::move(tasks_.front());
+      tasks_.pop_front();
+      lock.unlock();
+      Process(task);
+      lock.lock();
+      continue;
+    }
+    const uint64_t loads_before = slots_.loads();
+    PrefetchLocked(lock);
+    if (slots_.loads() != loads_before) continue;  // loaded one; look again
+    cv_.wait(lock);
+  }
+}
+
+void WorkerCore::Process(Task& task) {
+  const v1::ExpertTask& msg = task.msg;
+  const int layer = static_cast<int>(msg.key().layer());
+  const int expert = static_cast<int>(msg.expert());
+  const bool decode = msg.key().token() > 0;
+  v1::ExpertResult result;
+  result.set_task_id(msg.task_id());
+  *result.mutable_key() = msg.key();
+  result.set_expert(msg.expert());
+
+  int slot = slots_.FindLoaded(layer, expert);
+  bool hit = false, reloaded = false;
+  double load_seconds = 0;
+  absl::Status status;
+  if (slot >= 0) {
+    hit = slots_.slot(slot).prefetched || slots_.slot(slot).pinned;
+    slots_.ClearPrefetched(slot);
+  } else {
+    slot = slots_.FreeSlot();
+    if (slot < 0) {
+      // Evict the prefetch needed furthest in the future (with one slot, the
+      // only one): the prediction for this step was wrong or late.
+      for (int i = 0; i < slots_.size(); ++i) {
+        if (slots_.slot(i).pinned) continue;
+        if (slot < 0 || (slot_hint_.count(i) && slot_hint_.count(slot) &&
+                         slot_hint_[i] > slot_hint_[slot])) {
+          slot = i;
+        }
+      }
+      if (slot >= 0) {
+        reloaded = slots_.slot(slot).prefetched;
+        slots_.Evict(slot);
+      }
+    }
+    if (slot < 0) {
+      status = absl::ResourceExhaustedError(absl::StrFormat(
+          "no slot for layer %d expert %d: every slot holds a resident expert", layer, expert));
+    } else {
+      absl::StatusOr<double> loaded = slots_.Load(slot, layer, expert, /*prefetched=*/false);
+      if (loaded.ok()) {
+        load_seconds = *loaded;
+      } else {
+        status = loaded.status();
+      }
+    }
+  }
+  const double stall = Since(task.received);
+  const auto compute_start = std::chrono::steady_clock::now();
+  if (status.ok()) status = Compute(task, slot, &result);
+  const double compute = Since(compute_start);
+  const bool more = msg.mini_batch() + 1 < msg.mini_batches();
+  if (slot >= 0 && !slots_.slot(slot).pinned && !more) slots_.Evict(slot);
+
+  if (!status.ok()) {
+    result.clear_output();
+    result.set_error_code(static_cast<int>(status.code()));
+    result.set_error_message(std::string(status.message()));
+  } else {
+    result.set_prefetched(hit);
+    result.set_reloaded(reloaded);
+    result.set_stall_seconds(stall);
+    result.set_load_seconds(load_seconds);
+    result.set_compute_seconds(compute);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const Key key{msg.key().request(), msg.key().token(), msg.key().layer()};
+    last_done_ = std::max(last_done_, key);
+    ++stats_.tasks;
+    if (!status.ok()) ++stats_.task_errors;
+    if (decode && status.ok()) {
+      ++(hit ? stats_.hits : stats_.misses);
+      if (reloaded) ++stats_.reloads;
+    }
+    stats_.stall_seconds += stall;
+    stats_.compute_seconds += compute;
+    stats_.loads = slots_.loads();
+    stats_.bytes_loaded = slots_.bytes_loaded();
+    stats_.load_seconds = slots_.load_seconds();
+    stats_.held = slots_.held();
+    stats_.peak_held = slots_.peak_held();
+    stats_.peak_bytes = slots_.peak_bytes_held() + workspace_bytes_;
+    slot_hint_.erase(slot);
+    PruneLocked();
+  }
+  Deliver(result);
+}
+
+absl::Status WorkerCore::Compute(Task& task, int slot, v1::ExpertResult* result) {
+  const int64_t d = model_.config().n_embd;
+  const int64_t n = task.rows;
+  float* x = static_cast<float*>(io_->data());
+  float* y = x + static_cast<size_t>(options_.max_rows) * d;
+  ODMOE_RETURN_IF_ERROR(backend_.CopyToBackend(x, task.input.data(), n * d * sizeof(float)));
+  RunExpertFfn(backend_, slots_.weights(slot), ConstMat(x, n, d), scratch_, Mat{y, n, d});
+  ODMOE_RETURN_IF_ERROR(backend_.CopyToHost(host_out_.data(), y, n * d * sizeof(float)));
+  EncodeRows(host_out_.data(), n, d, task.msg.input().dtype(), result->mutable_output());
+  return absl::OkStatus();
+}
+
+WorkerStats WorkerCore::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+}  // namespace odmoe

@@ -1,0 +1,154 @@
+// The heart of a worker node (paper §3.1): one expert slot (or a few), fed by
+// hints and tasks, in key order.
+//
+//   hint (token n, layer l, predicted experts)  -> this worker's expert by the
+//        shared assignment (cluster/assignment.h); loaded as soon as a slot is
+//        free, before the task comes (a prefetch).
+//   task (key, expert, hidden rows)             -> if that expert is loaded:
+//        compute (a hit); else evict what the slot holds (a reload when it was
+//        a prefetch for this step) and load it now (a miss, the fallback
+//        stall); compute; send the result; evict at once (unless more
+//        mini-batches of the same prefill expert follow, or resident).
+//
+// One executor thread does loads and computes in order, so with one slot the
+// worker can never hold two experts; its own accounting (ExpertSlots) proves
+// it. In resident mode every expert the worker can be asked for (all experts
+// of its decode layers, and expert e = worker index mod N_W of every layer for
+// prefill) is loaded once at start and never evicted: the "fully cached"
+// reference deployment.
+//
+//   WorkerCore::Options opt{.placement = p, .max_rows = 16};
+//   ODMOE_ASSIGN_OR_RETURN(auto core, WorkerCore::Create(*model, *backend, opt));
+//   core->AttachSink(1, [&](const v1::ExpertResult& r) { stream->Write(r); });
+//   core->AddHint(hint);  core->SubmitTask(task);   // from the stream readers
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "backend/backend.h"
+#include "cluster/protocol.h"
+#include "engine/expert_ffn.h"
+#include "model/model_file.h"
+#include "worker_node/expert_slots.h"
+
+namespace odmoe {
+
+/// Where a worker sits in the cluster.
+struct WorkerPlacement {
+  int worker_index = 0;  // position in the topology's worker list
+  int n_workers = 1;
+  int group_size = 1;    // G = top-k
+  int group() const { return worker_index / group_size; }
+  int index_in_group() const { return worker_index % group_size; }
+  int n_groups() const { return n_workers / group_size; }
+};
+
+struct WorkerStats {
+  uint64_t tasks = 0, task_errors = 0;
+  uint64_t hits = 0, misses = 0, reloads = 0;  // decode tasks only
+  uint64_t hints_received = 0, hints_rejected = 0, hints_stale = 0;
+  uint64_t loads = 0, bytes_loaded = 0;
+  double load_seconds = 0, compute_seconds = 0, stall_seconds = 0;
+  int held = 0, peak_held = 0, slots = 0;
+  uint64_t expert_bytes = 0, workspace_bytes = 0, memory_budget = 0;
+  uint64_t peak_bytes = 0;  // experts held at most + workspace
+};
+
+class WorkerCore {
+ public:
+  struct Options {
+    WorkerPlacement placement;
+    bool resident = false;
+    int max_rows = 64;           // largest task (prefill mini-batch)
+    uint64_t memory_budget = 0;  // bytes; 0 = auto (one expert / all resident + workspace)
+  };
+  using ResultSink = std::function<void(const v1::ExpertResult&)>;
+
+  static absl::StatusOr<std::unique_ptr<WorkerCore>> Create(const ModelFile& model,
+                                                            Backend& backend,
+                                                            const Options& options);
+  ~WorkerCore();
+
+  /// Results go to the sink attached last; `id` identifies it for Detach.
+  void AttachSink(uint64_t id, ResultSink sink);
+  void DetachSink(uint64_t id);
+
+  /// Validates and queues a hint; INVALID_ARGUMENT (and counted) if malformed
+  /// or for a layer this worker's group does not own.
+  absl::Status AddHint(const v1::Hint& hint);
+  /// Validates and queues a task. A malformed task is answered at once with
+  /// an error result (and the returned status); the worker carries on.
+  absl::Status SubmitTask(const v1::ExpertTask& task);
+
+  WorkerStats stats() const;
+  const WorkerPlacement& placement() const { return options_.placement; }
+  bool resident() const { return options_.resident; }
+
+  /// Ends the executor thread (queued tasks are dropped). Idempotent.
+  void Stop();
+
+ private:
+  using Key = std::tuple<uint64_t, uint32_t, uint32_t>;  // request, token, layer
+  struct Task {
+    v1::ExpertTask msg;  // input data already decoded into `input`
+    std::vector<float> input;
+    int64_t rows = 0;
+    std::chrono::steady_clock::time_point received;
+  };
+
+  WorkerCore(const ModelFile& model, Backend& backend, const Options& options, ExpertSlots slots,
+             ExpertFfnScratch scratch)
+      : model_(model),
+        backend_(backend),
+        options_(options),
+        slots_(std::move(slots)),
+        scratch_(std::move(scratch)) {}
+  absl::Status AllocateWorkspace();
+  absl::Status LoadResident();
+  void Loop();
+  void Process(Task& task);
+  absl::Status Compute(Task& task, int slot, v1::ExpertResult* result);
+  void PrefetchLocked(std::unique_lock<std::mutex>& lock);
+  void PruneLocked();
+  void Deliver(const v1::ExpertResult& result);
+  bool OwnsDecodeLayer(int layer) const;
+
+  const ModelFile& model_;
+  Backend& backend_;
+  const Options options_;
+  uint64_t workspace_bytes_ = 0;
+  uint64_t budget_ = 0;
+
+  // Executor-thread state (slots_ also read under mu_ for stats).
+  ExpertSlots slots_;
+  ExpertFfnScratch scratch_;
+  std::unique_ptr<BackendBuffer> io_;  // x and y rows
+  std::vector<float> host_out_;
+  std::map<int, Key> slot_hint_;  // prefetched slot -> the hint key it was loaded for
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Task> tasks_;
+  std::map<Key, int32_t> hints_;  // key -> this worker's expert
+  Key last_done_{0, 0, 0};
+  bool stop_ = false;
+  WorkerStats stats_;
+
+  std::mutex sink_mu_;
+  uint64_t sink_id_ = 0;
+  ResultSink sink_;
+
+  std::thread thread_;
+};
+
+}  // namespace odmoe

@@ -1,0 +1,103 @@
+#include "worker_node/worker_node.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "backend_registry.h"
+#include "util/logging.h"
+#include "util/status_macros.h"
+#include "worker_node/worker_service.h"
+
+namespace odmoe {
+
+absl::StatusOr<std::unique_ptr<WorkerNode>> WorkerNode::Create(const Topology& topology,
+                                                               const std::string& node_id) {
+  const int index = topology.WorkerIndex(node_id);
+  if (index < 0) {
+    return absl::NotFoundError(absl::StrFormat("%s: no worker with id '%s'", topology.path,
+                                               node_id));
+  }
+  const WorkerSpec& spec = topology.workers[static_cast<size_t>(index)];
+  std::unique_ptr<WorkerNode> w(new WorkerNode());
+  w->id_ = node_id;
+  ODMOE_ASSIGN_OR_RETURN(w->model_, ModelFile::Open(topology.model));
+  ODMOE_ASSIGN_OR_RETURN(w->backend_, CreateBackend(spec.backend));
+  WorkerCore::Options opt;
+  opt.placement.worker_index = index;
+  opt.placement.n_workers = topology.n_workers();
+  opt.placement.group_size = topology.group_size;
+  opt.resident = topology.worker_mode == WorkerMode::kResident;
+  opt.max_rows = topology.prefill_mini_batch;
+  opt.memory_budget = spec.memory_budget;
+  ODMOE_ASSIGN_OR_RETURN(w->core_, WorkerCore::Create(*w->model_, *w->backend_, opt));
+  w->service_ = std::make_unique<WorkerService>(*w->core_);
+  const WorkerStats s = w->core_->stats();
+  ODMOE_LOG_INFO(
+      "worker {} of {} (group {}, slot {}), {} mode, budget {} bytes: {} slot(s) of {} bytes + {} "
+      "bytes workspace, backend {}",
+      index, topology.n_workers(), opt.placement.group(), opt.placement.index_in_group(),
+      opt.resident ? "resident" : "on-demand", s.memory_budget, s.slots, s.expert_bytes,
+      s.workspace_bytes, w->backend_->name());
+  return w;
+}
+
+WorkerNode::~WorkerNode() { Shutdown(); }
+
+std::vector<grpc::Service*> WorkerNode::services() { return {service_->grpc_service()}; }
+
+absl::Status WorkerNode::Start() {
+  // A worker has no peers to dial: main and shadow connect to it.
+  SetState(v1::NODE_STATE_READY);
+  return absl::OkStatus();
+}
+
+void WorkerNode::Shutdown() {
+  if (state() == v1::NODE_STATE_DRAINING) return;
+  SetState(v1::NODE_STATE_DRAINING, "shutting down");
+  if (core_) core_->Stop();
+}
+
+void WorkerNode::FillWelcome(v1::Welcome* welcome) const {
+  const WorkerPlacement& p = core_->placement();
+  const WorkerStats s = core_->stats();
+  v1::WorkerInfo* info = welcome->mutable_worker();
+  info->set_worker_index(p.worker_index);
+  info->set_group(p.group());
+  info->set_index_in_group(p.index_in_group());
+  info->set_memory_budget_bytes(s.memory_budget);
+  info->set_expert_bytes(s.expert_bytes);
+  info->set_slots(s.slots);
+  info->set_resident(core_->resident());
+}
+
+void WorkerNode::FillStatus(v1::NodeStatus* status) const {
+  const WorkerStats s = core_->stats();
+  const WorkerPlacement& p = core_->placement();
+  auto add = [status](const std::string& k, const std::string& v) {
+    v1::StatusEntry* e = status->add_entries();
+    e->set_key(k);
+    e->set_value(v);
+  };
+  add("group", absl::StrFormat("%d (slot %d)", p.group(), p.index_in_group()));
+  add("mode", core_->resident() ? "resident" : "on_demand");
+  add("memory_budget_bytes", absl::StrCat(s.memory_budget));
+  add("expert_bytes", absl::StrCat(s.expert_bytes));
+  add("slots", absl::StrCat(s.slots));
+  add("experts_held", absl::StrCat(s.held));
+  add("experts_held_peak", absl::StrCat(s.peak_held));
+  add("memory_peak_bytes", absl::StrCat(s.peak_bytes));
+  add("tasks", absl::StrCat(s.tasks));
+  add("task_errors", absl::StrCat(s.task_errors));
+  add("hits", absl::StrCat(s.hits));
+  add("misses", absl::StrCat(s.misses));
+  add("reloads", absl::StrCat(s.reloads));
+  add("loads", absl::StrCat(s.loads));
+  add("bytes_loaded", absl::StrCat(s.bytes_loaded));
+  add("load_seconds", absl::StrFormat("%.6f", s.load_seconds));
+  add("compute_seconds", absl::StrFormat("%.6f", s.compute_seconds));
+  add("stall_seconds", absl::StrFormat("%.6f", s.stall_seconds));
+  add("hints_received", absl::StrCat(s.hints_received));
+  add("hints_rejected", absl::StrCat(s.hints_rejected));
+  add("hints_stale", absl::StrCat(s.hints_stale));
+}
+
+}  // namespace odmoe

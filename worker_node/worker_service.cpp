@@ -1,0 +1,59 @@
+#include "worker_node/worker_service.h"
+
+#include "cluster/grpc_util.h"
+#include "util/logging.h"
+
+namespace odmoe {
+
+struct WorkerService::Impl final : public v1::Worker::Service {
+  explicit Impl(WorkerCore& c) : core(c) {}
+
+  grpc::Status Experts(grpc::ServerContext* ctx,
+                       grpc::ServerReaderWriter<v1::ExpertResult, v1::WorkerRequest>* stream)
+      override {
+    const uint64_t id = ++next_stream;
+    ODMOE_LOG_INFO("expert stream {} opened by {}", id, ctx->peer());
+    core.AttachSink(id, [stream](const v1::ExpertResult& r) { stream->Write(r); });
+    v1::WorkerRequest req;
+    while (stream->Read(&req)) {
+      if (req.has_task()) {
+        absl::Status s = core.SubmitTask(req.task());
+        if (!s.ok()) ODMOE_LOG_WARN("rejected task {}: {}", req.task().task_id(), s.message());
+      } else if (req.has_hint()) {
+        absl::Status s = core.AddHint(req.hint());
+        if (!s.ok()) ODMOE_LOG_WARN("rejected hint: {}", s.message());
+      } else {
+        ODMOE_LOG_WARN("empty or unknown request on expert stream {}", id);
+      }
+    }
+    core.DetachSink(id);
+    ODMOE_LOG_INFO("expert stream {} closed", id);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Hints(grpc::ServerContext* ctx, grpc::ServerReader<v1::Hint>* reader,
+                     v1::HintAck* ack) override {
+    v1::Hint hint;
+    uint64_t received = 0, rejected = 0;
+    while (reader->Read(&hint)) {
+      ++received;
+      absl::Status s = core.AddHint(hint);
+      if (!s.ok()) {
+        ++rejected;
+        ODMOE_LOG_WARN("rejected hint from {}: {}", ctx->peer(), s.message());
+      }
+    }
+    ack->set_hints_received(received);
+    ack->set_hints_rejected(rejected);
+    return grpc::Status::OK;
+  }
+
+  WorkerCore& core;
+  std::atomic<uint64_t> next_stream{0};
+};
+
+WorkerService::WorkerService(WorkerCore& core) : impl_(std::make_unique<Impl>(core)) {}
+WorkerService::~WorkerService() = default;
+grpc::Service* WorkerService::grpc_service() { return impl_.get(); }
+
+}  // namespace odmoe

@@ -1,0 +1,27 @@
+// The Worker gRPC service (Experts and Hints streams) over a WorkerCore.
+// Kept apart so that only worker_service.cpp compiles grpcpp headers.
+#pragma once
+
+#include <atomic>
+#include <memory>
+
+#include "worker_node/worker_core.h"
+
+namespace grpc {
+class Service;
+}  // namespace grpc
+
+namespace odmoe {
+
+class WorkerService {
+ public:
+  explicit WorkerService(WorkerCore& core);
+  ~WorkerService();
+  grpc::Service* grpc_service();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace odmoe
