@@ -65,11 +65,12 @@ void ShadowCore::Attach(uint64_t id, ReplySink replies, HintSink hints) {
   hints_ = std::move(hints);
 }
 
-void ShadowCore::Detach(uint64_t id) {
+bool ShadowCore::Detach(uint64_t id) {
   std::lock_guard<std::mutex> lock(sink_mu_);
-  if (sink_id_ != id) return;
+  if (sink_id_ != id) return false;
   replies_ = nullptr;
   hints_ = nullptr;
+  return true;
 }
 
 void ShadowCore::Reply(const v1::ShadowReply& reply) {
@@ -298,6 +299,15 @@ void ShadowCore::RunRequest(const v1::ShadowBegin& begin) {
   }
   done.mutable_done()->set_iterations(iterations);
   Reply(done);
+}
+
+void ShadowCore::AbortCurrent() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ended_ = std::max(ended_, current_);
+    inbox_.clear();
+  }
+  cv_.notify_all();
 }
 
 ShadowStats ShadowCore::stats() const {

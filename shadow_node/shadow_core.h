@@ -69,11 +69,15 @@ class ShadowCore {
   ~ShadowCore();
 
   void Attach(uint64_t id, ReplySink replies, HintSink hints);
-  void Detach(uint64_t id);
+  /// True when `id` was the attached stream (and is now detached).
+  bool Detach(uint64_t id);
 
   /// Validates and queues a request from the main node. INVALID_ARGUMENT
   /// (nothing queued) for a malformed one.
   absl::Status Submit(const v1::ShadowRequest& request);
+
+  /// Ends the request being served (its main node went away).
+  void AbortCurrent();
 
   ShadowStats stats() const;
   void Stop();

@@ -52,7 +52,7 @@ struct ShadowService::Impl final : public v1::Shadow::Service {
       done->set_error_message(std::string(s.message()));
       write(reply);
     }
-    core.Detach(id);
+    if (core.Detach(id)) core.AbortCurrent();
     ODMOE_LOG_INFO("follow stream {} closed", id);
     return grpc::Status::OK;
   }

@@ -1,0 +1,502 @@
+#include "topology/topology.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "model/model_file.h"
+#include "util/status_macros.h"
+#include "yaml-cpp/yaml.h"
+
+namespace odmoe {
+namespace {
+
+// Reads one YAML mapping, remembering which keys were used so that unknown
+// keys can be reported. Every error names the file and the key path.
+class Section {
+ public:
+  Section(const YAML::Node& node, std::string path, const std::string& file)
+      : node_(node), path_(std::move(path)), file_(file) {}
+
+  absl::Status Error(const std::string& key, const std::string& what) const {
+    return absl::InvalidArgumentError(absl::StrCat(file_, ": ", Key(key), ": ", what));
+  }
+  std::string Key(const std::string& key) const {
+    return path_.empty() ? key : absl::StrCat(path_, ".", key);
+  }
+  bool Has(const std::string& key) {
+    used_.insert(key);
+    return node_[key].IsDefined() && !node_[key].IsNull();
+  }
+  YAML::Node Get(const std::string& key) {
+    used_.insert(key);
+    return node_[key];
+  }
+
+  absl::Status String(const std::string& key, std::string* out, bool required) {
+    if (!Has(key)) return required ? Error(key, "missing (expected a string)") : absl::OkStatus();
+    const YAML::Node n = node_[key];
+    if (!n.IsScalar()) return Error(key, "expected a string");
+    *out = n.Scalar();
+    if (out->empty()) return Error(key, "empty (expected a string)");
+    return absl::OkStatus();
+  }
+
+  absl::Status Int(const std::string& key, int* out, int64_t min, int64_t max) {
+    if (!Has(key)) return absl::OkStatus();
+    const YAML::Node n = node_[key];
+    int64_t v = 0;
+    if (!n.IsScalar() || !absl::SimpleAtoi(n.Scalar(), &v) || v < min || v > max) {
+      return Error(key, absl::StrFormat("'%s' is not valid (expected an integer in [%d, %d])",
+                                        n.IsScalar() ? n.Scalar() : "<not a scalar>", min, max));
+    }
+    *out = static_cast<int>(v);
+    return absl::OkStatus();
+  }
+
+  template <typename E>
+  absl::Status Enum(const std::string& key, E* out,
+                    const std::vector<std::pair<std::string, E>>& names) {
+    if (!Has(key)) return absl::OkStatus();
+    const YAML::Node n = node_[key];
+    std::string expected;
+    for (const auto& [name, value] : names) {
+      if (n.IsScalar() && n.Scalar() == name) {
+        *out = value;
+        return absl::OkStatus();
+      }
+      absl::StrAppend(&expected, expected.empty() ? "" : " | ", name);
+    }
+    return Error(key, absl::StrFormat("'%s' is not valid (expected %s)",
+                                      n.IsScalar() ? n.Scalar() : "<not a scalar>", expected));
+  }
+
+  absl::Status Bytes(const std::string& key, uint64_t* out) {
+    if (!Has(key)) return absl::OkStatus();
+    const YAML::Node n = node_[key];
+    if (!n.IsScalar()) return Error(key, "expected a byte size such as 96MiB or auto");
+    if (n.Scalar() == "auto") {
+      *out = 0;
+      return absl::OkStatus();
+    }
+    absl::StatusOr<uint64_t> v = ParseByteSize(n.Scalar());
+    if (!v.ok()) return Error(key, std::string(v.status().message()));
+    *out = *v;
+    return absl::OkStatus();
+  }
+
+  /// Every key of the mapping was read.
+  absl::Status CheckNoUnknownKeys() const {
+    if (!node_.IsMap()) return absl::OkStatus();
+    for (const auto& kv : node_) {
+      const std::string key = kv.first.Scalar();
+      if (!used_.count(key)) {
+        std::string known;
+        for (const std::string& k : used_) absl::StrAppend(&known, known.empty() ? "" : ", ", k);
+        return Error(key, absl::StrCat("unknown key (expected one of: ", known, ")"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  YAML::Node node_;
+  std::string path_;
+  const std::string& file_;
+  std::set<std::string> used_;
+};
+
+std::string Resolve(const std::string& base_dir, const std::string& path) {
+  std::filesystem::path p(path);
+  if (p.is_relative()) p = std::filesystem::path(base_dir) / p;
+  return std::filesystem::absolute(p).lexically_normal().string();
+}
+
+absl::Status ParseAddress(Section& s, NodeSpec* node) {
+  const size_t colon = node->address.rfind(':');
+  int64_t port = -1;
+  if (colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(node->address.substr(colon + 1), &port) || port < 1 || port > 65535) {
+    return s.Error("address", absl::StrFormat("'%s' is not valid (expected host:port with a "
+                                              "port in 1..65535)",
+                                              node->address));
+  }
+  node->host = node->address.substr(0, colon);
+  if (node->host.size() > 2 && node->host.front() == '[' && node->host.back() == ']') {
+    node->host = node->host.substr(1, node->host.size() - 2);
+  }
+  node->port = static_cast<int>(port);
+  return absl::OkStatus();
+}
+
+absl::Status ParseNode(Section& s, NodeSpec* node, const std::string& default_backend) {
+  ODMOE_RETURN_IF_ERROR(s.String("id", &node->id, true));
+  ODMOE_RETURN_IF_ERROR(s.String("address", &node->address, true));
+  ODMOE_RETURN_IF_ERROR(ParseAddress(s, node));
+  node->backend = default_backend;
+  ODMOE_RETURN_IF_ERROR(s.String("backend", &node->backend, false));
+  ODMOE_RETURN_IF_ERROR(s.String("ssh", &node->ssh, false));
+  ODMOE_RETURN_IF_ERROR(s.String("netns", &node->netns, false));
+  return absl::OkStatus();
+}
+
+YAML::Node Map(Section& parent, const std::string& key, absl::Status* status) {
+  YAML::Node n = parent.Get(key);
+  if (n.IsDefined() && !n.IsNull() && !n.IsMap()) {
+    *status = parent.Error(key, "expected a mapping of keys");
+  }
+  return n;
+}
+
+absl::Status ParseDocument(const YAML::Node& root, const std::string& file,
+                           const std::string& base_dir, Topology* t) {
+  if (!root.IsMap()) {
+    return absl::InvalidArgumentError(file + ": expected a mapping at the top level");
+  }
+  Section top(root, "", file);
+  std::string model;
+  ODMOE_RETURN_IF_ERROR(top.String("model", &model, true));
+  t->model = Resolve(base_dir, model);
+  ODMOE_RETURN_IF_ERROR(top.Enum<PredictionMode>("prediction", &t->prediction,
+                                                 {{"shadow", PredictionMode::kShadow},
+                                                  {"random", PredictionMode::kRandom},
+                                                  {"none", PredictionMode::kNone}}));
+  absl::Status st;
+  YAML::Node prefill = Map(top, "prefill", &st);
+  ODMOE_RETURN_IF_ERROR(st);
+  if (prefill.IsMap()) {
+    Section s(prefill, "prefill", file);
+    ODMOE_RETURN_IF_ERROR(s.Int("mini_batch", &t->prefill_mini_batch, 1, 1 << 16));
+    ODMOE_RETURN_IF_ERROR(s.CheckNoUnknownKeys());
+  }
+  YAML::Node wire = Map(top, "wire", &st);
+  ODMOE_RETURN_IF_ERROR(st);
+  if (wire.IsMap()) {
+    Section s(wire, "wire", file);
+    ODMOE_RETURN_IF_ERROR(s.Enum<WireDType>(
+        "hidden_dtype", &t->wire_dtype, {{"f32", WireDType::kF32}, {"f16", WireDType::kF16}}));
+    ODMOE_RETURN_IF_ERROR(s.CheckNoUnknownKeys());
+  }
+
+  YAML::Node main = Map(top, "main", &st);
+  ODMOE_RETURN_IF_ERROR(st);
+  if (!main.IsMap()) return top.Error("main", "missing (expected the main node's settings)");
+  {
+    Section s(main, "main", file);
+    ODMOE_RETURN_IF_ERROR(ParseNode(s, &t->main, "cpu:1"));
+    ODMOE_RETURN_IF_ERROR(s.Int("context", &t->main.context, 0, 1 << 20));
+    ODMOE_RETURN_IF_ERROR(s.Int("batch", &t->main.batch, 1, 1 << 16));
+    ODMOE_RETURN_IF_ERROR(s.CheckNoUnknownKeys());
+  }
+
+  YAML::Node shadow = Map(top, "shadow", &st);
+  ODMOE_RETURN_IF_ERROR(st);
+  if (shadow.IsMap()) {
+    Section s(shadow, "shadow", file);
+    ShadowSpec spec;
+    ODMOE_RETURN_IF_ERROR(ParseNode(s, &spec, "cpu:1"));
+    ODMOE_RETURN_IF_ERROR(s.Enum<DType>(
+        "quantization", &spec.quantization,
+        {{"f16", DType::kF16}, {"q8_0", DType::kQ8_0}, {"q4_0", DType::kQ4_0}}));
+    std::string qmodel;
+    ODMOE_RETURN_IF_ERROR(s.String("model", &qmodel, false));
+    if (!qmodel.empty()) spec.model = Resolve(base_dir, qmodel);
+    ODMOE_RETURN_IF_ERROR(s.Int("max_run_ahead", &spec.max_run_ahead, 1, 1 << 16));
+    YAML::Node align = Map(s, "alignment", &st);
+    ODMOE_RETURN_IF_ERROR(st);
+    if (align.IsMap()) {
+      Section a(align, "shadow.alignment", file);
+      ODMOE_RETURN_IF_ERROR(a.Int("token_period", &spec.token_period, 0, 1 << 20));
+      ODMOE_RETURN_IF_ERROR(a.Int("kv_period", &spec.kv_period, 0, 1 << 20));
+      ODMOE_RETURN_IF_ERROR(a.CheckNoUnknownKeys());
+    }
+    ODMOE_RETURN_IF_ERROR(s.CheckNoUnknownKeys());
+    t->shadow = spec;
+  }
+
+  YAML::Node workers = Map(top, "workers", &st);
+  ODMOE_RETURN_IF_ERROR(st);
+  if (!workers.IsMap()) return top.Error("workers", "missing (expected the worker settings)");
+  Section ws(workers, "workers", file);
+  ODMOE_RETURN_IF_ERROR(ws.Int("group_size", &t->group_size, 1, 1 << 10));
+  ODMOE_RETURN_IF_ERROR(ws.Enum<WorkerMode>(
+      "mode", &t->worker_mode,
+      {{"on_demand", WorkerMode::kOnDemand}, {"resident", WorkerMode::kResident}}));
+  uint64_t budget = 0;
+  ODMOE_RETURN_IF_ERROR(ws.Bytes("memory_budget", &budget));
+  std::string backend = "cpu:1";
+  ODMOE_RETURN_IF_ERROR(ws.String("backend", &backend, false));
+  YAML::Node nodes = ws.Get("nodes");
+  if (!nodes.IsSequence() || nodes.size() == 0) {
+    return ws.Error("nodes", "missing or empty (expected a list of workers, each with id and "
+                             "address)");
+  }
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const std::string path = absl::StrCat("workers.nodes[", i, "]");
+    if (!nodes[i].IsMap()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(file, ": ", path, ": expected a mapping with id and address"));
+    }
+    Section s(nodes[i], path, file);
+    WorkerSpec w;
+    ODMOE_RETURN_IF_ERROR(ParseNode(s, &w, backend));
+    w.memory_budget = budget;
+    ODMOE_RETURN_IF_ERROR(s.Bytes("memory_budget", &w.memory_budget));
+    ODMOE_RETURN_IF_ERROR(s.CheckNoUnknownKeys());
+    t->workers.push_back(w);
+  }
+  ODMOE_RETURN_IF_ERROR(ws.CheckNoUnknownKeys());
+  return top.CheckNoUnknownKeys();
+}
+
+std::string NodeKey(const Topology& t, const NodeSpec* n) {
+  if (n == &t.main) return "main";
+  if (t.shadow && n == &*t.shadow) return "shadow";
+  for (size_t i = 0; i < t.workers.size(); ++i) {
+    if (n == &t.workers[i]) return absl::StrCat("workers.nodes[", i, "]");
+  }
+  return "?";
+}
+
+std::string CanonicalHost(const std::string& host) {
+  const std::string h = absl::AsciiStrToLower(host);
+  return h == "localhost" || h == "::1" ? "127.0.0.1" : h;
+}
+
+absl::Status CheckStructure(const Topology& t, const std::string& file) {
+  auto error = [&](const std::string& key, const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrCat(file, ": ", key, ": ", what));
+  };
+  if (t.prediction == PredictionMode::kShadow && !t.shadow) {
+    return error("prediction", "'shadow' needs a shadow section (or choose random | none)");
+  }
+  std::map<std::string, std::string> ids;
+  std::map<std::pair<std::string, int>, std::string> endpoints;
+  for (const NodeSpec* n : t.AllNodes()) {
+    const std::string key = NodeKey(t, n);
+    if (auto [it, fresh] = ids.emplace(n->id, key); !fresh) {
+      return error(key + ".id", absl::StrFormat("'%s' is already used by %s (every node needs "
+                                                "its own id)",
+                                                n->id, it->second));
+    }
+    if (n->port == 0) continue;  // tests: any free port
+    const std::string host = n->ssh.empty() ? CanonicalHost(n->host) : n->ssh + "/" + n->host;
+    if (auto [it, fresh] = endpoints.emplace(std::make_pair(host, n->port), key); !fresh) {
+      return error(key + ".address",
+                   absl::StrFormat("port %d is already used by %s (every node needs its own "
+                                   "host:port)",
+                                   n->port, it->second));
+    }
+  }
+  const int g = t.group_size > 0 ? t.group_size : 1;
+  if (t.n_workers() < g) {
+    return error("workers.nodes", absl::StrFormat("%d worker(s) is fewer than one group of %d",
+                                                  t.n_workers(), g));
+  }
+  if (t.n_workers() % g != 0) {
+    return error("workers.nodes",
+                 absl::StrFormat("%d workers do not form whole groups of %d (expected a "
+                                 "multiple of the group size)",
+                                 t.n_workers(), g));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string_view PredictionModeName(PredictionMode m) {
+  switch (m) {
+    case PredictionMode::kShadow:
+      return "shadow";
+    case PredictionMode::kRandom:
+      return "random";
+    case PredictionMode::kNone:
+      return "none";
+  }
+  return "none";
+}
+
+std::string_view WorkerModeName(WorkerMode m) {
+  return m == WorkerMode::kResident ? "resident" : "on_demand";
+}
+
+std::string_view WireDTypeName(WireDType t) { return t == WireDType::kF16 ? "f16" : "f32"; }
+
+std::vector<int> Topology::GroupMembers(int group) const {
+  std::vector<int> members;
+  for (int i = 0; i < group_size; ++i) members.push_back(group * group_size + i);
+  return members;
+}
+
+const WorkerSpec* Topology::FindWorker(std::string_view id) const {
+  const int i = WorkerIndex(id);
+  return i < 0 ? nullptr : &workers[static_cast<size_t>(i)];
+}
+
+int Topology::WorkerIndex(std::string_view id) const {
+  for (size_t i = 0; i < workers.size(); ++i) {
+    if (workers[i].id == id) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+const NodeSpec* Topology::FindNode(std::string_view id) const {
+  for (const NodeSpec* n : AllNodes()) {
+    if (n->id == id) return n;
+  }
+  return nullptr;
+}
+
+std::vector<const NodeSpec*> Topology::AllNodes() const {
+  std::vector<const NodeSpec*> nodes = {&main};
+  if (shadow) nodes.push_back(&*shadow);
+  for (const WorkerSpec& w : workers) nodes.push_back(&w);
+  return nodes;
+}
+
+absl::StatusOr<Topology> ParseTopology(std::string_view yaml_text, const std::string& path) {
+  const std::string file = path.empty() ? "<topology>" : path;
+  std::string base_dir = std::filesystem::path(path).parent_path().string();
+  if (base_dir.empty()) base_dir = ".";
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml_text));
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: line %d: not valid YAML: %s", file, e.mark.line + 1, e.msg));
+  }
+  Topology t;
+  t.path = path;
+  try {
+    ODMOE_RETURN_IF_ERROR(ParseDocument(root, file, base_dir, &t));
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: line %d: %s", file, e.mark.line + 1, e.msg));
+  }
+  ODMOE_RETURN_IF_ERROR(CheckStructure(t, file));
+  return t;
+}
+
+absl::Status ValidateTopologyWithModel(Topology& t) {
+  const std::string file = t.path.empty() ? "<topology>" : t.path;
+  absl::StatusOr<std::unique_ptr<ModelFile>> model = ModelFile::Open(t.model);
+  if (!model.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file, ": model: ", model.status().message()));
+  }
+  const ModelConfig& c = (*model)->config();
+  if (t.group_size == 0) t.group_size = c.n_expert_used;
+  if (t.group_size != c.n_expert_used) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: workers.group_size: %d does not match the model's top-k routing (expected %d: each "
+        "worker of a group computes one of the k experts of a layer)",
+        file, t.group_size, c.n_expert_used));
+  }
+  ODMOE_RETURN_IF_ERROR(CheckStructure(t, file));
+  for (size_t i = 0; i < t.workers.size(); ++i) {
+    const uint64_t budget = t.workers[i].memory_budget;
+    if (budget != 0 && budget < c.expert_bytes) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: workers.nodes[%d].memory_budget: %d bytes cannot hold one expert of this model "
+          "(expected at least %d bytes plus workspace)",
+          file, i, budget, c.expert_bytes));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Topology> LoadTopology(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot read the topology file"));
+  std::stringstream text;
+  text << in.rdbuf();
+  ODMOE_ASSIGN_OR_RETURN(Topology t, ParseTopology(text.str(), path));
+  ODMOE_RETURN_IF_ERROR(ValidateTopologyWithModel(t));
+  return t;
+}
+
+absl::StatusOr<uint64_t> ParseByteSize(std::string_view text) {
+  std::string s = absl::AsciiStrToLower(std::string(absl::StripAsciiWhitespace(
+      absl::string_view(text.data(), text.size()))));
+  static const std::vector<std::pair<std::string, double>> kUnits = {
+      {"kib", 1024.0}, {"mib", 1048576.0}, {"gib", 1073741824.0}, {"tib", 1099511627776.0},
+      {"kb", 1e3},     {"mb", 1e6},        {"gb", 1e9},           {"tb", 1e12},
+      {"k", 1024.0},   {"m", 1048576.0},   {"g", 1073741824.0},   {"b", 1.0}};
+  double scale = 1.0;
+  for (const auto& [unit, factor] : kUnits) {
+    if (s.size() > unit.size() && s.compare(s.size() - unit.size(), unit.size(), unit) == 0) {
+      s = s.substr(0, s.size() - unit.size());
+      scale = factor;
+      break;
+    }
+  }
+  double v = 0;
+  if (s.empty() || !absl::SimpleAtod(s, &v) || !std::isfinite(v) || v < 0 ||
+      v * scale >= 1.8e19) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "'%s' is not a byte size (expected e.g. 96MiB, 1.5GiB, 512KiB, 64MB or 1048576)",
+        std::string(text)));
+  }
+  return static_cast<uint64_t>(std::llround(v * scale));
+}
+
+std::string TopologyToYaml(const Topology& t) {
+  YAML::Emitter out;
+  auto node = [&](const NodeSpec& n) {
+    out << YAML::Key << "id" << YAML::Value << n.id;
+    out << YAML::Key << "address" << YAML::Value << n.address;
+    out << YAML::Key << "backend" << YAML::Value << n.backend;
+    if (!n.ssh.empty()) out << YAML::Key << "ssh" << YAML::Value << n.ssh;
+    if (!n.netns.empty()) out << YAML::Key << "netns" << YAML::Value << n.netns;
+  };
+  out << YAML::BeginMap;
+  out << YAML::Key << "model" << YAML::Value << t.model;
+  out << YAML::Key << "prediction" << YAML::Value << std::string(PredictionModeName(t.prediction));
+  out << YAML::Key << "prefill" << YAML::Value << YAML::BeginMap << YAML::Key << "mini_batch"
+      << YAML::Value << t.prefill_mini_batch << YAML::EndMap;
+  out << YAML::Key << "wire" << YAML::Value << YAML::BeginMap << YAML::Key << "hidden_dtype"
+      << YAML::Value << std::string(WireDTypeName(t.wire_dtype)) << YAML::EndMap;
+  out << YAML::Key << "main" << YAML::Value << YAML::BeginMap;
+  node(t.main);
+  out << YAML::Key << "context" << YAML::Value << t.main.context;
+  out << YAML::Key << "batch" << YAML::Value << t.main.batch;
+  out << YAML::EndMap;
+  if (t.shadow) {
+    const ShadowSpec& s = *t.shadow;
+    out << YAML::Key << "shadow" << YAML::Value << YAML::BeginMap;
+    node(s);
+    out << YAML::Key << "quantization" << YAML::Value
+        << (s.quantization == DType::kF16    ? "f16"
+            : s.quantization == DType::kQ4_0 ? "q4_0"
+                                             : "q8_0");
+    if (!s.model.empty()) out << YAML::Key << "model" << YAML::Value << s.model;
+    out << YAML::Key << "alignment" << YAML::Value << YAML::BeginMap << YAML::Key
+        << "token_period" << YAML::Value << s.token_period << YAML::Key << "kv_period"
+        << YAML::Value << s.kv_period << YAML::EndMap;
+    out << YAML::Key << "max_run_ahead" << YAML::Value << s.max_run_ahead;
+    out << YAML::EndMap;
+  }
+  out << YAML::Key << "workers" << YAML::Value << YAML::BeginMap;
+  if (t.group_size > 0) out << YAML::Key << "group_size" << YAML::Value << t.group_size;
+  out << YAML::Key << "mode" << YAML::Value << std::string(WorkerModeName(t.worker_mode));
+  out << YAML::Key << "nodes" << YAML::Value << YAML::BeginSeq;
+  for (const WorkerSpec& w : t.workers) {
+    out << YAML::BeginMap;
+    node(w);
+    if (w.memory_budget) out << YAML::Key << "memory_budget" << YAML::Value << w.memory_budget;
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq << YAML::EndMap;
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace odmoe

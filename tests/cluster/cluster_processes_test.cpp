@@ -1,0 +1,132 @@
+// The testbed as a user runs it: every node its own process, started by
+// odmoe-cluster from a YAML topology, a completion through `odmoe complete`,
+// status, and a clean stop on SIGTERM.
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "test_paths.h"
+
+namespace odmoe::test {
+namespace {
+
+struct Result {
+  int exit_code;
+  std::string output;
+};
+
+Result Sh(const std::string& command) {
+  std::string output;
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) output.append(buf.data(), n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128, output};
+}
+
+// A port nobody listens on right now.
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+std::string Bin(const std::string& name) { return BinaryPath("bin/" + name); }
+
+}  // namespace
+
+TEST_CASE("processes: ten-node testbed up, complete, status, down", "[cluster][processes]") {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / absl::StrCat("odmoe_testbed_", getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const int main_port = FreePort();
+  std::string yaml = absl::StrCat("model: ", SourcePath("models/tiny-mixtral-f16.gguf"),
+                                  "\nprediction: shadow\nmain:\n  id: main\n  address: 127.0.0.1:",
+                                  main_port, "\nshadow:\n  id: shadow\n  address: 127.0.0.1:",
+                                  FreePort(), "\n  quantization: q8_0\nworkers:\n  nodes:\n");
+  for (int i = 0; i < 8; ++i) {
+    absl::StrAppend(&yaml, "    - { id: w", i, ", address: \"127.0.0.1:", FreePort(), "\" }\n");
+  }
+  const std::string topology = (dir / "testbed.yaml").string();
+  std::ofstream(topology) << yaml;
+  const std::string run_dir = (dir / "run").string();
+  const std::string cluster = Bin("odmoe-cluster") + " --run-dir " + run_dir + " ";
+
+  const Result up = Sh(cluster + "up " + topology);
+  INFO(up.output);
+  REQUIRE(up.exit_code == 0);
+
+  const std::string prompt = "The meaning of life is";
+  const Result done = Sh(Bin("odmoe") + " complete --main 127.0.0.1:" + std::to_string(main_port) +
+                         " -n 24 --ignore-eos --stats \"" + prompt + "\"");
+  const Result ref = Sh(Bin("odmoe-run") + " --model " +
+                        SourcePath("models/tiny-mixtral-f16.gguf") + " -n 24 --ignore-eos " +
+                        "--prompt \"" + prompt + "\" 2>/dev/null");
+  INFO(done.output);
+  CHECK(done.exit_code == 0);
+  // odmoe-run prints the text then a newline; odmoe complete likewise, then the
+  // statistics line on stderr.
+  CHECK(done.output.rfind(ref.output, 0) == 0);
+  CHECK(done.output.find("recall") != std::string::npos);
+
+  const Result status = Sh(cluster + "status " + topology);
+  INFO(status.output);
+  CHECK(status.exit_code == 0);
+  CHECK(status.output.find("w7") != std::string::npos);
+  CHECK(status.output.find("ready") != std::string::npos);
+
+  const Result down = Sh(cluster + "down " + topology);
+  INFO(down.output);
+  CHECK(down.exit_code == 0);
+  // Every daemon drained and stopped on SIGTERM.
+  for (const std::string id : {"main", "shadow", "w0", "w7"}) {
+    std::ifstream log(run_dir + "/" + id + ".log");
+    const std::string text((std::istreambuf_iterator<char>(log)), {});
+    INFO(id << " log:\n" << text);
+    CHECK(text.find("stopped") != std::string::npos);
+  }
+  CHECK(Sh(Bin("odmoe") + " complete --main 127.0.0.1:" + std::to_string(main_port) + " hi")
+            .exit_code != 0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("processes: daemons refuse bad start-up input with one clear line", "[cluster]") {
+  const std::string model = SourcePath("models/tiny-mixtral-f16.gguf");
+  Result r = Sh(Bin("odmoe-worker") + " --topology /nonexistent/topology.yaml --id w0");
+  CHECK(r.exit_code == 1);
+  CHECK(r.output.find("odmoe-worker: error:") != std::string::npos);
+  CHECK(r.output.find("/nonexistent/topology.yaml") != std::string::npos);
+  r = Sh(Bin("odmoe-main") + " --id main");
+  CHECK(r.exit_code == 1);
+  CHECK(r.output.find("--topology") != std::string::npos);
+  r = Sh(Bin("odmoe-shadow") + " --topology " + SourcePath("deploy/testbed-10.yaml") +
+         " --id nobody");
+  CHECK(r.exit_code == 1);
+  CHECK(r.output.find("nobody") != std::string::npos);
+  r = Sh(Bin("odmoe") + " complete --main 127.0.0.1:1 hi");
+  CHECK(r.exit_code == 1);
+  CHECK(r.output.find("odmoe: error:") != std::string::npos);
+  r = Sh(Bin("odmoe") + " frobnicate");
+  CHECK(r.exit_code == 1);
+  CHECK(r.output.find("unknown command") != std::string::npos);
+}
+
+}  // namespace odmoe::test
