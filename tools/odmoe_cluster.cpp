@@ -1,0 +1,399 @@
+// odmoe-cluster: start, inspect and stop a whole cluster described by a
+// topology file, each node as its own process.
+//
+//   odmoe-cluster up deploy/testbed-10.yaml       # start every node, wait until all are ready
+//   odmoe-cluster status deploy/testbed-10.yaml   # one line per node; exit 0 when all ready
+//   odmoe-cluster down deploy/testbed-10.yaml     # SIGTERM, then SIGKILL after 10 s
+//
+// Run directory (default ./odmoe-run/<topology stem>): <id>.log (stdout and
+// stderr of the node) and <id>.pid. A node with `netns: NAME` runs under
+// `ip netns exec NAME`; a node with `ssh: user@host` is started over ssh (the
+// program named by $ODMOE_SSH, default `ssh`): the remote host needs the same
+// paths (repository, binaries, model) and key-based login.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "cluster/node_probe.h"
+#include "topology/topology.h"
+#include "util/cli_args.h"
+
+namespace fs = std::filesystem;
+
+namespace odmoe {
+namespace {
+
+int Fail(const std::string& message) {
+  std::cerr << "odmoe-cluster: error: " << message << "\n";
+  return 1;
+}
+
+struct Options {
+  std::string command;
+  std::string topology_path;
+  std::string run_dir;
+  std::string bin_dir;
+  int timeout = 120;
+  bool verbose = false;
+};
+
+struct Node {
+  const NodeSpec* spec;
+  std::string role;  // main | shadow | worker
+};
+
+std::vector<Node> NodesInStartOrder(const Topology& t) {
+  std::vector<Node> nodes;
+  for (const WorkerSpec& w : t.workers) nodes.push_back({&w, "worker"});
+  if (t.shadow) nodes.push_back({&*t.shadow, "shadow"});
+  nodes.push_back({&t.main, "main"});
+  return nodes;
+}
+
+std::string ShellQuote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string PidPath(const Options& o, const Node& n) { return o.run_dir + "/" + n.spec->id + ".pid"; }
+std::string LogPath(const Options& o, const Node& n) { return o.run_dir + "/" + n.spec->id + ".log"; }
+
+std::vector<std::string> NodeArgv(const Options& o, const Node& n) {
+  std::vector<std::string> argv;
+  if (!n.spec->netns.empty()) argv = {"ip", "netns", "exec", n.spec->netns};
+  argv.push_back(o.bin_dir + "/odmoe-" + n.role);
+  for (const char* a : {"--topology"}) argv.push_back(a);
+  argv.push_back(fs::absolute(o.topology_path).string());
+  argv.push_back("--id");
+  argv.push_back(n.spec->id);
+  return argv;
+}
+
+std::string SshProgram() {
+  const char* s = std::getenv("ODMOE_SSH");
+  return s && *s ? s : "ssh";
+}
+
+// Runs a shell command, returning its stdout.
+std::string Capture(const std::string& command, int* exit_code) {
+  std::string out;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) {
+    *exit_code = 127;
+    return out;
+  }
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, n);
+  const int status = pclose(pipe);
+  *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  return out;
+}
+
+// Pid file contents: "<pid>" for local nodes, "ssh <target> <pid>" for remote ones.
+struct PidRecord {
+  bool remote = false;
+  std::string target;
+  long pid = 0;
+};
+
+std::optional<PidRecord> ReadPid(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  std::string first;
+  in >> first;
+  PidRecord r;
+  if (first == "ssh") {
+    r.remote = true;
+    in >> r.target;
+    in >> r.pid;
+  } else if (!absl::SimpleAtoi(first, &r.pid)) {
+    return std::nullopt;
+  }
+  if (r.pid <= 0) return std::nullopt;
+  return r;
+}
+
+bool Alive(const PidRecord& r) {
+  if (r.remote) {
+    int code = 0;
+    Capture(SshProgram() + " " + ShellQuote(r.target) + " kill -0 " + std::to_string(r.pid) +
+                " 2>/dev/null",
+            &code);
+    return code == 0;
+  }
+  // Reap it if it is our child and has exited.
+  waitpid(static_cast<pid_t>(r.pid), nullptr, WNOHANG);
+  return kill(static_cast<pid_t>(r.pid), 0) == 0;
+}
+
+absl::StatusOr<PidRecord> StartLocal(const Options& o, const Node& n) {
+  const std::vector<std::string> args = NodeArgv(o, n);
+  const std::string log = LogPath(o, n);
+  const pid_t pid = fork();
+  if (pid < 0) return absl::InternalError("fork failed");
+  if (pid == 0) {
+    setsid();
+    const int out = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int in = open("/dev/null", O_RDONLY);
+    if (out >= 0) {
+      dup2(out, 1);
+      dup2(out, 2);
+    }
+    if (in >= 0) dup2(in, 0);
+    std::vector<char*> argv;
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execvp(argv[0], argv.data());
+    std::fprintf(stderr, "odmoe-cluster: cannot run %s: %s\n", argv[0], strerror(errno));
+    _exit(127);
+  }
+  PidRecord r;
+  r.pid = pid;
+  return r;
+}
+
+absl::StatusOr<PidRecord> StartRemote(const Options& o, const Node& n) {
+  std::vector<std::string> quoted;
+  for (const std::string& a : NodeArgv(o, n)) quoted.push_back(ShellQuote(a));
+  const std::string remote = absl::StrCat("cd ", ShellQuote(fs::current_path().string()),
+                                          " && nohup ", absl::StrJoin(quoted, " "), " > ",
+                                          ShellQuote(LogPath(o, n)), " 2>&1 & echo $!");
+  int code = 0;
+  const std::string out = Capture(
+      SshProgram() + " " + ShellQuote(n.spec->ssh) + " " + ShellQuote(remote), &code);
+  PidRecord r;
+  r.remote = true;
+  r.target = n.spec->ssh;
+  if (code != 0 || !absl::SimpleAtoi(std::string(absl::StripAsciiWhitespace(out)), &r.pid)) {
+    return absl::UnavailableError(absl::StrCat("starting ", n.spec->id, " over ssh on ",
+                                               n.spec->ssh, " failed (exit ", code, "): ", out));
+  }
+  return r;
+}
+
+std::string LogTail(const std::string& path, int lines) {
+  std::ifstream in(path);
+  std::vector<std::string> all;
+  std::string line;
+  while (std::getline(in, line)) all.push_back(line);
+  std::string out;
+  for (size_t i = all.size() > static_cast<size_t>(lines) ? all.size() - lines : 0;
+       i < all.size(); ++i) {
+    absl::StrAppend(&out, "    ", all[i], "\n");
+  }
+  return out.empty() ? "    (empty log)\n" : out;
+}
+
+void StopNode(const Options& o, const Node& n, bool quiet) {
+  const std::optional<PidRecord> r = ReadPid(PidPath(o, n));
+  if (!r) return;
+  if (r->remote) {
+    int code = 0;
+    Capture(SshProgram() + " " + ShellQuote(r->target) + " kill " + std::to_string(r->pid) +
+                " 2>/dev/null",
+            &code);
+  } else {
+    kill(static_cast<pid_t>(r->pid), SIGTERM);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (Alive(*r) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (Alive(*r)) {
+    if (!quiet) std::cerr << "odmoe-cluster: " << n.spec->id << " ignored SIGTERM; killing it\n";
+    if (r->remote) {
+      int code = 0;
+      Capture(SshProgram() + " " + ShellQuote(r->target) + " kill -9 " + std::to_string(r->pid),
+              &code);
+    } else {
+      kill(static_cast<pid_t>(r->pid), SIGKILL);
+      waitpid(static_cast<pid_t>(r->pid), nullptr, 0);
+    }
+  }
+  fs::remove(PidPath(o, n));
+}
+
+int Down(const Options& o, const Topology& t, bool quiet = false) {
+  std::vector<Node> nodes = NodesInStartOrder(t);
+  // Stop in reverse start order: main first, workers last.
+  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) StopNode(o, *it, quiet);
+  if (!quiet) std::cout << "cluster stopped (" << nodes.size() << " nodes)\n";
+  return 0;
+}
+
+// The counters worth a glance; --verbose shows all of them.
+bool Glance(const std::string& key) {
+  static const std::set<std::string> keys = {
+      "group",         "mode",        "experts_held_peak", "memory_peak_bytes",
+      "tasks",         "hits",        "misses",            "reloads",
+      "quantization",  "iterations",  "hints_sent",        "prediction",
+      "requests",      "failures",    "generated_tokens",  "last_recall",
+      "last_decode_tokens_per_second"};
+  return keys.count(key) > 0;
+}
+
+std::string Compact(const NodeProbe& p, bool verbose) {
+  std::vector<std::string> parts;
+  for (const auto& [k, v] : p.entries) {
+    if (verbose || Glance(k)) parts.push_back(k + "=" + v);
+  }
+  return absl::StrJoin(parts, " ");
+}
+
+int Status(const Options& o, const Topology& t) {
+  bool all_ready = true;
+  std::printf("%-10s %-7s %-22s %-9s %-9s %s\n", "NODE", "ROLE", "ADDRESS", "PID", "STATE",
+              "DETAILS");
+  for (const Node& n : NodesInStartOrder(t)) {
+    const std::optional<PidRecord> r = ReadPid(PidPath(o, n));
+    std::string pid = "-";
+    if (r) pid = std::to_string(r->pid) + (Alive(*r) ? "" : "(dead)");
+    absl::StatusOr<NodeProbe> p = ProbeNode(n.spec->address, absl::Seconds(1));
+    const std::string state = p.ok() ? p->state : "down";
+    const std::string details =
+        p.ok() ? (p->state == "ready" ? Compact(*p, o.verbose) : p->detail) : std::string(p.status().message());
+    all_ready = all_ready && p.ok() && p->state == "ready";
+    std::printf("%-10s %-7s %-22s %-9s %-9s %s\n", n.spec->id.c_str(), n.role.c_str(),
+                n.spec->address.c_str(), pid.c_str(), state.c_str(), details.c_str());
+  }
+  return all_ready ? 0 : 1;
+}
+
+int Up(const Options& o, const Topology& t) {
+  const std::vector<Node> nodes = NodesInStartOrder(t);
+  for (const Node& n : nodes) {
+    const std::optional<PidRecord> r = ReadPid(PidPath(o, n));
+    if (r && Alive(*r)) {
+      return Fail(absl::StrCat("node ", n.spec->id, " of this run directory (", o.run_dir,
+                               ") is still running (pid ", r->pid,
+                               "); run `odmoe-cluster down` first"));
+    }
+  }
+  for (const Node& n : nodes) {
+    if (!n.spec->ssh.empty()) continue;
+    const std::string bin = o.bin_dir + "/odmoe-" + n.role;
+    if (access(bin.c_str(), X_OK) != 0) return Fail("cannot run " + bin + " (see --bin-dir)");
+  }
+  std::error_code ec;
+  fs::create_directories(o.run_dir, ec);
+  if (ec) return Fail("cannot create the run directory " + o.run_dir + ": " + ec.message());
+  for (const Node& n : nodes) {
+    absl::StatusOr<PidRecord> r = n.spec->ssh.empty() ? StartLocal(o, n) : StartRemote(o, n);
+    if (!r.ok()) {
+      Down(o, t, true);
+      return Fail(std::string(r.status().message()));
+    }
+    std::ofstream(PidPath(o, n)) << (r->remote ? "ssh " + r->target + " " : "") << r->pid << "\n";
+  }
+  std::cout << "started " << nodes.size() << " nodes (logs in " << o.run_dir
+            << "); waiting for them to be ready\n";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.timeout);
+  std::vector<bool> ready(nodes.size(), false);
+  while (true) {
+    size_t n_ready = 0;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const Node& n = nodes[i];
+      if (!ready[i]) {
+        const std::optional<PidRecord> r = ReadPid(PidPath(o, n));
+        if (!r || !Alive(*r)) {
+          std::cerr << "odmoe-cluster: " << n.spec->id << " exited during start-up; last lines of "
+                    << LogPath(o, n) << ":\n"
+                    << LogTail(LogPath(o, n), 10);
+          Down(o, t, true);
+          return 1;
+        }
+        absl::StatusOr<NodeProbe> p = ProbeNode(n.spec->address, absl::Milliseconds(300));
+        if (p.ok() && p->state == "failed") {
+          std::cerr << "odmoe-cluster: " << n.spec->id << " failed: " << p->detail
+                    << "\nlast lines of " << LogPath(o, n) << ":\n"
+                    << LogTail(LogPath(o, n), 10);
+          Down(o, t, true);
+          return 1;
+        }
+        ready[i] = p.ok() && p->state == "ready";
+      }
+      n_ready += ready[i] ? 1 : 0;
+    }
+    if (n_ready == nodes.size()) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      for (size_t i = 0; i < nodes.size(); ++i) {
+        if (ready[i]) continue;
+        std::cerr << "odmoe-cluster: " << nodes[i].spec->id << " not ready after " << o.timeout
+                  << " s; last lines of " << LogPath(o, nodes[i]) << ":\n"
+                  << LogTail(LogPath(o, nodes[i]), 10);
+      }
+      Down(o, t, true);
+      return 1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::cout << "cluster ready: main at " << t.main.address << ", " << t.n_workers()
+            << " workers in " << t.n_groups() << " groups of " << t.group_size
+            << ", prediction " << PredictionModeName(t.prediction) << "\n";
+  Status(o, t);
+  return 0;
+}
+
+std::string DefaultBinDir() {
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("build/bin") : self.parent_path().string();
+}
+
+}  // namespace
+}  // namespace odmoe
+
+int main(int argc, char** argv) {
+  using namespace odmoe;
+  signal(SIGPIPE, SIG_IGN);
+  Options o;
+  CliArgs args("odmoe-cluster", "Start (up), inspect (status) or stop (down) a cluster.");
+  args.AddString("run-dir", &o.run_dir, "DIR", "logs and pid files (default ./odmoe-run/<name>)");
+  args.AddString("bin-dir", &o.bin_dir, "DIR", "where the daemons are (default: next to this)");
+  args.AddInt("timeout", &o.timeout, "SECONDS", "how long `up` waits for readiness (120)");
+  args.AddFlag("verbose", &o.verbose, "status: every counter of every node");
+  args.AllowPositional("up|down|status TOPOLOGY", 2);
+  if (absl::Status s = args.Parse(argc, argv); !s.ok()) return Fail(std::string(s.message()));
+  if (args.help_requested()) {
+    std::cout << "usage: odmoe-cluster up|down|status TOPOLOGY [options]\n" << args.Help();
+    return 0;
+  }
+  if (args.positional().size() != 2) {
+    return Fail("usage: odmoe-cluster up|down|status TOPOLOGY [options]");
+  }
+  o.command = args.positional()[0];
+  o.topology_path = args.positional()[1];
+  if (o.command != "up" && o.command != "down" && o.command != "status") {
+    return Fail("unknown command '" + o.command + "' (expected up, down or status)");
+  }
+  absl::StatusOr<Topology> t = LoadTopology(o.topology_path);
+  if (!t.ok()) return Fail(std::string(t.status().message()));
+  if (o.run_dir.empty()) {
+    o.run_dir = (fs::current_path() / "odmoe-run" / fs::path(o.topology_path).stem()).string();
+  }
+  o.run_dir = fs::absolute(o.run_dir).string();
+  if (o.bin_dir.empty()) o.bin_dir = DefaultBinDir();
+  o.bin_dir = fs::absolute(o.bin_dir).string();
+  if (o.timeout < 1) return Fail("--timeout must be >= 1");
+  if (o.command == "up") return Up(o, *t);
+  if (o.command == "down") return Down(o, *t);
+  return Status(o, *t);
+}
