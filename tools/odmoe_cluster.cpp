@@ -139,9 +139,14 @@ bool Alive(const PidRecord& r) {
             &code);
     return code == 0;
   }
-  // Reap it if it is our child and has exited.
+  // Reap it if it is our child and has exited; an exited process that its
+  // new parent has not reaped yet (a zombie) counts as gone.
   waitpid(static_cast<pid_t>(r.pid), nullptr, WNOHANG);
-  return kill(static_cast<pid_t>(r.pid), 0) == 0;
+  if (kill(static_cast<pid_t>(r.pid), 0) != 0) return false;
+  std::ifstream stat("/proc/" + std::to_string(r.pid) + "/stat");
+  std::string pid, comm, state;
+  stat >> pid >> comm >> state;
+  return state != "Z";
 }
 
 absl::StatusOr<PidRecord> StartLocal(const Options& o, const Node& n) {

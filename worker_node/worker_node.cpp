@@ -54,6 +54,7 @@ void WorkerNode::Shutdown() {
   if (state() == v1::NODE_STATE_DRAINING) return;
   SetState(v1::NODE_STATE_DRAINING, "shutting down");
   if (core_) core_->Stop();
+  if (service_) service_->CancelStreams();
 }
 
 void WorkerNode::FillWelcome(v1::Welcome* welcome) const {

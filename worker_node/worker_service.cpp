@@ -1,5 +1,8 @@
 #include "worker_node/worker_service.h"
 
+#include <map>
+#include <mutex>
+
 #include "cluster/grpc_util.h"
 #include "util/logging.h"
 
@@ -12,6 +15,7 @@ struct WorkerService::Impl final : public v1::Worker::Service {
                        grpc::ServerReaderWriter<v1::ExpertResult, v1::WorkerRequest>* stream)
       override {
     const uint64_t id = ++next_stream;
+    Track(id, ctx);
     ODMOE_LOG_INFO("expert stream {} opened by {}", id, ctx->peer());
     core.AttachSink(id, [stream](const v1::ExpertResult& r) { stream->Write(r); });
     v1::WorkerRequest req;
@@ -27,12 +31,15 @@ struct WorkerService::Impl final : public v1::Worker::Service {
       }
     }
     core.DetachSink(id);
+    Untrack(id);
     ODMOE_LOG_INFO("expert stream {} closed", id);
     return grpc::Status::OK;
   }
 
   grpc::Status Hints(grpc::ServerContext* ctx, grpc::ServerReader<v1::Hint>* reader,
                      v1::HintAck* ack) override {
+    const uint64_t id = ++next_stream;
+    Track(id, ctx);
     v1::Hint hint;
     uint64_t received = 0, rejected = 0;
     while (reader->Read(&hint)) {
@@ -43,17 +50,37 @@ struct WorkerService::Impl final : public v1::Worker::Service {
         ODMOE_LOG_WARN("rejected hint from {}: {}", ctx->peer(), s.message());
       }
     }
+    Untrack(id);
     ack->set_hints_received(received);
     ack->set_hints_rejected(rejected);
     return grpc::Status::OK;
   }
 
+  void Track(uint64_t id, grpc::ServerContext* ctx) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (cancelled) ctx->TryCancel();
+    open[id] = ctx;
+  }
+  void Untrack(uint64_t id) {
+    std::lock_guard<std::mutex> lock(mu);
+    open.erase(id);
+  }
+  void CancelAll() {
+    std::lock_guard<std::mutex> lock(mu);
+    cancelled = true;
+    for (auto& [id, ctx] : open) ctx->TryCancel();
+  }
+
   WorkerCore& core;
   std::atomic<uint64_t> next_stream{0};
+  std::mutex mu;
+  std::map<uint64_t, grpc::ServerContext*> open;
+  bool cancelled = false;
 };
 
 WorkerService::WorkerService(WorkerCore& core) : impl_(std::make_unique<Impl>(core)) {}
 WorkerService::~WorkerService() = default;
 grpc::Service* WorkerService::grpc_service() { return impl_.get(); }
+void WorkerService::CancelStreams() { impl_->CancelAll(); }
 
 }  // namespace odmoe

@@ -18,6 +18,8 @@ class WorkerService {
   explicit WorkerService(WorkerCore& core);
   ~WorkerService();
   grpc::Service* grpc_service();
+  /// Ends every open stream (shutdown: their readers return at once).
+  void CancelStreams();
 
  private:
   struct Impl;

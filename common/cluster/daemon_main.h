@@ -23,8 +23,9 @@ namespace odmoe {
 using DaemonFactory = std::function<absl::StatusOr<std::unique_ptr<NodeDaemon>>(
     const Topology& topology, const std::string& node_id)>;
 
-/// Returns the process exit code: 0 after a clean shutdown, 1 on any error
-/// (printed as one "<program>: error: ..." line).
+/// After a clean shutdown the process exits with 0 (without the gRPC
+/// library's slow global teardown); on any error it returns 1, having printed
+/// one "<program>: error: ..." line.
 int RunDaemon(int argc, char** argv, const char* program, const char* summary,
               const DaemonFactory& factory);
 
