@@ -54,7 +54,7 @@ absl::StatusOr<double> ExpertSlots::Load(int slot, int layer, int expert, bool p
     ODMOE_RETURN_IF_ERROR(backend_->Synchronize());
   }
   Slot& s = slots_[static_cast<size_t>(slot)];
-  s = Slot{true, layer, expert, prefetched, pinned};
+  s = Slot{true, layer, expert, prefetched, pinned, std::chrono::steady_clock::now()};
   ++held_;
   peak_held_ = std::max(peak_held_, held_);
   ++loads_;

@@ -14,6 +14,7 @@
 //   slots.peak_held();   // 1
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -33,6 +34,7 @@ class ExpertSlots {
     int expert = -1;
     bool prefetched = false;  // loaded from a hint, before its task came
     bool pinned = false;      // resident: never evicted
+    std::chrono::steady_clock::time_point loaded_at;  // when the load finished
   };
 
   static absl::StatusOr<ExpertSlots> Create(const ModelFile& model, Backend& backend, int slots);

@@ -300,8 +300,14 @@ void WorkerCore::Process(Task& task) {
   bool hit = false, reloaded = false;
   double load_seconds = 0;
   absl::Status status;
+  // The load stall of a task is the time it waited for its expert after it
+  // arrived: the rest of a prefetch still running then, or a load now.
+  double stall = 0;
   if (slot >= 0) {
     hit = slots_.slot(slot).prefetched || slots_.slot(slot).pinned;
+    stall = std::max(0.0, std::chrono::duration<double>(slots_.slot(slot).loaded_at -
+                                                        task.received)
+                              .count());
     slots_.ClearPrefetched(slot);
   } else {
     slot = slots_.FreeSlot();
@@ -327,12 +333,12 @@ void WorkerCore::Process(Task& task) {
       absl::StatusOr<double> loaded = slots_.Load(slot, layer, expert, /*prefetched=*/false);
       if (loaded.ok()) {
         load_seconds = *loaded;
+        stall = load_seconds;
       } else {
         status = loaded.status();
       }
     }
   }
-  const double stall = Since(task.received);
   const auto compute_start = std::chrono::steady_clock::now();
   if (status.ok()) status = Compute(task, slot, &result);
   const double compute = Since(compute_start);
