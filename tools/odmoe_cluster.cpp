@@ -134,8 +134,9 @@ std::optional<PidRecord> ReadPid(const std::string& path) {
 bool Alive(const PidRecord& r) {
   if (r.remote) {
     int code = 0;
-    Capture(SshProgram() + " " + ShellQuote(r.target) + " kill -0 " + std::to_string(r.pid) +
-                " 2>/dev/null",
+    // Alive and not a zombie.
+    Capture(SshProgram() + " " + ShellQuote(r.target) + " " +
+                ShellQuote("ps -o stat= -p " + std::to_string(r.pid) + " | grep -q '^[^Z]'"),
             &code);
     return code == 0;
   }

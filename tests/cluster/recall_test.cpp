@@ -44,7 +44,7 @@ double MeasureRecall(ClusterConfig cfg, int prompts, int tokens) {
 }  // namespace
 
 TEST_CASE("recall: aligned Q8_0 shadow vs unaligned vs random", "[cluster]") {
-  const int prompts = 8, tokens = 32;
+  const int prompts = 8, tokens = 128;
   ClusterConfig aligned;
   ClusterConfig unaligned;
   unaligned.token_period = unaligned.kv_period = 0;
