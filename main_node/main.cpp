@@ -7,10 +7,5 @@ int main(int argc, char** argv) {
   return odmoe::RunDaemon(
       argc, argv, "odmoe-main",
       "The odmoe main node: serves completions, runs everything but the experts.",
-      [](const odmoe::Topology& t, const std::string& id)
-          -> absl::StatusOr<std::unique_ptr<odmoe::NodeDaemon>> {
-        auto m = odmoe::MainNode::Create(t, id);
-        if (!m.ok()) return m.status();
-        return std::unique_ptr<odmoe::NodeDaemon>(std::move(*m));
-      });
+      odmoe::FactoryOf<odmoe::MainNode>());
 }

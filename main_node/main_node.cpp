@@ -88,9 +88,7 @@ absl::StatusOr<ClusterGenerateResult> MainNode::Generate(const GenerateRequest& 
 
 void MainNode::FillStatus(v1::NodeStatus* status) const {
   auto add = [status](const std::string& k, const std::string& v) {
-    v1::StatusEntry* e = status->add_entries();
-    e->set_key(k);
-    e->set_value(v);
+    AddStatusEntry(status, k, v);
   };
   add("workers", absl::StrFormat("%d in %d groups of %d", topology_.n_workers(),
                                  topology_.n_groups(), topology_.group_size));

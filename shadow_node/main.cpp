@@ -7,10 +7,5 @@ int main(int argc, char** argv) {
   return odmoe::RunDaemon(
       argc, argv, "odmoe-shadow",
       "An odmoe shadow node: predicts the experts of every layer ahead of the main node.",
-      [](const odmoe::Topology& t, const std::string& id)
-          -> absl::StatusOr<std::unique_ptr<odmoe::NodeDaemon>> {
-        auto s = odmoe::ShadowNode::Create(t, id);
-        if (!s.ok()) return s.status();
-        return std::unique_ptr<odmoe::NodeDaemon>(std::move(*s));
-      });
+      odmoe::FactoryOf<odmoe::ShadowNode>());
 }

@@ -128,9 +128,7 @@ void ShadowNode::Shutdown() {
 void ShadowNode::FillStatus(v1::NodeStatus* status) const {
   const ShadowStats s = core_->stats();
   auto add = [status](const std::string& k, const std::string& v) {
-    v1::StatusEntry* e = status->add_entries();
-    e->set_key(k);
-    e->set_value(v);
+    AddStatusEntry(status, k, v);
   };
   add("model", model_path_);
   add("quantization", std::string(GgmlTypeName(

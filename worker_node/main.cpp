@@ -7,10 +7,5 @@ int main(int argc, char** argv) {
   return odmoe::RunDaemon(
       argc, argv, "odmoe-worker",
       "An odmoe worker node: loads experts just in time and computes them.",
-      [](const odmoe::Topology& t, const std::string& id)
-          -> absl::StatusOr<std::unique_ptr<odmoe::NodeDaemon>> {
-        auto w = odmoe::WorkerNode::Create(t, id);
-        if (!w.ok()) return w.status();
-        return std::unique_ptr<odmoe::NodeDaemon>(std::move(*w));
-      });
+      odmoe::FactoryOf<odmoe::WorkerNode>());
 }

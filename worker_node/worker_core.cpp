@@ -76,12 +76,7 @@ absl::StatusOr<std::unique_ptr<WorkerCore>> WorkerCore::Create(const ModelFile& 
   core->stats_.expert_bytes = expert;
   core->stats_.workspace_bytes = workspace;
   core->stats_.memory_budget = budget;
-  core->stats_.held = core->slots_.held();
-  core->stats_.peak_held = core->slots_.peak_held();
-  core->stats_.loads = core->slots_.loads();
-  core->stats_.bytes_loaded = core->slots_.bytes_loaded();
-  core->stats_.load_seconds = core->slots_.load_seconds();
-  core->stats_.peak_bytes = core->slots_.peak_bytes_held() + workspace;
+  core->SyncSlotStatsLocked();
   core->thread_ = std::thread([c = core.get()] { c->Loop(); });
   return core;
 }
@@ -104,6 +99,15 @@ absl::Status WorkerCore::LoadResident() {
 }
 
 WorkerCore::~WorkerCore() { Stop(); }
+
+void WorkerCore::SyncSlotStatsLocked() {
+  stats_.loads = slots_.loads();
+  stats_.bytes_loaded = slots_.bytes_loaded();
+  stats_.load_seconds = slots_.load_seconds();
+  stats_.held = slots_.held();
+  stats_.peak_held = slots_.peak_held();
+  stats_.peak_bytes = slots_.peak_bytes_held() + workspace_bytes_;
+}
 
 void WorkerCore::Stop() {
   {
@@ -258,12 +262,7 @@ void WorkerCore::PrefetchLocked(std::unique_lock<std::mutex>& lock) {
       return;
     }
     slot_hint_[free] = k;
-    stats_.loads = slots_.loads();
-    stats_.bytes_loaded = slots_.bytes_loaded();
-    stats_.load_seconds = slots_.load_seconds();
-    stats_.held = slots_.held();
-    stats_.peak_held = slots_.peak_held();
-    stats_.peak_bytes = slots_.peak_bytes_held() + workspace_bytes_;
+    SyncSlotStatsLocked();
     return;
   }
 }
@@ -368,12 +367,7 @@ void WorkerCore::Process(Task& task) {
     }
     stats_.stall_seconds += stall;
     stats_.compute_seconds += compute;
-    stats_.loads = slots_.loads();
-    stats_.bytes_loaded = slots_.bytes_loaded();
-    stats_.load_seconds = slots_.load_seconds();
-    stats_.held = slots_.held();
-    stats_.peak_held = slots_.peak_held();
-    stats_.peak_bytes = slots_.peak_bytes_held() + workspace_bytes_;
+    SyncSlotStatsLocked();
     slot_hint_.erase(slot);
     PruneLocked();
   }

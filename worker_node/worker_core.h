@@ -121,6 +121,7 @@ class WorkerCore {
   void PrefetchLocked(std::unique_lock<std::mutex>& lock);
   void PruneLocked();
   void Deliver(const v1::ExpertResult& result);
+  void SyncSlotStatsLocked();  // slot accounting -> stats_ (mu_ held)
   bool OwnsDecodeLayer(int layer) const;
 
   const ModelFile& model_;

@@ -74,9 +74,7 @@ void WorkerNode::FillStatus(v1::NodeStatus* status) const {
   const WorkerStats s = core_->stats();
   const WorkerPlacement& p = core_->placement();
   auto add = [status](const std::string& k, const std::string& v) {
-    v1::StatusEntry* e = status->add_entries();
-    e->set_key(k);
-    e->set_value(v);
+    AddStatusEntry(status, k, v);
   };
   add("group", absl::StrFormat("%d (slot %d)", p.group(), p.index_in_group()));
   add("mode", core_->resident() ? "resident" : "on_demand");

@@ -6,7 +6,7 @@
 //
 //   int main(int argc, char** argv) {
 //     return odmoe::RunDaemon(argc, argv, "odmoe-worker", "Serve experts ...",
-//         [](const odmoe::Topology& t, const std::string& id) { return WorkerNode::Create(t, id); });
+//                             odmoe::FactoryOf<odmoe::WorkerNode>());
 //   }
 #pragma once
 
@@ -22,6 +22,18 @@ namespace odmoe {
 
 using DaemonFactory = std::function<absl::StatusOr<std::unique_ptr<NodeDaemon>>(
     const Topology& topology, const std::string& node_id)>;
+
+/// The factory of a node class with `static StatusOr<unique_ptr<NodeT>>
+/// Create(const Topology&, const std::string& id)`.
+template <typename NodeT>
+DaemonFactory FactoryOf() {
+  return [](const Topology& topology,
+            const std::string& node_id) -> absl::StatusOr<std::unique_ptr<NodeDaemon>> {
+    absl::StatusOr<std::unique_ptr<NodeT>> node = NodeT::Create(topology, node_id);
+    if (!node.ok()) return node.status();
+    return std::unique_ptr<NodeDaemon>(std::move(*node));
+  };
+}
 
 /// After a clean shutdown the process exits with 0 (without the gRPC
 /// library's slow global teardown); on any error it returns 1, having printed

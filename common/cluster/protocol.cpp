@@ -34,6 +34,12 @@ std::string NodeStateName(v1::NodeState state) {
   }
 }
 
+void AddStatusEntry(v1::NodeStatus* status, const std::string& key, const std::string& value) {
+  v1::StatusEntry* e = status->add_entries();
+  e->set_key(key);
+  e->set_value(value);
+}
+
 std::string FingerprintHex(uint64_t fingerprint) { return absl::StrFormat("%016x", fingerprint); }
 
 }  // namespace odmoe

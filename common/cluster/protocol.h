@@ -28,6 +28,9 @@ inline constexpr size_t kKvChunkBytes = 8u << 20;
 std::string RoleName(v1::Role role);
 /// "starting" | "ready" | "draining" | "failed" | "unspecified".
 std::string NodeStateName(v1::NodeState state);
+/// Appends key = value to a Node.Status answer.
+void AddStatusEntry(v1::NodeStatus* status, const std::string& key, const std::string& value);
+
 /// 16 hex digits.
 std::string FingerprintHex(uint64_t fingerprint);
 

@@ -13,26 +13,13 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "shell.h"
 #include "test_paths.h"
 
 namespace odmoe::test {
 namespace {
 
-struct Result {
-  int exit_code;
-  std::string output;
-};
-
-Result Sh(const std::string& command) {
-  std::string output;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) output.append(buf.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128, output};
-}
+using Result = ShellResult;
 
 // A port nobody listens on right now.
 int FreePort() {

@@ -14,16 +14,6 @@
 namespace odmoe::test {
 namespace {
 
-std::vector<std::string> HeldOutPrompts(int n) {
-  std::ifstream in(SourcePath("tests/data/heldout.txt"));
-  std::vector<std::string> prompts;
-  std::string line;
-  while (static_cast<int>(prompts.size()) < n && std::getline(in, line)) {
-    if (line.size() >= 24) prompts.push_back(line.substr(0, 80));
-  }
-  return prompts;
-}
-
 double MeasureRecall(ClusterConfig cfg, int prompts, int tokens) {
   auto cluster = TestCluster::Start(cfg);
   REQUIRE(cluster.ok());

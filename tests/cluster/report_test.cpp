@@ -9,20 +9,6 @@
 #include "test_cluster.h"
 
 namespace odmoe::test {
-namespace {
-
-std::vector<std::string> Prompts(int n) {
-  std::ifstream in(SourcePath("tests/data/heldout.txt"));
-  std::vector<std::string> prompts;
-  std::string line;
-  while (static_cast<int>(prompts.size()) < n && std::getline(in, line)) {
-    if (line.size() >= 24) prompts.push_back(line.substr(0, 80));
-  }
-  return prompts;
-}
-
-}  // namespace
-
 TEST_CASE("report: recall and decode speed per deployment (8 prompts x 128 tokens)",
           "[.report]") {
   struct Row {
@@ -55,7 +41,7 @@ TEST_CASE("report: recall and decode speed per deployment (8 prompts x 128 token
     REQUIRE(cluster.ok());
     uint64_t correct = 0, slots = 0, hits = 0, misses = 0, reloads = 0, tokens = 0;
     double stall = 0, decode_seconds = 0;
-    for (const std::string& p : Prompts(8)) {
+    for (const std::string& p : HeldOutPrompts(8)) {
       GenerateRequest req;
       req.prompt = p;
       req.max_tokens = 128;

@@ -1,11 +1,22 @@
 #include "test_cluster.h"
 
+#include <fstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "util/status_macros.h"
 
 namespace odmoe::test {
+
+std::vector<std::string> HeldOutPrompts(int n) {
+  std::ifstream in(SourcePath("tests/data/heldout.txt"));
+  std::vector<std::string> prompts;
+  std::string line;
+  while (static_cast<int>(prompts.size()) < n && std::getline(in, line)) {
+    if (line.size() >= 24) prompts.push_back(line.substr(0, 80));
+  }
+  return prompts;
+}
 
 Topology MakeTopology(const ClusterConfig& c) {
   Topology t;

@@ -35,6 +35,10 @@ struct ClusterConfig {
   std::string model = SourcePath("models/tiny-mixtral-f16.gguf");
 };
 
+/// The first `n` lines of tests/data/heldout.txt that have at least 24
+/// characters, cut to 80: prompts the model never trained on.
+std::vector<std::string> HeldOutPrompts(int n);
+
 /// The topology a ClusterConfig describes, with port 0 everywhere.
 Topology MakeTopology(const ClusterConfig& config);
 

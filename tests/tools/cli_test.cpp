@@ -9,26 +9,14 @@
 #include <fstream>
 
 #include "model/model_file.h"
+#include "shell.h"
 #include "test_paths.h"
 
 namespace odmoe {
 namespace {
 
-struct Result {
-  int exit_code;
-  std::string output;  // stdout + stderr
-};
-
-Result Sh(const std::string& command) {
-  std::string output;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) output.append(buf.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128, output};
-}
+using Result = test::ShellResult;
+using test::Sh;
 
 std::string Run() { return test::BinaryPath("bin/odmoe-run"); }
 std::string Quantize() { return test::BinaryPath("bin/odmoe-quantize"); }
