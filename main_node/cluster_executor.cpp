@@ -57,8 +57,8 @@ absl::Status ClusterExpertExecutor::Send(int worker, uint32_t layer, uint32_t ex
   return links_.SendToWorker(worker, req);
 }
 
-absl::Status ClusterExpertExecutor::Receive(uint64_t task_id, int worker, int64_t n,
-                                            float* rows_out) {
+absl::Status ClusterExpertExecutor::Receive(uint64_t task_id, int worker, uint32_t layer,
+                                            int64_t n, float* rows_out) {
   const auto t0 = std::chrono::steady_clock::now();
   ODMOE_ASSIGN_OR_RETURN(v1::ExpertResult r,
                          links_.TakeResult(task_id, worker, kResultTimeout));
@@ -81,6 +81,10 @@ absl::Status ClusterExpertExecutor::Receive(uint64_t task_id, int worker, int64_
     ++(r.prefetched() ? stats_.hits : stats_.misses);
     if (r.reloaded()) ++stats_.reloads;
     stats_.stall_seconds += r.stall_seconds();
+    if (stats_.stall_per_layer.size() < static_cast<size_t>(config_.n_layer)) {
+      stats_.stall_per_layer.resize(static_cast<size_t>(config_.n_layer), 0.0);
+    }
+    stats_.stall_per_layer[layer] += r.stall_seconds();
   }
   return absl::OkStatus();
 }
@@ -107,7 +111,8 @@ absl::Status ClusterExpertExecutor::RunDecode(int layer, const RoutingPlan& plan
     const size_t p = static_cast<size_t>(
         std::find(actual.begin(), actual.end(), slots[i]) - actual.begin());
     host_y_[p].resize(static_cast<size_t>(config_.n_embd));
-    ODMOE_RETURN_IF_ERROR(Receive(ids[i], members[i], 1, host_y_[p].data()));
+    ODMOE_RETURN_IF_ERROR(
+        Receive(ids[i], members[i], static_cast<uint32_t>(layer), 1, host_y_[p].data()));
   }
   return absl::OkStatus();
 }
@@ -144,8 +149,8 @@ absl::Status ClusterExpertExecutor::RunPrefill(int layer, int64_t rows, const Ro
   }
   (void)rows;
   for (const Pending& p : pending) {
-    ODMOE_RETURN_IF_ERROR(
-        Receive(p.task_id, p.worker, p.n, host_y_[p.plan_index].data() + p.first_row * d));
+    ODMOE_RETURN_IF_ERROR(Receive(p.task_id, p.worker, static_cast<uint32_t>(layer), p.n,
+                                  host_y_[p.plan_index].data() + p.first_row * d));
   }
   return absl::OkStatus();
 }

@@ -36,6 +36,7 @@ struct ExpertTaskStats {
   uint64_t hits = 0, misses = 0, reloads = 0;  // decode tasks
   double stall_seconds = 0;                    // decode tasks
   double wait_seconds = 0;                     // main waiting for results
+  std::vector<double> stall_per_layer;         // decode load stall by layer
 };
 
 class ClusterExpertExecutor : public ExpertExecutor {
@@ -61,7 +62,8 @@ class ClusterExpertExecutor : public ExpertExecutor {
       : config_(config), backend_(backend), topology_(topology), links_(links) {}
   absl::Status Send(int worker, uint32_t layer, uint32_t expert, const float* rows, int64_t n,
                     uint32_t mini_batch, uint32_t mini_batches, uint64_t* task_id);
-  absl::Status Receive(uint64_t task_id, int worker, int64_t n, float* rows_out);
+  absl::Status Receive(uint64_t task_id, int worker, uint32_t layer, int64_t n,
+                       float* rows_out);
   absl::Status Combine(const RoutingPlan& plan, Mat out);
   absl::Status RunDecode(int layer, const RoutingPlan& plan);
   absl::Status RunPrefill(int layer, int64_t rows, const RoutingPlan& plan);

@@ -114,9 +114,14 @@ absl::Status MainEngine::SendRandomHints(uint64_t request, int n) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::vector<int32_t>> MainEngine::Validate(const GenerateRequest& request) const {
+  return PreparePrompt(request, tokenizer_, n_ctx());
+}
+
 absl::StatusOr<ClusterGenerateResult> MainEngine::Generate(const GenerateRequest& request,
                                                            const GenerationCallback& on_token,
-                                                           const std::function<bool()>& cancelled) {
+                                                           const std::function<bool()>& cancelled,
+                                                           const std::function<bool()>& should_stop) {
   std::lock_guard<std::mutex> lock(generate_mu_);
   ODMOE_ASSIGN_OR_RETURN(std::vector<int32_t> prompt_ids,
                          PreparePrompt(request, tokenizer_, n_ctx()));
@@ -146,6 +151,7 @@ absl::StatusOr<ClusterGenerateResult> MainEngine::Generate(const GenerateRequest
   };
 
   GenerationHooks hooks;
+  hooks.should_stop = should_stop;
   hooks.before_prefill = [&](const std::vector<int32_t>& ids) -> absl::Status {
     executor_->SetStep(req, 0);
     if (!use_shadow) return absl::OkStatus();

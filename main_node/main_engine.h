@@ -53,7 +53,10 @@ class MainEngine {
   /// returns true the request ends with CANCELLED.
   absl::StatusOr<ClusterGenerateResult> Generate(const GenerateRequest& request,
                                                  const GenerationCallback& on_token,
-                                                 const std::function<bool()>& cancelled = {});
+                                                 const std::function<bool()>& cancelled = {},
+                                                 const std::function<bool()>& should_stop = {});
+  /// The checks Generate starts with (sampling, prompt, context); the prompt ids.
+  absl::StatusOr<std::vector<int32_t>> Validate(const GenerateRequest& request) const;
 
   const Tokenizer& tokenizer() const { return tokenizer_; }
   int n_ctx() const { return transformer_->n_ctx(); }

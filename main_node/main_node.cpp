@@ -1,8 +1,16 @@
 #include "main_node/main_node.h"
 
+#include <chrono>
+#include <filesystem>
+#include <map>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "backend_registry.h"
+#include "cluster/node_probe.h"
+#include "main_node/http_api.h"
 #include "main_node/main_service.h"
 #include "util/logging.h"
 #include "util/status_macros.h"
@@ -33,6 +41,12 @@ absl::StatusOr<std::unique_ptr<MainNode>> MainNode::Create(const Topology& topol
                                                         *m->tokenizer_, *m->backend_,
                                                         *m->links_));
   m->service_ = std::make_unique<MainService>(*m);
+  m->queue_ = std::make_unique<RequestQueue>(topology.main.max_queue);
+  m->metrics_ = std::make_unique<MainMetrics>(m->model_->config().n_layer);
+  m->model_id_ = std::filesystem::path(topology.model).stem().string();
+  if (!topology.main.http.empty()) {
+    ODMOE_ASSIGN_OR_RETURN(m->http_, HttpApi::Start(*m));
+  }
   ODMOE_LOG_INFO("main: {} workers in {} groups of {}, prediction {}, backend {}",
                  topology.n_workers(), topology.n_groups(), topology.group_size,
                  PredictionModeName(topology.prediction), m->backend_->name());
@@ -61,29 +75,135 @@ absl::Status MainNode::Start() {
 void MainNode::Shutdown() {
   if (cancel_.exchange(true)) return;
   SetState(v1::NODE_STATE_DRAINING, "shutting down");
+  if (http_) http_->Stop();
   if (connector_.joinable()) connector_.join();
   if (links_) links_->Close();
 }
 
-absl::StatusOr<ClusterGenerateResult> MainNode::Generate(const GenerateRequest& request,
-                                                         const GenerationCallback& on_token,
-                                                         const std::function<bool()>& cancelled) {
+absl::StatusOr<RequestQueue::Turn> MainNode::Admit(const std::function<bool()>& cancelled) {
   if (state() != v1::NODE_STATE_READY) {
     return absl::UnavailableError(
         absl::StrFormat("the cluster cannot serve yet (%s): %s",
                         NodeStateName(state()), state_detail()));
   }
-  absl::StatusOr<ClusterGenerateResult> r = engine_->Generate(request, on_token, cancelled);
+  return queue_->Enter(cancelled);
+}
+
+absl::Status MainNode::Validate(const GenerateRequest& request) const {
+  return engine_->Validate(request).status();
+}
+
+namespace {
+std::string Outcome(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kOk:
+      return "ok";
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange:
+    case absl::StatusCode::kNotFound:
+      return "invalid";
+    case absl::StatusCode::kResourceExhausted:
+      return "busy";
+    case absl::StatusCode::kCancelled:
+      return "cancelled";
+    case absl::StatusCode::kUnavailable:
+      return "unavailable";
+    case absl::StatusCode::kUnauthenticated:
+      return "unauthenticated";
+    default:
+      return "error";
+  }
+}
+}  // namespace
+
+void MainNode::CountRejected(const std::string& api, const absl::Status& status) {
+  metrics_->RequestDone(api, Outcome(status));
+}
+
+absl::StatusOr<ClusterGenerateResult> MainNode::Generate(const RequestQueue::Turn& turn,
+                                                         const GenerateRequest& request,
+                                                         const GenerationCallback& on_token,
+                                                         const std::function<bool()>& cancelled,
+                                                         const std::function<bool()>& should_stop,
+                                                         const std::string& api) {
+  (void)turn;  // holding it is the point
+  auto last = std::chrono::steady_clock::now();
+  bool first = true;
+  auto timed = [&](int32_t id, std::string_view text) {
+    const auto now = std::chrono::steady_clock::now();
+    if (!first) metrics_->ObserveInterToken(std::chrono::duration<double>(now - last).count());
+    first = false;
+    last = now;
+    if (on_token) on_token(id, text);
+  };
+  absl::StatusOr<ClusterGenerateResult> r =
+      engine_->Generate(request, timed, cancelled, should_stop);
+  metrics_->RequestDone(api, Outcome(r.status()));
   std::lock_guard<std::mutex> lock(stats_mu_);
   ++requests_;
   if (!r.ok()) {
     ++failures_;
     return r;
   }
+  metrics_->Generation(*r);
   tokens_ += r->result.output_ids.size();
-  last_recall_ = r->recall.overall;
+  if (r->recall.slots > 0) last_recall_ = r->recall.overall;
   last_decode_tps_ = r->result.stats.decode_tokens_per_second();
   return r;
+}
+
+absl::StatusOr<ClusterGenerateResult> MainNode::Generate(const GenerateRequest& request,
+                                                         const GenerationCallback& on_token,
+                                                         const std::function<bool()>& cancelled,
+                                                         const std::string& api) {
+  absl::StatusOr<RequestQueue::Turn> turn = Admit(cancelled);
+  if (!turn.ok()) {
+    CountRejected(api, turn.status());
+    return turn.status();
+  }
+  return Generate(*turn, request, on_token, cancelled, {}, api);
+}
+
+int MainNode::http_port() const { return http_ ? http_->port() : 0; }
+
+std::string MainNode::RenderMetrics() const {
+  std::string workers;
+  absl::StrAppend(&workers,
+                  "# HELP odmoe_worker_up Whether the worker answers its status call.\n"
+                  "# TYPE odmoe_worker_up gauge\n");
+  static const std::vector<std::pair<std::string, std::string>> kSeries = {
+      {"bytes_loaded", "odmoe_worker_bytes_loaded_total"},
+      {"loads", "odmoe_worker_loads_total"},
+      {"experts_held", "odmoe_worker_experts_held"},
+      {"memory_peak_bytes", "odmoe_worker_memory_peak_bytes"},
+      {"memory_budget_bytes", "odmoe_worker_memory_budget_bytes"},
+      {"hits", "odmoe_worker_hits_total"},
+      {"misses", "odmoe_worker_misses_total"},
+      {"reloads", "odmoe_worker_reloads_total"},
+      {"stall_seconds", "odmoe_worker_load_stall_seconds_total"}};
+  std::map<std::string, std::string> lines;
+  for (const WorkerSpec& w : topology_.workers) {
+    absl::StatusOr<NodeProbe> p = ProbeNode(w.address, absl::Milliseconds(500));
+    absl::StrAppendFormat(&workers, "odmoe_worker_up{worker=\"%s\"} %d\n", w.id, p.ok() ? 1 : 0);
+    if (!p.ok()) continue;
+    std::map<std::string, std::string> entries(p->entries.begin(), p->entries.end());
+    uint64_t expert_bytes = 0, held = 0;
+    absl::SimpleAtoi(entries["expert_bytes"], &expert_bytes);
+    absl::SimpleAtoi(entries["experts_held"], &held);
+    absl::StrAppendFormat(&lines["odmoe_worker_memory_in_use_bytes"],
+                          "odmoe_worker_memory_in_use_bytes{worker=\"%s\"} %d\n", w.id,
+                          expert_bytes * held);
+    for (const auto& [key, series] : kSeries) {
+      auto it = entries.find(key);
+      if (it == entries.end()) continue;
+      absl::StrAppendFormat(&lines[series], "%s{worker=\"%s\"} %s\n", series, w.id, it->second);
+    }
+  }
+  for (const auto& [series, text] : lines) {
+    absl::StrAppendFormat(&workers, "# TYPE %s %s\n%s", series,
+                          absl::EndsWith(series, "_total") ? "counter" : "gauge", text);
+  }
+  return metrics_->Render(queue_->running(), queue_->waiting(), workers);
 }
 
 void MainNode::FillStatus(v1::NodeStatus* status) const {

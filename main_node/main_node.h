@@ -20,6 +20,8 @@
 #include "cluster/node_daemon.h"
 #include "main_node/cluster_links.h"
 #include "main_node/main_engine.h"
+#include "main_node/main_metrics.h"
+#include "main_node/request_queue.h"
 #include "model/model_file.h"
 #include "tokenizer/tokenizer.h"
 #include "topology/topology.h"
@@ -27,6 +29,7 @@
 namespace odmoe {
 
 class MainService;
+class HttpApi;
 
 class MainNode : public NodeDaemon {
  public:
@@ -42,11 +45,37 @@ class MainNode : public NodeDaemon {
   void Shutdown() override;
   void FillStatus(v1::NodeStatus* status) const override;
 
-  /// UNAVAILABLE until the cluster is connected (or while draining).
+  /// Waits for this request's turn (FIFO). UNAVAILABLE until the cluster is
+  /// connected (or while draining); RESOURCE_EXHAUSTED when main.max_queue
+  /// requests already wait; CANCELLED when `cancelled` turns true first.
+  absl::StatusOr<RequestQueue::Turn> Admit(const std::function<bool()>& cancelled = {});
+  /// Runs one request in its turn. `api` labels the metrics ("grpc", "http").
+  absl::StatusOr<ClusterGenerateResult> Generate(const RequestQueue::Turn& turn,
+                                                 const GenerateRequest& request,
+                                                 const GenerationCallback& on_token,
+                                                 const std::function<bool()>& cancelled,
+                                                 const std::function<bool()>& should_stop,
+                                                 const std::string& api);
+  /// Admit + Generate.
   absl::StatusOr<ClusterGenerateResult> Generate(const GenerateRequest& request,
                                                  const GenerationCallback& on_token,
-                                                 const std::function<bool()>& cancelled = {});
+                                                 const std::function<bool()>& cancelled = {},
+                                                 const std::string& api = "grpc");
+  /// The request checks that need no cluster (sampling, prompt, context).
+  absl::Status Validate(const GenerateRequest& request) const;
+  /// Counts a request that ended before generating (bad input, busy ...).
+  void CountRejected(const std::string& api, const absl::Status& status);
+
   const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const ModelFile& model() const { return *model_; }
+  const Topology& topology() const { return topology_; }
+  int n_ctx() const { return engine_->n_ctx(); }
+  /// The model's id in the HTTP API (the model file's name without .gguf).
+  const std::string& model_id() const { return model_id_; }
+  /// The HTTP API's port (0 without one).
+  int http_port() const;
+  /// Prometheus text of every counter, including each worker's (asked now).
+  std::string RenderMetrics() const;
 
  private:
   MainNode() = default;
@@ -60,6 +89,10 @@ class MainNode : public NodeDaemon {
   std::unique_ptr<ClusterLinks> links_;
   std::unique_ptr<MainEngine> engine_;
   std::unique_ptr<MainService> service_;
+  std::unique_ptr<HttpApi> http_;
+  std::unique_ptr<RequestQueue> queue_;
+  std::unique_ptr<MainMetrics> metrics_;
+  std::string model_id_;
   std::atomic<bool> cancel_{false};
   std::thread connector_;
 

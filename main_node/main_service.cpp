@@ -32,8 +32,7 @@ void FillStats(const ClusterGenerateResult& r, v1::GenerateStats* s) {
   s->set_prefill_seconds(g.prefill_seconds);
   s->set_decode_seconds(g.decode_seconds);
   s->set_decode_tokens_per_second(g.decode_tokens_per_second());
-  s->set_stop_reason(r.result.stop_reason == GenerateResult::StopReason::kEos ? "eos"
-                                                                              : "max_tokens");
+  s->set_stop_reason(StopReasonName(r.result.stop_reason));
   s->set_prediction(std::string(PredictionModeName(r.prediction)));
   s->set_recall(r.recall.overall);
   for (double x : r.recall.per_token) s->add_recall_per_token(x);

@@ -72,8 +72,12 @@ std::string ShellQuote(const std::string& s) {
   return out + "'";
 }
 
-std::string PidPath(const Options& o, const Node& n) { return o.run_dir + "/" + n.spec->id + ".pid"; }
-std::string LogPath(const Options& o, const Node& n) { return o.run_dir + "/" + n.spec->id + ".log"; }
+std::string PidPath(const Options& o, const Node& n) {
+  return o.run_dir + "/" + n.spec->id + ".pid";
+}
+std::string LogPath(const Options& o, const Node& n) {
+  return o.run_dir + "/" + n.spec->id + ".log";
+}
 
 std::vector<std::string> NodeArgv(const Options& o, const Node& n) {
   std::vector<std::string> argv;
@@ -86,9 +90,12 @@ std::vector<std::string> NodeArgv(const Options& o, const Node& n) {
   return argv;
 }
 
-std::string SshProgram() {
-  const char* s = std::getenv("ODMOE_SSH");
-  return s && *s ? s : "ssh";
+// The shell command that runs `remote` on `target` over ssh ($ODMOE_SSH or
+// `ssh`), with its stdin from /dev/null so that it never reads the terminal.
+std::string SshCommand(const std::string& target, const std::string& remote) {
+  const char* ssh = std::getenv("ODMOE_SSH");
+  return absl::StrCat(ssh && *ssh ? ssh : "ssh", " ", ShellQuote(target), " ", ShellQuote(remote),
+                      " </dev/null");
 }
 
 // Runs a shell command, returning its stdout.
@@ -135,8 +142,7 @@ bool Alive(const PidRecord& r) {
   if (r.remote) {
     int code = 0;
     // Alive and not a zombie.
-    Capture(SshProgram() + " " + ShellQuote(r.target) + " " +
-                ShellQuote("ps -o stat= -p " + std::to_string(r.pid) + " | grep -q '^[^Z]'"),
+    Capture(SshCommand(r.target, "ps -o stat= -p " + std::to_string(r.pid) + " | grep -q '^[^Z]'"),
             &code);
     return code == 0;
   }
@@ -179,12 +185,14 @@ absl::StatusOr<PidRecord> StartLocal(const Options& o, const Node& n) {
 absl::StatusOr<PidRecord> StartRemote(const Options& o, const Node& n) {
   std::vector<std::string> quoted;
   for (const std::string& a : NodeArgv(o, n)) quoted.push_back(ShellQuote(a));
-  const std::string remote = absl::StrCat("cd ", ShellQuote(fs::current_path().string()),
-                                          " && nohup ", absl::StrJoin(quoted, " "), " > ",
-                                          ShellQuote(LogPath(o, n)), " 2>&1 & echo $!");
+  // The background subshell execs nohup, which execs the daemon: $! is the
+  // daemon's pid, the one `down` kills.
+  const std::string remote =
+      absl::StrCat("cd ", ShellQuote(fs::current_path().string()), " && mkdir -p ",
+                   ShellQuote(o.run_dir), " && nohup ", absl::StrJoin(quoted, " "), " > ",
+                   ShellQuote(LogPath(o, n)), " 2>&1 & echo $!");
   int code = 0;
-  const std::string out = Capture(
-      SshProgram() + " " + ShellQuote(n.spec->ssh) + " " + ShellQuote(remote), &code);
+  const std::string out = Capture(SshCommand(n.spec->ssh, remote), &code);
   PidRecord r;
   r.remote = true;
   r.target = n.spec->ssh;
@@ -201,8 +209,8 @@ std::string LogTail(const std::string& path, int lines) {
   std::string line;
   while (std::getline(in, line)) all.push_back(line);
   std::string out;
-  for (size_t i = all.size() > static_cast<size_t>(lines) ? all.size() - lines : 0;
-       i < all.size(); ++i) {
+  for (size_t i = all.size() > static_cast<size_t>(lines) ? all.size() - lines : 0; i < all.size();
+       ++i) {
     absl::StrAppend(&out, "    ", all[i], "\n");
   }
   return out.empty() ? "    (empty log)\n" : out;
@@ -213,9 +221,7 @@ void StopNode(const Options& o, const Node& n, bool quiet) {
   if (!r) return;
   if (r->remote) {
     int code = 0;
-    Capture(SshProgram() + " " + ShellQuote(r->target) + " kill " + std::to_string(r->pid) +
-                " 2>/dev/null",
-            &code);
+    Capture(SshCommand(r->target, "kill " + std::to_string(r->pid) + " 2>/dev/null"), &code);
   } else {
     kill(static_cast<pid_t>(r->pid), SIGTERM);
   }
@@ -227,8 +233,7 @@ void StopNode(const Options& o, const Node& n, bool quiet) {
     if (!quiet) std::cerr << "odmoe-cluster: " << n.spec->id << " ignored SIGTERM; killing it\n";
     if (r->remote) {
       int code = 0;
-      Capture(SshProgram() + " " + ShellQuote(r->target) + " kill -9 " + std::to_string(r->pid),
-              &code);
+      Capture(SshCommand(r->target, "kill -9 " + std::to_string(r->pid)), &code);
     } else {
       kill(static_cast<pid_t>(r->pid), SIGKILL);
       waitpid(static_cast<pid_t>(r->pid), nullptr, 0);
@@ -247,12 +252,23 @@ int Down(const Options& o, const Topology& t, bool quiet = false) {
 
 // The counters worth a glance; --verbose shows all of them.
 bool Glance(const std::string& key) {
-  static const std::set<std::string> keys = {
-      "group",         "mode",        "experts_held_peak", "memory_peak_bytes",
-      "tasks",         "hits",        "misses",            "reloads",
-      "quantization",  "iterations",  "hints_sent",        "prediction",
-      "requests",      "failures",    "generated_tokens",  "last_recall",
-      "last_decode_tokens_per_second"};
+  static const std::set<std::string> keys = {"group",
+                                             "mode",
+                                             "experts_held_peak",
+                                             "memory_peak_bytes",
+                                             "tasks",
+                                             "hits",
+                                             "misses",
+                                             "reloads",
+                                             "quantization",
+                                             "iterations",
+                                             "hints_sent",
+                                             "prediction",
+                                             "requests",
+                                             "failures",
+                                             "generated_tokens",
+                                             "last_recall",
+                                             "last_decode_tokens_per_second"};
   return keys.count(key) > 0;
 }
 
@@ -274,13 +290,57 @@ int Status(const Options& o, const Topology& t) {
     if (r) pid = std::to_string(r->pid) + (Alive(*r) ? "" : "(dead)");
     absl::StatusOr<NodeProbe> p = ProbeNode(n.spec->address, absl::Seconds(1));
     const std::string state = p.ok() ? p->state : "down";
-    const std::string details =
-        p.ok() ? (p->state == "ready" ? Compact(*p, o.verbose) : p->detail) : std::string(p.status().message());
+    const std::string details = p.ok() ? (p->state == "ready" ? Compact(*p, o.verbose) : p->detail)
+                                       : std::string(p.status().message());
     all_ready = all_ready && p.ok() && p->state == "ready";
     std::printf("%-10s %-7s %-22s %-9s %-9s %s\n", n.spec->id.c_str(), n.role.c_str(),
                 n.spec->address.c_str(), pid.c_str(), state.c_str(), details.c_str());
   }
   return all_ready ? 0 : 1;
+}
+
+// Prints why `n` did not come up, with the end of its log.
+void ReportFailure(const Options& o, const Node& n, const std::string& why) {
+  std::cerr << "odmoe-cluster: " << n.spec->id << " " << why << "; last lines of " << LogPath(o, n)
+            << ":\n"
+            << LogTail(LogPath(o, n), 10);
+}
+
+// Polls every node until all are ready (true), or one exits or fails, or the
+// timeout passes (false, after reporting which node and why).
+bool WaitUntilReady(const Options& o, const std::vector<Node>& nodes) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.timeout);
+  std::vector<bool> ready(nodes.size(), false);
+  while (true) {
+    size_t n_ready = 0;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const Node& n = nodes[i];
+      if (!ready[i]) {
+        const std::optional<PidRecord> r = ReadPid(PidPath(o, n));
+        if (!r || !Alive(*r)) {
+          ReportFailure(o, n, "exited during start-up");
+          return false;
+        }
+        absl::StatusOr<NodeProbe> p = ProbeNode(n.spec->address, absl::Milliseconds(300));
+        if (p.ok() && p->state == "failed") {
+          ReportFailure(o, n, "failed: " + p->detail);
+          return false;
+        }
+        ready[i] = p.ok() && p->state == "ready";
+      }
+      n_ready += ready[i] ? 1 : 0;
+    }
+    if (n_ready == nodes.size()) return true;
+    if (std::chrono::steady_clock::now() > deadline) {
+      for (size_t i = 0; i < nodes.size(); ++i) {
+        if (!ready[i]) {
+          ReportFailure(o, nodes[i], absl::StrCat("not ready after ", o.timeout, " s"));
+        }
+      }
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
 }
 
 int Up(const Options& o, const Topology& t) {
@@ -311,49 +371,13 @@ int Up(const Options& o, const Topology& t) {
   }
   std::cout << "started " << nodes.size() << " nodes (logs in " << o.run_dir
             << "); waiting for them to be ready\n";
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.timeout);
-  std::vector<bool> ready(nodes.size(), false);
-  while (true) {
-    size_t n_ready = 0;
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      const Node& n = nodes[i];
-      if (!ready[i]) {
-        const std::optional<PidRecord> r = ReadPid(PidPath(o, n));
-        if (!r || !Alive(*r)) {
-          std::cerr << "odmoe-cluster: " << n.spec->id << " exited during start-up; last lines of "
-                    << LogPath(o, n) << ":\n"
-                    << LogTail(LogPath(o, n), 10);
-          Down(o, t, true);
-          return 1;
-        }
-        absl::StatusOr<NodeProbe> p = ProbeNode(n.spec->address, absl::Milliseconds(300));
-        if (p.ok() && p->state == "failed") {
-          std::cerr << "odmoe-cluster: " << n.spec->id << " failed: " << p->detail
-                    << "\nlast lines of " << LogPath(o, n) << ":\n"
-                    << LogTail(LogPath(o, n), 10);
-          Down(o, t, true);
-          return 1;
-        }
-        ready[i] = p.ok() && p->state == "ready";
-      }
-      n_ready += ready[i] ? 1 : 0;
-    }
-    if (n_ready == nodes.size()) break;
-    if (std::chrono::steady_clock::now() > deadline) {
-      for (size_t i = 0; i < nodes.size(); ++i) {
-        if (ready[i]) continue;
-        std::cerr << "odmoe-cluster: " << nodes[i].spec->id << " not ready after " << o.timeout
-                  << " s; last lines of " << LogPath(o, nodes[i]) << ":\n"
-                  << LogTail(LogPath(o, nodes[i]), 10);
-      }
-      Down(o, t, true);
-      return 1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  if (!WaitUntilReady(o, nodes)) {
+    Down(o, t, true);
+    return 1;
   }
   std::cout << "cluster ready: main at " << t.main.address << ", " << t.n_workers()
-            << " workers in " << t.n_groups() << " groups of " << t.group_size
-            << ", prediction " << PredictionModeName(t.prediction) << "\n";
+            << " workers in " << t.n_groups() << " groups of " << t.group_size << ", prediction "
+            << PredictionModeName(t.prediction) << "\n";
   Status(o, t);
   return 0;
 }

@@ -21,6 +21,18 @@ double GenerateStats::decode_tokens_per_second() const {
   return decode_seconds > 0 && generated_tokens > 1 ? (generated_tokens - 1) / decode_seconds : 0.0;
 }
 
+const char* StopReasonName(GenerateResult::StopReason reason) {
+  switch (reason) {
+    case GenerateResult::StopReason::kEos:
+      return "eos";
+    case GenerateResult::StopReason::kStopped:
+      return "stop";
+    case GenerateResult::StopReason::kMaxTokens:
+      break;
+  }
+  return "max_tokens";
+}
+
 absl::StatusOr<std::vector<int32_t>> PreparePrompt(const GenerateRequest& request,
                                                    const Tokenizer& tokenizer, int n_ctx) {
   ODMOE_RETURN_IF_ERROR(request.sampling.Validate());
@@ -89,6 +101,10 @@ absl::StatusOr<GenerateResult> RunGeneration(Transformer& transformer, ExpertExe
     std::string piece = decoder.Push(next);
     result.text += piece;
     if (on_token) on_token(next, piece);
+    if (hooks.should_stop && hooks.should_stop()) {
+      result.stop_reason = GenerateResult::StopReason::kStopped;
+      break;
+    }
     if (i + 1 == request.max_tokens) break;
     if (hooks.before_decode) ODMOE_RETURN_IF_ERROR(hooks.before_decode(i + 1, next, pos));
     const int32_t token[1] = {next};

@@ -46,7 +46,7 @@ struct GenerateResult {
   std::vector<int32_t> prompt_ids;
   std::vector<int32_t> output_ids;
   std::string text;
-  enum class StopReason { kMaxTokens, kEos } stop_reason = StopReason::kMaxTokens;
+  enum class StopReason { kMaxTokens, kEos, kStopped } stop_reason = StopReason::kMaxTokens;
   /// When requested: the experts of every layer for every position that went
   /// through the model (prompt, then each generated token but the last).
   std::vector<TokenRouting> routing;
@@ -60,11 +60,17 @@ struct GenerateResult {
 using GenerationCallback = std::function<void(int32_t id, std::string_view text)>;
 
 
+/// "max_tokens" | "eos" | "stop".
+const char* StopReasonName(GenerateResult::StopReason reason);
+
 struct GenerationHooks {
   /// Before the prompt's forward (prefill).
   std::function<absl::Status(const std::vector<int32_t>& prompt_ids)> before_prefill;
   /// Before decode iteration n >= 1: the forward of `token` at position `pos`.
   std::function<absl::Status(int n, int32_t token, int pos)> before_decode;
+  /// After each generated token (and its callback): true ends the
+  /// generation there, successfully (StopReason::kStopped: a stop sequence).
+  std::function<bool()> should_stop;
 };
 
 /// Validates the request (sampling parameters, max_tokens >= 1), tokenizes

@@ -93,11 +93,14 @@ class Section {
     return absl::OkStatus();
   }
 
-  /// Every key of the mapping was read.
+  /// Every key of the mapping was read, and none appears twice (yaml-cpp
+  /// would silently use the first).
   absl::Status CheckNoUnknownKeys() const {
     if (!node_.IsMap()) return absl::OkStatus();
+    std::set<std::string> seen;
     for (const auto& kv : node_) {
       const std::string key = kv.first.Scalar();
+      if (!seen.insert(key).second) return Error(key, "appears twice (expected each key once)");
       if (!used_.count(key)) {
         std::string known;
         for (const std::string& k : used_) absl::StrAppend(&known, known.empty() ? "" : ", ", k);
@@ -137,14 +140,36 @@ absl::Status ParseAddress(Section& s, NodeSpec* node) {
   return absl::OkStatus();
 }
 
+// Letters, digits and `extra`, not starting with '-' or '.': ids name files
+// (<run-dir>/<id>.log), netns and ssh targets become command arguments.
+bool IsPlainName(const std::string& s, std::string_view extra) {
+  if (s.empty() || s.size() > 64 || s[0] == '-' || s[0] == '.') return false;
+  return std::all_of(s.begin(), s.end(), [&](char c) {
+    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' ||
+           c == '.' || extra.find(c) != std::string_view::npos;
+  });
+}
+
+absl::Status PlainName(Section& s, const std::string& key, const std::string& value,
+                       std::string_view extra, const std::string& expected) {
+  if (value.empty() || IsPlainName(value, extra)) return absl::OkStatus();
+  return s.Error(key, absl::StrFormat("'%s' is not valid (expected %s)", value, expected));
+}
+
 absl::Status ParseNode(Section& s, NodeSpec* node, const std::string& default_backend) {
   ODMOE_RETURN_IF_ERROR(s.String("id", &node->id, true));
+  ODMOE_RETURN_IF_ERROR(PlainName(s, "id", node->id, "",
+                                  "up to 64 letters, digits, '_', '-' or '.', not starting "
+                                  "with '-' or '.'"));
   ODMOE_RETURN_IF_ERROR(s.String("address", &node->address, true));
   ODMOE_RETURN_IF_ERROR(ParseAddress(s, node));
   node->backend = default_backend;
   ODMOE_RETURN_IF_ERROR(s.String("backend", &node->backend, false));
   ODMOE_RETURN_IF_ERROR(s.String("ssh", &node->ssh, false));
+  ODMOE_RETURN_IF_ERROR(PlainName(s, "ssh", node->ssh, "@:%", "user@host or host"));
   ODMOE_RETURN_IF_ERROR(s.String("netns", &node->netns, false));
+  ODMOE_RETURN_IF_ERROR(PlainName(s, "netns", node->netns, "",
+                                  "a network namespace name: letters, digits, '_', '-' or '.'"));
   return absl::OkStatus();
 }
 
@@ -194,6 +219,33 @@ absl::Status ParseDocument(const YAML::Node& root, const std::string& file,
     ODMOE_RETURN_IF_ERROR(ParseNode(s, &t->main, "cpu:1"));
     ODMOE_RETURN_IF_ERROR(s.Int("context", &t->main.context, 0, 1 << 20));
     ODMOE_RETURN_IF_ERROR(s.Int("batch", &t->main.batch, 1, 1 << 16));
+    ODMOE_RETURN_IF_ERROR(s.Int("max_queue", &t->main.max_queue, 0, 1 << 20));
+    ODMOE_RETURN_IF_ERROR(s.String("api_key", &t->main.api_key, false));
+    ODMOE_RETURN_IF_ERROR(s.String("http", &t->main.http, false));
+    if (!t->main.http.empty()) {
+      NodeSpec http;
+      http.address = t->main.http;
+      Section hs(main, "main.http", file);
+      absl::Status bad = ParseAddress(hs, &http);
+      if (!bad.ok()) {
+        return s.Error("http", absl::StrFormat("'%s' is not valid (expected host:port with a "
+                                               "port in 1..65535)",
+                                               t->main.http));
+      }
+      t->main.http_host = http.host;
+      t->main.http_port = http.port;
+    }
+    YAML::Node tls = Map(s, "tls", &st);
+    ODMOE_RETURN_IF_ERROR(st);
+    if (tls.IsMap()) {
+      Section ts(tls, "main.tls", file);
+      std::string cert, key;
+      ODMOE_RETURN_IF_ERROR(ts.String("cert", &cert, true));
+      ODMOE_RETURN_IF_ERROR(ts.String("key", &key, true));
+      ODMOE_RETURN_IF_ERROR(ts.CheckNoUnknownKeys());
+      t->main.tls_cert = Resolve(base_dir, cert);
+      t->main.tls_key = Resolve(base_dir, key);
+    }
     ODMOE_RETURN_IF_ERROR(s.CheckNoUnknownKeys());
   }
 
@@ -294,6 +346,15 @@ absl::Status CheckStructure(const Topology& t, const std::string& file) {
                    absl::StrFormat("port %d is already used by %s (every node needs its own "
                                    "host:port)",
                                    n->port, it->second));
+    }
+  }
+  if (t.main.http_port != 0) {
+    const std::string host = t.main.ssh.empty() ? CanonicalHost(t.main.http_host)
+                                                : t.main.ssh + "/" + t.main.http_host;
+    if (auto it = endpoints.find({host, t.main.http_port}); it != endpoints.end()) {
+      return error("main.http", absl::StrFormat("port %d is already used by %s (the HTTP API "
+                                                "needs its own host:port)",
+                                                t.main.http_port, it->second));
     }
   }
   const int g = t.group_size > 0 ? t.group_size : 1;
@@ -468,6 +529,14 @@ std::string TopologyToYaml(const Topology& t) {
   node(t.main);
   out << YAML::Key << "context" << YAML::Value << t.main.context;
   out << YAML::Key << "batch" << YAML::Value << t.main.batch;
+  out << YAML::Key << "max_queue" << YAML::Value << t.main.max_queue;
+  if (!t.main.http.empty()) out << YAML::Key << "http" << YAML::Value << t.main.http;
+  if (!t.main.api_key.empty()) out << YAML::Key << "api_key" << YAML::Value << t.main.api_key;
+  if (!t.main.tls_cert.empty()) {
+    out << YAML::Key << "tls" << YAML::Value << YAML::BeginMap << YAML::Key << "cert"
+        << YAML::Value << t.main.tls_cert << YAML::Key << "key" << YAML::Value << t.main.tls_key
+        << YAML::EndMap;
+  }
   out << YAML::EndMap;
   if (t.shadow) {
     const ShadowSpec& s = *t.shadow;

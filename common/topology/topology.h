@@ -20,6 +20,10 @@
 //     backend: cpu:1                          # default cpu:1
 //     context: 512                            # KV capacity; 0 (default) = model's
 //     batch: 64                               # prefill chunk rows (default 64)
+//     http: 127.0.0.1:8080                    # OpenAI-compatible HTTP API (default: none)
+//     api_key: secret                         # optional: Authorization: Bearer secret
+//     tls: { cert: server.pem, key: key.pem } # optional: HTTPS
+//     max_queue: 16                           # waiting requests before 429 (default 16)
 //   shadow:                                   # required when prediction is shadow
 //     id: shadow
 //     address: 127.0.0.1:7701
@@ -39,6 +43,9 @@
 //
 // Every node also accepts `ssh: user@host` (odmoe-cluster starts it over ssh)
 // and `netns: name` (odmoe-cluster starts it inside that network namespace).
+// Node ids, ssh targets and namespace names are plain names (letters, digits,
+// '_', '-', '.'; ssh also '@', ':'), as they name files and command arguments.
+// A key written twice in one mapping is an error.
 //
 // Errors name the file, the key path and what was expected, e.g.
 //   deploy/x.yaml: workers.nodes[2].address: port 7710 is already used by
@@ -79,6 +86,14 @@ struct NodeSpec {
 struct MainSpec : NodeSpec {
   int context = 0;  // 0 = the model's training context (capped at 4096)
   int batch = 64;   // prefill chunk rows
+  // The OpenAI-compatible HTTP API (docs/operations.md).
+  std::string http;       // "host:port" to serve it on; empty = no HTTP API
+  std::string http_host;  // parsed from http
+  int http_port = 0;
+  std::string api_key;    // required as "Authorization: Bearer <key>" when set
+  std::string tls_cert;   // PEM files (absolute); both set = HTTPS
+  std::string tls_key;
+  int max_queue = 16;     // requests that may wait for their turn; more get 429
 };
 
 struct ShadowSpec : NodeSpec {

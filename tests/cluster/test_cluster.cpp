@@ -33,6 +33,12 @@ Topology MakeTopology(const ClusterConfig& c) {
   t.main.backend = "cpu:1";
   t.main.batch = c.batch;
   t.main.context = 512;
+  t.main.max_queue = c.max_queue;
+  t.main.api_key = c.api_key;
+  if (c.http) {
+    t.main.http = "127.0.0.1:0";
+    t.main.http_host = "127.0.0.1";
+  }
   if (c.prediction == PredictionMode::kShadow) {
     ShadowSpec s;
     s.id = "shadow";

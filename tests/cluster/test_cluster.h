@@ -33,6 +33,9 @@ struct ClusterConfig {
   int batch = 64;
   WireDType wire = WireDType::kF32;
   std::string model = SourcePath("models/tiny-mixtral-f16.gguf");
+  bool http = false;        // serve the HTTP API on a free port
+  std::string api_key;
+  int max_queue = 16;
 };
 
 /// The first `n` lines of tests/data/heldout.txt that have at least 24

@@ -1,10 +1,10 @@
-#include <catch2/catch.hpp>
+#include "topology/topology.h"
 
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 
 #include "test_paths.h"
-#include "topology/topology.h"
 
 namespace odmoe {
 namespace {
@@ -130,7 +130,8 @@ TEST_CASE("topology: every mistake names file, key and expectation", "[topology]
               "byte size");
   ExpectError(Replace(g, "memory_budget: 4MiB", "memory_budget: 1KiB"),
               "workers.nodes[1].memory_budget", "cannot hold one expert");
-  ExpectError(Replace(g, "id: w2", "id: w1"), "workers.nodes[2].id", "already used by workers.nodes[1]");
+  ExpectError(Replace(g, "id: w2", "id: w1"), "workers.nodes[2].id",
+              "already used by workers.nodes[1]");
   ExpectError(Replace(g, "7712", "7711"), "workers.nodes[2].address",
               "port 7711 is already used by workers.nodes[1]");
   // localhost and 127.0.0.1 are the same host.
@@ -138,8 +139,7 @@ TEST_CASE("topology: every mistake names file, key and expectation", "[topology]
               "already used by shadow");
   ExpectError(Replace(g, "    - { id: w3, address: \"127.0.0.1:7713\" }\n", ""), "workers.nodes",
               "whole groups of 2");
-  ExpectError(Replace(g, "  nodes:", "  group_size: 4\n  nodes:"), "workers.group_size",
-              "top-k");
+  ExpectError(Replace(g, "  nodes:", "  group_size: 4\n  nodes:"), "workers.group_size", "top-k");
   ExpectError(Replace(g, "  memory_budget: 2MiB\n", "  memory_budget: 2MiB\n  group_size: 8\n"),
               "workers.nodes", "fewer than one group of 8");
 }
@@ -147,21 +147,103 @@ TEST_CASE("topology: every mistake names file, key and expectation", "[topology]
 TEST_CASE("topology: structural mistakes", "[topology]") {
   const std::string model = "model: " + Model() + "\n";
   const std::string main = "main: { id: main, address: \"127.0.0.1:7700\" }\n";
-  const std::string workers = "workers:\n  nodes:\n    - { id: a, address: \"127.0.0.1:1\" }\n"
-                              "    - { id: b, address: \"127.0.0.1:2\" }\n";
+  const std::string workers =
+      "workers:\n  nodes:\n    - { id: a, address: \"127.0.0.1:1\" }\n"
+      "    - { id: b, address: \"127.0.0.1:2\" }\n";
   ExpectError(main + workers, "model", "missing");
   ExpectError(model + workers, "main", "missing");
   ExpectError(model + main, "workers", "missing");
   ExpectError(model + main + "workers:\n  nodes: []\n", "workers.nodes", "missing or empty");
   ExpectError(model + main + workers, "prediction", "needs a shadow section");
-  ExpectError(model + "prediction: none\n" + main + workers + "extra: 1\n", "extra",
-              "unknown key");
+  ExpectError(model + "prediction: none\n" + main + workers + "extra: 1\n", "extra", "unknown key");
   ExpectError(model + "prediction: none\nmain: 3\n" + workers, "main", "mapping");
   ExpectError("model: /nonexistent/m.gguf\nprediction: none\n" + main + workers, "model",
               "/nonexistent/m.gguf");
   ExpectError(model + "prediction: none\n" + main + workers + "wire: { hidden_dtype: f8 }\n",
               "wire.hidden_dtype", "f32 | f16");
   CHECK(!LoadTopology("/nonexistent/topology.yaml").ok());
+}
+
+TEST_CASE("topology: values of the wrong type or out of range", "[topology]") {
+  const std::string g = Good();
+  ExpectError(Replace(g, "context: 256", "context: abc"), "main.context", "'abc' is not valid");
+  ExpectError(Replace(g, "context: 256", "context: 1.5"), "main.context", "an integer");
+  ExpectError(Replace(g, "context: 256", "context: [1]"), "main.context", "<not a scalar>");
+  ExpectError(Replace(g, "context: 256", "context: -1"), "main.context", "[0, ");
+  ExpectError(Replace(g, "context: 256", "batch: 0"), "main.batch", "[1, ");
+  ExpectError(Replace(g, "alignment:", "max_run_ahead: 0\n  alignment:"), "shadow.max_run_ahead",
+              "[1, ");
+  ExpectError(Replace(g, "\"127.0.0.1:7700\"", "\"127.0.0.1:0\""), "main.address", "1..65535");
+  ExpectError(Replace(g, "\"127.0.0.1:7700\"", "\":7700\""), "main.address", "host:port");
+  ExpectError(Replace(g, "\"127.0.0.1:7700\"", "\"127.0.0.1:77x\""), "main.address", "host:port");
+  ExpectError(Replace(g, "address: localhost:7701", "address: { host: x }"), "shadow.address",
+              "expected a string");
+  ExpectError(Replace(g, ", address: \"127.0.0.1:7712\"", ""), "workers.nodes[2].address",
+              "missing");
+  ExpectError(Replace(g, "id: main, ", "id: \"\", "), "main.id", "empty");
+  ExpectError(Replace(g, "  memory_budget: 2MiB\n", "  memory_budget: 2MiB\n  mode: lazy\n"),
+              "workers.mode", "on_demand | resident");
+  ExpectError(Replace(g, "memory_budget: 2MiB", "memory_budget: [2]"), "workers.memory_budget",
+              "byte size");
+  ExpectError(Replace(g, "prefill: { mini_batch: 8 }", "prefill: 8"), "prefill", "mapping");
+  ExpectError(Replace(g, "  nodes:\n", "  nodes: { w0: 1 }\n  extra:\n"), "workers.nodes",
+              "list of workers");
+  ExpectError(Replace(g, "    - { id: w2, address: \"127.0.0.1:7712\" }", "    - w2"),
+              "workers.nodes[2]", "mapping with id and address");
+  // The top of the range is a valid port.
+  absl::StatusOr<Topology> t =
+      ParseTopology(Replace(g, "\"127.0.0.1:7700\"", "\"127.0.0.1:65535\""), "");
+  REQUIRE(t.ok());
+  CHECK(t->main.port == 65535);
+}
+
+TEST_CASE("topology: names that become files and commands stay plain", "[topology]") {
+  const std::string g = Good();
+  ExpectError(Replace(g, "id: w1", "id: ../../etc/w1"), "workers.nodes[1].id",
+              "'../../etc/w1' is not valid (expected up to 64 letters");
+  ExpectError(Replace(g, "id: w1", "id: \"w 1\""), "workers.nodes[1].id", "not valid");
+  ExpectError(Replace(g, "id: w1", "id: -w1"), "workers.nodes[1].id", "not starting with '-'");
+  ExpectError(Replace(g, "id: w1", "id: " + std::string(65, 'w')), "workers.nodes[1].id",
+              "up to 64");
+  ExpectError(Replace(g, "backend: cpu:2", "backend: cpu:2, ssh: \"-oProxyCommand=x\""),
+              "workers.nodes[1].ssh", "user@host");
+  ExpectError(Replace(g, "backend: cpu:2", "backend: cpu:2, ssh: \"me@host; rm\""),
+              "workers.nodes[1].ssh", "user@host");
+  ExpectError(Replace(g, "backend: cpu:2", "backend: cpu:2, netns: a/b"), "workers.nodes[1].netns",
+              "network namespace name");
+  absl::StatusOr<Topology> t = ParseTopology(
+      Replace(g, "backend: cpu:2", "backend: cpu:2, ssh: me@10.0.0.5, netns: n.1"), "");
+  REQUIRE(t.ok());
+  CHECK(t->workers[1].ssh == "me@10.0.0.5");
+}
+
+TEST_CASE("topology: a key written twice is an error", "[topology]") {
+  const std::string g = Good();
+  ExpectError(Replace(g, "prediction: shadow", "prediction: shadow\nprediction: none"),
+              "prediction", "appears twice");
+  ExpectError(Replace(g, "context: 256", "context: 256, context: 128"), "main.context",
+              "appears twice");
+  ExpectError(Replace(g, "id: w3,", "id: w3, id: w4,"), "workers.nodes[3].id", "appears twice");
+}
+
+TEST_CASE("topology: the main node's HTTP API settings", "[topology]") {
+  const std::string g = Good();
+  const std::string http =
+      Replace(g, "context: 256", "context: 256, http: \"localhost:8080\", api_key: k");
+  absl::StatusOr<Topology> t = ParseTopology(http, "");
+  REQUIRE(t.ok());
+  CHECK(t->main.http_host == "localhost");
+  CHECK(t->main.http_port == 8080);
+  CHECK(t->main.api_key == "k");
+  ExpectError(Replace(g, "context: 256", "http: \"127.0.0.1\""), "main.http", "host:port");
+  // The API may not take a node's port (localhost is 127.0.0.1).
+  ExpectError(Replace(g, "context: 256", "http: \"localhost:7711\""), "main.http",
+              "already used by workers.nodes[1]");
+  ExpectError(Replace(g, "context: 256", "tls: { cert: c.pem }"), "main.tls.key", "missing");
+  ExpectError(Replace(g, "context: 256", "tls: { cert: c.pem, key: k.pem, ca: x }"), "main.tls.ca",
+              "unknown key");
+  ExpectError(Replace(g, "context: 256", "tls: c.pem"), "main.tls", "mapping");
+  ExpectError(Replace(g, "context: 256", "max_queue: -1"), "main.max_queue", "[0, ");
 }
 
 TEST_CASE("topology: relative paths resolve against the file", "[topology]") {

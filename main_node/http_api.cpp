@@ -1,0 +1,479 @@
+#include "main_node/http_api.h"
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "httplib.h"
+#include "main_node/chat_template.h"
+#include "main_node/main_node.h"
+#include "nlohmann/json.hpp"
+#include "util/logging.h"
+
+namespace odmoe {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr size_t kMaxBody = 8u << 20;
+constexpr int kDefaultMaxTokens = 16;  // OpenAI's default for completions
+
+int64_t UnixNow() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void SendError(httplib::Response& res, int http_status, const std::string& message,
+               const std::string& type, const std::string& param = "",
+               const std::string& code = "") {
+  json e = {{"message", message}, {"type", type}};
+  e["param"] = param.empty() ? json(nullptr) : json(param);
+  e["code"] = code.empty() ? json(nullptr) : json(code);
+  res.status = http_status;
+  res.set_content(json{{"error", e}}.dump(), "application/json");
+}
+
+// absl status -> the HTTP status and OpenAI error type.
+void SendStatus(httplib::Response& res, const absl::Status& s) {
+  const std::string msg(s.message());
+  switch (s.code()) {
+    case absl::StatusCode::kInvalidArgument:
+      return SendError(res, 400, msg, "invalid_request_error");
+    case absl::StatusCode::kOutOfRange:
+      return SendError(res, 400, msg, "invalid_request_error", "max_tokens",
+                       "context_length_exceeded");
+    case absl::StatusCode::kResourceExhausted:
+      return SendError(res, 429, msg, "rate_limit_error", "", "queue_full");
+    case absl::StatusCode::kUnavailable:
+      return SendError(res, 503, msg, "server_error", "", "unavailable");
+    case absl::StatusCode::kCancelled:
+      return SendError(res, 499, msg, "cancelled");
+    default:
+      return SendError(res, 500, msg, "server_error");
+  }
+}
+
+// Holds back streamed text that could be the start of a stop sequence.
+class StopMatcher {
+ public:
+  explicit StopMatcher(std::vector<std::string> stops) : stops_(std::move(stops)) {}
+  bool stopped() const { return stopped_; }
+  /// Adds generated text; returns what may be released now.
+  std::string Push(std::string_view piece) {
+    if (stopped_) return "";
+    pending_ += piece;
+    size_t cut = std::string::npos;
+    for (const std::string& s : stops_) {
+      const size_t at = pending_.find(s);
+      if (at != std::string::npos && at < cut) cut = at;
+    }
+    if (cut != std::string::npos) {
+      stopped_ = true;
+      std::string out = pending_.substr(0, cut);
+      pending_.clear();
+      return out;
+    }
+    // Keep the longest tail that is a prefix of some stop sequence.
+    size_t keep = 0;
+    for (const std::string& s : stops_) {
+      for (size_t n = std::min(s.size() - 1, pending_.size()); n > keep; --n) {
+        if (pending_.compare(pending_.size() - n, n, s, 0, n) == 0) {
+          keep = n;
+          break;
+        }
+      }
+    }
+    std::string out = pending_.substr(0, pending_.size() - keep);
+    pending_.erase(0, pending_.size() - keep);
+    return out;
+  }
+  std::string Flush() {
+    std::string out = stopped_ ? "" : pending_;
+    pending_.clear();
+    return out;
+  }
+
+ private:
+  std::vector<std::string> stops_;
+  std::string pending_;
+  bool stopped_ = false;
+};
+
+// The sampling part shared by both endpoints, checked field by field.
+struct ParsedRequest {
+  GenerateRequest gen;
+  std::vector<std::string> stop;
+  bool stream = false;
+};
+
+absl::Status Bad(const std::string& param, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat(param, ": ", what));
+}
+
+absl::Status ParseCommon(const json& body, const std::string& model_id, ParsedRequest* out) {
+  if (body.contains("model")) {
+    if (!body["model"].is_string()) return Bad("model", "expected a string");
+    const std::string m = body["model"];
+    if (m != model_id) {
+      return absl::NotFoundError(absl::StrFormat(
+          "The model '%s' does not exist; this server serves '%s' (GET /v1/models)", m,
+          model_id));
+    }
+  }
+  GenerateRequest& g = out->gen;
+  g.max_tokens = kDefaultMaxTokens;
+  g.sampling.temperature = 1.0f;
+  if (body.contains("max_tokens") && !body["max_tokens"].is_null()) {
+    if (!body["max_tokens"].is_number_integer()) return Bad("max_tokens", "expected an integer");
+    const int64_t n = body["max_tokens"];
+    if (n < 1 || n > (1 << 24)) return Bad("max_tokens", "must be at least 1");
+    g.max_tokens = static_cast<int>(n);
+  }
+  if (body.contains("temperature") && !body["temperature"].is_null()) {
+    if (!body["temperature"].is_number()) return Bad("temperature", "expected a number");
+    const double t = body["temperature"];
+    if (t < 0 || t > 2) return Bad("temperature", "must be between 0 and 2");
+    g.sampling.temperature = static_cast<float>(t);
+  }
+  if (body.contains("top_p") && !body["top_p"].is_null()) {
+    if (!body["top_p"].is_number()) return Bad("top_p", "expected a number");
+    const double p = body["top_p"];
+    if (p <= 0 || p > 1) return Bad("top_p", "must be in (0, 1]");
+    g.sampling.top_p = static_cast<float>(p);
+  }
+  if (body.contains("seed") && !body["seed"].is_null()) {
+    if (!body["seed"].is_number_integer()) return Bad("seed", "expected an integer");
+    g.sampling.seed = body["seed"].get<int64_t>();
+  }
+  if (body.contains("n") && !(body["n"].is_number_integer() && body["n"] == 1)) {
+    return Bad("n", "only n = 1 is supported");
+  }
+  if (body.contains("stream")) {
+    if (!body["stream"].is_boolean()) return Bad("stream", "expected true or false");
+    out->stream = body["stream"];
+  }
+  if (body.contains("stop") && !body["stop"].is_null()) {
+    const json& s = body["stop"];
+    if (s.is_string()) {
+      out->stop.push_back(s);
+    } else if (s.is_array() && s.size() <= 4) {
+      for (const json& x : s) {
+        if (!x.is_string()) return Bad("stop", "expected a string or up to 4 strings");
+        out->stop.push_back(x);
+      }
+    } else {
+      return Bad("stop", "expected a string or up to 4 strings");
+    }
+    for (const std::string& x : out->stop) {
+      if (x.empty()) return Bad("stop", "stop sequences must not be empty");
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+struct HttpApi::Impl {
+  MainNode& node;
+  std::unique_ptr<httplib::Server> server;
+  std::thread thread;
+  int port = 0;
+  std::atomic<uint64_t> next_id{0};
+  ChatFormat chat_format = ChatFormat::kDefault;
+
+  explicit Impl(MainNode& n) : node(n) {}
+
+  bool Authorized(const httplib::Request& req, httplib::Response& res) {
+    const std::string& key = node.topology().main.api_key;
+    if (key.empty()) return true;
+    if (req.get_header_value("Authorization") == "Bearer " + key) return true;
+    SendError(res, 401, "Incorrect or missing API key (Authorization: Bearer <key>)",
+              "invalid_request_error", "", "invalid_api_key");
+    node.CountRejected("http", absl::UnauthenticatedError("api key"));
+    return false;
+  }
+
+  std::string NewId(const char* prefix) {
+    return absl::StrFormat("%s-%x%04x", prefix, UnixNow(), ++next_id % 0x10000);
+  }
+
+  json Usage(const ClusterGenerateResult& r) const {
+    const int p = r.result.stats.prompt_tokens;
+    const int c = static_cast<int>(r.result.output_ids.size());
+    return {{"prompt_tokens", p}, {"completion_tokens", c}, {"total_tokens", p + c}};
+  }
+
+  json OdmoeStats(const ClusterGenerateResult& r) const {
+    return {{"recall", r.recall.overall},
+            {"prediction", std::string(PredictionModeName(r.prediction))},
+            {"expert_hits", r.experts.hits},
+            {"expert_misses", r.experts.misses},
+            {"expert_reloads", r.experts.reloads},
+            {"ttft_seconds", r.result.stats.ttft_seconds},
+            {"decode_tokens_per_second", r.result.stats.decode_tokens_per_second()}};
+  }
+
+  static const char* Finish(const ClusterGenerateResult& r, bool stopped) {
+    if (stopped) return "stop";
+    return r.result.stop_reason == GenerateResult::StopReason::kMaxTokens ? "length" : "stop";
+  }
+
+  // Both endpoints: `prompt` is the rendered prompt; `chat` picks the shapes.
+  void Serve(const ParsedRequest& parsed, httplib::Response& res, bool chat) {
+    if (absl::Status s = node.Validate(parsed.gen); !s.ok()) {
+      node.CountRejected("http", s);
+      return SendStatus(res, s);
+    }
+    absl::StatusOr<RequestQueue::Turn> turn = node.Admit();
+    if (!turn.ok()) {
+      node.CountRejected("http", turn.status());
+      return SendStatus(res, turn.status());
+    }
+    const std::string id = NewId(chat ? "chatcmpl" : "cmpl");
+    const int64_t created = UnixNow();
+    const std::string object = chat ? "chat.completion" : "text_completion";
+    if (!parsed.stream) {
+      StopMatcher stop(parsed.stop);
+      std::string text;
+      auto on_token = [&](int32_t, std::string_view piece) { text += stop.Push(piece); };
+      absl::StatusOr<ClusterGenerateResult> r = node.Generate(
+          *turn, parsed.gen, on_token, {}, [&] { return stop.stopped(); }, "http");
+      if (!r.ok()) return SendStatus(res, r.status());
+      text += stop.Flush();
+      json choice = {{"index", 0}, {"finish_reason", Finish(*r, stop.stopped())}};
+      if (chat) {
+        choice["message"] = {{"role", "assistant"}, {"content", text}};
+      } else {
+        choice["text"] = text;
+        choice["logprobs"] = nullptr;
+      }
+      json body = {{"id", id},           {"object", object},   {"created", created},
+                   {"model", node.model_id()}, {"choices", {choice}}, {"usage", Usage(*r)},
+                   {"odmoe", OdmoeStats(*r)}};
+      res.set_content(body.dump(), "application/json");
+      return;
+    }
+    // Streaming: the turn moves into the provider, which runs the whole
+    // generation on its first call and ends the stream.
+    auto held = std::make_shared<RequestQueue::Turn>(std::move(*turn));
+    const std::string chunk_object = chat ? "chat.completion.chunk" : "text_completion";
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [this, held, parsed, id, created, chunk_object, chat](size_t, httplib::DataSink& sink) {
+          std::atomic<bool> gone{false};
+          auto send = [&](const json& j) {
+            const std::string event = "data: " + j.dump() + "\n\n";
+            if (!gone && !sink.write(event.data(), event.size())) gone = true;
+          };
+          auto chunk = [&](const std::string& text, const json& finish) {
+            json choice = {{"index", 0}, {"finish_reason", finish}};
+            if (chat) {
+              choice["delta"] = text.empty() && finish.is_null()
+                                    ? json{{"role", "assistant"}}
+                                    : (text.empty() ? json::object() : json{{"content", text}});
+            } else {
+              choice["text"] = text;
+              choice["logprobs"] = nullptr;
+            }
+            return json{{"id", id},
+                        {"object", chunk_object},
+                        {"created", created},
+                        {"model", node.model_id()},
+                        {"choices", {choice}}};
+          };
+          if (chat) send(chunk("", nullptr));
+          StopMatcher stop(parsed.stop);
+          auto on_token = [&](int32_t, std::string_view piece) {
+            const std::string out = stop.Push(piece);
+            if (!out.empty()) send(chunk(out, nullptr));
+          };
+          absl::StatusOr<ClusterGenerateResult> r = node.Generate(
+              *held, parsed.gen, on_token, [&] { return gone.load(); },
+              [&] { return stop.stopped(); }, "http");
+          if (r.ok()) {
+            const std::string tail = stop.Flush();
+            if (!tail.empty()) send(chunk(tail, nullptr));
+            json last = chunk("", Finish(*r, stop.stopped()));
+            last["usage"] = Usage(*r);
+            last["odmoe"] = OdmoeStats(*r);
+            send(last);
+          } else if (!gone) {
+            send(json{{"error",
+                       {{"message", std::string(r.status().message())},
+                        {"type", "server_error"},
+                        {"param", nullptr},
+                        {"code", nullptr}}}});
+          }
+          if (!gone) {
+            const std::string done = "data: [DONE]\n\n";
+            sink.write(done.data(), done.size());
+          }
+          sink.done();
+          return true;
+        });
+  }
+
+  void Routes() {
+    httplib::Server& s = *server;
+    s.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+      if (!Authorized(req, res)) return;
+      json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+      if (body.is_discarded() || !body.is_object()) {
+        node.CountRejected("http", absl::InvalidArgumentError("json"));
+        return SendError(res, 400, "The body is not a JSON object", "invalid_request_error");
+      }
+      ParsedRequest parsed;
+      absl::Status st = ParseCommon(body, node.model_id(), &parsed);
+      if (st.ok()) {
+        const json& p = body.contains("prompt") ? body["prompt"] : json();
+        if (p.is_string()) {
+          parsed.gen.prompt = p;
+        } else if (p.is_array() && p.size() == 1 && p[0].is_string()) {
+          parsed.gen.prompt = p[0];
+        } else {
+          st = Bad("prompt", "expected a string");
+        }
+        if (st.ok() && parsed.gen.prompt.empty()) st = Bad("prompt", "must not be empty");
+      }
+      if (!st.ok()) {
+        node.CountRejected("http", st);
+        if (absl::IsNotFound(st)) {
+          return SendError(res, 404, std::string(st.message()), "invalid_request_error",
+                           "model", "model_not_found");
+        }
+        return SendError(res, 400, std::string(st.message()), "invalid_request_error",
+                         std::string(st.message()).substr(0, st.message().find(':')));
+      }
+      Serve(parsed, res, /*chat=*/false);
+    });
+    s.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+      if (!Authorized(req, res)) return;
+      json body = json::parse(req.body, nullptr, false);
+      if (body.is_discarded() || !body.is_object()) {
+        node.CountRejected("http", absl::InvalidArgumentError("json"));
+        return SendError(res, 400, "The body is not a JSON object", "invalid_request_error");
+      }
+      ParsedRequest parsed;
+      absl::Status st = ParseCommon(body, node.model_id(), &parsed);
+      std::vector<ChatMessage> messages;
+      if (st.ok()) {
+        const json& m = body.contains("messages") ? body["messages"] : json();
+        if (!m.is_array()) st = Bad("messages", "expected an array of {role, content}");
+        for (size_t i = 0; st.ok() && i < m.size(); ++i) {
+          if (!m[i].is_object() || !m[i].contains("role") || !m[i]["role"].is_string() ||
+              !m[i].contains("content") || !m[i]["content"].is_string()) {
+            st = Bad(absl::StrCat("messages[", i, "]"),
+                     "expected {\"role\": string, \"content\": string}");
+          } else {
+            messages.push_back({m[i]["role"], m[i]["content"]});
+          }
+        }
+      }
+      if (st.ok()) {
+        absl::StatusOr<std::string> prompt = RenderChat(chat_format, messages);
+        if (prompt.ok()) {
+          parsed.gen.prompt = *prompt;
+        } else {
+          st = prompt.status();
+        }
+      }
+      if (!st.ok()) {
+        node.CountRejected("http", st);
+        if (absl::IsNotFound(st)) {
+          return SendError(res, 404, std::string(st.message()), "invalid_request_error",
+                           "model", "model_not_found");
+        }
+        return SendError(res, 400, std::string(st.message()), "invalid_request_error",
+                         std::string(st.message()).substr(0, st.message().find(':')));
+      }
+      Serve(parsed, res, /*chat=*/true);
+    });
+    s.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
+      if (!Authorized(req, res)) return;
+      json model = {{"id", node.model_id()},
+                    {"object", "model"},
+                    {"created", 0},
+                    {"owned_by", "odmoe"},
+                    {"context_length", node.n_ctx()}};
+      res.set_content(json{{"object", "list"}, {"data", {model}}}.dump(), "application/json");
+    });
+    s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+      const v1::NodeState st = node.state();
+      if (st == v1::NODE_STATE_READY) {
+        res.set_content(json{{"status", "ok"}}.dump(), "application/json");
+        return;
+      }
+      res.status = 503;
+      const std::string status = st == v1::NODE_STATE_STARTING ? "loading"
+                                 : st == v1::NODE_STATE_DRAINING ? "draining"
+                                                                 : "unavailable";
+      res.set_content(json{{"status", status}, {"reason", node.state_detail()}}.dump(),
+                      "application/json");
+    });
+    s.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
+      if (!Authorized(req, res)) return;
+      res.set_content(node.RenderMetrics(), "text/plain; version=0.0.4");
+    });
+    s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+      if (!res.body.empty()) return;
+      if (res.status == 404) {
+        SendError(res, 404, "No route " + req.method + " " + req.path, "invalid_request_error");
+      } else if (res.status == 413) {
+        SendError(res, 413, "The request body is too large", "invalid_request_error");
+      }
+    });
+  }
+};
+
+absl::StatusOr<std::unique_ptr<HttpApi>> HttpApi::Start(MainNode& node) {
+  const MainSpec& spec = node.topology().main;
+  std::unique_ptr<HttpApi> api(new HttpApi());
+  api->impl_ = std::make_unique<Impl>(node);
+  Impl& impl = *api->impl_;
+  if (!spec.tls_cert.empty()) {
+    auto ssl = std::make_unique<httplib::SSLServer>(spec.tls_cert.c_str(), spec.tls_key.c_str());
+    if (!ssl->is_valid()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "main.tls: cannot use certificate %s with key %s (unreadable or not PEM?)",
+          spec.tls_cert, spec.tls_key));
+    }
+    impl.server = std::move(ssl);
+  } else {
+    impl.server = std::make_unique<httplib::Server>();
+  }
+  impl.chat_format = DetectChatFormat(node.model().gguf().GetString("tokenizer.chat_template"));
+  impl.server->set_payload_max_length(kMaxBody);
+  impl.server->set_read_timeout(std::chrono::seconds(30));
+  impl.Routes();
+  const bool bound = spec.http_port == 0
+                         ? (impl.port = impl.server->bind_to_any_port(spec.http_host)) > 0
+                         : impl.server->bind_to_port(spec.http_host, spec.http_port);
+  if (!bound) {
+    return absl::UnavailableError(
+        absl::StrFormat("main.http: cannot listen on %s (address in use or not local?)",
+                        spec.http));
+  }
+  if (spec.http_port != 0) impl.port = spec.http_port;
+  impl.thread = std::thread([s = impl.server.get()] { s->listen_after_bind(); });
+  ODMOE_LOG_INFO("HTTP API on {}://{}:{} (chat format {}{})",
+                 spec.tls_cert.empty() ? "http" : "https", spec.http_host, impl.port,
+                 ChatFormatName(impl.chat_format), spec.api_key.empty() ? "" : ", API key");
+  return api;
+}
+
+HttpApi::~HttpApi() { Stop(); }
+
+int HttpApi::port() const { return impl_->port; }
+
+void HttpApi::Stop() {
+  if (!impl_ || !impl_->server) return;
+  impl_->server->stop();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+}  // namespace odmoe

@@ -1,0 +1,299 @@
+// The OpenAI-compatible HTTP API of the main node, through a real HTTP client
+// against an in-process cluster.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <thread>
+
+#include "engine/reference_engine.h"
+#include "httplib.h"
+#include "nlohmann/json.hpp"
+#include "test_cluster.h"
+
+namespace odmoe::test {
+namespace {
+
+using json = nlohmann::json;
+
+std::string ReferenceText(const std::string& prompt, int tokens) {
+  static auto engine =
+      ReferenceEngine::Create(SourcePath("models/tiny-mixtral-f16.gguf"), {}).value();
+  GenerateRequest req;
+  req.prompt = prompt;
+  req.max_tokens = tokens;
+  return engine->Generate(req).value().text;
+}
+
+httplib::Client Client(TestCluster& c) {
+  httplib::Client cli("127.0.0.1", c.main().http_port());
+  cli.set_read_timeout(std::chrono::seconds(60));
+  return cli;
+}
+
+// The data events of an SSE body, [DONE] included.
+std::vector<std::string> Events(const std::string& body) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while ((at = body.find("data: ", at)) != std::string::npos) {
+    const size_t end = body.find("\n\n", at);
+    out.push_back(body.substr(at + 6, end - at - 6));
+    at = end;
+  }
+  return out;
+}
+
+void ExpectError(httplib::Client& cli, const std::string& path, const std::string& body,
+                 int status, const std::string& param_or_code) {
+  auto res = cli.Post(path, body, "application/json");
+  REQUIRE(res);
+  INFO(body << " -> " << res->body);
+  CHECK(res->status == status);
+  json j = json::parse(res->body, nullptr, false);
+  REQUIRE(j.contains("error"));
+  CHECK(j["error"]["message"].is_string());
+  CHECK(j["error"]["type"].is_string());
+  if (!param_or_code.empty()) {
+    CHECK((j["error"]["param"] == param_or_code || j["error"]["code"] == param_or_code));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("http: completions, streaming, chat, models, health, metrics", "[cluster][http]") {
+  ClusterConfig cfg;
+  cfg.workers = 4;
+  cfg.http = true;
+  auto cluster = TestCluster::Start(cfg);
+  REQUIRE(cluster.ok());
+  httplib::Client cli = Client(**cluster);
+  const std::string prompt = "The meaning of life is";
+  const std::string expected = ReferenceText(prompt, 12);
+
+  auto res = cli.Post("/v1/completions",
+                      json{{"prompt", prompt}, {"max_tokens", 12}, {"temperature", 0}}.dump(),
+                      "application/json");
+  REQUIRE(res);
+  REQUIRE(res->status == 200);
+  json j = json::parse(res->body);
+  CHECK(j["object"] == "text_completion");
+  CHECK(j["model"] == "tiny-mixtral-f16");
+  CHECK(j["choices"][0]["text"] == expected);
+  CHECK(j["choices"][0]["finish_reason"] == "length");
+  CHECK(j["usage"]["completion_tokens"] == 12);
+  CHECK(j["usage"]["total_tokens"] ==
+        j["usage"]["prompt_tokens"].get<int>() + j["usage"]["completion_tokens"].get<int>());
+
+  // Streaming gives the same text as events, then [DONE].
+  res = cli.Post("/v1/completions",
+                 json{{"prompt", prompt}, {"max_tokens", 12}, {"temperature", 0},
+                      {"stream", true}}.dump(),
+                 "application/json");
+  REQUIRE(res);
+  CHECK(res->status == 200);
+  CHECK(res->get_header_value("Content-Type").find("text/event-stream") == 0);
+  std::vector<std::string> events = Events(res->body);
+  REQUIRE(events.size() >= 3);
+  CHECK(events.back() == "[DONE]");
+  std::string streamed;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    json e = json::parse(events[i]);
+    streamed += e["choices"][0]["text"].get<std::string>();
+  }
+  CHECK(streamed == expected);
+  CHECK(json::parse(events[events.size() - 2])["choices"][0]["finish_reason"] == "length");
+
+  // Stop sequences cut the text and end the generation.
+  const std::string stop_at = expected.substr(6, 4);
+  res = cli.Post("/v1/completions",
+                 json{{"prompt", prompt}, {"max_tokens", 12}, {"temperature", 0},
+                      {"stop", {stop_at}}}.dump(),
+                 "application/json");
+  REQUIRE(res);
+  j = json::parse(res->body);
+  CHECK(j["choices"][0]["text"] == expected.substr(0, expected.find(stop_at)));
+  CHECK(j["choices"][0]["finish_reason"] == "stop");
+
+  // Chat, in the model's (default) chat format, streamed.
+  res = cli.Post("/v1/chat/completions",
+                 json{{"messages", {{{"role", "system"}, {"content", "Be brief."}},
+                                    {{"role", "user"}, {"content", "Hello"}}}},
+                      {"max_tokens", 6},
+                      {"temperature", 0},
+                      {"stream", true}}.dump(),
+                 "application/json");
+  REQUIRE(res);
+  events = Events(res->body);
+  REQUIRE(events.size() >= 3);
+  CHECK(json::parse(events[0])["choices"][0]["delta"]["role"] == "assistant");
+  CHECK(json::parse(events[0])["object"] == "chat.completion.chunk");
+  CHECK(events.back() == "[DONE]");
+  res = cli.Post("/v1/chat/completions",
+                 json{{"messages", {{{"role", "user"}, {"content", "Hello"}}}},
+                      {"max_tokens", 6}, {"temperature", 0}}.dump(),
+                 "application/json");
+  REQUIRE(res);
+  j = json::parse(res->body);
+  CHECK(j["object"] == "chat.completion");
+  CHECK(j["choices"][0]["message"]["role"] == "assistant");
+  CHECK(j["choices"][0]["message"]["content"] == ReferenceText("user: Hello\nassistant:", 6));
+
+  res = cli.Get("/v1/models");
+  REQUIRE(res);
+  CHECK(json::parse(res->body)["data"][0]["id"] == "tiny-mixtral-f16");
+  res = cli.Get("/health");
+  REQUIRE(res);
+  CHECK(res->status == 200);
+  CHECK(json::parse(res->body)["status"] == "ok");
+  res = cli.Get("/metrics");
+  REQUIRE(res);
+  for (const char* series :
+       {"odmoe_requests_total{api=\"http\",outcome=\"ok\"} 5", "odmoe_prompt_tokens_total",
+        "odmoe_generation_tokens_total", "odmoe_time_to_first_token_seconds_bucket",
+        "odmoe_inter_token_latency_seconds_count", "odmoe_requests_running 0",
+        "odmoe_requests_queued 0", "odmoe_prediction_recall", "odmoe_expert_tasks_total",
+        "odmoe_expert_reloads_total", "odmoe_load_stall_seconds_total{layer=\"7\"}",
+        "odmoe_alignment_seconds_total", "odmoe_worker_up{worker=\"w3\"} 1",
+        "odmoe_worker_bytes_loaded_total{worker=\"w0\"}",
+        "odmoe_worker_memory_in_use_bytes{worker=\"w1\"}"}) {
+    INFO(series);
+    CHECK(res->body.find(series) != std::string::npos);
+  }
+}
+
+TEST_CASE("http: bad requests get OpenAI-style 4xx errors", "[cluster][http]") {
+  ClusterConfig cfg;
+  cfg.workers = 2;
+  cfg.prediction = PredictionMode::kNone;
+  cfg.http = true;
+  auto cluster = TestCluster::Start(cfg);
+  REQUIRE(cluster.ok());
+  httplib::Client cli = Client(**cluster);
+  const std::string c = "/v1/completions";
+  ExpectError(cli, c, "{not json", 400, "");
+  ExpectError(cli, c, "[1, 2]", 400, "");
+  ExpectError(cli, c, R"({"max_tokens": 4})", 400, "prompt");
+  ExpectError(cli, c, R"({"prompt": 7})", 400, "prompt");
+  ExpectError(cli, c, R"({"prompt": ""})", 400, "prompt");
+  ExpectError(cli, c, R"({"prompt": "hi", "max_tokens": "many"})", 400, "max_tokens");
+  ExpectError(cli, c, R"({"prompt": "hi", "max_tokens": 0})", 400, "max_tokens");
+  ExpectError(cli, c, R"({"prompt": "hi", "max_tokens": 100000})", 400,
+              "context_length_exceeded");
+  ExpectError(cli, c, R"({"prompt": ")" + std::string(5000, 'a') + " b" + R"("})", 400,
+              "context_length_exceeded");
+  ExpectError(cli, c, R"({"prompt": "hi", "temperature": "hot"})", 400, "temperature");
+  ExpectError(cli, c, R"({"prompt": "hi", "temperature": 7})", 400, "temperature");
+  ExpectError(cli, c, R"({"prompt": "hi", "top_p": 0})", 400, "top_p");
+  ExpectError(cli, c, R"({"prompt": "hi", "stop": [1]})", 400, "stop");
+  ExpectError(cli, c, R"({"prompt": "hi", "stop": ["a","b","c","d","e"]})", 400, "stop");
+  ExpectError(cli, c, R"({"prompt": "hi", "stream": "yes"})", 400, "stream");
+  ExpectError(cli, c, R"({"prompt": "hi", "n": 3})", 400, "n");
+  ExpectError(cli, c, R"({"prompt": "hi", "model": "gpt-4"})", 404, "model_not_found");
+  const std::string chat = "/v1/chat/completions";
+  ExpectError(cli, chat, R"({"messages": "hi"})", 400, "messages");
+  ExpectError(cli, chat, R"({"messages": []})", 400, "messages");
+  ExpectError(cli, chat, R"({"messages": [{"role": "user"}]})", 400, "messages[0]");
+  ExpectError(cli, chat, R"({"messages": [{"role": "wizard", "content": "x"}]})", 400,
+              "messages[0].role");
+  ExpectError(cli, "/v1/embeddings", "{}", 404, "");
+  // Not UTF-8.
+  ExpectError(cli, c, "{\"prompt\": \"caf\xc3\"}", 400, "");
+  // After all that, the node still serves.
+  auto res = cli.Post(c, R"({"prompt": "hi", "max_tokens": 2})", "application/json");
+  REQUIRE(res);
+  CHECK(res->status == 200);
+  res = cli.Get("/metrics");
+  REQUIRE(res);
+  CHECK(res->body.find("odmoe_requests_total{api=\"http\",outcome=\"invalid\"}") !=
+        std::string::npos);
+}
+
+TEST_CASE("http: API key, queue limit, disconnect cancels", "[cluster][http]") {
+  ClusterConfig cfg;
+  cfg.workers = 2;
+  cfg.prediction = PredictionMode::kNone;
+  cfg.http = true;
+  cfg.api_key = "sesame";
+  cfg.max_queue = 0;  // only the running request; the next one gets 429
+  auto cluster = TestCluster::Start(cfg);
+  REQUIRE(cluster.ok());
+  httplib::Client cli = Client(**cluster);
+  const std::string body = R"({"prompt": "hi", "max_tokens": 2})";
+  auto res = cli.Post("/v1/completions", body, "application/json");
+  REQUIRE(res);
+  CHECK(res->status == 401);
+  CHECK(cli.Get("/metrics")->status == 401);
+  CHECK(cli.Get("/health")->status == 200);  // health stays open for probes
+  httplib::Headers auth = {{"Authorization", "Bearer sesame"}};
+  res = cli.Post("/v1/completions", auth, body, "application/json");
+  REQUIRE(res);
+  CHECK(res->status == 200);
+
+  // A long streamed request holds the only turn: another one is refused.
+  std::atomic<int> events{0};
+  std::atomic<bool> hang_up{false};
+  std::thread streamer([&] {
+    httplib::Client s("127.0.0.1", (*cluster)->main().http_port());
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/completions";
+    req.headers = auth;
+    req.set_header("Content-Type", "application/json");
+    req.body = R"({"prompt": "Once", "max_tokens": 400, "stream": true})";
+    req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
+      ++events;
+      return !hang_up.load();  // false: the client disconnects
+    };
+    s.send(req);
+  });
+  for (int i = 0; i < 500 && events.load() < 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  REQUIRE(events.load() >= 3);
+  res = cli.Post("/v1/completions", auth, body, "application/json");
+  REQUIRE(res);
+  CHECK(res->status == 429);
+  CHECK(json::parse(res->body)["error"]["code"] == "queue_full");
+  // Hanging up cancels the streamed request within a token; the turn frees.
+  hang_up = true;
+  streamer.join();
+  int status = 0;
+  for (int i = 0; i < 300 && status != 200; ++i) {
+    res = cli.Post("/v1/completions", auth, body, "application/json");
+    status = res ? res->status : 0;
+    if (status != 200) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(status == 200);
+  res = cli.Get("/metrics", auth);
+  REQUIRE(res);
+  CHECK(res->body.find("odmoe_requests_total{api=\"http\",outcome=\"cancelled\"} 1") !=
+        std::string::npos);
+  CHECK(res->body.find("odmoe_requests_total{api=\"http\",outcome=\"busy\"}") !=
+        std::string::npos);
+}
+
+TEST_CASE("http: health is 503 with a reason until the cluster is complete", "[cluster][http]") {
+  ClusterConfig cfg;
+  cfg.workers = 2;
+  cfg.prediction = PredictionMode::kNone;
+  cfg.http = true;
+  Topology t = MakeTopology(cfg);
+  // Workers that are not there (yet): the main node keeps connecting.
+  t.workers[0].address = "127.0.0.1:1";
+  t.workers[1].address = "127.0.0.1:1";
+  auto main = MainNode::Create(t, "main");
+  REQUIRE(main.ok());
+  REQUIRE((*main)->Start().ok());
+  httplib::Client cli("127.0.0.1", (*main)->http_port());
+  auto res = cli.Get("/health");
+  REQUIRE(res);
+  CHECK(res->status == 503);
+  json j = json::parse(res->body);
+  CHECK(j["status"] == "loading");
+  CHECK(j["reason"].get<std::string>().find("connecting") != std::string::npos);
+  res = cli.Post("/v1/completions", R"({"prompt": "hi", "max_tokens": 2})", "application/json");
+  REQUIRE(res);
+  CHECK(res->status == 503);
+  (*main)->Shutdown();
+}
+
+}  // namespace odmoe::test

@@ -1,0 +1,230 @@
+// Every field of the topology: read from YAML, written back by TopologyToYaml
+// and read again gives the same struct, field by field (comparing the two YAML
+// texts alone would not notice a field that TopologyToYaml forgets).
+#include <catch2/catch.hpp>
+
+#include "model/model_file.h"
+#include "test_paths.h"
+#include "topology/topology.h"
+
+namespace odmoe {
+namespace {
+
+std::string Model() { return test::SourcePath("models/tiny-mixtral-f16.gguf"); }
+
+// Every key set to something other than its default.
+std::string Everything() {
+  return "model: " + Model() + R"(
+prediction: random
+prefill: { mini_batch: 3 }
+wire: { hidden_dtype: f16 }
+main:
+  id: head.node
+  address: "[::1]:7700"
+  backend: cpu:4
+  ssh: ops@edge-a
+  netns: ns_main
+  context: 300
+  batch: 7
+  http: 0.0.0.0:8080
+  api_key: "s3cr:et #not a comment"
+  tls: { cert: certs/server.pem, key: /etc/odmoe/key.pem }
+  max_queue: 0
+shadow:
+  id: shadow
+  address: 10.0.0.2:7701
+  backend: cpu:2
+  quantization: f16
+  model: shadow copy.gguf
+  alignment: { token_period: 0, kv_period: 5 }
+  max_run_ahead: 9
+workers:
+  group_size: 2
+  mode: resident
+  memory_budget: 1.5GiB
+  backend: cpu:3
+  nodes:
+    - { id: "1", address: 10.0.0.10:7710, ssh: 10.0.0.10 }
+    - { id: "yes", address: 10.0.0.11:7710, memory_budget: 64MB, backend: cpu:1, netns: w-1 }
+)";
+}
+
+void ExpectSameNode(const NodeSpec& a, const NodeSpec& b) {
+  CHECK(a.id == b.id);
+  CHECK(a.address == b.address);
+  CHECK(a.host == b.host);
+  CHECK(a.port == b.port);
+  CHECK(a.backend == b.backend);
+  CHECK(a.ssh == b.ssh);
+  CHECK(a.netns == b.netns);
+}
+
+void ExpectSame(const Topology& a, const Topology& b) {
+  CHECK(a.model == b.model);
+  CHECK(a.prediction == b.prediction);
+  CHECK(a.prefill_mini_batch == b.prefill_mini_batch);
+  CHECK(a.wire_dtype == b.wire_dtype);
+  ExpectSameNode(a.main, b.main);
+  CHECK(a.main.context == b.main.context);
+  CHECK(a.main.batch == b.main.batch);
+  CHECK(a.main.http == b.main.http);
+  CHECK(a.main.http_host == b.main.http_host);
+  CHECK(a.main.http_port == b.main.http_port);
+  CHECK(a.main.api_key == b.main.api_key);
+  CHECK(a.main.tls_cert == b.main.tls_cert);
+  CHECK(a.main.tls_key == b.main.tls_key);
+  CHECK(a.main.max_queue == b.main.max_queue);
+  REQUIRE(a.shadow.has_value() == b.shadow.has_value());
+  if (a.shadow) {
+    ExpectSameNode(*a.shadow, *b.shadow);
+    CHECK(a.shadow->quantization == b.shadow->quantization);
+    CHECK(a.shadow->model == b.shadow->model);
+    CHECK(a.shadow->token_period == b.shadow->token_period);
+    CHECK(a.shadow->kv_period == b.shadow->kv_period);
+    CHECK(a.shadow->max_run_ahead == b.shadow->max_run_ahead);
+  }
+  CHECK(a.group_size == b.group_size);
+  CHECK(a.worker_mode == b.worker_mode);
+  REQUIRE(a.workers.size() == b.workers.size());
+  for (size_t i = 0; i < a.workers.size(); ++i) {
+    INFO("worker " << i);
+    ExpectSameNode(a.workers[i], b.workers[i]);
+    CHECK(a.workers[i].memory_budget == b.workers[i].memory_budget);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("topology: every key is read", "[topology]") {
+  absl::StatusOr<Topology> t = ParseTopology(Everything(), "/srv/odmoe/cluster.yaml");
+  INFO(t.status());
+  REQUIRE(t.ok());
+  REQUIRE(ValidateTopologyWithModel(*t).ok());
+  CHECK(t->path == "/srv/odmoe/cluster.yaml");
+  CHECK(t->prediction == PredictionMode::kRandom);
+  CHECK(t->prefill_mini_batch == 3);
+  CHECK(t->wire_dtype == WireDType::kF16);
+  CHECK(t->main.id == "head.node");
+  CHECK(t->main.host == "::1");
+  CHECK(t->main.port == 7700);
+  CHECK(t->main.backend == "cpu:4");
+  CHECK(t->main.ssh == "ops@edge-a");
+  CHECK(t->main.netns == "ns_main");
+  CHECK(t->main.context == 300);
+  CHECK(t->main.batch == 7);
+  CHECK(t->main.http_host == "0.0.0.0");
+  CHECK(t->main.http_port == 8080);
+  CHECK(t->main.api_key == "s3cr:et #not a comment");
+  CHECK(t->main.tls_cert == "/srv/odmoe/certs/server.pem");  // relative to the file
+  CHECK(t->main.tls_key == "/etc/odmoe/key.pem");
+  CHECK(t->main.max_queue == 0);
+  REQUIRE(t->shadow.has_value());
+  CHECK(t->shadow->quantization == DType::kF16);
+  CHECK(t->shadow->model == "/srv/odmoe/shadow copy.gguf");
+  CHECK(t->shadow->token_period == 0);
+  CHECK(t->shadow->kv_period == 5);
+  CHECK(t->shadow->max_run_ahead == 9);
+  CHECK(t->worker_mode == WorkerMode::kResident);
+  CHECK(t->workers[0].id == "1");  // ids are text even when YAML could read a number
+  CHECK(t->workers[0].memory_budget == 3ull << 29);  // the workers' default
+  CHECK(t->workers[0].backend == "cpu:3");
+  CHECK(t->workers[0].ssh == "10.0.0.10");
+  CHECK(t->workers[1].id == "yes");
+  CHECK(t->workers[1].memory_budget == 64000000u);
+  CHECK(t->workers[1].backend == "cpu:1");
+  CHECK(t->workers[1].netns == "w-1");
+}
+
+TEST_CASE("topology: defaults of every optional key", "[topology]") {
+  absl::StatusOr<Topology> t = ParseTopology(
+      "model: " + Model() +
+          "\nmain: { id: m, address: \"127.0.0.1:1\" }\nshadow: { id: s, address: "
+          "\"127.0.0.1:2\" }\nworkers:\n  nodes:\n    - { id: a, address: \"127.0.0.1:3\" }\n"
+          "    - { id: b, address: \"127.0.0.1:4\" }\n",
+      "");
+  REQUIRE(t.ok());
+  CHECK(t->group_size == 0);  // until the model is known
+  REQUIRE(ValidateTopologyWithModel(*t).ok());
+  CHECK(t->group_size == 2);
+  CHECK(t->prediction == PredictionMode::kShadow);
+  CHECK(t->prefill_mini_batch == 16);
+  CHECK(t->wire_dtype == WireDType::kF32);
+  CHECK(t->main.backend == "cpu:1");
+  CHECK(t->main.context == 0);
+  CHECK(t->main.batch == 64);
+  CHECK(t->main.http.empty());
+  CHECK(t->main.http_port == 0);
+  CHECK(t->main.max_queue == 16);
+  CHECK(t->shadow->quantization == DType::kQ8_0);
+  CHECK(t->shadow->model.empty());
+  CHECK(t->shadow->token_period == 1);
+  CHECK(t->shadow->kv_period == 1);
+  CHECK(t->shadow->max_run_ahead == 4);
+  CHECK(t->worker_mode == WorkerMode::kOnDemand);
+  CHECK(t->workers[0].memory_budget == 0);
+  CHECK(t->workers[1].backend == "cpu:1");
+  CHECK(t->workers[1].ssh.empty());
+  CHECK(t->workers[1].netns.empty());
+}
+
+TEST_CASE("topology: every field survives TopologyToYaml", "[topology]") {
+  absl::StatusOr<Topology> t = ParseTopology(Everything(), "/srv/odmoe/cluster.yaml");
+  REQUIRE(t.ok());
+  REQUIRE(ValidateTopologyWithModel(*t).ok());
+  const std::string yaml = TopologyToYaml(*t);
+  INFO(yaml);
+  // Written paths are absolute, so the text reads the same from anywhere.
+  absl::StatusOr<Topology> back = ParseTopology(yaml, "/elsewhere/copy.yaml");
+  INFO(back.status());
+  REQUIRE(back.ok());
+  REQUIRE(ValidateTopologyWithModel(*back).ok());
+  ExpectSame(*t, *back);
+  CHECK(TopologyToYaml(*back) == yaml);
+}
+
+TEST_CASE("topology: the shipped model fixes the groups", "[topology]") {
+  absl::StatusOr<std::unique_ptr<ModelFile>> model = ModelFile::Open(Model());
+  REQUIRE(model.ok());
+  const ModelConfig& c = (*model)->config();
+  REQUIRE(c.n_expert_used == 2);
+  REQUIRE(c.n_expert == 8);
+  REQUIRE(c.n_layer == 8);
+  auto topology = [&](const std::string& workers_extra, const std::string& budget) {
+    std::string yaml = "model: " + Model() +
+                       "\nprediction: none\nmain: { id: m, address: \"127.0.0.1:1\" }\n"
+                       "workers:\n" +
+                       workers_extra + "  nodes:\n";
+    for (int i = 0; i < 8; ++i) {
+      yaml += "    - { id: w" + std::to_string(i) +
+              ", address: \"127.0.0.1:" + std::to_string(7710 + i) + "\"" + budget + " }\n";
+    }
+    absl::StatusOr<Topology> t = ParseTopology(yaml, "t.yaml");
+    REQUIRE(t.ok());
+    return t;
+  };
+  absl::StatusOr<Topology> t = topology("", "");
+  REQUIRE(ValidateTopologyWithModel(*t).ok());
+  CHECK(t->n_groups() == 4);
+  // Decoding: layer l on group l mod 4; prefill: expert e on worker e mod 8.
+  for (int layer = 0; layer < c.n_layer; ++layer) CHECK(t->GroupOfLayer(layer) == layer % 4);
+  CHECK(t->GroupMembers(3) == std::vector<int>{6, 7});
+  for (int e = 0; e < c.n_expert; ++e) CHECK(t->PrefillWorkerOfExpert(e) == e);
+
+  // 8 workers make whole groups of 4 too, but the model routes to 2 experts.
+  t = topology("  group_size: 4\n", "");
+  const absl::Status wrong_k = ValidateTopologyWithModel(*t);
+  CHECK(wrong_k.message() ==
+        "t.yaml: workers.group_size: 4 does not match the model's top-k routing (expected 2: "
+        "each worker of a group computes one of the k experts of a layer)");
+
+  // A budget of exactly one expert is enough; one byte less is not.
+  const std::string exact = std::to_string(c.expert_bytes);
+  t = topology("", ", memory_budget: " + exact);
+  CHECK(ValidateTopologyWithModel(*t).ok());
+  t = topology("", ", memory_budget: " + std::to_string(c.expert_bytes - 1));
+  const absl::Status small = ValidateTopologyWithModel(*t);
+  CHECK(small.message().find("t.yaml: workers.nodes[0].memory_budget: ") == 0);
+  CHECK(small.message().find("at least " + exact + " bytes") != absl::string_view::npos);
+}
+
+}  // namespace odmoe
