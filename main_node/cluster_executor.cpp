@@ -6,11 +6,13 @@
 #include "absl/strings/str_format.h"
 #include "cluster/assignment.h"
 #include "cluster/wire.h"
+#include "util/logging.h"
 #include "util/status_macros.h"
 
 namespace odmoe {
 namespace {
-constexpr absl::Duration kResultTimeout = absl::Seconds(60);
+// A worker that does not answer a task within this long is taken as failed.
+constexpr absl::Duration kResultTimeout = absl::Seconds(10);
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ClusterExpertExecutor>> ClusterExpertExecutor::Create(
@@ -89,8 +91,42 @@ absl::Status ClusterExpertExecutor::Receive(uint64_t task_id, int worker, uint32
   return absl::OkStatus();
 }
 
+absl::Status ClusterExpertExecutor::Failed(int worker, int layer, const absl::Status& why) {
+  if (!absl::IsUnavailable(why) || schedule_ == nullptr) return why;
+  const int group = worker / topology_.group_size;
+  ++stats_.worker_failures;
+  bool removed = false;
+  {
+    std::lock_guard<std::mutex> lock(*schedule_mu_);
+    removed = schedule_->Remove(group);
+  }
+  if (removed) {
+    ODMOE_LOG_WARN("{}; group {} leaves the schedule (version {}, {} groups left)",
+                   why.message(), group, schedule_->version, schedule_->groups.size());
+  }
+  if (schedule_->empty()) {
+    return absl::UnavailableError(absl::StrFormat(
+        "no complete worker group is left to compute layer %d (last failure: %s)", layer,
+        why.message()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ClusterExpertExecutor::RunDecode(int layer, const RoutingPlan& plan) {
-  const std::vector<int> members = topology_.GroupMembers(topology_.GroupOfLayer(layer));
+  while (true) {
+    const int group = schedule_ ? schedule_->GroupOfLayer(layer) : topology_.GroupOfLayer(layer);
+    std::vector<int> members = topology_.GroupMembers(group);
+    int failed_worker = -1;
+    absl::Status s = RunDecodeOn(layer, plan, members, &failed_worker);
+    if (s.ok()) return s;
+    if (failed_worker < 0) return s;
+    ODMOE_RETURN_IF_ERROR(Failed(failed_worker, layer, s));
+  }
+}
+
+absl::Status ClusterExpertExecutor::RunDecodeOn(int layer, const RoutingPlan& plan,
+                                                const std::vector<int>& members,
+                                                int* failed_worker) {
   std::vector<int32_t> actual;
   for (const RoutingPlan::ExpertRows& er : plan.experts) actual.push_back(er.expert);
   if (actual.size() != members.size()) {
@@ -104,20 +140,38 @@ absl::Status ClusterExpertExecutor::RunDecode(int layer, const RoutingPlan& plan
   const std::vector<int32_t> slots = FinalAssignment(predicted, actual);
   std::vector<uint64_t> ids(members.size());
   for (size_t i = 0; i < members.size(); ++i) {
-    ODMOE_RETURN_IF_ERROR(Send(members[i], static_cast<uint32_t>(layer),
-                               static_cast<uint32_t>(slots[i]), host_x_.data(), 1, 0, 1, &ids[i]));
+    absl::Status s = Send(members[i], static_cast<uint32_t>(layer),
+                          static_cast<uint32_t>(slots[i]), host_x_.data(), 1, 0, 1, &ids[i]);
+    if (!s.ok()) {
+      *failed_worker = members[i];
+      return s;
+    }
   }
   for (size_t i = 0; i < members.size(); ++i) {
     const size_t p = static_cast<size_t>(
         std::find(actual.begin(), actual.end(), slots[i]) - actual.begin());
     host_y_[p].resize(static_cast<size_t>(config_.n_embd));
-    ODMOE_RETURN_IF_ERROR(
-        Receive(ids[i], members[i], static_cast<uint32_t>(layer), 1, host_y_[p].data()));
+    absl::Status s =
+        Receive(ids[i], members[i], static_cast<uint32_t>(layer), 1, host_y_[p].data());
+    if (!s.ok()) {
+      *failed_worker = members[i];
+      return s;
+    }
   }
   return absl::OkStatus();
 }
 
-absl::Status ClusterExpertExecutor::RunPrefill(int layer, int64_t rows, const RoutingPlan& plan) {
+absl::Status ClusterExpertExecutor::RunPrefill(int layer, const RoutingPlan& plan) {
+  while (true) {
+    int failed_worker = -1;
+    absl::Status s = RunPrefillOn(layer, plan, &failed_worker);
+    if (s.ok() || failed_worker < 0) return s;
+    ODMOE_RETURN_IF_ERROR(Failed(failed_worker, layer, s));
+  }
+}
+
+absl::Status ClusterExpertExecutor::RunPrefillOn(int layer, const RoutingPlan& plan,
+                                                 int* failed_worker) {
   struct Pending {
     size_t plan_index;
     int64_t first_row, n;
@@ -129,7 +183,8 @@ absl::Status ClusterExpertExecutor::RunPrefill(int layer, int64_t rows, const Ro
   const int64_t b = topology_.prefill_mini_batch;
   for (size_t p = 0; p < plan.experts.size(); ++p) {
     const RoutingPlan::ExpertRows& er = plan.experts[p];
-    const int worker = topology_.PrefillWorkerOfExpert(er.expert);
+    const int worker = schedule_ ? schedule_->PrefillWorkerOfExpert(er.expert)
+                                 : topology_.PrefillWorkerOfExpert(er.expert);
     const int64_t n = static_cast<int64_t>(er.rows.size());
     for (int64_t i = 0; i < n; ++i) {
       std::copy_n(host_x_.data() + er.rows[static_cast<size_t>(i)] * d, d,
@@ -141,16 +196,22 @@ absl::Status ClusterExpertExecutor::RunPrefill(int layer, int64_t rows, const Ro
       const int64_t first = c * b;
       const int64_t count = std::min(b, n - first);
       uint64_t id = 0;
-      ODMOE_RETURN_IF_ERROR(Send(worker, static_cast<uint32_t>(layer),
-                                 static_cast<uint32_t>(er.expert),
-                                 host_gather_.data() + first * d, count, c, batches, &id));
+      absl::Status s = Send(worker, static_cast<uint32_t>(layer), static_cast<uint32_t>(er.expert),
+                            host_gather_.data() + first * d, count, c, batches, &id);
+      if (!s.ok()) {
+        *failed_worker = worker;
+        return s;
+      }
       pending.push_back({p, first, count, worker, id});
     }
   }
-  (void)rows;
   for (const Pending& p : pending) {
-    ODMOE_RETURN_IF_ERROR(Receive(p.task_id, p.worker, static_cast<uint32_t>(layer), p.n,
-                                  host_y_[p.plan_index].data() + p.first_row * d));
+    absl::Status s = Receive(p.task_id, p.worker, static_cast<uint32_t>(layer), p.n,
+                             host_y_[p.plan_index].data() + p.first_row * d);
+    if (!s.ok()) {
+      *failed_worker = p.worker;
+      return s;
+    }
   }
   return absl::OkStatus();
 }
@@ -186,7 +247,7 @@ absl::Status ClusterExpertExecutor::Run(int layer, ConstMat x, const RoutingPlan
     }
     ODMOE_RETURN_IF_ERROR(RunDecode(layer, plan));
   } else {
-    ODMOE_RETURN_IF_ERROR(RunPrefill(layer, x.rows, plan));
+    ODMOE_RETURN_IF_ERROR(RunPrefill(layer, plan));
   }
   return Combine(plan, out);
 }

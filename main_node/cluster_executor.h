@@ -19,11 +19,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "backend/backend.h"
 #include "engine/expert_executor.h"
+#include "cluster/schedule.h"
 #include "main_node/cluster_links.h"
 #include "model/model_config.h"
 #include "topology/topology.h"
@@ -36,6 +38,7 @@ struct ExpertTaskStats {
   uint64_t hits = 0, misses = 0, reloads = 0;  // decode tasks
   double stall_seconds = 0;                    // decode tasks
   double wait_seconds = 0;                     // main waiting for results
+  uint64_t worker_failures = 0;                // layers recomputed by another group
   std::vector<double> stall_per_layer;         // decode load stall by layer
 };
 
@@ -48,6 +51,13 @@ class ClusterExpertExecutor : public ExpertExecutor {
   void SetStep(uint64_t request, uint32_t token) {
     request_ = request;
     token_ = token;
+  }
+  /// The schedule to follow (owned by the caller). A worker that fails
+  /// (stream broken, or no answer within the timeout) takes its group out of
+  /// it, and the layer is recomputed by the next group.
+  void SetSchedule(Schedule* schedule, std::mutex* mu) {
+    schedule_ = schedule;
+    schedule_mu_ = mu;
   }
   /// The gate's experts of the last decode layer run, per layer of this
   /// token (for recall): actual()[layer].
@@ -66,7 +76,15 @@ class ClusterExpertExecutor : public ExpertExecutor {
                        float* rows_out);
   absl::Status Combine(const RoutingPlan& plan, Mat out);
   absl::Status RunDecode(int layer, const RoutingPlan& plan);
-  absl::Status RunPrefill(int layer, int64_t rows, const RoutingPlan& plan);
+  absl::Status RunPrefill(int layer, const RoutingPlan& plan);
+  // One attempt; on failure *failed_worker names the worker at fault (or -1
+  // when the error is not a worker's).
+  absl::Status RunDecodeOn(int layer, const RoutingPlan& plan, const std::vector<int>& members,
+                           int* failed_worker);
+  absl::Status RunPrefillOn(int layer, const RoutingPlan& plan, int* failed_worker);
+  // After an UNAVAILABLE from `worker`: drops its group from the schedule.
+  // Returns the status to give up with, or OK to try again.
+  absl::Status Failed(int worker, int layer, const absl::Status& why);
 
   const ModelConfig& config_;
   Backend& backend_;
@@ -75,6 +93,8 @@ class ClusterExpertExecutor : public ExpertExecutor {
   uint64_t request_ = 0;
   uint32_t token_ = 0;
   uint64_t next_task_ = 1;
+  Schedule* schedule_ = nullptr;
+  std::mutex* schedule_mu_ = nullptr;  // guards changes for readers elsewhere
   ExpertTaskStats stats_;
   std::vector<std::vector<int32_t>> actual_;
 

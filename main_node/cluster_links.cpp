@@ -51,6 +51,31 @@ struct ClusterLinks::Impl {
   std::condition_variable cv;
   std::unordered_map<uint64_t, v1::ExpertResult> results;
 
+  std::atomic<bool> closing{false};
+  std::thread rejoin;
+
+  // Reconnects broken links until closing (each try is short).
+  void RejoinLoop() {
+    while (!closing.load()) {
+      for (auto& link : workers) {
+        if (closing.load() || !link->broken.load()) continue;
+        std::unique_lock<std::mutex> lock(link->write_mu);
+        if (link->reader.joinable()) link->reader.join();
+        lock.unlock();
+        absl::Status s = ConnectWorker(*link, closing, absl::Milliseconds(500));
+        if (s.ok()) ODMOE_LOG_INFO("worker {} at {} rejoined", link->id, link->address);
+      }
+      if (shadow && shadow->broken.load() && !closing.load()) {
+        if (shadow->reader.joinable()) shadow->reader.join();
+        absl::Status s = ConnectShadow(*shadow, closing, absl::Milliseconds(500));
+        if (s.ok()) ODMOE_LOG_INFO("shadow {} at {} rejoined", shadow->id, shadow->address);
+      }
+      for (int i = 0; i < 10 && !closing.load(); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
+  }
+
   v1::Hello Hello() const {
     v1::Hello h;
     h.set_protocol_version(kProtocolVersion);
@@ -101,10 +126,10 @@ struct ClusterLinks::Impl {
                    s.ok() ? std::string("closed") : s.error_message());
   }
 
-  absl::Status ConnectWorker(WorkerLink& link, const std::atomic<bool>& cancel) {
+  absl::Status ConnectWorker(WorkerLink& link, const std::atomic<bool>& cancel,
+                             absl::Duration patience = absl::Seconds(120)) {
     link.channel = MakeChannel(link.address);
-    absl::StatusOr<v1::Welcome> w =
-        HandshakeWithRetry(*link.channel, Hello(), absl::Seconds(120), &cancel);
+    absl::StatusOr<v1::Welcome> w = HandshakeWithRetry(*link.channel, Hello(), patience, &cancel);
     if (!w.ok()) {
       return absl::Status(w.status().code(), absl::StrFormat("worker %s at %s: %s", link.id,
                                                              link.address,
@@ -118,6 +143,7 @@ struct ClusterLinks::Impl {
           link.address, RoleName(w->role()), w->node_id(), w->worker().worker_index(), link.id,
           link.index));
     }
+    std::lock_guard<std::mutex> lock(link.write_mu);
     link.stub = v1::Worker::NewStub(link.channel);
     link.ctx = std::make_unique<grpc::ClientContext>();
     link.stream = link.stub->Experts(link.ctx.get());
@@ -126,15 +152,16 @@ struct ClusterLinks::Impl {
     return absl::OkStatus();
   }
 
-  absl::Status ConnectShadow(ShadowLink& link, const std::atomic<bool>& cancel) {
+  absl::Status ConnectShadow(ShadowLink& link, const std::atomic<bool>& cancel,
+                             absl::Duration patience = absl::Seconds(300)) {
     link.channel = MakeChannel(link.address);
-    absl::StatusOr<v1::Welcome> w =
-        HandshakeWithRetry(*link.channel, Hello(), absl::Seconds(300), &cancel);
+    absl::StatusOr<v1::Welcome> w = HandshakeWithRetry(*link.channel, Hello(), patience, &cancel);
     if (!w.ok()) {
       return absl::Status(w.status().code(), absl::StrFormat("shadow %s at %s: %s", link.id,
                                                              link.address,
                                                              w.status().message()));
     }
+    std::lock_guard<std::mutex> lock(link.write_mu);
     link.stub = v1::Shadow::NewStub(link.channel);
     link.ctx = std::make_unique<grpc::ClientContext>();
     link.stream = link.stub->Follow(link.ctx.get());
@@ -178,12 +205,25 @@ absl::Status ClusterLinks::Connect(const std::atomic<bool>& cancel) {
   return absl::OkStatus();
 }
 
+void ClusterLinks::StartRejoin() {
+  if (!impl_->rejoin.joinable()) impl_->rejoin = std::thread([this] { impl_->RejoinLoop(); });
+}
+
+bool ClusterLinks::worker_connected(int worker) const {
+  if (worker < 0 || worker >= static_cast<int>(impl_->workers.size())) return false;
+  return !impl_->workers[static_cast<size_t>(worker)]->broken.load();
+}
+
 void ClusterLinks::Close() {
+  impl_->closing = true;
+  if (impl_->rejoin.joinable()) impl_->rejoin.join();
   for (auto& link : impl_->workers) {
+    std::lock_guard<std::mutex> lock(link->write_mu);
     if (link->ctx) link->ctx->TryCancel();
     if (link->reader.joinable()) link->reader.join();
   }
   if (impl_->shadow) {
+    std::lock_guard<std::mutex> lock(impl_->shadow->write_mu);
     if (impl_->shadow->ctx) impl_->shadow->ctx->TryCancel();
     if (impl_->shadow->reader.joinable()) impl_->shadow->reader.join();
   }

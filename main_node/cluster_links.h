@@ -35,7 +35,13 @@ class ClusterLinks {
   /// `shadow`, then opens the streams. Retries while peers come up, until
   /// `cancel`. FAILED_PRECONDITION when a peer refuses.
   absl::Status Connect(const std::atomic<bool>& cancel);
+  /// From now on, reconnects (handshake + streams) every worker and the
+  /// shadow whose stream broke, in the background, until Close().
+  void StartRejoin();
   void Close();
+
+  /// Whether the worker's expert stream is open.
+  bool worker_connected(int worker) const;
 
   absl::Status SendToWorker(int worker, const v1::WorkerRequest& request);
   /// Waits for the result of `task_id` (sent to `worker`). UNAVAILABLE when

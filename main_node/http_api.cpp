@@ -403,16 +403,17 @@ struct HttpApi::Impl {
       res.set_content(json{{"object", "list"}, {"data", {model}}}.dump(), "application/json");
     });
     s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-      const v1::NodeState st = node.state();
-      if (st == v1::NODE_STATE_READY) {
+      const absl::Status can = node.CanServe();
+      if (can.ok()) {
         res.set_content(json{{"status", "ok"}}.dump(), "application/json");
         return;
       }
       res.status = 503;
-      const std::string status = st == v1::NODE_STATE_STARTING ? "loading"
+      const v1::NodeState st = node.state();
+      const std::string status = st == v1::NODE_STATE_STARTING   ? "loading"
                                  : st == v1::NODE_STATE_DRAINING ? "draining"
                                                                  : "unavailable";
-      res.set_content(json{{"status", status}, {"reason", node.state_detail()}}.dump(),
+      res.set_content(json{{"status", status}, {"reason", std::string(can.message())}}.dump(),
                       "application/json");
     });
     s.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {

@@ -31,7 +31,44 @@ absl::StatusOr<std::unique_ptr<MainEngine>> MainEngine::Create(const Topology& t
   ODMOE_ASSIGN_OR_RETURN(e->executor_,
                          ClusterExpertExecutor::Create(model.config(), backend, topology, links,
                                                        e->transformer_->n_batch()));
+  e->schedule_ = Schedule::AllGroups(topology);
+  e->executor_->SetSchedule(&e->schedule_, &e->schedule_mu_);
   return e;
+}
+
+Schedule MainEngine::schedule() const {
+  std::lock_guard<std::mutex> lock(schedule_mu_);
+  return schedule_;
+}
+
+bool MainEngine::HasCompleteGroup() const {
+  for (int g = 0; g < topology_.n_groups(); ++g) {
+    bool up = true;
+    for (int w : topology_.GroupMembers(g)) up = up && links_.worker_connected(w);
+    if (up) return true;
+  }
+  return false;
+}
+
+void MainEngine::RefreshSchedule() {
+  std::lock_guard<std::mutex> lock(schedule_mu_);
+  for (int g = 0; g < topology_.n_groups(); ++g) {
+    bool up = true;
+    for (int w : topology_.GroupMembers(g)) up = up && links_.worker_connected(w);
+    if (up && schedule_.Add(g)) {
+      ODMOE_LOG_INFO("group {} takes layers again (schedule version {}, {} groups)", g,
+                     schedule_.version, schedule_.groups.size());
+    } else if (!up && schedule_.Remove(g)) {
+      ODMOE_LOG_WARN("group {} lost a worker and leaves the schedule (version {}, {} groups)", g,
+                     schedule_.version, schedule_.groups.size());
+    }
+  }
+}
+
+void MainEngine::FillSchedule(google::protobuf::RepeatedField<int32_t>* groups,
+                              uint64_t* version) const {
+  for (int g : schedule_.groups) groups->Add(g);
+  *version = schedule_.version;
 }
 
 uint64_t MainEngine::NextRequestId() {
@@ -43,7 +80,8 @@ uint64_t MainEngine::NextRequestId() {
 }
 
 absl::Status MainEngine::SendAlignment(uint64_t request, int n, int32_t token, int pos,
-                                       bool send_token, bool send_kv, int* kv_sent) {
+                                       bool send_token, bool send_kv, bool send_schedule,
+                                       int* kv_sent) {
   const ModelConfig& c = model_.config();
   const int first = *kv_sent;
   const int count = send_kv ? pos - first : 0;
@@ -60,6 +98,11 @@ absl::Status MainEngine::SendAlignment(uint64_t request, int n, int32_t token, i
     if (send_token) {
       a->set_has_token(true);
       a->set_token_id(token);
+    }
+    if (send_schedule && sent == 0) {
+      uint64_t version = 0;
+      FillSchedule(a->mutable_live_groups(), &version);
+      a->set_schedule_version(version);
     }
     if (m > 0) {
       const size_t layer_floats = static_cast<size_t>(m * w);
@@ -107,8 +150,9 @@ absl::Status MainEngine::SendRandomHints(uint64_t request, int n) {
     for (int32_t e : predicted) hint->add_experts(static_cast<uint32_t>(e));
     links_.predictions().Put(request, static_cast<uint32_t>(n), static_cast<uint32_t>(l),
                              std::move(predicted));
-    for (int w : topology_.GroupMembers(topology_.GroupOfLayer(l))) {
-      ODMOE_RETURN_IF_ERROR(links_.SendToWorker(w, req));
+    for (int w : topology_.GroupMembers(schedule_.GroupOfLayer(l))) {
+      // A failed send is the group's failure, which the layer's task finds.
+      links_.SendToWorker(w, req).IgnoreError();
     }
   }
   return absl::OkStatus();
@@ -152,7 +196,14 @@ absl::StatusOr<ClusterGenerateResult> MainEngine::Generate(const GenerateRequest
 
   GenerationHooks hooks;
   hooks.should_stop = should_stop;
+  uint64_t shadow_version = 0;
+  auto schedule_changed = [&] { return schedule_.version != shadow_version; };
   hooks.before_prefill = [&](const std::vector<int32_t>& ids) -> absl::Status {
+    RefreshSchedule();
+    if (schedule_.empty()) {
+      return absl::UnavailableError(
+          "no complete worker group: the cluster cannot serve until workers rejoin");
+    }
     executor_->SetStep(req, 0);
     if (!use_shadow) return absl::OkStatus();
     v1::ShadowRequest begin;
@@ -162,6 +213,10 @@ absl::StatusOr<ClusterGenerateResult> MainEngine::Generate(const GenerateRequest
     b->set_max_tokens(static_cast<uint32_t>(request.max_tokens));
     b->set_token_period(static_cast<uint32_t>(token_period));
     b->set_kv_period(static_cast<uint32_t>(kv_period));
+    uint64_t version = 0;
+    FillSchedule(b->mutable_live_groups(), &version);
+    b->set_schedule_version(version);
+    shadow_version = version;
     if (absl::Status s = links_.SendToShadow(begin); !s.ok()) shadow_failed(s);
     return absl::OkStatus();
   };
@@ -169,11 +224,18 @@ absl::StatusOr<ClusterGenerateResult> MainEngine::Generate(const GenerateRequest
     if (cancelled && cancelled()) return absl::CancelledError("the client cancelled the request");
     if (n > 1) record_actual(n - 1);
     forwards = n;
+    RefreshSchedule();
+    if (schedule_.empty()) {
+      return absl::UnavailableError(
+          "no complete worker group is left; the request cannot finish");
+    }
     if (use_shadow) {
       const auto t0 = std::chrono::steady_clock::now();
       const bool send_token = token_period > 0 && n % token_period == 0;
       const bool send_kv = kv_period > 0 && n % kv_period == 0;
-      absl::Status s = SendAlignment(req, n, token, pos, send_token, send_kv, &kv_sent);
+      absl::Status s = SendAlignment(req, n, token, pos, send_token, send_kv,
+                                     schedule_changed(), &kv_sent);
+      shadow_version = schedule_.version;
       out.alignment_seconds += Since(t0);
       if (!s.ok()) shadow_failed(s);
     } else if (topology_.prediction == PredictionMode::kRandom) {
@@ -194,6 +256,8 @@ absl::StatusOr<ClusterGenerateResult> MainEngine::Generate(const GenerateRequest
     }
   }
   out.experts = executor_->TakeStats();
+  out.schedule_version = schedule_.version;
+  out.live_groups = static_cast<int>(schedule_.groups.size());
   if (!result.ok()) return result.status();
   out.result = std::move(*result);
   for (const auto& [where, experts] : links_.predictions().Snapshot()) {

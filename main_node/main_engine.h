@@ -39,6 +39,8 @@ struct ClusterGenerateResult {
   RecallSummary recall;
   ExpertTaskStats experts;
   double alignment_seconds = 0;  // reading KV rows and sending alignments
+  uint64_t schedule_version = 0;  // the schedule the request ended with
+  int live_groups = 0;
 };
 
 class MainEngine {
@@ -60,6 +62,10 @@ class MainEngine {
 
   const Tokenizer& tokenizer() const { return tokenizer_; }
   int n_ctx() const { return transformer_->n_ctx(); }
+  /// The schedule as of the last token boundary (groups that take layers).
+  Schedule schedule() const;
+  /// Whether some group has every worker connected right now.
+  bool HasCompleteGroup() const;
 
  private:
   MainEngine(const Topology& topology, const ModelFile& model, const Tokenizer& tokenizer,
@@ -67,8 +73,12 @@ class MainEngine {
       : topology_(topology), model_(model), tokenizer_(tokenizer), links_(links) {}
   uint64_t NextRequestId();
   absl::Status SendAlignment(uint64_t request, int n, int32_t token, int pos, bool send_token,
-                             bool send_kv, int* kv_sent);
+                             bool send_kv, bool send_schedule, int* kv_sent);
   absl::Status SendRandomHints(uint64_t request, int n);
+  // At a token boundary: groups whose workers are all connected take layers
+  // (a group that failed comes back once its workers have rejoined).
+  void RefreshSchedule();
+  void FillSchedule(google::protobuf::RepeatedField<int32_t>* groups, uint64_t* version) const;
 
   const Topology& topology_;
   const ModelFile& model_;
@@ -77,8 +87,10 @@ class MainEngine {
   std::unique_ptr<Transformer> transformer_;
   std::unique_ptr<ClusterExpertExecutor> executor_;
   std::mutex generate_mu_;
+  mutable std::mutex schedule_mu_;  // schedule_ is read by status calls
   uint64_t last_request_ = 0;
   std::vector<float> kv_k_, kv_v_;
+  Schedule schedule_;
 };
 
 }  // namespace odmoe

@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "backend_registry.h"
 #include "cluster/node_probe.h"
 #include "main_node/http_api.h"
@@ -63,6 +64,7 @@ absl::Status MainNode::Start() {
     absl::Status s = links_->Connect(cancel_);
     if (s.ok()) {
       ODMOE_LOG_INFO("cluster connected; ready");
+      links_->StartRejoin();
       SetState(v1::NODE_STATE_READY);
     } else if (!cancel_.load()) {
       ODMOE_LOG_ERROR("{}", s.message());
@@ -80,12 +82,21 @@ void MainNode::Shutdown() {
   if (links_) links_->Close();
 }
 
-absl::StatusOr<RequestQueue::Turn> MainNode::Admit(const std::function<bool()>& cancelled) {
+absl::Status MainNode::CanServe() const {
   if (state() != v1::NODE_STATE_READY) {
-    return absl::UnavailableError(
-        absl::StrFormat("the cluster cannot serve yet (%s): %s",
-                        NodeStateName(state()), state_detail()));
+    return absl::UnavailableError(absl::StrFormat("the cluster cannot serve (%s): %s",
+                                                  NodeStateName(state()), state_detail()));
   }
+  if (!engine_->HasCompleteGroup()) {
+    return absl::UnavailableError(
+        "no complete worker group: every group has a worker that is down; waiting for workers "
+        "to rejoin");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RequestQueue::Turn> MainNode::Admit(const std::function<bool()>& cancelled) {
+  if (absl::Status s = CanServe(); !s.ok()) return s;
   return queue_->Enter(cancelled);
 }
 
@@ -203,6 +214,13 @@ std::string MainNode::RenderMetrics() const {
     absl::StrAppendFormat(&workers, "# TYPE %s %s\n%s", series,
                           absl::EndsWith(series, "_total") ? "counter" : "gauge", text);
   }
+  const Schedule schedule = engine_->schedule();
+  absl::StrAppendFormat(&workers,
+                        "# HELP odmoe_schedule_version Version of the layer-to-group schedule.\n"
+                        "# TYPE odmoe_schedule_version gauge\nodmoe_schedule_version %d\n"
+                        "# HELP odmoe_worker_groups_live Worker groups taking layers.\n"
+                        "# TYPE odmoe_worker_groups_live gauge\nodmoe_worker_groups_live %d\n",
+                        schedule.version, schedule.groups.size());
   return metrics_->Render(queue_->running(), queue_->waiting(), workers);
 }
 
@@ -214,6 +232,9 @@ void MainNode::FillStatus(v1::NodeStatus* status) const {
                                  topology_.n_groups(), topology_.group_size));
   add("prediction", std::string(PredictionModeName(topology_.prediction)));
   add("shadow_connected", links_->shadow_connected() ? "yes" : "no");
+  const Schedule schedule = engine_->schedule();
+  add("schedule_version", absl::StrCat(schedule.version));
+  add("live_groups", absl::StrJoin(schedule.groups, ","));
   std::lock_guard<std::mutex> lock(stats_mu_);
   add("requests", absl::StrCat(requests_));
   add("failures", absl::StrCat(failures_));

@@ -72,6 +72,9 @@ class MainNode : public NodeDaemon {
   int n_ctx() const { return engine_->n_ctx(); }
   /// The model's id in the HTTP API (the model file's name without .gguf).
   const std::string& model_id() const { return model_id_; }
+  /// OK when a request could be served now; else why not (UNAVAILABLE).
+  absl::Status CanServe() const;
+  const MainEngine& engine() const { return *engine_; }
   /// The HTTP API's port (0 without one).
   int http_port() const;
   /// Prometheus text of every counter, including each worker's (asked now).

@@ -43,6 +43,7 @@ absl::StatusOr<std::unique_ptr<ShadowCore>> ShadowCore::Create(const ModelFile& 
   ODMOE_ASSIGN_OR_RETURN(core->transformer_, Transformer::Create(model, backend, transformer));
   ODMOE_ASSIGN_OR_RETURN(core->experts_, LocalExpertExecutor::Create(
                                              model, backend, core->transformer_->n_batch()));
+  for (int g = 0; g < options.n_groups; ++g) core->live_groups_.push_back(g);
   core->thread_ = std::thread([c = core.get()] { c->Loop(); });
   return core;
 }
@@ -78,8 +79,25 @@ void ShadowCore::Reply(const v1::ShadowReply& reply) {
   if (replies_) replies_(reply);
 }
 
+absl::Status ShadowCore::ValidateGroups(
+    const google::protobuf::RepeatedField<int32_t>& groups) const {
+  for (int i = 0; i < groups.size(); ++i) {
+    if (groups[i] < 0 || groups[i] >= options_.n_groups || (i > 0 && groups[i] <= groups[i - 1])) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "live groups must be ascending ids in [0, %d)", options_.n_groups));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void ShadowCore::SetGroups(const google::protobuf::RepeatedField<int32_t>& groups) {
+  if (groups.empty()) return;
+  live_groups_.assign(groups.begin(), groups.end());
+}
+
 absl::Status ShadowCore::ValidateAlign(const v1::ShadowAlign& a) const {
   const ModelConfig& c = model_.config();
+  ODMOE_RETURN_IF_ERROR(ValidateGroups(a.live_groups()));
   if (a.token() < 1) return absl::InvalidArgumentError("alignment for token 0");
   if (a.has_token() && (a.token_id() < 0 || a.token_id() >= c.n_vocab)) {
     return absl::InvalidArgumentError(
@@ -111,7 +129,9 @@ absl::Status ShadowCore::Submit(const v1::ShadowRequest& request) {
   if (request.has_begin()) {
     const v1::ShadowBegin& b = request.begin();
     const int64_t total = int64_t{b.prompt_ids_size()} + b.max_tokens();
-    if (b.request() == 0 || b.prompt_ids_size() == 0 || b.max_tokens() == 0) {
+    s = ValidateGroups(b.live_groups());
+    if (!s.ok()) {
+    } else if (b.request() == 0 || b.prompt_ids_size() == 0 || b.max_tokens() == 0) {
       s = absl::InvalidArgumentError("begin needs a request id, a prompt and max_tokens >= 1");
     } else if (total > transformer_->n_ctx()) {
       s = absl::InvalidArgumentError(absl::StrFormat(
@@ -216,6 +236,7 @@ bool ShadowCore::PrepareIteration(uint64_t request, uint32_t n, bool need_align,
         }
         stats_.alignment_seconds += Since(ta);
       }
+      SetGroups(a.live_groups());
       if (a.token() == n) {
         if (a.has_token()) {
           *token = a.token_id();
@@ -235,6 +256,7 @@ bool ShadowCore::PrepareIteration(uint64_t request, uint32_t n, bool need_align,
 
 void ShadowCore::RunRequest(const v1::ShadowBegin& begin) {
   const uint64_t req = begin.request();
+  SetGroups(begin.live_groups());
   const std::vector<int32_t> prompt(begin.prompt_ids().begin(), begin.prompt_ids().end());
   const int p = static_cast<int>(prompt.size());
   v1::ShadowReply done;
@@ -268,7 +290,7 @@ void ShadowCore::RunRequest(const v1::ShadowBegin& begin) {
     *pred->mutable_key() = hint.key();
     *pred->mutable_experts() = hint.experts();
     std::lock_guard<std::mutex> lock(sink_mu_);
-    if (hints_) hints_(layer % options_.n_groups, hint);
+    if (hints_) hints_(live_groups_[static_cast<size_t>(layer) % live_groups_.size()], hint);
     if (replies_) replies_(reply);
   });
   double forward_seconds = Since(t0);

@@ -93,6 +93,8 @@ class ShadowCore {
   absl::Status ApplyKv(const v1::KvRows& kv);
   void Reply(const v1::ShadowReply& reply);
   absl::Status ValidateAlign(const v1::ShadowAlign& a) const;
+  absl::Status ValidateGroups(const google::protobuf::RepeatedField<int32_t>& groups) const;
+  void SetGroups(const google::protobuf::RepeatedField<int32_t>& groups);
 
   const ModelFile& model_;
   Backend& backend_;
@@ -100,6 +102,7 @@ class ShadowCore {
   std::unique_ptr<Transformer> transformer_;
   std::unique_ptr<LocalExpertExecutor> experts_;
   std::vector<float> kv_host_;
+  std::vector<int> live_groups_;  // the main node's schedule (compute thread)
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -59,9 +59,19 @@ absl::StatusOr<std::unique_ptr<WorkerCore>> WorkerCore::Create(const ModelFile& 
           "this worker needs %d (%s mode)",
           budget, room, expert, workspace, needed, options.resident ? "resident" : "on-demand"));
     }
-    // Resident workers need exactly their set; on-demand ones may prefetch
-    // further ahead with extra slots.
+    // Resident workers need their set (plus the spill slot, below); on-demand
+    // ones may prefetch further ahead with extra slots.
     slots = options.resident ? needed : static_cast<int>(std::min<uint64_t>(room, 64));
+  }
+  // A resident worker keeps one more slot for experts outside its set, which
+  // it is asked for when the schedule moves layers after a group failed.
+  if (options.resident) {
+    if (options.memory_budget == 0) {
+      ++slots;
+      budget += expert;
+    } else if ((budget - workspace) / expert > static_cast<uint64_t>(needed)) {
+      ++slots;
+    }
   }
   ODMOE_ASSIGN_OR_RETURN(ExpertSlots expert_slots, ExpertSlots::Create(model, backend, slots));
   ODMOE_ASSIGN_OR_RETURN(ExpertFfnScratch scratch,
@@ -134,21 +144,12 @@ void WorkerCore::Deliver(const v1::ExpertResult& result) {
   if (sink_) sink_(result);
 }
 
-bool WorkerCore::OwnsDecodeLayer(int layer) const {
-  return layer % options_.placement.n_groups() == options_.placement.group();
-}
-
 absl::Status WorkerCore::AddHint(const v1::Hint& hint) {
   const ModelConfig& c = model_.config();
   absl::Status s = ValidateStepKey(hint.key(), c);
   if (s.ok()) s = ValidateExpertList(hint.experts(), c);
   if (s.ok() && hint.key().token() == 0) {
     s = absl::InvalidArgumentError("hints are for decode steps (token >= 1)");
-  }
-  if (s.ok() && !OwnsDecodeLayer(static_cast<int>(hint.key().layer()))) {
-    s = absl::InvalidArgumentError(absl::StrFormat(
-        "hint for layer %d, which group %d does not compute", hint.key().layer(),
-        options_.placement.group()));
   }
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.hints_received;
@@ -178,19 +179,6 @@ absl::Status WorkerCore::SubmitTask(const v1::ExpertTask& msg) {
   if (s.ok() && msg.mini_batches() > 0 && msg.mini_batch() >= msg.mini_batches()) {
     s = absl::InvalidArgumentError(absl::StrFormat("mini-batch %d of %d", msg.mini_batch(),
                                                    msg.mini_batches()));
-  }
-  if (s.ok()) {
-    const WorkerPlacement& p = options_.placement;
-    const int layer = static_cast<int>(msg.key().layer());
-    const int expert = static_cast<int>(msg.expert());
-    if (msg.key().token() > 0 && !OwnsDecodeLayer(layer)) {
-      s = absl::InvalidArgumentError(absl::StrFormat(
-          "decode task for layer %d, which group %d does not compute", layer, p.group()));
-    } else if (msg.key().token() == 0 && expert % p.n_workers != p.worker_index) {
-      s = absl::InvalidArgumentError(absl::StrFormat(
-          "prefill task for expert %d, which goes to worker %d, not %d", expert,
-          expert % p.n_workers, p.worker_index));
-    }
   }
   if (s.ok()) {
     absl::StatusOr<int64_t> rows =

@@ -15,7 +15,9 @@
 // it. In resident mode every expert the worker can be asked for (all experts
 // of its decode layers, and expert e = worker index mod N_W of every layer for
 // prefill) is loaded once at start and never evicted: the "fully cached"
-// reference deployment.
+// reference deployment; one more slot takes anything else it is asked for.
+// Which layers a worker computes is the main node's schedule
+// (cluster/schedule.h): a worker computes any valid task it is sent.
 //
 //   WorkerCore::Options opt{.placement = p, .max_rows = 16};
 //   ODMOE_ASSIGN_OR_RETURN(auto core, WorkerCore::Create(*model, *backend, opt));
@@ -122,7 +124,6 @@ class WorkerCore {
   void PruneLocked();
   void Deliver(const v1::ExpertResult& result);
   void SyncSlotStatsLocked();  // slot accounting -> stats_ (mu_ held)
-  bool OwnsDecodeLayer(int layer) const;
 
   const ModelFile& model_;
   Backend& backend_;

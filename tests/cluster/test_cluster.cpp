@@ -104,11 +104,44 @@ TestCluster::~TestCluster() {
   if (shadow_) shadow_->Shutdown();
   if (shadow_server_) shadow_server_->Shutdown(absl::Seconds(1));
   shadow_.reset();
-  for (auto& w : workers_) w->Shutdown();
-  for (auto& s : worker_servers_) s->Shutdown(absl::Seconds(1));
+  for (auto& w : workers_) {
+    if (w) w->Shutdown();
+  }
+  for (auto& s : worker_servers_) {
+    if (s) s->Shutdown(absl::Seconds(1));
+  }
   workers_.clear();
 }
 
 std::string TestCluster::main_address() const { return topology_.main.address; }
+
+void TestCluster::KillWorker(int i) {
+  const size_t k = static_cast<size_t>(i);
+  workers_[k]->Shutdown();
+  worker_servers_[k]->Shutdown(absl::ZeroDuration());
+  worker_servers_[k].reset();
+  workers_[k].reset();
+}
+
+absl::Status TestCluster::RestartWorker(int i) {
+  const size_t k = static_cast<size_t>(i);
+  ODMOE_ASSIGN_OR_RETURN(workers_[k], WorkerNode::Create(topology_, topology_.workers[k].id));
+  ODMOE_ASSIGN_OR_RETURN(worker_servers_[k],
+                         NodeServer::Start(topology_.workers[k].address, *workers_[k]));
+  return workers_[k]->Start();
+}
+
+void TestCluster::KillShadow() {
+  shadow_->Shutdown();
+  shadow_server_->Shutdown(absl::ZeroDuration());
+  shadow_server_.reset();
+  shadow_.reset();
+}
+
+absl::Status TestCluster::RestartShadow() {
+  ODMOE_ASSIGN_OR_RETURN(shadow_, ShadowNode::Create(topology_, topology_.shadow->id));
+  ODMOE_ASSIGN_OR_RETURN(shadow_server_, NodeServer::Start(topology_.shadow->address, *shadow_));
+  return shadow_->Start();
+}
 
 }  // namespace odmoe::test

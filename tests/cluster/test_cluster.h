@@ -57,6 +57,13 @@ class TestCluster {
   const Topology& topology() const { return topology_; }
   std::string main_address() const;
 
+  /// Stops worker i abruptly (its streams break, as when the process dies).
+  void KillWorker(int i);
+  /// Starts worker i again at the same address.
+  absl::Status RestartWorker(int i);
+  void KillShadow();
+  absl::Status RestartShadow();
+
  private:
   TestCluster() = default;
   Topology topology_;

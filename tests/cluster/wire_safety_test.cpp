@@ -42,11 +42,9 @@ TEST_CASE("worker: malformed tasks and hints get an error, the worker carries on
     results.push_back(r);
   });
   const int d = 128;
-  // Worker 0 of 1 group owns every decode layer and the even prefill experts.
   std::vector<v1::ExpertTask> bad;
   bad.push_back(GoodTask(d, 8, 0, 1));   // layer out of range
   bad.push_back(GoodTask(d, 0, 8, 1));   // expert out of range
-  bad.push_back(GoodTask(d, 0, 1, 0));   // prefill expert of worker 1
   bad.push_back(GoodTask(d, 0, 0, 1));
   bad.back().mutable_input()->set_cols(64);  // wrong width
   bad.push_back(GoodTask(d, 0, 0, 1));

@@ -1,0 +1,132 @@
+// Failures while generating: a worker that dies takes its group out of the
+// schedule and the layer is recomputed by another group; a shadow that dies
+// leaves the cluster in `none` mode; both come back when restarted. Through
+// all of it the tokens are the single-process engine's.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <thread>
+
+#include "engine/reference_engine.h"
+#include "test_cluster.h"
+
+namespace odmoe::test {
+namespace {
+
+std::vector<int32_t> ReferenceIds(const std::string& prompt, int tokens) {
+  static auto engine =
+      ReferenceEngine::Create(SourcePath("models/tiny-mixtral-f16.gguf"), {}).value();
+  GenerateRequest req;
+  req.prompt = prompt;
+  req.max_tokens = tokens;
+  req.ignore_eos = true;
+  return engine->Generate(req).value().output_ids;
+}
+
+GenerateRequest Request(const std::string& prompt, int tokens) {
+  GenerateRequest req;
+  req.prompt = prompt;
+  req.max_tokens = tokens;
+  req.ignore_eos = true;
+  return req;
+}
+
+// Runs `req` on the main node, calling `at_token` once when `k` tokens are out.
+ClusterGenerateResult GenerateAndAct(TestCluster& c, const GenerateRequest& req, int k,
+                                     const std::function<void()>& at_token) {
+  int seen = 0;
+  auto r = c.main().Generate(req, [&](int32_t, std::string_view) {
+    if (++seen == k) at_token();
+  });
+  REQUIRE(r.ok());
+  return *r;
+}
+
+}  // namespace
+
+TEST_CASE("failures: a worker dies mid-generation, its layers move, it rejoins",
+          "[cluster][failures]") {
+  ClusterConfig cfg;
+  cfg.workers = 8;
+  auto cluster = TestCluster::Start(cfg);
+  REQUIRE(cluster.ok());
+  TestCluster& c = **cluster;
+  const std::string prompt = "It is a truth universally acknowledged";
+  const std::vector<int32_t> expected = ReferenceIds(prompt, 60);
+
+  ClusterGenerateResult r = GenerateAndAct(c, Request(prompt, 60), 20, [&] { c.KillWorker(3); });
+  CHECK(r.result.output_ids == expected);
+  CHECK(r.live_groups == 3);
+  CHECK(r.schedule_version >= 1);
+  CHECK(c.main().CanServe().ok());
+
+  // A second worker of another group, too: two groups left, still identical.
+  r = GenerateAndAct(c, Request(prompt, 60), 10, [&] { c.KillWorker(6); });
+  CHECK(r.result.output_ids == expected);
+  CHECK(r.live_groups == 2);
+
+  // Both come back; the next request has all four groups again.
+  REQUIRE(c.RestartWorker(3).ok());
+  REQUIRE(c.RestartWorker(6).ok());
+  for (int i = 0; i < 300 && c.main().engine().schedule().groups.size() < 4; ++i) {
+    auto warm = c.main().Generate(Request("x", 1), nullptr);
+    REQUIRE(warm.ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  r = GenerateAndAct(c, Request(prompt, 60), 1, [] {});
+  CHECK(r.result.output_ids == expected);
+  CHECK(r.live_groups == 4);
+}
+
+TEST_CASE("failures: no complete group fails fast with a clear error", "[cluster][failures]") {
+  ClusterConfig cfg;
+  cfg.workers = 2;
+  cfg.prediction = PredictionMode::kNone;
+  auto cluster = TestCluster::Start(cfg);
+  REQUIRE(cluster.ok());
+  TestCluster& c = **cluster;
+  c.KillWorker(1);
+  for (int i = 0; i < 200 && c.main().CanServe().ok(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = c.main().Generate(Request("hello", 4), nullptr);
+  CHECK(absl::IsUnavailable(r.status()));
+  CHECK(r.status().message().find("no complete worker group") != std::string::npos);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));
+  REQUIRE(c.RestartWorker(1).ok());
+  absl::StatusOr<ClusterGenerateResult> ok = absl::UnavailableError("not yet");
+  for (int i = 0; i < 300 && !ok.ok(); ++i) {
+    ok = c.main().Generate(Request("hello", 4), nullptr);
+    if (!ok.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  REQUIRE(ok.ok());
+  CHECK(ok->result.output_ids == ReferenceIds("hello", 4));
+}
+
+TEST_CASE("failures: the shadow dies, the cluster serves without it, then it is back",
+          "[cluster][failures]") {
+  ClusterConfig cfg;
+  cfg.workers = 4;
+  auto cluster = TestCluster::Start(cfg);
+  REQUIRE(cluster.ok());
+  TestCluster& c = **cluster;
+  const std::string prompt = "The sea is";
+  const std::vector<int32_t> expected = ReferenceIds(prompt, 40);
+  ClusterGenerateResult r = GenerateAndAct(c, Request(prompt, 40), 10, [&] { c.KillShadow(); });
+  CHECK(r.result.output_ids == expected);
+  r = GenerateAndAct(c, Request(prompt, 40), 1, [] {});
+  CHECK(r.result.output_ids == expected);
+  CHECK(r.prediction == PredictionMode::kNone);
+  REQUIRE(c.RestartShadow().ok());
+  for (int i = 0; i < 300; ++i) {
+    r = GenerateAndAct(c, Request(prompt, 40), 1, [] {});
+    if (r.prediction == PredictionMode::kShadow) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  CHECK(r.prediction == PredictionMode::kShadow);
+  CHECK(r.result.output_ids == expected);
+  CHECK(r.recall.overall > 0.9);  // re-aligned from the whole context
+}
+
+}  // namespace odmoe::test
