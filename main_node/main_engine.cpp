@@ -32,6 +32,7 @@ absl::StatusOr<std::unique_ptr<MainEngine>> MainEngine::Create(const Topology& t
                          ClusterExpertExecutor::Create(model.config(), backend, topology, links,
                                                        e->transformer_->n_batch()));
   e->schedule_ = Schedule::AllGroups(topology);
+  e->active_groups_ = topology.n_groups();
   e->executor_->SetSchedule(&e->schedule_, &e->schedule_mu_);
   return e;
 }
@@ -41,8 +42,22 @@ Schedule MainEngine::schedule() const {
   return schedule_;
 }
 
+absl::Status MainEngine::SetActiveWorkers(int workers) {
+  const int g = topology_.group_size;
+  if (workers < g || workers > topology_.n_workers() || workers % g != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "cannot scale to %d workers: expected a multiple of the group size %d from %d to %d "
+        "(the topology's workers)",
+        workers, g, g, topology_.n_workers()));
+  }
+  active_groups_ = workers / g;
+  ODMOE_LOG_INFO("scaling to {} workers ({} groups) at the next token boundary", workers,
+                 workers / g);
+  return absl::OkStatus();
+}
+
 bool MainEngine::HasCompleteGroup() const {
-  for (int g = 0; g < topology_.n_groups(); ++g) {
+  for (int g = 0; g < active_groups_.load(); ++g) {
     bool up = true;
     for (int w : topology_.GroupMembers(g)) up = up && links_.worker_connected(w);
     if (up) return true;
@@ -53,13 +68,14 @@ bool MainEngine::HasCompleteGroup() const {
 void MainEngine::RefreshSchedule() {
   std::lock_guard<std::mutex> lock(schedule_mu_);
   for (int g = 0; g < topology_.n_groups(); ++g) {
-    bool up = true;
+    bool up = g < active_groups_.load();
     for (int w : topology_.GroupMembers(g)) up = up && links_.worker_connected(w);
     if (up && schedule_.Add(g)) {
       ODMOE_LOG_INFO("group {} takes layers again (schedule version {}, {} groups)", g,
                      schedule_.version, schedule_.groups.size());
     } else if (!up && schedule_.Remove(g)) {
-      ODMOE_LOG_WARN("group {} lost a worker and leaves the schedule (version {}, {} groups)", g,
+      ODMOE_LOG_WARN("group {} leaves the schedule ({}; version {}, {} groups)", g,
+                     g < active_groups_.load() ? "a worker is down" : "scaled down",
                      schedule_.version, schedule_.groups.size());
     }
   }

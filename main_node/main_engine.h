@@ -17,6 +17,7 @@
 //   r.result.output_ids; r.recall.overall; r.experts.hits ...
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -64,8 +65,13 @@ class MainEngine {
   int n_ctx() const { return transformer_->n_ctx(); }
   /// The schedule as of the last token boundary (groups that take layers).
   Schedule schedule() const;
-  /// Whether some group has every worker connected right now.
+  /// Whether some group (among the active ones) has every worker connected.
   bool HasCompleteGroup() const;
+  /// Scaling: only the first `workers` workers (whole groups) take layers,
+  /// from the next token boundary on. INVALID_ARGUMENT unless `workers` is a
+  /// multiple of the group size between one group and the topology's count.
+  absl::Status SetActiveWorkers(int workers);
+  int active_workers() const { return active_groups_.load() * topology_.group_size; }
 
  private:
   MainEngine(const Topology& topology, const ModelFile& model, const Tokenizer& tokenizer,
@@ -91,6 +97,7 @@ class MainEngine {
   uint64_t last_request_ = 0;
   std::vector<float> kv_k_, kv_v_;
   Schedule schedule_;
+  std::atomic<int> active_groups_{0};
 };
 
 }  // namespace odmoe

@@ -235,6 +235,7 @@ void MainNode::FillStatus(v1::NodeStatus* status) const {
   const Schedule schedule = engine_->schedule();
   add("schedule_version", absl::StrCat(schedule.version));
   add("live_groups", absl::StrJoin(schedule.groups, ","));
+  add("active_workers", absl::StrCat(engine_->active_workers()));
   std::lock_guard<std::mutex> lock(stats_mu_);
   add("requests", absl::StrCat(requests_));
   add("failures", absl::StrCat(failures_));

@@ -75,6 +75,8 @@ class MainNode : public NodeDaemon {
   /// OK when a request could be served now; else why not (UNAVAILABLE).
   absl::Status CanServe() const;
   const MainEngine& engine() const { return *engine_; }
+  /// Scaling (the Scale admin call): see MainEngine::SetActiveWorkers.
+  absl::Status SetActiveWorkers(int workers) { return engine_->SetActiveWorkers(workers); }
   /// The HTTP API's port (0 without one).
   int http_port() const;
   /// Prometheus text of every counter, including each worker's (asked now).

@@ -73,6 +73,17 @@ struct MainService::Impl final : public v1::Main::Service {
     return grpc::Status::OK;
   }
 
+  grpc::Status Scale(grpc::ServerContext*, const v1::ScaleRequest* in,
+                     v1::ScaleReply* out) override {
+    absl::Status s = node.SetActiveWorkers(static_cast<int>(in->workers()));
+    if (!s.ok()) return ToGrpcStatus(s);
+    const Schedule schedule = node.engine().schedule();
+    out->set_workers(in->workers());
+    out->set_schedule_version(schedule.version);
+    for (int g : schedule.groups) out->add_live_groups(g);
+    return grpc::Status::OK;
+  }
+
   MainNode& node;
 };
 

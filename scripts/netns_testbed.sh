@@ -9,10 +9,11 @@
 #
 #   sudo scripts/netns_testbed.sh            # needs root; exit 77 = skipped
 #   RATE=100mbit scripts/netns_testbed.sh    # another link rate
+#   BUILD_DIR=build-rel TOKENS=64 PROMPT="Once upon a time" scripts/netns_testbed.sh
 #
 # Needs: iproute2 (ip, tc), a kernel with network namespaces, veth, bridge
-# and the tbf qdisc. Skips (exit 77) when not root or when namespaces cannot
-# be created.
+# and the tbf qdisc. Skips (exit 77) when not root or when namespaces, veth
+# pairs or the bridge cannot be created; fails (1) when a binary is not built.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BUILD_DIR:-build}/bin
@@ -29,8 +30,15 @@ skip() { echo "netns_testbed: SKIPPED: $*"; exit 77; }
 command -v ip >/dev/null && command -v tc >/dev/null || skip "needs iproute2 (ip, tc)"
 ip netns add odmoe-probe 2>/dev/null || skip "cannot create network namespaces here"
 ip netns del odmoe-probe
+ip link add odmoe-probe type veth peer name odmoe-probe1 2>/dev/null ||
+  skip "cannot create veth pairs here"
+ip link del odmoe-probe
+for bin in odmoe-cluster odmoe-main odmoe-shadow odmoe-worker odmoe odmoe-run; do
+  [[ -x "$BIN/$bin" ]] || { echo "netns_testbed: FAILED: $BIN/$bin is not built"; exit 1; }
+done
 
 cleanup() {
+  trap '' INT TERM  # a second Ctrl-C must not cut the teardown short
   if [[ -n "$WORK" && -f "$WORK/testbed.yaml" ]]; then
     "$BIN"/odmoe-cluster down "$WORK/testbed.yaml" --run-dir "$WORK/run" >/dev/null 2>&1 || true
   fi
@@ -44,9 +52,10 @@ cleanup() {
 }
 cleanup  # leftovers of an interrupted run
 trap cleanup EXIT
+trap 'exit 130' INT TERM  # so that the EXIT trap runs on Ctrl-C and kill too
 WORK=$(mktemp -d /tmp/odmoe-netns.XXXXXX)
 
-ip link add "$BRIDGE" type bridge
+ip link add "$BRIDGE" type bridge || skip "cannot create a bridge here"
 ip addr add 10.77.0.254/24 dev "$BRIDGE"
 ip link set "$BRIDGE" up
 for n in "${NODES[@]}"; do

@@ -83,7 +83,7 @@ std::vector<std::string> NodeArgv(const Options& o, const Node& n) {
   std::vector<std::string> argv;
   if (!n.spec->netns.empty()) argv = {"ip", "netns", "exec", n.spec->netns};
   argv.push_back(o.bin_dir + "/odmoe-" + n.role);
-  for (const char* a : {"--topology"}) argv.push_back(a);
+  argv.push_back("--topology");
   argv.push_back(fs::absolute(o.topology_path).string());
   argv.push_back("--id");
   argv.push_back(n.spec->id);
@@ -189,7 +189,7 @@ absl::StatusOr<PidRecord> StartRemote(const Options& o, const Node& n) {
   // daemon's pid, the one `down` kills.
   const std::string remote =
       absl::StrCat("cd ", ShellQuote(fs::current_path().string()), " && mkdir -p ",
-                   ShellQuote(o.run_dir), " && nohup ", absl::StrJoin(quoted, " "), " > ",
+                   ShellQuote(o.run_dir), " && exec nohup ", absl::StrJoin(quoted, " "), " > ",
                    ShellQuote(LogPath(o, n)), " 2>&1 & echo $!");
   int code = 0;
   const std::string out = Capture(SshCommand(n.spec->ssh, remote), &code);

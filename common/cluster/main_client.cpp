@@ -1,5 +1,7 @@
 #include "cluster/main_client.h"
 
+#include <algorithm>
+
 #include "cluster/grpc_util.h"
 
 namespace odmoe {
@@ -30,6 +32,19 @@ absl::StatusOr<v1::GenerateStats> GenerateOnMain(
     return absl::DataLossError("main node at " + address + " ended the stream without statistics");
   }
   return stats;
+}
+
+absl::StatusOr<v1::ScaleReply> ScaleOnMain(const std::string& address, int workers,
+                                           absl::Duration timeout) {
+  auto stub = v1::Main::NewStub(MakeChannel(address));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(DeadlineIn(timeout));
+  v1::ScaleRequest req;
+  req.set_workers(static_cast<uint32_t>(std::max(0, workers)));
+  v1::ScaleReply reply;
+  grpc::Status s = stub->Scale(&ctx, req, &reply);
+  if (!s.ok()) return FromGrpcStatus(s, "main node at " + address);
+  return reply;
 }
 
 }  // namespace odmoe

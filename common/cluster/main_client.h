@@ -24,4 +24,9 @@ absl::StatusOr<v1::GenerateStats> GenerateOnMain(
     const std::function<void(int32_t id, std::string_view text)>& on_token,
     absl::Duration timeout = absl::Minutes(30));
 
+/// The Scale admin call: the first `workers` workers take layers from the
+/// next token boundary on. Returns the live groups as of now.
+absl::StatusOr<v1::ScaleReply> ScaleOnMain(const std::string& address, int workers,
+                                           absl::Duration timeout = absl::Seconds(10));
+
 }  // namespace odmoe

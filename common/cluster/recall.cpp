@@ -44,20 +44,20 @@ std::span<const int32_t> RecallCounter::Prediction(int token, int layer) const {
 
 RecallSummary RecallCounter::Summarize(int tokens) const {
   RecallSummary s;
-  const double per_token_slots = static_cast<double>(k_) * n_layer_;
   for (int n = 1; n <= tokens; ++n) {
-    uint64_t correct = 0;
+    uint64_t correct = 0, slots = 0;
     for (int l = 0; l < n_layer_; ++l) {
       const Cell* c = Find(n, l);
       if (!c || !c->has_prediction) {
         ++s.predictions_missing;
         continue;
       }
+      slots += static_cast<uint64_t>(k_);
       if (c->has_actual) correct += static_cast<uint64_t>(CountCorrect(c->predicted, c->actual));
     }
-    s.per_token.push_back(per_token_slots > 0 ? correct / per_token_slots : 0.0);
+    s.per_token.push_back(slots > 0 ? static_cast<double>(correct) / slots : 0.0);
     s.correct += correct;
-    s.slots += static_cast<uint64_t>(per_token_slots);
+    s.slots += slots;
   }
   s.overall = s.slots > 0 ? static_cast<double>(s.correct) / s.slots : 0.0;
   return s;

@@ -1,9 +1,11 @@
-// Expert-prediction recall of one request, exactly as Eq. 2-3 of the OD-MoE
-// paper: for decode iteration n, c(n, l) = |predicted ∩ chosen| at layer l,
+// Expert-prediction recall of one request, as Eq. 2-3 of the OD-MoE paper:
+// for decode iteration n, c(n, l) = |predicted ∩ chosen| at layer l,
 // recall(n) = sum_l c(n, l) / (k L); overall = sum_n sum_l c / (k L N).
-// A (token, layer) with no prediction counts c = 0 and is reported missing.
-// Averaging recall_per_token over requests that reached token n gives the
-// paper's Eq. 2 over Q prompts.
+// The sums run over the (token, layer) pairs the predictor did predict: a
+// prediction that never came (the shadow fell behind and the request ended
+// first) says nothing about accuracy; those pairs are counted apart as
+// `predictions_missing` (timeliness shows in the workers' hits and misses).
+// Summing `correct` and `slots` over requests gives Eq. 3 over Q prompts.
 //
 //   RecallCounter r(/*n_layer=*/8, /*k=*/2);
 //   r.RecordActual(1, 0, {3, 5});    r.RecordPrediction(1, 0, {5, 6});
@@ -17,11 +19,11 @@
 namespace odmoe {
 
 struct RecallSummary {
-  double overall = 0;                   // Eq. 3 (one prompt)
-  std::vector<double> per_token;        // Eq. 2, index 0 = token 1
-  uint64_t predictions_missing = 0;     // (token, layer) pairs never predicted
-  uint64_t correct = 0;                 // sum of c
-  uint64_t slots = 0;                   // k * L * tokens
+  double overall = 0;                // Eq. 3 (one prompt): correct / slots
+  std::vector<double> per_token;     // Eq. 2, index 0 = token 1 (0 if none predicted)
+  uint64_t predictions_missing = 0;  // (token, layer) pairs never predicted
+  uint64_t correct = 0;              // sum of c
+  uint64_t slots = 0;                // k * predicted (token, layer) pairs
 };
 
 class RecallCounter {

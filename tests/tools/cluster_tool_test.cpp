@@ -180,7 +180,7 @@ TEST_CASE("odmoe-cluster: up refuses while a node of the run directory lives; do
 }
 
 TEST_CASE("odmoe-cluster: down kills a node that ignores SIGTERM", "[cli][cluster-tool]") {
-  const Sandbox box("stubborn");
+  const Sandbox box("ignores_term");
   const long pid = Spawn("sh -c \"trap '' TERM; while :; do sleep 0.1; done\"");
   fs::create_directories(box.run_dir());
   std::ofstream(box.run_dir() + "/main.pid") << pid << "\n";
@@ -216,13 +216,20 @@ TEST_CASE("odmoe-cluster: a node started over ssh is the process that down stops
           "[cli][cluster-tool]") {
   const Sandbox box("ssh", ", ssh: ops@far");
   // A stand-in for ssh: records the target and runs the remote command here
-  // with bash, the usual login shell (bash forks where dash would exec, so a
-  // pid taken from the wrong process would show).
+  // with bash, the usual login shell. Where bash forks a subshell for the
+  // backgrounded command (dash would exec), that subshell must not be what
+  // `$!` names, nor keep ssh's output open (ssh would then wait for the daemon
+  // to exit).
   box.Script("ssh", "echo \"$1\" >> " + box.path("ssh.targets") + "\nshift\nexec bash -c \"$*\"\n");
   box.FakeDaemons(std::string(kRecordSelf) + "echo 'remote stand-in'\nexec sleep 30\n");
+  const auto start = std::chrono::steady_clock::now();
   const ShellResult r = box.Cluster("up --timeout 1", "ODMOE_SSH=" + box.path("ssh"));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   INFO(r.output);
   CHECK(r.exit_code == 1);
+  CHECK(seconds < 15);  // not 4 x 30 s of ssh waiting for each daemon
+  CHECK(r.output.find("main not ready after 1 s") != std::string::npos);
   CHECK(r.output.find("remote stand-in") != std::string::npos);  // its log, via nohup
   for (const std::string id : {"main", "shadow", "w0", "w1"}) {
     INFO(id);

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include "test_paths.h"
 
@@ -274,6 +275,54 @@ TEST_CASE("topology: byte sizes", "[topology]") {
     INFO(bad);
     CHECK(!ParseByteSize(bad).ok());
   }
+}
+
+}  // namespace odmoe
+
+namespace odmoe {
+
+TEST_CASE("topology: damaged files are errors, never crashes", "[topology]") {
+  const std::string good = Good();
+  std::mt19937 rng(20261122);
+  int parsed = 0;
+  for (int i = 0; i < 3000; ++i) {
+    std::string text = good;
+    const int edits = 1 + static_cast<int>(rng() % 4);
+    for (int e = 0; e < edits; ++e) {
+      const size_t at = rng() % text.size();
+      switch (rng() % 4) {
+        case 0:  // delete a few bytes
+          text.erase(at, 1 + rng() % 8);
+          break;
+        case 1:  // a random byte, YAML syntax or not
+          text[at] = static_cast<char>(rng() % 256);
+          break;
+        case 2:  // a YAML special character
+          text.insert(at, 1, ":-[]{}&*!|>'\"%@`#,?\t\n"[rng() % 22]);
+          break;
+        default:  // a line moved elsewhere
+          text.insert(at, good.substr(rng() % good.size(), 1 + rng() % 40));
+      }
+      if (text.empty()) text = "x";
+    }
+    absl::StatusOr<Topology> t = ParseTopology(text, "deploy/x.yaml");
+    absl::Status s = t.ok() ? ValidateTopologyWithModel(*t) : t.status();
+    if (s.ok()) {
+      ++parsed;
+      continue;
+    }
+    INFO(text);
+    INFO(s.message());
+    REQUIRE(s.message().substr(0, 15) == "deploy/x.yaml: ");
+  }
+  // Some edits keep the file valid (a changed digit in a port, say); most do not.
+  CHECK(parsed > 0);
+  CHECK(parsed < 2000);
+  // Nesting far deeper than any topology.
+  const std::string deep = "model: " + std::string(100000, '[') + "\n";
+  absl::StatusOr<Topology> t = ParseTopology(deep, "deploy/x.yaml");
+  REQUIRE(!t.ok());
+  CHECK(t.status().message().substr(0, 15) == "deploy/x.yaml: ");
 }
 
 }  // namespace odmoe
