@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -30,6 +31,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "cluster/main_client.h"
 #include "cluster/node_probe.h"
 #include "topology/topology.h"
 #include "util/cli_args.h"
@@ -51,6 +54,7 @@ struct Options {
   std::string bin_dir;
   int timeout = 120;
   bool verbose = false;
+  int workers = 0;  // scale
 };
 
 struct Node {
@@ -268,7 +272,7 @@ bool Glance(const std::string& key) {
                                              "failures",
                                              "generated_tokens",
                                              "last_recall",
-                                             "last_decode_tokens_per_second"};
+                                             "last_decode_tokens_per_second", "schedule_version", "live_groups", "active_workers"};
   return keys.count(key) > 0;
 }
 
@@ -382,6 +386,76 @@ int Up(const Options& o, const Topology& t) {
   return 0;
 }
 
+// The main node's live groups ("0,1,3") from its status, or nullopt.
+std::optional<std::vector<int>> LiveGroups(const Topology& t) {
+  absl::StatusOr<NodeProbe> p = ProbeNode(t.main.address, absl::Seconds(1));
+  if (!p.ok()) return std::nullopt;
+  for (const auto& [k, v] : p->entries) {
+    if (k != "live_groups") continue;
+    std::vector<int> groups;
+    for (absl::string_view part : absl::StrSplit(v, ',', absl::SkipEmpty())) {
+      int g = 0;
+      if (absl::SimpleAtoi(part, &g)) groups.push_back(g);
+    }
+    return groups;
+  }
+  return std::nullopt;
+}
+
+// scale: the first `workers` workers take layers. Missing ones are started
+// (and must become ready) before the main node is told; workers beyond the
+// count are stopped once the main node's schedule has let them go (it
+// changes at a token boundary) or after a few seconds (a layer that was in
+// flight on them is then recomputed elsewhere, with the same result).
+int Scale(const Options& o, const Topology& t) {
+  const int n = o.workers;
+  const int g = t.group_size;
+  if (n < g || n > t.n_workers() || n % g != 0) {
+    return Fail(absl::StrCat("--workers ", n, ": expected a multiple of the group size ", g,
+                             " from ", g, " to ", t.n_workers(), " (the topology's workers)"));
+  }
+  std::vector<Node> start;
+  for (int i = 0; i < n; ++i) {
+    const Node node{&t.workers[static_cast<size_t>(i)], "worker"};
+    const std::optional<PidRecord> r = ReadPid(PidPath(o, node));
+    if (!r || !Alive(*r)) start.push_back(node);
+  }
+  for (const Node& node : start) {
+    absl::StatusOr<PidRecord> r =
+        node.spec->ssh.empty() ? StartLocal(o, node) : StartRemote(o, node);
+    if (!r.ok()) return Fail(std::string(r.status().message()));
+    std::ofstream(PidPath(o, node)) << (r->remote ? "ssh " + r->target + " " : "") << r->pid
+                                    << "\n";
+  }
+  if (!start.empty()) {
+    std::cout << "started " << start.size() << " worker(s); waiting for them to be ready\n";
+    if (!WaitUntilReady(o, start)) {
+      for (const Node& node : start) StopNode(o, node, true);
+      return 1;
+    }
+  }
+  absl::StatusOr<v1::ScaleReply> reply = ScaleOnMain(t.main.address, n);
+  if (!reply.ok()) return Fail(std::string(reply.status().message()));
+  const int groups = n / g;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::optional<std::vector<int>> live = LiveGroups(t);
+    if (live && std::all_of(live->begin(), live->end(), [&](int x) { return x < groups; })) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  int stopped = 0;
+  for (int i = n; i < t.n_workers(); ++i) {
+    const Node node{&t.workers[static_cast<size_t>(i)], "worker"};
+    const std::optional<PidRecord> r = ReadPid(PidPath(o, node));
+    if (!r) continue;
+    StopNode(o, node, true);
+    ++stopped;
+  }
+  std::cout << "scaled to " << n << " workers (" << groups << " groups of " << g << "): "
+            << start.size() << " started, " << stopped << " stopped\n";
+  return 0;
+}
+
 std::string DefaultBinDir() {
   std::error_code ec;
   const fs::path self = fs::read_symlink("/proc/self/exe", ec);
@@ -400,19 +474,23 @@ int main(int argc, char** argv) {
   args.AddString("bin-dir", &o.bin_dir, "DIR", "where the daemons are (default: next to this)");
   args.AddInt("timeout", &o.timeout, "SECONDS", "how long `up` waits for readiness (120)");
   args.AddFlag("verbose", &o.verbose, "status: every counter of every node");
-  args.AllowPositional("up|down|status TOPOLOGY", 2);
+  args.AddInt("workers", &o.workers, "N", "scale: how many workers take layers");
+  args.AllowPositional("up|down|status|scale TOPOLOGY", 2);
   if (absl::Status s = args.Parse(argc, argv); !s.ok()) return Fail(std::string(s.message()));
   if (args.help_requested()) {
-    std::cout << "usage: odmoe-cluster up|down|status TOPOLOGY [options]\n" << args.Help();
+    std::cout << "usage: odmoe-cluster up|down|status TOPOLOGY [options]\n"
+                 "       odmoe-cluster scale TOPOLOGY --workers N\n"
+              << args.Help();
     return 0;
   }
   if (args.positional().size() != 2) {
-    return Fail("usage: odmoe-cluster up|down|status TOPOLOGY [options]");
+    return Fail("usage: odmoe-cluster up|down|status|scale TOPOLOGY [options]");
   }
   o.command = args.positional()[0];
   o.topology_path = args.positional()[1];
-  if (o.command != "up" && o.command != "down" && o.command != "status") {
-    return Fail("unknown command '" + o.command + "' (expected up, down or status)");
+  if (o.command != "up" && o.command != "down" && o.command != "status" &&
+      o.command != "scale") {
+    return Fail("unknown command '" + o.command + "' (expected up, down, status or scale)");
   }
   absl::StatusOr<Topology> t = LoadTopology(o.topology_path);
   if (!t.ok()) return Fail(std::string(t.status().message()));
@@ -425,5 +503,6 @@ int main(int argc, char** argv) {
   if (o.timeout < 1) return Fail("--timeout must be >= 1");
   if (o.command == "up") return Up(o, *t);
   if (o.command == "down") return Down(o, *t);
+  if (o.command == "scale") return Scale(o, *t);
   return Status(o, *t);
 }
