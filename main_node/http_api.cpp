@@ -237,24 +237,49 @@ struct HttpApi::Impl {
     const int64_t created = UnixNow();
     const std::string object = chat ? "chat.completion" : "text_completion";
     if (!parsed.stream) {
-      StopMatcher stop(parsed.stop);
-      std::string text;
-      auto on_token = [&](int32_t, std::string_view piece) { text += stop.Push(piece); };
-      absl::StatusOr<ClusterGenerateResult> r = node.Generate(
-          *turn, parsed.gen, on_token, {}, [&] { return stop.stopped(); }, "http");
-      if (!r.ok()) return SendStatus(res, r.status());
-      text += stop.Flush();
-      json choice = {{"index", 0}, {"finish_reason", Finish(*r, stop.stopped())}};
-      if (chat) {
-        choice["message"] = {{"role", "assistant"}, {"content", text}};
-      } else {
-        choice["text"] = text;
-        choice["logprobs"] = nullptr;
-      }
-      json body = {{"id", id},           {"object", object},   {"created", created},
-                   {"model", node.model_id()}, {"choices", {choice}}, {"usage", Usage(*r)},
-                   {"odmoe", OdmoeStats(*r)}};
-      res.set_content(body.dump(), "application/json");
+      // Generated inside a content provider, so that a client that hangs up
+      // is noticed (the socket stops being writable) and its request is
+      // cancelled within a token. Errors before generating have their own
+      // status codes (above); one while generating comes as an error body.
+      auto held = std::make_shared<RequestQueue::Turn>(std::move(*turn));
+      res.set_chunked_content_provider(
+          "application/json",
+          [this, held, parsed, id, created, object, chat](size_t, httplib::DataSink& sink) {
+            StopMatcher stop(parsed.stop);
+            std::string text;
+            auto on_token = [&](int32_t, std::string_view piece) { text += stop.Push(piece); };
+            absl::StatusOr<ClusterGenerateResult> r = node.Generate(
+                *held, parsed.gen, on_token, [&] { return !sink.is_writable(); },
+                [&] { return stop.stopped(); }, "http");
+            json body;
+            if (r.ok()) {
+              text += stop.Flush();
+              json choice = {{"index", 0}, {"finish_reason", Finish(*r, stop.stopped())}};
+              if (chat) {
+                choice["message"] = {{"role", "assistant"}, {"content", text}};
+              } else {
+                choice["text"] = text;
+                choice["logprobs"] = nullptr;
+              }
+              body = {{"id", id},
+                      {"object", object},
+                      {"created", created},
+                      {"model", node.model_id()},
+                      {"choices", {choice}},
+                      {"usage", Usage(*r)},
+                      {"odmoe", OdmoeStats(*r)}};
+            } else {
+              body = {{"error",
+                       {{"message", std::string(r.status().message())},
+                        {"type", "server_error"},
+                        {"param", nullptr},
+                        {"code", nullptr}}}};
+            }
+            const std::string out = body.dump();
+            sink.write(out.data(), out.size());
+            sink.done();
+            return true;
+          });
       return;
     }
     // Streaming: the turn moves into the provider, which runs the whole

@@ -3,10 +3,15 @@
 //   odmoe complete --main 127.0.0.1:7700 "Once upon a time" -n 64
 //   odmoe complete --main 127.0.0.1:7700 --temperature 0.8 --seed 7 --stats "The sea"
 #include <cstdio>
+#include <fstream>
+#include <optional>
+#include <sstream>
 #include <iostream>
 #include <string>
 
+#include "cluster/grpc_util.h"
 #include "cluster/main_client.h"
+#include "topology/topology.h"
 #include "util/cli_args.h"
 
 namespace {
@@ -16,6 +21,14 @@ int Fail(const std::string& message) {
   return 1;
 }
 
+std::optional<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 int Complete(int argc, char** argv) {
   std::string main = "127.0.0.1:7700";
   int n = 64, top_k = 0;
@@ -23,7 +36,10 @@ int Complete(int argc, char** argv) {
   uint64_t seed = 0;
   bool ignore_eos = false, stats = false;
   odmoe::CliArgs args("odmoe complete", "Send one completion request to the main node.");
+  std::string topology_path;
   args.AddString("main", &main, "HOST:PORT", "the main node (default 127.0.0.1:7700)");
+  args.AddString("topology", &topology_path, "FILE",
+                 "take the main node's address and the node TLS files from a topology");
   args.AddInt("n", &n, "N", "tokens to generate (default 64)");
   args.AddFloat("temperature", &temperature, "T", "0 = greedy (default)");
   args.AddFloat("top-p", &top_p, "P", "nucleus sampling (default 1 = off)");
@@ -38,6 +54,16 @@ int Complete(int argc, char** argv) {
     return 0;
   }
   if (args.positional().size() != 1) return Fail("give the prompt as one argument");
+  if (!topology_path.empty()) {
+    const std::optional<std::string> text = ReadFile(topology_path);
+    if (!text) return Fail(topology_path + ": cannot read the topology file");
+    absl::StatusOr<odmoe::Topology> t = odmoe::ParseTopology(*text, topology_path);
+    if (!t.ok()) return Fail(std::string(t.status().message()));
+    main = t->main.address;
+    if (absl::Status s = odmoe::UseNodeTls(t->node_tls); !s.ok()) {
+      return Fail(std::string(s.message()));
+    }
+  }
   if (n < 1) return Fail("-n must be >= 1");
   odmoe::v1::GenerateRequest req;
   req.set_prompt(args.positional()[0]);

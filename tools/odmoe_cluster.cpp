@@ -32,6 +32,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "cluster/grpc_util.h"
 #include "cluster/main_client.h"
 #include "cluster/node_probe.h"
 #include "topology/topology.h"
@@ -494,6 +495,7 @@ int main(int argc, char** argv) {
   }
   absl::StatusOr<Topology> t = LoadTopology(o.topology_path);
   if (!t.ok()) return Fail(std::string(t.status().message()));
+  if (absl::Status s = UseNodeTls(t->node_tls); !s.ok()) return Fail(std::string(s.message()));
   if (o.run_dir.empty()) {
     o.run_dir = (fs::current_path() / "odmoe-run" / fs::path(o.topology_path).stem()).string();
   }

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "cluster/grpc_util.h"
 #include "cluster/node_server.h"
 #include "util/cli_args.h"
 #include "util/logging.h"
@@ -46,6 +47,7 @@ int RunDaemon(int argc, char** argv, const char* program, const char* summary,
   }
   absl::StatusOr<Topology> topology = LoadTopology(topology_path);
   if (!topology.ok()) return Fail(program, topology.status());
+  if (absl::Status s = UseNodeTls(topology->node_tls); !s.ok()) return Fail(program, s);
   const NodeSpec* spec = topology->FindNode(node_id);
   if (spec == nullptr) {
     return Fail(program, absl::NotFoundError("node id '" + node_id + "' is not in " +

@@ -1,5 +1,8 @@
 #include "cluster/grpc_util.h"
 
+#include <fstream>
+#include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -18,6 +21,64 @@ absl::Status FromGrpcStatus(const grpc::Status& status, std::string_view context
                       absl::StrCat(std::string(context), ": ", status.error_message()));
 }
 
+namespace {
+
+struct TlsState {
+  std::mutex mu;
+  bool enabled = false;
+  std::string ca, cert, key;  // PEM contents
+};
+
+TlsState& Tls() {
+  static TlsState* state = new TlsState();  // never destroyed: used until exit
+  return *state;
+}
+
+absl::StatusOr<std::string> ReadPem(const std::string& path, const char* what) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("node_tls.", what, ": cannot read ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  if (text.str().find("-----BEGIN") == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("node_tls.", what, ": ", path, " is not a PEM file"));
+  }
+  return text.str();
+}
+
+}  // namespace
+
+absl::Status UseNodeTls(const NodeTls& tls) {
+  TlsState& state = Tls();
+  std::lock_guard<std::mutex> lock(state.mu);
+  if (!tls.enabled()) {
+    state.enabled = false;
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::string> ca = ReadPem(tls.ca, "ca");
+  if (!ca.ok()) return ca.status();
+  absl::StatusOr<std::string> cert = ReadPem(tls.cert, "cert");
+  if (!cert.ok()) return cert.status();
+  absl::StatusOr<std::string> key = ReadPem(tls.key, "key");
+  if (!key.ok()) return key.status();
+  state.ca = *ca;
+  state.cert = *cert;
+  state.key = *key;
+  state.enabled = true;
+  return absl::OkStatus();
+}
+
+std::shared_ptr<grpc::ServerCredentials> ServerCredentials() {
+  TlsState& state = Tls();
+  std::lock_guard<std::mutex> lock(state.mu);
+  if (!state.enabled) return grpc::InsecureServerCredentials();
+  grpc::SslServerCredentialsOptions opt(
+      GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  opt.pem_root_certs = state.ca;
+  opt.pem_key_cert_pairs.push_back({state.key, state.cert});
+  return grpc::SslServerCredentials(opt);
+}
+
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
@@ -31,7 +92,19 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   // Each peer link gets its own TCP connection (no sharing between streams of
   // different roles that happen to live in one test process).
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
+  {
+    TlsState& state = Tls();
+    std::lock_guard<std::mutex> lock(state.mu);
+    if (state.enabled) {
+      grpc::SslCredentialsOptions opt;
+      opt.pem_root_certs = state.ca;
+      opt.pem_private_key = state.key;
+      opt.pem_cert_chain = state.cert;
+      creds = grpc::SslCredentials(opt);
+    }
+  }
+  return grpc::CreateCustomChannel(address, creds, args);
 }
 
 void ConfigureServerBuilder(grpc::ServerBuilder& builder) {

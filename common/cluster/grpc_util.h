@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "cluster/protocol.h"
+#include "topology/topology.h"
 #include "grpcpp/grpcpp.h"
 #include "odmoe.grpc.pb.h"
 
@@ -24,8 +25,15 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 /// `context` prefixes the message ("worker w3 at 127.0.0.1:7713").
 absl::Status FromGrpcStatus(const grpc::Status& status, std::string_view context);
 
-/// A channel with odmoe's limits (message size, keepalive).
+/// Makes every later channel and server of this process use mutual TLS with
+/// these PEM files (the topology's node_tls); empty files = plain TCP.
+/// NOT_FOUND / INVALID_ARGUMENT when a file cannot be read.
+absl::Status UseNodeTls(const NodeTls& tls);
+
+/// A channel with odmoe's limits (message size, keepalive), TLS if set.
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
+/// The server side of UseNodeTls (insecure without it).
+std::shared_ptr<grpc::ServerCredentials> ServerCredentials();
 /// Applies the same limits to a server.
 void ConfigureServerBuilder(grpc::ServerBuilder& builder);
 

@@ -75,7 +75,7 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(const std::string&
   s->impl_->node_service = std::make_unique<NodeServiceImpl>(daemon);
   grpc::ServerBuilder builder;
   ConfigureServerBuilder(builder);
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &s->port_);
+  builder.AddListeningPort(address, ServerCredentials(), &s->port_);
   builder.RegisterService(s->impl_->node_service.get());
   for (grpc::Service* service : daemon.services()) builder.RegisterService(service);
   s->impl_->server = builder.BuildAndStart();

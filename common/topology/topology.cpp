@@ -211,6 +211,18 @@ absl::Status ParseDocument(const YAML::Node& root, const std::string& file,
     ODMOE_RETURN_IF_ERROR(s.CheckNoUnknownKeys());
   }
 
+  YAML::Node node_tls = Map(top, "node_tls", &st);
+  ODMOE_RETURN_IF_ERROR(st);
+  if (node_tls.IsMap()) {
+    Section s(node_tls, "node_tls", file);
+    std::string ca, cert, key;
+    ODMOE_RETURN_IF_ERROR(s.String("ca", &ca, true));
+    ODMOE_RETURN_IF_ERROR(s.String("cert", &cert, true));
+    ODMOE_RETURN_IF_ERROR(s.String("key", &key, true));
+    ODMOE_RETURN_IF_ERROR(s.CheckNoUnknownKeys());
+    t->node_tls = {Resolve(base_dir, ca), Resolve(base_dir, cert), Resolve(base_dir, key)};
+  }
+
   YAML::Node main = Map(top, "main", &st);
   ODMOE_RETURN_IF_ERROR(st);
   if (!main.IsMap()) return top.Error("main", "missing (expected the main node's settings)");
@@ -525,6 +537,11 @@ std::string TopologyToYaml(const Topology& t) {
       << YAML::Value << t.prefill_mini_batch << YAML::EndMap;
   out << YAML::Key << "wire" << YAML::Value << YAML::BeginMap << YAML::Key << "hidden_dtype"
       << YAML::Value << std::string(WireDTypeName(t.wire_dtype)) << YAML::EndMap;
+  if (t.node_tls.enabled()) {
+    out << YAML::Key << "node_tls" << YAML::Value << YAML::BeginMap << YAML::Key << "ca"
+        << YAML::Value << t.node_tls.ca << YAML::Key << "cert" << YAML::Value << t.node_tls.cert
+        << YAML::Key << "key" << YAML::Value << t.node_tls.key << YAML::EndMap;
+  }
   out << YAML::Key << "main" << YAML::Value << YAML::BeginMap;
   node(t.main);
   out << YAML::Key << "context" << YAML::Value << t.main.context;

@@ -14,6 +14,8 @@
 //   prediction: shadow                        # shadow (default) | random | none
 //   prefill: { mini_batch: 16 }               # rows per prefill message (default 16)
 //   wire: { hidden_dtype: f32 }               # f32 (default, exact) | f16 (lossy)
+//   node_tls: { ca: ca.pem, cert: node.pem, key: node-key.pem }  # optional mutual TLS
+//                                             # on every link between nodes
 //   main:
 //     id: main                                # required
 //     address: 127.0.0.1:7700                 # required host:port
@@ -108,8 +110,18 @@ struct WorkerSpec : NodeSpec {
   uint64_t memory_budget = 0;  // bytes; 0 = auto (one expert + workspace, or all resident)
 };
 
+/// TLS for the gRPC links between nodes (mutual: every node presents the
+/// certificate and checks its peers against the CA). Absolute PEM paths.
+struct NodeTls {
+  std::string ca;
+  std::string cert;
+  std::string key;
+  bool enabled() const { return !cert.empty(); }
+};
+
 struct Topology {
   std::string path;   // the file it was loaded from ("" when parsed from text)
+  NodeTls node_tls;   // empty = plain TCP between nodes
   std::string model;  // absolute path of the model GGUF
   PredictionMode prediction = PredictionMode::kShadow;
   int prefill_mini_batch = 16;  // >= 1

@@ -78,17 +78,33 @@ TEST_CASE("processes: ten-node testbed up, complete, status, down", "[cluster][p
   CHECK(stats.find("recall") != std::string::npos);
   CHECK(stats.find("generated 24") != std::string::npos);
 
+  // A worker killed outright while a long completion runs: the request still
+  // ends with the single-process engine's text.
+  const std::string long_prompt = "It is a truth universally acknowledged";
+  const std::string complete = Bin("odmoe") + " complete --main 127.0.0.1:" +
+                               std::to_string(main_port) + " -n 150 --ignore-eos \"" +
+                               long_prompt + "\" 2>/dev/null";
+  std::string victim;
+  std::ifstream(run_dir + "/w5.pid") >> victim;
+  const Result killed = Sh("(sleep 0.15; kill -9 " + victim + ") & (" + complete + ")");
+  const Result long_ref = Sh("(" + Bin("odmoe-run") + " --model " +
+                             SourcePath("models/tiny-mixtral-f16.gguf") +
+                             " -n 150 --ignore-eos --prompt \"" + long_prompt + "\" 2>/dev/null)");
+  CHECK(killed.exit_code == 0);
+  CHECK(long_prompt + killed.output == long_ref.output);
+
   const Result status = Sh(cluster + "status " + topology);
   INFO(status.output);
-  CHECK(status.exit_code == 0);
+  CHECK(status.exit_code == 1);  // w5 is down
   CHECK(status.output.find("w7") != std::string::npos);
+  CHECK(status.output.find("live_groups=0,1,3") != std::string::npos);
   CHECK(status.output.find("ready") != std::string::npos);
 
   const Result down = Sh(cluster + "down " + topology);
   INFO(down.output);
   CHECK(down.exit_code == 0);
   // Every daemon drained and stopped on SIGTERM.
-  for (const std::string id : {"main", "shadow", "w0", "w7"}) {
+  for (const std::string id : {"main", "shadow", "w0", "w7"}) {  // (w5 was killed)
     std::ifstream log(run_dir + "/" + id + ".log");
     const std::string text((std::istreambuf_iterator<char>(log)), {});
     INFO(id << " log:\n" << text);

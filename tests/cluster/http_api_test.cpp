@@ -271,6 +271,70 @@ TEST_CASE("http: API key, queue limit, disconnect cancels", "[cluster][http]") {
         std::string::npos);
 }
 
+TEST_CASE("http: concurrent requests are all served, in order, none lost", "[cluster][http]") {
+  ClusterConfig cfg;
+  cfg.workers = 4;
+  cfg.http = true;
+  auto cluster = TestCluster::Start(cfg);
+  REQUIRE(cluster.ok());
+  const std::vector<std::string> prompts = {"The sea", "Once upon a time", "The meaning of life is",
+                                            "A computer is", "In the beginning", "Hello"};
+  std::vector<std::string> got(prompts.size());
+  std::vector<int> status(prompts.size(), 0);
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    clients.emplace_back([&, i] {
+      httplib::Client cli = Client(**cluster);
+      auto res = cli.Post("/v1/completions",
+                          json{{"prompt", prompts[i]}, {"max_tokens", 10}, {"temperature", 0},
+                               {"stream", i % 2 == 1}}.dump(),
+                          "application/json");
+      if (!res) return;
+      status[i] = res->status;
+      if (i % 2 == 0) {
+        got[i] = json::parse(res->body)["choices"][0]["text"];
+      } else {
+        for (const std::string& e : Events(res->body)) {
+          if (e != "[DONE]") got[i] += json::parse(e)["choices"][0]["text"].get<std::string>();
+        }
+      }
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    INFO(prompts[i]);
+    CHECK(status[i] == 200);
+    CHECK(got[i] == ReferenceText(prompts[i], 10));
+  }
+}
+
+TEST_CASE("http: a non-streaming client that hangs up cancels its request", "[cluster][http]") {
+  ClusterConfig cfg;
+  cfg.workers = 2;
+  cfg.prediction = PredictionMode::kNone;
+  cfg.http = true;
+  auto cluster = TestCluster::Start(cfg);
+  REQUIRE(cluster.ok());
+  std::thread client([&] {
+    httplib::Client cli("127.0.0.1", (*cluster)->main().http_port());
+    cli.set_read_timeout(std::chrono::milliseconds(300));  // gives up, closes the socket
+    cli.Post("/v1/completions", R"({"prompt": "Once", "max_tokens": 480, "temperature": 0})",
+             "application/json");
+  });
+  client.join();
+  httplib::Client cli = Client(**cluster);
+  std::string metrics;
+  for (int i = 0; i < 300; ++i) {
+    metrics = cli.Get("/metrics")->body;
+    if (metrics.find("outcome=\"cancelled\"} 1") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(metrics.find("odmoe_requests_total{api=\"http\",outcome=\"cancelled\"} 1") !=
+        std::string::npos);
+  // Had it run to its 480 tokens, the outcome would be "ok".
+  CHECK(metrics.find("outcome=\"ok\"") == std::string::npos);
+}
+
 TEST_CASE("http: health is 503 with a reason until the cluster is complete", "[cluster][http]") {
   ClusterConfig cfg;
   cfg.workers = 2;
