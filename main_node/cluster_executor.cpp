@@ -11,8 +11,6 @@
 
 namespace odmoe {
 namespace {
-// A worker that does not answer a task within this long is taken as failed.
-constexpr absl::Duration kResultTimeout = absl::Seconds(10);
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ClusterExpertExecutor>> ClusterExpertExecutor::Create(
@@ -33,6 +31,11 @@ absl::StatusOr<std::unique_ptr<ClusterExpertExecutor>> ClusterExpertExecutor::Cr
   ex->host_gather_.resize(rows * d);
   ex->actual_.assign(static_cast<size_t>(config.n_layer), {});
   return ex;
+}
+
+bool ClusterExpertExecutor::Quarantined(int group) const {
+  auto it = quarantine_.find(group);
+  return it != quarantine_.end() && std::chrono::steady_clock::now() < it->second.until;
 }
 
 ExpertTaskStats ClusterExpertExecutor::TakeStats() {
@@ -63,7 +66,8 @@ absl::Status ClusterExpertExecutor::Receive(uint64_t task_id, int worker, uint32
                                             int64_t n, float* rows_out) {
   const auto t0 = std::chrono::steady_clock::now();
   ODMOE_ASSIGN_OR_RETURN(v1::ExpertResult r,
-                         links_.TakeResult(task_id, worker, kResultTimeout));
+                         links_.TakeResult(task_id, worker,
+                                           absl::Milliseconds(topology_.main.worker_timeout_ms)));
   stats_.wait_seconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const std::string& wid = topology_.workers[static_cast<size_t>(worker)].id;
@@ -95,6 +99,9 @@ absl::Status ClusterExpertExecutor::Failed(int worker, int layer, const absl::St
   if (!absl::IsUnavailable(why) || schedule_ == nullptr) return why;
   const int group = worker / topology_.group_size;
   ++stats_.worker_failures;
+  Quarantine& q = quarantine_[group];
+  q.backoff = std::min(q.backoff * 2, std::chrono::milliseconds(60000));
+  q.until = std::chrono::steady_clock::now() + q.backoff;
   bool removed = false;
   {
     std::lock_guard<std::mutex> lock(*schedule_mu_);

@@ -18,6 +18,8 @@
 #pragma once
 
 #include <cstdint>
+#include <chrono>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -63,6 +65,10 @@ class ClusterExpertExecutor : public ExpertExecutor {
   /// token (for recall): actual()[layer].
   const std::vector<std::vector<int32_t>>& actual() const { return actual_; }
   ExpertTaskStats TakeStats();
+  /// A group that failed stays out of the schedule for a while (1 s, doubling
+  /// with each failure up to 60 s), even if its workers still answer
+  /// handshakes: a hung worker must not be retried every token.
+  bool Quarantined(int group) const;
 
   absl::Status Run(int layer, ConstMat x, const RoutingPlan& plan, Mat out) override;
 
@@ -93,6 +99,11 @@ class ClusterExpertExecutor : public ExpertExecutor {
   uint64_t request_ = 0;
   uint32_t token_ = 0;
   uint64_t next_task_ = 1;
+  struct Quarantine {
+    std::chrono::steady_clock::time_point until;
+    std::chrono::milliseconds backoff{500};
+  };
+  std::map<int, Quarantine> quarantine_;
   Schedule* schedule_ = nullptr;
   std::mutex* schedule_mu_ = nullptr;  // guards changes for readers elsewhere
   ExpertTaskStats stats_;

@@ -68,14 +68,16 @@ bool MainEngine::HasCompleteGroup() const {
 void MainEngine::RefreshSchedule() {
   std::lock_guard<std::mutex> lock(schedule_mu_);
   for (int g = 0; g < topology_.n_groups(); ++g) {
-    bool up = g < active_groups_.load();
+    bool up = g < active_groups_.load() && !executor_->Quarantined(g);
     for (int w : topology_.GroupMembers(g)) up = up && links_.worker_connected(w);
     if (up && schedule_.Add(g)) {
       ODMOE_LOG_INFO("group {} takes layers again (schedule version {}, {} groups)", g,
                      schedule_.version, schedule_.groups.size());
     } else if (!up && schedule_.Remove(g)) {
       ODMOE_LOG_WARN("group {} leaves the schedule ({}; version {}, {} groups)", g,
-                     g < active_groups_.load() ? "a worker is down" : "scaled down",
+                     g >= active_groups_.load()   ? "scaled down"
+                     : executor_->Quarantined(g) ? "it failed recently"
+                                                 : "a worker is down",
                      schedule_.version, schedule_.groups.size());
     }
   }

@@ -26,6 +26,7 @@
 //     api_key: secret                         # optional: Authorization: Bearer secret
 //     tls: { cert: server.pem, key: key.pem } # optional: HTTPS
 //     max_queue: 16                           # waiting requests before 429 (default 16)
+//     worker_timeout_ms: 10000                # unanswered task = failed worker (default 10 s)
 //   shadow:                                   # required when prediction is shadow
 //     id: shadow
 //     address: 127.0.0.1:7701
@@ -96,6 +97,7 @@ struct MainSpec : NodeSpec {
   std::string tls_cert;   // PEM files (absolute); both set = HTTPS
   std::string tls_key;
   int max_queue = 16;     // requests that may wait for their turn; more get 429
+  int worker_timeout_ms = 10000;  // a task unanswered this long = the worker failed
 };
 
 struct ShadowSpec : NodeSpec {

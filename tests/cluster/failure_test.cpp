@@ -130,3 +130,27 @@ TEST_CASE("failures: the shadow dies, the cluster serves without it, then it is 
 }
 
 }  // namespace odmoe::test
+
+namespace odmoe::test {
+
+TEST_CASE("failures: a worker that stops answering is timed out and replaced",
+          "[cluster][failures]") {
+  ClusterConfig cfg;
+  cfg.workers = 4;
+  cfg.prediction = PredictionMode::kNone;
+  cfg.worker_timeout_ms = 300;
+  auto cluster = TestCluster::Start(cfg);
+  REQUIRE(cluster.ok());
+  TestCluster& c = **cluster;
+  const std::string prompt = "Once upon a time";
+  const std::vector<int32_t> expected = ReferenceIds(prompt, 30);
+  // The worker's executor stops: its stream stays open, tasks pile up unanswered.
+  ClusterGenerateResult r = GenerateAndAct(c, Request(prompt, 30), 5, [&] {
+    c.worker(2).core().Stop();
+  });
+  CHECK(r.result.output_ids == expected);
+  CHECK(r.live_groups == 1);
+  CHECK(r.experts.worker_failures >= 1);
+}
+
+}  // namespace odmoe::test

@@ -34,6 +34,7 @@ Topology MakeTopology(const ClusterConfig& c) {
   t.main.batch = c.batch;
   t.main.context = 512;
   t.main.max_queue = c.max_queue;
+  t.main.worker_timeout_ms = c.worker_timeout_ms;
   t.main.api_key = c.api_key;
   if (c.http) {
     t.main.http = "127.0.0.1:0";

@@ -36,6 +36,7 @@ struct ClusterConfig {
   bool http = false;        // serve the HTTP API on a free port
   std::string api_key;
   int max_queue = 16;
+  int worker_timeout_ms = 2000;  // tests notice a hung worker quickly
 };
 
 /// The first `n` lines of tests/data/heldout.txt that have at least 24
