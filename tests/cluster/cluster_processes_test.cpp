@@ -93,6 +93,21 @@ TEST_CASE("processes: ten-node testbed up, complete, status, down", "[cluster][p
   CHECK(killed.exit_code == 0);
   CHECK(long_prompt + killed.output == long_ref.output);
 
+  // The shadow killed outright: the cluster keeps serving, without prediction.
+  std::string shadow_pid;
+  std::ifstream(run_dir + "/shadow.pid") >> shadow_pid;
+  REQUIRE(Sh("kill -9 " + shadow_pid).exit_code == 0);
+  const std::string no_shadow_stats = (dir / "no_shadow.txt").string();
+  const Result without = Sh("(" + Bin("odmoe") + " complete --main 127.0.0.1:" +
+                            std::to_string(main_port) + " -n 24 --ignore-eos --stats \"" +
+                            prompt + "\" 2>" + no_shadow_stats + ")");
+  std::ifstream no_shadow_in(no_shadow_stats);
+  const std::string no_shadow((std::istreambuf_iterator<char>(no_shadow_in)), {});
+  INFO(no_shadow);
+  CHECK(without.exit_code == 0);
+  CHECK(prompt + without.output == ref.output);
+  CHECK(no_shadow.find("prediction none") != std::string::npos);
+
   const Result status = Sh(cluster + "status " + topology);
   INFO(status.output);
   CHECK(status.exit_code == 1);  // w5 is down
@@ -104,7 +119,7 @@ TEST_CASE("processes: ten-node testbed up, complete, status, down", "[cluster][p
   INFO(down.output);
   CHECK(down.exit_code == 0);
   // Every daemon drained and stopped on SIGTERM.
-  for (const std::string id : {"main", "shadow", "w0", "w7"}) {  // (w5 was killed)
+  for (const std::string id : {"main", "w0", "w7"}) {  // (w5 and the shadow were killed)
     std::ifstream log(run_dir + "/" + id + ".log");
     const std::string text((std::istreambuf_iterator<char>(log)), {});
     INFO(id << " log:\n" << text);
