@@ -108,6 +108,7 @@ absl::Status ShadowNode::Start() {
     absl::Status s = service_->ConnectWorkers(cancel_);
     if (s.ok()) {
       ODMOE_LOG_INFO("hint streams open to {} workers; ready", topology_.n_workers());
+      service_->StartRejoin();
       SetState(v1::NODE_STATE_READY);
     } else if (!cancel_.load()) {
       ODMOE_LOG_ERROR("{}", s.message());

@@ -1,10 +1,12 @@
 #include "shadow_node/shadow_service.h"
 
 #include <mutex>
+#include <thread>
 
 #include "absl/strings/str_format.h"
 #include "cluster/grpc_util.h"
 #include "util/logging.h"
+#include "util/status_macros.h"
 
 namespace odmoe {
 namespace {
@@ -68,9 +70,45 @@ struct ShadowService::Impl final : public v1::Shadow::Service {
       } else {
         link.broken = true;
         ++hint_failures;
-        ODMOE_LOG_WARN("hint stream to worker {} broke; no more hints to it", link.id);
+        ODMOE_LOG_WARN("hint stream to worker {} broke; reopening it in the background",
+                       link.id);
       }
     }
+  }
+
+  v1::Hello MakeHello() const {
+    v1::Hello hello;
+    hello.set_protocol_version(kProtocolVersion);
+    hello.set_role(v1::ROLE_SHADOW);
+    hello.set_node_id(node_id);
+    hello.set_model_fingerprint(fingerprint);
+    return hello;
+  }
+
+  // Ends a link's stream (mu held).
+  static void Drop(HintLink& link) {
+    if (!link.writer) return;
+    link.ctx->TryCancel();
+    link.writer->Finish();
+    link.writer.reset();
+  }
+
+  // Handshake, then a fresh Hints stream.
+  absl::Status Connect(HintLink& link, const std::atomic<bool>& cancel, absl::Duration patience) {
+    auto channel = MakeChannel(link.address);
+    absl::StatusOr<v1::Welcome> w = HandshakeWithRetry(*channel, MakeHello(), patience, &cancel);
+    if (!w.ok()) {
+      return absl::Status(w.status().code(), absl::StrFormat("worker %s at %s: %s", link.id,
+                                                             link.address, w.status().message()));
+    }
+    std::lock_guard<std::mutex> lock(link.mu);
+    Drop(link);
+    link.channel = channel;
+    link.stub = v1::Worker::NewStub(link.channel);
+    link.ctx = std::make_unique<grpc::ClientContext>();
+    link.writer = link.stub->Hints(link.ctx.get(), &link.ack);
+    link.broken = false;
+    return absl::OkStatus();
   }
 
   ShadowCore& core;
@@ -80,6 +118,8 @@ struct ShadowService::Impl final : public v1::Shadow::Service {
   std::atomic<uint64_t> next_stream{0};
   std::vector<std::unique_ptr<HintLink>> links;
   std::atomic<uint64_t> hints_sent{0}, hint_failures{0};
+  std::atomic<bool> closing{false};
+  std::thread rejoin;
 };
 
 ShadowService::ShadowService(ShadowCore& core, const Topology& topology, std::string node_id,
@@ -98,36 +138,40 @@ ShadowService::~ShadowService() { Close(); }
 grpc::Service* ShadowService::grpc_service() { return impl_.get(); }
 
 absl::Status ShadowService::ConnectWorkers(const std::atomic<bool>& cancel) {
-  v1::Hello hello;
-  hello.set_protocol_version(kProtocolVersion);
-  hello.set_role(v1::ROLE_SHADOW);
-  hello.set_node_id(impl_->node_id);
-  hello.set_model_fingerprint(impl_->fingerprint);
   for (auto& link : impl_->links) {
-    link->channel = MakeChannel(link->address);
-    absl::StatusOr<v1::Welcome> w =
-        HandshakeWithRetry(*link->channel, hello, absl::Seconds(120), &cancel);
-    if (!w.ok()) {
-      return absl::Status(w.status().code(), absl::StrFormat("worker %s at %s: %s", link->id,
-                                                             link->address,
-                                                             w.status().message()));
-    }
-    std::lock_guard<std::mutex> lock(link->mu);
-    link->stub = v1::Worker::NewStub(link->channel);
-    link->ctx = std::make_unique<grpc::ClientContext>();
-    link->writer = link->stub->Hints(link->ctx.get(), &link->ack);
-    link->broken = false;
+    ODMOE_RETURN_IF_ERROR(impl_->Connect(*link, cancel, absl::Seconds(120)));
   }
   return absl::OkStatus();
 }
 
+void ShadowService::StartRejoin() {
+  if (impl_->rejoin.joinable()) return;
+  impl_->rejoin = std::thread([this] {
+    while (!impl_->closing.load()) {
+      for (auto& link : impl_->links) {
+        if (impl_->closing.load()) break;
+        bool broken;
+        {
+          std::lock_guard<std::mutex> lock(link->mu);
+          broken = link->broken;
+        }
+        if (broken && impl_->Connect(*link, impl_->closing, absl::Milliseconds(500)).ok()) {
+          ODMOE_LOG_INFO("hint stream to worker {} reopened", link->id);
+        }
+      }
+      for (int i = 0; i < 10 && !impl_->closing.load(); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
+  });
+}
+
 void ShadowService::Close() {
+  impl_->closing = true;
+  if (impl_->rejoin.joinable()) impl_->rejoin.join();
   for (auto& link : impl_->links) {
     std::lock_guard<std::mutex> lock(link->mu);
-    if (!link->writer) continue;
-    link->writer->WritesDone();
-    link->writer->Finish();
-    link->writer.reset();
+    impl_->Drop(*link);
     link->broken = true;
   }
 }

@@ -26,6 +26,9 @@ class ShadowService {
   /// while they come up, until `cancel`). FAILED_PRECONDITION when a worker
   /// refuses (model or protocol mismatch).
   absl::Status ConnectWorkers(const std::atomic<bool>& cancel);
+  /// From now on, reopens (handshake + stream) every hint stream that broke,
+  /// in the background (a worker that restarted gets hints again).
+  void StartRejoin();
   /// Closes the hint streams.
   void Close();
   uint64_t hints_sent() const;

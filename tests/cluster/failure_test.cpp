@@ -76,6 +76,9 @@ TEST_CASE("failures: a worker dies mid-generation, its layers move, it rejoins",
   r = GenerateAndAct(c, Request(prompt, 60), 1, [] {});
   CHECK(r.result.output_ids == expected);
   CHECK(r.live_groups == 4);
+  // The shadow reopened its hint streams to the restarted workers.
+  CHECK(c.worker(3).core().stats().hints_received > 0);
+  CHECK(c.worker(6).core().stats().hints_received > 0);
 }
 
 TEST_CASE("failures: no complete group fails fast with a clear error", "[cluster][failures]") {
