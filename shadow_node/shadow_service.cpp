@@ -152,8 +152,11 @@ void ShadowService::StartRejoin() {
         if (impl_->closing.load()) break;
         bool broken;
         {
+          // A stream whose connection dropped counts as broken before a
+          // write to it fails (its group may not be taking layers now).
           std::lock_guard<std::mutex> lock(link->mu);
-          broken = link->broken;
+          broken = link->broken ||
+                   (link->channel && link->channel->GetState(false) != GRPC_CHANNEL_READY);
         }
         if (broken && impl_->Connect(*link, impl_->closing, absl::Milliseconds(500)).ok()) {
           ODMOE_LOG_INFO("hint stream to worker {} reopened", link->id);

@@ -76,7 +76,16 @@ TEST_CASE("failures: a worker dies mid-generation, its layers move, it rejoins",
   r = GenerateAndAct(c, Request(prompt, 60), 1, [] {});
   CHECK(r.result.output_ids == expected);
   CHECK(r.live_groups == 4);
-  // The shadow reopened its hint streams to the restarted workers.
+  // The shadow reopens its hint streams to the restarted workers (at the
+  // latest, half a second after a hint to them failed).
+  for (int i = 0; i < 100; ++i) {
+    if (c.worker(3).core().stats().hints_received > 0 &&
+        c.worker(6).core().stats().hints_received > 0) {
+      break;
+    }
+    REQUIRE(c.main().Generate(Request(prompt, 8), nullptr).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   CHECK(c.worker(3).core().stats().hints_received > 0);
   CHECK(c.worker(6).core().stats().hints_received > 0);
 }
