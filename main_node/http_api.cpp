@@ -197,6 +197,29 @@ struct HttpApi::Impl {
     return false;
   }
 
+  // The API key and a JSON object body; false when the response is an error.
+  bool AuthorizedJson(const httplib::Request& req, httplib::Response& res, json* body) {
+    if (!Authorized(req, res)) return false;
+    *body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+    if (body->is_discarded() || !body->is_object()) {
+      node.CountRejected("http", absl::InvalidArgumentError("json"));
+      SendError(res, 400, "The body is not a JSON object", "invalid_request_error");
+      return false;
+    }
+    return true;
+  }
+
+  // A request that failed its checks: 404 for an unknown model, else 400
+  // naming the parameter (the part of the message before ':').
+  void Reject(httplib::Response& res, const absl::Status& st) {
+    node.CountRejected("http", st);
+    const std::string message(st.message());
+    if (absl::IsNotFound(st)) {
+      return SendError(res, 404, message, "invalid_request_error", "model", "model_not_found");
+    }
+    SendError(res, 400, message, "invalid_request_error", message.substr(0, message.find(':')));
+  }
+
   std::string NewId(const char* prefix) {
     return absl::StrFormat("%s-%x%04x", prefix, UnixNow(), ++next_id % 0x10000);
   }
@@ -346,12 +369,8 @@ struct HttpApi::Impl {
   void Routes() {
     httplib::Server& s = *server;
     s.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-      if (!Authorized(req, res)) return;
-      json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
-      if (body.is_discarded() || !body.is_object()) {
-        node.CountRejected("http", absl::InvalidArgumentError("json"));
-        return SendError(res, 400, "The body is not a JSON object", "invalid_request_error");
-      }
+      json body;
+      if (!AuthorizedJson(req, res, &body)) return;
       ParsedRequest parsed;
       absl::Status st = ParseCommon(body, node.model_id(), &parsed);
       if (st.ok()) {
@@ -365,24 +384,12 @@ struct HttpApi::Impl {
         }
         if (st.ok() && parsed.gen.prompt.empty()) st = Bad("prompt", "must not be empty");
       }
-      if (!st.ok()) {
-        node.CountRejected("http", st);
-        if (absl::IsNotFound(st)) {
-          return SendError(res, 404, std::string(st.message()), "invalid_request_error",
-                           "model", "model_not_found");
-        }
-        return SendError(res, 400, std::string(st.message()), "invalid_request_error",
-                         std::string(st.message()).substr(0, st.message().find(':')));
-      }
+      if (!st.ok()) return Reject(res, st);
       Serve(parsed, res, /*chat=*/false);
     });
     s.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-      if (!Authorized(req, res)) return;
-      json body = json::parse(req.body, nullptr, false);
-      if (body.is_discarded() || !body.is_object()) {
-        node.CountRejected("http", absl::InvalidArgumentError("json"));
-        return SendError(res, 400, "The body is not a JSON object", "invalid_request_error");
-      }
+      json body;
+      if (!AuthorizedJson(req, res, &body)) return;
       ParsedRequest parsed;
       absl::Status st = ParseCommon(body, node.model_id(), &parsed);
       std::vector<ChatMessage> messages;
@@ -407,15 +414,7 @@ struct HttpApi::Impl {
           st = prompt.status();
         }
       }
-      if (!st.ok()) {
-        node.CountRejected("http", st);
-        if (absl::IsNotFound(st)) {
-          return SendError(res, 404, std::string(st.message()), "invalid_request_error",
-                           "model", "model_not_found");
-        }
-        return SendError(res, 400, std::string(st.message()), "invalid_request_error",
-                         std::string(st.message()).substr(0, st.message().find(':')));
-      }
+      if (!st.ok()) return Reject(res, st);
       Serve(parsed, res, /*chat=*/true);
     });
     s.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
