@@ -20,7 +20,9 @@
 // depends only on row t of x and row o of w, never on how many rows x has,
 // which other rows share the call, or the number of threads. This is what lets
 // the main node batch, split or regroup tokens across workers and still obtain
-// exactly the single-process result.
+// exactly the single-process result. (One opt-in relaxes the row clause:
+// the CUDA backend named "cuda:N:cublas" hands float-weight MatMuls of many
+// rows to cuBLAS; see backends/cuda/cuda_backend_options.h.)
 //
 //   std::unique_ptr<Backend> be = CreateBackend("cpu").value();
 //   auto x = be->Allocate(n * d * sizeof(float)).value();

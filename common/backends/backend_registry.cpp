@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "cpu/cpu_backend.h"
+#include "util/logging.h"
 
 namespace odmoe {
 
@@ -95,6 +96,17 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(std::string_view name) {
   return absl::InvalidArgumentError(
       absl::StrFormat("unknown backend '%s': compiled-in families are %s", name,
                       absl::StrJoin(CompiledBackendFamilies(), ", ")));
+}
+
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackendOrFallback(std::string_view name,
+                                                                 std::string_view fallback) {
+  absl::StatusOr<std::unique_ptr<Backend>> be = CreateBackend(name);
+  if (be.ok() || fallback.empty() || be.status().code() != absl::StatusCode::kUnavailable) {
+    return be;
+  }
+  ODMOE_LOG_WARN("backend '{}' is unavailable, using '{}' instead: {}", name, fallback,
+                 be.status().message());
+  return CreateBackend(fallback);
 }
 
 std::vector<std::string> AvailableBackends() {

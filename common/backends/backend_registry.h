@@ -38,6 +38,17 @@ void RegisterBackend(BackendFactory factory);
 /// hardware is missing (e.g. no GPU).
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(std::string_view name);
 
+/// CreateBackend(name), or, when that is UNAVAILABLE (the family is compiled
+/// in but its hardware is missing, e.g. "cuda:0" on a machine without a
+/// usable GPU) and `fallback` is not empty, CreateBackend(fallback) with a
+/// warning that names both and the reason. Any other error is returned as
+/// is: a malformed name never falls back. For nodes whose configuration
+/// allows running on the CPU when the GPU is missing.
+///
+///   ODMOE_ASSIGN_OR_RETURN(auto be, CreateBackendOrFallback("cuda:0", "cpu"));
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackendOrFallback(std::string_view name,
+                                                                 std::string_view fallback);
+
 /// All backend instances usable on this machine (always includes "cpu").
 std::vector<std::string> AvailableBackends();
 

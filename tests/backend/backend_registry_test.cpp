@@ -60,5 +60,27 @@ TEST_CASE("registry accepts an extra family", "[backend][registry]") {
   CHECK(std::find(avail.begin(), avail.end(), "testfam:7") != avail.end());
 }
 
+TEST_CASE("registry falls back only when the hardware is missing", "[backend][registry]") {
+  RegisterBackend({"nohw",
+                   [](std::string_view) -> absl::StatusOr<std::unique_ptr<Backend>> {
+                     return absl::UnavailableError("no such device here");
+                   },
+                   [] { return std::vector<std::string>{}; }});
+  auto fell_back = CreateBackendOrFallback("nohw:0", "cpu:2");
+  REQUIRE(fell_back.ok());
+  CHECK((*fell_back)->name() == "cpu");
+  // No fallback allowed: the UNAVAILABLE error itself.
+  CHECK(CreateBackendOrFallback("nohw:0", "").status().code() == absl::StatusCode::kUnavailable);
+  // A malformed or unknown name is never papered over.
+  CHECK(CreateBackendOrFallback("cpu:x", "cpu").status().code() ==
+        absl::StatusCode::kInvalidArgument);
+  CHECK(CreateBackendOrFallback("gpu", "cpu").status().code() ==
+        absl::StatusCode::kInvalidArgument);
+  // A working backend is used as is.
+  auto cpu3 = CreateBackendOrFallback("cpu:3", "cpu:1");
+  REQUIRE(cpu3.ok());
+  CHECK(dynamic_cast<CpuBackend*>(cpu3->get())->threads() == 3);
+}
+
 }  // namespace
 }  // namespace odmoe

@@ -1,0 +1,123 @@
+// Causal attention with grouped KV heads over an F32 KV cache in device
+// memory, in the CPU backend's order (cpu_attention.cpp):
+//   s_j = canonical dot(k_j, q_h) * scale          (one half-warp per j)
+//   p_j = ExpF(s_j - max_j s_j)                    (exact max: any order)
+//   sum = canonical sum of p                       (the first half-warp)
+//   out[d] = (fma over j in order of p_j * v_j[d]) / sum   (one thread per d)
+// One block per (query head, query row); the scores of a block live in a
+// row of `scratch`. Blocks walk query rows with a stride of gridDim.y, which
+// LaunchAttention bounds so that the scratch stays within its size.
+#include "cuda_kernel_util.h"
+#include "cuda_kernels.h"
+
+namespace odmoe::cuda {
+
+namespace {
+
+namespace num = cuda_numerics;
+
+constexpr int kThreads = 128;
+constexpr int kWarps = kThreads / 32;
+constexpr int64_t kMaxGridY = 65535;
+
+struct AttentionArgs {
+  const float* q;
+  const float* k;
+  const float* v;
+  float* out;
+  float* scratch;
+  int64_t n;         // query rows
+  int64_t ldq;       // = ld of out: n_head * head_dim
+  int64_t ldkv;      // n_head_kv * head_dim
+  int64_t score_ld;  // floats per scratch row: pos0 + n
+  int n_head;
+  int group;  // query heads per KV head
+  int head_dim;
+  int pos0;
+  float scale;
+};
+
+__global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
+  __shared__ float red[kWarps];
+  __shared__ float sum_sh;
+  const int h = static_cast<int>(blockIdx.x);
+  const int lane = static_cast<int>(threadIdx.x % num::kLanes);
+  const int warp = static_cast<int>(threadIdx.x / 32);
+  const int half_in_warp = static_cast<int>((threadIdx.x / num::kLanes) % 2);
+  const int64_t kv_off = static_cast<int64_t>(h / a.group) * a.head_dim;
+  float* s = a.scratch + (static_cast<int64_t>(blockIdx.y) * a.n_head + h) * a.score_ld;
+  for (int64_t t = blockIdx.y; t < a.n; t += gridDim.y) {
+    const int64_t len = a.pos0 + t + 1;
+    const float* qh = a.q + t * a.ldq + static_cast<int64_t>(h) * a.head_dim;
+    // Scores: each warp takes two cache rows per step, one per half-warp.
+    for (int64_t j0 = 2 * warp; j0 < len; j0 += 2 * kWarps) {
+      const int64_t j = j0 + half_in_warp;
+      float acc = 0.0f;
+      if (j < len) acc = num::LaneDot<DType::kF32>(a.k + j * a.ldkv + kv_off, qh, a.head_dim, lane);
+      const float dot = HalfWarpTree(acc);
+      if (j < len && lane == 0) s[j] = dot * a.scale;
+    }
+    __syncthreads();
+    float m = num::NegInfinity();
+    for (int64_t j = threadIdx.x; j < len; j += kThreads) m = num::MaxSkipNan(m, s[j]);
+    m = BlockMaxSkipNan(m, red);
+    for (int64_t j = threadIdx.x; j < len; j += kThreads) s[j] = num::ExpF(s[j] - m);
+    __syncthreads();
+    if (warp == 0) {
+      const float sum = HalfWarpTree(num::LaneSum(s, len, lane));
+      if (threadIdx.x == 0) sum_sh = sum;
+    }
+    __syncthreads();
+    const float sum = sum_sh;
+    const float* vg = a.v + kv_off;
+    float* o = a.out + t * a.ldq + static_cast<int64_t>(h) * a.head_dim;
+    for (int d = static_cast<int>(threadIdx.x); d < a.head_dim; d += kThreads) {
+      float acc = 0.0f;
+      for (int64_t j = 0; j < len; ++j) acc = num::Fma(s[j], vg[j * a.ldkv + d], acc);
+      o[d] = acc / sum;
+    }
+    __syncthreads();  // s and sum_sh are rewritten for the next row
+  }
+}
+
+/// Query rows processed at once (the grid's y extent).
+int64_t RowsAtOnce(int64_t n, int n_head, int pos0, int64_t max_scratch_floats) {
+  const int64_t per_row = static_cast<int64_t>(n_head) * (pos0 + n);
+  int64_t rows = per_row > 0 ? max_scratch_floats / per_row : n;
+  if (rows > n) rows = n;
+  if (rows > kMaxGridY) rows = kMaxGridY;
+  return rows < 1 ? 1 : rows;
+}
+
+}  // namespace
+
+int64_t AttentionScratchFloats(int64_t n, int n_head, int pos0, int64_t max_scratch_floats) {
+  return RowsAtOnce(n, n_head, pos0, max_scratch_floats) * n_head * (pos0 + n);
+}
+
+cudaError_t LaunchAttention(cudaStream_t stream, ConstMat q, ConstMat k_cache, ConstMat v_cache,
+                            int n_head, int n_head_kv, int head_dim, int pos0, float scale, Mat out,
+                            float* scratch, int64_t scratch_floats) {
+  if (q.rows == 0) return cudaSuccess;
+  AttentionArgs a{};
+  a.q = q.data;
+  a.k = k_cache.data;
+  a.v = v_cache.data;
+  a.out = out.data;
+  a.scratch = scratch;
+  a.n = q.rows;
+  a.ldq = q.cols;
+  a.ldkv = k_cache.cols;
+  a.score_ld = pos0 + q.rows;
+  a.n_head = n_head;
+  a.group = n_head / n_head_kv;
+  a.head_dim = head_dim;
+  a.pos0 = pos0;
+  a.scale = scale;
+  const int64_t rows = RowsAtOnce(q.rows, n_head, pos0, scratch_floats);
+  const dim3 grid(static_cast<unsigned>(n_head), static_cast<unsigned>(rows));
+  AttentionKernel<<<grid, kThreads, 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+}  // namespace odmoe::cuda

@@ -1,0 +1,360 @@
+#include "cuda_backend.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "cuda_kernels.h"
+#include "util/status_macros.h"
+
+namespace odmoe {
+
+namespace {
+
+constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
+// Attention scores: at most this many floats at once (64 MiB).
+constexpr int64_t kAttentionMaxScratchFloats = int64_t{16} << 20;
+constexpr size_t kScratchGranule = size_t{1} << 20;
+
+class DeviceBuffer final : public BackendBuffer {
+ public:
+  DeviceBuffer(cuda::DeviceMemory memory, size_t size) : memory_(std::move(memory)), size_(size) {}
+  void* data() override { return memory_.data(); }
+  size_t size() const override { return size_; }
+
+ private:
+  cuda::DeviceMemory memory_;
+  size_t size_;
+};
+
+absl::Status CheckWeightView(const TensorView& host) {
+  if (host.ne[2] != 1 || host.ne[3] != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("tensor '%s' is not 2-D (ne = %d x %d x %d x %d)", host.name, host.ne[0],
+                        host.ne[1], host.ne[2], host.ne[3]));
+  }
+  if (!IsKnownGgmlType(static_cast<uint32_t>(host.type))) {
+    return absl::InvalidArgumentError(absl::StrFormat("tensor '%s' has unsupported type %d",
+                                                      host.name, static_cast<uint32_t>(host.type)));
+  }
+  if (host.ne[0] <= 0 || host.ne[1] <= 0 || !RowSizeValid(host.type, host.ne[0])) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("tensor '%s' of type %s has an invalid shape %d x %d", host.name,
+                        Traits(host.type).name, host.ne[0], host.ne[1]));
+  }
+  if (host.data == nullptr) {
+    return absl::InvalidArgumentError(absl::StrFormat("tensor '%s' has no data", host.name));
+  }
+  return absl::OkStatus();
+}
+
+/// The kernels read F32 weights as floats and every other type in 16-bit
+/// words: rows must start at addresses aligned to that.
+bool WeightAligned(DType type, const void* data) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(data);
+  return a % (type == DType::kF32 ? 4 : 2) == 0;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
+    const CudaBackendOptions& options) {
+  const std::string name = CudaBackendName(options);
+  auto prefixed = [&](const absl::Status& st) {
+    return absl::Status(st.code(), absl::StrCat("backend '", name, "': ", st.message()));
+  };
+  absl::StatusOr<int> count = cuda::UsableDeviceCount();
+  if (!count.ok()) return prefixed(count.status());
+  if (options.device >= *count) {
+    return absl::UnavailableError(absl::StrFormat("backend '%s': this machine has %d CUDA device%s",
+                                                  name, *count, *count == 1 ? "" : "s"));
+  }
+  std::unique_ptr<CudaBackend> be(new CudaBackend(options));
+  absl::Status st = be->UseDevice();
+  if (st.ok()) {
+    absl::StatusOr<cuda::StreamPtr> stream = cuda::CreateStream();
+    st = stream.status();
+    if (st.ok()) be->stream_ = std::move(*stream);
+  }
+  if (st.ok() && options.float_matmul == FloatMatMulPolicy::kCublas) {
+    // cuBLAS only where it is used: creating a handle costs time and memory.
+    absl::StatusOr<cuda::CublasPtr> handle = cuda::CreateCublas();
+    absl::StatusOr<cuda::DeviceMemory> ws = cuda::DeviceMemory::Allocate(kCublasWorkspaceBytes);
+    st = handle.ok() ? ws.status() : handle.status();
+    if (st.ok()) {
+      be->cublas_ = std::move(*handle);
+      be->cublas_workspace_ = std::move(*ws);
+      cublasHandle_t h = be->cublas_.get();
+      st = cuda::CublasStatus(cublasSetStream(h, be->stream()), "cublasSetStream");
+      if (st.ok()) {
+        st = cuda::CublasStatus(
+            cublasSetWorkspace(h, be->cublas_workspace_.data(), be->cublas_workspace_.size()),
+            "cublasSetWorkspace");
+      }
+      // Full F32 (no TF32) and no atomics: deterministic from run to run.
+      if (st.ok()) st = cuda::CublasStatus(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "math mode");
+      if (st.ok()) {
+        st = cuda::CublasStatus(cublasSetAtomicsMode(h, CUBLAS_ATOMICS_NOT_ALLOWED), "atomics");
+      }
+    }
+  }
+  if (!st.ok()) return prefixed(st);
+  return be;
+}
+
+CudaBackend::~CudaBackend() {
+  if (stream_ != nullptr && UseDevice().ok()) cudaStreamSynchronize(stream_.get());
+}
+
+bool CudaBackend::Record(absl::Status st) {
+  if (st.ok()) return true;
+  if (error_.ok()) error_ = absl::Status(st.code(), absl::StrCat(name(), ": ", st.message()));
+  return false;
+}
+
+bool CudaBackend::RecordCuda(cudaError_t err, const char* what) {
+  return Record(cuda::CudaStatus(err, what));
+}
+
+bool CudaBackend::Enter() { return error_.ok() && Record(UseDevice()); }
+
+void* CudaBackend::Scratch(size_t bytes) {
+  if (scratch_.size() >= bytes) return scratch_.data();
+  // The old buffer may still be read by queued ops: wait, free, then grow.
+  if (!RecordCuda(cudaStreamSynchronize(stream()), "scratch growth")) return nullptr;
+  scratch_ = cuda::DeviceMemory();
+  const size_t rounded = (bytes + kScratchGranule - 1) / kScratchGranule * kScratchGranule;
+  absl::StatusOr<cuda::DeviceMemory> m = cuda::DeviceMemory::Allocate(rounded);
+  if (!Record(m.status())) return nullptr;
+  scratch_ = std::move(*m);
+  return scratch_.data();
+}
+
+const double* CudaBackend::RopeTable(int rope_dims, float freq_base) {
+  uint32_t base_bits;
+  std::memcpy(&base_bits, &freq_base, sizeof(base_bits));
+  const auto key = std::make_pair(rope_dims, base_bits);
+  if (auto it = rope_tables_.find(key); it != rope_tables_.end()) {
+    return static_cast<const double*>(it->second.data());
+  }
+  // The CPU backend's expression, evaluated on the host in double.
+  const int half = rope_dims / 2;
+  std::vector<double> inv_freq(static_cast<size_t>(half));
+  for (int i = 0; i < half; ++i) {
+    inv_freq[i] = std::pow(static_cast<double>(freq_base), -2.0 * i / rope_dims);
+  }
+  absl::StatusOr<cuda::DeviceMemory> m = cuda::DeviceMemory::Allocate(half * sizeof(double));
+  if (!Record(m.status())) return nullptr;
+  if (!RecordCuda(cudaMemcpyAsync(m->data(), inv_freq.data(), half * sizeof(double),
+                                  cudaMemcpyHostToDevice, stream()),
+                  "RoPE table upload") ||
+      !RecordCuda(cudaStreamSynchronize(stream()), "RoPE table upload")) {
+    return nullptr;
+  }
+  const double* table = static_cast<const double*>(m->data());
+  rope_tables_.emplace(key, std::move(*m));
+  return table;
+}
+
+// ---- Memory -----------------------------------------------------------------
+
+absl::StatusOr<std::unique_ptr<BackendBuffer>> CudaBackend::Allocate(size_t bytes) {
+  ODMOE_RETURN_IF_ERROR(UseDevice());
+  absl::StatusOr<cuda::DeviceMemory> m = cuda::DeviceMemory::Allocate(std::max<size_t>(bytes, 1));
+  if (!m.ok()) {
+    return absl::Status(m.status().code(), absl::StrCat(name(), ": ", m.status().message()));
+  }
+  return std::make_unique<DeviceBuffer>(std::move(*m), bytes);
+}
+
+absl::Status CudaBackend::CopyToBackend(void* dst, const void* host_src, size_t bytes) {
+  if (bytes == 0) return absl::OkStatus();
+  if (dst == nullptr || host_src == nullptr) {
+    return absl::InvalidArgumentError("CopyToBackend: null pointer");
+  }
+  if (!Enter()) return error_;
+  // Synchronous on purpose: the caller may free or reuse host_src at once.
+  if (RecordCuda(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream()),
+                 "CopyToBackend")) {
+    RecordCuda(cudaStreamSynchronize(stream()), "CopyToBackend");
+  }
+  return error_;
+}
+
+absl::Status CudaBackend::CopyToHost(void* host_dst, const void* src, size_t bytes) {
+  if (bytes == 0) return Synchronize();
+  if (host_dst == nullptr || src == nullptr) {
+    return absl::InvalidArgumentError("CopyToHost: null pointer");
+  }
+  if (!Enter()) return error_;
+  if (RecordCuda(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream()),
+                 "CopyToHost")) {
+    RecordCuda(cudaStreamSynchronize(stream()), "CopyToHost");
+  }
+  return error_;
+}
+
+absl::StatusOr<BackendWeight> CudaBackend::LoadWeight(const TensorView& host) {
+  ODMOE_RETURN_IF_ERROR(CheckWeightView(host));
+  const WeightRef shape{host.type, nullptr, host.ne[1], host.ne[0]};
+  ODMOE_ASSIGN_OR_RETURN(std::unique_ptr<BackendBuffer> storage, Allocate(shape.bytes()));
+  ODMOE_RETURN_IF_ERROR(CopyToBackend(storage->data(), host.data, shape.bytes()));
+  BackendWeight w;
+  w.ref = shape;
+  w.ref.data = storage->data();
+  w.storage = std::move(storage);
+  return w;
+}
+
+absl::Status CudaBackend::Synchronize() {
+  if (!Enter()) return error_;
+  RecordCuda(cudaStreamSynchronize(stream()), "Synchronize");
+  return error_;
+}
+
+// ---- Ops ----------------------------------------------------------------------
+
+void CudaBackend::MatMul(const WeightRef& w, ConstMat x, Mat y) {
+  assert(x.cols == w.cols && y.cols == w.rows && x.rows == y.rows && x.data != y.data);
+  if (!Enter() || x.rows == 0 || w.rows == 0) return;
+  if (!WeightAligned(w.type, w.data)) {
+    Record(absl::InvalidArgumentError(
+        absl::StrFormat("MatMul: %s weight at a misaligned device address", Traits(w.type).name)));
+    return;
+  }
+  const MatMulPlan plan = PlanMatMul(w.type, w.rows, w.cols, x.rows, options_.float_matmul);
+  switch (plan.path) {
+    case MatMulPath::kQuantized: {
+      auto* base = static_cast<uint8_t*>(Scratch(plan.scratch_bytes));
+      if (base == nullptr) return;
+      const size_t blocks = static_cast<size_t>(x.rows * (w.cols / 32));
+      auto* codes = reinterpret_cast<cuda::QActBlock*>(base);
+      auto* scales = reinterpret_cast<float*>(base + blocks * sizeof(cuda::QActBlock));
+      if (RecordCuda(cuda::LaunchQuantizeQ8_0(stream(), x.data, x.rows, x.cols, codes, scales),
+                     "MatMul: quantize activations")) {
+        RecordCuda(cuda::LaunchQuantMatMul(stream(), w.type, w.data, w.rows, w.cols, codes, scales,
+                                           x.rows, y.data),
+                   "MatMul (quantized)");
+      }
+      return;
+    }
+    case MatMulPath::kFloatCanonical:
+      RecordCuda(
+          cuda::LaunchFloatMatMul(stream(), w.type, w.data, w.rows, w.cols, x.data, x.rows, y.data),
+          "MatMul");
+      return;
+    case MatMulPath::kCublasF32:
+    case MatMulPath::kCublasDequantized:
+      CublasMatMul(w, x, y, plan);
+      return;
+  }
+}
+
+void CudaBackend::CublasMatMul(const WeightRef& w, ConstMat x, Mat y, const MatMulPlan& plan) {
+  // Row-major y[n, out] = x[n, k] w^T is column-major Y (out x n) = W^T X
+  // with W the column-major k x out view of w and X the k x n view of x.
+  const float one = 1.0f;
+  const float zero = 0.0f;
+  const int n = static_cast<int>(x.rows);
+  const int k = static_cast<int>(w.cols);
+  const int ldy = static_cast<int>(w.rows);
+  if (plan.path == MatMulPath::kCublasF32) {
+    Record(cuda::CublasStatus(
+        cublasSgemm(cublas_.get(), CUBLAS_OP_T, CUBLAS_OP_N, ldy, n, k, &one,
+                    static_cast<const float*>(w.data), k, x.data, k, &zero, y.data, ldy),
+        "MatMul: cublasSgemm"));
+    return;
+  }
+  auto* chunk = static_cast<float*>(Scratch(plan.scratch_bytes));
+  if (chunk == nullptr) return;
+  for (int64_t o0 = 0; o0 < w.rows; o0 += plan.chunk_rows) {
+    const int rows = static_cast<int>(std::min(plan.chunk_rows, w.rows - o0));
+    if (!RecordCuda(cuda::LaunchDequantRows(stream(), w.type, w.data, w.cols, o0, rows, chunk),
+                    "MatMul: widen weight chunk") ||
+        !Record(cuda::CublasStatus(cublasSgemm(cublas_.get(), CUBLAS_OP_T, CUBLAS_OP_N, rows, n, k,
+                                               &one, chunk, k, x.data, k, &zero, y.data + o0, ldy),
+                                   "MatMul: cublasSgemm"))) {
+      return;
+    }
+  }
+}
+
+void CudaBackend::GetRows(const WeightRef& table, const int32_t* ids, Mat out) {
+  assert(out.cols == table.cols);
+  if (!Enter()) return;
+  if (!WeightAligned(table.type, table.data)) {
+    Record(absl::InvalidArgumentError("GetRows: table at a misaligned device address"));
+    return;
+  }
+  RecordCuda(
+      cuda::LaunchGetRows(stream(), table.type, table.data, table.cols, ids, out.rows, out.data),
+      "GetRows");
+}
+
+void CudaBackend::RmsNorm(ConstMat x, const float* weight, float eps, Mat y) {
+  assert(x.rows == y.rows && x.cols == y.cols);
+  if (Enter()) RecordCuda(cuda::LaunchRmsNorm(stream(), x, weight, eps, y), "RmsNorm");
+}
+
+void CudaBackend::Rope(Mat x, int head_dim, int rope_dims, const int32_t* positions,
+                       float freq_base, RopeMode mode) {
+  assert(head_dim > 0 && x.cols % head_dim == 0 && rope_dims <= head_dim && rope_dims % 2 == 0);
+  if (!Enter() || rope_dims < 2) return;
+  const double* table = RopeTable(rope_dims, freq_base);
+  if (table == nullptr) return;
+  RecordCuda(cuda::LaunchRope(stream(), x, head_dim, rope_dims, positions, table, mode), "Rope");
+}
+
+void CudaBackend::Attention(ConstMat q, ConstMat k_cache, ConstMat v_cache, int n_head,
+                            int n_head_kv, int head_dim, int pos0, float scale, Mat out) {
+  assert(n_head_kv > 0 && n_head % n_head_kv == 0 && q.cols == n_head * head_dim);
+  assert(k_cache.cols == n_head_kv * head_dim && k_cache.rows >= pos0 + q.rows);
+  if (!Enter() || q.rows == 0) return;
+  const int64_t floats =
+      cuda::AttentionScratchFloats(q.rows, n_head, pos0, kAttentionMaxScratchFloats);
+  auto* scratch = static_cast<float*>(Scratch(static_cast<size_t>(floats) * sizeof(float)));
+  if (scratch == nullptr) return;
+  RecordCuda(cuda::LaunchAttention(stream(), q, k_cache, v_cache, n_head, n_head_kv, head_dim, pos0,
+                                   scale, out, scratch, floats),
+             "Attention");
+}
+
+void CudaBackend::Softmax(Mat x) {
+  if (Enter()) RecordCuda(cuda::LaunchSoftmax(stream(), x), "Softmax");
+}
+
+void CudaBackend::RouterTopK(ConstMat logits, int k, int32_t* ids, float* weights) {
+  assert(k >= 1 && k <= logits.cols);
+  if (Enter()) RecordCuda(cuda::LaunchRouterTopK(stream(), logits, k, ids, weights), "RouterTopK");
+}
+
+void CudaBackend::SwiGlu(ConstMat gate, ConstMat up, Mat out) {
+  if (Enter()) RecordCuda(cuda::LaunchSwiGlu(stream(), gate, up, out), "SwiGlu");
+}
+
+void CudaBackend::Add(ConstMat a, ConstMat b, Mat out) {
+  if (Enter()) RecordCuda(cuda::LaunchAdd(stream(), a, b, out), "Add");
+}
+
+void CudaBackend::Copy(ConstMat src, Mat dst) {
+  const size_t bytes = static_cast<size_t>(src.rows * src.cols) * sizeof(float);
+  if (!Enter() || bytes == 0) return;
+  RecordCuda(cudaMemcpyAsync(dst.data, src.data, bytes, cudaMemcpyDeviceToDevice, stream()),
+             "Copy");
+}
+
+void CudaBackend::GatherRows(ConstMat src, const int32_t* idx, Mat dst) {
+  if (Enter()) RecordCuda(cuda::LaunchGatherRows(stream(), src, idx, dst), "GatherRows");
+}
+
+void CudaBackend::ScatterAddScaled(ConstMat src, const int32_t* idx, const float* scale, Mat dst) {
+  if (Enter()) {
+    RecordCuda(cuda::LaunchScatterAddScaled(stream(), src, idx, scale, dst), "ScatterAddScaled");
+  }
+}
+
+}  // namespace odmoe

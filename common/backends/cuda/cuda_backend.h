@@ -1,0 +1,132 @@
+// The CUDA backend: every op of Backend on one GPU, with activations and
+// weights in device memory.
+//
+//   ODMOE_ASSIGN_OR_RETURN(std::unique_ptr<Backend> be, CreateBackend("cuda:0"));
+//   ODMOE_ASSIGN_OR_RETURN(BackendWeight w, be->LoadWeight(view));   // uploads
+//   be->MatMul(w.ref, x, y);                                         // queued
+//   ODMOE_RETURN_IF_ERROR(be->CopyToHost(host, y.data, bytes));      // waits
+//
+// Names and options: cuda_backend_options.h ("cuda", "cuda:N",
+// "cuda:N:cublas"). On a machine without a usable GPU (no driver, no device:
+// cudaGetDeviceCount fails) Create returns UNAVAILABLE with CUDA's reason and
+// the registry lists no "cuda:N" backend; nothing falls back on its own.
+//
+// Execution. Ops are queued in order on one non-blocking stream of the
+// device and return at once; CopyToHost and Synchronize wait for them.
+// CopyToBackend waits until the copy is done, so the caller may reuse its
+// buffer at once (this includes a sync of the stream). Ops may be issued
+// from any thread (each entry point makes the backend's device current on
+// the calling thread) but not from two threads at once.
+//
+// Errors. The ops return nothing; the first failure (a launch error, a
+// cuBLAS error, scratch memory that cannot be allocated, a Q8_0 / Q4_0
+// weight at an odd address) is kept, later ops are skipped, and the next
+// CopyToBackend / CopyToHost / Synchronize returns it, as does every one
+// after it: a failed backend stays failed (CUDA faults poison the context).
+//
+// Memory. Allocate() and LoadWeight() use cudaMalloc. The backend keeps one
+// grow-only scratch buffer (quantized activations, attention scores, the
+// F32 chunks of kCublasDequantized), a 32 MiB cuBLAS workspace and small
+// per-(rope_dims, base) RoPE frequency tables: after the first calls with
+// the largest shapes nothing is allocated on the hot path.
+//
+// ---- Numerics ---------------------------------------------------------------
+// The kernels compute the CPU backend's canonical order (cpu_backend.h) with
+// the shared building blocks of cuda_numerics.h: one half-warp per output
+// element plays the 16 lanes (lane l takes elements, or quantized blocks,
+// l, l + 16, ... with one fma each) and the shuffle tree is the fixed lane
+// tree; Q8_0 / Q4_0 MatMul quantizes activations with the same per-block
+// code as QuantizeRow and takes exact dp4a integer block sums. Products and
+// sums are never fused (--fmad=false), exp is the CPU's ExpF, division and
+// sqrt are IEEE. So MatMul (all five weight types, FloatMatMulPolicy::kExact),
+// GetRows, RmsNorm, Attention, Softmax, RouterTopK, SwiGlu, Add, Copy,
+// GatherRows and ScatterAddScaled give the CPU backend's bits, and every op
+// keeps backend.h's row-independence. RoPE evaluates cos and sin in double
+// with CUDA's libdevice rather than glibc (a few ulp in double apart), so
+// rarely an element differs from the CPU in the last bit of its f32.
+// Under FloatMatMulPolicy::kCublas, float-weight products of >= 32 rows go
+// to cublasSgemm with the default math mode (full F32, no TF32) and a fixed
+// workspace: deterministic from run to run, not bit-equal to the CPU, and
+// not independent of the number of rows (cuda_backend_options.h).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "backend/backend.h"
+#include "cuda_backend_options.h"
+#include "cuda_resources.h"
+#include "matmul_plan.h"
+
+namespace odmoe {
+
+class CudaBackend final : public Backend {
+ public:
+  /// UNAVAILABLE when there is no usable GPU or no device `options.device`.
+  static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(const CudaBackendOptions& options);
+  ~CudaBackend() override;
+
+  std::string name() const override { return CudaBackendName(options_); }
+  bool host_memory() const override { return false; }
+
+  absl::StatusOr<std::unique_ptr<BackendBuffer>> Allocate(size_t bytes) override;
+  absl::Status CopyToBackend(void* dst, const void* host_src, size_t bytes) override;
+  absl::Status CopyToHost(void* host_dst, const void* src, size_t bytes) override;
+  absl::StatusOr<BackendWeight> LoadWeight(const TensorView& host) override;
+  absl::Status Synchronize() override;
+
+  void MatMul(const WeightRef& w, ConstMat x, Mat y) override;
+  void GetRows(const WeightRef& table, const int32_t* ids, Mat out) override;
+  void RmsNorm(ConstMat x, const float* weight, float eps, Mat y) override;
+  void Rope(Mat x, int head_dim, int rope_dims, const int32_t* positions, float freq_base,
+            RopeMode mode) override;
+  void Attention(ConstMat q, ConstMat k_cache, ConstMat v_cache, int n_head, int n_head_kv,
+                 int head_dim, int pos0, float scale, Mat out) override;
+  void Softmax(Mat x) override;
+  void RouterTopK(ConstMat logits, int k, int32_t* ids, float* weights) override;
+  void SwiGlu(ConstMat gate, ConstMat up, Mat out) override;
+  void Add(ConstMat a, ConstMat b, Mat out) override;
+  void Copy(ConstMat src, Mat dst) override;
+  void GatherRows(ConstMat src, const int32_t* idx, Mat dst) override;
+  void ScatterAddScaled(ConstMat src, const int32_t* idx, const float* scale, Mat dst) override;
+
+  // ---- CUDA specifics (the expert arena and the tools use these) ----------
+  int device() const { return options_.device; }
+  const CudaBackendOptions& options() const { return options_; }
+  /// The stream every op is queued on.
+  cudaStream_t stream() const { return stream_.get(); }
+  /// Makes the backend's device current on the calling thread.
+  absl::Status UseDevice() const { return cuda::UseDevice(options_.device); }
+  /// Bytes of the scratch buffer now (it only grows).
+  size_t scratch_bytes() const { return scratch_.size(); }
+
+ private:
+  explicit CudaBackend(const CudaBackendOptions& options) : options_(options) {}
+
+  /// Prepares an op: false (skip it) when the backend already failed or its
+  /// device cannot be made current.
+  bool Enter();
+  /// Keeps the first error; returns whether `st` was OK.
+  bool Record(absl::Status st);
+  bool RecordCuda(cudaError_t err, const char* what);
+  /// At least `bytes` of scratch (grows, after a sync); null after an error.
+  void* Scratch(size_t bytes);
+  /// The device table of base^(-2i/rope_dims); null after an error.
+  const double* RopeTable(int rope_dims, float freq_base);
+  void CublasMatMul(const WeightRef& w, ConstMat x, Mat y, const MatMulPlan& plan);
+
+  CudaBackendOptions options_;
+  cuda::StreamPtr stream_;
+  cuda::CublasPtr cublas_;
+  cuda::DeviceMemory cublas_workspace_;
+  cuda::DeviceMemory scratch_;
+  std::map<std::pair<int, uint32_t>, cuda::DeviceMemory> rope_tables_;  // (dims, base bits)
+  absl::Status error_;
+};
+
+}  // namespace odmoe

@@ -1,0 +1,60 @@
+// Device-side helpers shared by the .cu files of the CUDA backend (internal;
+// include only from .cu files).
+//
+//   float acc = cuda_numerics::LaneDot<DType::kF32>(w, x, k, threadIdx.x % 16);
+//   float dot = HalfWarpTree(acc);        // valid in lane 0 of the half-warp
+//   for (int64_t i = GlobalThread(); i < total; i += GridThreads()) ...
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda_numerics.h"
+
+namespace odmoe::cuda {
+
+inline constexpr unsigned kFullMask = 0xffffffffu;
+
+/// The canonical tree of cuda_numerics::TreeReduce16 over the 16 lanes of a
+/// half-warp (lane i holding l[i]); the result is valid in lane 0 of each
+/// half-warp. Every thread of the warp must call it.
+__device__ __forceinline__ float HalfWarpTree(float v) {
+  v = v + __shfl_down_sync(kFullMask, v, 8, 16);  // s8[i] = l[i] + l[i + 8]
+  v = v + __shfl_down_sync(kFullMask, v, 4, 16);  // s4[i] = s8[i] + s8[i + 4]
+  v = v + __shfl_down_sync(kFullMask, v, 2, 16);  // s2[i] = s4[i] + s4[i + 2]
+  v = v + __shfl_down_sync(kFullMask, v, 1, 16);  // s2[0] + s2[1]
+  return v;
+}
+
+/// The maximum over the block with NaN skipped (exact, so any order gives
+/// the same value). `red` is shared memory of blockDim.x / 32 floats;
+/// every thread of the block must call it.
+__device__ __forceinline__ float BlockMaxSkipNan(float v, float* red) {
+  for (int off = 16; off > 0; off /= 2) {
+    v = cuda_numerics::MaxSkipNan(v, __shfl_xor_sync(kFullMask, v, off));
+  }
+  const int warps = static_cast<int>(blockDim.x / 32);
+  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
+  __syncthreads();
+  v = red[0];
+  for (int w = 1; w < warps; ++w) v = cuda_numerics::MaxSkipNan(v, red[w]);
+  __syncthreads();  // `red` may be reused at once
+  return v;
+}
+
+__device__ __forceinline__ int64_t GlobalThread() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ int64_t GridThreads() {
+  return static_cast<int64_t>(gridDim.x) * blockDim.x;
+}
+
+/// Blocks of `threads` for a grid-stride loop over `total` items.
+inline unsigned GridFor(int64_t total, int threads) {
+  constexpr int64_t kMaxBlocks = 65535;
+  const int64_t blocks = (total + threads - 1) / threads;
+  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > kMaxBlocks ? kMaxBlocks : blocks));
+}
+
+}  // namespace odmoe::cuda

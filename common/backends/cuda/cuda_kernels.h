@@ -1,0 +1,82 @@
+// The CUDA backend's kernel launchers (internal; CudaBackend calls them).
+//
+// Each launcher queues its kernel(s) on `stream` and returns the launch
+// status (cudaGetLastError); none waits for the GPU or allocates memory:
+// scratch space is passed in by the caller. All pointers are device memory;
+// matrices are row-major with contiguous rows, as Mat in backend/backend.h.
+// The numerics are those of cuda_numerics.h (the CPU backend's canonical
+// order), so every launcher computes each output element from its own
+// inputs only, independent of how many rows a call has.
+//
+//   QActBlock* codes = ...;  float* scales = ...;   // n * (k / 32) each
+//   LaunchQuantizeQ8_0(stream, x, n, k, codes, scales);
+//   LaunchQuantMatMul(stream, DType::kQ4_0, w, out, k, codes, scales, n, y);
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "backend/backend.h"
+#include "cuda_numerics.h"
+#include "tensor/dtype.h"
+
+namespace odmoe::cuda {
+
+using cuda_numerics::QActBlock;
+
+// ---- MatMul (cuda_matmul.cu) ---------------------------------------------
+
+/// y[n, out] = x[n, k] * w^T for F32 / F16 / BF16 weights, in the canonical
+/// order (bit-identical to CpuBackend).
+cudaError_t LaunchFloatMatMul(cudaStream_t stream, DType type, const void* w, int64_t out,
+                              int64_t k, const float* x, int64_t n, float* y);
+
+/// Quantizes each row of x[n, k] (k a multiple of 32) to Q8_0 blocks as
+/// tensor/quant.h's QuantizeRow: codes[t * k/32 + b], scales likewise (the
+/// decoded f16 scale).
+cudaError_t LaunchQuantizeQ8_0(cudaStream_t stream, const float* x, int64_t n, int64_t k,
+                               QActBlock* codes, float* scales);
+
+/// y[n, out] = x * w^T for Q8_0 / Q4_0 weights from activations quantized
+/// by LaunchQuantizeQ8_0 (exact integer block dots, canonical float steps).
+/// The weight rows must start at even addresses.
+cudaError_t LaunchQuantMatMul(cudaStream_t stream, DType type, const void* w, int64_t out,
+                              int64_t k, const QActBlock* codes, const float* scales, int64_t n,
+                              float* y);
+
+/// out[r, k] = dequantized weight rows [first, first + rows) (any type).
+cudaError_t LaunchDequantRows(cudaStream_t stream, DType type, const void* w, int64_t k,
+                              int64_t first, int64_t rows, float* out);
+
+// ---- Row ops (cuda_ops.cu) -----------------------------------------------
+
+/// out[i] = dequantized row ids[i] of `table` (cols elements each).
+cudaError_t LaunchGetRows(cudaStream_t stream, DType type, const void* table, int64_t cols,
+                          const int32_t* ids, int64_t n, float* out);
+cudaError_t LaunchRmsNorm(cudaStream_t stream, ConstMat x, const float* weight, float eps, Mat y);
+/// inv_freq: rope_dims / 2 doubles, base^(-2i/rope_dims).
+cudaError_t LaunchRope(cudaStream_t stream, Mat x, int head_dim, int rope_dims,
+                       const int32_t* positions, const double* inv_freq, RopeMode mode);
+cudaError_t LaunchSoftmax(cudaStream_t stream, Mat x);
+cudaError_t LaunchRouterTopK(cudaStream_t stream, ConstMat logits, int k, int32_t* ids,
+                             float* weights);
+cudaError_t LaunchSwiGlu(cudaStream_t stream, ConstMat gate, ConstMat up, Mat out);
+cudaError_t LaunchAdd(cudaStream_t stream, ConstMat a, ConstMat b, Mat out);
+cudaError_t LaunchGatherRows(cudaStream_t stream, ConstMat src, const int32_t* idx, Mat dst);
+cudaError_t LaunchScatterAddScaled(cudaStream_t stream, ConstMat src, const int32_t* idx,
+                                   const float* scale, Mat dst);
+
+// ---- Attention (cuda_attention.cu) ---------------------------------------
+
+/// Scratch floats LaunchAttention needs for these shapes (it processes as
+/// many query rows at once as `max_scratch_floats` allows, at least one).
+int64_t AttentionScratchFloats(int64_t n, int n_head, int pos0, int64_t max_scratch_floats);
+
+/// Causal attention as Backend::Attention; `scratch` holds
+/// AttentionScratchFloats(...) floats.
+cudaError_t LaunchAttention(cudaStream_t stream, ConstMat q, ConstMat k_cache, ConstMat v_cache,
+                            int n_head, int n_head_kv, int head_dim, int pos0, float scale, Mat out,
+                            float* scratch, int64_t scratch_floats);
+
+}  // namespace odmoe::cuda

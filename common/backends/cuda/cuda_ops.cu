@@ -1,0 +1,224 @@
+// The row-wise ops of the CUDA backend: embedding lookup, normalisation,
+// RoPE, softmax, routing, SwiGLU and the row copies. Elementwise ops use one
+// thread per element; reductions (RmsNorm, Softmax) one block per row whose
+// first half-warp forms the canonical 16 lanes and tree.
+#include "cuda_kernel_util.h"
+#include "cuda_kernels.h"
+
+namespace odmoe::cuda {
+
+namespace {
+
+namespace num = cuda_numerics;
+
+constexpr int kThreads = 256;
+
+template <DType T>
+__global__ void GetRowsKernel(const uint8_t* __restrict__ table, int64_t row_bytes, int64_t cols,
+                              const int32_t* __restrict__ ids, int64_t total,
+                              float* __restrict__ out) {
+  for (int64_t i = GlobalThread(); i < total; i += GridThreads()) {
+    const int64_t t = i / cols;
+    out[i] = num::DequantElement<T>(table + static_cast<int64_t>(ids[t]) * row_bytes, i % cols);
+  }
+}
+
+/// Block per row: warp 0 forms the canonical dot x.x (both of its
+/// half-warps compute it; lane 0 keeps it), then every thread scales.
+__global__ void __launch_bounds__(kThreads)
+    RmsNormKernel(const float* x, const float* __restrict__ weight, float eps, float* y,
+                  int64_t rows, int64_t d) {
+  __shared__ float scale_sh;
+  for (int64_t t = blockIdx.x; t < rows; t += gridDim.x) {
+    const float* xr = x + t * d;
+    if (threadIdx.x < 32) {
+      const float lane = num::LaneDot<DType::kF32>(xr, xr, d, threadIdx.x % num::kLanes);
+      const float sum_sq = HalfWarpTree(lane);
+      if (threadIdx.x == 0) scale_sh = 1.0f / num::Sqrt(sum_sq / static_cast<float>(d) + eps);
+    }
+    __syncthreads();
+    const float scale = scale_sh;
+    float* yr = y + t * d;
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) yr[i] = (xr[i] * scale) * weight[i];
+    __syncthreads();  // scale_sh is rewritten for the next row
+  }
+}
+
+__global__ void RopeKernel(float* x, int64_t cols, int head_dim, int half, int64_t heads,
+                           const int32_t* __restrict__ positions,
+                           const double* __restrict__ inv_freq, bool interleaved, int64_t total) {
+  for (int64_t idx = GlobalThread(); idx < total; idx += GridThreads()) {
+    const int i = static_cast<int>(idx % half);
+    const int64_t h = (idx / half) % heads;
+    const int64_t t = idx / (static_cast<int64_t>(half) * heads);
+    const double theta = static_cast<double>(positions[t]) * inv_freq[i];
+    const float c = static_cast<float>(cos(theta));
+    const float s = static_cast<float>(sin(theta));
+    float* v = x + t * cols + h * head_dim;
+    const int i0 = interleaved ? 2 * i : i;
+    const int i1 = interleaved ? 2 * i + 1 : i + half;
+    const float a = v[i0];
+    const float b = v[i1];
+    v[i0] = a * c - b * s;
+    v[i1] = a * s + b * c;
+  }
+}
+
+/// Block per row: max, exp in place, canonical sum (warp 0), divide.
+__global__ void __launch_bounds__(kThreads) SoftmaxKernel(float* x, int64_t rows, int64_t d) {
+  __shared__ float red[kThreads / 32];
+  __shared__ float sum_sh;
+  for (int64_t t = blockIdx.x; t < rows; t += gridDim.x) {
+    float* v = x + t * d;
+    float m = num::NegInfinity();
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) m = num::MaxSkipNan(m, v[i]);
+    m = BlockMaxSkipNan(m, red);
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) v[i] = num::ExpF(v[i] - m);
+    __syncthreads();
+    if (threadIdx.x < 32) {
+      const float sum = HalfWarpTree(num::LaneSum(v, d, threadIdx.x % num::kLanes));
+      if (threadIdx.x == 0) sum_sh = sum;
+    }
+    __syncthreads();
+    const float sum = sum_sh;
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) v[i] = v[i] / sum;
+    __syncthreads();
+  }
+}
+
+__global__ void RouterTopKKernel(const float* __restrict__ logits, int64_t rows, int n_expert,
+                                 int k, int32_t* ids, float* weights) {
+  for (int64_t t = GlobalThread(); t < rows; t += GridThreads()) {
+    num::RouterTopKRow(logits + t * n_expert, n_expert, k, ids + t * k, weights + t * k);
+  }
+}
+
+__global__ void SwiGluKernel(const float* gate, const float* up, float* out, int64_t total) {
+  for (int64_t i = GlobalThread(); i < total; i += GridThreads()) {
+    out[i] = num::Silu(gate[i]) * up[i];
+  }
+}
+
+__global__ void AddKernel(const float* a, const float* b, float* out, int64_t total) {
+  for (int64_t i = GlobalThread(); i < total; i += GridThreads()) out[i] = a[i] + b[i];
+}
+
+__global__ void GatherRowsKernel(const float* __restrict__ src, const int32_t* __restrict__ idx,
+                                 int64_t cols, int64_t total, float* __restrict__ dst) {
+  for (int64_t i = GlobalThread(); i < total; i += GridThreads()) {
+    dst[i] = src[static_cast<int64_t>(idx[i / cols]) * cols + i % cols];
+  }
+}
+
+/// One thread per column, walking the source rows in order, so repeated
+/// destination rows accumulate in the documented order.
+__global__ void ScatterAddScaledKernel(const float* __restrict__ src,
+                                       const int32_t* __restrict__ idx,
+                                       const float* __restrict__ scale, int64_t rows, int64_t cols,
+                                       float* dst) {
+  for (int64_t c = GlobalThread(); c < cols; c += GridThreads()) {
+    for (int64_t i = 0; i < rows; ++i) {
+      float* d = dst + static_cast<int64_t>(idx[i]) * cols + c;
+      *d = *d + scale[i] * src[i * cols + c];
+    }
+  }
+}
+
+unsigned RowGrid(int64_t rows) {
+  return static_cast<unsigned>(rows < 65535 ? (rows < 1 ? 1 : rows) : 65535);
+}
+
+}  // namespace
+
+cudaError_t LaunchGetRows(cudaStream_t stream, DType type, const void* table, int64_t cols,
+                          const int32_t* ids, int64_t n, float* out) {
+  const int64_t total = n * cols;
+  if (total == 0) return cudaSuccess;
+  const auto* t = static_cast<const uint8_t*>(table);
+  const int64_t rb = static_cast<int64_t>(RowBytes(type, cols));
+  const unsigned grid = GridFor(total, kThreads);
+  switch (type) {
+    case DType::kF32:
+      GetRowsKernel<DType::kF32><<<grid, kThreads, 0, stream>>>(t, rb, cols, ids, total, out);
+      break;
+    case DType::kF16:
+      GetRowsKernel<DType::kF16><<<grid, kThreads, 0, stream>>>(t, rb, cols, ids, total, out);
+      break;
+    case DType::kBF16:
+      GetRowsKernel<DType::kBF16><<<grid, kThreads, 0, stream>>>(t, rb, cols, ids, total, out);
+      break;
+    case DType::kQ8_0:
+      GetRowsKernel<DType::kQ8_0><<<grid, kThreads, 0, stream>>>(t, rb, cols, ids, total, out);
+      break;
+    case DType::kQ4_0:
+      GetRowsKernel<DType::kQ4_0><<<grid, kThreads, 0, stream>>>(t, rb, cols, ids, total, out);
+      break;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchRmsNorm(cudaStream_t stream, ConstMat x, const float* weight, float eps, Mat y) {
+  if (x.rows == 0) return cudaSuccess;
+  RmsNormKernel<<<RowGrid(x.rows), kThreads, 0, stream>>>(x.data, weight, eps, y.data, x.rows,
+                                                          x.cols);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchRope(cudaStream_t stream, Mat x, int head_dim, int rope_dims,
+                       const int32_t* positions, const double* inv_freq, RopeMode mode) {
+  const int half = rope_dims / 2;
+  const int64_t heads = x.cols / head_dim;
+  const int64_t total = x.rows * heads * half;
+  if (total == 0) return cudaSuccess;
+  RopeKernel<<<GridFor(total, kThreads), kThreads, 0, stream>>>(
+      x.data, x.cols, head_dim, half, heads, positions, inv_freq, mode == RopeMode::kInterleaved,
+      total);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchSoftmax(cudaStream_t stream, Mat x) {
+  if (x.rows == 0 || x.cols == 0) return cudaSuccess;
+  SoftmaxKernel<<<RowGrid(x.rows), kThreads, 0, stream>>>(x.data, x.rows, x.cols);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchRouterTopK(cudaStream_t stream, ConstMat logits, int k, int32_t* ids,
+                             float* weights) {
+  if (logits.rows == 0) return cudaSuccess;
+  RouterTopKKernel<<<GridFor(logits.rows, 64), 64, 0, stream>>>(
+      logits.data, logits.rows, static_cast<int>(logits.cols), k, ids, weights);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchSwiGlu(cudaStream_t stream, ConstMat gate, ConstMat up, Mat out) {
+  const int64_t total = out.rows * out.cols;
+  if (total == 0) return cudaSuccess;
+  SwiGluKernel<<<GridFor(total, kThreads), kThreads, 0, stream>>>(gate.data, up.data, out.data,
+                                                                  total);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchAdd(cudaStream_t stream, ConstMat a, ConstMat b, Mat out) {
+  const int64_t total = out.rows * out.cols;
+  if (total == 0) return cudaSuccess;
+  AddKernel<<<GridFor(total, kThreads), kThreads, 0, stream>>>(a.data, b.data, out.data, total);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchGatherRows(cudaStream_t stream, ConstMat src, const int32_t* idx, Mat dst) {
+  const int64_t total = dst.rows * dst.cols;
+  if (total == 0) return cudaSuccess;
+  GatherRowsKernel<<<GridFor(total, kThreads), kThreads, 0, stream>>>(src.data, idx, dst.cols,
+                                                                      total, dst.data);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchScatterAddScaled(cudaStream_t stream, ConstMat src, const int32_t* idx,
+                                   const float* scale, Mat dst) {
+  if (src.rows == 0 || src.cols == 0) return cudaSuccess;
+  ScatterAddScaledKernel<<<GridFor(src.cols, 128), 128, 0, stream>>>(src.data, idx, scale, src.rows,
+                                                                     src.cols, dst.data);
+  return cudaGetLastError();
+}
+
+}  // namespace odmoe::cuda

@@ -1,0 +1,386 @@
+// The CUDA backend on a GPU: every op against the CPU backend bit for bit
+// (RoPE to the last bit of its f32 cos/sin), MatMul's independence from the
+// number of rows, the cuBLAS policy within tolerance and deterministic, the
+// sticky error, and the expert arena with real copies. Where there is no
+// usable GPU these cases pass with a warning (Catch2 2.x has no SKIP), and
+// the first case checks what a CUDA build says on such a machine.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/reference_ops.h"
+#include "backends/backend_registry.h"
+#include "catch2/catch.hpp"
+#include "cpu_backend.h"
+#include "cuda_resources.h"
+#include "cuda_slot_device.h"
+#include "expert_slot_arena.h"
+#include "tensor/quant.h"
+
+namespace odmoe {
+namespace {
+
+bool HaveGpu() {
+  const absl::StatusOr<int> count = cuda::UsableDeviceCount();
+  if (!count.ok()) WARN("no usable GPU, GPU case skipped: " << count.status().message());
+  return count.ok();
+}
+
+std::unique_ptr<Backend> MakeCuda(const char* name) {
+  auto be = CreateBackend(name);
+  REQUIRE(be.ok());  // a GPU is there: creating the backend must work
+  return std::move(be).value();
+}
+
+/// Buffers on one backend, uploaded from and read back to host vectors.
+class Dev {
+ public:
+  explicit Dev(Backend& be) : be_(be) {}
+  template <class T>
+  T* Put(const std::vector<T>& host) {
+    auto buf = be_.Allocate(host.size() * sizeof(T));
+    REQUIRE(buf.ok());
+    REQUIRE(be_.CopyToBackend((*buf)->data(), host.data(), host.size() * sizeof(T)).ok());
+    buffers_.push_back(std::move(buf).value());
+    return static_cast<T*>(buffers_.back()->data());
+  }
+  template <class T>
+  std::vector<T> Get(const T* p, size_t n) {
+    std::vector<T> out(n);
+    const absl::Status st = be_.CopyToHost(out.data(), p, n * sizeof(T));
+    INFO(st.ToString());
+    REQUIRE(st.ok());
+    return out;
+  }
+  WeightRef Weight(DType type, const std::vector<uint8_t>& bytes, int64_t rows, int64_t cols) {
+    return WeightRef{type, Put(bytes), rows, cols};
+  }
+
+ private:
+  Backend& be_;
+  std::vector<std::unique_ptr<BackendBuffer>> buffers_;
+};
+
+std::vector<uint8_t> RandomWeight(DType type, int64_t rows, int64_t cols, uint32_t seed) {
+  const std::vector<float> f = ref::RandomFloats(static_cast<size_t>(rows * cols), seed);
+  const size_t rb = RowBytes(type, cols);
+  std::vector<uint8_t> bytes(rb * static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r)
+    QuantizeRow(type, f.data() + r * cols, bytes.data() + r * rb, cols);
+  return bytes;
+}
+
+bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+/// y = x w^T on `be` (host vectors in and out).
+std::vector<float> RunMatMul(Backend& be, DType type, const std::vector<uint8_t>& w, int64_t out,
+                             int64_t k, const std::vector<float>& x, int64_t n) {
+  Dev d(be);
+  const WeightRef wr = d.Weight(type, w, out, k);
+  float* y = d.Put(std::vector<float>(static_cast<size_t>(n * out), 0.0f));
+  be.MatMul(wr, ConstMat(d.Put(x), n, k), Mat{y, n, out});
+  return d.Get(y, static_cast<size_t>(n * out));
+}
+
+const DType kAllTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0};
+
+TEST_CASE("cuda: names, availability and a clear error without a GPU", "[cuda][backend]") {
+  const std::vector<std::string> families = CompiledBackendFamilies();
+  CHECK(std::find(families.begin(), families.end(), "cuda") != families.end());
+  CHECK(CreateBackend("cuda:x").status().code() == absl::StatusCode::kInvalidArgument);
+  const std::vector<std::string> avail = AvailableBackends();
+  const absl::StatusOr<int> count = cuda::UsableDeviceCount();
+  CpuBackend cpu(1);
+  CHECK(MakeCudaSlotDevice(cpu).status().code() == absl::StatusCode::kInvalidArgument);
+  if (!count.ok()) {
+    auto be = CreateBackend("cuda:0");
+    REQUIRE_FALSE(be.ok());
+    CHECK(be.status().code() == absl::StatusCode::kUnavailable);
+    const std::string msg(be.status().message());
+    CHECK(msg.find("cuda:0") != std::string::npos);
+    CHECK(msg.find("no usable CUDA device") != std::string::npos);
+    for (const std::string& n : avail) CHECK(n.rfind("cuda", 0) != 0);
+    CHECK_FALSE(PinnedExpertStore::Create(2, 1024).ok());  // an error, not a crash
+    auto fallback = CreateBackendOrFallback("cuda:0", "cpu");
+    REQUIRE(fallback.ok());
+    CHECK((*fallback)->name() == "cpu");
+    return;
+  }
+  CHECK(std::find(avail.begin(), avail.end(), "cuda:0") != avail.end());
+  auto beyond = CreateBackend("cuda:" + std::to_string(*count));
+  CHECK(beyond.status().code() == absl::StatusCode::kUnavailable);
+  auto be = MakeCuda("cuda:0");
+  CHECK(be->name() == "cuda:0");
+  CHECK_FALSE(be->host_memory());
+  CHECK(MakeCuda("cuda:0:cublas")->name() == "cuda:0:cublas");
+}
+
+TEST_CASE("cuda MatMul gives the CPU's bits for every weight type and shape", "[cuda][backend]") {
+  if (!HaveGpu()) return;
+  auto gpu = MakeCuda("cuda:0");
+  CpuBackend cpu(2);
+  struct Shape {
+    int64_t k, out, n;
+  };
+  uint32_t seed = 500;
+  for (DType type : kAllTypes) {
+    for (const Shape s :
+         {Shape{32, 17, 3}, Shape{64, 5, 1}, Shape{96, 33, 17}, Shape{4096, 7, 3},
+          Shape{256, 300, 40}, Shape{1184, 6, 5}, Shape{50, 9, 2}, Shape{4096, 1, 70}}) {
+      if (Traits(type).quantized && s.k % 32 != 0) continue;
+      INFO(Traits(type).name << " k=" << s.k << " out=" << s.out << " n=" << s.n);
+      const std::vector<uint8_t> w = RandomWeight(type, s.out, s.k, ++seed);
+      const std::vector<float> x = ref::RandomFloats(s.k * s.n, ++seed, -3.0f, 3.0f);
+      CHECK(SameBits(RunMatMul(*gpu, type, w, s.out, s.k, x, s.n),
+                     RunMatMul(cpu, type, w, s.out, s.k, x, s.n)));
+    }
+  }
+}
+
+TEST_CASE("cuda MatMul rows do not depend on the rows beside them", "[cuda][backend]") {
+  if (!HaveGpu()) return;
+  auto gpu = MakeCuda("cuda:0");
+  const int64_t k = 512, out = 48, n = 23;
+  for (DType type : kAllTypes) {
+    INFO(Traits(type).name);
+    const std::vector<uint8_t> w = RandomWeight(type, out, k, 77);
+    const std::vector<float> x = ref::RandomFloats(k * n, 78);
+    const std::vector<float> all = RunMatMul(*gpu, type, w, out, k, x, n);
+    for (int64_t t : {int64_t{0}, int64_t{9}, n - 1}) {
+      const std::vector<float> row(x.begin() + t * k, x.begin() + (t + 1) * k);
+      const std::vector<float> alone = RunMatMul(*gpu, type, w, out, k, row, 1);
+      CHECK(
+          SameBits(alone, std::vector<float>(all.begin() + t * out, all.begin() + (t + 1) * out)));
+    }
+  }
+}
+
+TEST_CASE("cuda cuBLAS policy matches the CPU within tolerance, run to run exactly",
+          "[cuda][backend]") {
+  if (!HaveGpu()) return;
+  auto gpu = MakeCuda("cuda:0:cublas");
+  CpuBackend cpu(2);
+  const int64_t k = 1024, out = 300, n = 64;  // n >= kCublasMinRows: the cuBLAS paths
+  for (DType type : {DType::kF32, DType::kF16, DType::kBF16}) {
+    INFO(Traits(type).name);
+    const std::vector<uint8_t> w = RandomWeight(type, out, k, 91);
+    const std::vector<float> x = ref::RandomFloats(k * n, 92);
+    const std::vector<float> a = RunMatMul(*gpu, type, w, out, k, x, n);
+    const std::vector<float> b = RunMatMul(*gpu, type, w, out, k, x, n);
+    CHECK(SameBits(a, b));
+    const std::vector<float> want = RunMatMul(cpu, type, w, out, k, x, n);
+    CHECK(ref::Nmse(a, std::vector<double>(want.begin(), want.end())) <= 1e-10);
+  }
+}
+
+TEST_CASE("cuda row ops give the CPU's bits", "[cuda][backend]") {
+  if (!HaveGpu()) return;
+  auto gpu_owner = MakeCuda("cuda:0");
+  Backend& gpu = *gpu_owner;
+  CpuBackend cpu(2);
+  Dev d(gpu);
+  const int64_t n = 5, dim = 1000;
+  const std::vector<float> a = ref::RandomFloats(n * dim, 1, -20.0f, 20.0f);
+  const std::vector<float> b = ref::RandomFloats(n * dim, 2);
+  const std::vector<float> w = ref::RandomFloats(dim, 3, 0.5f, 1.5f);
+  auto check = [&](const char* op, auto&& run) {
+    INFO(op);
+    std::vector<float> host_a = a, host_b = b;
+    float* da = d.Put(a);
+    float* db = d.Put(b);
+    run(cpu, host_a.data(), host_b.data(), w.data());
+    run(gpu, da, db, d.Put(w));
+    CHECK(SameBits(d.Get(da, a.size()), host_a));
+    CHECK(SameBits(d.Get(db, b.size()), host_b));
+  };
+  check("RmsNorm", [&](Backend& be, float* x, float* y, const float* wt) {
+    be.RmsNorm(ConstMat(x, n, dim), wt, 1e-5f, Mat{y, n, dim});
+  });
+  check("Softmax", [&](Backend& be, float* x, float*, const float*) {
+    be.Softmax(Mat{x, n, dim});
+  });
+  check("SwiGlu", [&](Backend& be, float* g, float* u, const float*) {
+    be.SwiGlu(ConstMat(g, n, dim), ConstMat(u, n, dim), Mat{g, n, dim});
+  });
+  check("Add", [&](Backend& be, float* x, float* y, const float*) {
+    be.Add(ConstMat(x, n, dim), ConstMat(y, n, dim), Mat{y, n, dim});
+  });
+  check("Copy", [&](Backend& be, float* x, float* y, const float*) {
+    be.Copy(ConstMat(x, n, dim), Mat{y, n, dim});
+  });
+  // Index ops: indices in each backend's memory.
+  const std::vector<int32_t> idx = {4, 0, 0, 2};
+  const std::vector<float> scale = {0.5f, -1.25f, 2.0f, 0.75f};
+  int32_t* didx = d.Put(idx);
+  float* dscale = d.Put(scale);
+  check("GatherRows", [&](Backend& be, float* x, float* y, const float*) {
+    be.GatherRows(ConstMat(x, n, dim), &be == &gpu ? didx : idx.data(), Mat{y, 4, dim});
+  });
+  check("ScatterAddScaled", [&](Backend& be, float* x, float* y, const float*) {
+    be.ScatterAddScaled(ConstMat(x, 4, dim), &be == &gpu ? didx : idx.data(),
+                        &be == &gpu ? dscale : scale.data(), Mat{y, n, dim});
+  });
+  // RouterTopK with ties, GetRows of every type.
+  std::vector<float> logits = ref::RandomFloats(4 * 8, 4, -4.0f, 4.0f);
+  logits[8 + 2] = logits[8 + 5] = 6.0f;
+  std::vector<int32_t> ids(8);
+  std::vector<float> wts(8);
+  cpu.RouterTopK(ConstMat(logits.data(), 4, 8), 2, ids.data(), wts.data());
+  int32_t* gids = d.Put(std::vector<int32_t>(8, -1));
+  float* gw = d.Put(std::vector<float>(8, 0.0f));
+  gpu.RouterTopK(ConstMat(d.Put(logits), 4, 8), 2, gids, gw);
+  CHECK(d.Get(gids, 8) == ids);
+  CHECK(SameBits(d.Get(gw, 8), wts));
+  const std::vector<int32_t> rows = {3, 0, 9, 3};
+  for (DType type : kAllTypes) {
+    INFO("GetRows " << Traits(type).name);
+    const std::vector<uint8_t> table = RandomWeight(type, 10, 96, 5);
+    std::vector<float> want(4 * 96);
+    cpu.GetRows(WeightRef{type, table.data(), 10, 96}, rows.data(), Mat{want.data(), 4, 96});
+    float* got = d.Put(std::vector<float>(4 * 96));
+    gpu.GetRows(d.Weight(type, table, 10, 96), d.Put(rows), Mat{got, 4, 96});
+    CHECK(SameBits(d.Get(got, 4 * 96), want));
+  }
+}
+
+TEST_CASE("cuda Attention gives the CPU's bits; Rope agrees to the last bit", "[cuda][backend]") {
+  if (!HaveGpu()) return;
+  auto gpu = MakeCuda("cuda:0");
+  CpuBackend cpu(2);
+  Dev d(*gpu);
+  struct Shape {
+    int n_head, n_head_kv, hd, pos0;
+    int64_t n;
+  };
+  for (const Shape s : {Shape{8, 2, 64, 0, 5}, Shape{8, 2, 64, 37, 1}, Shape{4, 4, 32, 512, 3},
+                        Shape{6, 1, 128, 9, 17}, Shape{32, 8, 128, 2000, 1}}) {
+    INFO("heads " << s.n_head << "/" << s.n_head_kv << " hd " << s.hd << " pos0 " << s.pos0);
+    const int64_t qc = s.n_head * s.hd, kc = s.n_head_kv * s.hd, cap = s.pos0 + s.n;
+    const std::vector<float> q = ref::RandomFloats(s.n * qc, 21, -2.0f, 2.0f);
+    const std::vector<float> k = ref::RandomFloats(cap * kc, 22, -2.0f, 2.0f);
+    const std::vector<float> v = ref::RandomFloats(cap * kc, 23);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(s.hd));
+    std::vector<float> want(s.n * qc);
+    cpu.Attention(ConstMat(q.data(), s.n, qc), ConstMat(k.data(), cap, kc),
+                  ConstMat(v.data(), cap, kc), s.n_head, s.n_head_kv, s.hd, s.pos0, scale,
+                  Mat{want.data(), s.n, qc});
+    float* out = d.Put(std::vector<float>(s.n * qc));
+    gpu->Attention(ConstMat(d.Put(q), s.n, qc), ConstMat(d.Put(k), cap, kc),
+                   ConstMat(d.Put(v), cap, kc), s.n_head, s.n_head_kv, s.hd, s.pos0, scale,
+                   Mat{out, s.n, qc});
+    CHECK(SameBits(d.Get(out, s.n * qc), want));
+  }
+  for (RopeMode mode : {RopeMode::kInterleaved, RopeMode::kHalf}) {
+    const int64_t n = 5, hd = 64, cols = 4 * hd;
+    std::vector<float> x = ref::RandomFloats(n * cols, 13);
+    const std::vector<int32_t> pos = {0, 1, 17, 511, 3000};
+    float* dx = d.Put(x);
+    gpu->Rope(Mat{dx, n, cols}, hd, 32, d.Put(pos), 10000.0f, mode);
+    cpu.Rope(Mat{x.data(), n, cols}, hd, 32, pos.data(), 10000.0f, mode);
+    const std::vector<float> got = d.Get(dx, x.size());
+    double worst = 0.0;
+    for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, double(std::fabs(got[i] - x[i])));
+    CHECK(worst <= 4e-7);  // a last-bit difference of cos / sin at most
+  }
+}
+
+TEST_CASE("cuda keeps the first error and reports it from then on", "[cuda][backend]") {
+  if (!HaveGpu()) return;
+  auto gpu = MakeCuda("cuda:0");
+  CHECK(gpu->Allocate(SIZE_MAX / 2).status().code() == absl::StatusCode::kResourceExhausted);
+  CHECK(gpu->Synchronize().ok());  // a refused allocation does not fail the backend
+  Dev d(*gpu);
+  const std::vector<uint8_t> w = RandomWeight(DType::kQ8_0, 4, 64, 9);
+  std::vector<uint8_t> shifted(w.size() + 1);
+  std::memcpy(shifted.data() + 1, w.data(), w.size());
+  const auto* base = static_cast<const uint8_t*>(static_cast<const void*>(d.Put(shifted)));
+  float* y = d.Put(std::vector<float>(4));
+  gpu->MatMul(WeightRef{DType::kQ8_0, base + 1, 4, 64},
+              ConstMat(d.Put(ref::RandomFloats(64, 10)), 1, 64), Mat{y, 1, 4});
+  const absl::Status st = gpu->Synchronize();
+  CHECK(st.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(std::string(st.message()).find("misaligned") != std::string::npos);
+  std::vector<float> host(4);
+  CHECK(gpu->CopyToHost(host.data(), y, 16).code() == absl::StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("cuda LoadWeight uploads and rejects bad tensors", "[cuda][backend]") {
+  if (!HaveGpu()) return;
+  auto gpu = MakeCuda("cuda:0");
+  std::vector<uint8_t> bytes = RandomWeight(DType::kQ4_0, 4, 64, 1);
+  TensorView v;
+  v.name = "w";
+  v.type = DType::kQ4_0;
+  v.n_dims = 2;
+  v.ne = {64, 4, 1, 1};
+  v.data = bytes.data();
+  auto w = gpu->LoadWeight(v);
+  REQUIRE(w.ok());
+  CHECK(w->ref.data != bytes.data());
+  CHECK(w->storage != nullptr);
+  std::vector<uint8_t> back(bytes.size());
+  REQUIRE(gpu->CopyToHost(back.data(), w->ref.data, back.size()).ok());
+  CHECK(back == bytes);
+  TensorView bad = v;
+  bad.ne = {48, 4, 1, 1};
+  CHECK(gpu->LoadWeight(bad).status().code() == absl::StatusCode::kInvalidArgument);
+  bad = v;
+  bad.data = nullptr;
+  CHECK(gpu->LoadWeight(bad).status().code() == absl::StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("cuda expert arena loads from pinned memory and computes on the slot",
+          "[cuda][backend][arena]") {
+  if (!HaveGpu()) return;
+  auto gpu = MakeCuda("cuda:0");
+  CpuBackend cpu(2);
+  const int64_t out = 64, k = 256;
+  const size_t bytes = RowBytes(DType::kQ4_0, k) * out;
+  auto store = PinnedExpertStore::Create(3, bytes);
+  REQUIRE(store.ok());
+  std::vector<std::vector<uint8_t>> experts;
+  for (int e = 0; e < 3; ++e) {
+    experts.push_back(RandomWeight(DType::kQ4_0, out, k, 60 + e));
+    std::memcpy(store->entry(e), experts.back().data(), bytes);
+  }
+  auto dev = MakeCudaSlotDevice(*gpu);
+  REQUIRE(dev.ok());
+  auto arena = ExpertSlotArena::Create(std::move(dev).value(),
+                                       {bytes, 2 * ExpertSlotArena::SlotStride(bytes), 0});
+  REQUIRE(arena.ok());
+  CHECK((*arena)->slots() == 2);
+  CHECK((*arena)->Load({0, 9}, experts[0].data()).status().code() ==
+        absl::StatusCode::kInvalidArgument);  // pageable: refused
+  Dev d(*gpu);
+  const std::vector<float> x = ref::RandomFloats(k * 3, 70);
+  const float* dx = d.Put(x);
+  float* y = d.Put(std::vector<float>(3 * out));
+  for (int e : {0, 1, 2, 0}) {  // the fourth load evicts and reloads expert 0
+    INFO("expert " << e);
+    auto slot = (*arena)->Load({0, e}, store->entry(e));
+    REQUIRE(slot.ok());
+    auto w = (*arena)->Acquire(*slot);
+    REQUIRE(w.ok());
+    gpu->MatMul(WeightRef{DType::kQ4_0, *w, out, k}, ConstMat(dx, 3, k), Mat{y, 3, out});
+    REQUIRE((*arena)->Release(*slot).ok());
+    auto secs = (*arena)->WaitLoaded(*slot);
+    REQUIRE(secs.ok());
+    CHECK(*secs >= 0.0);
+    std::vector<float> want(3 * out);
+    cpu.MatMul(WeightRef{DType::kQ4_0, experts[e].data(), out, k}, ConstMat(x.data(), 3, k),
+               Mat{want.data(), 3, out});
+    CHECK(SameBits(d.Get(y, 3 * out), want));
+  }
+  const ExpertSlotArena::Stats st = (*arena)->stats();
+  CHECK(st.loads == 4);
+  CHECK(st.evictions == 2);
+  CHECK(st.peak_held == 2);
+}
+
+}  // namespace
+}  // namespace odmoe

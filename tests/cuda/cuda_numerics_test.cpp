@@ -1,0 +1,339 @@
+// The CUDA kernels' arithmetic (cuda_numerics.h), run on the host, against
+// the CPU backend bit for bit. No GPU needed: this is what shows, on any
+// machine, that the kernels' building blocks and the order in which the
+// kernels combine them (lanes of a half-warp, the shuffle tree) are the CPU
+// backend's canonical order.
+#include "cuda_numerics.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "backend/reference_ops.h"
+#include "catch2/catch.hpp"
+#include "cpu_backend.h"
+#include "cpu_math.h"
+#include "tensor/quant.h"
+#include "util/fp16.h"
+
+namespace odmoe {
+namespace {
+
+namespace num = cuda_numerics;
+
+uint32_t Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof(u));
+  return u;
+}
+
+bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (Bits(a[i]) != Bits(b[i])) {
+      UNSCOPED_INFO("first difference at " << i << ": " << a[i] << " vs " << b[i]);
+      return false;
+    }
+  }
+  return true;
+}
+
+std::vector<uint8_t> QuantizedRows(DType type, const std::vector<float>& f, int64_t rows,
+                                   int64_t cols) {
+  const size_t rb = RowBytes(type, cols);
+  std::vector<uint8_t> bytes(rb * static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r)
+    QuantizeRow(type, f.data() + r * cols, bytes.data() + r * rb, cols);
+  return bytes;
+}
+
+/// The sixteen lanes of a half-warp for output (t, o), reduced by the tree.
+template <class LaneFn>
+float HalfWarp(LaneFn lane) {
+  float l[16];
+  for (int i = 0; i < 16; ++i) l[i] = lane(i);
+  return num::TreeReduce16(l);
+}
+
+TEST_CASE("cuda ExpF and Silu are the CPU's bit for bit", "[cuda][numerics]") {
+  CHECK(num::kExpMax == cpu_math::kExpMax);
+  CHECK(num::kExpMin == cpu_math::kExpMin);
+  CHECK(num::kExpLn2Hi == cpu_math::kExpLn2Hi);
+  CHECK(num::kExpLn2Lo == cpu_math::kExpLn2Lo);
+  const float poly[] = {num::kExpP7, num::kExpP6, num::kExpP5, num::kExpP4, num::kExpP3};
+  for (int i = 0; i < 5; ++i) CHECK(poly[i] == cpu_math::kExpPoly[i]);
+  int mismatches = 0;
+  // Every 9973rd bit pattern covers all exponents, both signs, NaN and inf.
+  for (uint64_t u = 0; u <= 0xffffffffull; u += 9973) {
+    float x;
+    const uint32_t b = static_cast<uint32_t>(u);
+    std::memcpy(&x, &b, sizeof(x));
+    if (Bits(num::ExpF(x)) != Bits(cpu_math::ExpF(x))) ++mismatches;
+    if (Bits(num::Silu(x)) != Bits(cpu_math::Silu(x))) ++mismatches;
+  }
+  for (float x : {0.0f, -0.0f, 88.72f, 88.73f, -103.97f, -104.0f, 1e-30f, -1e-30f}) {
+    if (Bits(num::ExpF(x)) != Bits(cpu_math::ExpF(x))) ++mismatches;
+  }
+  CHECK(mismatches == 0);
+  CHECK(std::isnan(num::ExpF(std::numeric_limits<float>::quiet_NaN())));
+}
+
+TEST_CASE("cuda half-precision conversions equal util/fp16.h", "[cuda][numerics]") {
+  int bad = 0;
+  for (uint32_t h = 0; h <= 0xffff; ++h) {
+    const float want = F16ToF32(static_cast<uint16_t>(h));
+    const float got = num::F16ToF32(static_cast<uint16_t>(h));
+    if (Bits(got) != Bits(want)) ++bad;
+    if (Bits(num::BF16ToF32(static_cast<uint16_t>(h))) != Bits(BF16ToF32(static_cast<uint16_t>(h))))
+      ++bad;
+  }
+  for (uint64_t u = 0; u <= 0xffffffffull; u += 997) {
+    const uint32_t b = static_cast<uint32_t>(u);
+    float f;
+    std::memcpy(&f, &b, sizeof(f));
+    const uint16_t want = F32ToF16(f);
+    const uint16_t got = num::F32ToF16(f);
+    // NaN payloads may differ; both must be NaN.
+    if (got != want && !(std::isnan(f) && (got & 0x7c00) == 0x7c00 && (got & 0x3ff))) ++bad;
+  }
+  CHECK(bad == 0);
+}
+
+TEST_CASE("cuda Q8_0 activation blocks equal QuantizeRow", "[cuda][numerics]") {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-3.0f, 3.0f);
+  for (int trial = 0; trial < 2000; ++trial) {
+    float x[32];
+    for (float& v : x) v = u(rng) * (trial % 7 == 0 ? 1e-6f : 1.0f);
+    if (trial % 11 == 0) x[trial % 32] = std::numeric_limits<float>::quiet_NaN();
+    if (trial % 13 == 0) x[(trial + 3) % 32] = 127.0f * 0.5f / 127.0f;  // exact half steps
+    if (trial % 17 == 0) std::fill(x, x + 32, 0.0f);
+    if (trial % 19 == 0) x[5] = std::numeric_limits<float>::infinity();
+    BlockQ8_0 want;
+    QuantizeRow(DType::kQ8_0, x, &want, 32);
+    num::QActBlock got;
+    uint16_t d_bits = 0;
+    const float d = num::QuantizeBlockQ8_0(x, &got, &d_bits);
+    INFO("trial " << trial);
+    REQUIRE(d_bits == want.d);
+    CHECK(Bits(d) == Bits(F16ToF32(want.d)));
+    CHECK(std::memcmp(got.qs, want.qs, 32) == 0);
+  }
+}
+
+TEST_CASE("cuda weight block decode and dp4a sums are exact", "[cuda][numerics]") {
+  for (DType type : {DType::kQ8_0, DType::kQ4_0}) {
+    const std::vector<float> w = ref::RandomFloats(64, 7, -2.0f, 2.0f);
+    const std::vector<float> x = ref::RandomFloats(64, 8, -2.0f, 2.0f);
+    const std::vector<uint8_t> wq = QuantizedRows(type, w, 1, 64);
+    std::vector<float> w_deq(64);
+    DequantizeRow(type, wq.data(), w_deq.data(), 64);
+    for (int b = 0; b < 2; ++b) {
+      const uint8_t* block = wq.data() + b * (type == DType::kQ8_0 ? 34 : 18);
+      num::QActBlock act;
+      num::QuantizeBlockQ8_0(x.data() + 32 * b, &act, nullptr);
+      int32_t codes[8];
+      if (type == DType::kQ8_0) {
+        num::DecodeWeightCodes<DType::kQ8_0>(block, codes);
+      } else {
+        num::DecodeWeightCodes<DType::kQ4_0>(block, codes);
+      }
+      const float dw = num::WeightBlockScale(block);
+      int32_t want = 0;
+      for (int e = 0; e < 32; ++e) {
+        const int qw = static_cast<int>(std::lround(w_deq[32 * b + e] / dw));
+        const int8_t qx = static_cast<int8_t>(reinterpret_cast<const uint8_t*>(act.qs)[e]);
+        CHECK(static_cast<int8_t>(reinterpret_cast<const uint8_t*>(codes)[e]) == qw);
+        want += qw * qx;
+        if (type == DType::kQ8_0) {
+          CHECK(Bits(num::DequantElement<DType::kQ8_0>(wq.data(), 32 * b + e)) ==
+                Bits(w_deq[32 * b + e]));
+        } else {
+          CHECK(Bits(num::DequantElement<DType::kQ4_0>(wq.data(), 32 * b + e)) ==
+                Bits(w_deq[32 * b + e]));
+        }
+      }
+      CHECK(num::BlockIsum(codes, act) == want);
+    }
+  }
+  // dp4a's extremes: -128 * -128 four times.
+  CHECK(num::Dot4(static_cast<int32_t>(0x80808080u), static_cast<int32_t>(0x80808080u), 1) ==
+        4 * 16384 + 1);
+  CHECK(num::NibblesToCodes(0x0f000800u) == static_cast<int32_t>(0x07f800f8u));
+}
+
+/// y[t][o] of a float-weight MatMul as the CUDA kernel forms it.
+template <DType T>
+std::vector<float> LaneMatMul(const std::vector<uint8_t>& w, int64_t out, int64_t k,
+                              const std::vector<float>& x, int64_t n) {
+  std::vector<float> y(static_cast<size_t>(n * out));
+  const size_t rb = RowBytes(T, k);
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t o = 0; o < out; ++o) {
+      y[t * out + o] = HalfWarp(
+          [&](int l) { return num::LaneDot<T>(w.data() + o * rb, x.data() + t * k, k, l); });
+    }
+  }
+  return y;
+}
+
+/// y[t][o] of a Q8_0 / Q4_0 MatMul as the CUDA kernels form it.
+template <DType T>
+std::vector<float> LaneQuantMatMul(const std::vector<uint8_t>& w, int64_t out, int64_t k,
+                                   const std::vector<float>& x, int64_t n) {
+  const int64_t nb = k / 32;
+  std::vector<num::QActBlock> codes(static_cast<size_t>(n * nb));
+  std::vector<float> scales(codes.size());
+  for (size_t i = 0; i < codes.size(); ++i) {
+    scales[i] = num::QuantizeBlockQ8_0(x.data() + 32 * i, &codes[i], nullptr);
+  }
+  std::vector<float> y(static_cast<size_t>(n * out));
+  const size_t rb = RowBytes(T, k);
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t o = 0; o < out; ++o) {
+      y[t * out + o] = HalfWarp([&](int l) {
+        return num::LaneQDot<T>(w.data() + o * rb, codes.data() + t * nb, scales.data() + t * nb,
+                                nb, l);
+      });
+    }
+  }
+  return y;
+}
+
+std::vector<float> CpuMatMul(DType type, const std::vector<uint8_t>& w, int64_t out, int64_t k,
+                             const std::vector<float>& x, int64_t n) {
+  CpuBackend cpu(2);
+  std::vector<float> y(static_cast<size_t>(n * out));
+  cpu.MatMul(WeightRef{type, w.data(), out, k}, ConstMat(x.data(), n, k), Mat{y.data(), n, out});
+  return y;
+}
+
+TEST_CASE("cuda MatMul lanes and tree give the CPU's bits for every weight type",
+          "[cuda][numerics]") {
+  struct Shape {
+    int64_t k, out, n;
+  };
+  uint32_t seed = 300;
+  for (const Shape s :
+       {Shape{32, 5, 1}, Shape{96, 7, 3}, Shape{50, 4, 5}, Shape{4096, 3, 2}, Shape{1184, 2, 9}}) {
+    const std::vector<float> wf = ref::RandomFloats(s.k * s.out, ++seed);
+    const std::vector<float> x = ref::RandomFloats(s.k * s.n, ++seed, -3.0f, 3.0f);
+    INFO("k=" << s.k << " out=" << s.out << " n=" << s.n);
+    for (DType type : {DType::kF32, DType::kF16, DType::kBF16}) {
+      INFO(Traits(type).name);
+      const std::vector<uint8_t> w = QuantizedRows(type, wf, s.out, s.k);
+      std::vector<float> got;
+      if (type == DType::kF32) got = LaneMatMul<DType::kF32>(w, s.out, s.k, x, s.n);
+      if (type == DType::kF16) got = LaneMatMul<DType::kF16>(w, s.out, s.k, x, s.n);
+      if (type == DType::kBF16) got = LaneMatMul<DType::kBF16>(w, s.out, s.k, x, s.n);
+      CHECK(SameBits(got, CpuMatMul(type, w, s.out, s.k, x, s.n)));
+    }
+    if (s.k % 32 != 0) continue;
+    for (DType type : {DType::kQ8_0, DType::kQ4_0}) {
+      INFO(Traits(type).name);
+      const std::vector<uint8_t> w = QuantizedRows(type, wf, s.out, s.k);
+      const std::vector<float> got = type == DType::kQ8_0
+                                         ? LaneQuantMatMul<DType::kQ8_0>(w, s.out, s.k, x, s.n)
+                                         : LaneQuantMatMul<DType::kQ4_0>(w, s.out, s.k, x, s.n);
+      CHECK(SameBits(got, CpuMatMul(type, w, s.out, s.k, x, s.n)));
+    }
+  }
+}
+
+TEST_CASE("cuda RmsNorm, Softmax and Attention orders give the CPU's bits", "[cuda][numerics]") {
+  CpuBackend cpu(2);
+  {  // RmsNorm: scale from the lane dot of x with itself, then (x * s) * w.
+    const int64_t n = 3, d = 4096;
+    std::vector<float> x = ref::RandomFloats(n * d, 41, -3.0f, 3.0f);
+    const std::vector<float> w = ref::RandomFloats(d, 42, 0.5f, 1.5f);
+    std::vector<float> got(x.size());
+    for (int64_t t = 0; t < n; ++t) {
+      const float* xr = x.data() + t * d;
+      const float ss = HalfWarp([&](int l) { return num::LaneDot<DType::kF32>(xr, xr, d, l); });
+      const float scale = 1.0f / num::Sqrt(ss / static_cast<float>(d) + 1e-5f);
+      for (int64_t i = 0; i < d; ++i) got[t * d + i] = (xr[i] * scale) * w[i];
+    }
+    cpu.RmsNorm(ConstMat(x.data(), n, d), w.data(), 1e-5f, Mat{x.data(), n, d});
+    CHECK(SameBits(got, x));
+  }
+  {  // Softmax: max, ExpF, lane sum and tree, divide.
+    const int64_t d = 1000;
+    std::vector<float> x = ref::RandomFloats(d, 43, -30.0f, 30.0f);
+    std::vector<float> got = x;
+    float m = num::NegInfinity();
+    for (float v : got) m = num::MaxSkipNan(m, v);
+    for (float& v : got) v = num::ExpF(v - m);
+    const float sum = HalfWarp([&](int l) { return num::LaneSum(got.data(), d, l); });
+    for (float& v : got) v = v / sum;
+    cpu.Softmax(Mat{x.data(), 1, d});
+    CHECK(SameBits(got, x));
+  }
+  {  // Attention: one query row at position pos0 over a grouped cache.
+    const int n_head = 4, n_kv = 2, hd = 64, pos0 = 37;
+    const int64_t len = pos0 + 1, qc = n_head * hd, kc = n_kv * hd;
+    const std::vector<float> q = ref::RandomFloats(qc, 44, -2.0f, 2.0f);
+    const std::vector<float> k = ref::RandomFloats(len * kc, 45, -2.0f, 2.0f);
+    const std::vector<float> v = ref::RandomFloats(len * kc, 46);
+    const float scale = 0.125f;
+    std::vector<float> got(qc);
+    for (int h = 0; h < n_head; ++h) {
+      const int64_t off = (h / (n_head / n_kv)) * hd;
+      std::vector<float> s(len);
+      for (int64_t j = 0; j < len; ++j) {
+        s[j] =
+            HalfWarp([&](int l) {
+              return num::LaneDot<DType::kF32>(k.data() + j * kc + off, q.data() + h * hd, hd, l);
+            }) *
+            scale;
+      }
+      float m = num::NegInfinity();
+      for (float x : s) m = num::MaxSkipNan(m, x);
+      for (float& x : s) x = num::ExpF(x - m);
+      const float sum = HalfWarp([&](int l) { return num::LaneSum(s.data(), len, l); });
+      for (int d = 0; d < hd; ++d) {
+        float acc = 0.0f;
+        for (int64_t j = 0; j < len; ++j) acc = num::Fma(s[j], v[j * kc + off + d], acc);
+        got[h * hd + d] = acc / sum;
+      }
+    }
+    std::vector<float> want(qc);
+    cpu.Attention(ConstMat(q.data(), 1, qc), ConstMat(k.data(), len, kc),
+                  ConstMat(v.data(), len, kc), n_head, n_kv, hd, pos0, scale,
+                  Mat{want.data(), 1, qc});
+    CHECK(SameBits(got, want));
+  }
+}
+
+TEST_CASE("cuda RouterTopKRow equals the CPU's, ties to the lower id", "[cuda][numerics]") {
+  CpuBackend cpu(1);
+  const int64_t n = 6, n_expert = 8;
+  const int k = 3;
+  std::vector<float> l = ref::RandomFloats(n * n_expert, 47, -4.0f, 4.0f);
+  l[n_expert + 2] = l[n_expert + 5] = l[n_expert + 6] = 6.0f;  // a three-way tie
+  l[3 * n_expert + 0] = l[3 * n_expert + 7] = 5.0f;
+  std::vector<int32_t> want_ids(n * k), got_ids(n * k);
+  std::vector<float> want_w(n * k), got_w(n * k);
+  cpu.RouterTopK(ConstMat(l.data(), n, n_expert), k, want_ids.data(), want_w.data());
+  for (int64_t t = 0; t < n; ++t) {
+    num::RouterTopKRow(l.data() + t * n_expert, n_expert, k, got_ids.data() + t * k,
+                       got_w.data() + t * k);
+  }
+  CHECK(got_ids == want_ids);
+  CHECK(SameBits(got_w, want_w));
+  CHECK(got_ids[k + 0] == 2);
+  CHECK(got_ids[k + 1] == 5);
+  CHECK(got_ids[k + 2] == 6);
+}
+
+TEST_CASE("cuda canonical lane sum equals CanonicalSum", "[cuda][numerics]") {
+  for (int64_t n : {1, 15, 16, 17, 1000, 4099}) {
+    const std::vector<float> v = ref::RandomFloats(n, 48 + n, -1e3f, 1e3f);
+    const float got = HalfWarp([&](int l) { return num::LaneSum(v.data(), n, l); });
+    CHECK(Bits(got) == Bits(cpu_math::CanonicalSum(v.data(), n)));
+  }
+}
+
+}  // namespace
+}  // namespace odmoe

@@ -1,0 +1,72 @@
+// Backend names and the MatMul path decision of the CUDA backend: plain
+// logic, tested without a GPU.
+#include <string>
+
+#include "catch2/catch.hpp"
+#include "cuda_backend_options.h"
+#include "matmul_plan.h"
+
+namespace odmoe {
+namespace {
+
+TEST_CASE("cuda backend names parse and print back", "[cuda][options]") {
+  struct Good {
+    const char* arg;
+    int device;
+    FloatMatMulPolicy policy;
+    const char* name;
+  };
+  for (const Good& g : {Good{"", 0, FloatMatMulPolicy::kExact, "cuda:0"},
+                        Good{"0", 0, FloatMatMulPolicy::kExact, "cuda:0"},
+                        Good{"3", 3, FloatMatMulPolicy::kExact, "cuda:3"},
+                        Good{"1:cublas", 1, FloatMatMulPolicy::kCublas, "cuda:1:cublas"}}) {
+    INFO(g.arg);
+    auto o = ParseCudaBackendArg(g.arg);
+    REQUIRE(o.ok());
+    CHECK(o->device == g.device);
+    CHECK(o->float_matmul == g.policy);
+    CHECK(CudaBackendName(*o) == g.name);
+  }
+  for (const char* bad :
+       {"x", "-1", "1x", "256", "99999999999", ":cublas", "0:", "0:fast", "0:cublas:1", " 0"}) {
+    INFO(bad);
+    auto o = ParseCudaBackendArg(bad);
+    REQUIRE_FALSE(o.ok());
+    CHECK(o.status().code() == absl::StatusCode::kInvalidArgument);
+    CHECK(std::string(o.status().message()).find(std::string("'cuda:") + bad + "'") !=
+          std::string::npos);
+  }
+}
+
+TEST_CASE("cuda MatMul plan: quantized, exact, and cuBLAS only when asked", "[cuda][options]") {
+  const auto exact = FloatMatMulPolicy::kExact;
+  const auto cublas = FloatMatMulPolicy::kCublas;
+  for (DType q : {DType::kQ8_0, DType::kQ4_0}) {
+    const MatMulPlan p = PlanMatMul(q, 4096, 4096, 512, cublas);
+    CHECK(p.path == MatMulPath::kQuantized);
+    CHECK(p.scratch_bytes == size_t{512} * 128 * 36);  // codes + scale per block
+  }
+  for (DType f : {DType::kF32, DType::kF16, DType::kBF16}) {
+    CHECK(PlanMatMul(f, 4096, 4096, 4096, exact).path == MatMulPath::kFloatCanonical);
+    CHECK(PlanMatMul(f, 4096, 4096, kCublasMinRows - 1, cublas).path ==
+          MatMulPath::kFloatCanonical);
+    CHECK(PlanMatMul(f, 4096, 4096, 1, cublas).scratch_bytes == 0);
+  }
+  CHECK(PlanMatMul(DType::kF32, 4096, 4096, kCublasMinRows, cublas).path == MatMulPath::kCublasF32);
+  const MatMulPlan h = PlanMatMul(DType::kF16, 14336, 4096, 64, cublas);
+  CHECK(h.path == MatMulPath::kCublasDequantized);
+  CHECK(h.chunk_rows == static_cast<int64_t>(kDequantChunkBytes / (4096 * 4)));
+  CHECK(h.scratch_bytes <= kDequantChunkBytes);
+  // A tiny weight: one chunk of all its rows.
+  const MatMulPlan t = PlanMatMul(DType::kBF16, 9, 50, 40, cublas);
+  CHECK(t.chunk_rows == 9);
+  CHECK(t.scratch_bytes == 9 * 50 * 4);
+  // A row longer than the chunk budget still gets one row per chunk.
+  CHECK(PlanMatMul(DType::kF16, 3, int64_t{16} << 20, 40, cublas).chunk_rows == 1);
+  // Dimensions beyond cuBLAS's int stay on the canonical kernel.
+  CHECK(PlanMatMul(DType::kF32, int64_t{3} << 31, 64, 64, cublas).path ==
+        MatMulPath::kFloatCanonical);
+}
+
+}  // namespace
+}  // namespace odmoe
