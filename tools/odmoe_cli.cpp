@@ -77,7 +77,7 @@ int Complete(int argc, char** argv) {
       main, req, [](int32_t, std::string_view text) {
         std::cout << text << std::flush;
       });
-  std::cout << "\n";
+  std::cout << std::endl;  // flushed before the statistics on stderr
   if (!r.ok()) return Fail(std::string(r.status().message()));
   if (stats) {
     std::fprintf(stderr,
