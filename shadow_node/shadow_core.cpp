@@ -205,7 +205,8 @@ absl::Status ShadowCore::ApplyKv(const v1::KvRows& kv) {
   return absl::OkStatus();
 }
 
-bool ShadowCore::PrepareIteration(uint64_t request, uint32_t n, bool need_align, int32_t* token) {
+bool ShadowCore::PrepareIteration(uint64_t request, uint32_t n, bool need_align, int32_t* token,
+                                  uint32_t* progress) {
   const auto t0 = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(mu_);
   bool complete = false;
@@ -251,6 +252,7 @@ bool ShadowCore::PrepareIteration(uint64_t request, uint32_t n, bool need_align,
     cv_.wait(lock);
   }
   stats_.wait_seconds += Since(t0);
+  *progress = main_progress;
   return true;
 }
 
@@ -299,7 +301,13 @@ void ShadowCore::RunRequest(const v1::ShadowBegin& begin) {
     const bool need_token = begin.token_period() > 0 && n % begin.token_period() == 0;
     const bool need_kv = begin.kv_period() > 0 && n % begin.kv_period() == 0;
     int32_t token = own;
-    if (!PrepareIteration(req, n, need_token || need_kv, &token)) break;
+    uint32_t main_progress = 0;
+    if (!PrepareIteration(req, n, need_token || need_kv, &token, &main_progress)) break;
+    if (begin.token_period() == 1 && begin.kv_period() == 1 && main_progress > n) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.iterations_skipped;
+      continue;
+    }
     const int pos = p + static_cast<int>(n) - 1;
     if (pos >= transformer_->n_ctx()) break;
     t0 = std::chrono::steady_clock::now();

@@ -11,6 +11,10 @@
 //     - KV alignment due (kv_period likewise): wait for the main node's KV rows
 //       since the last alignment and overwrite its own;
 //     - never run more than max_run_ahead iterations ahead of the main node;
+//     - when it has fallen behind (the main node already started a later
+//       iteration) and both alignments are due every iteration, skip the
+//       iteration: the main node's next alignment brings its token and KV
+//       row anyway, and a late prediction would be of no use to the workers;
 //     - forward one token; after each layer's gate: hint (to the group that
 //       computes that layer) and prediction (to the main node).
 //   It stops after max_tokens iterations, at ShadowEnd, or at a new request.
@@ -46,6 +50,7 @@ struct ShadowStats {
   uint64_t token_alignments = 0;
   uint64_t kv_alignments = 0;
   uint64_t kv_rows_aligned = 0;
+  uint64_t iterations_skipped = 0;  // caught up with the main node
   uint64_t rejected_messages = 0;
   double alignment_seconds = 0;  // applying KV rows
   double forward_seconds = 0;
@@ -89,7 +94,9 @@ class ShadowCore {
   void RunRequest(const v1::ShadowBegin& begin);
   // Waits until iteration n may run; applies alignments up to n. Returns
   // false when the request is over (end, new request, stop).
-  bool PrepareIteration(uint64_t request, uint32_t n, bool need_align, int32_t* token);
+  // *main_progress: the latest iteration the main node has started.
+  bool PrepareIteration(uint64_t request, uint32_t n, bool need_align, int32_t* token,
+                        uint32_t* main_progress);
   absl::Status ApplyKv(const v1::KvRows& kv);
   void Reply(const v1::ShadowReply& reply);
   absl::Status ValidateAlign(const v1::ShadowAlign& a) const;

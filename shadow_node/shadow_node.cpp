@@ -136,6 +136,7 @@ void ShadowNode::FillStatus(v1::NodeStatus* status) const {
                           static_cast<uint32_t>(topology_.shadow->quantization))));
   add("requests", absl::StrCat(s.requests));
   add("iterations", absl::StrCat(s.iterations));
+  add("iterations_skipped", absl::StrCat(s.iterations_skipped));
   add("predictions", absl::StrCat(s.predictions));
   add("hints_sent", absl::StrCat(service_->hints_sent()));
   add("hint_failures", absl::StrCat(service_->hint_failures()));
