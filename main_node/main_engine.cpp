@@ -210,6 +210,7 @@ absl::StatusOr<ClusterGenerateResult> MainEngine::Generate(const GenerateRequest
     ODMOE_LOG_WARN("request {}: shadow link failed ({}); continuing without prediction", req,
                    s.message());
     use_shadow = false;
+    out.prediction = PredictionMode::kNone;
   };
 
   GenerationHooks hooks;

@@ -97,6 +97,13 @@ TEST_CASE("processes: ten-node testbed up, complete, status, down", "[cluster][p
   std::string shadow_pid;
   std::ifstream(run_dir + "/shadow.pid") >> shadow_pid;
   REQUIRE(Sh("kill -9 " + shadow_pid).exit_code == 0);
+  for (int i = 0; i < 100; ++i) {  // the main node notices the broken stream
+    if (Sh(cluster + "status " + topology + " --verbose").output.find("shadow_connected=no") !=
+        std::string::npos) {
+      break;
+    }
+    usleep(50 * 1000);
+  }
   const std::string no_shadow_stats = (dir / "no_shadow.txt").string();
   const Result without = Sh("(" + Bin("odmoe") + " complete --main 127.0.0.1:" +
                             std::to_string(main_port) + " -n 24 --ignore-eos --stats \"" +
