@@ -238,7 +238,44 @@ absl::Status ClusterExpertExecutor::Combine(const RoutingPlan& plan, Mat out) {
   return absl::OkStatus();
 }
 
+void ClusterExpertExecutor::SetStep(uint64_t request, uint32_t token) {
+  if (trace_ && trace_->enabled()) {
+    const int64_t now = TraceRecorder::NowUs();
+    // What the main node did after the previous step's last layer: final norm,
+    // LM head, sampling, alignment.
+    if (last_layer_ >= 0 && mark_us_ > 0) {
+      trace_->Record(TraceEvent{"head", "compute", mark_us_, now - mark_us_, request_, token_,
+                                -1, -1});
+    }
+    mark_us_ = now;
+  }
+  request_ = request;
+  token_ = token;
+  last_layer_ = -1;
+}
+
 absl::Status ClusterExpertExecutor::Run(int layer, ConstMat x, const RoutingPlan& plan, Mat out) {
+  const bool tracing = trace_ && trace_->enabled();
+  int64_t experts_start = 0;
+  if (tracing) {
+    experts_start = TraceRecorder::NowUs();
+    if (mark_us_ > 0) {
+      trace_->Record(TraceEvent{"M", "compute", mark_us_, experts_start - mark_us_, request_,
+                                token_, layer, -1});
+    }
+  }
+  absl::Status s = RunExperts(layer, x, plan, out);
+  if (tracing) {
+    mark_us_ = TraceRecorder::NowUs();
+    trace_->Record(TraceEvent{"experts", "wait", experts_start, mark_us_ - experts_start,
+                              request_, token_, layer, -1});
+  }
+  last_layer_ = layer;
+  return s;
+}
+
+absl::Status ClusterExpertExecutor::RunExperts(int layer, ConstMat x, const RoutingPlan& plan,
+                                               Mat out) {
   if (x.rows > max_rows_ || x.cols != config_.n_embd || out.rows != x.rows ||
       out.cols != x.cols) {
     return absl::InvalidArgumentError(absl::StrFormat(

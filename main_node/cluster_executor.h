@@ -28,6 +28,7 @@
 #include "backend/backend.h"
 #include "engine/expert_executor.h"
 #include "cluster/schedule.h"
+#include "cluster/trace.h"
 #include "main_node/cluster_links.h"
 #include "model/model_config.h"
 #include "topology/topology.h"
@@ -50,10 +51,10 @@ class ClusterExpertExecutor : public ExpertExecutor {
       const ModelConfig& config, Backend& backend, const Topology& topology,
       ClusterLinks& links, int max_rows);
 
-  void SetStep(uint64_t request, uint32_t token) {
-    request_ = request;
-    token_ = token;
-  }
+  void SetStep(uint64_t request, uint32_t token);
+  /// M_l spans (main-node work before layer l's experts, "head" after the
+  /// last layer) and expert waits go here while it records (may be null).
+  void set_trace(TraceRecorder* trace) { trace_ = trace; }
   /// The schedule to follow (owned by the caller). A worker that fails
   /// (stream broken, or no answer within the timeout) takes its group out of
   /// it, and the layer is recomputed by the next group.
@@ -81,6 +82,7 @@ class ClusterExpertExecutor : public ExpertExecutor {
   absl::Status Receive(uint64_t task_id, int worker, uint32_t layer, int64_t n,
                        float* rows_out);
   absl::Status Combine(const RoutingPlan& plan, Mat out);
+  absl::Status RunExperts(int layer, ConstMat x, const RoutingPlan& plan, Mat out);
   absl::Status RunDecode(int layer, const RoutingPlan& plan);
   absl::Status RunPrefill(int layer, const RoutingPlan& plan);
   // One attempt; on failure *failed_worker names the worker at fault (or -1
@@ -98,6 +100,9 @@ class ClusterExpertExecutor : public ExpertExecutor {
   ClusterLinks& links_;
   uint64_t request_ = 0;
   uint32_t token_ = 0;
+  TraceRecorder* trace_ = nullptr;
+  int64_t mark_us_ = 0;  // end of the last traced span of this step
+  int last_layer_ = -1;
   uint64_t next_task_ = 1;
   struct Quarantine {
     std::chrono::steady_clock::time_point until;

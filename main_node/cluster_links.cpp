@@ -53,6 +53,7 @@ struct ClusterLinks::Impl {
 
   std::atomic<bool> closing{false};
   std::thread rejoin;
+  std::atomic<uint64_t> to_workers{0}, from_workers{0}, to_shadow{0}, from_shadow{0};
 
   // Reconnects broken links until closing (each try is short).
   void RejoinLoop() {
@@ -88,6 +89,7 @@ struct ClusterLinks::Impl {
   void ReadWorker(WorkerLink* link) {
     v1::ExpertResult r;
     while (link->stream->Read(&r)) {
+      from_workers += r.ByteSizeLong();
       std::lock_guard<std::mutex> lock(mu);
       results[r.task_id()] = std::move(r);
       cv.notify_all();
@@ -103,6 +105,7 @@ struct ClusterLinks::Impl {
   void ReadShadow(ShadowLink* link) {
     v1::ShadowReply r;
     while (link->stream->Read(&r)) {
+      from_shadow += r.ByteSizeLong();
       if (r.has_prediction()) {
         const v1::Prediction& p = r.prediction();
         absl::Status s = ValidateStepKey(p.key(), config);
@@ -236,6 +239,7 @@ absl::Status ClusterLinks::SendToWorker(int worker, const v1::WorkerRequest& req
     return absl::UnavailableError(
         absl::StrFormat("worker %s at %s is not reachable", link.id, link.address));
   }
+  impl_->to_workers += request.ByteSizeLong();
   return absl::OkStatus();
 }
 
@@ -269,7 +273,13 @@ absl::Status ClusterLinks::SendToShadow(const v1::ShadowRequest& request) {
     link->broken = true;
     return absl::UnavailableError("the shadow is not reachable");
   }
+  impl_->to_shadow += request.ByteSizeLong();
   return absl::OkStatus();
+}
+
+LinkBytes ClusterLinks::bytes() const {
+  return {impl_->to_workers.load(), impl_->from_workers.load(), impl_->to_shadow.load(),
+          impl_->from_shadow.load()};
 }
 
 PredictionBoard& ClusterLinks::predictions() { return impl_->board; }

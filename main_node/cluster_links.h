@@ -23,6 +23,15 @@
 
 namespace odmoe {
 
+/// Protobuf bytes through the main node's links (not HTTP/2 or TCP framing).
+struct LinkBytes {
+  uint64_t to_workers = 0, from_workers = 0, to_shadow = 0, from_shadow = 0;
+  LinkBytes operator-(const LinkBytes& o) const {
+    return {to_workers - o.to_workers, from_workers - o.from_workers, to_shadow - o.to_shadow,
+            from_shadow - o.from_shadow};
+  }
+};
+
 class ClusterLinks {
  public:
   /// `config` is the model's (predictions that arrive are checked against it).
@@ -53,6 +62,8 @@ class ClusterLinks {
   bool shadow_connected() const;
   absl::Status SendToShadow(const v1::ShadowRequest& request);
   PredictionBoard& predictions();
+  /// Bytes sent and received so far (a request takes the difference).
+  LinkBytes bytes() const;
 
  private:
   struct Impl;

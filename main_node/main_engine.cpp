@@ -176,6 +176,11 @@ absl::Status MainEngine::SendRandomHints(uint64_t request, int n) {
   return absl::OkStatus();
 }
 
+void MainEngine::set_trace(TraceRecorder* trace) {
+  trace_ = trace;
+  executor_->set_trace(trace);
+}
+
 absl::StatusOr<std::vector<int32_t>> MainEngine::Validate(const GenerateRequest& request) const {
   return PreparePrompt(request, tokenizer_, n_ctx());
 }
@@ -183,8 +188,25 @@ absl::StatusOr<std::vector<int32_t>> MainEngine::Validate(const GenerateRequest&
 absl::StatusOr<ClusterGenerateResult> MainEngine::Generate(const GenerateRequest& request,
                                                            const GenerationCallback& on_token,
                                                            const std::function<bool()>& cancelled,
-                                                           const std::function<bool()>& should_stop) {
+                                                           const std::function<bool()>& should_stop,
+                                                           const Experiment& experiment) {
   std::lock_guard<std::mutex> lock(generate_mu_);
+  const PredictionMode mode = experiment.prediction.value_or(topology_.prediction);
+  if (mode == PredictionMode::kShadow && !topology_.shadow) {
+    return absl::InvalidArgumentError(
+        "experiment: prediction 'shadow' needs a shadow node, and this cluster has none");
+  }
+  if (mode != PredictionMode::kNone && topology_.worker_mode == WorkerMode::kLruCache) {
+    return absl::InvalidArgumentError(
+        "experiment: lru_cache workers use no prediction (expected prediction none)");
+  }
+  if (experiment.token_period.has_value() != experiment.kv_period.has_value() ||
+      experiment.token_period.value_or(0) < 0 || experiment.kv_period.value_or(0) < 0 ||
+      experiment.token_period.value_or(0) > (1 << 20) ||
+      experiment.kv_period.value_or(0) > (1 << 20)) {
+    return absl::InvalidArgumentError(
+        "experiment: alignment needs both token_period and kv_period in [0, 1048576]");
+  }
   ODMOE_ASSIGN_OR_RETURN(std::vector<int32_t> prompt_ids,
                          PreparePrompt(request, tokenizer_, n_ctx()));
   const ModelConfig& c = model_.config();
@@ -192,14 +214,21 @@ absl::StatusOr<ClusterGenerateResult> MainEngine::Generate(const GenerateRequest
   const uint64_t req = NextRequestId();
   out.request_id = req;
   links_.predictions().Reset(req);
-  out.prediction = topology_.prediction;
-  bool use_shadow = topology_.prediction == PredictionMode::kShadow && links_.shadow_connected();
-  if (topology_.prediction == PredictionMode::kShadow && !use_shadow) {
+  out.prediction = mode;
+  const LinkBytes bytes_before = links_.bytes();
+  bool use_shadow = mode == PredictionMode::kShadow && links_.shadow_connected();
+  if (mode == PredictionMode::kShadow && !use_shadow) {
     ODMOE_LOG_WARN("request {}: the shadow is not connected; running without prediction", req);
     out.prediction = PredictionMode::kNone;
   }
-  const int token_period = topology_.shadow ? topology_.shadow->token_period : 0;
-  const int kv_period = topology_.shadow ? topology_.shadow->kv_period : 0;
+  const int token_period = experiment.token_period.value_or(
+      topology_.shadow ? topology_.shadow->token_period : 0);
+  const int kv_period =
+      experiment.kv_period.value_or(topology_.shadow ? topology_.shadow->kv_period : 0);
+  if (use_shadow) {
+    out.token_period = token_period;
+    out.kv_period = kv_period;
+  }
   RecallCounter recall(c.n_layer, c.n_expert_used);
   int kv_sent = 0;
   int forwards = 0;
@@ -249,6 +278,7 @@ absl::StatusOr<ClusterGenerateResult> MainEngine::Generate(const GenerateRequest
           "no complete worker group is left; the request cannot finish");
     }
     if (use_shadow) {
+      TraceSpan span(trace_, "align", "shadow link", req, static_cast<uint32_t>(n), -1);
       const auto t0 = std::chrono::steady_clock::now();
       const bool send_token = token_period > 0 && n % token_period == 0;
       const bool send_kv = kv_period > 0 && n % kv_period == 0;
@@ -257,7 +287,7 @@ absl::StatusOr<ClusterGenerateResult> MainEngine::Generate(const GenerateRequest
       shadow_version = schedule_.version;
       out.alignment_seconds += Since(t0);
       if (!s.ok()) shadow_failed(s);
-    } else if (topology_.prediction == PredictionMode::kRandom) {
+    } else if (mode == PredictionMode::kRandom) {
       ODMOE_RETURN_IF_ERROR(SendRandomHints(req, n));
     }
     executor_->SetStep(req, static_cast<uint32_t>(n));
@@ -275,6 +305,7 @@ absl::StatusOr<ClusterGenerateResult> MainEngine::Generate(const GenerateRequest
     }
   }
   out.experts = executor_->TakeStats();
+  out.bytes = links_.bytes() - bytes_before;
   out.schedule_version = schedule_.version;
   out.live_groups = static_cast<int>(schedule_.groups.size());
   if (!result.ok()) return result.status();

@@ -22,6 +22,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "absl/status/statusor.h"
 #include "cluster/recall.h"
@@ -33,6 +34,13 @@
 
 namespace odmoe {
 
+/// Benchmarks: one request's own prediction setup instead of the topology's
+/// (the ablations of paper §4.2 on one running cluster).
+struct Experiment {
+  std::optional<PredictionMode> prediction;
+  std::optional<int> token_period, kv_period;  // both or neither; 0 = never
+};
+
 struct ClusterGenerateResult {
   GenerateResult result;
   uint64_t request_id = 0;
@@ -40,6 +48,8 @@ struct ClusterGenerateResult {
   RecallSummary recall;
   ExpertTaskStats experts;
   double alignment_seconds = 0;  // reading KV rows and sending alignments
+  int token_period = 0, kv_period = 0;  // the alignment used (shadow prediction)
+  LinkBytes bytes;                      // through the main node's links
   uint64_t schedule_version = 0;  // the schedule the request ended with
   int live_groups = 0;
 };
@@ -57,9 +67,13 @@ class MainEngine {
   absl::StatusOr<ClusterGenerateResult> Generate(const GenerateRequest& request,
                                                  const GenerationCallback& on_token,
                                                  const std::function<bool()>& cancelled = {},
-                                                 const std::function<bool()>& should_stop = {});
+                                                 const std::function<bool()>& should_stop = {},
+                                                 const Experiment& experiment = {});
   /// The checks Generate starts with (sampling, prompt, context); the prompt ids.
   absl::StatusOr<std::vector<int32_t>> Validate(const GenerateRequest& request) const;
+
+  /// TraceSpans (M_l, alignment) go here while it records (may be null).
+  void set_trace(TraceRecorder* trace);
 
   const Tokenizer& tokenizer() const { return tokenizer_; }
   int n_ctx() const { return transformer_->n_ctx(); }
@@ -98,6 +112,7 @@ class MainEngine {
   std::vector<float> kv_k_, kv_v_;
   Schedule schedule_;
   std::atomic<int> active_groups_{0};
+  TraceRecorder* trace_ = nullptr;
 };
 
 }  // namespace odmoe

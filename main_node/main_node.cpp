@@ -41,6 +41,7 @@ absl::StatusOr<std::unique_ptr<MainNode>> MainNode::Create(const Topology& topol
   ODMOE_ASSIGN_OR_RETURN(m->engine_, MainEngine::Create(m->topology_, *m->model_,
                                                         *m->tokenizer_, *m->backend_,
                                                         *m->links_));
+  m->engine_->set_trace(&m->trace());
   m->service_ = std::make_unique<MainService>(*m);
   m->queue_ = std::make_unique<RequestQueue>(topology.main.max_queue);
   m->metrics_ = std::make_unique<MainMetrics>(m->model_->config().n_layer);
@@ -136,7 +137,8 @@ absl::StatusOr<ClusterGenerateResult> MainNode::Generate(const RequestQueue::Tur
                                                          const GenerationCallback& on_token,
                                                          const std::function<bool()>& cancelled,
                                                          const std::function<bool()>& should_stop,
-                                                         const std::string& api) {
+                                                         const std::string& api,
+                                                         const Experiment& experiment) {
   (void)turn;  // holding it is the point
   auto last = std::chrono::steady_clock::now();
   bool first = true;
@@ -148,7 +150,7 @@ absl::StatusOr<ClusterGenerateResult> MainNode::Generate(const RequestQueue::Tur
     if (on_token) on_token(id, text);
   };
   absl::StatusOr<ClusterGenerateResult> r =
-      engine_->Generate(request, timed, cancelled, should_stop);
+      engine_->Generate(request, timed, cancelled, should_stop, experiment);
   metrics_->RequestDone(api, Outcome(r.status()));
   std::lock_guard<std::mutex> lock(stats_mu_);
   ++requests_;
@@ -166,13 +168,14 @@ absl::StatusOr<ClusterGenerateResult> MainNode::Generate(const RequestQueue::Tur
 absl::StatusOr<ClusterGenerateResult> MainNode::Generate(const GenerateRequest& request,
                                                          const GenerationCallback& on_token,
                                                          const std::function<bool()>& cancelled,
-                                                         const std::string& api) {
+                                                         const std::string& api,
+                                                         const Experiment& experiment) {
   absl::StatusOr<RequestQueue::Turn> turn = Admit(cancelled);
   if (!turn.ok()) {
     CountRejected(api, turn.status());
     return turn.status();
   }
-  return Generate(*turn, request, on_token, cancelled, {}, api);
+  return Generate(*turn, request, on_token, cancelled, {}, api, experiment);
 }
 
 int MainNode::http_port() const { return http_ ? http_->port() : 0; }

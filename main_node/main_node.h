@@ -55,12 +55,14 @@ class MainNode : public NodeDaemon {
                                                  const GenerationCallback& on_token,
                                                  const std::function<bool()>& cancelled,
                                                  const std::function<bool()>& should_stop,
-                                                 const std::string& api);
+                                                 const std::string& api,
+                                                 const Experiment& experiment = {});
   /// Admit + Generate.
   absl::StatusOr<ClusterGenerateResult> Generate(const GenerateRequest& request,
                                                  const GenerationCallback& on_token,
                                                  const std::function<bool()>& cancelled = {},
-                                                 const std::string& api = "grpc");
+                                                 const std::string& api = "grpc",
+                                                 const Experiment& experiment = {});
   /// The request checks that need no cluster (sampling, prompt, context).
   absl::Status Validate(const GenerateRequest& request) const;
   /// Counts a request that ended before generating (bad input, busy ...).

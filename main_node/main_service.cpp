@@ -1,5 +1,6 @@
 #include "main_node/main_service.h"
 
+#include "absl/strings/str_cat.h"
 #include "cluster/grpc_util.h"
 #include "main_node/main_node.h"
 #include "util/logging.h"
@@ -23,6 +24,29 @@ absl::StatusOr<GenerateRequest> FromProto(const v1::GenerateRequest& in) {
   return r;
 }
 
+absl::StatusOr<Experiment> ExperimentFromProto(const v1::Experiment& in) {
+  Experiment e;
+  const std::string& p = in.prediction();
+  if (p == "shadow") {
+    e.prediction = PredictionMode::kShadow;
+  } else if (p == "random") {
+    e.prediction = PredictionMode::kRandom;
+  } else if (p == "none") {
+    e.prediction = PredictionMode::kNone;
+  } else if (!p.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "experiment.prediction '", p, "' is not valid (expected shadow | random | none)"));
+  }
+  if (in.set_alignment()) {
+    if (in.token_period() > (1u << 20) || in.kv_period() > (1u << 20)) {
+      return absl::InvalidArgumentError("experiment alignment periods must be <= 1048576");
+    }
+    e.token_period = static_cast<int>(in.token_period());
+    e.kv_period = static_cast<int>(in.kv_period());
+  }
+  return e;
+}
+
 void FillStats(const ClusterGenerateResult& r, v1::GenerateStats* s) {
   const GenerateStats& g = r.result.stats;
   s->set_request_id(r.request_id);
@@ -44,6 +68,12 @@ void FillStats(const ClusterGenerateResult& r, v1::GenerateStats* s) {
   s->set_alignment_seconds(r.alignment_seconds);
   for (int32_t id : r.result.prompt_ids) s->add_prompt_ids(id);
   for (int32_t id : r.result.output_ids) s->add_output_ids(id);
+  s->set_bytes_to_workers(r.bytes.to_workers);
+  s->set_bytes_from_workers(r.bytes.from_workers);
+  s->set_bytes_to_shadow(r.bytes.to_shadow);
+  s->set_bytes_from_shadow(r.bytes.from_shadow);
+  s->set_token_period(static_cast<uint32_t>(r.token_period));
+  s->set_kv_period(static_cast<uint32_t>(r.kv_period));
 }
 
 }  // namespace
@@ -55,6 +85,8 @@ struct MainService::Impl final : public v1::Main::Service {
                         grpc::ServerWriter<v1::GenerateReply>* writer) override {
     absl::StatusOr<GenerateRequest> req = FromProto(*in);
     if (!req.ok()) return ToGrpcStatus(req.status());
+    absl::StatusOr<Experiment> experiment = ExperimentFromProto(in->experiment());
+    if (!experiment.ok()) return ToGrpcStatus(experiment.status());
     v1::GenerateReply reply;
     auto on_token = [&](int32_t id, std::string_view text) {
       v1::GeneratedToken* t = reply.mutable_token();
@@ -63,7 +95,7 @@ struct MainService::Impl final : public v1::Main::Service {
       writer->Write(reply);
     };
     absl::StatusOr<ClusterGenerateResult> r =
-        node.Generate(*req, on_token, [ctx] { return ctx->IsCancelled(); });
+        node.Generate(*req, on_token, [ctx] { return ctx->IsCancelled(); }, "grpc", *experiment);
     if (!r.ok()) {
       ODMOE_LOG_WARN("generate failed: {}", r.status().message());
       return ToGrpcStatus(r.status());

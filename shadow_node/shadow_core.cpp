@@ -278,7 +278,14 @@ void ShadowCore::RunRequest(const v1::ShadowBegin& begin) {
   }
   int32_t own = Argmax(logits);
   uint32_t n = 0;
+  int64_t layer_start_us = 0;  // S_l: from the previous gate (or the iteration start) to this one
   PredictingExecutor emitter(*experts_, [&](int layer, const RoutingPlan& plan) {
+    if (options_.trace && options_.trace->enabled()) {
+      const int64_t now = TraceRecorder::NowUs();
+      options_.trace->Record(TraceEvent{"S", "compute", layer_start_us, now - layer_start_us, req,
+                                        n, layer, -1});
+      layer_start_us = now;
+    }
     v1::Hint hint;
     v1::StepKey* key = hint.mutable_key();
     key->set_request(req);
@@ -311,6 +318,7 @@ void ShadowCore::RunRequest(const v1::ShadowBegin& begin) {
     const int pos = p + static_cast<int>(n) - 1;
     if (pos >= transformer_->n_ctx()) break;
     t0 = std::chrono::steady_clock::now();
+    layer_start_us = TraceRecorder::NowUs();
     const int32_t input[1] = {token};
     s = transformer_->Forward(input, pos, emitter, &logits, nullptr);
     forward_seconds += Since(t0);

@@ -37,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "backend/backend.h"
 #include "cluster/protocol.h"
+#include "cluster/trace.h"
 #include "engine/local_expert_executor.h"
 #include "engine/transformer.h"
 #include "model/model_file.h"
@@ -62,6 +63,7 @@ class ShadowCore {
   struct Options {
     int n_groups = 1;
     int max_run_ahead = 4;
+    TraceRecorder* trace = nullptr;  // S_l spans when recording (may be null)
   };
   using ReplySink = std::function<void(const v1::ShadowReply&)>;
   /// Sends a hint to every worker of `group`.

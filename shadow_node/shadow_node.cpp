@@ -89,6 +89,7 @@ absl::StatusOr<std::unique_ptr<ShadowNode>> ShadowNode::Create(const Topology& t
   ShadowCore::Options opt;
   opt.n_groups = topology.n_groups();
   opt.max_run_ahead = topology.shadow->max_run_ahead;
+  opt.trace = &s->trace();
   ODMOE_ASSIGN_OR_RETURN(s->core_, ShadowCore::Create(*s->model_, *s->backend_, topt, opt));
   s->service_ = std::make_unique<ShadowService>(*s->core_, s->topology_, node_id,
                                                 s->base_fingerprint_);

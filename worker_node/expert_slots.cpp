@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 
 #include "absl/strings/str_format.h"
 #include "util/status_macros.h"
@@ -53,8 +54,16 @@ absl::StatusOr<double> ExpertSlots::Load(int slot, int layer, int expert, bool p
     ODMOE_RETURN_IF_ERROR(backend_->CopyToBackend(dst, staging_.data(), layout_.total_bytes));
     ODMOE_RETURN_IF_ERROR(backend_->Synchronize());
   }
+  if (load_bandwidth_ > 0) {
+    const auto until = t0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                std::chrono::duration<double>(
+                                    static_cast<double>(layout_.total_bytes) /
+                                    static_cast<double>(load_bandwidth_)));
+    std::this_thread::sleep_until(until);
+  }
   Slot& s = slots_[static_cast<size_t>(slot)];
-  s = Slot{true, layer, expert, prefetched, pinned, std::chrono::steady_clock::now()};
+  s = Slot{true, layer, expert, prefetched, pinned, std::chrono::steady_clock::now(),
+           ++use_clock_};
   ++held_;
   peak_held_ = std::max(peak_held_, held_);
   ++loads_;
@@ -62,6 +71,18 @@ absl::StatusOr<double> ExpertSlots::Load(int slot, int layer, int expert, bool p
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   load_seconds_ += seconds;
   return seconds;
+}
+
+int ExpertSlots::LeastRecentlyUsed() const {
+  int best = -1;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const Slot& s = slots_[i];
+    if (!s.loaded || s.pinned) continue;
+    if (best < 0 || s.last_used < slots_[static_cast<size_t>(best)].last_used) {
+      best = static_cast<int>(i);
+    }
+  }
+  return best;
 }
 
 void ExpertSlots::Evict(int slot) {

@@ -1,7 +1,8 @@
 // A worker's device memory for experts: a fixed number of slots, each the
 // size of one packed expert (model/expert_pack.h), allocated once from the
 // backend. Loading packs an expert from the host copy (the mmapped GGUF) into
-// a slot; evicting frees the slot. Nothing is allocated per token.
+// a slot; evicting frees the slot. Nothing is allocated per token. An
+// optional load-bandwidth cap emulates a slow link (set_load_bandwidth).
 //
 // The accounting is the worker's own evidence that it keeps its budget: how
 // many experts it holds now and at most, and the bytes that means.
@@ -35,6 +36,7 @@ class ExpertSlots {
     bool prefetched = false;  // loaded from a hint, before its task came
     bool pinned = false;      // resident: never evicted
     std::chrono::steady_clock::time_point loaded_at;  // when the load finished
+    uint64_t last_used = 0;   // Touch() counter: for least-recently-used eviction
   };
 
   static absl::StatusOr<ExpertSlots> Create(const ModelFile& model, Backend& backend, int slots);
@@ -53,6 +55,16 @@ class ExpertSlots {
   void Evict(int slot);
   /// Marks a prefetched slot as claimed by its task.
   void ClearPrefetched(int slot) { slots_[static_cast<size_t>(slot)].prefetched = false; }
+  /// Marks a slot as used now (for LeastRecentlyUsed).
+  void Touch(int slot) { slots_[static_cast<size_t>(slot)].last_used = ++use_clock_; }
+  /// The loaded, unpinned slot used longest ago, or -1.
+  int LeastRecentlyUsed() const;
+
+  /// EMULATION of a slow host-to-device link: every load takes at least
+  /// expert_bytes / bytes_per_second (the caller's thread sleeps out the
+  /// rest, as it would wait for a DMA). 0 = off.
+  void set_load_bandwidth(uint64_t bytes_per_second) { load_bandwidth_ = bytes_per_second; }
+  uint64_t load_bandwidth() const { return load_bandwidth_; }
 
   ExpertWeights weights(int slot) const { return layout_.WeightsAt(memory_[slot]->data()); }
   size_t expert_bytes() const { return layout_.total_bytes; }
@@ -83,6 +95,8 @@ class ExpertSlots {
   int peak_held_ = 0;
   uint64_t loads_ = 0;
   double load_seconds_ = 0;
+  uint64_t use_clock_ = 0;
+  uint64_t load_bandwidth_ = 0;
 };
 
 }  // namespace odmoe

@@ -1,5 +1,7 @@
 #include "worker_node/worker_core.h"
 
+#include <sys/prctl.h>
+
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
@@ -46,7 +48,15 @@ absl::StatusOr<std::unique_ptr<WorkerCore>> WorkerCore::Create(const ModelFile& 
   const uint64_t workspace = rows * (2 * static_cast<uint64_t>(c.n_ff) +
                                      2 * static_cast<uint64_t>(c.n_embd)) * sizeof(float);
   const uint64_t expert = ExpertPackLayout::For(c).total_bytes;
-  const int needed = options.resident ? static_cast<int>(ResidentSet(c, p).size()) : 1;
+  if (options.resident && options.lru) {
+    return absl::InvalidArgumentError("a worker is either resident or an LRU cache, not both");
+  }
+  if (options.lru && options.cache_experts < 1) {
+    return absl::InvalidArgumentError("an LRU cache needs at least one expert");
+  }
+  const int needed = options.resident ? static_cast<int>(ResidentSet(c, p).size())
+                     : options.lru    ? options.cache_experts
+                                      : 1;
   int slots = needed;
   uint64_t budget = options.memory_budget;
   if (budget == 0) {
@@ -57,11 +67,13 @@ absl::StatusOr<std::unique_ptr<WorkerCore>> WorkerCore::Create(const ModelFile& 
       return absl::InvalidArgumentError(absl::StrFormat(
           "memory budget of %d bytes holds %d experts of %d bytes plus %d bytes of workspace; "
           "this worker needs %d (%s mode)",
-          budget, room, expert, workspace, needed, options.resident ? "resident" : "on-demand"));
+          budget, room, expert, workspace, needed,
+          options.resident ? "resident" : options.lru ? "lru_cache" : "on-demand"));
     }
     // Resident workers need their set (plus the spill slot, below); on-demand
     // ones may prefetch further ahead with extra slots.
-    slots = options.resident ? needed : static_cast<int>(std::min<uint64_t>(room, 64));
+    slots = options.resident || options.lru ? needed
+                                            : static_cast<int>(std::min<uint64_t>(room, 64));
   }
   // A resident worker keeps one more slot for experts outside its set, which
   // it is asked for when the schedule moves layers after a group failed.
@@ -74,6 +86,7 @@ absl::StatusOr<std::unique_ptr<WorkerCore>> WorkerCore::Create(const ModelFile& 
     }
   }
   ODMOE_ASSIGN_OR_RETURN(ExpertSlots expert_slots, ExpertSlots::Create(model, backend, slots));
+  expert_slots.set_load_bandwidth(options.load_bandwidth);
   ODMOE_ASSIGN_OR_RETURN(ExpertFfnScratch scratch,
                          ExpertFfnScratch::Create(backend, c.n_ff, options.max_rows));
   std::unique_ptr<WorkerCore> core(
@@ -86,6 +99,7 @@ absl::StatusOr<std::unique_ptr<WorkerCore>> WorkerCore::Create(const ModelFile& 
   core->stats_.expert_bytes = expert;
   core->stats_.workspace_bytes = workspace;
   core->stats_.memory_budget = budget;
+  core->stats_.load_bandwidth = options.load_bandwidth;
   core->SyncSlotStatsLocked();
   core->thread_ = std::thread([c = core.get()] { c->Loop(); });
   return core;
@@ -162,6 +176,7 @@ absl::Status WorkerCore::AddHint(const v1::Hint& hint) {
     ++stats_.hints_stale;
     return absl::OkStatus();
   }
+  if (options_.lru) return absl::OkStatus();  // the caching baseline predicts nothing
   std::vector<int32_t> predicted(hint.experts().begin(), hint.experts().end());
   hints_[key] = HintedAssignment(predicted)[static_cast<size_t>(
       options_.placement.index_in_group())];
@@ -231,7 +246,7 @@ void WorkerCore::PruneLocked() {
 }
 
 void WorkerCore::PrefetchLocked(std::unique_lock<std::mutex>& lock) {
-  if (options_.resident) return;
+  if (options_.resident || options_.lru) return;
   PruneLocked();
   const int free = slots_.FreeSlot();
   if (free < 0) return;
@@ -241,7 +256,11 @@ void WorkerCore::PrefetchLocked(std::unique_lock<std::mutex>& lock) {
     const Key k = key;
     const int e = expert;
     lock.unlock();
-    absl::StatusOr<double> loaded = slots_.Load(free, layer, e, /*prefetched=*/true);
+    absl::StatusOr<double> loaded;
+    {
+      TraceSpan span(options_.trace, "EL", "load", std::get<0>(k), std::get<1>(k), layer, e);
+      loaded = slots_.Load(free, layer, e, /*prefetched=*/true);
+    }
     lock.lock();
     if (!loaded.ok()) {
       ODMOE_LOG_ERROR("prefetch of layer {} expert {} failed: {}", layer, e,
@@ -256,6 +275,9 @@ void WorkerCore::PrefetchLocked(std::unique_lock<std::mutex>& lock) {
 }
 
 void WorkerCore::Loop() {
+  // An emulated load sleeps for tens of microseconds: ask the kernel to wake
+  // this thread on time (the default slack is 50 us).
+  if (options_.load_bandwidth > 0) prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
     if (!tasks_.empty()) {
@@ -291,13 +313,17 @@ void WorkerCore::Process(Task& task) {
   // arrived: the rest of a prefetch still running then, or a load now.
   double stall = 0;
   if (slot >= 0) {
-    hit = slots_.slot(slot).prefetched || slots_.slot(slot).pinned;
+    hit = slots_.slot(slot).prefetched || slots_.slot(slot).pinned || options_.lru;
     stall = std::max(0.0, std::chrono::duration<double>(slots_.slot(slot).loaded_at -
                                                         task.received)
                               .count());
     slots_.ClearPrefetched(slot);
   } else {
     slot = slots_.FreeSlot();
+    if (slot < 0 && options_.lru) {
+      slot = slots_.LeastRecentlyUsed();
+      if (slot >= 0) slots_.Evict(slot);
+    }
     if (slot < 0) {
       // Evict the prefetch needed furthest in the future (with one slot, the
       // only one): the prediction for this step was wrong or late.
@@ -317,6 +343,8 @@ void WorkerCore::Process(Task& task) {
       status = absl::ResourceExhaustedError(absl::StrFormat(
           "no slot for layer %d expert %d: every slot holds a resident expert", layer, expert));
     } else {
+      TraceSpan span(options_.trace, "EL", "load", msg.key().request(), msg.key().token(),
+                     layer, expert);
       absl::StatusOr<double> loaded = slots_.Load(slot, layer, expert, /*prefetched=*/false);
       if (loaded.ok()) {
         load_seconds = *loaded;
@@ -326,11 +354,16 @@ void WorkerCore::Process(Task& task) {
       }
     }
   }
+  if (slot >= 0 && status.ok()) slots_.Touch(slot);
   const auto compute_start = std::chrono::steady_clock::now();
-  if (status.ok()) status = Compute(task, slot, &result);
+  if (status.ok()) {
+    TraceSpan span(options_.trace, "EC", "compute", msg.key().request(), msg.key().token(),
+                   layer, expert);
+    status = Compute(task, slot, &result);
+  }
   const double compute = Since(compute_start);
   const bool more = msg.mini_batch() + 1 < msg.mini_batches();
-  if (slot >= 0 && !slots_.slot(slot).pinned && !more) slots_.Evict(slot);
+  if (slot >= 0 && !slots_.slot(slot).pinned && !more && !options_.lru) slots_.Evict(slot);
 
   if (!status.ok()) {
     result.clear_output();

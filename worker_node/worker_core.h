@@ -16,6 +16,9 @@
 // of its decode layers, and expert e = worker index mod N_W of every layer for
 // prefill) is loaded once at start and never evicted: the "fully cached"
 // reference deployment; one more slot takes anything else it is asked for.
+// In lru mode (the caching baseline of Mixtral-Offloading-like systems) hints
+// are ignored, experts stay loaded after their task, and a miss evicts the
+// least recently used one.
 // Which layers a worker computes is the main node's schedule
 // (cluster/schedule.h): a worker computes any valid task it is sent.
 //
@@ -39,6 +42,7 @@
 #include "absl/status/statusor.h"
 #include "backend/backend.h"
 #include "cluster/protocol.h"
+#include "cluster/trace.h"
 #include "engine/expert_ffn.h"
 #include "model/model_file.h"
 #include "worker_node/expert_slots.h"
@@ -64,6 +68,7 @@ struct WorkerStats {
   int held = 0, peak_held = 0, slots = 0;
   uint64_t expert_bytes = 0, workspace_bytes = 0, memory_budget = 0;
   uint64_t peak_bytes = 0;  // experts held at most + workspace
+  uint64_t load_bandwidth = 0;  // emulated cap (bytes/s), 0 = none
 };
 
 class WorkerCore {
@@ -71,8 +76,14 @@ class WorkerCore {
   struct Options {
     WorkerPlacement placement;
     bool resident = false;
+    // The caching baseline: no prefetch (hints are ignored), experts stay
+    // after their task and the least recently used one makes room.
+    bool lru = false;
+    int cache_experts = 8;       // lru: slots
     int max_rows = 64;           // largest task (prefill mini-batch)
     uint64_t memory_budget = 0;  // bytes; 0 = auto (one expert / all resident + workspace)
+    uint64_t load_bandwidth = 0; // bytes/s cap on loads (emulation, ExpertSlots); 0 = off
+    TraceRecorder* trace = nullptr;  // EL/EC spans when recording (may be null)
   };
   using ResultSink = std::function<void(const v1::ExpertResult&)>;
 
@@ -95,6 +106,7 @@ class WorkerCore {
   WorkerStats stats() const;
   const WorkerPlacement& placement() const { return options_.placement; }
   bool resident() const { return options_.resident; }
+  bool lru() const { return options_.lru; }
 
   /// Ends the executor thread (queued tasks are dropped). Idempotent.
   void Stop();

@@ -26,17 +26,24 @@ absl::StatusOr<std::unique_ptr<WorkerNode>> WorkerNode::Create(const Topology& t
   opt.placement.n_workers = topology.n_workers();
   opt.placement.group_size = topology.group_size;
   opt.resident = topology.worker_mode == WorkerMode::kResident;
+  opt.lru = topology.worker_mode == WorkerMode::kLruCache;
+  opt.cache_experts = topology.cache_experts;
   opt.max_rows = topology.prefill_mini_batch;
   opt.memory_budget = spec.memory_budget;
+  opt.load_bandwidth = spec.load_bandwidth;
+  opt.trace = &w->trace();
   ODMOE_ASSIGN_OR_RETURN(w->core_, WorkerCore::Create(*w->model_, *w->backend_, opt));
   w->service_ = std::make_unique<WorkerService>(*w->core_);
   const WorkerStats s = w->core_->stats();
   ODMOE_LOG_INFO(
       "worker {} of {} (group {}, slot {}), {} mode, budget {} bytes: {} slot(s) of {} bytes + {} "
-      "bytes workspace, backend {}",
+      "bytes workspace, backend {}{}",
       index, topology.n_workers(), opt.placement.group(), opt.placement.index_in_group(),
-      opt.resident ? "resident" : "on-demand", s.memory_budget, s.slots, s.expert_bytes,
-      s.workspace_bytes, w->backend_->name());
+      std::string(WorkerModeName(topology.worker_mode)), s.memory_budget, s.slots,
+      s.expert_bytes, s.workspace_bytes, w->backend_->name(),
+      opt.load_bandwidth > 0
+          ? absl::StrFormat(", loads EMULATED at %.3f GB/s", opt.load_bandwidth / 1e9)
+          : std::string());
   return w;
 }
 
@@ -77,7 +84,8 @@ void WorkerNode::FillStatus(v1::NodeStatus* status) const {
     AddStatusEntry(status, k, v);
   };
   add("group", absl::StrFormat("%d (slot %d)", p.group(), p.index_in_group()));
-  add("mode", core_->resident() ? "resident" : "on_demand");
+  add("mode", core_->resident() ? "resident" : core_->lru() ? "lru_cache" : "on_demand");
+  add("load_bandwidth_bytes_per_second", absl::StrCat(s.load_bandwidth));
   add("memory_budget_bytes", absl::StrCat(s.memory_budget));
   add("expert_bytes", absl::StrCat(s.expert_bytes));
   add("slots", absl::StrCat(s.slots));

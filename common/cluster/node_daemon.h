@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "cluster/protocol.h"
+#include "cluster/trace.h"
 
 namespace grpc {
 class Service;
@@ -49,6 +50,9 @@ class NodeDaemon {
   /// Appends counters to a status answer.
   virtual void FillStatus(v1::NodeStatus* status) const {}
 
+  /// Timing spans of this node (Node.Trace turns recording on and off).
+  TraceRecorder& trace() { return trace_; }
+
   v1::NodeState state() const { return state_.load(); }
   std::string state_detail() const {
     std::lock_guard<std::mutex> lock(detail_mu_);
@@ -65,6 +69,7 @@ class NodeDaemon {
   }
 
  private:
+  TraceRecorder trace_;
   std::atomic<v1::NodeState> state_{v1::NODE_STATE_STARTING};
   mutable std::mutex detail_mu_;
   std::string detail_ = "starting";

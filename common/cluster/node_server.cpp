@@ -4,9 +4,11 @@
 
 #include <chrono>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cluster/grpc_util.h"
 #include "util/logging.h"
+#include "util/process_memory.h"
 
 namespace odmoe {
 namespace {
@@ -53,6 +55,43 @@ class NodeServiceImpl final : public v1::Node::Service {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
     status->set_detail(daemon_.state_detail());
     daemon_.FillStatus(status);
+    // The process's resident memory (a benchmark's "peak memory per node";
+    // nodes sharing a process, as in tests, share these numbers).
+    const ProcessMemory m = ReadProcessMemory();
+    AddStatusEntry(status, "process_rss_bytes", absl::StrCat(m.rss_bytes));
+    AddStatusEntry(status, "process_peak_rss_bytes", absl::StrCat(m.peak_rss_bytes));
+    AddStatusEntry(status, "process_cpu_seconds", absl::StrFormat("%.6f", ProcessCpuSeconds()));
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Trace(grpc::ServerContext*, const v1::TraceRequest* request,
+                     v1::TraceReply* reply) override {
+    reply->set_node_id(daemon_.node_id());
+    reply->set_role(daemon_.role());
+    switch (request->action()) {
+      case v1::TraceRequest::START:
+        daemon_.trace().Start(request->capacity() > 0 ? request->capacity() : 200000);
+        break;
+      case v1::TraceRequest::STOP: {
+        uint64_t dropped = 0;
+        for (TraceEvent& e : daemon_.trace().Stop(&dropped)) {
+          v1::TraceEvent* out = reply->add_events();
+          out->set_name(std::move(e.name));
+          out->set_lane(std::move(e.lane));
+          out->set_start_us(e.start_us);
+          out->set_duration_us(e.duration_us);
+          out->set_request(e.request);
+          out->set_token(e.token);
+          out->set_layer(e.layer);
+          out->set_expert(e.expert);
+        }
+        reply->set_dropped(dropped);
+        break;
+      }
+      default:
+        break;
+    }
+    reply->set_clock_us(TraceRecorder::NowUs());
     return grpc::Status::OK;
   }
 

@@ -93,6 +93,20 @@ class Section {
     return absl::OkStatus();
   }
 
+  absl::Status Rate(const std::string& key, uint64_t* out) {
+    if (!Has(key)) return absl::OkStatus();
+    const YAML::Node n = node_[key];
+    if (!n.IsScalar()) return Error(key, "expected a rate such as 2GB/s or off");
+    if (n.Scalar() == "off" || n.Scalar() == "0") {
+      *out = 0;
+      return absl::OkStatus();
+    }
+    absl::StatusOr<uint64_t> v = ParseByteRate(n.Scalar());
+    if (!v.ok()) return Error(key, std::string(v.status().message()));
+    *out = *v;
+    return absl::OkStatus();
+  }
+
   /// Every key of the mapping was read, and none appears twice (yaml-cpp
   /// would silently use the first).
   absl::Status CheckNoUnknownKeys() const {
@@ -295,9 +309,14 @@ absl::Status ParseDocument(const YAML::Node& root, const std::string& file,
   ODMOE_RETURN_IF_ERROR(ws.Int("group_size", &t->group_size, 1, 1 << 10));
   ODMOE_RETURN_IF_ERROR(ws.Enum<WorkerMode>(
       "mode", &t->worker_mode,
-      {{"on_demand", WorkerMode::kOnDemand}, {"resident", WorkerMode::kResident}}));
+      {{"on_demand", WorkerMode::kOnDemand},
+       {"resident", WorkerMode::kResident},
+       {"lru_cache", WorkerMode::kLruCache}}));
+  ODMOE_RETURN_IF_ERROR(ws.Int("cache_experts", &t->cache_experts, 1, 1 << 20));
   uint64_t budget = 0;
   ODMOE_RETURN_IF_ERROR(ws.Bytes("memory_budget", &budget));
+  uint64_t load_bandwidth = 0;
+  ODMOE_RETURN_IF_ERROR(ws.Rate("load_bandwidth", &load_bandwidth));
   std::string backend = "cpu:1";
   ODMOE_RETURN_IF_ERROR(ws.String("backend", &backend, false));
   YAML::Node nodes = ws.Get("nodes");
@@ -316,6 +335,8 @@ absl::Status ParseDocument(const YAML::Node& root, const std::string& file,
     ODMOE_RETURN_IF_ERROR(ParseNode(s, &w, backend));
     w.memory_budget = budget;
     ODMOE_RETURN_IF_ERROR(s.Bytes("memory_budget", &w.memory_budget));
+    w.load_bandwidth = load_bandwidth;
+    ODMOE_RETURN_IF_ERROR(s.Rate("load_bandwidth", &w.load_bandwidth));
     ODMOE_RETURN_IF_ERROR(s.CheckNoUnknownKeys());
     t->workers.push_back(w);
   }
@@ -343,6 +364,11 @@ absl::Status CheckStructure(const Topology& t, const std::string& file) {
   };
   if (t.prediction == PredictionMode::kShadow && !t.shadow) {
     return error("prediction", "'shadow' needs a shadow section (or choose random | none)");
+  }
+  if (t.worker_mode == WorkerMode::kLruCache && t.prediction != PredictionMode::kNone) {
+    return error("prediction", absl::StrCat("'", std::string(PredictionModeName(t.prediction)),
+                                            "' with workers.mode lru_cache: the caching baseline "
+                                            "uses no prediction (expected none)"));
   }
   std::map<std::string, std::string> ids;
   std::map<std::pair<std::string, int>, std::string> endpoints;
@@ -400,7 +426,15 @@ std::string_view PredictionModeName(PredictionMode m) {
 }
 
 std::string_view WorkerModeName(WorkerMode m) {
-  return m == WorkerMode::kResident ? "resident" : "on_demand";
+  switch (m) {
+    case WorkerMode::kResident:
+      return "resident";
+    case WorkerMode::kLruCache:
+      return "lru_cache";
+    case WorkerMode::kOnDemand:
+      break;
+  }
+  return "on_demand";
 }
 
 std::string_view WireDTypeName(WireDType t) { return t == WireDType::kF16 ? "f16" : "f32"; }
@@ -523,6 +557,20 @@ absl::StatusOr<uint64_t> ParseByteSize(std::string_view text) {
   return static_cast<uint64_t>(std::llround(v * scale));
 }
 
+absl::StatusOr<uint64_t> ParseByteRate(std::string_view text) {
+  std::string s(text);
+  if (s.size() > 2 && (s.substr(s.size() - 2) == "/s" || s.substr(s.size() - 2) == "/S")) {
+    s.resize(s.size() - 2);
+  }
+  absl::StatusOr<uint64_t> v = ParseByteSize(s);
+  if (!v.ok() || *v == 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "'%s' is not a rate (expected bytes per second, e.g. 2GB/s, 800MiB/s or 1000000000)",
+        std::string(text)));
+  }
+  return *v;
+}
+
 std::string TopologyToYaml(const Topology& t) {
   YAML::Emitter out;
   auto node = [&](const NodeSpec& n) {
@@ -576,11 +624,17 @@ std::string TopologyToYaml(const Topology& t) {
   out << YAML::Key << "workers" << YAML::Value << YAML::BeginMap;
   if (t.group_size > 0) out << YAML::Key << "group_size" << YAML::Value << t.group_size;
   out << YAML::Key << "mode" << YAML::Value << std::string(WorkerModeName(t.worker_mode));
+  if (t.worker_mode == WorkerMode::kLruCache) {
+    out << YAML::Key << "cache_experts" << YAML::Value << t.cache_experts;
+  }
   out << YAML::Key << "nodes" << YAML::Value << YAML::BeginSeq;
   for (const WorkerSpec& w : t.workers) {
     out << YAML::BeginMap;
     node(w);
     if (w.memory_budget) out << YAML::Key << "memory_budget" << YAML::Value << w.memory_budget;
+    if (w.load_bandwidth) {
+      out << YAML::Key << "load_bandwidth" << YAML::Value << w.load_bandwidth;
+    }
     out << YAML::EndMap;
   }
   out << YAML::EndSeq << YAML::EndMap;

@@ -37,12 +37,22 @@
 //     max_run_ahead: 4                        # iterations ahead of main (default 4)
 //   workers:
 //     group_size: 2                           # default: the model's top-k
-//     mode: on_demand                         # on_demand (default) | resident
+//     mode: on_demand                         # on_demand (default) | resident | lru_cache
+//     cache_experts: 16                       # lru_cache: experts each worker keeps (default 8)
 //     memory_budget: auto                     # auto | bytes ("96MiB", "1.5GiB", 1048576)
+//     load_bandwidth: 2GB/s                   # EMULATION: cap on expert loads (default off)
 //     backend: cpu:1                          # default for every worker
 //     nodes:                                  # required, at least one group
 //       - { id: w0, address: 127.0.0.1:7710 }
 //       - { id: w1, address: 127.0.0.1:7711, memory_budget: 8MiB, backend: cpu:1 }
+//
+// load_bandwidth emulates a slow host-to-device link on a CPU testbed (where a
+// "load" is a RAM copy, far faster relative to compute than PCIe to a small
+// GPU): every expert load takes at least expert_bytes / load_bandwidth
+// seconds (the worker sleeps out the rest). Off (0) by default; benchmarks
+// report it. lru_cache is the caching baseline of the paper's related work
+// (Mixtral-Offloading): no prediction, each worker keeps its last
+// cache_experts experts and evicts the least recently used.
 //
 // Every node also accepts `ssh: user@host` (odmoe-cluster starts it over ssh)
 // and `netns: name` (odmoe-cluster starts it inside that network namespace).
@@ -67,12 +77,12 @@
 namespace odmoe {
 
 enum class PredictionMode { kShadow, kRandom, kNone };
-enum class WorkerMode { kOnDemand, kResident };
+enum class WorkerMode { kOnDemand, kResident, kLruCache };
 /// How hidden states travel on the wire.
 enum class WireDType { kF32, kF16 };
 
 std::string_view PredictionModeName(PredictionMode m);  // "shadow" | "random" | "none"
-std::string_view WorkerModeName(WorkerMode m);          // "on_demand" | "resident"
+std::string_view WorkerModeName(WorkerMode m);  // "on_demand" | "resident" | "lru_cache"
 std::string_view WireDTypeName(WireDType t);            // "f32" | "f16"
 
 /// What every node has.
@@ -110,6 +120,7 @@ struct ShadowSpec : NodeSpec {
 
 struct WorkerSpec : NodeSpec {
   uint64_t memory_budget = 0;  // bytes; 0 = auto (one expert + workspace, or all resident)
+  uint64_t load_bandwidth = 0; // bytes/s cap on expert loads (emulation); 0 = off
 };
 
 /// TLS for the gRPC links between nodes (mutual: every node presents the
@@ -132,6 +143,7 @@ struct Topology {
   std::optional<ShadowSpec> shadow;
   int group_size = 0;  // G; equals the model's top-k after validation
   WorkerMode worker_mode = WorkerMode::kOnDemand;
+  int cache_experts = 8;  // lru_cache mode: experts each worker keeps (>= 1)
   std::vector<WorkerSpec> workers;  // in file order; index = worker index
 
   int n_workers() const { return static_cast<int>(workers.size()); }
@@ -167,6 +179,8 @@ absl::StatusOr<Topology> LoadTopology(const std::string& path);
 
 /// "96MiB", "1.5GiB", "512KiB", "1000000", "64MB" (SI) -> bytes.
 absl::StatusOr<uint64_t> ParseByteSize(std::string_view text);
+/// A byte size per second: "2GB/s", "800MiB/s", "1e9" (the "/s" is optional).
+absl::StatusOr<uint64_t> ParseByteRate(std::string_view text);
 
 /// Renders a topology back to YAML (odmoe-cluster writes the topology it used
 /// into the run directory; tests round-trip it).

@@ -1,0 +1,623 @@
+#include "bench/experiments.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "backend_registry.h"
+#include "bench/timing_trace.h"
+#include "engine/expert_ffn.h"
+#include "util/status_macros.h"
+#include "worker_node/expert_slots.h"
+
+namespace odmoe::bench {
+namespace {
+
+using json = nlohmann::json;
+
+void Progress(const std::string& line) { std::cerr << "odmoe-bench: " << line << std::endl; }
+
+// Median time of one expert's FFN on one row, in this process, on the
+// workers' backend: the "expert compute time" the emulated link is scaled by.
+absl::StatusOr<double> CalibrateExpertComputeUs(const ModelFile& model, const std::string& be) {
+  ODMOE_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, CreateBackend(be));
+  ODMOE_ASSIGN_OR_RETURN(ExpertSlots slots, ExpertSlots::Create(model, *backend, 1));
+  ODMOE_RETURN_IF_ERROR(slots.Load(0, 0, 0, false).status());
+  const ModelConfig& c = model.config();
+  ODMOE_ASSIGN_OR_RETURN(ExpertFfnScratch scratch, ExpertFfnScratch::Create(*backend, c.n_ff, 1));
+  ODMOE_ASSIGN_OR_RETURN(std::unique_ptr<BackendBuffer> io,
+                         backend->Allocate(2 * c.n_embd * sizeof(float)));
+  float* x = static_cast<float*>(io->data());
+  for (int64_t i = 0; i < c.n_embd; ++i) x[i] = 0.01f * static_cast<float>(i % 17) - 0.08f;
+  std::vector<double> times;
+  for (int i = 0; i < 300; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    RunExpertFfn(*backend, slots.weights(0), ConstMat(x, 1, c.n_embd), scratch,
+                 Mat{x + c.n_embd, 1, c.n_embd});
+    times.push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+json MetricsJson(const RequestMetrics& m, bool exact) {
+  return {{"prompt_tokens", m.prompt_tokens},
+          {"output_tokens", m.output_tokens},
+          {"ttft_s", m.ttft_s},
+          {"decode_tps", m.decode_tps},
+          {"output_tps", m.output_tps},
+          {"recall", m.recall},
+          {"predictions_missing", m.predictions_missing},
+          {"hits", m.hits},
+          {"misses", m.misses},
+          {"reloads", m.reloads},
+          {"stall_per_token_s", m.stall_per_token_s},
+          {"bytes_loaded_per_token", m.bytes_loaded_per_token},
+          {"network_bytes_per_token", m.network_bytes_per_token},
+          {"alignment_bytes_per_token", m.alignment_bytes_per_token},
+          {"cpu_ms_per_token_main", m.cpu_ms_per_token_main},
+          {"cpu_ms_per_token_shadow", m.cpu_ms_per_token_shadow},
+          {"cpu_ms_per_token_workers", m.cpu_ms_per_token_workers},
+          {"prediction", m.prediction},
+          {"token_period", m.token_period},
+          {"kv_period", m.kv_period},
+          {"exact", exact}};
+}
+
+// Mean of every numeric field of a list of request results (+ "_std" for
+// the speeds), "exact" = all exact.
+json Aggregate(const std::vector<json>& runs) {
+  json out;
+  out["runs"] = runs.size();
+  if (runs.empty()) return out;
+  for (const auto& [key, value] : runs.front().items()) {
+    if (!value.is_number()) continue;
+    std::vector<double> v;
+    for (const json& r : runs) v.push_back(r[key].get<double>());
+    const MeanStd s = Summarize(v);
+    out[key] = s.mean;
+    if (key == "decode_tps" || key == "output_tps" || key == "ttft_s") out[key + "_std"] = s.std;
+  }
+  bool exact = true;
+  for (const json& r : runs) exact = exact && r.value("exact", false);
+  out["exact"] = exact;
+  out["prediction"] = runs.front().value("prediction", "");
+  return out;
+}
+
+v1::Experiment ShadowAlignment(int token_period, int kv_period) {
+  v1::Experiment e;
+  e.set_prediction("shadow");
+  e.set_set_alignment(true);
+  e.set_token_period(static_cast<uint32_t>(token_period));
+  e.set_kv_period(static_cast<uint32_t>(kv_period));
+  return e;
+}
+
+v1::Experiment Prediction(const std::string& mode) {
+  v1::Experiment e;
+  e.set_prediction(mode);
+  return e;
+}
+
+// ---- deployments ----------------------------------------------------------
+
+absl::StatusOr<json> Deployments(BenchContext& ctx) {
+  const BenchOptions& o = ctx.options();
+  struct Variant {
+    std::string name, cluster;
+    v1::Experiment experiment;
+  };
+  std::vector<Variant> variants = {{"odmoe", "odmoe", ShadowAlignment(1, 1)},
+                                   {"none", "odmoe", Prediction("none")},
+                                   {"random", "odmoe", Prediction("random")},
+                                   {"resident", "resident", {}},
+                                   {"lru", "lru", {}}};
+  if (o.attach) variants = {{"attached", "attached", {}}};
+  json results = json::object();
+  json memory = json::object();
+  for (const Variant& v : variants) {
+    ODMOE_ASSIGN_OR_RETURN(ClusterProcess * cluster, ctx.Cluster(v.cluster));
+    json per_config = json::object();
+    for (const BenchConfig& c : o.configs) {
+      ODMOE_ASSIGN_OR_RETURN(auto prompts, ctx.Prompts(c.prompt_tokens, o.prompts));
+      std::vector<json> runs;
+      for (const auto& p : prompts) {
+        bool exact = false;
+        ODMOE_ASSIGN_OR_RETURN(RequestMetrics m,
+                               ctx.Run(*cluster, {p, c.output_tokens, v.experiment}, &exact));
+        runs.push_back(MetricsJson(m, exact));
+      }
+      per_config[c.name()] = Aggregate(runs);
+      Progress(absl::StrFormat("deployments: %s %s: decode %.1f tokens/s, recall %.3f, exact %s",
+                               v.name, c.name(), per_config[c.name()]["decode_tps"].get<double>(),
+                               per_config[c.name()]["recall"].get<double>(),
+                               per_config[c.name()]["exact"].get<bool>() ? "yes" : "NO"));
+    }
+    results[v.name] = per_config;
+    if (!memory.contains(v.cluster)) {
+      ODMOE_ASSIGN_OR_RETURN(memory[v.cluster], ctx.MemoryJson(v.cluster));
+    }
+  }
+  // The single-process reference engine (no cluster, no emulated link).
+  json reference = json::object();
+  for (const BenchConfig& c : o.configs) {
+    ODMOE_ASSIGN_OR_RETURN(auto prompts, ctx.Prompts(c.prompt_tokens, o.prompts));
+    std::vector<json> runs;
+    for (const auto& p : prompts) {
+      ODMOE_ASSIGN_OR_RETURN(BenchContext::Reference r, ctx.ReferenceRun(p, c.output_tokens));
+      runs.push_back({{"decode_tps", r.decode_tps},
+                      {"ttft_s", r.ttft_s},
+                      {"output_tps", r.output_tps},
+                      {"exact", true}});
+    }
+    reference[c.name()] = Aggregate(runs);
+  }
+  results["reference"] = reference;
+  // The headline: OD-MoE / resident decode throughput, averaged over configs.
+  json headline = json::object();
+  if (results.contains("odmoe") && results.contains("resident")) {
+    for (const std::string& other : {"resident", "none", "random", "lru", "reference"}) {
+      if (!results.contains(other)) continue;
+      std::vector<double> ratios;
+      for (const BenchConfig& c : o.configs) {
+        const double a = results["odmoe"][c.name()]["decode_tps"].get<double>();
+        const double b = results[other][c.name()]["decode_tps"].get<double>();
+        if (b > 0) ratios.push_back(a / b);
+      }
+      headline["odmoe_over_" + other] = Summarize(ratios).mean;
+    }
+  }
+  return json{{"results", results}, {"memory", memory}, {"headline", headline}};
+}
+
+// ---- recall -----------------------------------------------------------------
+
+absl::StatusOr<json> Recall(BenchContext& ctx) {
+  const BenchOptions& o = ctx.options();
+  struct Mode {
+    std::string name;
+    int token_period, kv_period;
+  };
+  const std::vector<Mode> modes = {{"no alignment", 0, 0}, {"token", 1, 0}, {"token+kv", 1, 1}};
+  std::vector<std::string> clusters = {"shadow-f16", "shadow-q8_0", "shadow-q4_0"};
+  if (o.attach) clusters = {"attached"};
+  ODMOE_ASSIGN_OR_RETURN(auto prompts, ctx.Prompts(16, std::max(1, o.prompts)));
+  json out = json::object();
+  for (const std::string& name : clusters) {
+    ODMOE_ASSIGN_OR_RETURN(ClusterProcess * cluster, ctx.Cluster(name));
+    json per_mode = json::object();
+    for (const Mode& mode : modes) {
+      std::vector<double> sum(static_cast<size_t>(o.recall_tokens), 0.0);
+      std::vector<int> count(sum.size(), 0);
+      std::vector<double> overall;
+      uint64_t missing = 0;
+      bool all_exact = true;
+      for (const auto& p : prompts) {
+        bool exact = false;
+        ODMOE_ASSIGN_OR_RETURN(
+            RequestMetrics m,
+            ctx.Run(*cluster, {p, o.recall_tokens, ShadowAlignment(mode.token_period,
+                                                                     mode.kv_period)},
+                    &exact));
+        all_exact = all_exact && exact;
+        overall.push_back(m.recall);
+        missing += m.predictions_missing;
+        for (size_t i = 0; i < m.recall_per_token.size() && i < sum.size(); ++i) {
+          sum[i] += m.recall_per_token[i];
+          ++count[i];
+        }
+      }
+      json curve = json::array();
+      for (size_t i = 0; i < sum.size(); ++i) {
+        curve.push_back(count[i] ? sum[i] / count[i] : std::nan(""));
+      }
+      per_mode[mode.name] = {{"recall", Summarize(overall).mean},
+                             {"per_token", curve},
+                             {"predictions_missing", missing},
+                             {"exact", all_exact}};
+      Progress(absl::StrFormat("recall: %s, %s: %.4f", name, mode.name,
+                               Summarize(overall).mean));
+    }
+    out[name] = per_mode;
+  }
+  return out;
+}
+
+// ---- ablation (paper §4.2, Fig. 8) ----------------------------------------------
+
+absl::StatusOr<json> Ablation(BenchContext& ctx) {
+  const BenchOptions& o = ctx.options();
+  struct Case {
+    std::string name;
+    v1::Experiment experiment;
+  };
+  const std::vector<Case> cases = {
+      {"1: token + KV alignment", ShadowAlignment(1, 1)},
+      {"2: token alignment only", ShadowAlignment(1, 0)},
+      {"3: KV alignment only", ShadowAlignment(0, 1)},
+      {"4: no alignment", ShadowAlignment(0, 0)},
+      {"5: no shadow, random prefetch", Prediction("random")},
+      {"6: no shadow, load after gate", Prediction("none")},
+  };
+  ODMOE_ASSIGN_OR_RETURN(ClusterProcess * cluster, ctx.Cluster(o.attach ? "attached" : "odmoe"));
+  ODMOE_ASSIGN_OR_RETURN(auto prompts, ctx.Prompts(16, o.repeats));
+  json out = json::array();
+  for (const Case& c : cases) {
+    std::vector<json> runs;
+    for (const auto& p : prompts) {
+      bool exact = false;
+      ODMOE_ASSIGN_OR_RETURN(RequestMetrics m,
+                             ctx.Run(*cluster, {p, o.ablation_tokens, c.experiment}, &exact));
+      runs.push_back(MetricsJson(m, exact));
+    }
+    json a = Aggregate(runs);
+    a["case"] = c.name;
+    Progress(absl::StrFormat("ablation: %s: %.1f +- %.1f tokens/s", c.name,
+                             a["decode_tps"].get<double>(), a["decode_tps_std"].get<double>()));
+    out.push_back(a);
+  }
+  return json{{"config", absl::StrCat(16, "x", o.ablation_tokens)}, {"cases", out}};
+}
+
+// ---- alignment periods (Fig. 9) ------------------------------------------------
+
+absl::StatusOr<json> Periods(BenchContext& ctx) {
+  const BenchOptions& o = ctx.options();
+  ODMOE_ASSIGN_OR_RETURN(ClusterProcess * cluster, ctx.Cluster(o.attach ? "attached" : "odmoe"));
+  ODMOE_ASSIGN_OR_RETURN(auto prompts, ctx.Prompts(16, std::max(1, o.repeats / 2)));
+  json tps = json::array(), recall = json::array();
+  for (int tp : o.periods) {
+    json tps_row = json::array(), recall_row = json::array();
+    for (int kp : o.periods) {
+      std::vector<json> runs;
+      for (const auto& p : prompts) {
+        bool exact = false;
+        ODMOE_ASSIGN_OR_RETURN(
+            RequestMetrics m, ctx.Run(*cluster, {p, o.ablation_tokens, ShadowAlignment(tp, kp)},
+                                      &exact));
+        runs.push_back(MetricsJson(m, exact));
+      }
+      const json a = Aggregate(runs);
+      tps_row.push_back(a["decode_tps"]);
+      recall_row.push_back(a["recall"]);
+      Progress(absl::StrFormat("periods: token %d, KV %d: %.1f tokens/s, recall %.3f", tp, kp,
+                               a["decode_tps"].get<double>(), a["recall"].get<double>()));
+    }
+    tps.push_back(tps_row);
+    recall.push_back(recall_row);
+  }
+  return json{{"periods", o.periods},
+              {"config", absl::StrCat(16, "x", o.ablation_tokens)},
+              {"decode_tps", tps},
+              {"recall", recall},
+              {"rows", "token period"},
+              {"cols", "KV period"}};
+}
+
+// ---- timing diagram and Eq. 1 ----------------------------------------------------
+
+// ---- load sweep: how the emulated link decides who wins ------------------------
+
+absl::StatusOr<json> LoadSweep(BenchContext& ctx) {
+  const BenchOptions& o = ctx.options();
+  if (o.attach) return absl::FailedPreconditionError("the load sweep restarts clusters (not with --attach)");
+  const BenchConfig c = o.configs.front();
+  ODMOE_ASSIGN_OR_RETURN(auto prompts, ctx.Prompts(c.prompt_tokens, 1));
+  auto decode = [&](const std::string& cluster_name, uint64_t bw,
+                    const v1::Experiment& e) -> absl::StatusOr<double> {
+    ODMOE_ASSIGN_OR_RETURN(ClusterProcess * cluster, ctx.Cluster(cluster_name, bw));
+    bool exact = false;
+    ODMOE_ASSIGN_OR_RETURN(RequestMetrics m, ctx.Run(*cluster, {prompts[0], c.output_tokens, e},
+                                                     &exact));
+    if (!exact) return absl::InternalError("a load-sweep run did not match the reference");
+    return m.decode_tps;
+  };
+  ODMOE_ASSIGN_OR_RETURN(double resident, decode("resident", 0, {}));
+  json rows = json::array();
+  for (double ratio : o.sweep_ratios) {
+    const uint64_t bw = ctx.BandwidthForRatio(ratio);
+    ODMOE_ASSIGN_OR_RETURN(double odmoe, decode("odmoe", bw, ShadowAlignment(1, 1)));
+    ODMOE_ASSIGN_OR_RETURN(double none, decode("odmoe", bw, Prediction("none")));
+    ODMOE_ASSIGN_OR_RETURN(double lru, decode("lru", bw, {}));
+    rows.push_back({{"load_over_compute", ratio},
+                    {"load_us", ratio * ctx.expert_compute_us()},
+                    {"load_bandwidth_bytes_per_s", bw},
+                    {"odmoe_tps", odmoe},
+                    {"none_tps", none},
+                    {"lru_tps", lru},
+                    {"resident_tps", resident}});
+    Progress(absl::StrFormat(
+        "load sweep: load = %.0f x compute (%.0f us): odmoe %.1f, none %.1f, lru %.1f, resident "
+        "%.1f tokens/s",
+        ratio, ratio * ctx.expert_compute_us(), odmoe, none, lru, resident));
+  }
+  return json{{"config", c.name()}, {"rows", rows}};
+}
+
+absl::StatusOr<json> Timing(BenchContext& ctx) {
+  const BenchOptions& o = ctx.options();
+  json out = json::object();
+  std::vector<std::pair<std::string, v1::Experiment>> runs = {
+      {"odmoe", ShadowAlignment(1, 1)}, {"none", Prediction("none")}};
+  if (o.attach) runs = {{"attached", {}}};
+  for (const auto& [name, experiment] : runs) {
+    ODMOE_ASSIGN_OR_RETURN(ClusterProcess * cluster,
+                           ctx.Cluster(o.attach ? "attached" : "odmoe"));
+    ODMOE_ASSIGN_OR_RETURN(auto prompts, ctx.Prompts(16, 1));
+    const std::vector<std::string> addresses = cluster->node_addresses();
+    ODMOE_RETURN_IF_ERROR(StartTracing(addresses));
+    bool exact = false;
+    ODMOE_ASSIGN_OR_RETURN(RequestMetrics m, ctx.Run(*cluster, {prompts[0], 24, experiment},
+                                                     &exact));
+    ODMOE_ASSIGN_OR_RETURN(ClusterTrace trace, CollectClusterTrace(addresses));
+    const int groups = cluster->topology().n_groups();
+    const TimingModel t = MeasureTimingModel(trace, groups);
+    const std::string file = absl::StrCat(o.out_dir, "/trace-", name, ".json");
+    std::ofstream(file) << ToPerfetto(trace, 8, 10).dump();
+    json clocks = json::array();
+    for (const NodeSpans& n : trace.nodes) {
+      clocks.push_back({{"node", n.node_id},
+                        {"offset_us", n.offset_us},
+                        {"rtt_us", n.rtt_us},
+                        {"spans", n.events.size()},
+                        {"dropped", n.dropped}});
+    }
+    out[name] = {{"trace_file", file},
+                 {"decode_tps", m.decode_tps},
+                 {"groups", t.groups},
+                 {"layers_measured", t.layers},
+                 {"t_main_us", t.t_main_us},
+                 {"t_worker_us", t.t_worker_us},
+                 {"t_load_us", t.t_load_us},
+                 {"t_compute_us", t.t_compute_us},
+                 {"t_head_us", t.t_head_us},
+                 {"t_maxload_us", t.t_maxload_us},
+                 {"load_over_compute", t.t_compute_us > 0 ? t.t_load_us / t.t_compute_us : 0},
+                 {"io_bound", t.io_bound},
+                 {"verdict", t.verdict},
+                 {"clocks", clocks}};
+    Progress(absl::StrCat("timing (", name, "): ", t.verdict));
+  }
+  return out;
+}
+
+}  // namespace
+
+MeanStd Summarize(const std::vector<double>& values) {
+  MeanStd s;
+  std::vector<double> v;
+  for (double x : values) {
+    if (std::isfinite(x)) v.push_back(x);
+  }
+  s.n = static_cast<int>(v.size());
+  if (v.empty()) return s;
+  for (double x : v) s.mean += x;
+  s.mean /= s.n;
+  if (s.n > 1) {
+    double sq = 0;
+    for (double x : v) sq += (x - s.mean) * (x - s.mean);
+    s.std = std::sqrt(sq / (s.n - 1));
+  }
+  return s;
+}
+
+std::vector<std::pair<std::string, Experiment>> AllExperiments() {
+  return {{"deployments", Deployments},
+          {"load-sweep", LoadSweep},
+          {"ablation", Ablation},
+          {"periods", Periods},
+          {"timing", Timing},
+          {"recall", Recall}};
+}
+
+absl::StatusOr<std::unique_ptr<BenchContext>> BenchContext::Create(const BenchOptions& options) {
+  std::unique_ptr<BenchContext> ctx(new BenchContext());
+  ctx->options_ = options;
+  ODMOE_ASSIGN_OR_RETURN(ctx->base_, LoadTopology(options.topology_path));
+  Topology& t = ctx->base_;
+  if (options.port_base > 0) {
+    if (options.attach) {
+      return absl::InvalidArgumentError("--port-base renumbers started clusters; not with --attach");
+    }
+    int port = options.port_base;
+    for (const NodeSpec* n : t.AllNodes()) {
+      NodeSpec* node = const_cast<NodeSpec*>(n);
+      if (!node->ssh.empty() || !node->netns.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--port-base works on local topologies; node ", node->id,
+                         " runs over ssh or in a namespace"));
+      }
+      node->port = port++;
+      node->address = absl::StrCat(node->host, ":", node->port);
+    }
+    t.main.http.clear();
+    t.main.http_port = 0;
+  }
+  EngineOptions eo;
+  eo.backend = "cpu:1";
+  eo.n_ctx = t.main.context;
+  eo.n_batch = t.main.batch;
+  ODMOE_ASSIGN_OR_RETURN(ctx->reference_, ReferenceEngine::Create(t.model, eo));
+  const std::string worker_backend = t.workers.empty() ? "cpu:1" : t.workers[0].backend;
+  ODMOE_ASSIGN_OR_RETURN(ctx->compute_us_,
+                         CalibrateExpertComputeUs(ctx->reference_->model(), worker_backend));
+  ctx->expert_bytes_ = ExpertPackLayout::For(ctx->model_config()).total_bytes;
+  if (options.load_bandwidth > 0) {
+    ctx->load_bandwidth_ = options.load_bandwidth;
+  } else {
+    ctx->load_bandwidth_ = ctx->BandwidthForRatio(options.load_ratio);
+  }
+  if (options.attach) {
+    ctx->running_name_ = "attached";
+    ctx->running_ = ClusterProcess::Attach(t);
+  }
+  Progress(ctx->EmulationJson().dump());
+  return ctx;
+}
+
+BenchContext::~BenchContext() { StopClusters(); }
+
+json BenchContext::EmulationJson() const {
+  const double load_us =
+      load_bandwidth_ > 0 ? static_cast<double>(expert_bytes_) / load_bandwidth_ * 1e6 : 0;
+  return {{"load_bandwidth_bytes_per_s", load_bandwidth_},
+          {"load_emulated", load_bandwidth_ > 0 && !options_.attach},
+          {"expert_bytes", expert_bytes_},
+          {"expert_compute_us_calibrated", compute_us_},
+          {"expert_load_us_emulated", load_us},
+          {"load_over_compute", compute_us_ > 0 ? load_us / compute_us_ : 0},
+          {"network", options_.attach ? "as deployed" : "loopback (no network emulation)"}};
+}
+
+absl::StatusOr<std::vector<std::vector<int32_t>>> BenchContext::Prompts(int n_tokens, int count) {
+  auto key = std::make_pair(n_tokens, count);
+  auto it = prompts_.find(key);
+  if (it != prompts_.end()) return it->second;
+  ODMOE_ASSIGN_OR_RETURN(auto p, HeldoutPrompts(reference_->tokenizer(), options_.heldout,
+                                                n_tokens, count));
+  prompts_[key] = p;
+  return p;
+}
+
+absl::StatusOr<BenchContext::Reference> BenchContext::ReferenceRun(
+    const std::vector<int32_t>& prompt, int max_tokens) {
+  auto key = std::make_pair(prompt, max_tokens);
+  auto it = references_.find(key);
+  if (it != references_.end()) return it->second;
+  GenerateRequest req;
+  req.prompt_ids = prompt;
+  req.max_tokens = max_tokens;
+  req.ignore_eos = true;
+  ODMOE_ASSIGN_OR_RETURN(GenerateResult r, reference_->Generate(req));
+  Reference ref;
+  ref.output_ids = r.output_ids;
+  ref.decode_tps = r.stats.decode_tokens_per_second();
+  ref.ttft_s = r.stats.ttft_seconds;
+  const double total = r.stats.prefill_seconds + r.stats.decode_seconds;
+  ref.output_tps = total > 0 ? r.stats.generated_tokens / total : 0;
+  references_[key] = ref;
+  return ref;
+}
+
+uint64_t BenchContext::BandwidthForRatio(double ratio) const {
+  if (ratio <= 0 || compute_us_ <= 0) return 0;
+  return static_cast<uint64_t>(static_cast<double>(expert_bytes_) / (ratio * compute_us_ * 1e-6));
+}
+
+absl::StatusOr<Topology> BenchContext::DeploymentTopology(const std::string& name,
+                                                          uint64_t load_bandwidth) const {
+  Topology t = base_;
+  for (WorkerSpec& w : t.workers) w.load_bandwidth = load_bandwidth;
+  auto shadow_with = [&](DType q) -> absl::StatusOr<Topology> {
+    if (!t.shadow) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          options_.topology_path, ": the benchmark needs a shadow section for '", name, "'"));
+    }
+    t.prediction = PredictionMode::kShadow;
+    t.worker_mode = WorkerMode::kOnDemand;
+    if (t.shadow->quantization != q) t.shadow->model.clear();
+    t.shadow->quantization = q;
+    t.shadow->token_period = 1;
+    t.shadow->kv_period = 1;
+    return t;
+  };
+  if (name == "odmoe") return shadow_with(base_.shadow ? base_.shadow->quantization : DType::kQ8_0);
+  if (name == "shadow-f16") return shadow_with(DType::kF16);
+  if (name == "shadow-q8_0") return shadow_with(DType::kQ8_0);
+  if (name == "shadow-q4_0") return shadow_with(DType::kQ4_0);
+  if (name == "resident" || name == "lru") {
+    t.prediction = PredictionMode::kNone;
+    t.shadow.reset();
+    if (name == "resident") {
+      t.worker_mode = WorkerMode::kResident;
+    } else {
+      // The caching baseline: one group (k workers, one per routed expert),
+      // each keeping its last lru_experts experts.
+      t.worker_mode = WorkerMode::kLruCache;
+      t.cache_experts = options_.lru_experts;
+      t.workers.resize(static_cast<size_t>(t.group_size));
+    }
+    return t;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown deployment '", name, "'"));
+}
+
+absl::StatusOr<ClusterProcess*> BenchContext::Cluster(const std::string& name) {
+  return Cluster(name, load_bandwidth_);
+}
+
+absl::StatusOr<ClusterProcess*> BenchContext::Cluster(const std::string& name,
+                                                      uint64_t load_bandwidth) {
+  if (options_.attach) return running_.get();
+  // shadow-<odmoe's quantization> is the odmoe deployment itself.
+  std::string want = name;
+  if (base_.shadow && name == "shadow-" + std::string(Traits(base_.shadow->quantization).name)) {
+    want = "odmoe";
+  }
+  // Resident workers load once, at start: the cap does not matter to them.
+  if (want == "resident") load_bandwidth = load_bandwidth_;
+  const std::string key = absl::StrCat(want, "@", load_bandwidth);
+  if (running_ && running_name_ == key) return running_.get();
+  StopClusters();
+  ODMOE_ASSIGN_OR_RETURN(Topology t, DeploymentTopology(want, load_bandwidth));
+  Progress(absl::StrFormat("starting deployment '%s' (%d workers, %s, prediction %s, loads %s)",
+                           want, t.n_workers(), std::string(WorkerModeName(t.worker_mode)),
+                           std::string(PredictionModeName(t.prediction)),
+                           load_bandwidth ? absl::StrFormat("capped at %.1f MB/s",
+                                                            load_bandwidth / 1e6)
+                                          : std::string("uncapped")));
+  ODMOE_ASSIGN_OR_RETURN(running_, ClusterProcess::Start(t, want, options_.out_dir + "/run",
+                                                         options_.bin_dir,
+                                                         options_.start_timeout));
+  running_name_ = key;
+  return running_.get();
+}
+
+void BenchContext::StopClusters() {
+  if (running_ && !options_.attach) {
+    running_->Stop();
+    running_.reset();
+    running_name_.clear();
+  }
+}
+
+absl::StatusOr<json> BenchContext::MemoryJson(const std::string& name) {
+  ODMOE_ASSIGN_OR_RETURN(ClusterProcess * cluster, Cluster(name));
+  ODMOE_ASSIGN_OR_RETURN(std::vector<NodeCounters> nodes, cluster->Snapshot());
+  json out = json::array();
+  for (const NodeCounters& n : nodes) {
+    json j = {{"node", n.id},
+              {"role", n.role},
+              {"process_peak_rss_bytes", n.Number("process_peak_rss_bytes")}};
+    if (n.role == "worker") {
+      j["expert_memory_peak_bytes"] = n.Number("memory_peak_bytes");
+      j["experts_held_peak"] = n.Number("experts_held_peak");
+      j["expert_bytes"] = n.Number("expert_bytes");
+      j["memory_budget_bytes"] = n.Number("memory_budget_bytes");
+      j["mode"] = n.entries.count("mode") ? n.entries.at("mode") : "";
+    }
+    out.push_back(j);
+  }
+  return out;
+}
+
+absl::StatusOr<RequestMetrics> BenchContext::Run(ClusterProcess& cluster, const RequestSpec& spec,
+                                                 bool* exact) {
+  ODMOE_ASSIGN_OR_RETURN(RequestMetrics m, RunRequest(cluster, spec));
+  ODMOE_ASSIGN_OR_RETURN(Reference ref, ReferenceRun(spec.prompt_ids, spec.max_tokens));
+  *exact = m.output_ids == ref.output_ids;
+  if (!*exact) {
+    Progress(absl::StrCat("WARNING: the cluster's tokens differ from the reference engine's (",
+                          m.prediction, ", ", spec.prompt_ids.size(), " prompt tokens)"));
+  }
+  return m;
+}
+
+}  // namespace odmoe::bench

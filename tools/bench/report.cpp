@@ -1,0 +1,153 @@
+#include "bench/report.h"
+
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+
+namespace odmoe::bench {
+namespace {
+
+using json = nlohmann::json;
+
+double Num(const json& j, const std::string& key) {
+  return j.contains(key) && j[key].is_number() ? j[key].get<double>() : std::nan("");
+}
+
+// A number for a table cell ("-" when it was not measured).
+std::string F(double v, const char* fmt = "%.1f") {
+  if (!std::isfinite(v)) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), fmt, v);
+  return buf;
+}
+
+void Deployments(const json& d, std::ostringstream& out) {
+  out << "## Deployments side by side\n\n";
+  if (d.contains("headline")) {
+    for (const auto& [k, v] : d["headline"].items()) {
+      out << "- decode throughput " << k << ": **" << F(v.get<double>(), "%.3f") << "**\n";
+    }
+    out << "\n";
+  }
+  out << "| deployment | config | TTFT ms | decode tok/s | output tok/s | recall | stall ms/token "
+         "| loaded KiB/token | network KiB/token | hits | misses | same tokens as reference |\n"
+      << "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n";
+  for (const auto& [name, configs] : d["results"].items()) {
+    for (const auto& [config, r] : configs.items()) {
+      out << "| " << name << " | " << config << " | " << F(Num(r, "ttft_s") * 1e3) << " | "
+          << F(Num(r, "decode_tps")) << " ± " << F(Num(r, "decode_tps_std")) << " | "
+          << F(Num(r, "output_tps")) << " | " << F(Num(r, "recall"), "%.3f") << " | "
+          << F(Num(r, "stall_per_token_s") * 1e3, "%.3f") << " | "
+          << F(Num(r, "bytes_loaded_per_token") / 1024) << " | "
+          << F(Num(r, "network_bytes_per_token") / 1024) << " | " << F(Num(r, "hits"), "%.0f")
+          << " | " << F(Num(r, "misses"), "%.0f") << " | "
+          << (r.value("exact", false) ? "yes" : "**NO**") << " |\n";
+    }
+  }
+  out << "\nPeak memory per node (process resident set; workers also their expert slots):\n\n"
+      << "| deployment | node | role | peak RSS MiB | expert memory peak KiB | experts held "
+         "at most | expert KiB |\n|---|---|---|--:|--:|--:|--:|\n";
+  for (const auto& [name, nodes] : d["memory"].items()) {
+    for (const json& n : nodes) {
+      out << "| " << name << " | " << n.value("node", "") << " | " << n.value("role", "") << " | "
+          << F(Num(n, "process_peak_rss_bytes") / 1048576) << " | "
+          << F(Num(n, "expert_memory_peak_bytes") / 1024) << " | "
+          << F(Num(n, "experts_held_peak"), "%.0f") << " | " << F(Num(n, "expert_bytes") / 1024)
+          << " |\n";
+    }
+  }
+  out << "\n";
+}
+
+void Recall(const json& r, std::ostringstream& out) {
+  out << "## Recall (Eq. 3) by shadow precision and alignment\n\n"
+      << "| shadow | no alignment | token | token + KV | tokens identical |\n|---|--:|--:|--:|---|\n";
+  for (const auto& [name, modes] : r.items()) {
+    bool exact = true;
+    out << "| " << name;
+    for (const std::string m : {"no alignment", "token", "token+kv"}) {
+      out << " | " << (modes.contains(m) ? F(Num(modes[m], "recall"), "%.4f") : "-");
+      if (modes.contains(m)) exact = exact && modes[m].value("exact", false);
+    }
+    out << " | " << (exact ? "yes" : "**NO**") << " |\n";
+  }
+  out << "\n";
+}
+
+void Ablation(const json& a, std::ostringstream& out) {
+  out << "## Ablation (paper §4.2, config " << a.value("config", "") << ")\n\n"
+      << "| case | decode tok/s | ± std | recall | stall ms/token |\n|---|--:|--:|--:|--:|\n";
+  for (const json& c : a["cases"]) {
+    out << "| " << c.value("case", "") << " | " << F(Num(c, "decode_tps")) << " | "
+        << F(Num(c, "decode_tps_std")) << " | " << F(Num(c, "recall"), "%.3f") << " | "
+        << F(Num(c, "stall_per_token_s") * 1e3, "%.3f") << " |\n";
+  }
+  out << "\n";
+}
+
+void Periods(const json& p, std::ostringstream& out) {
+  out << "## Alignment periods (decode tok/s; rows: token period, columns: KV period; config "
+      << p.value("config", "") << ")\n\n|  |";
+  for (const json& k : p["periods"]) out << " KV " << k.get<int>() << " |";
+  out << "\n|---|";
+  for (size_t i = 0; i < p["periods"].size(); ++i) out << "--:|";
+  out << "\n";
+  for (size_t i = 0; i < p["periods"].size(); ++i) {
+    out << "| token " << p["periods"][i].get<int>() << " |";
+    for (size_t j = 0; j < p["periods"].size(); ++j) {
+      out << " " << F(p["decode_tps"][i][j].get<double>()) << " ("
+          << F(p["recall"][i][j].get<double>(), "%.2f") << ") |";
+    }
+    out << "\n";
+  }
+  out << "\n(recall in parentheses)\n\n";
+}
+
+void Timing(const json& t, std::ostringstream& out) {
+  out << "## Timing model (Eq. 1: t^maxload = G t^M + (G-1) t^W)\n\n"
+      << "| run | G | t^M us | t^W us | head us/token | expert load us | expert compute us | "
+         "t^maxload us | verdict | trace |\n|---|--:|--:|--:|--:|--:|--:|--:|---|---|\n";
+  for (const auto& [name, m] : t.items()) {
+    out << "| " << name << " | " << F(Num(m, "groups"), "%.0f") << " | "
+        << F(Num(m, "t_main_us"), "%.0f") << " | " << F(Num(m, "t_worker_us"), "%.0f") << " | "
+        << F(Num(m, "t_head_us"), "%.0f") << " | " << F(Num(m, "t_load_us"), "%.0f") << " | "
+        << F(Num(m, "t_compute_us"), "%.0f") << " | " << F(Num(m, "t_maxload_us"), "%.0f")
+        << " | " << (m.value("io_bound", false) ? "I/O-bound" : "not I/O-bound") << " | "
+        << m.value("trace_file", "") << " |\n";
+  }
+  out << "\n";
+}
+
+}  // namespace
+
+std::string MarkdownSummary(const json& results) {
+  std::ostringstream out;
+  out << "# odmoe-bench results\n\n";
+  if (results.contains("meta")) {
+    const json& m = results["meta"];
+    out << "- model: " << m.value("model", "") << "\n- topology: " << m.value("topology", "")
+        << "\n- mode: " << (m.value("quick", false) ? "quick" : "full")
+        << "\n- started: " << m.value("started", "") << ", took "
+        << F(Num(m, "seconds"), "%.0f") << " s\n";
+  }
+  if (results.contains("emulation")) {
+    const json& e = results["emulation"];
+    out << "- emulation: expert loads capped at "
+        << F(Num(e, "load_bandwidth_bytes_per_s") / 1e6) << " MB/s ("
+        << F(Num(e, "expert_load_us_emulated"), "%.0f") << " us per "
+        << F(Num(e, "expert_bytes") / 1024) << " KiB expert = "
+        << F(Num(e, "load_over_compute")) << " x the calibrated compute of "
+        << F(Num(e, "expert_compute_us_calibrated")) << " us); network: "
+        << e.value("network", "") << "\n";
+  }
+  out << "\n";
+  if (results.contains("deployments")) Deployments(results["deployments"], out);
+  if (results.contains("recall")) Recall(results["recall"], out);
+  if (results.contains("ablation")) Ablation(results["ablation"], out);
+  if (results.contains("periods")) Periods(results["periods"], out);
+  if (results.contains("timing")) Timing(results["timing"], out);
+  return out.str();
+}
+
+}  // namespace odmoe::bench

@@ -1,0 +1,249 @@
+// odmoe-bench: the OD-MoE paper's evaluation (§4) on our own cluster, in one
+// command. Starts each deployment from a topology as real processes (or
+// drives a running cluster with --attach), runs the paper's workload (batch
+// 1, greedy, Table 2's prompt / output lengths, prompts from held-out text),
+// and writes results.json, summary.md, PNG plots and Perfetto traces into
+// the output directory. Every cluster request's tokens are compared with the
+// single-process reference engine's.
+//
+//   odmoe-bench                                  # everything, deploy/testbed-10.yaml
+//   odmoe-bench --quick                          # under 5 minutes on 2 cores
+//   odmoe-bench --experiments deployments,timing --load-ratio 8
+//   odmoe-bench --attach --topology my.yaml      # a cluster that already runs
+//
+// Expert loads are capped (an EMULATED slow link, see docs/benchmarks.md) so
+// that one load takes --load-ratio times the expert's compute time, unless
+// --load-bandwidth gives the rate; --load-ratio 0 turns the cap off.
+#include <unistd.h>
+
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <set>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "bench/experiments.h"
+#include "bench/plots.h"
+#include "bench/report.h"
+#include "util/cli_args.h"
+#include "util/logging.h"
+
+namespace fs = std::filesystem;
+
+namespace odmoe::bench {
+namespace {
+
+int Fail(const std::string& message, int code = 1) {
+  std::cerr << "odmoe-bench: error: " << message << "\n";
+  return code;
+}
+
+absl::StatusOr<std::vector<BenchConfig>> ParseConfigs(const std::string& text) {
+  std::vector<BenchConfig> out;
+  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    std::vector<std::string> parts = absl::StrSplit(item, 'x');
+    BenchConfig c;
+    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &c.prompt_tokens) ||
+        !absl::SimpleAtoi(parts[1], &c.output_tokens) || c.prompt_tokens < 2 ||
+        c.output_tokens < 2 || c.prompt_tokens > 4096 || c.output_tokens > 4096) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--configs: '", std::string(item),
+          "' is not PROMPTxOUTPUT (expected e.g. 16x64,128x256; each 2..4096)"));
+    }
+    out.push_back(c);
+  }
+  if (out.empty()) return absl::InvalidArgumentError("--configs is empty");
+  return out;
+}
+
+absl::StatusOr<std::vector<int>> ParsePeriods(const std::string& text) {
+  std::vector<int> out;
+  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    int v = 0;
+    if (!absl::SimpleAtoi(item, &v) || v < 1 || v > 4096) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--periods: '", std::string(item), "' is not a period (expected integers 1..4096)"));
+    }
+    out.push_back(v);
+  }
+  if (out.empty()) return absl::InvalidArgumentError("--periods is empty");
+  return out;
+}
+
+std::string DefaultBinDir(const char* argv0) {
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) self = fs::absolute(argv0);
+  return self.parent_path().string();
+}
+
+int Main(int argc, char** argv) {
+  BenchOptions o;
+  std::string experiments, configs, periods, load_bandwidth, sweep;
+  float load_ratio = 4;
+  CliArgs args("odmoe-bench",
+               "Reproduces the OD-MoE evaluation on a cluster: deployments side by side, recall, "
+               "ablations, alignment periods, a timing diagram and the Eq. 1 timing model.");
+  args.AddString("topology", &o.topology_path, "FILE",
+                 "base topology (default deploy/testbed-10.yaml); deployments derive from it");
+  args.AddFlag("attach", &o.attach,
+               "drive the cluster the topology describes, already running (start nothing)");
+  args.AddString("out", &o.out_dir, "DIR", "output directory (default bench-out)");
+  args.AddString("bin-dir", &o.bin_dir, "DIR",
+                 "where odmoe-cluster and the daemons are (default: next to odmoe-bench)");
+  args.AddString("heldout", &o.heldout, "FILE",
+                 "held-out text for prompts (default tests/data/heldout.txt)");
+  args.AddFlag("quick", &o.quick, "a shorter run (under 5 minutes on 2 cores)");
+  args.AddString("experiments", &experiments, "LIST",
+                 "comma list of deployments,load-sweep,ablation,periods,timing,recall (default all)");
+  args.AddString("configs", &configs, "LIST",
+                 "PROMPTxOUTPUT lengths for deployments (default 16x64,16x256,128x64,128x256)");
+  args.AddInt("prompts", &o.prompts, "N", "prompts per configuration (default 3; quick 1)");
+  args.AddInt("repeats", &o.repeats, "N", "prompts per ablation case (default 5; quick 2)");
+  args.AddString("periods", &periods, "LIST", "alignment periods (default 1,2,4,8,16)");
+  args.AddInt("recall-tokens", &o.recall_tokens, "N", "output tokens for recall (default 256)");
+  args.AddInt("ablation-tokens", &o.ablation_tokens, "N",
+              "output tokens for ablation and periods (default 256)");
+  args.AddFloat("load-ratio", &load_ratio, "R",
+                "emulated expert load time / expert compute time (default 4; 0 = no cap)");
+  args.AddString("load-bandwidth", &load_bandwidth, "RATE",
+                 "emulated load bandwidth instead of --load-ratio, e.g. 200MB/s");
+  args.AddString("sweep", &sweep, "LIST",
+                 "load / compute ratios of the load sweep (default 4,16,64,256)");
+  args.AddInt("lru-experts", &o.lru_experts, "N",
+              "experts each LRU-cache worker keeps (default 16)");
+  args.AddInt("port-base", &o.port_base, "PORT",
+              "renumber the nodes' ports from PORT (and serve no HTTP)");
+  args.AddInt("start-timeout", &o.start_timeout, "S", "seconds a deployment may take to start");
+  absl::Status parsed = args.Parse(argc, argv);
+  if (args.help_requested()) {
+    std::cout << args.Help();
+    return 0;
+  }
+  if (!parsed.ok()) return Fail(std::string(parsed.message()), 2);
+
+  if (o.quick) {
+    if (!args.IsSet("prompts")) o.prompts = 1;
+    if (!args.IsSet("repeats")) o.repeats = 2;
+    if (!args.IsSet("periods")) o.periods = {1, 4, 16};
+    if (!args.IsSet("recall-tokens")) o.recall_tokens = 128;
+    if (!args.IsSet("ablation-tokens")) o.ablation_tokens = 64;
+    if (!args.IsSet("configs")) o.configs = {{16, 64}, {128, 64}};
+    if (!args.IsSet("sweep")) o.sweep_ratios = {4, 64, 256};
+  }
+  if (o.configs.empty()) o.configs = Table2Configs();
+  if (!configs.empty()) {
+    absl::StatusOr<std::vector<BenchConfig>> c = ParseConfigs(configs);
+    if (!c.ok()) return Fail(std::string(c.status().message()), 2);
+    o.configs = *c;
+  }
+  if (!periods.empty()) {
+    absl::StatusOr<std::vector<int>> p = ParsePeriods(periods);
+    if (!p.ok()) return Fail(std::string(p.status().message()), 2);
+    o.periods = *p;
+  }
+  if (!sweep.empty()) {
+    o.sweep_ratios.clear();
+    for (absl::string_view item : absl::StrSplit(sweep, ',', absl::SkipEmpty())) {
+      double r = 0;
+      if (!absl::SimpleAtod(item, &r) || !(r > 0) || r > 1e6) {
+        return Fail(absl::StrCat("--sweep: '", std::string(item),
+                                 "' is not a ratio (expected numbers in (0, 1e6])"),
+                    2);
+      }
+      o.sweep_ratios.push_back(r);
+    }
+    if (o.sweep_ratios.empty()) return Fail("--sweep is empty", 2);
+  }
+  if (o.prompts < 1 || o.repeats < 1 || o.recall_tokens < 2 || o.ablation_tokens < 2 ||
+      o.lru_experts < 1 || o.start_timeout < 1 || o.port_base < 0 || o.port_base > 65000) {
+    return Fail("--prompts, --repeats, --lru-experts, --start-timeout must be >= 1, token "
+                "counts >= 2, --port-base in [0, 65000]",
+                2);
+  }
+  if (load_ratio < 0) return Fail("--load-ratio must be >= 0", 2);
+  o.load_ratio = load_ratio;
+  if (!load_bandwidth.empty()) {
+    absl::StatusOr<uint64_t> rate = ParseByteRate(load_bandwidth);
+    if (!rate.ok()) return Fail(absl::StrCat("--load-bandwidth: ", rate.status().message()), 2);
+    o.load_bandwidth = *rate;
+  }
+  std::set<std::string> known;
+  for (const auto& [name, fn] : AllExperiments()) known.insert(name);
+  for (absl::string_view e : absl::StrSplit(experiments, ',', absl::SkipEmpty())) {
+    if (!known.count(std::string(e))) {
+      return Fail(absl::StrCat("--experiments: unknown experiment '", std::string(e),
+                               "' (expected deployments, load-sweep, ablation, periods, timing, recall)"),
+                  2);
+    }
+    o.experiments.emplace_back(e);
+  }
+  if (o.bin_dir.empty()) o.bin_dir = DefaultBinDir(argv[0]);
+  std::error_code ec;
+  fs::create_directories(o.out_dir, ec);
+  if (ec) return Fail(absl::StrCat(o.out_dir, ": ", ec.message()));
+  o.out_dir = fs::absolute(o.out_dir).string();
+
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::time_t started = std::time(nullptr);
+  char when[64];
+  std::strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", std::localtime(&started));
+  absl::StatusOr<std::unique_ptr<BenchContext>> ctx = BenchContext::Create(o);
+  if (!ctx.ok()) return Fail(std::string(ctx.status().message()));
+  nlohmann::json results;
+  results["meta"] = {{"model", (*ctx)->base().model},
+                     {"topology", o.topology_path},
+                     {"quick", o.quick},
+                     {"started", when},
+                     {"workers", (*ctx)->base().n_workers()},
+                     {"groups", (*ctx)->base().n_groups()}};
+  results["emulation"] = (*ctx)->EmulationJson();
+  const std::string json_path = o.out_dir + "/results.json";
+  int failures = 0;
+  for (const auto& [name, experiment] : AllExperiments()) {
+    if (!o.experiments.empty() &&
+        std::find(o.experiments.begin(), o.experiments.end(), name) == o.experiments.end()) {
+      continue;
+    }
+    absl::StatusOr<nlohmann::json> r = experiment(**ctx);
+    if (!r.ok()) {
+      std::cerr << "odmoe-bench: experiment " << name << " failed: " << r.status().message()
+                << "\n";
+      results[name] = {{"error", std::string(r.status().message())}};
+      ++failures;
+      continue;
+    }
+    results[name] = *r;
+    std::ofstream(json_path) << results.dump(2) << "\n";  // partial results survive a crash
+  }
+  (*ctx)->StopClusters();
+  results["meta"]["seconds"] =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::ofstream(json_path) << results.dump(2) << "\n";
+  std::vector<std::string> pngs;
+  absl::Status plotted = WritePlots(results, o.out_dir, &pngs);
+  if (!plotted.ok()) {
+    std::cerr << "odmoe-bench: plots: " << plotted.message() << "\n";
+    ++failures;
+  }
+  std::string md = MarkdownSummary(results);
+  if (!pngs.empty()) {
+    md += "## Plots\n\n";
+    for (const std::string& p : pngs) md += "![" + p + "](" + p + ")\n";
+  }
+  std::ofstream(o.out_dir + "/summary.md") << md;
+  std::cout << md;
+  std::cerr << "odmoe-bench: wrote " << json_path << ", " << o.out_dir << "/summary.md";
+  for (const std::string& p : pngs) std::cerr << ", " << p;
+  std::cerr << "\n";
+  return failures == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace odmoe::bench
+
+int main(int argc, char** argv) { return odmoe::bench::Main(argc, argv); }
