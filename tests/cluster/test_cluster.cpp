@@ -27,6 +27,7 @@ Topology MakeTopology(const ClusterConfig& c) {
   t.wire_dtype = c.wire;
   t.group_size = 2;
   t.worker_mode = c.worker_mode;
+  t.cache_experts = c.cache_experts;
   t.main.id = "main";
   t.main.host = "127.0.0.1";
   t.main.address = "127.0.0.1:0";
@@ -57,6 +58,7 @@ Topology MakeTopology(const ClusterConfig& c) {
     w.host = "127.0.0.1";
     w.address = "127.0.0.1:0";
     w.backend = "cpu:1";
+    w.load_bandwidth = c.load_bandwidth;
     t.workers.push_back(w);
   }
   return t;

@@ -37,6 +37,8 @@ struct ClusterConfig {
   std::string api_key;
   int max_queue = 16;
   int worker_timeout_ms = 2000;  // tests notice a hung worker quickly
+  uint64_t load_bandwidth = 0;   // emulated cap on expert loads (bytes/s)
+  int cache_experts = 8;         // lru_cache workers
 };
 
 /// The first `n` lines of tests/data/heldout.txt that have at least 24

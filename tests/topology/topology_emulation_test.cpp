@@ -1,0 +1,70 @@
+// The benchmark-facing worker settings: the emulated load bandwidth (workers
+// and per node), the lru_cache baseline mode with its cache size; parsed,
+// checked, and written back by TopologyToYaml.
+#include <catch2/catch.hpp>
+
+#include "test_paths.h"
+#include "topology/topology.h"
+
+namespace odmoe {
+namespace {
+
+std::string Yaml(const std::string& prediction, const std::string& workers_extra,
+                 const std::string& node_extra = "") {
+  return "model: " + test::SourcePath("models/tiny-mixtral-f16.gguf") + "\nprediction: " +
+         prediction + R"(
+main: { id: main, address: 127.0.0.1:7700 }
+workers:
+)" + workers_extra +
+         "  nodes:\n    - { id: w0, address: 127.0.0.1:7710" + node_extra +
+         " }\n    - { id: w1, address: 127.0.0.1:7711 }\n";
+}
+
+TEST_CASE("topology: load_bandwidth and lru_cache parse and round-trip", "[topology]") {
+  auto t = ParseTopology(Yaml("none", "  mode: lru_cache\n  cache_experts: 12\n  "
+                                      "load_bandwidth: 2GB/s\n",
+                              ", load_bandwidth: 800MiB/s"),
+                         "t.yaml");
+  REQUIRE(t.ok());
+  CHECK(t->worker_mode == WorkerMode::kLruCache);
+  CHECK(t->cache_experts == 12);
+  CHECK(t->workers[0].load_bandwidth == 800ull * 1048576);
+  CHECK(t->workers[1].load_bandwidth == 2'000'000'000ull);
+  auto back = ParseTopology(TopologyToYaml(*t), "back.yaml");
+  REQUIRE(back.ok());
+  CHECK(back->worker_mode == WorkerMode::kLruCache);
+  CHECK(back->cache_experts == 12);
+  CHECK(back->workers[0].load_bandwidth == t->workers[0].load_bandwidth);
+  CHECK(back->workers[1].load_bandwidth == t->workers[1].load_bandwidth);
+
+  auto plain = ParseTopology(Yaml("none", "  load_bandwidth: off\n"), "t.yaml");
+  REQUIRE(plain.ok());
+  CHECK(plain->workers[0].load_bandwidth == 0);
+  CHECK(plain->worker_mode == WorkerMode::kOnDemand);
+  CHECK(WorkerModeName(WorkerMode::kLruCache) == "lru_cache");
+}
+
+TEST_CASE("topology: bad emulation settings name the key", "[topology]") {
+  auto expect = [](const std::string& yaml, const std::string& key, const std::string& what) {
+    auto t = ParseTopology(yaml, "t.yaml");
+    REQUIRE(!t.ok());
+    const std::string m(t.status().message());
+    INFO(m);
+    CHECK(m.find(key) != std::string::npos);
+    CHECK(m.find(what) != std::string::npos);
+  };
+  expect(Yaml("none", "  load_bandwidth: fast\n"), "workers.load_bandwidth", "not a rate");
+  expect(Yaml("none", "  load_bandwidth: -5MB/s\n"), "workers.load_bandwidth", "not a rate");
+  expect(Yaml("none", "", ", load_bandwidth: [1]"), "workers.nodes[0].load_bandwidth",
+         "expected a rate");
+  expect(Yaml("none", "  mode: lru_cache\n  cache_experts: 0\n"), "workers.cache_experts",
+         "expected an integer");
+  expect(Yaml("random", "  mode: lru_cache\n"), "prediction", "lru_cache");
+  CHECK(ParseByteRate("1.5GB/s").value() == 1'500'000'000ull);
+  CHECK(ParseByteRate("1000").value() == 1000);
+  CHECK(!ParseByteRate("0").ok());
+  CHECK(!ParseByteRate("/s").ok());
+}
+
+}  // namespace
+}  // namespace odmoe
