@@ -9,8 +9,13 @@
 #
 #   sudo scripts/netns_testbed.sh            # needs root; exit 77 = skipped
 #   RATE=100mbit scripts/netns_testbed.sh    # another link rate
+#   DELAY=0.5ms scripts/netns_testbed.sh     # plus a one-way delay per link (netem)
 #   BUILD_DIR=build-rel TOKENS=64 PROMPT="Once upon a time" scripts/netns_testbed.sh
+#   BENCH="--quick" scripts/netns_testbed.sh # then run odmoe-bench on these links
+#                                            # (its deployments keep the namespaces)
 #
+# DELAY needs the kernel's netem qdisc (sch_netem); where it is missing the
+# script says so and skips (77) rather than run without the delay asked for.
 # Needs: iproute2 (ip, tc), a kernel with network namespaces, veth, bridge
 # and the tbf qdisc. Skips (exit 77) when not root or when namespaces, veth
 # pairs or the bridge cannot be created; fails (1) when a binary is not built.
@@ -18,6 +23,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BUILD_DIR:-build}/bin
 RATE=${RATE:-1gbit}
+DELAY=${DELAY:-}
+BENCH=${BENCH:-}
 PROMPT=${PROMPT:-"The meaning of life is"}
 TOKENS=${TOKENS:-32}
 NODES=(main shadow w0 w1 w2 w3 w4 w5 w6 w7)
@@ -32,6 +39,10 @@ ip netns add odmoe-probe 2>/dev/null || skip "cannot create network namespaces h
 ip netns del odmoe-probe
 ip link add odmoe-probe type veth peer name odmoe-probe1 2>/dev/null ||
   skip "cannot create veth pairs here"
+if [[ -n "$DELAY" ]] && ! tc qdisc add dev odmoe-probe root netem delay "$DELAY" 2>/dev/null; then
+  ip link del odmoe-probe
+  skip "DELAY=$DELAY needs the netem qdisc (sch_netem), which this kernel lacks"
+fi
 ip link del odmoe-probe
 for bin in odmoe-cluster odmoe-main odmoe-shadow odmoe-worker odmoe odmoe-run; do
   [[ -x "$BIN/$bin" ]] || { echo "netns_testbed: FAILED: $BIN/$bin is not built"; exit 1; }
@@ -68,9 +79,18 @@ for n in "${NODES[@]}"; do
   ip -n "$ns" link set "ovp-$n" name eth0
   ip -n "$ns" addr add "10.77.0.${IP[$n]}/24" dev eth0
   ip -n "$ns" link set eth0 up
-  # 1 Gbit/s each way: egress of the node, and egress of the bridge port towards it.
-  ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$RATE" burst 128kb latency 50ms
-  tc qdisc add dev "ov-$n" root tbf rate "$RATE" burst 128kb latency 50ms
+  # 1 Gbit/s each way: egress of the node, and egress of the bridge port towards it;
+  # with DELAY, netem delays each direction by it before the rate limit.
+  if [[ -n "$DELAY" ]]; then
+    ip netns exec "$ns" tc qdisc add dev eth0 root handle 1: netem delay "$DELAY"
+    ip netns exec "$ns" tc qdisc add dev eth0 parent 1: handle 2: tbf rate "$RATE" \
+      burst 128kb latency 50ms
+    tc qdisc add dev "ov-$n" root handle 1: netem delay "$DELAY"
+    tc qdisc add dev "ov-$n" parent 1: handle 2: tbf rate "$RATE" burst 128kb latency 50ms
+  else
+    ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$RATE" burst 128kb latency 50ms
+    tc qdisc add dev "ov-$n" root tbf rate "$RATE" burst 128kb latency 50ms
+  fi
 done
 
 # The testbed topology with every node at its namespace's address.
@@ -91,7 +111,8 @@ got=$("$BIN"/odmoe complete --main 10.77.0.1:7700 -n "$TOKENS" --ignore-eos --st
       2>"$WORK/stats.txt")
 want=$("$BIN"/odmoe-run --model models/tiny-mixtral-f16.gguf -n "$TOKENS" --ignore-eos \
        --prompt "$PROMPT" 2>/dev/null)
-echo "links: $RATE tbf per node, each node in its own namespace"
+LINKS="$RATE tbf${DELAY:+ + $DELAY netem delay} per link direction, each node in its own namespace"
+echo "links: $LINKS"
 echo "cluster: $PROMPT$got"
 cat "$WORK/stats.txt"
 if [[ "$PROMPT$got" != "$want" ]]; then
@@ -100,3 +121,9 @@ if [[ "$PROMPT$got" != "$want" ]]; then
   exit 1
 fi
 echo "netns_testbed: OK (identical to the single-process engine)"
+if [[ -n "$BENCH" ]]; then
+  "$BIN"/odmoe-cluster down "$WORK/testbed.yaml" --run-dir "$WORK/run" >/dev/null
+  # shellcheck disable=SC2086  # BENCH holds several flags
+  "$BIN"/odmoe-bench --topology "$WORK/testbed.yaml" --network "$LINKS" \
+    --out "${BENCH_OUT:-bench-netns}" $BENCH
+fi

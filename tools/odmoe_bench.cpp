@@ -118,6 +118,8 @@ int Main(int argc, char** argv) {
               "experts each LRU-cache worker keeps (default 16)");
   args.AddInt("port-base", &o.port_base, "PORT",
               "renumber the nodes' ports from PORT (and serve no HTTP)");
+  args.AddString("network", &o.network, "TEXT",
+                 "how the links are emulated, for the report (scripts/netns_testbed.sh sets it)");
   args.AddInt("start-timeout", &o.start_timeout, "S", "seconds a deployment may take to start");
   absl::Status parsed = args.Parse(argc, argv);
   if (args.help_requested()) {

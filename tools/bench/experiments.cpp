@@ -473,7 +473,9 @@ json BenchContext::EmulationJson() const {
           {"expert_compute_us_calibrated", compute_us_},
           {"expert_load_us_emulated", load_us},
           {"load_over_compute", compute_us_ > 0 ? load_us / compute_us_ : 0},
-          {"network", options_.attach ? "as deployed" : "loopback (no network emulation)"}};
+          {"network", !options_.network.empty() ? options_.network
+                      : options_.attach          ? "as deployed"
+                                                 : "loopback (no network emulation)"}};
 }
 
 absl::StatusOr<std::vector<std::vector<int32_t>>> BenchContext::Prompts(int n_tokens, int count) {

@@ -48,6 +48,7 @@ struct BenchOptions {
   std::vector<double> sweep_ratios = {4, 16, 64, 256};  // load-sweep experiment
   int port_base = 0;  // != 0: renumber every node's port from here (and drop HTTP)
   int start_timeout = 120;
+  std::string network;  // how the links are emulated, for the report ("" = loopback)
 };
 
 /// What every experiment shares: the base topology, the reference engine,
