@@ -1,6 +1,7 @@
 #include "shadow_node/shadow_core.h"
 
 #include <chrono>
+#include <map>
 
 #include "absl/strings/str_format.h"
 #include "cluster/wire.h"
@@ -205,12 +206,11 @@ absl::Status ShadowCore::ApplyKv(const v1::KvRows& kv) {
   return absl::OkStatus();
 }
 
-bool ShadowCore::PrepareIteration(uint64_t request, uint32_t n, bool need_align, int32_t* token,
-                                  uint32_t* progress) {
+bool ShadowCore::PrepareIteration(uint64_t request, uint32_t n, uint32_t ahead,
+                                  std::map<uint32_t, int32_t>* aligned, uint32_t* progress) {
   const auto t0 = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(mu_);
-  bool complete = false;
-  uint32_t main_progress = 0;
+  uint32_t main_progress = *progress;
   while (true) {
     if (stop_ || ended_ >= request) return false;
     // Apply, in arrival order, every alignment for iterations up to n.
@@ -238,17 +238,13 @@ bool ShadowCore::PrepareIteration(uint64_t request, uint32_t n, bool need_align,
         stats_.alignment_seconds += Since(ta);
       }
       SetGroups(a.live_groups());
-      if (a.token() == n) {
-        if (a.has_token()) {
-          *token = a.token_id();
-          ++stats_.token_alignments;
-        }
-        if (!a.kv_more()) complete = true;
+      if (a.has_token()) {
+        (*aligned)[a.token()] = a.token_id();
+        ++stats_.token_alignments;
       }
       it = inbox_.erase(it);
     }
-    const bool ahead_ok = main_progress + static_cast<uint32_t>(options_.max_run_ahead) >= n;
-    if ((!need_align || complete) && ahead_ok) break;
+    if (main_progress + ahead >= n) break;
     cv_.wait(lock);
   }
   stats_.wait_seconds += Since(t0);
@@ -304,19 +300,48 @@ void ShadowCore::RunRequest(const v1::ShadowBegin& begin) {
   });
   double forward_seconds = Since(t0);
   uint32_t iterations = 0;
-  for (n = 1; n <= begin.max_tokens(); ++n) {
-    const bool need_token = begin.token_period() > 0 && n % begin.token_period() == 0;
-    const bool need_kv = begin.kv_period() > 0 && n % begin.kv_period() == 0;
-    int32_t token = own;
-    uint32_t main_progress = 0;
-    if (!PrepareIteration(req, n, need_token || need_kv, &token, &main_progress)) break;
+  // Speculative run-ahead: the shadow never waits for an alignment. It
+  // computes iteration n with the main node's token when that has arrived,
+  // else with its own greedy guess, and keeps at most one iteration ahead of
+  // the main node while alignments are on (so its hints for iteration n+1
+  // reach the workers while the main node still computes n). KV rows are
+  // applied as they arrive. When the main node's token for an iteration it
+  // already computed differs from its guess, it computes that iteration again
+  // with the real token (the workers get the corrected hints).
+  const bool aligning = begin.token_period() > 0 || begin.kv_period() > 0;
+  const uint32_t ahead = aligning ? 1u : static_cast<uint32_t>(options_.max_run_ahead);
+  std::map<uint32_t, int32_t> aligned;  // iteration -> the main node's input token
+  std::vector<int32_t> used(begin.max_tokens() + 2u, -1);  // the token each iteration ran with
+  uint32_t main_progress = 0;
+  for (n = 1; n <= begin.max_tokens();) {
+    if (!PrepareIteration(req, n, ahead, &aligned, &main_progress)) break;
+    // Check the iterations already computed against the tokens that arrived.
+    for (auto it = aligned.begin(); it != aligned.end() && it->first < n;) {
+      if (used[it->first] >= 0 && used[it->first] != it->second) {
+        n = it->first;  // mispredicted token: compute that iteration again
+        std::lock_guard<std::mutex> lock(mu_);
+        ++stats_.speculation_misses;
+        break;
+      }
+      it = aligned.erase(it);
+    }
     if (begin.token_period() == 1 && begin.kv_period() == 1 && main_progress > n) {
       std::lock_guard<std::mutex> lock(mu_);
       ++stats_.iterations_skipped;
+      ++n;
       continue;
     }
     const int pos = p + static_cast<int>(n) - 1;
     if (pos >= transformer_->n_ctx()) break;
+    auto known = aligned.find(n);
+    const int32_t token = known != aligned.end() ? known->second : n == 1 || used[n - 1] >= 0
+                                                                       ? own
+                                                                       : -1;
+    if (token < 0) {  // skipped the previous iteration and no token yet: wait for it
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, std::chrono::milliseconds(1));
+      continue;
+    }
     t0 = std::chrono::steady_clock::now();
     layer_start_us = TraceRecorder::NowUs();
     const int32_t input[1] = {token};
@@ -326,8 +351,10 @@ void ShadowCore::RunRequest(const v1::ShadowBegin& begin) {
       fail(s);
       break;
     }
+    used[n] = token;
     own = Argmax(logits);
     ++iterations;
+    ++n;
   }
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -4,13 +4,16 @@
 //
 // Per request (ShadowBegin from the main node):
 //   prefill the prompt with its own model (no predictions: §3.3), then for
-//   decode iterations n = 1, 2, ...:
-//     - token alignment due (token_period > 0 and n % token_period == 0):
-//       wait for the main node's input token of iteration n, else use its own
-//       greedy guess from the previous iteration;
-//     - KV alignment due (kv_period likewise): wait for the main node's KV rows
-//       since the last alignment and overwrite its own;
-//     - never run more than max_run_ahead iterations ahead of the main node;
+//   decode iterations n = 1, 2, ... (speculative run-ahead: it never waits
+//   for an alignment, so its hints are an iteration early):
+//     - the input token of iteration n is the main node's when that token
+//       alignment has arrived, else its own greedy guess from iteration n-1;
+//       when the main node's token later shows the guess was wrong, iteration
+//       n is computed again with the real token (corrected hints follow);
+//     - KV rows from the main node overwrite its own as soon as they arrive;
+//     - with alignment on it stays at most one iteration ahead of the main
+//       node (the iteration whose token it can still check), without
+//       alignment at most max_run_ahead;
 //     - when it has fallen behind (the main node already started a later
 //       iteration) and both alignments are due every iteration, skip the
 //       iteration: the main node's next alignment brings its token and KV
@@ -29,6 +32,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -52,6 +56,7 @@ struct ShadowStats {
   uint64_t kv_alignments = 0;
   uint64_t kv_rows_aligned = 0;
   uint64_t iterations_skipped = 0;  // caught up with the main node
+  uint64_t speculation_misses = 0;  // own token guess was wrong: iteration computed again
   uint64_t rejected_messages = 0;
   double alignment_seconds = 0;  // applying KV rows
   double forward_seconds = 0;
@@ -94,11 +99,12 @@ class ShadowCore {
       : model_(model), backend_(backend), options_(options) {}
   void Loop();
   void RunRequest(const v1::ShadowBegin& begin);
-  // Waits until iteration n may run; applies alignments up to n. Returns
-  // false when the request is over (end, new request, stop).
-  // *main_progress: the latest iteration the main node has started.
-  bool PrepareIteration(uint64_t request, uint32_t n, bool need_align, int32_t* token,
-                        uint32_t* main_progress);
+  // Applies every alignment for iterations up to n (KV rows at once, tokens
+  // into *aligned), then waits while n > main progress + ahead. Returns false
+  // when the request is over (end, new request, stop). *main_progress: the
+  // latest iteration the main node has started (kept across calls).
+  bool PrepareIteration(uint64_t request, uint32_t n, uint32_t ahead,
+                        std::map<uint32_t, int32_t>* aligned, uint32_t* main_progress);
   absl::Status ApplyKv(const v1::KvRows& kv);
   void Reply(const v1::ShadowReply& reply);
   absl::Status ValidateAlign(const v1::ShadowAlign& a) const;

@@ -138,6 +138,7 @@ void ShadowNode::FillStatus(v1::NodeStatus* status) const {
   add("requests", absl::StrCat(s.requests));
   add("iterations", absl::StrCat(s.iterations));
   add("iterations_skipped", absl::StrCat(s.iterations_skipped));
+  add("speculation_misses", absl::StrCat(s.speculation_misses));
   add("predictions", absl::StrCat(s.predictions));
   add("hints_sent", absl::StrCat(service_->hints_sent()));
   add("hint_failures", absl::StrCat(service_->hint_failures()));

@@ -81,10 +81,32 @@ std::string DefaultBinDir(const char* argv0) {
   return self.parent_path().string();
 }
 
+// summary.md and the PNG plots from results (also printed: the summary).
+int WriteReports(const nlohmann::json& results, const std::string& out_dir) {
+  std::vector<std::string> pngs;
+  int rc = 0;
+  absl::Status plotted = WritePlots(results, out_dir, &pngs);
+  if (!plotted.ok()) {
+    std::cerr << "odmoe-bench: plots: " << plotted.message() << "\n";
+    rc = 1;
+  }
+  std::string md = MarkdownSummary(results);
+  if (!pngs.empty()) {
+    md += "## Plots\n\n";
+    for (const std::string& p : pngs) md += "![" + p + "](" + p + ")\n";
+  }
+  std::ofstream(out_dir + "/summary.md") << md;
+  std::cout << md;
+  std::cerr << "odmoe-bench: wrote " << out_dir << "/summary.md";
+  for (const std::string& p : pngs) std::cerr << ", " << p;
+  std::cerr << "\n";
+  return rc;
+}
+
 int Main(int argc, char** argv) {
   BenchOptions o;
-  std::string experiments, configs, periods, load_bandwidth, sweep;
-  float load_ratio = 4;
+  std::string experiments, configs, periods, load_bandwidth, sweep, report_only;
+  float load_ratio = 64;
   CliArgs args("odmoe-bench",
                "Reproduces the OD-MoE evaluation on a cluster: deployments side by side, recall, "
                "ablations, alignment periods, a timing diagram and the Eq. 1 timing model.");
@@ -109,7 +131,7 @@ int Main(int argc, char** argv) {
   args.AddInt("ablation-tokens", &o.ablation_tokens, "N",
               "output tokens for ablation and periods (default 256)");
   args.AddFloat("load-ratio", &load_ratio, "R",
-                "emulated expert load time / expert compute time (default 4; 0 = no cap)");
+                "emulated expert load time / expert compute time (default 64; 0 = no cap)");
   args.AddString("load-bandwidth", &load_bandwidth, "RATE",
                  "emulated load bandwidth instead of --load-ratio, e.g. 200MB/s");
   args.AddString("sweep", &sweep, "LIST",
@@ -120,6 +142,8 @@ int Main(int argc, char** argv) {
               "renumber the nodes' ports from PORT (and serve no HTTP)");
   args.AddString("network", &o.network, "TEXT",
                  "how the links are emulated, for the report (scripts/netns_testbed.sh sets it)");
+  args.AddString("report-only", &report_only, "FILE",
+                 "only redraw summary.md and the plots from a results.json into --out");
   args.AddInt("start-timeout", &o.start_timeout, "S", "seconds a deployment may take to start");
   absl::Status parsed = args.Parse(argc, argv);
   if (args.help_requested()) {
@@ -190,6 +214,15 @@ int Main(int argc, char** argv) {
   if (ec) return Fail(absl::StrCat(o.out_dir, ": ", ec.message()));
   o.out_dir = fs::absolute(o.out_dir).string();
 
+  if (!report_only.empty()) {
+    std::ifstream in(report_only);
+    if (!in) return Fail(absl::StrCat(report_only, ": cannot read"));
+    nlohmann::json results = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (results.is_discarded() || !results.is_object()) {
+      return Fail(absl::StrCat(report_only, ": not a results.json (invalid JSON)"));
+    }
+    return WriteReports(results, o.out_dir);
+  }
   const auto t0 = std::chrono::steady_clock::now();
   const std::time_t started = std::time(nullptr);
   char when[64];
@@ -226,22 +259,7 @@ int Main(int argc, char** argv) {
   results["meta"]["seconds"] =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::ofstream(json_path) << results.dump(2) << "\n";
-  std::vector<std::string> pngs;
-  absl::Status plotted = WritePlots(results, o.out_dir, &pngs);
-  if (!plotted.ok()) {
-    std::cerr << "odmoe-bench: plots: " << plotted.message() << "\n";
-    ++failures;
-  }
-  std::string md = MarkdownSummary(results);
-  if (!pngs.empty()) {
-    md += "## Plots\n\n";
-    for (const std::string& p : pngs) md += "![" + p + "](" + p + ")\n";
-  }
-  std::ofstream(o.out_dir + "/summary.md") << md;
-  std::cout << md;
-  std::cerr << "odmoe-bench: wrote " << json_path << ", " << o.out_dir << "/summary.md";
-  for (const std::string& p : pngs) std::cerr << ", " << p;
-  std::cerr << "\n";
+  if (WriteReports(results, o.out_dir) != 0) ++failures;
   return failures == 0 ? 0 : 1;
 }
 

@@ -42,7 +42,7 @@ struct BenchOptions {
   std::vector<int> periods = {1, 2, 4, 8, 16};
   int recall_tokens = 256;
   int ablation_tokens = 256;
-  double load_ratio = 4;        // expert load time / expert compute time (emulated link)
+  double load_ratio = 64;       // expert load time / expert compute time (emulated link)
   uint64_t load_bandwidth = 0;  // bytes/s; overrides load_ratio when set
   int lru_experts = 16;
   std::vector<double> sweep_ratios = {4, 16, 64, 256};  // load-sweep experiment

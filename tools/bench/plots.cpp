@@ -1,0 +1,155 @@
+#include "bench/plots.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "bench/charts.h"
+#include "util/status_macros.h"
+
+namespace odmoe::bench {
+namespace {
+
+using json = nlohmann::json;
+
+double Num(const json& j, const std::string& key) {
+  return j.contains(key) && j[key].is_number() ? j[key].get<double>() : std::nan("");
+}
+
+double NumAt(const json& j) { return j.is_number() ? j.get<double>() : std::nan(""); }
+
+absl::Status Save(absl::StatusOr<Canvas> canvas, const std::string& out_dir,
+                  const std::string& name, std::vector<std::string>* files) {
+  if (!canvas.ok()) return canvas.status();
+  ODMOE_RETURN_IF_ERROR(canvas->WritePng(out_dir + "/" + name));
+  files->push_back(name);
+  return absl::OkStatus();
+}
+
+// Fig. 3: one chart per shadow precision, a curve per alignment mode.
+absl::Status RecallPlots(const json& recall, const std::string& out_dir,
+                         std::vector<std::string>* files) {
+  for (const auto& [shadow, modes] : recall.items()) {
+    std::vector<Series> series;
+    for (const auto& [mode, r] : modes.items()) {
+      if (!r.contains("per_token")) continue;
+      Series s;
+      s.name = absl::StrCat(mode, " (", static_cast<int>(std::lround(Num(r, "recall") * 1000)) / 10.0,
+                            "%)");
+      for (size_t i = 0; i < r["per_token"].size(); ++i) {
+        s.x.push_back(static_cast<double>(i + 1));
+        s.y.push_back(NumAt(r["per_token"][i]));
+      }
+      series.push_back(std::move(s));
+    }
+    if (series.empty()) continue;
+    ODMOE_RETURN_IF_ERROR(Save(LineChart({absl::StrCat("Recall per output token, ", shadow),
+                                          "output token index", "recall (Eq. 2)"},
+                                         series, 0.0, 1.0),
+                               out_dir, absl::StrCat("recall-", shadow, ".png"), files));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DeploymentPlot(const json& d, const std::string& out_dir,
+                            std::vector<std::string>* files) {
+  std::vector<std::string> names;
+  std::vector<std::string> configs;
+  for (const auto& [name, per_config] : d["results"].items()) {
+    // The in-process reference engine (no network, no processes) is in the
+    // table; on the chart it would dwarf the cluster deployments.
+    if (name == "reference") continue;
+    names.push_back(name);
+    if (configs.empty()) {
+      for (const auto& [config, r] : per_config.items()) configs.push_back(config);
+    }
+  }
+  std::vector<BarGroup> groups;
+  for (const std::string& config : configs) {
+    BarGroup g;
+    g.label = config;
+    for (const std::string& name : names) {
+      const json& r = d["results"][name];
+      g.values.push_back(r.contains(config) ? Num(r[config], "decode_tps") : std::nan(""));
+      g.errors.push_back(r.contains(config) ? Num(r[config], "decode_tps_std") : std::nan(""));
+    }
+    groups.push_back(std::move(g));
+  }
+  return Save(BarChart({"Decode throughput by deployment (cluster)", "prompt x output tokens",
+                        "decode tokens/s"},
+                       names, groups),
+              out_dir, "deployments.png", files);
+}
+
+absl::Status AblationPlot(const json& a, const std::string& out_dir,
+                          std::vector<std::string>* files) {
+  std::vector<BarGroup> groups;
+  for (const json& c : a["cases"]) {
+    BarGroup g;
+    g.label = c.value("case", "").substr(0, c.value("case", "").find(':'));
+    g.values = {Num(c, "decode_tps")};
+    g.errors = {Num(c, "decode_tps_std")};
+    groups.push_back(std::move(g));
+  }
+  return Save(BarChart({absl::StrCat("Ablation cases 1-6 (", a.value("config", ""), ")"),
+                        "case (1 token+KV, 2 token, 3 KV, 4 none, 5 random, 6 no prefetch)",
+                        "decode tokens/s"},
+                       {"decode"}, groups),
+              out_dir, "ablation.png", files);
+}
+
+absl::Status PeriodsPlot(const json& p, const std::string& out_dir,
+                         std::vector<std::string>* files) {
+  std::vector<std::string> rows, cols;
+  for (const json& v : p["periods"]) {
+    rows.push_back(absl::StrCat("token ", v.get<int>()));
+    cols.push_back(absl::StrCat("KV ", v.get<int>()));
+  }
+  std::vector<std::vector<double>> values;
+  for (const json& row : p["decode_tps"]) {
+    std::vector<double> r;
+    for (const json& v : row) r.push_back(NumAt(v));
+    values.push_back(std::move(r));
+  }
+  return Save(HeatMap({absl::StrCat("Decode tokens/s by alignment period (", p.value("config", ""),
+                                    ")"),
+                       "KV alignment period", "token alignment period"},
+                      rows, cols, values),
+              out_dir, "periods.png", files);
+}
+
+absl::Status SweepPlot(const json& s, const std::string& out_dir,
+                       std::vector<std::string>* files) {
+  std::vector<Series> series = {{"OD-MoE (shadow)", {}, {}},
+                                {"none (load after gate)", {}, {}},
+                                {"LRU cache", {}, {}},
+                                {"resident", {}, {}}};
+  const char* keys[] = {"odmoe_tps", "none_tps", "lru_tps", "resident_tps"};
+  for (const json& row : s["rows"]) {
+    for (size_t i = 0; i < series.size(); ++i) {
+      series[i].x.push_back(Num(row, "load_us"));
+      series[i].y.push_back(Num(row, keys[i]));
+    }
+  }
+  return Save(LineChart({absl::StrCat("Decode throughput vs emulated expert load time (",
+                                      s.value("config", ""), ")"),
+                         "expert load time (us, log scale)", "decode tokens/s"},
+                        series, 0.0, std::nullopt, /*log_x=*/true),
+              out_dir, "load-sweep.png", files);
+}
+
+}  // namespace
+
+absl::Status WritePlots(const json& results, const std::string& out_dir,
+                        std::vector<std::string>* files) {
+  auto ok = [&](const char* key) {
+    return results.contains(key) && results[key].is_object() && !results[key].contains("error");
+  };
+  if (ok("deployments")) ODMOE_RETURN_IF_ERROR(DeploymentPlot(results["deployments"], out_dir, files));
+  if (ok("load-sweep")) ODMOE_RETURN_IF_ERROR(SweepPlot(results["load-sweep"], out_dir, files));
+  if (ok("recall")) ODMOE_RETURN_IF_ERROR(RecallPlots(results["recall"], out_dir, files));
+  if (ok("ablation")) ODMOE_RETURN_IF_ERROR(AblationPlot(results["ablation"], out_dir, files));
+  if (ok("periods")) ODMOE_RETURN_IF_ERROR(PeriodsPlot(results["periods"], out_dir, files));
+  return absl::OkStatus();
+}
+
+}  // namespace odmoe::bench
