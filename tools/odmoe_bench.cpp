@@ -105,7 +105,7 @@ int WriteReports(const nlohmann::json& results, const std::string& out_dir) {
 
 int Main(int argc, char** argv) {
   BenchOptions o;
-  std::string experiments, configs, periods, load_bandwidth, sweep, report_only;
+  std::string experiments, configs, periods, load_bandwidth, sweep, report_only, deployments;
   float load_ratio = 64;
   CliArgs args("odmoe-bench",
                "Reproduces the OD-MoE evaluation on a cluster: deployments side by side, recall, "
@@ -124,6 +124,8 @@ int Main(int argc, char** argv) {
                  "comma list of deployments,load-sweep,ablation,periods,timing,recall (default all)");
   args.AddString("configs", &configs, "LIST",
                  "PROMPTxOUTPUT lengths for deployments (default 16x64,16x256,128x64,128x256)");
+  args.AddString("deployments", &deployments, "LIST",
+                 "deployments to compare: odmoe,none,random,resident,lru (default all)");
   args.AddInt("prompts", &o.prompts, "N", "prompts per configuration (default 3; quick 1)");
   args.AddInt("repeats", &o.repeats, "N", "prompts per ablation case (default 5; quick 2)");
   args.AddString("periods", &periods, "LIST", "alignment periods (default 1,2,4,8,16)");
@@ -171,6 +173,15 @@ int Main(int argc, char** argv) {
     absl::StatusOr<std::vector<int>> p = ParsePeriods(periods);
     if (!p.ok()) return Fail(std::string(p.status().message()), 2);
     o.periods = *p;
+  }
+  for (absl::string_view d : absl::StrSplit(deployments, ',', absl::SkipEmpty())) {
+    static const std::set<std::string> kKnown = {"odmoe", "none", "random", "resident", "lru"};
+    if (!kKnown.count(std::string(d))) {
+      return Fail(absl::StrCat("--deployments: unknown deployment '", std::string(d),
+                               "' (expected odmoe, none, random, resident, lru)"),
+                  2);
+    }
+    o.deployments.emplace_back(d);
   }
   if (!sweep.empty()) {
     o.sweep_ratios.clear();

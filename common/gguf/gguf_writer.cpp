@@ -1,5 +1,7 @@
 #include "gguf/gguf_writer.h"
 
+#include <algorithm>
+
 #include <bit>
 #include <cerrno>
 #include <cfloat>
@@ -314,12 +316,32 @@ absl::Status GgufWriter::AddTensorView(const TensorView& view) {
       return absl::InvalidArgumentError(absl::StrCat("GGUF tensor '", view.name, "': added twice"));
     }
   }
-  tensors_.push_back({view.name, view.type, view.n_dims, view.ne, {}, view.data, bytes});
+  tensors_.push_back({view.name, view.type, view.n_dims, view.ne, {}, view.data, bytes, {}});
   return absl::OkStatus();
 }
 
-absl::Status GgufWriter::WriteFile(const std::string& path) const {
-  ODMOE_ASSIGN_OR_RETURN(uint32_t alignment, AlignmentOf(metadata_));
+absl::Status GgufWriter::AddTensorGenerated(const std::string& name, DType type,
+                                            const std::vector<int64_t>& ne, Generator generate) {
+  if (ne.empty() || ne.size() > 4 || !generate) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("GGUF tensor '", name, "': needs 1..4 dims and a generator"));
+  }
+  std::array<int64_t, 4> dims{1, 1, 1, 1};
+  for (size_t d = 0; d < ne.size(); ++d) dims[d] = ne[d];
+  ODMOE_ASSIGN_OR_RETURN(size_t bytes,
+                         ValidateTensor(name, type, static_cast<int>(ne.size()), dims));
+  for (const PendingTensor& t : tensors_) {
+    if (t.name == name) {
+      return absl::InvalidArgumentError(absl::StrCat("GGUF tensor '", name, "': added twice"));
+    }
+  }
+  tensors_.push_back({name, type, static_cast<int>(ne.size()), dims, {}, nullptr, bytes,
+                      std::move(generate)});
+  return absl::OkStatus();
+}
+
+absl::Status GgufWriter::BuildHeader(uint32_t alignment, std::vector<uint8_t>* header,
+                                     uint64_t* data_bytes) const {
   ByteSink head;
   head.Put<uint32_t>(kGgufMagic);
   head.Put<uint32_t>(kGgufVersion);
@@ -343,6 +365,24 @@ absl::Status GgufWriter::WriteFile(const std::string& path) const {
     offset += (t.bytes + alignment - 1) / alignment * alignment;
   }
   head.PadTo(alignment);
+  *header = head.bytes();
+  *data_bytes = offset;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> GgufWriter::FileSize() const {
+  ODMOE_ASSIGN_OR_RETURN(uint32_t alignment, AlignmentOf(metadata_));
+  std::vector<uint8_t> header;
+  uint64_t data = 0;
+  ODMOE_RETURN_IF_ERROR(BuildHeader(alignment, &header, &data));
+  return header.size() + data;
+}
+
+absl::Status GgufWriter::WriteFile(const std::string& path) const {
+  ODMOE_ASSIGN_OR_RETURN(uint32_t alignment, AlignmentOf(metadata_));
+  std::vector<uint8_t> header;
+  uint64_t data_bytes = 0;
+  ODMOE_RETURN_IF_ERROR(BuildHeader(alignment, &header, &data_bytes));
 
   const std::string tmp_path = path + ".tmp";
   TempFileGuard guard(tmp_path);
@@ -350,12 +390,24 @@ absl::Status GgufWriter::WriteFile(const std::string& path) const {
   if (file == nullptr) return IoError(tmp_path, "cannot create");
   const std::vector<uint8_t> padding(alignment, 0);
   bool ok =
-      std::fwrite(head.bytes().data(), 1, head.bytes().size(), file.get()) == head.bytes().size();
+      std::fwrite(header.data(), 1, header.size(), file.get()) == header.size();
   for (size_t i = 0; ok && i < tensors_.size(); ++i) {
     const PendingTensor& t = tensors_[i];
     const size_t pad = (alignment - t.bytes % alignment) % alignment;
-    ok = std::fwrite(t.data, 1, t.bytes, file.get()) == t.bytes &&
-         std::fwrite(padding.data(), 1, pad, file.get()) == pad;
+    if (t.generate) {
+      // A chunk of whole rows at a time (about 16 MiB).
+      const size_t row = RowBytes(t.type, t.ne[0]);
+      const size_t chunk = std::max<size_t>(1, (16u << 20) / row) * row;
+      std::vector<uint8_t> buf(std::min(chunk, t.bytes));
+      for (size_t done = 0; ok && done < t.bytes; done += buf.size()) {
+        const size_t n = std::min(buf.size(), t.bytes - done);
+        t.generate(done, buf.data(), n);
+        ok = std::fwrite(buf.data(), 1, n, file.get()) == n;
+      }
+    } else {
+      ok = std::fwrite(t.data, 1, t.bytes, file.get()) == t.bytes;
+    }
+    ok = ok && std::fwrite(padding.data(), 1, pad, file.get()) == pad;
   }
   if (!ok) return IoError(tmp_path, "write failed");
   if (std::fclose(file.release()) != 0) return IoError(tmp_path, "close failed");

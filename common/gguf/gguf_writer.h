@@ -12,10 +12,12 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "gguf/gguf_value.h"
 #include "tensor/tensor_view.h"
 
@@ -34,10 +36,23 @@ class GgufWriter {
   /// Adds a tensor referencing caller-owned memory (e.g. a mapped input file).
   absl::Status AddTensorView(const TensorView& view);
 
+  /// Fills `bytes` bytes of tensor data at `offset` into `dst` (whole rows:
+  /// offset and bytes are multiples of the row size).
+  using Generator = std::function<void(uint64_t offset, uint8_t* dst, size_t bytes)>;
+  /// Adds a tensor whose bytes are produced while the file is written, a
+  /// chunk at a time (files larger than memory: odmoe-synth).
+  absl::Status AddTensorGenerated(const std::string& name, DType type,
+                                  const std::vector<int64_t>& ne, Generator generate);
+
+  /// Bytes WriteFile would write (header, data, padding).
+  absl::StatusOr<uint64_t> FileSize() const;
+
   /// Writes the whole file (to a temporary name, then renamed into place).
   absl::Status WriteFile(const std::string& path) const;
 
  private:
+  absl::Status BuildHeader(uint32_t alignment, std::vector<uint8_t>* header,
+                           uint64_t* data_bytes) const;
   struct PendingTensor {
     std::string name;
     DType type;
@@ -46,6 +61,7 @@ class GgufWriter {
     std::vector<uint8_t> owned;
     const void* data;
     size_t bytes;
+    Generator generate;  // set for generated tensors (data is null)
   };
   std::vector<std::pair<std::string, GgufValue>> metadata_;
   std::vector<PendingTensor> tensors_;

@@ -120,6 +120,15 @@ absl::StatusOr<json> Deployments(BenchContext& ctx) {
                                    {"resident", "resident", {}},
                                    {"lru", "lru", {}}};
   if (o.attach) variants = {{"attached", "attached", {}}};
+  if (!o.deployments.empty()) {
+    std::vector<Variant> chosen;
+    for (const Variant& v : variants) {
+      if (std::find(o.deployments.begin(), o.deployments.end(), v.name) != o.deployments.end()) {
+        chosen.push_back(v);
+      }
+    }
+    variants = chosen;
+  }
   json results = json::object();
   json memory = json::object();
   for (const Variant& v : variants) {

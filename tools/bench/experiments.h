@@ -37,6 +37,7 @@ struct BenchOptions {
   bool quick = false;
   std::vector<std::string> experiments;  // empty = all
   std::vector<BenchConfig> configs;      // deployments experiment
+  std::vector<std::string> deployments;  // deployments experiment: subset (empty = all)
   int prompts = 3;                       // per configuration
   int repeats = 5;                       // ablation / periods: prompts per cell
   std::vector<int> periods = {1, 2, 4, 8, 16};

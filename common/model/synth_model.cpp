@@ -1,0 +1,207 @@
+#include "model/synth_model.h"
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "gguf/gguf_writer.h"
+#include "tensor/quant.h"
+#include "util/fp16.h"
+#include "util/status_macros.h"
+
+namespace odmoe {
+namespace {
+
+uint64_t SplitMix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+uint64_t NameHash(const std::string& name) {
+  uint64_t h = 1469598103934665603ull;
+  for (char c : name) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  return h;
+}
+
+// How one tensor's values are made: uniform in [-scale, scale] from a
+// counter-based generator (the same bytes whatever the chunking), or constant.
+struct Fill {
+  uint64_t stream = 0;
+  float scale = 0;
+  float constant = 0;
+  bool random = true;
+  float At(uint64_t i) const {
+    if (!random) return constant;
+    const double u = static_cast<double>(SplitMix(stream + i) >> 11) * 0x1.0p-53;  // [0, 1)
+    return static_cast<float>((2 * u - 1) * scale);
+  }
+};
+
+// A generator for GgufWriter: rows of ne0 floats converted to `type`.
+GgufWriter::Generator Rows(DType type, int64_t ne0, Fill fill) {
+  return [type, ne0, fill](uint64_t offset, uint8_t* dst, size_t bytes) {
+    const size_t row_bytes = RowBytes(type, ne0);
+    std::vector<float> row(static_cast<size_t>(ne0));
+    for (size_t done = 0; done < bytes; done += row_bytes) {
+      const uint64_t first = (offset + done) / row_bytes * static_cast<uint64_t>(ne0);
+      for (int64_t i = 0; i < ne0; ++i) row[static_cast<size_t>(i)] = fill.At(first + i);
+      uint8_t* out = dst + done;
+      if (type == DType::kF32) {
+        std::memcpy(out, row.data(), row_bytes);
+      } else if (type == DType::kF16) {
+        auto* h = reinterpret_cast<uint16_t*>(out);
+        for (int64_t i = 0; i < ne0; ++i) h[i] = F32ToF16(row[static_cast<size_t>(i)]);
+      } else {
+        QuantizeRow(type, row.data(), out, ne0);
+      }
+    }
+  };
+}
+
+absl::Status Build(const SynthSpec& s, GgufWriter* w) {
+  ODMOE_RETURN_IF_ERROR(ValidateSynthSpec(s));
+  const std::string a = "llama";
+  w->SetMetadata("general.architecture", GgufValue::String(a));
+  w->SetMetadata("general.name", GgufValue::String(s.name));
+  w->SetMetadata("odmoe.synthetic", GgufValue::Bool(true));
+  w->SetMetadata("odmoe.synthetic_seed", GgufValue::U64(s.seed));
+  w->SetMetadata(a + ".context_length", GgufValue::U32(static_cast<uint32_t>(s.n_ctx)));
+  w->SetMetadata(a + ".embedding_length", GgufValue::U32(static_cast<uint32_t>(s.n_embd)));
+  w->SetMetadata(a + ".block_count", GgufValue::U32(static_cast<uint32_t>(s.n_layer)));
+  w->SetMetadata(a + ".feed_forward_length", GgufValue::U32(static_cast<uint32_t>(s.n_ff)));
+  w->SetMetadata(a + ".attention.head_count", GgufValue::U32(static_cast<uint32_t>(s.n_head)));
+  w->SetMetadata(a + ".attention.head_count_kv",
+                 GgufValue::U32(static_cast<uint32_t>(s.n_head_kv)));
+  w->SetMetadata(a + ".attention.layer_norm_rms_epsilon", GgufValue::F32(s.rms_eps));
+  w->SetMetadata(a + ".rope.freq_base", GgufValue::F32(s.rope_theta));
+  w->SetMetadata(a + ".expert_count", GgufValue::U32(static_cast<uint32_t>(s.n_expert)));
+  w->SetMetadata(a + ".expert_used_count", GgufValue::U32(static_cast<uint32_t>(s.n_expert_used)));
+  w->SetMetadata(a + ".vocab_size", GgufValue::U32(static_cast<uint32_t>(s.n_vocab)));
+
+  // Vocabulary: <unk> <s> </s>, 256 byte tokens, then made-up pieces.
+  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+  std::vector<float> scores = {0, 0, 0};
+  std::vector<int32_t> types = {2, 3, 3};
+  for (int b = 0; b < 256; ++b) {
+    tokens.push_back(absl::StrFormat("<0x%02X>", b));
+    scores.push_back(0);
+    types.push_back(6);
+  }
+  for (int i = 0; static_cast<int>(tokens.size()) < s.n_vocab; ++i) {
+    tokens.push_back(absl::StrCat("\xE2\x96\x81", "w", i));  // "▁w<i>"
+    scores.push_back(-static_cast<float>(i));
+    types.push_back(1);
+  }
+  w->SetMetadata("tokenizer.ggml.model", GgufValue::String("llama"));
+  w->SetMetadata("tokenizer.ggml.tokens", GgufValue::StringArray(tokens));
+  w->SetMetadata("tokenizer.ggml.scores", GgufValue::F32Array(scores));
+  w->SetMetadata("tokenizer.ggml.token_type", GgufValue::I32Array(types));
+  w->SetMetadata("tokenizer.ggml.bos_token_id", GgufValue::U32(1));
+  w->SetMetadata("tokenizer.ggml.eos_token_id", GgufValue::U32(2));
+  w->SetMetadata("tokenizer.ggml.unknown_token_id", GgufValue::U32(0));
+  w->SetMetadata("tokenizer.ggml.add_bos_token", GgufValue::Bool(true));
+  w->SetMetadata("tokenizer.ggml.add_eos_token", GgufValue::Bool(false));
+
+  const int64_t d = s.n_embd, hd = s.n_embd / s.n_head, q = hd * s.n_head,
+                kv = hd * s.n_head_kv, ff = s.n_ff, ne = s.n_expert;
+  auto weight = [&](const std::string& name, DType type, std::vector<int64_t> shape,
+                    float scale) {
+    Fill f;
+    f.stream = SplitMix(s.seed ^ NameHash(name));
+    f.scale = scale;
+    return w->AddTensorGenerated(name, type, shape, Rows(type, shape[0], f));
+  };
+  auto ones = [&](const std::string& name, int64_t n) {
+    Fill f;
+    f.random = false;
+    f.constant = 1.0f;
+    return w->AddTensorGenerated(name, DType::kF32, {n}, Rows(DType::kF32, n, f));
+  };
+  auto lin = [](int64_t fan_in) { return static_cast<float>(std::sqrt(3.0 / fan_in)); };
+  ODMOE_RETURN_IF_ERROR(weight("token_embd.weight", s.type, {d, s.n_vocab}, 1.0f));
+  for (int l = 0; l < s.n_layer; ++l) {
+    const std::string b = absl::StrCat("blk.", l, ".");
+    ODMOE_RETURN_IF_ERROR(ones(b + "attn_norm.weight", d));
+    ODMOE_RETURN_IF_ERROR(weight(b + "attn_q.weight", s.type, {d, q}, lin(d)));
+    ODMOE_RETURN_IF_ERROR(weight(b + "attn_k.weight", s.type, {d, kv}, lin(d)));
+    ODMOE_RETURN_IF_ERROR(weight(b + "attn_v.weight", s.type, {d, kv}, lin(d)));
+    ODMOE_RETURN_IF_ERROR(weight(b + "attn_output.weight", s.type, {q, d}, lin(q)));
+    ODMOE_RETURN_IF_ERROR(ones(b + "ffn_norm.weight", d));
+    ODMOE_RETURN_IF_ERROR(weight(b + "ffn_gate_inp.weight", DType::kF32, {d, ne}, lin(d)));
+    ODMOE_RETURN_IF_ERROR(weight(b + "ffn_gate_exps.weight", s.type, {d, ff, ne}, lin(d)));
+    ODMOE_RETURN_IF_ERROR(weight(b + "ffn_down_exps.weight", s.type, {ff, d, ne}, lin(ff)));
+    ODMOE_RETURN_IF_ERROR(weight(b + "ffn_up_exps.weight", s.type, {d, ff, ne}, lin(d)));
+  }
+  ODMOE_RETURN_IF_ERROR(ones("output_norm.weight", d));
+  return weight("output.weight", s.type, {d, s.n_vocab}, lin(d));
+}
+
+}  // namespace
+
+SynthSpec SynthSpec::Mixtral8x7B() {
+  SynthSpec s;
+  s.n_layer = 32;
+  s.n_embd = 4096;
+  s.n_ff = 14336;
+  s.n_expert = 8;
+  s.n_expert_used = 2;
+  s.n_head = 32;
+  s.n_head_kv = 8;
+  s.n_vocab = 32000;
+  s.n_ctx = 32768;
+  s.rope_theta = 1e6f;
+  s.rms_eps = 1e-5f;
+  s.name = "synthetic-mixtral-8x7b";
+  return s;
+}
+
+absl::Status ValidateSynthSpec(const SynthSpec& s) {
+  auto bad = [](const std::string& field, const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
+  };
+  if (s.n_layer < 1 || s.n_layer > 4096) return bad("layers", "expected 1..4096");
+  if (s.n_embd < 2 || s.n_embd > 65536) return bad("embd", "expected 2..65536");
+  if (s.n_ff < 1 || s.n_ff > 1 << 20) return bad("ff", "expected 1..1048576");
+  if (s.n_expert < 2 || s.n_expert > 4096) return bad("experts", "expected 2..4096");
+  if (s.n_expert_used < 1 || s.n_expert_used > s.n_expert) {
+    return bad("top-k", "expected 1..experts");
+  }
+  if (s.n_head < 1 || s.n_embd % s.n_head != 0) return bad("heads", "must divide embd");
+  if ((s.n_embd / s.n_head) % 2 != 0) return bad("heads", "embd / heads must be even (RoPE)");
+  if (s.n_head_kv < 1 || s.n_head % s.n_head_kv != 0) {
+    return bad("kv-heads", "must divide heads");
+  }
+  if (s.n_vocab < 259 + 1 || s.n_vocab > 1 << 20) {
+    return bad("vocab", "expected 260..1048576 (3 control + 256 byte tokens + pieces)");
+  }
+  if (s.n_ctx < 2 || s.n_ctx > 1 << 24) return bad("ctx", "expected 2..16777216");
+  if (s.type != DType::kF16 && s.type != DType::kQ8_0) return bad("type", "expected f16 or q8_0");
+  if (s.type == DType::kQ8_0 && (s.n_embd % 32 != 0 || s.n_ff % 32 != 0)) {
+    return bad("type", "q8_0 needs embd and ff to be multiples of 32");
+  }
+  return absl::OkStatus();
+}
+
+uint64_t SynthExpertBytes(const SynthSpec& s) {
+  return RowBytes(s.type, s.n_embd) * static_cast<uint64_t>(s.n_ff) * 2 +
+         RowBytes(s.type, s.n_ff) * static_cast<uint64_t>(s.n_embd);
+}
+
+absl::StatusOr<uint64_t> SynthModelBytes(const SynthSpec& spec) {
+  GgufWriter w;
+  ODMOE_RETURN_IF_ERROR(Build(spec, &w));
+  return w.FileSize();
+}
+
+absl::Status WriteSynthModel(const SynthSpec& spec, const std::string& path) {
+  GgufWriter w;
+  ODMOE_RETURN_IF_ERROR(Build(spec, &w));
+  return w.WriteFile(path);
+}
+
+}  // namespace odmoe

@@ -1,0 +1,50 @@
+// odmoe-synth as a user runs it: the dry run of the Mixtral preset prints its
+// sizes, a small model is written and opens, bad flags exit 2.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include "model/model_file.h"
+#include "shell.h"
+#include "test_paths.h"
+
+namespace odmoe {
+namespace {
+
+std::string Synth() { return test::BinaryPath("bin/odmoe-synth"); }
+
+TEST_CASE("synth cli: dry run, a small model, bad flags", "[tools]") {
+  const test::ShellResult dry = test::Sh(Synth() + " --out /tmp/unused.gguf --dry-run");
+  INFO(dry.output);
+  CHECK(dry.exit_code == 0);
+  CHECK(dry.output.find("32 layers, embd 4096, ff 14336, 8 experts (top-2), 32 heads / 8 KV "
+                        "heads, vocab 32000") != std::string::npos);
+  CHECK(dry.output.find("one expert: 352.3 MB") != std::string::npos);
+  CHECK(!std::filesystem::exists("/tmp/unused.gguf"));
+
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "odmoe_synth_cli.gguf").string();
+  const test::ShellResult w = test::Sh(Synth() + " --out " + path +
+                                       " --embd 64 --ff 64 --experts 4 --heads 4 --kv-heads 2"
+                                       " --vocab 300 --layers 2 --ctx 64 --type q8_0");
+  INFO(w.output);
+  REQUIRE(w.exit_code == 0);
+  auto model = ModelFile::Open(path);
+  REQUIRE(model.ok());
+  CHECK((*model)->config().n_expert == 4);
+  std::filesystem::remove(path);
+
+  auto bad = [](const std::string& args, const std::string& what) {
+    const test::ShellResult r = test::Sh(Synth() + " " + args);
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK(r.output.find(what) != std::string::npos);
+  };
+  bad("--out x.gguf --type q4_0", "--type");
+  bad("--out x.gguf --heads 7 --dry-run", "--heads");
+  bad("--out x.gguf --top-k 9 --dry-run", "--top-k");
+  bad("--dry-run", "out");
+}
+
+}  // namespace
+}  // namespace odmoe

@@ -1,0 +1,125 @@
+// odmoe-synth's models: they open like any model, have the shapes asked for,
+// are deterministic in the seed, run through the reference engine with
+// finite logits, and bad shapes are refused; the Mixtral preset's sizes.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "engine/reference_engine.h"
+#include "model/model_file.h"
+#include "model/synth_model.h"
+
+namespace odmoe {
+namespace {
+
+SynthSpec Small(DType type, uint64_t seed = 3) {
+  SynthSpec s;
+  s.n_layer = 2;
+  s.n_embd = 64;
+  s.n_ff = 96;
+  s.n_expert = 4;
+  s.n_expert_used = 2;
+  s.n_head = 4;
+  s.n_head_kv = 2;
+  s.n_vocab = 300;
+  s.n_ctx = 64;
+  s.type = type;
+  s.seed = seed;
+  return s;
+}
+
+std::string Temp(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("odmoe_synth_" + name)).string();
+}
+
+std::string Bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST_CASE("synth: small models open, match the spec and generate", "[tools]") {
+  for (DType type : {DType::kF16, DType::kQ8_0}) {
+    const SynthSpec s = Small(type);
+    const std::string path = Temp(type == DType::kF16 ? "f16.gguf" : "q8.gguf");
+    REQUIRE(WriteSynthModel(s, path).ok());
+    CHECK(std::filesystem::file_size(path) == SynthModelBytes(s).value());
+    auto model = ModelFile::Open(path);
+    REQUIRE(model.ok());
+    const ModelConfig& c = (*model)->config();
+    CHECK(c.n_layer == 2);
+    CHECK(c.n_embd == 64);
+    CHECK(c.n_ff == 96);
+    CHECK(c.n_expert == 4);
+    CHECK(c.n_expert_used == 2);
+    CHECK(c.n_head_kv == 2);
+    CHECK(c.n_vocab == 300);
+    EngineOptions eo;
+    auto engine = ReferenceEngine::Create(path, eo);
+    REQUIRE(engine.ok());
+    GenerateRequest req;
+    req.prompt = "any text at all";
+    req.max_tokens = 6;
+    req.ignore_eos = true;
+    auto r = (*engine)->Generate(req);
+    REQUIRE(r.ok());
+    CHECK(r->output_ids.size() == 6);
+    for (int32_t id : r->output_ids) CHECK((id >= 0 && id < 300));
+    std::filesystem::remove(path);
+  }
+}
+
+TEST_CASE("synth: the seed decides the bytes", "[tools]") {
+  const std::string a = Temp("a.gguf"), b = Temp("b.gguf"), c = Temp("c.gguf");
+  REQUIRE(WriteSynthModel(Small(DType::kQ8_0, 5), a).ok());
+  REQUIRE(WriteSynthModel(Small(DType::kQ8_0, 5), b).ok());
+  REQUIRE(WriteSynthModel(Small(DType::kQ8_0, 6), c).ok());
+  CHECK(Bytes(a) == Bytes(b));
+  CHECK(Bytes(a) != Bytes(c));
+  for (const auto& p : {a, b, c}) std::filesystem::remove(p);
+}
+
+TEST_CASE("synth: the Mixtral preset and bad shapes", "[tools]") {
+  const SynthSpec m = SynthSpec::Mixtral8x7B();
+  REQUIRE(ValidateSynthSpec(m).ok());
+  CHECK(SynthExpertBytes(m) == 3ull * 4096 * 14336 * 2);
+  SynthSpec q = m;
+  q.type = DType::kQ8_0;
+  CHECK(SynthExpertBytes(q) == 3ull * 4096 * 14336 / 32 * 34);
+  // The whole F16 model: ~93 GB, computed without writing anything.
+  const uint64_t bytes = SynthModelBytes(m).value();
+  CHECK(bytes > 90'000'000'000ull);
+  CHECK(bytes < 95'000'000'000ull);
+
+  auto bad = [](SynthSpec s, const std::string& field) {
+    absl::Status st = ValidateSynthSpec(s);
+    INFO(st.message());
+    CHECK(st.code() == absl::StatusCode::kInvalidArgument);
+    CHECK(std::string(st.message()).find(field) == 0);
+  };
+  SynthSpec s = Small(DType::kF16);
+  s.n_expert_used = 5;
+  bad(s, "top-k");
+  s = Small(DType::kF16);
+  s.n_head = 5;
+  bad(s, "heads");
+  s = Small(DType::kF16);
+  s.n_head_kv = 3;
+  bad(s, "kv-heads");
+  s = Small(DType::kF16);
+  s.n_vocab = 100;
+  bad(s, "vocab");
+  s = Small(DType::kQ4_0);
+  bad(s, "type");
+  s = Small(DType::kQ8_0);
+  s.n_ff = 100;
+  bad(s, "type");
+  s = Small(DType::kF16);
+  s.n_layer = 0;
+  bad(s, "layers");
+}
+
+}  // namespace
+}  // namespace odmoe

@@ -1,0 +1,103 @@
+// odmoe-synth: a GGUF with the shapes of a real MoE model and seeded random
+// weights, for throughput and memory measurements at real sizes (recall is
+// measured on the trained model only).
+//
+//   odmoe-synth --out /data/mixtral-2l.gguf --layers 2 --type q8_0   # Mixtral 8x7B shapes
+//   odmoe-synth --out m.gguf --dry-run                                # sizes only
+//   odmoe-synth --out small.gguf --embd 256 --ff 512 --experts 8 --top-k 2 --heads 8 \
+//       --kv-heads 2 --vocab 512 --layers 4
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "model/synth_model.h"
+#include "util/cli_args.h"
+
+int main(int argc, char** argv) {
+  using odmoe::SynthSpec;
+  odmoe::CliArgs args("odmoe-synth",
+                      "Write a GGUF MoE model with real shapes and seeded random weights.");
+  std::string out, preset = "mixtral-8x7b", type = "f16";
+  SynthSpec s = SynthSpec::Mixtral8x7B();
+  int layers = 0, embd = 0, ff = 0, experts = 0, top_k = 0, heads = 0, kv_heads = 0, vocab = 0,
+      ctx = 0;
+  uint64_t seed = 1;
+  bool dry_run = false;
+  args.AddString("out", &out, "FILE", "the GGUF to write", true);
+  args.AddString("preset", &preset, "NAME", "shapes to start from: mixtral-8x7b (default)");
+  args.AddString("type", &type, "T", "weight type: f16 (default) or q8_0");
+  args.AddInt("layers", &layers, "N", "layers (default: the preset's, 32)");
+  args.AddInt("embd", &embd, "N", "hidden size");
+  args.AddInt("ff", &ff, "N", "expert FFN size");
+  args.AddInt("experts", &experts, "N", "experts per layer");
+  args.AddInt("top-k", &top_k, "N", "experts used per token");
+  args.AddInt("heads", &heads, "N", "attention heads");
+  args.AddInt("kv-heads", &kv_heads, "N", "KV heads");
+  args.AddInt("vocab", &vocab, "N", "vocabulary size");
+  args.AddInt("ctx", &ctx, "N", "training context length");
+  args.AddUInt64("seed", &seed, "S", "random seed (default 1)");
+  args.AddFlag("dry-run", &dry_run, "print the configuration and sizes, write nothing");
+  absl::Status parsed = args.Parse(argc, argv);
+  if (args.help_requested()) {
+    std::cout << args.Help();
+    return 0;
+  }
+  auto fail = [](const std::string& m, int code) {
+    std::cerr << "odmoe-synth: error: " << m << "\n";
+    return code;
+  };
+  if (!parsed.ok()) return fail(std::string(parsed.message()), 2);
+  if (preset != "mixtral-8x7b") return fail("--preset: expected mixtral-8x7b", 2);
+  if (type == "f16") {
+    s.type = odmoe::DType::kF16;
+  } else if (type == "q8_0") {
+    s.type = odmoe::DType::kQ8_0;
+  } else {
+    return fail("--type: '" + type + "' is not f16 or q8_0", 2);
+  }
+  auto set = [&](const char* name, int v, int* field) {
+    if (args.IsSet(name)) *field = v;
+  };
+  set("layers", layers, &s.n_layer);
+  set("embd", embd, &s.n_embd);
+  set("ff", ff, &s.n_ff);
+  set("experts", experts, &s.n_expert);
+  set("top-k", top_k, &s.n_expert_used);
+  set("heads", heads, &s.n_head);
+  set("kv-heads", kv_heads, &s.n_head_kv);
+  set("vocab", vocab, &s.n_vocab);
+  set("ctx", ctx, &s.n_ctx);
+  s.seed = seed;
+  if (absl::Status v = odmoe::ValidateSynthSpec(s); !v.ok()) {
+    return fail(absl::StrCat("--", v.message()), 2);
+  }
+  absl::StatusOr<uint64_t> bytes = odmoe::SynthModelBytes(s);
+  if (!bytes.ok()) return fail(std::string(bytes.status().message()), 1);
+  std::printf(
+      "%s: %d layers, embd %d, ff %d, %d experts (top-%d), %d heads / %d KV heads, vocab %d, "
+      "ctx %d, %s weights, seed %llu\n"
+      "file: %.3f GB; one expert: %.1f MB; experts: %.3f GB of it\n",
+      s.name.c_str(), s.n_layer, s.n_embd, s.n_ff, s.n_expert, s.n_expert_used, s.n_head,
+      s.n_head_kv, s.n_vocab, s.n_ctx, type.c_str(), static_cast<unsigned long long>(s.seed),
+      *bytes / 1e9, odmoe::SynthExpertBytes(s) / 1e6,
+      odmoe::SynthExpertBytes(s) * static_cast<double>(s.n_expert) * s.n_layer / 1e9);
+  if (dry_run) return 0;
+  std::error_code ec;
+  const std::filesystem::path dir =
+      std::filesystem::absolute(out).parent_path();
+  const auto space = std::filesystem::space(dir, ec);
+  if (!ec && space.available < *bytes + (64ull << 20)) {
+    return fail(absl::StrCat(dir.string(), " has ", space.available / 1000000,
+                             " MB free; the model needs ", *bytes / 1000000, " MB"),
+                1);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  if (absl::Status w = odmoe::WriteSynthModel(s, out); !w.ok()) {
+    return fail(std::string(w.message()), 1);
+  }
+  const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("wrote %s in %.1f s (%.0f MB/s)\n", out.c_str(), sec, *bytes / 1e6 / sec);
+  return 0;
+}
