@@ -16,15 +16,16 @@
 // --load-bandwidth gives the rate; --load-ratio 0 turns the cap off.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <set>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "bench/experiments.h"
 #include "bench/plots.h"
@@ -71,6 +72,22 @@ absl::StatusOr<std::vector<int>> ParsePeriods(const std::string& text) {
     out.push_back(v);
   }
   if (out.empty()) return absl::InvalidArgumentError("--periods is empty");
+  return out;
+}
+
+// A comma list of names, each one of `known`.
+absl::StatusOr<std::vector<std::string>> ParseNames(const std::string& flag,
+                                                    const std::string& text,
+                                                    const std::vector<std::string>& known) {
+  std::vector<std::string> out;
+  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    if (std::find(known.begin(), known.end(), std::string(item)) == known.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("--", flag, ": unknown name '",
+                                                     std::string(item), "' (expected ",
+                                                     absl::StrJoin(known, ", "), ")"));
+    }
+    out.emplace_back(item);
+  }
   return out;
 }
 
@@ -174,15 +191,10 @@ int Main(int argc, char** argv) {
     if (!p.ok()) return Fail(std::string(p.status().message()), 2);
     o.periods = *p;
   }
-  for (absl::string_view d : absl::StrSplit(deployments, ',', absl::SkipEmpty())) {
-    static const std::set<std::string> kKnown = {"odmoe", "none", "random", "resident", "lru"};
-    if (!kKnown.count(std::string(d))) {
-      return Fail(absl::StrCat("--deployments: unknown deployment '", std::string(d),
-                               "' (expected odmoe, none, random, resident, lru)"),
-                  2);
-    }
-    o.deployments.emplace_back(d);
-  }
+  absl::StatusOr<std::vector<std::string>> chosen = ParseNames(
+      "deployments", deployments, {"odmoe", "none", "random", "resident", "lru"});
+  if (!chosen.ok()) return Fail(std::string(chosen.status().message()), 2);
+  o.deployments = *chosen;
   if (!sweep.empty()) {
     o.sweep_ratios.clear();
     for (absl::string_view item : absl::StrSplit(sweep, ',', absl::SkipEmpty())) {
@@ -209,16 +221,11 @@ int Main(int argc, char** argv) {
     if (!rate.ok()) return Fail(absl::StrCat("--load-bandwidth: ", rate.status().message()), 2);
     o.load_bandwidth = *rate;
   }
-  std::set<std::string> known;
-  for (const auto& [name, fn] : AllExperiments()) known.insert(name);
-  for (absl::string_view e : absl::StrSplit(experiments, ',', absl::SkipEmpty())) {
-    if (!known.count(std::string(e))) {
-      return Fail(absl::StrCat("--experiments: unknown experiment '", std::string(e),
-                               "' (expected deployments, load-sweep, ablation, periods, timing, recall)"),
-                  2);
-    }
-    o.experiments.emplace_back(e);
-  }
+  std::vector<std::string> known;
+  for (const auto& [name, fn] : AllExperiments()) known.push_back(name);
+  chosen = ParseNames("experiments", experiments, known);
+  if (!chosen.ok()) return Fail(std::string(chosen.status().message()), 2);
+  o.experiments = *chosen;
   if (o.bin_dir.empty()) o.bin_dir = DefaultBinDir(argv[0]);
   std::error_code ec;
   fs::create_directories(o.out_dir, ec);

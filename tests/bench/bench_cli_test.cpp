@@ -24,7 +24,8 @@ TEST_CASE("bench cli: bad flags exit 2 with the reason", "[bench]") {
     CHECK(r.exit_code == 2);
     CHECK(r.output.find(what) != std::string::npos);
   };
-  expect("--experiments deployments,magic", "unknown experiment 'magic'");
+  expect("--experiments deployments,magic", "unknown name 'magic'");
+  expect("--deployments odmoe,cloud", "unknown name 'cloud'");
   expect("--configs 16by64", "not PROMPTxOUTPUT");
   expect("--periods 1,0", "not a period");
   expect("--load-bandwidth quick", "not a rate");
