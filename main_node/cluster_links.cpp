@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "absl/strings/str_format.h"
+#include "cluster/delay_line.h"
 #include "cluster/grpc_util.h"
 #include "cluster/wire.h"
 #include "util/logging.h"
@@ -88,11 +89,15 @@ struct ClusterLinks::Impl {
 
   void ReadWorker(WorkerLink* link) {
     v1::ExpertResult r;
+    DelayLine delay(absl::Microseconds(topology.wire_delay_us));
     while (link->stream->Read(&r)) {
       from_workers += r.ByteSizeLong();
-      std::lock_guard<std::mutex> lock(mu);
-      results[r.task_id()] = std::move(r);
-      cv.notify_all();
+      delay.Push([this, r = std::move(r)]() mutable {
+        std::lock_guard<std::mutex> lock(mu);
+        results[r.task_id()] = std::move(r);
+        cv.notify_all();
+      });
+      r = v1::ExpertResult();
     }
     grpc::Status s = link->stream->Finish();
     link->broken = true;
@@ -104,29 +109,34 @@ struct ClusterLinks::Impl {
 
   void ReadShadow(ShadowLink* link) {
     v1::ShadowReply r;
+    DelayLine delay(absl::Microseconds(topology.wire_delay_us));
     while (link->stream->Read(&r)) {
       from_shadow += r.ByteSizeLong();
-      if (r.has_prediction()) {
-        const v1::Prediction& p = r.prediction();
-        absl::Status s = ValidateStepKey(p.key(), config);
-        if (s.ok()) s = ValidateExpertList(p.experts(), config);
-        if (!s.ok()) {
-          ODMOE_LOG_WARN("dropped a malformed prediction from the shadow: {}", s.message());
-          continue;
-        }
-        std::vector<int32_t> experts(p.experts().begin(), p.experts().end());
-        board.Put(p.key().request(), p.key().token(), p.key().layer(), std::move(experts));
-      } else if (r.has_done()) {
-        if (r.done().error_code() != 0) {
-          ODMOE_LOG_WARN("shadow: request {}: {}", r.done().request(), r.done().error_message());
-        }
-        board.MarkDone(r.done().request());
-      }
+      delay.Push([this, r]() { HandleShadowReply(r); });
     }
     grpc::Status s = link->stream->Finish();
     link->broken = true;
     ODMOE_LOG_WARN("follow stream to shadow {} ended: {}", link->id,
                    s.ok() ? std::string("closed") : s.error_message());
+  }
+
+  void HandleShadowReply(const v1::ShadowReply& r) {
+    if (r.has_prediction()) {
+      const v1::Prediction& p = r.prediction();
+      absl::Status s = ValidateStepKey(p.key(), config);
+      if (s.ok()) s = ValidateExpertList(p.experts(), config);
+      if (!s.ok()) {
+        ODMOE_LOG_WARN("dropped a malformed prediction from the shadow: {}", s.message());
+        return;
+      }
+      std::vector<int32_t> experts(p.experts().begin(), p.experts().end());
+      board.Put(p.key().request(), p.key().token(), p.key().layer(), std::move(experts));
+    } else if (r.has_done()) {
+      if (r.done().error_code() != 0) {
+        ODMOE_LOG_WARN("shadow: request {}: {}", r.done().request(), r.done().error_message());
+      }
+      board.MarkDone(r.done().request());
+    }
   }
 
   absl::Status ConnectWorker(WorkerLink& link, const std::atomic<bool>& cancel,

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "absl/strings/str_format.h"
+#include "cluster/delay_line.h"
 #include "cluster/grpc_util.h"
 #include "util/logging.h"
 #include "util/status_macros.h"
@@ -41,18 +42,28 @@ struct ShadowService::Impl final : public v1::Shadow::Service {
     };
     core.Attach(id, write, [this](int group, const v1::Hint& h) { SendHint(group, h); });
     v1::ShadowRequest req;
-    while (stream->Read(&req)) {
-      absl::Status s = core.Submit(req);
-      if (s.ok()) continue;
-      ODMOE_LOG_WARN("rejected message from the main node: {}", s.message());
-      v1::ShadowReply reply;
-      v1::ShadowDone* done = reply.mutable_done();
-      done->set_request(req.has_begin()   ? req.begin().request()
-                        : req.has_align() ? req.align().request()
-                                          : 0);
-      done->set_error_code(static_cast<int>(s.code()));
-      done->set_error_message(std::string(s.message()));
-      write(reply);
+    {
+      DelayLine line(absl::Microseconds(topology.wire_delay_us));  // emulated latency
+      while (stream->Read(&req)) {
+        auto handle = [this, &write](const v1::ShadowRequest& req) {
+          absl::Status s = core.Submit(req);
+          if (s.ok()) return;
+          ODMOE_LOG_WARN("rejected message from the main node: {}", s.message());
+          v1::ShadowReply reply;
+          v1::ShadowDone* done = reply.mutable_done();
+          done->set_request(req.has_begin()   ? req.begin().request()
+                            : req.has_align() ? req.align().request()
+                                              : 0);
+          done->set_error_code(static_cast<int>(s.code()));
+          done->set_error_message(std::string(s.message()));
+          write(reply);
+        };
+        if (line.active()) {
+          line.Push([handle, req]() { handle(req); });
+        } else {
+          handle(req);
+        }
+      }
     }
     if (core.Detach(id)) core.AbortCurrent();
     ODMOE_LOG_INFO("follow stream {} closed", id);

@@ -122,7 +122,8 @@ int WriteReports(const nlohmann::json& results, const std::string& out_dir) {
 
 int Main(int argc, char** argv) {
   BenchOptions o;
-  std::string experiments, configs, periods, load_bandwidth, sweep, report_only, deployments;
+  std::string experiments, configs, periods, load_bandwidth, sweep, report_only, deployments,
+      link_delay;
   float load_ratio = 64;
   CliArgs args("odmoe-bench",
                "Reproduces the OD-MoE evaluation on a cluster: deployments side by side, recall, "
@@ -159,6 +160,8 @@ int Main(int argc, char** argv) {
               "experts each LRU-cache worker keeps (default 16)");
   args.AddInt("port-base", &o.port_base, "PORT",
               "renumber the nodes' ports from PORT (and serve no HTTP)");
+  args.AddString("link-delay", &link_delay, "DELAY",
+                 "emulated one-way delay on every message (wire.emulated_delay), e.g. 250us");
   args.AddString("network", &o.network, "TEXT",
                  "how the links are emulated, for the report (scripts/netns_testbed.sh sets it)");
   args.AddString("report-only", &report_only, "FILE",
@@ -195,6 +198,16 @@ int Main(int argc, char** argv) {
       "deployments", deployments, {"odmoe", "none", "random", "resident", "lru"});
   if (!chosen.ok()) return Fail(std::string(chosen.status().message()), 2);
   o.deployments = *chosen;
+  if (!link_delay.empty()) {
+    absl::StatusOr<Topology> probe = ParseTopology(
+        "wire: { emulated_delay: \"" + link_delay + "\" }\nmain: { id: m, address: h:1 }\n"
+        "prediction: none\nworkers: { nodes: [ { id: w, address: h:2 } ] }\nmodel: x\n",
+        "--link-delay");
+    if (!probe.ok()) return Fail(absl::StrCat("--link-delay: '", link_delay,
+                                              "' is not a delay (expected e.g. 250us or 1ms)"),
+                                 2);
+    o.link_delay_us = probe->wire_delay_us;
+  }
   if (!sweep.empty()) {
     o.sweep_ratios.clear();
     for (absl::string_view item : absl::StrSplit(sweep, ',', absl::SkipEmpty())) {

@@ -33,7 +33,8 @@ absl::StatusOr<std::unique_ptr<WorkerNode>> WorkerNode::Create(const Topology& t
   opt.load_bandwidth = spec.load_bandwidth;
   opt.trace = &w->trace();
   ODMOE_ASSIGN_OR_RETURN(w->core_, WorkerCore::Create(*w->model_, *w->backend_, opt));
-  w->service_ = std::make_unique<WorkerService>(*w->core_);
+  w->service_ = std::make_unique<WorkerService>(*w->core_,
+                                               absl::Microseconds(topology.wire_delay_us));
   const WorkerStats s = w->core_->stats();
   ODMOE_LOG_INFO(
       "worker {} of {} (group {}, slot {}), {} mode, budget {} bytes: {} slot(s) of {} bytes + {} "

@@ -3,13 +3,14 @@
 #include <map>
 #include <mutex>
 
+#include "cluster/delay_line.h"
 #include "cluster/grpc_util.h"
 #include "util/logging.h"
 
 namespace odmoe {
 
 struct WorkerService::Impl final : public v1::Worker::Service {
-  explicit Impl(WorkerCore& c) : core(c) {}
+  Impl(WorkerCore& c, absl::Duration d) : core(c), delay(d) {}
 
   grpc::Status Experts(grpc::ServerContext* ctx,
                        grpc::ServerReaderWriter<v1::ExpertResult, v1::WorkerRequest>* stream)
@@ -19,15 +20,14 @@ struct WorkerService::Impl final : public v1::Worker::Service {
     ODMOE_LOG_INFO("expert stream {} opened by {}", id, ctx->peer());
     core.AttachSink(id, [stream](const v1::ExpertResult& r) { stream->Write(r); });
     v1::WorkerRequest req;
-    while (stream->Read(&req)) {
-      if (req.has_task()) {
-        absl::Status s = core.SubmitTask(req.task());
-        if (!s.ok()) ODMOE_LOG_WARN("rejected task {}: {}", req.task().task_id(), s.message());
-      } else if (req.has_hint()) {
-        absl::Status s = core.AddHint(req.hint());
-        if (!s.ok()) ODMOE_LOG_WARN("rejected hint: {}", s.message());
-      } else {
-        ODMOE_LOG_WARN("empty or unknown request on expert stream {}", id);
+    {
+      DelayLine line(delay);  // emulated link latency (wire.emulated_delay); 0 = none
+      while (stream->Read(&req)) {
+        if (line.active()) {
+          line.Push([this, id, req]() { Handle(id, req); });
+        } else {
+          Handle(id, req);
+        }
       }
     }
     core.DetachSink(id);
@@ -36,18 +36,36 @@ struct WorkerService::Impl final : public v1::Worker::Service {
     return grpc::Status::OK;
   }
 
+  void Handle(uint64_t id, const v1::WorkerRequest& req) {
+    if (req.has_task()) {
+      absl::Status s = core.SubmitTask(req.task());
+      if (!s.ok()) ODMOE_LOG_WARN("rejected task {}: {}", req.task().task_id(), s.message());
+    } else if (req.has_hint()) {
+      absl::Status s = core.AddHint(req.hint());
+      if (!s.ok()) ODMOE_LOG_WARN("rejected hint: {}", s.message());
+    } else {
+      ODMOE_LOG_WARN("empty or unknown request on expert stream {}", id);
+    }
+  }
+
   grpc::Status Hints(grpc::ServerContext* ctx, grpc::ServerReader<v1::Hint>* reader,
                      v1::HintAck* ack) override {
     const uint64_t id = ++next_stream;
     Track(id, ctx);
     v1::Hint hint;
-    uint64_t received = 0, rejected = 0;
-    while (reader->Read(&hint)) {
-      ++received;
-      absl::Status s = core.AddHint(hint);
-      if (!s.ok()) {
-        ++rejected;
-        ODMOE_LOG_WARN("rejected hint from {}: {}", ctx->peer(), s.message());
+    std::atomic<uint64_t> received{0}, rejected{0};
+    const std::string peer = ctx->peer();
+    {
+      DelayLine line(delay);
+      while (reader->Read(&hint)) {
+        ++received;
+        line.Push([this, hint, &rejected, &peer]() {
+          absl::Status s = core.AddHint(hint);
+          if (!s.ok()) {
+            ++rejected;
+            ODMOE_LOG_WARN("rejected hint from {}: {}", peer, s.message());
+          }
+        });
       }
     }
     Untrack(id);
@@ -72,13 +90,15 @@ struct WorkerService::Impl final : public v1::Worker::Service {
   }
 
   WorkerCore& core;
+  const absl::Duration delay;
   std::atomic<uint64_t> next_stream{0};
   std::mutex mu;
   std::map<uint64_t, grpc::ServerContext*> open;
   bool cancelled = false;
 };
 
-WorkerService::WorkerService(WorkerCore& core) : impl_(std::make_unique<Impl>(core)) {}
+WorkerService::WorkerService(WorkerCore& core, absl::Duration delay)
+    : impl_(std::make_unique<Impl>(core, delay)) {}
 WorkerService::~WorkerService() = default;
 grpc::Service* WorkerService::grpc_service() { return impl_.get(); }
 void WorkerService::CancelStreams() { impl_->CancelAll(); }

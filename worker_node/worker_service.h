@@ -5,6 +5,7 @@
 #include <atomic>
 #include <memory>
 
+#include "absl/time/time.h"
 #include "worker_node/worker_core.h"
 
 namespace grpc {
@@ -15,7 +16,8 @@ namespace odmoe {
 
 class WorkerService {
  public:
-  explicit WorkerService(WorkerCore& core);
+  /// `delay`: emulated one-way latency on what the streams receive (0 = none).
+  explicit WorkerService(WorkerCore& core, absl::Duration delay = absl::ZeroDuration());
   ~WorkerService();
   grpc::Service* grpc_service();
   /// Ends every open stream (shutdown: their readers return at once).

@@ -93,6 +93,33 @@ class Section {
     return absl::OkStatus();
   }
 
+  // "250us", "1.5ms", "0" -> microseconds (at most 10 s; a unit is required
+  // except for 0).
+  absl::Status Micros(const std::string& key, int64_t* out) {
+    if (!Has(key)) return absl::OkStatus();
+    const YAML::Node n = node_[key];
+    const std::string text = n.IsScalar() ? n.Scalar() : "";
+    std::string v = text;
+    double scale = 0;  // 0 = no unit
+    for (const auto& [unit, factor] : std::vector<std::pair<std::string, double>>{
+             {"us", 1.0}, {"ms", 1e3}, {"s", 1e6}}) {
+      if (v.size() > unit.size() && v.compare(v.size() - unit.size(), unit.size(), unit) == 0) {
+        v.resize(v.size() - unit.size());
+        scale = factor;
+        break;
+      }
+    }
+    double x = 0;
+    const bool zero = text == "0";
+    if (!zero && (scale == 0 || !absl::SimpleAtod(v, &x) || !(x >= 0) || x * scale > 1e7)) {
+      return Error(key, absl::StrFormat("'%s' is not a delay (expected e.g. 250us, 1.5ms or 0; "
+                                        "at most 10s)",
+                                        n.IsScalar() ? text : "<not a scalar>"));
+    }
+    *out = zero ? 0 : static_cast<int64_t>(std::llround(x * scale));
+    return absl::OkStatus();
+  }
+
   absl::Status Rate(const std::string& key, uint64_t* out) {
     if (!Has(key)) return absl::OkStatus();
     const YAML::Node n = node_[key];
@@ -222,6 +249,7 @@ absl::Status ParseDocument(const YAML::Node& root, const std::string& file,
     Section s(wire, "wire", file);
     ODMOE_RETURN_IF_ERROR(s.Enum<WireDType>(
         "hidden_dtype", &t->wire_dtype, {{"f32", WireDType::kF32}, {"f16", WireDType::kF16}}));
+    ODMOE_RETURN_IF_ERROR(s.Micros("emulated_delay", &t->wire_delay_us));
     ODMOE_RETURN_IF_ERROR(s.CheckNoUnknownKeys());
   }
 
@@ -586,7 +614,11 @@ std::string TopologyToYaml(const Topology& t) {
   out << YAML::Key << "prefill" << YAML::Value << YAML::BeginMap << YAML::Key << "mini_batch"
       << YAML::Value << t.prefill_mini_batch << YAML::EndMap;
   out << YAML::Key << "wire" << YAML::Value << YAML::BeginMap << YAML::Key << "hidden_dtype"
-      << YAML::Value << std::string(WireDTypeName(t.wire_dtype)) << YAML::EndMap;
+      << YAML::Value << std::string(WireDTypeName(t.wire_dtype));
+  if (t.wire_delay_us > 0) {
+    out << YAML::Key << "emulated_delay" << YAML::Value << absl::StrCat(t.wire_delay_us, "us");
+  }
+  out << YAML::EndMap;
   if (t.node_tls.enabled()) {
     out << YAML::Key << "node_tls" << YAML::Value << YAML::BeginMap << YAML::Key << "ca"
         << YAML::Value << t.node_tls.ca << YAML::Key << "cert" << YAML::Value << t.node_tls.cert

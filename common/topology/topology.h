@@ -14,6 +14,9 @@
 //   prediction: shadow                        # shadow (default) | random | none
 //   prefill: { mini_batch: 16 }               # rows per prefill message (default 16)
 //   wire: { hidden_dtype: f32 }               # f32 (default, exact) | f16 (lossy)
+//   wire: { emulated_delay: 250us }           # EMULATION: one-way delay on every message a
+//                                             # node receives (default 0; for testbeds where
+//                                             # tc netem is missing, cluster/delay_line.h)
 //   node_tls: { ca: ca.pem, cert: node.pem, key: node-key.pem }  # optional mutual TLS
 //                                             # on every link between nodes
 //   main:
@@ -139,6 +142,7 @@ struct Topology {
   PredictionMode prediction = PredictionMode::kShadow;
   int prefill_mini_batch = 16;  // >= 1
   WireDType wire_dtype = WireDType::kF32;
+  int64_t wire_delay_us = 0;  // emulated one-way delay on received messages (0 = none)
   MainSpec main;
   std::optional<ShadowSpec> shadow;
   int group_size = 0;  // G; equals the model's top-k after validation

@@ -4,8 +4,12 @@
 // from every node (Node.Trace). Every run still gives the reference tokens.
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <mutex>
 #include <set>
+#include <thread>
 
+#include "cluster/delay_line.h"
 #include "cluster/grpc_util.h"
 #include "cluster/main_client.h"
 #include "cluster/trace_client.h"
@@ -170,6 +174,60 @@ TEST_CASE("cluster: an emulated load bandwidth makes every load take its time",
   }
   // Load after the gate: every decode task waits for its load.
   CHECK(r->experts.stall_seconds >= 3 * 2 * 8 * 0.9 * 98304 / 48e6);
+}
+
+TEST_CASE("cluster: an emulated link delay slows every hop and keeps the tokens",
+          "[cluster][bench]") {
+  ClusterConfig cfg;
+  cfg.workers = 4;
+  cfg.wire_delay_us = 2000;  // 2 ms each way
+  auto cluster = TestCluster::Start(cfg).value();
+  GenerateRequest req = Request();
+  req.max_tokens = 6;
+  auto r = cluster->main().Generate(req, nullptr);
+  REQUIRE(r.ok());
+  std::vector<int32_t> want = ReferenceTokens();
+  want.resize(6);
+  CHECK(r->result.output_ids == want);
+  // Each decode iteration sends 8 layers' tasks and waits for their results:
+  // at least 8 round trips of 2 x 2 ms.
+  const double per_token = r->result.stats.decode_seconds / 5;
+  CHECK(per_token >= 8 * 2 * 0.002);
+}
+
+TEST_CASE("delay line: in order, late by the delay, not cumulative, dropped at close",
+          "[cluster][bench]") {
+  using Clock = std::chrono::steady_clock;
+  std::mutex mu;
+  std::vector<std::pair<int, Clock::time_point>> seen;
+  const auto t0 = Clock::now();
+  {
+    DelayLine line(absl::Milliseconds(20));
+    CHECK(line.active());
+    for (int i = 0; i < 5; ++i) {
+      line.Push([&, i] {
+        std::lock_guard<std::mutex> lock(mu);
+        seen.emplace_back(i, Clock::now());
+      });
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    line.Push([&] {  // still in flight when the line closes: dropped
+      std::lock_guard<std::mutex> lock(mu);
+      seen.emplace_back(99, Clock::now());
+    });
+  }
+  REQUIRE(seen.size() == 5);
+  for (int i = 0; i < 5; ++i) {
+    CHECK(seen[static_cast<size_t>(i)].first == i);
+    const double ms = std::chrono::duration<double, std::milli>(seen[i].second - t0).count();
+    CHECK(ms >= 19.9);
+    CHECK(ms < 150);  // five pushed together arrive together, not 5 x 20 ms apart
+  }
+  DelayLine none(absl::ZeroDuration());
+  CHECK(!none.active());
+  bool ran = false;
+  none.Push([&] { ran = true; });
+  CHECK(ran);
 }
 
 TEST_CASE("cluster: every node records its timing spans over Node.Trace", "[cluster][bench]") {

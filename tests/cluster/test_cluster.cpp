@@ -28,6 +28,7 @@ Topology MakeTopology(const ClusterConfig& c) {
   t.group_size = 2;
   t.worker_mode = c.worker_mode;
   t.cache_experts = c.cache_experts;
+  t.wire_delay_us = c.wire_delay_us;
   t.main.id = "main";
   t.main.host = "127.0.0.1";
   t.main.address = "127.0.0.1:0";

@@ -39,6 +39,7 @@ struct ClusterConfig {
   int worker_timeout_ms = 2000;  // tests notice a hung worker quickly
   uint64_t load_bandwidth = 0;   // emulated cap on expert loads (bytes/s)
   int cache_experts = 8;         // lru_cache workers
+  int64_t wire_delay_us = 0;     // emulated one-way delay on every received message
 };
 
 /// The first `n` lines of tests/data/heldout.txt that have at least 24

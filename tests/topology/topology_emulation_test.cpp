@@ -44,6 +44,23 @@ TEST_CASE("topology: load_bandwidth and lru_cache parse and round-trip", "[topol
   CHECK(WorkerModeName(WorkerMode::kLruCache) == "lru_cache");
 }
 
+TEST_CASE("topology: wire.emulated_delay", "[topology]") {
+  auto with = [](const std::string& v) {
+    return ParseTopology("wire: { emulated_delay: " + v + " }\n" + Yaml("none", ""), "t.yaml");
+  };
+  CHECK(with("250us").value().wire_delay_us == 250);
+  CHECK(with("1.5ms").value().wire_delay_us == 1500);
+  CHECK(with("0").value().wire_delay_us == 0);
+  auto t = with("2ms").value();
+  CHECK(ParseTopology(TopologyToYaml(t), "b.yaml").value().wire_delay_us == 2000);
+  for (const std::string bad : {"250", "fast", "-1ms", "11s", "[1]"}) {
+    auto r = with(bad);
+    INFO(bad);
+    REQUIRE(!r.ok());
+    CHECK(std::string(r.status().message()).find("wire.emulated_delay") != std::string::npos);
+  }
+}
+
 TEST_CASE("topology: bad emulation settings name the key", "[topology]") {
   auto expect = [](const std::string& yaml, const std::string& key, const std::string& what) {
     auto t = ParseTopology(yaml, "t.yaml");

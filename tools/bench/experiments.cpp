@@ -449,6 +449,12 @@ absl::StatusOr<std::unique_ptr<BenchContext>> BenchContext::Create(const BenchOp
     t.main.http.clear();
     t.main.http_port = 0;
   }
+  if (options.link_delay_us >= 0) {
+    if (options.attach) {
+      return absl::InvalidArgumentError("--link-delay sets started clusters' links; not with --attach");
+    }
+    t.wire_delay_us = options.link_delay_us;
+  }
   EngineOptions eo;
   eo.backend = "cpu:1";
   eo.n_ctx = t.main.context;
@@ -482,9 +488,13 @@ json BenchContext::EmulationJson() const {
           {"expert_compute_us_calibrated", compute_us_},
           {"expert_load_us_emulated", load_us},
           {"load_over_compute", compute_us_ > 0 ? load_us / compute_us_ : 0},
+          {"link_delay_us", base_.wire_delay_us},
           {"network", !options_.network.empty() ? options_.network
                       : options_.attach          ? "as deployed"
-                                                 : "loopback (no network emulation)"}};
+                      : base_.wire_delay_us > 0
+                          ? absl::StrCat("loopback + emulated one-way delay of ",
+                                         base_.wire_delay_us, " us per message")
+                          : "loopback (no network emulation)"}};
 }
 
 absl::StatusOr<std::vector<std::vector<int32_t>>> BenchContext::Prompts(int n_tokens, int count) {

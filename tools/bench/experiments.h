@@ -50,6 +50,7 @@ struct BenchOptions {
   int port_base = 0;  // != 0: renumber every node's port from here (and drop HTTP)
   int start_timeout = 120;
   std::string network;  // how the links are emulated, for the report ("" = loopback)
+  int64_t link_delay_us = -1;  // >= 0: wire.emulated_delay for every deployment
 };
 
 /// What every experiment shares: the base topology, the reference engine,
