@@ -32,13 +32,18 @@ absl::StatusOr<double> CalibrateExpertComputeUs(const ModelFile& model, const st
   ODMOE_ASSIGN_OR_RETURN(ExpertFfnScratch scratch, ExpertFfnScratch::Create(*backend, c.n_ff, 1));
   ODMOE_ASSIGN_OR_RETURN(std::unique_ptr<BackendBuffer> io,
                          backend->Allocate(2 * c.n_embd * sizeof(float)));
+  // io may be device memory: fill it through the backend, and time each
+  // run up to its completion (a device backend only queues the ops).
   float* x = static_cast<float*>(io->data());
-  for (int64_t i = 0; i < c.n_embd; ++i) x[i] = 0.01f * static_cast<float>(i % 17) - 0.08f;
+  std::vector<float> row(static_cast<size_t>(c.n_embd));
+  for (int64_t i = 0; i < c.n_embd; ++i) row[i] = 0.01f * static_cast<float>(i % 17) - 0.08f;
+  ODMOE_RETURN_IF_ERROR(backend->CopyToBackend(x, row.data(), row.size() * sizeof(float)));
   std::vector<double> times;
   for (int i = 0; i < 300; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     RunExpertFfn(*backend, slots.weights(0), ConstMat(x, 1, c.n_embd), scratch,
                  Mat{x + c.n_embd, 1, c.n_embd});
+    ODMOE_RETURN_IF_ERROR(backend->Synchronize());
     times.push_back(
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
   }
