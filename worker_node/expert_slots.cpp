@@ -5,21 +5,66 @@
 #include <thread>
 
 #include "absl/strings/str_format.h"
+#include "cluster/trace.h"
 #include "util/status_macros.h"
 
 namespace odmoe {
+namespace {
+
+constexpr size_t kAlignment = 256;  // slot and pinned-entry stride
+
+size_t Stride(size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
+
+std::chrono::steady_clock::duration Seconds(double s) {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(s));
+}
+
+}  // namespace
 
 absl::StatusOr<ExpertSlots> ExpertSlots::Create(const ModelFile& model, Backend& backend,
-                                                int slots) {
+                                                int slots, std::unique_ptr<SlotDevice> device,
+                                                const std::vector<ExpertId>& host_set) {
   if (slots < 1) return absl::InvalidArgumentError("a worker needs at least one expert slot");
   ExpertSlots s(model, backend, ExpertPackLayout::For(model.config()));
-  for (int i = 0; i < slots; ++i) {
-    ODMOE_ASSIGN_OR_RETURN(std::unique_ptr<BackendBuffer> b,
-                           backend.Allocate(s.layout_.total_bytes));
-    s.memory_.push_back(std::move(b));
+  const size_t stride = Stride(s.layout_.total_bytes);
+  if (device == nullptr) {
+    if (!backend.host_memory()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "backend '%s' keeps its memory off the host: expert slots need its SlotDevice",
+          backend.name()));
+    }
+    for (int i = 0; i < slots; ++i) {
+      ODMOE_ASSIGN_OR_RETURN(std::unique_ptr<BackendBuffer> b,
+                             backend.Allocate(s.layout_.total_bytes));
+      s.slot_data_.push_back(static_cast<uint8_t*>(b->data()));
+      s.memory_.push_back(std::move(b));
+    }
+  } else {
+    ODMOE_ASSIGN_OR_RETURN(uint8_t* base, device->Reserve(slots, stride));
+    for (int i = 0; i < slots; ++i) s.slot_data_.push_back(base + static_cast<size_t>(i) * stride);
+    std::vector<ExpertId> set = host_set;
+    std::sort(set.begin(), set.end());
+    set.erase(std::unique(set.begin(), set.end()), set.end());
+    const size_t entries = set.size() + 2;  // + the two staging entries
+    ODMOE_ASSIGN_OR_RETURN(uint8_t* host, device->ReserveHost(entries * stride));
+    s.pinned_host_bytes_ = entries * stride;
+    const ModelConfig& c = model.config();
+    for (size_t i = 0; i < set.size(); ++i) {
+      const auto [layer, expert] = set[i];
+      if (layer < 0 || layer >= c.n_layer || expert < 0 || expert >= c.n_expert) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("no expert %d in layer %d to keep in host memory", expert, layer));
+      }
+      uint8_t* entry = host + i * stride;
+      PackExpert(model.Expert(layer, expert), s.layout_, entry);
+      s.host_copy_[set[i]] = entry;
+    }
+    s.staging_[0] = host + set.size() * stride;
+    s.staging_[1] = host + (set.size() + 1) * stride;
+    s.device_ = std::move(device);
   }
   s.slots_.resize(static_cast<size_t>(slots));
-  if (!backend.host_memory()) s.staging_.resize(s.layout_.total_bytes);
   return s;
 }
 
@@ -39,38 +84,91 @@ int ExpertSlots::FreeSlot() const {
   return -1;
 }
 
-absl::StatusOr<double> ExpertSlots::Load(int slot, int layer, int expert, bool prefetched,
-                                         bool pinned) {
+absl::Status ExpertSlots::Load(int slot, int layer, int expert, bool prefetched, bool pinned) {
   if (slot < 0 || slot >= size() || slots_[static_cast<size_t>(slot)].loaded) {
     return absl::FailedPreconditionError(absl::StrFormat("slot %d is not free", slot));
   }
   const auto t0 = std::chrono::steady_clock::now();
-  const ExpertTensors tensors = model_->Expert(layer, expert);
-  void* dst = memory_[static_cast<size_t>(slot)]->data();
-  if (backend_->host_memory()) {
-    PackExpert(tensors, layout_, static_cast<uint8_t*>(dst));
+  const int64_t t0_wall = TraceRecorder::NowUs();
+  uint8_t* dst = slot_data_[static_cast<size_t>(slot)];
+  if (device_ == nullptr) {
+    PackExpert(model_->Expert(layer, expert), layout_, dst);
+    if (load_bandwidth_ > 0) {
+      std::this_thread::sleep_until(
+          t0 + Seconds(static_cast<double>(layout_.total_bytes) /
+                       static_cast<double>(load_bandwidth_)));
+    }
   } else {
-    PackExpert(tensors, layout_, staging_.data());
-    ODMOE_RETURN_IF_ERROR(backend_->CopyToBackend(dst, staging_.data(), layout_.total_bytes));
-    ODMOE_RETURN_IF_ERROR(backend_->Synchronize());
-  }
-  if (load_bandwidth_ > 0) {
-    const auto until = t0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                std::chrono::duration<double>(
-                                    static_cast<double>(layout_.total_bytes) /
-                                    static_cast<double>(load_bandwidth_)));
-    std::this_thread::sleep_until(until);
+    const uint8_t* src = nullptr;
+    if (auto it = host_copy_.find({layer, expert}); it != host_copy_.end()) {
+      src = it->second;
+    } else {
+      // Stage it: the entry may still feed an earlier copy.
+      const int k = next_staging_;
+      next_staging_ = 1 - next_staging_;
+      if (staging_user_[k] >= 0) ODMOE_RETURN_IF_ERROR(device_->WaitLoadDone(staging_user_[k]));
+      PackExpert(model_->Expert(layer, expert), layout_, staging_[k]);
+      staging_user_[k] = slot;
+      src = staging_[k];
+    }
+    ODMOE_RETURN_IF_ERROR(device_->QueueLoad(slot, dst, src, layout_.total_bytes));
   }
   Slot& s = slots_[static_cast<size_t>(slot)];
-  s = Slot{true, layer, expert, prefetched, pinned, std::chrono::steady_clock::now(),
-           ++use_clock_};
+  s = Slot{};
+  s.loaded = true;
+  s.layer = layer;
+  s.expert = expert;
+  s.prefetched = prefetched;
+  s.pinned = pinned;
+  s.ready = device_ == nullptr;
+  s.issued_at = t0;
+  s.issued_wall_us = t0_wall;
+  s.loaded_at = std::chrono::steady_clock::now();
+  s.last_used = ++use_clock_;
   ++held_;
   peak_held_ = std::max(peak_held_, held_);
   ++loads_;
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  load_seconds_ += seconds;
-  return seconds;
+  if (s.ready) load_seconds_ += std::chrono::duration<double>(s.loaded_at - t0).count();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::chrono::steady_clock::time_point> ExpertSlots::WaitLoaded(int slot) {
+  if (slot < 0 || slot >= size() || !slots_[static_cast<size_t>(slot)].loaded) {
+    return absl::FailedPreconditionError(absl::StrFormat("slot %d holds no expert", slot));
+  }
+  Slot& s = slots_[static_cast<size_t>(slot)];
+  if (s.ready) return s.loaded_at;
+  const auto before = std::chrono::steady_clock::now();
+  ODMOE_RETURN_IF_ERROR(device_->WaitLoadDone(slot));
+  if (load_bandwidth_ > 0) {  // emulation on a device too: the copy ends no sooner than this
+    std::this_thread::sleep_until(s.issued_at +
+                                  Seconds(static_cast<double>(layout_.total_bytes) /
+                                          static_cast<double>(load_bandwidth_)));
+  }
+  const auto after = std::chrono::steady_clock::now();
+  ODMOE_ASSIGN_OR_RETURN(const double device_seconds, device_->LoadSeconds(slot));
+  // Waited: it ended just now. Did not wait: it ended before we asked, at
+  // best its device time after it was queued.
+  const bool waited = after - before > std::chrono::microseconds(20);
+  s.loaded_at = waited ? after : std::min(before, s.issued_at + Seconds(device_seconds));
+  s.ready = true;
+  const double emulated =
+      load_bandwidth_ > 0 ? std::chrono::duration<double>(s.loaded_at - s.issued_at).count() : 0;
+  load_seconds_ += std::max(device_seconds, emulated);
+  return s.loaded_at;
+}
+
+absl::StatusOr<ExpertWeights> ExpertSlots::Acquire(int slot) {
+  if (slot < 0 || slot >= size() || !slots_[static_cast<size_t>(slot)].loaded) {
+    return absl::FailedPreconditionError(absl::StrFormat("slot %d holds no expert", slot));
+  }
+  if (device_ != nullptr) ODMOE_RETURN_IF_ERROR(device_->ComputeWaitForLoad(slot));
+  return layout_.WeightsAt(slot_data_[static_cast<size_t>(slot)]);
+}
+
+absl::Status ExpertSlots::Release(int slot) {
+  if (device_ == nullptr) return absl::OkStatus();
+  return device_->RecordRelease(slot);
 }
 
 int ExpertSlots::LeastRecentlyUsed() const {

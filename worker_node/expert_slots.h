@@ -1,27 +1,44 @@
 // A worker's device memory for experts: a fixed number of slots, each the
-// size of one packed expert (model/expert_pack.h), allocated once from the
-// backend. Loading packs an expert from the host copy (the mmapped GGUF) into
-// a slot; evicting frees the slot. Nothing is allocated per token. An
-// optional load-bandwidth cap emulates a slow link (set_load_bandwidth).
+// size of one packed expert (model/expert_pack.h), allocated once. Nothing is
+// allocated per token. Evicting is bookkeeping.
+//
+// Two ways to load, chosen by the backend:
+//   * host memory (CPU): Load packs the expert from the mmapped GGUF straight
+//     into the slot and returns when it is there. An optional load-bandwidth
+//     cap emulates a slow link (set_load_bandwidth).
+//   * a device (GPU, through a SlotDevice: backend/slot_device.h): at start
+//     the experts this worker is normally asked for (`host_set`) are packed
+//     once into pinned host memory; Load queues one asynchronous copy of the
+//     packed expert on the device's copy queue and returns at once; Acquire
+//     makes the compute queue wait for exactly that copy and Release lets the
+//     next load into the slot start after the compute that read it. An expert
+//     outside the set is packed into one of two pinned staging entries first.
+//     WaitLoaded blocks until a slot's copy is done (accounting, stall).
 //
 // The accounting is the worker's own evidence that it keeps its budget: how
 // many experts it holds now and at most, and the bytes that means.
 //
 //   ODMOE_ASSIGN_OR_RETURN(ExpertSlots slots, ExpertSlots::Create(*model, *backend, 1));
 //   int s = slots.FreeSlot();
-//   ODMOE_ASSIGN_OR_RETURN(double seconds, slots.Load(s, layer, expert, /*prefetched=*/true));
-//   RunExpertFfn(*backend, slots.weights(s), x, scratch, y);
+//   ODMOE_RETURN_IF_ERROR(slots.Load(s, layer, expert, /*prefetched=*/true));
+//   ODMOE_ASSIGN_OR_RETURN(auto done, slots.WaitLoaded(s));     // optional
+//   ODMOE_ASSIGN_OR_RETURN(ExpertWeights w, slots.Acquire(s));
+//   RunExpertFfn(*backend, w, x, scratch, y);
+//   ODMOE_RETURN_IF_ERROR(slots.Release(s));
 //   slots.Evict(s);
 //   slots.peak_held();   // 1
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "backend/backend.h"
+#include "backend/slot_device.h"
 #include "model/expert_pack.h"
 #include "model/model_file.h"
 
@@ -35,11 +52,21 @@ class ExpertSlots {
     int expert = -1;
     bool prefetched = false;  // loaded from a hint, before its task came
     bool pinned = false;      // resident: never evicted
+    bool ready = false;       // the load is known to be complete (loaded_at is final)
+    std::chrono::steady_clock::time_point issued_at;  // when the load was started
     std::chrono::steady_clock::time_point loaded_at;  // when the load finished
+    int64_t issued_wall_us = 0;  // issued_at on the wall clock (trace spans)
     uint64_t last_used = 0;   // Touch() counter: for least-recently-used eviction
   };
+  using ExpertId = std::pair<int, int>;  // (layer, expert)
 
-  static absl::StatusOr<ExpertSlots> Create(const ModelFile& model, Backend& backend, int slots);
+  /// `device`: null for a backend whose memory is host memory, else the
+  /// backend's SlotDevice (CreateSlotDevice in backends/backend_registry.h);
+  /// `host_set`: with a device, the experts to keep packed in pinned host
+  /// memory (others are staged when asked for).
+  static absl::StatusOr<ExpertSlots> Create(const ModelFile& model, Backend& backend, int slots,
+                                            std::unique_ptr<SlotDevice> device = nullptr,
+                                            const std::vector<ExpertId>& host_set = {});
 
   int size() const { return static_cast<int>(slots_.size()); }
   const Slot& slot(int i) const { return slots_[static_cast<size_t>(i)]; }
@@ -48,10 +75,15 @@ class ExpertSlots {
   /// An empty slot, or -1.
   int FreeSlot() const;
 
-  /// Packs expert (layer, expert) into empty slot `slot`; returns the seconds
-  /// it took. FAILED_PRECONDITION if the slot is not empty.
-  absl::StatusOr<double> Load(int slot, int layer, int expert, bool prefetched,
-                              bool pinned = false);
+  /// Starts loading expert (layer, expert) into empty slot `slot` (on a host
+  /// backend: loads it). FAILED_PRECONDITION if the slot is not empty.
+  absl::Status Load(int slot, int layer, int expert, bool prefetched, bool pinned = false);
+  /// Blocks until the slot's load is complete; returns when it completed.
+  absl::StatusOr<std::chrono::steady_clock::time_point> WaitLoaded(int slot);
+  /// The slot's weights for compute queued next (the compute waits for the
+  /// slot's load), and the end of that use (after the compute was queued).
+  absl::StatusOr<ExpertWeights> Acquire(int slot);
+  absl::Status Release(int slot);
   void Evict(int slot);
   /// Marks a prefetched slot as claimed by its task.
   void ClearPrefetched(int slot) { slots_[static_cast<size_t>(slot)].prefetched = false; }
@@ -66,8 +98,11 @@ class ExpertSlots {
   void set_load_bandwidth(uint64_t bytes_per_second) { load_bandwidth_ = bytes_per_second; }
   uint64_t load_bandwidth() const { return load_bandwidth_; }
 
-  ExpertWeights weights(int slot) const { return layout_.WeightsAt(memory_[slot]->data()); }
   size_t expert_bytes() const { return layout_.total_bytes; }
+  /// Loads are asynchronous copies through a SlotDevice.
+  bool device() const { return device_ != nullptr; }
+  /// Pinned host bytes holding packed experts (device path; 0 otherwise).
+  uint64_t pinned_host_bytes() const { return pinned_host_bytes_; }
 
   // ---- Accounting --------------------------------------------------------
   int held() const { return held_; }
@@ -79,6 +114,7 @@ class ExpertSlots {
   uint64_t bytes_reserved() const { return slots_.size() * layout_.total_bytes; }
   uint64_t loads() const { return loads_; }
   uint64_t bytes_loaded() const { return loads_ * layout_.total_bytes; }
+  /// Seconds loads took (device time on the device path, once waited for).
   double load_seconds() const { return load_seconds_; }
 
  private:
@@ -89,8 +125,15 @@ class ExpertSlots {
   Backend* backend_;
   ExpertPackLayout layout_;
   std::vector<Slot> slots_;
-  std::vector<std::unique_ptr<BackendBuffer>> memory_;
-  std::vector<uint8_t> staging_;  // host packing buffer for device backends
+  std::vector<std::unique_ptr<BackendBuffer>> memory_;  // host path: one buffer per slot
+  std::vector<uint8_t*> slot_data_;                     // each slot's memory
+  // Device path.
+  std::unique_ptr<SlotDevice> device_;
+  std::map<ExpertId, uint8_t*> host_copy_;  // packed experts in pinned memory
+  uint8_t* staging_[2] = {nullptr, nullptr};  // pinned entries for other experts
+  int staging_user_[2] = {-1, -1};            // the slot last loaded from each
+  int next_staging_ = 0;
+  uint64_t pinned_host_bytes_ = 0;
   int held_ = 0;
   int peak_held_ = 0;
   uint64_t loads_ = 0;

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
+#include "backends/backend_registry.h"
 #include "cluster/assignment.h"
 #include "cluster/wire.h"
 #include "util/logging.h"
@@ -85,7 +86,17 @@ absl::StatusOr<std::unique_ptr<WorkerCore>> WorkerCore::Create(const ModelFile& 
       ++slots;
     }
   }
-  ODMOE_ASSIGN_OR_RETURN(ExpertSlots expert_slots, ExpertSlots::Create(model, backend, slots));
+  // On a device, the experts this worker is normally asked for are packed
+  // into pinned host memory once, so that a load is one asynchronous copy.
+  ODMOE_ASSIGN_OR_RETURN(std::unique_ptr<SlotDevice> device, CreateSlotDevice(backend));
+  std::vector<ExpertSlots::ExpertId> host_set;
+  if (device != nullptr) host_set = ResidentSet(c, p);
+  ODMOE_ASSIGN_OR_RETURN(ExpertSlots expert_slots,
+                         ExpertSlots::Create(model, backend, slots, std::move(device), host_set));
+  if (expert_slots.device()) {
+    ODMOE_LOG_INFO("{}: {} experts packed in {} bytes of pinned host memory; {} device slots",
+                   backend.name(), host_set.size(), expert_slots.pinned_host_bytes(), slots);
+  }
   expert_slots.set_load_bandwidth(options.load_bandwidth);
   ODMOE_ASSIGN_OR_RETURN(ExpertFfnScratch scratch,
                          ExpertFfnScratch::Create(backend, c.n_ff, options.max_rows));
@@ -115,8 +126,10 @@ absl::Status WorkerCore::AllocateWorkspace() {
 absl::Status WorkerCore::LoadResident() {
   for (const auto& [layer, expert] : ResidentSet(model_.config(), options_.placement)) {
     ODMOE_RETURN_IF_ERROR(
-        slots_.Load(slots_.FreeSlot(), layer, expert, /*prefetched=*/false, /*pinned=*/true)
-            .status());
+        slots_.Load(slots_.FreeSlot(), layer, expert, /*prefetched=*/false, /*pinned=*/true));
+  }
+  for (int i = 0; i < slots_.size(); ++i) {
+    if (slots_.slot(i).loaded) ODMOE_RETURN_IF_ERROR(slots_.WaitLoaded(i).status());
   }
   ODMOE_LOG_INFO("resident: {} experts loaded ({} bytes)", slots_.held(), slots_.bytes_held());
   return absl::OkStatus();
@@ -256,15 +269,17 @@ void WorkerCore::PrefetchLocked(std::unique_lock<std::mutex>& lock) {
     const Key k = key;
     const int e = expert;
     lock.unlock();
-    absl::StatusOr<double> loaded;
+    absl::Status loaded;
     {
-      TraceSpan span(options_.trace, "EL", "load", std::get<0>(k), std::get<1>(k), layer, e);
+      // On a device the load only starts here: its span is recorded when it
+      // is waited for (TraceDeviceLoad).
+      TraceSpan span(slots_.device() ? nullptr : options_.trace, "EL", "load", std::get<0>(k),
+                     std::get<1>(k), layer, e);
       loaded = slots_.Load(free, layer, e, /*prefetched=*/true);
     }
     lock.lock();
     if (!loaded.ok()) {
-      ODMOE_LOG_ERROR("prefetch of layer {} expert {} failed: {}", layer, e,
-                      loaded.status().message());
+      ODMOE_LOG_ERROR("prefetch of layer {} expert {} failed: {}", layer, e, loaded.message());
       hints_.erase(k);
       return;
     }
@@ -314,9 +329,14 @@ void WorkerCore::Process(Task& task) {
   double stall = 0;
   if (slot >= 0) {
     hit = slots_.slot(slot).prefetched || slots_.slot(slot).pinned || options_.lru;
-    stall = std::max(0.0, std::chrono::duration<double>(slots_.slot(slot).loaded_at -
-                                                        task.received)
-                              .count());
+    const bool was_ready = slots_.slot(slot).ready;
+    absl::StatusOr<std::chrono::steady_clock::time_point> loaded_at = slots_.WaitLoaded(slot);
+    if (loaded_at.ok()) {
+      stall = std::max(0.0, std::chrono::duration<double>(*loaded_at - task.received).count());
+      if (!was_ready) TraceDeviceLoad(slot, msg.key());
+    } else {
+      status = loaded_at.status();
+    }
     slots_.ClearPrefetched(slot);
   } else {
     slot = slots_.FreeSlot();
@@ -343,14 +363,20 @@ void WorkerCore::Process(Task& task) {
       status = absl::ResourceExhaustedError(absl::StrFormat(
           "no slot for layer %d expert %d: every slot holds a resident expert", layer, expert));
     } else {
-      TraceSpan span(options_.trace, "EL", "load", msg.key().request(), msg.key().token(),
-                     layer, expert);
-      absl::StatusOr<double> loaded = slots_.Load(slot, layer, expert, /*prefetched=*/false);
-      if (loaded.ok()) {
-        load_seconds = *loaded;
+      const auto t0 = std::chrono::steady_clock::now();
+      {
+        TraceSpan span(slots_.device() ? nullptr : options_.trace, "EL", "load",
+                       msg.key().request(), msg.key().token(), layer, expert);
+        status = slots_.Load(slot, layer, expert, /*prefetched=*/false);
+      }
+      absl::StatusOr<std::chrono::steady_clock::time_point> loaded_at =
+          status.ok() ? slots_.WaitLoaded(slot) : absl::StatusOr<std::chrono::steady_clock::time_point>(status);
+      if (loaded_at.ok()) {
+        load_seconds = std::chrono::duration<double>(*loaded_at - t0).count();
         stall = load_seconds;
+        if (slots_.device()) TraceDeviceLoad(slot, msg.key());
       } else {
-        status = loaded.status();
+        status = loaded_at.status();
       }
     }
   }
@@ -401,10 +427,28 @@ absl::Status WorkerCore::Compute(Task& task, int slot, v1::ExpertResult* result)
   float* x = static_cast<float*>(io_->data());
   float* y = x + static_cast<size_t>(options_.max_rows) * d;
   ODMOE_RETURN_IF_ERROR(backend_.CopyToBackend(x, task.input.data(), n * d * sizeof(float)));
-  RunExpertFfn(backend_, slots_.weights(slot), ConstMat(x, n, d), scratch_, Mat{y, n, d});
+  ODMOE_ASSIGN_OR_RETURN(const ExpertWeights weights, slots_.Acquire(slot));
+  RunExpertFfn(backend_, weights, ConstMat(x, n, d), scratch_, Mat{y, n, d});
+  ODMOE_RETURN_IF_ERROR(slots_.Release(slot));
   ODMOE_RETURN_IF_ERROR(backend_.CopyToHost(host_out_.data(), y, n * d * sizeof(float)));
   EncodeRows(host_out_.data(), n, d, task.msg.input().dtype(), result->mutable_output());
   return absl::OkStatus();
+}
+
+void WorkerCore::TraceDeviceLoad(int slot, const v1::StepKey& key) {
+  if (options_.trace == nullptr || !options_.trace->enabled()) return;
+  const ExpertSlots::Slot& s = slots_.slot(slot);
+  TraceEvent e;
+  e.name = "EL";
+  e.lane = "load";
+  e.start_us = s.issued_wall_us;
+  e.duration_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(s.loaded_at - s.issued_at).count();
+  e.request = key.request();
+  e.token = key.token();
+  e.layer = s.layer;
+  e.expert = s.expert;
+  options_.trace->Record(std::move(e));
 }
 
 WorkerStats WorkerCore::stats() const {

@@ -136,6 +136,8 @@ class WorkerCore {
   void PruneLocked();
   void Deliver(const v1::ExpertResult& result);
   void SyncSlotStatsLocked();  // slot accounting -> stats_ (mu_ held)
+  // The EL span of a device load, from its start to when it was seen done.
+  void TraceDeviceLoad(int slot, const v1::StepKey& key);
 
   const ModelFile& model_;
   Backend& backend_;

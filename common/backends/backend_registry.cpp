@@ -35,7 +35,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpu(std::string_view arg) {
 }
 
 BackendFactory CpuFactory() {
-  return {"cpu", &CreateCpu, [] { return std::vector<std::string>{"cpu"}; }};
+  return {"cpu", &CreateCpu, [] { return std::vector<std::string>{"cpu"}; }, {}};
 }
 
 struct Registry {
@@ -107,6 +107,17 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackendOrFallback(std::string_vie
   ODMOE_LOG_WARN("backend '{}' is unavailable, using '{}' instead: {}", name, fallback,
                  be.status().message());
   return CreateBackend(fallback);
+}
+
+absl::StatusOr<std::unique_ptr<SlotDevice>> CreateSlotDevice(Backend& backend) {
+  if (backend.host_memory()) return std::unique_ptr<SlotDevice>();
+  const std::string name = backend.name();
+  const std::string family = name.substr(0, name.find(':'));
+  for (const BackendFactory& f : Families()) {
+    if (f.family == family && f.slot_device) return f.slot_device(backend);
+  }
+  return absl::UnimplementedError(absl::StrFormat(
+      "backend '%s' keeps its memory off the host but offers no expert-slot device", name));
 }
 
 std::vector<std::string> AvailableBackends() {

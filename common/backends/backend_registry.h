@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "backend/backend.h"
+#include "backend/slot_device.h"
 
 namespace odmoe {
 
@@ -28,6 +29,9 @@ struct BackendFactory {
   /// Instance names usable on this machine right now (e.g. {"cuda:0"}; empty
   /// when a CUDA build runs without a usable GPU).
   std::function<std::vector<std::string>()> available;
+  /// The asynchronous expert-slot device of a backend of this family (may be
+  /// empty: a family whose memory is host memory needs none).
+  std::function<absl::StatusOr<std::unique_ptr<SlotDevice>>(Backend&)> slot_device;
 };
 
 /// Registers an extra family (built-in ones are registered automatically).
@@ -48,6 +52,12 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(std::string_view name);
 ///   ODMOE_ASSIGN_OR_RETURN(auto be, CreateBackendOrFallback("cuda:0", "cpu"));
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackendOrFallback(std::string_view name,
                                                                  std::string_view fallback);
+
+/// The SlotDevice a worker loads experts through on `backend`
+/// (backend/slot_device.h), or nullptr when the backend's memory is host
+/// memory (the CPU: a load is a pack into the slot, nothing to overlap).
+/// UNIMPLEMENTED for a device backend whose family offers none.
+absl::StatusOr<std::unique_ptr<SlotDevice>> CreateSlotDevice(Backend& backend);
 
 /// All backend instances usable on this machine (always includes "cpu").
 std::vector<std::string> AvailableBackends();

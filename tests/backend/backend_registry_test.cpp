@@ -53,7 +53,7 @@ TEST_CASE("registry accepts an extra family", "[backend][registry]") {
                      if (arg != "7") return absl::UnavailableError("no such test device");
                      return std::unique_ptr<Backend>(std::make_unique<CpuBackend>(1));
                    },
-                   [] { return std::vector<std::string>{"testfam:7"}; }});
+                   [] { return std::vector<std::string>{"testfam:7"}; }, {}});
   CHECK(CreateBackend("testfam:7").ok());
   CHECK(CreateBackend("testfam:1").status().code() == absl::StatusCode::kUnavailable);
   const std::vector<std::string> avail = AvailableBackends();
@@ -65,7 +65,7 @@ TEST_CASE("registry falls back only when the hardware is missing", "[backend][re
                    [](std::string_view) -> absl::StatusOr<std::unique_ptr<Backend>> {
                      return absl::UnavailableError("no such device here");
                    },
-                   [] { return std::vector<std::string>{}; }});
+                   [] { return std::vector<std::string>{}; }, {}});
   auto fell_back = CreateBackendOrFallback("nohw:0", "cpu:2");
   REQUIRE(fell_back.ok());
   CHECK((*fell_back)->name() == "cpu");

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "absl/strings/str_format.h"
+#include "backends/backend_registry.h"
 #include "engine/reference_engine.h"
 #include "test_cluster.h"
 
@@ -119,6 +120,32 @@ TEST_CASE("cluster: identical tokens with resident workers and other settings", 
   f16_shadow.quantization = DType::kF16;
   f16_shadow.workers = 4;
   ExpectIdentical(f16_shadow);
+}
+
+TEST_CASE("cluster: identical tokens with every node on the GPU", "[cluster][gpu]") {
+  // Main, shadow and workers on cuda:0; workers load through the pinned
+  // host copy and the asynchronous slot device. Where no GPU is usable the
+  // case passes with a warning (CI), as the CUDA suite's GPU cases do.
+  absl::StatusOr<std::unique_ptr<Backend>> gpu = CreateBackend("cuda:0");
+  if (!gpu.ok()) {
+    WARN("no usable GPU, GPU case skipped: " << gpu.status().message());
+    return;
+  }
+  gpu->reset();
+  for (const auto& [prediction, mode] :
+       std::vector<std::pair<PredictionMode, WorkerMode>>{
+           {PredictionMode::kShadow, WorkerMode::kOnDemand},
+           {PredictionMode::kNone, WorkerMode::kOnDemand},
+           {PredictionMode::kRandom, WorkerMode::kOnDemand},
+           {PredictionMode::kNone, WorkerMode::kResident},
+           {PredictionMode::kNone, WorkerMode::kLruCache}}) {
+    ClusterConfig cfg;
+    cfg.backend = "cuda:0";
+    cfg.prediction = prediction;
+    cfg.worker_mode = mode;
+    if (mode == WorkerMode::kLruCache) cfg.workers = 2;
+    ExpectIdentical(cfg);
+  }
 }
 
 TEST_CASE("cluster: f16 hidden states on the wire still generate", "[cluster]") {

@@ -32,7 +32,7 @@ Topology MakeTopology(const ClusterConfig& c) {
   t.main.id = "main";
   t.main.host = "127.0.0.1";
   t.main.address = "127.0.0.1:0";
-  t.main.backend = "cpu:1";
+  t.main.backend = c.backend;
   t.main.batch = c.batch;
   t.main.context = 512;
   t.main.max_queue = c.max_queue;
@@ -47,7 +47,7 @@ Topology MakeTopology(const ClusterConfig& c) {
     s.id = "shadow";
     s.host = "127.0.0.1";
     s.address = "127.0.0.1:0";
-    s.backend = "cpu:1";
+    s.backend = c.backend;
     s.quantization = c.quantization;
     s.token_period = c.token_period;
     s.kv_period = c.kv_period;
@@ -58,7 +58,7 @@ Topology MakeTopology(const ClusterConfig& c) {
     w.id = absl::StrCat("w", i);
     w.host = "127.0.0.1";
     w.address = "127.0.0.1:0";
-    w.backend = "cpu:1";
+    w.backend = c.backend;
     w.load_bandwidth = c.load_bandwidth;
     t.workers.push_back(w);
   }

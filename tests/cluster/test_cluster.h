@@ -40,6 +40,7 @@ struct ClusterConfig {
   uint64_t load_bandwidth = 0;   // emulated cap on expert loads (bytes/s)
   int cache_experts = 8;         // lru_cache workers
   int64_t wire_delay_us = 0;     // emulated one-way delay on every received message
+  std::string backend = "cpu:1"; // every node's backend
 };
 
 /// The first `n` lines of tests/data/heldout.txt that have at least 24

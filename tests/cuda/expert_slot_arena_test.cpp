@@ -24,6 +24,10 @@ class FakeSlotDevice final : public SlotDevice {
     memory_.assign(static_cast<size_t>(slots) * slot_bytes, 0);
     return memory_.data();
   }
+  absl::StatusOr<uint8_t*> ReserveHost(size_t bytes) override {
+    host_.assign(bytes, 0);
+    return host_.data();
+  }
   absl::Status QueueLoad(int slot, void* dst, const void* src, size_t bytes) override {
     if (fail_loads) return absl::InternalError("copy engine on fire");
     log_->push_back(absl::StrFormat("load %d", slot));
@@ -48,7 +52,7 @@ class FakeSlotDevice final : public SlotDevice {
 
  private:
   std::vector<std::string>* log_;
-  std::vector<uint8_t> memory_;
+  std::vector<uint8_t> memory_, host_;
 };
 
 struct Fixture {

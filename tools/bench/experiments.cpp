@@ -26,8 +26,11 @@ void Progress(const std::string& line) { std::cerr << "odmoe-bench: " << line <<
 // workers' backend: the "expert compute time" the emulated link is scaled by.
 absl::StatusOr<double> CalibrateExpertComputeUs(const ModelFile& model, const std::string& be) {
   ODMOE_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, CreateBackend(be));
-  ODMOE_ASSIGN_OR_RETURN(ExpertSlots slots, ExpertSlots::Create(model, *backend, 1));
-  ODMOE_RETURN_IF_ERROR(slots.Load(0, 0, 0, false).status());
+  ODMOE_ASSIGN_OR_RETURN(std::unique_ptr<SlotDevice> device, CreateSlotDevice(*backend));
+  ODMOE_ASSIGN_OR_RETURN(ExpertSlots slots,
+                         ExpertSlots::Create(model, *backend, 1, std::move(device), {{0, 0}}));
+  ODMOE_RETURN_IF_ERROR(slots.Load(0, 0, 0, false));
+  ODMOE_ASSIGN_OR_RETURN(const ExpertWeights weights, slots.Acquire(0));
   const ModelConfig& c = model.config();
   ODMOE_ASSIGN_OR_RETURN(ExpertFfnScratch scratch, ExpertFfnScratch::Create(*backend, c.n_ff, 1));
   ODMOE_ASSIGN_OR_RETURN(std::unique_ptr<BackendBuffer> io,
@@ -41,7 +44,7 @@ absl::StatusOr<double> CalibrateExpertComputeUs(const ModelFile& model, const st
   std::vector<double> times;
   for (int i = 0; i < 300; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
-    RunExpertFfn(*backend, slots.weights(0), ConstMat(x, 1, c.n_embd), scratch,
+    RunExpertFfn(*backend, weights, ConstMat(x, 1, c.n_embd), scratch,
                  Mat{x + c.n_embd, 1, c.n_embd});
     ODMOE_RETURN_IF_ERROR(backend->Synchronize());
     times.push_back(
@@ -177,7 +180,7 @@ absl::StatusOr<json> Deployments(BenchContext& ctx) {
   // The headline: OD-MoE / resident decode throughput, averaged over configs.
   json headline = json::object();
   if (results.contains("odmoe") && results.contains("resident")) {
-    for (const std::string& other : {"resident", "none", "random", "lru", "reference"}) {
+    for (const std::string other : {"resident", "none", "random", "lru", "reference"}) {
       if (!results.contains(other)) continue;
       std::vector<double> ratios;
       for (const BenchConfig& c : o.configs) {

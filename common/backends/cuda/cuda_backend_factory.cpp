@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "backends/backend_registry.h"
 #include "cuda_backend.h"
+#include "cuda_slot_device.h"
 #include "util/status_macros.h"
 
 namespace odmoe {
@@ -25,6 +26,7 @@ BackendFactory MakeCudaBackendFactory() {
     for (int i = 0; count.ok() && i < *count; ++i) names.push_back(absl::StrFormat("cuda:%d", i));
     return names;
   };
+  f.slot_device = &MakeCudaSlotDevice;
   return f;
 }
 

@@ -41,6 +41,16 @@ class CudaSlotDevice final : public SlotDevice {
     return static_cast<uint8_t*>(memory_.data());
   }
 
+  absl::StatusOr<uint8_t*> ReserveHost(size_t bytes) override {
+    if (bytes == 0 || host_.size() != 0) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("%s: host area reserved twice or empty (%d bytes)", name(), bytes));
+    }
+    ODMOE_RETURN_IF_ERROR(backend_.UseDevice());
+    ODMOE_ASSIGN_OR_RETURN(host_, cuda::PinnedHostBuffer::Allocate(bytes));
+    return static_cast<uint8_t*>(host_.data());
+  }
+
   absl::Status QueueLoad(int slot, void* dst, const void* src, size_t bytes) override {
     if (!cuda::IsPinnedHost(src)) {
       return absl::InvalidArgumentError(absl::StrFormat(
@@ -89,6 +99,7 @@ class CudaSlotDevice final : public SlotDevice {
   CudaBackend& backend_;
   cuda::StreamPtr copy_;
   cuda::DeviceMemory memory_;
+  cuda::PinnedHostBuffer host_;
   std::vector<cuda::EventPtr> start_, ready_, release_;
 };
 

@@ -3,9 +3,10 @@
 // loading the next expert overlaps computing the current one.
 //
 // The arena is plain C++ and backend-neutral: it keeps the slot table, picks
-// slots, orders the work through a SlotDevice, and does the accounting. The
-// SlotDevice does the device side; for CUDA (cuda_slot_device.h) that is one
-// allocation for all slots, a dedicated copy stream, and two events per slot:
+// slots, orders the work through a SlotDevice (backend/slot_device.h), and
+// does the accounting. The SlotDevice does the device side; for CUDA
+// (cuda_slot_device.h) that is one allocation for all slots, a dedicated copy
+// stream, and two events per slot:
 //
 //   load(slot):     copy stream waits for release[slot]     (the last compute
 //                   that read the slot is done with it), copies the expert,
@@ -46,30 +47,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "backend/slot_device.h"
 
 namespace odmoe {
-
-/// What the arena needs from a device. Slot indices are in [0, slots).
-class SlotDevice {
- public:
-  virtual ~SlotDevice() = default;
-  /// "cuda:0", ...
-  virtual std::string name() const = 0;
-  /// Allocates device memory for `slots` slots of `slot_bytes` (one call,
-  /// before any other); returns the base address.
-  virtual absl::StatusOr<uint8_t*> Reserve(int slots, size_t slot_bytes) = 0;
-  /// Queues: wait for the slot's release fence, copy `bytes` from host `src`
-  /// to `dst`, record the slot's ready fence. Does not wait for the copy.
-  virtual absl::Status QueueLoad(int slot, void* dst, const void* src, size_t bytes) = 0;
-  /// Makes the compute queue wait for the slot's ready fence.
-  virtual absl::Status ComputeWaitForLoad(int slot) = 0;
-  /// Records the slot's release fence on the compute queue.
-  virtual absl::Status RecordRelease(int slot) = 0;
-  /// Blocks the calling thread until the slot's last load is done.
-  virtual absl::Status WaitLoadDone(int slot) = 0;
-  /// Seconds the slot's last load took on the device (after WaitLoadDone).
-  virtual absl::StatusOr<double> LoadSeconds(int slot) = 0;
-};
 
 /// One expert of one layer.
 struct ExpertKey {
