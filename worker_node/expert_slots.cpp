@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_format.h"
 #include "cluster/trace.h"
+#include "util/logging.h"
 #include "util/status_macros.h"
 
 namespace odmoe {
@@ -46,8 +47,20 @@ absl::StatusOr<ExpertSlots> ExpertSlots::Create(const ModelFile& model, Backend&
     std::vector<ExpertId> set = host_set;
     std::sort(set.begin(), set.end());
     set.erase(std::unique(set.begin(), set.end()), set.end());
-    const size_t entries = set.size() + 2;  // + the two staging entries
-    ODMOE_ASSIGN_OR_RETURN(uint8_t* host, device->ReserveHost(entries * stride));
+    size_t entries = set.size() + 2;  // + the two staging entries
+    absl::StatusOr<uint8_t*> pinned = device->ReserveHost(entries * stride);
+    if (!pinned.ok() && pinned.status().code() == absl::StatusCode::kResourceExhausted &&
+        !set.empty()) {
+      // Not that much pinnable memory: every load is staged instead (one
+      // pack per load, still one asynchronous copy).
+      ODMOE_LOG_WARN("{}: cannot pin {} experts ({} bytes): {}; staging every load instead",
+                     device->name(), set.size(), entries * stride, pinned.status().message());
+      set.clear();
+      entries = 2;
+      pinned = device->ReserveHost(entries * stride);
+    }
+    if (!pinned.ok()) return pinned.status();
+    uint8_t* host = *pinned;
     s.pinned_host_bytes_ = entries * stride;
     const ModelConfig& c = model.config();
     for (size_t i = 0; i < set.size(); ++i) {

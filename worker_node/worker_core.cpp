@@ -86,11 +86,13 @@ absl::StatusOr<std::unique_ptr<WorkerCore>> WorkerCore::Create(const ModelFile& 
       ++slots;
     }
   }
-  // On a device, the experts this worker is normally asked for are packed
-  // into pinned host memory once, so that a load is one asynchronous copy.
+  // On a device, the experts an on-demand or caching worker is normally
+  // asked for are packed into pinned host memory once, so that a load is one
+  // asynchronous copy at the link's rate. A resident worker loads its set
+  // once (through the staging entries) and keeps no pinned copy.
   ODMOE_ASSIGN_OR_RETURN(std::unique_ptr<SlotDevice> device, CreateSlotDevice(backend));
   std::vector<ExpertSlots::ExpertId> host_set;
-  if (device != nullptr) host_set = ResidentSet(c, p);
+  if (device != nullptr && !options.resident) host_set = ResidentSet(c, p);
   ODMOE_ASSIGN_OR_RETURN(ExpertSlots expert_slots,
                          ExpertSlots::Create(model, backend, slots, std::move(device), host_set));
   if (expert_slots.device()) {

@@ -6,6 +6,7 @@
 // covered by "cluster: identical tokens with every node on the GPU".
 #include <catch2/catch.hpp>
 
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -30,6 +31,7 @@ class LoggingSlotDevice final : public SlotDevice {
   }
   absl::StatusOr<uint8_t*> ReserveHost(size_t bytes) override {
     log_->push_back(absl::StrFormat("reserve host %d", bytes));
+    if (bytes > max_host) return absl::ResourceExhaustedError("out of pinnable memory");
     host_.assign(bytes, 0);
     *host_out_ = host_.data();
     return host_.data();
@@ -57,6 +59,7 @@ class LoggingSlotDevice final : public SlotDevice {
   absl::StatusOr<double> LoadSeconds(int) override { return 0.125; }
 
   bool fail = false;
+  size_t max_host = SIZE_MAX;
 
  private:
   std::vector<std::string>* log_;
@@ -149,6 +152,31 @@ TEST_CASE("expert slots on a device: pinned host copy, async loads, fences", "[w
   dev->fail = true;
   CHECK(slots->Load(1, 1, 3, false).code() == absl::StatusCode::kInternal);
   CHECK(slots->slot(1).loaded == false);
+}
+
+TEST_CASE("expert slots on a device stage every load when pinned memory runs out",
+          "[worker][slots]") {
+  auto model = ModelFile::Open(SourcePath("models/tiny-mixtral-f16.gguf"));
+  REQUIRE(model.ok());
+  auto cpu = CreateBackend("cpu:1");
+  REQUIRE(cpu.ok());
+  std::vector<std::string> log;
+  uint8_t* host = nullptr;
+  auto device = std::make_unique<LoggingSlotDevice>(&log, &host);
+  const size_t stride = (ExpertPackLayout::For((*model)->config()).total_bytes + 255) / 256 * 256;
+  device->max_host = 2 * stride;  // the staging entries fit, the set does not
+  auto slots = ExpertSlots::Create(**model, **cpu, 1, std::move(device), {{0, 1}, {0, 2}});
+  REQUIRE(slots.ok());
+  CHECK(slots->pinned_host_bytes() == 2 * stride);
+  REQUIRE(slots->Load(0, 0, 2, false).ok());
+  CHECK(log.back() == "load 0 from pinned");
+  CHECK(SlotHolds(*slots, 0, Packed(**model, 0, 2)));
+  // Not even the staging entries: the worker cannot start, and says why.
+  std::vector<std::string> log2;
+  auto tiny = std::make_unique<LoggingSlotDevice>(&log2, &host);
+  tiny->max_host = stride;
+  CHECK(ExpertSlots::Create(**model, **cpu, 1, std::move(tiny), {{0, 1}}).status().code() ==
+        absl::StatusCode::kResourceExhausted);
 }
 
 TEST_CASE("expert slots on the host: packed in place, emulated bandwidth", "[worker][slots]") {
