@@ -3,6 +3,7 @@
 // CUDA device turns into events (a load waits for the slot's release, a
 // compute waits for exactly its slot's load). No GPU needed.
 #include "expert_slot_arena.h"
+#include "fake_slot_device.h"
 
 #include <cstring>
 #include <string>
@@ -14,46 +15,7 @@
 namespace odmoe {
 namespace {
 
-/// Host memory and a log of the calls in order.
-class FakeSlotDevice final : public SlotDevice {
- public:
-  explicit FakeSlotDevice(std::vector<std::string>* log) : log_(log) {}
-  std::string name() const override { return "fake"; }
-  absl::StatusOr<uint8_t*> Reserve(int slots, size_t slot_bytes) override {
-    log_->push_back(absl::StrFormat("reserve %d x %d", slots, slot_bytes));
-    memory_.assign(static_cast<size_t>(slots) * slot_bytes, 0);
-    return memory_.data();
-  }
-  absl::StatusOr<uint8_t*> ReserveHost(size_t bytes) override {
-    host_.assign(bytes, 0);
-    return host_.data();
-  }
-  absl::Status QueueLoad(int slot, void* dst, const void* src, size_t bytes) override {
-    if (fail_loads) return absl::InternalError("copy engine on fire");
-    log_->push_back(absl::StrFormat("load %d", slot));
-    std::memcpy(dst, src, bytes);
-    return absl::OkStatus();
-  }
-  absl::Status ComputeWaitForLoad(int slot) override {
-    log_->push_back(absl::StrFormat("compute waits ready %d", slot));
-    return absl::OkStatus();
-  }
-  absl::Status RecordRelease(int slot) override {
-    log_->push_back(absl::StrFormat("release %d", slot));
-    return absl::OkStatus();
-  }
-  absl::Status WaitLoadDone(int slot) override {
-    log_->push_back(absl::StrFormat("host waits ready %d", slot));
-    return absl::OkStatus();
-  }
-  absl::StatusOr<double> LoadSeconds(int slot) override { return 0.25; }
-
-  bool fail_loads = false;
-
- private:
-  std::vector<std::string>* log_;
-  std::vector<uint8_t> memory_, host_;
-};
+using FakeSlotDevice = test::LoggingSlotDevice;
 
 struct Fixture {
   std::vector<std::string> log;
