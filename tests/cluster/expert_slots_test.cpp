@@ -41,6 +41,8 @@ bool SlotHolds(ExpertSlots& slots, int slot, const std::vector<uint8_t>& expecte
 struct Env {
   std::unique_ptr<ModelFile> model;
   std::unique_ptr<Backend> cpu;
+  std::vector<std::string> log;  // the fake device's calls
+  std::unique_ptr<LoggingSlotDevice> device = std::make_unique<LoggingSlotDevice>(&log);
   Env() {
     auto m = ModelFile::Open(SourcePath("models/tiny-mixtral-f16.gguf"));
     REQUIRE(m.ok());
@@ -57,10 +59,9 @@ TEST_CASE("expert slots on a device: pinned host copy, async loads, fences", "[w
   Env env;
   const ModelFile& model = *env.model;
   Backend& cpu = *env.cpu;
-  std::vector<std::string> log;
-  auto device = std::make_unique<LoggingSlotDevice>(&log);
-  LoggingSlotDevice* dev = device.get();
-  auto slots = ExpertSlots::Create(model, cpu, 2, std::move(device),
+  std::vector<std::string>& log = env.log;
+  LoggingSlotDevice* dev = env.device.get();
+  auto slots = ExpertSlots::Create(model, cpu, 2, std::move(env.device),
                                    {{1, 3}, {0, 5}, {1, 3}});  // a duplicate is kept once
   REQUIRE(slots.ok());
   CHECK(slots->device());
@@ -128,12 +129,11 @@ TEST_CASE("expert slots on a device stage every load when pinned memory runs out
   Env env;
   const ModelFile& model = *env.model;
   Backend& cpu = *env.cpu;
-  std::vector<std::string> log;
-  auto device = std::make_unique<LoggingSlotDevice>(&log);
-  LoggingSlotDevice* dev = device.get();
+  std::vector<std::string>& log = env.log;
+  LoggingSlotDevice* dev = env.device.get();
   const size_t stride = (ExpertPackLayout::For(model.config()).total_bytes + 255) / 256 * 256;
   dev->max_host = 2 * stride;  // the staging entries fit, the set does not
-  auto slots = ExpertSlots::Create(model, cpu, 1, std::move(device), {{0, 1}, {0, 2}});
+  auto slots = ExpertSlots::Create(model, cpu, 1, std::move(env.device), {{0, 1}, {0, 2}});
   REQUIRE(slots.ok());
   CHECK(slots->pinned_host_bytes() == 2 * stride);
   REQUIRE(slots->Load(0, 0, 2, false).ok());
