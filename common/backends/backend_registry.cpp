@@ -116,8 +116,9 @@ absl::StatusOr<std::unique_ptr<SlotDevice>> CreateSlotDevice(Backend& backend) {
   for (const BackendFactory& f : Families()) {
     if (f.family == family && f.slot_device) return f.slot_device(backend);
   }
-  return absl::UnimplementedError(absl::StrFormat(
-      "backend '%s' keeps its memory off the host but offers no expert-slot device", name));
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "backend '%s' keeps its memory off the host but offers no expert-slot device; "
+      "a worker cannot load experts through it", name));
 }
 
 std::vector<std::string> AvailableBackends() {

@@ -56,7 +56,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackendOrFallback(std::string_vie
 /// The SlotDevice a worker loads experts through on `backend`
 /// (backend/slot_device.h), or nullptr when the backend's memory is host
 /// memory (the CPU: a load is a pack into the slot, nothing to overlap).
-/// UNIMPLEMENTED for a device backend whose family offers none.
+/// INVALID_ARGUMENT for a device backend whose family offers none.
 absl::StatusOr<std::unique_ptr<SlotDevice>> CreateSlotDevice(Backend& backend);
 
 /// All backend instances usable on this machine (always includes "cpu").
