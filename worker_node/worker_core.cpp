@@ -371,14 +371,15 @@ void WorkerCore::Process(Task& task) {
                        msg.key().request(), msg.key().token(), layer, expert);
         status = slots_.Load(slot, layer, expert, /*prefetched=*/false);
       }
-      absl::StatusOr<std::chrono::steady_clock::time_point> loaded_at =
-          status.ok() ? slots_.WaitLoaded(slot) : absl::StatusOr<std::chrono::steady_clock::time_point>(status);
-      if (loaded_at.ok()) {
-        load_seconds = std::chrono::duration<double>(*loaded_at - t0).count();
-        stall = load_seconds;
-        if (slots_.device()) TraceDeviceLoad(slot, msg.key());
-      } else {
-        status = loaded_at.status();
+      if (status.ok()) {
+        absl::StatusOr<std::chrono::steady_clock::time_point> loaded_at = slots_.WaitLoaded(slot);
+        if (loaded_at.ok()) {
+          load_seconds = std::chrono::duration<double>(*loaded_at - t0).count();
+          stall = load_seconds;
+          if (slots_.device()) TraceDeviceLoad(slot, msg.key());
+        } else {
+          status = loaded_at.status();
+        }
       }
     }
   }
