@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "cluster/trace.h"
 #include "util/logging.h"
+#include "util/mmap_file.h"
 #include "util/status_macros.h"
 
 namespace odmoe {
@@ -70,8 +71,14 @@ absl::StatusOr<ExpertSlots> ExpertSlots::Create(const ModelFile& model, Backend&
             absl::StrFormat("no expert %d in layer %d to keep in host memory", expert, layer));
       }
       uint8_t* entry = host + i * stride;
-      PackExpert(model.Expert(layer, expert), s.layout_, entry);
+      const ExpertTensors tensors = model.Expert(layer, expert);
+      PackExpert(tensors, s.layout_, entry);
       s.host_copy_[set[i]] = entry;
+      // The packed copy is what loads read from now: give back the file's
+      // pages, so the host holds this expert once.
+      for (const TensorView* t : {&tensors.gate, &tensors.up, &tensors.down}) {
+        DropMappedPages(t->data, t->bytes());
+      }
     }
     s.staging_[0] = host + set.size() * stride;
     s.staging_[1] = host + (set.size() + 1) * stride;

@@ -72,4 +72,13 @@ absl::StatusOr<MappedFile> MappedFile::Open(const std::string& path) {
   return file;
 }
 
+void DropMappedPages(const void* p, size_t n) {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
+  if (end <= begin) return;
+  // Advisory: a failure leaves the pages where they were, which is harmless.
+  madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 }  // namespace odmoe

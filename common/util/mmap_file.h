@@ -33,4 +33,11 @@ class MappedFile {
   size_t size_ = 0;
 };
 
+/// Lets the kernel drop this process's pages of [p, p + n) inside a
+/// read-only file mapping (the whole pages within the range): the memory is
+/// no longer counted to the process, and the next read faults the same bytes
+/// back in from the file. For data copied elsewhere once (a worker's packed
+/// experts). A no-op where the range holds no whole page.
+void DropMappedPages(const void* p, size_t n);
+
 }  // namespace odmoe
