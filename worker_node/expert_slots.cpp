@@ -13,10 +13,6 @@
 namespace odmoe {
 namespace {
 
-constexpr size_t kAlignment = 256;  // slot and pinned-entry stride
-
-size_t Stride(size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
-
 std::chrono::steady_clock::duration Seconds(double s) {
   return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
       std::chrono::duration<double>(s));
@@ -29,7 +25,7 @@ absl::StatusOr<ExpertSlots> ExpertSlots::Create(const ModelFile& model, Backend&
                                                 const std::vector<ExpertId>& host_set) {
   if (slots < 1) return absl::InvalidArgumentError("a worker needs at least one expert slot");
   ExpertSlots s(model, backend, ExpertPackLayout::For(model.config()));
-  const size_t stride = Stride(s.layout_.total_bytes);
+  const size_t stride = ExpertSlotStride(s.layout_.total_bytes);
   if (device == nullptr) {
     if (!backend.host_memory()) {
       return absl::InvalidArgumentError(absl::StrFormat(

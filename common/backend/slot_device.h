@@ -27,6 +27,14 @@
 
 namespace odmoe {
 
+/// Bytes between consecutive slots or pinned host entries holding experts of
+/// `expert_bytes`: rounded up to 256, so every packed expert (and its parts)
+/// stays as aligned as its allocation.
+inline size_t ExpertSlotStride(size_t expert_bytes) {
+  constexpr size_t kAlignment = 256;
+  return (expert_bytes + kAlignment - 1) / kAlignment * kAlignment;
+}
+
 /// Slot indices are in [0, slots). One thread drives a device.
 class SlotDevice {
  public:

@@ -10,8 +10,6 @@ namespace odmoe {
 
 namespace {
 
-constexpr size_t kEntryAlignment = 256;
-
 class CudaSlotDevice final : public SlotDevice {
  public:
   CudaSlotDevice(CudaBackend& backend, cuda::StreamPtr copy)
@@ -114,7 +112,7 @@ absl::StatusOr<PinnedExpertStore> PinnedExpertStore::Create(int count, size_t en
   PinnedExpertStore s;
   s.count_ = count;
   s.entry_bytes_ = entry_bytes;
-  s.stride_ = (entry_bytes + kEntryAlignment - 1) / kEntryAlignment * kEntryAlignment;
+  s.stride_ = ExpertSlotStride(entry_bytes);
   if (s.stride_ > SIZE_MAX / static_cast<size_t>(count)) {
     return absl::ResourceExhaustedError("pinned expert store: size overflows");
   }

@@ -7,13 +7,7 @@
 
 namespace odmoe {
 
-namespace {
-constexpr size_t kSlotAlignment = 256;
-}  // namespace
-
-size_t ExpertSlotArena::SlotStride(size_t expert_bytes) {
-  return (expert_bytes + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment;
-}
+size_t ExpertSlotArena::SlotStride(size_t expert_bytes) { return ExpertSlotStride(expert_bytes); }
 
 int ExpertSlotArena::SlotsFor(const Options& options) {
   if (options.expert_bytes == 0) return 0;
