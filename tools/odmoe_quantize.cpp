@@ -32,7 +32,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::optional<odmoe::DType> target = odmoe::ParseDType(type);
-  if (!target) {
+  const bool writable = target && (*target == odmoe::DType::kF32 || *target == odmoe::DType::kF16 ||
+                                   *target == odmoe::DType::kBF16 ||
+                                   *target == odmoe::DType::kQ8_0 || *target == odmoe::DType::kQ4_0);
+  if (!writable) {
     std::cerr << "odmoe-quantize: error: unknown --type '" << type
               << "' (expected f16, bf16, q8_0, q4_0 or f32)\n";
     return 1;

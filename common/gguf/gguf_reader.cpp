@@ -369,7 +369,7 @@ absl::StatusOr<TensorInfo> ReadTensorInfo(Cursor& c, uint64_t index, uint32_t al
   if (!IsKnownGgmlType(type)) {
     return c.Error(at, what,
                    absl::StrCat("type ", Sv(GgmlTypeName(type)), " (id ", type,
-                                ") is not supported (supported: f32, f16, bf16, q8_0, q4_0)"));
+                                ") is not supported (supported: ", SupportedTypeNames(), ")"));
   }
   info.view.type = static_cast<DType>(type);
   const DTypeTraits& traits = Traits(info.view.type);

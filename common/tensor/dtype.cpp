@@ -3,15 +3,39 @@
 #include <array>
 #include <cassert>
 #include <cctype>
+#include <iterator>
 
 namespace odmoe {
 namespace {
 
-constexpr DTypeTraits kF32Traits{"f32", 1, 4, false};
-constexpr DTypeTraits kF16Traits{"f16", 1, 2, false};
-constexpr DTypeTraits kBF16Traits{"bf16", 1, 2, false};
-constexpr DTypeTraits kQ8_0Traits{"q8_0", kQ8_0BlockElems, kQ8_0BlockBytes, true};
-constexpr DTypeTraits kQ4_0Traits{"q4_0", kQ4_0BlockElems, kQ4_0BlockBytes, true};
+// The one table of types (kAllDTypes order).
+constexpr DTypeTraits kTable[] = {
+    {DType::kF32, "f32", 1, 4, false, DType::kF32},
+    {DType::kF16, "f16", 1, 2, false, DType::kF32},
+    {DType::kQ4_0, "q4_0", 32, sizeof(BlockQ4_0), true, DType::kQ8_0},
+    {DType::kQ4_1, "q4_1", 32, sizeof(BlockQ4_1), true, DType::kQ8_0},
+    {DType::kQ5_0, "q5_0", 32, sizeof(BlockQ5_0), true, DType::kQ8_0},
+    {DType::kQ5_1, "q5_1", 32, sizeof(BlockQ5_1), true, DType::kQ8_0},
+    {DType::kQ8_0, "q8_0", 32, sizeof(BlockQ8_0), true, DType::kQ8_0},
+    {DType::kQ2_K, "q2_K", 256, sizeof(BlockQ2K), true, DType::kQ8_K},
+    {DType::kQ3_K, "q3_K", 256, sizeof(BlockQ3K), true, DType::kQ8_K},
+    {DType::kQ4_K, "q4_K", 256, sizeof(BlockQ4K), true, DType::kQ8_K},
+    {DType::kQ5_K, "q5_K", 256, sizeof(BlockQ5K), true, DType::kQ8_K},
+    {DType::kQ6_K, "q6_K", 256, sizeof(BlockQ6K), true, DType::kQ8_K},
+    {DType::kQ8_K, "q8_K", 256, sizeof(BlockQ8K), true, DType::kF32},
+    {DType::kIQ4_NL, "iq4_nl", 32, sizeof(BlockIq4Nl), true, DType::kQ8_0},
+    {DType::kIQ4_XS, "iq4_xs", 256, sizeof(BlockIq4Xs), true, DType::kQ8_K},
+    {DType::kBF16, "bf16", 1, 2, false, DType::kF32},
+    {DType::kMXFP4, "mxfp4", 32, sizeof(BlockMxfp4), true, DType::kQ8_0},
+};
+static_assert(std::size(kTable) == std::size(kAllDTypes));
+
+const DTypeTraits* Find(uint32_t ggml_type) {
+  for (const DTypeTraits& t : kTable) {
+    if (static_cast<uint32_t>(t.type) == ggml_type) return &t;
+  }
+  return nullptr;
+}
 
 // GGML type ids in order; ids whose types were removed from GGML are named so
 // an error message still says what the file holds.
@@ -72,42 +96,30 @@ bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
 }  // namespace
 
 const DTypeTraits& Traits(DType type) {
-  switch (type) {
-    case DType::kF32:
-      return kF32Traits;
-    case DType::kF16:
-      return kF16Traits;
-    case DType::kBF16:
-      return kBF16Traits;
-    case DType::kQ8_0:
-      return kQ8_0Traits;
-    case DType::kQ4_0:
-      return kQ4_0Traits;
-  }
-  assert(false && "Traits() called with an unsupported DType");
-  return kF32Traits;
+  const DTypeTraits* t = Find(static_cast<uint32_t>(type));
+  assert(t != nullptr && "Traits() called with an unsupported DType");
+  return t != nullptr ? *t : kTable[0];
 }
 
-bool IsKnownGgmlType(uint32_t ggml_type) {
-  switch (static_cast<DType>(ggml_type)) {
-    case DType::kF32:
-    case DType::kF16:
-    case DType::kBF16:
-    case DType::kQ8_0:
-    case DType::kQ4_0:
-      return true;
-  }
-  return false;
-}
+bool IsKnownGgmlType(uint32_t ggml_type) { return Find(ggml_type) != nullptr; }
 
 std::string_view GgmlTypeName(uint32_t ggml_type) {
   if (ggml_type < kGgmlTypeNames.size()) return kGgmlTypeNames[ggml_type];
   return "unknown";
 }
 
+std::string SupportedTypeNames() {
+  std::string out;
+  for (const DTypeTraits& t : kTable) {
+    if (!out.empty()) out += ", ";
+    out += t.name;
+  }
+  return out;
+}
+
 std::optional<DType> ParseDType(std::string_view name) {
-  for (DType type : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0}) {
-    if (EqualsIgnoreCase(name, Traits(type).name)) return type;
+  for (const DTypeTraits& t : kTable) {
+    if (EqualsIgnoreCase(name, t.name)) return t.type;
   }
   return std::nullopt;
 }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "tensor/quant_families.h"
 #include "util/fp16.h"
 
 namespace odmoe {
@@ -107,6 +108,20 @@ void DequantizeRow(DType type, const void* src, float* dst, int64_t n) {
     case DType::kQ4_0:
       DequantizeQ4_0(static_cast<const BlockQ4_0*>(src), dst, n / kQ4_0BlockElems);
       return;
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kIQ4_NL:
+    case DType::kMXFP4:
+      return quant_internal::DequantizeBlock32Row(type, src, dst, n);
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+    case DType::kQ8_K:
+    case DType::kIQ4_XS:
+      return quant_internal::DequantizeKRow(type, src, dst, n);
   }
   assert(false && "DequantizeRow: unsupported DType");
 }
@@ -133,6 +148,20 @@ void QuantizeRow(DType type, const float* src, void* dst, int64_t n) {
     case DType::kQ4_0:
       QuantizeQ4_0(src, static_cast<BlockQ4_0*>(dst), n / kQ4_0BlockElems);
       return;
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kIQ4_NL:
+    case DType::kMXFP4:
+      return quant_internal::QuantizeBlock32Row(type, src, dst, n);
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+    case DType::kQ8_K:
+    case DType::kIQ4_XS:
+      return quant_internal::QuantizeKRow(type, src, dst, n);
   }
   assert(false && "QuantizeRow: unsupported DType");
 }

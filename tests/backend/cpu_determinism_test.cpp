@@ -59,10 +59,14 @@ TEST_CASE("MatMul is bitwise identical across batching, grouping, threads and IS
   };
   const int64_t n = 17;
   const auto configs = AllConfigurations();
-  for (DType type : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0}) {
-    // Quantized: 1, 3, 128 (8 full groups of 16), 17 and 37 blocks (partial
-    // last group); 13, 9, 5 rows leave 1..3 rows in the last block of 4.
+  for (DType type : WeightTypesUnderTest()) {
+    // Block32 types: 1, 3, 128 (8 full groups of 16), 17 and 37 blocks
+    // (partial last group); K family: 1, 16, 17, 5 and 40 super-blocks.
+    // 13, 9, 5 rows leave 1..3 rows in the last block of 4.
     std::vector<Shape> shapes = {{32, 13}, {96, 64}, {4096, 9}, {544, 5}, {1184, 10}};
+    if (Traits(type).block_elems == 256) {
+      shapes = {{256, 13}, {4096, 9}, {4352, 5}, {1280, 10}, {10240, 4}};
+    }
     if (!Traits(type).quantized) shapes.push_back({50, 7});
     for (const Shape& s : shapes) {
       const std::vector<uint8_t> w = RandomWeight(type, s.out, s.k, 5);

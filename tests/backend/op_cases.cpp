@@ -5,6 +5,7 @@
 #include "absl/strings/str_format.h"
 #include "catch2/catch.hpp"
 #include "reference_ops.h"
+#include "cpu_ops.h"
 #include "tensor/quant.h"
 
 namespace odmoe::test {
@@ -68,6 +69,14 @@ std::vector<uint8_t> RandomWeight(DType type, int64_t rows, int64_t cols, uint32
   return bytes;
 }
 
+std::vector<DType> WeightTypesUnderTest() {
+  std::vector<DType> types;
+  for (DType t : kAllDTypes) {
+    if (t != DType::kQ8_K && CpuSupportsWeightType(t)) types.push_back(t);
+  }
+  return types;
+}
+
 namespace {
 
 // Tolerances. Weights are quantized before the reference sees them, and for
@@ -89,12 +98,18 @@ void AddMatMulCases(std::vector<OpCase>& cases) {
   struct Shape {
     int64_t k, out, n;
   };
-  const Shape shapes[] = {{32, 17, 3},  {64, 5, 1},   {96, 33, 17},
-                          {4096, 7, 3}, {256, 64, 8}, {1184, 6, 5}};
-  const DType types[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0};
+  // Rows of 1..5 blocks and of more than 16 (a second pass over the lanes),
+  // for 32- and 256-element blocks; 17, 33, 7, 9 rows leave 1..3 rows in the
+  // last block of 4.
+  const Shape shapes[] = {{32, 17, 3},   {64, 5, 1},   {96, 33, 17},  {4096, 7, 3},
+                          {256, 64, 8},  {1184, 6, 5}, {1280, 9, 5},  {4352, 5, 2},
+                          {512, 17, 3}};
   uint32_t seed = 100;
-  for (DType type : types) {
-    std::vector<Shape> list(std::begin(shapes), std::end(shapes));
+  for (DType type : WeightTypesUnderTest()) {
+    std::vector<Shape> list;
+    for (const Shape& s : shapes) {
+      if (RowSizeValid(type, s.k)) list.push_back(s);
+    }
     if (!Traits(type).quantized) list.push_back({50, 9, 2});  // k not a multiple of 16
     for (const Shape& s : list) {
       auto w = std::make_shared<std::vector<uint8_t>>(RandomWeight(type, s.out, s.k, ++seed));
@@ -117,9 +132,8 @@ void AddMatMulCases(std::vector<OpCase>& cases) {
 }
 
 void AddGetRowsCases(std::vector<OpCase>& cases) {
-  const DType types[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0};
-  for (DType type : types) {
-    const int64_t rows = 10, cols = 96;
+  for (DType type : WeightTypesUnderTest()) {
+    const int64_t rows = 10, cols = Traits(type).block_elems == 256 ? 512 : 96;
     auto w = std::make_shared<std::vector<uint8_t>>(RandomWeight(type, rows, cols, 7));
     const std::vector<int32_t> ids = {3, 0, 9, 3};
     OpCase c{absl::StrFormat("GetRows %s", Traits(type).name), 0.0, 0.0, nullptr, nullptr};

@@ -47,6 +47,10 @@ struct OpCase {
 /// Every case of every op (MatMul for each weight type and odd shapes,
 /// GetRows, RmsNorm, Rope, Attention, Softmax, RouterTopK, SwiGlu, Add, Copy,
 /// GatherRows, ScatterAddScaled).
+/// The weight types the op tests cover: every type but Q8_K (an activation
+/// type) that the CPU backend computes with (CpuSupportsWeightType).
+std::vector<DType> WeightTypesUnderTest();
+
 std::vector<OpCase> MakeOpCases();
 
 /// `rows` rows of `cols` seeded random values in [-scale, scale) stored as

@@ -1,8 +1,8 @@
 // Plain scalar references of the backend ops for the backend tests, written
 // straight from the op definitions in backend/backend.h and the block layouts
 // in tensor/dtype.h, in double precision, sharing no code with any backend
-// (only the Q8_0 quantizer of tensor/quant.h, which the MatMul definition
-// names for its activations).
+// (only tensor/quant.h: the activation quantizers the MatMul definition names,
+// and DequantizeRow for the types decoded here by no code of their own).
 //
 //   std::vector<double> y = ref::MatMul(w_f32, out, k, x, n);
 //   double e = ref::Nmse(got, y);
@@ -79,22 +79,31 @@ inline std::vector<double> DecodeRow(DType type, const uint8_t* row, int64_t k) 
         out[i] = HalfValue(u16(block)) * (q - 8);
         break;
       }
+      default: {
+        // The other quantized types: the library's DequantizeRow, which the
+        // quant tests hold bit for bit to the gguf package's dequantizers.
+        std::vector<float> f(static_cast<size_t>(k));
+        DequantizeRow(type, row, f.data(), k);
+        return std::vector<double>(f.begin(), f.end());
+      }
     }
   }
   return out;
 }
 
 /// The activations a MatMul with `type` weights multiplies: x itself for
-/// float weights; for Q8_0 / Q4_0 weights each row quantized to Q8_0 blocks
-/// (QuantizeRow, the ecosystem's reference quantizer) and decoded again.
+/// float weights; for quantized weights each row quantized to the type's
+/// activation type (Traits(type).vec_dot: Q8_0 or Q8_K, by QuantizeRow, the
+/// one routine the MatMul definition names) and decoded again.
 inline std::vector<double> MatMulActivations(DType type, const std::vector<float>& x, int64_t n,
                                              int64_t k) {
-  if (type != DType::kQ8_0 && type != DType::kQ4_0) return std::vector<double>(x.begin(), x.end());
+  const DType act = Traits(type).vec_dot;
+  if (act == DType::kF32) return std::vector<double>(x.begin(), x.end());
   std::vector<double> out;
-  std::vector<uint8_t> q(RowBytes(DType::kQ8_0, k));
+  std::vector<uint8_t> q(RowBytes(act, k));
   for (int64_t t = 0; t < n; ++t) {
-    QuantizeRow(DType::kQ8_0, x.data() + t * k, q.data(), k);
-    const std::vector<double> row = DecodeRow(DType::kQ8_0, q.data(), k);
+    QuantizeRow(act, x.data() + t * k, q.data(), k);
+    const std::vector<double> row = DecodeRow(act, q.data(), k);
     out.insert(out.end(), row.begin(), row.end());
   }
   return out;

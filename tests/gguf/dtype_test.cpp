@@ -25,9 +25,43 @@ TEST_CASE("DType traits and row sizes", "[dtype]") {
   CHECK_FALSE(RowSizeValid(DType::kF32, -1));
 }
 
+TEST_CASE("the type table: block geometry as GGUF files store it", "[dtype]") {
+  struct Want {
+    DType type;
+    int elems, bytes;
+    DType vec_dot;
+  };
+  // Sizes from the GGUF format documentation (GGML_QUANT_SIZES).
+  const Want want[] = {
+      {DType::kQ4_1, 32, 20, DType::kQ8_0},   {DType::kQ5_0, 32, 22, DType::kQ8_0},
+      {DType::kQ5_1, 32, 24, DType::kQ8_0},   {DType::kQ2_K, 256, 84, DType::kQ8_K},
+      {DType::kQ3_K, 256, 110, DType::kQ8_K}, {DType::kQ4_K, 256, 144, DType::kQ8_K},
+      {DType::kQ5_K, 256, 176, DType::kQ8_K}, {DType::kQ6_K, 256, 210, DType::kQ8_K},
+      {DType::kQ8_K, 256, 292, DType::kF32},  {DType::kIQ4_NL, 32, 18, DType::kQ8_0},
+      {DType::kIQ4_XS, 256, 136, DType::kQ8_K}, {DType::kMXFP4, 32, 17, DType::kQ8_0},
+      {DType::kQ8_0, 32, 34, DType::kQ8_0},   {DType::kQ4_0, 32, 18, DType::kQ8_0},
+  };
+  for (const Want& w : want) {
+    INFO(Traits(w.type).name);
+    CHECK(Traits(w.type).type == w.type);
+    CHECK(Traits(w.type).block_elems == w.elems);
+    CHECK(Traits(w.type).block_bytes == w.bytes);
+    CHECK(Traits(w.type).quantized);
+    CHECK(Traits(w.type).vec_dot == w.vec_dot);
+  }
+  for (DType t : kAllDTypes) {
+    CHECK(Traits(t).name == GgmlTypeName(static_cast<uint32_t>(t)));
+    CHECK(ParseDType(Traits(t).name) == t);
+  }
+  CHECK(RowBytes(DType::kQ4_K, 4096) == 16 * 144);
+  CHECK_FALSE(RowSizeValid(DType::kQ6_K, 128));
+  CHECK(SupportedTypeNames().find("iq4_xs") != std::string::npos);
+}
+
 TEST_CASE("GGML type ids and names", "[dtype]") {
-  for (uint32_t id : {0u, 1u, 2u, 8u, 30u}) CHECK(IsKnownGgmlType(id));
-  for (uint32_t id : {3u, 7u, 12u, 14u, 29u, 31u, 1000u}) CHECK_FALSE(IsKnownGgmlType(id));
+  for (uint32_t id : {0u, 1u, 2u, 3u, 6u, 7u, 8u, 10u, 11u, 12u, 13u, 14u, 15u, 20u, 23u, 30u, 39u})
+    CHECK(IsKnownGgmlType(id));
+  for (uint32_t id : {4u, 9u, 16u, 19u, 21u, 29u, 31u, 34u, 1000u}) CHECK_FALSE(IsKnownGgmlType(id));
   CHECK(GgmlTypeName(12) == "q4_K");
   CHECK(GgmlTypeName(14) == "q6_K");
   CHECK(GgmlTypeName(30) == "bf16");
@@ -36,7 +70,11 @@ TEST_CASE("GGML type ids and names", "[dtype]") {
   CHECK(ParseDType("Q8_0") == DType::kQ8_0);
   CHECK(ParseDType("bf16") == DType::kBF16);
   CHECK(ParseDType("F32") == DType::kF32);
-  CHECK_FALSE(ParseDType("q4_k").has_value());
+  CHECK(ParseDType("q4_k") == DType::kQ4_K);
+  CHECK(ParseDType("IQ4_XS") == DType::kIQ4_XS);
+  CHECK(ParseDType("mxfp4") == DType::kMXFP4);
+  CHECK_FALSE(ParseDType("q4_k_m").has_value());
+  CHECK_FALSE(ParseDType("iq2_xxs").has_value());
   CHECK_FALSE(ParseDType("").has_value());
 }
 

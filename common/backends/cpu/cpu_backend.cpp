@@ -73,6 +73,11 @@ absl::StatusOr<BackendWeight> CpuBackend::LoadWeight(const TensorView& host) {
     return absl::InvalidArgumentError(absl::StrFormat("tensor '%s' has unsupported type %d",
                                                       host.name, static_cast<uint32_t>(host.type)));
   }
+  if (!CpuSupportsWeightType(host.type)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("tensor '%s': type %s is not supported by the cpu backend", host.name,
+                        Traits(host.type).name));
+  }
   if (host.ne[0] <= 0 || host.ne[1] <= 0 || !RowSizeValid(host.type, host.ne[0])) {
     return absl::InvalidArgumentError(
         absl::StrFormat("tensor '%s' of type %s has an invalid shape %d x %d", host.name,

@@ -6,8 +6,9 @@
 //
 // Memory is host memory: Allocate() returns 64-byte aligned buffers and
 // LoadWeight() is a zero-copy view of the caller's (mapped) tensor.
-// Weight types: F32, F16, BF16, Q8_0, Q4_0; activations are F32 (quantized
-// to Q8_0 inside a MatMul with Q8_0 / Q4_0 weights, see below).
+// Weight types: those CpuSupportsWeightType() lists (float, block32 and K
+// family); activations are F32 (quantized to Q8_0 or Q8_K inside a MatMul
+// with quantized weights, see below).
 //
 // Threads. Ops run on the calling thread plus `threads - 1` pool workers and
 // are split over output rows (MatMul: blocks of 4 weight rows; Attention:
@@ -44,6 +45,38 @@
 //      their own in the last group are left as they are (a zero block: scale
 //      0, codes 0, gives fma(0, 0, lane) = lane, since no lane is ever -0).
 //   d. The lanes are reduced by the tree of step 3.
+//   The other block32 types (Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4) follow a-d
+//   with qw_i their signed integer code: Q5_0 (5-bit code) - 16,
+//   IQ4_NL kIq4nlValues[code], MXFP4 kMxfp4Values[code], Q4_1 / Q5_1 the
+//   unsigned code itself; dw_b is F16ToF32(d), for MXFP4 E8M0Half(e) =
+//   2^(e - 128) exactly. Q4_1 / Q5_1 (w = d*q + m) add a second update
+//   right after c's: lane = fma(mw_b * dx_b, (float)sx_b, lane), where mw_b
+//   is F16ToF32(m) and sx_b the sum of the activation block's 32 codes.
+// MatMul with K-family weights (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS):
+//   A. Each row of x is quantized once per call to Q8_K super-blocks by
+//      QuantizeRow (256 codes qx_i in [-127, 127], an f32 scale dx_s, the
+//      sums bsum_j of each 16 consecutive codes).
+//   B. Per weight row and super-block s (256 elements) two exact int32 sums
+//      over its sub-blocks j (tensor/quant_blocks.h has the layouts):
+//        A_s = sum_j sc_j * isum_j,   isum_j = sum_{i in j} qw_i * qx_i
+//        B_s = sum_j mn_j * (sum of the qx_i of sub-block j)
+//      Q2_K: 16 sub-blocks of 16, qw in 0..3, sc_j = scales[j] & 15,
+//            mn_j = scales[j] >> 4.
+//      Q3_K: 16 x 16, qw = 2 low bits + 4 * hmask bit - 4 (-4..3), sc_j the
+//            6-bit scale - 32; no B.
+//      Q4_K: 8 x 32, qw in 0..15, sc_j / mn_j the 6-bit scale / min.
+//      Q5_K: as Q4_K with qw in 0..31.
+//      Q6_K: 16 x 16, qw = 6-bit code - 32, sc_j = scales[j] (int8); no B.
+//      IQ4_XS: 8 x 32, qw = kIq4nlValues[code], sc_j = 6-bit scale - 32;
+//            no B.
+//      (|A_s| < 2^28 for every type, so the sums never overflow; (float)A_s
+//      rounds to nearest even, the same on every ISA.)
+//   C. 16 f32 lanes start at +0; super-block s (in increasing order) updates
+//      lane s % 16: lane = fma(dw_s * dx_s, (float)A_s, lane), then for the
+//      types with mins (Q2_K, Q4_K, Q5_K) lane = fma(-(dmin_s * dx_s),
+//      (float)B_s, lane); dw_s / dmin_s are F16ToF32 of d / dmin, each
+//      product one rounded f32 multiply.
+//   D. The lanes are reduced by the tree of step 3.
 // The integer sums are exact, so how a kernel gets them (plain int loops,
 // maddubs with the sign trick, VNNI dpbusd with offset codes corrected by the
 // activation code sums, decode from the stored blocks or prefill from

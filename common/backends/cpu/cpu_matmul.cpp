@@ -5,7 +5,8 @@
 // (prefill) each block of 4 weight rows is converted once into a per-thread
 // f32 scratch and dotted with every row of x by the register-tiled kernel.
 // Both paths use the canonical order, so the choice never changes a bit.
-// Q8_0 / Q4_0 weights go to CpuQuantMatMul (cpu_qmatmul.cpp).
+// Block32 weights (Q8_0, Q4_0, ...) go to CpuQuantMatMul (cpu_qmatmul.cpp),
+// K-family weights (Q2_K .. Q6_K, IQ4_XS) to CpuKQuantMatMul.
 #include <algorithm>
 #include <vector>
 
@@ -21,12 +22,27 @@ constexpr int64_t kMinRowsForScratch = 4;
 
 }  // namespace
 
+bool CpuSupportsWeightType(DType type) {
+  switch (type) {
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16:
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+      return true;
+    default:
+      return false;
+  }
+}
+
 void CpuMatMul(const CpuOpContext& ctx, const WeightRef& w, ConstMat x, Mat y) {
   const int64_t n = x.rows;
   const int64_t k = w.cols;
   const int64_t out = w.rows;
   if (n == 0 || out == 0) return;
-  if (w.type == DType::kQ8_0 || w.type == DType::kQ4_0) return CpuQuantMatMul(ctx, w, x, y);
+  const DType vec_dot = Traits(w.type).vec_dot;
+  if (vec_dot == DType::kQ8_0) return CpuQuantMatMul(ctx, w, x, y);
+  if (vec_dot == DType::kQ8_K) return CpuKQuantMatMul(ctx, w, x, y);
   const CpuKernels& kern = *ctx.kernels;
   const auto* base = static_cast<const uint8_t*>(w.data);
   const size_t row_bytes = w.row_bytes();

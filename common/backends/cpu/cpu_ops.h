@@ -19,9 +19,15 @@ struct CpuOpContext {
   CpuQuantScratch* quant_scratch = nullptr;  // needed by MatMul only
 };
 
+/// True when the CPU backend computes with weights of `type` (MatMul and
+/// GetRows); LoadWeight refuses the others.
+bool CpuSupportsWeightType(DType type);
+
 void CpuMatMul(const CpuOpContext& ctx, const WeightRef& w, ConstMat x, Mat y);
-/// MatMul for Q8_0 / Q4_0 weights (called by CpuMatMul).
+/// MatMul for block32 weights (Q8_0 activations; called by CpuMatMul).
 void CpuQuantMatMul(const CpuOpContext& ctx, const WeightRef& w, ConstMat x, Mat y);
+/// MatMul for K-family weights (Q8_K activations; called by CpuMatMul).
+void CpuKQuantMatMul(const CpuOpContext& ctx, const WeightRef& w, ConstMat x, Mat y);
 void CpuGetRows(const CpuOpContext& ctx, const WeightRef& table, const int32_t* ids, Mat out);
 void CpuRmsNorm(const CpuOpContext& ctx, ConstMat x, const float* weight, float eps, Mat y);
 void CpuRope(const CpuOpContext& ctx, Mat x, int head_dim, int rope_dims, const int32_t* positions,

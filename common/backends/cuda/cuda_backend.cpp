@@ -31,6 +31,20 @@ class DeviceBuffer final : public BackendBuffer {
   size_t size_;
 };
 
+/// The weight types the kernels of cuda_matmul.cu and cuda_ops.cu handle.
+bool CudaSupportsWeightType(DType type) {
+  switch (type) {
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16:
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+      return true;
+    default:
+      return false;
+  }
+}
+
 absl::Status CheckWeightView(const TensorView& host) {
   if (host.ne[2] != 1 || host.ne[3] != 1) {
     return absl::InvalidArgumentError(
@@ -40,6 +54,11 @@ absl::Status CheckWeightView(const TensorView& host) {
   if (!IsKnownGgmlType(static_cast<uint32_t>(host.type))) {
     return absl::InvalidArgumentError(absl::StrFormat("tensor '%s' has unsupported type %d",
                                                       host.name, static_cast<uint32_t>(host.type)));
+  }
+  if (!CudaSupportsWeightType(host.type)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("tensor '%s': type %s is not supported by the cuda backend", host.name,
+                        Traits(host.type).name));
   }
   if (host.ne[0] <= 0 || host.ne[1] <= 0 || !RowSizeValid(host.type, host.ne[0])) {
     return absl::InvalidArgumentError(
