@@ -420,21 +420,21 @@ void QuantizeQ6KBlock(const float* x, BlockQ6K& y) {
   }
 }
 
-// Index of the kIq4nlValues entry nearest to v (ties to the lower one).
+// kIq4nlValues as floats.
+constexpr float kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                  1,    13,   25,  38,  53,  69,  89,  113};
+
+// Index of the kIq4nlValues entry nearest to v: lo = the largest index with
+// level[lo] <= v, then the nearer of lo and lo + 1 by the float distances,
+// ties to lo + 1; v <= level[0] gives 0, v >= level[15] (or NaN) 15. The
+// count of levels <= v is branchless: the codes are data-dependent, so a
+// branching search would mispredict.
 inline int NearestIq4Index(float v) {
-  const int8_t* values = kIq4nlValues;
-  if (v <= values[0]) return 0;
-  if (v >= values[15]) return 15;
-  int lo = 0, hi = 15;
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) / 2;
-    if (v < values[mid]) {
-      hi = mid;
-    } else {
-      lo = mid;
-    }
-  }
-  return v - static_cast<float>(values[hi - 1]) < static_cast<float>(values[hi]) - v ? hi - 1 : hi;
+  if (v <= kIq4Levels[0]) return 0;
+  if (!(v < kIq4Levels[15])) return 15;
+  int lo = 0;
+  for (int j = 1; j < 15; ++j) lo += kIq4Levels[j] <= v ? 1 : 0;
+  return v - kIq4Levels[lo] < kIq4Levels[lo + 1] - v ? lo : lo + 1;
 }
 
 // One IQ4_XS sub-block of 32: the x^2-weighted least-squares scale of the
@@ -444,27 +444,27 @@ float FitIq4Scale(const float* x) {
   float max, amax;
   SignedMax(32, x, &max, &amax);
   if (amax < kGroupMaxEps) return 0.0f;
-  const auto value_at = [](int l) { return static_cast<float>(kIq4nlValues[l]); };
-  float d = -max / value_at(0);
-  float id = 1.0f / d;
-  float sumqx = 0.0f, sumq2 = 0.0f;
-  for (int j = 0; j < 32; ++j) {
-    const float q = value_at(NearestIq4Index(id * x[j]));
-    const float w = x[j] * x[j];
-    sumqx += w * q * x[j];
-    sumq2 += w * q * q;
-  }
+  float w[32], q[32];
+  for (int j = 0; j < 32; ++j) w[j] = x[j] * x[j];
+  // The levels of grid `id` first (independent per element), then the sums
+  // in element order.
+  const auto sums = [&](float id, float* sumqx, float* sumq2) {
+    for (int j = 0; j < 32; ++j) q[j] = kIq4Levels[NearestIq4Index(id * x[j])];
+    float qx = 0.0f, q2 = 0.0f;
+    for (int j = 0; j < 32; ++j) {
+      qx += w[j] * q[j] * x[j];
+      q2 += w[j] * q[j] * q[j];
+    }
+    *sumqx = qx;
+    *sumq2 = q2;
+  };
+  float d = -max / kIq4Levels[0];
+  float sumqx, sumq2;
+  sums(1.0f / d, &sumqx, &sumq2);
   d = sumq2 > 0 ? sumqx / sumq2 : 0.0f;
   float best = d * sumqx;
   for (int itry = -7; itry <= 7; ++itry) {
-    id = static_cast<float>(itry + kIq4nlValues[0]) / max;
-    sumqx = sumq2 = 0.0f;
-    for (int j = 0; j < 32; ++j) {
-      const float q = value_at(NearestIq4Index(id * x[j]));
-      const float w = x[j] * x[j];
-      sumqx += w * q * x[j];
-      sumq2 += w * q * q;
-    }
+    sums(static_cast<float>(itry + kIq4nlValues[0]) / max, &sumqx, &sumq2);
     if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
       d = sumqx / sumq2;
       best = d * sumqx;
