@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "tensor/quant_k_scales.h"
 #include "util/fp16.h"
@@ -34,77 +35,147 @@ inline int NearestInt(float v) {
   return (bits & 0x007fffff) - 0x00400000;
 }
 
+// The lane loops also get an AVX2 version chosen at load time where the CPU
+// has it: the same IEEE operations lane for lane (no FMA: contraction is
+// off), so the bytes never depend on the machine.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define ODMOE_QUANT_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define ODMOE_QUANT_CLONES
+#endif
+
 inline int Clamp(int v, int lo, int hi) { return std::max(lo, std::min(hi, v)); }
 
 // Asymmetric fit x ~ scale * L + min with L in 0..nmax, min <= 0, minimizing
 // the weighted error (|diff| if use_mad, else diff^2): the plain max/min
 // grid, then nstep + 1 candidate grids (rmin + rdelta * is + nmax) /
 // (max - min), each refined by weighted least squares; min is the best fit's
-// so far (it moves as better fits are found). Returns scale; *neg_min = -min.
-float FitScaleAndMin(int n, int nmax, const float* x, const float* weights, uint8_t* L,
-                     float* neg_min, uint8_t* L_try, float rmin, float rdelta, int nstep,
-                     bool use_mad) {
-  float min = x[0];
-  float max = x[0];
-  float sum_w = weights[0];
-  float sum_x = sum_w * x[0];
+// so far (it moves as better fits are found).
+//
+// kLanes sub-blocks of n elements are fitted side by side, each exactly as
+// alone (its sums in element order): x and weights are transposed,
+// x[i * kLanes + k] is element i of sub-block k, and so is L. Per lane:
+// scale[k], neg_min[k] = -min. The lanes give the CPU independent work (the
+// sequential sums of one sub-block are latency-bound) and vectorize.
+template <int kLanes, int kElems, bool kUseMad>
+ODMOE_QUANT_CLONES void FitScaleAndMin(int nmax, const float* x, const float* weights, int32_t* L,
+                                       float* scale_out, float* neg_min, float rmin, float rdelta,
+                                       int nstep) {
+  constexpr int K = kLanes;
+  constexpr int n = kElems;
+  float min[K], max[K], sum_w[K], sum_x[K], scale[K], best_error[K], iscale[K];
+  for (int k = 0; k < K; ++k) {
+    min[k] = max[k] = x[k];
+    sum_w[k] = weights[k];
+    sum_x[k] = sum_w[k] * x[k];
+  }
   for (int i = 1; i < n; ++i) {
-    if (x[i] < min) min = x[i];
-    if (x[i] > max) max = x[i];
-    sum_w += weights[i];
-    sum_x += weights[i] * x[i];
+    for (int k = 0; k < K; ++k) {
+      const float xi = x[i * K + k];
+      min[k] = xi < min[k] ? xi : min[k];
+      max[k] = xi > max[k] ? xi : max[k];
+      sum_w[k] += weights[i * K + k];
+      sum_x[k] += weights[i * K + k] * xi;
+    }
   }
-  if (min > 0) min = 0;
-  if (max == min) {
-    std::fill(L, L + n, 0);
-    *neg_min = -min;
-    return 0.0f;
+  bool flat[K];
+  float flat_min[K];
+  for (int k = 0; k < K; ++k) {
+    min[k] = min[k] > 0 ? 0.0f : min[k];
+    flat[k] = max[k] == min[k];  // all codes 0, scale 0 (the lane's results are replaced)
+    flat_min[k] = min[k];
+    iscale[k] = static_cast<float>(nmax) / (max[k] - min[k]);
+    scale[k] = 1.0f / iscale[k];
+    best_error[k] = 0.0f;
   }
-  float iscale = static_cast<float>(nmax) / (max - min);
-  float scale = 1.0f / iscale;
-  float best_error = 0.0f;
+  const auto error_term = [](float diff) { return kUseMad ? std::fabs(diff) : diff * diff; };
   for (int i = 0; i < n; ++i) {
-    L[i] = static_cast<uint8_t>(Clamp(NearestInt(iscale * (x[i] - min)), 0, nmax));
-    float diff = scale * static_cast<float>(L[i]) + min - x[i];
-    diff = use_mad ? std::fabs(diff) : diff * diff;
-    best_error += weights[i] * diff;
+    for (int k = 0; k < K; ++k) {
+      const float xi = x[i * K + k];
+      const int l = Clamp(NearestInt(iscale[k] * (xi - min[k])), 0, nmax);
+      L[i * K + k] = l;
+      const float diff = scale[k] * static_cast<float>(l) + min[k] - xi;
+      best_error[k] += weights[i * K + k] * error_term(diff);
+    }
   }
+  int32_t L_try[n * K];
   for (int is = 0; is <= nstep; ++is) {
-    // min is the best fit's so far: later grids start from it.
-    iscale = (rmin + rdelta * static_cast<float>(is) + static_cast<float>(nmax)) / (max - min);
-    float sum_l = 0.0f, sum_l2 = 0.0f, sum_xl = 0.0f;
+    float sum_l[K] = {}, sum_l2[K] = {}, sum_xl[K] = {};
+    for (int k = 0; k < K; ++k) {
+      iscale[k] =
+          (rmin + rdelta * static_cast<float>(is) + static_cast<float>(nmax)) / (max[k] - min[k]);
+    }
     for (int i = 0; i < n; ++i) {
-      const int l = Clamp(NearestInt(iscale * (x[i] - min)), 0, nmax);
-      L_try[i] = static_cast<uint8_t>(l);
-      const float w = weights[i];
-      const float fl = static_cast<float>(l);
-      sum_l += w * fl;
-      sum_l2 += w * fl * fl;
-      sum_xl += w * fl * x[i];
+      for (int k = 0; k < K; ++k) {
+        const float xi = x[i * K + k];
+        const int l = Clamp(NearestInt(iscale[k] * (xi - min[k])), 0, nmax);
+        L_try[i * K + k] = l;
+        const float w = weights[i * K + k];
+        const float fl = static_cast<float>(l);
+        sum_l[k] += w * fl;
+        sum_l2[k] += w * fl * fl;
+        sum_xl[k] += w * fl * xi;
+      }
     }
-    const float det = sum_w * sum_l2 - sum_l * sum_l;
-    if (!(det > 0)) continue;
-    float this_scale = (sum_w * sum_xl - sum_x * sum_l) / det;
-    float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / det;
-    if (this_min > 0) {
-      this_min = 0;
-      this_scale = sum_xl / sum_l2;
+    float this_scale[K], this_min[K], error[K];
+    bool take[K];
+    bool any_det = false;
+    for (int k = 0; k < K; ++k) {
+      const float det = sum_w[k] * sum_l2[k] - sum_l[k] * sum_l[k];
+      take[k] = det > 0;
+      any_det |= take[k];
+      this_scale[k] = (sum_w[k] * sum_xl[k] - sum_x[k] * sum_l[k]) / det;
+      this_min[k] = (sum_l2[k] * sum_x[k] - sum_l[k] * sum_xl[k]) / det;
+      if (this_min[k] > 0) {
+        this_min[k] = 0;
+        this_scale[k] = sum_xl[k] / sum_l2[k];
+      }
+      error[k] = 0.0f;
     }
-    float error = 0.0f;
+    if (!any_det) continue;
     for (int i = 0; i < n; ++i) {
-      float diff = this_scale * static_cast<float>(L_try[i]) + this_min - x[i];
-      diff = use_mad ? std::fabs(diff) : diff * diff;
-      error += weights[i] * diff;
+      for (int k = 0; k < K; ++k) {
+        const float diff =
+            this_scale[k] * static_cast<float>(L_try[i * K + k]) + this_min[k] - x[i * K + k];
+        error[k] += weights[i * K + k] * error_term(diff);
+      }
     }
-    if (error < best_error) {
-      std::copy(L_try, L_try + n, L);
-      best_error = error;
-      scale = this_scale;
-      min = this_min;
+    bool any_take = false;
+    for (int k = 0; k < K; ++k) {
+      take[k] = take[k] && error[k] < best_error[k];
+      any_take |= take[k];
+      if (take[k]) {
+        best_error[k] = error[k];
+        scale[k] = this_scale[k];
+        min[k] = this_min[k];
+      }
+    }
+    if (!any_take) continue;
+    for (int i = 0; i < n; ++i) {
+      for (int k = 0; k < K; ++k) L[i * K + k] = take[k] ? L_try[i * K + k] : L[i * K + k];
     }
   }
-  *neg_min = -min;
-  return scale;
+  for (int k = 0; k < K; ++k) {
+    scale_out[k] = flat[k] ? 0.0f : scale[k];
+    neg_min[k] = flat[k] ? -flat_min[k] : -min[k];
+    if (flat[k]) {
+      for (int i = 0; i < n; ++i) L[i * K + k] = 0;
+    }
+  }
+}
+
+// dst[i * lanes + k] = src[k * n + i]: sub-block k's element i, lane-major.
+template <typename T>
+inline void ToLanes(const T* src, int n, int lanes, T* dst) {
+  for (int k = 0; k < lanes; ++k) {
+    for (int i = 0; i < n; ++i) dst[i * lanes + k] = src[k * n + i];
+  }
+}
+
+inline void FromLanes(const int32_t* src, int n, int lanes, uint8_t* dst) {
+  for (int k = 0; k < lanes; ++k) {
+    for (int i = 0; i < n; ++i) dst[k * n + i] = static_cast<uint8_t>(src[i * lanes + k]);
+  }
 }
 
 // The element of largest magnitude (sign kept, first one wins) and |it|.
@@ -217,13 +288,14 @@ inline float MaxOf(const float* v, int n) {
 }
 
 void QuantizeQ2KBlock(const float* x, BlockQ2K& y) {
-  uint8_t L[kN], L_try[16];
-  float weights[16], scales[16], mins[16];
-  for (int j = 0; j < 16; ++j) {
-    for (int l = 0; l < 16; ++l) weights[l] = std::fabs(x[16 * j + l]);
-    scales[j] = FitScaleAndMin(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], L_try, -0.5f, 0.1f,
-                               15, true);
-  }
+  uint8_t L[kN];
+  int32_t lanes_L[kN];
+  float weights[kN], lanes_x[kN], lanes_w[kN], scales[16], mins[16];
+  for (int i = 0; i < kN; ++i) weights[i] = std::fabs(x[i]);
+  ToLanes(x, 16, 16, lanes_x);
+  ToLanes(weights, 16, 16, lanes_w);
+  FitScaleAndMin<16, 16, true>(3, lanes_x, lanes_w, lanes_L, scales, mins, -0.5f, 0.1f, 15);
+  FromLanes(lanes_L, 16, 16, L);  // codes 0..3
   const float max_scale = MaxOf(scales, 16);
   const float max_min = MaxOf(mins, 16);
   if (max_scale > 0) {
@@ -320,17 +392,19 @@ void QuantizeQ3KBlock(const float* x, BlockQ3K& y) {
 // scales. Writes d, dmin, scales and the codes L (0..nmax).
 void QuantizeScaleMin32(const float* x, int nmax, float rmin, int nstep, uint16_t* d_out,
                         uint16_t* dmin_out, uint8_t packed[kKScaleBytes], uint8_t L[kN]) {
-  uint8_t L_try[32];
-  float weights[32], scales[8], mins[8];
+  float weights[kN], lanes_x[kN], lanes_w[kN], scales[8], mins[8];
+  int32_t lanes_L[kN];
   for (int j = 0; j < 8; ++j) {
     const float* xj = x + 32 * j;
     float sum_x2 = 0.0f;
     for (int l = 0; l < 32; ++l) sum_x2 += xj[l] * xj[l];
     const float av_x = std::sqrt(sum_x2 / 32.0f);
-    for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(xj[l]);
-    scales[j] = FitScaleAndMin(32, nmax, xj, weights, L + 32 * j, &mins[j], L_try, rmin, 0.1f,
-                               nstep, false);
+    for (int l = 0; l < 32; ++l) weights[32 * j + l] = av_x + std::fabs(xj[l]);
   }
+  ToLanes(x, 32, 8, lanes_x);
+  ToLanes(weights, 32, 8, lanes_w);
+  FitScaleAndMin<8, 32, false>(nmax, lanes_x, lanes_w, lanes_L, scales, mins, rmin, 0.1f, nstep);
+  FromLanes(lanes_L, 32, 8, L);
   const float max_scale = MaxOf(scales, 8);
   const float max_min = MaxOf(mins, 8);
   const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
@@ -437,47 +511,76 @@ inline int NearestIq4Index(float v) {
   return v - kIq4Levels[lo] < kIq4Levels[lo + 1] - v ? lo : lo + 1;
 }
 
-// One IQ4_XS sub-block of 32: the x^2-weighted least-squares scale of the
-// best of the grids 1 / d = (itry - 127) / max, itry = -7..7, and the start
-// -max / -127.
-float FitIq4Scale(const float* x) {
-  float max, amax;
-  SignedMax(32, x, &max, &amax);
-  if (amax < kGroupMaxEps) return 0.0f;
-  float w[32], q[32];
-  for (int j = 0; j < 32; ++j) w[j] = x[j] * x[j];
-  // The levels of grid `id` first (independent per element), then the sums
-  // in element order.
-  const auto sums = [&](float id, float* sumqx, float* sumq2) {
-    for (int j = 0; j < 32; ++j) q[j] = kIq4Levels[NearestIq4Index(id * x[j])];
-    float qx = 0.0f, q2 = 0.0f;
-    for (int j = 0; j < 32; ++j) {
-      qx += w[j] * q[j] * x[j];
-      q2 += w[j] * q[j] * q[j];
-    }
-    *sumqx = qx;
-    *sumq2 = q2;
-  };
-  float d = -max / kIq4Levels[0];
-  float sumqx, sumq2;
-  sums(1.0f / d, &sumqx, &sumq2);
-  d = sumq2 > 0 ? sumqx / sumq2 : 0.0f;
-  float best = d * sumqx;
-  for (int itry = -7; itry <= 7; ++itry) {
-    sums(static_cast<float>(itry + kIq4nlValues[0]) / max, &sumqx, &sumq2);
-    if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
-      d = sumqx / sumq2;
-      best = d * sumqx;
+// kIq4Levels[NearestIq4Index(v)] without branches or table lookups, so that
+// it vectorizes: lo = the largest level <= v, hi = the smallest level > v
+// (+-inf where none), the same distance comparison; NaN and v >= level[15]
+// give level[15].
+inline float NearestIq4Level(float v) {
+  float lo = -std::numeric_limits<float>::infinity();
+  float hi = std::numeric_limits<float>::infinity();
+  for (int j = 0; j < 16; ++j) {
+    lo = kIq4Levels[j] <= v ? kIq4Levels[j] : lo;
+    hi = kIq4Levels[15 - j] > v ? kIq4Levels[15 - j] : hi;
+  }
+  const float q = v - lo < hi - v ? lo : hi;
+  return v < kIq4Levels[15] ? q : kIq4Levels[15];
+}
+
+// The IQ4_XS sub-block scales (8 sub-blocks of 32 side by side, x transposed
+// as for FitScaleAndMin: x[i * 8 + k] is element i of sub-block k). Per
+// sub-block: the x^2-weighted least-squares scale of the best of the grids
+// 1 / d = (itry - 127) / max, itry = -7..7, and the start -max / -127; 0 for
+// a sub-block whose largest |x| is below kGroupMaxEps.
+ODMOE_QUANT_CLONES void FitIq4Scales(const float* x, float* scale_out) {
+  constexpr int K = 8;
+  float max[K] = {}, amax[K] = {}, w[32 * K];
+  for (int i = 0; i < 32; ++i) {
+    for (int k = 0; k < K; ++k) {
+      const float xi = x[i * K + k];
+      const float a = std::fabs(xi);
+      max[k] = a > amax[k] ? xi : max[k];
+      amax[k] = a > amax[k] ? a : amax[k];
+      w[i * K + k] = xi * xi;
     }
   }
-  return d;
+  float id[K], sumqx[K], sumq2[K], d[K], best[K];
+  const auto sums = [&]() {
+    for (int k = 0; k < K; ++k) sumqx[k] = sumq2[k] = 0.0f;
+    for (int i = 0; i < 32; ++i) {
+      for (int k = 0; k < K; ++k) {
+        const float xi = x[i * K + k];
+        const float q = NearestIq4Level(id[k] * xi);
+        const float wi = w[i * K + k];
+        sumqx[k] += wi * q * xi;
+        sumq2[k] += wi * q * q;
+      }
+    }
+  };
+  for (int k = 0; k < K; ++k) id[k] = 1.0f / (-max[k] / kIq4Levels[0]);
+  sums();
+  for (int k = 0; k < K; ++k) {
+    d[k] = sumq2[k] > 0 ? sumqx[k] / sumq2[k] : 0.0f;
+    best[k] = d[k] * sumqx[k];
+  }
+  for (int itry = -7; itry <= 7; ++itry) {
+    for (int k = 0; k < K; ++k) id[k] = static_cast<float>(itry + kIq4nlValues[0]) / max[k];
+    sums();
+    for (int k = 0; k < K; ++k) {
+      if (sumq2[k] > 0 && sumqx[k] * sumqx[k] > best[k] * sumq2[k]) {
+        d[k] = sumqx[k] / sumq2[k];
+        best[k] = d[k] * sumqx[k];
+      }
+    }
+  }
+  for (int k = 0; k < K; ++k) scale_out[k] = amax[k] < kGroupMaxEps ? 0.0f : d[k];
 }
 
 void QuantizeIq4XsBlock(const float* x, BlockIq4Xs& y) {
-  float scales[8];
+  float scales[8], lanes_x[kN];
+  ToLanes(x, 32, 8, lanes_x);
+  FitIq4Scales(lanes_x, scales);
   float max_scale = 0.0f, amax_scale = 0.0f;
   for (int j = 0; j < 8; ++j) {
-    scales[j] = FitIq4Scale(x + 32 * j);
     const float a = std::fabs(scales[j]);
     if (a > amax_scale) {
       amax_scale = a;
