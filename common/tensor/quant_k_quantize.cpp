@@ -19,6 +19,10 @@
 #include "tensor/quant_k_scales.h"
 #include "util/fp16.h"
 
+// The vector types below only travel between functions of this file (all
+// inlined or compiled with the same target), never across an ABI boundary.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 namespace odmoe::quant_internal {
 namespace {
 
@@ -52,114 +56,115 @@ inline int Clamp(int v, int lo, int hi) { return std::max(lo, std::min(hi, v)); 
 // (max - min), each refined by weighted least squares; min is the best fit's
 // so far (it moves as better fits are found).
 //
-// kLanes sub-blocks of n elements are fitted side by side, each exactly as
+// 8 sub-blocks of n elements are fitted side by side, each exactly as
 // alone (its sums in element order): x and weights are transposed,
-// x[i * kLanes + k] is element i of sub-block k, and so is L. Per lane:
+// x[i * 8 + k] is element i of sub-block k, and so is L. Per lane:
 // scale[k], neg_min[k] = -min. The lanes give the CPU independent work (the
 // sequential sums of one sub-block are latency-bound) and vectorize.
-template <int kLanes, int kElems, bool kUseMad>
+// 8 lanes of floats / ints (GCC vector extensions: every operation is
+// lane-wise and exactly the scalar one).
+typedef float FV __attribute__((vector_size(32)));
+typedef int32_t IV __attribute__((vector_size(32)));
+
+template <int kElems, bool kUseMad>
 ODMOE_QUANT_CLONES void FitScaleAndMin(int nmax, const float* x, const float* weights, int32_t* L,
                                        float* scale_out, float* neg_min, float rmin, float rdelta,
                                        int nstep) {
-  constexpr int K = kLanes;
+  constexpr int kLanes = 8;
   constexpr int n = kElems;
-  float min[K], max[K], sum_w[K], sum_x[K], scale[K], best_error[K], iscale[K];
-  for (int k = 0; k < K; ++k) {
-    min[k] = max[k] = x[k];
-    sum_w[k] = weights[k];
-    sum_x[k] = sum_w[k] * x[k];
-  }
+  const auto load = [](const float* p) {
+    FV v;
+    std::memcpy(&v, p, sizeof(v));
+    return v;
+  };
+  const FV zero = {};
+  const IV izero = {};
+  const IV inmax = izero + nmax;
+  const auto codes = [&](FV v) {  // Clamp(NearestInt(v), 0, nmax) lane-wise
+    const FV shifted = v + 12582912.0f;
+    IV bits;
+    std::memcpy(&bits, &shifted, sizeof(bits));
+    IV l = (bits & 0x007fffff) - 0x00400000;
+    l = l < izero ? izero : l;
+    return l > inmax ? inmax : l;
+  };
+  const auto error_term = [](FV diff) {
+    if constexpr (kUseMad) {
+      IV bits;
+      std::memcpy(&bits, &diff, sizeof(bits));
+      bits &= 0x7fffffff;  // fabs
+      std::memcpy(&diff, &bits, sizeof(bits));
+      return diff;
+    } else {
+      return diff * diff;
+    }
+  };
+
+  FV min = load(x), max = min, sum_w = load(weights), sum_x = sum_w * min;
   for (int i = 1; i < n; ++i) {
-    for (int k = 0; k < K; ++k) {
-      const float xi = x[i * K + k];
-      min[k] = xi < min[k] ? xi : min[k];
-      max[k] = xi > max[k] ? xi : max[k];
-      sum_w[k] += weights[i * K + k];
-      sum_x[k] += weights[i * K + k] * xi;
-    }
+    const FV xi = load(x + i * kLanes);
+    const FV w = load(weights + i * kLanes);
+    min = xi < min ? xi : min;
+    max = xi > max ? xi : max;
+    sum_w += w;
+    sum_x += w * xi;
   }
-  bool flat[K];
-  float flat_min[K];
-  for (int k = 0; k < K; ++k) {
-    min[k] = min[k] > 0 ? 0.0f : min[k];
-    flat[k] = max[k] == min[k];  // all codes 0, scale 0 (the lane's results are replaced)
-    flat_min[k] = min[k];
-    iscale[k] = static_cast<float>(nmax) / (max[k] - min[k]);
-    scale[k] = 1.0f / iscale[k];
-    best_error[k] = 0.0f;
-  }
-  const auto error_term = [](float diff) { return kUseMad ? std::fabs(diff) : diff * diff; };
+  min = min > zero ? zero : min;
+  const IV flat = max == min;  // all codes 0, scale 0 (the lane's results are replaced)
+  const FV flat_min = min;
+  FV iscale = (zero + static_cast<float>(nmax)) / (max - min);
+  FV scale = (zero + 1.0f) / iscale;
+  FV best_error = zero;
   for (int i = 0; i < n; ++i) {
-    for (int k = 0; k < K; ++k) {
-      const float xi = x[i * K + k];
-      const int l = Clamp(NearestInt(iscale[k] * (xi - min[k])), 0, nmax);
-      L[i * K + k] = l;
-      const float diff = scale[k] * static_cast<float>(l) + min[k] - xi;
-      best_error[k] += weights[i * K + k] * error_term(diff);
-    }
+    const FV xi = load(x + i * kLanes);
+    const IV l = codes(iscale * (xi - min));
+    std::memcpy(&L[i * kLanes], &l, sizeof(l));
+    const FV diff = scale * __builtin_convertvector(l, FV) + min - xi;
+    best_error += load(weights + i * kLanes) * error_term(diff);
   }
-  int32_t L_try[n * K];
+  IV L_try[n];
   for (int is = 0; is <= nstep; ++is) {
-    float sum_l[K] = {}, sum_l2[K] = {}, sum_xl[K] = {};
-    for (int k = 0; k < K; ++k) {
-      iscale[k] =
-          (rmin + rdelta * static_cast<float>(is) + static_cast<float>(nmax)) / (max[k] - min[k]);
-    }
+    FV sum_l = zero, sum_l2 = zero, sum_xl = zero;
+    iscale =
+        (zero + (rmin + rdelta * static_cast<float>(is) + static_cast<float>(nmax))) / (max - min);
     for (int i = 0; i < n; ++i) {
-      for (int k = 0; k < K; ++k) {
-        const float xi = x[i * K + k];
-        const int l = Clamp(NearestInt(iscale[k] * (xi - min[k])), 0, nmax);
-        L_try[i * K + k] = l;
-        const float w = weights[i * K + k];
-        const float fl = static_cast<float>(l);
-        sum_l[k] += w * fl;
-        sum_l2[k] += w * fl * fl;
-        sum_xl[k] += w * fl * xi;
-      }
+      const FV xi = load(x + i * kLanes);
+      const IV l = codes(iscale * (xi - min));
+      L_try[i] = l;
+      const FV w = load(weights + i * kLanes);
+      const FV fl = __builtin_convertvector(l, FV);
+      sum_l += w * fl;
+      sum_l2 += w * fl * fl;
+      sum_xl += w * fl * xi;
     }
-    float this_scale[K], this_min[K], error[K];
-    bool take[K];
-    bool any_det = false;
-    for (int k = 0; k < K; ++k) {
-      const float det = sum_w[k] * sum_l2[k] - sum_l[k] * sum_l[k];
-      take[k] = det > 0;
-      any_det |= take[k];
-      this_scale[k] = (sum_w[k] * sum_xl[k] - sum_x[k] * sum_l[k]) / det;
-      this_min[k] = (sum_l2[k] * sum_x[k] - sum_l[k] * sum_xl[k]) / det;
-      if (this_min[k] > 0) {
-        this_min[k] = 0;
-        this_scale[k] = sum_xl[k] / sum_l2[k];
-      }
-      error[k] = 0.0f;
-    }
-    if (!any_det) continue;
+    const FV det = sum_w * sum_l2 - sum_l * sum_l;
+    FV this_scale = (sum_w * sum_xl - sum_x * sum_l) / det;
+    FV this_min = (sum_l2 * sum_x - sum_l * sum_xl) / det;
+    const IV positive_min = this_min > zero;
+    this_min = positive_min ? zero : this_min;
+    this_scale = positive_min ? sum_xl / sum_l2 : this_scale;
+    FV error = zero;
     for (int i = 0; i < n; ++i) {
-      for (int k = 0; k < K; ++k) {
-        const float diff =
-            this_scale[k] * static_cast<float>(L_try[i * K + k]) + this_min[k] - x[i * K + k];
-        error[k] += weights[i * K + k] * error_term(diff);
-      }
+      const FV diff =
+          this_scale * __builtin_convertvector(L_try[i], FV) + this_min - load(x + i * kLanes);
+      error += load(weights + i * kLanes) * error_term(diff);
     }
-    bool any_take = false;
-    for (int k = 0; k < K; ++k) {
-      take[k] = take[k] && error[k] < best_error[k];
-      any_take |= take[k];
-      if (take[k]) {
-        best_error[k] = error[k];
-        scale[k] = this_scale[k];
-        min[k] = this_min[k];
-      }
-    }
-    if (!any_take) continue;
+    const IV take = (det > zero) & (error < best_error);
+    best_error = take ? error : best_error;
+    scale = take ? this_scale : scale;
+    min = take ? this_min : min;
     for (int i = 0; i < n; ++i) {
-      for (int k = 0; k < K; ++k) L[i * K + k] = take[k] ? L_try[i * K + k] : L[i * K + k];
+      IV cur;
+      std::memcpy(&cur, &L[i * kLanes], sizeof(cur));
+      cur = take ? L_try[i] : cur;
+      std::memcpy(&L[i * kLanes], &cur, sizeof(cur));
     }
   }
-  for (int k = 0; k < K; ++k) {
+  for (int k = 0; k < kLanes; ++k) {
     scale_out[k] = flat[k] ? 0.0f : scale[k];
     neg_min[k] = flat[k] ? -flat_min[k] : -min[k];
     if (flat[k]) {
-      for (int i = 0; i < n; ++i) L[i * K + k] = 0;
+      for (int i = 0; i < n; ++i) L[i * kLanes + k] = 0;
     }
   }
 }
@@ -292,10 +297,13 @@ void QuantizeQ2KBlock(const float* x, BlockQ2K& y) {
   int32_t lanes_L[kN];
   float weights[kN], lanes_x[kN], lanes_w[kN], scales[16], mins[16];
   for (int i = 0; i < kN; ++i) weights[i] = std::fabs(x[i]);
-  ToLanes(x, 16, 16, lanes_x);
-  ToLanes(weights, 16, 16, lanes_w);
-  FitScaleAndMin<16, 16, true>(3, lanes_x, lanes_w, lanes_L, scales, mins, -0.5f, 0.1f, 15);
-  FromLanes(lanes_L, 16, 16, L);  // codes 0..3
+  for (int g = 0; g < 2; ++g) {  // sub-blocks 8 g .. 8 g + 7
+    ToLanes(x + 128 * g, 16, 8, lanes_x);
+    ToLanes(weights + 128 * g, 16, 8, lanes_w);
+    FitScaleAndMin<16, true>(3, lanes_x, lanes_w, lanes_L, scales + 8 * g, mins + 8 * g, -0.5f,
+                             0.1f, 15);
+    FromLanes(lanes_L, 16, 8, L + 128 * g);  // codes 0..3
+  }
   const float max_scale = MaxOf(scales, 16);
   const float max_min = MaxOf(mins, 16);
   if (max_scale > 0) {
@@ -403,7 +411,7 @@ void QuantizeScaleMin32(const float* x, int nmax, float rmin, int nstep, uint16_
   }
   ToLanes(x, 32, 8, lanes_x);
   ToLanes(weights, 32, 8, lanes_w);
-  FitScaleAndMin<8, 32, false>(nmax, lanes_x, lanes_w, lanes_L, scales, mins, rmin, 0.1f, nstep);
+  FitScaleAndMin<32, false>(nmax, lanes_x, lanes_w, lanes_L, scales, mins, rmin, 0.1f, nstep);
   FromLanes(lanes_L, 32, 8, L);
   const float max_scale = MaxOf(scales, 8);
   const float max_min = MaxOf(mins, 8);
