@@ -9,6 +9,13 @@
 // Non-finite input gives some defined bytes (no undefined behaviour): every
 // float-to-int conversion is the bit trick of NearestInt, every index is
 // clamped.
+//
+// Speed without changing a bit: the sub-block fits (the expensive part, many
+// candidate grids per sub-block) run 8 sub-blocks side by side in the lanes
+// of GCC vector types, each lane doing exactly the scalar operations of its
+// sub-block in the reference order; where the CPU has AVX2 a clone of those
+// functions is picked at load time (target_clones). Verified byte-identical
+// to llama.cpp with and without the clones (-DODMOE_QUANT_NO_CLONES).
 #include "tensor/quant_k_quantize.h"
 
 #include <algorithm>
@@ -42,7 +49,8 @@ inline int NearestInt(float v) {
 // The lane loops also get an AVX2 version chosen at load time where the CPU
 // has it: the same IEEE operations lane for lane (no FMA: contraction is
 // off), so the bytes never depend on the machine.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(ODMOE_QUANT_NO_CLONES)
 #define ODMOE_QUANT_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define ODMOE_QUANT_CLONES
@@ -241,46 +249,69 @@ float FitSymmetricQ3(int n, int nmax, const float* x, int8_t* L) {
   return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
 }
 
-// Symmetric fit for Q6_K: L in -nmax..nmax-1, the best of 19 grids
-// -(nmax + 0.1 is) / max by the x^2-weighted least-squares gain. Returns the
-// scale; L holds l + nmax.
-float FitSymmetricQ6(int n, int nmax, const float* x, int8_t* L) {
-  float max, amax;
-  SignedMax(n, x, &max, &amax);
-  if (amax < kGroupMaxEps) {
-    std::fill(L, L + n, 0);
-    return 0.0f;
-  }
-  float iscale = static_cast<float>(-nmax) / max;
-  float sumlx = 0.0f, suml2 = 0.0f;
+// Symmetric fit for Q6_K: L in -32..31, the best of 19 grids
+// -(32 + 0.1 is) / max by the x^2-weighted least-squares gain; L holds
+// l + 32. 8 sub-blocks of 16 side by side (x and L transposed as for
+// FitScaleAndMin); scale_out[k] is sub-block k's scale, 0 (and codes 0) for
+// a sub-block whose largest |x| is below kGroupMaxEps.
+ODMOE_QUANT_CLONES void FitSymmetricQ6(const float* x, int32_t* L, float* scale_out) {
+  constexpr int n = 16, nmax = 32;
+  const FV zero = {};
+  const IV izero = {};
+  FV xs[n], w[n], max = zero, amax = zero;
   for (int i = 0; i < n; ++i) {
-    const int l = Clamp(NearestInt(iscale * x[i]), -nmax, nmax - 1);
-    L[i] = static_cast<int8_t>(l + nmax);
-    const float w = x[i] * x[i];
-    sumlx += w * x[i] * static_cast<float>(l);
-    suml2 += w * static_cast<float>(l) * static_cast<float>(l);
+    std::memcpy(&xs[i], x + 8 * i, sizeof(FV));
+    IV bits;
+    std::memcpy(&bits, &xs[i], sizeof(bits));
+    bits &= 0x7fffffff;
+    FV a;
+    std::memcpy(&a, &bits, sizeof(a));
+    const IV larger = a > amax;
+    max = larger ? xs[i] : max;
+    amax = larger ? a : amax;
+    w[i] = xs[i] * xs[i];
   }
-  float scale = suml2 != 0.0f ? sumlx / suml2 : 0.0f;
-  float best = scale * sumlx;
+  const auto codes = [&](FV v) {  // Clamp(NearestInt(v), -nmax, nmax - 1) lane-wise
+    const FV shifted = v + 12582912.0f;
+    IV bits;
+    std::memcpy(&bits, &shifted, sizeof(bits));
+    IV l = (bits & 0x007fffff) - 0x00400000;
+    l = l < izero - nmax ? izero - nmax : l;
+    return l > izero + (nmax - 1) ? izero + (nmax - 1) : l;
+  };
+  IV l_best[n], l_try[n];
+  FV sumlx = zero, suml2 = zero;
+  FV iscale = (zero + static_cast<float>(-nmax)) / max;
+  for (int i = 0; i < n; ++i) {
+    l_best[i] = codes(iscale * xs[i]);
+    const FV fl = __builtin_convertvector(l_best[i], FV);
+    sumlx += w[i] * xs[i] * fl;
+    suml2 += w[i] * fl * fl;
+  }
+  FV scale = suml2 != zero ? sumlx / suml2 : zero;
+  FV best = scale * sumlx;
   for (int is = -9; is <= 9; ++is) {
     if (is == 0) continue;
-    iscale = -(static_cast<float>(nmax) + 0.1f * static_cast<float>(is)) / max;
-    sumlx = suml2 = 0.0f;
+    iscale = -(zero + (static_cast<float>(nmax) + 0.1f * static_cast<float>(is))) / max;
+    sumlx = suml2 = zero;
     for (int i = 0; i < n; ++i) {
-      const float l = static_cast<float>(Clamp(NearestInt(iscale * x[i]), -nmax, nmax - 1));
-      const float w = x[i] * x[i];
-      sumlx += w * x[i] * l;
-      suml2 += w * l * l;
+      l_try[i] = codes(iscale * xs[i]);
+      const FV fl = __builtin_convertvector(l_try[i], FV);
+      sumlx += w[i] * xs[i] * fl;
+      suml2 += w[i] * fl * fl;
     }
-    if (suml2 > 0 && sumlx * sumlx > best * suml2) {
-      for (int i = 0; i < n; ++i) {
-        L[i] = static_cast<int8_t>(nmax + Clamp(NearestInt(iscale * x[i]), -nmax, nmax - 1));
-      }
-      scale = sumlx / suml2;
-      best = scale * sumlx;
-    }
+    const IV take = (suml2 > zero) & (sumlx * sumlx > best * suml2);
+    const FV new_scale = sumlx / suml2;
+    scale = take ? new_scale : scale;
+    best = take ? new_scale * sumlx : best;
+    for (int i = 0; i < n; ++i) l_best[i] = take ? l_try[i] : l_best[i];
   }
-  return scale;
+  const IV empty = amax < zero + kGroupMaxEps;
+  for (int i = 0; i < n; ++i) {
+    const IV code = empty ? izero : l_best[i] + nmax;
+    std::memcpy(L + 8 * i, &code, sizeof(code));
+  }
+  for (int k = 0; k < 8; ++k) scale_out[k] = empty[k] ? 0.0f : scale[k];
 }
 
 // Largest of a non-negative scale list (strictly greater wins).
@@ -463,10 +494,18 @@ void QuantizeQ5KBlock(const float* x, BlockQ5K& y) {
 
 void QuantizeQ6KBlock(const float* x, BlockQ6K& y) {
   int8_t L[kN];
-  float scales[16];
+  float scales[16], lanes_x[128];
+  int32_t lanes_L[128];
+  for (int g = 0; g < 2; ++g) {  // sub-blocks 8 g .. 8 g + 7
+    ToLanes(x + 128 * g, 16, 8, lanes_x);
+    FitSymmetricQ6(lanes_x, lanes_L, scales + 8 * g);
+    for (int k = 0; k < 8; ++k) {
+      for (int i = 0; i < 16; ++i)
+        L[128 * g + 16 * k + i] = static_cast<int8_t>(lanes_L[8 * i + k]);
+    }
+  }
   float max_scale = 0.0f, max_abs_scale = 0.0f;
   for (int j = 0; j < 16; ++j) {
-    scales[j] = FitSymmetricQ6(16, 32, x + 16 * j, L + 16 * j);
     const float a = std::fabs(scales[j]);
     if (a > max_abs_scale) {
       max_abs_scale = a;
@@ -519,68 +558,88 @@ inline int NearestIq4Index(float v) {
   return v - kIq4Levels[lo] < kIq4Levels[lo + 1] - v ? lo : lo + 1;
 }
 
-// kIq4Levels[NearestIq4Index(v)] without branches or table lookups, so that
-// it vectorizes: lo = the largest level <= v, hi = the smallest level > v
-// (+-inf where none), the same distance comparison; NaN and v >= level[15]
-// give level[15].
-inline float NearestIq4Level(float v) {
-  float lo = -std::numeric_limits<float>::infinity();
-  float hi = std::numeric_limits<float>::infinity();
-  for (int j = 0; j < 16; ++j) {
-    lo = kIq4Levels[j] <= v ? kIq4Levels[j] : lo;
-    hi = kIq4Levels[15 - j] > v ? kIq4Levels[15 - j] : hi;
+// Between levels a = level[j] and b = level[j + 1] NearestIq4Index picks b
+// exactly when !(v - a < b - v) in float arithmetic; both differences are
+// monotone in v, so that holds from one float t_j on. The 15 thresholds,
+// found once by bisection over the ordered float bit patterns.
+struct Iq4Thresholds {
+  float t[15];
+  Iq4Thresholds() {
+    const auto key = [](float f) {
+      uint32_t b;
+      std::memcpy(&b, &f, sizeof(b));
+      return (b >> 31) ? -static_cast<int64_t>(b & 0x7fffffffu) : static_cast<int64_t>(b);
+    };
+    const auto from_key = [](int64_t k) {
+      const uint32_t b = k < 0 ? 0x80000000u | static_cast<uint32_t>(-k) : static_cast<uint32_t>(k);
+      float f;
+      std::memcpy(&f, &b, sizeof(f));
+      return f;
+    };
+    for (int j = 0; j < 15; ++j) {
+      const float a = kIq4Levels[j], b = kIq4Levels[j + 1];
+      int64_t lo = key(a), hi = key(b);  // picks a at lo, b at hi
+      while (hi - lo > 1) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        const float v = from_key(mid);
+        (v - a < b - v ? lo : hi) = mid;
+      }
+      t[j] = from_key(hi);
+    }
   }
-  const float q = v - lo < hi - v ? lo : hi;
-  return v < kIq4Levels[15] ? q : kIq4Levels[15];
+};
+
+// kIq4Levels[NearestIq4Index(v)] lane-wise without branches or lookups;
+// NaN gives level[15] as there.
+inline FV NearestIq4Levels(FV v, const float* thresholds) {
+  const FV zero = {};
+  FV q = zero + kIq4Levels[0];
+  for (int j = 0; j < 15; ++j) q = v >= zero + thresholds[j] ? zero + kIq4Levels[j + 1] : q;
+  return v == v ? q : zero + kIq4Levels[15];
 }
 
-// The IQ4_XS sub-block scales (8 sub-blocks of 32 side by side, x transposed
+// The IQ4_XS sub-block scales, the 8 sub-blocks side by side (x transposed
 // as for FitScaleAndMin: x[i * 8 + k] is element i of sub-block k). Per
 // sub-block: the x^2-weighted least-squares scale of the best of the grids
 // 1 / d = (itry - 127) / max, itry = -7..7, and the start -max / -127; 0 for
 // a sub-block whose largest |x| is below kGroupMaxEps.
 ODMOE_QUANT_CLONES void FitIq4Scales(const float* x, float* scale_out) {
-  constexpr int K = 8;
-  float max[K] = {}, amax[K] = {}, w[32 * K];
+  static const Iq4Thresholds kThresholds;
+  const float* thresholds = kThresholds.t;
+  const FV zero = {};
+  FV max = zero, amax = zero, xs[32], w[32];
   for (int i = 0; i < 32; ++i) {
-    for (int k = 0; k < K; ++k) {
-      const float xi = x[i * K + k];
-      const float a = std::fabs(xi);
-      max[k] = a > amax[k] ? xi : max[k];
-      amax[k] = a > amax[k] ? a : amax[k];
-      w[i * K + k] = xi * xi;
-    }
+    std::memcpy(&xs[i], x + 8 * i, sizeof(FV));
+    IV bits;
+    std::memcpy(&bits, &xs[i], sizeof(bits));
+    bits &= 0x7fffffff;
+    FV a;
+    std::memcpy(&a, &bits, sizeof(a));
+    const IV larger = a > amax;
+    max = larger ? xs[i] : max;
+    amax = larger ? a : amax;
+    w[i] = xs[i] * xs[i];
   }
-  float id[K], sumqx[K], sumq2[K], d[K], best[K];
-  const auto sums = [&]() {
-    for (int k = 0; k < K; ++k) sumqx[k] = sumq2[k] = 0.0f;
+  FV sumqx, sumq2;
+  const auto sums = [&](FV id) {
+    sumqx = sumq2 = zero;
     for (int i = 0; i < 32; ++i) {
-      for (int k = 0; k < K; ++k) {
-        const float xi = x[i * K + k];
-        const float q = NearestIq4Level(id[k] * xi);
-        const float wi = w[i * K + k];
-        sumqx[k] += wi * q * xi;
-        sumq2[k] += wi * q * q;
-      }
+      const FV q = NearestIq4Levels(id * xs[i], thresholds);
+      sumqx += w[i] * q * xs[i];
+      sumq2 += w[i] * q * q;
     }
   };
-  for (int k = 0; k < K; ++k) id[k] = 1.0f / (-max[k] / kIq4Levels[0]);
-  sums();
-  for (int k = 0; k < K; ++k) {
-    d[k] = sumq2[k] > 0 ? sumqx[k] / sumq2[k] : 0.0f;
-    best[k] = d[k] * sumqx[k];
-  }
+  sums((zero + 1.0f) / (-max / (zero + kIq4Levels[0])));
+  FV d = sumq2 > zero ? sumqx / sumq2 : zero;
+  FV best = d * sumqx;
   for (int itry = -7; itry <= 7; ++itry) {
-    for (int k = 0; k < K; ++k) id[k] = static_cast<float>(itry + kIq4nlValues[0]) / max[k];
-    sums();
-    for (int k = 0; k < K; ++k) {
-      if (sumq2[k] > 0 && sumqx[k] * sumqx[k] > best[k] * sumq2[k]) {
-        d[k] = sumqx[k] / sumq2[k];
-        best[k] = d[k] * sumqx[k];
-      }
-    }
+    sums((zero + static_cast<float>(itry + kIq4nlValues[0])) / max);
+    const IV better = (sumq2 > zero) & (sumqx * sumqx > best * sumq2);
+    const FV new_d = sumqx / sumq2;
+    d = better ? new_d : d;
+    best = better ? new_d * sumqx : best;
   }
-  for (int k = 0; k < K; ++k) scale_out[k] = amax[k] < kGroupMaxEps ? 0.0f : d[k];
+  for (int k = 0; k < 8; ++k) scale_out[k] = amax[k] < kGroupMaxEps ? 0.0f : d[k];
 }
 
 void QuantizeIq4XsBlock(const float* x, BlockIq4Xs& y) {
