@@ -47,6 +47,14 @@
 //   q_i = min(127, round-half-to-even(iscale * x_i)) (in [-127, 127] for
 //   finite x; a NaN product gives 127, a product <= -127.5 gives -127),
 //   bsums[j] = the sum of q_{16j} .. q_{16j+15}.
+//
+// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS quantization is llama.cpp's
+// reference quantizer without importance matrix (quantize_row_<type>_ref,
+// what llama-quantize does without --imatrix), byte for byte: the same
+// sub-block fits, float operations in the same order (no FMA), round half to
+// even, f16 round to nearest even (tests/gguf/quant_kfamily_test.cpp checks
+// llama.cpp's own output). Non-finite input gives defined (unspecified)
+// bytes. tensor/quant_k_quantize.cpp describes each fit.
 #pragma once
 
 #include <cstdint>

@@ -9,14 +9,26 @@
 // Non-finite input gives some defined bytes (no undefined behaviour): every
 // float-to-int conversion is the bit trick of NearestInt, every index is
 // clamped.
+//
+// Speed without changing a bit: the sub-block fits (the expensive part, many
+// candidate grids per sub-block) run 8 sub-blocks side by side in the lanes
+// of GCC vector types, each lane doing exactly the scalar operations of its
+// sub-block in the reference order; where the CPU has AVX2 a clone of those
+// functions is picked at load time (target_clones). Verified byte-identical
+// to llama.cpp with and without the clones (-DODMOE_QUANT_NO_CLONES).
 #include "tensor/quant_k_quantize.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "tensor/quant_k_scales.h"
 #include "util/fp16.h"
+
+// The vector types below only travel between functions of this file (all
+// inlined or compiled with the same target), never across an ABI boundary.
+#pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace odmoe::quant_internal {
 namespace {
@@ -34,77 +46,149 @@ inline int NearestInt(float v) {
   return (bits & 0x007fffff) - 0x00400000;
 }
 
+// The lane loops also get an AVX2 version chosen at load time where the CPU
+// has it: the same IEEE operations lane for lane (no FMA: contraction is
+// off), so the bytes never depend on the machine.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(ODMOE_QUANT_NO_CLONES)
+#define ODMOE_QUANT_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define ODMOE_QUANT_CLONES
+#endif
+
 inline int Clamp(int v, int lo, int hi) { return std::max(lo, std::min(hi, v)); }
 
 // Asymmetric fit x ~ scale * L + min with L in 0..nmax, min <= 0, minimizing
 // the weighted error (|diff| if use_mad, else diff^2): the plain max/min
 // grid, then nstep + 1 candidate grids (rmin + rdelta * is + nmax) /
 // (max - min), each refined by weighted least squares; min is the best fit's
-// so far (it moves as better fits are found). Returns scale; *neg_min = -min.
-float FitScaleAndMin(int n, int nmax, const float* x, const float* weights, uint8_t* L,
-                     float* neg_min, uint8_t* L_try, float rmin, float rdelta, int nstep,
-                     bool use_mad) {
-  float min = x[0];
-  float max = x[0];
-  float sum_w = weights[0];
-  float sum_x = sum_w * x[0];
+// so far (it moves as better fits are found).
+//
+// 8 sub-blocks of n elements are fitted side by side, each exactly as
+// alone (its sums in element order): x and weights are transposed,
+// x[i * 8 + k] is element i of sub-block k, and so is L. Per lane:
+// scale[k], neg_min[k] = -min. The lanes give the CPU independent work (the
+// sequential sums of one sub-block are latency-bound) and vectorize.
+// 8 lanes of floats / ints (GCC vector extensions: every operation is
+// lane-wise and exactly the scalar one).
+typedef float FV __attribute__((vector_size(32)));
+typedef int32_t IV __attribute__((vector_size(32)));
+
+template <int kElems, bool kUseMad>
+ODMOE_QUANT_CLONES void FitScaleAndMin(int nmax, const float* x, const float* weights, int32_t* L,
+                                       float* scale_out, float* neg_min, float rmin, float rdelta,
+                                       int nstep) {
+  constexpr int kLanes = 8;
+  constexpr int n = kElems;
+  const auto load = [](const float* p) {
+    FV v;
+    std::memcpy(&v, p, sizeof(v));
+    return v;
+  };
+  const FV zero = {};
+  const IV izero = {};
+  const IV inmax = izero + nmax;
+  const auto codes = [&](FV v) {  // Clamp(NearestInt(v), 0, nmax) lane-wise
+    const FV shifted = v + 12582912.0f;
+    IV bits;
+    std::memcpy(&bits, &shifted, sizeof(bits));
+    IV l = (bits & 0x007fffff) - 0x00400000;
+    l = l < izero ? izero : l;
+    return l > inmax ? inmax : l;
+  };
+  const auto error_term = [](FV diff) {
+    if constexpr (kUseMad) {
+      IV bits;
+      std::memcpy(&bits, &diff, sizeof(bits));
+      bits &= 0x7fffffff;  // fabs
+      std::memcpy(&diff, &bits, sizeof(bits));
+      return diff;
+    } else {
+      return diff * diff;
+    }
+  };
+
+  FV min = load(x), max = min, sum_w = load(weights), sum_x = sum_w * min;
   for (int i = 1; i < n; ++i) {
-    if (x[i] < min) min = x[i];
-    if (x[i] > max) max = x[i];
-    sum_w += weights[i];
-    sum_x += weights[i] * x[i];
+    const FV xi = load(x + i * kLanes);
+    const FV w = load(weights + i * kLanes);
+    min = xi < min ? xi : min;
+    max = xi > max ? xi : max;
+    sum_w += w;
+    sum_x += w * xi;
   }
-  if (min > 0) min = 0;
-  if (max == min) {
-    std::fill(L, L + n, 0);
-    *neg_min = -min;
-    return 0.0f;
-  }
-  float iscale = static_cast<float>(nmax) / (max - min);
-  float scale = 1.0f / iscale;
-  float best_error = 0.0f;
+  min = min > zero ? zero : min;
+  const IV flat = max == min;  // all codes 0, scale 0 (the lane's results are replaced)
+  const FV flat_min = min;
+  FV iscale = (zero + static_cast<float>(nmax)) / (max - min);
+  FV scale = (zero + 1.0f) / iscale;
+  FV best_error = zero;
   for (int i = 0; i < n; ++i) {
-    L[i] = static_cast<uint8_t>(Clamp(NearestInt(iscale * (x[i] - min)), 0, nmax));
-    float diff = scale * static_cast<float>(L[i]) + min - x[i];
-    diff = use_mad ? std::fabs(diff) : diff * diff;
-    best_error += weights[i] * diff;
+    const FV xi = load(x + i * kLanes);
+    const IV l = codes(iscale * (xi - min));
+    std::memcpy(&L[i * kLanes], &l, sizeof(l));
+    const FV diff = scale * __builtin_convertvector(l, FV) + min - xi;
+    best_error += load(weights + i * kLanes) * error_term(diff);
   }
+  IV L_try[n];
   for (int is = 0; is <= nstep; ++is) {
-    // min is the best fit's so far: later grids start from it.
-    iscale = (rmin + rdelta * static_cast<float>(is) + static_cast<float>(nmax)) / (max - min);
-    float sum_l = 0.0f, sum_l2 = 0.0f, sum_xl = 0.0f;
+    FV sum_l = zero, sum_l2 = zero, sum_xl = zero;
+    iscale =
+        (zero + (rmin + rdelta * static_cast<float>(is) + static_cast<float>(nmax))) / (max - min);
     for (int i = 0; i < n; ++i) {
-      const int l = Clamp(NearestInt(iscale * (x[i] - min)), 0, nmax);
-      L_try[i] = static_cast<uint8_t>(l);
-      const float w = weights[i];
-      const float fl = static_cast<float>(l);
+      const FV xi = load(x + i * kLanes);
+      const IV l = codes(iscale * (xi - min));
+      L_try[i] = l;
+      const FV w = load(weights + i * kLanes);
+      const FV fl = __builtin_convertvector(l, FV);
       sum_l += w * fl;
       sum_l2 += w * fl * fl;
-      sum_xl += w * fl * x[i];
+      sum_xl += w * fl * xi;
     }
-    const float det = sum_w * sum_l2 - sum_l * sum_l;
-    if (!(det > 0)) continue;
-    float this_scale = (sum_w * sum_xl - sum_x * sum_l) / det;
-    float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / det;
-    if (this_min > 0) {
-      this_min = 0;
-      this_scale = sum_xl / sum_l2;
-    }
-    float error = 0.0f;
+    const FV det = sum_w * sum_l2 - sum_l * sum_l;
+    FV this_scale = (sum_w * sum_xl - sum_x * sum_l) / det;
+    FV this_min = (sum_l2 * sum_x - sum_l * sum_xl) / det;
+    const IV positive_min = this_min > zero;
+    this_min = positive_min ? zero : this_min;
+    this_scale = positive_min ? sum_xl / sum_l2 : this_scale;
+    FV error = zero;
     for (int i = 0; i < n; ++i) {
-      float diff = this_scale * static_cast<float>(L_try[i]) + this_min - x[i];
-      diff = use_mad ? std::fabs(diff) : diff * diff;
-      error += weights[i] * diff;
+      const FV diff =
+          this_scale * __builtin_convertvector(L_try[i], FV) + this_min - load(x + i * kLanes);
+      error += load(weights + i * kLanes) * error_term(diff);
     }
-    if (error < best_error) {
-      std::copy(L_try, L_try + n, L);
-      best_error = error;
-      scale = this_scale;
-      min = this_min;
+    const IV take = (det > zero) & (error < best_error);
+    best_error = take ? error : best_error;
+    scale = take ? this_scale : scale;
+    min = take ? this_min : min;
+    for (int i = 0; i < n; ++i) {
+      IV cur;
+      std::memcpy(&cur, &L[i * kLanes], sizeof(cur));
+      cur = take ? L_try[i] : cur;
+      std::memcpy(&L[i * kLanes], &cur, sizeof(cur));
     }
   }
-  *neg_min = -min;
-  return scale;
+  for (int k = 0; k < kLanes; ++k) {
+    scale_out[k] = flat[k] ? 0.0f : scale[k];
+    neg_min[k] = flat[k] ? -flat_min[k] : -min[k];
+    if (flat[k]) {
+      for (int i = 0; i < n; ++i) L[i * kLanes + k] = 0;
+    }
+  }
+}
+
+// dst[i * lanes + k] = src[k * n + i]: sub-block k's element i, lane-major.
+template <typename T>
+inline void ToLanes(const T* src, int n, int lanes, T* dst) {
+  for (int k = 0; k < lanes; ++k) {
+    for (int i = 0; i < n; ++i) dst[i * lanes + k] = src[k * n + i];
+  }
+}
+
+inline void FromLanes(const int32_t* src, int n, int lanes, uint8_t* dst) {
+  for (int k = 0; k < lanes; ++k) {
+    for (int i = 0; i < n; ++i) dst[k * n + i] = static_cast<uint8_t>(src[i * lanes + k]);
+  }
 }
 
 // The element of largest magnitude (sign kept, first one wins) and |it|.
@@ -165,46 +249,69 @@ float FitSymmetricQ3(int n, int nmax, const float* x, int8_t* L) {
   return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
 }
 
-// Symmetric fit for Q6_K: L in -nmax..nmax-1, the best of 19 grids
-// -(nmax + 0.1 is) / max by the x^2-weighted least-squares gain. Returns the
-// scale; L holds l + nmax.
-float FitSymmetricQ6(int n, int nmax, const float* x, int8_t* L) {
-  float max, amax;
-  SignedMax(n, x, &max, &amax);
-  if (amax < kGroupMaxEps) {
-    std::fill(L, L + n, 0);
-    return 0.0f;
-  }
-  float iscale = static_cast<float>(-nmax) / max;
-  float sumlx = 0.0f, suml2 = 0.0f;
+// Symmetric fit for Q6_K: L in -32..31, the best of 19 grids
+// -(32 + 0.1 is) / max by the x^2-weighted least-squares gain; L holds
+// l + 32. 8 sub-blocks of 16 side by side (x and L transposed as for
+// FitScaleAndMin); scale_out[k] is sub-block k's scale, 0 (and codes 0) for
+// a sub-block whose largest |x| is below kGroupMaxEps.
+ODMOE_QUANT_CLONES void FitSymmetricQ6(const float* x, int32_t* L, float* scale_out) {
+  constexpr int n = 16, nmax = 32;
+  const FV zero = {};
+  const IV izero = {};
+  FV xs[n], w[n], max = zero, amax = zero;
   for (int i = 0; i < n; ++i) {
-    const int l = Clamp(NearestInt(iscale * x[i]), -nmax, nmax - 1);
-    L[i] = static_cast<int8_t>(l + nmax);
-    const float w = x[i] * x[i];
-    sumlx += w * x[i] * static_cast<float>(l);
-    suml2 += w * static_cast<float>(l) * static_cast<float>(l);
+    std::memcpy(&xs[i], x + 8 * i, sizeof(FV));
+    IV bits;
+    std::memcpy(&bits, &xs[i], sizeof(bits));
+    bits &= 0x7fffffff;
+    FV a;
+    std::memcpy(&a, &bits, sizeof(a));
+    const IV larger = a > amax;
+    max = larger ? xs[i] : max;
+    amax = larger ? a : amax;
+    w[i] = xs[i] * xs[i];
   }
-  float scale = suml2 != 0.0f ? sumlx / suml2 : 0.0f;
-  float best = scale * sumlx;
+  const auto codes = [&](FV v) {  // Clamp(NearestInt(v), -nmax, nmax - 1) lane-wise
+    const FV shifted = v + 12582912.0f;
+    IV bits;
+    std::memcpy(&bits, &shifted, sizeof(bits));
+    IV l = (bits & 0x007fffff) - 0x00400000;
+    l = l < izero - nmax ? izero - nmax : l;
+    return l > izero + (nmax - 1) ? izero + (nmax - 1) : l;
+  };
+  IV l_best[n], l_try[n];
+  FV sumlx = zero, suml2 = zero;
+  FV iscale = (zero + static_cast<float>(-nmax)) / max;
+  for (int i = 0; i < n; ++i) {
+    l_best[i] = codes(iscale * xs[i]);
+    const FV fl = __builtin_convertvector(l_best[i], FV);
+    sumlx += w[i] * xs[i] * fl;
+    suml2 += w[i] * fl * fl;
+  }
+  FV scale = suml2 != zero ? sumlx / suml2 : zero;
+  FV best = scale * sumlx;
   for (int is = -9; is <= 9; ++is) {
     if (is == 0) continue;
-    iscale = -(static_cast<float>(nmax) + 0.1f * static_cast<float>(is)) / max;
-    sumlx = suml2 = 0.0f;
+    iscale = -(zero + (static_cast<float>(nmax) + 0.1f * static_cast<float>(is))) / max;
+    sumlx = suml2 = zero;
     for (int i = 0; i < n; ++i) {
-      const float l = static_cast<float>(Clamp(NearestInt(iscale * x[i]), -nmax, nmax - 1));
-      const float w = x[i] * x[i];
-      sumlx += w * x[i] * l;
-      suml2 += w * l * l;
+      l_try[i] = codes(iscale * xs[i]);
+      const FV fl = __builtin_convertvector(l_try[i], FV);
+      sumlx += w[i] * xs[i] * fl;
+      suml2 += w[i] * fl * fl;
     }
-    if (suml2 > 0 && sumlx * sumlx > best * suml2) {
-      for (int i = 0; i < n; ++i) {
-        L[i] = static_cast<int8_t>(nmax + Clamp(NearestInt(iscale * x[i]), -nmax, nmax - 1));
-      }
-      scale = sumlx / suml2;
-      best = scale * sumlx;
-    }
+    const IV take = (suml2 > zero) & (sumlx * sumlx > best * suml2);
+    const FV new_scale = sumlx / suml2;
+    scale = take ? new_scale : scale;
+    best = take ? new_scale * sumlx : best;
+    for (int i = 0; i < n; ++i) l_best[i] = take ? l_try[i] : l_best[i];
   }
-  return scale;
+  const IV empty = amax < zero + kGroupMaxEps;
+  for (int i = 0; i < n; ++i) {
+    const IV code = empty ? izero : l_best[i] + nmax;
+    std::memcpy(L + 8 * i, &code, sizeof(code));
+  }
+  for (int k = 0; k < 8; ++k) scale_out[k] = empty[k] ? 0.0f : scale[k];
 }
 
 // Largest of a non-negative scale list (strictly greater wins).
@@ -217,12 +324,16 @@ inline float MaxOf(const float* v, int n) {
 }
 
 void QuantizeQ2KBlock(const float* x, BlockQ2K& y) {
-  uint8_t L[kN], L_try[16];
-  float weights[16], scales[16], mins[16];
-  for (int j = 0; j < 16; ++j) {
-    for (int l = 0; l < 16; ++l) weights[l] = std::fabs(x[16 * j + l]);
-    scales[j] = FitScaleAndMin(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], L_try, -0.5f, 0.1f,
-                               15, true);
+  uint8_t L[kN];
+  int32_t lanes_L[kN];
+  float weights[kN], lanes_x[kN], lanes_w[kN], scales[16], mins[16];
+  for (int i = 0; i < kN; ++i) weights[i] = std::fabs(x[i]);
+  for (int g = 0; g < 2; ++g) {  // sub-blocks 8 g .. 8 g + 7
+    ToLanes(x + 128 * g, 16, 8, lanes_x);
+    ToLanes(weights + 128 * g, 16, 8, lanes_w);
+    FitScaleAndMin<16, true>(3, lanes_x, lanes_w, lanes_L, scales + 8 * g, mins + 8 * g, -0.5f,
+                             0.1f, 15);
+    FromLanes(lanes_L, 16, 8, L + 128 * g);  // codes 0..3
   }
   const float max_scale = MaxOf(scales, 16);
   const float max_min = MaxOf(mins, 16);
@@ -320,17 +431,19 @@ void QuantizeQ3KBlock(const float* x, BlockQ3K& y) {
 // scales. Writes d, dmin, scales and the codes L (0..nmax).
 void QuantizeScaleMin32(const float* x, int nmax, float rmin, int nstep, uint16_t* d_out,
                         uint16_t* dmin_out, uint8_t packed[kKScaleBytes], uint8_t L[kN]) {
-  uint8_t L_try[32];
-  float weights[32], scales[8], mins[8];
+  float weights[kN], lanes_x[kN], lanes_w[kN], scales[8], mins[8];
+  int32_t lanes_L[kN];
   for (int j = 0; j < 8; ++j) {
     const float* xj = x + 32 * j;
     float sum_x2 = 0.0f;
     for (int l = 0; l < 32; ++l) sum_x2 += xj[l] * xj[l];
     const float av_x = std::sqrt(sum_x2 / 32.0f);
-    for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(xj[l]);
-    scales[j] = FitScaleAndMin(32, nmax, xj, weights, L + 32 * j, &mins[j], L_try, rmin, 0.1f,
-                               nstep, false);
+    for (int l = 0; l < 32; ++l) weights[32 * j + l] = av_x + std::fabs(xj[l]);
   }
+  ToLanes(x, 32, 8, lanes_x);
+  ToLanes(weights, 32, 8, lanes_w);
+  FitScaleAndMin<32, false>(nmax, lanes_x, lanes_w, lanes_L, scales, mins, rmin, 0.1f, nstep);
+  FromLanes(lanes_L, 32, 8, L);
   const float max_scale = MaxOf(scales, 8);
   const float max_min = MaxOf(mins, 8);
   const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
@@ -381,10 +494,18 @@ void QuantizeQ5KBlock(const float* x, BlockQ5K& y) {
 
 void QuantizeQ6KBlock(const float* x, BlockQ6K& y) {
   int8_t L[kN];
-  float scales[16];
+  float scales[16], lanes_x[128];
+  int32_t lanes_L[128];
+  for (int g = 0; g < 2; ++g) {  // sub-blocks 8 g .. 8 g + 7
+    ToLanes(x + 128 * g, 16, 8, lanes_x);
+    FitSymmetricQ6(lanes_x, lanes_L, scales + 8 * g);
+    for (int k = 0; k < 8; ++k) {
+      for (int i = 0; i < 16; ++i)
+        L[128 * g + 16 * k + i] = static_cast<int8_t>(lanes_L[8 * i + k]);
+    }
+  }
   float max_scale = 0.0f, max_abs_scale = 0.0f;
   for (int j = 0; j < 16; ++j) {
-    scales[j] = FitSymmetricQ6(16, 32, x + 16 * j, L + 16 * j);
     const float a = std::fabs(scales[j]);
     if (a > max_abs_scale) {
       max_abs_scale = a;
@@ -420,64 +541,113 @@ void QuantizeQ6KBlock(const float* x, BlockQ6K& y) {
   }
 }
 
-// Index of the kIq4nlValues entry nearest to v (ties to the lower one).
+// kIq4nlValues as floats.
+constexpr float kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                  1,    13,   25,  38,  53,  69,  89,  113};
+
+// Index of the kIq4nlValues entry nearest to v: lo = the largest index with
+// level[lo] <= v, then the nearer of lo and lo + 1 by the float distances,
+// ties to lo + 1; v <= level[0] gives 0, v >= level[15] (or NaN) 15. The
+// count of levels <= v is branchless: the codes are data-dependent, so a
+// branching search would mispredict.
 inline int NearestIq4Index(float v) {
-  const int8_t* values = kIq4nlValues;
-  if (v <= values[0]) return 0;
-  if (v >= values[15]) return 15;
-  int lo = 0, hi = 15;
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) / 2;
-    if (v < values[mid]) {
-      hi = mid;
-    } else {
-      lo = mid;
-    }
-  }
-  return v - static_cast<float>(values[hi - 1]) < static_cast<float>(values[hi]) - v ? hi - 1 : hi;
+  if (v <= kIq4Levels[0]) return 0;
+  if (!(v < kIq4Levels[15])) return 15;
+  int lo = 0;
+  for (int j = 1; j < 15; ++j) lo += kIq4Levels[j] <= v ? 1 : 0;
+  return v - kIq4Levels[lo] < kIq4Levels[lo + 1] - v ? lo : lo + 1;
 }
 
-// One IQ4_XS sub-block of 32: the x^2-weighted least-squares scale of the
-// best of the grids 1 / d = (itry - 127) / max, itry = -7..7, and the start
-// -max / -127.
-float FitIq4Scale(const float* x) {
-  float max, amax;
-  SignedMax(32, x, &max, &amax);
-  if (amax < kGroupMaxEps) return 0.0f;
-  const auto value_at = [](int l) { return static_cast<float>(kIq4nlValues[l]); };
-  float d = -max / value_at(0);
-  float id = 1.0f / d;
-  float sumqx = 0.0f, sumq2 = 0.0f;
-  for (int j = 0; j < 32; ++j) {
-    const float q = value_at(NearestIq4Index(id * x[j]));
-    const float w = x[j] * x[j];
-    sumqx += w * q * x[j];
-    sumq2 += w * q * q;
+// Between levels a = level[j] and b = level[j + 1] NearestIq4Index picks b
+// exactly when !(v - a < b - v) in float arithmetic; both differences are
+// monotone in v, so that holds from one float t_j on. The 15 thresholds,
+// found once by bisection over the ordered float bit patterns.
+struct Iq4Thresholds {
+  float t[15];
+  Iq4Thresholds() {
+    const auto key = [](float f) {
+      uint32_t b;
+      std::memcpy(&b, &f, sizeof(b));
+      return (b >> 31) ? -static_cast<int64_t>(b & 0x7fffffffu) : static_cast<int64_t>(b);
+    };
+    const auto from_key = [](int64_t k) {
+      const uint32_t b = k < 0 ? 0x80000000u | static_cast<uint32_t>(-k) : static_cast<uint32_t>(k);
+      float f;
+      std::memcpy(&f, &b, sizeof(f));
+      return f;
+    };
+    for (int j = 0; j < 15; ++j) {
+      const float a = kIq4Levels[j], b = kIq4Levels[j + 1];
+      int64_t lo = key(a), hi = key(b);  // picks a at lo, b at hi
+      while (hi - lo > 1) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        const float v = from_key(mid);
+        (v - a < b - v ? lo : hi) = mid;
+      }
+      t[j] = from_key(hi);
+    }
   }
-  d = sumq2 > 0 ? sumqx / sumq2 : 0.0f;
-  float best = d * sumqx;
+};
+
+// kIq4Levels[NearestIq4Index(v)] lane-wise without branches or lookups;
+// NaN gives level[15] as there.
+inline FV NearestIq4Levels(FV v, const float* thresholds) {
+  const FV zero = {};
+  FV q = zero + kIq4Levels[0];
+  for (int j = 0; j < 15; ++j) q = v >= zero + thresholds[j] ? zero + kIq4Levels[j + 1] : q;
+  return v == v ? q : zero + kIq4Levels[15];
+}
+
+// The IQ4_XS sub-block scales, the 8 sub-blocks side by side (x transposed
+// as for FitScaleAndMin: x[i * 8 + k] is element i of sub-block k). Per
+// sub-block: the x^2-weighted least-squares scale of the best of the grids
+// 1 / d = (itry - 127) / max, itry = -7..7, and the start -max / -127; 0 for
+// a sub-block whose largest |x| is below kGroupMaxEps.
+ODMOE_QUANT_CLONES void FitIq4Scales(const float* x, float* scale_out) {
+  static const Iq4Thresholds kThresholds;
+  const float* thresholds = kThresholds.t;
+  const FV zero = {};
+  FV max = zero, amax = zero, xs[32], w[32];
+  for (int i = 0; i < 32; ++i) {
+    std::memcpy(&xs[i], x + 8 * i, sizeof(FV));
+    IV bits;
+    std::memcpy(&bits, &xs[i], sizeof(bits));
+    bits &= 0x7fffffff;
+    FV a;
+    std::memcpy(&a, &bits, sizeof(a));
+    const IV larger = a > amax;
+    max = larger ? xs[i] : max;
+    amax = larger ? a : amax;
+    w[i] = xs[i] * xs[i];
+  }
+  FV sumqx, sumq2;
+  const auto sums = [&](FV id) {
+    sumqx = sumq2 = zero;
+    for (int i = 0; i < 32; ++i) {
+      const FV q = NearestIq4Levels(id * xs[i], thresholds);
+      sumqx += w[i] * q * xs[i];
+      sumq2 += w[i] * q * q;
+    }
+  };
+  sums((zero + 1.0f) / (-max / (zero + kIq4Levels[0])));
+  FV d = sumq2 > zero ? sumqx / sumq2 : zero;
+  FV best = d * sumqx;
   for (int itry = -7; itry <= 7; ++itry) {
-    id = static_cast<float>(itry + kIq4nlValues[0]) / max;
-    sumqx = sumq2 = 0.0f;
-    for (int j = 0; j < 32; ++j) {
-      const float q = value_at(NearestIq4Index(id * x[j]));
-      const float w = x[j] * x[j];
-      sumqx += w * q * x[j];
-      sumq2 += w * q * q;
-    }
-    if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
-      d = sumqx / sumq2;
-      best = d * sumqx;
-    }
+    sums((zero + static_cast<float>(itry + kIq4nlValues[0])) / max);
+    const IV better = (sumq2 > zero) & (sumqx * sumqx > best * sumq2);
+    const FV new_d = sumqx / sumq2;
+    d = better ? new_d : d;
+    best = better ? new_d * sumqx : best;
   }
-  return d;
+  for (int k = 0; k < 8; ++k) scale_out[k] = amax[k] < kGroupMaxEps ? 0.0f : d[k];
 }
 
 void QuantizeIq4XsBlock(const float* x, BlockIq4Xs& y) {
-  float scales[8];
+  float scales[8], lanes_x[kN];
+  ToLanes(x, 32, 8, lanes_x);
+  FitIq4Scales(lanes_x, scales);
   float max_scale = 0.0f, amax_scale = 0.0f;
   for (int j = 0; j < 8; ++j) {
-    scales[j] = FitIq4Scale(x + 32 * j);
     const float a = std::fabs(scales[j]);
     if (a > amax_scale) {
       amax_scale = a;
