@@ -69,7 +69,7 @@ inline constexpr QLayout QLayoutOf(DType type) {
 
 /// The block32 types of the quantized MatMul (the kernel tables dispatch
 /// through function tables in this order, cpu_qdot_impl.h).
-inline constexpr DType kQDotTypes[] = {DType::kQ8_0,  DType::kQ4_0,  DType::kQ4_1, DType::kQ5_0,
+inline constexpr DType kQDotTypes[] = {DType::kQ8_0, DType::kQ4_0,   DType::kQ4_1, DType::kQ5_0,
                                        DType::kQ5_1, DType::kIQ4_NL, DType::kMXFP4};
 
 /// Position of `type` in kQDotTypes (the caller passes one of them).

@@ -215,7 +215,8 @@ void QPackedTile(const QWeightGroup* w, int64_t groups, const QActs& x, int64_t 
       const Vec dw = V::Load16(wg.d);
       const Vec mw = QHasMin<T>() ? V::Load16(wg.m) : V::Zero();
 #pragma GCC unroll 4
-      for (int t = 0; t < NX; ++t) acc[r][t] = QAccumulate<V, T>(dw, mw, *xg[t], sums[t], acc[r][t]);
+      for (int t = 0; t < NX; ++t)
+        acc[r][t] = QAccumulate<V, T>(dw, mw, *xg[t], sums[t], acc[r][t]);
     }
   }
 #pragma GCC unroll 4
