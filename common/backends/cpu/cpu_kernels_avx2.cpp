@@ -275,6 +275,24 @@ struct Avx2V {
     return {HalfHalves<T, kOffset>(blocks),
             HalfHalves<T, kOffset>(blocks + 8 * cpu_impl::QBlockBytes<T>())};
   }
+  /// E8M0Half of byte 0 of 8 blocks: (e - 1) << 23, or 0x00200000 << e for
+  /// e < 2 (the subnormals).
+  template <DType T>
+  ODMOE_CPU_INLINE static __m256 HalfE8M0(const uint8_t* blocks) {
+    constexpr int kB = cpu_impl::QBlockBytes<T>();
+    const __m256i idx = _mm256_setr_epi32(0, kB, 2 * kB, 3 * kB, 4 * kB, 5 * kB, 6 * kB, 7 * kB);
+    const __m256i e = _mm256_and_si256(
+        _mm256_i32gather_epi32(reinterpret_cast<const int*>(blocks), idx, 1),
+        _mm256_set1_epi32(0xff));
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+    const __m256i tiny = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+    const __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, tiny, small));
+  }
+  template <DType T>
+  ODMOE_CPU_INLINE static Vec E8M0Scales(const uint8_t* blocks) {
+    return {HalfE8M0<T>(blocks), HalfE8M0<T>(blocks + 8 * cpu_impl::QBlockBytes<T>())};
+  }
   static Vec IntsToFloat(const int32_t* p) {
     return {_mm256_cvtepi32_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))),
             _mm256_cvtepi32_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 8)))};

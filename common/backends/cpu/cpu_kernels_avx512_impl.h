@@ -280,6 +280,21 @@ struct Avx512V {
     for (int j = 0; j < 16; ++j) std::memcpy(&h[j], blocks + j * kB + kOffset, sizeof(uint16_t));
     return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(h)));
   }
+  /// E8M0Half of byte 0 of each of 16 blocks: (e - 1) << 23, or
+  /// 0x00200000 << e for e < 2 (the subnormals).
+  template <DType T>
+  ODMOE_CPU_INLINE static Vec E8M0Scales(const uint8_t* blocks) {
+    constexpr int kB = cpu_impl::QBlockBytes<T>();
+    const __m512i idx =
+        _mm512_setr_epi32(0, kB, 2 * kB, 3 * kB, 4 * kB, 5 * kB, 6 * kB, 7 * kB, 8 * kB, 9 * kB,
+                          10 * kB, 11 * kB, 12 * kB, 13 * kB, 14 * kB, 15 * kB);
+    const __m512i e =
+        _mm512_and_si512(_mm512_i32gather_epi32(idx, blocks, 1), _mm512_set1_epi32(0xff));
+    const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+    const __m512i tiny = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+    const __mmask16 small = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
+    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(small, normal, tiny));
+  }
   static Vec IntsToFloat(const int32_t* p) { return _mm512_cvtepi32_ps(_mm512_loadu_si512(p)); }
   template <DType T>
   ODMOE_CPU_INLINE static IVec GroupDot(const uint8_t* blocks, const QActGroup& x) {
