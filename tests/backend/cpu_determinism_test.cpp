@@ -224,11 +224,35 @@ TEST_CASE("block32 MatMul at the extreme codes is exact and identical on every I
   }
 }
 
-TEST_CASE("the kernels' MXFP4 scale table is E8M0Half", "[backend][determinism]") {
-  for (int e = 0; e < 256; ++e) {
-    INFO("e = " << e);
-    const float want = E8M0Half(static_cast<uint8_t>(e));
-    CHECK(std::memcmp(&kE8M0HalfValues[e], &want, sizeof(float)) == 0);
+TEST_CASE("MXFP4 MatMul over every exponent is identical on every ISA",
+          "[backend][determinism]") {
+  // One block per weight row, row e with exponent e (0 and 1: subnormal
+  // scales; 255: 2^127, whose products overflow to inf): the SIMD tables
+  // decode E8M0 with integer shifts, the scalar one with E8M0Half.
+  const int64_t k = 32, out = 256, n = 2;
+  std::vector<uint8_t> w = ExtremeBlocks(DType::kMXFP4, out, 24);
+  for (int e = 0; e < out; ++e) w[e * sizeof(BlockMxfp4)] = static_cast<uint8_t>(e);
+  const std::vector<float> x = ref::RandomFloats(n * k, 25, -2, 2);
+  const WeightRef wr{DType::kMXFP4, w.data(), out, k};
+  std::vector<float> want(n * out), got(n * out);
+  CpuBackend(1, CpuIsa::kScalar).MatMul(wr, ConstMat(x.data(), n, k), Mat{want.data(), n, out});
+  const std::vector<double> exact = ref::MatMul(DType::kMXFP4, w.data(), out, k, x, n);
+  for (int64_t t = 0; t < n; ++t) {
+    for (int e = 0; e < 250; ++e) {
+      INFO("e = " << e);
+      const double v = exact[t * out + e];
+      CHECK(std::fabs(want[t * out + e] - v) <= 1e-6 * std::fabs(v));
+    }
+  }
+  for (CpuIsa isa : SupportedCpuIsas()) {
+    for (int64_t rows : {int64_t{1}, n}) {
+      INFO(CpuIsaName(isa) << " rows per call " << rows);
+      for (int64_t t = 0; t < n; t += rows) {
+        CpuBackend(1, isa).MatMul(wr, ConstMat(x.data(), n, k).RowRange(t, rows),
+                                  Mat{got.data(), n, out}.RowRange(t, rows));
+      }
+      CHECK(SameBits(got, want));
+    }
   }
 }
 

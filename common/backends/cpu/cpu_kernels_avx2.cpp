@@ -173,17 +173,16 @@ struct Avx2V {
   /// `qh` of each of the 8 blocks, `stride` apart) is set: slice m holds
   /// elements 4m..4m+3, i.e. bits 4m..4m+3, found in byte m / 2 of qh.
   ODMOE_CPU_INLINE static void AddFifthBits(const uint8_t* qh, int stride, __m256i s[8]) {
-    const __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-                                           _mm256_set1_epi32(stride));
+    const __m256i idx =
+        _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(stride));
     const __m256i h = _mm256_i32gather_epi32(reinterpret_cast<const int*>(qh), idx, 1);
     const __m256i sixteen = _mm256_set1_epi8(16);
 #pragma GCC unroll 8
     for (int m = 0; m < 8; ++m) {
       const int b = m / 2;  // byte b of each dword to all four of its bytes
-      const __m256i ctrl = _mm256_setr_epi32(0x01010101 * b, 0x01010101 * (4 + b),
-                                             0x01010101 * (8 + b), 0x01010101 * (12 + b),
-                                             0x01010101 * b, 0x01010101 * (4 + b),
-                                             0x01010101 * (8 + b), 0x01010101 * (12 + b));
+      const __m256i ctrl = _mm256_setr_epi32(
+          0x01010101 * b, 0x01010101 * (4 + b), 0x01010101 * (8 + b), 0x01010101 * (12 + b),
+          0x01010101 * b, 0x01010101 * (4 + b), 0x01010101 * (8 + b), 0x01010101 * (12 + b));
       const __m256i bit = _mm256_set1_epi32(m % 2 == 0 ? 0x08040201 : static_cast<int>(0x80402010));
       const __m256i t = _mm256_and_si256(_mm256_shuffle_epi8(h, ctrl), bit);
       s[m] = _mm256_or_si256(s[m], _mm256_and_si256(_mm256_cmpeq_epi8(t, bit), sixteen));
@@ -228,8 +227,8 @@ struct Avx2V {
       if constexpr (kL.qh >= 0) AddFifthBits(blocks + kL.qh, kB, s);
       if constexpr (T == DType::kIQ4_NL || T == DType::kMXFP4) {
         const int8_t* values = T == DType::kIQ4_NL ? kIq4nlValues : kMxfp4Values;
-        __m256i table = _mm256_broadcastsi128_si256(
-            _mm_loadu_si128(reinterpret_cast<const __m128i*>(values)));
+        __m256i table =
+            _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(values)));
         if constexpr (T == DType::kMXFP4) table = _mm256_add_epi8(table, _mm256_set1_epi8(16));
 #pragma GCC unroll 8
         for (int m = 0; m < 8; ++m) s[m] = _mm256_shuffle_epi8(table, s[m]);
@@ -275,6 +274,24 @@ struct Avx2V {
   ODMOE_CPU_INLINE static Vec GroupHalves(const uint8_t* blocks) {
     return {HalfHalves<T, kOffset>(blocks),
             HalfHalves<T, kOffset>(blocks + 8 * cpu_impl::QBlockBytes<T>())};
+  }
+  /// E8M0Half of byte 0 of 8 blocks: (e - 1) << 23, or 0x00200000 << e for
+  /// e < 2 (the subnormals).
+  template <DType T>
+  ODMOE_CPU_INLINE static __m256 HalfE8M0(const uint8_t* blocks) {
+    constexpr int kB = cpu_impl::QBlockBytes<T>();
+    const __m256i idx = _mm256_setr_epi32(0, kB, 2 * kB, 3 * kB, 4 * kB, 5 * kB, 6 * kB, 7 * kB);
+    const __m256i e = _mm256_and_si256(
+        _mm256_i32gather_epi32(reinterpret_cast<const int*>(blocks), idx, 1),
+        _mm256_set1_epi32(0xff));
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+    const __m256i tiny = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+    const __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, tiny, small));
+  }
+  template <DType T>
+  ODMOE_CPU_INLINE static Vec E8M0Scales(const uint8_t* blocks) {
+    return {HalfE8M0<T>(blocks), HalfE8M0<T>(blocks + 8 * cpu_impl::QBlockBytes<T>())};
   }
   static Vec IntsToFloat(const int32_t* p) {
     return {_mm256_cvtepi32_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))),

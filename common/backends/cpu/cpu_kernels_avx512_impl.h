@@ -163,17 +163,16 @@ struct Avx512V {
   /// `qh` of each of the 16 blocks, `stride` apart) is set: slice m holds
   /// elements 4m..4m+3, i.e. bits 4m..4m+3, found in byte m / 2 of qh.
   ODMOE_CPU_INLINE static void AddFifthBits(const uint8_t* qh, int stride, __m512i s[8]) {
-    const __m512i idx = _mm512_mullo_epi32(
-        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-        _mm512_set1_epi32(stride));
+    const __m512i idx =
+        _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                           _mm512_set1_epi32(stride));
     const __m512i h = _mm512_i32gather_epi32(idx, qh, 1);
     const __m512i sixteen = _mm512_set1_epi8(16);
 #pragma GCC unroll 8
     for (int m = 0; m < 8; ++m) {
       const int b = m / 2;  // byte b of each dword to all four of its bytes
-      const __m512i ctrl = _mm512_broadcast_i32x4(
-          _mm_setr_epi32(0x01010101 * b, 0x01010101 * (4 + b), 0x01010101 * (8 + b),
-                         0x01010101 * (12 + b)));
+      const __m512i ctrl = _mm512_broadcast_i32x4(_mm_setr_epi32(
+          0x01010101 * b, 0x01010101 * (4 + b), 0x01010101 * (8 + b), 0x01010101 * (12 + b)));
       const __m512i bit = _mm512_set1_epi32(m % 2 == 0 ? 0x08040201 : static_cast<int>(0x80402010));
       const __mmask64 set = _mm512_test_epi8_mask(_mm512_shuffle_epi8(h, ctrl), bit);
       s[m] = _mm512_mask_add_epi8(s[m], set, s[m], sixteen);
@@ -281,9 +280,22 @@ struct Avx512V {
     for (int j = 0; j < 16; ++j) std::memcpy(&h[j], blocks + j * kB + kOffset, sizeof(uint16_t));
     return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(h)));
   }
-  static Vec IntsToFloat(const int32_t* p) {
-    return _mm512_cvtepi32_ps(_mm512_loadu_si512(p));
+  /// E8M0Half of byte 0 of each of 16 blocks: (e - 1) << 23, or
+  /// 0x00200000 << e for e < 2 (the subnormals).
+  template <DType T>
+  ODMOE_CPU_INLINE static Vec E8M0Scales(const uint8_t* blocks) {
+    constexpr int kB = cpu_impl::QBlockBytes<T>();
+    const __m512i idx =
+        _mm512_setr_epi32(0, kB, 2 * kB, 3 * kB, 4 * kB, 5 * kB, 6 * kB, 7 * kB, 8 * kB, 9 * kB,
+                          10 * kB, 11 * kB, 12 * kB, 13 * kB, 14 * kB, 15 * kB);
+    const __m512i e =
+        _mm512_and_si512(_mm512_i32gather_epi32(idx, blocks, 1), _mm512_set1_epi32(0xff));
+    const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+    const __m512i tiny = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+    const __mmask16 small = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
+    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(small, normal, tiny));
   }
+  static Vec IntsToFloat(const int32_t* p) { return _mm512_cvtepi32_ps(_mm512_loadu_si512(p)); }
   template <DType T>
   ODMOE_CPU_INLINE static IVec GroupDot(const uint8_t* blocks, const QActGroup& x) {
     __m512i s[8];

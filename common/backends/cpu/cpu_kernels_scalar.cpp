@@ -114,6 +114,12 @@ struct ScalarV {
     return r;
   }
   template <DType T>
+  static Vec E8M0Scales(const uint8_t* blocks) {
+    Vec r;
+    for (int j = 0; j < 16; ++j) r.v[j] = E8M0Half(blocks[j * cpu_impl::QBlockBytes<T>()]);
+    return r;
+  }
+  template <DType T>
   static IVec GroupDot(const uint8_t* blocks, const QActGroup& x) {
     IVec r;
     for (int j = 0; j < 16; ++j) {

@@ -26,7 +26,6 @@
 //   kernels.qdot_rows(DType::kQ8_0, w, row_bytes, /*nw=*/4, blocks, acts, /*nx=*/1, y, ldy);
 #pragma once
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
@@ -69,7 +68,7 @@ inline constexpr QLayout QLayoutOf(DType type) {
 
 /// The block32 types of the quantized MatMul (the kernel tables dispatch
 /// through function tables in this order, cpu_qdot_impl.h).
-inline constexpr DType kQDotTypes[] = {DType::kQ8_0,  DType::kQ4_0,  DType::kQ4_1, DType::kQ5_0,
+inline constexpr DType kQDotTypes[] = {DType::kQ8_0, DType::kQ4_0,   DType::kQ4_1, DType::kQ5_0,
                                        DType::kQ5_1, DType::kIQ4_NL, DType::kMXFP4};
 
 /// Position of `type` in kQDotTypes (the caller passes one of them).
@@ -79,17 +78,6 @@ inline constexpr size_t QDotTypeIndex(DType type) {
   }
   return 0;
 }
-
-/// E8M0Half of every exponent (MXFP4 block scales), a compile-time table:
-/// 2^(e - 128) by exact halvings and doublings of 1 (the quant tests hold it
-/// to E8M0Half).
-inline constexpr auto kE8M0HalfValues = [] {
-  std::array<float, 256> t{};
-  t[128] = 1.0f;
-  for (int e = 129; e < 256; ++e) t[e] = t[e - 1] * 2.0f;
-  for (int e = 127; e >= 0; --e) t[e] = t[e + 1] * 0.5f;
-  return t;
-}();
 
 /// Blocks per group: one per canonical lane.
 inline constexpr int kQGroupBlocks = 16;

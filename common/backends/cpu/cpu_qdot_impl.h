@@ -8,6 +8,7 @@
 //   static Vec ToFloat(const IVec& v);       // exact: |sum| < 2^24
 //   static Vec IntsToFloat(const int32_t* p);  // 16 ints, exactly
 //   template <DType T, int kOffset> static Vec GroupHalves(const uint8_t* blocks);
+//   template <DType T> static Vec E8M0Scales(const uint8_t* blocks);  // E8M0Half(byte 0)
 //   template <DType T> static IVec GroupDot(const uint8_t* blocks, const QActGroup& x);
 //   template <DType T> static void PackCodes(const uint8_t* blocks, QWeightGroup* out);
 //   template <DType T, int NX>
@@ -49,9 +50,7 @@ constexpr bool QHasMin() {
 template <class V, DType T>
 typename V::Vec QGroupScales(const uint8_t* blocks) {
   if constexpr (QLayoutOf(T).e8m0) {
-    alignas(64) float d[kQGroupBlocks];
-    for (int j = 0; j < kQGroupBlocks; ++j) d[j] = kE8M0HalfValues[blocks[j * QBlockBytes<T>()]];
-    return V::Load16(d);
+    return V::template E8M0Scales<T>(blocks);
   } else {
     return V::template GroupHalves<T, 0>(blocks);
   }
@@ -215,7 +214,8 @@ void QPackedTile(const QWeightGroup* w, int64_t groups, const QActs& x, int64_t 
       const Vec dw = V::Load16(wg.d);
       const Vec mw = QHasMin<T>() ? V::Load16(wg.m) : V::Zero();
 #pragma GCC unroll 4
-      for (int t = 0; t < NX; ++t) acc[r][t] = QAccumulate<V, T>(dw, mw, *xg[t], sums[t], acc[r][t]);
+      for (int t = 0; t < NX; ++t)
+        acc[r][t] = QAccumulate<V, T>(dw, mw, *xg[t], sums[t], acc[r][t]);
     }
   }
 #pragma GCC unroll 4
