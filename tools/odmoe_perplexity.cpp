@@ -76,10 +76,8 @@ absl::StatusOr<Tokens> TokenizeOnCluster(const std::string& address, const std::
   return t;
 }
 
-bool WriteTop1(const std::string& path, std::span<const int32_t> tokens,
+bool WriteTop1(std::ofstream& out, std::span<const int32_t> tokens,
                const odmoe::PerplexityPlan& plan, const odmoe::PerplexityResult& r) {
-  std::ofstream out(path);
-  if (!out) return false;
   out << "# chunk position next_token top1 (position within the chunk of " << plan.ctx
       << " tokens)\n";
   for (int c = 0; c < static_cast<int>(r.top1.size()); ++c) {
@@ -89,6 +87,7 @@ bool WriteTop1(const std::string& path, std::span<const int32_t> tokens,
       out << c << ' ' << pos << ' ' << next << ' ' << r.top1[static_cast<size_t>(c)][i] << '\n';
     }
   }
+  out.close();
   return static_cast<bool>(out);
 }
 
@@ -128,6 +127,11 @@ int main(int argc, char** argv) {
   if (batch < 1) return Fail("--batch must be >= 1");
   if (ctx < 0) return Fail("--ctx must be >= 0");
 
+  std::ofstream top1_file;  // opened first: a bad path fails before any work
+  if (!top1_out.empty()) {
+    top1_file.open(top1_out);
+    if (!top1_file) return Fail("cannot write --top1-out file '" + top1_out + "'");
+  }
   absl::StatusOr<std::string> text = ReadText(file);
   if (!text.ok()) return Fail(text.status());
   absl::StatusOr<Tokens> tokens =
@@ -190,7 +194,7 @@ int main(int argc, char** argv) {
                                          result->seconds
                                    : 0.0,
                scored > 0 ? 100.0 * result->top1_matches / scored : 0.0);
-  if (!top1_out.empty() && !WriteTop1(top1_out, tokens->ids, *plan, *result)) {
+  if (!top1_out.empty() && !WriteTop1(top1_file, tokens->ids, *plan, *result)) {
     return Fail("cannot write --top1-out file '" + top1_out + "'");
   }
   return 0;
