@@ -137,9 +137,9 @@ int main(int argc, char** argv) {
   absl::StatusOr<Tokens> tokens =
       main_address.empty() ? TokenizeLocally(model, *text) : TokenizeOnCluster(main_address, *text);
   if (!tokens.ok()) return Fail(tokens.status());
-  absl::StatusOr<odmoe::PerplexityPlan> plan = odmoe::PlanPerplexity(
-      static_cast<int64_t>(tokens->ids.size()), {.ctx = ctx, .max_chunks = chunks},
-      tokens->context, tokens->bos_id);
+  absl::StatusOr<odmoe::PerplexityPlan> plan =
+      odmoe::PlanPerplexity(static_cast<int64_t>(tokens->ids.size()),
+                            {.ctx = ctx, .max_chunks = chunks}, tokens->context, tokens->bos_id);
   if (!plan.ok()) return Fail(plan.status());
 
   odmoe::ChunkScorer scorer;
@@ -159,8 +159,7 @@ int main(int argc, char** argv) {
     };
   } else {
     where = absl::StrCat("cluster at ", main_address);
-    scorer = [&](std::span<const int32_t> chunk,
-                 int first) -> absl::StatusOr<odmoe::ScoreResult> {
+    scorer = [&](std::span<const int32_t> chunk, int first) -> absl::StatusOr<odmoe::ScoreResult> {
       auto r = odmoe::ScoreOnMain(main_address, chunk, {.first = first});
       if (!r.ok()) return r.status();
       return std::move(r->score);
@@ -172,8 +171,8 @@ int main(int argc, char** argv) {
                static_cast<long long>(plan->n_tokens), plan->n_chunks, plan->ctx, plan->first,
                plan->ctx - 2, plan->bos_id >= 0 ? ", BOS first" : "", where.c_str());
 
-  absl::StatusOr<odmoe::PerplexityResult> result = odmoe::RunPerplexity(
-      tokens->ids, *plan, scorer, [](const odmoe::ChunkProgress& p) {
+  absl::StatusOr<odmoe::PerplexityResult> result =
+      odmoe::RunPerplexity(tokens->ids, *plan, scorer, [](const odmoe::ChunkProgress& p) {
         std::printf("[%d]%.4f,", p.chunk + 1, p.running_ppl);
         std::fflush(stdout);
         const double eta = p.tokens_per_second > 0
@@ -186,14 +185,13 @@ int main(int argc, char** argv) {
   if (!result.ok()) return Fail(result.status());
   std::printf("%s\n", odmoe::FormatFinalEstimate(result->nll).c_str());
   const int64_t scored = result->nll.count();
-  std::fprintf(stderr,
-               "odmoe-perplexity: %lld tokens scored in %.2f s (%.1f tokens/s evaluated); "
-               "greedy token = next token at %.2f%% of them\n",
-               static_cast<long long>(scored), result->seconds,
-               result->seconds > 0 ? plan->n_chunks * static_cast<double>(plan->ctx) /
-                                         result->seconds
-                                   : 0.0,
-               scored > 0 ? 100.0 * result->top1_matches / scored : 0.0);
+  std::fprintf(
+      stderr,
+      "odmoe-perplexity: %lld tokens scored in %.2f s (%.1f tokens/s evaluated); "
+      "greedy token = next token at %.2f%% of them\n",
+      static_cast<long long>(scored), result->seconds,
+      result->seconds > 0 ? plan->n_chunks * static_cast<double>(plan->ctx) / result->seconds : 0.0,
+      scored > 0 ? 100.0 * result->top1_matches / scored : 0.0);
   if (!top1_out.empty() && !WriteTop1(top1_file, tokens->ids, *plan, *result)) {
     return Fail("cannot write --top1-out file '" + top1_out + "'");
   }

@@ -29,16 +29,15 @@ absl::StatusOr<RemoteTokens> TokenizeOnMain(const std::string& address, std::str
   }
   for (int32_t id : out.ids) {
     if (id < 0 || id >= out.n_vocab) {
-      return absl::DataLossError(absl::StrFormat(
-          "main node at %s sent token id %d outside its vocabulary of %d", address, id,
-          out.n_vocab));
+      return absl::DataLossError(
+          absl::StrFormat("main node at %s sent token id %d outside its vocabulary of %d", address,
+                          id, out.n_vocab));
     }
   }
   return out;
 }
 
-absl::StatusOr<RemoteScore> ScoreOnMain(const std::string& address,
-                                        std::span<const int32_t> tokens,
+absl::StatusOr<RemoteScore> ScoreOnMain(const std::string& address, std::span<const int32_t> tokens,
                                         const ScoreOptions& options, absl::Duration timeout) {
   auto stub = v1::Main::NewStub(MakeChannel(address));
   grpc::ClientContext ctx;

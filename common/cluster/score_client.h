@@ -26,7 +26,7 @@ struct RemoteTokens {
   int32_t bos_id = -1;   // -1 when the vocabulary has none
   bool add_bos = false;  // the vocabulary adds BOS (ids start with it)
   int n_vocab = 0;
-  int context = 0;       // the main node's KV capacity in tokens
+  int context = 0;  // the main node's KV capacity in tokens
 };
 
 /// Main.Tokenize. UNAVAILABLE (naming the address) when the node cannot be
@@ -41,8 +41,7 @@ struct RemoteScore {
 
 /// Main.Score of a token sequence. The reply is checked against the request
 /// (DATA_LOSS when it has the wrong number of entries or echoes other tokens).
-absl::StatusOr<RemoteScore> ScoreOnMain(const std::string& address,
-                                        std::span<const int32_t> tokens,
+absl::StatusOr<RemoteScore> ScoreOnMain(const std::string& address, std::span<const int32_t> tokens,
                                         const ScoreOptions& options,
                                         absl::Duration timeout = absl::Minutes(30));
 

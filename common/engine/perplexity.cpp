@@ -36,8 +36,8 @@ absl::StatusOr<PerplexityPlan> PlanPerplexity(int64_t n_tokens, const Perplexity
         absl::StrFormat("--ctx must be at least 4 tokens, got %d", plan.ctx));
   }
   if (plan.ctx > context) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "--ctx %d exceeds the context of %d tokens", plan.ctx, context));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--ctx %d exceeds the context of %d tokens", plan.ctx, context));
   }
   if (options.max_chunks < 0) {
     return absl::InvalidArgumentError(
@@ -87,8 +87,8 @@ absl::StatusOr<PerplexityResult> RunPerplexity(
           "chunk %d: the scorer returned %d log-probabilities and %d greedy tokens, expected %d",
           c + 1, r->next_logprobs.size(), r->top1.size(), scored));
     }
-    std::vector<int32_t>& top1 = result.top1.emplace_back(r->top1.begin(),
-                                                          r->top1.begin() + scored);
+    std::vector<int32_t>& top1 =
+        result.top1.emplace_back(r->top1.begin(), r->top1.begin() + scored);
     for (int64_t i = 0; i < scored; ++i) {
       result.nll.Add(-r->next_logprobs[static_cast<size_t>(i)]);
       if (top1[static_cast<size_t>(i)] == chunk[static_cast<size_t>(plan.first + i + 1)]) {

@@ -24,7 +24,8 @@ RowScore ScoreLogitsRow(std::span<const float> logits, int32_t target, int top_n
   if (target >= 0 && static_cast<size_t>(target) < logits.size()) {
     r.target_logprob = logprob(target);
   }
-  const size_t n = std::min(logits.size(), static_cast<size_t>(std::clamp(top_n, 0, kMaxScoreTopN)));
+  const size_t n =
+      std::min(logits.size(), static_cast<size_t>(std::clamp(top_n, 0, kMaxScoreTopN)));
   if (n > 0) {
     std::vector<int32_t> ids(logits.size());
     for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
@@ -43,9 +44,8 @@ absl::Status ValidateScoreRequest(std::span<const int32_t> tokens, const ScoreOp
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n < 1) return absl::InvalidArgumentError("nothing to score: the token list is empty");
   if (n > n_ctx || n > kMaxScoreTokens) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%d tokens do not fit the context of %d tokens", n,
-                        std::min(n_ctx, kMaxScoreTokens)));
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%d tokens do not fit the context of %d tokens", n, std::min(n_ctx, kMaxScoreTokens)));
   }
   if (options.top_n < 0 || options.top_n > kMaxScoreTopN) {
     return absl::InvalidArgumentError(

@@ -3,7 +3,6 @@
 // perplexity run gives the same number, Main.Tokenize is the model's
 // tokenizer, and every bad request is refused with INVALID_ARGUMENT.
 #include <catch2/catch.hpp>
-
 #include <fstream>
 #include <sstream>
 
@@ -81,8 +80,7 @@ TEST_CASE("score: the cluster's log-probabilities are the engine's, bit for bit"
   }
 }
 
-TEST_CASE("score: a perplexity run on the cluster gives the engine's number",
-          "[cluster][score]") {
+TEST_CASE("score: a perplexity run on the cluster gives the engine's number", "[cluster][score]") {
   ClusterConfig cfg;
   cfg.workers = 4;
   cfg.prediction = PredictionMode::kNone;

@@ -1,10 +1,11 @@
 // The perplexity conventions (engine/perplexity.h) on synthetic logits whose
 // answers are computed by hand: log-softmax of one row, the NLL sums and
 // llama.cpp's error formula, chunking with BOS, and the running estimate.
+#include "engine/perplexity.h"
+
 #include <catch2/catch.hpp>
 #include <cmath>
 
-#include "engine/perplexity.h"
 #include "engine/scoring.h"
 
 namespace odmoe {
@@ -90,7 +91,8 @@ TEST_CASE("perplexity: planning the chunks", "[engine][perplexity]") {
   CHECK(too_short.status().message().find("fewer than one chunk") != std::string::npos);
   CHECK(absl::IsInvalidArgument(PlanPerplexity(100, {.ctx = 3}, 512, 1).status()));
   CHECK(absl::IsInvalidArgument(PlanPerplexity(100, {.ctx = -5}, 512, 1).status()));
-  CHECK(absl::IsInvalidArgument(PlanPerplexity(100, {.ctx = 8, .max_chunks = -1}, 512, 1).status()));
+  CHECK(
+      absl::IsInvalidArgument(PlanPerplexity(100, {.ctx = 8, .max_chunks = -1}, 512, 1).status()));
 }
 
 TEST_CASE("perplexity: chunks start with BOS", "[engine][perplexity]") {
@@ -125,8 +127,8 @@ TEST_CASE("perplexity: a synthetic logits stream gives the hand-computed PPL",
     return r;
   };
   std::vector<ChunkProgress> progress;
-  auto result = RunPerplexity(tokens, plan, scorer,
-                              [&](const ChunkProgress& p) { progress.push_back(p); });
+  auto result =
+      RunPerplexity(tokens, plan, scorer, [&](const ChunkProgress& p) { progress.push_back(p); });
   REQUIRE(result.ok());
   REQUIRE(seen.size() == 2);
   CHECK(seen[0] == std::vector<int32_t>{0, 1, 2, 3, 0, 1, 2, 3});

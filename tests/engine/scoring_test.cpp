@@ -2,13 +2,14 @@
 // log-softmax of the logits generation computes there: the prefill's last
 // row for a prompt ending at that position, or a decode step's row. Checked
 // bit for bit on the shipped tiny model, with several batch sizes.
+#include "engine/scoring.h"
+
 #include <catch2/catch.hpp>
 
 #include "backend_registry.h"
 #include "engine/local_expert_executor.h"
 #include "engine/reference_engine.h"
 #include "engine/sampler.h"
-#include "engine/scoring.h"
 #include "engine/transformer.h"
 #include "test_paths.h"
 

@@ -84,7 +84,8 @@ TEST_CASE("odmoe-perplexity: bad input is one clear error", "[cli][perplexity]")
   ExpectError(model, "missing required option --file");
   ExpectError("--file " + HeldOut(), "give --model FILE (one process) or --main HOST:PORT");
   ExpectError(model + " --main 127.0.0.1:7700 --file " + HeldOut(), "exactly one");
-  ExpectError(model + " --file /nonexistent/text.txt", "cannot read --file '/nonexistent/text.txt'");
+  ExpectError(model + " --file /nonexistent/text.txt",
+              "cannot read --file '/nonexistent/text.txt'");
 
   const std::string empty = TempPath("empty.txt");
   std::ofstream(empty).close();
