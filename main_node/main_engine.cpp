@@ -318,4 +318,30 @@ absl::StatusOr<ClusterGenerateResult> MainEngine::Generate(const GenerateRequest
   return out;
 }
 
+absl::Status MainEngine::ValidateScore(std::span<const int32_t> tokens,
+                                       const ScoreOptions& options) const {
+  return ValidateScoreRequest(tokens, options, model_.config().n_vocab, n_ctx());
+}
+
+absl::StatusOr<ClusterScoreResult> MainEngine::Score(std::span<const int32_t> tokens,
+                                                     const ScoreOptions& options) {
+  std::lock_guard<std::mutex> lock(generate_mu_);
+  ODMOE_RETURN_IF_ERROR(ValidateScore(tokens, options));
+  ClusterScoreResult out;
+  out.request_id = NextRequestId();
+  const LinkBytes bytes_before = links_.bytes();
+  RefreshSchedule();
+  if (schedule_.empty()) {
+    return absl::UnavailableError(
+        "no complete worker group: the cluster cannot serve until workers rejoin");
+  }
+  executor_->SetStep(out.request_id, 0);
+  absl::StatusOr<ScoreResult> r = ScoreTokens(*transformer_, *executor_, tokens, options);
+  out.experts = executor_->TakeStats();
+  out.bytes = links_.bytes() - bytes_before;
+  if (!r.ok()) return r.status();
+  out.score = std::move(*r);
+  return out;
+}
+
 }  // namespace odmoe

@@ -27,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "cluster/recall.h"
 #include "engine/generation.h"
+#include "engine/scoring.h"
 #include "main_node/cluster_executor.h"
 #include "main_node/cluster_links.h"
 #include "model/model_file.h"
@@ -54,6 +55,14 @@ struct ClusterGenerateResult {
   int live_groups = 0;
 };
 
+/// A Score request on the cluster.
+struct ClusterScoreResult {
+  ScoreResult score;
+  uint64_t request_id = 0;
+  ExpertTaskStats experts;
+  LinkBytes bytes;
+};
+
 class MainEngine {
  public:
   static absl::StatusOr<std::unique_ptr<MainEngine>> Create(const Topology& topology,
@@ -69,6 +78,15 @@ class MainEngine {
                                                  const std::function<bool()>& cancelled = {},
                                                  const std::function<bool()>& should_stop = {},
                                                  const Experiment& experiment = {});
+  /// Teacher-forced scores of `tokens` (engine/scoring.h), run as one
+  /// prefill (token 0 of a new request id) on the workers: the bits of
+  /// ReferenceEngine::Score. The shadow takes no part (a prefill uses no
+  /// prediction). INVALID_ARGUMENT when the request does not fit
+  /// (ValidateScore); UNAVAILABLE without a complete worker group.
+  absl::StatusOr<ClusterScoreResult> Score(std::span<const int32_t> tokens,
+                                           const ScoreOptions& options);
+  /// ValidateScoreRequest against this node's vocabulary and context.
+  absl::Status ValidateScore(std::span<const int32_t> tokens, const ScoreOptions& options) const;
   /// The checks Generate starts with (sampling, prompt, context); the prompt ids.
   absl::StatusOr<std::vector<int32_t>> Validate(const GenerateRequest& request) const;
 

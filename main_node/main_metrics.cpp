@@ -65,7 +65,7 @@ std::string MainMetrics::Render(int running, int waiting, const std::string& ext
   auto head = [&o](const char* name, const char* type, const char* help) {
     absl::StrAppendFormat(&o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
   };
-  head("odmoe_requests_total", "counter", "Completion requests by API and outcome.");
+  head("odmoe_requests_total", "counter", "Requests (completions, scores) by API and outcome.");
   for (const auto& [key, n] : requests_) {
     absl::StrAppendFormat(&o, "odmoe_requests_total{api=\"%s\",outcome=\"%s\"} %d\n", key.first,
                           key.second, n);

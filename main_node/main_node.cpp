@@ -178,6 +178,26 @@ absl::StatusOr<ClusterGenerateResult> MainNode::Generate(const GenerateRequest& 
   return Generate(*turn, request, on_token, cancelled, {}, api, experiment);
 }
 
+absl::StatusOr<ClusterScoreResult> MainNode::Score(std::span<const int32_t> tokens,
+                                                   const ScoreOptions& options,
+                                                   const std::function<bool()>& cancelled) {
+  if (absl::Status s = engine_->ValidateScore(tokens, options); !s.ok()) {
+    CountRejected("score", s);
+    return s;
+  }
+  absl::StatusOr<RequestQueue::Turn> turn = Admit(cancelled);
+  if (!turn.ok()) {
+    CountRejected("score", turn.status());
+    return turn.status();
+  }
+  absl::StatusOr<ClusterScoreResult> r = engine_->Score(tokens, options);
+  metrics_->RequestDone("score", Outcome(r.status()));
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  ++requests_;
+  if (!r.ok()) ++failures_;
+  return r;
+}
+
 int MainNode::http_port() const { return http_ ? http_->port() : 0; }
 
 std::string MainNode::RenderMetrics() const {

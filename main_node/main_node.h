@@ -63,6 +63,12 @@ class MainNode : public NodeDaemon {
                                                  const std::function<bool()>& cancelled = {},
                                                  const std::string& api = "grpc",
                                                  const Experiment& experiment = {});
+  /// Admit + MainEngine::Score: teacher-forced scores of `tokens` in the
+  /// request queue like a generation. The request is validated before it
+  /// waits (INVALID_ARGUMENT).
+  absl::StatusOr<ClusterScoreResult> Score(std::span<const int32_t> tokens,
+                                           const ScoreOptions& options,
+                                           const std::function<bool()>& cancelled = {});
   /// The request checks that need no cluster (sampling, prompt, context).
   absl::Status Validate(const GenerateRequest& request) const;
   /// Counts a request that ended before generating (bad input, busy ...).

@@ -76,6 +76,54 @@ void FillStats(const ClusterGenerateResult& r, v1::GenerateStats* s) {
   s->set_kv_period(static_cast<uint32_t>(r.kv_period));
 }
 
+// Size checks of a Score request before anything is copied; the engine then
+// checks ids against the vocabulary and the length against the context.
+constexpr size_t kMaxScoreTextBytes = 1u << 20;
+constexpr size_t kMaxTokenizeTextBytes = 16u << 20;
+
+absl::Status CheckScoreRequest(const v1::ScoreRequest& in) {
+  if (in.token_ids_size() > kMaxScoreTokens) {
+    return absl::InvalidArgumentError(absl::StrCat(in.token_ids_size(),
+                                                   " tokens exceed the limit of ",
+                                                   kMaxScoreTokens, " per Score request"));
+  }
+  if (in.text().size() > kMaxScoreTextBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("the text of ", in.text().size(),
+                                                   " bytes exceeds the limit of ",
+                                                   kMaxScoreTextBytes, " per Score request"));
+  }
+  if (in.token_ids_size() > 0 && !in.text().empty()) {
+    return absl::InvalidArgumentError("give token_ids or text, not both");
+  }
+  if (in.top_n() > static_cast<uint32_t>(kMaxScoreTopN)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("top_n must be in [0, ", kMaxScoreTopN, "], got ", in.top_n()));
+  }
+  if (in.first() > static_cast<uint32_t>(kMaxScoreTokens)) {
+    return absl::InvalidArgumentError(absl::StrCat("first ", in.first(), " is out of range"));
+  }
+  return absl::OkStatus();
+}
+
+void FillScore(const ClusterScoreResult& r, const std::vector<int32_t>& tokens,
+               v1::ScoreReply* out) {
+  const ScoreResult& s = r.score;
+  out->set_request_id(r.request_id);
+  out->mutable_token_ids()->Add(tokens.begin(), tokens.end());
+  out->set_first(static_cast<uint32_t>(s.first));
+  out->mutable_next_logprobs()->Add(s.next_logprobs.begin(), s.next_logprobs.end());
+  out->mutable_top1_ids()->Add(s.top1.begin(), s.top1.end());
+  for (const std::vector<TokenLogprob>& row : s.top) {
+    v1::TopLogprobs* t = out->add_top();
+    for (const TokenLogprob& e : row) {
+      v1::TokenLogprob* p = t->add_tokens();
+      p->set_id(e.id);
+      p->set_logprob(e.logprob);
+    }
+  }
+  out->set_seconds(s.seconds);
+}
+
 }  // namespace
 
 struct MainService::Impl final : public v1::Main::Service {
@@ -113,6 +161,54 @@ struct MainService::Impl final : public v1::Main::Service {
     out->set_workers(in->workers());
     out->set_schedule_version(schedule.version);
     for (int g : schedule.groups) out->add_live_groups(g);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Score(grpc::ServerContext* ctx, const v1::ScoreRequest* in,
+                     v1::ScoreReply* out) override {
+    if (absl::Status s = CheckScoreRequest(*in); !s.ok()) {
+      node.CountRejected("score", s);
+      return ToGrpcStatus(s);
+    }
+    std::vector<int32_t> tokens(in->token_ids().begin(), in->token_ids().end());
+    if (tokens.empty() && !in->text().empty()) {
+      absl::StatusOr<std::vector<int32_t>> ids = node.tokenizer().Encode(in->text());
+      if (!ids.ok()) {
+        node.CountRejected("score", ids.status());
+        return ToGrpcStatus(absl::InvalidArgumentError(ids.status().message()));
+      }
+      tokens = std::move(*ids);
+    }
+    ScoreOptions options;
+    options.first = static_cast<int>(in->first());
+    options.top_n = static_cast<int>(in->top_n());
+    absl::StatusOr<ClusterScoreResult> r =
+        node.Score(tokens, options, [ctx] { return ctx->IsCancelled(); });
+    if (!r.ok()) {
+      if (!absl::IsInvalidArgument(r.status())) {
+        ODMOE_LOG_WARN("score failed: {}", r.status().message());
+      }
+      return ToGrpcStatus(r.status());
+    }
+    FillScore(*r, tokens, out);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Tokenize(grpc::ServerContext*, const v1::TokenizeRequest* in,
+                        v1::TokenizeReply* out) override {
+    if (in->text().size() > kMaxTokenizeTextBytes) {
+      return ToGrpcStatus(absl::InvalidArgumentError(
+          absl::StrCat("the text of ", in->text().size(), " bytes exceeds the limit of ",
+                       kMaxTokenizeTextBytes, " per Tokenize request")));
+    }
+    const Tokenizer& tok = node.tokenizer();
+    absl::StatusOr<std::vector<int32_t>> ids = tok.Encode(in->text());
+    if (!ids.ok()) return ToGrpcStatus(absl::InvalidArgumentError(ids.status().message()));
+    out->mutable_token_ids()->Add(ids->begin(), ids->end());
+    out->set_bos_id(tok.bos_id());
+    out->set_add_bos(tok.vocab().add_bos && tok.bos_id() >= 0);
+    out->set_n_vocab(static_cast<uint32_t>(tok.n_vocab()));
+    out->set_context(static_cast<uint32_t>(node.n_ctx()));
     return grpc::Status::OK;
   }
 

@@ -42,4 +42,9 @@ absl::StatusOr<GenerateResult> ReferenceEngine::Generate(const GenerateRequest& 
                        on_token);
 }
 
+absl::StatusOr<ScoreResult> ReferenceEngine::Score(std::span<const int32_t> tokens,
+                                                   const ScoreOptions& options) {
+  return ScoreTokens(*transformer_, *experts_, tokens, options);
+}
+
 }  // namespace odmoe

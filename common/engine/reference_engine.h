@@ -8,10 +8,13 @@
 //   ODMOE_ASSIGN_OR_RETURN(GenerateResult r, engine->Generate(req,
 //       [](int32_t id, std::string_view text) { std::cout << text << std::flush; }));
 //   // r.output_ids, r.stats.decode_tokens_per_second(), r.routing ...
+//   ODMOE_ASSIGN_OR_RETURN(ScoreResult s, engine->Score(r.prompt_ids, {}));
+//   // s.next_logprobs[i] = log p(prompt_ids[i + 1] | prompt_ids[0 .. i])
 #pragma once
 
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,6 +24,7 @@
 #include "engine/generation.h"
 #include "engine/local_expert_executor.h"
 #include "engine/sampler.h"
+#include "engine/scoring.h"
 #include "engine/transformer.h"
 #include "model/model_file.h"
 #include "tokenizer/tokenizer.h"
@@ -49,6 +53,11 @@ class ReferenceEngine {
   /// OUT_OF_RANGE when prompt + max_tokens exceeds the context.
   absl::StatusOr<GenerateResult> Generate(const GenerateRequest& request,
                                           const TokenCallback& on_token = nullptr);
+
+  /// Teacher-forced scores of `tokens` (engine/scoring.h): the logits are
+  /// those Generate computes. INVALID_ARGUMENT for a request that does not
+  /// fit (ValidateScoreRequest).
+  absl::StatusOr<ScoreResult> Score(std::span<const int32_t> tokens, const ScoreOptions& options);
 
  private:
   ReferenceEngine() = default;

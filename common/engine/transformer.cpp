@@ -134,9 +134,30 @@ absl::Status Transformer::Logits(std::vector<float>* logits) {
   return backend_.CopyToHost(logits->data(), logits_, c.n_vocab * sizeof(float));
 }
 
-absl::Status Transformer::Forward(std::span<const int32_t> tokens, int pos0,
-                                  ExpertExecutor& experts, std::vector<float>* logits,
-                                  std::vector<TokenRouting>* routing) {
+absl::Status Transformer::RowLogits(int64_t first, std::vector<float>* logits) {
+  const ModelConfig& c = config_;
+  if (first < 0 || first >= rows_) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("row %d is outside the batch of %d rows", first, rows_));
+  }
+  if (!row_logits_buffer_) {
+    ODMOE_ASSIGN_OR_RETURN(row_logits_buffer_,
+                           backend_.Allocate(static_cast<size_t>(n_batch_) * c.n_vocab * 4));
+  }
+  const int64_t n = rows_ - first;
+  const Mat rows{x_ + first * c.n_embd, n, c.n_embd};
+  const Mat h{h_, n, c.n_embd};
+  const Mat out{static_cast<float*>(row_logits_buffer_->data()), n, c.n_vocab};
+  backend_.RmsNorm(rows, weights_->output_norm(), c.rms_eps, h);
+  backend_.MatMul(weights_->output(), h, out);
+  logits->resize(static_cast<size_t>(n * c.n_vocab));
+  return backend_.CopyToHost(logits->data(), out.data, logits->size() * sizeof(float));
+}
+
+absl::Status Transformer::ForwardBatches(std::span<const int32_t> tokens, int pos0,
+                                         ExpertExecutor& experts,
+                                         std::vector<TokenRouting>* routing,
+                                         const BatchDone& after_batch) {
   if (tokens.empty()) return absl::InvalidArgumentError("forward of an empty token list");
   const int k = config_.n_expert_used;
   for (size_t begin = 0; begin < tokens.size(); begin += static_cast<size_t>(n_batch_)) {
@@ -155,7 +176,15 @@ absl::Status Transformer::Forward(std::span<const int32_t> tokens, int pos0,
         }
       }
     }
+    if (after_batch) ODMOE_RETURN_IF_ERROR(after_batch(static_cast<int64_t>(begin)));
   }
+  return absl::OkStatus();
+}
+
+absl::Status Transformer::Forward(std::span<const int32_t> tokens, int pos0,
+                                  ExpertExecutor& experts, std::vector<float>* logits,
+                                  std::vector<TokenRouting>* routing) {
+  ODMOE_RETURN_IF_ERROR(ForwardBatches(tokens, pos0, experts, routing, nullptr));
   if (logits) return Logits(logits);
   return absl::OkStatus();
 }

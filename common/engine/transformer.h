@@ -14,6 +14,7 @@
 //     ... experts(h) -> moe_output() ...   (ExpertExecutor::Run)
 //     FinishMoe()                          x += moe_output
 //   Logits(&logits)                        LM head on the last row
+//   RowLogits(first, &logits)              LM head on rows [first, n) (scoring)
 //
 //   ODMOE_ASSIGN_OR_RETURN(auto tf, Transformer::Create(*model, *backend, {}));
 //   std::vector<float> logits;
@@ -24,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -64,6 +66,16 @@ class Transformer {
   absl::Status Forward(std::span<const int32_t> tokens, int pos0, ExpertExecutor& experts,
                        std::vector<float>* logits, std::vector<TokenRouting>* routing);
 
+  /// Called after each batch of a ForwardBatches with the index (in
+  /// `tokens`) of the batch's first row; the batch's rows are then in x and
+  /// RowLogits() computes their logits. An error ends the forward.
+  using BatchDone = std::function<absl::Status(int64_t first_row)>;
+  /// Forward without the final logits, calling `after_batch` after every
+  /// batch of at most n_batch rows. Forward() is this plus Logits(): both run
+  /// exactly the same layer code.
+  absl::Status ForwardBatches(std::span<const int32_t> tokens, int pos0, ExpertExecutor& experts,
+                              std::vector<TokenRouting>* routing, const BatchDone& after_batch);
+
   // ---- Steps (one batch of at most n_batch rows) ---------------------------
   absl::Status BeginBatch(std::span<const int32_t> tokens, int pos0);
   void AttentionBlock(int layer);
@@ -76,6 +88,13 @@ class Transformer {
   void FinishMoe();
   /// Logits of the last row of the batch (after the final norm), to host.
   absl::Status Logits(std::vector<float>* logits);
+  /// Logits of rows [first, rows()) of the batch, to host: (rows() - first)
+  /// rows of n_vocab, row-major. Each row has exactly the bits Logits() gives
+  /// when that row is the last of its batch (the backend computes every
+  /// output row from its own input row alone; see backend/backend.h). Uses
+  /// a [n_batch, n_vocab] buffer allocated on first use, so generation never
+  /// pays for it.
+  absl::Status RowLogits(int64_t first, std::vector<float>* logits);
 
   std::span<const int32_t> last_ids() const { return host_ids_; }
   std::span<const float> last_weights() const { return host_weights_; }
@@ -98,6 +117,7 @@ class Transformer {
   float *attn_ = nullptr, *o_ = nullptr, *moe_ = nullptr, *router_ = nullptr;
   float *logits_ = nullptr, *weights_out_ = nullptr;
   int32_t *tokens_ = nullptr, *positions_ = nullptr, *ids_out_ = nullptr;
+  std::unique_ptr<BackendBuffer> row_logits_buffer_;  // [n_batch, n_vocab], RowLogits only
 
   int64_t rows_ = 0;
   int pos0_ = 0;
