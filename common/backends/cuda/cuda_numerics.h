@@ -37,6 +37,13 @@
 #else
 #define ODMOE_HD inline
 #endif
+// Full unrolling of a loop with a compile-time trip count in device code
+// (keeps small arrays in registers); nothing on the host.
+#if defined(__CUDA_ARCH__)
+#define ODMOE_UNROLL _Pragma("unroll")
+#else
+#define ODMOE_UNROLL
+#endif
 
 namespace odmoe::cuda_numerics {
 

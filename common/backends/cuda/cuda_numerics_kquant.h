@@ -243,14 +243,19 @@ ODMOE_HD void KSuperBlockSums(const uint8_t* sb, const QActSuperBlock* x, int64_
   constexpr int kWords = F.sub_elems / 4;
   int32_t sc[16], mn[16];
   KSubScales<T>(sb, sc, mn);
+  ODMOE_UNROLL
   for (int t = 0; t < NX; ++t) a[t] = b[t] = 0;
+  ODMOE_UNROLL
   for (int j = 0; j < kSubs; ++j) {
     int32_t w[kWords];
+    ODMOE_UNROLL
     for (int m = 0; m < kWords; ++m) w[m] = KCodeWord<T>(sb, j, m);
+    ODMOE_UNROLL
     for (int t = 0; t < NX; ++t) {
       if (t >= nt) break;
       const QActSuperBlock& xt = x[t * x_stride];
       int32_t isum = 0;
+      ODMOE_UNROLL
       for (int m = 0; m < kWords; ++m) isum = Dot4(w[m], xt.qs[kWords * j + m], isum);
       a[t] += sc[j] * isum;
       if constexpr (F.dmin_offset >= 0) {
