@@ -21,8 +21,8 @@
 //   const auto* b = reinterpret_cast<const BlockQ4K*>(row);  // 256 weights
 #pragma once
 
-#include <bit>
 #include <cstdint>
+#include <cstring>
 
 namespace odmoe {
 
@@ -160,7 +160,9 @@ inline constexpr int8_t kMxfp4Values[16] = {0, 1,  2,  3,  4,  6,  8,  12,
 /// 2^-128 and 2^-127; e = 255 gives 2^127 (no NaN encoding here).
 inline float E8M0Half(uint8_t e) {
   const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
-  return std::bit_cast<float>(bits);
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
 }
 
 }  // namespace odmoe
