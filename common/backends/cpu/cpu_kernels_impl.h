@@ -226,6 +226,8 @@ void DequantRow(DType type, const uint8_t* src, float* dst, int64_t k) {
     case DType::kQ4_0:
       run(std::integral_constant<DType, DType::kQ4_0>());
       break;
+    default:  // K family: the scalar conversion
+      return DequantizeRow(type, src, dst, k);
   }
   const int64_t done = nblk * 32;
   if (done < k) DequantizeRow(type, src + RowBytes(type, done), dst + done, k - done);
