@@ -91,10 +91,10 @@ std::vector<float> RunMatMul(Backend& be, DType type, const std::vector<uint8_t>
   return d.Get(y, static_cast<size_t>(n * out));
 }
 
-const DType kAllTypes[] = {DType::kF32,  DType::kF16,   DType::kBF16,  DType::kQ8_0,
-                           DType::kQ4_0, DType::kQ4_1,   DType::kQ5_0,  DType::kQ5_1,
+const DType kAllTypes[] = {DType::kF32,    DType::kF16,   DType::kBF16, DType::kQ8_0,
+                           DType::kQ4_0,   DType::kQ4_1,  DType::kQ5_0, DType::kQ5_1,
                            DType::kIQ4_NL, DType::kMXFP4, DType::kQ2_K, DType::kQ3_K,
-                           DType::kQ4_K, DType::kQ5_K,   DType::kQ6_K,  DType::kIQ4_XS};
+                           DType::kQ4_K,   DType::kQ5_K,  DType::kQ6_K, DType::kIQ4_XS};
 
 /// The CPU backend is the reference: it must compute with every type too.
 bool CpuCanCompare(DType type) {

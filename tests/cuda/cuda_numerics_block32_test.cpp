@@ -5,6 +5,8 @@
 // cpu_backend.h written out plainly here and against CpuBackend::MatMul on
 // every ISA level, bit for bit, for quantizer output, random block bytes and
 // integer extremes.
+#include "cuda_numerics_block32.h"
+
 #include <cstddef>
 #include <cstring>
 #include <vector>
@@ -13,7 +15,6 @@
 #include "catch2/catch.hpp"
 #include "cpu_backend.h"
 #include "cpu_ops.h"
-#include "cuda_numerics_block32.h"
 #include "cuda_numerics_dequant.h"
 #include "quant_test_util.h"
 #include "tensor/quant.h"
@@ -37,17 +38,24 @@ int FifthBit(const uint8_t* qh, int e) { return (qh[e / 8] >> (e % 8)) & 1; }
 /// The signed code qw of element e, straight from the layouts.
 int RefCode(DType type, const uint8_t* b, int e) {
   switch (type) {
-    case DType::kQ8_0: return static_cast<int8_t>(b[offsetof(BlockQ8_0, qs) + e]);
-    case DType::kQ4_0: return Nibble(b + offsetof(BlockQ4_0, qs), e) - 8;
-    case DType::kQ4_1: return Nibble(b + offsetof(BlockQ4_1, qs), e);
+    case DType::kQ8_0:
+      return static_cast<int8_t>(b[offsetof(BlockQ8_0, qs) + e]);
+    case DType::kQ4_0:
+      return Nibble(b + offsetof(BlockQ4_0, qs), e) - 8;
+    case DType::kQ4_1:
+      return Nibble(b + offsetof(BlockQ4_1, qs), e);
     case DType::kQ5_0:
-      return (Nibble(b + offsetof(BlockQ5_0, qs), e) | FifthBit(b + offsetof(BlockQ5_0, qh), e) << 4) -
+      return (Nibble(b + offsetof(BlockQ5_0, qs), e) | FifthBit(b + offsetof(BlockQ5_0, qh), e)
+                                                           << 4) -
              16;
     case DType::kQ5_1:
       return Nibble(b + offsetof(BlockQ5_1, qs), e) | FifthBit(b + offsetof(BlockQ5_1, qh), e) << 4;
-    case DType::kIQ4_NL: return kIq4nlValues[Nibble(b + offsetof(BlockIq4Nl, qs), e)];
-    case DType::kMXFP4: return kMxfp4Values[Nibble(b + offsetof(BlockMxfp4, qs), e)];
-    default: return 0;
+    case DType::kIQ4_NL:
+      return kIq4nlValues[Nibble(b + offsetof(BlockIq4Nl, qs), e)];
+    case DType::kMXFP4:
+      return kMxfp4Values[Nibble(b + offsetof(BlockMxfp4, qs), e)];
+    default:
+      return 0;
   }
 }
 
@@ -111,14 +119,23 @@ std::vector<float> LaneMatMulT(const std::vector<uint8_t>& w, int64_t out, int64
 std::vector<float> LaneMatMul(DType type, const std::vector<uint8_t>& w, int64_t out, int64_t k,
                               const std::vector<float>& x, int64_t n) {
   switch (type) {
-    case DType::kQ8_0: return LaneMatMulT<DType::kQ8_0>(w, out, k, x, n);
-    case DType::kQ4_0: return LaneMatMulT<DType::kQ4_0>(w, out, k, x, n);
-    case DType::kQ4_1: return LaneMatMulT<DType::kQ4_1>(w, out, k, x, n);
-    case DType::kQ5_0: return LaneMatMulT<DType::kQ5_0>(w, out, k, x, n);
-    case DType::kQ5_1: return LaneMatMulT<DType::kQ5_1>(w, out, k, x, n);
-    case DType::kIQ4_NL: return LaneMatMulT<DType::kIQ4_NL>(w, out, k, x, n);
-    case DType::kMXFP4: return LaneMatMulT<DType::kMXFP4>(w, out, k, x, n);
-    default: FAIL("not a block32 type"); return {};
+    case DType::kQ8_0:
+      return LaneMatMulT<DType::kQ8_0>(w, out, k, x, n);
+    case DType::kQ4_0:
+      return LaneMatMulT<DType::kQ4_0>(w, out, k, x, n);
+    case DType::kQ4_1:
+      return LaneMatMulT<DType::kQ4_1>(w, out, k, x, n);
+    case DType::kQ5_0:
+      return LaneMatMulT<DType::kQ5_0>(w, out, k, x, n);
+    case DType::kQ5_1:
+      return LaneMatMulT<DType::kQ5_1>(w, out, k, x, n);
+    case DType::kIQ4_NL:
+      return LaneMatMulT<DType::kIQ4_NL>(w, out, k, x, n);
+    case DType::kMXFP4:
+      return LaneMatMulT<DType::kMXFP4>(w, out, k, x, n);
+    default:
+      FAIL("not a block32 type");
+      return {};
   }
 }
 
@@ -130,7 +147,8 @@ std::vector<float> RefMatMul(DType type, const std::vector<uint8_t>& w, int64_t 
   std::vector<float> y(static_cast<size_t>(n * out));
   const size_t rb = RowBytes(type, k);
   for (int64_t t = 0; t < n; ++t) {
-    for (int64_t o = 0; o < out; ++o) y[t * out + o] = RefDot(type, w.data() + o * rb, &xq[t * nb], nb);
+    for (int64_t o = 0; o < out; ++o)
+      y[t * out + o] = RefDot(type, w.data() + o * rb, &xq[t * nb], nb);
   }
   return y;
 }
@@ -144,25 +162,37 @@ std::vector<float> DeviceDequantT(const std::vector<uint8_t>& row, int64_t n) {
 
 std::vector<float> DeviceDequant(DType type, const std::vector<uint8_t>& row, int64_t n) {
   switch (type) {
-    case DType::kQ8_0: return DeviceDequantT<DType::kQ8_0>(row, n);
-    case DType::kQ4_0: return DeviceDequantT<DType::kQ4_0>(row, n);
-    case DType::kQ4_1: return DeviceDequantT<DType::kQ4_1>(row, n);
-    case DType::kQ5_0: return DeviceDequantT<DType::kQ5_0>(row, n);
-    case DType::kQ5_1: return DeviceDequantT<DType::kQ5_1>(row, n);
-    case DType::kIQ4_NL: return DeviceDequantT<DType::kIQ4_NL>(row, n);
-    case DType::kMXFP4: return DeviceDequantT<DType::kMXFP4>(row, n);
-    default: FAIL("not a block32 type"); return {};
+    case DType::kQ8_0:
+      return DeviceDequantT<DType::kQ8_0>(row, n);
+    case DType::kQ4_0:
+      return DeviceDequantT<DType::kQ4_0>(row, n);
+    case DType::kQ4_1:
+      return DeviceDequantT<DType::kQ4_1>(row, n);
+    case DType::kQ5_0:
+      return DeviceDequantT<DType::kQ5_0>(row, n);
+    case DType::kQ5_1:
+      return DeviceDequantT<DType::kQ5_1>(row, n);
+    case DType::kIQ4_NL:
+      return DeviceDequantT<DType::kIQ4_NL>(row, n);
+    case DType::kMXFP4:
+      return DeviceDequantT<DType::kMXFP4>(row, n);
+    default:
+      FAIL("not a block32 type");
+      return {};
   }
 }
 
-std::vector<uint8_t> Quantized(DType type, const std::vector<float>& f, int64_t rows, int64_t cols) {
+std::vector<uint8_t> Quantized(DType type, const std::vector<float>& f, int64_t rows,
+                               int64_t cols) {
   const size_t rb = RowBytes(type, cols);
   std::vector<uint8_t> bytes(rb * static_cast<size_t>(rows));
-  for (int64_t r = 0; r < rows; ++r) QuantizeRow(type, f.data() + r * cols, bytes.data() + r * rb, cols);
+  for (int64_t r = 0; r < rows; ++r)
+    QuantizeRow(type, f.data() + r * cols, bytes.data() + r * rb, cols);
   return bytes;
 }
 
-TEST_CASE("cuda block32 table agrees with the type table and the block structs", "[cuda][numerics]") {
+TEST_CASE("cuda block32 table agrees with the type table and the block structs",
+          "[cuda][numerics]") {
   for (DType t : kBlock32Types) {
     INFO(Traits(t).name);
     CHECK(num::IsBlock32(t));
@@ -192,12 +222,13 @@ TEST_CASE("cuda block32 codes and dequantization equal the layouts and Dequantiz
   const int64_t n = 32 * 40;
   uint32_t seed = 900;
   for (DType type : kBlock32Types) {
-    for (BlockFill fill : {BlockFill::kRandom, BlockFill::kZeros, BlockFill::kOnes, BlockFill::kHigh,
-                           BlockFill::kAlternate}) {
+    for (BlockFill fill : {BlockFill::kRandom, BlockFill::kZeros, BlockFill::kOnes,
+                           BlockFill::kHigh, BlockFill::kAlternate}) {
       INFO(Traits(type).name << " fill " << static_cast<int>(fill));
       std::vector<uint8_t> row = RandomBlocks(type, n / 32, ++seed, fill);
       if (type == DType::kMXFP4) {  // every exponent, subnormal scales and 2^127 included
-        for (int64_t b = 0; b < n / 32; ++b) row[b * 17] = static_cast<uint8_t>(b * 7 + (b < 3 ? 0 : 200));
+        for (int64_t b = 0; b < n / 32; ++b)
+          row[b * 17] = static_cast<uint8_t>(b * 7 + (b < 3 ? 0 : 200));
       }
       int bad_codes = 0;
       const int bytes = Traits(type).block_bytes;
@@ -206,14 +237,29 @@ TEST_CASE("cuda block32 codes and dequantization equal the layouts and Dequantiz
         for (int m = 0; m < 8; ++m) {
           int32_t word = 0;
           switch (type) {
-            case DType::kQ8_0: word = num::Block32CodeWord<DType::kQ8_0>(blk, m); break;
-            case DType::kQ4_0: word = num::Block32CodeWord<DType::kQ4_0>(blk, m); break;
-            case DType::kQ4_1: word = num::Block32CodeWord<DType::kQ4_1>(blk, m); break;
-            case DType::kQ5_0: word = num::Block32CodeWord<DType::kQ5_0>(blk, m); break;
-            case DType::kQ5_1: word = num::Block32CodeWord<DType::kQ5_1>(blk, m); break;
-            case DType::kIQ4_NL: word = num::Block32CodeWord<DType::kIQ4_NL>(blk, m); break;
-            case DType::kMXFP4: word = num::Block32CodeWord<DType::kMXFP4>(blk, m); break;
-            default: break;
+            case DType::kQ8_0:
+              word = num::Block32CodeWord<DType::kQ8_0>(blk, m);
+              break;
+            case DType::kQ4_0:
+              word = num::Block32CodeWord<DType::kQ4_0>(blk, m);
+              break;
+            case DType::kQ4_1:
+              word = num::Block32CodeWord<DType::kQ4_1>(blk, m);
+              break;
+            case DType::kQ5_0:
+              word = num::Block32CodeWord<DType::kQ5_0>(blk, m);
+              break;
+            case DType::kQ5_1:
+              word = num::Block32CodeWord<DType::kQ5_1>(blk, m);
+              break;
+            case DType::kIQ4_NL:
+              word = num::Block32CodeWord<DType::kIQ4_NL>(blk, m);
+              break;
+            case DType::kMXFP4:
+              word = num::Block32CodeWord<DType::kMXFP4>(blk, m);
+              break;
+            default:
+              break;
           }
           for (int i = 0; i < 4; ++i) {
             const int got = static_cast<int8_t>((static_cast<uint32_t>(word) >> (8 * i)) & 0xff);
@@ -236,8 +282,8 @@ TEST_CASE("cuda block32 MatMul lanes give the canonical order and the CPU's bits
   };
   uint32_t seed = 1000;
   for (DType type : kBlock32Types) {
-    const bool cpu_has = CpuSupportsWeightType(type);
-    if (!cpu_has) WARN("the CPU backend has no " << Traits(type).name << " MatMul yet");
+    INFO(Traits(type).name);
+    REQUIRE(CpuSupportsWeightType(type));
     for (const Shape s : {Shape{32, 5, 1}, Shape{96, 7, 3}, Shape{512, 4, 2}, Shape{4096, 3, 2},
                           Shape{1184, 2, 5}, Shape{2880, 2, 1}}) {
       for (int source = 0; source < 4; ++source) {
@@ -256,7 +302,6 @@ TEST_CASE("cuda block32 MatMul lanes give the canonical order and the CPU's bits
         }
         const std::vector<float> got = LaneMatMul(type, w, s.out, s.k, x, s.n);
         CHECK(SameBits(got, RefMatMul(type, w, s.out, s.k, x, s.n)));
-        if (!cpu_has) continue;
         for (CpuIsa isa : SupportedCpuIsas()) {
           INFO("cpu isa " << CpuIsaName(isa));
           CpuBackend cpu(2, isa);
@@ -279,7 +324,8 @@ TEST_CASE("cuda block32 decode reads MXFP4 blocks at odd addresses", "[cuda][num
   std::vector<float> want(64 * 32);
   DequantizeRow(DType::kMXFP4, row.data(), want.data(), 64 * 32);
   std::vector<float> got(want.size());
-  for (size_t i = 0; i < got.size(); ++i) got[i] = num::DequantElement<DType::kMXFP4>(buf.data() + 1, i);
+  for (size_t i = 0; i < got.size(); ++i)
+    got[i] = num::DequantElement<DType::kMXFP4>(buf.data() + 1, i);
   CHECK(SameBits(got, want));
 }
 

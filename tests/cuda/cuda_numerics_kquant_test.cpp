@@ -6,6 +6,8 @@
 // against cpu_backend.h steps A-D written out plainly and against
 // CpuBackend::MatMul on every ISA level, bit for bit, for quantizer output,
 // random block bytes and integer extremes.
+#include "cuda_numerics_kquant.h"
+
 #include <cmath>
 #include <cstddef>
 #include <cstring>
@@ -18,7 +20,6 @@
 #include "cpu_backend.h"
 #include "cpu_ops.h"
 #include "cuda_numerics_dequant.h"
-#include "cuda_numerics_kquant.h"
 #include "quant_test_util.h"
 #include "tensor/quant.h"
 #include "util/fp16.h"
@@ -27,18 +28,14 @@ namespace odmoe {
 namespace {
 
 namespace num = cuda_numerics;
-using cuda_test::BlockFill;
 using cuda_test::Bits;
+using cuda_test::BlockFill;
 using cuda_test::HalfWarp;
 using cuda_test::RandomBlocks;
 using cuda_test::SameBits;
 
 const DType kKTypes[] = {DType::kQ2_K, DType::kQ3_K, DType::kQ4_K,
                          DType::kQ5_K, DType::kQ6_K, DType::kIQ4_XS};
-
-/// True once the CPU side (tensor/quant.h's K conversions and the CPU
-/// backend's K MatMul) is there to compare with.
-bool CpuHasKFamily() { return CpuSupportsWeightType(DType::kQ4_K); }
 
 // ---- The layouts, element by element -----------------------------------------
 
@@ -53,13 +50,15 @@ int RefCode(DType type, const uint8_t* b, int i) {
   const int h = i / 128, s = (i % 128) / 32, l = i % 32;  // i = 128h + 32s + l
   const int c = i / 64, k = (i % 64) / 32;                // i = 64c + 32k + l
   switch (type) {
-    case DType::kQ2_K: return (b[offsetof(BlockQ2K, qs) + 32 * h + l] >> (2 * s)) & 3;
+    case DType::kQ2_K:
+      return (b[offsetof(BlockQ2K, qs) + 32 * h + l] >> (2 * s)) & 3;
     case DType::kQ3_K: {
       const int low = (b[offsetof(BlockQ3K, qs) + 32 * h + l] >> (2 * s)) & 3;
       const int hbit = (b[offsetof(BlockQ3K, hmask) + l] >> (4 * h + s)) & 1;
       return low + 4 * hbit - 4;
     }
-    case DType::kQ4_K: return (b[offsetof(BlockQ4K, qs) + 32 * c + l] >> (4 * k)) & 15;
+    case DType::kQ4_K:
+      return (b[offsetof(BlockQ4K, qs) + 32 * c + l] >> (4 * k)) & 15;
     case DType::kQ5_K:
       return ((b[offsetof(BlockQ5K, qs) + 32 * c + l] >> (4 * k)) & 15) |
              (((b[offsetof(BlockQ5K, qh) + l] >> (2 * c + k)) & 1) << 4);
@@ -73,7 +72,8 @@ int RefCode(DType type, const uint8_t* b, int i) {
       const int j = i / 32, t = i % 32;
       return kIq4nlValues[(b[offsetof(BlockIq4Xs, qs) + 16 * j + t % 16] >> (4 * (t / 16))) & 15];
     }
-    default: return 0;
+    default:
+      return 0;
   }
 }
 
@@ -110,23 +110,30 @@ void RefScale(DType type, const uint8_t* b, int j, int* sc, int* mn) {
       }
       return;
     }
-    case DType::kQ6_K: *sc = static_cast<int8_t>(b[offsetof(BlockQ6K, scales) + j]); return;
+    case DType::kQ6_K:
+      *sc = static_cast<int8_t>(b[offsetof(BlockQ6K, scales) + j]);
+      return;
     case DType::kIQ4_XS: {
       const int low = (b[offsetof(BlockIq4Xs, scales_l) + j / 2] >> (4 * (j % 2))) & 15;
       const int high = (U16(b + offsetof(BlockIq4Xs, scales_h)) >> (2 * j)) & 3;
       *sc = (low | (high << 4)) - 32;
       return;
     }
-    default: *sc = 0;
+    default:
+      *sc = 0;
   }
 }
 
 size_t DOffset(DType type) {
   switch (type) {
-    case DType::kQ2_K: return offsetof(BlockQ2K, d);
-    case DType::kQ3_K: return offsetof(BlockQ3K, d);
-    case DType::kQ6_K: return offsetof(BlockQ6K, d);
-    default: return 0;  // Q4_K, Q5_K, IQ4_XS: d first
+    case DType::kQ2_K:
+      return offsetof(BlockQ2K, d);
+    case DType::kQ3_K:
+      return offsetof(BlockQ3K, d);
+    case DType::kQ6_K:
+      return offsetof(BlockQ6K, d);
+    default:
+      return 0;  // Q4_K, Q5_K, IQ4_XS: d first
   }
 }
 size_t DminOffset(DType type) { return type == DType::kQ2_K ? offsetof(BlockQ2K, dmin) : 2; }
@@ -163,7 +170,8 @@ float RefDot(DType type, const uint8_t* w_row, const BlockQ8K* xq, int64_t n_sup
     float& lane = lanes[s % 16];
     lane = std::fma(F16ToF32(U16(b + DOffset(type))) * xq[s].d, static_cast<float>(a), lane);
     if (HasMins(type)) {
-      lane = std::fma(-(F16ToF32(U16(b + DminOffset(type))) * xq[s].d), static_cast<float>(bsum), lane);
+      lane = std::fma(-(F16ToF32(U16(b + DminOffset(type))) * xq[s].d), static_cast<float>(bsum),
+                      lane);
     }
   }
   return num::TreeReduce16(lanes);
@@ -235,13 +243,20 @@ bool SameQ8K(const BlockQ8K& a, const BlockQ8K& b) {
 template <class F>
 void ForKType(DType type, F&& f) {
   switch (type) {
-    case DType::kQ2_K: return f(std::integral_constant<DType, DType::kQ2_K>{});
-    case DType::kQ3_K: return f(std::integral_constant<DType, DType::kQ3_K>{});
-    case DType::kQ4_K: return f(std::integral_constant<DType, DType::kQ4_K>{});
-    case DType::kQ5_K: return f(std::integral_constant<DType, DType::kQ5_K>{});
-    case DType::kQ6_K: return f(std::integral_constant<DType, DType::kQ6_K>{});
-    case DType::kIQ4_XS: return f(std::integral_constant<DType, DType::kIQ4_XS>{});
-    default: FAIL("not a K-family type");
+    case DType::kQ2_K:
+      return f(std::integral_constant<DType, DType::kQ2_K>{});
+    case DType::kQ3_K:
+      return f(std::integral_constant<DType, DType::kQ3_K>{});
+    case DType::kQ4_K:
+      return f(std::integral_constant<DType, DType::kQ4_K>{});
+    case DType::kQ5_K:
+      return f(std::integral_constant<DType, DType::kQ5_K>{});
+    case DType::kQ6_K:
+      return f(std::integral_constant<DType, DType::kQ6_K>{});
+    case DType::kIQ4_XS:
+      return f(std::integral_constant<DType, DType::kIQ4_XS>{});
+    default:
+      FAIL("not a K-family type");
   }
 }
 
@@ -249,7 +264,8 @@ std::vector<float> LaneMatMul(DType type, const std::vector<uint8_t>& w, int64_t
                               const std::vector<float>& x, int64_t n) {
   const int64_t ns = k / 256;
   std::vector<num::QActSuperBlock> xq(static_cast<size_t>(n * ns));
-  for (size_t i = 0; i < xq.size(); ++i) num::QuantizeBlockQ8_K(x.data() + 256 * i, &xq[i], nullptr);
+  for (size_t i = 0; i < xq.size(); ++i)
+    num::QuantizeBlockQ8_K(x.data() + 256 * i, &xq[i], nullptr);
   std::vector<float> y(static_cast<size_t>(n * out));
   const size_t rb = RowBytes(type, k);
   ForKType(type, [&](auto tag) {
@@ -272,7 +288,8 @@ std::vector<float> RefMatMul(DType type, const std::vector<uint8_t>& w, int64_t 
   std::vector<float> y(static_cast<size_t>(n * out));
   const size_t rb = RowBytes(type, k);
   for (int64_t t = 0; t < n; ++t) {
-    for (int64_t o = 0; o < out; ++o) y[t * out + o] = RefDot(type, w.data() + o * rb, &xq[t * ns], ns);
+    for (int64_t o = 0; o < out; ++o)
+      y[t * out + o] = RefDot(type, w.data() + o * rb, &xq[t * ns], ns);
   }
   return y;
 }
@@ -299,8 +316,6 @@ TEST_CASE("cuda K table agrees with the type table and the block structs", "[cud
 }
 
 TEST_CASE("cuda Q8_K activations equal the specification and QuantizeRow", "[cuda][numerics]") {
-  const bool have_ref = CpuHasKFamily();
-  if (!have_ref) WARN("tensor/quant.h has no Q8_K quantizer yet: checked against the spec only");
   std::mt19937 rng(31);
   std::uniform_real_distribution<float> u(-3.0f, 3.0f);
   for (int trial = 0; trial < 600; ++trial) {
@@ -327,23 +342,19 @@ TEST_CASE("cuda Q8_K activations equal the specification and QuantizeRow", "[cud
     CHECK(SameQ8K(WarpQ8K(x), spec));
     CHECK(Bits(d) == Bits(spec.d));
     for (int j = 0; j < 16; ++j) CHECK(got.bsum[j] == spec.bsums[j]);
-    if (have_ref) {
-      BlockQ8K want;
-      QuantizeRow(DType::kQ8_K, x, &want, 256);
-      CHECK(SameQ8K(raw, want));
-    }
+    BlockQ8K want;
+    QuantizeRow(DType::kQ8_K, x, &want, 256);
+    CHECK(SameQ8K(raw, want));
   }
 }
 
 TEST_CASE("cuda K codes, scales and dequantization equal the layouts and DequantizeRow",
           "[cuda][numerics]") {
-  const bool have_ref = CpuHasKFamily();
-  if (!have_ref) WARN("tensor/quant.h has no K dequantization yet: checked against the spec only");
   const int64_t n_super = 12;
   uint32_t seed = 2000;
   for (DType type : kKTypes) {
-    for (BlockFill fill : {BlockFill::kRandom, BlockFill::kZeros, BlockFill::kOnes, BlockFill::kHigh,
-                           BlockFill::kAlternate}) {
+    for (BlockFill fill : {BlockFill::kRandom, BlockFill::kZeros, BlockFill::kOnes,
+                           BlockFill::kHigh, BlockFill::kAlternate}) {
       INFO(Traits(type).name << " fill " << static_cast<int>(fill));
       const std::vector<uint8_t> row = RandomBlocks(type, n_super, ++seed, fill);
       const int bytes = Traits(type).block_bytes;
@@ -364,7 +375,8 @@ TEST_CASE("cuda K codes, scales and dequantization equal the layouts and Dequant
               const uint32_t word = static_cast<uint32_t>(num::KCodeWord<T>(b, j, m));
               for (int e = 0; e < 4; ++e) {
                 const int i = j * F.sub_elems + 4 * m + e;
-                if (static_cast<int8_t>((word >> (8 * e)) & 0xff) != RefCode(type, b, i)) ++bad_codes;
+                if (static_cast<int8_t>((word >> (8 * e)) & 0xff) != RefCode(type, b, i))
+                  ++bad_codes;
               }
             }
           }
@@ -375,28 +387,25 @@ TEST_CASE("cuda K codes, scales and dequantization equal the layouts and Dequant
       CHECK(bad_codes == 0);
       CHECK(bad_scales == 0);
       CHECK(SameBits(got, spec));
-      if (have_ref) {
-        std::vector<float> want(got.size());
-        DequantizeRow(type, row.data(), want.data(), n_super * 256);
-        CHECK(SameBits(got, want));
-      }
+      std::vector<float> want(got.size());
+      DequantizeRow(type, row.data(), want.data(), n_super * 256);
+      CHECK(SameBits(got, want));
     }
   }
 }
 
 TEST_CASE("cuda K-family MatMul lanes give the canonical order and the CPU's bits",
           "[cuda][numerics]") {
-  const bool cpu_has = CpuHasKFamily();
-  if (!cpu_has) WARN("the CPU backend has no K-family MatMul yet: checked against the spec only");
   struct Shape {
     int64_t k, out, n;
   };
   uint32_t seed = 3000;
   for (DType type : kKTypes) {
+    INFO(Traits(type).name);
+    REQUIRE(CpuSupportsWeightType(type));
     for (const Shape s : {Shape{256, 5, 1}, Shape{768, 4, 3}, Shape{4096, 3, 2}, Shape{5120, 2, 1},
                           Shape{1024, 3, 9}}) {
       for (int source = 0; source < 4; ++source) {
-        if (source == 0 && !cpu_has) continue;  // needs the weight quantizers
         INFO(Traits(type).name << " k=" << s.k << " out=" << s.out << " n=" << s.n << " source "
                                << source);
         std::vector<float> x = ref::RandomFloats(s.k * s.n, ++seed, -3.0f, 3.0f);
@@ -416,7 +425,6 @@ TEST_CASE("cuda K-family MatMul lanes give the canonical order and the CPU's bit
         }
         const std::vector<float> got = LaneMatMul(type, w, s.out, s.k, x, s.n);
         CHECK(SameBits(got, RefMatMul(type, w, s.out, s.k, x, s.n)));
-        if (!cpu_has) continue;
         for (CpuIsa isa : SupportedCpuIsas()) {
           INFO("cpu isa " << CpuIsaName(isa));
           CpuBackend cpu(2, isa);

@@ -4,8 +4,6 @@
 // kernels combine them (lanes of a half-warp, the shuffle tree) are the CPU
 // backend's canonical order.
 #include "cuda_numerics.h"
-#include "cuda_numerics_block32.h"
-#include "cuda_numerics_dequant.h"
 
 #include <cmath>
 #include <cstring>
@@ -17,6 +15,8 @@
 #include "catch2/catch.hpp"
 #include "cpu_backend.h"
 #include "cpu_math.h"
+#include "cuda_numerics_block32.h"
+#include "cuda_numerics_dequant.h"
 #include "tensor/quant.h"
 #include "util/fp16.h"
 

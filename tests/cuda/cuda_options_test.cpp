@@ -47,8 +47,8 @@ TEST_CASE("cuda MatMul plan: quantized, exact, and cuBLAS only when asked", "[cu
     CHECK(p.path == MatMulPath::kQuantized);
     CHECK(p.scratch_bytes == size_t{512} * 128 * 36);  // codes + scale per block
   }
-  for (DType q : {DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,
-                  DType::kIQ4_XS}) {
+  for (DType q :
+       {DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kIQ4_XS}) {
     const MatMulPlan p = PlanMatMul(q, 14336, 4096, 7, cublas);
     CHECK(p.path == MatMulPath::kQuantizedK);
     CHECK(p.scratch_bytes == size_t{7} * 16 * kQ8KActBytes);  // 256 codes, 16 sums, scale

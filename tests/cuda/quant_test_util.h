@@ -50,19 +50,32 @@ float HalfWarp(LaneFn lane) {
 /// Byte offsets of the f16 scale fields (d, m, dmin) of a block of `type`.
 inline std::vector<size_t> F16FieldOffsets(DType type) {
   switch (type) {
-    case DType::kQ8_0: return {offsetof(BlockQ8_0, d)};
-    case DType::kQ4_0: return {offsetof(BlockQ4_0, d)};
-    case DType::kQ4_1: return {offsetof(BlockQ4_1, d), offsetof(BlockQ4_1, m)};
-    case DType::kQ5_0: return {offsetof(BlockQ5_0, d)};
-    case DType::kQ5_1: return {offsetof(BlockQ5_1, d), offsetof(BlockQ5_1, m)};
-    case DType::kIQ4_NL: return {offsetof(BlockIq4Nl, d)};
-    case DType::kQ2_K: return {offsetof(BlockQ2K, d), offsetof(BlockQ2K, dmin)};
-    case DType::kQ3_K: return {offsetof(BlockQ3K, d)};
-    case DType::kQ4_K: return {offsetof(BlockQ4K, d), offsetof(BlockQ4K, dmin)};
-    case DType::kQ5_K: return {offsetof(BlockQ5K, d), offsetof(BlockQ5K, dmin)};
-    case DType::kQ6_K: return {offsetof(BlockQ6K, d)};
-    case DType::kIQ4_XS: return {offsetof(BlockIq4Xs, d)};
-    default: return {};
+    case DType::kQ8_0:
+      return {offsetof(BlockQ8_0, d)};
+    case DType::kQ4_0:
+      return {offsetof(BlockQ4_0, d)};
+    case DType::kQ4_1:
+      return {offsetof(BlockQ4_1, d), offsetof(BlockQ4_1, m)};
+    case DType::kQ5_0:
+      return {offsetof(BlockQ5_0, d)};
+    case DType::kQ5_1:
+      return {offsetof(BlockQ5_1, d), offsetof(BlockQ5_1, m)};
+    case DType::kIQ4_NL:
+      return {offsetof(BlockIq4Nl, d)};
+    case DType::kQ2_K:
+      return {offsetof(BlockQ2K, d), offsetof(BlockQ2K, dmin)};
+    case DType::kQ3_K:
+      return {offsetof(BlockQ3K, d)};
+    case DType::kQ4_K:
+      return {offsetof(BlockQ4K, d), offsetof(BlockQ4K, dmin)};
+    case DType::kQ5_K:
+      return {offsetof(BlockQ5K, d), offsetof(BlockQ5K, dmin)};
+    case DType::kQ6_K:
+      return {offsetof(BlockQ6K, d)};
+    case DType::kIQ4_XS:
+      return {offsetof(BlockIq4Xs, d)};
+    default:
+      return {};
   }
 }
 
@@ -81,11 +94,21 @@ inline std::vector<uint8_t> RandomBlocks(DType type, int64_t n_blocks, uint32_t 
   std::uniform_real_distribution<float> mag(-10.0f, -2.0f);
   for (size_t i = 0; i < out.size(); ++i) {
     switch (fill) {
-      case BlockFill::kRandom: out[i] = static_cast<uint8_t>(byte(rng)); break;
-      case BlockFill::kZeros: out[i] = 0x00; break;
-      case BlockFill::kOnes: out[i] = 0xff; break;
-      case BlockFill::kHigh: out[i] = 0x80; break;
-      case BlockFill::kAlternate: out[i] = (i % 2) != 0 ? 0x0f : 0xf0; break;
+      case BlockFill::kRandom:
+        out[i] = static_cast<uint8_t>(byte(rng));
+        break;
+      case BlockFill::kZeros:
+        out[i] = 0x00;
+        break;
+      case BlockFill::kOnes:
+        out[i] = 0xff;
+        break;
+      case BlockFill::kHigh:
+        out[i] = 0x80;
+        break;
+      case BlockFill::kAlternate:
+        out[i] = (i % 2) != 0 ? 0x0f : 0xf0;
+        break;
     }
   }
   for (int64_t b = 0; b < n_blocks; ++b) {

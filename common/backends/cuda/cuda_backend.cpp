@@ -265,9 +265,9 @@ void CudaBackend::MatMul(const WeightRef& w, ConstMat x, Mat y) {
       if (xq == nullptr) return;
       if (RecordCuda(cuda::LaunchQuantizeQ8_K(stream(), x.data, x.rows, x.cols, xq),
                      "MatMul: quantize activations to Q8_K")) {
-        RecordCuda(cuda::LaunchKQuantMatMul(stream(), w.type, w.data, w.rows, w.cols, xq, x.rows,
-                                            y.data),
-                   "MatMul (K family)");
+        RecordCuda(
+            cuda::LaunchKQuantMatMul(stream(), w.type, w.data, w.rows, w.cols, xq, x.rows, y.data),
+            "MatMul (K family)");
       }
       return;
     }

@@ -68,9 +68,9 @@ struct TypeTag {
 template <class F>
 bool VisitWeightType(DType type, F&& f) {
   switch (type) {
-#define ODMOE_VISIT(T)   \
-  case T:                \
-    f(TypeTag<T>{});     \
+#define ODMOE_VISIT(T) \
+  case T:              \
+    f(TypeTag<T>{});   \
     return true;
     ODMOE_VISIT(DType::kF32)
     ODMOE_VISIT(DType::kF16)

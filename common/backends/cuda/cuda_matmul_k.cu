@@ -57,7 +57,8 @@ __global__ void __launch_bounds__(kMatMulThreads)
                   const QActSuperBlock* __restrict__ xq, int64_t n, float* __restrict__ y) {
   constexpr int kBlockBytes = num::KFormatOf<T>().bytes;
   const int lane = static_cast<int>(threadIdx.x % num::kLanes);
-  const int64_t o = static_cast<int64_t>(blockIdx.x) * kMatMulRowsPerBlock + threadIdx.x / num::kLanes;
+  const int64_t o =
+      static_cast<int64_t>(blockIdx.x) * kMatMulRowsPerBlock + threadIdx.x / num::kLanes;
   const bool row_ok = o < out;
   const uint8_t* wr = w + (row_ok ? o : 0) * row_bytes;  // idle half-warps read row 0
   for (int64_t t0 = static_cast<int64_t>(blockIdx.y) * NX; t0 < n;

@@ -75,12 +75,12 @@ ODMOE_HD int32_t ActCodeSum(const QActBlock& x) {
 
 /// How a stored code becomes the signed integer qw of the dot.
 enum class CodeMap {
-  kInt8,          // Q8_0: the byte itself
-  kMinus8,        // Q4_0: nibble - 8
-  kUnsigned,      // Q4_1 / Q5_1: the 4- or 5-bit code itself
-  kMinus16,       // Q5_0: 5-bit code - 16
-  kIq4nlTable,    // IQ4_NL: kIq4nlValues[nibble]
-  kMxfp4Table,    // MXFP4: kMxfp4Values[nibble]
+  kInt8,        // Q8_0: the byte itself
+  kMinus8,      // Q4_0: nibble - 8
+  kUnsigned,    // Q4_1 / Q5_1: the 4- or 5-bit code itself
+  kMinus16,     // Q5_0: 5-bit code - 16
+  kIq4nlTable,  // IQ4_NL: kIq4nlValues[nibble]
+  kMxfp4Table,  // MXFP4: kMxfp4Values[nibble]
 };
 
 /// Where the fields of one block sit (byte offsets; -1: absent).
@@ -116,9 +116,7 @@ inline constexpr Lut16 kIq4nlLut = MakeLut16(kIq4nlValues);
 inline constexpr Lut16 kMxfp4Lut = MakeLut16(kMxfp4Values);
 
 /// E8M0Half(e) = 2^(e - 128), exact for every byte (subnormal below e = 2).
-ODMOE_HD float E8M0Half(uint32_t e) {
-  return BitsFloat(e < 2 ? 0x00200000u << e : (e - 1) << 23);
-}
+ODMOE_HD float E8M0Half(uint32_t e) { return BitsFloat(e < 2 ? 0x00200000u << e : (e - 1) << 23); }
 
 /// The 32-bit word at p for a block format: 16-bit loads when every block of
 /// the type starts at an even offset, byte loads otherwise (MXFP4).
@@ -150,8 +148,10 @@ ODMOE_HD int32_t Block32CodeWord(const uint8_t* block, int m) {
     }
     if constexpr (F.map == CodeMap::kMinus8) return BytesMinus(q, 8);
     if constexpr (F.map == CodeMap::kMinus16) return BytesMinus(q, 16);
-    if constexpr (F.map == CodeMap::kIq4nlTable) return LookupNibbles(kIq4nlLut.lo, kIq4nlLut.hi, q);
-    if constexpr (F.map == CodeMap::kMxfp4Table) return LookupNibbles(kMxfp4Lut.lo, kMxfp4Lut.hi, q);
+    if constexpr (F.map == CodeMap::kIq4nlTable)
+      return LookupNibbles(kIq4nlLut.lo, kIq4nlLut.hi, q);
+    if constexpr (F.map == CodeMap::kMxfp4Table)
+      return LookupNibbles(kMxfp4Lut.lo, kMxfp4Lut.hi, q);
     return static_cast<int32_t>(q);  // kUnsigned
   }
 }

@@ -27,8 +27,7 @@ ODMOE_HD float DequantElement(const uint8_t* row, int64_t i) {
 /// The weight types the CUDA kernels compute with: the float types, every
 /// block32 type and the K family (not Q8_K, an activation type only).
 ODMOE_HD constexpr bool CudaKernelType(DType t) {
-  return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || IsBlock32(t) ||
-         IsKFamily(t);
+  return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || IsBlock32(t) || IsKFamily(t);
 }
 
 }  // namespace odmoe::cuda_numerics

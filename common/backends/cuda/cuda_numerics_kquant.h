@@ -118,11 +118,11 @@ ODMOE_HD float QuantizeBlockQ8_K(const float* x, QActSuperBlock* out, BlockQ8K* 
 // ---- The table of K formats -----------------------------------------------------
 
 enum class KScaleKind {
-  kQ2,      // scales[j]: low nibble scale, high nibble min
-  kSixBit3, // Q3_K: 16 six-bit scales biased by 32 in 12 bytes
-  kSixBit4, // Q4_K / Q5_K: 8 six-bit scales and mins in 12 bytes
-  kInt8,    // Q6_K: int8 scales
-  kIq4Xs,   // IQ4_XS: scales_l nibbles + scales_h bit pairs, biased by 32
+  kQ2,       // scales[j]: low nibble scale, high nibble min
+  kSixBit3,  // Q3_K: 16 six-bit scales biased by 32 in 12 bytes
+  kSixBit4,  // Q4_K / Q5_K: 8 six-bit scales and mins in 12 bytes
+  kInt8,     // Q6_K: int8 scales
+  kIq4Xs,    // IQ4_XS: scales_l nibbles + scales_h bit pairs, biased by 32
 };
 
 struct KFormat {
@@ -213,7 +213,8 @@ ODMOE_HD int32_t KCodeWord(const uint8_t* sb, int j, int m) {
   } else if constexpr (T == DType::kQ4_K || T == DType::kQ5_K) {
     // Element 32j + l: nibble j % 2 of qs[32 (j / 2) + l]; Q5_K: bit j of qh[l].
     const int qs_offset = T == DType::kQ4_K ? 16 : 48;
-    uint32_t q = (LoadU32Even(sb + qs_offset + 32 * (j / 2) + 4 * m) >> (4 * (j % 2))) & 0x0f0f0f0fu;
+    uint32_t q =
+        (LoadU32Even(sb + qs_offset + 32 * (j / 2) + 4 * m) >> (4 * (j % 2))) & 0x0f0f0f0fu;
     if constexpr (T == DType::kQ5_K) q |= ((LoadU32Even(sb + 16 + 4 * m) >> j) & 0x01010101u) << 4;
     return static_cast<int32_t>(q);
   } else if constexpr (T == DType::kQ6_K) {
@@ -222,7 +223,8 @@ ODMOE_HD int32_t KCodeWord(const uint8_t* sb, int j, int m) {
     const int h = j / 8;
     const int r0 = 16 * (j % 8) + 4 * m;
     const uint32_t low = (LoadU32Even(sb + 64 * h + r0 % 64) >> (4 * (r0 / 64))) & 0x0f0f0f0fu;
-    const uint32_t high = (LoadU32Even(sb + 128 + 32 * h + r0 % 32) >> (2 * (r0 / 32))) & 0x03030303u;
+    const uint32_t high =
+        (LoadU32Even(sb + 128 + 32 * h + r0 % 32) >> (2 * (r0 / 32))) & 0x03030303u;
     return BytesMinus(low | (high << 4), 32);
   } else {
     static_assert(T == DType::kIQ4_XS, "KCodeWord: a K-family type");
@@ -236,8 +238,8 @@ ODMOE_HD int32_t KCodeWord(const uint8_t* sb, int j, int m) {
 /// a[t] = sum_j sc_j * isum_j(t), b[t] = sum_j mn_j * bsum_j(t) for the
 /// super-block `sb` and the activation super-blocks x[t * x_stride], t < nt.
 template <DType T, int NX>
-ODMOE_HD void KSuperBlockSums(const uint8_t* sb, const QActSuperBlock* x, int64_t x_stride,
-                              int nt, int32_t* a, int32_t* b) {
+ODMOE_HD void KSuperBlockSums(const uint8_t* sb, const QActSuperBlock* x, int64_t x_stride, int nt,
+                              int32_t* a, int32_t* b) {
   constexpr KFormat F = KFormatOf<T>();
   constexpr int kSubs = kSuperBlockElems / F.sub_elems;
   constexpr int kWords = F.sub_elems / 4;
@@ -280,8 +282,7 @@ ODMOE_HD float KStep(const uint8_t* sb, float dx, int32_t a, int32_t b, float la
 /// Lane `lane` of the canonical K-family dot of one stored weight row with
 /// one Q8_K activation row (super-blocks lane, lane + 16, ... < n_super).
 template <DType T>
-ODMOE_HD float LaneKDot(const uint8_t* w_row, const QActSuperBlock* x, int64_t n_super,
-                        int lane) {
+ODMOE_HD float LaneKDot(const uint8_t* w_row, const QActSuperBlock* x, int64_t n_super, int lane) {
   float acc = 0.0f;
   for (int64_t s = lane; s < n_super; s += kLanes) {
     const uint8_t* sb = w_row + s * KFormatOf<T>().bytes;

@@ -138,8 +138,8 @@ cudaError_t LaunchGetRows(cudaStream_t stream, DType type, const void* table, in
   const int64_t rb = static_cast<int64_t>(RowBytes(type, cols));
   const unsigned grid = GridFor(total, kThreads);
   const bool ok = VisitWeightType(type, [&](auto tag) {
-    GetRowsKernel<decltype(tag)::value><<<grid, kThreads, 0, stream>>>(t, rb, cols, ids, total,
-                                                                        out);
+    GetRowsKernel<decltype(tag)::value>
+        <<<grid, kThreads, 0, stream>>>(t, rb, cols, ids, total, out);
   });
   return ok ? cudaGetLastError() : cudaErrorInvalidValue;
 }
