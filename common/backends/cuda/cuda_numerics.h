@@ -1,7 +1,7 @@
 // The arithmetic of the CUDA kernels, written once for the device and the
 // host: every function here is `__host__ __device__` under nvcc and a plain
 // inline function under a host compiler, so the host tests
-// (tests/cuda/cuda_numerics_test.cpp) check, bit for bit and without a GPU,
+// (tests/cuda/cuda_numerics*_test.cpp) check, bit for bit and without a GPU,
 // that the kernels' building blocks equal the CPU backend's reference
 // (cpu_backend.h, "The canonical summation order").
 //
@@ -13,8 +13,13 @@
 // What the kernels do with these pieces (one "lane" = one thread of a
 // half-warp; the tree is spelled with __shfl_down_sync in the same order):
 //   * float MatMul, RmsNorm, attention scores: LaneDot + TreeReduce16;
-//   * Q8_0 / Q4_0 MatMul: QuantizeBlockQ8_0 per activation block, then
+//   * block32 MatMul (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4;
+//     cuda_numerics_block32.h): QuantizeBlockQ8_0 per activation block, then
 //     LaneQDot (exact integer block sums, fma per block) + TreeReduce16;
+//   * K-family MatMul (Q2_K .. Q6_K, IQ4_XS; cuda_numerics_kquant.h):
+//     QuantizeBlockQ8_K per activation super-block, then LaneKDot (exact
+//     int32 sub-block sums, fma per super-block) + TreeReduce16;
+//   * GetRows: DequantElement (cuda_numerics_dequant.h), DequantizeRow's bits;
 //   * softmax and attention denominators: LaneSum + TreeReduce16;
 //   * SwiGLU, router weights: Silu, ExpF, RouterTopKRow.
 //
