@@ -3,7 +3,9 @@
 // number of rows, the cuBLAS policy within tolerance and deterministic, the
 // sticky error, and the expert arena with real copies. Where there is no
 // usable GPU these cases pass with a warning (Catch2 2.x has no SKIP), and
-// the first case checks what a CUDA build says on such a machine.
+// the first case checks what a CUDA build says on such a machine. Every
+// weight type the backend computes with is covered (float, block32, K
+// family), from the quantizers' output and from random block bytes.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -15,9 +17,11 @@
 #include "backends/backend_registry.h"
 #include "catch2/catch.hpp"
 #include "cpu_backend.h"
+#include "cpu_ops.h"
 #include "cuda_resources.h"
 #include "cuda_slot_device.h"
 #include "expert_slot_arena.h"
+#include "quant_test_util.h"
 #include "tensor/quant.h"
 
 namespace odmoe {
@@ -87,7 +91,23 @@ std::vector<float> RunMatMul(Backend& be, DType type, const std::vector<uint8_t>
   return d.Get(y, static_cast<size_t>(n * out));
 }
 
-const DType kAllTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0};
+const DType kAllTypes[] = {DType::kF32,    DType::kF16,   DType::kBF16, DType::kQ8_0,
+                           DType::kQ4_0,   DType::kQ4_1,  DType::kQ5_0, DType::kQ5_1,
+                           DType::kIQ4_NL, DType::kMXFP4, DType::kQ2_K, DType::kQ3_K,
+                           DType::kQ4_K,   DType::kQ5_K,  DType::kQ6_K, DType::kIQ4_XS};
+
+/// The CPU backend is the reference: it must compute with every type too.
+bool CpuCanCompare(DType type) {
+  const bool ok = CpuSupportsWeightType(type);
+  CHECK(ok);  // a type the CPU backend lacks cannot be checked on the GPU
+  return ok;
+}
+
+/// Random block bytes with finite scales, or the quantizer's output.
+std::vector<uint8_t> WeightFrom(int source, DType type, int64_t rows, int64_t cols, uint32_t seed) {
+  if (source == 0 || !Traits(type).quantized) return RandomWeight(type, rows, cols, seed);
+  return cuda_test::RandomBlocks(type, rows * cols / Traits(type).block_elems, seed);
+}
 
 TEST_CASE("cuda: names, availability and a clear error without a GPU", "[cuda][backend]") {
   const std::vector<std::string> families = CompiledBackendFamilies();
@@ -129,15 +149,20 @@ TEST_CASE("cuda MatMul gives the CPU's bits for every weight type and shape", "[
   };
   uint32_t seed = 500;
   for (DType type : kAllTypes) {
+    if (!CpuCanCompare(type)) continue;
     for (const Shape s :
          {Shape{32, 17, 3}, Shape{64, 5, 1}, Shape{96, 33, 17}, Shape{4096, 7, 3},
-          Shape{256, 300, 40}, Shape{1184, 6, 5}, Shape{50, 9, 2}, Shape{4096, 1, 70}}) {
-      if (Traits(type).quantized && s.k % 32 != 0) continue;
-      INFO(Traits(type).name << " k=" << s.k << " out=" << s.out << " n=" << s.n);
-      const std::vector<uint8_t> w = RandomWeight(type, s.out, s.k, ++seed);
-      const std::vector<float> x = ref::RandomFloats(s.k * s.n, ++seed, -3.0f, 3.0f);
-      CHECK(SameBits(RunMatMul(*gpu, type, w, s.out, s.k, x, s.n),
-                     RunMatMul(cpu, type, w, s.out, s.k, x, s.n)));
+          Shape{256, 300, 40}, Shape{1184, 6, 5}, Shape{50, 9, 2}, Shape{4096, 1, 70},
+          Shape{512, 33, 17}, Shape{2048, 20, 8}, Shape{1024, 5, 1}, Shape{5120, 3, 2}}) {
+      if (s.k % Traits(type).block_elems != 0) continue;
+      for (int source = 0; source < (Traits(type).quantized ? 2 : 1); ++source) {
+        INFO(Traits(type).name << " k=" << s.k << " out=" << s.out << " n=" << s.n
+                               << (source == 0 ? " quantizer" : " random bytes"));
+        const std::vector<uint8_t> w = WeightFrom(source, type, s.out, s.k, ++seed);
+        const std::vector<float> x = ref::RandomFloats(s.k * s.n, ++seed, -3.0f, 3.0f);
+        CHECK(SameBits(RunMatMul(*gpu, type, w, s.out, s.k, x, s.n),
+                       RunMatMul(cpu, type, w, s.out, s.k, x, s.n)));
+      }
     }
   }
 }
@@ -148,7 +173,7 @@ TEST_CASE("cuda MatMul rows do not depend on the rows beside them", "[cuda][back
   const int64_t k = 512, out = 48, n = 23;
   for (DType type : kAllTypes) {
     INFO(Traits(type).name);
-    const std::vector<uint8_t> w = RandomWeight(type, out, k, 77);
+    const std::vector<uint8_t> w = WeightFrom(1, type, out, k, 77);
     const std::vector<float> x = ref::RandomFloats(k * n, 78);
     const std::vector<float> all = RunMatMul(*gpu, type, w, out, k, x, n);
     for (int64_t t : {int64_t{0}, int64_t{9}, n - 1}) {
@@ -238,13 +263,17 @@ TEST_CASE("cuda row ops give the CPU's bits", "[cuda][backend]") {
   CHECK(SameBits(d.Get(gw, 8), wts));
   const std::vector<int32_t> rows = {3, 0, 9, 3};
   for (DType type : kAllTypes) {
-    INFO("GetRows " << Traits(type).name);
-    const std::vector<uint8_t> table = RandomWeight(type, 10, 96, 5);
-    std::vector<float> want(4 * 96);
-    cpu.GetRows(WeightRef{type, table.data(), 10, 96}, rows.data(), Mat{want.data(), 4, 96});
-    float* got = d.Put(std::vector<float>(4 * 96));
-    gpu.GetRows(d.Weight(type, table, 10, 96), d.Put(rows), Mat{got, 4, 96});
-    CHECK(SameBits(d.Get(got, 4 * 96), want));
+    if (!CpuCanCompare(type)) continue;
+    const int64_t cols = Traits(type).block_elems == 256 ? 512 : 96;
+    for (int source = 0; source < (Traits(type).quantized ? 2 : 1); ++source) {
+      INFO("GetRows " << Traits(type).name << (source == 0 ? " quantizer" : " random bytes"));
+      const std::vector<uint8_t> table = WeightFrom(source, type, 10, cols, 5);
+      std::vector<float> want(4 * cols);
+      cpu.GetRows(WeightRef{type, table.data(), 10, cols}, rows.data(), Mat{want.data(), 4, cols});
+      float* got = d.Put(std::vector<float>(4 * cols));
+      gpu.GetRows(d.Weight(type, table, 10, cols), d.Put(rows), Mat{got, 4, cols});
+      CHECK(SameBits(d.Get(got, 4 * cols), want));
+    }
   }
 }
 
@@ -334,18 +363,98 @@ TEST_CASE("cuda LoadWeight uploads and rejects bad tensors", "[cuda][backend]") 
   CHECK(gpu->LoadWeight(bad).status().code() == absl::StatusCode::kInvalidArgument);
 }
 
-TEST_CASE("cuda expert arena loads from pinned memory and computes on the slot",
-          "[cuda][backend][arena]") {
+TEST_CASE("cuda LoadWeight and the alignment rules for every weight type", "[cuda][backend]") {
   if (!HaveGpu()) return;
   auto gpu = MakeCuda("cuda:0");
   CpuBackend cpu(2);
-  const int64_t out = 64, k = 256;
-  const size_t bytes = RowBytes(DType::kQ4_0, k) * out;
+  for (DType type : kAllTypes) {
+    INFO(Traits(type).name);
+    const int64_t cols = Traits(type).block_elems == 256 ? 512 : 64;
+    std::vector<uint8_t> bytes = WeightFrom(1, type, 3, cols, 31);
+    TensorView v;
+    v.name = "w";
+    v.type = type;
+    v.n_dims = 2;
+    v.ne = {cols, 3, 1, 1};
+    v.data = bytes.data();
+    auto w = gpu->LoadWeight(v);
+    REQUIRE(w.ok());
+    std::vector<uint8_t> back(bytes.size());
+    REQUIRE(gpu->CopyToHost(back.data(), w->ref.data, back.size()).ok());
+    CHECK(back == bytes);
+    if (Traits(type).block_elems > 1) {  // not a whole number of blocks
+      TensorView bad = v;
+      bad.ne = {cols + Traits(type).block_elems / 2, 3, 1, 1};
+      CHECK(gpu->LoadWeight(bad).status().code() == absl::StatusCode::kInvalidArgument);
+    }
+  }
+  TensorView q8k;
+  std::vector<uint8_t> q8k_bytes(RowBytes(DType::kQ8_K, 256));
+  q8k.name = "activations";
+  q8k.type = DType::kQ8_K;
+  q8k.n_dims = 2;
+  q8k.ne = {256, 1, 1, 1};
+  q8k.data = q8k_bytes.data();
+  CHECK(gpu->LoadWeight(q8k).status().code() == absl::StatusCode::kInvalidArgument);
+
+  // MXFP4 rows are read byte by byte: a weight at an odd device address
+  // computes (and gives the CPU's bits); a K-family weight there is refused.
+  if (CpuCanCompare(DType::kMXFP4)) {
+    Dev d(*gpu);
+    const int64_t out = 5, k = 96, n = 3;
+    const std::vector<uint8_t> w = WeightFrom(1, DType::kMXFP4, out, k, 32);
+    std::vector<uint8_t> shifted(w.size() + 1);
+    std::memcpy(shifted.data() + 1, w.data(), w.size());
+    const auto* base = static_cast<const uint8_t*>(static_cast<const void*>(d.Put(shifted)));
+    const std::vector<float> x = ref::RandomFloats(k * n, 33);
+    float* y = d.Put(std::vector<float>(n * out));
+    gpu->MatMul(WeightRef{DType::kMXFP4, base + 1, out, k}, ConstMat(d.Put(x), n, k),
+                Mat{y, n, out});
+    CHECK(SameBits(d.Get(y, n * out), RunMatMul(cpu, DType::kMXFP4, w, out, k, x, n)));
+    const std::vector<int32_t> ids = {4, 1};
+    float* rows = d.Put(std::vector<float>(2 * k));
+    gpu->GetRows(WeightRef{DType::kMXFP4, base + 1, out, k}, d.Put(ids), Mat{rows, 2, k});
+    std::vector<float> want(2 * k);
+    cpu.GetRows(WeightRef{DType::kMXFP4, w.data(), out, k}, ids.data(), Mat{want.data(), 2, k});
+    CHECK(SameBits(d.Get(rows, 2 * k), want));
+  }
+  Dev d(*gpu);
+  const std::vector<uint8_t> wk = WeightFrom(1, DType::kQ4_K, 2, 256, 34);
+  std::vector<uint8_t> shifted(wk.size() + 1);
+  const auto* base = static_cast<const uint8_t*>(static_cast<const void*>(d.Put(shifted)));
+  float* y = d.Put(std::vector<float>(2));
+  gpu->MatMul(WeightRef{DType::kQ4_K, base + 1, 2, 256},
+              ConstMat(d.Put(ref::RandomFloats(256, 35)), 1, 256), Mat{y, 1, 2});
+  const absl::Status st = gpu->Synchronize();
+  CHECK(st.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(std::string(st.message()).find("misaligned") != std::string::npos);
+}
+
+/// Three experts of `type` through a two-slot arena (one eviction and a
+/// reload), each computed on its slot and compared with the CPU.
+void CheckArena(DType type);
+
+TEST_CASE("cuda expert arena loads from pinned memory and computes on the slot",
+          "[cuda][backend][arena]") {
+  if (!HaveGpu()) return;
+  // 17-byte MXFP4 blocks and 110-byte Q3_K super-blocks: expert sizes that
+  // are no multiple of anything, in slots of ExpertSlotStride bytes.
+  for (DType type : {DType::kQ4_0, DType::kMXFP4, DType::kQ3_K, DType::kQ6_K}) {
+    INFO(Traits(type).name);
+    if (CpuCanCompare(type)) CheckArena(type);
+  }
+}
+
+void CheckArena(DType type) {
+  auto gpu = MakeCuda("cuda:0");
+  CpuBackend cpu(2);
+  const int64_t out = 63, k = 256;
+  const size_t bytes = RowBytes(type, k) * out;
   auto store = PinnedExpertStore::Create(3, bytes);
   REQUIRE(store.ok());
   std::vector<std::vector<uint8_t>> experts;
   for (int e = 0; e < 3; ++e) {
-    experts.push_back(RandomWeight(DType::kQ4_0, out, k, 60 + e));
+    experts.push_back(WeightFrom(1, type, out, k, 60 + e));
     std::memcpy(store->entry(e), experts.back().data(), bytes);
   }
   auto dev = MakeCudaSlotDevice(*gpu);
@@ -366,13 +475,13 @@ TEST_CASE("cuda expert arena loads from pinned memory and computes on the slot",
     REQUIRE(slot.ok());
     auto w = (*arena)->Acquire(*slot);
     REQUIRE(w.ok());
-    gpu->MatMul(WeightRef{DType::kQ4_0, *w, out, k}, ConstMat(dx, 3, k), Mat{y, 3, out});
+    gpu->MatMul(WeightRef{type, *w, out, k}, ConstMat(dx, 3, k), Mat{y, 3, out});
     REQUIRE((*arena)->Release(*slot).ok());
     auto secs = (*arena)->WaitLoaded(*slot);
     REQUIRE(secs.ok());
     CHECK(*secs >= 0.0);
     std::vector<float> want(3 * out);
-    cpu.MatMul(WeightRef{DType::kQ4_0, experts[e].data(), out, k}, ConstMat(x.data(), 3, k),
+    cpu.MatMul(WeightRef{type, experts[e].data(), out, k}, ConstMat(x.data(), 3, k),
                Mat{want.data(), 3, out});
     CHECK(SameBits(d.Get(y, 3 * out), want));
   }

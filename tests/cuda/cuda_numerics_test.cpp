@@ -15,6 +15,8 @@
 #include "catch2/catch.hpp"
 #include "cpu_backend.h"
 #include "cpu_math.h"
+#include "cuda_numerics_block32.h"
+#include "cuda_numerics_dequant.h"
 #include "tensor/quant.h"
 #include "util/fp16.h"
 
@@ -134,13 +136,14 @@ TEST_CASE("cuda weight block decode and dp4a sums are exact", "[cuda][numerics]"
       const uint8_t* block = wq.data() + b * (type == DType::kQ8_0 ? 34 : 18);
       num::QActBlock act;
       num::QuantizeBlockQ8_0(x.data() + 32 * b, &act, nullptr);
-      int32_t codes[8];
+      num::Block32Weights decoded;
       if (type == DType::kQ8_0) {
-        num::DecodeWeightCodes<DType::kQ8_0>(block, codes);
+        num::DecodeBlock32<DType::kQ8_0>(block, &decoded);
       } else {
-        num::DecodeWeightCodes<DType::kQ4_0>(block, codes);
+        num::DecodeBlock32<DType::kQ4_0>(block, &decoded);
       }
-      const float dw = num::WeightBlockScale(block);
+      const int32_t* codes = decoded.codes;
+      const float dw = decoded.d;
       int32_t want = 0;
       for (int e = 0; e < 32; ++e) {
         const int qw = static_cast<int>(std::lround(w_deq[32 * b + e] / dw));

@@ -41,10 +41,17 @@ TEST_CASE("cuda backend names parse and print back", "[cuda][options]") {
 TEST_CASE("cuda MatMul plan: quantized, exact, and cuBLAS only when asked", "[cuda][options]") {
   const auto exact = FloatMatMulPolicy::kExact;
   const auto cublas = FloatMatMulPolicy::kCublas;
-  for (DType q : {DType::kQ8_0, DType::kQ4_0}) {
+  for (DType q : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
+                  DType::kIQ4_NL, DType::kMXFP4}) {
     const MatMulPlan p = PlanMatMul(q, 4096, 4096, 512, cublas);
     CHECK(p.path == MatMulPath::kQuantized);
     CHECK(p.scratch_bytes == size_t{512} * 128 * 36);  // codes + scale per block
+  }
+  for (DType q :
+       {DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kIQ4_XS}) {
+    const MatMulPlan p = PlanMatMul(q, 14336, 4096, 7, cublas);
+    CHECK(p.path == MatMulPath::kQuantizedK);
+    CHECK(p.scratch_bytes == size_t{7} * 16 * kQ8KActBytes);  // 256 codes, 16 sums, scale
   }
   for (DType f : {DType::kF32, DType::kF16, DType::kBF16}) {
     CHECK(PlanMatMul(f, 4096, 4096, 4096, exact).path == MatMulPath::kFloatCanonical);

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cuda_kernels.h"
+#include "cuda_numerics_dequant.h"
 #include "util/status_macros.h"
 
 namespace odmoe {
@@ -19,6 +20,7 @@ constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
 // Attention scores: at most this many floats at once (64 MiB).
 constexpr int64_t kAttentionMaxScratchFloats = int64_t{16} << 20;
 constexpr size_t kScratchGranule = size_t{1} << 20;
+static_assert(sizeof(cuda::QActSuperBlock) == kQ8KActBytes, "matmul_plan.h's Q8_K scratch size");
 
 class DeviceBuffer final : public BackendBuffer {
  public:
@@ -31,19 +33,9 @@ class DeviceBuffer final : public BackendBuffer {
   size_t size_;
 };
 
-/// The weight types the kernels of cuda_matmul.cu and cuda_ops.cu handle.
-bool CudaSupportsWeightType(DType type) {
-  switch (type) {
-    case DType::kF32:
-    case DType::kF16:
-    case DType::kBF16:
-    case DType::kQ8_0:
-    case DType::kQ4_0:
-      return true;
-    default:
-      return false;
-  }
-}
+/// The weight types the kernels of cuda_matmul*.cu and cuda_ops.cu handle:
+/// the float types, every block32 type and the K family.
+bool CudaSupportsWeightType(DType type) { return cuda_numerics::CudaKernelType(type); }
 
 absl::Status CheckWeightView(const TensorView& host) {
   if (host.ne[2] != 1 || host.ne[3] != 1) {
@@ -71,11 +63,18 @@ absl::Status CheckWeightView(const TensorView& host) {
   return absl::OkStatus();
 }
 
-/// The kernels read F32 weights as floats and every other type in 16-bit
-/// words: rows must start at addresses aligned to that.
+/// The address alignment the kernels need for rows of `type`: F32 weights are
+/// read as floats, MXFP4 (17-byte blocks) byte by byte, every other type in
+/// 16-bit words (each of its block sizes and field offsets is even, so every
+/// block of an even-aligned row is too).
+size_t WeightAlignment(DType type) {
+  if (type == DType::kF32) return 4;
+  if (type == DType::kMXFP4) return 1;
+  return 2;
+}
+
 bool WeightAligned(DType type, const void* data) {
-  const uintptr_t a = reinterpret_cast<uintptr_t>(data);
-  return a % (type == DType::kF32 ? 4 : 2) == 0;
+  return reinterpret_cast<uintptr_t>(data) % WeightAlignment(type) == 0;
 }
 
 }  // namespace
@@ -258,6 +257,17 @@ void CudaBackend::MatMul(const WeightRef& w, ConstMat x, Mat y) {
         RecordCuda(cuda::LaunchQuantMatMul(stream(), w.type, w.data, w.rows, w.cols, codes, scales,
                                            x.rows, y.data),
                    "MatMul (quantized)");
+      }
+      return;
+    }
+    case MatMulPath::kQuantizedK: {
+      auto* xq = static_cast<cuda::QActSuperBlock*>(Scratch(plan.scratch_bytes));
+      if (xq == nullptr) return;
+      if (RecordCuda(cuda::LaunchQuantizeQ8_K(stream(), x.data, x.rows, x.cols, xq),
+                     "MatMul: quantize activations to Q8_K")) {
+        RecordCuda(
+            cuda::LaunchKQuantMatMul(stream(), w.type, w.data, w.rows, w.cols, xq, x.rows, y.data),
+            "MatMul (K family)");
       }
       return;
     }

@@ -11,6 +11,9 @@
 //   QActBlock* codes = ...;  float* scales = ...;   // n * (k / 32) each
 //   LaunchQuantizeQ8_0(stream, x, n, k, codes, scales);
 //   LaunchQuantMatMul(stream, DType::kQ4_0, w, out, k, codes, scales, n, y);
+//   QActSuperBlock* xq = ...;                        // n * (k / 256)
+//   LaunchQuantizeQ8_K(stream, x, n, k, xq);
+//   LaunchKQuantMatMul(stream, DType::kQ4_K, w, out, k, xq, n, y);
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -18,12 +21,14 @@
 #include <cstdint>
 
 #include "backend/backend.h"
-#include "cuda_numerics.h"
+#include "cuda_numerics_block32.h"
+#include "cuda_numerics_kquant.h"
 #include "tensor/dtype.h"
 
 namespace odmoe::cuda {
 
 using cuda_numerics::QActBlock;
+using cuda_numerics::QActSuperBlock;
 
 // ---- MatMul (cuda_matmul.cu) ---------------------------------------------
 
@@ -38,12 +43,26 @@ cudaError_t LaunchFloatMatMul(cudaStream_t stream, DType type, const void* w, in
 cudaError_t LaunchQuantizeQ8_0(cudaStream_t stream, const float* x, int64_t n, int64_t k,
                                QActBlock* codes, float* scales);
 
-/// y[n, out] = x * w^T for Q8_0 / Q4_0 weights from activations quantized
-/// by LaunchQuantizeQ8_0 (exact integer block dots, canonical float steps).
-/// The weight rows must start at even addresses.
+/// y[n, out] = x * w^T for block32 weights (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
+/// IQ4_NL, MXFP4) from activations quantized by LaunchQuantizeQ8_0 (exact
+/// integer block dots, canonical float steps). The weight rows must start at
+/// even addresses (MXFP4: any address).
 cudaError_t LaunchQuantMatMul(cudaStream_t stream, DType type, const void* w, int64_t out,
                               int64_t k, const QActBlock* codes, const float* scales, int64_t n,
                               float* y);
+
+// ---- MatMul with K-family weights (cuda_matmul_k.cu) -------------------------
+
+/// Quantizes each row of x[n, k] (k a multiple of 256) to Q8_K super-blocks
+/// as tensor/quant.h's QuantizeRow: xq[t * k/256 + s].
+cudaError_t LaunchQuantizeQ8_K(cudaStream_t stream, const float* x, int64_t n, int64_t k,
+                               QActSuperBlock* xq);
+
+/// y[n, out] = x * w^T for Q2_K .. Q6_K and IQ4_XS weights from activations
+/// quantized by LaunchQuantizeQ8_K (cpu_backend.h steps B-D). The weight
+/// rows must start at even addresses.
+cudaError_t LaunchKQuantMatMul(cudaStream_t stream, DType type, const void* w, int64_t out,
+                               int64_t k, const QActSuperBlock* xq, int64_t n, float* y);
 
 /// out[r, k] = dequantized weight rows [first, first + rows) (any type).
 cudaError_t LaunchDequantRows(cudaStream_t stream, DType type, const void* w, int64_t k,

@@ -1,11 +1,13 @@
-// MatMul kernels in the canonical order: one half-warp per weight row, its
-// 16 threads being the 16 lanes of cpu_backend.h (lane l takes elements, or
-// Q8_0 / Q4_0 blocks, l, l + 16, ...), reduced by the fixed tree. A block of
+// MatMul kernels for float and block32 weights in the canonical order: one
+// half-warp per weight row, its 16 threads being the 16 lanes of
+// cpu_backend.h (lane l takes elements, or 32-element blocks, l, l + 16, ...),
+// reduced by the fixed tree (the K family: cuda_matmul_k.cu). A block of
 // 256 threads covers 16 weight rows; blockIdx.y walks tiles of NX activation
 // rows, so a weight row is read once per NX activation rows. Whatever NX or
 // the grid, each output element is the same chain of operations.
 #include "cuda_kernel_util.h"
 #include "cuda_kernels.h"
+#include "cuda_matmul_tiles.h"
 
 namespace odmoe::cuda {
 
@@ -13,9 +15,8 @@ namespace {
 
 using cuda_numerics::kLanes;
 
-constexpr int kThreads = 256;
-constexpr int kRowsPerBlock = kThreads / kLanes;
-constexpr int64_t kMaxGridY = 65535;
+constexpr int kThreads = kMatMulThreads;
+constexpr int kRowsPerBlock = kMatMulRowsPerBlock;
 
 template <DType T, int NX>
 __global__ void __launch_bounds__(kThreads)
@@ -52,6 +53,7 @@ __global__ void __launch_bounds__(kThreads)
     QuantMatMulKernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t out,
                       int64_t n_blocks, const QActBlock* __restrict__ codes,
                       const float* __restrict__ scales, int64_t n, float* __restrict__ y) {
+  constexpr int kBlockBytes = cuda_numerics::Block32FormatOf<T>().bytes;
   const int lane = static_cast<int>(threadIdx.x % kLanes);
   const int64_t o = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kLanes;
   const bool row_ok = o < out;
@@ -64,16 +66,13 @@ __global__ void __launch_bounds__(kThreads)
     for (int t = 0; t < NX; ++t) acc[t] = 0.0f;
 #pragma unroll 2
     for (int64_t b = lane; b < n_blocks; b += kLanes) {
-      const uint8_t* block = wr + b * cuda_numerics::QBlockBytes<T>();
-      int32_t wc[8];
-      cuda_numerics::DecodeWeightCodes<T>(block, wc);
-      const float dw = cuda_numerics::WeightBlockScale(block);
+      cuda_numerics::Block32Weights wb;
+      cuda_numerics::DecodeBlock32<T>(wr + b * kBlockBytes, &wb);
 #pragma unroll
       for (int t = 0; t < NX; ++t) {
         if (t < nt) {
           const int64_t xb = (t0 + t) * n_blocks + b;
-          acc[t] = cuda_numerics::QAccumulate(dw, scales[xb],
-                                              cuda_numerics::BlockIsum(wc, codes[xb]), acc[t]);
+          acc[t] = cuda_numerics::Block32Step<T>(wb, codes[xb], scales[xb], acc[t]);
         }
       }
     }
@@ -102,67 +101,25 @@ __global__ void DequantRowsKernel(const uint8_t* __restrict__ w, int64_t row_byt
   }
 }
 
-/// Activation rows per tile: enough to reuse each weight load, few enough
-/// that the accumulators stay in registers.
-int TileRows(int64_t n) { return n >= 8 ? 8 : (n >= 4 ? 4 : (n >= 2 ? 2 : 1)); }
-
-dim3 MatMulGrid(int64_t out, int64_t n, int nx) {
-  const int64_t tiles = (n + nx - 1) / nx;
-  return dim3(static_cast<unsigned>((out + kRowsPerBlock - 1) / kRowsPerBlock),
-              static_cast<unsigned>(tiles < kMaxGridY ? tiles : kMaxGridY));
-}
-
-template <DType T, int NX>
-void LaunchFloatTile(cudaStream_t s, const void* w, int64_t out, int64_t k, const float* x,
-                     int64_t n, float* y) {
-  FloatMatMulKernel<T, NX><<<MatMulGrid(out, n, NX), kThreads, 0, s>>>(
-      static_cast<const uint8_t*>(w), static_cast<int64_t>(RowBytes(T, k)), out, k, x, n, y);
-}
-
 template <DType T>
 void FloatMatMulT(cudaStream_t s, const void* w, int64_t out, int64_t k, const float* x, int64_t n,
                   float* y) {
-  switch (TileRows(n)) {
-    case 8:
-      LaunchFloatTile<T, 8>(s, w, out, k, x, n, y);
-      break;
-    case 4:
-      LaunchFloatTile<T, 4>(s, w, out, k, x, n, y);
-      break;
-    case 2:
-      LaunchFloatTile<T, 2>(s, w, out, k, x, n, y);
-      break;
-    default:
-      LaunchFloatTile<T, 1>(s, w, out, k, x, n, y);
-      break;
-  }
-}
-
-template <DType T, int NX>
-void LaunchQuantTile(cudaStream_t s, const void* w, int64_t out, int64_t k, const QActBlock* codes,
-                     const float* scales, int64_t n, float* y) {
-  QuantMatMulKernel<T, NX><<<MatMulGrid(out, n, NX), kThreads, 0, s>>>(
-      static_cast<const uint8_t*>(w), static_cast<int64_t>(RowBytes(T, k)), out, k / 32, codes,
-      scales, n, y);
+  WithTileRows(n, [&](auto nx) {
+    constexpr int NX = decltype(nx)::value;
+    FloatMatMulKernel<T, NX><<<MatMulGrid(out, n, NX), kThreads, 0, s>>>(
+        static_cast<const uint8_t*>(w), static_cast<int64_t>(RowBytes(T, k)), out, k, x, n, y);
+  });
 }
 
 template <DType T>
 void QuantMatMulT(cudaStream_t s, const void* w, int64_t out, int64_t k, const QActBlock* codes,
                   const float* scales, int64_t n, float* y) {
-  switch (TileRows(n)) {
-    case 8:
-      LaunchQuantTile<T, 8>(s, w, out, k, codes, scales, n, y);
-      break;
-    case 4:
-      LaunchQuantTile<T, 4>(s, w, out, k, codes, scales, n, y);
-      break;
-    case 2:
-      LaunchQuantTile<T, 2>(s, w, out, k, codes, scales, n, y);
-      break;
-    default:
-      LaunchQuantTile<T, 1>(s, w, out, k, codes, scales, n, y);
-      break;
-  }
+  WithTileRows(n, [&](auto nx) {
+    constexpr int NX = decltype(nx)::value;
+    QuantMatMulKernel<T, NX><<<MatMulGrid(out, n, NX), kThreads, 0, s>>>(
+        static_cast<const uint8_t*>(w), static_cast<int64_t>(RowBytes(T, k)), out, k / 32, codes,
+        scales, n, y);
+  });
 }
 
 }  // namespace
@@ -170,20 +127,15 @@ void QuantMatMulT(cudaStream_t s, const void* w, int64_t out, int64_t k, const Q
 cudaError_t LaunchFloatMatMul(cudaStream_t stream, DType type, const void* w, int64_t out,
                               int64_t k, const float* x, int64_t n, float* y) {
   if (n == 0 || out == 0) return cudaSuccess;
-  switch (type) {
-    case DType::kF32:
-      FloatMatMulT<DType::kF32>(stream, w, out, k, x, n, y);
-      break;
-    case DType::kF16:
-      FloatMatMulT<DType::kF16>(stream, w, out, k, x, n, y);
-      break;
-    case DType::kBF16:
-      FloatMatMulT<DType::kBF16>(stream, w, out, k, x, n, y);
-      break;
-    default:
-      return cudaErrorInvalidValue;
-  }
-  return cudaGetLastError();
+  bool ok = false;
+  VisitWeightType(type, [&](auto tag) {
+    constexpr DType T = decltype(tag)::value;
+    if constexpr (T == DType::kF32 || T == DType::kF16 || T == DType::kBF16) {
+      FloatMatMulT<T>(stream, w, out, k, x, n, y);
+      ok = true;
+    }
+  });
+  return ok ? cudaGetLastError() : cudaErrorInvalidValue;
 }
 
 cudaError_t LaunchQuantizeQ8_0(cudaStream_t stream, const float* x, int64_t n, int64_t k,
@@ -198,17 +150,15 @@ cudaError_t LaunchQuantMatMul(cudaStream_t stream, DType type, const void* w, in
                               int64_t k, const QActBlock* codes, const float* scales, int64_t n,
                               float* y) {
   if (n == 0 || out == 0) return cudaSuccess;
-  switch (type) {
-    case DType::kQ8_0:
-      QuantMatMulT<DType::kQ8_0>(stream, w, out, k, codes, scales, n, y);
-      break;
-    case DType::kQ4_0:
-      QuantMatMulT<DType::kQ4_0>(stream, w, out, k, codes, scales, n, y);
-      break;
-    default:
-      return cudaErrorInvalidValue;
-  }
-  return cudaGetLastError();
+  bool ok = false;
+  VisitWeightType(type, [&](auto tag) {
+    constexpr DType T = decltype(tag)::value;
+    if constexpr (cuda_numerics::IsBlock32(T)) {
+      QuantMatMulT<T>(stream, w, out, k, codes, scales, n, y);
+      ok = true;
+    }
+  });
+  return ok ? cudaGetLastError() : cudaErrorInvalidValue;
 }
 
 cudaError_t LaunchDequantRows(cudaStream_t stream, DType type, const void* w, int64_t k,
@@ -218,24 +168,10 @@ cudaError_t LaunchDequantRows(cudaStream_t stream, DType type, const void* w, in
   const int64_t rb = static_cast<int64_t>(RowBytes(type, k));
   const auto* base = static_cast<const uint8_t*>(w) + first * rb;
   const unsigned grid = GridFor(total, 256);
-  switch (type) {
-    case DType::kF32:
-      DequantRowsKernel<DType::kF32><<<grid, 256, 0, stream>>>(base, rb, k, total, out);
-      break;
-    case DType::kF16:
-      DequantRowsKernel<DType::kF16><<<grid, 256, 0, stream>>>(base, rb, k, total, out);
-      break;
-    case DType::kBF16:
-      DequantRowsKernel<DType::kBF16><<<grid, 256, 0, stream>>>(base, rb, k, total, out);
-      break;
-    case DType::kQ8_0:
-      DequantRowsKernel<DType::kQ8_0><<<grid, 256, 0, stream>>>(base, rb, k, total, out);
-      break;
-    case DType::kQ4_0:
-      DequantRowsKernel<DType::kQ4_0><<<grid, 256, 0, stream>>>(base, rb, k, total, out);
-      break;
-  }
-  return cudaGetLastError();
+  const bool ok = VisitWeightType(type, [&](auto tag) {
+    DequantRowsKernel<decltype(tag)::value><<<grid, 256, 0, stream>>>(base, rb, k, total, out);
+  });
+  return ok ? cudaGetLastError() : cudaErrorInvalidValue;
 }
 
 }  // namespace odmoe::cuda

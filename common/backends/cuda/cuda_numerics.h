@@ -1,7 +1,7 @@
 // The arithmetic of the CUDA kernels, written once for the device and the
 // host: every function here is `__host__ __device__` under nvcc and a plain
 // inline function under a host compiler, so the host tests
-// (tests/cuda/cuda_numerics_test.cpp) check, bit for bit and without a GPU,
+// (tests/cuda/cuda_numerics*_test.cpp) check, bit for bit and without a GPU,
 // that the kernels' building blocks equal the CPU backend's reference
 // (cpu_backend.h, "The canonical summation order").
 //
@@ -13,8 +13,13 @@
 // What the kernels do with these pieces (one "lane" = one thread of a
 // half-warp; the tree is spelled with __shfl_down_sync in the same order):
 //   * float MatMul, RmsNorm, attention scores: LaneDot + TreeReduce16;
-//   * Q8_0 / Q4_0 MatMul: QuantizeBlockQ8_0 per activation block, then
+//   * block32 MatMul (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4;
+//     cuda_numerics_block32.h): QuantizeBlockQ8_0 per activation block, then
 //     LaneQDot (exact integer block sums, fma per block) + TreeReduce16;
+//   * K-family MatMul (Q2_K .. Q6_K, IQ4_XS; cuda_numerics_kquant.h):
+//     QuantizeBlockQ8_K per activation super-block, then LaneKDot (exact
+//     int32 sub-block sums, fma per super-block) + TreeReduce16;
+//   * GetRows: DequantElement (cuda_numerics_dequant.h), DequantizeRow's bits;
 //   * softmax and attention denominators: LaneSum + TreeReduce16;
 //   * SwiGLU, router weights: Silu, ExpF, RouterTopKRow.
 //
@@ -36,6 +41,13 @@
 #define ODMOE_HD __host__ __device__ __forceinline__
 #else
 #define ODMOE_HD inline
+#endif
+// Full unrolling of a loop with a compile-time trip count in device code
+// (keeps small arrays in registers); nothing on the host.
+#if defined(__CUDA_ARCH__)
+#define ODMOE_UNROLL _Pragma("unroll")
+#else
+#define ODMOE_UNROLL
 #endif
 
 namespace odmoe::cuda_numerics {
@@ -227,42 +239,7 @@ ODMOE_HD float LaneSum(const float* v, int64_t n, int lane) {
   return acc;
 }
 
-// ---- Q8_0 activations and exact integer block dots ------------------------
-
-/// Activation codes of one 32-element block as 8 words of 4 int8 codes
-/// (element e in byte e % 4 of word e / 4), 4-byte aligned for dp4a.
-struct QActBlock {
-  int32_t qs[8];
-};
-
-/// fmax(-127, fmin(roundf(v), 127)) with NaN giving 127, as tensor/quant.cpp.
-ODMOE_HD int ClampedRound(float v) {
-  if (!(v < 127.5f)) return 127;
-  if (!(v > -127.5f)) return -127;
-  const int t = static_cast<int>(v);
-  const float frac = v - static_cast<float>(t);
-  return frac >= 0.5f ? t + 1 : (frac <= -0.5f ? t - 1 : t);
-}
-
-/// One block of QuantizeRow(kQ8_0, ...): 32 floats to codes and the f16 scale
-/// bits; returns the scale as the dot uses it (F16ToF32 of those bits).
-ODMOE_HD float QuantizeBlockQ8_0(const float* x, QActBlock* out, uint16_t* scale_bits) {
-  float amax = 0.0f;
-  for (int j = 0; j < 32; ++j) amax = MaxSkipNan(amax, Abs(x[j]));
-  const float d = amax / 127.0f;
-  const float id = d != 0.0f ? 1.0f / d : 0.0f;
-  for (int w = 0; w < 8; ++w) {
-    uint32_t word = 0;
-    for (int b = 0; b < 4; ++b) {
-      const int q = ClampedRound(x[4 * w + b] * id);
-      word |= (static_cast<uint32_t>(q) & 0xffu) << (8 * b);
-    }
-    out->qs[w] = static_cast<int32_t>(word);
-  }
-  const uint16_t bits = F32ToF16(d);
-  if (scale_bits != nullptr) *scale_bits = bits;
-  return F16ToF32(bits);
-}
+// ---- Exact integer dots and byte tricks ----------------------------------
 
 /// c + the sum of the four products of signed bytes of a and b (dp4a).
 ODMOE_HD int32_t Dot4(int32_t a, int32_t b, int32_t c) {
@@ -277,83 +254,50 @@ ODMOE_HD int32_t Dot4(int32_t a, int32_t b, int32_t c) {
 #endif
 }
 
+/// The little-endian 32-bit word at p at any alignment (byte loads: MXFP4's
+/// 17-byte blocks start at odd addresses).
+ODMOE_HD uint32_t LoadU32Bytes(const uint8_t* p) {
+  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
+         (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
+}
+
+/// Four unsigned bytes (each 0..127) minus `bias` (0..127) each, as four
+/// signed bytes; no borrow crosses a byte.
+ODMOE_HD int32_t BytesMinus(uint32_t bytes, uint32_t bias) {
+  return static_cast<int32_t>(((bytes | 0x80808080u) - bias * 0x01010101u) ^ 0x80808080u);
+}
+
 /// Four nibbles (one per byte, values 0..15) to four signed codes v - 8.
-ODMOE_HD int32_t NibblesToCodes(uint32_t nibbles) {
-  return static_cast<int32_t>(((nibbles | 0x80808080u) - 0x08080808u) ^ 0x80808080u);
-}
+ODMOE_HD int32_t NibblesToCodes(uint32_t nibbles) { return BytesMinus(nibbles, 8); }
 
-/// Bytes of one stored weight block.
-template <DType T>
-ODMOE_HD constexpr int QBlockBytes() {
-  return T == DType::kQ8_0 ? kQ8_0BlockBytes : kQ4_0BlockBytes;
-}
+/// A 16-entry table of signed bytes as two words (entries 0..7, 8..15), so
+/// that lookups stay in registers on the device.
+struct Lut16 {
+  uint64_t lo, hi;
+};
 
-/// The 32 signed codes of a stored Q8_0 / Q4_0 block, laid out as QActBlock.
-/// `block` must be 2-byte aligned (blocks start at even offsets of a row).
-template <DType T>
-ODMOE_HD void DecodeWeightCodes(const uint8_t* block, int32_t* codes) {
-  const uint8_t* qs = block + 2;  // past the scale
-  if constexpr (T == DType::kQ8_0) {
-    for (int w = 0; w < 8; ++w) codes[w] = static_cast<int32_t>(LoadU32Even(qs + 4 * w));
-  } else {
-    static_assert(T == DType::kQ4_0, "DecodeWeightCodes: Q8_0 or Q4_0");
-    for (int w = 0; w < 4; ++w) {  // bytes 4w..4w+3: elements 4w.. (low), 16+4w.. (high)
-      const uint32_t bytes = LoadU32Even(qs + 4 * w);
-      codes[w] = NibblesToCodes(bytes & 0x0f0f0f0fu);
-      codes[4 + w] = NibblesToCodes((bytes >> 4) & 0x0f0f0f0fu);
-    }
+constexpr Lut16 MakeLut16(const int8_t (&v)[16]) {
+  Lut16 t{0, 0};
+  for (int i = 0; i < 8; ++i) {
+    t.lo |= static_cast<uint64_t>(static_cast<uint8_t>(v[i])) << (8 * i);
+    t.hi |= static_cast<uint64_t>(static_cast<uint8_t>(v[8 + i])) << (8 * i);
   }
+  return t;
 }
 
-/// The scale of a stored block.
-ODMOE_HD float WeightBlockScale(const uint8_t* block) { return F16ToF32(LoadU16(block)); }
-
-/// The exact integer sum of one block: sum_i qw_i * qx_i.
-ODMOE_HD int32_t BlockIsum(const int32_t* wcodes, const QActBlock& x) {
-  int32_t s = 0;
-  for (int w = 0; w < 8; ++w) s = Dot4(wcodes[w], x.qs[w], s);
-  return s;
-}
-
-/// The canonical float step of one block: lane = fma(dw * dx, (float)isum, lane).
-ODMOE_HD float QAccumulate(float dw, float dx, int32_t isum, float lane) {
-  return Fma(dw * dx, static_cast<float>(isum), lane);
-}
-
-/// Lane `lane` of the canonical quantized dot of one stored weight row with
-/// one quantized activation row (blocks lane, lane + 16, ... < n_blocks).
-template <DType T>
-ODMOE_HD float LaneQDot(const uint8_t* w_row, const QActBlock* x, const float* x_scales,
-                        int64_t n_blocks, int lane) {
-  float acc = 0.0f;
-  for (int64_t b = lane; b < n_blocks; b += kLanes) {
-    const uint8_t* block = w_row + b * QBlockBytes<T>();
-    int32_t codes[8];
-    DecodeWeightCodes<T>(block, codes);
-    acc = QAccumulate(WeightBlockScale(block), x_scales[b], BlockIsum(codes, x[b]), acc);
+/// Four nibbles (one per byte) to the four table entries, as signed bytes.
+ODMOE_HD int32_t LookupNibbles(uint64_t lut_lo, uint64_t lut_hi, uint32_t nibbles) {
+  uint32_t out = 0;
+  for (int b = 0; b < 4; ++b) {
+    const uint32_t idx = (nibbles >> (8 * b)) & 15u;
+    const uint64_t half = (idx & 8u) != 0 ? lut_hi : lut_lo;
+    out |= static_cast<uint32_t>((half >> (8 * (idx & 7u))) & 0xffu) << (8 * b);
   }
-  return acc;
+  return static_cast<int32_t>(out);
 }
 
-/// Element i of a stored row of any type, dequantized exactly as
-/// tensor/quant.h's DequantizeRow (d * code in f32).
-template <DType T>
-ODMOE_HD float DequantElement(const uint8_t* row, int64_t i) {
-  if constexpr (T == DType::kQ8_0 || T == DType::kQ4_0) {
-    const uint8_t* block = row + (i / 32) * QBlockBytes<T>();
-    const int e = static_cast<int>(i % 32);
-    int code;
-    if constexpr (T == DType::kQ8_0) {
-      code = static_cast<int8_t>(block[2 + e]);
-    } else {
-      const uint8_t byte = block[2 + e % 16];
-      code = (e < 16 ? (byte & 0x0f) : (byte >> 4)) - 8;
-    }
-    return WeightBlockScale(block) * static_cast<float>(code);
-  } else {
-    return LoadFloat<T>(row, i);
-  }
-}
+/// The sum of the four signed bytes of v.
+ODMOE_HD int32_t ByteSum(int32_t v) { return Dot4(v, 0x01010101, 0); }
 
 // ---- Routing ---------------------------------------------------------------
 

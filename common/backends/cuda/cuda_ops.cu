@@ -137,24 +137,11 @@ cudaError_t LaunchGetRows(cudaStream_t stream, DType type, const void* table, in
   const auto* t = static_cast<const uint8_t*>(table);
   const int64_t rb = static_cast<int64_t>(RowBytes(type, cols));
   const unsigned grid = GridFor(total, kThreads);
-  switch (type) {
-    case DType::kF32:
-      GetRowsKernel<DType::kF32><<<grid, kThreads, 0, stream>>>(t, rb, cols, ids, total, out);
-      break;
-    case DType::kF16:
-      GetRowsKernel<DType::kF16><<<grid, kThreads, 0, stream>>>(t, rb, cols, ids, total, out);
-      break;
-    case DType::kBF16:
-      GetRowsKernel<DType::kBF16><<<grid, kThreads, 0, stream>>>(t, rb, cols, ids, total, out);
-      break;
-    case DType::kQ8_0:
-      GetRowsKernel<DType::kQ8_0><<<grid, kThreads, 0, stream>>>(t, rb, cols, ids, total, out);
-      break;
-    case DType::kQ4_0:
-      GetRowsKernel<DType::kQ4_0><<<grid, kThreads, 0, stream>>>(t, rb, cols, ids, total, out);
-      break;
-  }
-  return cudaGetLastError();
+  const bool ok = VisitWeightType(type, [&](auto tag) {
+    GetRowsKernel<decltype(tag)::value>
+        <<<grid, kThreads, 0, stream>>>(t, rb, cols, ids, total, out);
+  });
+  return ok ? cudaGetLastError() : cudaErrorInvalidValue;
 }
 
 cudaError_t LaunchRmsNorm(cudaStream_t stream, ConstMat x, const float* weight, float eps, Mat y) {

@@ -10,11 +10,20 @@ size_t QuantizedActivationBytes(int64_t n, int64_t k) {
   return blocks * (32 + sizeof(float));
 }
 
+size_t QuantizedKActivationBytes(int64_t n, int64_t k) {
+  return static_cast<size_t>(n) * static_cast<size_t>(k / kSuperBlockElems) * kQ8KActBytes;
+}
+
 MatMulPlan PlanMatMul(DType type, int64_t out, int64_t k, int64_t n, FloatMatMulPolicy policy) {
   MatMulPlan p;
-  if (type == DType::kQ8_0 || type == DType::kQ4_0) {
+  if (Traits(type).vec_dot == DType::kQ8_0) {
     p.path = MatMulPath::kQuantized;
     p.scratch_bytes = QuantizedActivationBytes(n, k);
+    return p;
+  }
+  if (Traits(type).vec_dot == DType::kQ8_K) {
+    p.path = MatMulPath::kQuantizedK;
+    p.scratch_bytes = QuantizedKActivationBytes(n, k);
     return p;
   }
   const bool fits_int = out <= INT_MAX && k <= INT_MAX && n <= INT_MAX;

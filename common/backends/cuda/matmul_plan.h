@@ -7,8 +7,12 @@
 //   // dequantize-and-GEMM step, p.scratch_bytes of scratch.
 //
 // The paths:
-//   kQuantized          Q8_0 / Q4_0 weights: activations quantized to Q8_0
-//                       (scratch: codes and scales), exact integer block dots.
+//   kQuantized          block32 weights (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL,
+//                       MXFP4): activations quantized to Q8_0 (scratch: codes
+//                       and scales), exact integer block dots.
+//   kQuantizedK         K-family weights (Q2_K .. Q6_K, IQ4_XS): activations
+//                       quantized to Q8_K (scratch: kQ8KActBytes per
+//                       super-block), exact integer super-block sums.
 //   kFloatCanonical     F32 / F16 / BF16 weights in the canonical order.
 //   kCublasF32          cublasSgemm straight on the F32 weight.
 //   kCublasDequantized  F16 / BF16 weights: chunks of weight rows widened to
@@ -29,7 +33,7 @@
 
 namespace odmoe {
 
-enum class MatMulPath { kQuantized, kFloatCanonical, kCublasF32, kCublasDequantized };
+enum class MatMulPath { kQuantized, kQuantizedK, kFloatCanonical, kCublasF32, kCublasDequantized };
 
 struct MatMulPlan {
   MatMulPath path = MatMulPath::kFloatCanonical;
@@ -45,6 +49,13 @@ inline constexpr size_t kDequantChunkBytes = size_t{32} << 20;
 /// Bytes of quantized activations for n rows of k elements (k % 32 == 0):
 /// per 32-element block, 32 codes and one float scale.
 size_t QuantizedActivationBytes(int64_t n, int64_t k);
+
+/// Device bytes of one quantized activation super-block (Q8_K: 256 codes,
+/// 16 sums, the scale; cuda_numerics::QActSuperBlock).
+inline constexpr size_t kQ8KActBytes = 324;
+
+/// Bytes of Q8_K activations for n rows of k elements (k % 256 == 0).
+size_t QuantizedKActivationBytes(int64_t n, int64_t k);
 
 /// The path for y[n, out] = x[n, k] * w^T with weights of `type`.
 MatMulPlan PlanMatMul(DType type, int64_t out, int64_t k, int64_t n, FloatMatMulPolicy policy);

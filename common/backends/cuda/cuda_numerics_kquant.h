@@ -1,0 +1,318 @@
+// The CUDA kernels' arithmetic for the K family (Q2_K, Q3_K, Q4_K, Q5_K,
+// Q6_K, IQ4_XS: 256-element super-blocks) and their Q8_K activations,
+// `__host__ __device__` like cuda_numerics.h, so the host tests check it bit
+// for bit against the CPU backend (cpu_backend.h, "MatMul with K-family
+// weights", steps A-D) and tensor/quant.h.
+//
+//   using namespace odmoe::cuda_numerics;
+//   QActSuperBlock xq[n_super];
+//   for (s...) QuantizeBlockQ8_K(x + 256 * s, &xq[s], nullptr);   // step A
+//   float lanes[16];
+//   for (int l = 0; l < 16; ++l) lanes[l] = LaneKDot<DType::kQ4_K>(w_row, xq, n_super, l);
+//   float y = TreeReduce16(lanes);       // == CpuBackend's MatMul element (D)
+//
+// Super-block s updates lane s % 16 (step C): lane = fma(dw * dx, (float)A,
+// lane), then for the types with mins lane = fma(-(dmin * dx), (float)B,
+// lane), where A = sum_j sc_j * isum_j and B = sum_j mn_j * bsum_j are exact
+// int32 sums over the sub-blocks j (step B). Every type is a row of a table
+// (KFormatOf: block bytes, sub-block size, scale fields); what differs per
+// type is only how a word of 4 codes and the sub-block scales are unpacked
+// (KCodeWord, KSubScales), both exact integer work with the bit layouts of
+// tensor/quant_blocks.h. Blocks are read in 16-bit words: rows must start at
+// even addresses (every K block size and field offset is even).
+#pragma once
+
+#include "cuda_numerics.h"
+
+namespace odmoe::cuda_numerics {
+
+// ---- Q8_K activations ---------------------------------------------------------
+
+/// One super-block of Q8_K activations as the kernels use it: 256 codes as 64
+/// words (element e in byte e % 4 of word e / 4), the sums of each 16
+/// consecutive codes, and the f32 scale d.
+struct QActSuperBlock {
+  int32_t qs[64];
+  int32_t bsum[16];
+  float d;
+};
+static_assert(sizeof(QActSuperBlock) == 324);
+
+/// The running choice of the element of largest magnitude: strict '>' keeps
+/// the first one on ties, NaN is never taken.
+struct AbsMaxPick {
+  float amax = 0.0f;
+  float max = 0.0f;  // the element itself, sign kept
+  int index = -1;
+};
+
+ODMOE_HD void PickAbsMax(AbsMaxPick* p, float v, int index) {
+  const float a = Abs(v);
+  if (a > p->amax) {
+    p->amax = a;
+    p->max = v;
+    p->index = index;
+  }
+}
+
+/// Merges two picks over disjoint index ranges into the pick of their union
+/// (larger magnitude, then lower index), so any split and order of merges
+/// gives the sequential scan's result.
+ODMOE_HD AbsMaxPick MergeAbsMax(const AbsMaxPick& a, const AbsMaxPick& b) {
+  if (b.index < 0) return a;
+  if (a.index < 0) return b;
+  if (b.amax > a.amax || (b.amax == a.amax && b.index < a.index)) return b;
+  return a;
+}
+
+/// min(127, round-half-to-even(v)), NaN and v >= 127.5 giving 127 and
+/// v <= -127.5 giving -127, as tensor/quant.h's Q8_K quantizer.
+ODMOE_HD int Q8KRound(float v) {
+  if (!(v < 127.5f)) return 127;
+  if (!(v > -127.5f)) return -127;
+  const float shifted = v + 12582912.0f;  // 1.5 * 2^23: the integer lands in the low bits
+  return static_cast<int>(FloatBits(shifted) & 0x007fffffu) - 0x00400000;
+}
+
+/// The code factor of a super-block from its pick: -127 / max (0 when no
+/// element is nonzero and not NaN: QuantizeRow then stores an all-zero block).
+ODMOE_HD float Q8KInverseScale(const AbsMaxPick& p) {
+  return p.amax == 0.0f ? 0.0f : -127.0f / p.max;
+}
+
+/// Four codes of elements x[0..3] as one word.
+ODMOE_HD int32_t Q8KCodeWord(float iscale, const float* x) {
+  uint32_t word = 0;
+  for (int b = 0; b < 4; ++b) {
+    word |= (static_cast<uint32_t>(Q8KRound(iscale * x[b])) & 0xffu) << (8 * b);
+  }
+  return static_cast<int32_t>(word);
+}
+
+/// One super-block of QuantizeRow(kQ8_K, ...): amax with its sign kept,
+/// iscale = -127 / max, codes min(127, round-half-even(iscale * x)),
+/// d = 1 / iscale, per-16 code sums. `raw` (optional) receives the stored
+/// BlockQ8K. Returns d.
+ODMOE_HD float QuantizeBlockQ8_K(const float* x, QActSuperBlock* out, BlockQ8K* raw) {
+  AbsMaxPick p;
+  for (int i = 0; i < kSuperBlockElems; ++i) PickAbsMax(&p, x[i], i);
+  const bool zero = p.amax == 0.0f;  // stored as an all-zero block
+  const float iscale = Q8KInverseScale(p);
+  for (int w = 0; w < 64; ++w) out->qs[w] = zero ? 0 : Q8KCodeWord(iscale, x + 4 * w);
+  for (int j = 0; j < 16; ++j) {
+    int32_t s = 0;
+    for (int w = 4 * j; w < 4 * j + 4; ++w) s = Dot4(out->qs[w], 0x01010101, s);
+    out->bsum[j] = s;
+  }
+  out->d = zero ? 0.0f : 1.0f / iscale;
+  if (raw != nullptr) {
+    raw->d = out->d;
+    for (int i = 0; i < kSuperBlockElems; ++i) {
+      raw->qs[i] = static_cast<int8_t>((out->qs[i / 4] >> (8 * (i % 4))) & 0xff);
+    }
+    for (int j = 0; j < 16; ++j) raw->bsums[j] = static_cast<int16_t>(out->bsum[j]);
+  }
+  return out->d;
+}
+
+// ---- The table of K formats -----------------------------------------------------
+
+enum class KScaleKind {
+  kQ2,       // scales[j]: low nibble scale, high nibble min
+  kSixBit3,  // Q3_K: 16 six-bit scales biased by 32 in 12 bytes
+  kSixBit4,  // Q4_K / Q5_K: 8 six-bit scales and mins in 12 bytes
+  kInt8,     // Q6_K: int8 scales
+  kIq4Xs,    // IQ4_XS: scales_l nibbles + scales_h bit pairs, biased by 32
+};
+
+struct KFormat {
+  int bytes;
+  int sub_elems;     // 16 or 32 elements per sub-block
+  int d_offset;      // f16 d
+  int dmin_offset;   // f16 dmin; -1: no mins (no B sum)
+  int scale_offset;  // packed sub-block scales
+  KScaleKind scales;
+};
+
+template <DType T>
+ODMOE_HD constexpr KFormat KFormatOf() {
+  if constexpr (T == DType::kQ2_K) return {84, 16, 80, 82, 0, KScaleKind::kQ2};
+  if constexpr (T == DType::kQ3_K) return {110, 16, 108, -1, 96, KScaleKind::kSixBit3};
+  if constexpr (T == DType::kQ4_K) return {144, 32, 0, 2, 4, KScaleKind::kSixBit4};
+  if constexpr (T == DType::kQ5_K) return {176, 32, 0, 2, 4, KScaleKind::kSixBit4};
+  if constexpr (T == DType::kQ6_K) return {210, 16, 208, -1, 192, KScaleKind::kInt8};
+  if constexpr (T == DType::kIQ4_XS) return {136, 32, 0, -1, 2, KScaleKind::kIq4Xs};
+  return {0, 0, 0, -1, 0, KScaleKind::kInt8};
+}
+
+ODMOE_HD constexpr bool IsKFamily(DType t) {
+  return t == DType::kQ2_K || t == DType::kQ3_K || t == DType::kQ4_K || t == DType::kQ5_K ||
+         t == DType::kQ6_K || t == DType::kIQ4_XS;
+}
+
+/// The integer scale sc_j and min mn_j (0 for types without mins) of every
+/// sub-block j, unpacked from the stored bits (the device twin of
+/// tensor/quant_k_scales.h).
+template <DType T>
+ODMOE_HD void KSubScales(const uint8_t* sb, int32_t* sc, int32_t* mn) {
+  constexpr KFormat F = KFormatOf<T>();
+  const uint8_t* p = sb + F.scale_offset;
+  if constexpr (F.scales == KScaleKind::kQ2) {
+    for (int j = 0; j < 16; ++j) {
+      sc[j] = p[j] & 15;
+      mn[j] = p[j] >> 4;
+    }
+  } else if constexpr (F.scales == KScaleKind::kSixBit3) {
+    for (int j = 0; j < 16; ++j) {
+      const int low = j < 8 ? (p[j] & 15) : (p[j - 8] >> 4);
+      const int high = (p[8 + j % 4] >> (2 * (j / 4))) & 3;
+      sc[j] = (low | (high << 4)) - 32;
+      mn[j] = 0;
+    }
+  } else if constexpr (F.scales == KScaleKind::kSixBit4) {
+    for (int j = 0; j < 4; ++j) {
+      sc[j] = p[j] & 63;
+      mn[j] = p[j + 4] & 63;
+      sc[j + 4] = (p[j + 8] & 15) | ((p[j] >> 6) << 4);
+      mn[j + 4] = (p[j + 8] >> 4) | ((p[j + 4] >> 6) << 4);
+    }
+  } else if constexpr (F.scales == KScaleKind::kInt8) {
+    for (int j = 0; j < 16; ++j) {
+      sc[j] = static_cast<int8_t>(p[j]);
+      mn[j] = 0;
+    }
+  } else {
+    const uint32_t high_bits = LoadU16(p);
+    for (int j = 0; j < 8; ++j) {
+      const int low = (p[2 + j / 2] >> (4 * (j % 2))) & 15;
+      const int high = static_cast<int>(high_bits >> (2 * j)) & 3;
+      sc[j] = (low | (high << 4)) - 32;
+      mn[j] = 0;
+    }
+  }
+}
+
+inline constexpr Lut16 kIq4XsLut = MakeLut16(kIq4nlValues);
+
+/// Word m (elements 4m..4m+3 of sub-block j, one signed byte each) of the qw
+/// codes of a stored super-block (the bit layouts of tensor/quant_blocks.h).
+template <DType T>
+ODMOE_HD int32_t KCodeWord(const uint8_t* sb, int j, int m) {
+  if constexpr (T == DType::kQ2_K || T == DType::kQ3_K) {
+    // Element 16j + t: 2-bit field (j % 8) / 2 of qs[32 (j / 8) + 16 (j % 2) + t].
+    const int l0 = 16 * (j % 2) + 4 * m;
+    const int shift = 2 * ((j % 8) / 2);
+    const int qs_offset = T == DType::kQ2_K ? 16 : 32;
+    const uint32_t low = (LoadU32Even(sb + qs_offset + 32 * (j / 8) + l0) >> shift) & 0x03030303u;
+    if constexpr (T == DType::kQ2_K) {
+      return static_cast<int32_t>(low);
+    } else {  // hmask[l] bit 4 (j / 8) + (j % 8) / 2 is worth 4; codes - 4
+      const uint32_t high = (LoadU32Even(sb + l0) >> (4 * (j / 8) + (j % 8) / 2)) & 0x01010101u;
+      return BytesMinus(low | (high << 2), 4);
+    }
+  } else if constexpr (T == DType::kQ4_K || T == DType::kQ5_K) {
+    // Element 32j + l: nibble j % 2 of qs[32 (j / 2) + l]; Q5_K: bit j of qh[l].
+    const int qs_offset = T == DType::kQ4_K ? 16 : 48;
+    uint32_t q =
+        (LoadU32Even(sb + qs_offset + 32 * (j / 2) + 4 * m) >> (4 * (j % 2))) & 0x0f0f0f0fu;
+    if constexpr (T == DType::kQ5_K) q |= ((LoadU32Even(sb + 16 + 4 * m) >> j) & 0x01010101u) << 4;
+    return static_cast<int32_t>(q);
+  } else if constexpr (T == DType::kQ6_K) {
+    // Element 128h + r (r = 16 (j % 8) + t): low nibble r / 64 of
+    // ql[64h + r % 64], high bit pair r / 32 of qh[32h + r % 32]; codes - 32.
+    const int h = j / 8;
+    const int r0 = 16 * (j % 8) + 4 * m;
+    const uint32_t low = (LoadU32Even(sb + 64 * h + r0 % 64) >> (4 * (r0 / 64))) & 0x0f0f0f0fu;
+    const uint32_t high =
+        (LoadU32Even(sb + 128 + 32 * h + r0 % 32) >> (2 * (r0 / 32))) & 0x03030303u;
+    return BytesMinus(low | (high << 4), 32);
+  } else {
+    static_assert(T == DType::kIQ4_XS, "KCodeWord: a K-family type");
+    // Element 32j + t: nibble t / 16 of qs[16j + t % 16], through the table.
+    const uint32_t bytes = LoadU32Even(sb + 8 + 16 * j + 4 * (m % 4));
+    return LookupNibbles(kIq4XsLut.lo, kIq4XsLut.hi, (m < 4 ? bytes : bytes >> 4) & 0x0f0f0f0fu);
+  }
+}
+
+/// Step B for NX activation rows at once (the weight codes are decoded once):
+/// a[t] = sum_j sc_j * isum_j(t), b[t] = sum_j mn_j * bsum_j(t) for the
+/// super-block `sb` and the activation super-blocks x[t * x_stride], t < nt.
+template <DType T, int NX>
+ODMOE_HD void KSuperBlockSums(const uint8_t* sb, const QActSuperBlock* x, int64_t x_stride, int nt,
+                              int32_t* a, int32_t* b) {
+  constexpr KFormat F = KFormatOf<T>();
+  constexpr int kSubs = kSuperBlockElems / F.sub_elems;
+  constexpr int kWords = F.sub_elems / 4;
+  int32_t sc[16], mn[16];
+  KSubScales<T>(sb, sc, mn);
+  ODMOE_UNROLL
+  for (int t = 0; t < NX; ++t) a[t] = b[t] = 0;
+  ODMOE_UNROLL
+  for (int j = 0; j < kSubs; ++j) {
+    int32_t w[kWords];
+    ODMOE_UNROLL
+    for (int m = 0; m < kWords; ++m) w[m] = KCodeWord<T>(sb, j, m);
+    ODMOE_UNROLL
+    for (int t = 0; t < NX; ++t) {
+      if (t >= nt) break;
+      const QActSuperBlock& xt = x[t * x_stride];
+      int32_t isum = 0;
+      ODMOE_UNROLL
+      for (int m = 0; m < kWords; ++m) isum = Dot4(w[m], xt.qs[kWords * j + m], isum);
+      a[t] += sc[j] * isum;
+      if constexpr (F.dmin_offset >= 0) {
+        const int32_t bsum = kWords == 4 ? xt.bsum[j] : xt.bsum[2 * j] + xt.bsum[2 * j + 1];
+        b[t] += mn[j] * bsum;
+      }
+    }
+  }
+}
+
+/// Step C for one super-block and one activation row.
+template <DType T>
+ODMOE_HD float KStep(const uint8_t* sb, float dx, int32_t a, int32_t b, float lane) {
+  constexpr KFormat F = KFormatOf<T>();
+  lane = Fma(F16ToF32(LoadU16(sb + F.d_offset)) * dx, static_cast<float>(a), lane);
+  if constexpr (F.dmin_offset >= 0) {
+    lane = Fma(-(F16ToF32(LoadU16(sb + F.dmin_offset)) * dx), static_cast<float>(b), lane);
+  }
+  return lane;
+}
+
+/// Lane `lane` of the canonical K-family dot of one stored weight row with
+/// one Q8_K activation row (super-blocks lane, lane + 16, ... < n_super).
+template <DType T>
+ODMOE_HD float LaneKDot(const uint8_t* w_row, const QActSuperBlock* x, int64_t n_super, int lane) {
+  float acc = 0.0f;
+  for (int64_t s = lane; s < n_super; s += kLanes) {
+    const uint8_t* sb = w_row + s * KFormatOf<T>().bytes;
+    int32_t a, b;
+    KSuperBlockSums<T, 1>(sb, x + s, 0, 1, &a, &b);
+    acc = KStep<T>(sb, x[s].d, a, b, acc);
+  }
+  return acc;
+}
+
+/// Element i of a stored K-family row, dequantized exactly as tensor/quant.h's
+/// DequantizeRow: (d * sc) * q, minus dmin * mn for the types with mins.
+template <DType T>
+ODMOE_HD float KElement(const uint8_t* row, int64_t i) {
+  constexpr KFormat F = KFormatOf<T>();
+  const uint8_t* sb = row + (i / kSuperBlockElems) * F.bytes;
+  const int e = static_cast<int>(i % kSuperBlockElems);
+  const int j = e / F.sub_elems;
+  const int t = e % F.sub_elems;
+  const int32_t word = KCodeWord<T>(sb, j, t / 4);
+  const float q = static_cast<float>(static_cast<int8_t>((word >> (8 * (t % 4))) & 0xff));
+  int32_t sc[16], mn[16];
+  KSubScales<T>(sb, sc, mn);
+  const float dl = F16ToF32(LoadU16(sb + F.d_offset)) * static_cast<float>(sc[j]);
+  if constexpr (F.dmin_offset >= 0) {
+    const float ml = F16ToF32(LoadU16(sb + F.dmin_offset)) * static_cast<float>(mn[j]);
+    return dl * q - ml;
+  } else {
+    return dl * q;
+  }
+}
+
+}  // namespace odmoe::cuda_numerics
