@@ -48,6 +48,7 @@ struct KAvx2 : KUnpackX86 {
     __m256 lo, hi;
   };
   static constexpr int kTileNX = 4;
+  using IPart = __m256i;
 
   static Vec Zero() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
   static Vec Load16(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
@@ -71,17 +72,10 @@ struct KAvx2 : KUnpackX86 {
     return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 0x55)));
   }
 
-  __attribute__((always_inline)) static inline int32_t HSum(__m256i v) {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
-    return _mm_cvtsi128_si32(s);
-  }
-
   template <DType T, int NX>
   __attribute__((always_inline)) static inline void Dot(const KUnpacked& w,
-                                                        const KActBlock* const* x, int32_t* a,
-                                                        int32_t* b) {
+                                                        const KActBlock* const* x, IPart* a,
+                                                        IPart* b) {
     constexpr bool kSigned = T == DType::kIQ4_XS;
     __m256i acc[NX];
 #pragma GCC unroll 4
@@ -108,8 +102,8 @@ struct KAvx2 : KUnpackX86 {
       if constexpr (T == DType::kQ3_K || T == DType::kQ6_K) {
         acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(bs, Load256(w.corr)));
       }
-      a[t] = HSum(acc[t]);
-      b[t] = kquant_impl::HasMins<T>() ? HSum(_mm256_madd_epi16(bs, Load256(w.mn))) : 0;
+      a[t] = acc[t];
+      if constexpr (kquant_impl::HasMins<T>()) b[t] = _mm256_madd_epi16(bs, Load256(w.mn));
     }
   }
 };

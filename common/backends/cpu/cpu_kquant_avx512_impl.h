@@ -34,6 +34,7 @@ template <bool kVnni>
 struct KAvx512 : KUnpackX86 {
   using Vec = __m512;
   static constexpr int kTileNX = 4;
+  using IPart = __m256i;
 
   static Vec Zero() { return _mm512_setzero_ps(); }
   static Vec Load16(const float* p) { return _mm512_loadu_ps(p); }
@@ -52,20 +53,14 @@ struct KAvx512 : KUnpackX86 {
     return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 0x55)));
   }
 
-  __attribute__((always_inline)) static inline int32_t HSum(__m256i v) {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
-    return _mm_cvtsi128_si32(s);
-  }
   __attribute__((always_inline)) static inline __m256i Fold(__m512i v) {
     return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
   }
 
   template <DType T, int NX>
   __attribute__((always_inline)) static inline void Dot(const KUnpacked& w,
-                                                        const KActBlock* const* x, int32_t* a,
-                                                        int32_t* b) {
+                                                        const KActBlock* const* x, IPart* a,
+                                                        IPart* b) {
     constexpr bool kSigned = T == DType::kIQ4_XS;
     __m512i acc[NX];
 #pragma GCC unroll 4
@@ -76,7 +71,11 @@ struct KAvx512 : KUnpackX86 {
       int64_t sc4;
       std::memcpy(&sc4, w.sc + 4 * k, sizeof(sc4));
       const __m512i scv = _mm512_shuffle_epi8(_mm512_set1_epi64(sc4), ctrl);
-      const __m512i wq = _mm512_load_si512(w.q + 64 * k);
+      // Two 256-bit loads: in decode they forward from the unpacker's 256-bit
+      // stores (one 512-bit load over two stores would stall).
+      const __m512i wq = _mm512_inserti64x4(
+          _mm512_castsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(w.q + 64 * k))),
+          _mm256_load_si256(reinterpret_cast<const __m256i*>(w.q + 64 * k + 32)), 1);
       __m512i uw = wq;
       __mmask64 neg = 0;
       if constexpr (kSigned) {
@@ -103,12 +102,9 @@ struct KAvx512 : KUnpackX86 {
         s = _mm256_add_epi32(
             s, _mm256_madd_epi16(bs, _mm256_load_si256(reinterpret_cast<const __m256i*>(w.corr))));
       }
-      a[t] = HSum(s);
+      a[t] = s;
       if constexpr (kquant_impl::HasMins<T>()) {
-        b[t] =
-            HSum(_mm256_madd_epi16(bs, _mm256_load_si256(reinterpret_cast<const __m256i*>(w.mn))));
-      } else {
-        b[t] = 0;
+        b[t] = _mm256_madd_epi16(bs, _mm256_load_si256(reinterpret_cast<const __m256i*>(w.mn)));
       }
     }
   }

@@ -12,14 +12,18 @@
 //     static Vec Fma(const Vec& a, const Vec& b, const Vec& acc);
 //     static Vec ToFloat(const int32_t* s);              // 16 ints, round to nearest
 //     static float Reduce(const Vec& acc);               // the fixed lane tree
+//     using IPart = ...;                                 // int32 partial sums
+//     static void Sum16(const IPart* parts, int32_t* out);  // 16 lane totals
 //     template <DType T> static void Unpack(const uint8_t* block, KUnpacked* out);
 //     template <DType T, int NX>
-//     static void Dot(const KUnpacked& w, const KActBlock* const* x, int32_t* a, int32_t* b);
+//     static void Dot(const KUnpacked& w, const KActBlock* const* x, IPart* a, IPart* b);
 //   };
 //
-// Unpack writes the bytes CpuKQuantUnpackReference defines; Dot returns the
-// exact A_s (a[t]) and, for the types with mins, B_s (b[t]) of the unpacked
-// super-block w with the activation super-blocks x[t], t < NX (cpu_kquant.h).
+// Unpack writes the bytes CpuKQuantUnpackReference defines; Dot returns
+// partial sums whose totals are the exact A_s (a[t]) and, for the types with
+// mins, B_s (b[t]) of the unpacked super-block w with the activation
+// super-blocks x[t], t < NX (cpu_kquant.h); Sum16 adds up the partials of a
+// whole group at once (integers: the order does not matter).
 // The float step below is shared, so every ISA rounds identically.
 #pragma once
 
@@ -56,11 +60,13 @@ constexpr bool HasMins() {
   return T == DType::kQ2_K || T == DType::kQ4_K || T == DType::kQ5_K;
 }
 
-/// The integer results and decoded scales of one group of 16 super-blocks of
-/// one (weight row, activation row) pair; entries past the row's end stay 0.
+/// The integer partial sums and decoded scales of one group of 16
+/// super-blocks of one (weight row, activation row) pair; entries past the
+/// row's end stay 0.
+template <class K>
 struct alignas(64) KGroupSums {
-  int32_t a[kKGroupBlocks];
-  int32_t b[kKGroupBlocks];
+  typename K::IPart a[kKGroupBlocks];
+  typename K::IPart b[kKGroupBlocks];
   float dw[kKGroupBlocks];
   float dm[kKGroupBlocks];
 };
@@ -69,11 +75,15 @@ struct alignas(64) KGroupSums {
 /// lane s), then for the types with mins fma(-(dmin_s * dx_s), B_s, lane s).
 /// Zero entries (past the row's end) leave their lanes as they are.
 template <class K, DType T>
-typename K::Vec KAccumulate(const KGroupSums& g, const float* dx, typename K::Vec acc) {
+typename K::Vec KAccumulate(const KGroupSums<K>& g, const float* dx, typename K::Vec acc) {
   const typename K::Vec x = K::Load16(dx);
-  acc = K::Fma(K::Mul(K::Load16(g.dw), x), K::ToFloat(g.a), acc);
-  if constexpr (HasMins<T>())
-    acc = K::Fma(K::Neg(K::Mul(K::Load16(g.dm), x)), K::ToFloat(g.b), acc);
+  alignas(64) int32_t sums[kKGroupBlocks];
+  K::Sum16(g.a, sums);
+  acc = K::Fma(K::Mul(K::Load16(g.dw), x), K::ToFloat(sums), acc);
+  if constexpr (HasMins<T>()) {
+    K::Sum16(g.b, sums);
+    acc = K::Fma(K::Neg(K::Mul(K::Load16(g.dm), x)), K::ToFloat(sums), acc);
+  }
   return acc;
 }
 
@@ -90,7 +100,7 @@ void KDotRowsStored(const uint8_t* w, size_t row_bytes, int64_t superblocks, con
   using Vec = typename K::Vec;
   constexpr int64_t kBytes = BlockBytes<T>();
   Vec acc[NW];
-  KGroupSums sums[NW];
+  KGroupSums<K> sums[NW];
   KUnpacked u;
 #pragma GCC unroll 4
   for (int r = 0; r < NW; ++r) acc[r] = K::Zero();
@@ -151,7 +161,7 @@ void KUnpackedTile(const KUnpacked* w, int64_t superblocks, const KActs& x, int6
                    int64_t ldy) {
   using Vec = typename K::Vec;
   Vec acc[NW][NX];
-  KGroupSums sums[NW][NX];
+  KGroupSums<K> sums[NW][NX];
 #pragma GCC unroll 4
   for (int r = 0; r < NW; ++r) {
 #pragma GCC unroll 4
@@ -169,7 +179,7 @@ void KUnpackedTile(const KUnpacked* w, int64_t superblocks, const KActs& x, int6
 #pragma GCC unroll 4
       for (int r = 0; r < NW; ++r) {
         const KUnpacked& u = w[r * superblocks + g0 + s];
-        int32_t a[NX], b[NX];
+        typename K::IPart a[NX], b[NX];
         K::template Dot<T, NX>(u, xs, a, b);
 #pragma GCC unroll 4
         for (int t = 0; t < NX; ++t) {

@@ -38,36 +38,48 @@ void CpuKQuantUnpackReference(DType type, const uint8_t* blocks, int64_t count, 
         const auto& b = *reinterpret_cast<const BlockQ2K*>(blocks);
         KUnpackScalesQ2K(b, out);
         KUnpackCodesQ2K(b, out);
+        out->d = F16ToF32(b.d);
+        out->dmin = F16ToF32(b.dmin);
         break;
       }
       case DType::kQ3_K: {
         const auto& b = *reinterpret_cast<const BlockQ3K*>(blocks);
         KUnpackScalesQ3K(b, out);
         KUnpackCodesQ3K(b, out);
+        out->d = F16ToF32(b.d);
+        out->dmin = 0.0f;
         break;
       }
       case DType::kQ4_K: {
         const auto& b = *reinterpret_cast<const BlockQ4K*>(blocks);
         KUnpackScalesQ4K(b, out);
         KUnpackCodesQ4K(b, out);
+        out->d = F16ToF32(b.d);
+        out->dmin = F16ToF32(b.dmin);
         break;
       }
       case DType::kQ5_K: {
         const auto& b = *reinterpret_cast<const BlockQ5K*>(blocks);
         KUnpackScalesQ5K(b, out);
         KUnpackCodesQ5K(b, out);
+        out->d = F16ToF32(b.d);
+        out->dmin = F16ToF32(b.dmin);
         break;
       }
       case DType::kQ6_K: {
         const auto& b = *reinterpret_cast<const BlockQ6K*>(blocks);
         KUnpackScalesQ6K(b, out);
         KUnpackCodesQ6K(b, out);
+        out->d = F16ToF32(b.d);
+        out->dmin = 0.0f;
         break;
       }
       default: {
         const auto& b = *reinterpret_cast<const BlockIq4Xs*>(blocks);
         KUnpackScalesIq4Xs(b, out);
         KUnpackCodesIq4Xs(b, out);
+        out->d = F16ToF32(b.d);
+        out->dmin = 0.0f;
         break;
       }
     }
@@ -81,6 +93,10 @@ struct ScalarK {
     float v[16];
   };
   static constexpr int kTileNX = 2;
+  using IPart = int32_t;
+  static void Sum16(const int32_t* parts, int32_t* out) {
+    std::memcpy(out, parts, 16 * sizeof(int32_t));
+  }
 
   static Vec Zero() { return Vec{}; }
   static Vec Load16(const float* p) {

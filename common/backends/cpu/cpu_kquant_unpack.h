@@ -1,8 +1,8 @@
 // Scalar unpacking of K-family super-blocks into KUnpacked (cpu_kquant.h),
 // internal to the CPU backend.
 //
-// KUnpackScales<type> fills the per-sub-block fields (sc, mn, corr) and the
-// decoded f16 scales; KUnpackCodes<type> the 256 codes. Together they are
+// KUnpackScales<type> fills the per-sub-block fields (sc, mn, corr),
+// KUnpackCodes<type> the 256 codes (the caller decodes d and dmin). Together they are
 // the definition of the unpacked layout (CpuKQuantUnpackReference); the SIMD
 // tables unpack the codes their own way and reuse the scale part.
 //
@@ -42,24 +42,18 @@ inline void KUnpackScalesQ4K(const BlockQ4K& b, KUnpacked* out) {
   uint8_t sc[8], mn[8];
   UnpackQ4KScalesMins(b.scales, sc, mn);
   KSpread8(sc, mn, 0, out);
-  out->d = F16ToF32(b.d);
-  out->dmin = F16ToF32(b.dmin);
 }
 
 inline void KUnpackScalesQ5K(const BlockQ5K& b, KUnpacked* out) {
   uint8_t sc[8], mn[8];
   UnpackQ4KScalesMins(b.scales, sc, mn);
   KSpread8(sc, mn, 0, out);
-  out->d = F16ToF32(b.d);
-  out->dmin = F16ToF32(b.dmin);
 }
 
 inline void KUnpackScalesIq4Xs(const BlockIq4Xs& b, KUnpacked* out) {
   int8_t sc[8];
   UnpackIq4XsScales(b.scales_h, b.scales_l, sc);
   KSpread8(sc, static_cast<const int8_t*>(nullptr), 0, out);
-  out->d = F16ToF32(b.d);
-  out->dmin = 0.0f;
 }
 
 inline void KUnpackScalesQ2K(const BlockQ2K& b, KUnpacked* out) {
@@ -70,8 +64,6 @@ inline void KUnpackScalesQ2K(const BlockQ2K& b, KUnpacked* out) {
     out->mn[j] = mn[j];
     out->corr[j] = 0;
   }
-  out->d = F16ToF32(b.d);
-  out->dmin = F16ToF32(b.dmin);
 }
 
 inline void KUnpackScalesQ3K(const BlockQ3K& b, KUnpacked* out) {
@@ -82,8 +74,6 @@ inline void KUnpackScalesQ3K(const BlockQ3K& b, KUnpacked* out) {
     out->mn[j] = 0;
     out->corr[j] = static_cast<int16_t>(-kQ3KCodeOffset * sc[j]);
   }
-  out->d = F16ToF32(b.d);
-  out->dmin = 0.0f;
 }
 
 inline void KUnpackScalesQ6K(const BlockQ6K& b, KUnpacked* out) {
@@ -92,8 +82,6 @@ inline void KUnpackScalesQ6K(const BlockQ6K& b, KUnpacked* out) {
     out->mn[j] = 0;
     out->corr[j] = static_cast<int16_t>(-kQ6KCodeOffset * b.scales[j]);
   }
-  out->d = F16ToF32(b.d);
-  out->dmin = 0.0f;
 }
 
 // ---- Codes (element order, tensor/quant_k_codes.h) made unsigned ----
