@@ -22,7 +22,7 @@ namespace odmoe::test {
 namespace {
 
 std::vector<uint8_t> Packed(const ModelFile& model, int layer, int expert) {
-  const ExpertPackLayout layout = ExpertPackLayout::For(model.config());
+  const ExpertPackLayout layout = ExpertPackLayout::For(model.config(), layer);
   std::vector<uint8_t> out(layout.total_bytes);
   PackExpert(model.Expert(layer, expert), layout, out.data());
   return out;
@@ -65,7 +65,7 @@ TEST_CASE("expert slots on a device: pinned host copy, async loads, fences", "[w
                                    {{1, 3}, {0, 5}, {1, 3}});  // a duplicate is kept once
   REQUIRE(slots.ok());
   CHECK(slots->device());
-  const size_t bytes = slots->expert_bytes();
+  const size_t bytes = slots->slot_bytes();
   const size_t stride = (bytes + 255) / 256 * 256;
   // Two experts of the set and two staging entries, pinned; set packed in key order.
   CHECK(slots->pinned_host_bytes() == 4 * stride);
@@ -131,7 +131,7 @@ TEST_CASE("expert slots on a device stage every load when pinned memory runs out
   Backend& cpu = *env.cpu;
   std::vector<std::string>& log = env.log;
   LoggingSlotDevice* dev = env.device.get();
-  const size_t stride = (ExpertPackLayout::For(model.config()).total_bytes + 255) / 256 * 256;
+  const size_t stride = (LargestPackedExpert(model.config()) + 255) / 256 * 256;
   dev->max_host = 2 * stride;  // the staging entries fit, the set does not
   auto slots = ExpertSlots::Create(model, cpu, 1, std::move(env.device), {{0, 1}, {0, 2}});
   REQUIRE(slots.ok());
@@ -162,7 +162,7 @@ TEST_CASE("expert slots on the host: packed in place, emulated bandwidth", "[wor
   slots->set_load_bandwidth(100'000'000);
   REQUIRE(slots->Load(0, 2, 6, false).ok());
   CHECK(slots->slot(0).ready);
-  CHECK(slots->load_seconds() >= static_cast<double>(slots->expert_bytes()) / 100e6);
+  CHECK(slots->load_seconds() >= static_cast<double>(slots->expert_bytes(2)) / 100e6);
   CHECK(SlotHolds(*slots, 0, Packed(model, 2, 6)));
   CHECK(slots->Release(0).ok());
   CHECK(ExpertSlots::Create(model, cpu, 0).status().code() ==

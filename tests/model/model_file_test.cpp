@@ -22,7 +22,10 @@ TEST_CASE("model: the shipped model's configuration", "[model]") {
   CHECK(c.expert_layout == ExpertLayout::kStacked);
   CHECK(c.rope_mode == RopeMode::kInterleaved);
   CHECK(c.n_vocab >= 2000);
-  CHECK(c.expert_bytes == 3 * RowBytes(c.expert_gate_type, c.n_embd) * c.n_ff);
+  REQUIRE(c.expert_storage.size() == static_cast<size_t>(c.n_layer));
+  CHECK(c.expert_storage_uniform());
+  CHECK(c.experts_of(0).bytes == 3 * RowBytes(c.experts_of(0).gate_type, c.n_embd) * c.n_ff);
+  CHECK(c.expert_bytes_max == c.experts_of(0).bytes);
 }
 
 TEST_CASE("model: an expert slice of a 3-D tensor is its contiguous part", "[model]") {
@@ -39,8 +42,8 @@ TEST_CASE("model: an expert slice of a 3-D tensor is its contiguous part", "[mod
   CHECK(e5.gate.data == l1.gate_exps.Row(5 * c.n_ff));
   CHECK(e5.down.data == l1.down_exps.Row(5 * static_cast<int64_t>(c.n_embd)));
 
-  const ExpertPackLayout layout = ExpertPackLayout::For(c);
-  CHECK(layout.total_bytes >= c.expert_bytes);
+  const ExpertPackLayout layout = ExpertPackLayout::For(c, 1);
+  CHECK(layout.total_bytes >= c.experts_of(1).bytes);
   CHECK(layout.up_offset % 64 == 0);
   CHECK(layout.down_offset % 64 == 0);
   std::vector<uint8_t> blob(layout.total_bytes);

@@ -116,7 +116,7 @@ TEST_CASE("odmoe-quantize: converts to every type and the result runs", "[cli]")
     REQUIRE(q.exit_code == 0);
     auto m = ModelFile::Open(out);
     REQUIRE(m.ok());
-    if (type != "f16") CHECK(Traits((*m)->config().expert_gate_type).name == type);
+    if (type != "f16") CHECK(Traits((*m)->config().experts_of(0).gate_type).name == type);
     const Result r = Sh(Run() + " --model " + out + " --prompt \"The sea\" -n 8");
     CHECK(r.exit_code == 0);
     std::filesystem::remove(out);
