@@ -11,6 +11,23 @@
 //   Q8_0: d = max|x| / 127, q = round(x / d)            (round half away from 0)
 //   Q4_0: m = the x with the largest |x| (sign kept), d = m / -8,
 //         q = min(15, (int)(x / d + 8.5))
+//   Q4_1 / Q5_1: d = (max - min) / 15 (/ 31), m = min,
+//         q = (int)((x - min) / d + 0.5), capped at 15 (31)
+//   Q5_0: m as Q4_0, d = m / -16, q = min(31, (int)(x / d + 16.5))
+//   MXFP4: e = floor(log2(max|x|)) - 2 + 127 (0 for a zero block), each q the
+//         index of the E8M0Half(e) * kMxfp4Values entry nearest to x (the
+//         first on a tie)
+//   IQ4_NL (no importance weights): per block, with w_i = x_i^2, the scale
+//         d = sum w q x / sum w q^2 (q = the kIq4nlValues entry nearest to
+//         x / d') best in sum w q x * d over d' = max / 127 (max: the x of
+//         largest |x|, sign kept) and d' = max / (t - 127), t = -7..7; then
+//         q = the entry nearest to x / d. Blocks with max|x| < 1e-15: d = 0.
+// In all of them "x / d" is x * (1 / d) in f32, the codes use the f32 scale
+// and the block stores its f16 rounding (round to nearest even). The
+// dequantizers compute the f32 expression of tensor/quant_blocks.h with one
+// rounding per operation (Q4_1 / Q5_1: (d * q) + m, two roundings).
+// Non-finite input never reaches an undefined conversion (codes are clamped
+// before the float-to-int step); what such blocks hold is unspecified.
 #pragma once
 
 #include <cstdint>

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 namespace odmoe {
 
@@ -151,6 +152,17 @@ static_assert(sizeof(BlockIq4Xs) == 136);
 inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                             1,    13,   25,  38,  53,  69,  89,  113};
 /// E2M1 values times two (the block scale is halved to match).
-inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+inline constexpr int8_t kMxfp4Values[16] = {0, 1,  2,  3,  4,  6,  8,  12,
+                                            0, -1, -2, -3, -4, -6, -8, -12};
+
+/// The MXFP4 block scale: 2^(e - 128) exactly (half the E8M0 value 2^(e -
+/// 127), matching the doubled kMxfp4Values). e = 0 and 1 give the subnormals
+/// 2^-128 and 2^-127; e = 255 gives 2^127 (no NaN encoding here).
+inline float E8M0Half(uint8_t e) {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
 
 }  // namespace odmoe

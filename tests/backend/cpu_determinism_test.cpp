@@ -2,9 +2,10 @@
 // backend/backend.h and the canonical order in cpu_backend.h): every result
 // must be identical, bit for bit, whatever the number of rows per call, their
 // grouping, the thread count (1, 2, 3) and the ISA level (every level this
-// machine supports: scalar, avx2, avx512, avx512vnni). For Q8_0 / Q4_0 weights
+// machine supports: scalar, avx2, avx512, avx512vnni). For block32 weights
 // a single row goes through the decode kernel (qdot_rows) and several rows
 // through the packed one (qdot_packed), so the batching checks compare both.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -17,6 +18,7 @@
 #include "cpu_isa.h"
 #include "cpu_kernels.h"
 #include "cpu_math.h"
+#include "cpu_qdot.h"
 #include "op_cases.h"
 #include "reference_ops.h"
 #include "util/fp16.h"
@@ -102,7 +104,8 @@ TEST_CASE("quantized MatMul with subnormal f16 block scales is identical on ever
           "[backend][determinism]") {
   // Weights of magnitude 1e-5 give block scales below 2^-14: F16 subnormals,
   // which the SIMD kernels convert with F16C and the scalar path in software.
-  for (DType type : {DType::kQ8_0, DType::kQ4_0, DType::kF16}) {
+  for (DType type : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
+                     DType::kIQ4_NL, DType::kF16}) {
     const std::vector<uint8_t> w = RandomWeight(type, 8, 64, 3, 1e-5f);
     const std::vector<float> x = ref::RandomFloats(2 * 64, 4);
     const WeightRef wr{type, w.data(), 8, 64};
@@ -146,6 +149,106 @@ TEST_CASE("quantized MatMul at the integer extremes is exact and identical on ev
       INFO(CpuIsaName(isa) << " rows per call " << rows);
       for (int64_t t = 0; t < n; t += rows) {
         CpuBackend(2, isa).MatMul(wr, ConstMat(x.data(), n, k).RowRange(t, rows),
+                                  Mat{got.data(), n, out}.RowRange(t, rows));
+      }
+      CHECK(SameBits(got, want));
+    }
+  }
+}
+
+/// Raw blocks of a block32 type with every code, a third of them saturated
+/// with the extreme codes (IQ4_NL -127 / 113, MXFP4 +-12, Q5_x 0 / 31, Q4_x
+/// 0 / 15) and power-of-two scales (all exponents 119..135 for MXFP4), f16
+/// mins of either sign.
+std::vector<uint8_t> ExtremeBlocks(DType type, size_t count, uint32_t seed) {
+  const size_t bb = Traits(type).block_bytes;
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> byte(0, 255), third(0, 2), exp(-9, 7);
+  std::vector<uint8_t> out(count * bb);
+  for (size_t b = 0; b < count; ++b) {
+    uint8_t* blk = out.data() + b * bb;
+    for (size_t i = 0; i < bb; ++i) blk[i] = static_cast<uint8_t>(byte(rng));
+    const int kind = third(rng);
+    const uint8_t fill = kind == 0 ? 0x00 : 0xFF;
+    const QLayout l = QLayoutOf(type);
+    if (kind < 2) {  // every code extreme: all-zero or all-one nibbles and fifth bits
+      for (size_t i = l.qs; i < bb; ++i) blk[i] = fill;
+      if (l.qh >= 0) std::memset(blk + l.qh, fill, 4);
+      if (type == DType::kMXFP4 && kind == 1) std::memset(blk + l.qs, 0x77, 16);  // +12
+    }
+    if (l.e8m0) {
+      blk[0] = static_cast<uint8_t>(127 + exp(rng));
+    } else {
+      const uint16_t d = F32ToF16(std::ldexp(1.0f, exp(rng)));
+      std::memcpy(blk, &d, 2);
+      if (l.m >= 0) {
+        const uint16_t m = F32ToF16((byte(rng) - 128) / 64.0f);
+        std::memcpy(blk + l.m, &m, 2);
+      }
+    }
+  }
+  return out;
+}
+
+TEST_CASE("block32 MatMul at the extreme codes is exact and identical on every ISA",
+          "[backend][determinism]") {
+  // Activations of +-1 quantize to codes of +-127 (the first element of each
+  // block is 1, so every block's scale is 1/127): with the extreme weight
+  // codes above the 16-bit maddubs pairs and the offset corrections reach
+  // their largest values.
+  const int64_t k = 1184, out = 6, n = 3;  // 37 blocks: 2 groups + 5
+  std::mt19937 rng(22);
+  std::uniform_int_distribution<int> coin(0, 3);
+  std::vector<float> x(static_cast<size_t>(n * k));
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = (i % 32 == 0) ? 1.0f : (coin(rng) == 0 ? -1.0f : (coin(rng) < 2 ? 1.0f : -0.5f));
+  }
+  for (DType type : {DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kIQ4_NL, DType::kMXFP4}) {
+    const std::vector<uint8_t> w = ExtremeBlocks(type, out * k / 32, 23);
+    const WeightRef wr{type, w.data(), out, k};
+    std::vector<float> want(n * out), got(n * out);
+    CpuBackend(1, CpuIsa::kScalar).MatMul(wr, ConstMat(x.data(), n, k), Mat{want.data(), n, out});
+    INFO(Traits(type).name);
+    CHECK(ref::MaxRelError(want, ref::MatMul(type, w.data(), out, k, x, n)) < 1e-6);
+    for (CpuIsa isa : SupportedCpuIsas()) {
+      for (int64_t rows : {int64_t{1}, n}) {  // decode and packed kernels
+        INFO(CpuIsaName(isa) << " rows per call " << rows);
+        std::fill(got.begin(), got.end(), 0.0f);
+        for (int64_t t = 0; t < n; t += rows) {
+          CpuBackend(2, isa).MatMul(wr, ConstMat(x.data(), n, k).RowRange(t, rows),
+                                    Mat{got.data(), n, out}.RowRange(t, rows));
+        }
+        CHECK(SameBits(got, want));
+      }
+    }
+  }
+}
+
+TEST_CASE("MXFP4 MatMul over every exponent is identical on every ISA",
+          "[backend][determinism]") {
+  // One block per weight row, row e with exponent e (0 and 1: subnormal
+  // scales; 255: 2^127, whose products overflow to inf): the SIMD tables
+  // decode E8M0 with integer shifts, the scalar one with E8M0Half.
+  const int64_t k = 32, out = 256, n = 2;
+  std::vector<uint8_t> w = ExtremeBlocks(DType::kMXFP4, out, 24);
+  for (int e = 0; e < out; ++e) w[e * sizeof(BlockMxfp4)] = static_cast<uint8_t>(e);
+  const std::vector<float> x = ref::RandomFloats(n * k, 25, -2, 2);
+  const WeightRef wr{DType::kMXFP4, w.data(), out, k};
+  std::vector<float> want(n * out), got(n * out);
+  CpuBackend(1, CpuIsa::kScalar).MatMul(wr, ConstMat(x.data(), n, k), Mat{want.data(), n, out});
+  const std::vector<double> exact = ref::MatMul(DType::kMXFP4, w.data(), out, k, x, n);
+  for (int64_t t = 0; t < n; ++t) {
+    for (int e = 0; e < 250; ++e) {
+      INFO("e = " << e);
+      const double v = exact[t * out + e];
+      CHECK(std::fabs(want[t * out + e] - v) <= 1e-6 * std::fabs(v));
+    }
+  }
+  for (CpuIsa isa : SupportedCpuIsas()) {
+    for (int64_t rows : {int64_t{1}, n}) {
+      INFO(CpuIsaName(isa) << " rows per call " << rows);
+      for (int64_t t = 0; t < n; t += rows) {
+        CpuBackend(1, isa).MatMul(wr, ConstMat(x.data(), n, k).RowRange(t, rows),
                                   Mat{got.data(), n, out}.RowRange(t, rows));
       }
       CHECK(SameBits(got, want));

@@ -126,6 +126,7 @@ void AddMatMulCases(std::vector<OpCase>& cases) {
         return d.Read(y, s.n * s.out);
       };
       c.reference = [=] { return ref::MatMul(type, w->data(), s.out, s.k, *x, s.n); };
+      c.weight_type = type;
       cases.push_back(std::move(c));
     }
   }
@@ -152,6 +153,7 @@ void AddGetRowsCases(std::vector<OpCase>& cases) {
       }
       return out;
     };
+    c.weight_type = type;
     cases.push_back(std::move(c));
   }
 }

@@ -42,6 +42,8 @@ struct OpCase {
   double max_rel;    // and max |got - want| / max |want|
   std::function<std::vector<float>(Backend&)> run;
   std::function<std::vector<double>()> reference;
+  /// The weight type the case loads (MatMul, GetRows); F32 for the others.
+  DType weight_type = DType::kF32;
 };
 
 /// Every case of every op (MatMul for each weight type and odd shapes,

@@ -29,7 +29,7 @@ struct CpuKernels {
 
   /// y[r] = canonical dot of (dequantized row r of w, x) for r < nw, nw in
   /// 1..4. Row r starts at w + r * row_bytes and holds k elements of `type`.
-  /// (MatMul uses it for F16 and BF16 weights; Q8_0 and Q4_0 go through the
+  /// (MatMul uses it for F16 and BF16 weights; block32 types go through the
   /// quantized kernels below.)
   void (*dot_rows)(DType type, const uint8_t* w, size_t row_bytes, int nw, const float* x,
                    int64_t k, float* y);
@@ -40,7 +40,8 @@ struct CpuKernels {
                    int64_t k, float* y, int64_t ldy);
 
   /// Exact conversion of k elements of `type` to float (k a whole number of
-  /// blocks).
+  /// blocks): bitwise DequantizeRow's result (types without SIMD code of
+  /// their own call it).
   void (*dequant_row)(DType type, const uint8_t* src, float* dst, int64_t k);
 
   /// y[i] = fma(a, x[i], y[i]) for i < n (one rounding per element).
@@ -51,7 +52,8 @@ struct CpuKernels {
   /// same order, so the bits are the scalar ones.
   void (*swiglu)(const float* g, const float* u, float* out, int64_t n);
 
-  // ---- Quantized MatMul (Q8_0 / Q4_0 weights; layouts in cpu_qdot.h) ----
+  // ---- Quantized MatMul (block32 weights: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
+  // IQ4_NL, MXFP4; layouts in cpu_qdot.h) ----
   /// y[t * ldy + r] = canonical quantized dot (cpu_backend.h) of weight row r
   /// with activation row t of x, for r < nw (1..4) and t < nx. Row r starts
   /// at w + r * row_bytes and holds `blocks` blocks of `type`; each x row

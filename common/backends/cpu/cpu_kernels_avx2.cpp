@@ -1,8 +1,10 @@
 // AVX2 + FMA + F16C kernels: the 16 canonical lanes live in two 8-lane
 // registers (lo: lanes 0-7, hi: lanes 8-15). The quantized dot takes the
-// block sums with _mm256_maddubs_epi16 (|w| times x with w's sign, so that
-// a Q8_0 code of -128 cannot saturate: 2 * 128 * 127 < 2^15) and
-// _mm256_madd_epi16, one half group (8 blocks) at a time.
+// block sums with _mm256_maddubs_epi16 (signed codes: |w| times x with w's
+// sign, so that a Q8_0 code of -128 cannot saturate: 2 * 128 * 127 < 2^15;
+// the 4- and 5-bit codes as unsigned bytes <= 31, IQ4_NL / MXFP4 values
+// looked up with _mm256_shuffle_epi8) and _mm256_madd_epi16, one half group
+// (8 blocks) at a time.
 #include "cpu_kernels.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -156,12 +158,45 @@ struct Avx2V {
     c = _mm256_unpacklo_epi64(t1, t3);
     d = _mm256_unpackhi_epi64(t1, t3);
   }
+  /// Q8_0 and IQ4_NL codes are signed: maddubs takes |w| and moves w's sign
+  /// to x. The other types' slices hold code + 2^shift (-1: the code itself,
+  /// unsigned), corrected by -(sum(x) << shift).
+  template <DType T>
+  static constexpr bool SignedCodes() {
+    return T == DType::kQ8_0 || T == DType::kIQ4_NL;
+  }
+  template <DType T>
+  static constexpr int CodeShift() {
+    return T == DType::kQ4_0 ? 3 : (T == DType::kQ5_0 || T == DType::kMXFP4) ? 4 : -1;
+  }
+  /// Adds 16 to the byte of each element whose fifth bit (qh, the LE dword at
+  /// `qh` of each of the 8 blocks, `stride` apart) is set: slice m holds
+  /// elements 4m..4m+3, i.e. bits 4m..4m+3, found in byte m / 2 of qh.
+  ODMOE_CPU_INLINE static void AddFifthBits(const uint8_t* qh, int stride, __m256i s[8]) {
+    const __m256i idx =
+        _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(stride));
+    const __m256i h = _mm256_i32gather_epi32(reinterpret_cast<const int*>(qh), idx, 1);
+    const __m256i sixteen = _mm256_set1_epi8(16);
+#pragma GCC unroll 8
+    for (int m = 0; m < 8; ++m) {
+      const int b = m / 2;  // byte b of each dword to all four of its bytes
+      const __m256i ctrl = _mm256_setr_epi32(
+          0x01010101 * b, 0x01010101 * (4 + b), 0x01010101 * (8 + b), 0x01010101 * (12 + b),
+          0x01010101 * b, 0x01010101 * (4 + b), 0x01010101 * (8 + b), 0x01010101 * (12 + b));
+      const __m256i bit = _mm256_set1_epi32(m % 2 == 0 ? 0x08040201 : static_cast<int>(0x80402010));
+      const __m256i t = _mm256_and_si256(_mm256_shuffle_epi8(h, ctrl), bit);
+      s[m] = _mm256_or_si256(s[m], _mm256_and_si256(_mm256_cmpeq_epi8(t, bit), sixteen));
+    }
+  }
   /// The 8 interleaved slices of 8 stored blocks: s[m] dword j = codes
-  /// 4m..4m+3 of block j (Q8_0: signed codes; Q4_0: nibbles 0..15).
+  /// 4m..4m+3 of block j. Q8_0: the signed codes; the 4- and 5-bit types:
+  /// the codes (Q4_1, Q5_1), code + 8 (Q4_0), code + 16 (Q5_0, MXFP4's
+  /// looked-up values) or IQ4_NL's looked-up signed values.
   template <DType T>
   ODMOE_CPU_INLINE static void LoadHalf(const uint8_t* blocks, __m256i s[8]) {
-    const uint8_t* q = blocks + 2;
-    constexpr int kB = cpu_impl::QBlockBytes<T>();
+    constexpr QLayout kL = QLayoutOf(T);
+    constexpr int kB = kL.bytes;
+    const uint8_t* q = blocks + kL.qs;
     if constexpr (T == DType::kQ8_0) {
       __m256i c[8];
 #pragma GCC unroll 8
@@ -189,6 +224,15 @@ struct Avx2V {
         s[m] = _mm256_and_si256(c[m], mask);
         s[4 + m] = _mm256_and_si256(_mm256_srli_epi16(c[m], 4), mask);
       }
+      if constexpr (kL.qh >= 0) AddFifthBits(blocks + kL.qh, kB, s);
+      if constexpr (T == DType::kIQ4_NL || T == DType::kMXFP4) {
+        const int8_t* values = T == DType::kIQ4_NL ? kIq4nlValues : kMxfp4Values;
+        __m256i table =
+            _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(values)));
+        if constexpr (T == DType::kMXFP4) table = _mm256_add_epi8(table, _mm256_set1_epi8(16));
+#pragma GCC unroll 8
+        for (int m = 0; m < 8; ++m) s[m] = _mm256_shuffle_epi8(table, s[m]);
+      }
     }
   }
   /// Exact block sums of 8 blocks (slices s) with activation codes at
@@ -197,18 +241,16 @@ struct Avx2V {
   ODMOE_CPU_INLINE static __m256i HalfDot(const __m256i s[8], const int8_t* xq,
                                           const int32_t* sum8) {
     const __m256i ones = _mm256_set1_epi16(1);
-    __m256i acc;
-    if constexpr (T == DType::kQ8_0) {
-      acc = _mm256_setzero_si256();
-    } else {  // nibble = code + 8: subtract 8 * sum(x)
+    __m256i acc = _mm256_setzero_si256();
+    if constexpr (CodeShift<T>() >= 0) {  // subtract the offset times sum(x)
       const __m256i sx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sum8));
-      acc = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sx, 3));
+      acc = _mm256_sub_epi32(acc, _mm256_slli_epi32(sx, CodeShift<T>()));
     }
 #pragma GCC unroll 8
     for (int m = 0; m < 8; ++m) {
       const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 64 * m));
       __m256i p;
-      if constexpr (T == DType::kQ8_0) {
+      if constexpr (SignedCodes<T>()) {
         p = _mm256_maddubs_epi16(_mm256_abs_epi8(s[m]), _mm256_sign_epi8(x, s[m]));
       } else {
         p = _mm256_maddubs_epi16(s[m], x);
@@ -217,19 +259,43 @@ struct Avx2V {
     }
     return acc;
   }
-  template <DType T>
-  ODMOE_CPU_INLINE static __m256 HalfScales(const uint8_t* blocks) {
+  /// The f16 at byte kOffset of 8 blocks, decoded.
+  template <DType T, int kOffset>
+  ODMOE_CPU_INLINE static __m256 HalfHalves(const uint8_t* blocks) {
     constexpr int kB = cpu_impl::QBlockBytes<T>();
     const __m256i idx = _mm256_setr_epi32(0, kB, 2 * kB, 3 * kB, 4 * kB, 5 * kB, 6 * kB, 7 * kB);
-    // Each dword's low half is the block's f16 scale.
-    __m256i d = _mm256_i32gather_epi32(reinterpret_cast<const int*>(blocks), idx, 1);
+    // Each dword's low half is the block's f16.
+    __m256i d = _mm256_i32gather_epi32(reinterpret_cast<const int*>(blocks + kOffset), idx, 1);
     d = _mm256_and_si256(d, _mm256_set1_epi32(0xffff));
     d = _mm256_permute4x64_epi64(_mm256_packus_epi32(d, d), 0xd8);
     return _mm256_cvtph_ps(_mm256_castsi256_si128(d));
   }
+  template <DType T, int kOffset>
+  ODMOE_CPU_INLINE static Vec GroupHalves(const uint8_t* blocks) {
+    return {HalfHalves<T, kOffset>(blocks),
+            HalfHalves<T, kOffset>(blocks + 8 * cpu_impl::QBlockBytes<T>())};
+  }
+  /// E8M0Half of byte 0 of 8 blocks: (e - 1) << 23, or 0x00200000 << e for
+  /// e < 2 (the subnormals).
   template <DType T>
-  ODMOE_CPU_INLINE static Vec GroupScales(const uint8_t* blocks) {
-    return {HalfScales<T>(blocks), HalfScales<T>(blocks + 8 * cpu_impl::QBlockBytes<T>())};
+  ODMOE_CPU_INLINE static __m256 HalfE8M0(const uint8_t* blocks) {
+    constexpr int kB = cpu_impl::QBlockBytes<T>();
+    const __m256i idx = _mm256_setr_epi32(0, kB, 2 * kB, 3 * kB, 4 * kB, 5 * kB, 6 * kB, 7 * kB);
+    const __m256i e = _mm256_and_si256(
+        _mm256_i32gather_epi32(reinterpret_cast<const int*>(blocks), idx, 1),
+        _mm256_set1_epi32(0xff));
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+    const __m256i tiny = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+    const __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, tiny, small));
+  }
+  template <DType T>
+  ODMOE_CPU_INLINE static Vec E8M0Scales(const uint8_t* blocks) {
+    return {HalfE8M0<T>(blocks), HalfE8M0<T>(blocks + 8 * cpu_impl::QBlockBytes<T>())};
+  }
+  static Vec IntsToFloat(const int32_t* p) {
+    return {_mm256_cvtepi32_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))),
+            _mm256_cvtepi32_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 8)))};
   }
   template <DType T>
   ODMOE_CPU_INLINE static IVec GroupDot(const uint8_t* blocks, const QActGroup& x) {
@@ -243,7 +309,7 @@ struct Avx2V {
   }
   /// Packed codes: LoadHalf's slices, the lo half of slice m at 64 m.
   template <DType T>
-  ODMOE_CPU_INLINE static void PackGroup(const uint8_t* blocks, QWeightGroup* out) {
+  ODMOE_CPU_INLINE static void PackCodes(const uint8_t* blocks, QWeightGroup* out) {
     __m256i s[8];
     for (int h = 0; h < 2; ++h) {
       LoadHalf<T>(blocks + 8 * h * cpu_impl::QBlockBytes<T>(), s);
@@ -252,7 +318,6 @@ struct Avx2V {
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(out->qs + 64 * m + 32 * h), s[m]);
       }
     }
-    Store16(GroupScales<T>(blocks), out->d);
   }
   template <DType T, int NX>
   ODMOE_CPU_INLINE static void PackedDots(const QWeightGroup& w, const QActGroup* const* x,

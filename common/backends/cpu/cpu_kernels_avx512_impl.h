@@ -7,10 +7,13 @@
 //
 // The 16 canonical lanes are one zmm register. The quantized dot takes the
 // exact sums of 16 blocks at once from interleaved slices (cpu_qdot.h): with
-// VNNI, _mm512_dpbusd_epi32 of (w + 128) or the Q4_0 nibble (unsigned) times
-// x (signed), corrected by -128 or -8 times the activation block's code sum;
-// without, _mm512_maddubs_epi16 of |w| times x with w's sign (no saturation:
-// 2 * 128 * 127 < 2^15) or of the nibble times x, then _mm512_madd_epi16.
+// VNNI, _mm512_dpbusd_epi32 of unsigned codes (Q8_0 / IQ4_NL: w + 128; the
+// 4- and 5-bit types: their codes or code + 8 / + 16) times x (signed),
+// corrected by the offset times the activation block's code sum; without,
+// _mm512_maddubs_epi16 of |w| times x with w's sign for the signed types (no
+// saturation: 2 * 128 * 127 < 2^15) or of the unsigned codes (<= 31) times
+// x, then _mm512_madd_epi16. IQ4_NL / MXFP4 values come from a 16-entry
+// _mm512_shuffle_epi8 lookup, Q5_x's fifth bits from the gathered qh words.
 #pragma once
 
 #include <immintrin.h>
@@ -143,13 +146,48 @@ struct Avx512V {
   ODMOE_CPU_INLINE static __m128i Load128(const uint8_t* p) {
     return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
   }
+  /// How a type's codes sit in the slices: Q8_0 and IQ4_NL without VNNI
+  /// signed (maddubs takes |w| with w's sign moved to x); every other case
+  /// unsigned, code + 2^shift corrected by -(sum(x) << shift) (-1: the code
+  /// itself). With VNNI the signed types are stored as w + 128 (w ^ 0x80).
+  template <DType T>
+  static constexpr bool SignedCodes() {
+    return !kVnni && (T == DType::kQ8_0 || T == DType::kIQ4_NL);
+  }
+  template <DType T>
+  static constexpr int CodeShift() {
+    if constexpr (T == DType::kQ8_0 || T == DType::kIQ4_NL) return kVnni ? 7 : -1;
+    return T == DType::kQ4_0 ? 3 : (T == DType::kQ5_0 || T == DType::kMXFP4) ? 4 : -1;
+  }
+  /// Adds 16 to the byte of each element whose fifth bit (qh, the LE dword at
+  /// `qh` of each of the 16 blocks, `stride` apart) is set: slice m holds
+  /// elements 4m..4m+3, i.e. bits 4m..4m+3, found in byte m / 2 of qh.
+  ODMOE_CPU_INLINE static void AddFifthBits(const uint8_t* qh, int stride, __m512i s[8]) {
+    const __m512i idx =
+        _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                           _mm512_set1_epi32(stride));
+    const __m512i h = _mm512_i32gather_epi32(idx, qh, 1);
+    const __m512i sixteen = _mm512_set1_epi8(16);
+#pragma GCC unroll 8
+    for (int m = 0; m < 8; ++m) {
+      const int b = m / 2;  // byte b of each dword to all four of its bytes
+      const __m512i ctrl = _mm512_broadcast_i32x4(_mm_setr_epi32(
+          0x01010101 * b, 0x01010101 * (4 + b), 0x01010101 * (8 + b), 0x01010101 * (12 + b)));
+      const __m512i bit = _mm512_set1_epi32(m % 2 == 0 ? 0x08040201 : static_cast<int>(0x80402010));
+      const __mmask64 set = _mm512_test_epi8_mask(_mm512_shuffle_epi8(h, ctrl), bit);
+      s[m] = _mm512_mask_add_epi8(s[m], set, s[m], sixteen);
+    }
+  }
   /// The 8 interleaved slices of 16 stored blocks: s[m] dword j = codes
-  /// 4m..4m+3 of block j. Q8_0: w ^ 0x80 = w + 128 (VNNI) or w; Q4_0: the
-  /// nibbles, code + 8.
+  /// 4m..4m+3 of block j, encoded as SignedCodes / CodeShift say: Q8_0
+  /// w ^ 0x80 (VNNI) or w; Q4_0 the nibbles (code + 8); Q4_1 / Q5_1 the
+  /// codes; Q5_0 the 5-bit codes (code + 16); IQ4_NL the looked-up values
+  /// (^ 0x80 with VNNI); MXFP4 the looked-up values + 16.
   template <DType T>
   ODMOE_CPU_INLINE static void LoadGroup(const uint8_t* blocks, __m512i s[8]) {
-    const uint8_t* q = blocks + 2;
-    constexpr int kB = cpu_impl::QBlockBytes<T>();
+    constexpr QLayout kL = QLayoutOf(T);
+    constexpr int kB = kL.bytes;
+    const uint8_t* q = blocks + kL.qs;
     if constexpr (T == DType::kQ8_0) {
       __m512i c[8];
 #pragma GCC unroll 4
@@ -187,13 +225,25 @@ struct Avx512V {
         s[m] = _mm512_and_si512(c[m], mask);
         s[4 + m] = _mm512_and_si512(_mm512_srli_epi16(c[m], 4), mask);
       }
+      if constexpr (kL.qh >= 0) AddFifthBits(blocks + kL.qh, kB, s);
+      if constexpr (T == DType::kIQ4_NL || T == DType::kMXFP4) {
+        const int8_t* values = T == DType::kIQ4_NL ? kIq4nlValues : kMxfp4Values;
+        __m512i table = _mm512_broadcast_i32x4(Load128(reinterpret_cast<const uint8_t*>(values)));
+        if constexpr (T == DType::kMXFP4) {
+          table = _mm512_add_epi8(table, _mm512_set1_epi8(16));
+        } else if constexpr (kVnni) {
+          table = _mm512_xor_si512(table, _mm512_set1_epi8(-128));
+        }
+#pragma GCC unroll 8
+        for (int m = 0; m < 8; ++m) s[m] = _mm512_shuffle_epi8(table, s[m]);
+      }
     }
   }
   /// Exact block sums of the slices s with the activation group x.
   template <DType T>
   ODMOE_CPU_INLINE static __m512i Dot(const __m512i s[8], const QActGroup& x) {
-    // The codes in s are q + offset: start from -offset * sum(x).
-    constexpr int kShift = T == DType::kQ4_0 ? 3 : (kVnni ? 7 : -1);
+    // The codes in s are q + 2^shift: start from -(sum(x) << shift).
+    constexpr int kShift = CodeShift<T>();
     __m512i acc = _mm512_setzero_si512();
     if constexpr (kShift >= 0) {
       acc = _mm512_sub_epi32(acc, _mm512_slli_epi32(_mm512_load_si512(x.sum), kShift));
@@ -212,7 +262,7 @@ struct Avx512V {
       for (int m = 0; m < 8; ++m) {
         __m512i xm = _mm512_load_si512(x.qs + 64 * m);
         __m512i wm = s[m];
-        if constexpr (T == DType::kQ8_0) {  // |w| times x with the sign of w
+        if constexpr (SignedCodes<T>()) {  // |w| times x with the sign of w
           xm = _mm512_mask_sub_epi8(xm, _mm512_movepi8_mask(wm), _mm512_setzero_si512(), xm);
           wm = _mm512_abs_epi8(wm);
         }
@@ -221,14 +271,31 @@ struct Avx512V {
       return acc;
     }
   }
-  template <DType T>
-  ODMOE_CPU_INLINE static Vec GroupScales(const uint8_t* blocks) {
+  /// The f16 at byte kOffset of each of 16 blocks, decoded.
+  template <DType T, int kOffset>
+  ODMOE_CPU_INLINE static Vec GroupHalves(const uint8_t* blocks) {
     constexpr int kB = cpu_impl::QBlockBytes<T>();
     alignas(32) uint16_t h[16];
 #pragma GCC unroll 16
-    for (int j = 0; j < 16; ++j) std::memcpy(&h[j], blocks + j * kB, sizeof(uint16_t));
+    for (int j = 0; j < 16; ++j) std::memcpy(&h[j], blocks + j * kB + kOffset, sizeof(uint16_t));
     return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(h)));
   }
+  /// E8M0Half of byte 0 of each of 16 blocks: (e - 1) << 23, or
+  /// 0x00200000 << e for e < 2 (the subnormals).
+  template <DType T>
+  ODMOE_CPU_INLINE static Vec E8M0Scales(const uint8_t* blocks) {
+    constexpr int kB = cpu_impl::QBlockBytes<T>();
+    const __m512i idx =
+        _mm512_setr_epi32(0, kB, 2 * kB, 3 * kB, 4 * kB, 5 * kB, 6 * kB, 7 * kB, 8 * kB, 9 * kB,
+                          10 * kB, 11 * kB, 12 * kB, 13 * kB, 14 * kB, 15 * kB);
+    const __m512i e =
+        _mm512_and_si512(_mm512_i32gather_epi32(idx, blocks, 1), _mm512_set1_epi32(0xff));
+    const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+    const __m512i tiny = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+    const __mmask16 small = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
+    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(small, normal, tiny));
+  }
+  static Vec IntsToFloat(const int32_t* p) { return _mm512_cvtepi32_ps(_mm512_loadu_si512(p)); }
   template <DType T>
   ODMOE_CPU_INLINE static IVec GroupDot(const uint8_t* blocks, const QActGroup& x) {
     __m512i s[8];
@@ -236,12 +303,11 @@ struct Avx512V {
     return Dot<T>(s, x);
   }
   template <DType T>
-  ODMOE_CPU_INLINE static void PackGroup(const uint8_t* blocks, QWeightGroup* out) {
+  ODMOE_CPU_INLINE static void PackCodes(const uint8_t* blocks, QWeightGroup* out) {
     __m512i s[8];
     LoadGroup<T>(blocks, s);
 #pragma GCC unroll 8
     for (int m = 0; m < 8; ++m) _mm512_store_si512(out->qs + 64 * m, s[m]);
-    _mm512_store_ps(out->d, GroupScales<T>(blocks));
   }
   template <DType T, int NX>
   ODMOE_CPU_INLINE static void PackedDots(const QWeightGroup& w, const QActGroup* const* x,

@@ -122,6 +122,8 @@ void DotRowsAny(DType type, const uint8_t* w, size_t row_bytes, int nw, const fl
       return DotRowsN<V, DType::kQ8_0>(w, row_bytes, nw, x, k, y);
     case DType::kQ4_0:
       return DotRowsN<V, DType::kQ4_0>(w, row_bytes, nw, x, k, y);
+    default:  // MatMul sends the other quantized types to the qdot kernels
+      return;
   }
 }
 
@@ -226,6 +228,8 @@ void DequantRow(DType type, const uint8_t* src, float* dst, int64_t k) {
     case DType::kQ4_0:
       run(std::integral_constant<DType, DType::kQ4_0>());
       break;
+    default:  // the other quantized types: the scalar reference itself
+      return DequantizeRow(type, src, dst, k);
   }
   const int64_t done = nblk * 32;
   if (done < k) DequantizeRow(type, src + RowBytes(type, done), dst + done, k - done);

@@ -70,23 +70,53 @@ struct ScalarV {
     for (int l = 0; l < 16; ++l) r.v[l] = static_cast<float>(s.v[l]);
     return r;
   }
-  /// Code e (0..31) of a stored block: Q8_0 q, Q4_0 nibble - 8.
+  static Vec IntsToFloat(const int32_t* p) {
+    Vec r;
+    for (int l = 0; l < 16; ++l) r.v[l] = static_cast<float>(p[l]);
+    return r;
+  }
+  /// The signed code qw of element e (0..31) of a stored block, as
+  /// cpu_backend.h defines it for each type.
   template <DType T>
   static int WeightCode(const uint8_t* block, int e) {
-    if constexpr (T == DType::kQ8_0) return static_cast<int8_t>(block[2 + e]);
-    const uint8_t byte = block[2 + e % 16];
-    return (e < 16 ? byte & 0x0f : byte >> 4) - 8;
+    constexpr QLayout kL = QLayoutOf(T);
+    if constexpr (T == DType::kQ8_0) return static_cast<int8_t>(block[kL.qs + e]);
+    const uint8_t byte = block[kL.qs + e % 16];
+    int code = e < 16 ? byte & 0x0f : byte >> 4;
+    if constexpr (kL.qh >= 0) {
+      uint32_t qh;
+      std::memcpy(&qh, block + kL.qh, sizeof(qh));
+      code |= static_cast<int>((qh >> e) & 1u) << 4;
+    }
+    switch (T) {
+      case DType::kQ4_0:
+        return code - 8;
+      case DType::kQ5_0:
+        return code - 16;
+      case DType::kIQ4_NL:
+        return kIq4nlValues[code];
+      case DType::kMXFP4:
+        return kMxfp4Values[code];
+      default:  // Q4_1, Q5_1: the unsigned code
+        return code;
+    }
   }
   /// Byte offset of element e of block j in an interleaved group.
   static int Interleaved(int j, int e) { return 64 * (e / 4) + 4 * j + e % 4; }
-  template <DType T>
-  static Vec GroupScales(const uint8_t* blocks) {
+  template <DType T, int kOffset>
+  static Vec GroupHalves(const uint8_t* blocks) {
     Vec r;
     for (int j = 0; j < 16; ++j) {
       uint16_t d;
-      std::memcpy(&d, blocks + j * cpu_impl::QBlockBytes<T>(), sizeof(d));
+      std::memcpy(&d, blocks + j * cpu_impl::QBlockBytes<T>() + kOffset, sizeof(d));
       r.v[j] = F16ToF32(d);
     }
+    return r;
+  }
+  template <DType T>
+  static Vec E8M0Scales(const uint8_t* blocks) {
+    Vec r;
+    for (int j = 0; j < 16; ++j) r.v[j] = E8M0Half(blocks[j * cpu_impl::QBlockBytes<T>()]);
     return r;
   }
   template <DType T>
@@ -100,16 +130,15 @@ struct ScalarV {
     }
     return r;
   }
-  /// Packed codes: the signed weight codes, interleaved.
+  /// Packed codes: the signed weight codes (all in int8 range), interleaved.
   template <DType T>
-  static void PackGroup(const uint8_t* blocks, QWeightGroup* out) {
+  static void PackCodes(const uint8_t* blocks, QWeightGroup* out) {
     for (int j = 0; j < 16; ++j) {
       const uint8_t* block = blocks + j * cpu_impl::QBlockBytes<T>();
       for (int e = 0; e < 32; ++e) {
         out->qs[Interleaved(j, e)] = static_cast<uint8_t>(WeightCode<T>(block, e));
       }
     }
-    Store16(GroupScales<T>(blocks), out->d);
   }
   template <DType T, int NX>
   static void PackedDots(const QWeightGroup& w, const QActGroup* const* x, IVec* sums) {

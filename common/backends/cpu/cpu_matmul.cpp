@@ -5,8 +5,8 @@
 // (prefill) each block of 4 weight rows is converted once into a per-thread
 // f32 scratch and dotted with every row of x by the register-tiled kernel.
 // Both paths use the canonical order, so the choice never changes a bit.
-// Block32 weights (Q8_0, Q4_0, ...) go to CpuQuantMatMul (cpu_qmatmul.cpp),
-// K-family weights (Q2_K .. Q6_K, IQ4_XS) to CpuKQuantMatMul.
+// Block32 weights (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4) go to CpuQuantMatMul
+// (cpu_qmatmul.cpp), K-family weights (Q2_K .. Q6_K, IQ4_XS) to CpuKQuantMatMul.
 #include <algorithm>
 #include <vector>
 
@@ -29,6 +29,11 @@ bool CpuSupportsWeightType(DType type) {
     case DType::kBF16:
     case DType::kQ8_0:
     case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kIQ4_NL:
+    case DType::kMXFP4:
       return true;
     default:
       return false;

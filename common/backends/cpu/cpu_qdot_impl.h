@@ -6,21 +6,29 @@
 //   using IVec = ...;                        // 16 int32 lanes, one per block
 //   static Vec Mul(const Vec& a, const Vec& b);
 //   static Vec ToFloat(const IVec& v);       // exact: |sum| < 2^24
-//   template <DType T> static Vec GroupScales(const uint8_t* blocks);
+//   static Vec IntsToFloat(const int32_t* p);  // 16 ints, exactly
+//   template <DType T, int kOffset> static Vec GroupHalves(const uint8_t* blocks);
+//   template <DType T> static Vec E8M0Scales(const uint8_t* blocks);  // E8M0Half(byte 0)
 //   template <DType T> static IVec GroupDot(const uint8_t* blocks, const QActGroup& x);
-//   template <DType T> static void PackGroup(const uint8_t* blocks, QWeightGroup* out);
+//   template <DType T> static void PackCodes(const uint8_t* blocks, QWeightGroup* out);
 //   template <DType T, int NX>
 //   static void PackedDots(const QWeightGroup& w, const QActGroup* const* x, IVec* sums);
 //
-// `blocks` points at 16 consecutive stored blocks of a weight row. GroupDot
-// and PackedDots return the exact integer block sums sum_i qw_i * qx_i (lane
-// j: block j of the group); how an ISA gets them (sign tricks, offsets
-// corrected with QActGroup::sum) is its own choice, the integers are the same.
-// The float step below is shared, so every ISA rounds identically.
+// `blocks` points at 16 consecutive stored blocks of a weight row.
+// GroupHalves decodes the f16 at byte kOffset of each block. GroupDot and
+// PackedDots return the exact integer block sums sum_i qw_i * qx_i (lane j:
+// block j of the group; qw_i the signed code of cpu_backend.h); how an ISA
+// gets them (sign tricks, lookup tables, offsets corrected with
+// QActGroup::sum) is its own choice, the integers are the same. PackCodes
+// writes the codes of a QWeightGroup in the ISA's own encoding. The float
+// step below is shared, so every ISA rounds identically.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
+#include <utility>
 
 #include "cpu_kernels.h"
 #include "cpu_qdot.h"
@@ -30,11 +38,27 @@ namespace odmoe::cpu_impl {
 
 template <DType T>
 constexpr int64_t QBlockBytes() {
-  return T == DType::kQ8_0 ? kQ8_0BlockBytes : kQ4_0BlockBytes;
+  return QLayoutOf(T).bytes;
+}
+/// Q4_1 / Q5_1: w = d * q + m, the second update of the float step.
+template <DType T>
+constexpr bool QHasMin() {
+  return QLayoutOf(T).m >= 0;
+}
+
+/// The 16 block scales of a group (lane j: block j), exactly.
+template <class V, DType T>
+typename V::Vec QGroupScales(const uint8_t* blocks) {
+  if constexpr (QLayoutOf(T).e8m0) {
+    return V::template E8M0Scales<T>(blocks);
+  } else {
+    return V::template GroupHalves<T, 0>(blocks);
+  }
 }
 
 /// `count` (< 16) stored blocks copied to a zero-filled group: the zero
-/// blocks have scale 0 and contribute fma(0, 0, lane) = lane.
+/// blocks have scale 0 and contribute fma(0, 0, lane) = lane (MXFP4's zero
+/// exponent is a tiny scale, but its codes 0 give 0 in every sum).
 template <DType T>
 struct PaddedGroup {
   alignas(64) uint8_t bytes[kQGroupBlocks * kQ8_0BlockBytes];
@@ -45,11 +69,25 @@ struct PaddedGroup {
 };
 
 /// The canonical float step of one group: lane j = fma(dw_j * dx_j,
-/// (float)isum_j, lane j).
-template <class V>
-typename V::Vec QAccumulate(const typename V::Vec& dw, const float* dx,
-                            const typename V::IVec& sums, const typename V::Vec& acc) {
-  return V::Fma(V::Mul(dw, V::Load16(dx)), V::ToFloat(sums), acc);
+/// (float)isum_j, lane j), then for the types with mins lane j =
+/// fma(mw_j * dx_j, (float)sx_j, lane j).
+template <class V, DType T>
+typename V::Vec QAccumulate(const typename V::Vec& dw, const typename V::Vec& mw,
+                            const QActGroup& x, const typename V::IVec& sums,
+                            const typename V::Vec& acc) {
+  const typename V::Vec dx = V::Load16(x.d);
+  typename V::Vec r = V::Fma(V::Mul(dw, dx), V::ToFloat(sums), acc);
+  if constexpr (QHasMin<T>()) r = V::Fma(V::Mul(mw, dx), V::IntsToFloat(x.sum), r);
+  return r;
+}
+
+/// One stored group of 16 blocks against one activation group.
+template <class V, DType T>
+typename V::Vec QGroupStep(const uint8_t* blocks, const QActGroup& x, const typename V::Vec& acc) {
+  typename V::Vec mw = V::Zero();
+  if constexpr (QHasMin<T>()) mw = V::template GroupHalves<T, QLayoutOf(T).m>(blocks);
+  return QAccumulate<V, T>(QGroupScales<V, T>(blocks), mw, x, V::template GroupDot<T>(blocks, x),
+                           acc);
 }
 
 /// Bytes ahead of the current group that the decode kernel prefetches.
@@ -68,13 +106,11 @@ float QDotRowOne(const uint8_t* w, int64_t blocks, const QActGroup* x) {
     const uint8_t* b = w + g * kGroupBytes;
     for (int64_t off = 0; off < kGroupBytes; off += 64)
       __builtin_prefetch(b + kQPrefetchBytes + off);
-    acc = QAccumulate<V>(V::template GroupScales<T>(b), x[g].d, V::template GroupDot<T>(b, x[g]),
-                         acc);
+    acc = QGroupStep<V, T>(b, x[g], acc);
   }
   if (full * kQGroupBlocks < blocks) {
     const PaddedGroup<T> pad(w + full * kGroupBytes, blocks - full * kQGroupBlocks);
-    acc = QAccumulate<V>(V::template GroupScales<T>(pad.bytes), x[full].d,
-                         V::template GroupDot<T>(pad.bytes, x[full]), acc);
+    acc = QGroupStep<V, T>(pad.bytes, x[full], acc);
   }
   return V::Reduce(acc);
 }
@@ -98,16 +134,14 @@ void QDotRowsInterleaved(const uint8_t* w, size_t row_bytes, int64_t blocks, con
     for (int r = 0; r < NW; ++r) {
       const uint8_t* b = w + r * row_bytes + g * kGroupBytes;
       for (int64_t off = 0; off < kGroupBytes; off += 64) __builtin_prefetch(b + kAhead + off);
-      acc[r] = QAccumulate<V>(V::template GroupScales<T>(b), x[g].d,
-                              V::template GroupDot<T>(b, x[g]), acc[r]);
+      acc[r] = QGroupStep<V, T>(b, x[g], acc[r]);
     }
   }
   for (int r = 0; r < NW; ++r) {
     if (full * kQGroupBlocks < blocks) {
       const PaddedGroup<T> pad(w + r * row_bytes + full * kGroupBytes,
                                blocks - full * kQGroupBlocks);
-      acc[r] = QAccumulate<V>(V::template GroupScales<T>(pad.bytes), x[full].d,
-                              V::template GroupDot<T>(pad.bytes, x[full]), acc[r]);
+      acc[r] = QGroupStep<V, T>(pad.bytes, x[full], acc[r]);
     }
     y[r * ldy] = V::Reduce(acc[r]);
   }
@@ -130,12 +164,14 @@ void QDotRowsT(const uint8_t* w, size_t row_bytes, int nw, int64_t blocks, const
   }
 }
 
-template <class V>
-void QDotRows(DType type, const uint8_t* w, size_t row_bytes, int nw, int64_t blocks,
-              const QActs& x, int64_t nx, float* y, int64_t ldy) {
-  if (type == DType::kQ8_0)
-    return QDotRowsT<V, DType::kQ8_0>(w, row_bytes, nw, blocks, x, nx, y, ldy);
-  QDotRowsT<V, DType::kQ4_0>(w, row_bytes, nw, blocks, x, nx, y, ldy);
+/// One group unpacked: the ISA's codes, the decoded scales and mins.
+template <class V, DType T>
+void QPackGroup(const uint8_t* blocks, QWeightGroup* out) {
+  V::template PackCodes<T>(blocks, out);
+  V::Store16(QGroupScales<V, T>(blocks), out->d);
+  if constexpr (QHasMin<T>()) {
+    V::Store16(V::template GroupHalves<T, QLayoutOf(T).m>(blocks), out->m);
+  }
 }
 
 template <class V, DType T>
@@ -146,19 +182,12 @@ void QPackRowsT(const uint8_t* w, size_t row_bytes, int nw, int64_t blocks, QWei
   for (int r = 0; r < nw; ++r) {
     const uint8_t* row = w + r * row_bytes;
     QWeightGroup* out = packed + r * groups;
-    for (int64_t g = 0; g < full; ++g) V::template PackGroup<T>(row + g * kGroupBytes, out + g);
+    for (int64_t g = 0; g < full; ++g) QPackGroup<V, T>(row + g * kGroupBytes, out + g);
     if (full < groups) {
       const PaddedGroup<T> pad(row + full * kGroupBytes, blocks - full * kQGroupBlocks);
-      V::template PackGroup<T>(pad.bytes, out + full);
+      QPackGroup<V, T>(pad.bytes, out + full);
     }
   }
-}
-
-template <class V>
-void QPackRows(DType type, const uint8_t* w, size_t row_bytes, int nw, int64_t blocks,
-               QWeightGroup* packed) {
-  if (type == DType::kQ8_0) return QPackRowsT<V, DType::kQ8_0>(w, row_bytes, nw, blocks, packed);
-  QPackRowsT<V, DType::kQ4_0>(w, row_bytes, nw, blocks, packed);
 }
 
 /// One register tile: NW packed weight rows times NX activation rows.
@@ -183,8 +212,10 @@ void QPackedTile(const QWeightGroup* w, int64_t groups, const QActs& x, int64_t 
       IVec sums[NX];
       V::template PackedDots<T, NX>(wg, xg, sums);
       const Vec dw = V::Load16(wg.d);
+      const Vec mw = QHasMin<T>() ? V::Load16(wg.m) : V::Zero();
 #pragma GCC unroll 4
-      for (int t = 0; t < NX; ++t) acc[r][t] = QAccumulate<V>(dw, xg[t]->d, sums[t], acc[r][t]);
+      for (int t = 0; t < NX; ++t)
+        acc[r][t] = QAccumulate<V, T>(dw, mw, *xg[t], sums[t], acc[r][t]);
     }
   }
 #pragma GCC unroll 4
@@ -228,11 +259,37 @@ void QDotPackedT(const QWeightGroup* packed, int nw, int64_t groups, const QActs
   }
 }
 
+/// The three entry points of the kernel table, dispatched by type through
+/// one function table per entry point (kQDotTypes order).
+template <class V, class Seq = std::make_index_sequence<std::size(kQDotTypes)>>
+struct QDispatch;
+
+template <class V, size_t... I>
+struct QDispatch<V, std::index_sequence<I...>> {
+  static constexpr decltype(&QDotRowsT<V, DType::kQ8_0>) kRows[] = {
+      &QDotRowsT<V, kQDotTypes[I]>...};
+  static constexpr decltype(&QPackRowsT<V, DType::kQ8_0>) kPack[] = {
+      &QPackRowsT<V, kQDotTypes[I]>...};
+  static constexpr decltype(&QDotPackedT<V, DType::kQ8_0>) kPacked[] = {
+      &QDotPackedT<V, kQDotTypes[I]>...};
+};
+
+template <class V>
+void QDotRows(DType type, const uint8_t* w, size_t row_bytes, int nw, int64_t blocks,
+              const QActs& x, int64_t nx, float* y, int64_t ldy) {
+  QDispatch<V>::kRows[QDotTypeIndex(type)](w, row_bytes, nw, blocks, x, nx, y, ldy);
+}
+
+template <class V>
+void QPackRows(DType type, const uint8_t* w, size_t row_bytes, int nw, int64_t blocks,
+               QWeightGroup* packed) {
+  QDispatch<V>::kPack[QDotTypeIndex(type)](w, row_bytes, nw, blocks, packed);
+}
+
 template <class V>
 void QDotPacked(DType type, const QWeightGroup* packed, int nw, int64_t groups, const QActs& x,
                 int64_t nx, float* y, int64_t ldy) {
-  if (type == DType::kQ8_0) return QDotPackedT<V, DType::kQ8_0>(packed, nw, groups, x, nx, y, ldy);
-  QDotPackedT<V, DType::kQ4_0>(packed, nw, groups, x, nx, y, ldy);
+  QDispatch<V>::kPacked[QDotTypeIndex(type)](packed, nw, groups, x, nx, y, ldy);
 }
 
 }  // namespace odmoe::cpu_impl

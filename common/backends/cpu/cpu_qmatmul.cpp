@@ -1,5 +1,6 @@
-// MatMul with Q8_0 / Q4_0 weights: quantize the activations once, then exact
-// integer block dots (cpu_qdot.h), parallel over blocks of 4 weight rows.
+// MatMul with block32 weights (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4):
+// quantize the activations once, then exact integer block dots (cpu_qdot.h),
+// parallel over blocks of 4 weight rows.
 //
 // One activation row (decode) streams the weight blocks straight from the
 // model through qdot_rows. With several rows (prefill) each block of 4 weight
