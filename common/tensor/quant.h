@@ -28,6 +28,33 @@
 // rounding per operation (Q4_1 / Q5_1: (d * q) + m, two roundings).
 // Non-finite input never reaches an undefined conversion (codes are clamped
 // before the float-to-int step); what such blocks hold is unspecified.
+//
+// K family (256-element super-blocks; tensor/quant_k_scales.h and
+// tensor/quant_k_codes.h unpack the scales and codes). Dequantization, bit
+// for bit the gguf package's (each product one rounded f32 multiply, d and
+// dmin the block's F16ToF32 values, sc / mn the sub-block's integer scale
+// and min, q the code):
+//   Q2_K, Q4_K, Q5_K: (d * sc) * q - dmin * mn
+//   Q3_K, Q6_K:       (d * sc) * q          (sc signed, q signed)
+//   IQ4_XS:           (d * sc) * kIq4nlValues[q]
+//   Q8_K:             d * q                 (d an f32)
+//
+// Q8_K quantization (the activations of every K-family MatMul; part of the
+// numerics contract, the GGUF ecosystem's rule):
+//   amax = the largest |x| (NaN skipped), max = the x with that magnitude,
+//   sign kept (the first one wins). amax == 0: d = 0, all codes and bsums 0.
+//   Otherwise iscale = -127 / max (f32 division), d = 1 / iscale,
+//   q_i = min(127, round-half-to-even(iscale * x_i)) (in [-127, 127] for
+//   finite x; a NaN product gives 127, a product <= -127.5 gives -127),
+//   bsums[j] = the sum of q_{16j} .. q_{16j+15}.
+//
+// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS quantization is llama.cpp's
+// reference quantizer without importance matrix (quantize_row_<type>_ref,
+// what llama-quantize does without --imatrix), byte for byte: the same
+// sub-block fits, float operations in the same order (no FMA), round half to
+// even, f16 round to nearest even (tests/gguf/quant_kfamily_test.cpp checks
+// llama.cpp's own output). Non-finite input gives defined (unspecified)
+// bytes. tensor/quant_k_quantize.cpp describes each fit.
 #pragma once
 
 #include <cstdint>
