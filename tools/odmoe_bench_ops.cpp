@@ -169,8 +169,10 @@ struct PrefillRow {
 /// Decode and prefill products; raises *best_bw to the best read bandwidth
 /// seen (meter or weight stream) and prints the tables against it.
 void BenchMatMul(CpuBackend& be, const Options& opt, BandwidthMeter& meter, double* best_bw) {
-  const DType types[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,   DType::kQ4_0,
-                         DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kIQ4_NL, DType::kMXFP4};
+  const DType types[] = {DType::kF32,  DType::kF16,  DType::kBF16,  DType::kQ8_0,  DType::kQ4_0,
+                         DType::kQ4_1, DType::kQ5_0,  DType::kQ5_1,  DType::kIQ4_NL, DType::kMXFP4,
+                         DType::kQ4_K, DType::kQ6_K,  DType::kQ5_K,  DType::kQ3_K,  DType::kQ2_K,
+                         DType::kIQ4_XS};
   const std::pair<int64_t, int64_t> shapes[] = {{14336, 4096}, {4096, 14336}};
   std::vector<DecodeRow> decode;
   std::vector<PrefillRow> prefill;

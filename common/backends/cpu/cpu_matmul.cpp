@@ -34,6 +34,12 @@ bool CpuSupportsWeightType(DType type) {
     case DType::kQ5_1:
     case DType::kIQ4_NL:
     case DType::kMXFP4:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+    case DType::kIQ4_XS:
       return true;
     default:
       return false;

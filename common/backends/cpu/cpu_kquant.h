@@ -1,0 +1,129 @@
+// MatMul with K-family weights (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS) on the
+// CPU: data layouts and the per-ISA kernel table (internal to the backend).
+//
+// As in the GGUF engines, every activation row is quantized once per MatMul
+// to Q8_K super-blocks (QuantizeRow of tensor/quant.h, the one scalar
+// routine) and the dot of a weight row with it takes, per 256-element
+// super-block s, two exact int32 sums A_s and B_s and the shared float step
+// of the canonical order (cpu_backend.h, "MatMul with K-family weights").
+//
+// Layouts:
+//   KActBlock   one Q8_K super-block of an activation row: the 256 codes in
+//               element order, the 16 sums of 16 consecutive codes; the f32
+//               scales of a row live apart (KActs::d), zero-padded to a
+//               multiple of 16 super-blocks (one canonical lane each).
+//   KUnpacked   one weight super-block unpacked for the integer dot, the same
+//               bytes on every ISA (CpuKQuantUnpackReference is the
+//               definition): a code per element in element order (`q`), a
+//               scale, min and offset correction per 16-element sub-block
+//               (the 32-element sub-blocks of Q4_K, Q5_K, IQ4_XS repeat theirs
+//               twice) and the decoded f16 scales. Then
+//                 A_s = sum_j sc[j] * (sum_{i in j} q_i * qx_i) + sum_j corr[j] * bsum_j
+//                 B_s = sum_j mn[j] * bsum_j
+//               where q_i is the unsigned byte (Q2_K..Q6_K: the code plus an
+//               offset that corr = -offset * sc removes) or, for IQ4_XS, the
+//               signed byte kIq4nlValues[code].
+//
+//   CpuKQuantScratch scratch;
+//   KActs x = QuantizeKActivations(x_f32, &scratch, &pool);     // once per MatMul
+//   const CpuKQuantKernels& k = CpuKQuantKernelsFor(CpuIsa::kAvx2);
+//   k.dot_rows(DType::kQ4_K, w, row_bytes, /*nw=*/4, superblocks, x, /*nx=*/1, y, ldy);
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "backend/backend.h"
+#include "cpu_isa.h"
+#include "tensor/dtype.h"
+#include "tensor/quant_blocks.h"
+#include "util/thread_pool.h"
+
+namespace odmoe {
+
+/// Super-blocks per float-step group: one per canonical lane.
+inline constexpr int kKGroupBlocks = 16;
+
+/// One Q8_K super-block of an activation row (scale kept in KActs::d).
+struct alignas(64) KActBlock {
+  int8_t qs[kSuperBlockElems];  // codes in [-127, 127], element order
+  int16_t bsums[16];            // sum of codes 16j .. 16j + 15
+};
+static_assert(sizeof(KActBlock) == 320);
+
+/// Quantized activation rows: row t has `stride` super-blocks (the row's
+/// count rounded up to a multiple of 16; the padding is never read) at
+/// blocks + t * stride and as many scales at d + t * stride, the padding 0.
+struct KActs {
+  const KActBlock* blocks = nullptr;
+  const float* d = nullptr;
+  int64_t stride = 0;
+  const KActBlock* Row(int64_t t) const { return blocks + t * stride; }
+  const float* Scales(int64_t t) const { return d + t * stride; }
+};
+
+/// One weight super-block unpacked for the integer dot (see the top).
+struct alignas(64) KUnpacked {
+  uint8_t q[kSuperBlockElems];
+  int16_t sc[16];
+  int16_t mn[16];
+  int16_t corr[16];
+  float d;     // F16ToF32 of the super-block scale
+  float dmin;  // F16ToF32 of dmin (0 for the types without mins)
+};
+static_assert(sizeof(KUnpacked) == 384);
+
+/// Buffers of the K-family MatMul: grown when a call needs more, never shrunk.
+struct CpuKQuantScratch {
+  std::vector<BlockQ8K> raw;  // QuantizeRow output
+  std::vector<KActBlock> blocks;
+  std::vector<float> d;
+};
+
+/// True for the weight types the K-family kernels compute.
+bool IsKQuantWeightType(DType type);
+
+/// Stored bytes of one super-block of `type` (a K-family weight type).
+int KBlockBytes(DType type);
+
+/// Quantizes every row of x (x.cols a multiple of 256) to Q8_K with
+/// QuantizeRow into `scratch`; rows are spread over `pool`. Valid until the
+/// next call on `scratch`.
+KActs QuantizeKActivations(ConstMat x, CpuKQuantScratch* scratch, ThreadPool* pool);
+
+/// The scalar definition of the unpacked layout: `count` stored super-blocks
+/// of `type` to out[0 .. count).
+void CpuKQuantUnpackReference(DType type, const uint8_t* blocks, int64_t count, KUnpacked* out);
+
+/// The K-family kernels of one ISA level; all levels give the same bits.
+struct CpuKQuantKernels {
+  CpuIsa isa;
+
+  /// y[t * ldy + r] = canonical K-family dot of weight row r (r < nw, 1..4;
+  /// row r at w + r * row_bytes, `superblocks` stored super-blocks of
+  /// `type`) with activation row t < nx. Reads the weights as stored.
+  void (*dot_rows)(DType type, const uint8_t* w, size_t row_bytes, int nw, int64_t superblocks,
+                   const KActs& x, int64_t nx, float* y, int64_t ldy);
+
+  /// Unpacks nw rows as dot_rows reads them: row r to out + r * superblocks.
+  void (*unpack_rows)(DType type, const uint8_t* w, size_t row_bytes, int nw, int64_t superblocks,
+                      KUnpacked* out);
+
+  /// dot_rows on rows unpacked by unpack_rows (bitwise the same results); the
+  /// weights are reused from registers across activation rows.
+  void (*dot_unpacked)(DType type, const KUnpacked* w, int nw, int64_t superblocks, const KActs& x,
+                       int64_t nx, float* y, int64_t ldy);
+};
+
+/// The table of `isa`; the caller makes sure the CPU supports it.
+const CpuKQuantKernels& CpuKQuantKernelsFor(CpuIsa isa);
+
+// One table per ISA (cpu_kquant_<isa>.cpp); the SIMD ones return null in
+// builds for other architectures.
+const CpuKQuantKernels* CpuKQuantKernelsScalar();
+const CpuKQuantKernels* CpuKQuantKernelsAvx2();
+const CpuKQuantKernels* CpuKQuantKernelsAvx512();
+const CpuKQuantKernels* CpuKQuantKernelsAvx512Vnni();
+
+}  // namespace odmoe

@@ -1,0 +1,48 @@
+// K-family kernels: the type of cpu_kquant_avx512_impl.h compiled for
+// AVX-512F/BW/VL (no VNNI).
+#include "cpu_kquant.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+
+#include <immintrin.h>
+
+// Everything the kernel code includes comes before the target pragma, so that
+// no shared inline function is compiled for this ISA only.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "cpu_kquant_unpack.h"
+#include "tensor/dtype.h"
+
+#pragma GCC push_options
+// GCC 12 reports its own _mm512_undefined_*() helpers as uninitialized when
+// they are inlined here (GCC bug 105593); the warning is a false positive.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")
+
+#include "cpu_kquant_avx512_impl.h"
+
+namespace odmoe {
+
+const CpuKQuantKernels* CpuKQuantKernelsAvx512() {
+  static const CpuKQuantKernels kernels =
+      kquant_impl::MakeKQuantKernels<KAvx512<false>>(CpuIsa::kAvx512);
+  return &kernels;
+}
+
+}  // namespace odmoe
+
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+
+#else  // not x86
+
+namespace odmoe {
+const CpuKQuantKernels* CpuKQuantKernelsAvx512() { return nullptr; }
+}  // namespace odmoe
+
+#endif

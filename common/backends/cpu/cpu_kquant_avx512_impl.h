@@ -1,0 +1,114 @@
+// The AVX-512 K-family kernel type (internal), shared by cpu_kquant_avx512.cpp
+// (AVX-512F/BW/VL) and cpu_kquant_avx512vnni.cpp (plus AVX512-VNNI); each
+// includes it after its own target pragma, so it lives in an unnamed
+// namespace (one copy per target, see cpu_kernels_avx512_impl.h).
+//
+// Codes are unpacked by cpu_kquant_x86_unpack.h; A_s takes 64 elements (four
+// 16-element sub-blocks, one per 128-bit lane) at a time: _mm512_maddubs_epi16
+// of the unsigned code (IQ4_XS: |w|, with w's sign moved onto x) times the
+// activation, then the sub-block scales with _mm512_madd_epi16 (VNNI: fused
+// into the accumulation by _mm512_dpwssd_epi32). The 16 float lanes are one
+// zmm register.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "cpu_kquant_impl.h"
+#include "cpu_kquant_x86_unpack.h"
+
+namespace odmoe {
+namespace {  // NOLINT(build/namespaces): one copy per target, see above
+
+/// Shuffle control: 128-bit lane L of the result gets int16 word L of the
+/// (broadcast) 64-bit group of 4 scales, in every word.
+alignas(64) constexpr uint8_t kScaleCtrl512[64] = {
+    0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,  //
+    2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3,  //
+    4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5,  //
+    6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7};
+
+template <bool kVnni>
+struct KAvx512 : KUnpackX86 {
+  using Vec = __m512;
+  static constexpr int kTileNX = 4;
+  using IPart = __m256i;
+
+  static Vec Zero() { return _mm512_setzero_ps(); }
+  static Vec Load16(const float* p) { return _mm512_loadu_ps(p); }
+  static Vec Mul(const Vec& a, const Vec& b) { return _mm512_mul_ps(a, b); }
+  static Vec Neg(const Vec& a) {
+    return _mm512_castsi512_ps(
+        _mm512_xor_si512(_mm512_castps_si512(a), _mm512_set1_epi32(INT32_MIN)));
+  }
+  static Vec Fma(const Vec& a, const Vec& b, const Vec& acc) { return _mm512_fmadd_ps(a, b, acc); }
+  static Vec ToFloat(const int32_t* s) { return _mm512_cvtepi32_ps(_mm512_loadu_si512(s)); }
+  static float Reduce(const Vec& a) {
+    const __m256 hi8 = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1));
+    const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(a), hi8);
+    const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 0x55)));
+  }
+
+  __attribute__((always_inline)) static inline __m256i Fold(__m512i v) {
+    return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+  }
+
+  template <DType T, int NX>
+  __attribute__((always_inline)) static inline void Dot(const KUnpacked& w,
+                                                        const KActBlock* const* x, IPart* a,
+                                                        IPart* b) {
+    constexpr bool kSigned = T == DType::kIQ4_XS;
+    __m512i acc[NX];
+#pragma GCC unroll 4
+    for (int t = 0; t < NX; ++t) acc[t] = _mm512_setzero_si512();
+    const __m512i ctrl = _mm512_load_si512(kScaleCtrl512);
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      int64_t sc4;
+      std::memcpy(&sc4, w.sc + 4 * k, sizeof(sc4));
+      const __m512i scv = _mm512_shuffle_epi8(_mm512_set1_epi64(sc4), ctrl);
+      // Two 256-bit loads: in decode they forward from the unpacker's 256-bit
+      // stores (one 512-bit load over two stores would stall).
+      const __m512i wq = _mm512_inserti64x4(
+          _mm512_castsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(w.q + 64 * k))),
+          _mm256_load_si256(reinterpret_cast<const __m256i*>(w.q + 64 * k + 32)), 1);
+      __m512i uw = wq;
+      __mmask64 neg = 0;
+      if constexpr (kSigned) {
+        uw = _mm512_abs_epi8(wq);
+        neg = _mm512_movepi8_mask(wq);
+      }
+#pragma GCC unroll 4
+      for (int t = 0; t < NX; ++t) {
+        __m512i xv = _mm512_load_si512(x[t]->qs + 64 * k);
+        if constexpr (kSigned) xv = _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv);
+        const __m512i p = _mm512_maddubs_epi16(uw, xv);
+        if constexpr (kVnni) {
+          acc[t] = _mm512_dpwssd_epi32(acc[t], p, scv);
+        } else {
+          acc[t] = _mm512_add_epi32(acc[t], _mm512_madd_epi16(p, scv));
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < NX; ++t) {
+      const __m256i bs = _mm256_load_si256(reinterpret_cast<const __m256i*>(x[t]->bsums));
+      __m256i s = Fold(acc[t]);
+      if constexpr (T == DType::kQ3_K || T == DType::kQ6_K) {
+        s = _mm256_add_epi32(
+            s, _mm256_madd_epi16(bs, _mm256_load_si256(reinterpret_cast<const __m256i*>(w.corr))));
+      }
+      a[t] = s;
+      if constexpr (kquant_impl::HasMins<T>()) {
+        b[t] = _mm256_madd_epi16(bs, _mm256_load_si256(reinterpret_cast<const __m256i*>(w.mn)));
+      }
+    }
+  }
+};
+
+}  // namespace
+}  // namespace odmoe
