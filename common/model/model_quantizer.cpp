@@ -18,22 +18,6 @@
 
 namespace odmoe {
 
-bool QuantizerSupports(DType type) {
-  // The row converters of tensor/quant.h that exist in this build. The
-  // block32 and K families arrive with their quantizers (branches
-  // h2-block32, h3a-kref); this list grows with them.
-  switch (type) {
-    case DType::kF32:
-    case DType::kF16:
-    case DType::kBF16:
-    case DType::kQ8_0:
-    case DType::kQ4_0:
-      return true;
-    default:
-      return false;
-  }
-}
-
 uint64_t SourceFingerprint(const ModelFile& model) {
   return model.gguf().GetUInt(kSourceFingerprintKey).value_or(model.fingerprint());
 }
@@ -68,18 +52,6 @@ absl::StatusOr<QuantizeReport> QuantizeModelFile(const std::string& in_path,
   ODMOE_ASSIGN_OR_RETURN(std::unique_ptr<ModelFile> model, ModelFile::Open(in_path));
   const GgufFile& in = model->gguf();
   const std::vector<PlannedTensor> plan = PlanQuantization(*model, options.recipe);
-  for (const PlannedTensor& p : plan) {
-    const TensorView& t = *p.source;
-    if (!p.choice.convert || p.choice.type == t.type) continue;
-    for (DType type : {t.type, p.choice.type}) {
-      if (!QuantizerSupports(type)) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "%s: tensor '%s' needs conversion %s -> %s, but this build cannot convert %s rows "
-            "yet",
-            in_path, t.name, Traits(t.type).name, Traits(p.choice.type).name, Traits(type).name));
-      }
-    }
-  }
 
   GgufWriter writer;
   for (const auto& [key, value] : in.metadata()) {

@@ -78,15 +78,10 @@ struct PlannedTensor {
 };
 std::vector<PlannedTensor> PlanQuantization(const ModelFile& model, const QuantRecipe& recipe);
 
-/// Reads `in_path` (a valid model GGUF), writes `out_path`. INVALID_ARGUMENT
-/// when a type the plan needs cannot be converted by this build.
+/// Reads `in_path` (a valid model GGUF), writes `out_path`.
 absl::StatusOr<QuantizeReport> QuantizeModelFile(const std::string& in_path,
                                                  const std::string& out_path,
                                                  const QuantizeOptions& options);
-
-/// True when this build converts rows from and to `type` (QuantizeRow /
-/// DequantizeRow exist for it).
-bool QuantizerSupports(DType type);
 
 /// Metadata key that records the fingerprint of the model a quantized file
 /// was made from (ModelFile::fingerprint() of the original).
