@@ -107,6 +107,7 @@ class WorkerCore {
 
   WorkerStats stats() const;
   const WorkerPlacement& placement() const { return options_.placement; }
+  const ModelFile& model() const { return model_; }
   bool resident() const { return options_.resident; }
   bool lru() const { return options_.lru; }
 
