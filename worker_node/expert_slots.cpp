@@ -20,8 +20,8 @@ std::chrono::steady_clock::duration Seconds(double s) {
 
 }  // namespace
 
-absl::StatusOr<ExpertSlots> ExpertSlots::Create(const ModelFile& model, Backend& backend,
-                                                int slots, std::unique_ptr<SlotDevice> device,
+absl::StatusOr<ExpertSlots> ExpertSlots::Create(const ModelFile& model, Backend& backend, int slots,
+                                                std::unique_ptr<SlotDevice> device,
                                                 const std::vector<ExpertId>& host_set) {
   if (slots < 1) return absl::InvalidArgumentError("a worker needs at least one expert slot");
   ExpertSlots s(model, backend);
@@ -33,13 +33,12 @@ absl::StatusOr<ExpertSlots> ExpertSlots::Create(const ModelFile& model, Backend&
           backend.name()));
     }
     for (int i = 0; i < slots; ++i) {
-      ODMOE_ASSIGN_OR_RETURN(std::unique_ptr<BackendBuffer> b,
-                             backend.Allocate(s.slot_bytes_));
+      ODMOE_ASSIGN_OR_RETURN(std::unique_ptr<BackendBuffer> b, backend.Allocate(s.slot_bytes_));
       s.slot_data_.push_back(static_cast<uint8_t*>(b->data()));
       s.memory_.push_back(std::move(b));
     }
   } else {
-    ODMOE_ASSIGN_OR_RETURN(uint8_t* base, device->Reserve(slots, stride));
+    ODMOE_ASSIGN_OR_RETURN(uint8_t * base, device->Reserve(slots, stride));
     for (int i = 0; i < slots; ++i) s.slot_data_.push_back(base + static_cast<size_t>(i) * stride);
     const ModelConfig& c = model.config();
     std::vector<ExpertId> set = host_set;
@@ -125,9 +124,8 @@ absl::Status ExpertSlots::Load(int slot, int layer, int expert, bool prefetched,
   if (device_ == nullptr) {
     PackExpert(model_->Expert(layer, expert), layout, dst);
     if (load_bandwidth_ > 0) {
-      std::this_thread::sleep_until(
-          t0 + Seconds(static_cast<double>(layout.total_bytes) /
-                       static_cast<double>(load_bandwidth_)));
+      std::this_thread::sleep_until(t0 + Seconds(static_cast<double>(layout.total_bytes) /
+                                                 static_cast<double>(load_bandwidth_)));
     }
   } else {
     const uint8_t* src = nullptr;
@@ -174,9 +172,8 @@ absl::StatusOr<std::chrono::steady_clock::time_point> ExpertSlots::WaitLoaded(in
   const auto before = std::chrono::steady_clock::now();
   ODMOE_RETURN_IF_ERROR(device_->WaitLoadDone(slot));
   if (load_bandwidth_ > 0) {  // emulation on a device too: the copy ends no sooner than this
-    std::this_thread::sleep_until(s.issued_at +
-                                  Seconds(static_cast<double>(s.bytes) /
-                                          static_cast<double>(load_bandwidth_)));
+    std::this_thread::sleep_until(
+        s.issued_at + Seconds(static_cast<double>(s.bytes) / static_cast<double>(load_bandwidth_)));
   }
   const auto after = std::chrono::steady_clock::now();
   ODMOE_ASSIGN_OR_RETURN(const double device_seconds, device_->LoadSeconds(slot));

@@ -60,8 +60,8 @@ class ExpertSlots {
     bool ready = false;       // the load is known to be complete (loaded_at is final)
     std::chrono::steady_clock::time_point issued_at;  // when the load was started
     std::chrono::steady_clock::time_point loaded_at;  // when the load finished
-    int64_t issued_wall_us = 0;  // issued_at on the wall clock (trace spans)
-    uint64_t last_used = 0;   // Touch() counter: for least-recently-used eviction
+    int64_t issued_wall_us = 0;                       // issued_at on the wall clock (trace spans)
+    uint64_t last_used = 0;  // Touch() counter: for least-recently-used eviction
   };
   using ExpertId = std::pair<int, int>;  // (layer, expert)
 
@@ -106,9 +106,7 @@ class ExpertSlots {
   /// Bytes of one slot: the largest packed expert of the model.
   size_t slot_bytes() const { return slot_bytes_; }
   /// Bytes of a packed expert of `layer`.
-  size_t expert_bytes(int layer) const {
-    return layouts_[static_cast<size_t>(layer)].total_bytes;
-  }
+  size_t expert_bytes(int layer) const { return layouts_[static_cast<size_t>(layer)].total_bytes; }
   /// Loads are asynchronous copies through a SlotDevice.
   bool device() const { return device_ != nullptr; }
   /// Pinned host bytes holding packed experts (device path; 0 otherwise).
@@ -141,7 +139,7 @@ class ExpertSlots {
   std::vector<uint8_t*> slot_data_;                     // each slot's memory
   // Device path.
   std::unique_ptr<SlotDevice> device_;
-  std::map<ExpertId, uint8_t*> host_copy_;  // packed experts in pinned memory
+  std::map<ExpertId, uint8_t*> host_copy_;    // packed experts in pinned memory
   uint8_t* staging_[2] = {nullptr, nullptr};  // pinned entries for other experts
   int staging_user_[2] = {-1, -1};            // the slot last loaded from each
   int next_staging_ = 0;

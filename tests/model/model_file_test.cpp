@@ -143,14 +143,13 @@ std::string TempFile(const std::string& name) {
 TEST_CASE("model: layers may store their experts in different types", "[model]") {
   // Layer 0: gate Q8_0, up F16, down Q5_0; layer 1: F16 (as in the source).
   const std::string path = TempFile("layer-types.gguf");
-  REQUIRE(test::WriteRetypedModel(
-              test::SourcePath("tests/data/tiny-mixtral-2layer.gguf"), path,
-              [](const TensorView& t) -> std::optional<DType> {
-                if (!test::ExpertsOfLayer(t, 0)) return std::nullopt;
-                if (absl::StrContains(t.name, "gate")) return DType::kQ8_0;
-                if (absl::StrContains(t.name, "down")) return DType::kQ5_0;
-                return std::nullopt;
-              })
+  REQUIRE(test::WriteRetypedModel(test::SourcePath("tests/data/tiny-mixtral-2layer.gguf"), path,
+                                  [](const TensorView& t) -> std::optional<DType> {
+                                    if (!test::ExpertsOfLayer(t, 0)) return std::nullopt;
+                                    if (absl::StrContains(t.name, "gate")) return DType::kQ8_0;
+                                    if (absl::StrContains(t.name, "down")) return DType::kQ5_0;
+                                    return std::nullopt;
+                                  })
               .ok());
   auto m = ModelFile::Open(path);
   INFO(m.status());

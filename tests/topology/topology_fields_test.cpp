@@ -183,9 +183,9 @@ TEST_CASE("topology: every field survives TopologyToYaml", "[topology]") {
 }
 
 TEST_CASE("topology: every shadow quantization is read and written back", "[topology]") {
-  const std::pair<const char*, DType> values[] = {
-      {"f16", DType::kF16},   {"q8_0", DType::kQ8_0}, {"q6_k", DType::kQ6_K},
-      {"q5_k", DType::kQ5_K}, {"q4_k", DType::kQ4_K}, {"q4_0", DType::kQ4_0}};
+  const std::pair<const char*, DType> values[] = {{"f16", DType::kF16},   {"q8_0", DType::kQ8_0},
+                                                  {"q6_k", DType::kQ6_K}, {"q5_k", DType::kQ5_K},
+                                                  {"q4_k", DType::kQ4_K}, {"q4_0", DType::kQ4_0}};
   for (const auto& [name, type] : values) {
     INFO(name);
     std::string yaml = Everything();
