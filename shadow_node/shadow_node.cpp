@@ -38,14 +38,16 @@ absl::StatusOr<std::string> PrepareShadowModel(const Topology& topology,
   }
   const char* tmp = std::getenv("TMPDIR");
   const std::string dir = tmp && *tmp ? tmp : "/tmp";
+  // Every converted tensor in the one type (a row it cannot hold falls back:
+  // model/quant_mix.h), by the quantizer odmoe-quantize uses.
+  const QuantRecipe recipe = QuantRecipe::Pure(spec.quantization);
   const std::string path =
       absl::StrFormat("%s/odmoe-shadow-%s-%s.gguf", dir, FingerprintHex(base_fingerprint),
                       GgmlTypeName(static_cast<uint32_t>(spec.quantization)));
   if (std::filesystem::exists(path)) {
     absl::StatusOr<std::unique_ptr<ModelFile>> cached = ModelFile::Open(path);
     if (cached.ok() && CheckSource(**cached, path, base_fingerprint).ok() &&
-        (*cached)->gguf().GetUInt("general.file_type") ==
-            GgufFileTypeFor(spec.quantization)) {
+        (*cached)->gguf().GetString(kQuantizationKey) == recipe.Name()) {
       ODMOE_LOG_INFO("using the cached quantized model {}", path);
       return path;
     }
@@ -53,7 +55,7 @@ absl::StatusOr<std::string> PrepareShadowModel(const Topology& topology,
   }
   const std::string partial = absl::StrCat(path, ".", getpid(), ".partial");
   QuantizeOptions opt;
-  opt.target = spec.quantization;
+  opt.recipe = recipe;
   opt.threads = 1;
   ODMOE_ASSIGN_OR_RETURN(QuantizeReport r, QuantizeModelFile(topology.model, partial, opt));
   std::error_code ec;
@@ -62,8 +64,11 @@ absl::StatusOr<std::string> PrepareShadowModel(const Topology& topology,
     return absl::InternalError(absl::StrFormat("cannot write %s: %s", path, ec.message()));
   }
   ODMOE_LOG_INFO("quantized {} tensors to {}: {} -> {} bytes ({})", r.tensors_converted,
-                 GgmlTypeName(static_cast<uint32_t>(spec.quantization)), r.bytes_in,
-                 r.bytes_out, path);
+                 recipe.Name(), r.bytes_in, r.bytes_out, path);
+  for (const QuantizeReport::FellBack& f : r.fallbacks) {
+    ODMOE_LOG_INFO("  {}: rows of {} cannot be {}: stored as {}", f.name, f.row_length,
+                   Traits(f.wanted).name, Traits(f.used).name);
+  }
   return path;
 }
 

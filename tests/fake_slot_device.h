@@ -40,6 +40,7 @@ class LoggingSlotDevice final : public SlotDevice {
       ++loads_from_elsewhere;
     }
     log_->push_back(absl::StrFormat("load %d", slot));
+    last_load_bytes = bytes;
     std::memcpy(dst, src, bytes);
     return absl::OkStatus();
   }
@@ -61,8 +62,9 @@ class LoggingSlotDevice final : public SlotDevice {
   uint8_t* host() { return host_.empty() ? nullptr : host_.data(); }
 
   bool fail_loads = false;
-  size_t max_host = SIZE_MAX;     // ReserveHost fails above this
-  int loads_from_elsewhere = 0;   // loads whose source was not the host area
+  size_t max_host = SIZE_MAX;    // ReserveHost fails above this
+  int loads_from_elsewhere = 0;  // loads whose source was not the host area
+  size_t last_load_bytes = 0;    // bytes of the last QueueLoad
 
  private:
   std::vector<std::string>* log_;

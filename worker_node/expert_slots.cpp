@@ -20,12 +20,12 @@ std::chrono::steady_clock::duration Seconds(double s) {
 
 }  // namespace
 
-absl::StatusOr<ExpertSlots> ExpertSlots::Create(const ModelFile& model, Backend& backend,
-                                                int slots, std::unique_ptr<SlotDevice> device,
+absl::StatusOr<ExpertSlots> ExpertSlots::Create(const ModelFile& model, Backend& backend, int slots,
+                                                std::unique_ptr<SlotDevice> device,
                                                 const std::vector<ExpertId>& host_set) {
   if (slots < 1) return absl::InvalidArgumentError("a worker needs at least one expert slot");
-  ExpertSlots s(model, backend, ExpertPackLayout::For(model.config()));
-  const size_t stride = ExpertSlotStride(s.layout_.total_bytes);
+  ExpertSlots s(model, backend);
+  const size_t stride = ExpertSlotStride(s.slot_bytes_);
   if (device == nullptr) {
     if (!backend.host_memory()) {
       return absl::InvalidArgumentError(absl::StrFormat(
@@ -33,42 +33,50 @@ absl::StatusOr<ExpertSlots> ExpertSlots::Create(const ModelFile& model, Backend&
           backend.name()));
     }
     for (int i = 0; i < slots; ++i) {
-      ODMOE_ASSIGN_OR_RETURN(std::unique_ptr<BackendBuffer> b,
-                             backend.Allocate(s.layout_.total_bytes));
+      ODMOE_ASSIGN_OR_RETURN(std::unique_ptr<BackendBuffer> b, backend.Allocate(s.slot_bytes_));
       s.slot_data_.push_back(static_cast<uint8_t*>(b->data()));
       s.memory_.push_back(std::move(b));
     }
   } else {
-    ODMOE_ASSIGN_OR_RETURN(uint8_t* base, device->Reserve(slots, stride));
+    ODMOE_ASSIGN_OR_RETURN(uint8_t * base, device->Reserve(slots, stride));
     for (int i = 0; i < slots; ++i) s.slot_data_.push_back(base + static_cast<size_t>(i) * stride);
+    const ModelConfig& c = model.config();
     std::vector<ExpertId> set = host_set;
     std::sort(set.begin(), set.end());
     set.erase(std::unique(set.begin(), set.end()), set.end());
-    size_t entries = set.size() + 2;  // + the two staging entries
-    absl::StatusOr<uint8_t*> pinned = device->ReserveHost(entries * stride);
+    // Each kept expert takes its own layer's size; the two staging entries
+    // take any expert.
+    std::vector<size_t> offsets;
+    size_t set_bytes = 0;
+    for (const auto& [layer, expert] : set) {
+      if (layer < 0 || layer >= c.n_layer || expert < 0 || expert >= c.n_expert) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("no expert %d in layer %d to keep in host memory", expert, layer));
+      }
+      offsets.push_back(set_bytes);
+      set_bytes += ExpertSlotStride(s.expert_bytes(layer));
+    }
+    size_t host_bytes = set_bytes + 2 * stride;
+    absl::StatusOr<uint8_t*> pinned = device->ReserveHost(host_bytes);
     if (!pinned.ok() && pinned.status().code() == absl::StatusCode::kResourceExhausted &&
         !set.empty()) {
       // Not that much pinnable memory: every load is staged instead (one
       // pack per load, still one asynchronous copy).
       ODMOE_LOG_WARN("{}: cannot pin {} experts ({} bytes): {}; staging every load instead",
-                     device->name(), set.size(), entries * stride, pinned.status().message());
+                     device->name(), set.size(), host_bytes, pinned.status().message());
       set.clear();
-      entries = 2;
-      pinned = device->ReserveHost(entries * stride);
+      set_bytes = 0;
+      host_bytes = 2 * stride;
+      pinned = device->ReserveHost(host_bytes);
     }
     if (!pinned.ok()) return pinned.status();
     uint8_t* host = *pinned;
-    s.pinned_host_bytes_ = entries * stride;
-    const ModelConfig& c = model.config();
+    s.pinned_host_bytes_ = host_bytes;
     for (size_t i = 0; i < set.size(); ++i) {
       const auto [layer, expert] = set[i];
-      if (layer < 0 || layer >= c.n_layer || expert < 0 || expert >= c.n_expert) {
-        return absl::InvalidArgumentError(
-            absl::StrFormat("no expert %d in layer %d to keep in host memory", expert, layer));
-      }
-      uint8_t* entry = host + i * stride;
+      uint8_t* entry = host + offsets[i];
       const ExpertTensors tensors = model.Expert(layer, expert);
-      PackExpert(tensors, s.layout_, entry);
+      PackExpert(tensors, s.layouts_[static_cast<size_t>(layer)], entry);
       s.host_copy_[set[i]] = entry;
       // The packed copy is what loads read from now: give back the file's
       // pages, so the host holds this expert once.
@@ -76,8 +84,8 @@ absl::StatusOr<ExpertSlots> ExpertSlots::Create(const ModelFile& model, Backend&
         DropMappedPages(t->data, t->bytes());
       }
     }
-    s.staging_[0] = host + set.size() * stride;
-    s.staging_[1] = host + (set.size() + 1) * stride;
+    s.staging_[0] = host + set_bytes;
+    s.staging_[1] = host + set_bytes + stride;
     s.device_ = std::move(device);
   }
   s.slots_.resize(static_cast<size_t>(slots));
@@ -104,15 +112,20 @@ absl::Status ExpertSlots::Load(int slot, int layer, int expert, bool prefetched,
   if (slot < 0 || slot >= size() || slots_[static_cast<size_t>(slot)].loaded) {
     return absl::FailedPreconditionError(absl::StrFormat("slot %d is not free", slot));
   }
+  const ModelConfig& c = model_->config();
+  if (layer < 0 || layer >= c.n_layer || expert < 0 || expert >= c.n_expert) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("no expert %d in layer %d to load", expert, layer));
+  }
+  const ExpertPackLayout& layout = layouts_[static_cast<size_t>(layer)];
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t t0_wall = TraceRecorder::NowUs();
   uint8_t* dst = slot_data_[static_cast<size_t>(slot)];
   if (device_ == nullptr) {
-    PackExpert(model_->Expert(layer, expert), layout_, dst);
+    PackExpert(model_->Expert(layer, expert), layout, dst);
     if (load_bandwidth_ > 0) {
-      std::this_thread::sleep_until(
-          t0 + Seconds(static_cast<double>(layout_.total_bytes) /
-                       static_cast<double>(load_bandwidth_)));
+      std::this_thread::sleep_until(t0 + Seconds(static_cast<double>(layout.total_bytes) /
+                                                 static_cast<double>(load_bandwidth_)));
     }
   } else {
     const uint8_t* src = nullptr;
@@ -123,17 +136,18 @@ absl::Status ExpertSlots::Load(int slot, int layer, int expert, bool prefetched,
       const int k = next_staging_;
       next_staging_ = 1 - next_staging_;
       if (staging_user_[k] >= 0) ODMOE_RETURN_IF_ERROR(device_->WaitLoadDone(staging_user_[k]));
-      PackExpert(model_->Expert(layer, expert), layout_, staging_[k]);
+      PackExpert(model_->Expert(layer, expert), layout, staging_[k]);
       staging_user_[k] = slot;
       src = staging_[k];
     }
-    ODMOE_RETURN_IF_ERROR(device_->QueueLoad(slot, dst, src, layout_.total_bytes));
+    ODMOE_RETURN_IF_ERROR(device_->QueueLoad(slot, dst, src, layout.total_bytes));
   }
   Slot& s = slots_[static_cast<size_t>(slot)];
   s = Slot{};
   s.loaded = true;
   s.layer = layer;
   s.expert = expert;
+  s.bytes = layout.total_bytes;
   s.prefetched = prefetched;
   s.pinned = pinned;
   s.ready = device_ == nullptr;
@@ -144,6 +158,7 @@ absl::Status ExpertSlots::Load(int slot, int layer, int expert, bool prefetched,
   ++held_;
   peak_held_ = std::max(peak_held_, held_);
   ++loads_;
+  bytes_loaded_ += layout.total_bytes;
   if (s.ready) load_seconds_ += std::chrono::duration<double>(s.loaded_at - t0).count();
   return absl::OkStatus();
 }
@@ -157,9 +172,8 @@ absl::StatusOr<std::chrono::steady_clock::time_point> ExpertSlots::WaitLoaded(in
   const auto before = std::chrono::steady_clock::now();
   ODMOE_RETURN_IF_ERROR(device_->WaitLoadDone(slot));
   if (load_bandwidth_ > 0) {  // emulation on a device too: the copy ends no sooner than this
-    std::this_thread::sleep_until(s.issued_at +
-                                  Seconds(static_cast<double>(layout_.total_bytes) /
-                                          static_cast<double>(load_bandwidth_)));
+    std::this_thread::sleep_until(
+        s.issued_at + Seconds(static_cast<double>(s.bytes) / static_cast<double>(load_bandwidth_)));
   }
   const auto after = std::chrono::steady_clock::now();
   ODMOE_ASSIGN_OR_RETURN(const double device_seconds, device_->LoadSeconds(slot));
@@ -179,7 +193,8 @@ absl::StatusOr<ExpertWeights> ExpertSlots::Acquire(int slot) {
     return absl::FailedPreconditionError(absl::StrFormat("slot %d holds no expert", slot));
   }
   if (device_ != nullptr) ODMOE_RETURN_IF_ERROR(device_->ComputeWaitForLoad(slot));
-  return layout_.WeightsAt(slot_data_[static_cast<size_t>(slot)]);
+  const Slot& s = slots_[static_cast<size_t>(slot)];
+  return layouts_[static_cast<size_t>(s.layer)].WeightsAt(slot_data_[static_cast<size_t>(slot)]);
 }
 
 absl::Status ExpertSlots::Release(int slot) {

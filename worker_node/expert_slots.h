@@ -1,5 +1,7 @@
 // A worker's device memory for experts: a fixed number of slots, each the
-// size of one packed expert (model/expert_pack.h), allocated once. Nothing is
+// size of the largest packed expert of the model (model/expert_pack.h; layers
+// may store their experts in different types), allocated once. Each expert is
+// packed into its slot, and computed, in its own layer's layout. Nothing is
 // allocated per token. Evicting is bookkeeping.
 //
 // Two ways to load, chosen by the backend:
@@ -16,7 +18,9 @@
 //     WaitLoaded blocks until a slot's copy is done (accounting, stall).
 //
 // The accounting is the worker's own evidence that it keeps its budget: how
-// many experts it holds now and at most, and the bytes that means.
+// many experts it holds now and at most, and the bytes that means (a held
+// expert occupies a whole slot: held x slot_bytes). Loads count the bytes of
+// the experts actually moved.
 //
 //   ODMOE_ASSIGN_OR_RETURN(ExpertSlots slots, ExpertSlots::Create(*model, *backend, 1));
 //   int s = slots.FreeSlot();
@@ -50,13 +54,14 @@ class ExpertSlots {
     bool loaded = false;
     int layer = -1;
     int expert = -1;
+    size_t bytes = 0;         // the packed expert's bytes (its layer's layout)
     bool prefetched = false;  // loaded from a hint, before its task came
     bool pinned = false;      // resident: never evicted
     bool ready = false;       // the load is known to be complete (loaded_at is final)
     std::chrono::steady_clock::time_point issued_at;  // when the load was started
     std::chrono::steady_clock::time_point loaded_at;  // when the load finished
-    int64_t issued_wall_us = 0;  // issued_at on the wall clock (trace spans)
-    uint64_t last_used = 0;   // Touch() counter: for least-recently-used eviction
+    int64_t issued_wall_us = 0;                       // issued_at on the wall clock (trace spans)
+    uint64_t last_used = 0;  // Touch() counter: for least-recently-used eviction
   };
   using ExpertId = std::pair<int, int>;  // (layer, expert)
 
@@ -93,12 +98,15 @@ class ExpertSlots {
   int LeastRecentlyUsed() const;
 
   /// EMULATION of a slow host-to-device link: every load takes at least
-  /// expert_bytes / bytes_per_second (the caller's thread sleeps out the
-  /// rest, as it would wait for a DMA). 0 = off.
+  /// (its packed bytes) / bytes_per_second (the caller's thread sleeps out
+  /// the rest, as it would wait for a DMA). 0 = off.
   void set_load_bandwidth(uint64_t bytes_per_second) { load_bandwidth_ = bytes_per_second; }
   uint64_t load_bandwidth() const { return load_bandwidth_; }
 
-  size_t expert_bytes() const { return layout_.total_bytes; }
+  /// Bytes of one slot: the largest packed expert of the model.
+  size_t slot_bytes() const { return slot_bytes_; }
+  /// Bytes of a packed expert of `layer`.
+  size_t expert_bytes(int layer) const { return layouts_[static_cast<size_t>(layer)].total_bytes; }
   /// Loads are asynchronous copies through a SlotDevice.
   bool device() const { return device_ != nullptr; }
   /// Pinned host bytes holding packed experts (device path; 0 otherwise).
@@ -107,29 +115,31 @@ class ExpertSlots {
   // ---- Accounting --------------------------------------------------------
   int held() const { return held_; }
   int peak_held() const { return peak_held_; }
-  uint64_t bytes_held() const { return static_cast<uint64_t>(held_) * layout_.total_bytes; }
-  uint64_t peak_bytes_held() const {
-    return static_cast<uint64_t>(peak_held_) * layout_.total_bytes;
-  }
-  uint64_t bytes_reserved() const { return slots_.size() * layout_.total_bytes; }
+  uint64_t bytes_held() const { return static_cast<uint64_t>(held_) * slot_bytes_; }
+  uint64_t peak_bytes_held() const { return static_cast<uint64_t>(peak_held_) * slot_bytes_; }
+  uint64_t bytes_reserved() const { return slots_.size() * slot_bytes_; }
   uint64_t loads() const { return loads_; }
-  uint64_t bytes_loaded() const { return loads_ * layout_.total_bytes; }
+  uint64_t bytes_loaded() const { return bytes_loaded_; }
   /// Seconds loads took (device time on the device path, once waited for).
   double load_seconds() const { return load_seconds_; }
 
  private:
-  ExpertSlots(const ModelFile& model, Backend& backend, ExpertPackLayout layout)
-      : model_(&model), backend_(&backend), layout_(layout) {}
+  ExpertSlots(const ModelFile& model, Backend& backend)
+      : model_(&model),
+        backend_(&backend),
+        layouts_(LayerPackLayouts(model.config())),
+        slot_bytes_(LargestPackedExpert(model.config())) {}
 
   const ModelFile* model_;
   Backend* backend_;
-  ExpertPackLayout layout_;
+  std::vector<ExpertPackLayout> layouts_;  // per layer
+  size_t slot_bytes_;
   std::vector<Slot> slots_;
   std::vector<std::unique_ptr<BackendBuffer>> memory_;  // host path: one buffer per slot
   std::vector<uint8_t*> slot_data_;                     // each slot's memory
   // Device path.
   std::unique_ptr<SlotDevice> device_;
-  std::map<ExpertId, uint8_t*> host_copy_;  // packed experts in pinned memory
+  std::map<ExpertId, uint8_t*> host_copy_;    // packed experts in pinned memory
   uint8_t* staging_[2] = {nullptr, nullptr};  // pinned entries for other experts
   int staging_user_[2] = {-1, -1};            // the slot last loaded from each
   int next_staging_ = 0;
@@ -137,6 +147,7 @@ class ExpertSlots {
   int held_ = 0;
   int peak_held_ = 0;
   uint64_t loads_ = 0;
+  uint64_t bytes_loaded_ = 0;
   double load_seconds_ = 0;
   uint64_t use_clock_ = 0;
   uint64_t load_bandwidth_ = 0;

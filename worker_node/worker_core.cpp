@@ -48,7 +48,9 @@ absl::StatusOr<std::unique_ptr<WorkerCore>> WorkerCore::Create(const ModelFile& 
   const uint64_t rows = static_cast<uint64_t>(options.max_rows);
   const uint64_t workspace = rows * (2 * static_cast<uint64_t>(c.n_ff) +
                                      2 * static_cast<uint64_t>(c.n_embd)) * sizeof(float);
-  const uint64_t expert = ExpertPackLayout::For(c).total_bytes;
+  // Any expert may come (the schedule moves layers when a group fails), so a
+  // slot is sized for the largest expert of any layer.
+  const uint64_t expert = LargestPackedExpert(c);
   if (options.resident && options.lru) {
     return absl::InvalidArgumentError("a worker is either resident or an LRU cache, not both");
   }

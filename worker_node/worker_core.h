@@ -66,8 +66,10 @@ struct WorkerStats {
   uint64_t loads = 0, bytes_loaded = 0;
   double load_seconds = 0, compute_seconds = 0, stall_seconds = 0;
   int held = 0, peak_held = 0, slots = 0;
+  // expert_bytes: one slot, the largest packed expert of any layer (layers
+  // may store their experts in different types).
   uint64_t expert_bytes = 0, workspace_bytes = 0, memory_budget = 0;
-  uint64_t peak_bytes = 0;  // experts held at most + workspace
+  uint64_t peak_bytes = 0;  // slots holding an expert at most x expert_bytes + workspace
   uint64_t load_bandwidth = 0;  // emulated cap (bytes/s), 0 = none
 };
 
@@ -81,7 +83,7 @@ class WorkerCore {
     bool lru = false;
     int cache_experts = 8;       // lru: slots
     int max_rows = 64;           // largest task (prefill mini-batch)
-    uint64_t memory_budget = 0;  // bytes; 0 = auto (one expert / all resident + workspace)
+    uint64_t memory_budget = 0;  // bytes; 0 = auto (one largest expert / all resident + workspace)
     uint64_t load_bandwidth = 0; // bytes/s cap on loads (emulation, ExpertSlots); 0 = off
     TraceRecorder* trace = nullptr;  // EL/EC spans when recording (may be null)
   };
@@ -105,6 +107,7 @@ class WorkerCore {
 
   WorkerStats stats() const;
   const WorkerPlacement& placement() const { return options_.placement; }
+  const ModelFile& model() const { return model_; }
   bool resident() const { return options_.resident; }
   bool lru() const { return options_.lru; }
 

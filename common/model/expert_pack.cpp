@@ -1,5 +1,6 @@
 #include "model/expert_pack.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace odmoe {
@@ -8,11 +9,12 @@ constexpr size_t kPartAlignment = 64;
 size_t AlignUp(size_t n) { return (n + kPartAlignment - 1) / kPartAlignment * kPartAlignment; }
 }  // namespace
 
-ExpertPackLayout ExpertPackLayout::For(const ModelConfig& c) {
+ExpertPackLayout ExpertPackLayout::For(const ModelConfig& c, int layer) {
+  const ExpertStorage& s = c.experts_of(layer);
   ExpertPackLayout l;
-  l.gate_type = c.expert_gate_type;
-  l.up_type = c.expert_up_type;
-  l.down_type = c.expert_down_type;
+  l.gate_type = s.gate_type;
+  l.up_type = s.up_type;
+  l.down_type = s.down_type;
   l.n_embd = c.n_embd;
   l.n_ff = c.n_ff;
   l.gate_offset = 0;
@@ -22,6 +24,31 @@ ExpertPackLayout ExpertPackLayout::For(const ModelConfig& c) {
   l.total_bytes =
       l.down_offset + AlignUp(RowBytes(l.down_type, l.n_ff) * static_cast<size_t>(l.n_embd));
   return l;
+}
+
+std::vector<ExpertPackLayout> LayerPackLayouts(const ModelConfig& c) {
+  std::vector<ExpertPackLayout> layouts;
+  layouts.reserve(static_cast<size_t>(c.n_layer));
+  for (int l = 0; l < c.n_layer; ++l) layouts.push_back(ExpertPackLayout::For(c, l));
+  return layouts;
+}
+
+size_t LargestPackedExpert(const ModelConfig& c, const std::vector<int>& layers) {
+  size_t largest = 0;
+  if (layers.empty()) {
+    for (int l = 0; l < c.n_layer; ++l) {
+      largest = std::max(largest, ExpertPackLayout::For(c, l).total_bytes);
+    }
+  }
+  for (int l : layers) largest = std::max(largest, ExpertPackLayout::For(c, l).total_bytes);
+  return largest;
+}
+
+double MeanPackedExpert(const ModelConfig& c) {
+  if (c.n_layer < 1) return 0;
+  double sum = 0;
+  for (int l = 0; l < c.n_layer; ++l) sum += ExpertPackLayout::For(c, l).total_bytes;
+  return sum / c.n_layer;
 }
 
 ExpertWeights ExpertPackLayout::WeightsAt(const void* base) const {

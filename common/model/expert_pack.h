@@ -4,9 +4,11 @@
 // Layout of a packed expert (each part starts on a 64-byte boundary):
 //   [gate: n_ff rows of n_embd][up: n_ff rows of n_embd][down: n_embd rows of n_ff]
 // in the storage types of the model file (no conversion). Every expert of a
-// model has the same layout, so slots are interchangeable.
+// layer has the same layout; layers may differ (ModelConfig::expert_storage).
+// A slot meant for any expert is LargestPackedExpert() bytes; each expert is
+// packed, and computed with, in its own layer's layout.
 //
-//   ExpertPackLayout layout = ExpertPackLayout::For(model.config());
+//   ExpertPackLayout layout = ExpertPackLayout::For(model.config(), layer);
 //   std::vector<uint8_t> blob(layout.total_bytes);
 //   PackExpert(model.Expert(layer, e), layout, blob.data());
 //   ExpertWeights w = layout.WeightsAt(slot_base);   // WeightRefs into the slot
@@ -14,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "backend/backend.h"
 #include "model/model_config.h"
@@ -35,11 +38,22 @@ struct ExpertPackLayout {
   size_t gate_offset = 0, up_offset = 0, down_offset = 0;
   size_t total_bytes = 0;
 
-  static ExpertPackLayout For(const ModelConfig& config);
+  /// The layout of an expert of `layer` (in [0, n_layer)).
+  static ExpertPackLayout For(const ModelConfig& config, int layer);
   /// WeightRefs for a packed expert whose first byte is at `base` (in any
   /// memory space: host or device).
   ExpertWeights WeightsAt(const void* base) const;
 };
+
+/// The layouts of every layer, in layer order.
+std::vector<ExpertPackLayout> LayerPackLayouts(const ModelConfig& config);
+
+/// Bytes of the largest packed expert of `layers` (every layer when empty):
+/// what one slot that may hold any of their experts needs.
+size_t LargestPackedExpert(const ModelConfig& config, const std::vector<int>& layers = {});
+
+/// Mean bytes of a packed expert over the layers (what an average load moves).
+double MeanPackedExpert(const ModelConfig& config);
 
 /// Copies one expert into `dst` (layout.total_bytes bytes, host memory).
 void PackExpert(const ExpertTensors& src, const ExpertPackLayout& layout, uint8_t* dst);

@@ -3,12 +3,14 @@
 //
 //   const ModelConfig& c = model->config();
 //   int kv_width = c.n_head_kv * c.head_dim;     // K/V row width
-//   size_t one_expert = c.expert_bytes;            // gate + up + down
+//   const ExpertStorage& s = c.experts_of(3);     // layer 3's expert types
+//   size_t largest = c.expert_bytes_max;            // gate + up + down, any layer
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "backend/backend.h"
 #include "tensor/dtype.h"
@@ -19,6 +21,18 @@ namespace odmoe {
 enum class ExpertLayout {
   kStacked,    // 3-D tensors blk.N.ffn_{gate,up,down}_exps (current converters)
   kPerExpert,  // 2-D tensors blk.N.ffn_{gate,up,down}.E (older converters)
+};
+
+/// How one expert of a layer is stored in the file: the types of its three
+/// matrices and their bytes together.
+struct ExpertStorage {
+  DType gate_type = DType::kF32;
+  DType up_type = DType::kF32;
+  DType down_type = DType::kF32;
+  size_t bytes = 0;  // gate + up + down of one expert
+  bool operator==(const ExpertStorage& o) const {
+    return gate_type == o.gate_type && up_type == o.up_type && down_type == o.down_type;
+  }
 };
 
 struct ModelConfig {
@@ -41,14 +55,25 @@ struct ModelConfig {
   ExpertLayout expert_layout = ExpertLayout::kStacked;
   bool output_tied = false;  // LM head shares token_embd (no output.weight)
 
-  // Storage of one expert (all layers agree; validated at load).
-  DType expert_gate_type = DType::kF32;
-  DType expert_up_type = DType::kF32;
-  DType expert_down_type = DType::kF32;
-  size_t expert_bytes = 0;  // gate + up + down of one expert
+  // Storage of the experts, per layer: every expert of a layer is stored
+  // alike (validated at load), layers may differ (files from the common
+  // quantizers keep ffn_down at more bits in some layers).
+  std::vector<ExpertStorage> expert_storage;  // one per layer
+  size_t expert_bytes_max = 0;                // the largest expert of any layer
 
   int q_width() const { return n_head * head_dim; }
   int kv_width() const { return n_head_kv * head_dim; }
+  /// Storage of the experts of `layer` (in [0, n_layer)).
+  const ExpertStorage& experts_of(int layer) const {
+    return expert_storage[static_cast<size_t>(layer)];
+  }
+  /// True when every layer stores its experts alike.
+  bool expert_storage_uniform() const {
+    for (const ExpertStorage& s : expert_storage) {
+      if (!(s == expert_storage.front())) return false;
+    }
+    return true;
+  }
 };
 
 }  // namespace odmoe

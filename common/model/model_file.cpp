@@ -1,5 +1,6 @@
 #include "model/model_file.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -221,21 +222,29 @@ absl::Status ModelFile::BindTensors() {
     }
   }
 
-  // Every expert of every layer must have the same storage, so that an
-  // expert is a fixed-size unit a worker can load into a fixed slot.
-  const ExpertTensors first = Expert(0, 0);
-  c.expert_gate_type = first.gate.type;
-  c.expert_up_type = first.up.type;
-  c.expert_down_type = first.down.type;
-  c.expert_bytes = first.gate.bytes() + first.up.bytes() + first.down.bytes();
+  // Every expert of a layer must be stored alike, so that a layer's experts
+  // are interchangeable units of one size; layers may differ.
+  c.expert_storage.resize(static_cast<size_t>(c.n_layer));
+  c.expert_bytes_max = 0;
   for (int l = 0; l < c.n_layer; ++l) {
-    for (int e = 0; e < c.n_expert; ++e) {
+    const ExpertTensors first = Expert(l, 0);
+    ExpertStorage& s = c.expert_storage[static_cast<size_t>(l)];
+    s.gate_type = first.gate.type;
+    s.up_type = first.up.type;
+    s.down_type = first.down.type;
+    s.bytes = first.gate.bytes() + first.up.bytes() + first.down.bytes();
+    c.expert_bytes_max = std::max(c.expert_bytes_max, s.bytes);
+    for (int e = 1; e < c.n_expert; ++e) {
       const ExpertTensors x = Expert(l, e);
-      if (x.gate.type != c.expert_gate_type || x.up.type != c.expert_up_type ||
-          x.down.type != c.expert_down_type) {
-        return Invalid(f.path(), absl::StrFormat("expert %d of layer %d is stored in other types "
-                                                 "than expert 0 of layer 0",
-                                                 e, l));
+      if (x.gate.type != s.gate_type || x.up.type != s.up_type || x.down.type != s.down_type) {
+        return Invalid(
+            f.path(),
+            absl::StrFormat("expert %d of layer %d is stored as gate %s / up %s / down %s, but "
+                            "expert 0 of that layer as %s / %s / %s: every expert of a layer "
+                            "must be stored in the same types",
+                            e, l, Traits(x.gate.type).name, Traits(x.up.type).name,
+                            Traits(x.down.type).name, Traits(s.gate_type).name,
+                            Traits(s.up_type).name, Traits(s.down_type).name));
       }
     }
   }

@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "model/model_file.h"
 #include "util/status_macros.h"
+#include "util/string_view.h"
 #include "yaml-cpp/yaml.h"
 
 namespace odmoe {
@@ -313,7 +314,12 @@ absl::Status ParseDocument(const YAML::Node& root, const std::string& file,
     ODMOE_RETURN_IF_ERROR(ParseNode(s, &spec, "cpu:1"));
     ODMOE_RETURN_IF_ERROR(s.Enum<DType>(
         "quantization", &spec.quantization,
-        {{"f16", DType::kF16}, {"q8_0", DType::kQ8_0}, {"q4_0", DType::kQ4_0}}));
+        {{"f16", DType::kF16},
+         {"q8_0", DType::kQ8_0},
+         {"q6_k", DType::kQ6_K},
+         {"q5_k", DType::kQ5_K},
+         {"q4_k", DType::kQ4_K},
+         {"q4_0", DType::kQ4_0}}));
     std::string qmodel;
     ODMOE_RETURN_IF_ERROR(s.String("model", &qmodel, false));
     if (!qmodel.empty()) spec.model = Resolve(base_dir, qmodel);
@@ -540,11 +546,11 @@ absl::Status ValidateTopologyWithModel(Topology& t) {
   ODMOE_RETURN_IF_ERROR(CheckStructure(t, file));
   for (size_t i = 0; i < t.workers.size(); ++i) {
     const uint64_t budget = t.workers[i].memory_budget;
-    if (budget != 0 && budget < c.expert_bytes) {
+    if (budget != 0 && budget < c.expert_bytes_max) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: workers.nodes[%d].memory_budget: %d bytes cannot hold one expert of this model "
-          "(expected at least %d bytes plus workspace)",
-          file, i, budget, c.expert_bytes));
+          "%s: workers.nodes[%d].memory_budget: %d bytes cannot hold the largest expert of this "
+          "model (expected at least %d bytes plus workspace)",
+          file, i, budget, c.expert_bytes_max));
     }
   }
   return absl::OkStatus();
@@ -643,9 +649,7 @@ std::string TopologyToYaml(const Topology& t) {
     out << YAML::Key << "shadow" << YAML::Value << YAML::BeginMap;
     node(s);
     out << YAML::Key << "quantization" << YAML::Value
-        << (s.quantization == DType::kF16    ? "f16"
-            : s.quantization == DType::kQ4_0 ? "q4_0"
-                                             : "q8_0");
+        << absl::AsciiStrToLower(ToAbsl(Traits(s.quantization).name));
     if (!s.model.empty()) out << YAML::Key << "model" << YAML::Value << s.model;
     out << YAML::Key << "alignment" << YAML::Value << YAML::BeginMap << YAML::Key
         << "token_period" << YAML::Value << s.token_period << YAML::Key << "kv_period"

@@ -34,7 +34,7 @@
 //     id: shadow
 //     address: 127.0.0.1:7701
 //     backend: cpu:1
-//     quantization: q8_0                      # f16 | q8_0 (default) | q4_0
+//     quantization: q8_0                      # f16 | q8_0 (default) | q6_k | q5_k | q4_k | q4_0
 //     model: shadow-q8_0.gguf                 # optional pre-quantized copy
 //     alignment: { token_period: 1, kv_period: 1 }   # 0 = never (defaults 1, 1)
 //     max_run_ahead: 4                        # iterations ahead of main (default 4)
@@ -114,7 +114,9 @@ struct MainSpec : NodeSpec {
 };
 
 struct ShadowSpec : NodeSpec {
-  DType quantization = DType::kQ8_0;  // kF16 | kQ8_0 | kQ4_0
+  // kF16 | kQ8_0 | kQ6_K | kQ5_K | kQ4_K | kQ4_0: every converted tensor in
+  // this type (a row it cannot hold falls back: model/quant_mix.h).
+  DType quantization = DType::kQ8_0;
   std::string model;                  // absolute path of a pre-quantized copy, or empty
   int token_period = 1;               // >= 0; 0 = never align tokens
   int kv_period = 1;                  // >= 0; 0 = never align KV rows

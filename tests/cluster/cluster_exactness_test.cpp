@@ -2,13 +2,18 @@
 // single-process reference engine's, for every prediction mode, with
 // alignment on and off, with 2, 4, 6 and 8 workers, resident or on demand,
 // and with prefill mini-batches of several sizes.
+#include <algorithm>
 #include <catch2/catch.hpp>
-
+#include <filesystem>
 #include <map>
 
 #include "absl/strings/str_format.h"
 #include "backends/backend_registry.h"
 #include "engine/reference_engine.h"
+#include "model/expert_pack.h"
+#include "model/model_quantizer.h"
+#include "model/synth_model.h"
+#include "retyped_model.h"
 #include "test_cluster.h"
 
 namespace odmoe::test {
@@ -24,30 +29,33 @@ const std::vector<std::string>& Prompts() {
 }
 constexpr int kTokens = 20;
 
-// Reference tokens, computed once per process.
-const std::vector<std::vector<int32_t>>& Reference() {
-  static const std::vector<std::vector<int32_t>> ref = [] {
-    auto engine = ReferenceEngine::Create(SourcePath("models/tiny-mixtral-f16.gguf"), {}).value();
-    std::vector<std::vector<int32_t>> out;
-    for (const std::string& p : Prompts()) {
-      GenerateRequest req;
-      req.prompt = p;
-      req.max_tokens = kTokens;
-      req.ignore_eos = true;
-      out.push_back(engine->Generate(req).value().output_ids);
-    }
-    return out;
-  }();
-  return ref;
+// Reference tokens of a model, computed once per process.
+const std::vector<std::vector<int32_t>>& Reference(
+    const std::string& model = SourcePath("models/tiny-mixtral-f16.gguf")) {
+  static std::map<std::string, std::vector<std::vector<int32_t>>> refs;
+  auto it = refs.find(model);
+  if (it != refs.end()) return it->second;
+  auto engine = ReferenceEngine::Create(model, {}).value();
+  std::vector<std::vector<int32_t>> out;
+  for (const std::string& p : Prompts()) {
+    GenerateRequest req;
+    req.prompt = p;
+    req.max_tokens = kTokens;
+    req.ignore_eos = true;
+    out.push_back(engine->Generate(req).value().output_ids);
+  }
+  return refs[model] = out;
 }
 
 void ExpectIdentical(const ClusterConfig& cfg) {
-  INFO(absl::StrFormat("workers=%d prediction=%s mode=%s align=%d/%d mini_batch=%d batch=%d",
-                       cfg.workers, PredictionModeName(cfg.prediction),
-                       WorkerModeName(cfg.worker_mode), cfg.token_period, cfg.kv_period,
-                       cfg.mini_batch, cfg.batch));
+  INFO(absl::StrFormat(
+      "workers=%d prediction=%s mode=%s align=%d/%d mini_batch=%d batch=%d "
+      "model=%s",
+      cfg.workers, PredictionModeName(cfg.prediction), WorkerModeName(cfg.worker_mode),
+      cfg.token_period, cfg.kv_period, cfg.mini_batch, cfg.batch, cfg.model));
   auto cluster = TestCluster::Start(cfg);
   REQUIRE(cluster.ok());
+  const ModelConfig& model = (*cluster)->worker(0).core().model().config();
   for (size_t i = 0; i < Prompts().size(); ++i) {
     GenerateRequest req;
     req.prompt = Prompts()[i];
@@ -55,18 +63,31 @@ void ExpectIdentical(const ClusterConfig& cfg) {
     req.ignore_eos = true;
     absl::StatusOr<ClusterGenerateResult> r = (*cluster)->main().Generate(req, nullptr);
     REQUIRE(r.ok());
-    CHECK(r->result.output_ids == Reference()[i]);
+    CHECK(r->result.output_ids == Reference(cfg.model)[i]);
     CHECK(r->experts.hits + r->experts.misses ==
-          static_cast<uint64_t>((kTokens - 1) * 8 * 2));
+          static_cast<uint64_t>((kTokens - 1) * model.n_layer * model.n_expert_used));
   }
-  if (cfg.worker_mode == WorkerMode::kOnDemand) {
-    for (int w = 0; w < (*cluster)->n_workers(); ++w) {
-      const WorkerStats s = (*cluster)->worker(w).core().stats();
+  for (int w = 0; w < (*cluster)->n_workers(); ++w) {
+    const WorkerStats s = (*cluster)->worker(w).core().stats();
+    // A slot holds any expert: the largest of any layer.
+    CHECK(s.expert_bytes == LargestPackedExpert(model));
+    CHECK(s.task_errors == 0);
+    if (cfg.worker_mode == WorkerMode::kOnDemand) {
       // Its own accounting: a one-expert budget never held two.
       CHECK(s.slots == 1);
       CHECK(s.peak_held == 1);
       CHECK(s.peak_bytes == s.expert_bytes + s.workspace_bytes);
-      CHECK(s.task_errors == 0);
+    }
+    // Loads move each expert in its own layer's size.
+    uint64_t smallest = s.expert_bytes;
+    for (int l = 0; l < model.n_layer; ++l) {
+      smallest = std::min<uint64_t>(smallest, ExpertPackLayout::For(model, l).total_bytes);
+    }
+    CHECK(s.bytes_loaded >= s.loads * smallest);
+    CHECK(s.bytes_loaded <= s.loads * s.expert_bytes);
+    if (!model.expert_storage_uniform() && s.loads > 0 &&
+        cfg.worker_mode == WorkerMode::kResident) {
+      CHECK(s.bytes_loaded < s.loads * s.expert_bytes);  // both layers' experts were loaded
     }
   }
 }
@@ -122,6 +143,60 @@ TEST_CASE("cluster: identical tokens with resident workers and other settings", 
   ExpectIdentical(f16_shadow);
 }
 
+TEST_CASE("cluster: identical tokens when layers store their experts in different types",
+          "[cluster]") {
+  // The 2-layer model with layer 0's experts in Q8_0 and layer 1's in F16.
+  const std::string mixed =
+      (std::filesystem::temp_directory_path() / "odmoe_cluster_layer_types.gguf").string();
+  REQUIRE(WriteRetypedModel(SourcePath("tests/data/tiny-mixtral-2layer.gguf"), mixed,
+                            [](const TensorView& t) -> std::optional<DType> {
+                              if (ExpertsOfLayer(t, 0)) return DType::kQ8_0;
+                              return std::nullopt;
+                            })
+              .ok());
+  for (WorkerMode mode : {WorkerMode::kOnDemand, WorkerMode::kResident, WorkerMode::kLruCache}) {
+    ClusterConfig cfg;
+    cfg.model = mixed;
+    cfg.workers = mode == WorkerMode::kOnDemand ? 4 : 2;
+    cfg.worker_mode = mode;
+    cfg.prediction =
+        mode == WorkerMode::kOnDemand ? PredictionMode::kShadow : PredictionMode::kNone;
+    cfg.quantization = DType::kQ4_K;  // rows of 128: the shadow's copy falls back to q5_0
+    cfg.cache_experts = 3;
+    ExpectIdentical(cfg);
+  }
+  std::filesystem::remove(mixed);
+
+  // K types: a synthetic model (rows of 256 and 512) in the Q4_K_M mix, whose
+  // layer 1 keeps ffn_down at Q6_K and layer 0 at Q4_K; the shadow in q6_k.
+  SynthSpec spec;
+  const std::string synth =
+      (std::filesystem::temp_directory_path() / "odmoe_cluster_synth_f16.gguf").string();
+  const std::string q4km =
+      (std::filesystem::temp_directory_path() / "odmoe_cluster_synth_q4_k_m.gguf").string();
+  REQUIRE(WriteSynthModel(spec, synth).ok());
+  QuantizeOptions q;
+  q.recipe = QuantRecipe::Mix(QuantMix::kQ4_K_M);
+  REQUIRE(QuantizeModelFile(synth, q4km, q).ok());
+  {
+    auto m = ModelFile::Open(q4km);
+    REQUIRE(m.ok());
+    CHECK((*m)->config().experts_of(0).down_type == DType::kQ4_K);
+    CHECK((*m)->config().experts_of(1).down_type == DType::kQ6_K);
+    CHECK((*m)->config().experts_of(1).gate_type == DType::kQ4_K);
+  }
+  ClusterConfig k;
+  k.model = q4km;
+  k.workers = 2;
+  k.quantization = DType::kQ6_K;
+  ExpectIdentical(k);
+  k.worker_mode = WorkerMode::kResident;
+  k.prediction = PredictionMode::kNone;
+  ExpectIdentical(k);
+  std::filesystem::remove(synth);
+  std::filesystem::remove(q4km);
+}
+
 TEST_CASE("cluster: identical tokens with every node on the GPU", "[cluster][gpu]") {
   // Main, shadow and workers on cuda:0; workers load through the pinned
   // host copy and the asynchronous slot device. Where no GPU is usable the
@@ -132,8 +207,7 @@ TEST_CASE("cluster: identical tokens with every node on the GPU", "[cluster][gpu
     return;
   }
   gpu->reset();
-  for (const auto& [prediction, mode] :
-       std::vector<std::pair<PredictionMode, WorkerMode>>{
+  for (const auto& [prediction, mode] : std::vector<std::pair<PredictionMode, WorkerMode>>{
            {PredictionMode::kShadow, WorkerMode::kOnDemand},
            {PredictionMode::kNone, WorkerMode::kOnDemand},
            {PredictionMode::kRandom, WorkerMode::kOnDemand},

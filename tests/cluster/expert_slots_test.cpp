@@ -4,25 +4,27 @@
 // every call and copies at once, so the order of the calls and the bytes that
 // reach a slot can be checked on any machine; the same path on a real GPU is
 // covered by "cluster: identical tokens with every node on the GPU".
-#include <catch2/catch.hpp>
+#include "worker_node/expert_slots.h"
 
+#include <catch2/catch.hpp>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_format.h"
 #include "backends/backend_registry.h"
-#include "model/model_file.h"
 #include "fake_slot_device.h"
+#include "model/model_file.h"
+#include "retyped_model.h"
 #include "test_paths.h"
-#include "worker_node/expert_slots.h"
 
 namespace odmoe::test {
 namespace {
 
 std::vector<uint8_t> Packed(const ModelFile& model, int layer, int expert) {
-  const ExpertPackLayout layout = ExpertPackLayout::For(model.config());
+  const ExpertPackLayout layout = ExpertPackLayout::For(model.config(), layer);
   std::vector<uint8_t> out(layout.total_bytes);
   PackExpert(model.Expert(layer, expert), layout, out.data());
   return out;
@@ -65,7 +67,7 @@ TEST_CASE("expert slots on a device: pinned host copy, async loads, fences", "[w
                                    {{1, 3}, {0, 5}, {1, 3}});  // a duplicate is kept once
   REQUIRE(slots.ok());
   CHECK(slots->device());
-  const size_t bytes = slots->expert_bytes();
+  const size_t bytes = slots->slot_bytes();
   const size_t stride = (bytes + 255) / 256 * 256;
   // Two experts of the set and two staging entries, pinned; set packed in key order.
   CHECK(slots->pinned_host_bytes() == 4 * stride);
@@ -88,7 +90,7 @@ TEST_CASE("expert slots on a device: pinned host copy, async loads, fences", "[w
   auto done = slots->WaitLoaded(0);
   REQUIRE(done.ok());
   CHECK(slots->slot(0).ready);
-  CHECK(slots->load_seconds() == 0.25);  // the device's time of the copy
+  CHECK(slots->load_seconds() == 0.25);   // the device's time of the copy
   CHECK(*slots->WaitLoaded(0) == *done);  // waiting again does not wait
   log.clear();
 
@@ -131,7 +133,7 @@ TEST_CASE("expert slots on a device stage every load when pinned memory runs out
   Backend& cpu = *env.cpu;
   std::vector<std::string>& log = env.log;
   LoggingSlotDevice* dev = env.device.get();
-  const size_t stride = (ExpertPackLayout::For(model.config()).total_bytes + 255) / 256 * 256;
+  const size_t stride = (LargestPackedExpert(model.config()) + 255) / 256 * 256;
   dev->max_host = 2 * stride;  // the staging entries fit, the set does not
   auto slots = ExpertSlots::Create(model, cpu, 1, std::move(env.device), {{0, 1}, {0, 2}});
   REQUIRE(slots.ok());
@@ -162,11 +164,90 @@ TEST_CASE("expert slots on the host: packed in place, emulated bandwidth", "[wor
   slots->set_load_bandwidth(100'000'000);
   REQUIRE(slots->Load(0, 2, 6, false).ok());
   CHECK(slots->slot(0).ready);
-  CHECK(slots->load_seconds() >= static_cast<double>(slots->expert_bytes()) / 100e6);
+  CHECK(slots->load_seconds() >= static_cast<double>(slots->expert_bytes(2)) / 100e6);
   CHECK(SlotHolds(*slots, 0, Packed(model, 2, 6)));
   CHECK(slots->Release(0).ok());
-  CHECK(ExpertSlots::Create(model, cpu, 0).status().code() ==
-        absl::StatusCode::kInvalidArgument);
+  CHECK(ExpertSlots::Create(model, cpu, 0).status().code() == absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace odmoe::test
+
+namespace odmoe::test {
+
+TEST_CASE("expert slots: layers whose experts differ in size", "[worker][slots]") {
+  // Layer 0's experts in Q8_0 (smaller), layer 1's in F16.
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "odmoe_slots_layer_types.gguf").string();
+  REQUIRE(WriteRetypedModel(SourcePath("tests/data/tiny-mixtral-2layer.gguf"), path,
+                            [](const TensorView& t) -> std::optional<DType> {
+                              if (ExpertsOfLayer(t, 0)) return DType::kQ8_0;
+                              return std::nullopt;
+                            })
+              .ok());
+  auto m = ModelFile::Open(path);
+  REQUIRE(m.ok());
+  const ModelFile& model = **m;
+  auto cpu = CreateBackend("cpu:1");
+  REQUIRE(cpu.ok());
+  const ExpertPackLayout l0 = ExpertPackLayout::For(model.config(), 0);
+  const ExpertPackLayout l1 = ExpertPackLayout::For(model.config(), 1);
+  REQUIRE(l0.total_bytes < l1.total_bytes);
+  auto stride = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
+
+  SECTION("device path: pinned entries in each layer's size, loads of each size") {
+    std::vector<std::string> log;
+    auto device = std::make_unique<LoggingSlotDevice>(&log);
+    LoggingSlotDevice* dev = device.get();
+    auto slots = ExpertSlots::Create(model, **cpu, 2, std::move(device), {{1, 2}, {0, 3}, {0, 1}});
+    REQUIRE(slots.ok());
+    CHECK(slots->slot_bytes() == l1.total_bytes);
+    CHECK(slots->expert_bytes(0) == l0.total_bytes);
+    CHECK(log[0] == absl::StrFormat("reserve 2 x %d", stride(l1.total_bytes)));
+    // (0,1), (0,3) at layer 0's size, (1,2) at layer 1's, two staging entries for any.
+    const size_t host_bytes = 2 * stride(l0.total_bytes) + 3 * stride(l1.total_bytes);
+    CHECK(slots->pinned_host_bytes() == host_bytes);
+    const uint8_t* host = dev->host();
+    CHECK(std::memcmp(host, Packed(model, 0, 1).data(), l0.total_bytes) == 0);
+    CHECK(std::memcmp(host + stride(l0.total_bytes), Packed(model, 0, 3).data(), l0.total_bytes) ==
+          0);
+    CHECK(std::memcmp(host + 2 * stride(l0.total_bytes), Packed(model, 1, 2).data(),
+                      l1.total_bytes) == 0);
+
+    REQUIRE(slots->Load(0, 0, 3, false).ok());
+    CHECK(dev->last_load_bytes == l0.total_bytes);
+    CHECK(dev->loads_from_elsewhere == 0);
+    absl::StatusOr<ExpertWeights> w = slots->Acquire(0);
+    REQUIRE(w.ok());
+    CHECK(w->gate.type == DType::kQ8_0);
+    CHECK(w->down.type == DType::kQ8_0);
+    CHECK(SlotHolds(*slots, 0, Packed(model, 0, 3)));
+    REQUIRE(slots->Load(1, 1, 5, false).ok());  // outside the set: staged
+    CHECK(dev->last_load_bytes == l1.total_bytes);
+    w = slots->Acquire(1);
+    REQUIRE(w.ok());
+    CHECK(w->gate.type == DType::kF16);
+    CHECK(SlotHolds(*slots, 1, Packed(model, 1, 5)));
+    CHECK(slots->bytes_loaded() == l0.total_bytes + l1.total_bytes);
+    CHECK(slots->bytes_held() == 2 * l1.total_bytes);  // a held expert takes a whole slot
+    CHECK(slots->Load(0, 2, 0, false).code() == absl::StatusCode::kFailedPrecondition);
+    slots->Evict(0);
+    CHECK(slots->Load(0, 2, 0, false).code() == absl::StatusCode::kInvalidArgument);  // no layer 2
+  }
+
+  SECTION("host path: packed in place in the layer's layout, emulated time by its size") {
+    auto slots = ExpertSlots::Create(model, **cpu, 1);
+    REQUIRE(slots.ok());
+    slots->set_load_bandwidth(50'000'000);
+    REQUIRE(slots->Load(0, 0, 6, false).ok());
+    CHECK(SlotHolds(*slots, 0, Packed(model, 0, 6)));
+    CHECK(slots->load_seconds() >= static_cast<double>(l0.total_bytes) / 50e6);
+    CHECK(slots->load_seconds() < static_cast<double>(l1.total_bytes) / 50e6 + 0.05);
+    slots->Evict(0);
+    REQUIRE(slots->Load(0, 1, 6, false).ok());
+    CHECK(SlotHolds(*slots, 0, Packed(model, 1, 6)));
+    CHECK(slots->bytes_loaded() == l0.total_bytes + l1.total_bytes);
+  }
+  std::filesystem::remove(path);
 }
 
 }  // namespace odmoe::test

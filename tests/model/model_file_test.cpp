@@ -2,10 +2,13 @@
 
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <filesystem>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "gguf/gguf_writer.h"
 #include "model/expert_pack.h"
+#include "retyped_model.h"
 #include "test_paths.h"
 
 namespace odmoe {
@@ -22,7 +25,10 @@ TEST_CASE("model: the shipped model's configuration", "[model]") {
   CHECK(c.expert_layout == ExpertLayout::kStacked);
   CHECK(c.rope_mode == RopeMode::kInterleaved);
   CHECK(c.n_vocab >= 2000);
-  CHECK(c.expert_bytes == 3 * RowBytes(c.expert_gate_type, c.n_embd) * c.n_ff);
+  REQUIRE(c.expert_storage.size() == static_cast<size_t>(c.n_layer));
+  CHECK(c.expert_storage_uniform());
+  CHECK(c.experts_of(0).bytes == 3 * RowBytes(c.experts_of(0).gate_type, c.n_embd) * c.n_ff);
+  CHECK(c.expert_bytes_max == c.experts_of(0).bytes);
 }
 
 TEST_CASE("model: an expert slice of a 3-D tensor is its contiguous part", "[model]") {
@@ -39,8 +45,8 @@ TEST_CASE("model: an expert slice of a 3-D tensor is its contiguous part", "[mod
   CHECK(e5.gate.data == l1.gate_exps.Row(5 * c.n_ff));
   CHECK(e5.down.data == l1.down_exps.Row(5 * static_cast<int64_t>(c.n_embd)));
 
-  const ExpertPackLayout layout = ExpertPackLayout::For(c);
-  CHECK(layout.total_bytes >= c.expert_bytes);
+  const ExpertPackLayout layout = ExpertPackLayout::For(c, 1);
+  CHECK(layout.total_bytes >= c.experts_of(1).bytes);
   CHECK(layout.up_offset % 64 == 0);
   CHECK(layout.down_offset % 64 == 0);
   std::vector<uint8_t> blob(layout.total_bytes);
@@ -121,6 +127,82 @@ TEST_CASE("model: invalid model files are clear errors", "[model]") {
              Catch::Contains("blk.0.ffn_down_exps.weight"));
   auto missing = ModelFile::Open("/nonexistent/dir/model.gguf");
   CHECK(missing.status().code() == absl::StatusCode::kNotFound);
+}
+
+}  // namespace odmoe
+
+namespace odmoe {
+namespace {
+
+std::string TempFile(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("odmoe_model_" + name)).string();
+}
+
+}  // namespace
+
+TEST_CASE("model: layers may store their experts in different types", "[model]") {
+  // Layer 0: gate Q8_0, up F16, down Q5_0; layer 1: F16 (as in the source).
+  const std::string path = TempFile("layer-types.gguf");
+  REQUIRE(test::WriteRetypedModel(test::SourcePath("tests/data/tiny-mixtral-2layer.gguf"), path,
+                                  [](const TensorView& t) -> std::optional<DType> {
+                                    if (!test::ExpertsOfLayer(t, 0)) return std::nullopt;
+                                    if (absl::StrContains(t.name, "gate")) return DType::kQ8_0;
+                                    if (absl::StrContains(t.name, "down")) return DType::kQ5_0;
+                                    return std::nullopt;
+                                  })
+              .ok());
+  auto m = ModelFile::Open(path);
+  INFO(m.status());
+  REQUIRE(m.ok());
+  const ModelConfig& c = (*m)->config();
+  CHECK_FALSE(c.expert_storage_uniform());
+  CHECK(c.experts_of(0).gate_type == DType::kQ8_0);
+  CHECK(c.experts_of(0).up_type == DType::kF16);
+  CHECK(c.experts_of(0).down_type == DType::kQ5_0);
+  CHECK(c.experts_of(1).gate_type == DType::kF16);
+  CHECK(c.experts_of(1).down_type == DType::kF16);
+  const size_t f16_matrix = RowBytes(DType::kF16, c.n_embd) * c.n_ff;
+  CHECK(c.experts_of(1).bytes == 3 * f16_matrix);
+  CHECK(c.experts_of(0).bytes == RowBytes(DType::kQ8_0, c.n_embd) * c.n_ff + f16_matrix +
+                                     RowBytes(DType::kQ5_0, c.n_ff) * c.n_embd);
+  CHECK(c.expert_bytes_max == c.experts_of(1).bytes);
+  // Each layer packs in its own layout; a slot for any expert is the largest.
+  const ExpertPackLayout l0 = ExpertPackLayout::For(c, 0), l1 = ExpertPackLayout::For(c, 1);
+  CHECK(l0.down_type == DType::kQ5_0);
+  CHECK(l0.total_bytes < l1.total_bytes);
+  CHECK(LargestPackedExpert(c) == l1.total_bytes);
+  CHECK(LargestPackedExpert(c, {0}) == l0.total_bytes);
+  CHECK(MeanPackedExpert(c) == Approx((l0.total_bytes + l1.total_bytes) / 2.0));
+  const ExpertTensors e3 = (*m)->Expert(0, 3);
+  std::vector<uint8_t> blob(l0.total_bytes);
+  PackExpert(e3, l0, blob.data());
+  const ExpertWeights w = l0.WeightsAt(blob.data());
+  CHECK(w.down.type == DType::kQ5_0);
+  CHECK(std::memcmp(w.down.data, e3.down.data, e3.down.bytes()) == 0);
+  CHECK(std::memcmp(w.up.data, e3.up.data, e3.up.bytes()) == 0);
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("model: every expert of a layer must be stored alike", "[model]") {
+  // The per-expert layout can store one expert differently: refused, naming it.
+  const std::string path = TempFile("odd-expert.gguf");
+  REQUIRE(test::WriteRetypedModel(test::SourcePath("tests/data/tiny-mixtral-2layer-legacy.gguf"),
+                                  path,
+                                  [](const TensorView& t) -> std::optional<DType> {
+                                    if (t.name == "blk.1.ffn_down.3.weight") return DType::kQ8_0;
+                                    return std::nullopt;
+                                  })
+              .ok());
+  auto m = ModelFile::Open(path);
+  REQUIRE_FALSE(m.ok());
+  CHECK(m.status().code() == absl::StatusCode::kInvalidArgument);
+  const std::string message(m.status().message());
+  INFO(message);
+  CHECK(message.find(path + ": expert 3 of layer 1 is stored as gate f16 / up f16 / down q8_0, "
+                            "but expert 0 of that layer as f16 / f16 / f16") == 0);
+  CHECK(message.find("every expert of a layer must be stored in the same types") !=
+        std::string::npos);
+  std::filesystem::remove(path);
 }
 
 }  // namespace odmoe

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "model/model_file.h"
+#include "model/quant_mix.h"
 #include "shell.h"
 #include "test_paths.h"
 
@@ -107,20 +108,44 @@ TEST_CASE("odmoe-run: seeded sampling reproduces", "[cli]") {
         b.output.substr(0, b.output.find("prompt:")));
 }
 
-TEST_CASE("odmoe-quantize: converts to every type and the result runs", "[cli]") {
-  for (const std::string type : {"q8_0", "q4_0", "f16", "bf16"}) {
-    INFO("type " << type);
-    const std::string out = TempPath("quant-" + type + ".gguf");
+TEST_CASE("odmoe-quantize: converts to every mix and the result runs", "[cli]") {
+  for (const QuantMixInfo& mix : QuantMixes()) {
+    const std::string name(mix.name);
+    INFO("mix " << name);
+    const std::string out = TempPath("quant-" + name + ".gguf");
+    // Lower case works as well as the usual spelling.
+    const std::string type = mix.mix == QuantMix::kQ8_0 ? "q8_0" : name;
     const Result q = Sh(Quantize() + " " + Model() + " " + out + " --type " + type);
     INFO(q.output);
     REQUIRE(q.exit_code == 0);
+    // Not a terminal: one line per tensor, then the per-type summary.
+    CHECK(q.output.find("[1/") != std::string::npos);
+    CHECK(q.output.find("type      tensors         MB") != std::string::npos);
+    CHECK(q.output.find("converted ") != std::string::npos);
     auto m = ModelFile::Open(out);
     REQUIRE(m.ok());
-    if (type != "f16") CHECK(Traits((*m)->config().expert_gate_type).name == type);
+    CHECK((*m)->gguf().GetUInt("general.file_type") == mix.file_type);
     const Result r = Sh(Run() + " --model " + out + " --prompt \"The sea\" -n 8");
+    INFO(r.output);
     CHECK(r.exit_code == 0);
     std::filesystem::remove(out);
   }
+  // K mixes on rows of 128 fall back, and the summary says so.
+  const std::string out = TempPath("quant-fallback.gguf");
+  const Result q = Sh(Quantize() + " " + Model() + " " + out + " --type q4_k_m");
+  CHECK(q.output.find("fallback: output.weight: rows of 128 are not whole q6_K blocks: stored as "
+                      "q8_0") != std::string::npos);
+  std::filesystem::remove(out);
+  // --pure and --dry-run.
+  const Result dry = Sh(Quantize() + " " + Model() + " --type Q6_K --pure --dry-run");
+  INFO(dry.output);
+  CHECK(dry.exit_code == 0);
+  CHECK(dry.output.find("blk.0.attn_v.weight                  f16      -> q8_0      (fallback "
+                        "from q6_K)") != std::string::npos);
+  const Result bad = Sh(Quantize() + " " + Model() + " " + out + " --type q4_k");
+  CHECK(bad.exit_code == 1);
+  CHECK(bad.output.find("unknown --type 'q4_k' (expected one of F32, F16, BF16, Q8_0") !=
+        std::string::npos);
 }
 
 TEST_CASE("odmoe-quantize: bad arguments are clear errors", "[cli]") {

@@ -182,6 +182,27 @@ TEST_CASE("topology: every field survives TopologyToYaml", "[topology]") {
   CHECK(TopologyToYaml(*back) == yaml);
 }
 
+TEST_CASE("topology: every shadow quantization is read and written back", "[topology]") {
+  const std::pair<const char*, DType> values[] = {{"f16", DType::kF16},   {"q8_0", DType::kQ8_0},
+                                                  {"q6_k", DType::kQ6_K}, {"q5_k", DType::kQ5_K},
+                                                  {"q4_k", DType::kQ4_K}, {"q4_0", DType::kQ4_0}};
+  for (const auto& [name, type] : values) {
+    INFO(name);
+    std::string yaml = Everything();
+    const size_t at = yaml.find("quantization: f16");
+    REQUIRE(at != std::string::npos);
+    yaml.replace(at, 17, std::string("quantization: ") + name);
+    absl::StatusOr<Topology> t = ParseTopology(yaml, "/srv/odmoe/cluster.yaml");
+    REQUIRE(t.ok());
+    CHECK(t->shadow->quantization == type);
+    const std::string written = TopologyToYaml(*t);
+    CHECK(written.find(std::string("quantization: ") + name) != std::string::npos);
+    absl::StatusOr<Topology> back = ParseTopology(written, "/elsewhere/copy.yaml");
+    REQUIRE(back.ok());
+    CHECK(back->shadow->quantization == type);
+  }
+}
+
 TEST_CASE("topology: the shipped model fixes the groups", "[topology]") {
   absl::StatusOr<std::unique_ptr<ModelFile>> model = ModelFile::Open(Model());
   REQUIRE(model.ok());
@@ -218,10 +239,10 @@ TEST_CASE("topology: the shipped model fixes the groups", "[topology]") {
         "each worker of a group computes one of the k experts of a layer)");
 
   // A budget of exactly one expert is enough; one byte less is not.
-  const std::string exact = std::to_string(c.expert_bytes);
+  const std::string exact = std::to_string(c.expert_bytes_max);
   t = topology("", ", memory_budget: " + exact);
   CHECK(ValidateTopologyWithModel(*t).ok());
-  t = topology("", ", memory_budget: " + std::to_string(c.expert_bytes - 1));
+  t = topology("", ", memory_budget: " + std::to_string(c.expert_bytes_max - 1));
   const absl::Status small = ValidateTopologyWithModel(*t);
   CHECK(small.message().find("t.yaml: workers.nodes[0].memory_budget: ") == 0);
   CHECK(small.message().find("at least " + exact + " bytes") != absl::string_view::npos);

@@ -122,7 +122,9 @@ TEST_CASE("topology: every mistake names file, key and expectation", "[topology]
   ExpectError(Replace(g, "\"127.0.0.1:7700\"", "\"127.0.0.1\""), "main.address", "host:port");
   ExpectError(Replace(g, "\"127.0.0.1:7700\"", "\"127.0.0.1:99999\""), "main.address", "1..65535");
   ExpectError(Replace(g, "id: main, ", ""), "main.id", "missing");
-  ExpectError(Replace(g, "q4_0", "q5_k"), "shadow.quantization", "f16 | q8_0 | q4_0");
+  ExpectError(Replace(g, "q4_0", "q3_k"), "shadow.quantization",
+              "f16 | q8_0 | q6_k | q5_k | q4_k | q4_0");
+  ExpectError(Replace(g, "q4_0", "Q4_K_M"), "shadow.quantization", "f16 | q8_0");
   ExpectError(Replace(g, "token_period: 2", "token_period: -1"), "shadow.alignment.token_period",
               "[0, ");
   ExpectError(Replace(g, "kv_period: 0", "kv_period: 0, period: 3"), "shadow.alignment.period",
@@ -130,7 +132,7 @@ TEST_CASE("topology: every mistake names file, key and expectation", "[topology]
   ExpectError(Replace(g, "memory_budget: 2MiB", "memory_budget: lots"), "workers.memory_budget",
               "byte size");
   ExpectError(Replace(g, "memory_budget: 4MiB", "memory_budget: 1KiB"),
-              "workers.nodes[1].memory_budget", "cannot hold one expert");
+              "workers.nodes[1].memory_budget", "cannot hold the largest expert");
   ExpectError(Replace(g, "id: w2", "id: w1"), "workers.nodes[2].id",
               "already used by workers.nodes[1]");
   ExpectError(Replace(g, "7712", "7711"), "workers.nodes[2].address",

@@ -7,12 +7,15 @@
 #include <fstream>
 #include <iostream>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "backend_registry.h"
 #include "bench/timing_trace.h"
 #include "engine/expert_ffn.h"
 #include "util/status_macros.h"
+#include "util/string_view.h"
 #include "worker_node/expert_slots.h"
 
 namespace odmoe::bench {
@@ -27,11 +30,27 @@ void Progress(const std::string& line) { std::cerr << "odmoe-bench: " << line <<
 absl::StatusOr<double> CalibrateExpertComputeUs(const ModelFile& model, const std::string& be) {
   ODMOE_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, CreateBackend(be));
   ODMOE_ASSIGN_OR_RETURN(std::unique_ptr<SlotDevice> device, CreateSlotDevice(*backend));
-  ODMOE_ASSIGN_OR_RETURN(ExpertSlots slots,
-                         ExpertSlots::Create(model, *backend, 1, std::move(device), {{0, 0}}));
-  ODMOE_RETURN_IF_ERROR(slots.Load(0, 0, 0, false));
-  ODMOE_ASSIGN_OR_RETURN(const ExpertWeights weights, slots.Acquire(0));
+  // Layers may store their experts in different types: time expert 0 of
+  // every layer in turn (one slot per distinct storage), so the median is
+  // over the layers.
   const ModelConfig& c = model.config();
+  std::vector<int> storage_of_layer;  // index into `distinct`
+  std::vector<ExpertSlots::ExpertId> distinct;
+  for (int l = 0; l < c.n_layer; ++l) {
+    size_t k = 0;
+    while (k < distinct.size() && !(c.experts_of(distinct[k].first) == c.experts_of(l))) ++k;
+    if (k == distinct.size()) distinct.emplace_back(l, 0);
+    storage_of_layer.push_back(static_cast<int>(k));
+  }
+  const int n_slots = static_cast<int>(distinct.size());
+  ODMOE_ASSIGN_OR_RETURN(ExpertSlots slots,
+                         ExpertSlots::Create(model, *backend, n_slots, std::move(device), distinct));
+  std::vector<ExpertWeights> weights;
+  for (int k = 0; k < n_slots; ++k) {
+    ODMOE_RETURN_IF_ERROR(slots.Load(k, distinct[static_cast<size_t>(k)].first, 0, false));
+    ODMOE_ASSIGN_OR_RETURN(ExpertWeights w, slots.Acquire(k));
+    weights.push_back(w);
+  }
   ODMOE_ASSIGN_OR_RETURN(ExpertFfnScratch scratch, ExpertFfnScratch::Create(*backend, c.n_ff, 1));
   ODMOE_ASSIGN_OR_RETURN(std::unique_ptr<BackendBuffer> io,
                          backend->Allocate(2 * c.n_embd * sizeof(float)));
@@ -44,7 +63,8 @@ absl::StatusOr<double> CalibrateExpertComputeUs(const ModelFile& model, const st
   std::vector<double> times;
   for (int i = 0; i < 300; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
-    RunExpertFfn(*backend, weights, ConstMat(x, 1, c.n_embd), scratch,
+    const int k = storage_of_layer[static_cast<size_t>(i % c.n_layer)];
+    RunExpertFfn(*backend, weights[static_cast<size_t>(k)], ConstMat(x, 1, c.n_embd), scratch,
                  Mat{x + c.n_embd, 1, c.n_embd});
     ODMOE_RETURN_IF_ERROR(backend->Synchronize());
     times.push_back(
@@ -203,7 +223,8 @@ absl::StatusOr<json> Recall(BenchContext& ctx) {
     int token_period, kv_period;
   };
   const std::vector<Mode> modes = {{"no alignment", 0, 0}, {"token", 1, 0}, {"token+kv", 1, 1}};
-  std::vector<std::string> clusters = {"shadow-f16", "shadow-q8_0", "shadow-q4_0"};
+  std::vector<std::string> clusters = {"shadow-f16",  "shadow-q8_0", "shadow-q6_k",
+                                       "shadow-q5_k", "shadow-q4_k", "shadow-q4_0"};
   if (o.attach) clusters = {"attached"};
   ODMOE_ASSIGN_OR_RETURN(auto prompts, ctx.Prompts(16, std::max(1, o.prompts)));
   json out = json::object();
@@ -471,7 +492,9 @@ absl::StatusOr<std::unique_ptr<BenchContext>> BenchContext::Create(const BenchOp
   const std::string worker_backend = t.workers.empty() ? "cpu:1" : t.workers[0].backend;
   ODMOE_ASSIGN_OR_RETURN(ctx->compute_us_,
                          CalibrateExpertComputeUs(ctx->reference_->model(), worker_backend));
-  ctx->expert_bytes_ = ExpertPackLayout::For(ctx->model_config()).total_bytes;
+  // Layers may store their experts in different types: an average load.
+  ctx->expert_bytes_ =
+      static_cast<uint64_t>(std::llround(MeanPackedExpert(ctx->model_config())));
   if (options.load_bandwidth > 0) {
     ctx->load_bandwidth_ = options.load_bandwidth;
   } else {
@@ -558,9 +581,15 @@ absl::StatusOr<Topology> BenchContext::DeploymentTopology(const std::string& nam
     return t;
   };
   if (name == "odmoe") return shadow_with(base_.shadow ? base_.shadow->quantization : DType::kQ8_0);
-  if (name == "shadow-f16") return shadow_with(DType::kF16);
-  if (name == "shadow-q8_0") return shadow_with(DType::kQ8_0);
-  if (name == "shadow-q4_0") return shadow_with(DType::kQ4_0);
+  if (absl::StartsWith(name, "shadow-")) {
+    // shadow-<type>: a shadow that quantizes its copy to the type
+    // (shadow.quantization's values).
+    const std::optional<DType> q = ParseDType(name.substr(7));
+    for (DType allowed : {DType::kF16, DType::kQ8_0, DType::kQ6_K, DType::kQ5_K, DType::kQ4_K,
+                          DType::kQ4_0}) {
+      if (q == allowed) return shadow_with(allowed);
+    }
+  }
   if (name == "resident" || name == "lru") {
     t.prediction = PredictionMode::kNone;
     t.shadow.reset();
@@ -587,7 +616,9 @@ absl::StatusOr<ClusterProcess*> BenchContext::Cluster(const std::string& name,
   if (options_.attach) return running_.get();
   // shadow-<odmoe's quantization> is the odmoe deployment itself.
   std::string want = name;
-  if (base_.shadow && name == "shadow-" + std::string(Traits(base_.shadow->quantization).name)) {
+  if (base_.shadow &&
+      absl::AsciiStrToLower(name) ==
+          absl::AsciiStrToLower(absl::StrCat("shadow-", ToAbsl(Traits(base_.shadow->quantization).name)))) {
     want = "odmoe";
   }
   // Resident workers load once, at start: the cap does not matter to them.

@@ -78,7 +78,7 @@ class BenchContext {
   absl::StatusOr<Reference> ReferenceRun(const std::vector<int32_t>& prompt, int max_tokens);
 
   /// Deployment topologies (see experiments.cpp): "odmoe", "resident", "lru",
-  /// "shadow-f16", "shadow-q8_0", "shadow-q4_0".
+  /// "shadow-f16", "shadow-q8_0", "shadow-q6_k", "shadow-q5_k", "shadow-q4_k", "shadow-q4_0".
   /// Workers' loads are capped at `load_bandwidth` (bytes/s, 0 = no cap).
   absl::StatusOr<Topology> DeploymentTopology(const std::string& name,
                                               uint64_t load_bandwidth) const;

@@ -2,14 +2,18 @@
 // (expert_slot_arena.h) on a CudaBackend, and the pinned host copy of the
 // experts it loads from.
 //
-//   // At start: the host copy of this worker's experts, packed and pinned.
-//   ODMOE_ASSIGN_OR_RETURN(PinnedExpertStore host,
-//                          PinnedExpertStore::Create(n_mine, layout.total_bytes));
-//   for (int i = 0; i < n_mine; ++i) PackExpert(model.Expert(l[i], e[i]), layout, host.entry(i));
+//   // At start: the host copy of this worker's experts, packed and pinned
+//   // (entries of the largest expert: layers may store experts differently).
+//   const size_t entry = LargestPackedExpert(model.config());
+//   ODMOE_ASSIGN_OR_RETURN(PinnedExpertStore host, PinnedExpertStore::Create(n_mine, entry));
+//   for (int i = 0; i < n_mine; ++i) {
+//     PackExpert(model.Expert(l[i], e[i]), ExpertPackLayout::For(model.config(), l[i]),
+//                host.entry(i));
+//   }
 //   // The device arena, sized by the worker's budget.
 //   ODMOE_ASSIGN_OR_RETURN(std::unique_ptr<SlotDevice> dev, MakeCudaSlotDevice(backend));
 //   ODMOE_ASSIGN_OR_RETURN(auto arena, ExpertSlotArena::Create(std::move(dev),
-//                          {.expert_bytes = layout.total_bytes, .memory_budget = budget}));
+//                          {.expert_bytes = entry, .memory_budget = budget}));
 //   ODMOE_ASSIGN_OR_RETURN(int slot, arena->Load({l[3], e[3]}, host.entry(3)));
 //
 // ---- Pinned memory: a pinned copy, not a registered mmap -----------------

@@ -19,11 +19,12 @@
 // into the slot is ordered behind the release event on the GPU.
 //
 //   ODMOE_ASSIGN_OR_RETURN(auto device, MakeCudaSlotDevice(cuda_backend));
-//   ExpertSlotArena::Options o{.expert_bytes = layout.total_bytes, .memory_budget = 2 << 30};
+//   // Slots for any expert: the largest (layers may store experts differently).
+//   ExpertSlotArena::Options o{.expert_bytes = LargestPackedExpert(c), .memory_budget = 2 << 30};
 //   ODMOE_ASSIGN_OR_RETURN(auto arena, ExpertSlotArena::Create(std::move(device), o));
 //   ODMOE_ASSIGN_OR_RETURN(int next, arena->Load({layer, e1}, host.Expert(e1)));  // prefetch
 //   ODMOE_ASSIGN_OR_RETURN(const void* w, arena->Acquire(cur));
-//   RunExpertFfn(backend, layout.WeightsAt(w), x, scratch, y);       // overlaps the copy
+//   RunExpertFfn(backend, ExpertPackLayout::For(c, layer).WeightsAt(w), x, scratch, y);
 //   ODMOE_RETURN_IF_ERROR(arena->Release(cur));
 //
 // Host memory. The source of a load must stay valid and unchanged until the
