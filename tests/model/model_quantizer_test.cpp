@@ -18,7 +18,8 @@ std::string TempFile(const std::string& name) {
 }
 
 // Quantizes `in` with every mix and checks the file against the plan.
-void RoundTripEveryMix(const std::string& in,
+// `tag` keeps the files of tests that CTest runs in parallel apart.
+void RoundTripEveryMix(const std::string& in, const std::string& tag,
                        std::map<QuantMix, std::map<std::string, DType>>* got) {
   auto source = ModelFile::Open(in);
   REQUIRE(source.ok());
@@ -26,7 +27,7 @@ void RoundTripEveryMix(const std::string& in,
     INFO("mix " << mix.name);
     const QuantRecipe recipe = QuantRecipe::Mix(mix.mix);
     const std::vector<PlannedTensor> plan = PlanQuantization(**source, recipe);
-    const std::string out = TempFile(std::string(mix.name) + ".gguf");
+    const std::string out = TempFile(tag + "_" + std::string(mix.name) + ".gguf");
     QuantizeOptions opt;
     opt.recipe = recipe;
     opt.threads = 2;
@@ -77,7 +78,7 @@ std::string Blk(int l, const std::string& what) {
 
 TEST_CASE("quantizer: every mix of the shipped model", "[model][quant]") {
   std::map<QuantMix, std::map<std::string, DType>> got;
-  RoundTripEveryMix(test::SourcePath("models/tiny-mixtral-f16.gguf"), &got);
+  RoundTripEveryMix(test::SourcePath("models/tiny-mixtral-f16.gguf"), "tiny", &got);
   // Rows of 128: the K types took their fallbacks.
   auto& q4km = got[QuantMix::kQ4_K_M];
   CHECK(q4km["token_embd.weight"] == DType::kQ5_0);
@@ -97,7 +98,7 @@ TEST_CASE("quantizer: every mix of a model whose rows hold K blocks", "[model][q
   const std::string in = TempFile("synth-f16.gguf");
   REQUIRE(WriteSynthModel(spec, in).ok());
   std::map<QuantMix, std::map<std::string, DType>> got;
-  RoundTripEveryMix(in, &got);
+  RoundTripEveryMix(in, "synth", &got);
   auto& q4km = got[QuantMix::kQ4_K_M];
   CHECK(q4km["token_embd.weight"] == DType::kQ4_K);
   CHECK(q4km["output.weight"] == DType::kQ6_K);
