@@ -78,13 +78,21 @@ absl::StatusOr<Tokens> TokenizeOnCluster(const std::string& address, const std::
 
 bool WriteTop1(std::ofstream& out, std::span<const int32_t> tokens,
                const odmoe::PerplexityPlan& plan, const odmoe::PerplexityResult& r) {
-  out << "# chunk position next_token top1 (position within the chunk of " << plan.ctx
-      << " tokens)\n";
+  out << "# chunk position next_token top1 logprob_next [top1 logprob top2 logprob] (position "
+         "within the chunk of "
+      << plan.ctx << " tokens; natural logs)\n";
   for (int c = 0; c < static_cast<int>(r.top1.size()); ++c) {
     for (size_t i = 0; i < r.top1[static_cast<size_t>(c)].size(); ++i) {
       const int pos = plan.first + static_cast<int>(i);
       const int32_t next = tokens[static_cast<size_t>(c) * plan.ctx + pos + 1];
-      out << c << ' ' << pos << ' ' << next << ' ' << r.top1[static_cast<size_t>(c)][i] << '\n';
+      out << c << ' ' << pos << ' ' << next << ' ' << r.top1[static_cast<size_t>(c)][i] << ' '
+          << absl::StrFormat("%.6f", r.next_logprob[static_cast<size_t>(c)][i]);
+      if (i < r.top[static_cast<size_t>(c)].size()) {
+        for (const odmoe::TokenLogprob& t : r.top[static_cast<size_t>(c)][i]) {
+          out << ' ' << t.id << ' ' << absl::StrFormat("%.6f", t.logprob);
+        }
+      }
+      out << '\n';
     }
   }
   out.close();
@@ -142,6 +150,8 @@ int main(int argc, char** argv) {
                             {.ctx = ctx, .max_chunks = chunks}, tokens->context, tokens->bos_id);
   if (!plan.ok()) return Fail(plan.status());
 
+  // With --top1-out the runner-up is written too: how close a call was.
+  const int top_n = top1_out.empty() ? 0 : 2;
   odmoe::ChunkScorer scorer;
   std::unique_ptr<odmoe::ReferenceEngine> engine;
   std::string where;
@@ -155,12 +165,12 @@ int main(int argc, char** argv) {
     engine = std::move(*e);
     where = absl::StrCat("backend ", engine->backend().name());
     scorer = [&](std::span<const int32_t> chunk, int first) {
-      return engine->Score(chunk, {.first = first});
+      return engine->Score(chunk, {.first = first, .top_n = top_n});
     };
   } else {
     where = absl::StrCat("cluster at ", main_address);
     scorer = [&](std::span<const int32_t> chunk, int first) -> absl::StatusOr<odmoe::ScoreResult> {
-      auto r = odmoe::ScoreOnMain(main_address, chunk, {.first = first});
+      auto r = odmoe::ScoreOnMain(main_address, chunk, {.first = first, .top_n = top_n});
       if (!r.ok()) return r.status();
       return std::move(r->score);
     };

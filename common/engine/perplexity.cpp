@@ -89,6 +89,9 @@ absl::StatusOr<PerplexityResult> RunPerplexity(
     }
     std::vector<int32_t>& top1 =
         result.top1.emplace_back(r->top1.begin(), r->top1.begin() + scored);
+    result.next_logprob.emplace_back(r->next_logprobs.begin(), r->next_logprobs.end());
+    result.top.emplace_back(
+        r->top.begin(), r->top.begin() + std::min<int64_t>(scored, static_cast<int64_t>(r->top.size())));
     for (int64_t i = 0; i < scored; ++i) {
       result.nll.Add(-r->next_logprobs[static_cast<size_t>(i)]);
       if (top1[static_cast<size_t>(i)] == chunk[static_cast<size_t>(plan.first + i + 1)]) {

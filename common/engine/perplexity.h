@@ -105,6 +105,11 @@ struct PerplexityResult {
   /// Per chunk, the greedy token at each scored position j in [first, ctx - 1)
   /// (the prediction of token j + 1), for teacher-forced comparisons.
   std::vector<std::vector<int32_t>> top1;
+  /// Per chunk, the log-probability of the actual next token at each scored
+  /// position, and the scorer's top alternatives there (empty when it was
+  /// asked for none).
+  std::vector<std::vector<double>> next_logprob;
+  std::vector<std::vector<std::vector<TokenLogprob>>> top;
   int64_t top1_matches = 0;  // scored positions whose greedy token is the actual next one
   double seconds = 0;
 };
