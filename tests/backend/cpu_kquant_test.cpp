@@ -123,17 +123,40 @@ std::vector<const CpuKQuantKernels*> AllTables() {
   return out;
 }
 
-/// y[t * nw + r] through dot_rows (decode) or unpack_rows + dot_unpacked.
+/// The three ways a table computes the dot: from the stored blocks (decode),
+/// from KUnpacked rows (prefill) and from KTiles (prefill, where the ISA has
+/// tile kernels).
+enum class Path { kStored, kUnpacked, kTile };
+
+const char* PathName(Path p) {
+  return p == Path::kStored ? "stored" : p == Path::kUnpacked ? "unpacked" : "tile";
+}
+
+std::vector<Path> PathsOf(const CpuKQuantKernels& k) {
+  std::vector<Path> out = {Path::kStored, Path::kUnpacked};
+  if (k.dot_tile != nullptr) out.push_back(Path::kTile);
+  return out;
+}
+
+/// y[t * nw + r] through the path asked for.
 std::vector<float> Run(const CpuKQuantKernels& k, DType type, const std::vector<uint8_t>& w, int nw,
-                       int64_t count, const TestActs& x, int64_t nx, bool unpacked) {
+                       int64_t count, const TestActs& x, int64_t nx, Path path) {
   std::vector<float> y(static_cast<size_t>(nx * nw), -1.0f);
   const size_t row_bytes = static_cast<size_t>(count * KBlockBytes(type));
-  if (!unpacked) {
+  if (path == Path::kStored) {
     k.dot_rows(type, w.data(), row_bytes, nw, count, x.View(), nx, y.data(), nw);
-  } else {
+  } else if (path == Path::kUnpacked) {
     std::vector<KUnpacked> u(static_cast<size_t>(nw * count));
     k.unpack_rows(type, w.data(), row_bytes, nw, count, u.data());
     k.dot_unpacked(type, u.data(), nw, count, x.View(), nx, y.data(), nw);
+  } else {
+    // Tiles hold 16 rows; wider matrices take several.
+    std::vector<KTile> t(static_cast<size_t>(count));
+    for (int r0 = 0; r0 < nw; r0 += kKTileRows) {
+      const int rows = std::min(kKTileRows, nw - r0);
+      k.pack_tile(type, w.data() + r0 * row_bytes, row_bytes, rows, count, t.data());
+      k.dot_tile(type, t.data(), rows, count, x.View(), nx, y.data() + r0, nw);
+    }
   }
   return y;
 }
@@ -251,11 +274,11 @@ TEST_CASE("K-family: integer sums at the extremes are exact on every ISA", "[bac
           const float want = static_cast<float>(static_cast<double>(static_cast<float>(a)) -
                                                 static_cast<double>(static_cast<float>(b)));
           for (const CpuKQuantKernels* k : AllTables()) {
-            for (bool unpacked : {false, true}) {
-              const std::vector<float> y = Run(*k, type, w, 1, 1, x, 1, unpacked);
+            for (Path path : PathsOf(*k)) {
+              const std::vector<float> y = Run(*k, type, w, 1, 1, x, 1, path);
               INFO(Name(type) << " " << CpuIsaName(k->isa) << " codes 0x" << std::hex
                               << int{code_fill} << " scales 0x" << int{scale_fill} << std::dec
-                              << " x pattern " << pattern << " unpacked " << unpacked);
+                              << " x pattern " << pattern << " path " << PathName(path));
               CHECK(y[0] == want);
             }
           }
@@ -295,20 +318,53 @@ TEST_CASE("K-family: random blocks give the same bits on every ISA, decode and p
       const std::vector<uint8_t> w = RandomBlocks(type, nw * count, rng);
       const TestActs x = RandomActs(nx, count, rng);
       const CpuKQuantKernels& scalar = CpuKQuantKernelsFor(CpuIsa::kScalar);
-      const std::vector<float> want = Run(scalar, type, w, nw, count, x, nx, false);
+      const std::vector<float> want = Run(scalar, type, w, nw, count, x, nx, Path::kStored);
       for (const CpuKQuantKernels* k : AllTables()) {
-        for (bool unpacked : {false, true}) {
+        for (Path path : PathsOf(*k)) {
           for (int rows = 1; rows <= nw; ++rows) {
             for (int64_t acts : {int64_t{1}, int64_t{2}, nx}) {
-              const std::vector<float> y = Run(*k, type, w, rows, count, x, acts, unpacked);
+              const std::vector<float> y = Run(*k, type, w, rows, count, x, acts, path);
               std::vector<float> ref(static_cast<size_t>(acts * rows));
               for (int64_t t = 0; t < acts; ++t) {
                 for (int r = 0; r < rows; ++r) ref[t * rows + r] = want[t * nw + r];
               }
               INFO(Name(type) << " " << CpuIsaName(k->isa) << " superblocks " << count << " rows "
-                              << rows << " acts " << acts << " unpacked " << unpacked);
+                              << rows << " acts " << acts << " path " << PathName(path));
               CHECK(SameBits(y, ref));
             }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("K-family: tiles of 16 rows give the scalar bits, full and partial",
+          "[backend][kquant]") {
+  std::mt19937 rng(17);
+  int tables_with_tiles = 0;
+  for (const CpuKQuantKernels* k : AllTables()) tables_with_tiles += k->dot_tile != nullptr;
+  if (tables_with_tiles == 0) WARN("no ISA of this CPU has tile kernels; nothing to compare");
+  for (DType type : kKTypes) {
+    for (int64_t count : {1, 17, 56}) {
+      const int nw = 37;  // two full tiles and a partial one
+      const int64_t nx = 11;
+      const std::vector<uint8_t> w = RandomBlocks(type, nw * count, rng);
+      const TestActs x = RandomActs(nx, count, rng);
+      const std::vector<float> want =
+          Run(CpuKQuantKernelsFor(CpuIsa::kScalar), type, w, nw, count, x, nx, Path::kStored);
+      for (const CpuKQuantKernels* k : AllTables()) {
+        if (k->dot_tile == nullptr) continue;
+        for (int rows : {1, 15, 16, 37}) {
+          for (int64_t acts : {int64_t{1}, int64_t{3}, int64_t{4}, nx}) {
+            const std::vector<float> y = Run(*k, type, w, rows, count, x, acts, Path::kTile);
+            std::vector<float> ref(static_cast<size_t>(acts * rows));
+            for (int64_t t = 0; t < acts; ++t) {
+              for (int r = 0; r < rows; ++r) ref[t * rows + r] = want[t * nw + r];
+            }
+            INFO(Name(type) << " " << CpuIsaName(k->isa) << " superblocks " << count << " rows "
+                            << rows << " acts " << acts);
+            CHECK(SameBits(y, ref));
           }
         }
       }
@@ -325,7 +381,7 @@ TEST_CASE("K-family: the dot is close to a double-precision reference", "[backen
       const std::vector<uint8_t> w = RandomBlocks(type, nw * count, rng);
       const TestActs x = RandomActs(nx, count, rng);
       const std::vector<float> y =
-          Run(CpuKQuantKernelsFor(CpuIsa::kScalar), type, w, nw, count, x, nx, false);
+          Run(CpuKQuantKernelsFor(CpuIsa::kScalar), type, w, nw, count, x, nx, Path::kStored);
       const size_t row_bytes = static_cast<size_t>(count * KBlockBytes(type));
       for (int64_t t = 0; t < nx; ++t) {
         for (int r = 0; r < nw; ++r) {

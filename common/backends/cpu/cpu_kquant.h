@@ -74,6 +74,26 @@ struct alignas(64) KUnpacked {
 };
 static_assert(sizeof(KUnpacked) == 384);
 
+/// Weight rows per KTile (the 16 int32 / f32 lanes of a 512-bit register).
+inline constexpr int kKTileRows = 16;
+
+/// One super-block of 16 weight rows laid out for VNNI prefill (the tile
+/// kernels, optional per ISA): element group g (4 consecutive elements) of
+/// row r at q[g][4r .. 4r + 3], so one vpdpbusd with 4 broadcast activation
+/// codes yields the 4-element dot of all 16 rows. The codes are
+/// KUnpacked::q made unsigned (IQ4_XS: + 128), with kTileCodeOffset of the
+/// type to subtract (the kernel starts each sub-block sum at -offset * its
+/// activation code sum). sc[j][r], mn pairs and the f32 scales per row.
+/// Rows past the matrix's end are all zero.
+struct alignas(64) KTile {
+  uint8_t q[kSuperBlockElems / 4][4 * kKTileRows];
+  int32_t sc[16][kKTileRows];    // 16-element sub-block j's scale
+  int16_t mn[8][kKTileRows][2];  // mins of 16-element sub-blocks 2k, 2k + 1
+  float d[kKTileRows];
+  float dmin[kKTileRows];
+};
+static_assert(sizeof(KTile) == 5760);
+
 /// Buffers of the K-family MatMul: grown when a call needs more, never shrunk.
 struct CpuKQuantScratch {
   std::vector<BlockQ8K> raw;  // QuantizeRow output
@@ -114,6 +134,14 @@ struct CpuKQuantKernels {
   /// weights are reused from registers across activation rows.
   void (*dot_unpacked)(DType type, const KUnpacked* w, int nw, int64_t superblocks, const KActs& x,
                        int64_t nx, float* y, int64_t ldy);
+
+  /// Optional (null where the ISA has no such kernels): nw <= kKTileRows
+  /// rows to `superblocks` KTiles, and the canonical dot of those rows with
+  /// every activation row from them (bitwise dot_rows' results).
+  void (*pack_tile)(DType type, const uint8_t* w, size_t row_bytes, int nw, int64_t superblocks,
+                    KTile* out) = nullptr;
+  void (*dot_tile)(DType type, const KTile* w, int nw, int64_t superblocks, const KActs& x,
+                   int64_t nx, float* y, int64_t ldy) = nullptr;
 };
 
 /// The table of `isa`; the caller makes sure the CPU supports it.

@@ -25,12 +25,17 @@
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
 
 #include "cpu_kquant_avx512_impl.h"
+#include "cpu_kquant_tile_impl.h"
 
 namespace odmoe {
 
 const CpuKQuantKernels* CpuKQuantKernelsAvx512Vnni() {
-  static const CpuKQuantKernels kernels =
-      kquant_impl::MakeKQuantKernels<KAvx512<true>>(CpuIsa::kAvx512Vnni);
+  static const CpuKQuantKernels kernels = [] {
+    CpuKQuantKernels k = kquant_impl::MakeKQuantKernels<KAvx512<true>>(CpuIsa::kAvx512Vnni);
+    k.pack_tile = &PackTile<KAvx512<true>>;
+    k.dot_tile = &DotTile;
+    return k;
+  }();
   return &kernels;
 }
 

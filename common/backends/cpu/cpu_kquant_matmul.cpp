@@ -23,6 +23,8 @@ namespace {
 constexpr int kRowsPerBlock = 4;
 // From this many activation rows on, the weight blocks are unpacked once.
 constexpr int64_t kMinRowsForUnpacking = 2;
+// From this many on, ISAs with tile kernels (cpu_kquant_tile_impl.h) use them.
+constexpr int64_t kMinRowsForTiles = 4;
 
 /// Copies one row of Q8_K super-blocks into the kernels' layout.
 void LayoutRow(const BlockQ8K* raw, int64_t count, KActBlock* blocks, float* d, int64_t stride) {
@@ -69,6 +71,21 @@ void CpuKQuantMatMul(const CpuOpContext& ctx, const WeightRef& w, ConstMat x, Ma
   const size_t row_bytes = w.row_bytes();
   const int64_t row_blocks = (out + kRowsPerBlock - 1) / kRowsPerBlock;
   const int64_t grain = CpuRowGrain(kRowsPerBlock * w.cols * n);
+  if (kern.dot_tile != nullptr && n >= kMinRowsForTiles) {
+    const int64_t tiles = (out + kKTileRows - 1) / kKTileRows;
+    ctx.pool->ParallelFor(tiles, CpuRowGrain(kKTileRows * w.cols * n), [&](int64_t b0, int64_t b1) {
+      thread_local std::vector<KTile> packed;
+      if (packed.size() < static_cast<size_t>(superblocks)) packed.resize(superblocks);
+      for (int64_t b = b0; b < b1; ++b) {
+        const int64_t o = b * kKTileRows;
+        const int nw = static_cast<int>(std::min<int64_t>(kKTileRows, out - o));
+        kern.pack_tile(w.type, base + static_cast<size_t>(o) * row_bytes, row_bytes, nw,
+                       superblocks, packed.data());
+        kern.dot_tile(w.type, packed.data(), nw, superblocks, acts, n, y.data + o, out);
+      }
+    });
+    return;
+  }
   ctx.pool->ParallelFor(row_blocks, grain, [&](int64_t b0, int64_t b1) {
     thread_local std::vector<KUnpacked> unpacked;
     for (int64_t b = b0; b < b1; ++b) {

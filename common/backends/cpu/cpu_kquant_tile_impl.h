@@ -1,0 +1,266 @@
+// K-family prefill kernels on KTiles (cpu_kquant.h) for AVX-512 VNNI
+// (internal): included by cpu_kquant_avx512vnni.cpp after its target pragma
+// and after cpu_kquant_avx512_impl.h (whose unpacker it reuses).
+//
+// Why: the row-major kernels (cpu_kquant_impl.h) spend two multiplies per 64
+// codes and per activation row (maddubs, then the sub-block scale) plus a
+// horizontal reduction per super-block. With 16 weight rows interleaved in
+// groups of 4 codes, one vpdpbusd takes 4 codes of each of the 16 rows
+// against 4 broadcast activation codes, the int32 lanes are the rows, the
+// sub-block scale is one vpmulld per sub-block, and the canonical float step
+// of cpu_backend.h (lane s % 16 of each row) becomes 16 accumulator vectors
+// whose lanes are rows: no horizontal work at all. The integers are the
+// exact A_s / B_s and the float operations the canonical ones, in the same
+// order, so the results are dot_rows' bits.
+//
+//   std::vector<KTile> t(superblocks);
+//   pack(DType::kQ4_K, rows, row_bytes, nw, superblocks, t.data());
+//   dot(DType::kQ4_K, t.data(), nw, superblocks, acts, n, y, ldy);
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "cpu_kquant.h"
+#include "cpu_kquant_impl.h"
+
+namespace odmoe {
+namespace {  // NOLINT(build/namespaces): compiled for one target only
+
+/// The unsigned codes of KTile::q are the signed code plus this.
+template <DType T>
+constexpr int TileCodeOffset() {
+  switch (T) {
+    case DType::kQ3_K:
+      return kQ3KCodeOffset;
+    case DType::kQ6_K:
+      return kQ6KCodeOffset;
+    case DType::kIQ4_XS:
+      return 128;
+    default:
+      return 0;
+  }
+}
+
+/// Elements per scale: Q4_K, Q5_K and IQ4_XS scale 32-element sub-blocks.
+template <DType T>
+constexpr int TileSubBlock() {
+  return T == DType::kQ4_K || T == DType::kQ5_K || T == DType::kIQ4_XS ? 32 : 16;
+}
+
+/// out[c] lane r = in[r] lane c (16 x 16 dwords): 32-bit, then 64-bit
+/// interleaves within 128-bit lanes, then two rounds of lane shuffles.
+__attribute__((always_inline)) inline void Transpose16(const __m512i* in, __m512i* out) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(in[i], in[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(in[i], in[i + 1]);
+  }
+  // u[4q + c], 128-bit lane L: rows 4q .. 4q + 3 of column 4L + c.
+  for (int q = 0; q < 16; q += 4) {
+    u[q] = _mm512_unpacklo_epi64(t[q], t[q + 2]);
+    u[q + 1] = _mm512_unpackhi_epi64(t[q], t[q + 2]);
+    u[q + 2] = _mm512_unpacklo_epi64(t[q + 1], t[q + 3]);
+    u[q + 3] = _mm512_unpackhi_epi64(t[q + 1], t[q + 3]);
+  }
+  for (int c = 0; c < 4; ++c) {
+    const __m512i v0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x88);
+    const __m512i w0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xdd);
+    const __m512i v1 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x88);
+    const __m512i w1 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xdd);
+    out[c] = _mm512_shuffle_i32x4(v0, v1, 0x88);
+    out[c + 4] = _mm512_shuffle_i32x4(w0, w1, 0x88);
+    out[c + 8] = _mm512_shuffle_i32x4(v0, v1, 0xdd);
+    out[c + 12] = _mm512_shuffle_i32x4(w0, w1, 0xdd);
+  }
+}
+
+/// Bytes ahead of the current super-block that packing prefetches per row.
+inline constexpr int64_t kPackPrefetchBytes = 1024;
+
+/// Unpacks the 16 rows of each super-block (rows past nw as zeros) and
+/// transposes codes, scales and mins into the tile layout.
+template <class K, DType T>
+void PackTileT(const uint8_t* w, size_t row_bytes, int nw, int64_t superblocks, KTile* out) {
+  constexpr int64_t kBytes = kquant_impl::BlockBytes<T>();
+  alignas(64) KUnpacked u[kKTileRows];
+  std::memset(static_cast<void*>(u), 0, sizeof(u));
+  __m512i in[16], tr[16];
+  for (int64_t s = 0; s < superblocks; ++s) {
+    KTile& t = out[s];
+    for (int r = 0; r < nw; ++r) {
+      const uint8_t* b = w + r * row_bytes + s * kBytes;
+      // 16 rows are 16 streams: fetch ahead as decode does (KDotRowsStored).
+      for (int64_t off = 0; off < kBytes; off += 64)
+        __builtin_prefetch(b + kPackPrefetchBytes + off);
+      K::template Unpack<T>(b, &u[r]);
+    }
+    for (int m = 0; m < 4; ++m) {
+      for (int r = 0; r < 16; ++r) in[r] = _mm512_load_si512(u[r].q + 64 * m);
+      Transpose16(in, tr);
+      for (int c = 0; c < 16; ++c) {
+        if constexpr (T == DType::kIQ4_XS) tr[c] = _mm512_xor_si512(tr[c], _mm512_set1_epi8(-128));
+        _mm512_store_si512(t.q[16 * m + c], tr[c]);
+      }
+    }
+    for (int r = 0; r < 16; ++r) {
+      in[r] = _mm512_cvtepi16_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(u[r].sc)));
+    }
+    Transpose16(in, tr);
+    for (int j = 0; j < 16; ++j) _mm512_store_si512(t.sc[j], tr[j]);
+    if constexpr (kquant_impl::HasMins<T>()) {
+      for (int r = 0; r < 16; ++r) {
+        in[r] =
+            _mm512_zextsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(u[r].mn)));
+      }
+      Transpose16(in, tr);
+      for (int k = 0; k < 8; ++k) _mm512_store_si512(t.mn[k], tr[k]);
+    } else {
+      std::memset(t.mn, 0, sizeof(t.mn));
+    }
+    for (int r = 0; r < 16; ++r) {
+      t.d[r] = u[r].d;
+      t.dmin[r] = u[r].dmin;
+    }
+  }
+}
+
+__attribute__((always_inline)) inline int32_t Load32(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+/// Adds the canonical float steps of activation rows t0 .. t0 + NX - 1 to
+/// acc[t * 16 + lane] (16 rows per vector).
+template <DType T, int NX>
+void TileRowsT(const KTile* w, int64_t superblocks, const KActs& x, int64_t t0, __m512* acc) {
+  constexpr int kSub = TileSubBlock<T>();
+  constexpr int kOffset = TileCodeOffset<T>();
+  constexpr bool kMins = kquant_impl::HasMins<T>();
+  for (int64_t s = 0; s < superblocks; ++s) {
+    const KTile& tl = w[s];
+    const KActBlock* xs[NX];
+#pragma GCC unroll 4
+    for (int t = 0; t < NX; ++t) xs[t] = x.Row(t0 + t) + s;
+    __m512i a[NX];
+#pragma GCC unroll 4
+    for (int t = 0; t < NX; ++t) a[t] = _mm512_setzero_si512();
+#pragma GCC unroll 2
+    for (int j = 0; j < 16; j += kSub / 16) {
+      __m512i isum[NX];
+#pragma GCC unroll 4
+      for (int t = 0; t < NX; ++t) {
+        if constexpr (kOffset != 0) {
+          int bs = xs[t]->bsums[j];
+          if constexpr (kSub == 32) bs += xs[t]->bsums[j + 1];
+          isum[t] = _mm512_set1_epi32(-kOffset * bs);
+        } else {
+          isum[t] = _mm512_setzero_si512();
+        }
+      }
+#pragma GCC unroll 8
+      for (int g = 4 * j; g < 4 * j + kSub / 4; ++g) {
+        const __m512i wq = _mm512_load_si512(tl.q[g]);
+#pragma GCC unroll 4
+        for (int t = 0; t < NX; ++t) {
+          isum[t] = _mm512_dpbusd_epi32(isum[t], wq, _mm512_set1_epi32(Load32(xs[t]->qs + 4 * g)));
+        }
+      }
+      const __m512i sc = _mm512_load_si512(tl.sc[j]);
+#pragma GCC unroll 4
+      for (int t = 0; t < NX; ++t) a[t] = _mm512_add_epi32(a[t], _mm512_mullo_epi32(isum[t], sc));
+    }
+    const int lane = static_cast<int>(s % kKGroupBlocks);
+    const __m512 dw = _mm512_load_ps(tl.d);
+#pragma GCC unroll 4
+    for (int t = 0; t < NX; ++t) {
+      const __m512 dx = _mm512_set1_ps(x.Scales(t0 + t)[s]);
+      __m512& l = acc[t * kKGroupBlocks + lane];
+      l = _mm512_fmadd_ps(_mm512_mul_ps(dw, dx), _mm512_cvtepi32_ps(a[t]), l);
+    }
+    if constexpr (kMins) {
+      __m512i b[NX];
+#pragma GCC unroll 4
+      for (int t = 0; t < NX; ++t) b[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int k = 0; k < 8; ++k) {
+        const __m512i mn = _mm512_load_si512(tl.mn[k]);
+#pragma GCC unroll 4
+        for (int t = 0; t < NX; ++t) {
+          b[t] = _mm512_dpwssd_epi32(b[t], _mm512_set1_epi32(Load32(xs[t]->bsums + 2 * k)), mn);
+        }
+      }
+      const __m512 dm = _mm512_load_ps(tl.dmin);
+#pragma GCC unroll 4
+      for (int t = 0; t < NX; ++t) {
+        const __m512 dx = _mm512_set1_ps(x.Scales(t0 + t)[s]);
+        const __m512 m = _mm512_castsi512_ps(_mm512_xor_si512(
+            _mm512_castps_si512(_mm512_mul_ps(dm, dx)), _mm512_set1_epi32(INT32_MIN)));
+        __m512& l = acc[t * kKGroupBlocks + lane];
+        l = _mm512_fmadd_ps(m, _mm512_cvtepi32_ps(b[t]), l);
+      }
+    }
+  }
+}
+
+/// The fixed lane tree of cpu_backend.h over 16 accumulators (one per lane),
+/// vertically: each of the 16 results is one row's canonical total.
+inline __m512 TileReduce(const __m512* l) {
+  __m512 s8[8], s4[4];
+  for (int i = 0; i < 8; ++i) s8[i] = _mm512_add_ps(l[i], l[i + 8]);
+  for (int i = 0; i < 4; ++i) s4[i] = _mm512_add_ps(s8[i], s8[i + 4]);
+  return _mm512_add_ps(_mm512_add_ps(s4[0], s4[2]), _mm512_add_ps(s4[1], s4[3]));
+}
+
+template <DType T, int NX>
+void TileBlockT(const KTile* w, int nw, int64_t superblocks, const KActs& x, int64_t t0, float* y,
+                int64_t ldy) {
+  alignas(64) __m512 acc[NX * kKGroupBlocks];
+  for (__m512& a : acc) a = _mm512_setzero_ps();
+  TileRowsT<T, NX>(w, superblocks, x, t0, acc);
+  const __mmask16 keep = static_cast<__mmask16>((1u << nw) - 1);
+  for (int t = 0; t < NX; ++t) {
+    _mm512_mask_storeu_ps(y + (t0 + t) * ldy, keep, TileReduce(acc + t * kKGroupBlocks));
+  }
+}
+
+template <DType T>
+void DotTileT(const KTile* w, int nw, int64_t superblocks, const KActs& x, int64_t nx, float* y,
+              int64_t ldy) {
+  constexpr int kNX = 4;
+  int64_t t = 0;
+  for (; t + kNX <= nx; t += kNX) TileBlockT<T, kNX>(w, nw, superblocks, x, t, y, ldy);
+  switch (nx - t) {
+    case 0:
+      break;
+    case 1:
+      TileBlockT<T, 1>(w, nw, superblocks, x, t, y, ldy);
+      break;
+    case 2:
+      TileBlockT<T, 2>(w, nw, superblocks, x, t, y, ldy);
+      break;
+    default:
+      TileBlockT<T, 3>(w, nw, superblocks, x, t, y, ldy);
+      break;
+  }
+}
+
+template <class K>
+void PackTile(DType type, const uint8_t* w, size_t row_bytes, int nw, int64_t superblocks,
+              KTile* out) {
+  kquant_impl::KDispatch(type, [&](auto tag) {
+    PackTileT<K, decltype(tag)::value>(w, row_bytes, nw, superblocks, out);
+  });
+}
+
+inline void DotTile(DType type, const KTile* w, int nw, int64_t superblocks, const KActs& x,
+                    int64_t nx, float* y, int64_t ldy) {
+  kquant_impl::KDispatch(
+      type, [&](auto tag) { DotTileT<decltype(tag)::value>(w, nw, superblocks, x, nx, y, ldy); });
+}
+
+}  // namespace
+}  // namespace odmoe
