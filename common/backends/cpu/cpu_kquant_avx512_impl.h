@@ -57,10 +57,66 @@ struct KAvx512 : KUnpackX86 {
     return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
   }
 
-  template <DType T, int NX>
-  __attribute__((always_inline)) static inline void Dot(const KUnpacked& w,
-                                                        const KActBlock* const* x, IPart* a,
-                                                        IPart* b) {
+  /// Codes 64k .. 64k + 63 of a stored super-block, in element order, as
+  /// KUnpacked::q holds them (the fused decode reads them without a store).
+  template <DType T>
+  __attribute__((always_inline)) static inline __m512i Codes64(const uint8_t* block, int k) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m512i m2 = _mm512_set1_epi8(0x03);
+    const __m512i m1 = _mm512_set1_epi8(0x01);
+    // Shift counts per 16-bit word: a in the low 256 bits, b in the high.
+    auto shifts = [](int a, int b) {
+      return _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(a)),
+                                _mm256_set1_epi16(static_cast<int16_t>(b)), 1);
+    };
+    auto bcast = [](const uint8_t* p) {
+      return _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    };
+    if constexpr (T == DType::kQ4_K) {
+      const auto& b = *reinterpret_cast<const BlockQ4K*>(block);
+      return _mm512_and_si512(_mm512_srlv_epi16(bcast(b.qs + 32 * k), shifts(0, 4)), m4);
+    } else if constexpr (T == DType::kQ5_K) {
+      const auto& b = *reinterpret_cast<const BlockQ5K*>(block);
+      const __m512i lo =
+          _mm512_and_si512(_mm512_srlv_epi16(bcast(b.qs + 32 * k), shifts(0, 4)), m4);
+      const __m512i hi =
+          _mm512_and_si512(_mm512_srlv_epi16(bcast(b.qh), shifts(2 * k, 2 * k + 1)), m1);
+      return _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
+    } else if constexpr (T == DType::kQ6_K) {
+      const auto& b = *reinterpret_cast<const BlockQ6K*>(block);
+      const int h = k / 2, half = k % 2;
+      const __m512i ql = _mm512_loadu_si512(b.ql + 64 * h);
+      const __m512i lo = _mm512_and_si512(half ? _mm512_srli_epi16(ql, 4) : ql, m4);
+      const __m512i hi = _mm512_and_si512(
+          _mm512_srlv_epi16(bcast(b.qh + 32 * h), shifts(4 * half, 4 * half + 2)), m2);
+      return _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
+    } else if constexpr (T == DType::kQ2_K) {
+      const auto& b = *reinterpret_cast<const BlockQ2K*>(block);
+      const int h = k / 2, s0 = 4 * (k % 2);
+      return _mm512_and_si512(_mm512_srlv_epi16(bcast(b.qs + 32 * h), shifts(s0, s0 + 2)), m2);
+    } else if constexpr (T == DType::kQ3_K) {
+      const auto& b = *reinterpret_cast<const BlockQ3K*>(block);
+      const int h = k / 2, k0 = 2 * (k % 2);
+      const __m512i lo =
+          _mm512_and_si512(_mm512_srlv_epi16(bcast(b.qs + 32 * h), shifts(2 * k0, 2 * k0 + 2)), m2);
+      const __m512i hi = _mm512_and_si512(
+          _mm512_srlv_epi16(bcast(b.hmask), shifts(4 * h + k0, 4 * h + k0 + 1)), m1);
+      return _mm512_or_si512(lo, _mm512_slli_epi16(hi, 2));
+    } else {  // IQ4_XS: 128-bit lanes [lo.0, hi.0, lo.1, hi.1] through the table
+      const auto& b = *reinterpret_cast<const BlockIq4Xs*>(block);
+      const __m512i v = _mm512_and_si512(_mm512_srlv_epi16(bcast(b.qs + 32 * k), shifts(0, 4)), m4);
+      const __m512i lut =
+          _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
+      return _mm512_shuffle_epi8(lut, _mm512_shuffle_i64x2(v, v, _MM_SHUFFLE(3, 1, 2, 0)));
+    }
+  }
+
+  /// A_s / B_s partials of one super-block whose codes `codes(k)` gives (64
+  /// at a time) and whose scales are in w (w.q is not read).
+  template <DType T, int NX, class Codes>
+  __attribute__((always_inline)) static inline void DotWith(const Codes& codes, const KUnpacked& w,
+                                                            const KActBlock* const* x, IPart* a,
+                                                            IPart* b) {
     constexpr bool kSigned = T == DType::kIQ4_XS;
     __m512i acc[NX];
 #pragma GCC unroll 4
@@ -71,11 +127,7 @@ struct KAvx512 : KUnpackX86 {
       int64_t sc4;
       std::memcpy(&sc4, w.sc + 4 * k, sizeof(sc4));
       const __m512i scv = _mm512_shuffle_epi8(_mm512_set1_epi64(sc4), ctrl);
-      // Two 256-bit loads: in decode they forward from the unpacker's 256-bit
-      // stores (one 512-bit load over two stores would stall).
-      const __m512i wq = _mm512_inserti64x4(
-          _mm512_castsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(w.q + 64 * k))),
-          _mm256_load_si256(reinterpret_cast<const __m256i*>(w.q + 64 * k + 32)), 1);
+      const __m512i wq = codes(k);
       __m512i uw = wq;
       __mmask64 neg = 0;
       if constexpr (kSigned) {
@@ -107,6 +159,32 @@ struct KAvx512 : KUnpackX86 {
         b[t] = _mm256_madd_epi16(bs, _mm256_load_si256(reinterpret_cast<const __m256i*>(w.mn)));
       }
     }
+  }
+
+  template <DType T, int NX>
+  __attribute__((always_inline)) static inline void Dot(const KUnpacked& w,
+                                                        const KActBlock* const* x, IPart* a,
+                                                        IPart* b) {
+    // Two 256-bit loads: in decode they forward from the unpacker's 256-bit
+    // stores (one 512-bit load over two stores would stall).
+    auto codes = [&](int k) {
+      return _mm512_inserti64x4(
+          _mm512_castsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(w.q + 64 * k))),
+          _mm256_load_si256(reinterpret_cast<const __m256i*>(w.q + 64 * k + 32)), 1);
+    };
+    DotWith<T, NX>(codes, w, x, a, b);
+  }
+
+  /// Decode: the dot of a stored super-block, its codes kept in registers
+  /// (scales: UnpackScales into `scratch` first).
+  static constexpr bool kFusedDecode = true;
+  template <DType T>
+  __attribute__((always_inline)) static inline void DotStored(const uint8_t* block,
+                                                              const KUnpacked& scales,
+                                                              const KActBlock* x, IPart* a,
+                                                              IPart* b) {
+    const KActBlock* xs[1] = {x};
+    DotWith<T, 1>([&](int k) { return Codes64<T>(block, k); }, scales, xs, a, b);
   }
 };
 

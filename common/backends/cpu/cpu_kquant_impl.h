@@ -116,8 +116,13 @@ void KDotRowsStored(const uint8_t* w, size_t row_bytes, int64_t superblocks, con
         const uint8_t* b = w + r * row_bytes + (g0 + s) * kBytes;
         for (int64_t off = 0; off < kBytes; off += 64)
           __builtin_prefetch(b + kKPrefetchBytes + off);
-        K::template Unpack<T>(b, &u);
-        K::template Dot<T, 1>(u, &xs, &sums[r].a[s], &sums[r].b[s]);
+        if constexpr (requires { K::kFusedDecode; }) {
+          K::template UnpackScales<T>(b, &u);
+          K::template DotStored<T>(b, u, xs, &sums[r].a[s], &sums[r].b[s]);
+        } else {
+          K::template Unpack<T>(b, &u);
+          K::template Dot<T, 1>(u, &xs, &sums[r].a[s], &sums[r].b[s]);
+        }
         sums[r].dw[s] = u.d;
         sums[r].dm[s] = u.dmin;
       }

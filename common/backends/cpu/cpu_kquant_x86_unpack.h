@@ -8,6 +8,7 @@
 
 #include <immintrin.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -57,38 +58,18 @@ struct KUnpackX86 {
     Store256(out + 8, Sum8(parts + 8));
   }
 
+  /// The per-sub-block fields and the f32 scales of KUnpacked (not q).
   template <DType T>
-  __attribute__((always_inline)) static inline void Unpack(const uint8_t* block, KUnpacked* out) {
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
-    const __m256i m2 = _mm256_set1_epi8(0x03);
-    const __m256i m1 = _mm256_set1_epi8(0x01);
-    uint8_t* q = out->q;
-    if constexpr (T == DType::kQ4_K) {
+  __attribute__((always_inline)) static inline void UnpackScales(const uint8_t* block,
+                                                                 KUnpacked* out) {
+    if constexpr (T == DType::kQ4_K || T == DType::kQ5_K) {
+      // Q4_K and Q5_K share the head: d, dmin, 12 scale bytes.
       const auto& b = *reinterpret_cast<const BlockQ4K*>(block);
+      static_assert(offsetof(BlockQ4K, scales) == offsetof(BlockQ5K, scales));
+      static_assert(offsetof(BlockQ4K, dmin) == offsetof(BlockQ5K, dmin));
       Scales6(b.scales, out);
       out->d = Half(b.d);
       out->dmin = Half(b.dmin);
-#pragma GCC unroll 4
-      for (int c = 0; c < 4; ++c) {
-        const __m256i v = Load256(b.qs + 32 * c);
-        Store256(q + 64 * c, _mm256_and_si256(v, m4));
-        Store256(q + 64 * c + 32, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
-      }
-    } else if constexpr (T == DType::kQ5_K) {
-      const auto& b = *reinterpret_cast<const BlockQ5K*>(block);
-      Scales6(b.scales, out);
-      out->d = Half(b.d);
-      out->dmin = Half(b.dmin);
-      const __m256i hb = Load256(b.qh);
-#pragma GCC unroll 4
-      for (int c = 0; c < 4; ++c) {
-        const __m256i v = Load256(b.qs + 32 * c);
-        const __m256i h0 = _mm256_and_si256(_mm256_srli_epi16(hb, 2 * c), m1);
-        const __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(hb, 2 * c + 1), m1);
-        Store256(q + 64 * c, _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_slli_epi16(h0, 4)));
-        Store256(q + 64 * c + 32, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
-                                                  _mm256_slli_epi16(h1, 4)));
-      }
     } else if constexpr (T == DType::kQ6_K) {
       const auto& b = *reinterpret_cast<const BlockQ6K*>(block);
       const __m256i sc =
@@ -99,20 +80,6 @@ struct KUnpackX86 {
                _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(sc, 5)));  // -32 * sc
       out->d = Half(b.d);
       out->dmin = 0.0f;
-#pragma GCC unroll 2
-      for (int h = 0; h < 2; ++h) {
-        const __m256i ql0 = Load256(b.ql + 64 * h);
-        const __m256i ql1 = Load256(b.ql + 64 * h + 32);
-        const __m256i qh = Load256(b.qh + 32 * h);
-        auto high = [&](int shift) {
-          return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, shift), m2), 4);
-        };
-        uint8_t* o = q + 128 * h;
-        Store256(o, _mm256_or_si256(_mm256_and_si256(ql0, m4), high(0)));
-        Store256(o + 32, _mm256_or_si256(_mm256_and_si256(ql1, m4), high(2)));
-        Store256(o + 64, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), high(4)));
-        Store256(o + 96, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), high(6)));
-      }
     } else if constexpr (T == DType::kQ2_K) {
       const auto& b = *reinterpret_cast<const BlockQ2K*>(block);
       const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
@@ -122,14 +89,6 @@ struct KUnpackX86 {
       Store256(out->corr, _mm256_setzero_si256());
       out->d = Half(b.d);
       out->dmin = Half(b.dmin);
-#pragma GCC unroll 2
-      for (int h = 0; h < 2; ++h) {
-        const __m256i v = Load256(b.qs + 32 * h);
-#pragma GCC unroll 4
-        for (int k = 0; k < 4; ++k) {
-          Store256(q + 128 * h + 32 * k, _mm256_and_si256(_mm256_srli_epi16(v, 2 * k), m2));
-        }
-      }
     } else if constexpr (T == DType::kQ3_K) {
       const auto& b = *reinterpret_cast<const BlockQ3K*>(block);
       // UnpackQ3KScales 16 at a time: low 4 bits from bytes 0..7 (low
@@ -152,18 +111,7 @@ struct KUnpackX86 {
                _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(sc, 2)));  // -4 * sc
       out->d = Half(b.d);
       out->dmin = 0.0f;
-      const __m256i hm = Load256(b.hmask);
-#pragma GCC unroll 2
-      for (int h = 0; h < 2; ++h) {
-        const __m256i v = Load256(b.qs + 32 * h);
-#pragma GCC unroll 4
-        for (int k = 0; k < 4; ++k) {
-          const __m256i low = _mm256_and_si256(_mm256_srli_epi16(v, 2 * k), m2);
-          const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + k), m1);
-          Store256(q + 128 * h + 32 * k, _mm256_or_si256(low, _mm256_slli_epi16(hi, 2)));
-        }
-      }
-    } else {  // IQ4_XS: sub-block j = 16 bytes, low nibbles then high nibbles
+    } else {  // IQ4_XS
       const auto& b = *reinterpret_cast<const BlockIq4Xs*>(block);
       // UnpackIq4XsScales 8 at a time: nibble j of scales_l, bits 2j..2j+1
       // of scales_h (moved to the top of each word by a multiply, then down).
@@ -184,6 +132,77 @@ struct KUnpackX86 {
       Store256(out->corr, _mm256_setzero_si256());
       out->d = Half(b.d);
       out->dmin = 0.0f;
+    }
+  }
+
+  template <DType T>
+  __attribute__((always_inline)) static inline void Unpack(const uint8_t* block, KUnpacked* out) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i m2 = _mm256_set1_epi8(0x03);
+    const __m256i m1 = _mm256_set1_epi8(0x01);
+    uint8_t* q = out->q;
+    UnpackScales<T>(block, out);
+    if constexpr (T == DType::kQ4_K) {
+      const auto& b = *reinterpret_cast<const BlockQ4K*>(block);
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) {
+        const __m256i v = Load256(b.qs + 32 * c);
+        Store256(q + 64 * c, _mm256_and_si256(v, m4));
+        Store256(q + 64 * c + 32, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+      }
+    } else if constexpr (T == DType::kQ5_K) {
+      const auto& b = *reinterpret_cast<const BlockQ5K*>(block);
+      const __m256i hb = Load256(b.qh);
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) {
+        const __m256i v = Load256(b.qs + 32 * c);
+        const __m256i h0 = _mm256_and_si256(_mm256_srli_epi16(hb, 2 * c), m1);
+        const __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(hb, 2 * c + 1), m1);
+        Store256(q + 64 * c, _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_slli_epi16(h0, 4)));
+        Store256(q + 64 * c + 32, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
+                                                  _mm256_slli_epi16(h1, 4)));
+      }
+    } else if constexpr (T == DType::kQ6_K) {
+      const auto& b = *reinterpret_cast<const BlockQ6K*>(block);
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        const __m256i ql0 = Load256(b.ql + 64 * h);
+        const __m256i ql1 = Load256(b.ql + 64 * h + 32);
+        const __m256i qh = Load256(b.qh + 32 * h);
+        auto high = [&](int shift) {
+          return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, shift), m2), 4);
+        };
+        uint8_t* o = q + 128 * h;
+        Store256(o, _mm256_or_si256(_mm256_and_si256(ql0, m4), high(0)));
+        Store256(o + 32, _mm256_or_si256(_mm256_and_si256(ql1, m4), high(2)));
+        Store256(o + 64, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), high(4)));
+        Store256(o + 96, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), high(6)));
+      }
+    } else if constexpr (T == DType::kQ2_K) {
+      const auto& b = *reinterpret_cast<const BlockQ2K*>(block);
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        const __m256i v = Load256(b.qs + 32 * h);
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; ++k) {
+          Store256(q + 128 * h + 32 * k, _mm256_and_si256(_mm256_srli_epi16(v, 2 * k), m2));
+        }
+      }
+    } else if constexpr (T == DType::kQ3_K) {
+      const auto& b = *reinterpret_cast<const BlockQ3K*>(block);
+      const __m256i hm = Load256(b.hmask);
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        const __m256i v = Load256(b.qs + 32 * h);
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; ++k) {
+          const __m256i low = _mm256_and_si256(_mm256_srli_epi16(v, 2 * k), m2);
+          const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + k), m1);
+          Store256(q + 128 * h + 32 * k, _mm256_or_si256(low, _mm256_slli_epi16(hi, 2)));
+        }
+      }
+    } else {  // IQ4_XS: sub-block j = 16 bytes, low nibbles then high nibbles
+      const auto& b = *reinterpret_cast<const BlockIq4Xs*>(block);
       const __m256i lut = _mm256_broadcastsi128_si256(
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
 #pragma GCC unroll 4
