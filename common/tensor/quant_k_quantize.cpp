@@ -74,6 +74,49 @@ inline int Clamp(int v, int lo, int hi) { return std::max(lo, std::min(hi, v)); 
 typedef float FV __attribute__((vector_size(32)));
 typedef int32_t IV __attribute__((vector_size(32)));
 
+// The lane helpers are always inlined, so that they take the instruction set
+// of the (cloned) function that calls them.
+#define ODMOE_LANES_INLINE inline __attribute__((always_inline))
+
+// fabs lane-wise: the sign bit cleared.
+ODMOE_LANES_INLINE FV AbsLanes(FV v) {
+  IV bits;
+  std::memcpy(&bits, &v, sizeof(bits));
+  bits &= 0x7fffffff;
+  std::memcpy(&v, &bits, sizeof(v));
+  return v;
+}
+
+// Clamp(NearestInt(v), lo, hi) lane-wise.
+ODMOE_LANES_INLINE IV NearestIntClamped(FV v, int lo, int hi) {
+  const IV izero = {};
+  const FV shifted = v + 12582912.0f;
+  IV bits;
+  std::memcpy(&bits, &shifted, sizeof(bits));
+  IV l = (bits & 0x007fffff) - 0x00400000;
+  const IV vlo = izero + lo, vhi = izero + hi;  // (named: GCC then emits min / max)
+  l = l < vlo ? vlo : l;
+  return l > vhi ? vhi : l;
+}
+
+// Loads n lane groups of x (x[i * 8 + k]: element i of sub-block k) into xs,
+// their squares into w, and per lane the element of largest magnitude (sign
+// kept, the first one on ties) and its magnitude.
+ODMOE_LANES_INLINE void LoadWithSignedMax(const float* x, int n, FV* xs, FV* w, FV* max_out,
+                                          FV* amax_out) {
+  FV max = {}, amax = {};  // locals: the outputs could alias xs and w
+  for (int i = 0; i < n; ++i) {
+    std::memcpy(&xs[i], x + 8 * i, sizeof(FV));
+    const FV a = AbsLanes(xs[i]);
+    const IV larger = a > amax;
+    max = larger ? xs[i] : max;
+    amax = larger ? a : amax;
+    w[i] = xs[i] * xs[i];
+  }
+  *max_out = max;
+  *amax_out = amax;
+}
+
 template <int kElems, bool kUseMad>
 ODMOE_QUANT_CLONES void FitScaleAndMin(int nmax, const float* x, const float* weights, int32_t* L,
                                        float* scale_out, float* neg_min, float rmin, float rdelta,
@@ -86,23 +129,10 @@ ODMOE_QUANT_CLONES void FitScaleAndMin(int nmax, const float* x, const float* we
     return v;
   };
   const FV zero = {};
-  const IV izero = {};
-  const IV inmax = izero + nmax;
-  const auto codes = [&](FV v) {  // Clamp(NearestInt(v), 0, nmax) lane-wise
-    const FV shifted = v + 12582912.0f;
-    IV bits;
-    std::memcpy(&bits, &shifted, sizeof(bits));
-    IV l = (bits & 0x007fffff) - 0x00400000;
-    l = l < izero ? izero : l;
-    return l > inmax ? inmax : l;
-  };
+  const auto codes = [&](FV v) { return NearestIntClamped(v, 0, nmax); };
   const auto error_term = [](FV diff) {
     if constexpr (kUseMad) {
-      IV bits;
-      std::memcpy(&bits, &diff, sizeof(bits));
-      bits &= 0x7fffffff;  // fabs
-      std::memcpy(&diff, &bits, sizeof(bits));
-      return diff;
+      return AbsLanes(diff);
     } else {
       return diff * diff;
     }
@@ -258,27 +288,9 @@ ODMOE_QUANT_CLONES void FitSymmetricQ6(const float* x, int32_t* L, float* scale_
   constexpr int n = 16, nmax = 32;
   const FV zero = {};
   const IV izero = {};
-  FV xs[n], w[n], max = zero, amax = zero;
-  for (int i = 0; i < n; ++i) {
-    std::memcpy(&xs[i], x + 8 * i, sizeof(FV));
-    IV bits;
-    std::memcpy(&bits, &xs[i], sizeof(bits));
-    bits &= 0x7fffffff;
-    FV a;
-    std::memcpy(&a, &bits, sizeof(a));
-    const IV larger = a > amax;
-    max = larger ? xs[i] : max;
-    amax = larger ? a : amax;
-    w[i] = xs[i] * xs[i];
-  }
-  const auto codes = [&](FV v) {  // Clamp(NearestInt(v), -nmax, nmax - 1) lane-wise
-    const FV shifted = v + 12582912.0f;
-    IV bits;
-    std::memcpy(&bits, &shifted, sizeof(bits));
-    IV l = (bits & 0x007fffff) - 0x00400000;
-    l = l < izero - nmax ? izero - nmax : l;
-    return l > izero + (nmax - 1) ? izero + (nmax - 1) : l;
-  };
+  FV xs[n], w[n], max, amax;
+  LoadWithSignedMax(x, n, xs, w, &max, &amax);
+  const auto codes = [&](FV v) { return NearestIntClamped(v, -nmax, nmax - 1); };
   IV l_best[n], l_try[n];
   FV sumlx = zero, suml2 = zero;
   FV iscale = (zero + static_cast<float>(-nmax)) / max;
@@ -323,6 +335,35 @@ inline float MaxOf(const float* v, int n) {
   return m;
 }
 
+// The codes of a sub-block of n elements again, from its stored (rounded)
+// scale d != 0 and min dm: Clamp(NearestInt((x + dm) / d), 0, nmax).
+inline void CodesWithMin(const float* x, int n, float d, float dm, int nmax, uint8_t* L) {
+  for (int i = 0; i < n; ++i) {
+    L[i] = static_cast<uint8_t>(Clamp(NearestInt((x[i] + dm) / d), 0, nmax));
+  }
+}
+
+// The same for a symmetric type: Clamp(NearestInt(x / d), -nmax, nmax - 1)
+// + nmax.
+inline void CodesSymmetric(const float* x, int n, float d, int nmax, int8_t* L) {
+  for (int i = 0; i < n; ++i) {
+    L[i] = static_cast<int8_t>(Clamp(NearestInt(x[i] / d), -nmax, nmax - 1) + nmax);
+  }
+}
+
+// 2-bit codes (Q2_K, Q3_K's low bits), four to a byte: byte 32 h + l holds
+// the codes of elements 128 h + l + 32 m at bits 2 m, m = 0..3.
+template <typename Code>
+void Pack2BitCodes(const Code* L, uint8_t qs[64]) {
+  for (int h = 0; h < 2; ++h) {
+    const Code* Lh = L + 128 * h;
+    for (int l = 0; l < 32; ++l) {
+      qs[32 * h + l] =
+          static_cast<uint8_t>(Lh[l] | (Lh[l + 32] << 2) | (Lh[l + 64] << 4) | (Lh[l + 96] << 6));
+    }
+  }
+}
+
 void QuantizeQ2KBlock(const float* x, BlockQ2K& y) {
   uint8_t L[kN];
   int32_t lanes_L[kN];
@@ -363,31 +404,17 @@ void QuantizeQ2KBlock(const float* x, BlockQ2K& y) {
     const float d = d_all * static_cast<float>(y.scales[j] & 0x0f);
     if (d == 0.0f) continue;
     const float dm = dmin_all * static_cast<float>(y.scales[j] >> 4);
-    for (int i = 16 * j; i < 16 * j + 16; ++i) {
-      L[i] = static_cast<uint8_t>(Clamp(NearestInt((x[i] + dm) / d), 0, 3));
-    }
+    CodesWithMin(x + 16 * j, 16, d, dm, 3, L + 16 * j);
   }
-  for (int h = 0; h < 2; ++h) {
-    const uint8_t* Lh = L + 128 * h;
-    for (int l = 0; l < 32; ++l) {
-      y.qs[32 * h + l] =
-          static_cast<uint8_t>(Lh[l] | (Lh[l + 32] << 2) | (Lh[l + 64] << 4) | (Lh[l + 96] << 6));
-    }
-  }
+  Pack2BitCodes(L, y.qs);
 }
 
 void QuantizeQ3KBlock(const float* x, BlockQ3K& y) {
   int8_t L[kN];
   float scales[16];
-  float max_scale = 0.0f, amax = 0.0f;
-  for (int j = 0; j < 16; ++j) {
-    scales[j] = FitSymmetricQ3(16, 4, x + 16 * j, L + 16 * j);
-    const float a = std::fabs(scales[j]);
-    if (a > amax) {
-      amax = a;
-      max_scale = scales[j];
-    }
-  }
+  for (int j = 0; j < 16; ++j) scales[j] = FitSymmetricQ3(16, 4, x + 16 * j, L + 16 * j);
+  float max_scale, amax;
+  SignedMax(16, scales, &max_scale, &amax);
   int8_t sc[16];
   std::fill(sc, sc + 16, -32);  // all-zero scale bytes when every fit is 0
   if (max_scale != 0.0f) {
@@ -404,10 +431,7 @@ void QuantizeQ3KBlock(const float* x, BlockQ3K& y) {
   const float d_all = F16ToF32(y.d);
   for (int j = 0; j < 16; ++j) {
     const float d = d_all * static_cast<float>(sc[j]);
-    if (d == 0.0f) continue;
-    for (int i = 16 * j; i < 16 * j + 16; ++i) {
-      L[i] = static_cast<int8_t>(Clamp(NearestInt(x[i] / d), -4, 3) + 4);
-    }
+    if (d != 0.0f) CodesSymmetric(x + 16 * j, 16, d, 4, L + 16 * j);
   }
   // High bit of element 32 m + l (m = 0..7) at bit m of hmask[l].
   std::fill(y.hmask, y.hmask + 32, 0);
@@ -417,13 +441,7 @@ void QuantizeQ3KBlock(const float* x, BlockQ3K& y) {
       L[i] = static_cast<int8_t>(L[i] - 4);
     }
   }
-  for (int h = 0; h < 2; ++h) {
-    const int8_t* Lh = L + 128 * h;
-    for (int l = 0; l < 32; ++l) {
-      y.qs[32 * h + l] =
-          static_cast<uint8_t>(Lh[l] | (Lh[l + 32] << 2) | (Lh[l + 64] << 4) | (Lh[l + 96] << 6));
-    }
-  }
+  Pack2BitCodes(L, y.qs);
 }
 
 // Q4_K (nmax 15) and Q5_K (nmax 31): 8 asymmetric sub-block fits with
@@ -462,9 +480,7 @@ void QuantizeScaleMin32(const float* x, int nmax, float rmin, int nstep, uint16_
     const float d = d_all * static_cast<float>(sc[j]);
     if (d == 0.0f) continue;
     const float dm = dmin_all * static_cast<float>(mn[j]);
-    for (int i = 32 * j; i < 32 * j + 32; ++i) {
-      L[i] = static_cast<uint8_t>(Clamp(NearestInt((x[i] + dm) / d), 0, nmax));
-    }
+    CodesWithMin(x + 32 * j, 32, d, dm, nmax, L + 32 * j);
   }
 }
 
@@ -504,14 +520,8 @@ void QuantizeQ6KBlock(const float* x, BlockQ6K& y) {
         L[128 * g + 16 * k + i] = static_cast<int8_t>(lanes_L[8 * i + k]);
     }
   }
-  float max_scale = 0.0f, max_abs_scale = 0.0f;
-  for (int j = 0; j < 16; ++j) {
-    const float a = std::fabs(scales[j]);
-    if (a > max_abs_scale) {
-      max_abs_scale = a;
-      max_scale = scales[j];
-    }
-  }
+  float max_scale, max_abs_scale;
+  SignedMax(16, scales, &max_scale, &max_abs_scale);
   if (max_abs_scale < kGroupMaxEps) {
     std::memset(&y, 0, sizeof(y));
     return;
@@ -524,10 +534,7 @@ void QuantizeQ6KBlock(const float* x, BlockQ6K& y) {
   const float d_all = F16ToF32(y.d);
   for (int j = 0; j < 16; ++j) {
     const float d = d_all * static_cast<float>(y.scales[j]);
-    if (d == 0.0f) continue;
-    for (int i = 16 * j; i < 16 * j + 16; ++i) {
-      L[i] = static_cast<int8_t>(Clamp(NearestInt(x[i] / d), -32, 31) + 32);
-    }
+    if (d != 0.0f) CodesSymmetric(x + 16 * j, 16, d, 32, L + 16 * j);
   }
   for (int h = 0; h < 2; ++h) {
     const int8_t* Lh = L + 128 * h;
@@ -607,19 +614,8 @@ ODMOE_QUANT_CLONES void FitIq4Scales(const float* x, float* scale_out) {
   static const Iq4Thresholds kThresholds;
   const float* thresholds = kThresholds.t;
   const FV zero = {};
-  FV max = zero, amax = zero, xs[32], w[32];
-  for (int i = 0; i < 32; ++i) {
-    std::memcpy(&xs[i], x + 8 * i, sizeof(FV));
-    IV bits;
-    std::memcpy(&bits, &xs[i], sizeof(bits));
-    bits &= 0x7fffffff;
-    FV a;
-    std::memcpy(&a, &bits, sizeof(a));
-    const IV larger = a > amax;
-    max = larger ? xs[i] : max;
-    amax = larger ? a : amax;
-    w[i] = xs[i] * xs[i];
-  }
+  FV max, amax, xs[32], w[32];
+  LoadWithSignedMax(x, 32, xs, w, &max, &amax);
   FV sumqx, sumq2;
   const auto sums = [&](FV id) {
     sumqx = sumq2 = zero;
@@ -646,14 +642,8 @@ void QuantizeIq4XsBlock(const float* x, BlockIq4Xs& y) {
   float scales[8], lanes_x[kN];
   ToLanes(x, 32, 8, lanes_x);
   FitIq4Scales(lanes_x, scales);
-  float max_scale = 0.0f, amax_scale = 0.0f;
-  for (int j = 0; j < 8; ++j) {
-    const float a = std::fabs(scales[j]);
-    if (a > amax_scale) {
-      amax_scale = a;
-      max_scale = scales[j];
-    }
-  }
+  float max_scale, amax_scale;
+  SignedMax(8, scales, &max_scale, &amax_scale);
   const float d = -max_scale / 32.0f;  // -0 for an all-zero block, stored as such
   y.d = F32ToF16(d);
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
@@ -673,25 +663,31 @@ void QuantizeIq4XsBlock(const float* x, BlockIq4Xs& y) {
   PackIq4XsScales(sc, &y.scales_h, y.scales_l);
 }
 
+// Super-block s of src (kN floats) into dst[s], for each of n_blocks.
+template <auto kQuantizeBlock, typename Block>
+void QuantizeBlocks(const float* src, Block* dst, int64_t n_blocks) {
+  for (int64_t s = 0; s < n_blocks; ++s) kQuantizeBlock(src + s * kN, dst[s]);
+}
+
 }  // namespace
 
 void QuantizeQ2K(const float* src, BlockQ2K* dst, int64_t n_blocks) {
-  for (int64_t s = 0; s < n_blocks; ++s) QuantizeQ2KBlock(src + s * kN, dst[s]);
+  QuantizeBlocks<QuantizeQ2KBlock>(src, dst, n_blocks);
 }
 void QuantizeQ3K(const float* src, BlockQ3K* dst, int64_t n_blocks) {
-  for (int64_t s = 0; s < n_blocks; ++s) QuantizeQ3KBlock(src + s * kN, dst[s]);
+  QuantizeBlocks<QuantizeQ3KBlock>(src, dst, n_blocks);
 }
 void QuantizeQ4K(const float* src, BlockQ4K* dst, int64_t n_blocks) {
-  for (int64_t s = 0; s < n_blocks; ++s) QuantizeQ4KBlock(src + s * kN, dst[s]);
+  QuantizeBlocks<QuantizeQ4KBlock>(src, dst, n_blocks);
 }
 void QuantizeQ5K(const float* src, BlockQ5K* dst, int64_t n_blocks) {
-  for (int64_t s = 0; s < n_blocks; ++s) QuantizeQ5KBlock(src + s * kN, dst[s]);
+  QuantizeBlocks<QuantizeQ5KBlock>(src, dst, n_blocks);
 }
 void QuantizeQ6K(const float* src, BlockQ6K* dst, int64_t n_blocks) {
-  for (int64_t s = 0; s < n_blocks; ++s) QuantizeQ6KBlock(src + s * kN, dst[s]);
+  QuantizeBlocks<QuantizeQ6KBlock>(src, dst, n_blocks);
 }
 void QuantizeIq4Xs(const float* src, BlockIq4Xs* dst, int64_t n_blocks) {
-  for (int64_t s = 0; s < n_blocks; ++s) QuantizeIq4XsBlock(src + s * kN, dst[s]);
+  QuantizeBlocks<QuantizeIq4XsBlock>(src, dst, n_blocks);
 }
 
 }  // namespace odmoe::quant_internal

@@ -1,76 +1,41 @@
 // The testbed as a user runs it: every node its own process, started by
 // odmoe-cluster from a YAML topology, a completion through `odmoe complete`,
 // status, and a clean stop on SIGTERM.
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
 #include <catch2/catch.hpp>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "cluster/process_testbed.h"
 #include "shell.h"
 #include "test_paths.h"
 
 namespace odmoe::test {
-namespace {
 
 using Result = ShellResult;
 
-// A port nobody listens on right now.
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-std::string Bin(const std::string& name) { return BinaryPath("bin/" + name); }
-
-}  // namespace
-
 TEST_CASE("processes: ten-node testbed up, complete, status, down", "[cluster][processes]") {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / absl::StrCat("odmoe_testbed_", getpid());
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  const int main_port = FreePort();
-  std::string yaml = absl::StrCat("model: ", SourcePath("models/tiny-mixtral-f16.gguf"),
-                                  "\nprediction: shadow\nmain:\n  id: main\n  address: 127.0.0.1:",
-                                  main_port, "\nshadow:\n  id: shadow\n  address: 127.0.0.1:",
-                                  FreePort(), "\n  quantization: q8_0\nworkers:\n  nodes:\n");
-  for (int i = 0; i < 8; ++i) {
-    absl::StrAppend(&yaml, "    - { id: w", i, ", address: \"127.0.0.1:", FreePort(), "\" }\n");
-  }
-  const std::string topology = (dir / "testbed.yaml").string();
-  std::ofstream(topology) << yaml;
-  const std::string run_dir = (dir / "run").string();
-  const std::string cluster = Bin("odmoe-cluster") + " --run-dir " + run_dir + " ";
+  ProcessTestbed bed(SourcePath("models/tiny-mixtral-f16.gguf"), "odmoe_testbed");
+  const TempDir& dir = bed.dir();
+  const std::string run_dir = bed.run_dir();
+  const int main_port = bed.main_port();
 
-  const Result up = Sh(cluster + "up " + topology);
+  const Result up = bed.Up();
   INFO(up.output);
   REQUIRE(up.exit_code == 0);
 
   const std::string prompt = "The meaning of life is";
-  const std::string stats_file = (dir / "stats.txt").string();
-  const Result done = Sh("(" + Bin("odmoe") + " complete --main 127.0.0.1:" +
-                         std::to_string(main_port) + " -n 24 --ignore-eos --stats \"" + prompt +
-                         "\" 2>" + stats_file + ")");
+  const std::string stats_file = dir / "stats.txt";
+  const Result done =
+      Sh("(" + Bin("odmoe") + " complete --main 127.0.0.1:" + std::to_string(main_port) +
+         " -n 24 --ignore-eos --stats \"" + prompt + "\" 2>" + stats_file + ")");
   std::ifstream stats_in(stats_file);
   const std::string stats((std::istreambuf_iterator<char>(stats_in)), {});
-  const Result ref = Sh("(" + Bin("odmoe-run") + " --model " +
-                        SourcePath("models/tiny-mixtral-f16.gguf") + " -n 24 --ignore-eos " +
-                        "--prompt \"" + prompt + "\" 2>/dev/null)");
+  const Result ref =
+      Sh("(" + Bin("odmoe-run") + " --model " + SourcePath("models/tiny-mixtral-f16.gguf") +
+         " -n 24 --ignore-eos " + "--prompt \"" + prompt + "\" 2>/dev/null)");
   INFO(done.output);
   CHECK(done.exit_code == 0);
   // odmoe-run echoes the prompt; both end the text with a newline.
@@ -81,15 +46,15 @@ TEST_CASE("processes: ten-node testbed up, complete, status, down", "[cluster][p
   // A worker killed outright while a long completion runs: the request still
   // ends with the single-process engine's text.
   const std::string long_prompt = "It is a truth universally acknowledged";
-  const std::string complete = Bin("odmoe") + " complete --main 127.0.0.1:" +
-                               std::to_string(main_port) + " -n 150 --ignore-eos \"" +
-                               long_prompt + "\" 2>/dev/null";
+  const std::string complete = Bin("odmoe") +
+                               " complete --main 127.0.0.1:" + std::to_string(main_port) +
+                               " -n 150 --ignore-eos \"" + long_prompt + "\" 2>/dev/null";
   std::string victim;
   std::ifstream(run_dir + "/w5.pid") >> victim;
   const Result killed = Sh("(sleep 0.15; kill -9 " + victim + ") & (" + complete + ")");
-  const Result long_ref = Sh("(" + Bin("odmoe-run") + " --model " +
-                             SourcePath("models/tiny-mixtral-f16.gguf") +
-                             " -n 150 --ignore-eos --prompt \"" + long_prompt + "\" 2>/dev/null)");
+  const Result long_ref =
+      Sh("(" + Bin("odmoe-run") + " --model " + SourcePath("models/tiny-mixtral-f16.gguf") +
+         " -n 150 --ignore-eos --prompt \"" + long_prompt + "\" 2>/dev/null)");
   CHECK(killed.exit_code == 0);
   CHECK(long_prompt + killed.output == long_ref.output);
 
@@ -98,16 +63,15 @@ TEST_CASE("processes: ten-node testbed up, complete, status, down", "[cluster][p
   std::ifstream(run_dir + "/shadow.pid") >> shadow_pid;
   REQUIRE(Sh("kill -9 " + shadow_pid).exit_code == 0);
   for (int i = 0; i < 100; ++i) {  // the main node notices the broken stream
-    if (Sh(cluster + "status " + topology + " --verbose").output.find("shadow_connected=no") !=
-        std::string::npos) {
+    if (bed.Status("--verbose").output.find("shadow_connected=no") != std::string::npos) {
       break;
     }
     usleep(50 * 1000);
   }
-  const std::string no_shadow_stats = (dir / "no_shadow.txt").string();
-  const Result without = Sh("(" + Bin("odmoe") + " complete --main 127.0.0.1:" +
-                            std::to_string(main_port) + " -n 24 --ignore-eos --stats \"" +
-                            prompt + "\" 2>" + no_shadow_stats + ")");
+  const std::string no_shadow_stats = dir / "no_shadow.txt";
+  const Result without =
+      Sh("(" + Bin("odmoe") + " complete --main 127.0.0.1:" + std::to_string(main_port) +
+         " -n 24 --ignore-eos --stats \"" + prompt + "\" 2>" + no_shadow_stats + ")");
   std::ifstream no_shadow_in(no_shadow_stats);
   const std::string no_shadow((std::istreambuf_iterator<char>(no_shadow_in)), {});
   INFO(no_shadow);
@@ -115,14 +79,14 @@ TEST_CASE("processes: ten-node testbed up, complete, status, down", "[cluster][p
   CHECK(prompt + without.output == ref.output);
   CHECK(no_shadow.find("prediction none") != std::string::npos);
 
-  const Result status = Sh(cluster + "status " + topology);
+  const Result status = bed.Status();
   INFO(status.output);
   CHECK(status.exit_code == 1);  // w5 is down
   CHECK(status.output.find("w7") != std::string::npos);
   CHECK(status.output.find("live_groups=0,1,3") != std::string::npos);
   CHECK(status.output.find("ready") != std::string::npos);
 
-  const Result down = Sh(cluster + "down " + topology);
+  const Result down = bed.Down();
   INFO(down.output);
   CHECK(down.exit_code == 0);
   // Every daemon drained and stopped on SIGTERM.
@@ -134,49 +98,37 @@ TEST_CASE("processes: ten-node testbed up, complete, status, down", "[cluster][p
   }
   CHECK(Sh(Bin("odmoe") + " complete --main 127.0.0.1:" + std::to_string(main_port) + " hi")
             .exit_code != 0);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("processes: nodes on other hosts start and stop over ssh", "[cluster][processes]") {
   // A stand-in for ssh that runs the remote command here: what odmoe-cluster
   // sends over ssh is exercised for real.
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / absl::StrCat("odmoe_ssh_", getpid());
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  const std::string fake_ssh = (dir / "fake-ssh").string();
-  std::ofstream(fake_ssh) << "#!/bin/sh\necho \"$1\" >> " << (dir / "targets").string()
+  const TempDir dir("odmoe_ssh");
+  const std::string fake_ssh = dir / "fake-ssh";
+  std::ofstream(fake_ssh) << "#!/bin/sh\necho \"$1\" >> " << (dir / "targets")
                           << "\nshift\nexec sh -c \"$*\"\n";
   std::filesystem::permissions(fake_ssh, std::filesystem::perms::owner_all);
-  const int main_port = FreePort();
-  std::string yaml = absl::StrCat("model: ", SourcePath("models/tiny-mixtral-f16.gguf"),
-                                  "\nprediction: none\nmain:\n  id: main\n  address: 127.0.0.1:",
-                                  main_port, "\nworkers:\n  nodes:\n");
-  for (int i = 0; i < 2; ++i) {
-    absl::StrAppend(&yaml, "    - { id: w", i, ", address: \"127.0.0.1:", FreePort(),
-                    "\", ssh: tester@edge", i, " }\n");
-  }
-  const std::string topology = (dir / "remote.yaml").string();
-  std::ofstream(topology) << yaml;
-  const std::string cluster = "ODMOE_SSH=" + fake_ssh + " " + Bin("odmoe-cluster") +
-                              " --run-dir " + (dir / "run").string() + " ";
-  const Result up = Sh(cluster + "up " + topology);
+  TestbedSpec spec;
+  spec.workers = 2;
+  spec.shadow = false;
+  spec.worker_ssh = "tester@edge";
+  spec.cluster_env = "ODMOE_SSH=" + fake_ssh + " ";
+  ProcessTestbed bed(SourcePath("models/tiny-mixtral-f16.gguf"), "odmoe_ssh_testbed", spec);
+  const Result up = bed.Up();
   INFO(up.output);
   REQUIRE(up.exit_code == 0);
-  const Result done = Sh(Bin("odmoe") + " complete --main 127.0.0.1:" +
-                         std::to_string(main_port) + " -n 4 hello");
+  const Result done = Sh(Bin("odmoe") + " complete --main " + bed.main_address() + " -n 4 hello");
   CHECK(done.exit_code == 0);
-  std::ifstream pid_file(dir / "run" / "w1.pid");
+  std::ifstream pid_file(bed.run_dir() + "/w1.pid");
   std::string first;
   pid_file >> first;
   CHECK(first == "ssh");
-  CHECK(Sh(cluster + "down " + topology).exit_code == 0);
+  CHECK(bed.Down().exit_code == 0);
   std::ifstream targets(dir / "targets");
   const std::string used((std::istreambuf_iterator<char>(targets)), {});
   CHECK(used.find("tester@edge0") != std::string::npos);
   CHECK(used.find("tester@edge1") != std::string::npos);
-  CHECK(!std::filesystem::exists(dir / "run" / "w0.pid"));
-  std::filesystem::remove_all(dir);
+  CHECK(!std::filesystem::exists(bed.run_dir() + "/w0.pid"));
 }
 
 TEST_CASE("processes: odmoe-cluster refuses bad input", "[cluster]") {
@@ -190,25 +142,22 @@ TEST_CASE("processes: odmoe-cluster refuses bad input", "[cluster]") {
   CHECK(r.exit_code == 1);
   CHECK(r.output.find("usage") != std::string::npos);
   // Fake daemons that die at once: up reports the log tail and fails.
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / absl::StrCat("odmoe_fakebin_", getpid());
-  std::filesystem::create_directories(dir);
+  const TempDir dir("odmoe_fakebin");
   for (const char* name : {"odmoe-worker", "odmoe-shadow", "odmoe-main"}) {
-    const std::string path = (dir / name).string();
+    const std::string path = dir / name;
     std::ofstream(path) << "#!/bin/sh\necho 'fake daemon: cannot start' >&2\nexit 3\n";
     std::filesystem::permissions(path, std::filesystem::perms::owner_all);
   }
   r = Sh(Bin("odmoe-cluster") + " up " + SourcePath("deploy/testbed-10.yaml") + " --bin-dir " +
-         dir.string() + " --run-dir " + (dir / "run").string());
+         dir.path().string() + " --run-dir " + (dir / "run"));
   INFO(r.output);
   CHECK(r.exit_code == 1);
   CHECK(r.output.find("exited during start-up") != std::string::npos);
   CHECK(r.output.find("fake daemon: cannot start") != std::string::npos);
   // down on a run directory with nothing running is fine.
-  CHECK(Sh(Bin("odmoe-cluster") + " down " + SourcePath("deploy/testbed-10.yaml") +
-           " --run-dir " + (dir / "empty").string())
+  CHECK(Sh(Bin("odmoe-cluster") + " down " + SourcePath("deploy/testbed-10.yaml") + " --run-dir " +
+           (dir / "empty"))
             .exit_code == 0);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("processes: daemons refuse bad start-up input with one clear line", "[cluster]") {

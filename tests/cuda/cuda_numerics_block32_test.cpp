@@ -13,9 +13,6 @@
 
 #include "backend/reference_ops.h"
 #include "catch2/catch.hpp"
-#include "cpu_backend.h"
-#include "cpu_ops.h"
-#include "cuda_numerics_dequant.h"
 #include "quant_test_util.h"
 #include "tensor/quant.h"
 #include "util/fp16.h"
@@ -25,9 +22,11 @@ namespace {
 
 namespace num = cuda_numerics;
 using cuda_test::BlockFill;
-using cuda_test::HalfWarp;
+using cuda_test::CheckLaneMatMulCases;
+using cuda_test::DeviceDequant;
 using cuda_test::RandomBlocks;
 using cuda_test::SameBits;
+using cuda_test::VisitTypeOf;
 
 const DType kBlock32Types[] = {DType::kQ8_0, DType::kQ4_0,   DType::kQ4_1, DType::kQ5_0,
                                DType::kQ5_1, DType::kIQ4_NL, DType::kMXFP4};
@@ -93,52 +92,6 @@ float RefDot(DType type, const uint8_t* w_row, const BlockQ8_0* xq, int64_t nb) 
   return num::TreeReduce16(lanes);
 }
 
-/// The lane functions of the kernels, per type.
-template <DType T>
-std::vector<float> LaneMatMulT(const std::vector<uint8_t>& w, int64_t out, int64_t k,
-                               const std::vector<float>& x, int64_t n) {
-  const int64_t nb = k / 32;
-  std::vector<num::QActBlock> codes(static_cast<size_t>(n * nb));
-  std::vector<float> scales(codes.size());
-  for (size_t i = 0; i < codes.size(); ++i) {
-    scales[i] = num::QuantizeBlockQ8_0(x.data() + 32 * i, &codes[i], nullptr);
-  }
-  std::vector<float> y(static_cast<size_t>(n * out));
-  const size_t rb = RowBytes(T, k);
-  for (int64_t t = 0; t < n; ++t) {
-    for (int64_t o = 0; o < out; ++o) {
-      y[t * out + o] = HalfWarp([&](int l) {
-        return num::LaneQDot<T>(w.data() + o * rb, codes.data() + t * nb, scales.data() + t * nb,
-                                nb, l);
-      });
-    }
-  }
-  return y;
-}
-
-std::vector<float> LaneMatMul(DType type, const std::vector<uint8_t>& w, int64_t out, int64_t k,
-                              const std::vector<float>& x, int64_t n) {
-  switch (type) {
-    case DType::kQ8_0:
-      return LaneMatMulT<DType::kQ8_0>(w, out, k, x, n);
-    case DType::kQ4_0:
-      return LaneMatMulT<DType::kQ4_0>(w, out, k, x, n);
-    case DType::kQ4_1:
-      return LaneMatMulT<DType::kQ4_1>(w, out, k, x, n);
-    case DType::kQ5_0:
-      return LaneMatMulT<DType::kQ5_0>(w, out, k, x, n);
-    case DType::kQ5_1:
-      return LaneMatMulT<DType::kQ5_1>(w, out, k, x, n);
-    case DType::kIQ4_NL:
-      return LaneMatMulT<DType::kIQ4_NL>(w, out, k, x, n);
-    case DType::kMXFP4:
-      return LaneMatMulT<DType::kMXFP4>(w, out, k, x, n);
-    default:
-      FAIL("not a block32 type");
-      return {};
-  }
-}
-
 std::vector<float> RefMatMul(DType type, const std::vector<uint8_t>& w, int64_t out, int64_t k,
                              const std::vector<float>& x, int64_t n) {
   const int64_t nb = k / 32;
@@ -151,44 +104,6 @@ std::vector<float> RefMatMul(DType type, const std::vector<uint8_t>& w, int64_t 
       y[t * out + o] = RefDot(type, w.data() + o * rb, &xq[t * nb], nb);
   }
   return y;
-}
-
-template <DType T>
-std::vector<float> DeviceDequantT(const std::vector<uint8_t>& row, int64_t n) {
-  std::vector<float> out(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) out[i] = num::DequantElement<T>(row.data(), i);
-  return out;
-}
-
-std::vector<float> DeviceDequant(DType type, const std::vector<uint8_t>& row, int64_t n) {
-  switch (type) {
-    case DType::kQ8_0:
-      return DeviceDequantT<DType::kQ8_0>(row, n);
-    case DType::kQ4_0:
-      return DeviceDequantT<DType::kQ4_0>(row, n);
-    case DType::kQ4_1:
-      return DeviceDequantT<DType::kQ4_1>(row, n);
-    case DType::kQ5_0:
-      return DeviceDequantT<DType::kQ5_0>(row, n);
-    case DType::kQ5_1:
-      return DeviceDequantT<DType::kQ5_1>(row, n);
-    case DType::kIQ4_NL:
-      return DeviceDequantT<DType::kIQ4_NL>(row, n);
-    case DType::kMXFP4:
-      return DeviceDequantT<DType::kMXFP4>(row, n);
-    default:
-      FAIL("not a block32 type");
-      return {};
-  }
-}
-
-std::vector<uint8_t> Quantized(DType type, const std::vector<float>& f, int64_t rows,
-                               int64_t cols) {
-  const size_t rb = RowBytes(type, cols);
-  std::vector<uint8_t> bytes(rb * static_cast<size_t>(rows));
-  for (int64_t r = 0; r < rows; ++r)
-    QuantizeRow(type, f.data() + r * cols, bytes.data() + r * rb, cols);
-  return bytes;
 }
 
 TEST_CASE("cuda block32 table agrees with the type table and the block structs",
@@ -236,31 +151,8 @@ TEST_CASE("cuda block32 codes and dequantization equal the layouts and Dequantiz
         const uint8_t* blk = row.data() + b * bytes;
         for (int m = 0; m < 8; ++m) {
           int32_t word = 0;
-          switch (type) {
-            case DType::kQ8_0:
-              word = num::Block32CodeWord<DType::kQ8_0>(blk, m);
-              break;
-            case DType::kQ4_0:
-              word = num::Block32CodeWord<DType::kQ4_0>(blk, m);
-              break;
-            case DType::kQ4_1:
-              word = num::Block32CodeWord<DType::kQ4_1>(blk, m);
-              break;
-            case DType::kQ5_0:
-              word = num::Block32CodeWord<DType::kQ5_0>(blk, m);
-              break;
-            case DType::kQ5_1:
-              word = num::Block32CodeWord<DType::kQ5_1>(blk, m);
-              break;
-            case DType::kIQ4_NL:
-              word = num::Block32CodeWord<DType::kIQ4_NL>(blk, m);
-              break;
-            case DType::kMXFP4:
-              word = num::Block32CodeWord<DType::kMXFP4>(blk, m);
-              break;
-            default:
-              break;
-          }
+          VisitTypeOf<num::IsBlock32>(
+              type, [&](auto tag) { word = num::Block32CodeWord<decltype(tag)::value>(blk, m); });
           for (int i = 0; i < 4; ++i) {
             const int got = static_cast<int8_t>((static_cast<uint32_t>(word) >> (8 * i)) & 0xff);
             if (got != RefCode(type, blk, 4 * m + i)) ++bad_codes;
@@ -277,41 +169,11 @@ TEST_CASE("cuda block32 codes and dequantization equal the layouts and Dequantiz
 
 TEST_CASE("cuda block32 MatMul lanes give the canonical order and the CPU's bits",
           "[cuda][numerics]") {
-  struct Shape {
-    int64_t k, out, n;
-  };
   uint32_t seed = 1000;
   for (DType type : kBlock32Types) {
-    INFO(Traits(type).name);
-    REQUIRE(CpuSupportsWeightType(type));
-    for (const Shape s : {Shape{32, 5, 1}, Shape{96, 7, 3}, Shape{512, 4, 2}, Shape{4096, 3, 2},
-                          Shape{1184, 2, 5}, Shape{2880, 2, 1}}) {
-      for (int source = 0; source < 4; ++source) {
-        INFO(Traits(type).name << " k=" << s.k << " out=" << s.out << " n=" << s.n << " source "
-                               << source);
-        std::vector<float> x = ref::RandomFloats(s.k * s.n, ++seed, -3.0f, 3.0f);
-        std::vector<uint8_t> w;
-        if (source == 0) {  // the quantizer's output
-          w = Quantized(type, ref::RandomFloats(s.k * s.out, ++seed), s.out, s.k);
-        } else if (source == 1) {  // random bytes
-          w = RandomBlocks(type, s.out * s.k / 32, ++seed);
-        } else {  // integer extremes: full codes against constant activations
-          w = RandomBlocks(type, s.out * s.k / 32, ++seed,
-                           source == 2 ? BlockFill::kOnes : BlockFill::kHigh);
-          for (size_t i = 0; i < x.size(); ++i) x[i] = source == 2 ? 2.5f : (i % 2 ? -1.0f : 1.0f);
-        }
-        const std::vector<float> got = LaneMatMul(type, w, s.out, s.k, x, s.n);
-        CHECK(SameBits(got, RefMatMul(type, w, s.out, s.k, x, s.n)));
-        for (CpuIsa isa : SupportedCpuIsas()) {
-          INFO("cpu isa " << CpuIsaName(isa));
-          CpuBackend cpu(2, isa);
-          std::vector<float> want(got.size());
-          cpu.MatMul(WeightRef{type, w.data(), s.out, s.k}, ConstMat(x.data(), s.n, s.k),
-                     Mat{want.data(), s.n, s.out});
-          CHECK(SameBits(got, want));
-        }
-      }
-    }
+    CheckLaneMatMulCases(
+        type, {{32, 5, 1}, {96, 7, 3}, {512, 4, 2}, {4096, 3, 2}, {1184, 2, 5}, {2880, 2, 1}}, 2.5f,
+        RefMatMul, &seed);
   }
 }
 

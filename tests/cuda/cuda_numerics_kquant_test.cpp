@@ -12,14 +12,10 @@
 #include <cstddef>
 #include <cstring>
 #include <limits>
-#include <type_traits>
 #include <vector>
 
 #include "backend/reference_ops.h"
 #include "catch2/catch.hpp"
-#include "cpu_backend.h"
-#include "cpu_ops.h"
-#include "cuda_numerics_dequant.h"
 #include "quant_test_util.h"
 #include "tensor/quant.h"
 #include "util/fp16.h"
@@ -30,9 +26,10 @@ namespace {
 namespace num = cuda_numerics;
 using cuda_test::Bits;
 using cuda_test::BlockFill;
-using cuda_test::HalfWarp;
+using cuda_test::CheckLaneMatMulCases;
 using cuda_test::RandomBlocks;
 using cuda_test::SameBits;
+using cuda_test::VisitTypeOf;
 
 const DType kKTypes[] = {DType::kQ2_K, DType::kQ3_K, DType::kQ4_K,
                          DType::kQ5_K, DType::kQ6_K, DType::kIQ4_XS};
@@ -238,47 +235,7 @@ bool SameQ8K(const BlockQ8K& a, const BlockQ8K& b) {
          std::memcmp(a.bsums, b.bsums, sizeof(a.bsums)) == 0;
 }
 
-// ---- Lane functions per type -------------------------------------------------
-
-template <class F>
-void ForKType(DType type, F&& f) {
-  switch (type) {
-    case DType::kQ2_K:
-      return f(std::integral_constant<DType, DType::kQ2_K>{});
-    case DType::kQ3_K:
-      return f(std::integral_constant<DType, DType::kQ3_K>{});
-    case DType::kQ4_K:
-      return f(std::integral_constant<DType, DType::kQ4_K>{});
-    case DType::kQ5_K:
-      return f(std::integral_constant<DType, DType::kQ5_K>{});
-    case DType::kQ6_K:
-      return f(std::integral_constant<DType, DType::kQ6_K>{});
-    case DType::kIQ4_XS:
-      return f(std::integral_constant<DType, DType::kIQ4_XS>{});
-    default:
-      FAIL("not a K-family type");
-  }
-}
-
-std::vector<float> LaneMatMul(DType type, const std::vector<uint8_t>& w, int64_t out, int64_t k,
-                              const std::vector<float>& x, int64_t n) {
-  const int64_t ns = k / 256;
-  std::vector<num::QActSuperBlock> xq(static_cast<size_t>(n * ns));
-  for (size_t i = 0; i < xq.size(); ++i)
-    num::QuantizeBlockQ8_K(x.data() + 256 * i, &xq[i], nullptr);
-  std::vector<float> y(static_cast<size_t>(n * out));
-  const size_t rb = RowBytes(type, k);
-  ForKType(type, [&](auto tag) {
-    constexpr DType T = decltype(tag)::value;
-    for (int64_t t = 0; t < n; ++t) {
-      for (int64_t o = 0; o < out; ++o) {
-        y[t * out + o] = HalfWarp(
-            [&](int l) { return num::LaneKDot<T>(w.data() + o * rb, xq.data() + t * ns, ns, l); });
-      }
-    }
-  });
-  return y;
-}
+// ---- The plain reference MatMul ----------------------------------------------
 
 std::vector<float> RefMatMul(DType type, const std::vector<uint8_t>& w, int64_t out, int64_t k,
                              const std::vector<float>& x, int64_t n) {
@@ -302,7 +259,7 @@ TEST_CASE("cuda K table agrees with the type table and the block structs", "[cud
     CHECK(num::IsKFamily(t));
     CHECK(Traits(t).block_elems == 256);
     CHECK(Traits(t).vec_dot == DType::kQ8_K);
-    ForKType(t, [&](auto tag) {
+    VisitTypeOf<num::IsKFamily>(t, [&](auto tag) {
       constexpr num::KFormat F = num::KFormatOf<decltype(tag)::value>();
       CHECK(F.bytes == Traits(t).block_bytes);
       CHECK(F.sub_elems == SubElems(t));
@@ -360,7 +317,7 @@ TEST_CASE("cuda K codes, scales and dequantization equal the layouts and Dequant
       const int bytes = Traits(type).block_bytes;
       int bad_codes = 0, bad_scales = 0;
       std::vector<float> got(n_super * 256), spec(got.size());
-      ForKType(type, [&](auto tag) {
+      VisitTypeOf<num::IsKFamily>(type, [&](auto tag) {
         constexpr DType T = decltype(tag)::value;
         constexpr num::KFormat F = num::KFormatOf<T>();
         for (int64_t s = 0; s < n_super; ++s) {
@@ -382,8 +339,8 @@ TEST_CASE("cuda K codes, scales and dequantization equal the layouts and Dequant
           }
           for (int i = 0; i < 256; ++i) spec[s * 256 + i] = RefDequant(type, b, i);
         }
-        for (int64_t i = 0; i < n_super * 256; ++i) got[i] = num::DequantElement<T>(row.data(), i);
       });
+      got = cuda_test::DeviceDequant(type, row, n_super * 256);
       CHECK(bad_codes == 0);
       CHECK(bad_scales == 0);
       CHECK(SameBits(got, spec));
@@ -396,45 +353,10 @@ TEST_CASE("cuda K codes, scales and dequantization equal the layouts and Dequant
 
 TEST_CASE("cuda K-family MatMul lanes give the canonical order and the CPU's bits",
           "[cuda][numerics]") {
-  struct Shape {
-    int64_t k, out, n;
-  };
   uint32_t seed = 3000;
   for (DType type : kKTypes) {
-    INFO(Traits(type).name);
-    REQUIRE(CpuSupportsWeightType(type));
-    for (const Shape s : {Shape{256, 5, 1}, Shape{768, 4, 3}, Shape{4096, 3, 2}, Shape{5120, 2, 1},
-                          Shape{1024, 3, 9}}) {
-      for (int source = 0; source < 4; ++source) {
-        INFO(Traits(type).name << " k=" << s.k << " out=" << s.out << " n=" << s.n << " source "
-                               << source);
-        std::vector<float> x = ref::RandomFloats(s.k * s.n, ++seed, -3.0f, 3.0f);
-        std::vector<uint8_t> w;
-        if (source == 0) {  // the quantizer's output
-          const std::vector<float> wf = ref::RandomFloats(s.k * s.out, ++seed);
-          w.resize(RowBytes(type, s.k) * s.out);
-          for (int64_t r = 0; r < s.out; ++r) {
-            QuantizeRow(type, wf.data() + r * s.k, w.data() + r * RowBytes(type, s.k), s.k);
-          }
-        } else if (source == 1) {  // random bytes
-          w = RandomBlocks(type, s.out * s.k / 256, ++seed);
-        } else {  // integer extremes: full codes and scales against constant activations
-          w = RandomBlocks(type, s.out * s.k / 256, ++seed,
-                           source == 2 ? BlockFill::kOnes : BlockFill::kHigh);
-          for (size_t i = 0; i < x.size(); ++i) x[i] = source == 2 ? -2.5f : (i % 2 ? -1.0f : 1.0f);
-        }
-        const std::vector<float> got = LaneMatMul(type, w, s.out, s.k, x, s.n);
-        CHECK(SameBits(got, RefMatMul(type, w, s.out, s.k, x, s.n)));
-        for (CpuIsa isa : SupportedCpuIsas()) {
-          INFO("cpu isa " << CpuIsaName(isa));
-          CpuBackend cpu(2, isa);
-          std::vector<float> want(got.size());
-          cpu.MatMul(WeightRef{type, w.data(), s.out, s.k}, ConstMat(x.data(), s.n, s.k),
-                     Mat{want.data(), s.n, s.out});
-          CHECK(SameBits(got, want));
-        }
-      }
-    }
+    CheckLaneMatMulCases(type, {{256, 5, 1}, {768, 4, 3}, {4096, 3, 2}, {5120, 2, 1}, {1024, 3, 9}},
+                         -2.5f, RefMatMul, &seed);
   }
 }
 

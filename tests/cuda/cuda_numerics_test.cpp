@@ -17,6 +17,7 @@
 #include "cpu_math.h"
 #include "cuda_numerics_block32.h"
 #include "cuda_numerics_dequant.h"
+#include "quant_test_util.h"
 #include "tensor/quant.h"
 #include "util/fp16.h"
 
@@ -25,39 +26,11 @@ namespace {
 
 namespace num = cuda_numerics;
 
-uint32_t Bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof(u));
-  return u;
-}
-
-bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (Bits(a[i]) != Bits(b[i])) {
-      UNSCOPED_INFO("first difference at " << i << ": " << a[i] << " vs " << b[i]);
-      return false;
-    }
-  }
-  return true;
-}
-
-std::vector<uint8_t> QuantizedRows(DType type, const std::vector<float>& f, int64_t rows,
-                                   int64_t cols) {
-  const size_t rb = RowBytes(type, cols);
-  std::vector<uint8_t> bytes(rb * static_cast<size_t>(rows));
-  for (int64_t r = 0; r < rows; ++r)
-    QuantizeRow(type, f.data() + r * cols, bytes.data() + r * rb, cols);
-  return bytes;
-}
-
-/// The sixteen lanes of a half-warp for output (t, o), reduced by the tree.
-template <class LaneFn>
-float HalfWarp(LaneFn lane) {
-  float l[16];
-  for (int i = 0; i < 16; ++i) l[i] = lane(i);
-  return num::TreeReduce16(l);
-}
+using cuda_test::Bits;
+using cuda_test::HalfWarp;
+using cuda_test::LaneMatMul;
+using cuda_test::QuantizedRows;
+using cuda_test::SameBits;
 
 TEST_CASE("cuda ExpF and Silu are the CPU's bit for bit", "[cuda][numerics]") {
   CHECK(num::kExpMax == cpu_math::kExpMax);
@@ -132,16 +105,14 @@ TEST_CASE("cuda weight block decode and dp4a sums are exact", "[cuda][numerics]"
     const std::vector<uint8_t> wq = QuantizedRows(type, w, 1, 64);
     std::vector<float> w_deq(64);
     DequantizeRow(type, wq.data(), w_deq.data(), 64);
+    const std::vector<float> w_dev = cuda_test::DeviceDequant(type, wq, 64);
     for (int b = 0; b < 2; ++b) {
       const uint8_t* block = wq.data() + b * (type == DType::kQ8_0 ? 34 : 18);
       num::QActBlock act;
       num::QuantizeBlockQ8_0(x.data() + 32 * b, &act, nullptr);
       num::Block32Weights decoded;
-      if (type == DType::kQ8_0) {
-        num::DecodeBlock32<DType::kQ8_0>(block, &decoded);
-      } else {
-        num::DecodeBlock32<DType::kQ4_0>(block, &decoded);
-      }
+      cuda_test::VisitTypeOf<num::IsBlock32>(
+          type, [&](auto tag) { num::DecodeBlock32<decltype(tag)::value>(block, &decoded); });
       const int32_t* codes = decoded.codes;
       const float dw = decoded.d;
       int32_t want = 0;
@@ -150,13 +121,7 @@ TEST_CASE("cuda weight block decode and dp4a sums are exact", "[cuda][numerics]"
         const int8_t qx = static_cast<int8_t>(reinterpret_cast<const uint8_t*>(act.qs)[e]);
         CHECK(static_cast<int8_t>(reinterpret_cast<const uint8_t*>(codes)[e]) == qw);
         want += qw * qx;
-        if (type == DType::kQ8_0) {
-          CHECK(Bits(num::DequantElement<DType::kQ8_0>(wq.data(), 32 * b + e)) ==
-                Bits(w_deq[32 * b + e]));
-        } else {
-          CHECK(Bits(num::DequantElement<DType::kQ4_0>(wq.data(), 32 * b + e)) ==
-                Bits(w_deq[32 * b + e]));
-        }
+        CHECK(Bits(w_dev[32 * b + e]) == Bits(w_deq[32 * b + e]));
       }
       CHECK(num::BlockIsum(codes, act) == want);
     }
@@ -165,44 +130,6 @@ TEST_CASE("cuda weight block decode and dp4a sums are exact", "[cuda][numerics]"
   CHECK(num::Dot4(static_cast<int32_t>(0x80808080u), static_cast<int32_t>(0x80808080u), 1) ==
         4 * 16384 + 1);
   CHECK(num::NibblesToCodes(0x0f000800u) == static_cast<int32_t>(0x07f800f8u));
-}
-
-/// y[t][o] of a float-weight MatMul as the CUDA kernel forms it.
-template <DType T>
-std::vector<float> LaneMatMul(const std::vector<uint8_t>& w, int64_t out, int64_t k,
-                              const std::vector<float>& x, int64_t n) {
-  std::vector<float> y(static_cast<size_t>(n * out));
-  const size_t rb = RowBytes(T, k);
-  for (int64_t t = 0; t < n; ++t) {
-    for (int64_t o = 0; o < out; ++o) {
-      y[t * out + o] = HalfWarp(
-          [&](int l) { return num::LaneDot<T>(w.data() + o * rb, x.data() + t * k, k, l); });
-    }
-  }
-  return y;
-}
-
-/// y[t][o] of a Q8_0 / Q4_0 MatMul as the CUDA kernels form it.
-template <DType T>
-std::vector<float> LaneQuantMatMul(const std::vector<uint8_t>& w, int64_t out, int64_t k,
-                                   const std::vector<float>& x, int64_t n) {
-  const int64_t nb = k / 32;
-  std::vector<num::QActBlock> codes(static_cast<size_t>(n * nb));
-  std::vector<float> scales(codes.size());
-  for (size_t i = 0; i < codes.size(); ++i) {
-    scales[i] = num::QuantizeBlockQ8_0(x.data() + 32 * i, &codes[i], nullptr);
-  }
-  std::vector<float> y(static_cast<size_t>(n * out));
-  const size_t rb = RowBytes(T, k);
-  for (int64_t t = 0; t < n; ++t) {
-    for (int64_t o = 0; o < out; ++o) {
-      y[t * out + o] = HalfWarp([&](int l) {
-        return num::LaneQDot<T>(w.data() + o * rb, codes.data() + t * nb, scales.data() + t * nb,
-                                nb, l);
-      });
-    }
-  }
-  return y;
 }
 
 std::vector<float> CpuMatMul(DType type, const std::vector<uint8_t>& w, int64_t out, int64_t k,
@@ -224,23 +151,12 @@ TEST_CASE("cuda MatMul lanes and tree give the CPU's bits for every weight type"
     const std::vector<float> wf = ref::RandomFloats(s.k * s.out, ++seed);
     const std::vector<float> x = ref::RandomFloats(s.k * s.n, ++seed, -3.0f, 3.0f);
     INFO("k=" << s.k << " out=" << s.out << " n=" << s.n);
-    for (DType type : {DType::kF32, DType::kF16, DType::kBF16}) {
+    for (DType type : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0}) {
+      if (s.k % Traits(type).block_elems != 0) continue;
       INFO(Traits(type).name);
       const std::vector<uint8_t> w = QuantizedRows(type, wf, s.out, s.k);
-      std::vector<float> got;
-      if (type == DType::kF32) got = LaneMatMul<DType::kF32>(w, s.out, s.k, x, s.n);
-      if (type == DType::kF16) got = LaneMatMul<DType::kF16>(w, s.out, s.k, x, s.n);
-      if (type == DType::kBF16) got = LaneMatMul<DType::kBF16>(w, s.out, s.k, x, s.n);
-      CHECK(SameBits(got, CpuMatMul(type, w, s.out, s.k, x, s.n)));
-    }
-    if (s.k % 32 != 0) continue;
-    for (DType type : {DType::kQ8_0, DType::kQ4_0}) {
-      INFO(Traits(type).name);
-      const std::vector<uint8_t> w = QuantizedRows(type, wf, s.out, s.k);
-      const std::vector<float> got = type == DType::kQ8_0
-                                         ? LaneQuantMatMul<DType::kQ8_0>(w, s.out, s.k, x, s.n)
-                                         : LaneQuantMatMul<DType::kQ4_0>(w, s.out, s.k, x, s.n);
-      CHECK(SameBits(got, CpuMatMul(type, w, s.out, s.k, x, s.n)));
+      CHECK(SameBits(LaneMatMul(type, w, s.out, s.k, x, s.n),
+                     CpuMatMul(type, w, s.out, s.k, x, s.n)));
     }
   }
 }

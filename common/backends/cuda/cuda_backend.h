@@ -19,31 +19,37 @@
 // the calling thread) but not from two threads at once.
 //
 // Errors. The ops return nothing; the first failure (a launch error, a
-// cuBLAS error, scratch memory that cannot be allocated, a Q8_0 / Q4_0
-// weight at an odd address) is kept, later ops are skipped, and the next
-// CopyToBackend / CopyToHost / Synchronize returns it, as does every one
-// after it: a failed backend stays failed (CUDA faults poison the context).
+// cuBLAS error, scratch memory that cannot be allocated, a weight below its
+// type's alignment: F32 4 bytes, MXFP4 1, every other type 2) is kept, later
+// ops are skipped, and the next CopyToBackend / CopyToHost / Synchronize
+// returns it, as does every one after it: a failed backend stays failed
+// (CUDA faults poison the context).
 //
 // Memory. Allocate() and LoadWeight() use cudaMalloc. The backend keeps one
-// grow-only scratch buffer (quantized activations, attention scores, the
+// grow-only scratch buffer (Q8_0 / Q8_K activations, attention scores, the
 // F32 chunks of kCublasDequantized), a 32 MiB cuBLAS workspace and small
 // per-(rope_dims, base) RoPE frequency tables: after the first calls with
 // the largest shapes nothing is allocated on the hot path.
 //
 // ---- Numerics ---------------------------------------------------------------
+// Weight types: F32, F16, BF16, the block32 types (Q8_0, Q4_0, Q4_1, Q5_0,
+// Q5_1, IQ4_NL, MXFP4) and the K family (Q2_K .. Q6_K, IQ4_XS); not Q8_K.
 // The kernels compute the CPU backend's canonical order (cpu_backend.h) with
-// the shared building blocks of cuda_numerics.h: one half-warp per output
-// element plays the 16 lanes (lane l takes elements, or quantized blocks,
-// l, l + 16, ... with one fma each) and the shuffle tree is the fixed lane
-// tree; Q8_0 / Q4_0 MatMul quantizes activations with the same per-block
-// code as QuantizeRow and takes exact dp4a integer block sums. Products and
-// sums are never fused (--fmad=false), exp is the CPU's ExpF, division and
-// sqrt are IEEE. So MatMul (all five weight types, FloatMatMulPolicy::kExact),
-// GetRows, RmsNorm, Attention, Softmax, RouterTopK, SwiGlu, Add, Copy,
-// GatherRows and ScatterAddScaled give the CPU backend's bits, and every op
-// keeps backend.h's row-independence. RoPE evaluates cos and sin in double
-// with CUDA's libdevice rather than glibc (a few ulp in double apart), so
-// rarely an element differs from the CPU in the last bit of its f32.
+// the shared building blocks of cuda_numerics*.h: one half-warp per output
+// element plays the 16 lanes (lane l takes elements, blocks or super-blocks
+// l, l + 16, ...) and the shuffle tree is the fixed lane tree; block32
+// MatMul quantizes activations to Q8_0 with the same per-block code as
+// QuantizeRow and takes exact dp4a integer block sums; K-family MatMul
+// quantizes them to Q8_K on the device and takes exact int32 sub-block sums.
+// Products and sums are never fused (--fmad=false), exp is the CPU's ExpF,
+// division and sqrt are IEEE. So MatMul (every weight type, float weights
+// under FloatMatMulPolicy::kExact), GetRows, RmsNorm, Attention, Softmax,
+// RouterTopK, SwiGlu, Add, Copy, GatherRows and ScatterAddScaled give the
+// CPU backend's bits, and every op keeps backend.h's row-independence. RoPE
+// evaluates cos and sin in double with CUDA's libdevice rather than glibc (a
+// few ulp in double apart), so rarely an element differs from the CPU in the
+// last bit of its f32. (The block32 and K-family kernels have so far been
+// checked by the host-compiled numerics tests only: docs/cuda.md.)
 // Under FloatMatMulPolicy::kCublas, float-weight products of >= 32 rows go
 // to cublasSgemm with the default math mode (full F32, no TF32) and a fixed
 // workspace: deterministic from run to run, not bit-equal to the CPU, and

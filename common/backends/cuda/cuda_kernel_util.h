@@ -51,48 +51,10 @@ __device__ __forceinline__ int64_t GridThreads() {
   return static_cast<int64_t>(gridDim.x) * blockDim.x;
 }
 
-/// A weight type as a compile-time value, for VisitWeightType.
-template <DType T>
-struct TypeTag {
-  static constexpr DType value = T;
-};
-
-/// Calls f(TypeTag<T>{}) for the weight type `type` and returns true, or
-/// returns false for a type the kernels do not compute with. The one place
-/// that turns a runtime DType into a kernel template argument:
-///
-///   VisitWeightType(type, [&](auto tag) {
-///     constexpr DType T = decltype(tag)::value;
-///     if constexpr (cuda_numerics::IsKFamily(T)) KKernel<T><<<...>>>(...);
-///   });
-template <class F>
-bool VisitWeightType(DType type, F&& f) {
-  switch (type) {
-#define ODMOE_VISIT(T) \
-  case T:              \
-    f(TypeTag<T>{});   \
-    return true;
-    ODMOE_VISIT(DType::kF32)
-    ODMOE_VISIT(DType::kF16)
-    ODMOE_VISIT(DType::kBF16)
-    ODMOE_VISIT(DType::kQ8_0)
-    ODMOE_VISIT(DType::kQ4_0)
-    ODMOE_VISIT(DType::kQ4_1)
-    ODMOE_VISIT(DType::kQ5_0)
-    ODMOE_VISIT(DType::kQ5_1)
-    ODMOE_VISIT(DType::kIQ4_NL)
-    ODMOE_VISIT(DType::kMXFP4)
-    ODMOE_VISIT(DType::kQ2_K)
-    ODMOE_VISIT(DType::kQ3_K)
-    ODMOE_VISIT(DType::kQ4_K)
-    ODMOE_VISIT(DType::kQ5_K)
-    ODMOE_VISIT(DType::kQ6_K)
-    ODMOE_VISIT(DType::kIQ4_XS)
-#undef ODMOE_VISIT
-    default:
-      return false;
-  }
-}
+// The runtime-DType-to-template dispatch (cuda_numerics_dequant.h, shared
+// with the host tests).
+using cuda_numerics::TypeTag;
+using cuda_numerics::VisitWeightType;
 
 /// Blocks of `threads` for a grid-stride loop over `total` items.
 inline unsigned GridFor(int64_t total, int threads) {
