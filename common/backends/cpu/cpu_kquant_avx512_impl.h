@@ -118,9 +118,11 @@ struct KAvx512 : KUnpackX86 {
                                                             const KActBlock* const* x, IPart* a,
                                                             IPart* b) {
     constexpr bool kSigned = T == DType::kIQ4_XS;
-    __m512i acc[NX];
+    // Two accumulators per row (even and odd k): two shorter dependency
+    // chains, so consecutive super-blocks overlap better in decode.
+    __m512i acc[2][NX];
 #pragma GCC unroll 4
-    for (int t = 0; t < NX; ++t) acc[t] = _mm512_setzero_si512();
+    for (int t = 0; t < NX; ++t) acc[0][t] = acc[1][t] = _mm512_setzero_si512();
     const __m512i ctrl = _mm512_load_si512(kScaleCtrl512);
 #pragma GCC unroll 4
     for (int k = 0; k < 4; ++k) {
@@ -139,17 +141,18 @@ struct KAvx512 : KUnpackX86 {
         __m512i xv = _mm512_load_si512(x[t]->qs + 64 * k);
         if constexpr (kSigned) xv = _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv);
         const __m512i p = _mm512_maddubs_epi16(uw, xv);
+        __m512i& c = acc[k % 2][t];
         if constexpr (kVnni) {
-          acc[t] = _mm512_dpwssd_epi32(acc[t], p, scv);
+          c = _mm512_dpwssd_epi32(c, p, scv);
         } else {
-          acc[t] = _mm512_add_epi32(acc[t], _mm512_madd_epi16(p, scv));
+          c = _mm512_add_epi32(c, _mm512_madd_epi16(p, scv));
         }
       }
     }
 #pragma GCC unroll 4
     for (int t = 0; t < NX; ++t) {
       const __m256i bs = _mm256_load_si256(reinterpret_cast<const __m256i*>(x[t]->bsums));
-      __m256i s = Fold(acc[t]);
+      __m256i s = Fold(_mm512_add_epi32(acc[0][t], acc[1][t]));
       if constexpr (T == DType::kQ3_K || T == DType::kQ6_K) {
         s = _mm256_add_epi32(
             s, _mm256_madd_epi16(bs, _mm256_load_si256(reinterpret_cast<const __m256i*>(w.corr))));
