@@ -1,5 +1,8 @@
 #include "main_node/http_api.h"
 
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -37,14 +40,17 @@ void SendError(httplib::Response& res, int http_status, const std::string& messa
   res.set_content(json{{"error", e}}.dump(), "application/json");
 }
 
-// absl status -> the HTTP status and OpenAI error type.
-void SendStatus(httplib::Response& res, const absl::Status& s) {
+// absl status -> the HTTP status and OpenAI error type. A context overflow
+// names the request's input (`prompt_param`: "prompt" or "messages"), as the
+// reference API does.
+void SendStatus(httplib::Response& res, const absl::Status& s,
+                const std::string& prompt_param = "prompt") {
   const std::string msg(s.message());
   switch (s.code()) {
     case absl::StatusCode::kInvalidArgument:
       return SendError(res, 400, msg, "invalid_request_error");
     case absl::StatusCode::kOutOfRange:
-      return SendError(res, 400, msg, "invalid_request_error", "max_tokens",
+      return SendError(res, 400, msg, "invalid_request_error", prompt_param,
                        "context_length_exceeded");
     case absl::StatusCode::kResourceExhausted:
       return SendError(res, 429, msg, "rate_limit_error", "", "queue_full");
@@ -108,6 +114,9 @@ struct ParsedRequest {
   GenerateRequest gen;
   std::vector<std::string> stop;
   bool stream = false;
+  bool include_usage = false;     // stream_options.include_usage
+  bool max_tokens_given = false;  // max_tokens or max_completion_tokens
+  std::string prompt_param;       // "prompt" or "messages": named by context errors
 };
 
 absl::Status Bad(const std::string& param, const std::string& what) {
@@ -120,18 +129,21 @@ absl::Status ParseCommon(const json& body, const std::string& model_id, ParsedRe
     const std::string m = body["model"];
     if (m != model_id) {
       return absl::NotFoundError(absl::StrFormat(
-          "The model '%s' does not exist; this server serves '%s' (GET /v1/models)", m,
-          model_id));
+          "The model '%s' does not exist; this server serves '%s' (GET /v1/models)", m, model_id));
     }
   }
   GenerateRequest& g = out->gen;
   g.max_tokens = kDefaultMaxTokens;
   g.sampling.temperature = 1.0f;
-  if (body.contains("max_tokens") && !body["max_tokens"].is_null()) {
-    if (!body["max_tokens"].is_number_integer()) return Bad("max_tokens", "expected an integer");
-    const int64_t n = body["max_tokens"];
-    if (n < 1 || n > (1 << 24)) return Bad("max_tokens", "must be at least 1");
+  // max_completion_tokens (the reference API's newer name) wins over
+  // max_tokens when a client sends both.
+  for (const char* key : {"max_tokens", "max_completion_tokens"}) {
+    if (!body.contains(key) || body[key].is_null()) continue;
+    if (!body[key].is_number_integer()) return Bad(key, "expected an integer");
+    const int64_t n = body[key];
+    if (n < 1 || n > (1 << 24)) return Bad(key, "must be at least 1");
     g.max_tokens = static_cast<int>(n);
+    out->max_tokens_given = true;
   }
   if (body.contains("temperature") && !body["temperature"].is_null()) {
     if (!body["temperature"].is_number()) return Bad("temperature", "expected a number");
@@ -152,9 +164,22 @@ absl::Status ParseCommon(const json& body, const std::string& model_id, ParsedRe
   if (body.contains("n") && !(body["n"].is_number_integer() && body["n"] == 1)) {
     return Bad("n", "only n = 1 is supported");
   }
-  if (body.contains("stream")) {
+  if (body.contains("stream") && !body["stream"].is_null()) {
     if (!body["stream"].is_boolean()) return Bad("stream", "expected true or false");
     out->stream = body["stream"];
+  }
+  if (body.contains("stream_options") && !body["stream_options"].is_null()) {
+    const json& o = body["stream_options"];
+    if (!out->stream) return Bad("stream_options", "only allowed when stream is true");
+    if (!o.is_object()) return Bad("stream_options", "expected an object");
+    for (const auto& [key, value] : o.items()) {
+      if (key != "include_usage") {
+        return Bad("stream_options", absl::StrCat("unknown option '", key, "'"));
+      }
+      if (!value.is_boolean())
+        return Bad("stream_options", "include_usage: expected true or false");
+      out->include_usage = value;
+    }
   }
   if (body.contains("stop") && !body["stop"].is_null()) {
     const json& s = body["stop"];
@@ -184,6 +209,7 @@ struct HttpApi::Impl {
   int port = 0;
   std::atomic<uint64_t> next_id{0};
   ChatFormat chat_format = ChatFormat::kDefault;
+  int64_t model_created = 0;  // Unix seconds
 
   explicit Impl(MainNode& n) : node(n) {}
 
@@ -220,6 +246,16 @@ struct HttpApi::Impl {
     SendError(res, 400, message, "invalid_request_error", message.substr(0, message.find(':')));
   }
 
+  // The served model as the reference API describes one; `created` is the
+  // model file's modification time (when it was made, as near as we know).
+  json Model() const {
+    return {{"id", node.model_id()},
+            {"object", "model"},
+            {"created", model_created},
+            {"owned_by", "odmoe"},
+            {"context_length", node.n_ctx()}};
+  }
+
   std::string NewId(const char* prefix) {
     return absl::StrFormat("%s-%x%04x", prefix, UnixNow(), ++next_id % 0x10000);
   }
@@ -249,12 +285,12 @@ struct HttpApi::Impl {
   void Serve(const ParsedRequest& parsed, httplib::Response& res, bool chat) {
     if (absl::Status s = node.Validate(parsed.gen); !s.ok()) {
       node.CountRejected("http", s);
-      return SendStatus(res, s);
+      return SendStatus(res, s, parsed.prompt_param);
     }
     absl::StatusOr<RequestQueue::Turn> turn = node.Admit();
     if (!turn.ok()) {
       node.CountRejected("http", turn.status());
-      return SendStatus(res, turn.status());
+      return SendStatus(res, turn.status(), parsed.prompt_param);
     }
     const std::string id = NewId(chat ? "chatcmpl" : "cmpl");
     const int64_t created = UnixNow();
@@ -265,44 +301,43 @@ struct HttpApi::Impl {
       // cancelled within a token. Errors before generating have their own
       // status codes (above); one while generating comes as an error body.
       auto held = std::make_shared<RequestQueue::Turn>(std::move(*turn));
-      res.set_chunked_content_provider(
-          "application/json",
-          [this, held, parsed, id, created, object, chat](size_t, httplib::DataSink& sink) {
-            StopMatcher stop(parsed.stop);
-            std::string text;
-            auto on_token = [&](int32_t, std::string_view piece) { text += stop.Push(piece); };
-            absl::StatusOr<ClusterGenerateResult> r = node.Generate(
-                *held, parsed.gen, on_token, [&] { return !sink.is_writable(); },
-                [&] { return stop.stopped(); }, "http");
-            json body;
-            if (r.ok()) {
-              text += stop.Flush();
-              json choice = {{"index", 0}, {"finish_reason", Finish(*r, stop.stopped())}};
-              if (chat) {
-                choice["message"] = {{"role", "assistant"}, {"content", text}};
-              } else {
-                choice["text"] = text;
-                choice["logprobs"] = nullptr;
-              }
-              body = {{"id", id},
-                      {"object", object},
-                      {"created", created},
-                      {"model", node.model_id()},
-                      {"choices", {choice}},
-                      {"usage", Usage(*r)},
-                      {"odmoe", OdmoeStats(*r)}};
-            } else {
-              body = {{"error",
-                       {{"message", std::string(r.status().message())},
-                        {"type", "server_error"},
-                        {"param", nullptr},
-                        {"code", nullptr}}}};
-            }
-            const std::string out = body.dump();
-            sink.write(out.data(), out.size());
-            sink.done();
-            return true;
-          });
+      res.set_chunked_content_provider("application/json", [this, held, parsed, id, created, object,
+                                                            chat](size_t, httplib::DataSink& sink) {
+        StopMatcher stop(parsed.stop);
+        std::string text;
+        auto on_token = [&](int32_t, std::string_view piece) { text += stop.Push(piece); };
+        absl::StatusOr<ClusterGenerateResult> r = node.Generate(
+            *held, parsed.gen, on_token, [&] { return !sink.is_writable(); },
+            [&] { return stop.stopped(); }, "http");
+        json body;
+        if (r.ok()) {
+          text += stop.Flush();
+          json choice = {{"index", 0}, {"finish_reason", Finish(*r, stop.stopped())}};
+          if (chat) {
+            choice["message"] = {{"role", "assistant"}, {"content", text}};
+          } else {
+            choice["text"] = text;
+            choice["logprobs"] = nullptr;
+          }
+          body = {{"id", id},
+                  {"object", object},
+                  {"created", created},
+                  {"model", node.model_id()},
+                  {"choices", {choice}},
+                  {"usage", Usage(*r)},
+                  {"odmoe", OdmoeStats(*r)}};
+        } else {
+          body = {{"error",
+                   {{"message", std::string(r.status().message())},
+                    {"type", "server_error"},
+                    {"param", nullptr},
+                    {"code", nullptr}}}};
+        }
+        const std::string out = body.dump();
+        sink.write(out.data(), out.size());
+        sink.done();
+        return true;
+      });
       return;
     }
     // Streaming: the turn moves into the provider, which runs the whole
@@ -328,11 +363,15 @@ struct HttpApi::Impl {
               choice["text"] = text;
               choice["logprobs"] = nullptr;
             }
-            return json{{"id", id},
+            json out = {{"id", id},
                         {"object", chunk_object},
                         {"created", created},
                         {"model", node.model_id()},
                         {"choices", {choice}}};
+            // With stream_options.include_usage every chunk carries
+            // "usage": null and one last chunk (no choices) the usage.
+            if (parsed.include_usage) out["usage"] = nullptr;
+            return out;
           };
           if (chat) send(chunk("", nullptr));
           StopMatcher stop(parsed.stop);
@@ -347,9 +386,16 @@ struct HttpApi::Impl {
             const std::string tail = stop.Flush();
             if (!tail.empty()) send(chunk(tail, nullptr));
             json last = chunk("", Finish(*r, stop.stopped()));
-            last["usage"] = Usage(*r);
             last["odmoe"] = OdmoeStats(*r);
             send(last);
+            if (parsed.include_usage) {
+              send(json{{"id", id},
+                        {"object", chunk_object},
+                        {"created", created},
+                        {"model", node.model_id()},
+                        {"choices", json::array()},
+                        {"usage", Usage(*r)}});
+            }
           } else if (!gone) {
             send(json{{"error",
                        {{"message", std::string(r.status().message())},
@@ -372,6 +418,7 @@ struct HttpApi::Impl {
       json body;
       if (!AuthorizedJson(req, res, &body)) return;
       ParsedRequest parsed;
+      parsed.prompt_param = "prompt";
       absl::Status st = ParseCommon(body, node.model_id(), &parsed);
       if (st.ok()) {
         const json& p = body.contains("prompt") ? body["prompt"] : json();
@@ -391,6 +438,7 @@ struct HttpApi::Impl {
       json body;
       if (!AuthorizedJson(req, res, &body)) return;
       ParsedRequest parsed;
+      parsed.prompt_param = "messages";
       absl::Status st = ParseCommon(body, node.model_id(), &parsed);
       std::vector<ChatMessage> messages;
       if (st.ok()) {
@@ -414,17 +462,31 @@ struct HttpApi::Impl {
           st = prompt.status();
         }
       }
+      // Chat has no 16-token default in the reference API: without a limit
+      // the reply may fill the context.
+      if (st.ok() && !parsed.max_tokens_given) {
+        absl::StatusOr<std::vector<int32_t>> ids = node.tokenizer().Encode(parsed.gen.prompt);
+        if (ids.ok()) {
+          parsed.gen.max_tokens = std::max(1, node.n_ctx() - static_cast<int>(ids->size()));
+        }
+      }
       if (!st.ok()) return Reject(res, st);
       Serve(parsed, res, /*chat=*/true);
     });
     s.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
       if (!Authorized(req, res)) return;
-      json model = {{"id", node.model_id()},
-                    {"object", "model"},
-                    {"created", 0},
-                    {"owned_by", "odmoe"},
-                    {"context_length", node.n_ctx()}};
-      res.set_content(json{{"object", "list"}, {"data", {model}}}.dump(), "application/json");
+      res.set_content(json{{"object", "list"}, {"data", {Model()}}}.dump(), "application/json");
+    });
+    s.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+      if (!Authorized(req, res)) return;
+      const std::string id = req.matches[1];
+      if (id != node.model_id()) {
+        return SendError(res, 404,
+                         absl::StrFormat("The model '%s' does not exist; this server serves '%s'",
+                                         id, node.model_id()),
+                         "invalid_request_error", "model", "model_not_found");
+      }
+      res.set_content(Model().dump(), "application/json");
     });
     s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
       const absl::Status can = node.CanServe();
@@ -464,14 +526,17 @@ absl::StatusOr<std::unique_ptr<HttpApi>> HttpApi::Start(MainNode& node) {
     auto ssl = std::make_unique<httplib::SSLServer>(spec.tls_cert.c_str(), spec.tls_key.c_str());
     if (!ssl->is_valid()) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "main.tls: cannot use certificate %s with key %s (unreadable or not PEM?)",
-          spec.tls_cert, spec.tls_key));
+          "main.tls: cannot use certificate %s with key %s (unreadable or not PEM?)", spec.tls_cert,
+          spec.tls_key));
     }
     impl.server = std::move(ssl);
   } else {
     impl.server = std::make_unique<httplib::Server>();
   }
   impl.chat_format = DetectChatFormat(node.model().gguf().GetString("tokenizer.chat_template"));
+  struct stat st {};
+  impl.model_created =
+      stat(node.topology().model.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_mtime) : UnixNow();
   impl.server->set_payload_max_length(kMaxBody);
   impl.server->set_read_timeout(std::chrono::seconds(30));
   impl.Routes();
@@ -479,9 +544,8 @@ absl::StatusOr<std::unique_ptr<HttpApi>> HttpApi::Start(MainNode& node) {
                          ? (impl.port = impl.server->bind_to_any_port(spec.http_host)) > 0
                          : impl.server->bind_to_port(spec.http_host, spec.http_port);
   if (!bound) {
-    return absl::UnavailableError(
-        absl::StrFormat("main.http: cannot listen on %s (address in use or not local?)",
-                        spec.http));
+    return absl::UnavailableError(absl::StrFormat(
+        "main.http: cannot listen on %s (address in use or not local?)", spec.http));
   }
   if (spec.http_port != 0) impl.port = spec.http_port;
   impl.thread = std::thread([s = impl.server.get()] { s->listen_after_bind(); });

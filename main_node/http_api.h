@@ -1,9 +1,10 @@
 // The main node's OpenAI-compatible HTTP API (next to its gRPC API), for the
 // tools users already have. Routes:
 //   POST /v1/completions, POST /v1/chat/completions   (stream: true = server-
-//        sent events ending in "data: [DONE]"); max_tokens, temperature,
-//        top_p, seed, stop, usage counts
-//   GET  /v1/models
+//        sent events ending in "data: [DONE]"); max_tokens /
+//        max_completion_tokens, temperature, top_p, seed, stop,
+//        stream_options.include_usage, usage counts
+//   GET  /v1/models, GET /v1/models/{id}
 //   GET  /health     200 {"status":"ok"} or 503 {"status":..., "reason":...}
 //   GET  /metrics    Prometheus text (main_metrics.h and each worker's counters)
 // Errors are OpenAI-style bodies: {"error":{"message","type","param","code"}}

@@ -1,8 +1,7 @@
 // The OpenAI-compatible HTTP API of the main node, through a real HTTP client
 // against an in-process cluster.
-#include <catch2/catch.hpp>
-
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <thread>
 
 #include "engine/reference_engine.h"
@@ -42,8 +41,8 @@ std::vector<std::string> Events(const std::string& body) {
   return out;
 }
 
-void ExpectError(httplib::Client& cli, const std::string& path, const std::string& body,
-                 int status, const std::string& param_or_code) {
+void ExpectError(httplib::Client& cli, const std::string& path, const std::string& body, int status,
+                 const std::string& param_or_code) {
   auto res = cli.Post(path, body, "application/json");
   REQUIRE(res);
   INFO(body << " -> " << res->body);
@@ -84,10 +83,10 @@ TEST_CASE("http: completions, streaming, chat, models, health, metrics", "[clust
         j["usage"]["prompt_tokens"].get<int>() + j["usage"]["completion_tokens"].get<int>());
 
   // Streaming gives the same text as events, then [DONE].
-  res = cli.Post("/v1/completions",
-                 json{{"prompt", prompt}, {"max_tokens", 12}, {"temperature", 0},
-                      {"stream", true}}.dump(),
-                 "application/json");
+  res = cli.Post(
+      "/v1/completions",
+      json{{"prompt", prompt}, {"max_tokens", 12}, {"temperature", 0}, {"stream", true}}.dump(),
+      "application/json");
   REQUIRE(res);
   CHECK(res->status == 200);
   CHECK(res->get_header_value("Content-Type").find("text/event-stream") == 0);
@@ -104,10 +103,10 @@ TEST_CASE("http: completions, streaming, chat, models, health, metrics", "[clust
 
   // Stop sequences cut the text and end the generation.
   const std::string stop_at = expected.substr(6, 4);
-  res = cli.Post("/v1/completions",
-                 json{{"prompt", prompt}, {"max_tokens", 12}, {"temperature", 0},
-                      {"stop", {stop_at}}}.dump(),
-                 "application/json");
+  res = cli.Post(
+      "/v1/completions",
+      json{{"prompt", prompt}, {"max_tokens", 12}, {"temperature", 0}, {"stop", {stop_at}}}.dump(),
+      "application/json");
   REQUIRE(res);
   j = json::parse(res->body);
   CHECK(j["choices"][0]["text"] == expected.substr(0, expected.find(stop_at)));
@@ -115,11 +114,13 @@ TEST_CASE("http: completions, streaming, chat, models, health, metrics", "[clust
 
   // Chat, in the model's (default) chat format, streamed.
   res = cli.Post("/v1/chat/completions",
-                 json{{"messages", {{{"role", "system"}, {"content", "Be brief."}},
-                                    {{"role", "user"}, {"content", "Hello"}}}},
+                 json{{"messages",
+                       {{{"role", "system"}, {"content", "Be brief."}},
+                        {{"role", "user"}, {"content", "Hello"}}}},
                       {"max_tokens", 6},
                       {"temperature", 0},
-                      {"stream", true}}.dump(),
+                      {"stream", true}}
+                     .dump(),
                  "application/json");
   REQUIRE(res);
   events = Events(res->body);
@@ -129,7 +130,9 @@ TEST_CASE("http: completions, streaming, chat, models, health, metrics", "[clust
   CHECK(events.back() == "[DONE]");
   res = cli.Post("/v1/chat/completions",
                  json{{"messages", {{{"role", "user"}, {"content", "Hello"}}}},
-                      {"max_tokens", 6}, {"temperature", 0}}.dump(),
+                      {"max_tokens", 6},
+                      {"temperature", 0}}
+                     .dump(),
                  "application/json");
   REQUIRE(res);
   j = json::parse(res->body);
@@ -160,6 +163,117 @@ TEST_CASE("http: completions, streaming, chat, models, health, metrics", "[clust
   }
 }
 
+TEST_CASE("http: the OpenAI surface clients use", "[cluster][http]") {
+  ClusterConfig cfg;
+  cfg.workers = 2;
+  cfg.http = true;
+  auto cluster = TestCluster::Start(cfg);
+  REQUIRE(cluster.ok());
+  httplib::Client cli = Client(**cluster);
+  const std::string prompt = "The meaning of life is";
+  auto post = [&](const std::string& path, const json& body) {
+    auto res = cli.Post(path, body.dump(), "application/json");
+    REQUIRE(res);
+    INFO(body.dump() << " -> " << res->body);
+    REQUIRE(res->status == 200);
+    return res->body;
+  };
+
+  // max_completion_tokens on both endpoints; it wins over max_tokens.
+  json j = json::parse(post(
+      "/v1/completions", {{"prompt", prompt}, {"max_completion_tokens", 5}, {"temperature", 0}}));
+  CHECK(j["usage"]["completion_tokens"] == 5);
+  CHECK(j["choices"][0]["text"] == ReferenceText(prompt, 5));
+  j = json::parse(post(
+      "/v1/completions",
+      {{"prompt", prompt}, {"max_tokens", 3}, {"max_completion_tokens", 7}, {"temperature", 0}}));
+  CHECK(j["usage"]["completion_tokens"] == 7);
+  const json hello = {{{"role", "user"}, {"content", "Hello"}}};
+  j = json::parse(post("/v1/chat/completions",
+                       {{"messages", hello}, {"max_completion_tokens", 4}, {"temperature", 0}}));
+  CHECK(j["choices"][0]["message"]["content"] == ReferenceText("user: Hello\nassistant:", 4));
+
+  // Chat without a limit is not cut at 16 tokens: it ends at EOS or when the
+  // context is full.
+  j = json::parse(post("/v1/chat/completions", {{"messages", hello}, {"temperature", 0}}));
+  const int completion = j["usage"]["completion_tokens"];
+  if (j["choices"][0]["finish_reason"] == "length") {
+    CHECK(completion + j["usage"]["prompt_tokens"].get<int>() == (*cluster)->main().n_ctx());
+  } else {
+    CHECK(j["choices"][0]["finish_reason"] == "stop");
+  }
+  CHECK(j["choices"][0]["message"]["content"] ==
+        ReferenceText("user: Hello\nassistant:", completion));
+
+  // One model, by list and by id; `created` is a real time.
+  auto res = cli.Get("/v1/models/tiny-mixtral-f16");
+  REQUIRE(res);
+  REQUIRE(res->status == 200);
+  j = json::parse(res->body);
+  CHECK(j["id"] == "tiny-mixtral-f16");
+  CHECK(j["object"] == "model");
+  CHECK(j["created"].get<int64_t>() > 1600000000);
+  res = cli.Get("/v1/models");
+  REQUIRE(res);
+  CHECK(json::parse(res->body)["data"][0]["created"] == j["created"]);
+  res = cli.Get("/v1/models/gpt-4o");
+  REQUIRE(res);
+  CHECK(res->status == 404);
+  CHECK(json::parse(res->body)["error"]["code"] == "model_not_found");
+  CHECK(json::parse(res->body)["error"]["param"] == "model");
+
+  // stream_options.include_usage: "usage": null on every chunk, then one chunk
+  // with no choices and the usage; without it, no usage in the stream.
+  for (bool include : {true, false}) {
+    json body = {{"prompt", prompt}, {"max_tokens", 6}, {"temperature", 0}, {"stream", true}};
+    if (include) body["stream_options"] = {{"include_usage", true}};
+    const std::vector<std::string> events = Events(post("/v1/completions", body));
+    REQUIRE(events.size() >= 3);
+    CHECK(events.back() == "[DONE]");
+    std::string text;
+    for (size_t i = 0; i + 1 < events.size(); ++i) {
+      const json e = json::parse(events[i]);
+      INFO("include_usage " << include << " event " << i << ": " << events[i]);
+      const bool last = i + 2 == events.size();
+      if (include && last) {
+        CHECK(e["choices"].empty());
+        CHECK(e["usage"]["completion_tokens"] == 6);
+        CHECK(e["usage"]["total_tokens"] == e["usage"]["prompt_tokens"].get<int>() + 6);
+      } else {
+        CHECK(e.contains("usage") == include);
+        if (include) CHECK(e["usage"].is_null());
+        text += e["choices"][0]["text"].get<std::string>();
+      }
+    }
+    CHECK(text == ReferenceText(prompt, 6));
+  }
+  ExpectError(cli, "/v1/completions",
+              json{{"prompt", prompt}, {"stream_options", {{"include_usage", true}}}}.dump(), 400,
+              "stream_options");
+  ExpectError(cli, "/v1/completions",
+              json{{"prompt", prompt}, {"stream", true}, {"stream_options", {{"x", 1}}}}.dump(),
+              400, "stream_options");
+  ExpectError(cli, "/v1/completions",
+              json{{"prompt", prompt}, {"max_completion_tokens", "many"}}.dump(), 400,
+              "max_completion_tokens");
+
+  // A context overflow names the input: prompt or messages.
+  for (const char* path : {"/v1/completions", "/v1/chat/completions"}) {
+    json body = {{"max_tokens", 1 << 20}};
+    if (std::string(path) == "/v1/completions") {
+      body["prompt"] = prompt;
+    } else {
+      body["messages"] = hello;
+    }
+    res = cli.Post(path, body.dump(), "application/json");
+    REQUIRE(res);
+    CHECK(res->status == 400);
+    j = json::parse(res->body);
+    CHECK(j["error"]["code"] == "context_length_exceeded");
+    CHECK(j["error"]["param"] == (std::string(path) == "/v1/completions" ? "prompt" : "messages"));
+  }
+}
+
 TEST_CASE("http: bad requests get OpenAI-style 4xx errors", "[cluster][http]") {
   ClusterConfig cfg;
   cfg.workers = 2;
@@ -176,8 +290,7 @@ TEST_CASE("http: bad requests get OpenAI-style 4xx errors", "[cluster][http]") {
   ExpectError(cli, c, R"({"prompt": ""})", 400, "prompt");
   ExpectError(cli, c, R"({"prompt": "hi", "max_tokens": "many"})", 400, "max_tokens");
   ExpectError(cli, c, R"({"prompt": "hi", "max_tokens": 0})", 400, "max_tokens");
-  ExpectError(cli, c, R"({"prompt": "hi", "max_tokens": 100000})", 400,
-              "context_length_exceeded");
+  ExpectError(cli, c, R"({"prompt": "hi", "max_tokens": 100000})", 400, "context_length_exceeded");
   ExpectError(cli, c, R"({"prompt": ")" + std::string(5000, 'a') + " b" + R"("})", 400,
               "context_length_exceeded");
   ExpectError(cli, c, R"({"prompt": "hi", "temperature": "hot"})", 400, "temperature");
@@ -267,8 +380,7 @@ TEST_CASE("http: API key, queue limit, disconnect cancels", "[cluster][http]") {
   REQUIRE(res);
   CHECK(res->body.find("odmoe_requests_total{api=\"http\",outcome=\"cancelled\"} 1") !=
         std::string::npos);
-  CHECK(res->body.find("odmoe_requests_total{api=\"http\",outcome=\"busy\"}") !=
-        std::string::npos);
+  CHECK(res->body.find("odmoe_requests_total{api=\"http\",outcome=\"busy\"}") != std::string::npos);
 }
 
 TEST_CASE("http: concurrent requests are all served, in order, none lost", "[cluster][http]") {
@@ -277,8 +389,9 @@ TEST_CASE("http: concurrent requests are all served, in order, none lost", "[clu
   cfg.http = true;
   auto cluster = TestCluster::Start(cfg);
   REQUIRE(cluster.ok());
-  const std::vector<std::string> prompts = {"The sea", "Once upon a time", "The meaning of life is",
-                                            "A computer is", "In the beginning", "Hello"};
+  const std::vector<std::string> prompts = {
+      "The sea",       "Once upon a time", "The meaning of life is",
+      "A computer is", "In the beginning", "Hello"};
   std::vector<std::string> got(prompts.size());
   std::vector<int> status(prompts.size(), 0);
   std::vector<std::thread> clients;
@@ -286,8 +399,11 @@ TEST_CASE("http: concurrent requests are all served, in order, none lost", "[clu
     clients.emplace_back([&, i] {
       httplib::Client cli = Client(**cluster);
       auto res = cli.Post("/v1/completions",
-                          json{{"prompt", prompts[i]}, {"max_tokens", 10}, {"temperature", 0},
-                               {"stream", i % 2 == 1}}.dump(),
+                          json{{"prompt", prompts[i]},
+                               {"max_tokens", 10},
+                               {"temperature", 0},
+                               {"stream", i % 2 == 1}}
+                              .dump(),
                           "application/json");
       if (!res) return;
       status[i] = res->status;
