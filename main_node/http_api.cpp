@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -15,6 +16,7 @@
 #include "main_node/main_node.h"
 #include "nlohmann/json.hpp"
 #include "util/logging.h"
+#include "util/status_macros.h"
 
 namespace odmoe {
 namespace {
@@ -116,6 +118,8 @@ struct ParsedRequest {
   bool stream = false;
   bool include_usage = false;     // stream_options.include_usage
   bool max_tokens_given = false;  // max_tokens or max_completion_tokens
+  bool echo = false;              // completions: the prompt (and its logprobs) first
+  bool no_generation = false;     // completions: max_tokens 0 with echo
   std::string prompt_param;       // "prompt" or "messages": named by context errors
 };
 
@@ -141,8 +145,14 @@ absl::Status ParseCommon(const json& body, const std::string& model_id, ParsedRe
     if (!body.contains(key) || body[key].is_null()) continue;
     if (!body[key].is_number_integer()) return Bad(key, "expected an integer");
     const int64_t n = body[key];
-    if (n < 1 || n > (1 << 24)) return Bad(key, "must be at least 1");
-    g.max_tokens = static_cast<int>(n);
+    if (n == 0 && body.value("echo", false) == true) {
+      out->no_generation = true;  // scoring only: the prompt's logprobs
+    } else if (n < 1 || n > (1 << 24)) {
+      return Bad(key, "must be at least 1 (0 only with echo)");
+    } else {
+      g.max_tokens = static_cast<int>(n);
+      out->no_generation = false;
+    }
     out->max_tokens_given = true;
   }
   if (body.contains("temperature") && !body["temperature"].is_null()) {
@@ -198,6 +208,56 @@ absl::Status ParseCommon(const json& body, const std::string& model_id, ParsedRe
     }
   }
   return absl::OkStatus();
+}
+
+// Logprobs as the reference API shapes them. Alternatives are the
+// distribution after the previous token (RowScore::top).
+json CompletionLogprobs(const Tokenizer& tok, const std::vector<int32_t>& ids,
+                        const std::vector<std::optional<RowScore>>& scores, int top_n,
+                        size_t text_offset) {
+  json tokens = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const std::string piece = tok.TokenToPiece(ids[i]);
+    tokens.push_back(piece);
+    offsets.push_back(text_offset);
+    text_offset += piece.size();
+    if (!scores[i].has_value()) {
+      lps.push_back(nullptr);
+      tops.push_back(nullptr);
+      continue;
+    }
+    lps.push_back(scores[i]->target_logprob);
+    if (top_n == 0) {
+      tops.push_back(nullptr);
+      continue;
+    }
+    json alt = json::object();
+    for (const TokenLogprob& t : scores[i]->top) alt[tok.TokenToPiece(t.id)] = t.logprob;
+    tops.push_back(alt);
+  }
+  return {{"tokens", tokens},
+          {"token_logprobs", lps},
+          {"top_logprobs", tops},
+          {"text_offset", offsets}};
+}
+
+json Bytes(const std::string& s) {
+  json b = json::array();
+  for (unsigned char c : s) b.push_back(static_cast<int>(c));
+  return b;
+}
+
+json ChatLogprob(const Tokenizer& tok, int32_t id, const RowScore& score) {
+  const std::string piece = tok.TokenToPiece(id);
+  json top = json::array();
+  for (const TokenLogprob& t : score.top) {
+    const std::string p = tok.TokenToPiece(t.id);
+    top.push_back({{"token", p}, {"logprob", t.logprob}, {"bytes", Bytes(p)}});
+  }
+  return {{"token", piece},
+          {"logprob", score.target_logprob},
+          {"bytes", Bytes(piece)},
+          {"top_logprobs", top}};
 }
 
 }  // namespace
@@ -282,6 +342,27 @@ struct HttpApi::Impl {
   }
 
   // Both endpoints: `prompt` is the rendered prompt; `chat` picks the shapes.
+  // echo: the prompt's tokens with their scores (the first has none), in the
+  // caller's turn, before the generation.
+  absl::Status EchoScores(const RequestQueue::Turn& turn, const ParsedRequest& parsed,
+                          std::vector<int32_t>* ids, std::vector<std::optional<RowScore>>* scores) {
+    ODMOE_ASSIGN_OR_RETURN(*ids, node.tokenizer().Encode(parsed.gen.prompt));
+    ScoreOptions opt;
+    opt.top_n = std::max(0, parsed.gen.logprobs);
+    ODMOE_ASSIGN_OR_RETURN(ClusterScoreResult r, node.Score(turn, *ids, opt));
+    scores->assign(ids->size(), std::nullopt);
+    for (size_t i = 1; i < ids->size(); ++i) {
+      RowScore row;
+      row.target = (*ids)[i];
+      row.target_logprob = r.score.next_logprobs[i - 1];
+      row.top1 = r.score.top1[i - 1];
+      if (opt.top_n > 0) row.top = r.score.top[i - 1];
+      (*scores)[i] = std::move(row);
+    }
+    return absl::OkStatus();
+  }
+
+  // Both endpoints: `prompt` is the rendered prompt; `chat` picks the shapes.
   void Serve(const ParsedRequest& parsed, httplib::Response& res, bool chat) {
     if (absl::Status s = node.Validate(parsed.gen); !s.ok()) {
       node.CountRejected("http", s);
@@ -295,6 +376,8 @@ struct HttpApi::Impl {
     const std::string id = NewId(chat ? "chatcmpl" : "cmpl");
     const int64_t created = UnixNow();
     const std::string object = chat ? "chat.completion" : "text_completion";
+    const Tokenizer& tok = node.tokenizer();
+    const int top_n = std::max(0, parsed.gen.logprobs);
     if (!parsed.stream) {
       // Generated inside a content provider, so that a client that hangs up
       // is noticed (the socket stops being writable) and its request is
@@ -302,41 +385,77 @@ struct HttpApi::Impl {
       // status codes (above); one while generating comes as an error body.
       auto held = std::make_shared<RequestQueue::Turn>(std::move(*turn));
       res.set_chunked_content_provider("application/json", [this, held, parsed, id, created, object,
-                                                            chat](size_t, httplib::DataSink& sink) {
-        StopMatcher stop(parsed.stop);
+                                                            chat, &tok, top_n](
+                                                               size_t, httplib::DataSink& sink) {
+        auto error_body = [](const absl::Status& st) {
+          return json{{"error",
+                       {{"message", std::string(st.message())},
+                        {"type", "server_error"},
+                        {"param", nullptr},
+                        {"code", nullptr}}}};
+        };
+        auto write = [&](const json& body) {
+          const std::string out = body.dump();
+          sink.write(out.data(), out.size());
+          sink.done();
+          return true;
+        };
+        std::vector<int32_t> ids;
+        std::vector<std::optional<RowScore>> scores;
+        if (parsed.echo) {
+          if (absl::Status st = EchoScores(*held, parsed, &ids, &scores); !st.ok()) {
+            return write(error_body(st));
+          }
+        }
+        ClusterGenerateResult gen;
         std::string text;
-        auto on_token = [&](int32_t, std::string_view piece) { text += stop.Push(piece); };
-        absl::StatusOr<ClusterGenerateResult> r = node.Generate(
-            *held, parsed.gen, on_token, [&] { return !sink.is_writable(); },
-            [&] { return stop.stopped(); }, "http");
-        json body;
-        if (r.ok()) {
+        bool stopped = false;
+        if (!parsed.no_generation) {
+          StopMatcher stop(parsed.stop);
+          auto on_token = [&](int32_t, std::string_view piece) { text += stop.Push(piece); };
+          absl::StatusOr<ClusterGenerateResult> r = node.Generate(
+              *held, parsed.gen, on_token, [&] { return !sink.is_writable(); },
+              [&] { return stop.stopped(); }, "http");
+          if (!r.ok()) return write(error_body(r.status()));
           text += stop.Flush();
-          json choice = {{"index", 0}, {"finish_reason", Finish(*r, stop.stopped())}};
-          if (chat) {
-            choice["message"] = {{"role", "assistant"}, {"content", text}};
+          stopped = stop.stopped();
+          gen = std::move(*r);
+        } else {
+          gen.result.stats.prompt_tokens = static_cast<int>(ids.size());
+        }
+        json choice = {{"index", 0},
+                       {"finish_reason", parsed.no_generation ? "length" : Finish(gen, stopped)}};
+        if (chat) {
+          choice["message"] = {{"role", "assistant"}, {"content", text}};
+          if (parsed.gen.logprobs >= 0) {
+            json content = json::array();
+            for (size_t i = 0; i < gen.result.output_ids.size(); ++i) {
+              content.push_back(ChatLogprob(tok, gen.result.output_ids[i], gen.result.logprobs[i]));
+            }
+            choice["logprobs"] = {{"content", content}};
           } else {
-            choice["text"] = text;
             choice["logprobs"] = nullptr;
           }
-          body = {{"id", id},
-                  {"object", object},
-                  {"created", created},
-                  {"model", node.model_id()},
-                  {"choices", {choice}},
-                  {"usage", Usage(*r)},
-                  {"odmoe", OdmoeStats(*r)}};
         } else {
-          body = {{"error",
-                   {{"message", std::string(r.status().message())},
-                    {"type", "server_error"},
-                    {"param", nullptr},
-                    {"code", nullptr}}}};
+          choice["text"] = parsed.echo ? parsed.gen.prompt + text : text;
+          if (parsed.gen.logprobs >= 0) {
+            for (size_t i = 0; i < gen.result.output_ids.size(); ++i) {
+              ids.push_back(gen.result.output_ids[i]);
+              scores.push_back(gen.result.logprobs[i]);
+            }
+            choice["logprobs"] = CompletionLogprobs(tok, ids, scores, top_n, 0);
+          } else {
+            choice["logprobs"] = nullptr;
+          }
         }
-        const std::string out = body.dump();
-        sink.write(out.data(), out.size());
-        sink.done();
-        return true;
+        json body = {{"id", id},
+                     {"object", object},
+                     {"created", created},
+                     {"model", node.model_id()},
+                     {"choices", {choice}},
+                     {"usage", Usage(gen)}};
+        if (!parsed.no_generation) body["odmoe"] = OdmoeStats(gen);
+        return write(body);
       });
       return;
     }
@@ -346,23 +465,44 @@ struct HttpApi::Impl {
     const std::string chunk_object = chat ? "chat.completion.chunk" : "text_completion";
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
-        "text/event-stream",
-        [this, held, parsed, id, created, chunk_object, chat](size_t, httplib::DataSink& sink) {
+        "text/event-stream", [this, held, parsed, id, created, chunk_object, chat, &tok, top_n](
+                                 size_t, httplib::DataSink& sink) {
           std::atomic<bool> gone{false};
           auto send = [&](const json& j) {
             const std::string event = "data: " + j.dump() + "\n\n";
             if (!gone && !sink.write(event.data(), event.size())) gone = true;
           };
+          // Tokens generated since the last chunk, with their scores: each
+          // chunk carries the logprobs of the tokens whose text it releases
+          // (a stop sequence's held-back text releases with a later chunk).
+          std::vector<int32_t> pending_ids;
+          std::vector<std::optional<RowScore>> pending_scores;
+          size_t text_offset = 0;
           auto chunk = [&](const std::string& text, const json& finish) {
             json choice = {{"index", 0}, {"finish_reason", finish}};
+            json lp = nullptr;
+            if (parsed.gen.logprobs >= 0 && !pending_ids.empty()) {
+              if (chat) {
+                json content = json::array();
+                for (size_t i = 0; i < pending_ids.size(); ++i) {
+                  content.push_back(ChatLogprob(tok, pending_ids[i], *pending_scores[i]));
+                }
+                lp = {{"content", content}};
+              } else {
+                lp = CompletionLogprobs(tok, pending_ids, pending_scores, top_n, text_offset);
+                for (int32_t t : pending_ids) text_offset += tok.TokenToPiece(t).size();
+              }
+              pending_ids.clear();
+              pending_scores.clear();
+            }
             if (chat) {
               choice["delta"] = text.empty() && finish.is_null()
                                     ? json{{"role", "assistant"}}
                                     : (text.empty() ? json::object() : json{{"content", text}});
             } else {
               choice["text"] = text;
-              choice["logprobs"] = nullptr;
             }
+            choice["logprobs"] = lp;
             json out = {{"id", id},
                         {"object", chunk_object},
                         {"created", created},
@@ -379,9 +519,13 @@ struct HttpApi::Impl {
             const std::string out = stop.Push(piece);
             if (!out.empty()) send(chunk(out, nullptr));
           };
+          auto on_logprobs = [&](const RowScore& row) {
+            pending_ids.push_back(row.target);
+            pending_scores.push_back(row);
+          };
           absl::StatusOr<ClusterGenerateResult> r = node.Generate(
               *held, parsed.gen, on_token, [&] { return gone.load(); },
-              [&] { return stop.stopped(); }, "http");
+              [&] { return stop.stopped(); }, "http", {}, on_logprobs);
           if (r.ok()) {
             const std::string tail = stop.Flush();
             if (!tail.empty()) send(chunk(tail, nullptr));
@@ -431,6 +575,24 @@ struct HttpApi::Impl {
         }
         if (st.ok() && parsed.gen.prompt.empty()) st = Bad("prompt", "must not be empty");
       }
+      if (st.ok() && body.contains("logprobs") && !body["logprobs"].is_null()) {
+        const json& l = body["logprobs"];
+        if (!l.is_number_integer() || l.get<int64_t>() < 0 || l.get<int64_t>() > kMaxScoreTopN) {
+          st = Bad("logprobs", absl::StrCat("expected an integer from 0 to ", kMaxScoreTopN));
+        } else {
+          parsed.gen.logprobs = l.get<int>();
+        }
+      }
+      if (st.ok() && body.contains("echo") && !body["echo"].is_null()) {
+        if (!body["echo"].is_boolean()) {
+          st = Bad("echo", "expected true or false");
+        } else {
+          parsed.echo = body["echo"];
+          if (parsed.echo && parsed.stream) st = Bad("echo", "not supported with stream");
+        }
+      }
+      // Scoring only (echo, max_tokens 0): validated as a one-token request.
+      if (parsed.no_generation) parsed.gen.max_tokens = 1;
       if (!st.ok()) return Reject(res, st);
       Serve(parsed, res, /*chat=*/false);
     });
@@ -454,6 +616,24 @@ struct HttpApi::Impl {
           }
         }
       }
+      if (st.ok() && body.contains("logprobs") && !body["logprobs"].is_null()) {
+        if (!body["logprobs"].is_boolean()) {
+          st = Bad("logprobs", "expected true or false");
+        } else if (body["logprobs"] == true) {
+          parsed.gen.logprobs = 0;
+        }
+      }
+      if (st.ok() && body.contains("top_logprobs") && !body["top_logprobs"].is_null()) {
+        const json& t = body["top_logprobs"];
+        if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > kMaxScoreTopN) {
+          st = Bad("top_logprobs", absl::StrCat("expected an integer from 0 to ", kMaxScoreTopN));
+        } else if (parsed.gen.logprobs < 0) {
+          st = Bad("top_logprobs", "needs logprobs: true");
+        } else {
+          parsed.gen.logprobs = t.get<int>();
+        }
+      }
+      if (st.ok() && parsed.no_generation) st = Bad("max_tokens", "must be at least 1");
       if (st.ok()) {
         absl::StatusOr<std::string> prompt = RenderChat(chat_format, messages);
         if (prompt.ok()) {

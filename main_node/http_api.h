@@ -3,7 +3,8 @@
 //   POST /v1/completions, POST /v1/chat/completions   (stream: true = server-
 //        sent events ending in "data: [DONE]"); max_tokens /
 //        max_completion_tokens, temperature, top_p, seed, stop,
-//        stream_options.include_usage, usage counts
+//        stream_options.include_usage, logprobs / top_logprobs, echo,
+//        usage counts
 //   GET  /v1/models, GET /v1/models/{id}
 //   GET  /health     200 {"status":"ok"} or 503 {"status":..., "reason":...}
 //   GET  /metrics    Prometheus text (main_metrics.h and each worker's counters)

@@ -75,7 +75,7 @@ void MainEngine::RefreshSchedule() {
                      schedule_.version, schedule_.groups.size());
     } else if (!up && schedule_.Remove(g)) {
       ODMOE_LOG_WARN("group {} leaves the schedule ({}; version {}, {} groups)", g,
-                     g >= active_groups_.load()   ? "scaled down"
+                     g >= active_groups_.load()  ? "scaled down"
                      : executor_->Quarantined(g) ? "it failed recently"
                                                  : "a worker is down",
                      schedule_.version, schedule_.groups.size());
@@ -104,8 +104,8 @@ absl::Status MainEngine::SendAlignment(uint64_t request, int n, int32_t token, i
   const int first = *kv_sent;
   const int count = send_kv ? pos - first : 0;
   const int64_t w = c.kv_width();
-  const int chunk = std::max<int>(1, static_cast<int>(kKvChunkBytes /
-                                                      (2 * c.n_layer * w * sizeof(float))));
+  const int chunk =
+      std::max<int>(1, static_cast<int>(kKvChunkBytes / (2 * c.n_layer * w * sizeof(float))));
   int sent = 0;
   do {
     const int m = std::min(chunk, count - sent);
@@ -128,12 +128,12 @@ absl::Status MainEngine::SendAlignment(uint64_t request, int n, int32_t token, i
       kv_v_.resize(layer_floats * c.n_layer);
       KvCache& kv = transformer_->kv_cache();
       for (int l = 0; l < c.n_layer; ++l) {
-        ODMOE_RETURN_IF_ERROR(transformer_->backend().CopyToHost(
-            kv_k_.data() + l * layer_floats, kv.k(l).Row(first + sent),
-            layer_floats * sizeof(float)));
-        ODMOE_RETURN_IF_ERROR(transformer_->backend().CopyToHost(
-            kv_v_.data() + l * layer_floats, kv.v(l).Row(first + sent),
-            layer_floats * sizeof(float)));
+        ODMOE_RETURN_IF_ERROR(transformer_->backend().CopyToHost(kv_k_.data() + l * layer_floats,
+                                                                 kv.k(l).Row(first + sent),
+                                                                 layer_floats * sizeof(float)));
+        ODMOE_RETURN_IF_ERROR(transformer_->backend().CopyToHost(kv_v_.data() + l * layer_floats,
+                                                                 kv.v(l).Row(first + sent),
+                                                                 layer_floats * sizeof(float)));
       }
       v1::KvRows* rows = a->mutable_kv();
       rows->set_first_pos(static_cast<uint32_t>(first + sent));
@@ -185,11 +185,10 @@ absl::StatusOr<std::vector<int32_t>> MainEngine::Validate(const GenerateRequest&
   return PreparePrompt(request, tokenizer_, n_ctx());
 }
 
-absl::StatusOr<ClusterGenerateResult> MainEngine::Generate(const GenerateRequest& request,
-                                                           const GenerationCallback& on_token,
-                                                           const std::function<bool()>& cancelled,
-                                                           const std::function<bool()>& should_stop,
-                                                           const Experiment& experiment) {
+absl::StatusOr<ClusterGenerateResult> MainEngine::Generate(
+    const GenerateRequest& request, const GenerationCallback& on_token,
+    const std::function<bool()>& cancelled, const std::function<bool()>& should_stop,
+    const Experiment& experiment, const std::function<void(const RowScore&)>& on_logprobs) {
   std::lock_guard<std::mutex> lock(generate_mu_);
   const PredictionMode mode = experiment.prediction.value_or(topology_.prediction);
   if (mode == PredictionMode::kShadow && !topology_.shadow) {
@@ -221,8 +220,8 @@ absl::StatusOr<ClusterGenerateResult> MainEngine::Generate(const GenerateRequest
     ODMOE_LOG_WARN("request {}: the shadow is not connected; running without prediction", req);
     out.prediction = PredictionMode::kNone;
   }
-  const int token_period = experiment.token_period.value_or(
-      topology_.shadow ? topology_.shadow->token_period : 0);
+  const int token_period =
+      experiment.token_period.value_or(topology_.shadow ? topology_.shadow->token_period : 0);
   const int kv_period =
       experiment.kv_period.value_or(topology_.shadow ? topology_.shadow->kv_period : 0);
   if (use_shadow) {
@@ -244,6 +243,7 @@ absl::StatusOr<ClusterGenerateResult> MainEngine::Generate(const GenerateRequest
 
   GenerationHooks hooks;
   hooks.should_stop = should_stop;
+  hooks.on_logprobs = on_logprobs;
   uint64_t shadow_version = 0;
   auto schedule_changed = [&] { return schedule_.version != shadow_version; };
   hooks.before_prefill = [&](const std::vector<int32_t>& ids) -> absl::Status {
@@ -274,16 +274,15 @@ absl::StatusOr<ClusterGenerateResult> MainEngine::Generate(const GenerateRequest
     forwards = n;
     RefreshSchedule();
     if (schedule_.empty()) {
-      return absl::UnavailableError(
-          "no complete worker group is left; the request cannot finish");
+      return absl::UnavailableError("no complete worker group is left; the request cannot finish");
     }
     if (use_shadow) {
       TraceSpan span(trace_, "align", "shadow link", req, static_cast<uint32_t>(n), -1);
       const auto t0 = std::chrono::steady_clock::now();
       const bool send_token = token_period > 0 && n % token_period == 0;
       const bool send_kv = kv_period > 0 && n % kv_period == 0;
-      absl::Status s = SendAlignment(req, n, token, pos, send_token, send_kv,
-                                     schedule_changed(), &kv_sent);
+      absl::Status s =
+          SendAlignment(req, n, token, pos, send_token, send_kv, schedule_changed(), &kv_sent);
       shadow_version = schedule_.version;
       out.alignment_seconds += Since(t0);
       if (!s.ok()) shadow_failed(s);
@@ -311,8 +310,7 @@ absl::StatusOr<ClusterGenerateResult> MainEngine::Generate(const GenerateRequest
   if (!result.ok()) return result.status();
   out.result = std::move(*result);
   for (const auto& [where, experts] : links_.predictions().Snapshot()) {
-    recall.RecordPrediction(static_cast<int>(where.first), static_cast<int>(where.second),
-                            experts);
+    recall.RecordPrediction(static_cast<int>(where.first), static_cast<int>(where.second), experts);
   }
   out.recall = recall.Summarize(forwards);
   return out;

@@ -48,10 +48,10 @@ struct ClusterGenerateResult {
   PredictionMode prediction = PredictionMode::kNone;  // what was actually used
   RecallSummary recall;
   ExpertTaskStats experts;
-  double alignment_seconds = 0;  // reading KV rows and sending alignments
+  double alignment_seconds = 0;         // reading KV rows and sending alignments
   int token_period = 0, kv_period = 0;  // the alignment used (shadow prediction)
   LinkBytes bytes;                      // through the main node's links
-  uint64_t schedule_version = 0;  // the schedule the request ended with
+  uint64_t schedule_version = 0;        // the schedule the request ended with
   int live_groups = 0;
 };
 
@@ -68,16 +68,15 @@ class MainEngine {
   static absl::StatusOr<std::unique_ptr<MainEngine>> Create(const Topology& topology,
                                                             const ModelFile& model,
                                                             const Tokenizer& tokenizer,
-                                                            Backend& backend,
-                                                            ClusterLinks& links);
+                                                            Backend& backend, ClusterLinks& links);
 
   /// `cancelled` (optional) is polled before every decode iteration; when it
   /// returns true the request ends with CANCELLED.
-  absl::StatusOr<ClusterGenerateResult> Generate(const GenerateRequest& request,
-                                                 const GenerationCallback& on_token,
-                                                 const std::function<bool()>& cancelled = {},
-                                                 const std::function<bool()>& should_stop = {},
-                                                 const Experiment& experiment = {});
+  absl::StatusOr<ClusterGenerateResult> Generate(
+      const GenerateRequest& request, const GenerationCallback& on_token,
+      const std::function<bool()>& cancelled = {}, const std::function<bool()>& should_stop = {},
+      const Experiment& experiment = {},
+      const std::function<void(const RowScore&)>& on_logprobs = {});
   /// Teacher-forced scores of `tokens` (engine/scoring.h), run as one
   /// prefill (token 0 of a new request id) on the workers: the bits of
   /// ReferenceEngine::Score. The shadow takes no part (a prefill uses no

@@ -21,9 +21,8 @@ namespace odmoe {
 absl::StatusOr<std::unique_ptr<MainNode>> MainNode::Create(const Topology& topology,
                                                            const std::string& node_id) {
   if (topology.main.id != node_id) {
-    return absl::NotFoundError(
-        absl::StrFormat("%s: the main node's id is '%s', not '%s'", topology.path,
-                        topology.main.id, node_id));
+    return absl::NotFoundError(absl::StrFormat("%s: the main node's id is '%s', not '%s'",
+                                               topology.path, topology.main.id, node_id));
   }
   std::unique_ptr<MainNode> m(new MainNode());
   m->id_ = node_id;
@@ -31,16 +30,15 @@ absl::StatusOr<std::unique_ptr<MainNode>> MainNode::Create(const Topology& topol
   ODMOE_ASSIGN_OR_RETURN(m->model_, ModelFile::Open(topology.model));
   ODMOE_ASSIGN_OR_RETURN(m->tokenizer_, Tokenizer::FromGguf(m->model_->gguf()));
   if (m->tokenizer_->n_vocab() != m->model_->config().n_vocab) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: tokenizer has %d tokens but token_embd has %d rows", topology.model,
-        m->tokenizer_->n_vocab(), m->model_->config().n_vocab));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: tokenizer has %d tokens but token_embd has %d rows", topology.model,
+                        m->tokenizer_->n_vocab(), m->model_->config().n_vocab));
   }
   ODMOE_ASSIGN_OR_RETURN(m->backend_, CreateBackend(topology.main.backend));
-  m->links_ = ClusterLinks::Create(m->topology_, m->model_->config(), node_id,
-                                   m->model_->fingerprint());
-  ODMOE_ASSIGN_OR_RETURN(m->engine_, MainEngine::Create(m->topology_, *m->model_,
-                                                        *m->tokenizer_, *m->backend_,
-                                                        *m->links_));
+  m->links_ =
+      ClusterLinks::Create(m->topology_, m->model_->config(), node_id, m->model_->fingerprint());
+  ODMOE_ASSIGN_OR_RETURN(m->engine_, MainEngine::Create(m->topology_, *m->model_, *m->tokenizer_,
+                                                        *m->backend_, *m->links_));
   m->engine_->set_trace(&m->trace());
   m->service_ = std::make_unique<MainService>(*m);
   m->queue_ = std::make_unique<RequestQueue>(topology.main.max_queue);
@@ -132,13 +130,11 @@ void MainNode::CountRejected(const std::string& api, const absl::Status& status)
   metrics_->RequestDone(api, Outcome(status));
 }
 
-absl::StatusOr<ClusterGenerateResult> MainNode::Generate(const RequestQueue::Turn& turn,
-                                                         const GenerateRequest& request,
-                                                         const GenerationCallback& on_token,
-                                                         const std::function<bool()>& cancelled,
-                                                         const std::function<bool()>& should_stop,
-                                                         const std::string& api,
-                                                         const Experiment& experiment) {
+absl::StatusOr<ClusterGenerateResult> MainNode::Generate(
+    const RequestQueue::Turn& turn, const GenerateRequest& request,
+    const GenerationCallback& on_token, const std::function<bool()>& cancelled,
+    const std::function<bool()>& should_stop, const std::string& api, const Experiment& experiment,
+    const std::function<void(const RowScore&)>& on_logprobs) {
   (void)turn;  // holding it is the point
   auto last = std::chrono::steady_clock::now();
   bool first = true;
@@ -150,7 +146,7 @@ absl::StatusOr<ClusterGenerateResult> MainNode::Generate(const RequestQueue::Tur
     if (on_token) on_token(id, text);
   };
   absl::StatusOr<ClusterGenerateResult> r =
-      engine_->Generate(request, timed, cancelled, should_stop, experiment);
+      engine_->Generate(request, timed, cancelled, should_stop, experiment, on_logprobs);
   metrics_->RequestDone(api, Outcome(r.status()));
   std::lock_guard<std::mutex> lock(stats_mu_);
   ++requests_;
@@ -190,6 +186,13 @@ absl::StatusOr<ClusterScoreResult> MainNode::Score(std::span<const int32_t> toke
     CountRejected("score", turn.status());
     return turn.status();
   }
+  return Score(*turn, tokens, options);
+}
+
+absl::StatusOr<ClusterScoreResult> MainNode::Score(const RequestQueue::Turn& turn,
+                                                   std::span<const int32_t> tokens,
+                                                   const ScoreOptions& options) {
+  (void)turn;  // holding it is the point
   absl::StatusOr<ClusterScoreResult> r = engine_->Score(tokens, options);
   metrics_->RequestDone("score", Outcome(r.status()));
   std::lock_guard<std::mutex> lock(stats_mu_);
@@ -248,9 +251,7 @@ std::string MainNode::RenderMetrics() const {
 }
 
 void MainNode::FillStatus(v1::NodeStatus* status) const {
-  auto add = [status](const std::string& k, const std::string& v) {
-    AddStatusEntry(status, k, v);
-  };
+  auto add = [status](const std::string& k, const std::string& v) { AddStatusEntry(status, k, v); };
   add("workers", absl::StrFormat("%d in %d groups of %d", topology_.n_workers(),
                                  topology_.n_groups(), topology_.group_size));
   add("prediction", std::string(PredictionModeName(topology_.prediction)));

@@ -50,13 +50,12 @@ class MainNode : public NodeDaemon {
   /// requests already wait; CANCELLED when `cancelled` turns true first.
   absl::StatusOr<RequestQueue::Turn> Admit(const std::function<bool()>& cancelled = {});
   /// Runs one request in its turn. `api` labels the metrics ("grpc", "http").
-  absl::StatusOr<ClusterGenerateResult> Generate(const RequestQueue::Turn& turn,
-                                                 const GenerateRequest& request,
-                                                 const GenerationCallback& on_token,
-                                                 const std::function<bool()>& cancelled,
-                                                 const std::function<bool()>& should_stop,
-                                                 const std::string& api,
-                                                 const Experiment& experiment = {});
+  absl::StatusOr<ClusterGenerateResult> Generate(
+      const RequestQueue::Turn& turn, const GenerateRequest& request,
+      const GenerationCallback& on_token, const std::function<bool()>& cancelled,
+      const std::function<bool()>& should_stop, const std::string& api,
+      const Experiment& experiment = {},
+      const std::function<void(const RowScore&)>& on_logprobs = {});
   /// Admit + Generate.
   absl::StatusOr<ClusterGenerateResult> Generate(const GenerateRequest& request,
                                                  const GenerationCallback& on_token,
@@ -69,6 +68,11 @@ class MainNode : public NodeDaemon {
   absl::StatusOr<ClusterScoreResult> Score(std::span<const int32_t> tokens,
                                            const ScoreOptions& options,
                                            const std::function<bool()>& cancelled = {});
+  /// MainEngine::Score within a turn the caller holds (an echo before its
+  /// generation, in the same turn).
+  absl::StatusOr<ClusterScoreResult> Score(const RequestQueue::Turn& turn,
+                                           std::span<const int32_t> tokens,
+                                           const ScoreOptions& options);
   /// The request checks that need no cluster (sampling, prompt, context).
   absl::Status Validate(const GenerateRequest& request) const;
   /// Counts a request that ended before generating (bad input, busy ...).

@@ -4,6 +4,7 @@
 //   odmoe-run --model models/tiny-mixtral-f16.gguf --prompt "The meaning of life" -n 64
 //   odmoe-run --model m.gguf --prompt "Hi" -n 32 --temp 0.8 --top-p 0.95 --seed 7
 //   odmoe-run --model m.gguf --prompt "Hi" -n 16 --dump-experts experts.jsonl
+//   odmoe-run --model m.gguf --prompt "Hi" -n 16 --logprobs-out lp.jsonl --top-logprobs 5
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -41,14 +42,36 @@ bool DumpExperts(const std::string& path, const odmoe::GenerateResult& r, int k)
   return static_cast<bool>(out);
 }
 
+// One JSON line per generated token: {"i":I,"token":T,"logprob":L,"top":[[id,lp],...]}
+// (log-probabilities as the HTTP API returns them: %.17g, exact doubles).
+bool DumpLogprobs(const std::string& path, const odmoe::GenerateResult& r) {
+  std::ofstream out(path);
+  if (!out) return false;
+  char buf[64];
+  auto num = [&](double v) {
+    std::snprintf(buf, sizeof(buf), "%.17g", v);
+    return std::string(buf);
+  };
+  for (size_t i = 0; i < r.logprobs.size(); ++i) {
+    std::vector<std::string> top;
+    for (const odmoe::TokenLogprob& t : r.logprobs[i].top) {
+      top.push_back(absl::StrCat("[", t.id, ",", num(t.logprob), "]"));
+    }
+    out << "{\"i\":" << i << ",\"token\":" << r.output_ids[i]
+        << ",\"logprob\":" << num(r.logprobs[i].target_logprob) << ",\"top\":["
+        << absl::StrJoin(top, ",") << "]}\n";
+  }
+  return static_cast<bool>(out);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   odmoe::SetLogNodeId("run");
   odmoe::CliArgs args("odmoe-run",
                       "Generate text with a Mixture-of-Experts GGUF model in one process.");
-  std::string model, prompt, prompt_file, backend = "cpu", dump, log_level = "warn";
-  int n = 64, threads = 0, ctx = 0, batch = 64, top_k = 0;
+  std::string model, prompt, prompt_file, backend = "cpu", dump, logprobs_out, log_level = "warn";
+  int n = 64, threads = 0, ctx = 0, batch = 64, top_k = 0, top_logprobs = 0;
   float temp = 0.0f, top_p = 1.0f;
   uint64_t seed = 0;
   bool ignore_eos = false;
@@ -67,6 +90,10 @@ int main(int argc, char** argv) {
   args.AddFlag("ignore-eos", &ignore_eos, "keep generating past the end-of-sequence token");
   args.AddString("dump-experts", &dump, "FILE",
                  "write the experts each layer selected, one JSON line per position");
+  args.AddString("logprobs-out", &logprobs_out, "FILE",
+                 "write each generated token's log-probability, one JSON line per token");
+  args.AddInt("top-logprobs", &top_logprobs, "N",
+              "with --logprobs-out: also the N most likely tokens (0-20, default 0)");
   args.AddString("log-level", &log_level, "LEVEL", "trace|debug|info|warn|error (default warn)");
   if (absl::Status s = args.Parse(argc, argv); !s.ok()) return Fail(std::string(s.message()));
   if (args.help_requested()) {
@@ -99,6 +126,7 @@ int main(int argc, char** argv) {
   request.sampling = {temp, top_p, top_k, seed};
   request.ignore_eos = ignore_eos;
   request.record_routing = !dump.empty();
+  if (!logprobs_out.empty()) request.logprobs = top_logprobs;
   // The prompt is echoed once the request has been accepted (with its first token).
   bool echoed = false;
   auto result = (*engine)->Generate(request, [&](int32_t, std::string_view text) {
@@ -120,6 +148,9 @@ int main(int argc, char** argv) {
                (*engine)->backend().name().c_str());
   if (!dump.empty() && !DumpExperts(dump, *result, (*engine)->model().config().n_expert_used)) {
     return Fail("cannot write --dump-experts file '" + dump + "'");
+  }
+  if (!logprobs_out.empty() && !DumpLogprobs(logprobs_out, *result)) {
+    return Fail("cannot write --logprobs-out file '" + logprobs_out + "'");
   }
   return 0;
 }

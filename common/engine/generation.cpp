@@ -40,6 +40,10 @@ absl::StatusOr<std::vector<int32_t>> PreparePrompt(const GenerateRequest& reques
     return absl::InvalidArgumentError(
         absl::StrFormat("max_tokens must be >= 1, got %d", request.max_tokens));
   }
+  if (request.logprobs < -1 || request.logprobs > kMaxScoreTopN) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "logprobs: at most %d alternatives per token, got %d", kMaxScoreTopN, request.logprobs));
+  }
   std::vector<int32_t> ids;
   if (!request.prompt_ids.empty()) {
     ids = request.prompt_ids;
@@ -98,6 +102,10 @@ absl::StatusOr<GenerateResult> RunGeneration(Transformer& transformer, ExpertExe
       break;
     }
     result.output_ids.push_back(next);
+    if (request.logprobs >= 0) {
+      result.logprobs.push_back(ScoreLogitsRow(logits, next, request.logprobs));
+      if (hooks.on_logprobs) hooks.on_logprobs(result.logprobs.back());
+    }
     std::string piece = decoder.Push(next);
     result.text += piece;
     if (on_token) on_token(next, piece);

@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "engine/expert_executor.h"
 #include "engine/sampler.h"
+#include "engine/scoring.h"
 #include "engine/transformer.h"
 #include "tokenizer/tokenizer.h"
 
@@ -30,6 +31,9 @@ struct GenerateRequest {
   SamplingParams sampling;
   bool ignore_eos = false;      // keep generating past EOS
   bool record_routing = false;  // fill GenerateResult::routing
+  /// -1: none. 0..kMaxScoreTopN: fill GenerateResult::logprobs with each
+  /// generated token's log-probability and this many alternatives.
+  int logprobs = -1;
 };
 
 struct GenerateStats {
@@ -50,6 +54,10 @@ struct GenerateResult {
   /// When requested: the experts of every layer for every position that went
   /// through the model (prompt, then each generated token but the last).
   std::vector<TokenRouting> routing;
+  /// When requested: entry i scores output_ids[i] against the logits it was
+  /// sampled from (ScoreLogitsRow: the model's distribution, before
+  /// temperature or top-p), with the top-N alternatives.
+  std::vector<RowScore> logprobs;
   GenerateStats stats;
 };
 
@@ -58,7 +66,6 @@ struct GenerateResult {
 /// bytes of an incomplete sequence remain, once more with id -1 and their
 /// replacement text.
 using GenerationCallback = std::function<void(int32_t id, std::string_view text)>;
-
 
 /// "max_tokens" | "eos" | "stop".
 const char* StopReasonName(GenerateResult::StopReason reason);
@@ -71,6 +78,9 @@ struct GenerationHooks {
   /// After each generated token (and its callback): true ends the
   /// generation there, successfully (StopReason::kStopped: a stop sequence).
   std::function<bool()> should_stop;
+  /// With GenerateRequest::logprobs >= 0: each generated token's scores,
+  /// right before its GenerationCallback (for streaming them).
+  std::function<void(const RowScore&)> on_logprobs;
 };
 
 /// Validates the request (sampling parameters, max_tokens >= 1), tokenizes

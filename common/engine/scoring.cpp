@@ -12,6 +12,7 @@ namespace odmoe {
 
 RowScore ScoreLogitsRow(std::span<const float> logits, int32_t target, int top_n) {
   RowScore r;
+  r.target = target;
   if (logits.empty()) return r;
   r.top1 = Argmax(logits);
   const double max_logit = logits[static_cast<size_t>(r.top1)];

@@ -48,6 +48,7 @@ struct TokenLogprob {
 
 /// The scores of one row of logits.
 struct RowScore {
+  int32_t target = -1;            // the token scored
   double target_logprob = 0;      // log-softmax at `target` (0 when target < 0)
   int32_t top1 = -1;              // Argmax (lowest id on ties)
   std::vector<TokenLogprob> top;  // top_n, descending logprob, ties by lower id

@@ -274,6 +274,127 @@ TEST_CASE("http: the OpenAI surface clients use", "[cluster][http]") {
   }
 }
 
+TEST_CASE("http: logprobs and echo are the single process's numbers", "[cluster][http]") {
+  ClusterConfig cfg;
+  cfg.workers = 4;
+  cfg.http = true;
+  auto cluster = TestCluster::Start(cfg);
+  REQUIRE(cluster.ok());
+  httplib::Client cli = Client(**cluster);
+  static auto engine =
+      ReferenceEngine::Create(SourcePath("models/tiny-mixtral-f16.gguf"), {}).value();
+  const std::string prompt = "The meaning of life is";
+  GenerateRequest req;
+  req.prompt = prompt;
+  req.max_tokens = 8;
+  req.logprobs = 3;
+  const GenerateResult want = engine->Generate(req).value();
+  REQUIRE(want.output_ids.size() == 8);
+  auto post = [&](const std::string& path, const json& body) {
+    auto res = cli.Post(path, body.dump(), "application/json");
+    REQUIRE(res);
+    INFO(body.dump() << " -> " << res->body);
+    REQUIRE(res->status == 200);
+    return res->body;
+  };
+  const Tokenizer& tok = (*cluster)->main().tokenizer();
+
+  // Completions: token_logprobs and top_logprobs of every generated token.
+  json j = json::parse(
+      post("/v1/completions",
+           {{"prompt", prompt}, {"max_tokens", 8}, {"temperature", 0}, {"logprobs", 3}}));
+  json lp = j["choices"][0]["logprobs"];
+  REQUIRE(lp["tokens"].size() == 8);
+  for (size_t i = 0; i < 8; ++i) {
+    INFO("token " << i);
+    CHECK(lp["tokens"][i] == tok.TokenToPiece(want.output_ids[i]));
+    CHECK(lp["token_logprobs"][i].get<double>() == want.logprobs[i].target_logprob);
+    REQUIRE(lp["top_logprobs"][i].size() == 3);
+    // The most likely alternative is the greedy token itself.
+    double best = -1e300;
+    std::string best_token;
+    for (const auto& [t, v] : lp["top_logprobs"][i].items()) {
+      if (v.get<double>() > best) {
+        best = v.get<double>();
+        best_token = t;
+      }
+    }
+    CHECK(best_token == tok.TokenToPiece(want.output_ids[i]));
+    CHECK(best == want.logprobs[i].target_logprob);
+  }
+  CHECK(lp["text_offset"][0] == 0);
+
+  // Streamed, the same numbers chunk by chunk.
+  std::vector<double> streamed;
+  for (const std::string& e : Events(post("/v1/completions", {{"prompt", prompt},
+                                                              {"max_tokens", 8},
+                                                              {"temperature", 0},
+                                                              {"logprobs", 0},
+                                                              {"stream", true}}))) {
+    if (e == "[DONE]") break;
+    const json c = json::parse(e)["choices"][0]["logprobs"];
+    if (c.is_null()) continue;
+    for (const json& v : c["token_logprobs"]) streamed.push_back(v.get<double>());
+  }
+  REQUIRE(streamed.size() == 8);
+  for (size_t i = 0; i < 8; ++i) CHECK(streamed[i] == want.logprobs[i].target_logprob);
+
+  // Chat: logprobs.content with top_logprobs.
+  j = json::parse(
+      post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "Hello"}}}},
+                                    {"max_tokens", 5},
+                                    {"temperature", 0},
+                                    {"logprobs", true},
+                                    {"top_logprobs", 2}}));
+  const json content = j["choices"][0]["logprobs"]["content"];
+  REQUIRE(content.size() == j["usage"]["completion_tokens"].get<size_t>());
+  for (const json& c : content) {
+    REQUIRE(c["top_logprobs"].size() == 2);
+    CHECK(c["top_logprobs"][0]["token"] == c["token"]);
+    CHECK(c["top_logprobs"][0]["logprob"] == c["logprob"]);
+    CHECK(c["bytes"].size() == c["token"].get<std::string>().size());
+  }
+
+  // echo with max_tokens 0: the prompt's own logprobs, one per prompt token
+  // (the first has none), as teacher forcing in one process gives them.
+  j = json::parse(post("/v1/completions",
+                       {{"prompt", prompt}, {"max_tokens", 0}, {"echo", true}, {"logprobs", 1}}));
+  CHECK(j["choices"][0]["text"] == prompt);
+  lp = j["choices"][0]["logprobs"];
+  const std::vector<int32_t> ids = tok.Encode(prompt).value();
+  REQUIRE(lp["token_logprobs"].size() == ids.size());
+  CHECK(j["usage"]["prompt_tokens"] == ids.size());
+  CHECK(j["usage"]["completion_tokens"] == 0);
+  CHECK(lp["token_logprobs"][0].is_null());
+  const ScoreResult score = engine->Score(ids, {.first = 0, .top_n = 1}).value();
+  for (size_t i = 1; i < ids.size(); ++i) {
+    INFO("prompt token " << i);
+    CHECK(lp["token_logprobs"][i].get<double>() == score.next_logprobs[i - 1]);
+    CHECK(lp["top_logprobs"][i].size() == 1);
+  }
+  // echo with generation: prompt, then the generated tokens.
+  j = json::parse(post("/v1/completions", {{"prompt", prompt},
+                                           {"max_tokens", 8},
+                                           {"temperature", 0},
+                                           {"echo", true},
+                                           {"logprobs", 0}}));
+  lp = j["choices"][0]["logprobs"];
+  REQUIRE(lp["token_logprobs"].size() == ids.size() + 8);
+  CHECK(j["choices"][0]["text"] == prompt + want.text);
+  CHECK(lp["token_logprobs"][ids.size()].get<double>() == want.logprobs[0].target_logprob);
+
+  ExpectError(cli, "/v1/completions", json{{"prompt", prompt}, {"logprobs", 21}}.dump(), 400,
+              "logprobs");
+  ExpectError(cli, "/v1/completions",
+              json{{"prompt", prompt}, {"echo", true}, {"stream", true}}.dump(), 400, "echo");
+  ExpectError(cli, "/v1/completions", json{{"prompt", prompt}, {"max_tokens", 0}}.dump(), 400,
+              "max_tokens");
+  ExpectError(
+      cli, "/v1/chat/completions",
+      json{{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"top_logprobs", 2}}.dump(), 400,
+      "top_logprobs");
+}
+
 TEST_CASE("http: bad requests get OpenAI-style 4xx errors", "[cluster][http]") {
   ClusterConfig cfg;
   cfg.workers = 2;

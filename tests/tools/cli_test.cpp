@@ -8,8 +8,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include "engine/reference_engine.h"
 #include "model/model_file.h"
 #include "model/quant_mix.h"
+#include "nlohmann/json.hpp"
 #include "shell.h"
 #include "test_paths.h"
 
@@ -97,6 +99,45 @@ TEST_CASE("odmoe-run: greedy generation is deterministic and dumps experts", "[c
   }
   CHECK(lines > 12);  // prompt positions + 11 generated tokens fed back
   std::filesystem::remove(dump);
+}
+
+TEST_CASE("odmoe-run: --logprobs-out writes each token's exact log-probability", "[cli]") {
+  const std::string out = TempPath("logprobs.jsonl");
+  const Result r = Sh(Run() + " --model " + Model() +
+                      " --prompt 'The meaning of life is' -n 6 --ignore-eos --threads 1"
+                      " --logprobs-out " +
+                      out + " --top-logprobs 3");
+  REQUIRE(r.exit_code == 0);
+  auto engine = ReferenceEngine::Create(Model(), {}).value();
+  GenerateRequest req;
+  req.prompt = "The meaning of life is";
+  req.max_tokens = 6;
+  req.ignore_eos = true;
+  req.logprobs = 3;
+  const GenerateResult want = engine->Generate(req).value();
+  std::ifstream in(out);
+  std::string line;
+  size_t i = 0;
+  while (std::getline(in, line)) {
+    INFO(line);
+    REQUIRE(i < want.output_ids.size());
+    const nlohmann::json j = nlohmann::json::parse(line);
+    CHECK(j["i"] == i);
+    CHECK(j["token"] == want.output_ids[i]);
+    CHECK(j["logprob"].get<double>() == want.logprobs[i].target_logprob);
+    REQUIRE(j["top"].size() == 3);
+    // Greedy: the most likely token is the one generated.
+    CHECK(j["top"][0][0] == want.output_ids[i]);
+    for (size_t k = 0; k < 3; ++k) {
+      CHECK(j["top"][k][0] == want.logprobs[i].top[k].id);
+      CHECK(j["top"][k][1].get<double>() == want.logprobs[i].top[k].logprob);
+    }
+    ++i;
+  }
+  CHECK(i == 6);
+  std::filesystem::remove(out);
+  ExpectError("--model " + Model() + " --prompt x --logprobs-out " + out + " --top-logprobs 21",
+              "at most 20 alternatives");
 }
 
 TEST_CASE("odmoe-run: seeded sampling reproduces", "[cli]") {
