@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -127,7 +128,34 @@ absl::Status Bad(const std::string& param, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat(param, ": ", what));
 }
 
+// Every parameter a request names is either one this server honours or one
+// whose value asks for nothing (a penalty of 0, no logit bias, ...): anything
+// else is a 400 naming it, never silently ignored. null means "not given".
+absl::Status CheckParameters(const json& body, bool chat) {
+  static const std::set<std::string> kCommon = {
+      "model", "max_tokens", "max_completion_tokens", "temperature", "top_p",    "seed",
+      "n",     "stream",     "stream_options",        "stop",        "logprobs", "user"};
+  static const std::set<std::string> kCompletions = {"prompt", "echo"};
+  static const std::set<std::string> kChat = {"messages", "top_logprobs"};
+  for (const auto& [key, value] : body.items()) {
+    if (value.is_null() || kCommon.count(key) || (chat ? kChat : kCompletions).count(key)) continue;
+    const bool neutral =
+        ((key == "frequency_penalty" || key == "presence_penalty") && value.is_number() &&
+         value.get<double>() == 0) ||
+        (key == "logit_bias" && value.is_object() && value.empty()) ||
+        (!chat && key == "best_of" && value.is_number_integer() && value.get<int64_t>() == 1) ||
+        (!chat && key == "suffix" && value.is_string() && value.get<std::string>().empty()) ||
+        (chat && (key == "tools" || key == "functions") && value.is_array() && value.empty()) ||
+        (chat && key == "tool_choice" && value == "none") ||
+        (chat && key == "response_format" && value.is_object() && value.size() == 1 &&
+         value.value("type", "") == "text");
+    if (!neutral) return Bad(key, "this parameter (or this value of it) is not supported");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParseCommon(const json& body, const std::string& model_id, ParsedRequest* out) {
+  ODMOE_RETURN_IF_ERROR(CheckParameters(body, out->prompt_param == "messages"));
   if (body.contains("model")) {
     if (!body["model"].is_string()) return Bad("model", "expected a string");
     const std::string m = body["model"];

@@ -257,6 +257,33 @@ TEST_CASE("http: the OpenAI surface clients use", "[cluster][http]") {
               json{{"prompt", prompt}, {"max_completion_tokens", "many"}}.dump(), 400,
               "max_completion_tokens");
 
+  // A parameter the server does not honour is a 400 naming it; one whose value
+  // asks for nothing (a zero penalty, no tools) is fine.
+  ExpectError(cli, "/v1/completions", json{{"prompt", prompt}, {"frobnicate", 1}}.dump(), 400,
+              "frobnicate");
+  ExpectError(cli, "/v1/completions", json{{"prompt", prompt}, {"presence_penalty", 0.5}}.dump(),
+              400, "presence_penalty");
+  ExpectError(cli, "/v1/completions", json{{"prompt", prompt}, {"best_of", 3}}.dump(), 400,
+              "best_of");
+  ExpectError(cli, "/v1/chat/completions",
+              json{{"messages", hello}, {"response_format", {{"type", "json_object"}}}}.dump(), 400,
+              "response_format");
+  ExpectError(cli, "/v1/chat/completions", json{{"messages", hello}, {"echo", true}}.dump(), 400,
+              "echo");
+  post("/v1/completions", {{"prompt", prompt},
+                           {"max_tokens", 2},
+                           {"presence_penalty", 0},
+                           {"frequency_penalty", 0.0},
+                           {"logit_bias", json::object()},
+                           {"best_of", 1},
+                           {"suffix", nullptr},
+                           {"user", "someone"}});
+  post("/v1/chat/completions", {{"messages", hello},
+                                {"max_tokens", 2},
+                                {"tools", json::array()},
+                                {"tool_choice", "none"},
+                                {"response_format", {{"type", "text"}}}});
+
   // A context overflow names the input: prompt or messages.
   for (const char* path : {"/v1/completions", "/v1/chat/completions"}) {
     json body = {{"max_tokens", 1 << 20}};
