@@ -186,8 +186,57 @@ struct KAvx512 : KUnpackX86 {
                                                               const KUnpacked& scales,
                                                               const KActBlock* x, IPart* a,
                                                               IPart* b) {
-    const KActBlock* xs[1] = {x};
-    DotWith<T, 1>([&](int k) { return Codes64<T>(block, k); }, scales, xs, a, b);
+    if constexpr (T == DType::kIQ4_XS && kVnni) {
+      DotIq4XsBiased(block, scales, x, a);
+    } else {
+      const KActBlock* xs[1] = {x};
+      DotWith<T, 1>([&](int k) { return Codes64<T>(block, k); }, scales, xs, a, b);
+    }
+  }
+
+  /// IQ4_XS with VNNI: the levels + 128 (unsigned, 1..241) through vpdpbusd,
+  /// so no sign trick per chunk; each 32-element sub-block's four-element
+  /// sums are scaled by vpmulld, and A_s subtracts 128 * sum_j sc_j * bsum_j.
+  /// The same exact integer A_s as DotWith.
+  __attribute__((always_inline)) static inline void DotIq4XsBiased(const uint8_t* block,
+                                                                   const KUnpacked& scales,
+                                                                   const KActBlock* x, IPart* a) {
+    const auto& b = *reinterpret_cast<const BlockIq4Xs*>(block);
+    alignas(16) static constexpr uint8_t kBiased[16] = {
+        static_cast<uint8_t>(kIq4nlValues[0] + 128),  static_cast<uint8_t>(kIq4nlValues[1] + 128),
+        static_cast<uint8_t>(kIq4nlValues[2] + 128),  static_cast<uint8_t>(kIq4nlValues[3] + 128),
+        static_cast<uint8_t>(kIq4nlValues[4] + 128),  static_cast<uint8_t>(kIq4nlValues[5] + 128),
+        static_cast<uint8_t>(kIq4nlValues[6] + 128),  static_cast<uint8_t>(kIq4nlValues[7] + 128),
+        static_cast<uint8_t>(kIq4nlValues[8] + 128),  static_cast<uint8_t>(kIq4nlValues[9] + 128),
+        static_cast<uint8_t>(kIq4nlValues[10] + 128), static_cast<uint8_t>(kIq4nlValues[11] + 128),
+        static_cast<uint8_t>(kIq4nlValues[12] + 128), static_cast<uint8_t>(kIq4nlValues[13] + 128),
+        static_cast<uint8_t>(kIq4nlValues[14] + 128), static_cast<uint8_t>(kIq4nlValues[15] + 128)};
+    const __m512i lut =
+        _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kBiased)));
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m512i shifts = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
+    const __m256i sc16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(scales.sc));
+    const __m512i sc32 = _mm512_cvtepi16_epi32(sc16);
+    __m512i acc = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      const __m512i v =
+          _mm512_and_si512(_mm512_srlv_epi16(_mm512_broadcast_i64x4(_mm256_loadu_si256(
+                                                 reinterpret_cast<const __m256i*>(b.qs + 32 * k))),
+                                             shifts),
+                           m4);
+      const __m512i codes =
+          _mm512_shuffle_epi8(lut, _mm512_shuffle_i64x2(v, v, _MM_SHUFFLE(3, 1, 2, 0)));
+      const __m512i dot =
+          _mm512_dpbusd_epi32(_mm512_setzero_si512(), codes, _mm512_load_si512(x->qs + 64 * k));
+      // Lanes 0-7: sub-block 2k (16-entry scale 4k), lanes 8-15: 2k + 1 (4k + 2).
+      const __m512i idx =
+          _mm512_inserti64x4(_mm512_set1_epi32(4 * k), _mm256_set1_epi32(4 * k + 2), 1);
+      acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(dot, _mm512_permutexvar_epi32(idx, sc32)));
+    }
+    const __m256i bs = _mm256_load_si256(reinterpret_cast<const __m256i*>(x->bsums));
+    const __m256i corr = _mm256_slli_epi16(_mm256_sub_epi16(_mm256_setzero_si256(), sc16), 7);
+    *a = _mm256_add_epi32(Fold(acc), _mm256_madd_epi16(bs, corr));
   }
 };
 
