@@ -2,8 +2,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "util/string_view.h"
 
 namespace odmoe {
+
+void AppendMetricFamily(std::string* out, std::string_view name, std::string_view type,
+                        std::string_view help, std::string_view samples) {
+  absl::StrAppend(out, "# HELP ", ToAbsl(name), " ", ToAbsl(help), "\n# TYPE ", ToAbsl(name), " ",
+                  ToAbsl(type), "\n", ToAbsl(samples));
+}
 
 Histogram::Histogram(std::vector<double> bounds)
     : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
@@ -63,7 +70,7 @@ std::string MainMetrics::Render(int running, int waiting, const std::string& ext
   std::lock_guard<std::mutex> lock(mu_);
   std::string o;
   auto head = [&o](const char* name, const char* type, const char* help) {
-    absl::StrAppendFormat(&o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    AppendMetricFamily(&o, name, type, help, "");
   };
   head("odmoe_requests_total", "counter", "Requests (completions, scores) by API and outcome.");
   for (const auto& [key, n] : requests_) {

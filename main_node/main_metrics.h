@@ -1,20 +1,35 @@
 // What the main node counts, rendered in the Prometheus text format for
 // GET /metrics (docs/operations.md lists every series). Thread-safe.
 //
-//   metrics.RequestStarted();  ...  metrics.RequestFinished(result);
+// Every metric family appears once, as "# HELP", "# TYPE" and then all of its
+// samples (AppendMetricFamily), so the exposition passes `promtool check
+// metrics` (tests/cluster/metrics_test.cpp).
+//
+//   MainMetrics metrics(n_layer);
+//   metrics.RequestDone("http", "ok");
 //   metrics.ObserveInterToken(seconds);
-//   std::string text = metrics.Render(queue_running, queue_waiting, worker_lines);
+//   std::string workers;
+//   AppendMetricFamily(&workers, "odmoe_worker_up", "gauge", "Whether the worker answers.",
+//                      "odmoe_worker_up{worker=\"w0\"} 1\n");
+//   std::string text = metrics.Render(queue_running, queue_waiting, workers);
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "main_node/main_engine.h"
 
 namespace odmoe {
+
+/// Appends one metric family: "# HELP <name> <help>", "# TYPE <name> <type>"
+/// (counter | gauge | histogram), then `samples`, its complete sample lines
+/// ("<name>{labels} value\n"; may be empty: the family is still described).
+void AppendMetricFamily(std::string* out, std::string_view name, std::string_view type,
+                        std::string_view help, std::string_view samples);
 
 /// A cumulative histogram with fixed upper bounds (seconds).
 class Histogram {
@@ -41,8 +56,9 @@ class MainMetrics {
   void Generation(const ClusterGenerateResult& r);
   void ObserveInterToken(double seconds);
 
-  /// The whole exposition. `extra` is appended as is (per-worker series the
-  /// caller gathers from the workers).
+  /// The whole exposition. `extra` is appended as is: whole families (per-
+  /// worker series the caller gathers from the workers) written with
+  /// AppendMetricFamily, none of them a family Render writes itself.
   std::string Render(int running, int waiting, const std::string& extra) const;
 
  private:

@@ -1,7 +1,9 @@
 #include "main_node/main_node.h"
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
+#include <iterator>
 #include <map>
 
 #include "absl/strings/match.h"
@@ -204,49 +206,71 @@ absl::StatusOr<ClusterScoreResult> MainNode::Score(const RequestQueue::Turn& tur
 int MainNode::http_port() const { return http_ ? http_->port() : 0; }
 
 std::string MainNode::RenderMetrics() const {
-  std::string workers;
-  absl::StrAppend(&workers,
-                  "# HELP odmoe_worker_up Whether the worker answers its status call.\n"
-                  "# TYPE odmoe_worker_up gauge\n");
-  static const std::vector<std::pair<std::string, std::string>> kSeries = {
-      {"bytes_loaded", "odmoe_worker_bytes_loaded_total"},
-      {"loads", "odmoe_worker_loads_total"},
-      {"experts_held", "odmoe_worker_experts_held"},
-      {"memory_peak_bytes", "odmoe_worker_memory_peak_bytes"},
-      {"memory_budget_bytes", "odmoe_worker_memory_budget_bytes"},
-      {"hits", "odmoe_worker_hits_total"},
-      {"misses", "odmoe_worker_misses_total"},
-      {"reloads", "odmoe_worker_reloads_total"},
-      {"stall_seconds", "odmoe_worker_load_stall_seconds_total"}};
-  std::map<std::string, std::string> lines;
+  // Per-worker series from each worker's status entries.
+  struct WorkerSeries {
+    const char* status_key;
+    const char* name;
+    const char* type;
+    const char* help;
+  };
+  static const WorkerSeries kSeries[] = {
+      {"bytes_loaded", "odmoe_worker_bytes_loaded_total", "counter",
+       "Bytes of expert weights the worker loaded into its device memory."},
+      {"loads", "odmoe_worker_loads_total", "counter", "Expert loads by the worker."},
+      {"experts_held", "odmoe_worker_experts_held", "gauge",
+       "Experts the worker holds in device memory now."},
+      {"memory_peak_bytes", "odmoe_worker_memory_peak_bytes", "gauge",
+       "Peak device memory used by the worker's experts."},
+      {"memory_budget_bytes", "odmoe_worker_memory_budget_bytes", "gauge",
+       "The worker's device-memory budget for experts."},
+      {"hits", "odmoe_worker_hits_total", "counter",
+       "Expert tasks whose expert the worker had already loaded (prefetched)."},
+      {"misses", "odmoe_worker_misses_total", "counter",
+       "Expert tasks for which the worker had to load the expert first."},
+      {"reloads", "odmoe_worker_reloads_total", "counter",
+       "Prefetched experts the worker replaced after the gate disagreed."},
+      {"stall_seconds", "odmoe_worker_load_stall_seconds_total", "counter",
+       "Time the worker's expert tasks waited for their expert to load."}};
+  std::string up, in_use;
+  std::vector<std::string> samples(std::size(kSeries));
   for (const WorkerSpec& w : topology_.workers) {
     absl::StatusOr<NodeProbe> p = ProbeNode(w.address, absl::Milliseconds(500));
-    absl::StrAppendFormat(&workers, "odmoe_worker_up{worker=\"%s\"} %d\n", w.id, p.ok() ? 1 : 0);
+    absl::StrAppendFormat(&up, "odmoe_worker_up{worker=\"%s\"} %d\n", w.id, p.ok() ? 1 : 0);
     if (!p.ok()) continue;
     std::map<std::string, std::string> entries(p->entries.begin(), p->entries.end());
     uint64_t expert_bytes = 0, held = 0;
     absl::SimpleAtoi(entries["expert_bytes"], &expert_bytes);
     absl::SimpleAtoi(entries["experts_held"], &held);
-    absl::StrAppendFormat(&lines["odmoe_worker_memory_in_use_bytes"],
-                          "odmoe_worker_memory_in_use_bytes{worker=\"%s\"} %d\n", w.id,
+    absl::StrAppendFormat(&in_use, "odmoe_worker_memory_in_use_bytes{worker=\"%s\"} %d\n", w.id,
                           expert_bytes * held);
-    for (const auto& [key, series] : kSeries) {
-      auto it = entries.find(key);
+    for (size_t i = 0; i < std::size(kSeries); ++i) {
+      auto it = entries.find(kSeries[i].status_key);
       if (it == entries.end()) continue;
-      absl::StrAppendFormat(&lines[series], "%s{worker=\"%s\"} %s\n", series, w.id, it->second);
+      // Written from the parsed number: a worker's text never reaches the exposition.
+      uint64_t count = 0;
+      double value = 0;
+      if (absl::SimpleAtoi(it->second, &count)) {
+        absl::StrAppendFormat(&samples[i], "%s{worker=\"%s\"} %d\n", kSeries[i].name, w.id, count);
+      } else if (absl::SimpleAtod(it->second, &value) && std::isfinite(value)) {
+        absl::StrAppendFormat(&samples[i], "%s{worker=\"%s\"} %.9g\n", kSeries[i].name, w.id,
+                              value);
+      }
     }
   }
-  for (const auto& [series, text] : lines) {
-    absl::StrAppendFormat(&workers, "# TYPE %s %s\n%s", series,
-                          absl::EndsWith(series, "_total") ? "counter" : "gauge", text);
+  std::string workers;
+  AppendMetricFamily(&workers, "odmoe_worker_up", "gauge",
+                     "Whether the worker answers its status call (1) or not (0).", up);
+  AppendMetricFamily(&workers, "odmoe_worker_memory_in_use_bytes", "gauge",
+                     "Device memory the worker's loaded experts take now.", in_use);
+  for (size_t i = 0; i < std::size(kSeries); ++i) {
+    AppendMetricFamily(&workers, kSeries[i].name, kSeries[i].type, kSeries[i].help, samples[i]);
   }
   const Schedule schedule = engine_->schedule();
-  absl::StrAppendFormat(&workers,
-                        "# HELP odmoe_schedule_version Version of the layer-to-group schedule.\n"
-                        "# TYPE odmoe_schedule_version gauge\nodmoe_schedule_version %d\n"
-                        "# HELP odmoe_worker_groups_live Worker groups taking layers.\n"
-                        "# TYPE odmoe_worker_groups_live gauge\nodmoe_worker_groups_live %d\n",
-                        schedule.version, schedule.groups.size());
+  AppendMetricFamily(&workers, "odmoe_schedule_version", "gauge",
+                     "Version of the layer-to-group schedule.",
+                     absl::StrFormat("odmoe_schedule_version %d\n", schedule.version));
+  AppendMetricFamily(&workers, "odmoe_worker_groups_live", "gauge", "Worker groups taking layers.",
+                     absl::StrFormat("odmoe_worker_groups_live %d\n", schedule.groups.size()));
   return metrics_->Render(queue_->running(), queue_->waiting(), workers);
 }
 

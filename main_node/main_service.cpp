@@ -1,6 +1,7 @@
 #include "main_node/main_service.h"
 
 #include "absl/strings/str_cat.h"
+#include "cluster/admin_auth.h"
 #include "cluster/grpc_util.h"
 #include "main_node/main_node.h"
 #include "util/logging.h"
@@ -124,6 +125,19 @@ void FillScore(const ClusterScoreResult& r, const std::vector<int32_t>& tokens,
   out->set_seconds(s.seconds);
 }
 
+// The caller of an admin call as AuthorizeAdminCall sees it.
+AdminCaller Caller(const grpc::ServerContext& ctx) {
+  AdminCaller caller;
+  caller.peer = ctx.peer();
+  const auto& metadata = ctx.client_metadata();
+  if (auto it = metadata.find(kAuthorizationMetadata); it != metadata.end()) {
+    caller.authorization = std::string(it->second.data(), it->second.size());
+  }
+  const std::shared_ptr<const grpc::AuthContext> auth = ctx.auth_context();
+  caller.certificate_verified = auth != nullptr && auth->IsPeerAuthenticated();
+  return caller;
+}
+
 }  // namespace
 
 struct MainService::Impl final : public v1::Main::Service {
@@ -153,8 +167,14 @@ struct MainService::Impl final : public v1::Main::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status Scale(grpc::ServerContext*, const v1::ScaleRequest* in,
+  grpc::Status Scale(grpc::ServerContext* ctx, const v1::ScaleRequest* in,
                      v1::ScaleReply* out) override {
+    if (absl::Status auth =
+            AuthorizeAdminCall(Caller(*ctx), node.topology().main.api_key, "Main.Scale");
+        !auth.ok()) {
+      ODMOE_LOG_WARN("{}", auth.message());
+      return ToGrpcStatus(auth);
+    }
     absl::Status s = node.SetActiveWorkers(static_cast<int>(in->workers()));
     if (!s.ok()) return ToGrpcStatus(s);
     const Schedule schedule = node.engine().schedule();

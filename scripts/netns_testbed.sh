@@ -93,10 +93,13 @@ for n in "${NODES[@]}"; do
   fi
 done
 
-# The testbed topology with every node at its namespace's address.
+# The testbed topology with every node at its namespace's address. Those are
+# not loopback, so the plain TCP between nodes is said explicitly (the bridge
+# is private to this machine; a real LAN would use node_tls).
 {
   echo "model: $PWD/models/tiny-mixtral-f16.gguf"
   echo "prediction: shadow"
+  echo "insecure: true"
   echo "main: { id: main, address: \"10.77.0.1:7700\", netns: odmoe-main }"
   echo "shadow: { id: shadow, address: \"10.77.0.2:7701\", netns: odmoe-shadow, quantization: q8_0 }"
   echo "workers:"

@@ -200,8 +200,9 @@ int Main(int argc, char** argv) {
   o.deployments = *chosen;
   if (!link_delay.empty()) {
     absl::StatusOr<Topology> probe = ParseTopology(
-        "wire: { emulated_delay: \"" + link_delay + "\" }\nmain: { id: m, address: h:1 }\n"
-        "prediction: none\nworkers: { nodes: [ { id: w, address: h:2 } ] }\nmodel: x\n",
+        "wire: { emulated_delay: \"" + link_delay +
+            "\" }\nmain: { id: m, address: 127.0.0.1:1 }\n"
+            "prediction: none\nworkers: { nodes: [ { id: w, address: 127.0.0.1:2 } ] }\nmodel: x\n",
         "--link-delay");
     if (!probe.ok()) return Fail(absl::StrCat("--link-delay: '", link_delay,
                                               "' is not a delay (expected e.g. 250us or 1ms)"),

@@ -435,7 +435,7 @@ int Scale(const Options& o, const Topology& t) {
       return 1;
     }
   }
-  absl::StatusOr<v1::ScaleReply> reply = ScaleOnMain(t.main.address, n);
+  absl::StatusOr<v1::ScaleReply> reply = ScaleOnMain(t.main.address, n, t.main.api_key);
   if (!reply.ok()) return Fail(std::string(reply.status().message()));
   const int groups = n / g;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);

@@ -48,6 +48,14 @@ int RunDaemon(int argc, char** argv, const char* program, const char* summary,
   absl::StatusOr<Topology> topology = LoadTopology(topology_path);
   if (!topology.ok()) return Fail(program, topology.status());
   if (absl::Status s = UseNodeTls(topology->node_tls); !s.ok()) return Fail(program, s);
+  if (const NodeSpec* open = topology->FirstNonLoopbackNode();
+      open != nullptr && !topology->node_tls.enabled()) {
+    // Only reachable with `insecure: true` (the topology check refuses it otherwise).
+    ODMOE_LOG_WARN(
+        "insecure: true: links between nodes are plain TCP on non-loopback addresses "
+        "({} at {}, ...); any host that can reach them can send tasks and hints",
+        open->id, open->address);
+  }
   const NodeSpec* spec = topology->FindNode(node_id);
   if (spec == nullptr) {
     return Fail(program, absl::NotFoundError("node id '" + node_id + "' is not in " +

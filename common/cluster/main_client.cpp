@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
+#include "cluster/admin_auth.h"
 #include "cluster/grpc_util.h"
 
 namespace odmoe {
@@ -35,10 +37,13 @@ absl::StatusOr<v1::GenerateStats> GenerateOnMain(
 }
 
 absl::StatusOr<v1::ScaleReply> ScaleOnMain(const std::string& address, int workers,
-                                           absl::Duration timeout) {
+                                           const std::string& api_key, absl::Duration timeout) {
   auto stub = v1::Main::NewStub(MakeChannel(address));
   grpc::ClientContext ctx;
   ctx.set_deadline(DeadlineIn(timeout));
+  if (!api_key.empty()) {
+    ctx.AddMetadata(kAuthorizationMetadata, absl::StrCat(kBearerPrefix, api_key));
+  }
   v1::ScaleRequest req;
   req.set_workers(static_cast<uint32_t>(std::max(0, workers)));
   v1::ScaleReply reply;

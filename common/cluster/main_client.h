@@ -25,8 +25,14 @@ absl::StatusOr<v1::GenerateStats> GenerateOnMain(
     absl::Duration timeout = absl::Minutes(30));
 
 /// The Scale admin call: the first `workers` workers take layers from the
-/// next token boundary on. Returns the live groups as of now.
+/// next token boundary on. Returns the live groups as of now. `api_key` (the
+/// topology's main.api_key; empty = none) goes with the call as
+/// "authorization: Bearer <key>"; the main node refuses Scale without it
+/// (UNAUTHENTICATED) unless the caller has a node_tls client certificate, and
+/// with neither key nor node_tls it takes Scale only from loopback peers
+/// (PERMISSION_DENIED otherwise; docs/operations.md).
 absl::StatusOr<v1::ScaleReply> ScaleOnMain(const std::string& address, int workers,
+                                           const std::string& api_key = "",
                                            absl::Duration timeout = absl::Seconds(10));
 
 }  // namespace odmoe

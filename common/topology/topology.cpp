@@ -1,5 +1,8 @@
 #include "topology/topology.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -78,6 +81,17 @@ class Section {
     }
     return Error(key, absl::StrFormat("'%s' is not valid (expected %s)",
                                       n.IsScalar() ? n.Scalar() : "<not a scalar>", expected));
+  }
+
+  absl::Status Bool(const std::string& key, bool* out) {
+    if (!Has(key)) return absl::OkStatus();
+    const YAML::Node n = node_[key];
+    if (n.IsScalar() && (n.Scalar() == "true" || n.Scalar() == "false")) {
+      *out = n.Scalar() == "true";
+      return absl::OkStatus();
+    }
+    return Error(key, absl::StrFormat("'%s' is not valid (expected true | false)",
+                                      n.IsScalar() ? n.Scalar() : "<not a scalar>"));
   }
 
   absl::Status Bytes(const std::string& key, uint64_t* out) {
@@ -265,6 +279,7 @@ absl::Status ParseDocument(const YAML::Node& root, const std::string& file,
     ODMOE_RETURN_IF_ERROR(s.CheckNoUnknownKeys());
     t->node_tls = {Resolve(base_dir, ca), Resolve(base_dir, cert), Resolve(base_dir, key)};
   }
+  ODMOE_RETURN_IF_ERROR(top.Bool("insecure", &t->insecure));
 
   YAML::Node main = Map(top, "main", &st);
   ODMOE_RETURN_IF_ERROR(st);
@@ -431,6 +446,18 @@ absl::Status CheckStructure(const Topology& t, const std::string& file) {
                                                 t.main.http_port, it->second));
     }
   }
+  if (!t.node_tls.enabled() && !t.insecure) {
+    if (const NodeSpec* n = t.FirstNonLoopbackNode()) {
+      return error(
+          NodeKey(t, n) + ".address",
+          absl::StrFormat("'%s' is not a loopback address and the topology has no node_tls: "
+                          "any host that can reach this port could send the node tasks, hints "
+                          "and admin calls over plain TCP (expected node_tls: { ca, cert, key } "
+                          "for mutual TLS between nodes, or `insecure: true` at the top level "
+                          "to accept plain TCP on a network you trust)",
+                          n->address));
+    }
+  }
   const int g = t.group_size > 0 ? t.group_size : 1;
   if (t.n_workers() < g) {
     return error("workers.nodes", absl::StrFormat("%d worker(s) is fewer than one group of %d",
@@ -503,6 +530,26 @@ std::vector<const NodeSpec*> Topology::AllNodes() const {
   if (shadow) nodes.push_back(&*shadow);
   for (const WorkerSpec& w : workers) nodes.push_back(&w);
   return nodes;
+}
+
+const NodeSpec* Topology::FirstNonLoopbackNode() const {
+  for (const NodeSpec* n : AllNodes()) {
+    if (!IsLoopbackHost(n->host)) return n;
+  }
+  return nullptr;
+}
+
+bool IsLoopbackHost(std::string_view host) {
+  std::string h = absl::AsciiStrToLower(absl::string_view(host.data(), host.size()));
+  if (h.size() > 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
+  if (h == "localhost") return true;
+  in_addr v4{};
+  if (inet_pton(AF_INET, h.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  if (inet_pton(AF_INET6, h.c_str(), &v6) == 1) {
+    return IN6_IS_ADDR_LOOPBACK(&v6) || (IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127);
+  }
+  return false;
 }
 
 absl::StatusOr<Topology> ParseTopology(std::string_view yaml_text, const std::string& path) {
@@ -630,6 +677,7 @@ std::string TopologyToYaml(const Topology& t) {
         << YAML::Value << t.node_tls.ca << YAML::Key << "cert" << YAML::Value << t.node_tls.cert
         << YAML::Key << "key" << YAML::Value << t.node_tls.key << YAML::EndMap;
   }
+  if (t.insecure) out << YAML::Key << "insecure" << YAML::Value << true;
   out << YAML::Key << "main" << YAML::Value << YAML::BeginMap;
   node(t.main);
   out << YAML::Key << "context" << YAML::Value << t.main.context;

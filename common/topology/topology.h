@@ -19,6 +19,8 @@
 //                                             # tc netem is missing, cluster/delay_line.h)
 //   node_tls: { ca: ca.pem, cert: node.pem, key: node-key.pem }  # optional mutual TLS
 //                                             # on every link between nodes
+//   insecure: true                            # plain TCP between nodes on non-loopback
+//                                             # addresses (default false: refused)
 //   main:
 //     id: main                                # required
 //     address: 127.0.0.1:7700                 # required host:port
@@ -62,6 +64,12 @@
 // Node ids, ssh targets and namespace names are plain names (letters, digits,
 // '_', '-', '.'; ssh also '@', ':'), as they name files and command arguments.
 // A key written twice in one mapping is an error.
+//
+// Safe default between nodes: a topology with a node address that is not
+// loopback (127.0.0.0/8, ::1, localhost) and no node_tls is refused unless it
+// says `insecure: true`: without TLS anyone who can reach a node's port can
+// send it tasks, hints and admin calls. Loopback-only topologies (one machine)
+// need neither.
 //
 // Errors name the file, the key path and what was expected, e.g.
 //   deploy/x.yaml: workers.nodes[2].address: port 7710 is already used by
@@ -140,6 +148,9 @@ struct NodeTls {
 struct Topology {
   std::string path;   // the file it was loaded from ("" when parsed from text)
   NodeTls node_tls;   // empty = plain TCP between nodes
+  // Plain TCP between nodes accepted on non-loopback addresses (`insecure:
+  // true`); without it and without node_tls such a topology is refused.
+  bool insecure = false;
   std::string model;  // absolute path of the model GGUF
   PredictionMode prediction = PredictionMode::kShadow;
   int prefill_mini_batch = 16;  // >= 1
@@ -167,13 +178,22 @@ struct Topology {
   const NodeSpec* FindNode(std::string_view id) const;
   /// Every node: main, shadow (if any), then the workers.
   std::vector<const NodeSpec*> AllNodes() const;
+  /// The first node (in AllNodes order) whose address is not loopback, or
+  /// null when every node listens on loopback (a one-machine cluster).
+  const NodeSpec* FirstNonLoopbackNode() const;
 };
+
+/// True for hosts that only this machine can reach: IPv4 127.0.0.0/8, IPv6
+/// ::1 (also written [::1] or as ::ffff:127.x.y.z) and "localhost" (any
+/// case). Any other name or address, 0.0.0.0 included, is not loopback.
+bool IsLoopbackHost(std::string_view host);
 
 /// Parses YAML text. `path` names the source in errors and anchors relative
 /// paths (its directory; "" = the current directory). Checks everything that
 /// needs no model file: types, ranges, unknown keys, duplicate ids and
 /// host:port pairs, prediction: shadow without a shadow, group_size >= 1,
-/// at least one whole group, a worker count that is a multiple of group_size.
+/// at least one whole group, a worker count that is a multiple of group_size,
+/// and non-loopback node addresses without node_tls or `insecure: true`.
 absl::StatusOr<Topology> ParseTopology(std::string_view yaml_text, const std::string& path);
 
 /// Checks a parsed topology against the model it names: group_size defaults

@@ -131,6 +131,44 @@ TEST_CASE("processes: nodes on other hosts start and stop over ssh", "[cluster][
   CHECK(!std::filesystem::exists(bed.run_dir() + "/w0.pid"));
 }
 
+TEST_CASE("processes: odmoe-cluster scale sends the topology's API key",
+          "[cluster][processes][scaling]") {
+  TestbedSpec spec;
+  spec.workers = 4;
+  spec.shadow = false;
+  spec.main_extra = "  api_key: s3cret\n";
+  ProcessTestbed bed(SourcePath("models/tiny-mixtral-f16.gguf"), "odmoe_scale_testbed", spec);
+  const Result up = bed.Up();
+  INFO(up.output);
+  REQUIRE(up.exit_code == 0);
+  Result r = bed.Scale(2);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("scaled to 2 workers (1 groups of 2): 0 started, 2 stopped") !=
+        std::string::npos);
+  CHECK(bed.Status("--verbose").output.find("active_workers=2") != std::string::npos);
+  // The same cluster through a copy of its topology without the key: refused, nothing changes.
+  std::string yaml;
+  {
+    std::ifstream in(bed.topology());
+    yaml.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const size_t at = yaml.find(spec.main_extra);
+  REQUIRE(at != std::string::npos);
+  const std::string keyless = bed.dir() / "keyless.yaml";
+  std::ofstream(keyless) << yaml.erase(at, spec.main_extra.size());
+  r = Sh(Bin("odmoe-cluster") + " scale " + keyless + " --workers 2 --run-dir " + bed.run_dir());
+  CHECK(r.exit_code == 1);
+  CHECK(r.output.find("Main.Scale needs the API key") != std::string::npos);
+  // Back to every worker: the two stopped ones start again and take layers.
+  r = bed.Scale(4);
+  CHECK(r.exit_code == 0);
+  CHECK(r.output.find("2 started, 0 stopped") != std::string::npos);
+  CHECK(bed.Status("--verbose").output.find("active_workers=4") != std::string::npos);
+  const Result done = Sh(Bin("odmoe") + " complete --main " + bed.main_address() + " -n 4 hello");
+  CHECK(done.exit_code == 0);
+}
+
 TEST_CASE("processes: odmoe-cluster refuses bad input", "[cluster]") {
   Result r = Sh(Bin("odmoe-cluster") + " up /nonexistent/t.yaml");
   CHECK(r.exit_code == 1);
@@ -141,6 +179,24 @@ TEST_CASE("processes: odmoe-cluster refuses bad input", "[cluster]") {
   r = Sh(Bin("odmoe-cluster") + " up");
   CHECK(r.exit_code == 1);
   CHECK(r.output.find("usage") != std::string::npos);
+  // Nodes on a LAN address without node_tls or insecure: true: refused before anything starts.
+  const TempDir lan("odmoe_lan");
+  std::ofstream(lan / "lan.yaml") << "model: " << SourcePath("models/tiny-mixtral-f16.gguf")
+                                  << "\nprediction: none\nmain: { id: main, address: "
+                                     "\"10.0.0.1:7700\" }\nworkers:\n  nodes:\n"
+                                     "    - { id: w0, address: \"10.0.0.2:7710\" }\n"
+                                     "    - { id: w1, address: \"10.0.0.3:7710\" }\n";
+  for (const std::string& command :
+       {Bin("odmoe-cluster") + " up " + (lan / "lan.yaml") + " --run-dir " + (lan / "run"),
+        Bin("odmoe-main") + " --topology " + (lan / "lan.yaml") + " --id main"}) {
+    r = Sh(command);
+    INFO(r.output);
+    CHECK(r.exit_code == 1);
+    CHECK(r.output.find("main.address: '10.0.0.1:7700' is not a loopback address") !=
+          std::string::npos);
+    CHECK(r.output.find("`insecure: true`") != std::string::npos);
+  }
+  CHECK(!std::filesystem::exists(lan / "run"));
   // Fake daemons that die at once: up reports the log tail and fails.
   const TempDir dir("odmoe_fakebin");
   for (const char* name : {"odmoe-worker", "odmoe-shadow", "odmoe-main"}) {

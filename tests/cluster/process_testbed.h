@@ -72,6 +72,7 @@ struct TestbedSpec {
   bool shadow = true;  // prediction: shadow, the shadow quantized to q8_0; else prediction: none
   std::string worker_ssh;   // non-empty: worker i gets `ssh: <worker_ssh><i>`
   std::string cluster_env;  // put before odmoe-cluster, e.g. "ODMOE_SSH=/x/fake-ssh "
+  std::string main_extra;   // more keys of the main section, e.g. "  api_key: k\n"
 };
 
 class ProcessTestbed {
@@ -83,7 +84,8 @@ class ProcessTestbed {
       : dir_(dir_prefix), main_port_(FreePort()) {
     std::string yaml =
         absl::StrCat("model: ", model, "\nprediction: ", spec.shadow ? "shadow" : "none",
-                     "\nmain:\n  id: main\n  address: 127.0.0.1:", main_port_, "\n");
+                     "\nmain:\n  id: main\n  address: 127.0.0.1:", main_port_, "\n",
+                     spec.main_extra);
     if (spec.shadow) {
       absl::StrAppend(&yaml, "shadow:\n  id: shadow\n  address: 127.0.0.1:", FreePort(),
                       "\n  quantization: q8_0\n");
@@ -113,6 +115,10 @@ class ProcessTestbed {
   ShellResult Down() {
     up_ = false;
     return Sh(cluster_ + "down " + topology_);
+  }
+  /// `odmoe-cluster scale --workers N`.
+  ShellResult Scale(int workers) const {
+    return Sh(cluster_ + "scale " + topology_ + " --workers " + std::to_string(workers));
   }
   /// `odmoe-cluster status`, with `flags` such as "--verbose".
   ShellResult Status(const std::string& flags = "") const {

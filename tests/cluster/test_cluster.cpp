@@ -86,7 +86,8 @@ absl::StatusOr<std::unique_ptr<TestCluster>> TestCluster::Start(const ClusterCon
     ODMOE_RETURN_IF_ERROR(c->shadow_->Start());
   }
   ODMOE_ASSIGN_OR_RETURN(c->main_, MainNode::Create(t, t.main.id));
-  ODMOE_ASSIGN_OR_RETURN(c->main_server_, NodeServer::Start("127.0.0.1:0", *c->main_));
+  ODMOE_ASSIGN_OR_RETURN(c->main_server_,
+                         NodeServer::Start(config.main_listen_host + ":0", *c->main_));
   t.main.port = c->main_server_->port();
   t.main.address = absl::StrCat("127.0.0.1:", t.main.port);
   ODMOE_RETURN_IF_ERROR(c->main_->Start());

@@ -35,6 +35,9 @@ struct ClusterConfig {
   std::string model = SourcePath("models/tiny-mixtral-f16.gguf");
   bool http = false;        // serve the HTTP API on a free port
   std::string api_key;
+  // Where the main node's gRPC server listens ("0.0.0.0": every interface, for
+  // callers from a non-loopback address); main_address() stays loopback.
+  std::string main_listen_host = "127.0.0.1";
   int max_queue = 16;
   int worker_timeout_ms = 2000;  // tests notice a hung worker quickly
   uint64_t load_bandwidth = 0;   // emulated cap on expert loads (bytes/s)

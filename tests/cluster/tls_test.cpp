@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cluster/grpc_util.h"
+#include "cluster/main_client.h"
 #include "cluster/node_probe.h"
 #include "engine/reference_engine.h"
 #include "httplib.h"
@@ -41,6 +42,7 @@ TEST_CASE("tls: the cluster runs over mutual TLS, plain peers are refused", "[cl
     ClusterConfig cfg;
     cfg.workers = 4;
     cfg.http = true;
+    cfg.api_key = "k";
     auto cluster = TestCluster::Start(cfg);
     REQUIRE(cluster.ok());
     GenerateRequest req;
@@ -53,6 +55,10 @@ TEST_CASE("tls: the cluster runs over mutual TLS, plain peers are refused", "[cl
         ReferenceEngine::Create(SourcePath("models/tiny-mixtral-f16.gguf"), {}).value();
     CHECK(r->result.output_ids == engine->Generate(req).value().output_ids);
     CHECK(r->recall.slots > 0);  // the shadow's predictions came over TLS too
+    // The admin call: a verified client certificate stands in for the API key.
+    absl::StatusOr<v1::ScaleReply> scaled = ScaleOnMain((*cluster)->main_address(), 2);
+    INFO(scaled.status());
+    CHECK(scaled.ok());
     // With TLS, a client without certificates is refused.
     CHECK(ProbeNode((*cluster)->main_address(), absl::Seconds(2)).ok());
     REQUIRE(UseNodeTls({}).ok());

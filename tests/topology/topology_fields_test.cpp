@@ -18,6 +18,7 @@ std::string Everything() {
 prediction: random
 prefill: { mini_batch: 3 }
 wire: { hidden_dtype: f16 }
+insecure: true
 main:
   id: head.node
   address: "[::1]:7700"
@@ -64,6 +65,7 @@ void ExpectSame(const Topology& a, const Topology& b) {
   CHECK(a.prediction == b.prediction);
   CHECK(a.prefill_mini_batch == b.prefill_mini_batch);
   CHECK(a.wire_dtype == b.wire_dtype);
+  CHECK(a.insecure == b.insecure);
   ExpectSameNode(a.main, b.main);
   CHECK(a.main.context == b.main.context);
   CHECK(a.main.batch == b.main.batch);
@@ -104,6 +106,7 @@ TEST_CASE("topology: every key is read", "[topology]") {
   CHECK(t->prediction == PredictionMode::kRandom);
   CHECK(t->prefill_mini_batch == 3);
   CHECK(t->wire_dtype == WireDType::kF16);
+  CHECK(t->insecure);
   CHECK(t->main.id == "head.node");
   CHECK(t->main.host == "::1");
   CHECK(t->main.port == 7700);
@@ -149,6 +152,7 @@ TEST_CASE("topology: defaults of every optional key", "[topology]") {
   CHECK(t->prediction == PredictionMode::kShadow);
   CHECK(t->prefill_mini_batch == 16);
   CHECK(t->wire_dtype == WireDType::kF32);
+  CHECK(!t->insecure);
   CHECK(t->main.backend == "cpu:1");
   CHECK(t->main.context == 0);
   CHECK(t->main.batch == 64);
