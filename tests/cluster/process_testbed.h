@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -28,16 +29,25 @@ namespace odmoe::test {
 
 /// A loopback port nobody listens on right now.
 inline int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
+  // Below the kernel's ephemeral range (32768-60999 by default): a port taken
+  // from that range by binding port 0 can be handed to some other process's
+  // outgoing connection before the daemon binds it, which made parallel
+  // testbeds fail now and then. Each process starts at its own offset.
+  constexpr int kLow = 20000, kHigh = 32000;
+  static std::atomic<int> next{kLow + static_cast<int>(getpid() * 7919 % (kHigh - kLow))};
+  for (int tries = 0; tries < kHigh - kLow; ++tries) {
+    const int port = kLow + (next.fetch_add(1) - kLow) % (kHigh - kLow);
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    const bool free = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+    close(fd);
+    if (free) return port;
+  }
+  FAIL("no free loopback port in 20000-31999");
+  return 0;
 }
 
 /// A built executable: Bin("odmoe-run").
