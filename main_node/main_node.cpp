@@ -49,9 +49,9 @@ absl::StatusOr<std::unique_ptr<MainNode>> MainNode::Create(const Topology& topol
   if (!topology.main.http.empty()) {
     ODMOE_ASSIGN_OR_RETURN(m->http_, HttpApi::Start(*m));
   }
-  ODMOE_LOG_INFO("main: {} workers in {} groups of {}, prediction {}, backend {}",
-                 topology.n_workers(), topology.n_groups(), topology.group_size,
-                 PredictionModeName(topology.prediction), m->backend_->name());
+  ODMOE_LOG_INFO("main: {} workers in {} group{} of {}, prediction {}, backend {}",
+                 topology.n_workers(), topology.n_groups(), topology.n_groups() == 1 ? "" : "s",
+                 topology.group_size, PredictionModeName(topology.prediction), m->backend_->name());
   return m;
 }
 
@@ -276,8 +276,9 @@ std::string MainNode::RenderMetrics() const {
 
 void MainNode::FillStatus(v1::NodeStatus* status) const {
   auto add = [status](const std::string& k, const std::string& v) { AddStatusEntry(status, k, v); };
-  add("workers", absl::StrFormat("%d in %d groups of %d", topology_.n_workers(),
-                                 topology_.n_groups(), topology_.group_size));
+  add("workers",
+      absl::StrFormat("%d in %d group%s of %d", topology_.n_workers(), topology_.n_groups(),
+                      topology_.n_groups() == 1 ? "" : "s", topology_.group_size));
   add("prediction", std::string(PredictionModeName(topology_.prediction)));
   add("shadow_connected", links_->shadow_connected() ? "yes" : "no");
   const Schedule schedule = engine_->schedule();

@@ -37,6 +37,7 @@
 #include "cluster/node_probe.h"
 #include "topology/topology.h"
 #include "util/cli_args.h"
+#include "util/progress_line.h"
 
 namespace fs = std::filesystem;
 
@@ -273,7 +274,10 @@ bool Glance(const std::string& key) {
                                              "failures",
                                              "generated_tokens",
                                              "last_recall",
-                                             "last_decode_tokens_per_second", "schedule_version", "live_groups", "active_workers"};
+                                             "last_decode_tokens_per_second",
+                                             "schedule_version",
+                                             "live_groups",
+                                             "active_workers"};
   return keys.count(key) > 0;
 }
 
@@ -313,9 +317,13 @@ void ReportFailure(const Options& o, const Node& n, const std::string& why) {
 
 // Polls every node until all are ready (true), or one exits or fails, or the
 // timeout passes (false, after reporting which node and why).
+// Shows which nodes are not ready yet, their state and the time left, on one
+// line (rewritten on a terminal, every few seconds in a log).
 bool WaitUntilReady(const Options& o, const std::vector<Node>& nodes) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.timeout);
   std::vector<bool> ready(nodes.size(), false);
+  std::vector<std::string> state(nodes.size(), "no answer yet");
+  ProgressLine progress(stdout);
   while (true) {
     size_t n_ready = 0;
     for (size_t i = 0; i < nodes.size(); ++i) {
@@ -332,11 +340,25 @@ bool WaitUntilReady(const Options& o, const std::vector<Node>& nodes) {
           return false;
         }
         ready[i] = p.ok() && p->state == "ready";
+        if (p.ok()) state[i] = p->detail.empty() ? p->state : p->state + ": " + p->detail;
       }
       n_ready += ready[i] ? 1 : 0;
     }
-    if (n_ready == nodes.size()) return true;
+    if (n_ready == nodes.size()) {
+      progress.Finish(absl::StrCat("all ", nodes.size(), " nodes ready"));
+      return true;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::seconds>(
+        deadline - std::chrono::steady_clock::now());
+    std::vector<std::string> waiting;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (!ready[i]) waiting.push_back(absl::StrCat(nodes[i].spec->id, " (", state[i], ")"));
+    }
+    progress.Update(absl::StrCat(n_ready, "/", nodes.size(), " ready; waiting for ",
+                                 absl::StrJoin(waiting, ", "), "; ",
+                                 std::max<int64_t>(0, left.count()), " s left"));
     if (std::chrono::steady_clock::now() > deadline) {
+      progress.Finish(absl::StrCat(n_ready, "/", nodes.size(), " ready after ", o.timeout, " s"));
       for (size_t i = 0; i < nodes.size(); ++i) {
         if (!ready[i]) {
           ReportFailure(o, nodes[i], absl::StrCat("not ready after ", o.timeout, " s"));
@@ -381,8 +403,9 @@ int Up(const Options& o, const Topology& t) {
     return 1;
   }
   std::cout << "cluster ready: main at " << t.main.address << ", " << t.n_workers()
-            << " workers in " << t.n_groups() << " groups of " << t.group_size << ", prediction "
-            << PredictionModeName(t.prediction) << "\n";
+            << " workers in " << t.n_groups() << (t.n_groups() == 1 ? " group" : " groups")
+            << " of " << t.group_size << ", prediction " << PredictionModeName(t.prediction)
+            << "\n";
   Status(o, t);
   return 0;
 }
@@ -425,8 +448,8 @@ int Scale(const Options& o, const Topology& t) {
     absl::StatusOr<PidRecord> r =
         node.spec->ssh.empty() ? StartLocal(o, node) : StartRemote(o, node);
     if (!r.ok()) return Fail(std::string(r.status().message()));
-    std::ofstream(PidPath(o, node)) << (r->remote ? "ssh " + r->target + " " : "") << r->pid
-                                    << "\n";
+    std::ofstream(PidPath(o, node))
+        << (r->remote ? "ssh " + r->target + " " : "") << r->pid << "\n";
   }
   if (!start.empty()) {
     std::cout << "started " << start.size() << " worker(s); waiting for them to be ready\n";
@@ -452,8 +475,8 @@ int Scale(const Options& o, const Topology& t) {
     StopNode(o, node, true);
     ++stopped;
   }
-  std::cout << "scaled to " << n << " workers (" << groups << " groups of " << g << "): "
-            << start.size() << " started, " << stopped << " stopped\n";
+  std::cout << "scaled to " << n << " workers (" << groups << (groups == 1 ? " group" : " groups")
+            << " of " << g << "): " << start.size() << " started, " << stopped << " stopped\n";
   return 0;
 }
 
@@ -489,8 +512,7 @@ int main(int argc, char** argv) {
   }
   o.command = args.positional()[0];
   o.topology_path = args.positional()[1];
-  if (o.command != "up" && o.command != "down" && o.command != "status" &&
-      o.command != "scale") {
+  if (o.command != "up" && o.command != "down" && o.command != "status" && o.command != "scale") {
     return Fail("unknown command '" + o.command + "' (expected up, down, status or scale)");
   }
   absl::StatusOr<Topology> t = LoadTopology(o.topology_path);

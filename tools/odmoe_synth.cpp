@@ -12,8 +12,10 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "model/synth_model.h"
 #include "util/cli_args.h"
+#include "util/progress_line.h"
 
 int main(int argc, char** argv) {
   using odmoe::SynthSpec;
@@ -85,8 +87,7 @@ int main(int argc, char** argv) {
       odmoe::SynthExpertBytes(s) * static_cast<double>(s.n_expert) * s.n_layer / 1e9);
   if (dry_run) return 0;
   std::error_code ec;
-  const std::filesystem::path dir =
-      std::filesystem::absolute(out).parent_path();
+  const std::filesystem::path dir = std::filesystem::absolute(out).parent_path();
   const auto space = std::filesystem::space(dir, ec);
   if (!ec && space.available < *bytes + (64ull << 20)) {
     return fail(absl::StrCat(dir.string(), " has ", space.available / 1000000,
@@ -94,10 +95,17 @@ int main(int argc, char** argv) {
                 1);
   }
   const auto t0 = std::chrono::steady_clock::now();
-  if (absl::Status w = odmoe::WriteSynthModel(s, out); !w.ok()) {
+  odmoe::ProgressLine progress(stdout);
+  auto on_progress = [&](uint64_t written, uint64_t total) {
+    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    progress.Update(absl::StrFormat("writing %s: %.0f / %.0f MB (%.0f %%), %.0f s", out,
+                                    written / 1e6, total / 1e6, 100.0 * written / total, sec));
+  };
+  if (absl::Status w = odmoe::WriteSynthModel(s, out, on_progress); !w.ok()) {
+    progress.Finish("failed");
     return fail(std::string(w.message()), 1);
   }
   const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("wrote %s in %.1f s (%.0f MB/s)\n", out.c_str(), sec, *bytes / 1e6 / sec);
+  progress.Finish(absl::StrFormat("wrote %s in %.1f s (%.0f MB/s)", out, sec, *bytes / 1e6 / sec));
   return 0;
 }

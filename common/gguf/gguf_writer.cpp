@@ -1,7 +1,6 @@
 #include "gguf/gguf_writer.h"
 
 #include <algorithm>
-
 #include <bit>
 #include <cerrno>
 #include <cfloat>
@@ -335,8 +334,8 @@ absl::Status GgufWriter::AddTensorGenerated(const std::string& name, DType type,
       return absl::InvalidArgumentError(absl::StrCat("GGUF tensor '", name, "': added twice"));
     }
   }
-  tensors_.push_back({name, type, static_cast<int>(ne.size()), dims, {}, nullptr, bytes,
-                      std::move(generate)});
+  tensors_.push_back(
+      {name, type, static_cast<int>(ne.size()), dims, {}, nullptr, bytes, std::move(generate)});
   return absl::OkStatus();
 }
 
@@ -378,7 +377,9 @@ absl::StatusOr<uint64_t> GgufWriter::FileSize() const {
   return header.size() + data;
 }
 
-absl::Status GgufWriter::WriteFile(const std::string& path) const {
+absl::Status GgufWriter::WriteFile(
+    const std::string& path,
+    const std::function<void(uint64_t written, uint64_t total)>& progress) const {
   ODMOE_ASSIGN_OR_RETURN(uint32_t alignment, AlignmentOf(metadata_));
   std::vector<uint8_t> header;
   uint64_t data_bytes = 0;
@@ -389,8 +390,13 @@ absl::Status GgufWriter::WriteFile(const std::string& path) const {
   std::unique_ptr<std::FILE, FileCloser> file(std::fopen(tmp_path.c_str(), "wb"));
   if (file == nullptr) return IoError(tmp_path, "cannot create");
   const std::vector<uint8_t> padding(alignment, 0);
-  bool ok =
-      std::fwrite(header.data(), 1, header.size(), file.get()) == header.size();
+  bool ok = std::fwrite(header.data(), 1, header.size(), file.get()) == header.size();
+  const uint64_t total = header.size() + data_bytes;
+  uint64_t written = header.size();
+  auto report = [&](uint64_t n) {
+    written += n;
+    if (progress) progress(written, total);
+  };
   for (size_t i = 0; ok && i < tensors_.size(); ++i) {
     const PendingTensor& t = tensors_[i];
     const size_t pad = (alignment - t.bytes % alignment) % alignment;
@@ -403,11 +409,14 @@ absl::Status GgufWriter::WriteFile(const std::string& path) const {
         const size_t n = std::min(buf.size(), t.bytes - done);
         t.generate(done, buf.data(), n);
         ok = std::fwrite(buf.data(), 1, n, file.get()) == n;
+        report(n);
       }
     } else {
       ok = std::fwrite(t.data, 1, t.bytes, file.get()) == t.bytes;
+      report(t.bytes);
     }
     ok = ok && std::fwrite(padding.data(), 1, pad, file.get()) == pad;
+    written += pad;
   }
   if (!ok) return IoError(tmp_path, "write failed");
   if (std::fclose(file.release()) != 0) return IoError(tmp_path, "close failed");

@@ -48,7 +48,11 @@ class GgufWriter {
   absl::StatusOr<uint64_t> FileSize() const;
 
   /// Writes the whole file (to a temporary name, then renamed into place).
-  absl::Status WriteFile(const std::string& path) const;
+  /// `progress`, when given, hears the bytes written so far and the total
+  /// after every tensor and every generated chunk (about 16 MiB).
+  absl::Status WriteFile(
+      const std::string& path,
+      const std::function<void(uint64_t written, uint64_t total)>& progress = {}) const;
 
  private:
   absl::Status BuildHeader(uint32_t alignment, std::vector<uint8_t>* header,

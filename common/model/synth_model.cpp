@@ -107,10 +107,9 @@ absl::Status Build(const SynthSpec& s, GgufWriter* w) {
   w->SetMetadata("tokenizer.ggml.add_bos_token", GgufValue::Bool(true));
   w->SetMetadata("tokenizer.ggml.add_eos_token", GgufValue::Bool(false));
 
-  const int64_t d = s.n_embd, hd = s.n_embd / s.n_head, q = hd * s.n_head,
-                kv = hd * s.n_head_kv, ff = s.n_ff, ne = s.n_expert;
-  auto weight = [&](const std::string& name, DType type, std::vector<int64_t> shape,
-                    float scale) {
+  const int64_t d = s.n_embd, hd = s.n_embd / s.n_head, q = hd * s.n_head, kv = hd * s.n_head_kv,
+                ff = s.n_ff, ne = s.n_expert;
+  auto weight = [&](const std::string& name, DType type, std::vector<int64_t> shape, float scale) {
     Fill f;
     f.stream = SplitMix(s.seed ^ NameHash(name));
     f.scale = scale;
@@ -198,10 +197,12 @@ absl::StatusOr<uint64_t> SynthModelBytes(const SynthSpec& spec) {
   return w.FileSize();
 }
 
-absl::Status WriteSynthModel(const SynthSpec& spec, const std::string& path) {
+absl::Status WriteSynthModel(
+    const SynthSpec& spec, const std::string& path,
+    const std::function<void(uint64_t written, uint64_t total)>& progress) {
   GgufWriter w;
   ODMOE_RETURN_IF_ERROR(Build(spec, &w));
-  return w.WriteFile(path);
+  return w.WriteFile(path, progress);
 }
 
 }  // namespace odmoe

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -50,6 +51,9 @@ absl::StatusOr<uint64_t> SynthModelBytes(const SynthSpec& spec);
 uint64_t SynthExpertBytes(const SynthSpec& spec);
 
 /// Writes the model (to a temporary name, renamed into place when complete).
-absl::Status WriteSynthModel(const SynthSpec& spec, const std::string& path);
+/// `progress` (optional) hears bytes written and the total as it goes.
+absl::Status WriteSynthModel(
+    const SynthSpec& spec, const std::string& path,
+    const std::function<void(uint64_t written, uint64_t total)>& progress = {});
 
 }  // namespace odmoe

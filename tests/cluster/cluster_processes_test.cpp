@@ -144,7 +144,7 @@ TEST_CASE("processes: odmoe-cluster scale sends the topology's API key",
   Result r = bed.Scale(2);
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
-  CHECK(r.output.find("scaled to 2 workers (1 groups of 2): 0 started, 2 stopped") !=
+  CHECK(r.output.find("scaled to 2 workers (1 group of 2): 0 started, 2 stopped") !=
         std::string::npos);
   CHECK(bed.Status("--verbose").output.find("active_workers=2") != std::string::npos);
   // The same cluster through a copy of its topology without the key: refused, nothing changes.
