@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 
@@ -19,9 +20,9 @@ namespace {
 
 absl::Status CheckSource(const ModelFile& m, const std::string& path, uint64_t base) {
   if (SourceFingerprint(m) != base) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "shadow model %s was made from model %s, but the cluster's model is %s", path,
-        FingerprintHex(SourceFingerprint(m)), FingerprintHex(base)));
+    return absl::FailedPreconditionError(
+        absl::StrFormat("shadow model %s was made from model %s, but the cluster's model is %s",
+                        path, FingerprintHex(SourceFingerprint(m)), FingerprintHex(base)));
   }
   return absl::OkStatus();
 }
@@ -57,6 +58,20 @@ absl::StatusOr<std::string> PrepareShadowModel(const Topology& topology,
   QuantizeOptions opt;
   opt.recipe = recipe;
   opt.threads = 1;
+  // The log shows the quantization going (at most every 5 s), so a start-up
+  // of tens of seconds is not an empty log.
+  ODMOE_LOG_INFO("quantizing {} to {} for the shadow (once; cached as {})", topology.model,
+                 recipe.Name(), path);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto last = t0;
+  opt.progress = [&](const QuantizeProgress& p) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last < std::chrono::seconds(5) || p.bytes_total == 0) return;
+    last = now;
+    ODMOE_LOG_INFO("quantizing: {:.0f} % ({} of {} tensors, {:.0f} s)",
+                   100.0 * static_cast<double>(p.bytes_done) / static_cast<double>(p.bytes_total),
+                   p.tensor + 1, p.tensors, std::chrono::duration<double>(now - t0).count());
+  };
   ODMOE_ASSIGN_OR_RETURN(QuantizeReport r, QuantizeModelFile(topology.model, partial, opt));
   std::error_code ec;
   std::filesystem::rename(partial, path, ec);
@@ -96,8 +111,8 @@ absl::StatusOr<std::unique_ptr<ShadowNode>> ShadowNode::Create(const Topology& t
   opt.max_run_ahead = topology.shadow->max_run_ahead;
   opt.trace = &s->trace();
   ODMOE_ASSIGN_OR_RETURN(s->core_, ShadowCore::Create(*s->model_, *s->backend_, topt, opt));
-  s->service_ = std::make_unique<ShadowService>(*s->core_, s->topology_, node_id,
-                                                s->base_fingerprint_);
+  s->service_ =
+      std::make_unique<ShadowService>(*s->core_, s->topology_, node_id, s->base_fingerprint_);
   ODMOE_LOG_INFO("shadow model {} ({}), backend {}, {} worker groups", s->model_path_,
                  GgmlTypeName(static_cast<uint32_t>(topology.shadow->quantization)),
                  s->backend_->name(), opt.n_groups);
@@ -134,12 +149,10 @@ void ShadowNode::Shutdown() {
 
 void ShadowNode::FillStatus(v1::NodeStatus* status) const {
   const ShadowStats s = core_->stats();
-  auto add = [status](const std::string& k, const std::string& v) {
-    AddStatusEntry(status, k, v);
-  };
+  auto add = [status](const std::string& k, const std::string& v) { AddStatusEntry(status, k, v); };
   add("model", model_path_);
-  add("quantization", std::string(GgmlTypeName(
-                          static_cast<uint32_t>(topology_.shadow->quantization))));
+  add("quantization",
+      std::string(GgmlTypeName(static_cast<uint32_t>(topology_.shadow->quantization))));
   add("requests", absl::StrCat(s.requests));
   add("iterations", absl::StrCat(s.iterations));
   add("iterations_skipped", absl::StrCat(s.iterations_skipped));
