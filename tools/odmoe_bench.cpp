@@ -51,9 +51,9 @@ absl::StatusOr<std::vector<BenchConfig>> ParseConfigs(const std::string& text) {
     if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &c.prompt_tokens) ||
         !absl::SimpleAtoi(parts[1], &c.output_tokens) || c.prompt_tokens < 2 ||
         c.output_tokens < 2 || c.prompt_tokens > 4096 || c.output_tokens > 4096) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--configs: '", std::string(item),
-          "' is not PROMPTxOUTPUT (expected e.g. 16x64,128x256; each 2..4096)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--configs: '", std::string(item),
+                       "' is not PROMPTxOUTPUT (expected e.g. 16x64,128x256; each 2..4096)"));
     }
     out.push_back(c);
   }
@@ -138,8 +138,9 @@ int Main(int argc, char** argv) {
   args.AddString("heldout", &o.heldout, "FILE",
                  "held-out text for prompts (default tests/data/heldout.txt)");
   args.AddFlag("quick", &o.quick, "a shorter run (under 5 minutes on 2 cores)");
-  args.AddString("experiments", &experiments, "LIST",
-                 "comma list of deployments,load-sweep,ablation,periods,timing,recall (default all)");
+  args.AddString(
+      "experiments", &experiments, "LIST",
+      "comma list of deployments,load-sweep,ablation,periods,timing,recall (default all)");
   args.AddString("configs", &configs, "LIST",
                  "PROMPTxOUTPUT lengths for deployments (default 16x64,16x256,128x64,128x256)");
   args.AddString("deployments", &deployments, "LIST",
@@ -167,12 +168,7 @@ int Main(int argc, char** argv) {
   args.AddString("report-only", &report_only, "FILE",
                  "only redraw summary.md and the plots from a results.json into --out");
   args.AddInt("start-timeout", &o.start_timeout, "S", "seconds a deployment may take to start");
-  absl::Status parsed = args.Parse(argc, argv);
-  if (args.help_requested()) {
-    std::cout << args.Help();
-    return 0;
-  }
-  if (!parsed.ok()) return Fail(std::string(parsed.message()), 2);
+  if (std::optional<int> exit = args.ParseOrExit(argc, argv)) return *exit;
 
   if (o.quick) {
     if (!args.IsSet("prompts")) o.prompts = 1;
@@ -194,8 +190,8 @@ int Main(int argc, char** argv) {
     if (!p.ok()) return Fail(std::string(p.status().message()), 2);
     o.periods = *p;
   }
-  absl::StatusOr<std::vector<std::string>> chosen = ParseNames(
-      "deployments", deployments, {"odmoe", "none", "random", "resident", "lru"});
+  absl::StatusOr<std::vector<std::string>> chosen =
+      ParseNames("deployments", deployments, {"odmoe", "none", "random", "resident", "lru"});
   if (!chosen.ok()) return Fail(std::string(chosen.status().message()), 2);
   o.deployments = *chosen;
   if (!link_delay.empty()) {
@@ -204,9 +200,10 @@ int Main(int argc, char** argv) {
             "\" }\nmain: { id: m, address: 127.0.0.1:1 }\n"
             "prediction: none\nworkers: { nodes: [ { id: w, address: 127.0.0.1:2 } ] }\nmodel: x\n",
         "--link-delay");
-    if (!probe.ok()) return Fail(absl::StrCat("--link-delay: '", link_delay,
-                                              "' is not a delay (expected e.g. 250us or 1ms)"),
-                                 2);
+    if (!probe.ok())
+      return Fail(absl::StrCat("--link-delay: '", link_delay,
+                               "' is not a delay (expected e.g. 250us or 1ms)"),
+                  2);
     o.link_delay_us = probe->wire_delay_us;
   }
   if (!sweep.empty()) {
@@ -224,9 +221,10 @@ int Main(int argc, char** argv) {
   }
   if (o.prompts < 1 || o.repeats < 1 || o.recall_tokens < 2 || o.ablation_tokens < 2 ||
       o.lru_experts < 1 || o.start_timeout < 1 || o.port_base < 0 || o.port_base > 65000) {
-    return Fail("--prompts, --repeats, --lru-experts, --start-timeout must be >= 1, token "
-                "counts >= 2, --port-base in [0, 65000]",
-                2);
+    return Fail(
+        "--prompts, --repeats, --lru-experts, --start-timeout must be >= 1, token "
+        "counts >= 2, --port-base in [0, 65000]",
+        2);
   }
   if (load_ratio < 0) return Fail("--load-ratio must be >= 0", 2);
   o.load_ratio = load_ratio;

@@ -185,14 +185,7 @@ int main(int argc, char** argv) {
   args.AddInt("mib", &o.mib, "MIB", "size of one transfer / expert in MiB (default 128)");
   args.AddInt("reps", &o.reps, "N", "transfers per measurement (default 20)");
   args.AddFloat("peak-gbps", &o.peak_gbps, "GBPS", "peak to compare with (default: PCIe link)");
-  if (absl::Status s = args.Parse(argc, argv); !s.ok()) {
-    std::fprintf(stderr, "%s\n%s", std::string(s.message()).c_str(), args.Help().c_str());
-    return 2;
-  }
-  if (args.help_requested()) {
-    std::printf("%s", args.Help().c_str());
-    return 0;
-  }
+  if (std::optional<int> exit = args.ParseOrExit(argc, argv)) return *exit;
   if (o.mib < 1 || o.reps < 1 || o.device < 0) {
     std::fprintf(stderr, "odmoe-bench-load: --mib, --reps must be >= 1 and --device >= 0\n");
     return 2;

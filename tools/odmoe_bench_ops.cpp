@@ -169,10 +169,10 @@ struct PrefillRow {
 /// Decode and prefill products; raises *best_bw to the best read bandwidth
 /// seen (meter or weight stream) and prints the tables against it.
 void BenchMatMul(CpuBackend& be, const Options& opt, BandwidthMeter& meter, double* best_bw) {
-  const DType types[] = {DType::kF32,  DType::kF16,  DType::kBF16,  DType::kQ8_0,   DType::kQ4_0,
-                         DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,  DType::kIQ4_NL, DType::kMXFP4,
-                         DType::kQ4_K, DType::kQ6_K, DType::kQ5_K,  DType::kQ3_K,   DType::kQ2_K,
-                         DType::kIQ4_XS};
+  const DType types[] = {DType::kF32,    DType::kF16,   DType::kBF16, DType::kQ8_0,
+                         DType::kQ4_0,   DType::kQ4_1,  DType::kQ5_0, DType::kQ5_1,
+                         DType::kIQ4_NL, DType::kMXFP4, DType::kQ4_K, DType::kQ6_K,
+                         DType::kQ5_K,   DType::kQ3_K,  DType::kQ2_K, DType::kIQ4_XS};
   const std::pair<int64_t, int64_t> shapes[] = {{14336, 4096}, {4096, 14336}};
   std::vector<DecodeRow> decode;
   std::vector<PrefillRow> prefill;
@@ -303,17 +303,10 @@ int Main(int argc, char** argv) {
   args.AddInt("threads", &opt.threads, "N", "threads (default 2)");
   args.AddFloat("seconds", &opt.seconds, "S", "time budget per measurement (default 0.5)");
   args.AddFlag("decode-only", &opt.decode_only, "only the matrix-vector products");
-  const absl::Status st = args.Parse(argc, argv);
-  if (args.help_requested()) {
-    std::printf("%s", args.Help().c_str());
-    return 0;
-  }
-  if (!st.ok() || opt.threads < 1 || opt.seconds <= 0) {
-    std::fprintf(
-        stderr, "%s\n%s",
-        st.ok() ? "--threads and --seconds must be positive" : std::string(st.message()).c_str(),
-        args.Help().c_str());
-    return 2;
+  if (std::optional<int> exit = args.ParseOrExit(argc, argv)) return *exit;
+  if (opt.threads < 1 || opt.seconds <= 0) {
+    std::fprintf(stderr, "odmoe-bench-ops: error: --threads and --seconds must be positive\n");
+    return CliArgs::kUsageExit;
   }
   CpuBackend be(opt.threads);
   std::printf("odmoe-bench-ops: %d threads, ISA %s\n", be.threads(),

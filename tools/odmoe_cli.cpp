@@ -4,15 +4,16 @@
 //   odmoe complete --main 127.0.0.1:7700 --temperature 0.8 --seed 7 --stats "The sea"
 #include <cstdio>
 #include <fstream>
+#include <iostream>
 #include <optional>
 #include <sstream>
-#include <iostream>
 #include <string>
 
 #include "cluster/grpc_util.h"
 #include "cluster/main_client.h"
 #include "topology/topology.h"
 #include "util/cli_args.h"
+#include "util/version.h"
 
 namespace {
 
@@ -48,11 +49,7 @@ int Complete(int argc, char** argv) {
   args.AddFlag("ignore-eos", &ignore_eos, "keep generating past end-of-sequence");
   args.AddFlag("stats", &stats, "print the request's statistics to stderr");
   args.AllowPositional("PROMPT", 1);
-  if (absl::Status s = args.Parse(argc, argv); !s.ok()) return Fail(std::string(s.message()));
-  if (args.help_requested()) {
-    std::cout << args.Help();
-    return 0;
-  }
+  if (std::optional<int> exit = args.ParseOrExit(argc, argv)) return *exit;
   if (args.positional().size() != 1) return Fail("give the prompt as one argument");
   if (!topology_path.empty()) {
     const std::optional<std::string> text = ReadFile(topology_path);
@@ -74,9 +71,7 @@ int Complete(int argc, char** argv) {
   req.set_seed(seed);
   req.set_ignore_eos(ignore_eos);
   absl::StatusOr<odmoe::v1::GenerateStats> r = odmoe::GenerateOnMain(
-      main, req, [](int32_t, std::string_view text) {
-        std::cout << text << std::flush;
-      });
+      main, req, [](int32_t, std::string_view text) { std::cout << text << std::flush; });
   std::cout << std::endl;  // flushed before the statistics on stderr
   if (!r.ok()) return Fail(std::string(r.status().message()));
   if (stats) {
@@ -98,12 +93,22 @@ int Complete(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
-    std::cout << "usage: odmoe complete [--main HOST:PORT] [options] PROMPT\n"
-                 "       odmoe complete --help\n";
-    return argc < 2 ? 1 : 0;
+  const std::string first = argc < 2 ? "" : argv[1];
+  if (first == "--version") {
+    std::cout << odmoe::VersionText("odmoe");
+    return 0;
   }
-  const std::string command = argv[1];
-  if (command == "complete") return Complete(argc - 1, argv + 1);
-  return Fail("unknown command '" + command + "' (expected: complete)");
+  if (first == "complete") return Complete(argc - 1, argv + 1);
+  if (first == "--help" || first == "-h") {
+    // The one command's options, so that `odmoe --help` shows them all.
+    char name[] = "odmoe complete";
+    char help[] = "--help";
+    char* args[] = {name, help};
+    std::cout << "usage: odmoe COMMAND [options]  (commands: complete)\n\n";
+    return Complete(2, args);
+  }
+  std::cerr << "odmoe: error: "
+            << (first.empty() ? "expected a command" : "unknown command '" + first + "'")
+            << " (commands: complete; see --help)\n";
+  return odmoe::CliArgs::kUsageExit;
 }

@@ -493,27 +493,27 @@ int main(int argc, char** argv) {
   using namespace odmoe;
   signal(SIGPIPE, SIG_IGN);
   Options o;
-  CliArgs args("odmoe-cluster", "Start (up), inspect (status) or stop (down) a cluster.");
+  CliArgs args("odmoe-cluster",
+               "Start (up), inspect (status), stop (down) or scale (scale --workers N) the "
+               "cluster a topology describes.");
   args.AddString("run-dir", &o.run_dir, "DIR", "logs and pid files (default ./odmoe-run/<name>)");
   args.AddString("bin-dir", &o.bin_dir, "DIR", "where the daemons are (default: next to this)");
   args.AddInt("timeout", &o.timeout, "SECONDS", "how long `up` waits for readiness (120)");
   args.AddFlag("verbose", &o.verbose, "status: every counter of every node");
   args.AddInt("workers", &o.workers, "N", "scale: how many workers take layers");
   args.AllowPositional("up|down|status|scale TOPOLOGY", 2);
-  if (absl::Status s = args.Parse(argc, argv); !s.ok()) return Fail(std::string(s.message()));
-  if (args.help_requested()) {
-    std::cout << "usage: odmoe-cluster up|down|status TOPOLOGY [options]\n"
-                 "       odmoe-cluster scale TOPOLOGY --workers N\n"
-              << args.Help();
-    return 0;
-  }
+  if (std::optional<int> exit = args.ParseOrExit(argc, argv)) return *exit;
+  auto usage = [](const std::string& why) {
+    std::cerr << "odmoe-cluster: error: " << why << " (see --help)\n";
+    return CliArgs::kUsageExit;
+  };
   if (args.positional().size() != 2) {
-    return Fail("usage: odmoe-cluster up|down|status|scale TOPOLOGY [options]");
+    return usage("expected a command and a topology: up|down|status|scale TOPOLOGY");
   }
   o.command = args.positional()[0];
   o.topology_path = args.positional()[1];
   if (o.command != "up" && o.command != "down" && o.command != "status" && o.command != "scale") {
-    return Fail("unknown command '" + o.command + "' (expected up, down, status or scale)");
+    return usage("unknown command '" + o.command + "' (expected up, down, status or scale)");
   }
   absl::StatusOr<Topology> t = LoadTopology(o.topology_path);
   if (!t.ok()) return Fail(std::string(t.status().message()));

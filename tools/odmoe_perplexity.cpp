@@ -121,11 +121,7 @@ int main(int argc, char** argv) {
   args.AddString("top1-out", &top1_out, "FILE",
                  "write the greedy token of every scored position (teacher forced)");
   args.AddString("log-level", &log_level, "LEVEL", "trace|debug|info|warn|error (default warn)");
-  if (absl::Status s = args.Parse(argc, argv); !s.ok()) return Fail(s);
-  if (args.help_requested()) {
-    std::cout << args.Help();
-    return 0;
-  }
+  if (std::optional<int> exit = args.ParseOrExit(argc, argv)) return *exit;
   if (!odmoe::SetLogLevel(log_level)) return Fail("unknown --log-level '" + log_level + "'");
   if (model.empty() == main_address.empty()) {
     return Fail("give --model FILE (one process) or --main HOST:PORT (a cluster), exactly one");

@@ -100,11 +100,8 @@ int main(int argc, char** argv) {
   args.AddFlag("dry-run", &dry_run, "print each tensor's type and write nothing");
   args.AddInt("threads", &threads, "N", "threads (default: all cores)");
   args.AllowPositional("IN.gguf OUT.gguf", 2);
-  absl::Status s = args.Parse(argc, argv);
-  if (args.help_requested()) {
-    std::cout << args.Help();
-    return 0;
-  }
+  if (std::optional<int> exit = args.ParseOrExit(argc, argv)) return *exit;
+  absl::Status s;
   const size_t needed = dry_run ? 1 : 2;
   if (s.ok() && (args.positional().size() < needed || args.positional().size() > 2)) {
     s = absl::InvalidArgumentError(dry_run ? "expected IN.gguf"

@@ -95,11 +95,7 @@ int main(int argc, char** argv) {
   args.AddInt("top-logprobs", &top_logprobs, "N",
               "with --logprobs-out: also the N most likely tokens (0-20, default 0)");
   args.AddString("log-level", &log_level, "LEVEL", "trace|debug|info|warn|error (default warn)");
-  if (absl::Status s = args.Parse(argc, argv); !s.ok()) return Fail(std::string(s.message()));
-  if (args.help_requested()) {
-    std::cout << args.Help();
-    return 0;
-  }
+  if (std::optional<int> exit = args.ParseOrExit(argc, argv)) return *exit;
   if (!odmoe::SetLogLevel(log_level)) return Fail("unknown --log-level '" + log_level + "'");
   if (!prompt_file.empty()) {
     std::ifstream in(prompt_file, std::ios::binary);

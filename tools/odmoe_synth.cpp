@@ -41,16 +41,11 @@ int main(int argc, char** argv) {
   args.AddInt("ctx", &ctx, "N", "training context length");
   args.AddUInt64("seed", &seed, "S", "random seed (default 1)");
   args.AddFlag("dry-run", &dry_run, "print the configuration and sizes, write nothing");
-  absl::Status parsed = args.Parse(argc, argv);
-  if (args.help_requested()) {
-    std::cout << args.Help();
-    return 0;
-  }
+  if (std::optional<int> exit = args.ParseOrExit(argc, argv)) return *exit;
   auto fail = [](const std::string& m, int code) {
     std::cerr << "odmoe-synth: error: " << m << "\n";
     return code;
   };
-  if (!parsed.ok()) return fail(std::string(parsed.message()), 2);
   if (preset != "mixtral-8x7b") return fail("--preset: expected mixtral-8x7b", 2);
   if (type == "f16") {
     s.type = odmoe::DType::kF16;

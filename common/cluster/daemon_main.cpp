@@ -36,11 +36,7 @@ int RunDaemon(int argc, char** argv, const char* program, const char* summary,
   args.AddString("topology", &topology_path, "FILE", "cluster topology (YAML)", true);
   args.AddString("id", &node_id, "ID", "this node's id in the topology", true);
   args.AddString("log-level", &log_level, "LEVEL", "trace, debug, info, warn, error");
-  if (absl::Status s = args.Parse(argc, argv); !s.ok()) return Fail(program, s);
-  if (args.help_requested()) {
-    std::cout << args.Help();
-    return 0;
-  }
+  if (std::optional<int> exit = args.ParseOrExit(argc, argv)) return *exit;
   SetLogNodeId(node_id);
   if (!SetLogLevel(log_level)) {
     return Fail(program, absl::InvalidArgumentError("unknown --log-level " + log_level));
@@ -58,8 +54,8 @@ int RunDaemon(int argc, char** argv, const char* program, const char* summary,
   }
   const NodeSpec* spec = topology->FindNode(node_id);
   if (spec == nullptr) {
-    return Fail(program, absl::NotFoundError("node id '" + node_id + "' is not in " +
-                                             topology_path));
+    return Fail(program,
+                absl::NotFoundError("node id '" + node_id + "' is not in " + topology_path));
   }
   absl::StatusOr<std::unique_ptr<NodeDaemon>> node = factory(*topology, node_id);
   if (!node.ok()) return Fail(program, node.status());

@@ -2,11 +2,13 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "util/string_view.h"
+#include "util/version.h"
 
 namespace odmoe {
 
@@ -74,11 +76,16 @@ absl::Status CliArgs::Parse(int argc, char** argv) {
       help_requested_ = true;
       return absl::OkStatus();
     }
+    if (arg == "--version") {
+      version_requested_ = true;
+      return absl::OkStatus();
+    }
     std::string_view name;
     if (arg.size() > 2 && arg.substr(0, 2) == "--") {
       name = arg.substr(2);
-    } else if (arg.size() == 2 && arg[0] == '-' && arg[1] != '-') {
-      name = arg.substr(1);
+    } else if (arg.size() >= 2 && arg[0] == '-' && arg[1] != '-' &&
+               (arg.size() == 2 || arg[2] == '=')) {
+      name = arg.substr(1);  // -n or -n=5
     } else if (!arg.empty() && arg[0] == '-' && arg != "-") {
       return absl::InvalidArgumentError(absl::StrCat("unknown option '", ToAbsl(arg), "'"));
     } else {
@@ -95,8 +102,7 @@ absl::Status CliArgs::Parse(int argc, char** argv) {
     }
     Option* opt = Find(name);
     if (opt == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown option '", ToAbsl(arg), "' (see --help)"));
+      return absl::InvalidArgumentError(absl::StrCat("unknown option '", ToAbsl(arg), "'"));
     }
     std::string_view value;
     if (!opt->takes_value) {
@@ -138,7 +144,31 @@ std::string CliArgs::Help() const {
     absl::StrAppend(&out, left, " ", o.help, o.required ? " (required)" : "", "\n");
   }
   absl::StrAppend(&out, "  -h, --help                 show this help\n");
+  absl::StrAppend(&out,
+                  "  --version                  show the version, git revision and backends\n");
   return out;
+}
+
+}  // namespace odmoe
+
+namespace odmoe {
+
+std::optional<int> CliArgs::ParseOrExit(int argc, char** argv, const std::string& usage_prefix) {
+  const absl::Status s = Parse(argc, argv);
+  if (help_requested_) {
+    std::fputs((usage_prefix + Help()).c_str(), stdout);
+    return 0;
+  }
+  if (version_requested_) {
+    std::fputs(VersionText(program_).c_str(), stdout);
+    return 0;
+  }
+  if (!s.ok()) {
+    std::fprintf(stderr, "%s: error: %s (see --help)\n", program_.c_str(),
+                 std::string(s.message()).c_str());
+    return kUsageExit;
+  }
+  return std::nullopt;
 }
 
 }  // namespace odmoe

@@ -10,12 +10,15 @@
 //   absl::Status s = args.Parse(argc, argv);   // INVALID_ARGUMENT with the reason
 //   if (args.help_requested()) { std::cout << args.Help(); return 0; }
 //
-// Single-letter options may be written with one dash; every option with two.
+// Single-letter options may be written with one dash; every option with two;
+// "--name=value" and "-n=5" as well as "--name value". --help and --version
+// are built in (ParseOrExit below).
 // Positional arguments are collected in positional() when allowed.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,6 +43,17 @@ class CliArgs {
 
   absl::Status Parse(int argc, char** argv);
   bool help_requested() const { return help_requested_; }
+  bool version_requested() const { return version_requested_; }
+
+  /// The convention every odmoe binary follows: Parse, then --help (usage
+  /// `usage_prefix` + Help() on stdout, exit 0), --version (VersionText,
+  /// exit 0), or a bad command line ("PROGRAM: error: ... (see --help)" on
+  /// stderr, exit kUsageExit). nullopt: carry on.
+  ///
+  ///   if (std::optional<int> exit = args.ParseOrExit(argc, argv)) return *exit;
+  std::optional<int> ParseOrExit(int argc, char** argv, const std::string& usage_prefix = "");
+  /// The exit code of a bad command line, in every odmoe binary.
+  static constexpr int kUsageExit = 2;
   const std::vector<std::string>& positional() const { return positional_; }
   /// True when the option appeared on the command line.
   bool IsSet(std::string_view name) const;
@@ -61,6 +75,7 @@ class CliArgs {
   std::string positional_metavar_;
   int positional_max_ = 0;
   bool help_requested_ = false;
+  bool version_requested_ = false;
 };
 
 }  // namespace odmoe

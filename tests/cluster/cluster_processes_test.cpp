@@ -173,12 +173,13 @@ TEST_CASE("processes: odmoe-cluster refuses bad input", "[cluster]") {
   Result r = Sh(Bin("odmoe-cluster") + " up /nonexistent/t.yaml");
   CHECK(r.exit_code == 1);
   CHECK(r.output.find("odmoe-cluster: error: /nonexistent/t.yaml") != std::string::npos);
+  // A bad command line exits 2, as in every odmoe binary (CliArgs::kUsageExit).
   r = Sh(Bin("odmoe-cluster") + " launch " + SourcePath("deploy/testbed-10.yaml"));
-  CHECK(r.exit_code == 1);
+  CHECK(r.exit_code == 2);
   CHECK(r.output.find("unknown command 'launch'") != std::string::npos);
   r = Sh(Bin("odmoe-cluster") + " up");
-  CHECK(r.exit_code == 1);
-  CHECK(r.output.find("usage") != std::string::npos);
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find("expected a command and a topology") != std::string::npos);
   // Nodes on a LAN address without node_tls or insecure: true: refused before anything starts.
   const TempDir lan("odmoe_lan");
   std::ofstream(lan / "lan.yaml") << "model: " << SourcePath("models/tiny-mixtral-f16.gguf")
@@ -223,7 +224,7 @@ TEST_CASE("processes: daemons refuse bad start-up input with one clear line", "[
   CHECK(r.output.find("odmoe-worker: error:") != std::string::npos);
   CHECK(r.output.find("/nonexistent/topology.yaml") != std::string::npos);
   r = Sh(Bin("odmoe-main") + " --id main");
-  CHECK(r.exit_code == 1);
+  CHECK(r.exit_code == 2);  // a usage error
   CHECK(r.output.find("--topology") != std::string::npos);
   r = Sh(Bin("odmoe-shadow") + " --topology " + SourcePath("deploy/testbed-10.yaml") +
          " --id nobody");
@@ -233,7 +234,7 @@ TEST_CASE("processes: daemons refuse bad start-up input with one clear line", "[
   CHECK(r.exit_code == 1);
   CHECK(r.output.find("odmoe: error:") != std::string::npos);
   r = Sh(Bin("odmoe") + " frobnicate");
-  CHECK(r.exit_code == 1);
+  CHECK(r.exit_code == 2);
   CHECK(r.output.find("unknown command") != std::string::npos);
 }
 

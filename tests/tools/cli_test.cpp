@@ -14,6 +14,7 @@
 #include "nlohmann/json.hpp"
 #include "shell.h"
 #include "test_paths.h"
+#include "util/cli_args.h"
 
 namespace odmoe {
 namespace {
@@ -38,6 +39,32 @@ void ExpectError(const std::string& args, const std::string& message) {
 }
 
 }  // namespace
+
+TEST_CASE("every binary answers help and version and refuses an unknown flag", "[cli]") {
+  std::vector<std::string> binaries = {
+      "odmoe",          "odmoe-run",    "odmoe-cluster",    "odmoe-bench",
+      "odmoe-quantize", "odmoe-synth",  "odmoe-perplexity", "odmoe-bench-ops",
+      "odmoe-main",     "odmoe-shadow", "odmoe-worker"};
+  if (std::filesystem::exists(test::BinaryPath("bin/odmoe-bench-load"))) {
+    binaries.push_back("odmoe-bench-load");
+  }
+  for (const std::string& b : binaries) {
+    INFO(b);
+    const std::string bin = test::BinaryPath("bin/" + b);
+    const Result help = Sh(bin + " --help");
+    CHECK(help.exit_code == 0);
+    CHECK(help.output.find("usage:") != std::string::npos);
+    CHECK(help.output.find("--version") != std::string::npos);
+    const Result version = Sh(bin + " --version");
+    CHECK(version.exit_code == 0);
+    CHECK(version.output.find(b + " ") == 0);
+    CHECK(version.output.find("(git ") != std::string::npos);
+    CHECK(version.output.find("backends: cpu") != std::string::npos);
+    const Result bad = Sh(bin + (b == "odmoe" ? " complete" : "") + " --no-such-flag=1");
+    CHECK(bad.exit_code == CliArgs::kUsageExit);
+    CHECK(bad.output.find("error: unknown option '--no-such-flag=1'") != std::string::npos);
+  }
+}
 
 TEST_CASE("odmoe-run: bad arguments are clear errors", "[cli]") {
   ExpectError("--prompt hi", "missing required option --model");
