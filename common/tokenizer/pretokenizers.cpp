@@ -75,6 +75,11 @@ constexpr std::array kDeepSeekCoderSplits = {kNewline, kDeepSeekCoderLetters, kD
                                              kDeepSeekCjk, kDigit};
 constexpr std::array kDeepSeekV3Splits = {kDeepSeekV3Digits, kDeepSeekV3Cjk, kDeepSeekV3Words};
 
+// Unicode White_Space (the same list in Unicode 14 and 15), the set Hugging
+// Face's (Oniguruma's) \s matches.
+constexpr const char* kWhiteSpaceClass =
+    R"re(\t\n\x{0B}\f\r\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})re";
+
 struct TableEntry {
   std::string_view name;
   std::span<const std::string_view> patterns;
@@ -135,20 +140,20 @@ struct PreTokenizer::CompiledPattern {
 
 absl::StatusOr<std::string> ToPcre2Pattern(std::string_view pattern) {
   std::string out;
-  out.reserve(pattern.size() + 16);
+  out.reserve(pattern.size() + 64);
   bool in_class = false;
   for (size_t i = 0; i < pattern.size(); ++i) {
     const char c = pattern[i];
     if (c == '\\' && i + 1 < pattern.size()) {
       const char d = pattern[++i];
       if (d == 's') {
-        out += in_class ? R"(\s\x{85})" : R"([\s\x{85}])";
+        out += in_class ? std::string(kWhiteSpaceClass) : absl::StrCat("[", kWhiteSpaceClass, "]");
       } else if (d == 'S') {
         if (in_class) {
           return absl::InvalidArgumentError("pattern \"" + std::string(pattern) +
                                             "\": \\S inside a character class");
         }
-        out += R"([^\s\x{85}])";
+        out += absl::StrCat("[^", kWhiteSpaceClass, "]");
       } else {
         out += c;
         out += d;

@@ -26,10 +26,11 @@
 // Exactness: the patterns are the tokenizer.json ones; the golden test
 // (tests/data/pretokenizer_splits.json, written by Hugging Face tokenizers)
 // checks every name piece by piece. Two dialect differences are bridged:
-// Hugging Face's \s is Unicode White_Space, which includes U+0085 (NEL) where
-// PCRE2's \s does not, so \s and \S are rewritten to add it; and the Unicode
-// tables are PCRE2's (Unicode 14 for PCRE2 10.42), so code points assigned
-// after that are classed as unassigned.
+// Hugging Face's (Oniguruma's) \s is exactly Unicode White_Space, while
+// PCRE2's \s also matches U+180E (MONGOLIAN VOWEL SEPARATOR), so \s and \S
+// are rewritten to the explicit White_Space list (ToPcre2Pattern); and the
+// Unicode tables are PCRE2's (Unicode 14 for PCRE2 10.42), so letters and
+// digits assigned after that are classed as unassigned.
 #pragma once
 
 #include <memory>
@@ -77,10 +78,10 @@ class PreTokenizer {
   std::vector<std::unique_ptr<CompiledPattern>> patterns_;
 };
 
-/// Rewrites a tokenizer.json (Oniguruma) pattern for PCRE2: \s gains U+0085
-/// (inside a class `\s\x{85}`, outside `[\s\x{85}]`) and \S outside a class
-/// becomes `[^\s\x{85}]`. INVALID_ARGUMENT for \S inside a class (no table
-/// pattern has one). Exposed for the tests.
+/// Rewrites a tokenizer.json (Oniguruma) pattern for PCRE2: \s becomes the
+/// Unicode White_Space list (a bracketed class, or its members inside a class)
+/// and \S outside a class its complement. INVALID_ARGUMENT for \S inside a
+/// class (no table pattern has one). Exposed for the tests.
 absl::StatusOr<std::string> ToPcre2Pattern(std::string_view pattern);
 
 }  // namespace odmoe
