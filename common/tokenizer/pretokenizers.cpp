@@ -132,6 +132,10 @@ struct MatchContextDeleter {
 }  // namespace
 
 struct PreTokenizer::CompiledPattern {
+  // Appends the pieces of `piece`: every match and every stretch between.
+  absl::Status SplitIsolated(std::string_view table_name, pcre2_match_data* md,
+                             std::string_view piece, std::vector<std::string_view>* out) const;
+
   std::string source;  // the PCRE2 form, for error messages
   std::unique_ptr<pcre2_code, CodeDeleter> code;
   // Read-only after construction (no JIT stack assigned), so shareable.
@@ -221,23 +225,21 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> PreTokenizer::Create(std::string_v
       new PreTokenizer(std::string(entry->name), std::move(compiled)));
 }
 
-absl::Status PreTokenizer::SplitPiece(const CompiledPattern& pattern, std::string_view piece,
-                                      std::vector<std::string_view>* out) const {
-  std::unique_ptr<pcre2_match_data, MatchDataDeleter> md(
-      pcre2_match_data_create_from_pattern(pattern.code.get(), nullptr));
-  if (md == nullptr) return absl::ResourceExhaustedError("pcre2_match_data_create");
+absl::Status PreTokenizer::CompiledPattern::SplitIsolated(
+    std::string_view table_name, pcre2_match_data* md, std::string_view piece,
+    std::vector<std::string_view>* out) const {
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(piece.data());
   size_t search = 0;  // where the next match may start
   size_t gap = 0;     // start of the text not yet emitted
   while (search < piece.size()) {
-    const int rc = pcre2_match(pattern.code.get(), subject, piece.size(), search,
-                               PCRE2_NO_UTF_CHECK, md.get(), pattern.context.get());
+    const int rc = pcre2_match(code.get(), subject, piece.size(), search, PCRE2_NO_UTF_CHECK, md,
+                               context.get());
     if (rc == PCRE2_ERROR_NOMATCH) break;
     if (rc < 0) {
-      return absl::InternalError(absl::StrCat("pre-tokenizer \"", name_, "\": pattern \"",
-                                              pattern.source, "\" failed: ", Pcre2Message(rc)));
+      return absl::InternalError("pre-tokenizer \"" + std::string(table_name) + "\": pattern \"" +
+                                 source + "\" failed: " + Pcre2Message(rc));
     }
-    const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.get());
+    const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
     const size_t begin = ov[0];
     const size_t end = ov[1];
     if (end == begin) {  // an empty match cuts nothing: look again one character on
@@ -261,10 +263,14 @@ absl::StatusOr<std::vector<std::string_view>> PreTokenizer::Split(std::string_vi
   if (!text.empty()) pieces.push_back(text);
   std::vector<std::string_view> next;
   for (const auto& pattern : patterns_) {
+    // One match block per pattern and call: a PreTokenizer is shared by threads.
+    std::unique_ptr<pcre2_match_data, MatchDataDeleter> md(
+        pcre2_match_data_create_from_pattern(pattern->code.get(), nullptr));
+    if (md == nullptr) return absl::ResourceExhaustedError("pcre2_match_data_create");
     next.clear();
     next.reserve(pieces.size());
     for (std::string_view piece : pieces) {
-      absl::Status s = SplitPiece(*pattern, piece, &next);
+      absl::Status s = pattern->SplitIsolated(name_, md.get(), piece, &next);
       if (!s.ok()) return s;
     }
     pieces.swap(next);

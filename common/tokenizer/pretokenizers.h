@@ -71,9 +71,6 @@ class PreTokenizer {
   struct CompiledPattern;
   PreTokenizer(std::string name, std::vector<std::unique_ptr<CompiledPattern>> patterns);
 
-  absl::Status SplitPiece(const CompiledPattern& pattern, std::string_view piece,
-                          std::vector<std::string_view>* out) const;
-
   std::string name_;
   std::vector<std::unique_ptr<CompiledPattern>> patterns_;
 };

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "gpt2_pretokenizer_oracle.h"
 #include "test_paths.h"
@@ -231,6 +232,25 @@ TEST_CASE("tokenizer.json \\s becomes Unicode White_Space", "[tokenizer][pretoke
   CHECK(llama3->Split("!\u0085").value() == Pieces{"!", "\u0085"});
   CHECK(llama3->Split("!\u180e").value() == Pieces{"!\u180e"});
   CHECK(llama3->Split("a\u180e\u180e").value() == Pieces{"a", "\u180e\u180e"});
+}
+
+TEST_CASE("one pre-tokenizer splits on several threads at once", "[tokenizer][pretokenizer]") {
+  auto pre = Make("gpt-4o");
+  std::string text;
+  std::mt19937 rng(5);
+  const std::vector<std::string> words = {"Hello", " world",       "'s", " 12345",    "\n\n",
+                                          "  ",    "\u65e5\u672c", "!?", " caf\u00e9"};
+  for (int i = 0; i < 20000; ++i) text += words[rng() % words.size()];
+  const Pieces want = pre->Split(text).value();
+  std::vector<int> same(4, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int k = 0; k < 20; ++k) same[t] += pre->Split(text).value() == want ? 1 : 0;
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  CHECK(same == std::vector<int>(4, 20));
 }
 
 TEST_CASE("the tokenizer uses the vocab's pre-tokenizer", "[tokenizer][pretokenizer]") {
