@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git
   libabsl-dev libspdlog-dev libfmt-dev catch2 nlohmann-json3-dev libyaml-cpp-dev
-  libgrpc++-dev libcpp-httplib-dev libpng-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  libgrpc++-dev libcpp-httplib-dev libpng-dev libpcre2-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
 )
 
 SUDO=""

@@ -1,11 +1,12 @@
-// GPT-2 byte-level BPE ("gpt2") encoding and decoding.
+// Byte-level BPE ("gpt2") encoding and decoding; the text is first split by
+// the pre-tokenizer the vocab names (tokenizer.ggml.pre, pretokenizers.h).
 #include <array>
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "tokenizer/bpe_merger.h"
-#include "tokenizer/gpt2_pretokenizer.h"
+#include "tokenizer/pretokenizers.h"
 #include "tokenizer/tokenizer_models.h"
 #include "tokenizer/utf8.h"
 
@@ -27,8 +28,9 @@ std::array<char32_t, 256> MakeByteToCodepoint() {
 
 class Gpt2Tokenizer final : public Tokenizer {
  public:
-  explicit Gpt2Tokenizer(TokenizerVocab vocab)
+  Gpt2Tokenizer(TokenizerVocab vocab, std::unique_ptr<PreTokenizer> pre_tokenizer)
       : Tokenizer(std::move(vocab)),
+        pre_tokenizer_(std::move(pre_tokenizer)),
         plain_matcher_(vocab_, /*include_control=*/false),
         special_matcher_(vocab_, /*include_control=*/true) {
     const std::array<char32_t, 256> cps = MakeByteToCodepoint();
@@ -45,14 +47,16 @@ class Gpt2Tokenizer final : public Tokenizer {
   absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text,
                                               const EncodeOptions& options) const override {
     const SpecialTokenMatcher& m = options.parse_special ? special_matcher_ : plain_matcher_;
-    return EncodeWithSpecialTokens(vocab_, m, text, options,
-                                   [this](std::string_view t, bool, std::vector<int32_t>* out) {
-                                     for (std::string_view word : Gpt2PreTokenize(t)) {
-                                       absl::Status s = EncodeWord(word, out);
-                                       if (!s.ok()) return s;
-                                     }
-                                     return absl::OkStatus();
-                                   });
+    return EncodeWithSpecialTokens(
+        vocab_, m, text, options, [this](std::string_view t, bool, std::vector<int32_t>* out) {
+          absl::StatusOr<std::vector<std::string_view>> words = pre_tokenizer_->Split(t);
+          if (!words.ok()) return words.status();
+          for (std::string_view word : *words) {
+            absl::Status s = EncodeWord(word, out);
+            if (!s.ok()) return s;
+          }
+          return absl::OkStatus();
+        });
   }
 
   std::string TokenToPiece(int32_t id) const override {
@@ -109,6 +113,7 @@ class Gpt2Tokenizer final : public Tokenizer {
     return absl::OkStatus();
   }
 
+  std::unique_ptr<PreTokenizer> pre_tokenizer_;  // from vocab.pre
   SpecialTokenMatcher plain_matcher_;
   SpecialTokenMatcher special_matcher_;
   std::array<std::string, 256> byte_text_;
@@ -119,7 +124,9 @@ class Gpt2Tokenizer final : public Tokenizer {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> CreateGpt2Tokenizer(TokenizerVocab vocab) {
-  return std::make_unique<Gpt2Tokenizer>(std::move(vocab));
+  absl::StatusOr<std::unique_ptr<PreTokenizer>> pre = PreTokenizer::Create(vocab.pre);
+  if (!pre.ok()) return pre.status();
+  return std::make_unique<Gpt2Tokenizer>(std::move(vocab), *std::move(pre));
 }
 
 }  // namespace odmoe

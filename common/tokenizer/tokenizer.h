@@ -6,8 +6,10 @@
 //             (tokenizer.ggml.add_space_prefix, default true), pieces are
 //             merged greedily by score, characters missing from the vocab
 //             become <0xNN> byte tokens.
-//   "gpt2"  - GPT-2 byte-level BPE: regex pre-tokenisation, bytes mapped to
-//             printable code points, merges by rank (tokenizer.ggml.merges).
+//   "gpt2"  - byte-level BPE (GPT-2, Llama 3, Qwen, DeepSeek, gpt-oss...):
+//             the regex pre-tokenizer tokenizer.ggml.pre names
+//             (pretokenizers.h), bytes mapped to printable code points,
+//             merges by rank (tokenizer.ggml.merges).
 //
 //   ODMOE_ASSIGN_OR_RETURN(auto tok, Tokenizer::FromGguf(*file));
 //   ODMOE_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tok->Encode("Hello world"));
@@ -55,7 +57,7 @@ struct TokenizerVocab {
   std::vector<float> scores;           // SentencePiece: merge priority (higher first)
   std::vector<TokenType> token_types;  // empty = all normal
   std::vector<std::string> merges;     // GPT-2: "left right", highest priority first
-  std::string pre;                     // GPT-2 pre-tokenizer name ("gpt-2", "default")
+  std::string pre;                     // byte-level BPE pre-tokenizer ("" = "default")
   int32_t bos_id = -1;
   int32_t eos_id = -1;
   int32_t unk_id = -1;
@@ -75,8 +77,8 @@ absl::StatusOr<TokenizerVocab> ReadTokenizerVocab(const GgufFile& file);
 /// The checks ReadTokenizerVocab and Tokenizer::Create make: at least one
 /// token; scores / token_types empty or one per token, scores finite, types
 /// 1..6; special ids -1 or in range;
-/// SentencePiece byte tokens spelled <0xNN>; GPT-2 pre-tokenizer "gpt-2",
-/// "default" or empty, and every merge "left right" with left, right and
+/// SentencePiece byte tokens spelled <0xNN>; byte-level BPE: a pre-tokenizer
+/// name from the table in pretokenizers.h (or empty), and every merge "left right" with left, right and
 /// left+right in the vocab. Errors name the GGUF key (and index).
 absl::Status ValidateTokenizerVocab(const TokenizerVocab& vocab);
 

@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "gguf/gguf_reader.h"
+#include "tokenizer/pretokenizers.h"
 #include "tokenizer/tokenizer.h"
 #include "util/status_macros.h"
 
@@ -150,9 +151,9 @@ absl::Status ValidateTokenizerVocab(const TokenizerVocab& vocab) {
     }
     return absl::OkStatus();
   }
-  if (!vocab.pre.empty() && vocab.pre != "default" && vocab.pre != "gpt-2") {
+  if (!PreTokenizer::IsSupported(vocab.pre)) {
     return KeyError(kPreKey, absl::StrCat("unsupported pre-tokenizer \"", vocab.pre,
-                                          "\" (supported: \"gpt-2\", \"default\")"));
+                                          "\" (supported: ", PreTokenizer::SupportedNames(), ")"));
   }
   return CheckMerges(vocab);
 }

@@ -2,14 +2,17 @@
 #include <catch2/catch.hpp>
 #include <random>
 
+#include "gpt2_pretokenizer_oracle.h"
 #include "test_vocabs.h"
-#include "tokenizer/gpt2_pretokenizer.h"
+#include "tokenizer/pretokenizers.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/unicode_classes.h"
+#include "unicode_classes.h"
 
 namespace odmoe {
 namespace {
 
+using test::ClassifyCodepoint;
+using test::CodepointClass;
 using test::MakeGpt2TestVocab;
 using test::TestVocab;
 using Ids = std::vector<int32_t>;
@@ -19,6 +22,16 @@ std::unique_ptr<Tokenizer> Make(const TokenizerVocab& v) {
   auto t = Tokenizer::Create(v);
   REQUIRE(t.ok());
   return std::move(t).value();
+}
+
+// The "gpt-2" table entry's pieces, checked against the former hand-written
+// matcher (the oracle) on the way.
+Words Gpt2PreTokenize(std::string_view s) {
+  static const std::unique_ptr<PreTokenizer> pre = PreTokenizer::Create("gpt-2").value();
+  auto pieces = pre->Split(s);
+  REQUIRE(pieces.ok());
+  CHECK(*pieces == test::Gpt2PreTokenize(s));
+  return *pieces;
 }
 
 Ids Enc(const Tokenizer& t, std::string_view s, bool special = false) {
@@ -137,12 +150,16 @@ TEST_CASE("gpt2 decode and round trip", "[tokenizer]") {
 
 TEST_CASE("gpt2 vocab validation", "[tokenizer]") {
   TestVocab v = MakeGpt2TestVocab();
-  v.vocab.pre = "llama3";
+  v.vocab.pre = "no-such-pre";
   auto r = Tokenizer::Create(v.vocab);
   REQUIRE_FALSE(r.ok());
   CHECK(r.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(r.status().message()),
-             Catch::Contains("gpt-2") && Catch::Contains("default"));
+             Catch::Contains("tokenizer.ggml.pre") && Catch::Contains("\"no-such-pre\"") &&
+                 Catch::Contains("\"gpt-2\"") && Catch::Contains("\"default\"") &&
+                 Catch::Contains("\"qwen2\"") && Catch::Contains("\"deepseek-v3\""));
+  v.vocab.pre = "qwen2";
+  CHECK(Tokenizer::Create(v.vocab).ok());
   v.vocab.pre = "default";
   CHECK(Tokenizer::Create(v.vocab).ok());
   v.vocab.pre = "";

@@ -145,10 +145,10 @@ TEST_CASE("vocab: missing tokenizer, gpt2 defaults and merges", "[tokenizer]") {
   CHECK_FALSE(Tokenizer::FromGguf(**file).ok());
 
   const test::TestVocab g = test::MakeGpt2TestVocab();
-  const auto write_gpt2 = [&](bool with_merges) {
+  const auto write_gpt2 = [&](bool with_merges, const std::string& pre = "gpt-2") {
     GgufWriter gw;
     gw.SetMetadata("tokenizer.ggml.model", GgufValue::String("gpt2"));
-    gw.SetMetadata("tokenizer.ggml.pre", GgufValue::String("gpt-2"));
+    gw.SetMetadata("tokenizer.ggml.pre", GgufValue::String(pre));
     gw.SetMetadata("tokenizer.ggml.tokens", GgufValue::StringArray(g.vocab.tokens));
     if (with_merges)
       gw.SetMetadata("tokenizer.ggml.merges", GgufValue::StringArray(g.vocab.merges));
@@ -168,6 +168,16 @@ TEST_CASE("vocab: missing tokenizer, gpt2 defaults and merges", "[tokenizer]") {
   auto bad = ReadTokenizerVocab(*without);
   REQUIRE_FALSE(bad.ok());
   CHECK_THAT(std::string(bad.status().message()), Catch::Contains("tokenizer.ggml.merges"));
+
+  // tokenizer.ggml.pre picks the pre-tokenizer; an unknown one names key, value and the table.
+  auto qwen2 = write_gpt2(true, "qwen2");
+  CHECK(Tokenizer::FromGguf(*qwen2).ok());
+  auto unknown = write_gpt2(true, "chatglm-bpe-typo");
+  auto bad_pre = Tokenizer::FromGguf(*unknown);
+  REQUIRE_FALSE(bad_pre.ok());
+  CHECK_THAT(std::string(bad_pre.status().message()),
+             Catch::Contains("tokenizer.ggml.pre") && Catch::Contains("\"chatglm-bpe-typo\"") &&
+                 Catch::Contains("\"deepseek-llm\"") && Catch::Contains("\"gpt-4o\""));
 }
 
 }  // namespace

@@ -1,11 +1,11 @@
-#include "tokenizer/gpt2_pretokenizer.h"
+#include "gpt2_pretokenizer_oracle.h"
 
 #include <cstddef>
 
-#include "tokenizer/unicode_classes.h"
+#include "unicode_classes.h"
 #include "tokenizer/utf8.h"
 
-namespace odmoe {
+namespace odmoe::test {
 namespace {
 
 // The text as code points, with a sentinel offset at the end.
@@ -86,4 +86,4 @@ std::vector<std::string_view> Gpt2PreTokenize(std::string_view text) {
   return words;
 }
 
-}  // namespace odmoe
+}  // namespace odmoe::test

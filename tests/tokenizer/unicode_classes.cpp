@@ -5,12 +5,12 @@
 //   -> kLetter for 'L', kNumber for 'N', kWhitespace for U+0009..U+000D, U+0020,
 //   U+0085, U+00A0, U+1680, U+2000..U+200A, U+2028, U+2029, U+202F, U+205F, U+3000;
 //   adjacent code points of one class merged into one range.
-#include "tokenizer/unicode_classes.h"
+#include "unicode_classes.h"
 
 #include <algorithm>
 #include <iterator>
 
-namespace odmoe {
+namespace odmoe::test {
 namespace {
 
 struct CodepointRange {
@@ -825,4 +825,4 @@ CodepointClass ClassifyCodepoint(char32_t cp) {
   return cp <= it->last ? it->cls : CodepointClass::kOther;
 }
 
-}  // namespace odmoe
+}  // namespace odmoe::test

@@ -1,4 +1,5 @@
-// Unicode character classes used by the GPT-2 pre-tokenizer's regex
+// Test oracle data: Unicode character classes used by the former hand-written
+// GPT-2 pre-tokenizer (gpt2_pretokenizer_oracle.h) for the regex
 // ('s|'t|... ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+).
 //
 //   if (ClassifyCodepoint(U'é') == CodepointClass::kLetter) { ... }
@@ -9,7 +10,7 @@
 
 #include <cstdint>
 
-namespace odmoe {
+namespace odmoe::test {
 
 enum class CodepointClass : uint8_t {
   kOther,       // neither letter, number nor whitespace (punctuation, symbols, marks...)
@@ -21,4 +22,4 @@ enum class CodepointClass : uint8_t {
 /// Class of one code point (binary search over about 1,000 ranges).
 CodepointClass ClassifyCodepoint(char32_t cp);
 
-}  // namespace odmoe
+}  // namespace odmoe::test
