@@ -56,6 +56,15 @@ void ExpectError(httplib::Client& cli, const std::string& path, const std::strin
   }
 }
 
+// POSTs `body`, requires 200 and returns the response body.
+std::string PostOk(httplib::Client& cli, const std::string& path, const json& body) {
+  auto res = cli.Post(path, body.dump(), "application/json");
+  REQUIRE(res);
+  INFO(body.dump() << " -> " << res->body);
+  REQUIRE(res->status == 200);
+  return res->body;
+}
+
 }  // namespace
 
 TEST_CASE("http: completions, streaming, chat, models, health, metrics", "[cluster][http]") {
@@ -171,13 +180,7 @@ TEST_CASE("http: the OpenAI surface clients use", "[cluster][http]") {
   REQUIRE(cluster.ok());
   httplib::Client cli = Client(**cluster);
   const std::string prompt = "The meaning of life is";
-  auto post = [&](const std::string& path, const json& body) {
-    auto res = cli.Post(path, body.dump(), "application/json");
-    REQUIRE(res);
-    INFO(body.dump() << " -> " << res->body);
-    REQUIRE(res->status == 200);
-    return res->body;
-  };
+  auto post = [&](const std::string& path, const json& body) { return PostOk(cli, path, body); };
 
   // max_completion_tokens on both endpoints; it wins over max_tokens.
   json j = json::parse(post(
@@ -317,13 +320,7 @@ TEST_CASE("http: logprobs and echo are the single process's numbers", "[cluster]
   req.logprobs = 3;
   const GenerateResult want = engine->Generate(req).value();
   REQUIRE(want.output_ids.size() == 8);
-  auto post = [&](const std::string& path, const json& body) {
-    auto res = cli.Post(path, body.dump(), "application/json");
-    REQUIRE(res);
-    INFO(body.dump() << " -> " << res->body);
-    REQUIRE(res->status == 200);
-    return res->body;
-  };
+  auto post = [&](const std::string& path, const json& body) { return PostOk(cli, path, body); };
   const Tokenizer& tok = (*cluster)->main().tokenizer();
 
   // Completions: token_logprobs and top_logprobs of every generated token.
