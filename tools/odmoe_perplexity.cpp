@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
   odmoe::CliArgs args("odmoe-perplexity",
                       "Perplexity of a MoE GGUF model on a text (llama.cpp's conventions), in "
                       "one process (--model) or on a running cluster (--main).");
-  std::string model, file, main_address, backend = "cpu", top1_out, log_level = "warn";
+  std::string model, file, main_address, backend = "cpu", top1_out;
   int ctx = 0, chunks = 0, threads = 0, batch = 64;
   args.AddString("model", &model, "FILE", "GGUF model file (single-process run)");
   args.AddString("main", &main_address, "HOST:PORT",
@@ -120,9 +120,8 @@ int main(int argc, char** argv) {
   args.AddInt("batch", &batch, "N", "rows per forward batch (default 64)");
   args.AddString("top1-out", &top1_out, "FILE",
                  "write the greedy token of every scored position (teacher forced)");
-  args.AddString("log-level", &log_level, "LEVEL", "trace|debug|info|warn|error (default warn)");
+  args.SetDefaultLogLevel("warn");
   if (std::optional<int> exit = args.ParseOrExit(argc, argv)) return *exit;
-  if (!odmoe::SetLogLevel(log_level)) return Fail("unknown --log-level '" + log_level + "'");
   if (model.empty() == main_address.empty()) {
     return Fail("give --model FILE (one process) or --main HOST:PORT (a cluster), exactly one");
   }

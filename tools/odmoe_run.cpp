@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
   odmoe::SetLogNodeId("run");
   odmoe::CliArgs args("odmoe-run",
                       "Generate text with a Mixture-of-Experts GGUF model in one process.");
-  std::string model, prompt, prompt_file, backend = "cpu", dump, logprobs_out, log_level = "warn";
+  std::string model, prompt, prompt_file, backend = "cpu", dump, logprobs_out;
   int n = 64, threads = 0, ctx = 0, batch = 64, top_k = 0, top_logprobs = 0;
   float temp = 0.0f, top_p = 1.0f;
   uint64_t seed = 0;
@@ -79,7 +79,8 @@ int main(int argc, char** argv) {
   args.AddString("prompt", &prompt, "TEXT", "prompt text");
   args.AddString("prompt-file", &prompt_file, "FILE", "read the prompt from a file");
   args.AddInt("n", &n, "N", "number of tokens to generate (default 64)");
-  args.AddFloat("temp", &temp, "T", "sampling temperature; 0 = greedy (default)");
+  args.AddFloat("temperature", &temp, "T", "sampling temperature; 0 = greedy (default)");
+  args.AddFloat("temp", &temp, "T", "the same as --temperature");
   args.AddFloat("top-p", &top_p, "P", "nucleus sampling threshold in (0, 1] (default 1)");
   args.AddInt("top-k", &top_k, "K", "sample among the K most likely tokens; 0 = all");
   args.AddUInt64("seed", &seed, "S", "random seed for sampling (default 0)");
@@ -94,9 +95,8 @@ int main(int argc, char** argv) {
                  "write each generated token's log-probability, one JSON line per token");
   args.AddInt("top-logprobs", &top_logprobs, "N",
               "with --logprobs-out: also the N most likely tokens (0-20, default 0)");
-  args.AddString("log-level", &log_level, "LEVEL", "trace|debug|info|warn|error (default warn)");
+  args.SetDefaultLogLevel("warn");
   if (std::optional<int> exit = args.ParseOrExit(argc, argv)) return *exit;
-  if (!odmoe::SetLogLevel(log_level)) return Fail("unknown --log-level '" + log_level + "'");
   if (!prompt_file.empty()) {
     std::ifstream in(prompt_file, std::ios::binary);
     if (!in) return Fail("cannot read --prompt-file '" + prompt_file + "'");

@@ -31,16 +31,13 @@ int RunDaemon(int argc, char** argv, const char* program, const char* summary,
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  std::string topology_path, node_id, log_level = "info";
+  std::string topology_path, node_id;
   CliArgs args(program, summary);
   args.AddString("topology", &topology_path, "FILE", "cluster topology (YAML)", true);
   args.AddString("id", &node_id, "ID", "this node's id in the topology", true);
-  args.AddString("log-level", &log_level, "LEVEL", "trace, debug, info, warn, error");
+  args.SetDefaultLogLevel("info");
   if (std::optional<int> exit = args.ParseOrExit(argc, argv)) return *exit;
   SetLogNodeId(node_id);
-  if (!SetLogLevel(log_level)) {
-    return Fail(program, absl::InvalidArgumentError("unknown --log-level " + log_level));
-  }
   absl::StatusOr<Topology> topology = LoadTopology(topology_path);
   if (!topology.ok()) return Fail(program, topology.status());
   if (absl::Status s = UseNodeTls(topology->node_tls); !s.ok()) return Fail(program, s);

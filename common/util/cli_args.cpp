@@ -7,13 +7,29 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "util/logging.h"
 #include "util/string_view.h"
 #include "util/version.h"
 
 namespace odmoe {
 
 CliArgs::CliArgs(std::string program, std::string summary)
-    : program_(std::move(program)), summary_(std::move(summary)) {}
+    : program_(std::move(program)), summary_(std::move(summary)) {
+  // Built in, checked while parsing and applied by ParseOrExit (listed after
+  // the program's own options).
+  options_.push_back({"log-level", "LEVEL", "how much to log: trace|debug|info|warn|error", false,
+                      true, false, [this](std::string_view v) {
+                        static constexpr std::string_view kLevels[] = {
+                            "trace", "debug", "info", "warn", "error", "critical", "off"};
+                        for (std::string_view l : kLevels) {
+                          if (v == l) {
+                            log_level_ = std::string(v);
+                            return true;
+                          }
+                        }
+                        return false;
+                      }});
+}
 
 void CliArgs::AddString(std::string name, std::string* out, std::string metavar, std::string help,
                         bool required) {
@@ -119,9 +135,11 @@ absl::Status CliArgs::Parse(int argc, char** argv) {
           absl::StrCat("option --", ToAbsl(name), " needs a value (", opt->metavar, ")"));
     }
     if (!opt->set(value)) {
+      const std::string expected = opt->name == "log-level"
+                                       ? "trace, debug, info, warn, error, critical or off"
+                                       : opt->metavar;
       return absl::InvalidArgumentError(absl::StrCat("invalid value '", ToAbsl(value), "' for --",
-                                                     ToAbsl(name), " (expected ", opt->metavar,
-                                                     ")"));
+                                                     ToAbsl(name), " (expected ", expected, ")"));
     }
     opt->seen = true;
   }
@@ -137,15 +155,34 @@ std::string CliArgs::Help() const {
   std::string out = absl::StrCat("usage: ", program_, " [options]");
   if (positional_max_ > 0) absl::StrAppend(&out, " ", positional_metavar_);
   absl::StrAppend(&out, "\n", summary_, "\n\noptions:\n");
+  std::vector<const Option*> order;
+  const Option* log_level = nullptr;
   for (const Option& o : options_) {
+    if (o.name == "log-level") {
+      log_level = &o;
+    } else {
+      order.push_back(&o);
+    }
+  }
+  order.push_back(log_level);
+  for (const Option* op : order) {
+    const Option& o = *op;
     std::string left = absl::StrCat(o.name.size() == 1 ? "  -" : "  --", o.name);
     if (o.takes_value) absl::StrAppend(&left, " ", o.metavar);
     if (left.size() < 26) left.resize(26, ' ');
-    absl::StrAppend(&out, left, " ", o.help, o.required ? " (required)" : "", "\n");
+    absl::StrAppend(&out, left, " ", o.help, o.required ? " (required)" : "",
+                    o.name == "log-level" && !default_log_level_.empty()
+                        ? absl::StrCat(" (default ", default_log_level_, ")")
+                        : "",
+                    "\n");
   }
-  absl::StrAppend(&out, "  -h, --help                 show this help\n");
-  absl::StrAppend(&out,
-                  "  --version                  show the version, git revision and backends\n");
+  for (const auto& [left, help] :
+       {std::pair<std::string, std::string>{"  -h, --help", "show this help"},
+        {"  --version", "show the version, git revision and backends"}}) {
+    std::string padded = left;
+    padded.resize(26, ' ');
+    absl::StrAppend(&out, padded, " ", help, "\n");
+  }
   return out;
 }
 
@@ -168,6 +205,9 @@ std::optional<int> CliArgs::ParseOrExit(int argc, char** argv, const std::string
                  std::string(s.message()).c_str());
     return kUsageExit;
   }
+  // The names were checked while parsing; a default is the program's own.
+  const std::string level = IsSet("log-level") ? log_level_ : default_log_level_;
+  if (!level.empty()) SetLogLevel(level);
   return std::nullopt;
 }
 

@@ -12,7 +12,7 @@
 //
 // Single-letter options may be written with one dash; every option with two;
 // "--name=value" and "-n=5" as well as "--name value". --help and --version
-// are built in (ParseOrExit below).
+// are built in (ParseOrExit below), and so is --log-level LEVEL.
 // Positional arguments are collected in positional() when allowed.
 #pragma once
 
@@ -52,6 +52,9 @@ class CliArgs {
   ///
   ///   if (std::optional<int> exit = args.ParseOrExit(argc, argv)) return *exit;
   std::optional<int> ParseOrExit(int argc, char** argv, const std::string& usage_prefix = "");
+  /// The level ParseOrExit sets when --log-level is not given (empty: leave
+  /// the logger as it is).
+  void SetDefaultLogLevel(std::string level) { default_log_level_ = std::move(level); }
   /// The exit code of a bad command line, in every odmoe binary.
   static constexpr int kUsageExit = 2;
   const std::vector<std::string>& positional() const { return positional_; }
@@ -76,6 +79,7 @@ class CliArgs {
   int positional_max_ = 0;
   bool help_requested_ = false;
   bool version_requested_ = false;
+  std::string log_level_, default_log_level_;
 };
 
 }  // namespace odmoe

@@ -55,6 +55,7 @@ TEST_CASE("every binary answers help and version and refuses an unknown flag", "
     CHECK(help.exit_code == 0);
     CHECK(help.output.find("usage:") != std::string::npos);
     CHECK(help.output.find("--version") != std::string::npos);
+    CHECK(help.output.find("--log-level LEVEL") != std::string::npos);
     const Result version = Sh(bin + " --version");
     CHECK(version.exit_code == 0);
     CHECK(version.output.find(b + " ") == 0);
@@ -63,6 +64,9 @@ TEST_CASE("every binary answers help and version and refuses an unknown flag", "
     const Result bad = Sh(bin + (b == "odmoe" ? " complete" : "") + " --no-such-flag=1");
     CHECK(bad.exit_code == CliArgs::kUsageExit);
     CHECK(bad.output.find("error: unknown option '--no-such-flag=1'") != std::string::npos);
+    const Result level = Sh(bin + (b == "odmoe" ? " complete" : "") + " --log-level=loud");
+    CHECK(level.exit_code == CliArgs::kUsageExit);
+    CHECK(level.output.find("invalid value 'loud' for --log-level") != std::string::npos);
   }
 }
 
@@ -169,7 +173,7 @@ TEST_CASE("odmoe-run: --logprobs-out writes each token's exact log-probability",
 
 TEST_CASE("odmoe-run: seeded sampling reproduces", "[cli]") {
   const std::string cmd = Run() + " --model " + Model() +
-                          " --prompt Hello -n 16 --temp 0.9 --top-p 0.9 --seed 11 --ignore-eos";
+                          " --prompt Hello -n 16 --temperature 0.9 --top-p 0.9 --seed 11 --ignore-eos";
   const Result a = Sh(cmd), b = Sh(cmd);
   REQUIRE(a.exit_code == 0);
   CHECK(a.output.substr(0, a.output.find("prompt:")) ==
