@@ -236,8 +236,19 @@ std::string MainNode::RenderMetrics() const {
   for (const WorkerSpec& w : topology_.workers) {
     absl::StatusOr<NodeProbe> p = ProbeNode(w.address, absl::Milliseconds(500));
     absl::StrAppendFormat(&up, "odmoe_worker_up{worker=\"%s\"} %d\n", w.id, p.ok() ? 1 : 0);
-    if (!p.ok()) continue;
-    std::map<std::string, std::string> entries(p->entries.begin(), p->entries.end());
+    // A worker that does not answer keeps its series at their last values
+    // (with odmoe_worker_up 0), so its counters do not vanish.
+    std::map<std::string, std::string> entries;
+    {
+      std::lock_guard<std::mutex> lock(last_worker_entries_mu_);
+      if (p.ok()) {
+        last_worker_entries_[w.id] =
+            std::map<std::string, std::string>(p->entries.begin(), p->entries.end());
+      }
+      auto last = last_worker_entries_.find(w.id);
+      if (last == last_worker_entries_.end()) continue;  // never seen
+      entries = last->second;
+    }
     uint64_t expert_bytes = 0, held = 0;
     absl::SimpleAtoi(entries["expert_bytes"], &expert_bytes);
     absl::SimpleAtoi(entries["experts_held"], &held);
@@ -280,6 +291,10 @@ void MainNode::FillStatus(v1::NodeStatus* status) const {
       absl::StrFormat("%d in %d group%s of %d", topology_.n_workers(), topology_.n_groups(),
                       topology_.n_groups() == 1 ? "" : "s", topology_.group_size));
   add("prediction", std::string(PredictionModeName(topology_.prediction)));
+  // The same verdict as /health: "yes", or "no: why" (odmoe-cluster status
+  // shows it and counts the cluster as not ready).
+  const absl::Status can = CanServe();
+  add("serving", can.ok() ? "yes" : absl::StrCat("no: ", can.message()));
   add("shadow_connected", links_->shadow_connected() ? "yes" : "no");
   const Schedule schedule = engine_->schedule();
   add("schedule_version", absl::StrCat(schedule.version));

@@ -10,7 +10,9 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -110,6 +112,9 @@ class MainNode : public NodeDaemon {
   std::unique_ptr<RequestQueue> queue_;
   std::unique_ptr<MainMetrics> metrics_;
   std::string model_id_;
+  // Each worker's last status entries (RenderMetrics keeps a dead worker's series).
+  mutable std::mutex last_worker_entries_mu_;
+  mutable std::map<std::string, std::map<std::string, std::string>> last_worker_entries_;
   std::atomic<bool> cancel_{false};
   std::thread connector_;
 

@@ -277,7 +277,8 @@ bool Glance(const std::string& key) {
                                              "last_decode_tokens_per_second",
                                              "schedule_version",
                                              "live_groups",
-                                             "active_workers"};
+                                             "active_workers",
+                                             "serving"};
   return keys.count(key) > 0;
 }
 
@@ -301,7 +302,15 @@ int Status(const Options& o, const Topology& t) {
     const std::string state = p.ok() ? p->state : "down";
     const std::string details = p.ok() ? (p->state == "ready" ? Compact(*p, o.verbose) : p->detail)
                                        : std::string(p.status().message());
-    all_ready = all_ready && p.ok() && p->state == "ready";
+    // A main node that is up but cannot serve (no complete worker group) is
+    // not a ready cluster: /health says 503 then too.
+    bool serving = true;
+    if (p.ok()) {
+      for (const auto& [k, v] : p->entries) {
+        if (k == "serving" && v != "yes") serving = false;
+      }
+    }
+    all_ready = all_ready && p.ok() && p->state == "ready" && serving;
     std::printf("%-10s %-7s %-22s %-9s %-9s %s\n", n.spec->id.c_str(), n.role.c_str(),
                 n.spec->address.c_str(), pid.c_str(), state.c_str(), details.c_str());
   }

@@ -2,9 +2,8 @@
 // schedule and the layer is recomputed by another group; a shadow that dies
 // leaves the cluster in `none` mode; both come back when restarted. Through
 // all of it the tokens are the single-process engine's.
-#include <catch2/catch.hpp>
-
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <thread>
 
 #include "engine/reference_engine.h"
@@ -97,6 +96,7 @@ TEST_CASE("failures: no complete group fails fast with a clear error", "[cluster
   auto cluster = TestCluster::Start(cfg);
   REQUIRE(cluster.ok());
   TestCluster& c = **cluster;
+  c.main().RenderMetrics();  // a scrape while every worker is up
   c.KillWorker(1);
   for (int i = 0; i < 200 && c.main().CanServe().ok(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -105,6 +105,22 @@ TEST_CASE("failures: no complete group fails fast with a clear error", "[cluster
   auto r = c.main().Generate(Request("hello", 4), nullptr);
   CHECK(absl::IsUnavailable(r.status()));
   CHECK(r.status().message().find("no complete worker group") != std::string::npos);
+  // Status, /health and /metrics tell the same story: the main node says it
+  // cannot serve, and the dead worker shows as down with its last counters.
+  v1::NodeStatus status;
+  c.main().FillStatus(&status);
+  bool said = false;
+  for (const auto& e : status.entries()) {
+    if (e.key() == "serving") {
+      said = true;
+      CHECK(e.value().find("no: ") == 0);
+      CHECK(e.value().find("no complete worker group") != std::string::npos);
+    }
+  }
+  CHECK(said);
+  const std::string metrics = c.main().RenderMetrics();
+  CHECK(metrics.find("odmoe_worker_up{worker=\"w1\"} 0") != std::string::npos);
+  CHECK(metrics.find("odmoe_worker_loads_total{worker=\"w1\"}") != std::string::npos);
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));
   REQUIRE(c.RestartWorker(1).ok());
   absl::StatusOr<ClusterGenerateResult> ok = absl::UnavailableError("not yet");
@@ -157,9 +173,8 @@ TEST_CASE("failures: a worker that stops answering is timed out and replaced",
   const std::string prompt = "Once upon a time";
   const std::vector<int32_t> expected = ReferenceIds(prompt, 30);
   // The worker's executor stops: its stream stays open, tasks pile up unanswered.
-  ClusterGenerateResult r = GenerateAndAct(c, Request(prompt, 30), 5, [&] {
-    c.worker(2).core().Stop();
-  });
+  ClusterGenerateResult r =
+      GenerateAndAct(c, Request(prompt, 30), 5, [&] { c.worker(2).core().Stop(); });
   CHECK(r.result.output_ids == expected);
   CHECK(r.live_groups == 1);
   CHECK(r.experts.worker_failures >= 1);
