@@ -11,10 +11,11 @@
 // e mod N_W; its rows are sent in mini-batches of `mini_batch` rows, all of
 // them before waiting, so workers start on the first while the rest travel.
 //
-//   ClusterExpertExecutor ex(model.config(), backend, topology, links, 64);
-//   ex.SetStep(request, /*token=*/0);               // prefill
-//   transformer->Forward(prompt, 0, ex, &logits, nullptr);
-//   ex.SetStep(request, 1);                         // decode iteration 1 ...
+//   ODMOE_ASSIGN_OR_RETURN(auto ex, ClusterExpertExecutor::Create(model.config(), backend,
+//                                                                  topology, *links, 64));
+//   ex->SetStep(request, /*token=*/0);              // prefill
+//   transformer->Forward(prompt, 0, *ex, &logits, nullptr);
+//   ex->SetStep(request, 1);                        // decode iteration 1 ...
 #pragma once
 
 #include <cstdint>

@@ -4,7 +4,8 @@
 // what arrives: results by task id, predictions on the PredictionBoard.
 // Only cluster_links.cpp sees grpcpp.
 //
-//   ODMOE_ASSIGN_OR_RETURN(auto links, ClusterLinks::Create(topology, "main", fp));
+//   std::unique_ptr<ClusterLinks> links =
+//       ClusterLinks::Create(topology, model.config(), "main", model.fingerprint());
 //   ODMOE_RETURN_IF_ERROR(links->Connect(cancel));      // handshakes, streams
 //   links->SendToWorker(3, request);
 //   ODMOE_ASSIGN_OR_RETURN(v1::ExpertResult r, links->TakeResult(task_id, 3, absl::Seconds(60)));
