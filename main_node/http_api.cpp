@@ -374,7 +374,11 @@ struct HttpApi::Impl {
   // caller's turn, before the generation.
   absl::Status EchoScores(const RequestQueue::Turn& turn, const ParsedRequest& parsed,
                           std::vector<int32_t>* ids, std::vector<std::optional<RowScore>>* scores) {
-    ODMOE_ASSIGN_OR_RETURN(*ids, node.tokenizer().Encode(parsed.gen.prompt));
+    if (!parsed.gen.prompt_ids.empty()) {
+      *ids = parsed.gen.prompt_ids;
+    } else {
+      ODMOE_ASSIGN_OR_RETURN(*ids, node.tokenizer().Encode(parsed.gen.prompt));
+    }
     ScoreOptions opt;
     opt.top_n = std::max(0, parsed.gen.logprobs);
     ODMOE_ASSIGN_OR_RETURN(ClusterScoreResult r, node.Score(turn, *ids, opt));
@@ -594,14 +598,30 @@ struct HttpApi::Impl {
       absl::Status st = ParseCommon(body, node.model_id(), &parsed);
       if (st.ok()) {
         const json& p = body.contains("prompt") ? body["prompt"] : json();
+        // A string, a one-string array, or token ids (as the reference API
+        // allows; evaluation harnesses send their own tokenization so).
+        const bool ids = p.is_array() && !p.empty() && p[0].is_number_integer();
         if (p.is_string()) {
           parsed.gen.prompt = p;
         } else if (p.is_array() && p.size() == 1 && p[0].is_string()) {
           parsed.gen.prompt = p[0];
+        } else if (ids) {
+          for (const json& t : p) {
+            if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
+                t.get<int64_t>() >= node.tokenizer().n_vocab()) {
+              st = Bad("prompt", absl::StrCat("token ids must be integers in [0, ",
+                                              node.tokenizer().n_vocab(), ")"));
+              break;
+            }
+            parsed.gen.prompt_ids.push_back(t.get<int32_t>());
+          }
+          if (st.ok()) parsed.gen.prompt = node.tokenizer().Decode(parsed.gen.prompt_ids);
         } else {
-          st = Bad("prompt", "expected a string");
+          st = Bad("prompt", "expected a string or an array of token ids");
         }
-        if (st.ok() && parsed.gen.prompt.empty()) st = Bad("prompt", "must not be empty");
+        if (st.ok() && parsed.gen.prompt.empty() && parsed.gen.prompt_ids.empty()) {
+          st = Bad("prompt", "must not be empty");
+        }
       }
       if (st.ok() && body.contains("logprobs") && !body["logprobs"].is_null()) {
         const json& l = body["logprobs"];

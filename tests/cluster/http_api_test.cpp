@@ -396,6 +396,12 @@ TEST_CASE("http: logprobs and echo are the single process's numbers", "[cluster]
     CHECK(lp["token_logprobs"][i].get<double>() == score.next_logprobs[i - 1]);
     CHECK(lp["top_logprobs"][i].size() == 1);
   }
+  // The same request with the prompt as token ids gives the same numbers.
+  json by_ids = json::parse(post(
+      "/v1/completions", {{"prompt", ids}, {"max_tokens", 0}, {"echo", true}, {"logprobs", 1}}));
+  CHECK(by_ids["choices"][0]["logprobs"]["token_logprobs"] == lp["token_logprobs"]);
+  CHECK(by_ids["usage"]["prompt_tokens"] == ids.size());
+  ExpectError(cli, "/v1/completions", json{{"prompt", {1, 2, 1 << 30}}}.dump(), 400, "prompt");
   // echo with generation: prompt, then the generated tokens.
   j = json::parse(post("/v1/completions", {{"prompt", prompt},
                                            {"max_tokens", 8},
