@@ -70,6 +70,21 @@ TEST_CASE("every binary answers help and version and refuses an unknown flag", "
   }
 }
 
+TEST_CASE("docs/cli.md is every binary's current --help", "[cli]") {
+  std::ifstream in(test::SourcePath("docs/cli.md"));
+  REQUIRE(in);
+  const std::string page((std::istreambuf_iterator<char>(in)), {});
+  for (const char* b :
+       {"odmoe", "odmoe-run", "odmoe-quantize", "odmoe-perplexity", "odmoe-synth", "odmoe-cluster",
+        "odmoe-bench", "odmoe-bench-ops", "odmoe-main", "odmoe-shadow", "odmoe-worker"}) {
+    INFO(b << ": run scripts/cli_docs.sh after changing options");
+    const Result help = Sh(test::BinaryPath(std::string("bin/") + b) + " --help");
+    REQUIRE(help.exit_code == 0);
+    const std::string block = std::string("## ") + b + "\n\n```\n" + help.output + "```\n";
+    CHECK(page.find(block) != std::string::npos);
+  }
+}
+
 TEST_CASE("odmoe-run: bad arguments are clear errors", "[cli]") {
   ExpectError("--prompt hi", "missing required option --model");
   ExpectError("--model /nonexistent/model.gguf --prompt hi", "/nonexistent/model.gguf");
@@ -172,8 +187,9 @@ TEST_CASE("odmoe-run: --logprobs-out writes each token's exact log-probability",
 }
 
 TEST_CASE("odmoe-run: seeded sampling reproduces", "[cli]") {
-  const std::string cmd = Run() + " --model " + Model() +
-                          " --prompt Hello -n 16 --temperature 0.9 --top-p 0.9 --seed 11 --ignore-eos";
+  const std::string cmd =
+      Run() + " --model " + Model() +
+      " --prompt Hello -n 16 --temperature 0.9 --top-p 0.9 --seed 11 --ignore-eos";
   const Result a = Sh(cmd), b = Sh(cmd);
   REQUIRE(a.exit_code == 0);
   CHECK(a.output.substr(0, a.output.find("prompt:")) ==
