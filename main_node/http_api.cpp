@@ -777,6 +777,12 @@ absl::StatusOr<std::unique_ptr<HttpApi>> HttpApi::Start(MainNode& node) {
   }
   if (spec.http_port != 0) impl.port = spec.http_port;
   impl.thread = std::thread([s = impl.server.get()] { s->listen_after_bind(); });
+  if (spec.api_key.empty() && !IsLoopbackHost(spec.http_host)) {
+    ODMOE_LOG_WARN(
+        "HTTP API on {} without main.api_key: anyone who can reach it can use the model "
+        "(set main.api_key, or listen on 127.0.0.1)",
+        spec.http);
+  }
   ODMOE_LOG_INFO("HTTP API on {}://{}:{} (chat format {}{})",
                  spec.tls_cert.empty() ? "http" : "https", spec.http_host, impl.port,
                  ChatFormatName(impl.chat_format), spec.api_key.empty() ? "" : ", API key");
