@@ -33,6 +33,16 @@ int64_t UnixNow() {
       .count();
 }
 
+// The body of an error that happens while generating (the status line is
+// already sent): OpenAI's shape, type server_error.
+json ServerErrorBody(const absl::Status& s) {
+  return {{"error",
+           {{"message", std::string(s.message())},
+            {"type", "server_error"},
+            {"param", nullptr},
+            {"code", nullptr}}}};
+}
+
 void SendError(httplib::Response& res, int http_status, const std::string& message,
                const std::string& type, const std::string& param = "",
                const std::string& code = "") {
@@ -239,16 +249,17 @@ absl::Status ParseCommon(const json& body, const std::string& model_id, ParsedRe
 }
 
 // Logprobs as the reference API shapes them. Alternatives are the
-// distribution after the previous token (RowScore::top).
+// distribution after the previous token (RowScore::top). `text_offset` is
+// where the first token's text starts; it is advanced past the last.
 json CompletionLogprobs(const Tokenizer& tok, const std::vector<int32_t>& ids,
                         const std::vector<std::optional<RowScore>>& scores, int top_n,
-                        size_t text_offset) {
+                        size_t* text_offset) {
   json tokens = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
   for (size_t i = 0; i < ids.size(); ++i) {
     const std::string piece = tok.TokenToPiece(ids[i]);
     tokens.push_back(piece);
-    offsets.push_back(text_offset);
-    text_offset += piece.size();
+    offsets.push_back(*text_offset);
+    *text_offset += piece.size();
     if (!scores[i].has_value()) {
       lps.push_back(nullptr);
       tops.push_back(nullptr);
@@ -419,13 +430,6 @@ struct HttpApi::Impl {
       res.set_chunked_content_provider("application/json", [this, held, parsed, id, created, object,
                                                             chat, &tok, top_n](
                                                                size_t, httplib::DataSink& sink) {
-        auto error_body = [](const absl::Status& st) {
-          return json{{"error",
-                       {{"message", std::string(st.message())},
-                        {"type", "server_error"},
-                        {"param", nullptr},
-                        {"code", nullptr}}}};
-        };
         auto write = [&](const json& body) {
           const std::string out = body.dump();
           sink.write(out.data(), out.size());
@@ -436,7 +440,7 @@ struct HttpApi::Impl {
         std::vector<std::optional<RowScore>> scores;
         if (parsed.echo) {
           if (absl::Status st = EchoScores(*held, parsed, &ids, &scores); !st.ok()) {
-            return write(error_body(st));
+            return write(ServerErrorBody(st));
           }
         }
         ClusterGenerateResult gen;
@@ -448,7 +452,7 @@ struct HttpApi::Impl {
           absl::StatusOr<ClusterGenerateResult> r = node.Generate(
               *held, parsed.gen, on_token, [&] { return !sink.is_writable(); },
               [&] { return stop.stopped(); }, "http");
-          if (!r.ok()) return write(error_body(r.status()));
+          if (!r.ok()) return write(ServerErrorBody(r.status()));
           text += stop.Flush();
           stopped = stop.stopped();
           gen = std::move(*r);
@@ -475,7 +479,8 @@ struct HttpApi::Impl {
               ids.push_back(gen.result.output_ids[i]);
               scores.push_back(gen.result.logprobs[i]);
             }
-            choice["logprobs"] = CompletionLogprobs(tok, ids, scores, top_n, 0);
+            size_t offset = 0;
+            choice["logprobs"] = CompletionLogprobs(tok, ids, scores, top_n, &offset);
           } else {
             choice["logprobs"] = nullptr;
           }
@@ -521,8 +526,7 @@ struct HttpApi::Impl {
                 }
                 lp = {{"content", content}};
               } else {
-                lp = CompletionLogprobs(tok, pending_ids, pending_scores, top_n, text_offset);
-                for (int32_t t : pending_ids) text_offset += tok.TokenToPiece(t).size();
+                lp = CompletionLogprobs(tok, pending_ids, pending_scores, top_n, &text_offset);
               }
               pending_ids.clear();
               pending_scores.clear();
@@ -573,11 +577,7 @@ struct HttpApi::Impl {
                         {"usage", Usage(*r)}});
             }
           } else if (!gone) {
-            send(json{{"error",
-                       {{"message", std::string(r.status().message())},
-                        {"type", "server_error"},
-                        {"param", nullptr},
-                        {"code", nullptr}}}});
+            send(ServerErrorBody(r.status()));
           }
           if (!gone) {
             const std::string done = "data: [DONE]\n\n";

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "engine/reference_engine.h"
 #include "util/cli_args.h"
@@ -47,11 +48,7 @@ bool DumpExperts(const std::string& path, const odmoe::GenerateResult& r, int k)
 bool DumpLogprobs(const std::string& path, const odmoe::GenerateResult& r) {
   std::ofstream out(path);
   if (!out) return false;
-  char buf[64];
-  auto num = [&](double v) {
-    std::snprintf(buf, sizeof(buf), "%.17g", v);
-    return std::string(buf);
-  };
+  auto num = [](double v) { return absl::StrFormat("%.17g", v); };
   for (size_t i = 0; i < r.logprobs.size(); ++i) {
     std::vector<std::string> top;
     for (const odmoe::TokenLogprob& t : r.logprobs[i].top) {

@@ -56,6 +56,16 @@ void ExpectError(httplib::Client& cli, const std::string& path, const std::strin
   }
 }
 
+// An in-process cluster of `workers` workers with the HTTP API on.
+std::unique_ptr<TestCluster> HttpCluster(int workers) {
+  ClusterConfig cfg;
+  cfg.workers = workers;
+  cfg.http = true;
+  auto cluster = TestCluster::Start(cfg);
+  REQUIRE(cluster.ok());
+  return std::move(*cluster);
+}
+
 // POSTs `body`, requires 200 and returns the response body.
 std::string PostOk(httplib::Client& cli, const std::string& path, const json& body) {
   auto res = cli.Post(path, body.dump(), "application/json");
@@ -68,12 +78,8 @@ std::string PostOk(httplib::Client& cli, const std::string& path, const json& bo
 }  // namespace
 
 TEST_CASE("http: completions, streaming, chat, models, health, metrics", "[cluster][http]") {
-  ClusterConfig cfg;
-  cfg.workers = 4;
-  cfg.http = true;
-  auto cluster = TestCluster::Start(cfg);
-  REQUIRE(cluster.ok());
-  httplib::Client cli = Client(**cluster);
+  std::unique_ptr<TestCluster> cluster = HttpCluster(4);
+  httplib::Client cli = Client(*cluster);
   const std::string prompt = "The meaning of life is";
   const std::string expected = ReferenceText(prompt, 12);
 
@@ -173,12 +179,8 @@ TEST_CASE("http: completions, streaming, chat, models, health, metrics", "[clust
 }
 
 TEST_CASE("http: the OpenAI surface clients use", "[cluster][http]") {
-  ClusterConfig cfg;
-  cfg.workers = 2;
-  cfg.http = true;
-  auto cluster = TestCluster::Start(cfg);
-  REQUIRE(cluster.ok());
-  httplib::Client cli = Client(**cluster);
+  std::unique_ptr<TestCluster> cluster = HttpCluster(2);
+  httplib::Client cli = Client(*cluster);
   const std::string prompt = "The meaning of life is";
   auto post = [&](const std::string& path, const json& body) { return PostOk(cli, path, body); };
 
@@ -201,7 +203,7 @@ TEST_CASE("http: the OpenAI surface clients use", "[cluster][http]") {
   j = json::parse(post("/v1/chat/completions", {{"messages", hello}, {"temperature", 0}}));
   const int completion = j["usage"]["completion_tokens"];
   if (j["choices"][0]["finish_reason"] == "length") {
-    CHECK(completion + j["usage"]["prompt_tokens"].get<int>() == (*cluster)->main().n_ctx());
+    CHECK(completion + j["usage"]["prompt_tokens"].get<int>() == cluster->main().n_ctx());
   } else {
     CHECK(j["choices"][0]["finish_reason"] == "stop");
   }
@@ -305,12 +307,8 @@ TEST_CASE("http: the OpenAI surface clients use", "[cluster][http]") {
 }
 
 TEST_CASE("http: logprobs and echo are the single process's numbers", "[cluster][http]") {
-  ClusterConfig cfg;
-  cfg.workers = 4;
-  cfg.http = true;
-  auto cluster = TestCluster::Start(cfg);
-  REQUIRE(cluster.ok());
-  httplib::Client cli = Client(**cluster);
+  std::unique_ptr<TestCluster> cluster = HttpCluster(4);
+  httplib::Client cli = Client(*cluster);
   static auto engine =
       ReferenceEngine::Create(SourcePath("models/tiny-mixtral-f16.gguf"), {}).value();
   const std::string prompt = "The meaning of life is";
@@ -321,7 +319,7 @@ TEST_CASE("http: logprobs and echo are the single process's numbers", "[cluster]
   const GenerateResult want = engine->Generate(req).value();
   REQUIRE(want.output_ids.size() == 8);
   auto post = [&](const std::string& path, const json& body) { return PostOk(cli, path, body); };
-  const Tokenizer& tok = (*cluster)->main().tokenizer();
+  const Tokenizer& tok = cluster->main().tokenizer();
 
   // Completions: token_logprobs and top_logprobs of every generated token.
   json j = json::parse(

@@ -13,6 +13,7 @@
 
 #include <immintrin.h>
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 
@@ -202,17 +203,14 @@ struct KAvx512 : KUnpackX86 {
                                                                    const KUnpacked& scales,
                                                                    const KActBlock* x, IPart* a) {
     const auto& b = *reinterpret_cast<const BlockIq4Xs*>(block);
-    alignas(16) static constexpr uint8_t kBiased[16] = {
-        static_cast<uint8_t>(kIq4nlValues[0] + 128),  static_cast<uint8_t>(kIq4nlValues[1] + 128),
-        static_cast<uint8_t>(kIq4nlValues[2] + 128),  static_cast<uint8_t>(kIq4nlValues[3] + 128),
-        static_cast<uint8_t>(kIq4nlValues[4] + 128),  static_cast<uint8_t>(kIq4nlValues[5] + 128),
-        static_cast<uint8_t>(kIq4nlValues[6] + 128),  static_cast<uint8_t>(kIq4nlValues[7] + 128),
-        static_cast<uint8_t>(kIq4nlValues[8] + 128),  static_cast<uint8_t>(kIq4nlValues[9] + 128),
-        static_cast<uint8_t>(kIq4nlValues[10] + 128), static_cast<uint8_t>(kIq4nlValues[11] + 128),
-        static_cast<uint8_t>(kIq4nlValues[12] + 128), static_cast<uint8_t>(kIq4nlValues[13] + 128),
-        static_cast<uint8_t>(kIq4nlValues[14] + 128), static_cast<uint8_t>(kIq4nlValues[15] + 128)};
+    // The IQ4_NL levels + 128 as unsigned bytes.
+    alignas(16) static constexpr std::array<uint8_t, 16> kBiased = [] {
+      std::array<uint8_t, 16> t{};
+      for (int i = 0; i < 16; ++i) t[i] = static_cast<uint8_t>(kIq4nlValues[i] + 128);
+      return t;
+    }();
     const __m512i lut =
-        _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kBiased)));
+        _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kBiased.data())));
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     const __m512i shifts = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
     const __m256i sc16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(scales.sc));
