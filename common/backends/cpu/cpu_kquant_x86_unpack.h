@@ -58,6 +58,18 @@ struct KUnpackX86 {
     Store256(out + 8, Sum8(parts + 8));
   }
 
+  /// The types whose unsigned codes carry an offset and that have no mins
+  /// (Q3_K, Q6_K): sc, mn = 0, corr = -offset * sc (exact in int16), d from
+  /// the f16 scale, dmin = 0.
+  __attribute__((always_inline)) static inline void StoreOffsetScales(__m256i sc, int offset,
+                                                                      uint16_t d, KUnpacked* out) {
+    Store256(out->sc, sc);
+    Store256(out->mn, _mm256_setzero_si256());
+    Store256(out->corr, _mm256_mullo_epi16(sc, _mm256_set1_epi16(static_cast<int16_t>(-offset))));
+    out->d = Half(d);
+    out->dmin = 0.0f;
+  }
+
   /// The per-sub-block fields and the f32 scales of KUnpacked (not q).
   template <DType T>
   __attribute__((always_inline)) static inline void UnpackScales(const uint8_t* block,
@@ -74,12 +86,7 @@ struct KUnpackX86 {
       const auto& b = *reinterpret_cast<const BlockQ6K*>(block);
       const __m256i sc =
           _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
-      Store256(out->sc, sc);
-      Store256(out->mn, _mm256_setzero_si256());
-      Store256(out->corr,
-               _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(sc, 5)));  // -32 * sc
-      out->d = Half(b.d);
-      out->dmin = 0.0f;
+      StoreOffsetScales(sc, kQ6KCodeOffset, b.d, out);
     } else if constexpr (T == DType::kQ2_K) {
       const auto& b = *reinterpret_cast<const BlockQ2K*>(block);
       const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
@@ -105,12 +112,7 @@ struct KUnpackX86 {
           _mm_set1_epi8(0x03));
       const __m128i biased = _mm_or_si128(low, _mm_slli_epi16(high, 4));
       const __m256i sc = _mm256_sub_epi16(_mm256_cvtepu8_epi16(biased), _mm256_set1_epi16(32));
-      Store256(out->sc, sc);
-      Store256(out->mn, _mm256_setzero_si256());
-      Store256(out->corr,
-               _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(sc, 2)));  // -4 * sc
-      out->d = Half(b.d);
-      out->dmin = 0.0f;
+      StoreOffsetScales(sc, kQ3KCodeOffset, b.d, out);
     } else {  // IQ4_XS
       const auto& b = *reinterpret_cast<const BlockIq4Xs*>(block);
       // UnpackIq4XsScales 8 at a time: nibble j of scales_l, bits 2j..2j+1
