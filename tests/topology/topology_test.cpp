@@ -142,7 +142,9 @@ TEST_CASE("topology: every mistake names file, key and expectation", "[topology]
               "already used by shadow");
   ExpectError(Replace(g, "    - { id: w3, address: \"127.0.0.1:7713\" }\n", ""), "workers.nodes",
               "whole groups of 2");
-  ExpectError(Replace(g, "  nodes:", "  group_size: 4\n  nodes:"), "workers.group_size", "top-k");
+  ExpectError(Replace(g, "  nodes:", "  group_size: 3\n  nodes:"), "workers.nodes",
+              "whole groups of 3");
+  ExpectError(Replace(g, "  nodes:", "  group_size: 0\n  nodes:"), "workers.group_size", "[1, ");
   ExpectError(Replace(g, "  memory_budget: 2MiB\n", "  memory_budget: 2MiB\n  group_size: 8\n"),
               "workers.nodes", "fewer than one group of 8");
 }
