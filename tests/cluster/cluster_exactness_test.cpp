@@ -205,6 +205,63 @@ TEST_CASE("cluster: identical tokens with groups smaller and larger than top-k",
   }
 }
 
+TEST_CASE("cluster: identical tokens for top-4 and top-8 models on any group size",
+          "[cluster]") {
+  // Synthetic Mixtral-architecture models (random weights: recall means
+  // nothing here, exactness does): top-4 of 8 and, shaped like Qwen3-MoE's
+  // routing, top-8 of 16.
+  struct Case {
+    int workers, group_size, slots;  // slots 0 = auto
+    PredictionMode prediction;
+    WorkerMode mode;
+    int align, mini_batch;
+  };
+  const std::vector<std::pair<int, std::vector<Case>>> models = {
+      {4,
+       {
+           {4, 2, 0, PredictionMode::kShadow, WorkerMode::kOnDemand, 1, 16},  // 2 experts each
+           {2, 1, 1, PredictionMode::kShadow, WorkerMode::kOnDemand, 1, 3},   // 4 on one slot
+           {3, 3, 0, PredictionMode::kNone, WorkerMode::kOnDemand, 1, 5},     // 2, 1, 1
+           {8, 8, 0, PredictionMode::kShadow, WorkerMode::kOnDemand, 0, 16},  // 4 idle
+           {4, 2, 0, PredictionMode::kNone, WorkerMode::kResident, 1, 16},
+           {4, 4, 0, PredictionMode::kRandom, WorkerMode::kOnDemand, 1, 4},   // G = k
+       }},
+      {8,
+       {
+           {8, 8, 0, PredictionMode::kShadow, WorkerMode::kOnDemand, 1, 16},  // 1 group of 8
+           {8, 4, 0, PredictionMode::kShadow, WorkerMode::kOnDemand, 1, 16},  // 2 groups of 4
+           {4, 2, 4, PredictionMode::kShadow, WorkerMode::kOnDemand, 1, 7},   // 4 each, 4 slots
+           {4, 2, 0, PredictionMode::kNone, WorkerMode::kOnDemand, 1, 2},     // 4 each, 2 slots
+       }},
+  };
+  for (const auto& [k, cases] : models) {
+    SynthSpec spec;
+    spec.n_layer = 4;
+    spec.n_embd = 128;
+    spec.n_ff = 256;
+    spec.n_expert = 2 * k;
+    spec.n_expert_used = k;
+    spec.seed = static_cast<uint64_t>(k);
+    const std::string path = (std::filesystem::temp_directory_path() /
+                              absl::StrFormat("odmoe_cluster_top%d.gguf", k))
+                                 .string();
+    REQUIRE(WriteSynthModel(spec, path).ok());
+    for (const Case& c : cases) {
+      ClusterConfig cfg;
+      cfg.model = path;
+      cfg.workers = c.workers;
+      cfg.group_size = c.group_size;
+      cfg.prediction = c.prediction;
+      cfg.worker_mode = c.mode;
+      cfg.token_period = cfg.kv_period = c.align;
+      cfg.mini_batch = c.mini_batch;
+      if (c.slots > 0) cfg.memory_budget = WorkerBudgetForSlots(cfg, c.slots);
+      ExpectIdentical(cfg);
+    }
+    std::filesystem::remove(path);
+  }
+}
+
 TEST_CASE("cluster: identical tokens when layers store their experts in different types",
           "[cluster]") {
   // The 2-layer model with layer 0's experts in Q8_0 and layer 1's in F16.
