@@ -172,8 +172,7 @@ absl::Status MainEngine::SendRandomHints(uint64_t request, int n) {
     const std::vector<int> members = topology_.GroupMembers(schedule_.GroupOfLayer(l));
     for (size_t i = 0; i < members.size(); ++i) {
       // Only workers with positions of this layer (cluster/assignment.h).
-      if (PositionsOfWorker(static_cast<int>(i), topology_.group_size, c.n_expert_used)
-              .empty()) {
+      if (PositionsOfWorker(static_cast<int>(i), topology_.group_size, c.n_expert_used).empty()) {
         continue;
       }
       // A failed send is the group's failure, which the layer's task finds.

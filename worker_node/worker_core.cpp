@@ -18,12 +18,14 @@ double Since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Experts a resident worker keeps: every expert of its decode layers, and its
-// prefill expert(s) of every layer.
+// Experts a resident worker keeps: every expert of its decode layers (none
+// when it has no position of a layer's k: G > k), and its prefill expert(s)
+// of every layer.
 std::vector<std::pair<int, int>> ResidentSet(const ModelConfig& c, const WorkerPlacement& p) {
   std::vector<std::pair<int, int>> set;
+  const bool decodes = !p.positions(c.n_expert_used).empty();
   for (int l = 0; l < c.n_layer; ++l) {
-    const bool decode_layer = l % p.n_groups() == p.group();
+    const bool decode_layer = decodes && l % p.n_groups() == p.group();
     for (int e = 0; e < c.n_expert; ++e) {
       if (decode_layer || e % p.n_workers == p.worker_index) set.emplace_back(l, e);
     }
@@ -69,8 +71,8 @@ absl::StatusOr<std::unique_ptr<WorkerCore>> WorkerCore::Create(const ModelFile& 
   if (budget == 0) {
     // On demand, a worker computing several experts of a layer (k > G) gets
     // a second slot by default: it loads the next while it computes one.
-    const bool several = static_cast<int>(PositionsOfWorker(0, p.group_size, c.n_expert_used)
-                                              .size()) > 1;
+    const bool several =
+        static_cast<int>(PositionsOfWorker(0, p.group_size, c.n_expert_used).size()) > 1;
     if (!options.resident && !options.lru && several) slots = 2;
     budget = workspace + static_cast<uint64_t>(slots) * expert;
   } else {

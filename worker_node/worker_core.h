@@ -25,9 +25,10 @@
 // on a device it also starts the loads of the tasks queued behind the one it
 // computes. Its own accounting (ExpertSlots) proves what it held. In
 // resident mode every expert the worker can be asked for (all experts
-// of its decode layers, and expert e = worker index mod N_W of every layer for
-// prefill) is loaded once at start and never evicted: the "fully cached"
-// reference deployment; one more slot takes anything else it is asked for.
+// of its decode layers unless it has no position in them, and expert
+// e = worker index mod N_W of every layer for prefill) is loaded once at
+// start and never evicted: the "fully cached" reference deployment; one more
+// slot takes anything else it is asked for.
 // In lru mode (the caching baseline of Mixtral-Offloading-like systems) hints
 // are ignored, experts stay loaded after their task, and a miss evicts the
 // least recently used one.
@@ -71,7 +72,7 @@ namespace odmoe {
 struct WorkerPlacement {
   int worker_index = 0;  // position in the topology's worker list
   int n_workers = 1;
-  int group_size = 1;    // G (the model's top-k by default)
+  int group_size = 1;  // G (the model's top-k by default)
   int group() const { return worker_index / group_size; }
   int index_in_group() const { return worker_index % group_size; }
   int n_groups() const { return n_workers / group_size; }
@@ -209,7 +210,7 @@ class WorkerCore {
   };
   std::map<Key, std::vector<Planned>> hints_;
   Key last_done_{0, 0, 0};
-  Key step_key_{0, 0, 0};   // the decode step of the last task...
+  Key step_key_{0, 0, 0};    // the decode step of the last task...
   uint64_t step_tasks_ = 0;  // ...and how many of its experts this worker computed
   bool stop_ = false;
   WorkerStats stats_;

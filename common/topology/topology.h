@@ -44,7 +44,9 @@
 //     group_size: 2                           # G >= 1; default: the model's top-k
 //     mode: on_demand                         # on_demand (default) | resident | lru_cache
 //     cache_experts: 16                       # lru_cache: experts each worker keeps (default 8)
-//     memory_budget: auto                     # auto | bytes ("96MiB", "1.5GiB", 1048576)
+//     memory_budget: auto                     # auto | bytes ("96MiB", "1.5GiB", 1048576):
+//                                             # as many expert slots as fit (at least one);
+//                                             # auto = 1 slot, 2 when top-k > group_size
 //     load_bandwidth: 2GB/s                   # EMULATION: cap on expert loads (default off)
 //     backend: cpu:1                          # default for every worker
 //     nodes:                                  # required, at least one group
@@ -132,7 +134,9 @@ struct ShadowSpec : NodeSpec {
 };
 
 struct WorkerSpec : NodeSpec {
-  uint64_t memory_budget = 0;  // bytes; 0 = auto (one expert + workspace, or all resident)
+  // Bytes; 0 = auto: workspace + one expert slot (two when the worker computes
+  // several experts of a layer, top-k > group_size), or all resident ones.
+  uint64_t memory_budget = 0;
   uint64_t load_bandwidth = 0; // bytes/s cap on expert loads (emulation); 0 = off
 };
 

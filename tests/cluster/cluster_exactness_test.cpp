@@ -55,8 +55,8 @@ void ExpectIdentical(const ClusterConfig& cfg) {
       "workers=%d group_size=%d budget=%d prediction=%s mode=%s align=%d/%d mini_batch=%d "
       "batch=%d model=%s",
       cfg.workers, cfg.group_size, cfg.memory_budget, PredictionModeName(cfg.prediction),
-      WorkerModeName(cfg.worker_mode), cfg.token_period, cfg.kv_period, cfg.mini_batch,
-      cfg.batch, cfg.model));
+      WorkerModeName(cfg.worker_mode), cfg.token_period, cfg.kv_period, cfg.mini_batch, cfg.batch,
+      cfg.model));
   auto cluster = TestCluster::Start(cfg);
   REQUIRE(cluster.ok());
   const ModelConfig& model = (*cluster)->worker(0).core().model().config();
@@ -88,17 +88,17 @@ void ExpectIdentical(const ClusterConfig& cfg) {
     if (cfg.worker_mode == WorkerMode::kOnDemand) {
       // Auto: one slot, two when it computes several experts of a layer;
       // else what the budget holds.
-      const int slots = cfg.memory_budget == 0 ? (k > g ? 2 : 1)
-                                               : static_cast<int>(
-                                                     (cfg.memory_budget - s.workspace_bytes) /
-                                                     s.expert_bytes);
+      const int slots =
+          cfg.memory_budget == 0
+              ? (k > g ? 2 : 1)
+              : static_cast<int>((cfg.memory_budget - s.workspace_bytes) / s.expert_bytes);
       CHECK(s.slots == slots);
       // Its own accounting: never more experts than slots (a one-expert
       // budget never held two).
       CHECK(s.peak_held >= 1);
       CHECK(s.peak_held <= slots);
-      CHECK(s.peak_bytes == static_cast<uint64_t>(s.peak_held) * s.expert_bytes +
-                                s.workspace_bytes);
+      CHECK(s.peak_bytes ==
+            static_cast<uint64_t>(s.peak_held) * s.expert_bytes + s.workspace_bytes);
       CHECK(s.peak_bytes <= s.memory_budget);
     }
     // Loads move each expert in its own layer's size.
@@ -115,7 +115,8 @@ void ExpectIdentical(const ClusterConfig& cfg) {
   }
   // Every decode task was counted once, per (layer, expert), by the worker
   // that computed it.
-  CHECK(decode_tasks == Prompts().size() * static_cast<uint64_t>((kTokens - 1) * model.n_layer * k));
+  CHECK(decode_tasks ==
+        Prompts().size() * static_cast<uint64_t>((kTokens - 1) * model.n_layer * k));
 }
 
 }  // namespace
@@ -205,8 +206,7 @@ TEST_CASE("cluster: identical tokens with groups smaller and larger than top-k",
   }
 }
 
-TEST_CASE("cluster: identical tokens for top-4 and top-8 models on any group size",
-          "[cluster]") {
+TEST_CASE("cluster: identical tokens for top-4 and top-8 models on any group size", "[cluster]") {
   // Synthetic Mixtral-architecture models (random weights: recall means
   // nothing here, exactness does): top-4 of 8 and, shaped like Qwen3-MoE's
   // routing, top-8 of 16.
@@ -224,7 +224,7 @@ TEST_CASE("cluster: identical tokens for top-4 and top-8 models on any group siz
            {3, 3, 0, PredictionMode::kNone, WorkerMode::kOnDemand, 1, 5},     // 2, 1, 1
            {8, 8, 0, PredictionMode::kShadow, WorkerMode::kOnDemand, 0, 16},  // 4 idle
            {4, 2, 0, PredictionMode::kNone, WorkerMode::kResident, 1, 16},
-           {4, 4, 0, PredictionMode::kRandom, WorkerMode::kOnDemand, 1, 4},   // G = k
+           {4, 4, 0, PredictionMode::kRandom, WorkerMode::kOnDemand, 1, 4},  // G = k
        }},
       {8,
        {
@@ -242,9 +242,9 @@ TEST_CASE("cluster: identical tokens for top-4 and top-8 models on any group siz
     spec.n_expert = 2 * k;
     spec.n_expert_used = k;
     spec.seed = static_cast<uint64_t>(k);
-    const std::string path = (std::filesystem::temp_directory_path() /
-                              absl::StrFormat("odmoe_cluster_top%d.gguf", k))
-                                 .string();
+    const std::string path =
+        (std::filesystem::temp_directory_path() / absl::StrFormat("odmoe_cluster_top%d.gguf", k))
+            .string();
     REQUIRE(WriteSynthModel(spec, path).ok());
     for (const Case& c : cases) {
       ClusterConfig cfg;

@@ -3,7 +3,6 @@
 // two it has the next one loaded before it computes the current. Its own
 // accounting (ExpertSlots, WorkerStats) and its EL / EC trace spans show it.
 #include <catch2/catch.hpp>
-
 #include <chrono>
 #include <mutex>
 #include <thread>
@@ -193,7 +192,8 @@ TEST_CASE("worker: a wrong prediction is reloaded in its own position's slot",
     INFO("slots " << slots);
     Worker w(slots);
     w.Hint(2, 0, {3, 1});
-    REQUIRE(w.WaitFor([&](const WorkerStats& s) { return s.loads == static_cast<uint64_t>(slots); }));
+    REQUIRE(
+        w.WaitFor([&](const WorkerStats& s) { return s.loads == static_cast<uint64_t>(slots); }));
     w.Task(1, 2, 0, 6, 0);
     w.Task(2, 2, 0, 3, 1);
     const std::vector<v1::ExpertResult> r = w.Results(2);
