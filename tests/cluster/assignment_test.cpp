@@ -1,9 +1,9 @@
-#include <catch2/catch.hpp>
+#include "cluster/assignment.h"
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <random>
 
-#include "cluster/assignment.h"
 #include "cluster/recall.h"
 
 namespace odmoe {
@@ -56,7 +56,8 @@ TEST_CASE("assignment: every chosen expert is computed exactly once", "[cluster]
   }
 }
 
-TEST_CASE("assignment: worker i of a group of G computes positions i, i+G, ...", "[cluster]") {
+TEST_CASE("assignment: worker i of a group of G computes positions i and i+G and so on",
+          "[cluster]") {
   CHECK(PositionsOfWorker(0, 2, 2) == std::vector<int>{0});  // the paper's G = k = 2
   CHECK(PositionsOfWorker(1, 2, 2) == std::vector<int>{1});
   CHECK(PositionsOfWorker(0, 1, 2) == std::vector<int>{0, 1});  // one worker, both experts
@@ -84,8 +85,7 @@ TEST_CASE("assignment: worker i of a group of G computes positions i, i+G, ...",
   }
 }
 
-TEST_CASE("assignment: k experts on G workers, predicted ones stay where prefetched",
-          "[cluster]") {
+TEST_CASE("assignment: k experts on G workers keep predicted ones where prefetched", "[cluster]") {
   // Top-4 of 8 on a group of 2: worker 0 prefetches positions {0, 2}, worker 1 {1, 3}.
   const std::vector<int32_t> predicted{7, 1, 5, 3};
   const std::vector<int32_t> hinted = HintedAssignment(predicted);  // {1, 3, 5, 7}
@@ -97,15 +97,15 @@ TEST_CASE("assignment: k experts on G workers, predicted ones stay where prefetc
   CHECK(ExpertsOfWorker(fin, 0, 2) == std::vector<int32_t>{1, 4});
   CHECK(ExpertsOfWorker(fin, 1, 2) == std::vector<int32_t>{3, 7});
   // Top-2 on one worker: it computes both, in position order.
-  CHECK(ExpertsOfWorker(FinalAssignment(std::vector<int32_t>{5, 2}, std::vector<int32_t>{7, 5}),
-                        0, 1) == std::vector<int32_t>{7, 5});
+  CHECK(ExpertsOfWorker(FinalAssignment(std::vector<int32_t>{5, 2}, std::vector<int32_t>{7, 5}), 0,
+                        1) == std::vector<int32_t>{7, 5});
   // Top-2 on a group of 3: the third worker computes nothing.
   CHECK(ExpertsOfWorker(FinalAssignment({}, std::vector<int32_t>{6, 1}), 2, 3).empty());
   CHECK(ExpertsOfWorker(FinalAssignment({}, std::vector<int32_t>{6, 1}), 1, 3) ==
         std::vector<int32_t>{6});
 }
 
-TEST_CASE("assignment: any k on any G computes every chosen expert once, on its prefetcher",
+TEST_CASE("assignment: any k on any G computes every chosen expert once on its prefetcher",
           "[cluster]") {
   std::mt19937 rng(11);
   for (int trial = 0; trial < 4000; ++trial) {
@@ -140,8 +140,7 @@ TEST_CASE("assignment: any k on any G computes every chosen expert once, on its 
     if (g == k) {
       // The paper's one expert per worker: worker i computes position i.
       for (int i = 0; i < g; ++i) {
-        REQUIRE(ExpertsOfWorker(fin, i, g) ==
-                std::vector<int32_t>{fin[static_cast<size_t>(i)]});
+        REQUIRE(ExpertsOfWorker(fin, i, g) == std::vector<int32_t>{fin[static_cast<size_t>(i)]});
       }
     }
   }

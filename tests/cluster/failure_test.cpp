@@ -89,7 +89,7 @@ TEST_CASE("failures: a worker dies mid-generation, its layers move, it rejoins",
   CHECK(c.worker(6).core().stats().hints_received > 0);
 }
 
-TEST_CASE("failures: groups smaller and larger than top-k lose a worker, layers move",
+TEST_CASE("failures: groups smaller and larger than top-k lose a worker and layers move",
           "[cluster][failures]") {
   const std::string prompt = "It is a truth universally acknowledged";
   const std::vector<int32_t> expected = ReferenceIds(prompt, 40);
