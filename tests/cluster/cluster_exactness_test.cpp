@@ -54,6 +54,7 @@ void ExpectIdentical(const ClusterConfig& cfg) {
       cfg.workers, PredictionModeName(cfg.prediction), WorkerModeName(cfg.worker_mode),
       cfg.token_period, cfg.kv_period, cfg.mini_batch, cfg.batch, cfg.model));
   auto cluster = TestCluster::Start(cfg);
+  INFO((cluster.ok() ? std::string() : std::string(cluster.status().message())));
   REQUIRE(cluster.ok());
   const ModelConfig& model = (*cluster)->worker(0).core().model().config();
   for (size_t i = 0; i < Prompts().size(); ++i) {
@@ -62,6 +63,7 @@ void ExpectIdentical(const ClusterConfig& cfg) {
     req.max_tokens = kTokens;
     req.ignore_eos = true;
     absl::StatusOr<ClusterGenerateResult> r = (*cluster)->main().Generate(req, nullptr);
+    INFO((r.ok() ? std::string() : std::string(r.status().message())));
     REQUIRE(r.ok());
     CHECK(r->result.output_ids == Reference(cfg.model)[i]);
     CHECK(r->experts.hits + r->experts.misses ==
@@ -240,6 +242,36 @@ TEST_CASE("cluster: f16 hidden states on the wire still generate", "[cluster]") 
   // does not change a greedy choice this clear.
   CHECK(r->result.output_ids[0] == Reference()[0][0]);
   for (int w = 0; w < 4; ++w) CHECK((*cluster)->worker(w).core().stats().task_errors == 0);
+}
+
+}  // namespace odmoe::test
+
+namespace odmoe::test {
+
+TEST_CASE("cluster: identical tokens for every architecture of the table", "[cluster][arch]") {
+  // The tiny random models of tests/data/arch (made with transformers):
+  // Qwen3-MoE (top-8 of 32, per-head q/k norm), OLMoE (top-8 of 16), Qwen2-MoE
+  // (top-4 of 16, biases, shared expert on the main node).
+  struct Arch {
+    const char* file;
+    int workers;
+  };
+  for (const Arch& a : {Arch{"tests/data/arch/tiny-qwen3moe.gguf", 8},
+                        Arch{"tests/data/arch/tiny-olmoe.gguf", 8},
+                        Arch{"tests/data/arch/tiny-qwen2moe.gguf", 8}}) {
+    ClusterConfig shadow;  // aligned shadow, prefill in mini-batches of 3
+    shadow.model = SourcePath(a.file);
+    shadow.workers = a.workers;
+    shadow.mini_batch = 3;
+    ExpectIdentical(shadow);
+    ClusterConfig none = shadow;
+    none.prediction = PredictionMode::kNone;
+    none.mini_batch = 16;
+    ExpectIdentical(none);
+    ClusterConfig resident = none;
+    resident.worker_mode = WorkerMode::kResident;
+    ExpectIdentical(resident);
+  }
 }
 
 }  // namespace odmoe::test

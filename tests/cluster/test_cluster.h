@@ -24,6 +24,7 @@ namespace odmoe::test {
 
 struct ClusterConfig {
   int workers = 8;
+  int group_size = 0;  // 0: the model's top-k
   PredictionMode prediction = PredictionMode::kShadow;
   WorkerMode worker_mode = WorkerMode::kOnDemand;
   DType quantization = DType::kQ8_0;
