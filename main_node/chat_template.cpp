@@ -190,7 +190,7 @@ std::string RenderTulu(const ChatFormat& format, const std::vector<ChatMessage>&
     const ChatMessage& m = messages[i];
     if (m.role == "assistant") {
       absl::StrAppend(&out, "<|assistant|>\n", m.content, format.eos_text,
-                      i + 1 < messages.size() ? "\n" : "");
+                      i + 1 < messages.size() || !format.tulu_bare_last ? "\n" : "");
     } else {
       absl::StrAppend(&out, "<|", m.role, "|>\n", m.content, "\n");
     }
@@ -306,6 +306,7 @@ ChatFormat DetectChatFormat(const std::optional<std::string>& chat_template,
   } else if (Has(t, "[INST]")) {
     f.family = ChatFamily::kMistral;
   }
+  f.tulu_bare_last = f.family == ChatFamily::kTulu && Has(t, "not loop.last");
   f.writes_bos = (f.family == ChatFamily::kDeepSeek || f.family == ChatFamily::kTulu) &&
                  Has(t, "bos_token");
   return f;

@@ -30,7 +30,8 @@
 //   deepseek  B then per message "User: {c}\n\n" | "Assistant: {c}E" | "{system}\n\n",
 //             then "Assistant:"
 //   tulu      B then "<|system|>\n{c}\n" | "<|user|>\n{c}\n" | "<|assistant|>\n{c}E\n"
-//             (no "\n" after the last message), then "<|assistant|>\n"
+//             (open-instruct's variant: no "\n" after a last assistant turn), then
+//             "<|assistant|>\n"
 //   harmony   <|start|>system<|message|>{identity, knowledge cutoff, date, reasoning
 //             effort, valid channels}<|end|>, a first system/developer message as
 //             <|start|>developer<|message|># Instructions\n\n{c}\n\n<|end|>, then
@@ -103,6 +104,9 @@ struct ChatFormat {
   bool has_template = false;
   /// deepseek, tulu: the template writes `bos_token` before the conversation.
   bool writes_bos = false;
+  /// tulu: a last assistant turn ends without "\n" (open-instruct's template
+  /// has a `not loop.last` branch; OLMoE-Instruct's writes "\n" after every turn).
+  bool tulu_bare_last = false;
   std::string bos_text;
   std::string eos_text;
   /// chatml: the system turn the template adds when the conversation has none.
