@@ -35,8 +35,7 @@ bool HasAll(std::string_view text, std::initializer_list<std::string_view> marke
 std::string ChatMLDefaultSystem(std::string_view tmpl) {
   constexpr std::string_view kHead = "<|im_start|>system";
   constexpr std::string_view kEnd = "<|im_end|>";
-  for (size_t at = tmpl.find(kHead); at != std::string_view::npos;
-       at = tmpl.find(kHead, at + 1)) {
+  for (size_t at = tmpl.find(kHead); at != std::string_view::npos; at = tmpl.find(kHead, at + 1)) {
     std::string_view rest = tmpl.substr(at + kHead.size());
     if (rest.starts_with("\\n")) {
       rest.remove_prefix(2);
@@ -98,8 +97,8 @@ absl::Status CheckOptions(const ChatFormat& format, const ChatOptions& options) 
   }
   if (options.reasoning_effort.has_value()) {
     if (format.family != ChatFamily::kHarmony) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "reasoning_effort: this model's chat format (", name, ") has no reasoning effort"));
+      return absl::InvalidArgumentError(absl::StrCat("reasoning_effort: this model's chat format (",
+                                                     name, ") has no reasoning effort"));
     }
     const std::string& e = *options.reasoning_effort;
     if (e != "low" && e != "medium" && e != "high") {
@@ -201,9 +200,9 @@ std::string RenderTulu(const ChatFormat& format, const std::vector<ChatMessage>&
 
 absl::StatusOr<std::string> RenderHarmony(const std::vector<ChatMessage>& messages,
                                           const ChatOptions& options) {
-  const std::string date =
-      options.date.empty() ? absl::FormatTime("%Y-%m-%d", absl::Now(), absl::LocalTimeZone())
-                           : options.date;
+  const std::string date = options.date.empty()
+                               ? absl::FormatTime("%Y-%m-%d", absl::Now(), absl::LocalTimeZone())
+                               : options.date;
   std::string out = absl::StrCat(
       "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
       "Knowledge cutoff: 2024-06\nCurrent date: ",
@@ -214,8 +213,8 @@ absl::StatusOr<std::string> RenderHarmony(const std::vector<ChatMessage>& messag
   if (messages[0].role == "system" || messages[0].role == "developer") {
     first = 1;
     if (!messages[0].content.empty()) {
-      absl::StrAppend(&out, "<|start|>developer<|message|># Instructions\n\n",
-                      messages[0].content, "\n\n<|end|>");
+      absl::StrAppend(&out, "<|start|>developer<|message|># Instructions\n\n", messages[0].content,
+                      "\n\n<|end|>");
     }
   }
   for (size_t i = first; i < messages.size(); ++i) {
@@ -233,9 +232,10 @@ absl::StatusOr<std::string> RenderHarmony(const std::vector<ChatMessage>& messag
       // The analysis channel of earlier turns is dropped, as the template does.
       absl::StrAppend(&out, "<|start|>assistant<|channel|>final<|message|>", m.content, "<|end|>");
     } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "messages[", i, "].role: this model's chat format (harmony) takes a system or "
-          "developer message only first"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("messages[", i,
+                       "].role: this model's chat format (harmony) takes a system or "
+                       "developer message only first"));
     }
   }
   absl::StrAppend(&out, "<|start|>assistant");
@@ -300,15 +300,14 @@ ChatFormat DetectChatFormat(const std::optional<std::string>& chat_template,
     f.default_system = ChatMLDefaultSystem(t);
   } else if (Has(t, "'Assistant: ' + message['content'] + eos_token")) {
     f.family = ChatFamily::kDeepSeek;
-  } else if (HasAll(t, {"<|user|>", "<|assistant|>", "eos_token"}) &&
-             !Has(t, "<|end|>")) {
+  } else if (HasAll(t, {"<|user|>", "<|assistant|>", "eos_token"}) && !Has(t, "<|end|>")) {
     f.family = ChatFamily::kTulu;
   } else if (Has(t, "[INST]")) {
     f.family = ChatFamily::kMistral;
   }
   f.tulu_bare_last = f.family == ChatFamily::kTulu && Has(t, "not loop.last");
-  f.writes_bos = (f.family == ChatFamily::kDeepSeek || f.family == ChatFamily::kTulu) &&
-                 Has(t, "bos_token");
+  f.writes_bos =
+      (f.family == ChatFamily::kDeepSeek || f.family == ChatFamily::kTulu) && Has(t, "bos_token");
   return f;
 }
 

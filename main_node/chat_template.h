@@ -178,18 +178,25 @@ class ChatReplySplitter {
   ChatReplyPiece Flush();
 
  private:
-  enum class State { kStart, kReasoning, kAfterReasoning, kContent, kHarmonyHeader, kHarmonyBody,
-                     kHarmonyIdle };
+  enum class State {
+    kStart,
+    kReasoning,
+    kAfterReasoning,
+    kContent,
+    kHarmonyHeader,
+    kHarmonyBody,
+    kHarmonyIdle
+  };
   void PushThink(std::string_view piece, ChatReplyPiece* out);
   void PushHarmony(int32_t id, std::string_view piece, ChatReplyPiece* out);
 
   ChatFamily family_;
   HarmonyTokenIds harmony_;
   State state_;
-  std::string held_;         // text not yet released (qwen3), or the header (harmony)
-  std::string channel_;      // harmony: the channel being read ("final", "analysis", ...)
+  std::string held_;     // text not yet released (qwen3), or the header (harmony)
+  std::string channel_;  // harmony: the channel being read ("final", "analysis", ...)
   bool in_channel_name_ = false;
-  bool saw_body_ = false;    // harmony: some message body was seen
+  bool saw_body_ = false;  // harmony: some message body was seen
   bool reasoning_started_ = false;
 };
 

@@ -574,12 +574,11 @@ struct HttpApi::Impl {
               pending_scores.clear();
             }
             if (chat) {
-              choice["delta"] = text.empty() && finish.is_null()
-                                    ? json{{"role", "assistant"}}
-                                    : (text.empty() ? json::object()
-                                                    : json{{reasoning ? "reasoning_content"
-                                                                      : "content",
-                                                            text}});
+              choice["delta"] =
+                  text.empty() && finish.is_null()
+                      ? json{{"role", "assistant"}}
+                      : (text.empty() ? json::object()
+                                      : json{{reasoning ? "reasoning_content" : "content", text}});
             } else {
               choice["text"] = text;
             }

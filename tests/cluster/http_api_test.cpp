@@ -217,9 +217,10 @@ TEST_CASE("http: chat renders the model's template, its special tokens as tokens
   cfg.workers = 2;
   cfg.http = true;
   cfg.model = ModelWithTemplate(
-      "mistral", "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}"
-                 "{{ '[INST] ' + message['content'] + ' [/INST]' }}{% else %}"
-                 "{{ message['content'] + eos_token }}{% endif %}{% endfor %}");
+      "mistral",
+      "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}"
+      "{{ '[INST] ' + message['content'] + ' [/INST]' }}{% else %}"
+      "{{ message['content'] + eos_token }}{% endif %}{% endfor %}");
   auto cluster = TestCluster::Start(cfg);
   REQUIRE(cluster.ok());
   httplib::Client cli = Client(**cluster);
@@ -244,16 +245,16 @@ TEST_CASE("http: chat renders the model's template, its special tokens as tokens
   ExpectError(cli, "/v1/chat/completions",
               json{{"messages", messages}, {"reasoning_effort", "low"}}.dump(), 400,
               "reasoning_effort");
-  ExpectError(cli, "/v1/chat/completions",
-              json{{"messages", messages}, {"chat_template_kwargs", {{"enable_thinking", true}}}}
-                  .dump(),
-              400, "chat_template_kwargs.enable_thinking");
+  ExpectError(
+      cli, "/v1/chat/completions",
+      json{{"messages", messages}, {"chat_template_kwargs", {{"enable_thinking", true}}}}.dump(),
+      400, "chat_template_kwargs.enable_thinking");
   ExpectError(cli, "/v1/chat/completions",
               json{{"messages", messages}, {"chat_template_kwargs", {{"tools", 1}}}}.dump(), 400,
               "chat_template_kwargs");
   ExpectError(cli, "/v1/chat/completions",
-              json{{"messages", {{{"role", "user"}, {"content", "a"}},
-                                 {{"role", "user"}, {"content", "b"}}}}}
+              json{{"messages",
+                    {{{"role", "user"}, {"content", "a"}}, {{"role", "user"}, {"content", "b"}}}}}
                   .dump(),
               400, "messages[1]");
   cluster->reset();

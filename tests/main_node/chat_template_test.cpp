@@ -102,8 +102,8 @@ TEST_CASE("chat templates: detection by markers", "[main_node][chat]") {
 
   // The ChatML default system prompt, with a real or an escaped newline; none
   // when the system text is an expression.
-  CHECK(DetectChatFormat(std::string("'<|im_start|>system\\nBe kind.<|im_end|>\\n'")).default_system ==
-        "Be kind.");
+  CHECK(DetectChatFormat(std::string("'<|im_start|>system\\nBe kind.<|im_end|>\\n'"))
+            .default_system == "Be kind.");
   CHECK(DetectChatFormat(std::string("'<|im_start|>system\nA\\nB<|im_end|>'")).default_system ==
         "A\nB");
   CHECK(DetectChatFormat(
@@ -116,9 +116,8 @@ TEST_CASE("chat templates: detection by markers", "[main_node][chat]") {
                                      "eos_token"),
                          vocab)
             .writes_bos);
-  CHECK_FALSE(
-      DetectChatFormat(std::string("'Assistant: ' + message['content'] + eos_token"), vocab)
-          .writes_bos);
+  CHECK_FALSE(DetectChatFormat(std::string("'Assistant: ' + message['content'] + eos_token"), vocab)
+                  .writes_bos);
 }
 
 ChatFormat Format(ChatFamily family) {
@@ -136,8 +135,7 @@ std::string RenderError(const ChatFormat& f, const std::vector<ChatMessage>& m,
   return std::string(r.status().message());
 }
 
-TEST_CASE("chat templates: what a family cannot express is INVALID_ARGUMENT",
-          "[main_node][chat]") {
+TEST_CASE("chat templates: what a family cannot express is INVALID_ARGUMENT", "[main_node][chat]") {
   const ChatFormat chatml = Format(ChatFamily::kChatML);
   const ChatFormat qwen3 = Format(ChatFamily::kQwen3);
   const ChatFormat harmony = Format(ChatFamily::kHarmony);
@@ -153,8 +151,8 @@ TEST_CASE("chat templates: what a family cannot express is INVALID_ARGUMENT",
   CHECK(RenderChat(harmony, {{"developer", "d", std::nullopt}, user}).ok());
   CHECK(RenderError(harmony, {user, {"developer", "d", std::nullopt}})
             .starts_with("messages[1].role:"));
-  CHECK(RenderError(harmony, {user, {"system", "s", std::nullopt}})
-            .starts_with("messages[1].role:"));
+  CHECK(
+      RenderError(harmony, {user, {"system", "s", std::nullopt}}).starts_with("messages[1].role:"));
   CHECK(RenderError(harmony, {user, {"assistant", "<|channel|>final<|message|>x", std::nullopt}})
             .starts_with("messages[1].content:"));
   // Options a family does not have.
@@ -168,8 +166,8 @@ TEST_CASE("chat templates: what a family cannot express is INVALID_ARGUMENT",
   CHECK(RenderChat(chatml, {user}, think_off).ok());  // asks for nothing
   CHECK(RenderError(chatml, {user}, think_on).starts_with("chat_template_kwargs.enable_thinking:"));
   CHECK(RenderChat(harmony, {user}, think_on).ok());
-  CHECK(RenderError(harmony, {user}, think_off)
-            .starts_with("chat_template_kwargs.enable_thinking:"));
+  CHECK(
+      RenderError(harmony, {user}, think_off).starts_with("chat_template_kwargs.enable_thinking:"));
   CHECK(RenderChat(harmony, {user}, effort).ok());
   CHECK(RenderError(qwen3, {user}, effort).starts_with("reasoning_effort:"));
   CHECK(RenderError(harmony, {user}, bad_effort).starts_with("reasoning_effort:"));
@@ -185,8 +183,8 @@ TEST_CASE("chat templates: what a family cannot express is INVALID_ARGUMENT",
 }
 
 // Runs `pieces` through a splitter and returns (reasoning, content).
-std::pair<std::string, std::string> Split(const ChatFormat& f,
-                                          const std::vector<std::pair<int32_t, std::string>>& pieces) {
+std::pair<std::string, std::string> Split(
+    const ChatFormat& f, const std::vector<std::pair<int32_t, std::string>>& pieces) {
   ChatReplySplitter s(f);
   std::string reasoning, content;
   for (const auto& [id, piece] : pieces) {
@@ -215,7 +213,8 @@ TEST_CASE("chat templates: qwen3 replies split into reasoning and content howeve
       {"<think>\nLet me think.\n\nMore.\n</think>\n\nThe answer is 4.", "Let me think.\n\nMore.",
        "The answer is 4."},
       {"<think>\n\n</think>\n\nDirect.", "", "Direct."},
-      {"No thinking here, <think> mid-text stays.", "", "No thinking here, <think> mid-text stays."},
+      {"No thinking here, <think> mid-text stays.", "",
+       "No thinking here, <think> mid-text stays."},
       {"<think>\nunfinished because of max_tokens\n", "unfinished because of max_tokens", ""},
       {"  <thi", "", "  <thi"},
       {"<think>a</thinking> b </think>c\n", "a</thinking> b ", "c\n"},
@@ -241,11 +240,16 @@ TEST_CASE("chat templates: harmony replies split by channel, control tokens drop
   enum : int32_t { kStart = 1, kChannel, kMessage, kEnd, kReturn, kCall, kText = 100 };
   // Control tokens decode to "" (they are control tokens in gpt-oss's vocab).
   const std::vector<std::pair<int32_t, std::string>> reply = {
-      {kChannel, ""},   {kText, "analysis"}, {kMessage, ""}, {kText, "User greets. "},
-      {kText, "Reply."}, {kEnd, ""},          {kStart, ""},   {kText, "assistant"},
-      {kChannel, ""},   {kText, "commentary"}, {kMessage, ""}, {kText, "(preamble)"},
-      {kEnd, ""},       {kStart, ""},          {kText, "assistant"}, {kChannel, ""},
-      {kText, "final"}, {kMessage, ""},        {kText, "Hello"}, {kText, "!"},
+      {kChannel, ""},       {kText, "analysis"},
+      {kMessage, ""},       {kText, "User greets. "},
+      {kText, "Reply."},    {kEnd, ""},
+      {kStart, ""},         {kText, "assistant"},
+      {kChannel, ""},       {kText, "commentary"},
+      {kMessage, ""},       {kText, "(preamble)"},
+      {kEnd, ""},           {kStart, ""},
+      {kText, "assistant"}, {kChannel, ""},
+      {kText, "final"},     {kMessage, ""},
+      {kText, "Hello"},     {kText, "!"},
       {kReturn, ""}};
   CHECK(Split(harmony, reply) ==
         std::pair<std::string, std::string>{"User greets. Reply.(preamble)", "Hello!"});
@@ -260,8 +264,7 @@ TEST_CASE("chat templates: harmony replies split by channel, control tokens drop
         std::pair<std::string, std::string>{"", "text"});
 }
 
-TEST_CASE("chat templates: the header's usage example, on a real tokenizer",
-          "[main_node][chat]") {
+TEST_CASE("chat templates: the header's usage example, on a real tokenizer", "[main_node][chat]") {
   auto file = GgufFile::Open(test::SourcePath("tests/data/gpt2-tokenizer.gguf"));
   REQUIRE(file.ok());
   auto loaded = Tokenizer::FromGguf(**file);
