@@ -14,7 +14,7 @@
 //   qwen3     <|im_start|> and enable_thinking and </think>  Qwen3 (-30B-A3B ...)
 //   chatml    <|im_start|>                                    Qwen1.5/Qwen2/Qwen2.5(-MoE)
 //   deepseek  'Assistant: ' + message['content'] + eos_token DeepSeek-V2(-Lite)-Chat
-//   tulu      <|user|> and <|assistant|> and eos_token,       OLMoE-1B-7B-Instruct
+//   tulu      <|user|> and <|assistant|> and eos_token,       OLMoE-1B-7B-0924-Instruct
 //             neither <|end|> nor <|im_start|>
 //   mistral   [INST]                                          Mixtral-Instruct
 //   default   no template, or one of none of the above        anything else
@@ -125,9 +125,10 @@ struct ChatMessage {
 /// Per-request switches that templates read besides the messages.
 struct ChatOptions {
   /// qwen3: false renders an empty think block (the model answers without
-  /// reasoning). Unset = the template's default (thinking). Other families:
-  /// false is accepted (they do not think anyway, or harmony: INVALID_ARGUMENT,
-  /// gpt-oss always reasons), true is INVALID_ARGUMENT except for harmony.
+  /// reasoning); unset = the template's default (thinking). harmony: true is
+  /// accepted, false is INVALID_ARGUMENT (gpt-oss always reasons). Families
+  /// without reasoning: false asks for nothing and is accepted, true is
+  /// INVALID_ARGUMENT.
   std::optional<bool> enable_thinking;
   /// harmony: low | medium | high (unset = medium). INVALID_ARGUMENT elsewhere.
   std::optional<std::string> reasoning_effort;
