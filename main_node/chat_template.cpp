@@ -331,10 +331,6 @@ const char* ChatFamilyName(ChatFamily family) {
   return "default";
 }
 
-bool ChatFamilyReasons(ChatFamily family) {
-  return family == ChatFamily::kQwen3 || family == ChatFamily::kHarmony;
-}
-
 absl::StatusOr<std::string> RenderChat(const ChatFormat& format,
                                        const std::vector<ChatMessage>& messages,
                                        const ChatOptions& options) {

@@ -144,9 +144,6 @@ ChatFormat DetectChatFormat(const std::optional<std::string>& chat_template,
 /// "harmony", "qwen3", "chatml", "deepseek", "tulu", "mistral" or "default".
 const char* ChatFamilyName(ChatFamily family);
 
-/// Whether the family's replies carry reasoning that ChatReplySplitter separates.
-bool ChatFamilyReasons(ChatFamily family);
-
 /// The prompt for `messages`, ending where the assistant's reply begins.
 /// INVALID_ARGUMENT naming the parameter ("messages[2].role: ...",
 /// "reasoning_effort: ...") for no messages, an unknown role, an order the
