@@ -485,7 +485,7 @@ struct HttpApi::Impl {
           StopMatcher stop(parsed.stop);
           ChatReplySplitter split(chat ? chat_format : ChatFormat{});
           auto take = [&](const ChatReplyPiece& p) {
-            reasoning += p.reasoning;
+            if (!stop.stopped()) reasoning += p.reasoning;
             text += stop.Push(p.content);
           };
           auto on_token = [&](int32_t id, std::string_view piece) { take(split.Push(id, piece)); };
@@ -599,7 +599,9 @@ struct HttpApi::Impl {
           // stop sequences apply to the content.
           ChatReplySplitter split(chat ? chat_format : ChatFormat{});
           auto emit = [&](const ChatReplyPiece& p) {
-            if (!p.reasoning.empty()) send(chunk(p.reasoning, nullptr, /*reasoning=*/true));
+            if (!p.reasoning.empty() && !stop.stopped()) {
+              send(chunk(p.reasoning, nullptr, /*reasoning=*/true));
+            }
             const std::string out = stop.Push(p.content);
             if (!out.empty()) send(chunk(out, nullptr));
           };
