@@ -146,7 +146,8 @@ absl::Status CheckParameters(const json& body, bool chat) {
       "model", "max_tokens", "max_completion_tokens", "temperature", "top_p",    "seed",
       "n",     "stream",     "stream_options",        "stop",        "logprobs", "user"};
   static const std::set<std::string> kCompletions = {"prompt", "echo"};
-  static const std::set<std::string> kChat = {"messages", "top_logprobs"};
+  static const std::set<std::string> kChat = {"messages", "top_logprobs", "reasoning_effort",
+                                              "chat_template_kwargs"};
   for (const auto& [key, value] : body.items()) {
     if (value.is_null() || kCommon.count(key) || (chat ? kChat : kCompletions).count(key)) continue;
     const bool neutral =
@@ -248,6 +249,39 @@ absl::Status ParseCommon(const json& body, const std::string& model_id, ParsedRe
   return absl::OkStatus();
 }
 
+// What chat templates read besides the messages: reasoning_effort (the
+// reference API's name) and chat_template_kwargs {enable_thinking,
+// reasoning_effort} (as other servers take them); RenderChat checks that the
+// model's chat format has them.
+absl::Status ParseChatOptions(const json& body, ChatOptions* out) {
+  auto effort = [out](const json& v, const std::string& param) {
+    if (!v.is_string()) return Bad(param, "expected low, medium or high");
+    out->reasoning_effort = v.get<std::string>();
+    return absl::OkStatus();
+  };
+  if (body.contains("chat_template_kwargs") && !body["chat_template_kwargs"].is_null()) {
+    const json& k = body["chat_template_kwargs"];
+    if (!k.is_object()) return Bad("chat_template_kwargs", "expected an object");
+    for (const auto& [key, value] : k.items()) {
+      if (key == "enable_thinking") {
+        if (!value.is_boolean()) {
+          return Bad("chat_template_kwargs.enable_thinking", "expected true or false");
+        }
+        out->enable_thinking = value.get<bool>();
+      } else if (key == "reasoning_effort") {
+        ODMOE_RETURN_IF_ERROR(effort(value, "chat_template_kwargs.reasoning_effort"));
+      } else {
+        return Bad("chat_template_kwargs",
+                   absl::StrCat("unknown key '", key, "' (enable_thinking, reasoning_effort)"));
+      }
+    }
+  }
+  if (body.contains("reasoning_effort") && !body["reasoning_effort"].is_null()) {
+    ODMOE_RETURN_IF_ERROR(effort(body["reasoning_effort"], "reasoning_effort"));
+  }
+  return absl::OkStatus();
+}
+
 // Logprobs as the reference API shapes them. Alternatives are the
 // distribution after the previous token (RowScore::top). `text_offset` is
 // where the first token's text starts; it is advanced past the last.
@@ -307,7 +341,7 @@ struct HttpApi::Impl {
   std::thread thread;
   int port = 0;
   std::atomic<uint64_t> next_id{0};
-  ChatFormat chat_format = ChatFormat::kDefault;
+  ChatFormat chat_format;
   int64_t model_created = 0;  // Unix seconds
 
   explicit Impl(MainNode& n) : node(n) {}
@@ -445,14 +479,21 @@ struct HttpApi::Impl {
         }
         ClusterGenerateResult gen;
         std::string text;
+        std::string reasoning;  // chat with a reasoning model: not part of `text`
         bool stopped = false;
         if (!parsed.no_generation) {
           StopMatcher stop(parsed.stop);
-          auto on_token = [&](int32_t, std::string_view piece) { text += stop.Push(piece); };
+          ChatReplySplitter split(chat ? chat_format : ChatFormat{});
+          auto take = [&](const ChatReplyPiece& p) {
+            if (!stop.stopped()) reasoning += p.reasoning;
+            text += stop.Push(p.content);
+          };
+          auto on_token = [&](int32_t id, std::string_view piece) { take(split.Push(id, piece)); };
           absl::StatusOr<ClusterGenerateResult> r = node.Generate(
               *held, parsed.gen, on_token, [&] { return !sink.is_writable(); },
               [&] { return stop.stopped(); }, "http");
           if (!r.ok()) return write(ServerErrorBody(r.status()));
+          take(split.Flush());
           text += stop.Flush();
           stopped = stop.stopped();
           gen = std::move(*r);
@@ -463,6 +504,7 @@ struct HttpApi::Impl {
                        {"finish_reason", parsed.no_generation ? "length" : Finish(gen, stopped)}};
         if (chat) {
           choice["message"] = {{"role", "assistant"}, {"content", text}};
+          if (!reasoning.empty()) choice["message"]["reasoning_content"] = reasoning;
           if (parsed.gen.logprobs >= 0) {
             json content = json::array();
             for (size_t i = 0; i < gen.result.output_ids.size(); ++i) {
@@ -515,7 +557,7 @@ struct HttpApi::Impl {
           std::vector<int32_t> pending_ids;
           std::vector<std::optional<RowScore>> pending_scores;
           size_t text_offset = 0;
-          auto chunk = [&](const std::string& text, const json& finish) {
+          auto chunk = [&](const std::string& text, const json& finish, bool reasoning = false) {
             json choice = {{"index", 0}, {"finish_reason", finish}};
             json lp = nullptr;
             if (parsed.gen.logprobs >= 0 && !pending_ids.empty()) {
@@ -532,9 +574,11 @@ struct HttpApi::Impl {
               pending_scores.clear();
             }
             if (chat) {
-              choice["delta"] = text.empty() && finish.is_null()
-                                    ? json{{"role", "assistant"}}
-                                    : (text.empty() ? json::object() : json{{"content", text}});
+              choice["delta"] =
+                  text.empty() && finish.is_null()
+                      ? json{{"role", "assistant"}}
+                      : (text.empty() ? json::object()
+                                      : json{{reasoning ? "reasoning_content" : "content", text}});
             } else {
               choice["text"] = text;
             }
@@ -551,10 +595,17 @@ struct HttpApi::Impl {
           };
           if (chat) send(chunk("", nullptr));
           StopMatcher stop(parsed.stop);
-          auto on_token = [&](int32_t, std::string_view piece) {
-            const std::string out = stop.Push(piece);
+          // A reasoning model's reasoning streams as reasoning_content deltas;
+          // stop sequences apply to the content.
+          ChatReplySplitter split(chat ? chat_format : ChatFormat{});
+          auto emit = [&](const ChatReplyPiece& p) {
+            if (!p.reasoning.empty() && !stop.stopped()) {
+              send(chunk(p.reasoning, nullptr, /*reasoning=*/true));
+            }
+            const std::string out = stop.Push(p.content);
             if (!out.empty()) send(chunk(out, nullptr));
           };
+          auto on_token = [&](int32_t id, std::string_view piece) { emit(split.Push(id, piece)); };
           auto on_logprobs = [&](const RowScore& row) {
             pending_ids.push_back(row.target);
             pending_scores.push_back(row);
@@ -563,6 +614,7 @@ struct HttpApi::Impl {
               *held, parsed.gen, on_token, [&] { return gone.load(); },
               [&] { return stop.stopped(); }, "http", {}, on_logprobs);
           if (r.ok()) {
+            emit(split.Flush());
             const std::string tail = stop.Flush();
             if (!tail.empty()) send(chunk(tail, nullptr));
             json last = chunk("", Finish(*r, stop.stopped()));
@@ -660,7 +712,14 @@ struct HttpApi::Impl {
             st = Bad(absl::StrCat("messages[", i, "]"),
                      "expected {\"role\": string, \"content\": string}");
           } else {
-            messages.push_back({m[i]["role"], m[i]["content"]});
+            messages.push_back({m[i]["role"], m[i]["content"], std::nullopt});
+            // A reasoning model's earlier reply, sent back with its reasoning.
+            const json r = m[i].value("reasoning_content", json());
+            if (r.is_string()) {
+              messages.back().reasoning_content = r.get<std::string>();
+            } else if (!r.is_null()) {
+              st = Bad(absl::StrCat("messages[", i, "].reasoning_content"), "expected a string");
+            }
           }
         }
       }
@@ -682,10 +741,25 @@ struct HttpApi::Impl {
         }
       }
       if (st.ok() && parsed.no_generation) st = Bad("max_tokens", "must be at least 1");
+      ChatOptions options;
+      if (st.ok()) st = ParseChatOptions(body, &options);
       if (st.ok()) {
-        absl::StatusOr<std::string> prompt = RenderChat(chat_format, messages);
+        absl::StatusOr<std::string> prompt = RenderChat(chat_format, messages, options);
         if (prompt.ok()) {
           parsed.gen.prompt = *prompt;
+          // The template's special tokens (<|im_start|> ...) are tokens, not
+          // text; the tokenizer's BOS unless the template wrote it.
+          Tokenizer::EncodeOptions encode;
+          encode.parse_special = true;
+          encode.add_bos = chat_format.bos_text.empty() ||
+                           !absl::StartsWith(parsed.gen.prompt, chat_format.bos_text);
+          absl::StatusOr<std::vector<int32_t>> ids =
+              node.tokenizer().Encode(parsed.gen.prompt, encode);
+          if (ids.ok()) {
+            parsed.gen.prompt_ids = std::move(*ids);
+          } else {
+            st = Bad("messages", std::string(ids.status().message()));
+          }
         } else {
           st = prompt.status();
         }
@@ -693,10 +767,8 @@ struct HttpApi::Impl {
       // Chat has no 16-token default in the reference API: without a limit
       // the reply may fill the context.
       if (st.ok() && !parsed.max_tokens_given) {
-        absl::StatusOr<std::vector<int32_t>> ids = node.tokenizer().Encode(parsed.gen.prompt);
-        if (ids.ok()) {
-          parsed.gen.max_tokens = std::max(1, node.n_ctx() - static_cast<int>(ids->size()));
-        }
+        parsed.gen.max_tokens =
+            std::max(1, node.n_ctx() - static_cast<int>(parsed.gen.prompt_ids.size()));
       }
       if (!st.ok()) return Reject(res, st);
       Serve(parsed, res, /*chat=*/true);
@@ -761,7 +833,19 @@ absl::StatusOr<std::unique_ptr<HttpApi>> HttpApi::Start(MainNode& node) {
   } else {
     impl.server = std::make_unique<httplib::Server>();
   }
-  impl.chat_format = DetectChatFormat(node.model().gguf().GetString("tokenizer.chat_template"));
+  const Tokenizer& tok = node.tokenizer();
+  auto token_text = [&tok](int32_t id) {
+    return id < 0 || id >= tok.n_vocab() ? std::string() : tok.vocab().tokens[id];
+  };
+  const ChatVocab vocab{token_text(tok.bos_id()), token_text(tok.eos_id()),
+                        [&tok](std::string_view t) { return tok.TokenId(t); }};
+  impl.chat_format =
+      DetectChatFormat(node.model().gguf().GetString("tokenizer.chat_template"), vocab);
+  if (impl.chat_format.has_template && impl.chat_format.family == ChatFamily::kDefault) {
+    ODMOE_LOG_WARN(
+        "tokenizer.chat_template is not a chat format odmoe knows (docs/chat_templates.md): "
+        "chat prompts use the default format (one 'role: content' line per message)");
+  }
   struct stat st {};
   impl.model_created =
       stat(node.topology().model.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_mtime) : UnixNow();
@@ -785,7 +869,7 @@ absl::StatusOr<std::unique_ptr<HttpApi>> HttpApi::Start(MainNode& node) {
   }
   ODMOE_LOG_INFO("HTTP API on {}://{}:{} (chat format {}{})",
                  spec.tls_cert.empty() ? "http" : "https", spec.http_host, impl.port,
-                 ChatFormatName(impl.chat_format), spec.api_key.empty() ? "" : ", API key");
+                 ChatFamilyName(impl.chat_format.family), spec.api_key.empty() ? "" : ", API key");
   return api;
 }
 

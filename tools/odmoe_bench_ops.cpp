@@ -281,7 +281,7 @@ void BenchOps(CpuBackend& be, const Options& opt) {
   Report(
       "RouterTopK 8 experts k=2, n=128",
       TimeBest(
-          [&](int) { be.RouterTopK(ConstMat(logits.data(), 128, 8), 2, ids.data(), wts.data()); },
+          [&](int) { be.RouterTopK(ConstMat(logits.data(), 128, 8), 2, {}, ids.data(), wts.data()); },
           opt.seconds));
   for (DType type : {DType::kF16, DType::kQ4_0}) {
     const auto table = MakeWeights(type, 32000, d, 1);

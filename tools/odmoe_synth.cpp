@@ -21,22 +21,28 @@ int main(int argc, char** argv) {
   using odmoe::SynthSpec;
   odmoe::CliArgs args("odmoe-synth",
                       "Write a GGUF MoE model with real shapes and seeded random weights.");
-  std::string out, preset = "mixtral-8x7b", type = "f16";
-  SynthSpec s = SynthSpec::Mixtral8x7B();
+  std::string out, preset = "mixtral-8x7b", arch, type = "f16";
   int layers = 0, embd = 0, ff = 0, experts = 0, top_k = 0, heads = 0, kv_heads = 0, vocab = 0,
-      ctx = 0;
+      ctx = 0, head_dim = 0, shared_ff = 0;
   uint64_t seed = 1;
   bool dry_run = false;
   args.AddString("out", &out, "FILE", "the GGUF to write", true);
-  args.AddString("preset", &preset, "NAME", "shapes to start from: mixtral-8x7b (default)");
+  args.AddString("preset", &preset, "NAME",
+                 "shapes to start from: mixtral-8x7b (default), qwen3-30b-a3b, olmoe-1b-7b, "
+                 "qwen1.5-moe-a2.7b");
+  args.AddString("arch", &arch, "ARCH",
+                 "architecture, with its preset's shapes: llama (Mixtral), qwen3moe, olmoe, "
+                 "qwen2moe (overrides --preset)");
   args.AddString("type", &type, "T", "weight type: f16 (default) or q8_0");
-  args.AddInt("layers", &layers, "N", "layers (default: the preset's, 32)");
+  args.AddInt("layers", &layers, "N", "layers (default: the preset's)");
   args.AddInt("embd", &embd, "N", "hidden size");
   args.AddInt("ff", &ff, "N", "expert FFN size");
   args.AddInt("experts", &experts, "N", "experts per layer");
   args.AddInt("top-k", &top_k, "N", "experts used per token");
   args.AddInt("heads", &heads, "N", "attention heads");
   args.AddInt("kv-heads", &kv_heads, "N", "KV heads");
+  args.AddInt("head-dim", &head_dim, "N", "size of one attention head (default embd / heads)");
+  args.AddInt("shared-ff", &shared_ff, "N", "shared expert FFN size (qwen2moe)");
   args.AddInt("vocab", &vocab, "N", "vocabulary size");
   args.AddInt("ctx", &ctx, "N", "training context length");
   args.AddUInt64("seed", &seed, "S", "random seed (default 1)");
@@ -46,7 +52,12 @@ int main(int argc, char** argv) {
     std::cerr << "odmoe-synth: error: " << m << "\n";
     return code;
   };
-  if (preset != "mixtral-8x7b") return fail("--preset: expected mixtral-8x7b", 2);
+  absl::StatusOr<SynthSpec> chosen = SynthSpec::Preset(arch.empty() ? preset : arch);
+  if (!chosen.ok()) {
+    return fail(absl::StrCat(arch.empty() ? "--preset: " : "--arch: ", chosen.status().message()),
+                2);
+  }
+  SynthSpec s = *chosen;
   if (type == "f16") {
     s.type = odmoe::DType::kF16;
   } else if (type == "q8_0") {
@@ -66,6 +77,8 @@ int main(int argc, char** argv) {
   set("kv-heads", kv_heads, &s.n_head_kv);
   set("vocab", vocab, &s.n_vocab);
   set("ctx", ctx, &s.n_ctx);
+  set("head-dim", head_dim, &s.head_dim);
+  set("shared-ff", shared_ff, &s.n_ff_shared);
   s.seed = seed;
   if (absl::Status v = odmoe::ValidateSynthSpec(s); !v.ok()) {
     return fail(absl::StrCat("--", v.message()), 2);
@@ -73,11 +86,11 @@ int main(int argc, char** argv) {
   absl::StatusOr<uint64_t> bytes = odmoe::SynthModelBytes(s);
   if (!bytes.ok()) return fail(std::string(bytes.status().message()), 1);
   std::printf(
-      "%s: %d layers, embd %d, ff %d, %d experts (top-%d), %d heads / %d KV heads, vocab %d, "
-      "ctx %d, %s weights, seed %llu\n"
+      "%s (%s): %d layers, embd %d, ff %d, %d experts (top-%d), %d heads of %d / %d KV heads, "
+      "vocab %d, ctx %d, %s weights, seed %llu\n"
       "file: %.3f GB; one expert: %.1f MB; experts: %.3f GB of it\n",
-      s.name.c_str(), s.n_layer, s.n_embd, s.n_ff, s.n_expert, s.n_expert_used, s.n_head,
-      s.n_head_kv, s.n_vocab, s.n_ctx, type.c_str(), static_cast<unsigned long long>(s.seed),
+      s.name.c_str(), s.arch.c_str(), s.n_layer, s.n_embd, s.n_ff, s.n_expert, s.n_expert_used,
+      s.n_head, s.head_size(), s.n_head_kv, s.n_vocab, s.n_ctx, type.c_str(), static_cast<unsigned long long>(s.seed),
       *bytes / 1e9, odmoe::SynthExpertBytes(s) / 1e6,
       odmoe::SynthExpertBytes(s) * static_cast<double>(s.n_expert) * s.n_layer / 1e9);
   if (dry_run) return 0;

@@ -91,6 +91,19 @@ struct BackendWeight {
   std::unique_ptr<BackendBuffer> storage;
 };
 
+/// How RouterTopK turns the selected logits into expert weights (the
+/// architecture table says which a model uses).
+struct RouterGating {
+  /// true: the softmax over the k selected logits (Mixtral, Qwen3-MoE,
+  /// gpt-oss; equal to the softmax over all experts renormalised over the
+  /// selected ones). false: the softmax over all experts, read at the selected
+  /// ones, so the weights sum to less than 1 (OLMoE, Qwen2-MoE, DeepSeek-V2).
+  bool normalize = true;
+  /// Multiplies every weight after the above (DeepSeek's routed scaling);
+  /// 1 leaves the weights untouched.
+  float scale = 1.0f;
+};
+
 /// RoPE variants. kInterleaved rotates pairs (x[2i], x[2i+1]) - the "normal"
 /// mode GGUF llama-family files are converted for (their Q/K weights are
 /// permuted accordingly). kHalf rotates (x[i], x[i + d/2]) ("NeoX" style).
@@ -156,9 +169,18 @@ class Backend {
 
   /// MoE routing. For each row of `logits` ([n, n_expert]): the k largest
   /// logits (ties: lower expert id first), in descending order, to ids[t*k+j];
-  /// weights[t*k+j] = softmax over the k selected logits (equal to the softmax
-  /// over all experts renormalised over the selected ones).
-  virtual void RouterTopK(ConstMat logits, int k, int32_t* ids, float* weights) = 0;
+  /// weights[t*k+j] as `gating` says: e_j = ExpF(l_j - l_max);
+  /// normalize: w_j = e_j / (sum of the k selected e, in selection order);
+  /// otherwise w_j = e_j / (sum of all n_expert e, in expert order); then
+  /// w_j = w_j * scale when scale != 1.
+  virtual void RouterTopK(ConstMat logits, int k, RouterGating gating, int32_t* ids,
+                          float* weights) = 0;
+
+  /// x[t] += bias for every row (bias: x.cols floats in backend memory).
+  virtual void AddBias(Mat x, const float* bias) = 0;
+
+  /// x = 1 / (1 + ExpF(-x)), elementwise, in place.
+  virtual void Sigmoid(Mat x) = 0;
 
   /// out = silu(gate) * up, elementwise; out may alias either input.
   virtual void SwiGlu(ConstMat gate, ConstMat up, Mat out) = 0;

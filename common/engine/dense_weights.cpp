@@ -33,6 +33,25 @@ absl::StatusOr<std::unique_ptr<DenseWeights>> DenseWeights::Load(const ModelFile
     ODMOE_ASSIGN_OR_RETURN(d.attn_v, w->Load(backend, t.attn_v));
     ODMOE_ASSIGN_OR_RETURN(d.attn_output, w->Load(backend, t.attn_output));
     ODMOE_ASSIGN_OR_RETURN(d.router, w->Load(backend, t.router));
+    const ModelConfig& c = model.config();
+    if (c.qk_norm != QkNorm::kNone) {
+      ODMOE_ASSIGN_OR_RETURN(d.attn_q_norm, floats(t.attn_q_norm));
+      ODMOE_ASSIGN_OR_RETURN(d.attn_k_norm, floats(t.attn_k_norm));
+    }
+    if (c.attn_bias) {
+      ODMOE_ASSIGN_OR_RETURN(d.attn_q_bias, floats(t.attn_q_bias));
+      ODMOE_ASSIGN_OR_RETURN(d.attn_k_bias, floats(t.attn_k_bias));
+      ODMOE_ASSIGN_OR_RETURN(d.attn_v_bias, floats(t.attn_v_bias));
+      if (t.attn_output_bias.data != nullptr) {
+        ODMOE_ASSIGN_OR_RETURN(d.attn_output_bias, floats(t.attn_output_bias));
+      }
+    }
+    if (c.n_ff_shared > 0) {
+      ODMOE_ASSIGN_OR_RETURN(d.shared_expert.gate, w->Load(backend, t.shexp_gate));
+      ODMOE_ASSIGN_OR_RETURN(d.shared_expert.up, w->Load(backend, t.shexp_up));
+      ODMOE_ASSIGN_OR_RETURN(d.shared_expert.down, w->Load(backend, t.shexp_down));
+      ODMOE_ASSIGN_OR_RETURN(d.shared_gate, w->Load(backend, t.shexp_gate_inp));
+    }
     w->layers_.push_back(d);
   }
   return w;

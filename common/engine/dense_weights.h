@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "backend/backend.h"
+#include "model/expert_pack.h"
 #include "model/model_file.h"
 
 namespace odmoe {
@@ -20,6 +21,15 @@ struct DenseLayerWeights {
   const float* ffn_norm = nullptr;
   WeightRef attn_q, attn_k, attn_v, attn_output;
   WeightRef router;  // rows n_expert, cols n_embd
+  // Optional parts (nullptr / empty when the model has none; ModelConfig says).
+  const float* attn_q_norm = nullptr;  // head_dim or q_width floats (QkNorm)
+  const float* attn_k_norm = nullptr;
+  const float* attn_q_bias = nullptr;  // q_width floats (attn_bias)
+  const float* attn_k_bias = nullptr;  // kv_width floats
+  const float* attn_v_bias = nullptr;
+  const float* attn_output_bias = nullptr;  // n_embd floats, or nullptr
+  ExpertWeights shared_expert;  // n_ff_shared > 0: gate, up, down
+  WeightRef shared_gate;        // rows 1, cols n_embd: sigmoid(h . w) scales it
 };
 
 class DenseWeights {

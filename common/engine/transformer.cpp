@@ -27,9 +27,11 @@ absl::Status Transformer::AllocateBuffers() {
   const size_t d = config_.n_embd, qw = config_.q_width(), kvw = config_.kv_width();
   const size_t e = config_.n_expert, k = config_.n_expert_used, v = config_.n_vocab;
   // Layout (floats): x h o moe [b*d each] q attn [b*qw] k v [b*kvw] router [b*e]
-  // logits [v] weights [b*k], then int32: tokens positions [b] ids [b*k].
-  const size_t floats = b * (4 * d + 2 * qw + 2 * kvw + e + k) + v;
-  const size_t ints = b * (2 + k);
+  // logits [v] weights [b*k], then int32: tokens positions [b] ids [b*k];
+  // with a shared expert also shared_out [b*d] shared_gate [b] row_index [b].
+  const bool shared = config_.n_ff_shared > 0;
+  const size_t floats = b * (4 * d + 2 * qw + 2 * kvw + e + k) + v + (shared ? b * (d + 1) : 0);
+  const size_t ints = b * (2 + k) + (shared ? b : 0);
   ODMOE_ASSIGN_OR_RETURN(buffer_, backend_.Allocate((floats + ints) * 4));
   float* p = static_cast<float*>(buffer_->data());
   auto take = [&p](size_t n) {
@@ -52,6 +54,17 @@ absl::Status Transformer::AllocateBuffers() {
   positions_ = reinterpret_cast<int32_t*>(take(b));
   ids_out_ = reinterpret_cast<int32_t*>(take(b * k));
   host_positions_.resize(b);
+  if (shared) {
+    shared_out_ = take(b * d);
+    shared_gate_ = take(b);
+    row_index_ = reinterpret_cast<int32_t*>(take(b));
+    std::vector<int32_t> rows(b);
+    for (size_t i = 0; i < b; ++i) rows[i] = static_cast<int32_t>(i);
+    ODMOE_RETURN_IF_ERROR(backend_.CopyToBackend(row_index_, rows.data(), b * sizeof(int32_t)));
+    ODMOE_ASSIGN_OR_RETURN(ExpertFfnScratch scratch,
+                           ExpertFfnScratch::Create(backend_, config_.n_ff_shared, n_batch_));
+    shared_scratch_ = std::make_unique<ExpertFfnScratch>(std::move(scratch));
+  }
   return absl::OkStatus();
 }
 
@@ -93,12 +106,26 @@ void Transformer::AttentionBlock(int layer) {
   backend_.MatMul(w.attn_q, h, q);
   backend_.MatMul(w.attn_k, h, k_new);
   backend_.MatMul(w.attn_v, h, v_new);
+  if (c.attn_bias) {
+    backend_.AddBias(q, w.attn_q_bias);
+    backend_.AddBias(k_new, w.attn_k_bias);
+    backend_.AddBias(v_new, w.attn_v_bias);
+  }
+  if (c.qk_norm == QkNorm::kPerHead) {  // each head's row of head_dim values
+    const Mat qh{q.data, n * c.n_head, c.head_dim}, kh{k_new.data, n * c.n_head_kv, c.head_dim};
+    backend_.RmsNorm(qh, w.attn_q_norm, c.rms_eps, qh);
+    backend_.RmsNorm(kh, w.attn_k_norm, c.rms_eps, kh);
+  } else if (c.qk_norm == QkNorm::kFull) {
+    backend_.RmsNorm(q, w.attn_q_norm, c.rms_eps, q);
+    backend_.RmsNorm(k_new, w.attn_k_norm, c.rms_eps, k_new);
+  }
   backend_.Rope(q, c.head_dim, c.rope_dims, positions_, c.rope_freq_base, c.rope_mode);
   backend_.Rope(k_new, c.head_dim, c.rope_dims, positions_, c.rope_freq_base, c.rope_mode);
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   backend_.Attention(q, kv_.k(layer), kv_.v(layer), c.n_head, c.n_head_kv, c.head_dim, pos0_, scale,
                      attn);
   backend_.MatMul(w.attn_output, attn, o);
+  if (w.attn_output_bias != nullptr) backend_.AddBias(o, w.attn_output_bias);
   backend_.Add(x, o, x);
 }
 
@@ -110,7 +137,7 @@ absl::StatusOr<RoutingPlan> Transformer::RouteBlock(int layer) {
   const Mat x{x_, n, c.n_embd}, h{h_, n, c.n_embd}, router{router_, n, c.n_expert};
   backend_.RmsNorm(x, w.ffn_norm, c.rms_eps, h);
   backend_.MatMul(w.router, h, router);
-  backend_.RouterTopK(router, k, ids_out_, weights_out_);
+  backend_.RouterTopK(router, k, c.gating, ids_out_, weights_out_);
   host_ids_.resize(static_cast<size_t>(n * k));
   host_weights_.resize(static_cast<size_t>(n * k));
   ODMOE_RETURN_IF_ERROR(backend_.CopyToHost(host_ids_.data(), ids_out_, n * k * sizeof(int32_t)));
@@ -119,8 +146,17 @@ absl::StatusOr<RoutingPlan> Transformer::RouteBlock(int layer) {
   return RoutingPlan::Build(host_ids_, host_weights_, k, c.n_expert);
 }
 
-void Transformer::FinishMoe() {
+void Transformer::FinishMoe(int layer) {
   const Mat x{x_, rows_, config_.n_embd};
+  if (config_.n_ff_shared > 0) {
+    // moe += sigmoid(h . g) * shared(h), row by row (h is still the ffn-normed input).
+    const DenseLayerWeights& w = weights_->layer(layer);
+    const Mat shared{shared_out_, rows_, config_.n_embd}, gate{shared_gate_, rows_, 1};
+    RunExpertFfn(backend_, w.shared_expert, moe_input(), *shared_scratch_, shared);
+    backend_.MatMul(w.shared_gate, moe_input(), gate);
+    backend_.Sigmoid(gate);
+    backend_.ScatterAddScaled(shared, row_index_, shared_gate_, moe_output());
+  }
   backend_.Add(x, moe_output(), x);
 }
 
@@ -169,7 +205,7 @@ absl::Status Transformer::ForwardBatches(std::span<const int32_t> tokens, int po
       AttentionBlock(l);
       ODMOE_ASSIGN_OR_RETURN(RoutingPlan plan, RouteBlock(l));
       ODMOE_RETURN_IF_ERROR(experts.Run(l, moe_input(), plan, moe_output()));
-      FinishMoe();
+      FinishMoe(l);
       if (routing) {
         for (size_t t = 0; t < n; ++t) {
           std::copy_n(host_ids_.begin() + t * k, k, (*routing)[first_record + t].begin() + static_cast<ptrdiff_t>(l) * k);

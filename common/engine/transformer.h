@@ -8,11 +8,15 @@
 //
 //   BeginBatch(tokens, pos0)               embeddings -> x
 //   for each layer l:
-//     AttentionBlock(l)                    x += Wo * attn(rope(Wq h), rope(Wk h), Wv h),
-//                                          h = rmsnorm(x) * attn_norm; K/V rows cached
+//     AttentionBlock(l)                    x += Wo * attn(rope(qn(Wq h + bq)), rope(kn(Wk h + bk)),
+//                                          Wv h + bv), h = rmsnorm(x) * attn_norm; K/V rows
+//                                          cached; biases and q/k norms where the
+//                                          architecture has them (model_arch.h)
 //     RouteBlock(l)                        h = rmsnorm(x) * ffn_norm; top-k of router(h)
+//                                          with the architecture's gating
 //     ... experts(h) -> moe_output() ...   (ExpertExecutor::Run)
-//     FinishMoe()                          x += moe_output
+//     FinishMoe(l)                         moe_output += sigmoid(h . g) * shared(h) where the
+//                                          model has a shared expert; x += moe_output
 //   Logits(&logits)                        LM head on the last row
 //   RowLogits(first, &logits)              LM head on rows [first, n) (scoring)
 //
@@ -34,6 +38,7 @@
 #include "backend/backend.h"
 #include "engine/dense_weights.h"
 #include "engine/expert_executor.h"
+#include "engine/expert_ffn.h"
 #include "engine/kv_cache.h"
 #include "model/model_file.h"
 
@@ -85,7 +90,9 @@ class Transformer {
   absl::StatusOr<RoutingPlan> RouteBlock(int layer);
   ConstMat moe_input() const { return {h_, rows_, config_.n_embd}; }
   Mat moe_output() const { return {moe_, rows_, config_.n_embd}; }
-  void FinishMoe();
+  /// The shared expert of `layer` (computed here, on this node, when the
+  /// model has one), then the residual add.
+  void FinishMoe(int layer);
   /// Logits of the last row of the batch (after the final norm), to host.
   absl::Status Logits(std::vector<float>* logits);
   /// Logits of rows [first, rows()) of the batch, to host: (rows() - first)
@@ -116,7 +123,10 @@ class Transformer {
   float *x_ = nullptr, *h_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr;
   float *attn_ = nullptr, *o_ = nullptr, *moe_ = nullptr, *router_ = nullptr;
   float *logits_ = nullptr, *weights_out_ = nullptr;
+  float *shared_out_ = nullptr, *shared_gate_ = nullptr;  // shared expert only
   int32_t *tokens_ = nullptr, *positions_ = nullptr, *ids_out_ = nullptr;
+  int32_t* row_index_ = nullptr;  // 0, 1, ..., n_batch - 1 (shared expert only)
+  std::unique_ptr<ExpertFfnScratch> shared_scratch_;
   std::unique_ptr<BackendBuffer> row_logits_buffer_;  // [n_batch, n_vocab], RowLogits only
 
   int64_t rows_ = 0;

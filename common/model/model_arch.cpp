@@ -9,9 +9,10 @@
 namespace odmoe {
 namespace {
 
-// Tensor names of the llama family in GGUF (Llama, Mistral, Mixtral). The
-// "{l}" and "{e}" fields are the layer and expert indices.
-std::string_view LlamaTensorName(TensorRole role) {
+// Tensor names as GGUF files of every architecture in the table write them
+// (the common converters share one naming). The "{l}" and "{e}" fields are
+// the layer and expert indices.
+std::string_view GgufTensorName(TensorRole role) {
   switch (role) {
     case TensorRole::kTokenEmbd:
       return "token_embd.weight";
@@ -45,13 +46,42 @@ std::string_view LlamaTensorName(TensorRole role) {
       return "blk.{l}.ffn_up.{e}.weight";
     case TensorRole::kFfnDownExpert:
       return "blk.{l}.ffn_down.{e}.weight";
+    case TensorRole::kAttnQNorm:
+      return "blk.{l}.attn_q_norm.weight";
+    case TensorRole::kAttnKNorm:
+      return "blk.{l}.attn_k_norm.weight";
+    case TensorRole::kAttnQBias:
+      return "blk.{l}.attn_q.bias";
+    case TensorRole::kAttnKBias:
+      return "blk.{l}.attn_k.bias";
+    case TensorRole::kAttnVBias:
+      return "blk.{l}.attn_v.bias";
+    case TensorRole::kAttnOutputBias:
+      return "blk.{l}.attn_output.bias";
+    case TensorRole::kFfnGateInpShexp:
+      return "blk.{l}.ffn_gate_inp_shexp.weight";
+    case TensorRole::kFfnGateShexp:
+      return "blk.{l}.ffn_gate_shexp.weight";
+    case TensorRole::kFfnUpShexp:
+      return "blk.{l}.ffn_up_shexp.weight";
+    case TensorRole::kFfnDownShexp:
+      return "blk.{l}.ffn_down_shexp.weight";
   }
   return "";
 }
 
-constexpr std::array<ArchSpec, 1> kArchTable = {{
+// The routing and attention facts of each row are those of the reference
+// implementations (Hugging Face transformers' modeling files): Qwen3-MoE
+// ships norm_topk_prob = true, OLMoE and Qwen1.5/2-MoE false.
+constexpr std::array<ArchSpec, 4> kArchTable = {{
     // Mixtral is stored as architecture "llama" with expert_count > 0.
-    {"llama", RopeMode::kInterleaved, /*requires_experts=*/true, &LlamaTensorName},
+    {"llama", RopeMode::kInterleaved, /*requires_experts=*/true, &GgufTensorName, QkNorm::kNone,
+     /*router_normalize=*/true, /*expert_ff_key=*/"", /*shared_expert=*/false},
+    {"qwen3moe", RopeMode::kHalf, true, &GgufTensorName, QkNorm::kPerHead, true,
+     "expert_feed_forward_length", false},
+    {"olmoe", RopeMode::kHalf, true, &GgufTensorName, QkNorm::kFull, false, "", false},
+    {"qwen2moe", RopeMode::kHalf, true, &GgufTensorName, QkNorm::kNone, false,
+     "expert_feed_forward_length", true},
 }};
 
 }  // namespace

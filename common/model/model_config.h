@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "model/model_arch.h"
 #include "tensor/dtype.h"
 
 namespace odmoe {
@@ -45,13 +46,17 @@ struct ModelConfig {
   int n_head_kv = 0;
   int head_dim = 0;   // n_embd / n_head unless the file says otherwise
   int rope_dims = 0;  // dims rotated per head (<= head_dim)
-  int n_ff = 0;       // hidden size of one expert
+  int n_ff = 0;       // hidden size of one routed expert
+  int n_ff_shared = 0;  // hidden size of the shared expert (0: the model has none)
   int n_expert = 0;
   int n_expert_used = 0;  // top-k
   int n_ctx_train = 0;
   float rope_freq_base = 10000.0f;
   float rms_eps = 1e-5f;
   RopeMode rope_mode = RopeMode::kInterleaved;
+  QkNorm qk_norm = QkNorm::kNone;
+  bool attn_bias = false;    // q/k/v (and, where present, output) projections have biases
+  RouterGating gating;       // how the router's logits become expert weights
   ExpertLayout expert_layout = ExpertLayout::kStacked;
   bool output_tied = false;  // LM head shares token_embd (no output.weight)
 

@@ -128,6 +128,7 @@ absl::Status ModelFile::ReadConfig() {
   c.arch = std::string(a.gguf_name);
   c.name = f.GetString("general.name").value_or("");
   c.rope_mode = a.rope_mode;
+  c.qk_norm = a.qk_norm;
   auto key = [&](std::string_view suffix) { return MetadataKey(a, suffix); };
   ODMOE_ASSIGN_OR_RETURN(c.n_embd, ReadInt(f, key("embedding_length"), 1, 1 << 16));
   ODMOE_ASSIGN_OR_RETURN(c.n_layer, ReadInt(f, key("block_count"), 1, 4096));
@@ -135,7 +136,20 @@ absl::Status ModelFile::ReadConfig() {
   ODMOE_ASSIGN_OR_RETURN(c.n_head_kv,
                          ReadInt(f, key("attention.head_count_kv"), 1, 4096, c.n_head));
   ODMOE_ASSIGN_OR_RETURN(c.n_ctx_train, ReadInt(f, key("context_length"), 1, 1 << 24));
-  ODMOE_ASSIGN_OR_RETURN(c.n_ff, ReadInt(f, key("feed_forward_length"), 1, 1 << 20));
+  if (!a.expert_ff_key.empty() && f.Find(key(a.expert_ff_key)) != nullptr) {
+    ODMOE_ASSIGN_OR_RETURN(c.n_ff, ReadInt(f, key(a.expert_ff_key), 1, 1 << 20));
+  } else {
+    ODMOE_ASSIGN_OR_RETURN(c.n_ff, ReadInt(f, key("feed_forward_length"), 1, 1 << 20));
+  }
+  c.gating.normalize = a.router_normalize;
+  if (const GgufValue* v = f.Find(key("expert_weights_norm"))) {
+    std::optional<bool> b = v->AsBool();
+    if (!b) return Invalid(f.path(), absl::StrCat("metadata key '", key("expert_weights_norm"),
+                                                  "' must be a bool"));
+    c.gating.normalize = *b;
+  }
+  ODMOE_ASSIGN_OR_RETURN(c.gating.scale, ReadFloat(f, key("expert_weights_scale"), 0.0, 1e6, 1.0));
+  if (c.gating.scale == 0.0f) c.gating.scale = 1.0f;  // converters write 0 for "none"
   ODMOE_ASSIGN_OR_RETURN(c.n_expert, ReadInt(f, key("expert_count"), 0, 4096, 0));
   ODMOE_ASSIGN_OR_RETURN(c.n_expert_used, ReadInt(f, key("expert_used_count"), 0, 4096, 0));
   if (c.n_embd % c.n_head != 0) {
@@ -205,6 +219,7 @@ absl::Status ModelFile::BindTensors() {
     ODMOE_ASSIGN_OR_RETURN(t.attn_output, Expect(f, name(TensorRole::kAttnOutput, l), {q, d}));
     ODMOE_ASSIGN_OR_RETURN(t.ffn_norm, Expect(f, name(TensorRole::kFfnNorm, l), {d}, true));
     ODMOE_ASSIGN_OR_RETURN(t.router, Expect(f, name(TensorRole::kFfnGateInp, l), {d, ne}));
+    ODMOE_RETURN_IF_ERROR(BindOptionalLayerTensors(l, &t));
     if (c.expert_layout == ExpertLayout::kStacked) {
       ODMOE_ASSIGN_OR_RETURN(t.gate_exps,
                              Expect(f, name(TensorRole::kFfnGateExps, l), {d, ff, ne}));
@@ -247,6 +262,59 @@ absl::Status ModelFile::BindTensors() {
                             Traits(s.up_type).name, Traits(s.down_type).name));
       }
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ModelFile::BindOptionalLayerTensors(int l, LayerTensors* t) {
+  const GgufFile& f = *gguf_;
+  const ArchSpec& a = *arch_;
+  ModelConfig& c = config_;
+  auto name = [&](TensorRole role) { return TensorName(a, role, l); };
+  const int64_t d = c.n_embd, q = c.q_width(), kv = c.kv_width();
+  if (c.qk_norm != QkNorm::kNone) {
+    const bool per_head = c.qk_norm == QkNorm::kPerHead;
+    ODMOE_ASSIGN_OR_RETURN(t->attn_q_norm, Expect(f, name(TensorRole::kAttnQNorm),
+                                                  {per_head ? c.head_dim : q}, true));
+    ODMOE_ASSIGN_OR_RETURN(t->attn_k_norm, Expect(f, name(TensorRole::kAttnKNorm),
+                                                  {per_head ? c.head_dim : kv}, true));
+  }
+  // Biases: any architecture may carry them (Qwen2-MoE does); every layer
+  // alike, decided by layer 0.
+  const bool has_bias = f.HasTensor(name(TensorRole::kAttnQBias));
+  if (l == 0) c.attn_bias = has_bias;
+  if (has_bias != c.attn_bias) {
+    return Invalid(f.path(), absl::StrFormat("layer %d %s q/k/v biases but layer 0 %s", l,
+                                             has_bias ? "has" : "lacks",
+                                             c.attn_bias ? "has them" : "does not"));
+  }
+  if (c.attn_bias) {
+    ODMOE_ASSIGN_OR_RETURN(t->attn_q_bias, Expect(f, name(TensorRole::kAttnQBias), {q}, true));
+    ODMOE_ASSIGN_OR_RETURN(t->attn_k_bias, Expect(f, name(TensorRole::kAttnKBias), {kv}, true));
+    ODMOE_ASSIGN_OR_RETURN(t->attn_v_bias, Expect(f, name(TensorRole::kAttnVBias), {kv}, true));
+    if (f.HasTensor(name(TensorRole::kAttnOutputBias))) {
+      ODMOE_ASSIGN_OR_RETURN(t->attn_output_bias,
+                             Expect(f, name(TensorRole::kAttnOutputBias), {d}, true));
+    }
+  }
+  if (a.shared_expert) {
+    ODMOE_ASSIGN_OR_RETURN(TensorView gate, f.Tensor(name(TensorRole::kFfnGateShexp)));
+    if (gate.n_dims != 2 || gate.ne[0] != d || gate.ne[1] < 1 || gate.ne[1] > (1 << 20)) {
+      return Invalid(f.path(), absl::StrCat("tensor '", gate.name, "' must have shape [", d,
+                                            ", n_ff_shared]"));
+    }
+    if (l == 0) c.n_ff_shared = static_cast<int>(gate.ne[1]);
+    const int64_t fs = c.n_ff_shared;
+    ODMOE_ASSIGN_OR_RETURN(t->shexp_gate, Expect(f, name(TensorRole::kFfnGateShexp), {d, fs}));
+    ODMOE_ASSIGN_OR_RETURN(t->shexp_up, Expect(f, name(TensorRole::kFfnUpShexp), {d, fs}));
+    ODMOE_ASSIGN_OR_RETURN(t->shexp_down, Expect(f, name(TensorRole::kFfnDownShexp), {fs, d}));
+    // The converters write the gate as [n_embd] or as [n_embd, 1].
+    const std::string gate_inp = name(TensorRole::kFfnGateInpShexp);
+    ODMOE_ASSIGN_OR_RETURN(TensorView g, f.Tensor(gate_inp));
+    ODMOE_ASSIGN_OR_RETURN(t->shexp_gate_inp,
+                           Expect(f, gate_inp, g.n_dims == 2 ? std::vector<int64_t>{d, 1}
+                                                             : std::vector<int64_t>{d},
+                                  true));
   }
   return absl::OkStatus();
 }

@@ -41,6 +41,12 @@ struct LayerTensors {
   TensorView attn_output;  // {n_head * head_dim, n_embd}
   TensorView ffn_norm;     // {n_embd}
   TensorView router;       // {n_embd, n_expert}
+  // Optional parts (data == nullptr when the architecture or file has none;
+  // ModelConfig says which are present).
+  TensorView attn_q_norm, attn_k_norm;        // QkNorm::kPerHead {head_dim}; kFull {width}
+  TensorView attn_q_bias, attn_k_bias, attn_v_bias, attn_output_bias;  // attn_bias
+  TensorView shexp_gate_inp;                  // {n_embd}
+  TensorView shexp_gate, shexp_up, shexp_down;  // {n_embd, n_ff_shared} x2, {n_ff_shared, n_embd}
   // kStacked: 3-D {in, out, n_expert}; kPerExpert: empty (see per_expert).
   TensorView gate_exps, up_exps, down_exps;
   std::vector<ExpertTensors> per_expert;  // kPerExpert only
@@ -76,6 +82,9 @@ class ModelFile {
   ModelFile() = default;
   absl::Status ReadConfig();
   absl::Status BindTensors();
+  /// q/k norms, attention biases and the shared expert of layer `l`, as the
+  /// architecture and the file have them.
+  absl::Status BindOptionalLayerTensors(int l, LayerTensors* t);
 
   std::unique_ptr<GgufFile> gguf_;
   const ArchSpec* arch_ = nullptr;

@@ -258,6 +258,14 @@ std::vector<NamedMixTensor> MixTensorsOf(const ArchSpec& arch, const ModelConfig
     add(TensorRole::kAttnOutput, MixRole::kAttnOutput, c.q_width(), l);
     add(TensorRole::kFfnNorm, MixRole::kKept, c.n_embd, l);
     add(TensorRole::kFfnGateInp, MixRole::kKept, c.n_embd, l);
+    // Gates and norms stay f32 whatever their shape (the shared expert's gate
+    // may be stored as [n_embd, 1]); the shared expert's matrices are
+    // quantized like other dense matrices.
+    if (c.qk_norm != QkNorm::kNone) {
+      add(TensorRole::kAttnQNorm, MixRole::kKept, 0, l);
+      add(TensorRole::kAttnKNorm, MixRole::kKept, 0, l);
+    }
+    if (c.n_ff_shared > 0) add(TensorRole::kFfnGateInpShexp, MixRole::kKept, c.n_embd, l);
     if (c.expert_layout == ExpertLayout::kStacked) {
       add(TensorRole::kFfnGateExps, MixRole::kFfnGate, c.n_embd, l);
       add(TensorRole::kFfnUpExps, MixRole::kFfnUp, c.n_embd, l);

@@ -8,9 +8,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "gguf/gguf_writer.h"
+#include "model/model_arch.h"
 #include "tensor/quant.h"
 #include "util/fp16.h"
 #include "util/status_macros.h"
+#include "util/string_view.h"
 
 namespace odmoe {
 namespace {
@@ -65,7 +67,8 @@ GgufWriter::Generator Rows(DType type, int64_t ne0, Fill fill) {
 
 absl::Status Build(const SynthSpec& s, GgufWriter* w) {
   ODMOE_RETURN_IF_ERROR(ValidateSynthSpec(s));
-  const std::string a = "llama";
+  const std::string& a = s.arch;
+  const ArchSpec& spec = *FindArch(a);
   w->SetMetadata("general.architecture", GgufValue::String(a));
   w->SetMetadata("general.name", GgufValue::String(s.name));
   w->SetMetadata("odmoe.synthetic", GgufValue::Bool(true));
@@ -74,6 +77,19 @@ absl::Status Build(const SynthSpec& s, GgufWriter* w) {
   w->SetMetadata(a + ".embedding_length", GgufValue::U32(static_cast<uint32_t>(s.n_embd)));
   w->SetMetadata(a + ".block_count", GgufValue::U32(static_cast<uint32_t>(s.n_layer)));
   w->SetMetadata(a + ".feed_forward_length", GgufValue::U32(static_cast<uint32_t>(s.n_ff)));
+  if (!spec.expert_ff_key.empty()) {
+    w->SetMetadata(absl::StrCat(a, ".", ToAbsl(spec.expert_ff_key)),
+                   GgufValue::U32(static_cast<uint32_t>(s.n_ff)));
+  }
+  if (s.head_dim > 0) {
+    w->SetMetadata(a + ".attention.key_length", GgufValue::U32(static_cast<uint32_t>(s.head_dim)));
+    w->SetMetadata(a + ".attention.value_length",
+                   GgufValue::U32(static_cast<uint32_t>(s.head_dim)));
+  }
+  if (spec.shared_expert) {
+    w->SetMetadata(a + ".expert_shared_feed_forward_length",
+                   GgufValue::U32(static_cast<uint32_t>(s.n_ff_shared)));
+  }
   w->SetMetadata(a + ".attention.head_count", GgufValue::U32(static_cast<uint32_t>(s.n_head)));
   w->SetMetadata(a + ".attention.head_count_kv",
                  GgufValue::U32(static_cast<uint32_t>(s.n_head_kv)));
@@ -107,8 +123,8 @@ absl::Status Build(const SynthSpec& s, GgufWriter* w) {
   w->SetMetadata("tokenizer.ggml.add_bos_token", GgufValue::Bool(true));
   w->SetMetadata("tokenizer.ggml.add_eos_token", GgufValue::Bool(false));
 
-  const int64_t d = s.n_embd, hd = s.n_embd / s.n_head, q = hd * s.n_head, kv = hd * s.n_head_kv,
-                ff = s.n_ff, ne = s.n_expert;
+  const int64_t d = s.n_embd, hd = s.head_size(), q = hd * s.n_head, kv = hd * s.n_head_kv,
+                ff = s.n_ff, ne = s.n_expert, fs = s.n_ff_shared;
   auto weight = [&](const std::string& name, DType type, std::vector<int64_t> shape, float scale) {
     Fill f;
     f.stream = SplitMix(s.seed ^ NameHash(name));
@@ -130,6 +146,20 @@ absl::Status Build(const SynthSpec& s, GgufWriter* w) {
     ODMOE_RETURN_IF_ERROR(weight(b + "attn_k.weight", s.type, {d, kv}, lin(d)));
     ODMOE_RETURN_IF_ERROR(weight(b + "attn_v.weight", s.type, {d, kv}, lin(d)));
     ODMOE_RETURN_IF_ERROR(weight(b + "attn_output.weight", s.type, {q, d}, lin(q)));
+    if (spec.qk_norm != QkNorm::kNone) {
+      const bool per_head = spec.qk_norm == QkNorm::kPerHead;
+      ODMOE_RETURN_IF_ERROR(ones(b + "attn_q_norm.weight", per_head ? hd : q));
+      ODMOE_RETURN_IF_ERROR(ones(b + "attn_k_norm.weight", per_head ? hd : kv));
+    }
+    if (spec.shared_expert) {  // Qwen2-MoE: q/k/v biases with the shared expert
+      ODMOE_RETURN_IF_ERROR(weight(b + "attn_q.bias", DType::kF32, {q}, 0.1f));
+      ODMOE_RETURN_IF_ERROR(weight(b + "attn_k.bias", DType::kF32, {kv}, 0.1f));
+      ODMOE_RETURN_IF_ERROR(weight(b + "attn_v.bias", DType::kF32, {kv}, 0.1f));
+      ODMOE_RETURN_IF_ERROR(weight(b + "ffn_gate_inp_shexp.weight", DType::kF32, {d}, lin(d)));
+      ODMOE_RETURN_IF_ERROR(weight(b + "ffn_gate_shexp.weight", s.type, {d, fs}, lin(d)));
+      ODMOE_RETURN_IF_ERROR(weight(b + "ffn_down_shexp.weight", s.type, {fs, d}, lin(fs)));
+      ODMOE_RETURN_IF_ERROR(weight(b + "ffn_up_shexp.weight", s.type, {d, fs}, lin(d)));
+    }
     ODMOE_RETURN_IF_ERROR(ones(b + "ffn_norm.weight", d));
     ODMOE_RETURN_IF_ERROR(weight(b + "ffn_gate_inp.weight", DType::kF32, {d, ne}, lin(d)));
     ODMOE_RETURN_IF_ERROR(weight(b + "ffn_gate_exps.weight", s.type, {d, ff, ne}, lin(d)));
@@ -159,10 +189,83 @@ SynthSpec SynthSpec::Mixtral8x7B() {
   return s;
 }
 
+SynthSpec SynthSpec::Qwen3_30B_A3B() {
+  SynthSpec s;
+  s.arch = "qwen3moe";
+  s.n_layer = 48;
+  s.n_embd = 2048;
+  s.n_ff = 768;
+  s.n_expert = 128;
+  s.n_expert_used = 8;
+  s.n_head = 32;
+  s.n_head_kv = 4;
+  s.head_dim = 128;
+  s.n_vocab = 151936;
+  s.n_ctx = 40960;
+  s.rope_theta = 1e6f;
+  s.rms_eps = 1e-6f;
+  s.name = "synthetic-qwen3-30b-a3b";
+  return s;
+}
+
+SynthSpec SynthSpec::Olmoe1B7B() {
+  SynthSpec s;
+  s.arch = "olmoe";
+  s.n_layer = 16;
+  s.n_embd = 2048;
+  s.n_ff = 1024;
+  s.n_expert = 64;
+  s.n_expert_used = 8;
+  s.n_head = 16;
+  s.n_head_kv = 16;
+  s.n_vocab = 50304;
+  s.n_ctx = 4096;
+  s.rope_theta = 1e4f;
+  s.rms_eps = 1e-5f;
+  s.name = "synthetic-olmoe-1b-7b";
+  return s;
+}
+
+SynthSpec SynthSpec::Qwen15MoeA27B() {
+  SynthSpec s;
+  s.arch = "qwen2moe";
+  s.n_layer = 24;
+  s.n_embd = 2048;
+  s.n_ff = 1408;
+  s.n_ff_shared = 5632;
+  s.n_expert = 60;
+  s.n_expert_used = 4;
+  s.n_head = 16;
+  s.n_head_kv = 16;
+  s.n_vocab = 151936;
+  s.n_ctx = 8192;
+  s.rope_theta = 1e6f;
+  s.rms_eps = 1e-6f;
+  s.name = "synthetic-qwen1.5-moe-a2.7b";
+  return s;
+}
+
+absl::StatusOr<SynthSpec> SynthSpec::Preset(const std::string& name) {
+  if (name == "mixtral-8x7b" || name == "llama") return Mixtral8x7B();
+  if (name == "qwen3-30b-a3b" || name == "qwen3moe") return Qwen3_30B_A3B();
+  if (name == "olmoe-1b-7b" || name == "olmoe") return Olmoe1B7B();
+  if (name == "qwen1.5-moe-a2.7b" || name == "qwen2moe") return Qwen15MoeA27B();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "'", name,
+      "' is not a preset (mixtral-8x7b, qwen3-30b-a3b, olmoe-1b-7b, qwen1.5-moe-a2.7b) or an "
+      "architecture (llama, qwen3moe, olmoe, qwen2moe)"));
+}
+
 absl::Status ValidateSynthSpec(const SynthSpec& s) {
   auto bad = [](const std::string& field, const std::string& why) {
     return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
   };
+  const ArchSpec* spec = FindArch(s.arch);
+  if (spec == nullptr) return bad("arch", absl::StrCat("'", s.arch, "' is not in the table"));
+  if (spec->shared_expert && (s.n_ff_shared < 1 || s.n_ff_shared > 1 << 20)) {
+    return bad("shared-ff", "this architecture needs a shared expert width 1..1048576");
+  }
+  if (s.head_dim < 0 || s.head_dim % 2 != 0) return bad("head-dim", "expected an even size");
   if (s.n_layer < 1 || s.n_layer > 4096) return bad("layers", "expected 1..4096");
   if (s.n_embd < 2 || s.n_embd > 65536) return bad("embd", "expected 2..65536");
   if (s.n_ff < 1 || s.n_ff > 1 << 20) return bad("ff", "expected 1..1048576");
@@ -170,8 +273,10 @@ absl::Status ValidateSynthSpec(const SynthSpec& s) {
   if (s.n_expert_used < 1 || s.n_expert_used > s.n_expert) {
     return bad("top-k", "expected 1..experts");
   }
-  if (s.n_head < 1 || s.n_embd % s.n_head != 0) return bad("heads", "must divide embd");
-  if ((s.n_embd / s.n_head) % 2 != 0) return bad("heads", "embd / heads must be even (RoPE)");
+  if (s.n_head < 1 || (s.head_dim == 0 && s.n_embd % s.n_head != 0)) {
+    return bad("heads", "must divide embd (or give the head size)");
+  }
+  if (s.head_size() % 2 != 0) return bad("heads", "the head size must be even (RoPE)");
   if (s.n_head_kv < 1 || s.n_head % s.n_head_kv != 0) {
     return bad("kv-heads", "must divide heads");
   }
@@ -180,8 +285,9 @@ absl::Status ValidateSynthSpec(const SynthSpec& s) {
   }
   if (s.n_ctx < 2 || s.n_ctx > 1 << 24) return bad("ctx", "expected 2..16777216");
   if (s.type != DType::kF16 && s.type != DType::kQ8_0) return bad("type", "expected f16 or q8_0");
-  if (s.type == DType::kQ8_0 && (s.n_embd % 32 != 0 || s.n_ff % 32 != 0)) {
-    return bad("type", "q8_0 needs embd and ff to be multiples of 32");
+  if (s.type == DType::kQ8_0 && (s.n_embd % 32 != 0 || s.n_ff % 32 != 0 ||
+                                 s.n_ff_shared % 32 != 0 || s.head_size() * s.n_head % 32 != 0)) {
+    return bad("type", "q8_0 needs embd, ff, shared ff and heads x head size to be multiples of 32");
   }
   return absl::OkStatus();
 }

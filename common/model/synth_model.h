@@ -1,13 +1,16 @@
 // Synthetic models with the shapes of real ones and seeded random weights,
 // for throughput and memory measurements at real sizes (recall needs a
 // trained model: the weights here route tokens arbitrarily). The file is a
-// normal GGUF (architecture "llama" with experts, like Mixtral) with a
-// synthetic SentencePiece-style vocabulary (control tokens, 256 byte tokens,
+// normal GGUF of one of the architectures of model_arch.h ("llama" with
+// experts, like Mixtral, by default; "qwen3moe", "olmoe", "qwen2moe" with
+// their q/k norms, biases and shared experts) with a synthetic
+// SentencePiece-style vocabulary (control tokens, 256 byte tokens,
 // then made-up pieces), so every tool and daemon opens it; text is
 // meaningless. Tensors are generated while the file is written, so a file
 // larger than memory (Mixtral 8x7B is ~93 GB in F16) never is in memory.
 //
 //   SynthSpec s = SynthSpec::Mixtral8x7B();  s.n_layer = 2;  s.type = DType::kQ8_0;
+//   // or: ODMOE_ASSIGN_OR_RETURN(SynthSpec s, SynthSpec::Preset("qwen3-30b-a3b"));
 //   ODMOE_RETURN_IF_ERROR(ValidateSynthSpec(s));
 //   ODMOE_ASSIGN_OR_RETURN(uint64_t bytes, SynthModelBytes(s));
 //   ODMOE_RETURN_IF_ERROR(WriteSynthModel(s, "/data/mixtral-2l-q8_0.gguf"));
@@ -23,6 +26,7 @@
 namespace odmoe {
 
 struct SynthSpec {
+  std::string arch = "llama";  // general.architecture: a row of model_arch.h
   int n_layer = 2;
   int n_embd = 256;
   int n_ff = 512;
@@ -30,6 +34,8 @@ struct SynthSpec {
   int n_expert_used = 2;
   int n_head = 8;
   int n_head_kv = 2;
+  int head_dim = 0;     // 0: n_embd / n_head
+  int n_ff_shared = 0;  // the shared expert's width (architectures that have one)
   int n_vocab = 512;
   int n_ctx = 512;
   float rope_theta = 10000.0f;
@@ -41,6 +47,20 @@ struct SynthSpec {
   /// Mixtral-8x7B's shapes: 32 layers, 4096 / 14336, 8 experts, top-2, 32
   /// heads, 8 KV heads, vocabulary 32000, RoPE theta 1e6.
   static SynthSpec Mixtral8x7B();
+  /// Qwen3-30B-A3B: 48 layers, 2048, experts of 768, 128 experts top-8, 32
+  /// heads of 128, 4 KV heads, vocabulary 151936.
+  static SynthSpec Qwen3_30B_A3B();
+  /// OLMoE-1B-7B: 16 layers, 2048, experts of 1024, 64 experts top-8, 16
+  /// heads, vocabulary 50304.
+  static SynthSpec Olmoe1B7B();
+  /// Qwen1.5-MoE-A2.7B: 24 layers, 2048, experts of 1408, 60 experts top-4,
+  /// 16 heads, a shared expert of 5632, vocabulary 151936.
+  static SynthSpec Qwen15MoeA27B();
+  /// By name: "mixtral-8x7b", "qwen3-30b-a3b", "olmoe-1b-7b",
+  /// "qwen1.5-moe-a2.7b", or an architecture name for its preset ("llama",
+  /// "qwen3moe", "olmoe", "qwen2moe"). INVALID_ARGUMENT listing the names.
+  static absl::StatusOr<SynthSpec> Preset(const std::string& name);
+  int head_size() const { return head_dim > 0 ? head_dim : n_embd / n_head; }
 };
 
 /// INVALID_ARGUMENT naming the field when the shapes cannot make a model.

@@ -47,8 +47,13 @@ TEST_CASE("cpu Rope matches the reference", "[backend]") { CheckCpuOp("Rope"); }
 TEST_CASE("cpu Attention matches the reference", "[backend]") { CheckCpuOp("Attention"); }
 TEST_CASE("cpu Softmax matches the reference", "[backend]") { CheckCpuOp("Softmax"); }
 TEST_CASE("cpu SwiGlu matches the reference", "[backend]") { CheckCpuOp("SwiGlu"); }
-TEST_CASE("cpu RouterTopK matches the reference, ties to the lower id", "[backend]") {
+TEST_CASE("cpu RouterTopK matches the reference for every gating, ties to the lower id",
+          "[backend]") {
   CheckCpuOp("RouterTopK");
+}
+TEST_CASE("cpu Sigmoid and AddBias match the reference", "[backend]") {
+  CheckCpuOp("Sigmoid");
+  CheckCpuOp("AddBias");
 }
 TEST_CASE("cpu Add, Copy, GatherRows, ScatterAddScaled match the reference", "[backend]") {
   for (const char* op : {"Add", "Copy", "GatherRows", "ScatterAddScaled"}) CheckCpuOp(op);

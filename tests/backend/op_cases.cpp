@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "catch2/catch.hpp"
 #include "reference_ops.h"
@@ -251,20 +252,32 @@ void AddActivationCases(std::vector<OpCase>& cases) {
     c.reference = [=] { return ref::SwiGlu(*g, *u); };
     cases.push_back(std::move(c));
   }
-  {
-    // Row 1 has ties (ids 2 and 5 share the top logit, 0 and 7 the next).
-    const int64_t n = 4, n_expert = 8;
-    const int k = 2;
+  // Row 1 has ties (ids 2 and 5 share the top logit, 0 and 7 the next).
+  // Every gating of the architecture table: renormalised (Mixtral, Qwen3),
+  // the full softmax (OLMoE, Qwen2-MoE), scaled (DeepSeek).
+  struct Gate {
+    const char* name;
+    int64_t n_expert;
+    int k;
+    RouterGating gating;
+  };
+  for (const Gate& g : {Gate{"experts=8 k=2", 8, 2, {}},
+                        Gate{"experts=64 k=8 full softmax", 64, 8, {false, 1.0f}},
+                        Gate{"experts=16 k=4 full softmax scale 2.5", 16, 4, {false, 2.5f}},
+                        Gate{"experts=32 k=8 scale 0.5", 32, 8, {true, 0.5f}}}) {
+    const int64_t n = 4, n_expert = g.n_expert;
+    const int k = g.k;
+    const RouterGating gating = g.gating;
     auto l = std::make_shared<std::vector<float>>(ref::RandomFloats(n * n_expert, 34, -4, 4));
     for (int e : {2, 5}) (*l)[n_expert + e] = 6.0f;
     (*l)[3 * n_expert + 0] = (*l)[3 * n_expert + 7] = 5.0f;
-    OpCase c{"RouterTopK n=4 experts=8 k=2 (ids as floats, then weights)", kNmseF32, kRelF32,
-             nullptr, nullptr};
+    OpCase c{absl::StrCat("RouterTopK n=4 ", g.name, " (ids as floats, then weights)"), kNmseF32,
+             kRelF32, nullptr, nullptr};
     c.run = [=](Backend& be) {
       DeviceData d(be);
       int32_t* ids = d.Ints(std::vector<int32_t>(n * k, -1));
       float* w = d.Zeros(n * k);
-      be.RouterTopK(ConstMat(d.Floats(*l), n, n_expert), k, ids, w);
+      be.RouterTopK(ConstMat(d.Floats(*l), n, n_expert), k, gating, ids, w);
       std::vector<float> out;
       for (int32_t id : d.ReadInts(ids, n * k)) out.push_back(static_cast<float>(id));
       for (float f : d.Read(w, n * k)) out.push_back(f);
@@ -273,10 +286,27 @@ void AddActivationCases(std::vector<OpCase>& cases) {
     c.reference = [=] {
       std::vector<int32_t> ids;
       std::vector<double> w;
-      ref::RouterTopK(*l, n, n_expert, k, &ids, &w);
+      ref::RouterTopK(*l, n, n_expert, k, gating.normalize, gating.scale, &ids, &w);
       std::vector<double> out(ids.begin(), ids.end());
       out.insert(out.end(), w.begin(), w.end());
       return out;
+    };
+    cases.push_back(std::move(c));
+  }
+  {
+    const int64_t n = 5, dim = 300;
+    auto x = std::make_shared<std::vector<float>>(ref::RandomFloats(n * dim, 35, -30, 30));
+    OpCase c{"Sigmoid n=5 dim=300", kNmseF32, kRelF32, nullptr, nullptr};
+    c.run = [=](Backend& be) {
+      DeviceData d(be);
+      float* xd = d.Floats(*x);
+      be.Sigmoid(Mat{xd, n, dim});
+      return d.Read(xd, n * dim);
+    };
+    c.reference = [=] {
+      std::vector<double> y;
+      for (float v : *x) y.push_back(1.0 / (1.0 + std::exp(-static_cast<double>(v))));
+      return y;
     };
     cases.push_back(std::move(c));
   }
@@ -284,6 +314,23 @@ void AddActivationCases(std::vector<OpCase>& cases) {
 
 void AddRowOpCases(std::vector<OpCase>& cases) {
   const int64_t n = 6, dim = 40;
+  {
+    auto x = std::make_shared<std::vector<float>>(ref::RandomFloats(n * dim, 43));
+    auto bias = std::make_shared<std::vector<float>>(ref::RandomFloats(dim, 44));
+    OpCase c{"AddBias n=6 dim=40", 0.0, 0.0, nullptr, nullptr};
+    c.run = [=](Backend& be) {
+      DeviceData d(be);
+      float* xd = d.Floats(*x);
+      be.AddBias(Mat{xd, n, dim}, d.Floats(*bias));
+      return d.Read(xd, n * dim);
+    };
+    c.reference = [=] {  // one f32 rounding per element: exact when computed in float
+      std::vector<double> out;
+      for (size_t i = 0; i < x->size(); ++i) out.push_back((*x)[i] + (*bias)[i % dim]);
+      return out;
+    };
+    cases.push_back(std::move(c));
+  }
   auto a = std::make_shared<std::vector<float>>(ref::RandomFloats(n * dim, 41));
   auto b = std::make_shared<std::vector<float>>(ref::RandomFloats(n * dim, 42));
   OpCase add{"Add out aliases b", 0.0, 0.0, nullptr, nullptr};

@@ -197,9 +197,11 @@ inline std::vector<double> Attention(const std::vector<float>& q, const std::vec
   return out;
 }
 
-/// Top-k with ties to the lower id; weights = softmax over the selected.
+/// Top-k with ties to the lower id; weights = softmax over the selected
+/// (`normalize`) or over every expert, then times `scale`.
 inline void RouterTopK(const std::vector<float>& logits, int64_t n, int64_t n_expert, int k,
-                       std::vector<int32_t>* ids, std::vector<double>* weights) {
+                       bool normalize, double scale, std::vector<int32_t>* ids,
+                       std::vector<double>* weights) {
   ids->clear();
   weights->clear();
   for (int64_t t = 0; t < n; ++t) {
@@ -207,12 +209,16 @@ inline void RouterTopK(const std::vector<float>& logits, int64_t n, int64_t n_ex
     std::iota(order.begin(), order.end(), 0);
     const float* l = logits.data() + t * n_expert;
     std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return l[a] > l[b]; });
+    std::vector<double> all(l, l + n_expert);
+    SoftmaxInPlace(all.data(), n_expert);
     std::vector<double> w;
     for (int j = 0; j < k; ++j) {
       ids->push_back(order[j]);
-      w.push_back(l[order[j]]);
+      w.push_back(all[static_cast<size_t>(order[j])]);
     }
-    SoftmaxInPlace(w.data(), k);
+    double sum = 0;
+    for (double v : w) sum += v;
+    for (double& v : w) v = (normalize ? v / sum : v) * scale;
     weights->insert(weights->end(), w.begin(), w.end());
   }
 }

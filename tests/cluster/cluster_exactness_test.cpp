@@ -58,6 +58,7 @@ void ExpectIdentical(const ClusterConfig& cfg) {
       WorkerModeName(cfg.worker_mode), cfg.token_period, cfg.kv_period, cfg.mini_batch, cfg.batch,
       cfg.model));
   auto cluster = TestCluster::Start(cfg);
+  INFO((cluster.ok() ? std::string() : std::string(cluster.status().message())));
   REQUIRE(cluster.ok());
   const ModelConfig& model = (*cluster)->worker(0).core().model().config();
   for (size_t i = 0; i < Prompts().size(); ++i) {
@@ -66,13 +67,14 @@ void ExpectIdentical(const ClusterConfig& cfg) {
     req.max_tokens = kTokens;
     req.ignore_eos = true;
     absl::StatusOr<ClusterGenerateResult> r = (*cluster)->main().Generate(req, nullptr);
+    INFO((r.ok() ? std::string() : std::string(r.status().message())));
     REQUIRE(r.ok());
     CHECK(r->result.output_ids == Reference(cfg.model)[i]);
     CHECK(r->experts.hits + r->experts.misses ==
           static_cast<uint64_t>((kTokens - 1) * model.n_layer * model.n_expert_used));
   }
   const int k = model.n_expert_used;
-  const int g = cfg.group_size;
+  const int g = (*cluster)->topology().group_size;  // cfg.group_size 0 = top-k
   uint64_t decode_tasks = 0;
   for (int w = 0; w < (*cluster)->n_workers(); ++w) {
     const WorkerStats s = (*cluster)->worker(w).core().stats();
@@ -369,6 +371,81 @@ TEST_CASE("cluster: f16 hidden states on the wire still generate", "[cluster]") 
   // does not change a greedy choice this clear.
   CHECK(r->result.output_ids[0] == Reference()[0][0]);
   for (int w = 0; w < 4; ++w) CHECK((*cluster)->worker(w).core().stats().task_errors == 0);
+}
+
+}  // namespace odmoe::test
+
+namespace odmoe::test {
+
+TEST_CASE("cluster: identical tokens for every architecture of the table", "[cluster][arch]") {
+  // The tiny random models of tests/data/arch (made with transformers):
+  // Qwen3-MoE (top-8 of 32, per-head q/k norm), OLMoE (top-8 of 16), Qwen2-MoE
+  // (top-4 of 16, biases, shared expert on the main node).
+  struct Arch {
+    const char* file;
+    int workers;
+  };
+  for (const Arch& a : {Arch{"tests/data/arch/tiny-qwen3moe.gguf", 8},
+                        Arch{"tests/data/arch/tiny-olmoe.gguf", 8},
+                        Arch{"tests/data/arch/tiny-qwen2moe.gguf", 8}}) {
+    ClusterConfig shadow;  // aligned shadow, prefill in mini-batches of 3
+    shadow.model = SourcePath(a.file);
+    shadow.workers = a.workers;
+    shadow.mini_batch = 3;
+    ExpectIdentical(shadow);
+    ClusterConfig none = shadow;
+    none.prediction = PredictionMode::kNone;
+    none.mini_batch = 16;
+    ExpectIdentical(none);
+    ClusterConfig resident = none;
+    resident.worker_mode = WorkerMode::kResident;
+    ExpectIdentical(resident);
+  }
+}
+
+TEST_CASE("cluster: identical tokens for the architectures on any group size",
+          "[cluster][arch]") {
+  // The k = 8 and k = 4 models of tests/data/arch on groups smaller than
+  // top-k (each worker computes several experts of a layer, one after
+  // another) and larger (some workers idle in decoding).
+  struct Case {
+    const char* file;
+    int workers, group_size, slots;  // slots 0 = auto
+    PredictionMode prediction;
+    WorkerMode mode;
+  };
+  const Case cases[] = {
+      // Qwen3-MoE, top-8 of 32: 2 groups of 4 (2 experts each, auto = 2 slots),
+      // 4 groups of 2 (4 each, on 4 slots), one worker per group with one slot.
+      {"tests/data/arch/tiny-qwen3moe.gguf", 8, 4, 0, PredictionMode::kShadow,
+       WorkerMode::kOnDemand},
+      {"tests/data/arch/tiny-qwen3moe.gguf", 8, 2, 4, PredictionMode::kShadow,
+       WorkerMode::kOnDemand},
+      {"tests/data/arch/tiny-qwen3moe.gguf", 2, 1, 1, PredictionMode::kNone,
+       WorkerMode::kOnDemand},
+      {"tests/data/arch/tiny-qwen3moe.gguf", 8, 4, 0, PredictionMode::kNone,
+       WorkerMode::kResident},
+      // OLMoE, top-8 of 16.
+      {"tests/data/arch/tiny-olmoe.gguf", 4, 2, 0, PredictionMode::kShadow,
+       WorkerMode::kOnDemand},
+      // Qwen2-MoE, top-4 of 16 with its shared expert on the main node: groups
+      // of 2, and of 8 (workers 4..7 idle in decoding).
+      {"tests/data/arch/tiny-qwen2moe.gguf", 4, 2, 0, PredictionMode::kShadow,
+       WorkerMode::kOnDemand},
+      {"tests/data/arch/tiny-qwen2moe.gguf", 8, 8, 0, PredictionMode::kShadow,
+       WorkerMode::kOnDemand},
+  };
+  for (const Case& c : cases) {
+    ClusterConfig cfg;
+    cfg.model = SourcePath(c.file);
+    cfg.workers = c.workers;
+    cfg.group_size = c.group_size;
+    cfg.prediction = c.prediction;
+    cfg.worker_mode = c.mode;
+    cfg.mini_batch = 5;
+    if (c.slots > 0) cfg.memory_budget = WorkerBudgetForSlots(cfg, c.slots);
+    ExpectIdentical(cfg);
+  }
 }
 
 }  // namespace odmoe::test

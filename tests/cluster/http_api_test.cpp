@@ -1,13 +1,19 @@
 // The OpenAI-compatible HTTP API of the main node, through a real HTTP client
 // against an in-process cluster.
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <thread>
 
 #include "engine/reference_engine.h"
+#include "gguf/gguf_writer.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "test_cluster.h"
+#include "tokenizer/tokenizer.h"
 
 namespace odmoe::test {
 namespace {
@@ -21,6 +27,31 @@ std::string ReferenceText(const std::string& prompt, int tokens) {
   req.prompt = prompt;
   req.max_tokens = tokens;
   return engine->Generate(req).value().text;
+}
+
+// The reference engine's text for a prompt given as token ids.
+std::string ReferenceTextIds(const std::vector<int32_t>& ids, int tokens) {
+  static auto engine =
+      ReferenceEngine::Create(SourcePath("models/tiny-mixtral-f16.gguf"), {}).value();
+  GenerateRequest req;
+  req.prompt_ids = ids;
+  req.max_tokens = tokens;
+  return engine->Generate(req).value().text;
+}
+
+// A copy of the tiny model whose tokenizer.chat_template is `chat_template`.
+std::string ModelWithTemplate(const std::string& name, const std::string& chat_template) {
+  const std::string out = (std::filesystem::temp_directory_path() /
+                           ("odmoe_http_" + name + "_" + std::to_string(getpid()) + ".gguf"))
+                              .string();
+  auto f = GgufFile::Open(SourcePath("models/tiny-mixtral-f16.gguf"));
+  REQUIRE(f.ok());
+  GgufWriter w;
+  for (const auto& [key, value] : (*f)->metadata()) w.SetMetadata(key, value);
+  w.SetMetadata("tokenizer.chat_template", GgufValue::String(chat_template));
+  for (const TensorView& t : (*f)->tensors()) REQUIRE(w.AddTensorView(t).ok());
+  REQUIRE(w.WriteFile(out).ok());
+  return out;
 }
 
 httplib::Client Client(TestCluster& c) {
@@ -176,6 +207,58 @@ TEST_CASE("http: completions, streaming, chat, models, health, metrics", "[clust
     INFO(series);
     CHECK(res->body.find(series) != std::string::npos);
   }
+}
+
+TEST_CASE("http: chat renders the model's template, its special tokens as tokens",
+          "[cluster][http][chat]") {
+  // Mixtral-Instruct's format: "</s>" after an assistant turn is the EOS
+  // token in the prompt, not the text "</s>".
+  ClusterConfig cfg;
+  cfg.workers = 2;
+  cfg.http = true;
+  cfg.model = ModelWithTemplate(
+      "mistral",
+      "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}"
+      "{{ '[INST] ' + message['content'] + ' [/INST]' }}{% else %}"
+      "{{ message['content'] + eos_token }}{% endif %}{% endfor %}");
+  auto cluster = TestCluster::Start(cfg);
+  REQUIRE(cluster.ok());
+  httplib::Client cli = Client(**cluster);
+  const json messages = {{{"role", "user"}, {"content", "Hi"}},
+                         {{"role", "assistant"}, {"content", "Yo"}},
+                         {{"role", "user"}, {"content", "Tell me a story"}}};
+  json j = json::parse(PostOk(cli, "/v1/chat/completions",
+                              {{"messages", messages}, {"max_tokens", 6}, {"temperature", 0}}));
+  auto file = GgufFile::Open(cfg.model);
+  REQUIRE(file.ok());
+  auto tok = Tokenizer::FromGguf(**file);
+  REQUIRE(tok.ok());
+  Tokenizer::EncodeOptions special;
+  special.parse_special = true;
+  const std::string prompt = "[INST] Hi [/INST]Yo</s>[INST] Tell me a story [/INST]";
+  const std::vector<int32_t> ids = (*tok)->Encode(prompt, special).value();
+  REQUIRE(std::count(ids.begin(), ids.end(), (*tok)->eos_id()) == 1);
+  CHECK(j["usage"]["prompt_tokens"] == ids.size());
+  CHECK(j["choices"][0]["message"]["content"] == ReferenceTextIds(ids, 6));
+  CHECK_FALSE(j["choices"][0]["message"].contains("reasoning_content"));
+  // Switches this format does not have are named.
+  ExpectError(cli, "/v1/chat/completions",
+              json{{"messages", messages}, {"reasoning_effort", "low"}}.dump(), 400,
+              "reasoning_effort");
+  ExpectError(
+      cli, "/v1/chat/completions",
+      json{{"messages", messages}, {"chat_template_kwargs", {{"enable_thinking", true}}}}.dump(),
+      400, "chat_template_kwargs.enable_thinking");
+  ExpectError(cli, "/v1/chat/completions",
+              json{{"messages", messages}, {"chat_template_kwargs", {{"tools", 1}}}}.dump(), 400,
+              "chat_template_kwargs");
+  ExpectError(cli, "/v1/chat/completions",
+              json{{"messages",
+                    {{{"role", "user"}, {"content", "a"}}, {{"role", "user"}, {"content", "b"}}}}}
+                  .dump(),
+              400, "messages[1]");
+  cluster->reset();
+  std::filesystem::remove(cfg.model);
 }
 
 TEST_CASE("http: the OpenAI surface clients use", "[cluster][http]") {

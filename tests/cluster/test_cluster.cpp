@@ -1,5 +1,7 @@
 #include "test_cluster.h"
 
+#include "model/model_file.h"
+
 #include <fstream>
 #include <thread>
 
@@ -27,6 +29,10 @@ Topology MakeTopology(const ClusterConfig& c) {
   t.prefill_mini_batch = c.mini_batch;
   t.wire_dtype = c.wire;
   t.group_size = c.group_size;
+  if (t.group_size == 0) {  // the model's top-k
+    absl::StatusOr<std::unique_ptr<ModelFile>> model = ModelFile::Open(c.model);
+    t.group_size = model.ok() ? (*model)->config().n_expert_used : 2;
+  }
   t.worker_mode = c.worker_mode;
   t.cache_experts = c.cache_experts;
   t.wire_delay_us = c.wire_delay_us;

@@ -24,6 +24,7 @@ namespace odmoe::test {
 
 struct ClusterConfig {
   int workers = 8;
+  int group_size = 0;  // G; 0: the model's top-k
   PredictionMode prediction = PredictionMode::kShadow;
   WorkerMode worker_mode = WorkerMode::kOnDemand;
   DType quantization = DType::kQ8_0;
@@ -44,7 +45,6 @@ struct ClusterConfig {
   int cache_experts = 8;         // lru_cache workers
   int64_t wire_delay_us = 0;     // emulated one-way delay on every received message
   std::string backend = "cpu:1"; // every node's backend
-  int group_size = 2;            // G (the shipped models route to k = 2)
   uint64_t memory_budget = 0;    // every worker's; 0 = auto (WorkerBudgetForSlots)
 };
 

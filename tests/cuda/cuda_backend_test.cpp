@@ -255,10 +255,10 @@ TEST_CASE("cuda row ops give the CPU's bits", "[cuda][backend]") {
   logits[8 + 2] = logits[8 + 5] = 6.0f;
   std::vector<int32_t> ids(8);
   std::vector<float> wts(8);
-  cpu.RouterTopK(ConstMat(logits.data(), 4, 8), 2, ids.data(), wts.data());
+  cpu.RouterTopK(ConstMat(logits.data(), 4, 8), 2, {false, 2.0f}, ids.data(), wts.data());
   int32_t* gids = d.Put(std::vector<int32_t>(8, -1));
   float* gw = d.Put(std::vector<float>(8, 0.0f));
-  gpu.RouterTopK(ConstMat(d.Put(logits), 4, 8), 2, gids, gw);
+  gpu.RouterTopK(ConstMat(d.Put(logits), 4, 8), 2, {false, 2.0f}, gids, gw);
   CHECK(d.Get(gids, 8) == ids);
   CHECK(SameBits(d.Get(gw, 8), wts));
   const std::vector<int32_t> rows = {3, 0, 9, 3};

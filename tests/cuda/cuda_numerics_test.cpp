@@ -225,25 +225,39 @@ TEST_CASE("cuda RmsNorm, Softmax and Attention orders give the CPU's bits", "[cu
   }
 }
 
-TEST_CASE("cuda RouterTopKRow equals the CPU's, ties to the lower id", "[cuda][numerics]") {
+TEST_CASE("cuda RouterTopKRow equals the CPU's for every gating, ties to the lower id",
+          "[cuda][numerics]") {
   CpuBackend cpu(1);
   const int64_t n = 6, n_expert = 8;
   const int k = 3;
   std::vector<float> l = ref::RandomFloats(n * n_expert, 47, -4.0f, 4.0f);
   l[n_expert + 2] = l[n_expert + 5] = l[n_expert + 6] = 6.0f;  // a three-way tie
   l[3 * n_expert + 0] = l[3 * n_expert + 7] = 5.0f;
-  std::vector<int32_t> want_ids(n * k), got_ids(n * k);
-  std::vector<float> want_w(n * k), got_w(n * k);
-  cpu.RouterTopK(ConstMat(l.data(), n, n_expert), k, want_ids.data(), want_w.data());
-  for (int64_t t = 0; t < n; ++t) {
-    num::RouterTopKRow(l.data() + t * n_expert, n_expert, k, got_ids.data() + t * k,
-                       got_w.data() + t * k);
+  for (const RouterGating gating : {RouterGating{}, RouterGating{false, 1.0f},
+                                    RouterGating{false, 16.0f}, RouterGating{true, 0.75f}}) {
+    INFO("normalize " << gating.normalize << " scale " << gating.scale);
+    std::vector<int32_t> want_ids(n * k), got_ids(n * k);
+    std::vector<float> want_w(n * k), got_w(n * k);
+    cpu.RouterTopK(ConstMat(l.data(), n, n_expert), k, gating, want_ids.data(), want_w.data());
+    for (int64_t t = 0; t < n; ++t) {
+      num::RouterTopKRow(l.data() + t * n_expert, n_expert, k, gating.normalize, gating.scale,
+                         got_ids.data() + t * k, got_w.data() + t * k);
+    }
+    CHECK(got_ids == want_ids);
+    CHECK(SameBits(got_w, want_w));
+    CHECK(got_ids[k + 0] == 2);
+    CHECK(got_ids[k + 1] == 5);
+    CHECK(got_ids[k + 2] == 6);
   }
-  CHECK(got_ids == want_ids);
-  CHECK(SameBits(got_w, want_w));
-  CHECK(got_ids[k + 0] == 2);
-  CHECK(got_ids[k + 1] == 5);
-  CHECK(got_ids[k + 2] == 6);
+}
+
+TEST_CASE("cuda Sigmoid equals the CPU's", "[cuda][numerics]") {
+  CpuBackend cpu(1);
+  std::vector<float> x = ref::RandomFloats(999, 49, -40.0f, 40.0f);
+  std::vector<float> got;
+  for (float v : x) got.push_back(num::Sigmoid(v));
+  cpu.Sigmoid(Mat{x.data(), 1, static_cast<int64_t>(x.size())});
+  CHECK(SameBits(got, x));
 }
 
 TEST_CASE("cuda canonical lane sum equals CanonicalSum", "[cuda][numerics]") {

@@ -17,8 +17,8 @@ TEST_CASE("synth cli: dry run, a small model, bad flags", "[tools]") {
   const test::ShellResult dry = test::Sh(Synth() + " --out /tmp/unused.gguf --dry-run");
   INFO(dry.output);
   CHECK(dry.exit_code == 0);
-  CHECK(dry.output.find("32 layers, embd 4096, ff 14336, 8 experts (top-2), 32 heads / 8 KV "
-                        "heads, vocab 32000") != std::string::npos);
+  CHECK(dry.output.find("(llama): 32 layers, embd 4096, ff 14336, 8 experts (top-2), 32 heads "
+                        "of 128 / 8 KV heads, vocab 32000") != std::string::npos);
   CHECK(dry.output.find("one expert: 352.3 MB") != std::string::npos);
   CHECK(!std::filesystem::exists("/tmp/unused.gguf"));
 
@@ -44,6 +44,34 @@ TEST_CASE("synth cli: dry run, a small model, bad flags", "[tools]") {
   bad("--out x.gguf --heads 7 --dry-run", "--heads");
   bad("--out x.gguf --top-k 9 --dry-run", "--top-k");
   bad("--dry-run", "out");
+  bad("--out x.gguf --arch falcon --dry-run", "--arch");
+}
+
+TEST_CASE("synth cli: --arch writes each architecture with its preset's shapes", "[tools][arch]") {
+  const test::ShellResult dry = test::Sh(Synth() + " --out /tmp/unused.gguf --arch qwen3moe --dry-run");
+  INFO(dry.output);
+  CHECK(dry.exit_code == 0);
+  CHECK(dry.output.find("synthetic-qwen3-30b-a3b (qwen3moe): 48 layers, embd 2048, ff 768, 128 "
+                        "experts (top-8), 32 heads of 128 / 4 KV heads, vocab 151936") !=
+        std::string::npos);
+  for (const char* arch : {"qwen3moe", "olmoe", "qwen2moe"}) {
+    INFO(arch);
+    const std::string path = (std::filesystem::temp_directory_path() /
+                              (std::string("odmoe_synth_cli_") + arch + ".gguf"))
+                                 .string();
+    const test::ShellResult w =
+        test::Sh(Synth() + " --out " + path + " --arch " + arch +
+                 " --layers 2 --embd 64 --ff 32 --experts 8 --heads 4 --kv-heads 2 --head-dim 32"
+                 " --top-k 4 --shared-ff 64 --vocab 300 --ctx 64 --type q8_0");
+    INFO(w.output);
+    REQUIRE(w.exit_code == 0);
+    auto model = ModelFile::Open(path);
+    REQUIRE(model.ok());
+    CHECK((*model)->config().arch == arch);
+    CHECK((*model)->config().n_expert_used == 4);
+    CHECK((*model)->config().head_dim == 32);
+    std::filesystem::remove(path);
+  }
 }
 
 }  // namespace

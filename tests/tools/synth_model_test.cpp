@@ -121,5 +121,77 @@ TEST_CASE("synth: the Mixtral preset and bad shapes", "[tools]") {
   bad(s, "layers");
 }
 
+TEST_CASE("synth: every architecture of the table opens with its parts and generates",
+          "[tools][arch]") {
+  struct Expect {
+    const char* arch;
+    QkNorm qk_norm;
+    bool normalize, bias;
+    int shared;
+  };
+  for (const Expect& e : {Expect{"llama", QkNorm::kNone, true, false, 0},
+                          Expect{"qwen3moe", QkNorm::kPerHead, true, false, 0},
+                          Expect{"olmoe", QkNorm::kFull, false, false, 0},
+                          Expect{"qwen2moe", QkNorm::kNone, false, true, 48}}) {
+    INFO(e.arch);
+    SynthSpec s = Small(DType::kF16);
+    s.arch = e.arch;
+    s.n_expert = 8;
+    s.n_expert_used = 4;
+    s.head_dim = 32;  // q width 128 != n_embd 64
+    s.n_ff_shared = e.shared;
+    const std::string path = Temp(std::string(e.arch) + ".gguf");
+    REQUIRE(WriteSynthModel(s, path).ok());
+    auto model = ModelFile::Open(path);
+    REQUIRE(model.ok());
+    const ModelConfig& c = (*model)->config();
+    CHECK(c.arch == e.arch);
+    CHECK(c.qk_norm == e.qk_norm);
+    CHECK(c.gating.normalize == e.normalize);
+    CHECK(c.attn_bias == e.bias);
+    CHECK(c.n_ff_shared == e.shared);
+    CHECK(c.head_dim == 32);
+    CHECK(c.q_width() == 128);
+    CHECK(c.n_ff == 96);
+    CHECK(c.rope_mode == (std::string(e.arch) == "llama" ? RopeMode::kInterleaved
+                                                          : RopeMode::kHalf));
+    auto engine = ReferenceEngine::Create(path, {});
+    REQUIRE(engine.ok());
+    GenerateRequest req;
+    req.prompt = "any text at all";
+    req.max_tokens = 6;
+    req.ignore_eos = true;
+    auto r = (*engine)->Generate(req);
+    REQUIRE(r.ok());
+    CHECK(r->output_ids.size() == 6);
+    std::filesystem::remove(path);
+  }
+}
+
+TEST_CASE("synth: the presets of every architecture are valid and sized like the real models",
+          "[tools][arch]") {
+  const SynthSpec q3 = SynthSpec::Preset("qwen3moe").value();
+  REQUIRE(ValidateSynthSpec(q3).ok());
+  CHECK(q3.n_expert == 128);
+  CHECK(q3.n_expert_used == 8);
+  CHECK(SynthExpertBytes(q3) == 3ull * 2048 * 768 * 2);
+  // Qwen3-30B-A3B holds ~30.5 G parameters: ~61 GB in F16.
+  const uint64_t q3_bytes = SynthModelBytes(q3).value();
+  CHECK(q3_bytes > 60'000'000'000ull);
+  CHECK(q3_bytes < 62'000'000'000ull);
+  for (const char* name : {"olmoe-1b-7b", "qwen1.5-moe-a2.7b", "mixtral-8x7b", "olmoe"}) {
+    INFO(name);
+    absl::StatusOr<SynthSpec> s = SynthSpec::Preset(name);
+    REQUIRE(s.ok());
+    CHECK(ValidateSynthSpec(*s).ok());
+  }
+  CHECK(SynthSpec::Preset("gpt-5").status().code() == absl::StatusCode::kInvalidArgument);
+  SynthSpec s = Small(DType::kF16);
+  s.arch = "qwen2moe";  // a shared expert needs its width
+  CHECK(std::string(ValidateSynthSpec(s).message()).find("shared-ff") == 0);
+  s.arch = "falcon";
+  CHECK(std::string(ValidateSynthSpec(s).message()).find("arch") == 0);
+}
+
 }  // namespace
 }  // namespace odmoe

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "cpu_math.h"
 #include "cpu_ops.h"
 
 namespace odmoe {
@@ -122,9 +123,22 @@ void CpuBackend::Attention(ConstMat q, ConstMat k_cache, ConstMat v_cache, int n
 
 void CpuBackend::Softmax(Mat x) { CpuSoftmax({kernels_, &pool_}, x); }
 
-void CpuBackend::RouterTopK(ConstMat logits, int k, int32_t* ids, float* weights) {
+void CpuBackend::RouterTopK(ConstMat logits, int k, RouterGating gating, int32_t* ids,
+                            float* weights) {
   assert(k >= 1 && k <= logits.cols);
-  CpuRouterTopK(logits, k, ids, weights);
+  CpuRouterTopK(logits, k, gating, ids, weights);
+}
+
+void CpuBackend::AddBias(Mat x, const float* bias) {
+  for (int64_t t = 0; t < x.rows; ++t) {
+    float* r = x.Row(t);
+    for (int64_t c = 0; c < x.cols; ++c) r[c] = r[c] + bias[c];
+  }
+}
+
+void CpuBackend::Sigmoid(Mat x) {
+  const int64_t n = x.rows * x.cols;
+  for (int64_t i = 0; i < n; ++i) x.data[i] = 1.0f / (1.0f + cpu_math::ExpF(-x.data[i]));
 }
 
 void CpuBackend::SwiGlu(ConstMat gate, ConstMat up, Mat out) {

@@ -92,8 +92,11 @@
 //              out = acc / CanonicalSum(p).
 //   RoPE:      theta_i = pos * base^(-2i/rope_dims) in double; cos and sin in
 //              double rounded to f32; (a, b) -> (a*c - b*s, a*s + b*c).
-//   RouterTopK: descending selection (ties: lower id); w_j = e_j / sum_j e_j
-//              with e_j = ExpF(l_j - l_max), summed in selection order.
+//   RouterTopK: descending selection (ties: lower id); e_j = ExpF(l_j - l_max);
+//              normalize: w_j = e_j / sum of the selected e (selection order);
+//              else w_j = e_j / sum of every expert's e (expert order); then
+//              w_j * scale when scale != 1.
+//   AddBias:   x + b.  Sigmoid: 1 / (1 + ExpF(-x)).
 //   SwiGlu:    silu(g) * u with silu(g) = g / (1 + ExpF(-g)).
 //   ScatterAddScaled: dst = dst + (scale * src), rows in order.
 // ExpF is the backend's own exp (cpu_math.h), identical on every machine.
@@ -137,7 +140,10 @@ class CpuBackend final : public Backend {
   void Attention(ConstMat q, ConstMat k_cache, ConstMat v_cache, int n_head, int n_head_kv,
                  int head_dim, int pos0, float scale, Mat out) override;
   void Softmax(Mat x) override;
-  void RouterTopK(ConstMat logits, int k, int32_t* ids, float* weights) override;
+  void RouterTopK(ConstMat logits, int k, RouterGating gating, int32_t* ids,
+                  float* weights) override;
+  void AddBias(Mat x, const float* bias) override;
+  void Sigmoid(Mat x) override;
   void SwiGlu(ConstMat gate, ConstMat up, Mat out) override;
   void Add(ConstMat a, ConstMat b, Mat out) override;
   void Copy(ConstMat src, Mat dst) override;

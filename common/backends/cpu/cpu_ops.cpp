@@ -89,7 +89,7 @@ void CpuSoftmax(const CpuOpContext& ctx, Mat x) {
   });
 }
 
-void CpuRouterTopK(ConstMat logits, int k, int32_t* ids, float* weights) {
+void CpuRouterTopK(ConstMat logits, int k, RouterGating gating, int32_t* ids, float* weights) {
   const int64_t n_expert = logits.cols;
   std::vector<char> taken(static_cast<size_t>(n_expert));
   for (int64_t t = 0; t < logits.rows; ++t) {
@@ -106,14 +106,18 @@ void CpuRouterTopK(ConstMat logits, int k, int32_t* ids, float* weights) {
       id[j] = static_cast<int32_t>(best);
       wt[j] = l[best];
     }
-    // Softmax over the selected logits; wt[0] is their maximum.
-    float sum = 0.0f;
+    // wt[0] is the largest logit of the row.
     const float m = wt[0];
-    for (int j = 0; j < k; ++j) {
-      wt[j] = ExpF(wt[j] - m);
-      sum += wt[j];
+    float sum = 0.0f;
+    if (gating.normalize) {  // over the selected, in selection order
+      for (int j = 0; j < k; ++j) sum += ExpF(wt[j] - m);
+    } else {  // over every expert, in expert order
+      for (int64_t e = 0; e < n_expert; ++e) sum += ExpF(l[e] - m);
     }
-    for (int j = 0; j < k; ++j) wt[j] = wt[j] / sum;
+    for (int j = 0; j < k; ++j) wt[j] = ExpF(wt[j] - m) / sum;
+    if (gating.scale != 1.0f) {
+      for (int j = 0; j < k; ++j) wt[j] = wt[j] * gating.scale;
+    }
   }
 }
 

@@ -35,7 +35,7 @@ void CpuRope(const CpuOpContext& ctx, Mat x, int head_dim, int rope_dims, const 
 void CpuAttention(const CpuOpContext& ctx, ConstMat q, ConstMat k_cache, ConstMat v_cache,
                   int n_head, int n_head_kv, int head_dim, int pos0, float scale, Mat out);
 void CpuSoftmax(const CpuOpContext& ctx, Mat x);
-void CpuRouterTopK(ConstMat logits, int k, int32_t* ids, float* weights);
+void CpuRouterTopK(ConstMat logits, int k, RouterGating gating, int32_t* ids, float* weights);
 void CpuSwiGlu(const CpuOpContext& ctx, ConstMat gate, ConstMat up, Mat out);
 
 /// Rows per parallel chunk so that a chunk has at least ~256k elements of

@@ -356,9 +356,20 @@ void CudaBackend::Softmax(Mat x) {
   if (Enter()) RecordCuda(cuda::LaunchSoftmax(stream(), x), "Softmax");
 }
 
-void CudaBackend::RouterTopK(ConstMat logits, int k, int32_t* ids, float* weights) {
+void CudaBackend::RouterTopK(ConstMat logits, int k, RouterGating gating, int32_t* ids,
+                             float* weights) {
   assert(k >= 1 && k <= logits.cols);
-  if (Enter()) RecordCuda(cuda::LaunchRouterTopK(stream(), logits, k, ids, weights), "RouterTopK");
+  if (Enter()) {
+    RecordCuda(cuda::LaunchRouterTopK(stream(), logits, k, gating, ids, weights), "RouterTopK");
+  }
+}
+
+void CudaBackend::AddBias(Mat x, const float* bias) {
+  if (Enter()) RecordCuda(cuda::LaunchAddBias(stream(), x, bias), "AddBias");
+}
+
+void CudaBackend::Sigmoid(Mat x) {
+  if (Enter()) RecordCuda(cuda::LaunchSigmoid(stream(), x), "Sigmoid");
 }
 
 void CudaBackend::SwiGlu(ConstMat gate, ConstMat up, Mat out) {

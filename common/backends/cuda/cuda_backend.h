@@ -44,7 +44,7 @@
 // Products and sums are never fused (--fmad=false), exp is the CPU's ExpF,
 // division and sqrt are IEEE. So MatMul (every weight type, float weights
 // under FloatMatMulPolicy::kExact), GetRows, RmsNorm, Attention, Softmax,
-// RouterTopK, SwiGlu, Add, Copy, GatherRows and ScatterAddScaled give the
+// RouterTopK, AddBias, Sigmoid, SwiGlu, Add, Copy, GatherRows and ScatterAddScaled give the
 // CPU backend's bits, and every op keeps backend.h's row-independence. RoPE
 // evaluates cos and sin in double with CUDA's libdevice rather than glibc (a
 // few ulp in double apart), so rarely an element differs from the CPU in the
@@ -94,7 +94,10 @@ class CudaBackend final : public Backend {
   void Attention(ConstMat q, ConstMat k_cache, ConstMat v_cache, int n_head, int n_head_kv,
                  int head_dim, int pos0, float scale, Mat out) override;
   void Softmax(Mat x) override;
-  void RouterTopK(ConstMat logits, int k, int32_t* ids, float* weights) override;
+  void RouterTopK(ConstMat logits, int k, RouterGating gating, int32_t* ids,
+                  float* weights) override;
+  void AddBias(Mat x, const float* bias) override;
+  void Sigmoid(Mat x) override;
   void SwiGlu(ConstMat gate, ConstMat up, Mat out) override;
   void Add(ConstMat a, ConstMat b, Mat out) override;
   void Copy(ConstMat src, Mat dst) override;

@@ -78,8 +78,12 @@ cudaError_t LaunchRmsNorm(cudaStream_t stream, ConstMat x, const float* weight, 
 cudaError_t LaunchRope(cudaStream_t stream, Mat x, int head_dim, int rope_dims,
                        const int32_t* positions, const double* inv_freq, RopeMode mode);
 cudaError_t LaunchSoftmax(cudaStream_t stream, Mat x);
-cudaError_t LaunchRouterTopK(cudaStream_t stream, ConstMat logits, int k, int32_t* ids,
-                             float* weights);
+cudaError_t LaunchRouterTopK(cudaStream_t stream, ConstMat logits, int k, RouterGating gating,
+                             int32_t* ids, float* weights);
+/// x[t] += bias (x.cols floats), every row.
+cudaError_t LaunchAddBias(cudaStream_t stream, Mat x, const float* bias);
+/// x = 1 / (1 + ExpF(-x)) in place.
+cudaError_t LaunchSigmoid(cudaStream_t stream, Mat x);
 cudaError_t LaunchSwiGlu(cudaStream_t stream, ConstMat gate, ConstMat up, Mat out);
 cudaError_t LaunchAdd(cudaStream_t stream, ConstMat a, ConstMat b, Mat out);
 cudaError_t LaunchGatherRows(cudaStream_t stream, ConstMat src, const int32_t* idx, Mat dst);

@@ -302,10 +302,11 @@ ODMOE_HD int32_t ByteSum(int32_t v) { return Dot4(v, 0x01010101, 0); }
 // ---- Routing ---------------------------------------------------------------
 
 /// RouterTopK of one row, as the CPU backend: k rounds of "largest logit not
-/// yet taken" (strict '>' keeps the lower id on ties), then the softmax of
-/// the selected logits summed in selection order.
-ODMOE_HD void RouterTopKRow(const float* logits, int n_expert, int k, int32_t* ids,
-                            float* weights) {
+/// yet taken" (strict '>' keeps the lower id on ties); e_j = ExpF(l_j - l_max)
+/// over the sum of the selected e (selection order) when `normalize`, else of
+/// every expert's e (expert order); then times `scale` when it is not 1.
+ODMOE_HD void RouterTopKRow(const float* logits, int n_expert, int k, bool normalize, float scale,
+                            int32_t* ids, float* weights) {
   for (int j = 0; j < k; ++j) {
     int best = -1;
     for (int e = 0; e < n_expert; ++e) {
@@ -318,11 +319,18 @@ ODMOE_HD void RouterTopKRow(const float* logits, int n_expert, int k, int32_t* i
   }
   const float m = weights[0];
   float sum = 0.0f;
-  for (int j = 0; j < k; ++j) {
-    weights[j] = ExpF(weights[j] - m);
-    sum += weights[j];
+  if (normalize) {
+    for (int j = 0; j < k; ++j) sum += ExpF(weights[j] - m);
+  } else {
+    for (int e = 0; e < n_expert; ++e) sum += ExpF(logits[e] - m);
   }
-  for (int j = 0; j < k; ++j) weights[j] = weights[j] / sum;
+  for (int j = 0; j < k; ++j) weights[j] = ExpF(weights[j] - m) / sum;
+  if (scale != 1.0f) {
+    for (int j = 0; j < k; ++j) weights[j] = weights[j] * scale;
+  }
 }
+
+/// 1 / (1 + e^-x), as the CPU backend's Sigmoid.
+ODMOE_HD float Sigmoid(float x) { return 1.0f / (1.0f + ExpF(-x)); }
 
 }  // namespace odmoe::cuda_numerics

@@ -87,10 +87,20 @@ __global__ void __launch_bounds__(kThreads) SoftmaxKernel(float* x, int64_t rows
 }
 
 __global__ void RouterTopKKernel(const float* __restrict__ logits, int64_t rows, int n_expert,
-                                 int k, int32_t* ids, float* weights) {
+                                 int k, bool normalize, float scale, int32_t* ids,
+                                 float* weights) {
   for (int64_t t = GlobalThread(); t < rows; t += GridThreads()) {
-    num::RouterTopKRow(logits + t * n_expert, n_expert, k, ids + t * k, weights + t * k);
+    num::RouterTopKRow(logits + t * n_expert, n_expert, k, normalize, scale, ids + t * k,
+                       weights + t * k);
   }
+}
+
+__global__ void AddBiasKernel(float* x, const float* bias, int64_t cols, int64_t total) {
+  for (int64_t i = GlobalThread(); i < total; i += GridThreads()) x[i] = x[i] + bias[i % cols];
+}
+
+__global__ void SigmoidKernel(float* x, int64_t total) {
+  for (int64_t i = GlobalThread(); i < total; i += GridThreads()) x[i] = num::Sigmoid(x[i]);
 }
 
 __global__ void SwiGluKernel(const float* gate, const float* up, float* out, int64_t total) {
@@ -169,11 +179,26 @@ cudaError_t LaunchSoftmax(cudaStream_t stream, Mat x) {
   return cudaGetLastError();
 }
 
-cudaError_t LaunchRouterTopK(cudaStream_t stream, ConstMat logits, int k, int32_t* ids,
-                             float* weights) {
+cudaError_t LaunchRouterTopK(cudaStream_t stream, ConstMat logits, int k, RouterGating gating,
+                             int32_t* ids, float* weights) {
   if (logits.rows == 0) return cudaSuccess;
   RouterTopKKernel<<<GridFor(logits.rows, 64), 64, 0, stream>>>(
-      logits.data, logits.rows, static_cast<int>(logits.cols), k, ids, weights);
+      logits.data, logits.rows, static_cast<int>(logits.cols), k, gating.normalize, gating.scale,
+      ids, weights);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchAddBias(cudaStream_t stream, Mat x, const float* bias) {
+  const int64_t total = x.rows * x.cols;
+  if (total == 0) return cudaSuccess;
+  AddBiasKernel<<<GridFor(total, kThreads), kThreads, 0, stream>>>(x.data, bias, x.cols, total);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchSigmoid(cudaStream_t stream, Mat x) {
+  const int64_t total = x.rows * x.cols;
+  if (total == 0) return cudaSuccess;
+  SigmoidKernel<<<GridFor(total, kThreads), kThreads, 0, stream>>>(x.data, total);
   return cudaGetLastError();
 }
 
