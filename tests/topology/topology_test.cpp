@@ -98,6 +98,16 @@ TEST_CASE("topology: the shipped testbed loads", "[topology]") {
   CHECK(t->AllNodes().size() == 10);
 }
 
+TEST_CASE("topology: the shipped top-8 testbed loads, 2 groups of 4", "[topology]") {
+  absl::StatusOr<Topology> t = LoadTopology(test::SourcePath("deploy/testbed-10-k8.yaml"));
+  REQUIRE(t.ok());
+  CHECK(t->n_workers() == 8);
+  CHECK(t->group_size == 4);
+  CHECK(t->n_groups() == 2);
+  CHECK(t->GroupMembers(1) == std::vector<int>{4, 5, 6, 7});
+  CHECK(t->AllNodes().size() == 10);
+}
+
 TEST_CASE("topology: round trip through YAML", "[topology]") {
   absl::StatusOr<Topology> t = ParseTopology(Good(), "");
   REQUIRE(t.ok());
