@@ -84,8 +84,10 @@ void ExpectIdentical(const ClusterConfig& cfg) {
     CHECK(s.task_errors == 0);
     decode_tasks += s.hits + s.misses;
     // Worker i of its group computed positions i, i+G, ... of its layers:
-    // ceil(k/G) or floor(k/G) experts of a step, none when i >= k.
-    const size_t mine = PositionsOfWorker(w % g, g, k).size();
+    // ceil(k/G) or floor(k/G) experts of a step, none when i >= k (or when
+    // the model has fewer layers than there are groups and its group has none).
+    const bool has_layers = w / g < model.n_layer;
+    const size_t mine = has_layers ? PositionsOfWorker(w % g, g, k).size() : 0;
     CHECK(s.step_experts_peak == mine);
     if (cfg.worker_mode == WorkerMode::kOnDemand) {
       // Auto: one slot, two when it computes several experts of a layer;
