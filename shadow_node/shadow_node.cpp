@@ -1,5 +1,8 @@
 #include "shadow_node/shadow_node.h"
 
+#include <algorithm>
+#include <functional>
+
 #include <unistd.h>
 
 #include <chrono>
@@ -30,7 +33,9 @@ absl::Status CheckSource(const ModelFile& m, const std::string& path, uint64_t b
 }  // namespace
 
 absl::StatusOr<std::string> PrepareShadowModel(const Topology& topology,
-                                               uint64_t base_fingerprint) {
+                                               uint64_t base_fingerprint,
+                                               const std::function<void(double)>& on_progress,
+                                               const std::atomic<bool>* cancel) {
   const ShadowSpec& spec = *topology.shadow;
   if (!spec.model.empty()) {
     ODMOE_ASSIGN_OR_RETURN(auto m, ModelFile::Open(spec.model));
@@ -58,6 +63,7 @@ absl::StatusOr<std::string> PrepareShadowModel(const Topology& topology,
   QuantizeOptions opt;
   opt.recipe = recipe;
   opt.threads = 1;
+  opt.cancel = cancel;
   // The log shows the quantization going (at most every 5 s), so a start-up
   // of tens of seconds is not an empty log.
   ODMOE_LOG_INFO("quantizing {} to {} for the shadow (once; cached as {})", topology.model,
@@ -65,6 +71,9 @@ absl::StatusOr<std::string> PrepareShadowModel(const Topology& topology,
   const auto t0 = std::chrono::steady_clock::now();
   auto last = t0;
   opt.progress = [&](const QuantizeProgress& p) {
+    if (on_progress && p.bytes_total > 0) {
+      on_progress(static_cast<double>(p.bytes_done) / static_cast<double>(p.bytes_total));
+    }
     const auto now = std::chrono::steady_clock::now();
     if (now - last < std::chrono::seconds(5) || p.bytes_total == 0) return;
     last = now;
@@ -100,23 +109,42 @@ absl::StatusOr<std::unique_ptr<ShadowNode>> ShadowNode::Create(const Topology& t
     ODMOE_ASSIGN_OR_RETURN(auto base, ModelFile::Open(topology.model));
     s->base_fingerprint_ = base->fingerprint();
   }
-  ODMOE_ASSIGN_OR_RETURN(s->model_path_, PrepareShadowModel(topology, s->base_fingerprint_));
-  ODMOE_ASSIGN_OR_RETURN(s->model_, ModelFile::Open(s->model_path_));
+  // The backend is made now, so a bad backend name fails the start at once;
+  // the quantized copy is prepared by Start() in the background, with its
+  // progress in Node.Status, and Follow streams wait for it.
   ODMOE_ASSIGN_OR_RETURN(s->backend_, CreateBackend(topology.shadow->backend));
+  s->service_ = std::make_unique<ShadowService>(s->topology_, node_id, s->base_fingerprint_);
+  return s;
+}
+
+absl::Status ShadowNode::PrepareCore() {
+  const Topology& topology = topology_;
+  auto progress = [this](double fraction) {
+    SetState(v1::NODE_STATE_STARTING,
+             absl::StrFormat("quantizing %.0f %%", 100.0 * std::min(1.0, fraction)));
+  };
+  ODMOE_ASSIGN_OR_RETURN(model_path_,
+                         PrepareShadowModel(topology, base_fingerprint_, progress, &cancel_));
+  ODMOE_ASSIGN_OR_RETURN(model_, ModelFile::Open(model_path_));
   Transformer::Options topt;
   topt.n_ctx = topology.main.context;
   topt.n_batch = topology.main.batch;
   ShadowCore::Options opt;
   opt.n_groups = topology.n_groups();
   opt.max_run_ahead = topology.shadow->max_run_ahead;
-  opt.trace = &s->trace();
-  ODMOE_ASSIGN_OR_RETURN(s->core_, ShadowCore::Create(*s->model_, *s->backend_, topt, opt));
-  s->service_ =
-      std::make_unique<ShadowService>(*s->core_, s->topology_, node_id, s->base_fingerprint_);
-  ODMOE_LOG_INFO("shadow model {} ({}), backend {}, {} worker groups", s->model_path_,
+  opt.trace = &trace();
+  ODMOE_ASSIGN_OR_RETURN(core_, ShadowCore::Create(*model_, *backend_, topt, opt));
+  service_->AttachCore(core_.get());
+  core_ready_.store(true, std::memory_order_release);
+  ODMOE_LOG_INFO("shadow model {} ({}), backend {}, {} worker groups", model_path_,
                  GgmlTypeName(static_cast<uint32_t>(topology.shadow->quantization)),
-                 s->backend_->name(), opt.n_groups);
-  return s;
+                 backend_->name(), opt.n_groups);
+  return absl::OkStatus();
+}
+
+absl::Status ShadowNode::ReadyForPeers() const {
+  if (core_ready_.load(std::memory_order_acquire)) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat("starting: ", state_detail()));
 }
 
 ShadowNode::~ShadowNode() { Shutdown(); }
@@ -124,9 +152,18 @@ ShadowNode::~ShadowNode() { Shutdown(); }
 std::vector<grpc::Service*> ShadowNode::services() { return {service_->grpc_service()}; }
 
 absl::Status ShadowNode::Start() {
-  SetState(v1::NODE_STATE_STARTING, "connecting to the workers");
+  SetState(v1::NODE_STATE_STARTING, "preparing the shadow model");
   connector_ = std::thread([this] {
-    absl::Status s = service_->ConnectWorkers(cancel_);
+    absl::Status s = PrepareCore();
+    if (!s.ok()) {
+      if (!cancel_.load()) {
+        ODMOE_LOG_ERROR("{}", s.message());
+        SetState(v1::NODE_STATE_FAILED, std::string(s.message()));
+      }
+      return;
+    }
+    SetState(v1::NODE_STATE_STARTING, "connecting to the workers");
+    s = service_->ConnectWorkers(cancel_);
     if (s.ok()) {
       ODMOE_LOG_INFO("hint streams open to {} workers; ready", topology_.n_workers());
       service_->StartRejoin();
@@ -142,14 +179,19 @@ absl::Status ShadowNode::Start() {
 void ShadowNode::Shutdown() {
   if (cancel_.exchange(true)) return;
   SetState(v1::NODE_STATE_DRAINING, "shutting down");
-  if (connector_.joinable()) connector_.join();
-  if (core_) core_->Stop();
+  if (connector_.joinable()) connector_.join();  // a quantization in progress is cancelled
+  if (core_ready_.load()) core_->Stop();
   if (service_) service_->Close();
 }
 
 void ShadowNode::FillStatus(v1::NodeStatus* status) const {
-  const ShadowStats s = core_->stats();
   auto add = [status](const std::string& k, const std::string& v) { AddStatusEntry(status, k, v); };
+  if (!core_ready_.load(std::memory_order_acquire)) {  // still preparing (state detail says how far)
+    add("quantization",
+        std::string(GgmlTypeName(static_cast<uint32_t>(topology_.shadow->quantization))));
+    return;
+  }
+  const ShadowStats s = core_->stats();
   add("model", model_path_);
   add("quantization",
       std::string(GgmlTypeName(static_cast<uint32_t>(topology_.shadow->quantization))));

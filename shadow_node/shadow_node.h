@@ -7,12 +7,17 @@
 // and cached next to the system's temporary files
 // ($TMPDIR/odmoe-shadow-<fingerprint>-<type>.gguf).
 //
+// Start() prepares that copy in the background (quantizing it if needed:
+// Node.Status then says "starting: quantizing 37 %", and handshakes are
+// refused with that state so the main node retries), then dials every worker.
+//
 //   ODMOE_ASSIGN_OR_RETURN(auto shadow, ShadowNode::Create(topology, "shadow"));
-//   // serve shadow->services() (NodeServer), then shadow->Start(): it dials
-//   // every worker (handshake + Hints stream) and then reports ready.
+//   // serve shadow->services() (NodeServer), then shadow->Start(): it prepares
+//   // the model, dials every worker (handshake + Hints stream), reports ready.
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -42,11 +47,14 @@ class ShadowNode : public NodeDaemon {
   absl::Status Start() override;
   void Shutdown() override;
   void FillStatus(v1::NodeStatus* status) const override;
-
-  const ModelFile& shadow_model() const { return *model_; }
+  /// UNAVAILABLE ("starting: quantizing 37 %") until the quantized copy is
+  /// loaded: handshakes wait for it.
+  absl::Status ReadyForPeers() const override;
 
  private:
   ShadowNode() = default;
+  /// The quantized copy: made (or found in the cache), opened, its core built.
+  absl::Status PrepareCore();
 
   std::string id_;
   Topology topology_;
@@ -56,13 +64,18 @@ class ShadowNode : public NodeDaemon {
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<ShadowCore> core_;
   std::unique_ptr<ShadowService> service_;
+  std::atomic<bool> core_ready_{false};  // model_ and core_ are set (release/acquire)
   std::atomic<bool> cancel_{false};
   std::thread connector_;
 };
 
 /// The quantized copy the shadow of `topology` runs: opens shadow.model or
 /// makes (and caches) the quantized file. Exposed for tests and tools.
-absl::StatusOr<std::string> PrepareShadowModel(const Topology& topology,
-                                               uint64_t base_fingerprint);
+/// `on_progress` hears the fraction of the quantization done; `cancel`
+/// stops it (CANCELLED, nothing cached).
+absl::StatusOr<std::string> PrepareShadowModel(
+    const Topology& topology, uint64_t base_fingerprint,
+    const std::function<void(double fraction)>& on_progress = {},
+    const std::atomic<bool>* cancel = nullptr);
 
 }  // namespace odmoe

@@ -28,12 +28,18 @@ struct HintLink {
 }  // namespace
 
 struct ShadowService::Impl final : public v1::Shadow::Service {
-  Impl(ShadowCore& c, const Topology& t, std::string node, uint64_t fp)
-      : core(c), topology(t), node_id(std::move(node)), fingerprint(fp) {}
+  Impl(const Topology& t, std::string node, uint64_t fp)
+      : topology(t), node_id(std::move(node)), fingerprint(fp) {}
 
   grpc::Status Follow(grpc::ServerContext* ctx,
                       grpc::ServerReaderWriter<v1::ShadowReply, v1::ShadowRequest>* stream)
       override {
+    ShadowCore* core_ptr = core.load(std::memory_order_acquire);
+    if (core_ptr == nullptr) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          "the shadow is still preparing its model; retry");
+    }
+    ShadowCore& core = *core_ptr;
     const uint64_t id = ++next_stream;
     ODMOE_LOG_INFO("follow stream {} opened by {}", id, ctx->peer());
     std::mutex write_mu;
@@ -46,7 +52,7 @@ struct ShadowService::Impl final : public v1::Shadow::Service {
     {
       DelayLine line(absl::Microseconds(topology.wire_delay_us));  // emulated latency
       while (stream->Read(&req)) {
-        auto handle = [this, &write](const v1::ShadowRequest& req) {
+        auto handle = [&core, &write](const v1::ShadowRequest& req) {
           absl::Status s = core.Submit(req);
           if (s.ok()) return;
           ODMOE_LOG_WARN("rejected message from the main node: {}", s.message());
@@ -132,7 +138,7 @@ struct ShadowService::Impl final : public v1::Shadow::Service {
     return absl::OkStatus();
   }
 
-  ShadowCore& core;
+  std::atomic<ShadowCore*> core{nullptr};
   const Topology& topology;
   const std::string node_id;
   const uint64_t fingerprint;
@@ -143,9 +149,8 @@ struct ShadowService::Impl final : public v1::Shadow::Service {
   std::thread rejoin;
 };
 
-ShadowService::ShadowService(ShadowCore& core, const Topology& topology, std::string node_id,
-                             uint64_t fingerprint)
-    : impl_(std::make_unique<Impl>(core, topology, std::move(node_id), fingerprint)) {
+ShadowService::ShadowService(const Topology& topology, std::string node_id, uint64_t fingerprint)
+    : impl_(std::make_unique<Impl>(topology, std::move(node_id), fingerprint)) {
   for (const WorkerSpec& w : topology.workers) {
     auto link = std::make_unique<HintLink>();
     link->id = w.id;
@@ -157,6 +162,10 @@ ShadowService::ShadowService(ShadowCore& core, const Topology& topology, std::st
 ShadowService::~ShadowService() { Close(); }
 
 grpc::Service* ShadowService::grpc_service() { return impl_.get(); }
+
+void ShadowService::AttachCore(ShadowCore* core) {
+  impl_->core.store(core, std::memory_order_release);
+}
 
 absl::Status ShadowService::ConnectWorkers(const std::atomic<bool>& cancel) {
   for (auto& link : impl_->links) {

@@ -17,10 +17,13 @@ namespace odmoe {
 
 class ShadowService {
  public:
-  ShadowService(ShadowCore& core, const Topology& topology, std::string node_id,
-                uint64_t fingerprint);
+  /// The service answers Follow with UNAVAILABLE until AttachCore().
+  ShadowService(const Topology& topology, std::string node_id, uint64_t fingerprint);
   ~ShadowService();
   grpc::Service* grpc_service();
+  /// The quantized model's core, once it exists (kept alive by the caller
+  /// until Close()); Follow streams are served from then on.
+  void AttachCore(ShadowCore* core);
 
   /// Handshakes with every worker and opens a Hints stream to each (retrying
   /// while they come up, until `cancel`). FAILED_PRECONDITION when a worker

@@ -45,6 +45,11 @@ class NodeDaemon {
   /// Idempotent.
   virtual void Shutdown() = 0;
 
+  /// UNAVAILABLE (with what it is doing) while the node cannot take peer
+  /// streams yet: handshakes are refused with it, and callers retry. The
+  /// shadow answers so while it quantizes its copy of the model.
+  virtual absl::Status ReadyForPeers() const { return absl::OkStatus(); }
+
   /// Fills the role-specific part of a handshake answer (worker info).
   virtual void FillWelcome(v1::Welcome* welcome) const {}
   /// Appends counters to a status answer.

@@ -37,6 +37,10 @@ class NodeServiceImpl final : public v1::Node::Service {
                           RoleName(hello->role()), hello->node_id(),
                           FingerprintHex(hello->model_fingerprint())));
     }
+    if (absl::Status ready = daemon_.ReadyForPeers(); !ready.ok()) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          absl::StrFormat("%s: %s", me, ready.message()));
+    }
     welcome->set_protocol_version(kProtocolVersion);
     welcome->set_role(daemon_.role());
     welcome->set_node_id(daemon_.node_id());

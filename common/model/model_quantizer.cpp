@@ -1,5 +1,7 @@
 #include "model/model_quantizer.h"
 
+#include <filesystem>
+
 #include <algorithm>
 #include <cstring>
 #include <mutex>
@@ -97,7 +99,9 @@ absl::StatusOr<QuantizeReport> QuantizeModelFile(const std::string& in_path,
       const int64_t first = static_cast<int64_t>(offset / out_row);
       const int64_t rows = static_cast<int64_t>(bytes / out_row);
       const auto* src = static_cast<const uint8_t*>(tensor->data) + first * in_row;
-      if (!convert) {
+      if (options.cancel != nullptr && options.cancel->load()) {
+        std::memset(dst, 0, bytes);  // the file is removed below
+      } else if (!convert) {
         std::memcpy(dst, src, bytes);
       } else {
         pool.ParallelFor(rows, 16, [&](int64_t begin, int64_t end) {
@@ -122,6 +126,11 @@ absl::StatusOr<QuantizeReport> QuantizeModelFile(const std::string& in_path,
     }
   }
   ODMOE_RETURN_IF_ERROR(writer.WriteFile(out_path));
+  if (options.cancel != nullptr && options.cancel->load()) {
+    std::error_code ignored;
+    std::filesystem::remove(out_path, ignored);
+    return absl::CancelledError(absl::StrCat("quantizing ", in_path, ": cancelled"));
+  }
   return report;
 }
 

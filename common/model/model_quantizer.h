@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <atomic>
 #include <functional>
 #include <map>
 #include <string>
@@ -49,6 +50,9 @@ struct QuantizeOptions {
   QuantRecipe recipe = QuantRecipe::Mix(QuantMix::kQ8_0);
   int threads = 0;                                        // 0 = all cores
   std::function<void(const QuantizeProgress&)> progress;  // may be empty
+  /// When set and true, the rest is skipped and QuantizeModelFile returns
+  /// CANCELLED with the output file removed (may be null).
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct QuantizeReport {

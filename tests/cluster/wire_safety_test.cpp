@@ -111,9 +111,15 @@ TEST_CASE("shadow: malformed requests are rejected", "[cluster]") {
   Topology t = MakeTopology(cfg);
   auto shadow = ShadowNode::Create(t, "shadow");
   REQUIRE(shadow.ok());
-  // Reach the core through a Follow stream of a real server.
+  // Reach the core through a Follow stream of a real server, once the shadow
+  // has prepared its model (it then waits for workers that do not exist).
   auto server = NodeServer::Start("127.0.0.1:0", **shadow);
   REQUIRE(server.ok());
+  REQUIRE((*shadow)->Start().ok());
+  for (int i = 0; i < 3000 && !(*shadow)->ReadyForPeers().ok(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  REQUIRE((*shadow)->ReadyForPeers().ok());
   auto channel = MakeChannel(absl::StrCat("127.0.0.1:", (*server)->port()));
   auto stub = v1::Shadow::NewStub(channel);
   grpc::ClientContext ctx;
