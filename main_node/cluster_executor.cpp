@@ -45,8 +45,9 @@ ExpertTaskStats ClusterExpertExecutor::TakeStats() {
 }
 
 absl::Status ClusterExpertExecutor::Send(int worker, uint32_t layer, uint32_t expert,
-                                         const float* rows, int64_t n, uint32_t mini_batch,
-                                         uint32_t mini_batches, uint64_t* task_id) {
+                                         uint32_t position, const float* rows, int64_t n,
+                                         uint32_t mini_batch, uint32_t mini_batches,
+                                         uint64_t* task_id) {
   v1::WorkerRequest req;
   v1::ExpertTask* task = req.mutable_task();
   *task_id = next_task_++;
@@ -57,6 +58,7 @@ absl::Status ClusterExpertExecutor::Send(int worker, uint32_t layer, uint32_t ex
   task->set_expert(expert);
   task->set_mini_batch(mini_batch);
   task->set_mini_batches(mini_batches);
+  task->set_position(position);
   EncodeRows(rows, n, config_.n_embd, ToWire(topology_.wire_dtype), task->mutable_input());
   ++stats_.tasks;
   return links_.SendToWorker(worker, req);
@@ -136,7 +138,7 @@ absl::Status ClusterExpertExecutor::RunDecodeOn(int layer, const RoutingPlan& pl
                                                 int* failed_worker) {
   std::vector<int32_t> actual;
   for (const RoutingPlan::ExpertRows& er : plan.experts) actual.push_back(er.expert);
-  if (actual.size() != members.size()) {
+  if (actual.empty() || members.empty()) {
     return absl::InternalError(absl::StrFormat(
         "layer %d chose %d experts for a group of %d workers", layer, actual.size(),
         members.size()));
@@ -144,24 +146,33 @@ absl::Status ClusterExpertExecutor::RunDecodeOn(int layer, const RoutingPlan& pl
   actual_[static_cast<size_t>(layer)] = actual;
   const std::vector<int32_t> predicted =
       links_.predictions().Get(request_, token_, static_cast<uint32_t>(layer));
-  const std::vector<int32_t> slots = FinalAssignment(predicted, actual);
-  std::vector<uint64_t> ids(members.size());
-  for (size_t i = 0; i < members.size(); ++i) {
-    absl::Status s = Send(members[i], static_cast<uint32_t>(layer),
-                          static_cast<uint32_t>(slots[i]), host_x_.data(), 1, 0, 1, &ids[i]);
+  // Position p goes to worker p mod G of the group; sending in position order
+  // gives every worker its tasks in its own position order, and each its
+  // first task as early as possible.
+  const std::vector<int32_t> assignment = FinalAssignment(predicted, actual);
+  const int g = static_cast<int>(members.size());
+  std::vector<uint64_t> ids(assignment.size());
+  for (size_t p = 0; p < assignment.size(); ++p) {
+    const int worker = members[static_cast<size_t>(WorkerOfPosition(static_cast<int>(p), g))];
+    absl::Status s = Send(worker, static_cast<uint32_t>(layer),
+                          static_cast<uint32_t>(assignment[p]), static_cast<uint32_t>(p),
+                          host_x_.data(), 1, 0, 1, &ids[p]);
     if (!s.ok()) {
-      *failed_worker = members[i];
+      *failed_worker = worker;
       return s;
     }
   }
-  for (size_t i = 0; i < members.size(); ++i) {
-    const size_t p = static_cast<size_t>(
-        std::find(actual.begin(), actual.end(), slots[i]) - actual.begin());
-    host_y_[p].resize(static_cast<size_t>(config_.n_embd));
+  // Results land by plan entry, whoever computed them: Combine adds them in
+  // the canonical order of expert_executor.h.
+  for (size_t p = 0; p < assignment.size(); ++p) {
+    const int worker = members[static_cast<size_t>(WorkerOfPosition(static_cast<int>(p), g))];
+    const size_t entry = static_cast<size_t>(
+        std::find(actual.begin(), actual.end(), assignment[p]) - actual.begin());
+    host_y_[entry].resize(static_cast<size_t>(config_.n_embd));
     absl::Status s =
-        Receive(ids[i], members[i], static_cast<uint32_t>(layer), 1, host_y_[p].data());
+        Receive(ids[p], worker, static_cast<uint32_t>(layer), 1, host_y_[entry].data());
     if (!s.ok()) {
-      *failed_worker = members[i];
+      *failed_worker = worker;
       return s;
     }
   }
@@ -204,7 +215,8 @@ absl::Status ClusterExpertExecutor::RunPrefillOn(int layer, const RoutingPlan& p
       const int64_t count = std::min(b, n - first);
       uint64_t id = 0;
       absl::Status s = Send(worker, static_cast<uint32_t>(layer), static_cast<uint32_t>(er.expert),
-                            host_gather_.data() + first * d, count, c, batches, &id);
+                            /*position=*/0, host_gather_.data() + first * d, count, c, batches,
+                            &id);
       if (!s.ok()) {
         *failed_worker = worker;
         return s;

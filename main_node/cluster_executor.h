@@ -4,9 +4,12 @@
 // single-process engine.
 //
 // Decode (token n >= 1, one row): layer l goes to group l mod (N_W / G); the
-// k experts the gate chose are placed on the group's workers by
-// FinalAssignment (cluster/assignment.h) against the prediction on the board,
-// one expert per worker.
+// k experts the gate chose are placed in k positions by FinalAssignment
+// (cluster/assignment.h) against the prediction on the board, and position p
+// goes to worker p mod G of the group (one expert per worker when G = k,
+// several one after another when G < k, idle workers when G > k). Each task
+// names its expert and position; the results are combined by plan entry,
+// whoever computed them.
 // Prefill (token 0, paper §3.3): expert e of every layer goes to worker
 // e mod N_W; its rows are sent in mini-batches of `mini_batch` rows, all of
 // them before waiting, so workers start on the first while the rest travel.
@@ -78,8 +81,9 @@ class ClusterExpertExecutor : public ExpertExecutor {
   ClusterExpertExecutor(const ModelConfig& config, Backend& backend, const Topology& topology,
                         ClusterLinks& links)
       : config_(config), backend_(backend), topology_(topology), links_(links) {}
-  absl::Status Send(int worker, uint32_t layer, uint32_t expert, const float* rows, int64_t n,
-                    uint32_t mini_batch, uint32_t mini_batches, uint64_t* task_id);
+  absl::Status Send(int worker, uint32_t layer, uint32_t expert, uint32_t position,
+                    const float* rows, int64_t n, uint32_t mini_batch, uint32_t mini_batches,
+                    uint64_t* task_id);
   absl::Status Receive(uint64_t task_id, int worker, uint32_t layer, int64_t n,
                        float* rows_out);
   absl::Status Combine(const RoutingPlan& plan, Mat out);

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "absl/strings/str_format.h"
+#include "cluster/assignment.h"
 #include "cluster/wire.h"
 #include "util/logging.h"
 #include "util/status_macros.h"
@@ -168,9 +169,14 @@ absl::Status MainEngine::SendRandomHints(uint64_t request, int n) {
     for (int32_t e : predicted) hint->add_experts(static_cast<uint32_t>(e));
     links_.predictions().Put(request, static_cast<uint32_t>(n), static_cast<uint32_t>(l),
                              std::move(predicted));
-    for (int w : topology_.GroupMembers(schedule_.GroupOfLayer(l))) {
+    const std::vector<int> members = topology_.GroupMembers(schedule_.GroupOfLayer(l));
+    for (size_t i = 0; i < members.size(); ++i) {
+      // Only workers with positions of this layer (cluster/assignment.h).
+      if (PositionsOfWorker(static_cast<int>(i), topology_.group_size, c.n_expert_used).empty()) {
+        continue;
+      }
       // A failed send is the group's failure, which the layer's task finds.
-      links_.SendToWorker(w, req).IgnoreError();
+      links_.SendToWorker(members[i], req).IgnoreError();
     }
   }
   return absl::OkStatus();

@@ -19,7 +19,9 @@
 //       iteration: the main node's next alignment brings its token and KV
 //       row anyway, and a late prediction would be of no use to the workers;
 //     - forward one token; after each layer's gate: hint (to the group that
-//       computes that layer) and prediction (to the main node).
+//       computes that layer: each of its workers with positions of the layer,
+//       cluster/assignment.h, takes its own experts from it) and prediction
+//       (to the main node).
 //   It stops after max_tokens iterations, at ShadowEnd, or at a new request.
 //
 //   ShadowCore::Options opt{.n_groups = 4, .max_run_ahead = 4};

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "absl/strings/str_format.h"
+#include "cluster/assignment.h"
 #include "cluster/delay_line.h"
 #include "cluster/grpc_util.h"
 #include "util/logging.h"
@@ -70,8 +71,17 @@ struct ShadowService::Impl final : public v1::Shadow::Service {
     return grpc::Status::OK;
   }
 
+  // Every worker of the group that computes some of the layer's experts gets
+  // the whole prediction and takes its own positions from it (worker i of G:
+  // i, i+G, ...); with G > k the workers i >= k compute nothing of it.
   void SendHint(int group, const v1::Hint& hint) {
-    for (int w : topology.GroupMembers(group)) {
+    const std::vector<int> members = topology.GroupMembers(group);
+    for (size_t i = 0; i < members.size(); ++i) {
+      const int w = members[i];
+      if (PositionsOfWorker(static_cast<int>(i), topology.group_size, hint.experts_size())
+              .empty()) {
+        continue;
+      }
       if (w < 0 || w >= static_cast<int>(links.size())) continue;
       HintLink& link = *links[static_cast<size_t>(w)];
       std::lock_guard<std::mutex> lock(link.mu);

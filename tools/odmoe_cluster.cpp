@@ -259,6 +259,7 @@ int Down(const Options& o, const Topology& t, bool quiet = false) {
 // The counters worth a glance; --verbose shows all of them.
 bool Glance(const std::string& key) {
   static const std::set<std::string> keys = {"group",
+                                             "experts_per_layer",
                                              "mode",
                                              "experts_held_peak",
                                              "memory_peak_bytes",

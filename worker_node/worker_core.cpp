@@ -18,12 +18,14 @@ double Since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Experts a resident worker keeps: every expert of its decode layers, and its
-// prefill expert(s) of every layer.
+// Experts a resident worker keeps: every expert of its decode layers (none
+// when it has no position of a layer's k: G > k), and its prefill expert(s)
+// of every layer.
 std::vector<std::pair<int, int>> ResidentSet(const ModelConfig& c, const WorkerPlacement& p) {
   std::vector<std::pair<int, int>> set;
+  const bool decodes = !p.positions(c.n_expert_used).empty();
   for (int l = 0; l < c.n_layer; ++l) {
-    const bool decode_layer = l % p.n_groups() == p.group();
+    const bool decode_layer = decodes && l % p.n_groups() == p.group();
     for (int e = 0; e < c.n_expert; ++e) {
       if (decode_layer || e % p.n_workers == p.worker_index) set.emplace_back(l, e);
     }
@@ -32,6 +34,12 @@ std::vector<std::pair<int, int>> ResidentSet(const ModelConfig& c, const WorkerP
 }
 
 }  // namespace
+
+uint64_t WorkerCore::WorkspaceBytes(const ModelConfig& c, int max_rows) {
+  const uint64_t rows = static_cast<uint64_t>(std::max(max_rows, 0));
+  return rows * (2 * static_cast<uint64_t>(c.n_ff) + 2 * static_cast<uint64_t>(c.n_embd)) *
+         sizeof(float);
+}
 
 absl::StatusOr<std::unique_ptr<WorkerCore>> WorkerCore::Create(const ModelFile& model,
                                                                Backend& backend,
@@ -45,9 +53,7 @@ absl::StatusOr<std::unique_ptr<WorkerCore>> WorkerCore::Create(const ModelFile& 
         p.n_workers, p.group_size));
   }
   if (options.max_rows < 1) return absl::InvalidArgumentError("max_rows must be >= 1");
-  const uint64_t rows = static_cast<uint64_t>(options.max_rows);
-  const uint64_t workspace = rows * (2 * static_cast<uint64_t>(c.n_ff) +
-                                     2 * static_cast<uint64_t>(c.n_embd)) * sizeof(float);
+  const uint64_t workspace = WorkspaceBytes(c, options.max_rows);
   // Any expert may come (the schedule moves layers when a group fails), so a
   // slot is sized for the largest expert of any layer.
   const uint64_t expert = LargestPackedExpert(c);
@@ -63,7 +69,12 @@ absl::StatusOr<std::unique_ptr<WorkerCore>> WorkerCore::Create(const ModelFile& 
   int slots = needed;
   uint64_t budget = options.memory_budget;
   if (budget == 0) {
-    budget = workspace + static_cast<uint64_t>(needed) * expert;
+    // On demand, a worker computing several experts of a layer (k > G) gets
+    // a second slot by default: it loads the next while it computes one.
+    const bool several =
+        static_cast<int>(PositionsOfWorker(0, p.group_size, c.n_expert_used).size()) > 1;
+    if (!options.resident && !options.lru && several) slots = 2;
+    budget = workspace + static_cast<uint64_t>(slots) * expert;
   } else {
     const uint64_t room = budget > workspace ? (budget - workspace) / expert : 0;
     if (room < static_cast<uint64_t>(needed)) {
@@ -195,8 +206,15 @@ absl::Status WorkerCore::AddHint(const v1::Hint& hint) {
   }
   if (options_.lru) return absl::OkStatus();  // the caching baseline predicts nothing
   std::vector<int32_t> predicted(hint.experts().begin(), hint.experts().end());
-  hints_[key] = HintedAssignment(predicted)[static_cast<size_t>(
-      options_.placement.index_in_group())];
+  const std::vector<int32_t> hinted = HintedAssignment(predicted);
+  std::vector<Planned> plan;
+  for (int position : options_.placement.positions(static_cast<int>(hinted.size()))) {
+    plan.push_back({static_cast<uint32_t>(position), hinted[static_cast<size_t>(position)]});
+  }
+  if (plan.empty()) return absl::OkStatus();  // G > k: nothing of this layer is ours
+  // A corrected hint for the same step replaces the plan; prefetches of
+  // experts it no longer names are dropped by PruneLocked.
+  hints_[key] = std::move(plan);
   while (hints_.size() > 4096) hints_.erase(std::prev(hints_.end()));
   cv_.notify_all();
   return absl::OkStatus();
@@ -211,6 +229,11 @@ absl::Status WorkerCore::SubmitTask(const v1::ExpertTask& msg) {
   if (s.ok() && msg.mini_batches() > 0 && msg.mini_batch() >= msg.mini_batches()) {
     s = absl::InvalidArgumentError(absl::StrFormat("mini-batch %d of %d", msg.mini_batch(),
                                                    msg.mini_batches()));
+  }
+  if (s.ok() && msg.position() >= static_cast<uint32_t>(c.n_expert_used)) {
+    s = absl::InvalidArgumentError(absl::StrFormat(
+        "position %d out of range (a layer's assignment has top-k = %d positions)",
+        msg.position(), c.n_expert_used));
   }
   if (s.ok()) {
     absl::StatusOr<int64_t> rows =
@@ -247,49 +270,97 @@ absl::Status WorkerCore::SubmitTask(const v1::ExpertTask& msg) {
 }
 
 void WorkerCore::PruneLocked() {
-  while (!hints_.empty() && hints_.begin()->first <= last_done_) hints_.erase(hints_.begin());
-  // A prefetch whose step has passed without claiming it is dead weight.
+  while (!hints_.empty() && hints_.begin()->first < last_done_) hints_.erase(hints_.begin());
+  // A prefetch is alive while its step's plan still names its expert at its
+  // position: it dies when that position's task is done (a wrong prediction
+  // computed elsewhere), a corrected hint names another expert, or the step
+  // has passed without claiming it.
   for (auto it = slot_hint_.begin(); it != slot_hint_.end();) {
     const ExpertSlots::Slot& s = slots_.slot(it->first);
     if (!s.loaded || !s.prefetched) {
       it = slot_hint_.erase(it);
-    } else if (it->second <= last_done_) {
+      continue;
+    }
+    bool alive = false;
+    if (auto plan = hints_.find(it->second.key); plan != hints_.end()) {
+      for (const Planned& e : plan->second) {
+        alive = alive || (e.position == it->second.position && e.expert == s.expert);
+      }
+    }
+    if (alive) {
+      ++it;
+    } else {
       slots_.Evict(it->first);
       it = slot_hint_.erase(it);
-    } else {
-      ++it;
     }
   }
 }
 
-void WorkerCore::PrefetchLocked(std::unique_lock<std::mutex>& lock) {
-  if (options_.resident || options_.lru) return;
+int WorkerCore::PrefetchFor(const Key& key, uint32_t position) const {
+  for (const auto& [slot, h] : slot_hint_) {
+    if (h.key == key && h.position == position && slots_.slot(slot).loaded &&
+        slots_.slot(slot).prefetched) {
+      return slot;
+    }
+  }
+  return -1;
+}
+
+bool WorkerCore::PrefetchLocked(std::unique_lock<std::mutex>& lock) {
+  if (options_.resident || options_.lru) return false;
   PruneLocked();
   const int free = slots_.FreeSlot();
-  if (free < 0) return;
-  for (const auto& [key, expert] : hints_) {
+  if (free < 0) return false;
+  for (const auto& [key, plan] : hints_) {
     const int layer = static_cast<int>(std::get<2>(key));
+    for (const Planned& planned : plan) {
+      if (slots_.FindLoaded(layer, planned.expert) >= 0) continue;
+      const Key k = key;
+      const Planned want = planned;
+      lock.unlock();
+      absl::Status loaded;
+      {
+        // On a device the load only starts here: its span is recorded when it
+        // is waited for (TraceDeviceLoad).
+        TraceSpan span(slots_.device() ? nullptr : options_.trace, "EL", "load", std::get<0>(k),
+                       std::get<1>(k), layer, want.expert);
+        loaded = slots_.Load(free, layer, want.expert, /*prefetched=*/true);
+      }
+      lock.lock();
+      if (!loaded.ok()) {
+        ODMOE_LOG_ERROR("prefetch of layer {} expert {} failed: {}", layer, want.expert,
+                        loaded.message());
+        hints_.erase(k);
+        return false;
+      }
+      slot_hint_[free] = SlotHint{k, want.position};
+      SyncSlotStatsLocked();
+      return true;
+    }
+  }
+  return false;
+}
+
+void WorkerCore::LoadAhead() {
+  if (options_.resident || options_.lru) return;
+  std::unique_lock<std::mutex> lock(mu_);
+  // The experts of the tasks already queued come first: they are certain.
+  // (Only the executor thread pops tasks, so indices stay valid while the
+  // lock is released for a load.)
+  for (size_t i = 0; i < tasks_.size(); ++i) {
+    const int free = slots_.FreeSlot();
+    if (free < 0) return;
+    const int layer = static_cast<int>(tasks_[i].msg.key().layer());
+    const int expert = static_cast<int>(tasks_[i].msg.expert());
     if (slots_.FindLoaded(layer, expert) >= 0) continue;
-    const Key k = key;
-    const int e = expert;
     lock.unlock();
-    absl::Status loaded;
-    {
-      // On a device the load only starts here: its span is recorded when it
-      // is waited for (TraceDeviceLoad).
-      TraceSpan span(slots_.device() ? nullptr : options_.trace, "EL", "load", std::get<0>(k),
-                     std::get<1>(k), layer, e);
-      loaded = slots_.Load(free, layer, e, /*prefetched=*/true);
-    }
+    const absl::Status loaded = slots_.Load(free, layer, expert, /*prefetched=*/false);
     lock.lock();
-    if (!loaded.ok()) {
-      ODMOE_LOG_ERROR("prefetch of layer {} expert {} failed: {}", layer, e, loaded.message());
-      hints_.erase(k);
-      return;
-    }
-    slot_hint_[free] = k;
+    // A failed load is retried, and reported, by the task itself.
+    if (!loaded.ok()) return;
     SyncSlotStatsLocked();
-    return;
+  }
+  while (PrefetchLocked(lock)) {
   }
 }
 
@@ -307,9 +378,7 @@ void WorkerCore::Loop() {
       lock.lock();
       continue;
     }
-    const uint64_t loads_before = slots_.loads();
-    PrefetchLocked(lock);
-    if (slots_.loads() != loads_before) continue;  // loaded one; look again
+    if (PrefetchLocked(lock)) continue;  // loaded one; look again
     cv_.wait(lock);
   }
 }
@@ -319,6 +388,7 @@ void WorkerCore::Process(Task& task) {
   const int layer = static_cast<int>(msg.key().layer());
   const int expert = static_cast<int>(msg.expert());
   const bool decode = msg.key().token() > 0;
+  const Key key{msg.key().request(), msg.key().token(), msg.key().layer()};
   v1::ExpertResult result;
   result.set_task_id(msg.task_id());
   *result.mutable_key() = msg.key();
@@ -329,11 +399,13 @@ void WorkerCore::Process(Task& task) {
   double load_seconds = 0;
   absl::Status status;
   // The load stall of a task is the time it waited for its expert after it
-  // arrived: the rest of a prefetch still running then, or a load now.
+  // arrived: the rest of a load still running then, or a load now.
   double stall = 0;
   if (slot >= 0) {
-    hit = slots_.slot(slot).prefetched || slots_.slot(slot).pinned || options_.lru;
-    const bool was_ready = slots_.slot(slot).ready;
+    const ExpertSlots::Slot& held = slots_.slot(slot);
+    // A hit: the prediction put it there before the task arrived.
+    hit = (held.prefetched && held.issued_at <= task.received) || held.pinned || options_.lru;
+    const bool was_ready = held.ready;
     absl::StatusOr<std::chrono::steady_clock::time_point> loaded_at = slots_.WaitLoaded(slot);
     if (loaded_at.ok()) {
       stall = std::max(0.0, std::chrono::duration<double>(*loaded_at - task.received).count());
@@ -343,20 +415,36 @@ void WorkerCore::Process(Task& task) {
     }
     slots_.ClearPrefetched(slot);
   } else {
-    slot = slots_.FreeSlot();
+    // The prefetch made for this task's position holds another expert: the
+    // prediction was wrong and that worker reloads in its place (the
+    // paper's fallback).
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      slot = decode ? PrefetchFor(key, msg.position()) : -1;
+    }
+    if (slot >= 0) {
+      reloaded = true;
+      slots_.Evict(slot);
+    } else {
+      slot = slots_.FreeSlot();
+    }
     if (slot < 0 && options_.lru) {
       slot = slots_.LeastRecentlyUsed();
       if (slot >= 0) slots_.Evict(slot);
     }
     if (slot < 0) {
       // Evict the prefetch needed furthest in the future (with one slot, the
-      // only one): the prediction for this step was wrong or late.
+      // only one): a prediction for a later step, or one that came too late.
+      // A load started for a queued task (LoadAhead) goes last.
+      std::lock_guard<std::mutex> lock(mu_);
+      auto rank = [&](int i) {
+        auto h = slot_hint_.find(i);
+        return h == slot_hint_.end() ? std::make_tuple(false, Key{}, uint32_t{0})
+                                     : std::make_tuple(true, h->second.key, h->second.position);
+      };
       for (int i = 0; i < slots_.size(); ++i) {
         if (slots_.slot(i).pinned) continue;
-        if (slot < 0 || (slot_hint_.count(i) && slot_hint_.count(slot) &&
-                         slot_hint_[i] > slot_hint_[slot])) {
-          slot = i;
-        }
+        if (slot < 0 || rank(i) > rank(slot)) slot = i;
       }
       if (slot >= 0) {
         reloaded = slots_.slot(slot).prefetched;
@@ -409,18 +497,27 @@ void WorkerCore::Process(Task& task) {
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    const Key key{msg.key().request(), msg.key().token(), msg.key().layer()};
     last_done_ = std::max(last_done_, key);
     ++stats_.tasks;
     if (!status.ok()) ++stats_.task_errors;
     if (decode && status.ok()) {
       ++(hit ? stats_.hits : stats_.misses);
       if (reloaded) ++stats_.reloads;
+      step_tasks_ = key == step_key_ ? step_tasks_ + 1 : 1;
+      step_key_ = key;
+      stats_.step_experts_peak = std::max(stats_.step_experts_peak, step_tasks_);
     }
     stats_.stall_seconds += stall;
     stats_.compute_seconds += compute;
     SyncSlotStatsLocked();
     slot_hint_.erase(slot);
+    // This position (and this expert, wherever it was planned) is done.
+    if (auto plan = hints_.find(key); decode && plan != hints_.end()) {
+      std::erase_if(plan->second, [&](const Planned& e) {
+        return e.position == msg.position() || e.expert == expert;
+      });
+      if (plan->second.empty()) hints_.erase(plan);
+    }
     PruneLocked();
   }
   Deliver(result);
@@ -435,6 +532,10 @@ absl::Status WorkerCore::Compute(Task& task, int slot, v1::ExpertResult* result)
   ODMOE_ASSIGN_OR_RETURN(const ExpertWeights weights, slots_.Acquire(slot));
   RunExpertFfn(backend_, weights, ConstMat(x, n, d), scratch_, Mat{y, n, d});
   ODMOE_RETURN_IF_ERROR(slots_.Release(slot));
+  // On a device the compute is queued and loads are asynchronous copies: the
+  // next experts start copying now, while this one computes (on the host a
+  // load would only delay this result: it comes after, when idle).
+  if (slots_.device()) LoadAhead();
   ODMOE_RETURN_IF_ERROR(backend_.CopyToHost(host_out_.data(), y, n * d * sizeof(float)));
   EncodeRows(host_out_.data(), n, d, task.msg.input().dtype(), result->mutable_output());
   return absl::OkStatus();

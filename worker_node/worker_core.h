@@ -1,26 +1,44 @@
 // The heart of a worker node (paper §3.1): one expert slot (or a few), fed by
 // hints and tasks, in key order.
 //
-//   hint (token n, layer l, predicted experts)  -> this worker's expert by the
-//        shared assignment (cluster/assignment.h); loaded as soon as a slot is
-//        free, before the task comes (a prefetch).
-//   task (key, expert, hidden rows)             -> if that expert is loaded:
-//        compute (a hit); else evict what the slot holds (a reload when it was
-//        a prefetch for this step) and load it now (a miss, the fallback
-//        stall); compute; send the result; evict at once (unless more
-//        mini-batches of the same prefill expert follow, or resident).
+// Worker i of a group of G computes the positions i, i+G, ... of each of its
+// layers' k experts (cluster/assignment.h): one expert per layer when G = k
+// (the paper's testbed), several one after another when G < k, none when
+// i >= k.
+//   hint (token n, layer l, predicted experts)  -> this worker's experts by the
+//        shared assignment, in position order; each is loaded as soon as a
+//        slot is free, before its task comes (a prefetch).
+//   task (key, expert, position, hidden rows)   -> if that expert is loaded:
+//        compute (a hit when a prefetch started before the task arrived); else
+//        load it now (a miss, the fallback stall), into the slot of the
+//        prefetch made for that position if there is one (a reload: that
+//        prediction was wrong), else a free slot, else in place of the
+//        prefetch needed last; compute; send the result; evict at once
+//        (unless more mini-batches of the same prefill expert follow, or
+//        resident).
 //
 // One executor thread does loads and computes in order, so with one slot the
-// worker can never hold two experts; its own accounting (ExpertSlots) proves
-// it. In resident mode every expert the worker can be asked for (all experts
-// of its decode layers, and expert e = worker index mod N_W of every layer for
-// prefill) is loaded once at start and never evicted: the "fully cached"
-// reference deployment; one more slot takes anything else it is asked for.
+// worker never holds two experts: computing two experts of a layer, it loads
+// the second after the first was computed and evicted. With two or more
+// slots it prefetches the next expert while it waits for (or, on a device
+// whose loads are asynchronous copies, while it computes) the current one;
+// on a device it also starts the loads of the tasks queued behind the one it
+// computes. Its own accounting (ExpertSlots) proves what it held. In
+// resident mode every expert the worker can be asked for (all experts
+// of its decode layers unless it has no position in them, and expert
+// e = worker index mod N_W of every layer for prefill) is loaded once at
+// start and never evicted: the "fully cached" reference deployment; one more
+// slot takes anything else it is asked for.
 // In lru mode (the caching baseline of Mixtral-Offloading-like systems) hints
 // are ignored, experts stay loaded after their task, and a miss evicts the
 // least recently used one.
 // Which layers a worker computes is the main node's schedule
 // (cluster/schedule.h): a worker computes any valid task it is sent.
+//
+// Slots: `memory_budget` bytes hold the workspace and as many slots as fit
+// (at least one). Auto (0): one slot when the worker computes at most one
+// expert of a layer (k <= G), two when it computes several (k > G), so it
+// can load the next while it computes the current.
 //
 //   WorkerCore::Options opt{.placement = p, .max_rows = 16};
 //   ODMOE_ASSIGN_OR_RETURN(auto core, WorkerCore::Create(*model, *backend, opt));
@@ -41,6 +59,7 @@
 
 #include "absl/status/statusor.h"
 #include "backend/backend.h"
+#include "cluster/assignment.h"
 #include "cluster/protocol.h"
 #include "cluster/trace.h"
 #include "engine/expert_ffn.h"
@@ -53,15 +72,22 @@ namespace odmoe {
 struct WorkerPlacement {
   int worker_index = 0;  // position in the topology's worker list
   int n_workers = 1;
-  int group_size = 1;    // G = top-k
+  int group_size = 1;  // G (the model's top-k by default)
   int group() const { return worker_index / group_size; }
   int index_in_group() const { return worker_index % group_size; }
   int n_groups() const { return n_workers / group_size; }
+  /// The positions of a layer's k experts this worker computes.
+  std::vector<int> positions(int k) const {
+    return PositionsOfWorker(index_in_group(), group_size, k);
+  }
 };
 
 struct WorkerStats {
   uint64_t tasks = 0, task_errors = 0;
   uint64_t hits = 0, misses = 0, reloads = 0;  // decode tasks only
+  // The most decode experts it computed for one step (request, token, layer):
+  // 1 with G = k, up to ceil(k / G) with G < k.
+  uint64_t step_experts_peak = 0;
   uint64_t hints_received = 0, hints_rejected = 0, hints_stale = 0;
   uint64_t loads = 0, bytes_loaded = 0;
   double load_seconds = 0, compute_seconds = 0, stall_seconds = 0;
@@ -83,7 +109,9 @@ class WorkerCore {
     bool lru = false;
     int cache_experts = 8;       // lru: slots
     int max_rows = 64;           // largest task (prefill mini-batch)
-    uint64_t memory_budget = 0;  // bytes; 0 = auto (one largest expert / all resident + workspace)
+    // Bytes; 0 = auto: workspace plus one largest expert (two when the worker
+    // computes several experts of a layer: k > G), or all resident ones.
+    uint64_t memory_budget = 0;
     uint64_t load_bandwidth = 0; // bytes/s cap on loads (emulation, ExpertSlots); 0 = off
     TraceRecorder* trace = nullptr;  // EL/EC spans when recording (may be null)
   };
@@ -92,6 +120,11 @@ class WorkerCore {
   static absl::StatusOr<std::unique_ptr<WorkerCore>> Create(const ModelFile& model,
                                                             Backend& backend,
                                                             const Options& options);
+  /// The bytes of a worker's budget that are not expert slots: the FFN
+  /// workspace and I/O rows of a task of `max_rows` rows. A budget of
+  /// WorkspaceBytes + n x LargestPackedExpert (model/expert_pack.h) gives an
+  /// on-demand worker n slots.
+  static uint64_t WorkspaceBytes(const ModelConfig& config, int max_rows);
   ~WorkerCore();
 
   /// Results go to the sink attached last; `id` identifies it for Detach.
@@ -135,7 +168,13 @@ class WorkerCore {
   void Loop();
   void Process(Task& task);
   absl::Status Compute(Task& task, int slot, v1::ExpertResult* result);
-  void PrefetchLocked(std::unique_lock<std::mutex>& lock);
+  // Starts one prefetch from the hints into a free slot; true if it did.
+  bool PrefetchLocked(std::unique_lock<std::mutex>& lock);
+  // Device path: while a task computes, starts the loads of the queued
+  // tasks' experts, then prefetches, into the free slots.
+  void LoadAhead();
+  // The slot holding the prefetch made for (key, position), or -1.
+  int PrefetchFor(const Key& key, uint32_t position) const;
   void PruneLocked();
   void Deliver(const v1::ExpertResult& result);
   void SyncSlotStatsLocked();  // slot accounting -> stats_ (mu_ held)
@@ -153,13 +192,26 @@ class WorkerCore {
   ExpertFfnScratch scratch_;
   std::unique_ptr<BackendBuffer> io_;  // x and y rows
   std::vector<float> host_out_;
-  std::map<int, Key> slot_hint_;  // prefetched slot -> the hint key it was loaded for
+  // A prefetched slot -> the step and position it was loaded for.
+  struct SlotHint {
+    Key key;
+    uint32_t position = 0;
+  };
+  std::map<int, SlotHint> slot_hint_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Task> tasks_;
-  std::map<Key, int32_t> hints_;  // key -> this worker's expert
+  // This worker's predicted experts per step, in position order, until each
+  // position's task is done (or the step has passed).
+  struct Planned {
+    uint32_t position = 0;
+    int32_t expert = -1;
+  };
+  std::map<Key, std::vector<Planned>> hints_;
   Key last_done_{0, 0, 0};
+  Key step_key_{0, 0, 0};    // the decode step of the last task...
+  uint64_t step_tasks_ = 0;  // ...and how many of its experts this worker computed
   bool stop_ = false;
   WorkerStats stats_;
 

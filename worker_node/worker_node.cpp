@@ -37,9 +37,11 @@ absl::StatusOr<std::unique_ptr<WorkerNode>> WorkerNode::Create(const Topology& t
                                                absl::Microseconds(topology.wire_delay_us));
   const WorkerStats s = w->core_->stats();
   ODMOE_LOG_INFO(
-      "worker {} of {} (group {}, slot {}), {} mode, budget {} bytes: {} slot(s) of {} bytes + {} "
-      "bytes workspace, backend {}{}",
+      "worker {} of {} (group {}, slot {} of {}: {} expert(s) of each of its layers), {} mode, "
+      "budget {} bytes: {} slot(s) of {} bytes + {} bytes workspace, backend {}{}",
       index, topology.n_workers(), opt.placement.group(), opt.placement.index_in_group(),
+      opt.placement.group_size,
+      opt.placement.positions(w->model_->config().n_expert_used).size(),
       std::string(WorkerModeName(topology.worker_mode)), s.memory_budget, s.slots,
       s.expert_bytes, s.workspace_bytes, w->backend_->name(),
       opt.load_bandwidth > 0
@@ -85,6 +87,9 @@ void WorkerNode::FillStatus(v1::NodeStatus* status) const {
     AddStatusEntry(status, k, v);
   };
   add("group", absl::StrFormat("%d (slot %d)", p.group(), p.index_in_group()));
+  add("group_size", absl::StrCat(p.group_size));
+  add("experts_per_layer",
+      absl::StrCat(p.positions(core_->model().config().n_expert_used).size()));
   add("mode", core_->resident() ? "resident" : core_->lru() ? "lru_cache" : "on_demand");
   add("load_bandwidth_bytes_per_second", absl::StrCat(s.load_bandwidth));
   add("memory_budget_bytes", absl::StrCat(s.memory_budget));
@@ -98,6 +103,7 @@ void WorkerNode::FillStatus(v1::NodeStatus* status) const {
   add("hits", absl::StrCat(s.hits));
   add("misses", absl::StrCat(s.misses));
   add("reloads", absl::StrCat(s.reloads));
+  add("step_experts_peak", absl::StrCat(s.step_experts_peak));
   add("loads", absl::StrCat(s.loads));
   add("bytes_loaded", absl::StrCat(s.bytes_loaded));
   add("load_seconds", absl::StrFormat("%.6f", s.load_seconds));

@@ -30,6 +30,24 @@ std::vector<int32_t> FinalAssignment(std::span<const int32_t> predicted,
   return slots;
 }
 
+int WorkerOfPosition(int position, int group_size) { return position % group_size; }
+
+std::vector<int> PositionsOfWorker(int index, int group_size, int k) {
+  std::vector<int> positions;
+  if (index < 0 || group_size < 1) return positions;
+  for (int p = index; p < k; p += group_size) positions.push_back(p);
+  return positions;
+}
+
+std::vector<int32_t> ExpertsOfWorker(std::span<const int32_t> assignment, int index,
+                                     int group_size) {
+  std::vector<int32_t> experts;
+  for (int p : PositionsOfWorker(index, group_size, static_cast<int>(assignment.size()))) {
+    experts.push_back(assignment[static_cast<size_t>(p)]);
+  }
+  return experts;
+}
+
 int CountCorrect(std::span<const int32_t> predicted, std::span<const int32_t> actual) {
   int c = 0;
   for (int32_t e : predicted) c += Contains(actual, e) ? 1 : 0;

@@ -1,21 +1,34 @@
 // Which worker of a group computes which expert (paper §3.1, worker-node
-// grouping). Shared by the main node (who decides) and the workers (who
-// prefetch from hints), so both sides arrive at the same placement.
+// grouping), for any top-k k and any group size G. Shared by the main node
+// (who decides), the workers (who prefetch from hints) and the shadow (who
+// hints), so every side arrives at the same placement.
 //
-// A group has G = top-k workers; for a decode step every worker computes one
-// of the k experts the gate chose.
-//   HintedAssignment: from a prediction, worker i loads the i-th smallest
-//     predicted expert (the order of the predictor's list does not matter).
+// An assignment lists the k experts of one decode step in k *positions*.
+// Worker i of a group computes the positions i, i + G, i + 2G, ... (< k):
+// ceil(k / G) or floor(k / G) experts, one after another; with G > k the
+// workers i >= k compute nothing for that layer. With G = k (the paper's
+// Mixtral testbed) every worker computes exactly position i.
+//   HintedAssignment: from a prediction, position i holds the i-th smallest
+//     predicted expert (the order of the predictor's list does not matter),
+//     so worker i prefetches the predicted experts at its positions, in
+//     position order.
 //   FinalAssignment: once the gate has decided, an expert that was predicted
-//     stays on the worker that loaded it; the other chosen experts go, in
-//     ascending id order, to the workers (ascending index) whose predicted
-//     expert was not chosen. Those workers reload: the paper's fallback.
-//     Without a prediction the final assignment is the hinted assignment of
-//     the gate's own choice, so a correct but late prediction still matches.
+//     stays at its hinted position (on the worker that prefetched it); the
+//     other chosen experts go, in ascending id order, to the positions
+//     (ascending) whose predicted expert was not chosen. The workers owning
+//     those positions reload: the paper's fallback. Without a prediction the
+//     final assignment is the hinted assignment of the gate's own choice, so
+//     a correct but late prediction still matches. Positions do not depend on
+//     G, so the placement is the same function for every group size.
 //
-//   std::vector<int32_t> pre = HintedAssignment({5, 2});        // {2, 5}
-//   std::vector<int32_t> fin = FinalAssignment({5, 2}, {2, 7});  // {2, 7}
-//   fin = FinalAssignment({5, 2}, {7, 5});                       // {7, 5}
+//   std::vector<int32_t> pre = HintedAssignment(std::vector<int32_t>{5, 2});  // {2, 5}
+//   std::vector<int32_t> fin = FinalAssignment(pre, std::vector<int32_t>{2, 7});  // {2, 7}
+//   // Top-4 on a group of 2: worker 0 computes positions {0, 2}, worker 1 {1, 3}.
+//   std::vector<int> mine = PositionsOfWorker(/*index=*/1, /*group_size=*/2, /*k=*/4);
+//   std::vector<int32_t> experts =
+//       ExpertsOfWorker(FinalAssignment(std::vector<int32_t>{1, 3, 5, 7},
+//                                       std::vector<int32_t>{7, 1, 4, 3}),
+//                       1, 2);                                       // {3, 7}
 #pragma once
 
 #include <cstdint>
@@ -24,13 +37,28 @@
 
 namespace odmoe {
 
-/// Slot i = the expert worker i of the group loads. Sorted copy of `predicted`.
+/// Position i = the expert loaded for position i. Sorted copy of `predicted`.
 std::vector<int32_t> HintedAssignment(std::span<const int32_t> predicted);
 
-/// Slot i = the expert worker i computes. `actual` holds the gate's k distinct
-/// experts; `predicted` is empty (no prediction) or k distinct experts.
+/// Position i = the expert computed at position i. `actual` holds the gate's
+/// k distinct experts; `predicted` is empty (no prediction) or k distinct
+/// experts.
 std::vector<int32_t> FinalAssignment(std::span<const int32_t> predicted,
                                      std::span<const int32_t> actual);
+
+/// The index (in its group of `group_size`) of the worker computing
+/// `position`: position mod G.
+int WorkerOfPosition(int position, int group_size);
+
+/// The positions worker `index` of a group of `group_size` computes when a
+/// layer routes to `k` experts: index, index + G, ... below k (ascending;
+/// empty when index >= k).
+std::vector<int> PositionsOfWorker(int index, int group_size, int k);
+
+/// The experts of `assignment` at PositionsOfWorker(index, group_size,
+/// assignment.size()), in position order.
+std::vector<int32_t> ExpertsOfWorker(std::span<const int32_t> assignment, int index,
+                                     int group_size);
 
 /// |predicted ∩ actual|: c(q, n, l) of the paper's Eq. 2.
 int CountCorrect(std::span<const int32_t> predicted, std::span<const int32_t> actual);

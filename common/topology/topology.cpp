@@ -583,13 +583,10 @@ absl::Status ValidateTopologyWithModel(Topology& t) {
         absl::StrCat(file, ": model: ", model.status().message()));
   }
   const ModelConfig& c = (*model)->config();
+  // Any group size works: worker i of a group computes the positions i, i+G,
+  // ... of a layer's k experts (cluster/assignment.h). The default is the
+  // paper's one expert per worker.
   if (t.group_size == 0) t.group_size = c.n_expert_used;
-  if (t.group_size != c.n_expert_used) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: workers.group_size: %d does not match the model's top-k routing (expected %d: each "
-        "worker of a group computes one of the k experts of a layer)",
-        file, t.group_size, c.n_expert_used));
-  }
   ODMOE_RETURN_IF_ERROR(CheckStructure(t, file));
   for (size_t i = 0; i < t.workers.size(); ++i) {
     const uint64_t budget = t.workers[i].memory_budget;

@@ -41,10 +41,12 @@
 //     alignment: { token_period: 1, kv_period: 1 }   # 0 = never (defaults 1, 1)
 //     max_run_ahead: 4                        # iterations ahead of main (default 4)
 //   workers:
-//     group_size: 2                           # default: the model's top-k
+//     group_size: 2                           # G >= 1; default: the model's top-k
 //     mode: on_demand                         # on_demand (default) | resident | lru_cache
 //     cache_experts: 16                       # lru_cache: experts each worker keeps (default 8)
-//     memory_budget: auto                     # auto | bytes ("96MiB", "1.5GiB", 1048576)
+//     memory_budget: auto                     # auto | bytes ("96MiB", "1.5GiB", 1048576):
+//                                             # as many expert slots as fit (at least one);
+//                                             # auto = 1 slot, 2 when top-k > group_size
 //     load_bandwidth: 2GB/s                   # EMULATION: cap on expert loads (default off)
 //     backend: cpu:1                          # default for every worker
 //     nodes:                                  # required, at least one group
@@ -132,7 +134,9 @@ struct ShadowSpec : NodeSpec {
 };
 
 struct WorkerSpec : NodeSpec {
-  uint64_t memory_budget = 0;  // bytes; 0 = auto (one expert + workspace, or all resident)
+  // Bytes; 0 = auto: workspace + one expert slot (two when the worker computes
+  // several experts of a layer, top-k > group_size), or all resident ones.
+  uint64_t memory_budget = 0;
   uint64_t load_bandwidth = 0; // bytes/s cap on expert loads (emulation); 0 = off
 };
 
@@ -158,7 +162,12 @@ struct Topology {
   int64_t wire_delay_us = 0;  // emulated one-way delay on received messages (0 = none)
   MainSpec main;
   std::optional<ShadowSpec> shadow;
-  int group_size = 0;  // G; equals the model's top-k after validation
+  // G: workers per group (the model's top-k k unless the file says
+  // otherwise). Worker i of the group computing a layer computes the
+  // positions i, i+G, ... of that layer's k experts (cluster/assignment.h):
+  // ceil(k/G) or floor(k/G) each, none for i >= k. The worker count is a
+  // multiple of G (whole groups only).
+  int group_size = 0;
   WorkerMode worker_mode = WorkerMode::kOnDemand;
   int cache_experts = 8;  // lru_cache mode: experts each worker keeps (>= 1)
   std::vector<WorkerSpec> workers;  // in file order; index = worker index
@@ -197,7 +206,8 @@ bool IsLoopbackHost(std::string_view host);
 absl::StatusOr<Topology> ParseTopology(std::string_view yaml_text, const std::string& path);
 
 /// Checks a parsed topology against the model it names: group_size defaults
-/// to the model's top-k and must equal it; the model must open.
+/// to the model's top-k (any G >= 1 is valid); the model must open and every
+/// worker's memory budget must hold its largest expert.
 absl::Status ValidateTopologyWithModel(Topology& topology);
 
 /// Reads the file, ParseTopology, ValidateTopologyWithModel.

@@ -1,7 +1,9 @@
 // The central property of the project: the cluster's greedy tokens equal the
 // single-process reference engine's, for every prediction mode, with
 // alignment on and off, with 2, 4, 6 and 8 workers, resident or on demand,
-// and with prefill mini-batches of several sizes.
+// with prefill mini-batches of several sizes, and with worker groups smaller
+// than top-k (one worker computes several experts of a layer, with one slot
+// or two) and larger (some workers idle in decoding).
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
@@ -9,6 +11,7 @@
 
 #include "absl/strings/str_format.h"
 #include "backends/backend_registry.h"
+#include "cluster/assignment.h"
 #include "engine/reference_engine.h"
 #include "model/expert_pack.h"
 #include "model/model_quantizer.h"
@@ -49,10 +52,11 @@ const std::vector<std::vector<int32_t>>& Reference(
 
 void ExpectIdentical(const ClusterConfig& cfg) {
   INFO(absl::StrFormat(
-      "workers=%d prediction=%s mode=%s align=%d/%d mini_batch=%d batch=%d "
-      "model=%s",
-      cfg.workers, PredictionModeName(cfg.prediction), WorkerModeName(cfg.worker_mode),
-      cfg.token_period, cfg.kv_period, cfg.mini_batch, cfg.batch, cfg.model));
+      "workers=%d group_size=%d budget=%d prediction=%s mode=%s align=%d/%d mini_batch=%d "
+      "batch=%d model=%s",
+      cfg.workers, cfg.group_size, cfg.memory_budget, PredictionModeName(cfg.prediction),
+      WorkerModeName(cfg.worker_mode), cfg.token_period, cfg.kv_period, cfg.mini_batch, cfg.batch,
+      cfg.model));
   auto cluster = TestCluster::Start(cfg);
   INFO((cluster.ok() ? std::string() : std::string(cluster.status().message())));
   REQUIRE(cluster.ok());
@@ -69,16 +73,35 @@ void ExpectIdentical(const ClusterConfig& cfg) {
     CHECK(r->experts.hits + r->experts.misses ==
           static_cast<uint64_t>((kTokens - 1) * model.n_layer * model.n_expert_used));
   }
+  const int k = model.n_expert_used;
+  const int g = (*cluster)->topology().group_size;  // cfg.group_size 0 = top-k
+  uint64_t decode_tasks = 0;
   for (int w = 0; w < (*cluster)->n_workers(); ++w) {
     const WorkerStats s = (*cluster)->worker(w).core().stats();
+    INFO("worker " << w);
     // A slot holds any expert: the largest of any layer.
     CHECK(s.expert_bytes == LargestPackedExpert(model));
     CHECK(s.task_errors == 0);
+    decode_tasks += s.hits + s.misses;
+    // Worker i of its group computed positions i, i+G, ... of its layers:
+    // ceil(k/G) or floor(k/G) experts of a step, none when i >= k.
+    const size_t mine = PositionsOfWorker(w % g, g, k).size();
+    CHECK(s.step_experts_peak == mine);
     if (cfg.worker_mode == WorkerMode::kOnDemand) {
-      // Its own accounting: a one-expert budget never held two.
-      CHECK(s.slots == 1);
-      CHECK(s.peak_held == 1);
-      CHECK(s.peak_bytes == s.expert_bytes + s.workspace_bytes);
+      // Auto: one slot, two when it computes several experts of a layer;
+      // else what the budget holds.
+      const int slots =
+          cfg.memory_budget == 0
+              ? (k > g ? 2 : 1)
+              : static_cast<int>((cfg.memory_budget - s.workspace_bytes) / s.expert_bytes);
+      CHECK(s.slots == slots);
+      // Its own accounting: never more experts than slots (a one-expert
+      // budget never held two).
+      CHECK(s.peak_held >= 1);
+      CHECK(s.peak_held <= slots);
+      CHECK(s.peak_bytes ==
+            static_cast<uint64_t>(s.peak_held) * s.expert_bytes + s.workspace_bytes);
+      CHECK(s.peak_bytes <= s.memory_budget);
     }
     // Loads move each expert in its own layer's size.
     uint64_t smallest = s.expert_bytes;
@@ -92,6 +115,10 @@ void ExpectIdentical(const ClusterConfig& cfg) {
       CHECK(s.bytes_loaded < s.loads * s.expert_bytes);  // both layers' experts were loaded
     }
   }
+  // Every decode task was counted once, per (layer, expert), by the worker
+  // that computed it.
+  CHECK(decode_tasks ==
+        Prompts().size() * static_cast<uint64_t>((kTokens - 1) * model.n_layer * k));
 }
 
 }  // namespace
@@ -143,6 +170,98 @@ TEST_CASE("cluster: identical tokens with resident workers and other settings", 
   f16_shadow.quantization = DType::kF16;
   f16_shadow.workers = 4;
   ExpectIdentical(f16_shadow);
+}
+
+TEST_CASE("cluster: identical tokens with groups smaller and larger than top-k", "[cluster]") {
+  // The shipped model routes to k = 2 experts.
+  struct Case {
+    int workers, group_size, slots;  // slots 0 = auto
+    PredictionMode prediction;
+    WorkerMode mode;
+    int align;  // token and KV period
+    int mini_batch;
+  };
+  const Case cases[] = {
+      // G = 1: one worker computes both experts of each of its layers.
+      {2, 1, 1, PredictionMode::kShadow, WorkerMode::kOnDemand, 1, 3},
+      {2, 1, 0, PredictionMode::kShadow, WorkerMode::kOnDemand, 1, 16},  // auto: 2 slots
+      {1, 1, 1, PredictionMode::kShadow, WorkerMode::kOnDemand, 0, 5},
+      {3, 1, 2, PredictionMode::kNone, WorkerMode::kOnDemand, 1, 1},
+      {2, 1, 0, PredictionMode::kRandom, WorkerMode::kOnDemand, 1, 64},
+      {2, 1, 0, PredictionMode::kNone, WorkerMode::kResident, 1, 16},
+      // G > k: workers 2 (and 3) of a group idle in decoding, not in prefill.
+      {3, 3, 0, PredictionMode::kShadow, WorkerMode::kOnDemand, 1, 2},
+      {8, 4, 0, PredictionMode::kShadow, WorkerMode::kOnDemand, 0, 7},
+      {4, 4, 0, PredictionMode::kNone, WorkerMode::kOnDemand, 1, 1},
+      {4, 4, 0, PredictionMode::kNone, WorkerMode::kResident, 1, 16},
+  };
+  for (const Case& c : cases) {
+    ClusterConfig cfg;
+    cfg.workers = c.workers;
+    cfg.group_size = c.group_size;
+    cfg.prediction = c.prediction;
+    cfg.worker_mode = c.mode;
+    cfg.token_period = cfg.kv_period = c.align;
+    cfg.mini_batch = c.mini_batch;
+    if (c.slots > 0) cfg.memory_budget = WorkerBudgetForSlots(cfg, c.slots);
+    ExpectIdentical(cfg);
+  }
+}
+
+TEST_CASE("cluster: identical tokens for top-4 and top-8 models on any group size", "[cluster]") {
+  // Synthetic Mixtral-architecture models (random weights: recall means
+  // nothing here, exactness does): top-4 of 8 and, shaped like Qwen3-MoE's
+  // routing, top-8 of 16.
+  struct Case {
+    int workers, group_size, slots;  // slots 0 = auto
+    PredictionMode prediction;
+    WorkerMode mode;
+    int align, mini_batch;
+  };
+  const std::vector<std::pair<int, std::vector<Case>>> models = {
+      {4,
+       {
+           {4, 2, 0, PredictionMode::kShadow, WorkerMode::kOnDemand, 1, 16},  // 2 experts each
+           {2, 1, 1, PredictionMode::kShadow, WorkerMode::kOnDemand, 1, 3},   // 4 on one slot
+           {3, 3, 0, PredictionMode::kNone, WorkerMode::kOnDemand, 1, 5},     // 2, 1, 1
+           {8, 8, 0, PredictionMode::kShadow, WorkerMode::kOnDemand, 0, 16},  // 4 idle
+           {4, 2, 0, PredictionMode::kNone, WorkerMode::kResident, 1, 16},
+           {4, 4, 0, PredictionMode::kRandom, WorkerMode::kOnDemand, 1, 4},  // G = k
+       }},
+      {8,
+       {
+           {8, 8, 0, PredictionMode::kShadow, WorkerMode::kOnDemand, 1, 16},  // 1 group of 8
+           {8, 4, 0, PredictionMode::kShadow, WorkerMode::kOnDemand, 1, 16},  // 2 groups of 4
+           {4, 2, 4, PredictionMode::kShadow, WorkerMode::kOnDemand, 1, 7},   // 4 each, 4 slots
+           {4, 2, 0, PredictionMode::kNone, WorkerMode::kOnDemand, 1, 2},     // 4 each, 2 slots
+       }},
+  };
+  for (const auto& [k, cases] : models) {
+    SynthSpec spec;
+    spec.n_layer = 4;
+    spec.n_embd = 128;
+    spec.n_ff = 256;
+    spec.n_expert = 2 * k;
+    spec.n_expert_used = k;
+    spec.seed = static_cast<uint64_t>(k);
+    const std::string path =
+        (std::filesystem::temp_directory_path() / absl::StrFormat("odmoe_cluster_top%d.gguf", k))
+            .string();
+    REQUIRE(WriteSynthModel(spec, path).ok());
+    for (const Case& c : cases) {
+      ClusterConfig cfg;
+      cfg.model = path;
+      cfg.workers = c.workers;
+      cfg.group_size = c.group_size;
+      cfg.prediction = c.prediction;
+      cfg.worker_mode = c.mode;
+      cfg.token_period = cfg.kv_period = c.align;
+      cfg.mini_batch = c.mini_batch;
+      if (c.slots > 0) cfg.memory_budget = WorkerBudgetForSlots(cfg, c.slots);
+      ExpectIdentical(cfg);
+    }
+    std::filesystem::remove(path);
+  }
 }
 
 TEST_CASE("cluster: identical tokens when layers store their experts in different types",
@@ -222,6 +341,16 @@ TEST_CASE("cluster: identical tokens with every node on the GPU", "[cluster][gpu
     if (mode == WorkerMode::kLruCache) cfg.workers = 2;
     ExpectIdentical(cfg);
   }
+  // One worker per group computing both experts of a layer: with two slots
+  // it copies the next expert while it computes the current (LoadAhead).
+  for (int slots : {0, 1}) {
+    ClusterConfig cfg;
+    cfg.backend = "cuda:0";
+    cfg.workers = 2;
+    cfg.group_size = 1;
+    if (slots > 0) cfg.memory_budget = WorkerBudgetForSlots(cfg, slots);
+    ExpectIdentical(cfg);
+  }
 }
 
 TEST_CASE("cluster: f16 hidden states on the wire still generate", "[cluster]") {
@@ -271,6 +400,51 @@ TEST_CASE("cluster: identical tokens for every architecture of the table", "[clu
     ClusterConfig resident = none;
     resident.worker_mode = WorkerMode::kResident;
     ExpectIdentical(resident);
+  }
+}
+
+TEST_CASE("cluster: identical tokens for the architectures on any group size",
+          "[cluster][arch]") {
+  // The k = 8 and k = 4 models of tests/data/arch on groups smaller than
+  // top-k (each worker computes several experts of a layer, one after
+  // another) and larger (some workers idle in decoding).
+  struct Case {
+    const char* file;
+    int workers, group_size, slots;  // slots 0 = auto
+    PredictionMode prediction;
+    WorkerMode mode;
+  };
+  const Case cases[] = {
+      // Qwen3-MoE, top-8 of 32: 2 groups of 4 (2 experts each, auto = 2 slots),
+      // 4 groups of 2 (4 each, on 4 slots), one worker per group with one slot.
+      {"tests/data/arch/tiny-qwen3moe.gguf", 8, 4, 0, PredictionMode::kShadow,
+       WorkerMode::kOnDemand},
+      {"tests/data/arch/tiny-qwen3moe.gguf", 8, 2, 4, PredictionMode::kShadow,
+       WorkerMode::kOnDemand},
+      {"tests/data/arch/tiny-qwen3moe.gguf", 2, 1, 1, PredictionMode::kNone,
+       WorkerMode::kOnDemand},
+      {"tests/data/arch/tiny-qwen3moe.gguf", 8, 4, 0, PredictionMode::kNone,
+       WorkerMode::kResident},
+      // OLMoE, top-8 of 16.
+      {"tests/data/arch/tiny-olmoe.gguf", 4, 2, 0, PredictionMode::kShadow,
+       WorkerMode::kOnDemand},
+      // Qwen2-MoE, top-4 of 16 with its shared expert on the main node: groups
+      // of 2, and of 8 (workers 4..7 idle in decoding).
+      {"tests/data/arch/tiny-qwen2moe.gguf", 4, 2, 0, PredictionMode::kShadow,
+       WorkerMode::kOnDemand},
+      {"tests/data/arch/tiny-qwen2moe.gguf", 8, 8, 0, PredictionMode::kShadow,
+       WorkerMode::kOnDemand},
+  };
+  for (const Case& c : cases) {
+    ClusterConfig cfg;
+    cfg.model = SourcePath(c.file);
+    cfg.workers = c.workers;
+    cfg.group_size = c.group_size;
+    cfg.prediction = c.prediction;
+    cfg.worker_mode = c.mode;
+    cfg.mini_batch = 5;
+    if (c.slots > 0) cfg.memory_budget = WorkerBudgetForSlots(cfg, c.slots);
+    ExpectIdentical(cfg);
   }
 }
 

@@ -89,6 +89,34 @@ TEST_CASE("failures: a worker dies mid-generation, its layers move, it rejoins",
   CHECK(c.worker(6).core().stats().hints_received > 0);
 }
 
+TEST_CASE("failures: groups smaller and larger than top-k lose a worker and layers move",
+          "[cluster][failures]") {
+  const std::string prompt = "It is a truth universally acknowledged";
+  const std::vector<int32_t> expected = ReferenceIds(prompt, 40);
+  // {workers, group size, worker to kill, groups left}: 3 groups of one worker
+  // computing both experts of a layer; 2 groups of 4 where workers 2, 3 of a
+  // group idle in decoding (top-2), the killed one computing position 1.
+  const int cases[][4] = {{3, 1, 1, 2}, {8, 4, 5, 1}};
+  for (const auto& [workers, group_size, victim, left] : cases) {
+    INFO("workers " << workers << " in groups of " << group_size);
+    ClusterConfig cfg;
+    cfg.workers = workers;
+    cfg.group_size = group_size;
+    auto cluster = TestCluster::Start(cfg);
+    REQUIRE(cluster.ok());
+    TestCluster& c = **cluster;
+    ClusterGenerateResult r =
+        GenerateAndAct(c, Request(prompt, 40), 12, [&] { c.KillWorker(victim); });
+    CHECK(r.result.output_ids == expected);
+    CHECK(r.live_groups == left);
+    r = GenerateAndAct(c, Request(prompt, 40), 1, [] {});
+    CHECK(r.result.output_ids == expected);
+    for (int w = 0; w < workers; ++w) {
+      if (w != victim) CHECK(c.worker(w).core().stats().task_errors == 0);
+    }
+  }
+}
+
 TEST_CASE("failures: no complete group fails fast with a clear error", "[cluster][failures]") {
   ClusterConfig cfg;
   cfg.workers = 2;

@@ -64,4 +64,39 @@ TEST_CASE("scaling: 8 -> 4 -> 6 -> 8 workers during one long generation", "[clus
   CHECK(main.engine().active_workers() == 2);
 }
 
+TEST_CASE("scaling: whole groups of any size smaller or larger than top-k",
+          "[cluster][scaling]") {
+  GenerateRequest req;
+  req.prompt = "It is a truth universally acknowledged, that a single man";
+  req.max_tokens = 45;
+  req.ignore_eos = true;
+  auto engine = ReferenceEngine::Create(SourcePath("models/tiny-mixtral-f16.gguf"), {}).value();
+  const std::vector<int32_t> expected = engine->Generate(req).value().output_ids;
+  // {workers, group size, scaled to, a size that is not whole groups}.
+  const int cases[][4] = {{8, 4, 4, 6}, {3, 1, 1, 0}};
+  for (const auto& [workers, group_size, down, bad] : cases) {
+    INFO("workers " << workers << " in groups of " << group_size);
+    ClusterConfig cfg;
+    cfg.workers = workers;
+    cfg.group_size = group_size;
+    auto cluster = TestCluster::Start(cfg);
+    REQUIRE(cluster.ok());
+    MainNode& main = (*cluster)->main();
+    std::vector<size_t> groups_seen;
+    auto r = main.Generate(req, [&](int32_t, std::string_view) {
+      groups_seen.push_back(main.engine().schedule().groups.size());
+      if (groups_seen.size() == 15) REQUIRE(main.SetActiveWorkers(down).ok());
+      if (groups_seen.size() == 30) REQUIRE(main.SetActiveWorkers(workers).ok());
+    });
+    REQUIRE(r.ok());
+    CHECK(r->result.output_ids == expected);
+    REQUIRE(groups_seen.size() == 45);
+    CHECK(groups_seen[10] == static_cast<size_t>(workers / group_size));
+    CHECK(groups_seen[25] == static_cast<size_t>(down / group_size));
+    CHECK(groups_seen[40] == static_cast<size_t>(workers / group_size));
+    CHECK(absl::IsInvalidArgument(main.SetActiveWorkers(bad)));
+    CHECK(main.engine().active_workers() == workers);
+  }
+}
+
 }  // namespace odmoe::test

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "model/expert_pack.h"
 #include "util/status_macros.h"
 
 namespace odmoe::test {
@@ -66,9 +67,18 @@ Topology MakeTopology(const ClusterConfig& c) {
     w.address = "127.0.0.1:0";
     w.backend = c.backend;
     w.load_bandwidth = c.load_bandwidth;
+    w.memory_budget = c.memory_budget;
     t.workers.push_back(w);
   }
   return t;
+}
+
+uint64_t WorkerBudgetForSlots(const ClusterConfig& config, int slots) {
+  auto model = ModelFile::Open(config.model);
+  if (!model.ok()) return 0;
+  const ModelConfig& c = (*model)->config();
+  return WorkerCore::WorkspaceBytes(c, config.mini_batch) +
+         static_cast<uint64_t>(slots) * LargestPackedExpert(c);
 }
 
 absl::StatusOr<std::unique_ptr<TestCluster>> TestCluster::Start(const ClusterConfig& config) {

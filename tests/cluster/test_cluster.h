@@ -24,7 +24,7 @@ namespace odmoe::test {
 
 struct ClusterConfig {
   int workers = 8;
-  int group_size = 0;  // 0: the model's top-k
+  int group_size = 0;  // G; 0: the model's top-k
   PredictionMode prediction = PredictionMode::kShadow;
   WorkerMode worker_mode = WorkerMode::kOnDemand;
   DType quantization = DType::kQ8_0;
@@ -45,7 +45,12 @@ struct ClusterConfig {
   int cache_experts = 8;         // lru_cache workers
   int64_t wire_delay_us = 0;     // emulated one-way delay on every received message
   std::string backend = "cpu:1"; // every node's backend
+  uint64_t memory_budget = 0;    // every worker's; 0 = auto (WorkerBudgetForSlots)
 };
+
+/// The memory budget that gives an on-demand worker of `config`'s topology
+/// exactly `slots` expert slots.
+uint64_t WorkerBudgetForSlots(const ClusterConfig& config, int slots);
 
 /// The first `n` lines of tests/data/heldout.txt that have at least 24
 /// characters, cut to 80: prompts the model never trained on.

@@ -95,6 +95,10 @@ TEST_CASE("arch golden: tokenizer ids, greedy tokens and routing are exact", "[g
       auto r = engine->Generate(req);
       REQUIRE(r.ok());
       CHECK(r->output_ids == expected);
+      // The peer engine (llama.cpp) on the same file, where it ran it.
+      if (g["peer"]["ran"].get<bool>()) {
+        CHECK(r->output_ids == gc["peer_greedy_ids"].get<std::vector<int32_t>>());
+      }
 
       // experts[layer][position]: the chosen ids, descending probability.
       const json& experts = gc["experts"];

@@ -235,12 +235,18 @@ TEST_CASE("topology: the shipped model fixes the groups", "[topology]") {
   CHECK(t->GroupMembers(3) == std::vector<int>{6, 7});
   for (int e = 0; e < c.n_expert; ++e) CHECK(t->PrefillWorkerOfExpert(e) == e);
 
-  // 8 workers make whole groups of 4 too, but the model routes to 2 experts.
+  // Any group size that makes whole groups: 2 groups of 4 (workers 4..7 of
+  // group 1, each computing position i of 2 or nothing), 8 groups of 1 (one
+  // worker computes both experts of its layers).
   t = topology("  group_size: 4\n", "");
-  const absl::Status wrong_k = ValidateTopologyWithModel(*t);
-  CHECK(wrong_k.message() ==
-        "t.yaml: workers.group_size: 4 does not match the model's top-k routing (expected 2: "
-        "each worker of a group computes one of the k experts of a layer)");
+  REQUIRE(ValidateTopologyWithModel(*t).ok());
+  CHECK(t->n_groups() == 2);
+  CHECK(t->GroupMembers(1) == std::vector<int>{4, 5, 6, 7});
+  CHECK(t->GroupOfLayer(5) == 1);
+  t = topology("  group_size: 1\n", "");
+  REQUIRE(ValidateTopologyWithModel(*t).ok());
+  CHECK(t->n_groups() == 8);
+  CHECK(t->GroupMembers(6) == std::vector<int>{6});
 
   // A budget of exactly one expert is enough; one byte less is not.
   const std::string exact = std::to_string(c.expert_bytes_max);

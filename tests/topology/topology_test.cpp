@@ -98,6 +98,16 @@ TEST_CASE("topology: the shipped testbed loads", "[topology]") {
   CHECK(t->AllNodes().size() == 10);
 }
 
+TEST_CASE("topology: the shipped top-8 testbed loads, 2 groups of 4", "[topology]") {
+  absl::StatusOr<Topology> t = LoadTopology(test::SourcePath("deploy/testbed-10-k8.yaml"));
+  REQUIRE(t.ok());
+  CHECK(t->n_workers() == 8);
+  CHECK(t->group_size == 4);
+  CHECK(t->n_groups() == 2);
+  CHECK(t->GroupMembers(1) == std::vector<int>{4, 5, 6, 7});
+  CHECK(t->AllNodes().size() == 10);
+}
+
 TEST_CASE("topology: round trip through YAML", "[topology]") {
   absl::StatusOr<Topology> t = ParseTopology(Good(), "");
   REQUIRE(t.ok());
@@ -142,7 +152,9 @@ TEST_CASE("topology: every mistake names file, key and expectation", "[topology]
               "already used by shadow");
   ExpectError(Replace(g, "    - { id: w3, address: \"127.0.0.1:7713\" }\n", ""), "workers.nodes",
               "whole groups of 2");
-  ExpectError(Replace(g, "  nodes:", "  group_size: 4\n  nodes:"), "workers.group_size", "top-k");
+  ExpectError(Replace(g, "  nodes:", "  group_size: 3\n  nodes:"), "workers.nodes",
+              "whole groups of 3");
+  ExpectError(Replace(g, "  nodes:", "  group_size: 0\n  nodes:"), "workers.group_size", "[1, ");
   ExpectError(Replace(g, "  memory_budget: 2MiB\n", "  memory_budget: 2MiB\n  group_size: 8\n"),
               "workers.nodes", "fewer than one group of 8");
 }

@@ -142,11 +142,24 @@ std::string MarkdownSummary(const json& results) {
         << e.value("network", "") << "\n";
   }
   out << "\n";
-  if (results.contains("deployments")) Deployments(results["deployments"], out);
-  if (results.contains("recall")) Recall(results["recall"], out);
-  if (results.contains("ablation")) Ablation(results["ablation"], out);
-  if (results.contains("periods")) Periods(results["periods"], out);
-  if (results.contains("timing")) Timing(results["timing"], out);
+  using Section = void (*)(const json&, std::ostringstream&);
+  const std::pair<const char*, Section> sections[] = {{"deployments", &Deployments},
+                                                      {"recall", &Recall},
+                                                      {"ablation", &Ablation},
+                                                      {"periods", &Periods},
+                                                      {"timing", &Timing}};
+  for (const auto& [name, write] : sections) {
+    if (!results.contains(name)) continue;
+    const json& r = results[name];
+    if (!r.is_object() || r.contains("error")) {  // a failed experiment: say so, draw nothing
+      out << "## " << name << ": failed\n\n"
+          << (r.is_object() && r["error"].is_string() ? r["error"].get<std::string>()
+                                                       : std::string("no results"))
+          << "\n\n";
+      continue;
+    }
+    write(r, out);
+  }
   return out.str();
 }
 

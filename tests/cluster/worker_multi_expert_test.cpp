@@ -1,0 +1,247 @@
+// A worker that computes several experts of a layer (group size G < top-k):
+// with one slot it loads them one after another and never holds two; with
+// two it has the next one loaded before it computes the current. Its own
+// accounting (ExpertSlots, WorkerStats) and its EL / EC trace spans show it.
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+#include "backends/backend_registry.h"
+#include "cluster/assignment.h"
+#include "cluster/wire.h"
+#include "model/expert_pack.h"
+#include "model/model_file.h"
+#include "test_paths.h"
+#include "worker_node/worker_core.h"
+
+namespace odmoe::test {
+namespace {
+
+constexpr int kRows = 4;
+
+// One worker alone in a group of one (G = 1, k = 2): it computes both experts
+// of every layer.
+struct Worker {
+  std::unique_ptr<ModelFile> model;
+  std::unique_ptr<Backend> backend;
+  TraceRecorder trace;
+  std::unique_ptr<WorkerCore> core;
+  std::mutex mu;
+  std::vector<v1::ExpertResult> results;
+
+  explicit Worker(int slots) {
+    model = ModelFile::Open(SourcePath("models/tiny-mixtral-f16.gguf")).value();
+    backend = CreateBackend("cpu:1").value();
+    const ModelConfig& c = model->config();
+    REQUIRE(c.n_expert_used == 2);
+    WorkerCore::Options opt;
+    opt.placement = WorkerPlacement{.worker_index = 0, .n_workers = 1, .group_size = 1};
+    opt.max_rows = kRows;
+    opt.memory_budget = WorkerCore::WorkspaceBytes(c, kRows) +
+                        static_cast<uint64_t>(slots) * LargestPackedExpert(c);
+    opt.trace = &trace;
+    trace.Start(1000);
+    core = WorkerCore::Create(*model, *backend, opt).value();
+    REQUIRE(core->stats().slots == slots);
+    core->AttachSink(1, [this](const v1::ExpertResult& r) {
+      std::lock_guard<std::mutex> lock(mu);
+      results.push_back(r);
+    });
+  }
+  ~Worker() { core->Stop(); }
+
+  void Hint(uint32_t token, uint32_t layer, std::vector<uint32_t> experts) {
+    v1::Hint h;
+    h.mutable_key()->set_request(1);
+    h.mutable_key()->set_token(token);
+    h.mutable_key()->set_layer(layer);
+    for (uint32_t e : experts) h.add_experts(e);
+    REQUIRE(core->AddHint(h).ok());
+  }
+  void Task(uint64_t id, uint32_t token, uint32_t layer, uint32_t expert, uint32_t position) {
+    v1::ExpertTask t;
+    t.set_task_id(id);
+    t.mutable_key()->set_request(1);
+    t.mutable_key()->set_token(token);
+    t.mutable_key()->set_layer(layer);
+    t.set_expert(expert);
+    t.set_position(position);
+    const int d = model->config().n_embd;
+    std::vector<float> x(static_cast<size_t>(d));
+    for (int i = 0; i < d; ++i) x[static_cast<size_t>(i)] = 0.01f * static_cast<float>(i % 17);
+    EncodeRows(x.data(), 1, d, v1::WIRE_DTYPE_F32, t.mutable_input());
+    REQUIRE(core->SubmitTask(t).ok());
+  }
+  // Waits until `pred(stats)` holds (or 5 s).
+  template <typename Pred>
+  bool WaitFor(Pred pred) {
+    for (int i = 0; i < 500; ++i) {
+      if (pred(core->stats())) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+  std::vector<v1::ExpertResult> Results(size_t n) {
+    WaitFor([&](const WorkerStats&) {
+      std::lock_guard<std::mutex> lock(mu);
+      return results.size() >= n;
+    });
+    std::lock_guard<std::mutex> lock(mu);
+    return results;
+  }
+};
+
+// The span `name` of (layer, expert); fails the test when there is not
+// exactly one.
+TraceEvent Span(const std::vector<TraceEvent>& events, const std::string& name, int layer,
+                int expert) {
+  std::vector<TraceEvent> found;
+  for (const TraceEvent& e : events) {
+    if (e.name == name && e.layer == layer && e.expert == expert) found.push_back(e);
+  }
+  REQUIRE(found.size() == 1);
+  return found[0];
+}
+
+}  // namespace
+
+TEST_CASE("worker: one slot computes two experts of a layer one after another",
+          "[cluster][worker]") {
+  Worker w(/*slots=*/1);
+  // Predicted {5, 2}: positions 0 and 1 of the hinted assignment are 2 and 5,
+  // both this worker's (G = 1).
+  w.Hint(1, 3, {5, 2});
+  REQUIRE(w.WaitFor([](const WorkerStats& s) { return s.loads == 1; }));
+  // Its only slot holds expert 2; expert 5 must wait for it to be computed.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK(w.core->stats().loads == 1);
+  CHECK(w.core->stats().held == 1);
+  w.Task(1, 1, 3, 2, 0);
+  w.Task(2, 1, 3, 5, 1);
+  const std::vector<v1::ExpertResult> r = w.Results(2);
+  REQUIRE(r.size() == 2);
+  for (const v1::ExpertResult& x : r) CHECK(x.error_code() == 0);
+  CHECK(r[0].expert() == 2);
+  CHECK(r[0].prefetched());
+  CHECK(r[1].expert() == 5);
+  CHECK(!r[1].reloaded());  // the prediction was right: nothing was replaced
+  const WorkerStats s = w.core->stats();
+  CHECK(s.peak_held == 1);  // never two experts at once
+  CHECK(s.peak_bytes == s.expert_bytes + s.workspace_bytes);
+  CHECK(s.loads == 2);
+  CHECK(s.hits + s.misses == 2);
+  CHECK(s.hits >= 1);
+  CHECK(s.reloads == 0);
+  CHECK(s.step_experts_peak == 2);
+  CHECK(s.task_errors == 0);
+  // Expert 5 was loaded only after expert 2 was computed.
+  const std::vector<TraceEvent> events = w.trace.Stop();
+  const TraceEvent compute2 = Span(events, "EC", 3, 2);
+  const TraceEvent load5 = Span(events, "EL", 3, 5);
+  CHECK(load5.start_us >= compute2.start_us + compute2.duration_us);
+}
+
+TEST_CASE("worker: two slots hold the next expert before computing the current",
+          "[cluster][worker]") {
+  Worker w(/*slots=*/2);
+  w.Hint(1, 3, {5, 2});
+  REQUIRE(w.WaitFor([](const WorkerStats& s) { return s.loads == 2; }));
+  CHECK(w.core->stats().held == 2);
+  w.Task(1, 1, 3, 2, 0);
+  w.Task(2, 1, 3, 5, 1);
+  const std::vector<v1::ExpertResult> r = w.Results(2);
+  REQUIRE(r.size() == 2);
+  for (const v1::ExpertResult& x : r) {
+    CHECK(x.error_code() == 0);
+    CHECK(x.prefetched());
+    CHECK(!x.reloaded());
+  }
+  const WorkerStats s = w.core->stats();
+  CHECK(s.peak_held == 2);
+  CHECK(s.peak_bytes == 2 * s.expert_bytes + s.workspace_bytes);
+  CHECK(s.loads == 2);
+  CHECK(s.hits == 2);
+  CHECK(s.misses == 0);
+  CHECK(s.step_experts_peak == 2);
+  // Expert 5 was in memory before expert 2's compute began.
+  const std::vector<TraceEvent> events = w.trace.Stop();
+  const TraceEvent compute2 = Span(events, "EC", 3, 2);
+  const TraceEvent load5 = Span(events, "EL", 3, 5);
+  CHECK(load5.start_us + load5.duration_us <= compute2.start_us);
+
+  // Both workers compute the same bits for the same expert and rows.
+  Worker one(/*slots=*/1);
+  one.Task(1, 1, 3, 2, 0);
+  one.Task(2, 1, 3, 5, 1);
+  const std::vector<v1::ExpertResult> r1 = one.Results(2);
+  REQUIRE(r1.size() == 2);
+  CHECK(r1[0].output().data() == r[0].output().data());
+  CHECK(r1[1].output().data() == r[1].output().data());
+  CHECK(one.core->stats().misses == 2);  // no hint: both loaded on demand
+}
+
+TEST_CASE("worker: a wrong prediction is reloaded in its own position's slot",
+          "[cluster][worker]") {
+  // Predicted {3, 1} (positions: 1, 3); the gate chose {6, 3}: 3 stays at
+  // position 1, 6 takes position 0, whose prefetch (1) is replaced.
+  const std::vector<int32_t> fin =
+      FinalAssignment(std::vector<int32_t>{3, 1}, std::vector<int32_t>{6, 3});
+  REQUIRE(fin == std::vector<int32_t>{6, 3});
+  for (int slots : {1, 2}) {
+    INFO("slots " << slots);
+    Worker w(slots);
+    w.Hint(2, 0, {3, 1});
+    REQUIRE(
+        w.WaitFor([&](const WorkerStats& s) { return s.loads == static_cast<uint64_t>(slots); }));
+    w.Task(1, 2, 0, 6, 0);
+    w.Task(2, 2, 0, 3, 1);
+    const std::vector<v1::ExpertResult> r = w.Results(2);
+    REQUIRE(r.size() == 2);
+    CHECK(r[0].error_code() == 0);
+    CHECK(r[1].error_code() == 0);
+    CHECK(!r[0].prefetched());
+    CHECK(r[0].reloaded());
+    CHECK(!r[1].reloaded());
+    if (slots == 2) CHECK(r[1].prefetched());  // loaded before anything came
+    const WorkerStats s = w.core->stats();
+    CHECK(s.reloads == 1);
+    CHECK(s.peak_held == slots);
+    CHECK(s.held == 0);  // nothing left behind once the step is done
+  }
+}
+
+TEST_CASE("worker: a worker beyond top-k in its group takes no hints", "[cluster][worker]") {
+  // G = 3 with k = 2: worker 2 of the group computes nothing of a layer, so a
+  // hint loads nothing.
+  auto model = ModelFile::Open(SourcePath("models/tiny-mixtral-f16.gguf")).value();
+  auto backend = CreateBackend("cpu:1").value();
+  WorkerCore::Options opt;
+  opt.placement = WorkerPlacement{.worker_index = 2, .n_workers = 3, .group_size = 3};
+  opt.max_rows = kRows;
+  auto core = WorkerCore::Create(*model, *backend, opt).value();
+  CHECK(core->stats().slots == 1);
+  CHECK(opt.placement.positions(2).empty());
+  v1::Hint h;
+  h.mutable_key()->set_request(1);
+  h.mutable_key()->set_token(1);
+  h.mutable_key()->set_layer(0);
+  h.add_experts(4);
+  h.add_experts(1);
+  REQUIRE(core->AddHint(h).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK(core->stats().loads == 0);
+  // A position beyond top-k is refused.
+  v1::ExpertTask t;
+  t.mutable_key()->set_token(1);
+  t.set_expert(1);
+  t.set_position(2);
+  std::vector<float> x(static_cast<size_t>(model->config().n_embd), 0.5f);
+  EncodeRows(x.data(), 1, model->config().n_embd, v1::WIRE_DTYPE_F32, t.mutable_input());
+  const absl::Status s = core->SubmitTask(t);
+  CHECK(absl::IsInvalidArgument(s));
+  CHECK(s.message().find("position 2") != std::string::npos);
+  core->Stop();
+}
+
+}  // namespace odmoe::test
