@@ -153,6 +153,12 @@ TEST_CASE("bench: statistics and the Markdown summary", "[bench]") {
         std::string::npos);
   CHECK(failed.find("## recall: failed") != std::string::npos);
   CHECK(failed.find("1: x") != std::string::npos);  // the others still reported
+
+  // A cell that was not measured (null) is a "-", not a crash.
+  results["periods"]["decode_tps"][1][1] = nullptr;
+  results["periods"]["recall"][1][1] = nullptr;
+  const std::string gaps = MarkdownSummary(results);
+  CHECK(gaps.find("| token 2 | 3.0 (0.80) | - (-) |") != std::string::npos);
 }
 
 }  // namespace

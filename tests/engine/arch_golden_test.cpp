@@ -17,6 +17,7 @@
 #include "engine/local_expert_executor.h"
 #include "engine/reference_engine.h"
 #include "engine/transformer.h"
+#include "golden_steps.h"
 #include "nlohmann/json.hpp"
 #include "test_paths.h"
 
@@ -134,34 +135,22 @@ TEST_CASE("arch golden: last-position logits and every step's top-5 are within t
     REQUIRE(tf.ok());
     auto experts = LocalExpertExecutor::Create(model, **backend, (*tf)->n_batch());
     REQUIRE(experts.ok());
-    double worst = 0;
-    auto check = [&](double got, double want) {
-      const double err = std::abs(got - want);
-      worst = std::max(worst, err);
-      CHECK(err <= kLogitAbsTol + kLogitRelTol * std::abs(want));
-    };
+    test::LogitTolerance tol{kLogitAbsTol, kLogitRelTol};
     for (const json& gc : g["cases"]) {
       INFO(arch << " prompt: " << gc["prompt"].get<std::string>());
-      const auto prompt = gc["prompt_ids"].get<std::vector<int32_t>>();
-      const auto greedy = gc["greedy_ids"].get<std::vector<int32_t>>();
-      std::vector<float> logits;
-      REQUIRE((*tf)->Forward(prompt, 0, **experts, &logits, nullptr).ok());
       const auto last = gc["last_logits"].get<std::vector<double>>();
       REQUIRE(last.size() == static_cast<size_t>(model.config().n_vocab));
-      for (size_t i = 0; i < last.size(); ++i) check(logits[i], last[i]);
-      int pos = static_cast<int>(prompt.size());
-      for (size_t step = 0; step < gc["top5"].size(); ++step) {
+      test::ReplayGreedySteps(**tf, **experts, gc, [&](size_t step, const std::vector<float>& l) {
+        if (step == 0) {  // the prompt's last position, whole vocabulary
+          for (size_t i = 0; i < last.size(); ++i) tol.Check(l[i], last[i]);
+        }
         for (const json& pair : gc["top5"][step]) {
-          INFO("step " << step << " token " << pair[0].get<int>());
-          check(logits[pair[0].get<size_t>()], pair[1].get<double>());
+          INFO("token " << pair[0].get<int>());
+          tol.Check(l[pair[0].get<size_t>()], pair[1].get<double>());
         }
-        const int32_t next[1] = {greedy[step]};
-        if (step + 1 < gc["top5"].size()) {
-          REQUIRE((*tf)->Forward(next, pos++, **experts, &logits, nullptr).ok());
-        }
-      }
+      });
     }
-    WARN(arch << ": largest logit difference from transformers: " << worst);
+    WARN(arch << ": largest logit difference from transformers: " << tol.worst);
   }
 }
 

@@ -11,6 +11,7 @@
 
 #include "backend_registry.h"
 #include "engine/reference_engine.h"
+#include "golden_steps.h"
 #include "nlohmann/json.hpp"
 #include "test_paths.h"
 
@@ -101,29 +102,16 @@ TEST_CASE("golden: top-5 logits of every step are within tolerance", "[golden]")
   REQUIRE(tf.ok());
   auto experts = LocalExpertExecutor::Create(model, **backend, (*tf)->n_batch());
   REQUIRE(experts.ok());
-  double worst = 0;
+  test::LogitTolerance tol{kLogitAbsTol, kLogitRelTol};
   for (const json& gc : Golden()["cases"]) {
-    const auto prompt = gc["prompt_ids"].get<std::vector<int32_t>>();
-    const auto greedy = gc["greedy_ids"].get<std::vector<int32_t>>();
-    std::vector<float> logits;
-    REQUIRE((*tf)->Forward(prompt, 0, **experts, &logits, nullptr).ok());
-    int pos = static_cast<int>(prompt.size());
-    for (size_t step = 0; step < gc["top5"].size(); ++step) {
+    test::ReplayGreedySteps(**tf, **experts, gc, [&](size_t step, const std::vector<float>& l) {
       for (const json& pair : gc["top5"][step]) {
-        const int id = pair[0].get<int>();
-        const double want = pair[1].get<double>();
-        const double err = std::abs(logits[static_cast<size_t>(id)] - want);
-        worst = std::max(worst, err);
-        INFO("step " << step << " token " << id);
-        CHECK(err <= kLogitAbsTol + kLogitRelTol * std::abs(want));
+        INFO("token " << pair[0].get<int>());
+        tol.Check(l[pair[0].get<size_t>()], pair[1].get<double>());
       }
-      const int32_t next[1] = {greedy[step]};
-      if (step + 1 < gc["top5"].size()) {
-        REQUIRE((*tf)->Forward(next, pos++, **experts, &logits, nullptr).ok());
-      }
-    }
+    });
   }
-  WARN("largest top-5 logit difference from transformers: " << worst);
+  WARN("largest top-5 logit difference from transformers: " << tol.worst);
 }
 
 }  // namespace odmoe

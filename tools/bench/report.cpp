@@ -14,6 +14,9 @@ double Num(const json& j, const std::string& key) {
   return j.contains(key) && j[key].is_number() ? j[key].get<double>() : std::nan("");
 }
 
+// A number that may be null (not measured).
+double NumAt(const json& j) { return j.is_number() ? j.get<double>() : std::nan(""); }
+
 // A number for a table cell ("-" when it was not measured).
 std::string F(double v, const char* fmt = "%.1f") {
   if (!std::isfinite(v)) return "-";
@@ -26,7 +29,7 @@ void Deployments(const json& d, std::ostringstream& out) {
   out << "## Deployments side by side\n\n";
   if (d.contains("headline")) {
     for (const auto& [k, v] : d["headline"].items()) {
-      out << "- decode throughput " << k << ": **" << F(v.get<double>(), "%.3f") << "**\n";
+      out << "- decode throughput " << k << ": **" << F(NumAt(v), "%.3f") << "**\n";
     }
     out << "\n";
   }
@@ -96,8 +99,8 @@ void Periods(const json& p, std::ostringstream& out) {
   for (size_t i = 0; i < p["periods"].size(); ++i) {
     out << "| token " << p["periods"][i].get<int>() << " |";
     for (size_t j = 0; j < p["periods"].size(); ++j) {
-      out << " " << F(p["decode_tps"][i][j].get<double>()) << " ("
-          << F(p["recall"][i][j].get<double>(), "%.2f") << ") |";
+      out << " " << F(NumAt(p["decode_tps"][i][j])) << " (" << F(NumAt(p["recall"][i][j]), "%.2f")
+          << ") |";
     }
     out << "\n";
   }
