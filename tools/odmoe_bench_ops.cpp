@@ -235,6 +235,9 @@ void BenchOps(CpuBackend& be, const Options& opt) {
   std::vector<float> out(128 * ffn);
   std::vector<int32_t> pos(128);
   for (int i = 0; i < 128; ++i) pos[i] = ctx - 128 + i;
+  RopeParams rope;
+  rope.dims = static_cast<int>(hd);
+  rope.mode = RopeMode::kInterleaved;
   for (int64_t n : {1, 128}) {
     const std::string sfx = " n=" + std::to_string(n);
     Report(("RmsNorm d=4096" + sfx).c_str(),
@@ -243,12 +246,11 @@ void BenchOps(CpuBackend& be, const Options& opt) {
                  be.RmsNorm(ConstMat(x.data(), n, d), w.data(), 1e-5f, Mat{out.data(), n, d});
                },
                opt.seconds));
-    Report(("Rope 32x128" + sfx).c_str(),
-           TimeBest(
-               [&](int) {
-                 be.Rope(Mat{x.data(), n, d}, hd, hd, pos.data(), 10000.0f, RopeMode::kInterleaved);
-               },
-               opt.seconds));
+    Report(("Rope 32x128" + sfx).c_str(), TimeBest(
+                                              [&](int) {
+                                                be.Rope(Mat{x.data(), n, d}, hd, pos.data(), rope);
+                                              },
+                                              opt.seconds));
     Report(("SwiGlu 14336" + sfx).c_str(), TimeBest(
                                                [&](int) {
                                                  be.SwiGlu(ConstMat(g.data(), n, ffn),
@@ -264,7 +266,7 @@ void BenchOps(CpuBackend& be, const Options& opt) {
              [&](int) {
                be.Attention(ConstMat(q.data(), 1, d), ConstMat(kc.data(), ctx, n_kv * hd),
                             ConstMat(vc.data(), ctx, n_kv * hd), n_head, n_kv, hd, ctx - 1, 0.088f,
-                            Mat{out.data(), 1, d});
+                            AttentionOptions{}, Mat{out.data(), 1, d});
              },
              opt.seconds));
   Report("Attention prefill 128 rows at pos 384..511",
@@ -272,7 +274,7 @@ void BenchOps(CpuBackend& be, const Options& opt) {
              [&](int) {
                be.Attention(ConstMat(q.data(), 128, d), ConstMat(kc.data(), ctx, n_kv * hd),
                             ConstMat(vc.data(), ctx, n_kv * hd), n_head, n_kv, hd, ctx - 128,
-                            0.088f, Mat{out.data(), 128, d});
+                            0.088f, AttentionOptions{}, Mat{out.data(), 128, d});
              },
              opt.seconds));
   const std::vector<float> logits = rnd(128 * 8);

@@ -29,6 +29,11 @@
 //   Mat xm{static_cast<float*>(x->data()), n, d};
 //   be->RmsNorm(xm, norm_w, 1e-5f, xm);
 //   be->MatMul(wq, xm, qm);
+//   RopeParams rope;
+//   rope.dims = head_dim;
+//   be->Rope(qm, head_dim, positions, rope);
+//   be->Attention(qm, k_cache, v_cache, n_head, n_head_kv, head_dim, pos0, scale,
+//                 AttentionOptions{}, attn);
 #pragma once
 
 #include <cstddef>
@@ -37,6 +42,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "backend/rope.h"
 #include "tensor/dtype.h"
 #include "tensor/tensor_view.h"
 
@@ -104,10 +110,21 @@ struct RouterGating {
   float scale = 1.0f;
 };
 
-/// RoPE variants. kInterleaved rotates pairs (x[2i], x[2i+1]) - the "normal"
-/// mode GGUF llama-family files are converted for (their Q/K weights are
-/// permuted accordingly). kHalf rotates (x[i], x[i + d/2]) ("NeoX" style).
-enum class RopeMode { kInterleaved, kHalf };
+/// Options of Backend::Attention; the defaults are plain causal attention
+/// over every cached position with V heads as wide as K heads.
+struct AttentionOptions {
+  /// Per query head one learned logit that joins the softmax denominator and
+  /// is then dropped (gpt-oss's "sinks"): n_head floats in backend memory;
+  /// null: none.
+  const float* sinks = nullptr;
+  /// > 0: a query at position p sees only the keys at positions
+  /// (p - window, p], i.e. the last `window` ones including itself
+  /// (transformers' sliding_window); 0: every position in [0, p].
+  int window = 0;
+  /// Elements per V head, and per head of the output; 0: head_dim (the K /
+  /// Q head size). DeepSeek-V2: 192-wide K heads, 128-wide V heads.
+  int v_head_dim = 0;
+};
 
 class Backend {
  public:
@@ -150,19 +167,28 @@ class Backend {
   /// y may alias x.
   virtual void RmsNorm(ConstMat x, const float* weight, float eps, Mat y) = 0;
 
-  /// Rotary position embedding in place. x: [n, n_heads * head_dim]; the first
-  /// `rope_dims` dims of each head rotate by positions[t] * base^(-2i/rope_dims).
-  /// positions: n int32 in backend memory.
-  virtual void Rope(Mat x, int head_dim, int rope_dims, const int32_t* positions, float freq_base,
-                    RopeMode mode) = 0;
+  /// Rotary position embedding in place. x: [n, n_heads * head_dim]; dims
+  /// [rope.offset, rope.offset + rope.dims) of each head rotate: pair i by
+  /// theta = positions[t] * inv_freq_i (RopeInverseFrequencies of rope.h:
+  /// base^(-2i/dims), or its YaRN blend), with c = cos(theta) * f and
+  /// s = sin(theta) * f, f = RopeAttentionFactor(rope) (1 without scaling):
+  /// (a, b) -> (a*c - b*s, a*s + b*c). positions: n int32 in backend memory.
+  virtual void Rope(Mat x, int head_dim, const int32_t* positions, const RopeParams& rope) = 0;
 
-  /// Causal attention of `q` rows over a KV cache. q, out: [n, n_head*head_dim];
-  /// k_cache, v_cache: [capacity, n_head_kv*head_dim] with rows already written
-  /// for positions [0, pos0 + n). Row t of q is at position pos0 + t and sees
-  /// cache rows [0, pos0 + t]. Query head h uses KV head h / (n_head/n_head_kv).
-  /// scores = q.k * scale, softmax in fp32, out = sum p * v.
+  /// Causal attention of `q` rows over a KV cache. q: [n, n_head*head_dim];
+  /// k_cache: [capacity, n_head_kv*head_dim], rows already written for
+  /// positions [0, pos0 + n); v_cache: `capacity` rows whose first
+  /// n_head_kv*vd floats are the V heads (vd = options.v_head_dim or
+  /// head_dim; v_cache.cols is the row stride and may be larger, so V may be
+  /// a prefix of each K row, as in MLA's compressed cache); out:
+  /// [n, n_head*vd]. Row t of q is at position p = pos0 + t and sees cache
+  /// rows [first, p], first = max(0, p - window + 1) with a window, else 0.
+  /// Query head h uses KV head h / (n_head/n_head_kv).
+  /// s_j = q.k_j * scale; with a sink z_h: softmax over {s_j} and z_h with
+  /// the z_h term dropped from the output; out = sum_j p_j * v_j.
   virtual void Attention(ConstMat q, ConstMat k_cache, ConstMat v_cache, int n_head, int n_head_kv,
-                         int head_dim, int pos0, float scale, Mat out) = 0;
+                         int head_dim, int pos0, float scale, const AttentionOptions& options,
+                         Mat out) = 0;
 
   /// Row-wise softmax in place.
   virtual void Softmax(Mat x) = 0;
@@ -184,6 +210,11 @@ class Backend {
 
   /// out = silu(gate) * up, elementwise; out may alias either input.
   virtual void SwiGlu(ConstMat gate, ConstMat up, Mat out) = 0;
+
+  /// gpt-oss's clamped SwiGLU, elementwise (out may alias either input):
+  /// g = min(gate, limit), u = clamp(up, -limit, limit),
+  /// out = g / (1 + ExpF(-(alpha * g))) * (u + 1). gpt-oss: alpha 1.702, limit 7.
+  virtual void SwiGluOai(ConstMat gate, ConstMat up, float alpha, float limit, Mat out) = 0;
 
   /// out = a + b, elementwise; out may alias either input.
   virtual void Add(ConstMat a, ConstMat b, Mat out) = 0;

@@ -119,11 +119,15 @@ void Transformer::AttentionBlock(int layer) {
     backend_.RmsNorm(q, w.attn_q_norm, c.rms_eps, q);
     backend_.RmsNorm(k_new, w.attn_k_norm, c.rms_eps, k_new);
   }
-  backend_.Rope(q, c.head_dim, c.rope_dims, positions_, c.rope_freq_base, c.rope_mode);
-  backend_.Rope(k_new, c.head_dim, c.rope_dims, positions_, c.rope_freq_base, c.rope_mode);
+  RopeParams rope;
+  rope.dims = c.rope_dims;
+  rope.freq_base = c.rope_freq_base;
+  rope.mode = c.rope_mode;
+  backend_.Rope(q, c.head_dim, positions_, rope);
+  backend_.Rope(k_new, c.head_dim, positions_, rope);
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   backend_.Attention(q, kv_.k(layer), kv_.v(layer), c.n_head, c.n_head_kv, c.head_dim, pos0_, scale,
-                     attn);
+                     AttentionOptions{}, attn);
   backend_.MatMul(w.attn_output, attn, o);
   if (w.attn_output_bias != nullptr) backend_.AddBias(o, w.attn_output_bias);
   backend_.Add(x, o, x);

@@ -5,6 +5,7 @@
 //     against "cpu" on the same cases. A backend family that is compiled in
 //     but has no hardware here is simply not listed, so its cases are skipped.
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,59 @@ TEST_CASE("cpu GetRows matches the reference", "[backend]") { CheckCpuOp("GetRow
 TEST_CASE("cpu RmsNorm matches the reference", "[backend]") { CheckCpuOp("RmsNorm"); }
 TEST_CASE("cpu Rope matches the reference", "[backend]") { CheckCpuOp("Rope"); }
 TEST_CASE("cpu Attention matches the reference", "[backend]") { CheckCpuOp("Attention"); }
+TEST_CASE("cpu Rope with YaRN and at an offset matches transformers' formulas", "[backend]") {
+  CheckCpuOp("Rope yarn");
+  CheckCpuOp("Rope offset");
+}
+TEST_CASE("cpu Attention with sinks, sliding windows and V head sizes matches the reference",
+          "[backend]") {
+  for (const char* op :
+       {"Attention sinks", "Attention window", "Attention v_head_dim", "Attention v in k"}) {
+    CheckCpuOp(op);
+  }
+}
+TEST_CASE("cpu SwiGluOai matches transformers' clamped SwiGLU", "[backend]") {
+  CheckCpuOp("SwiGluOai");
+}
+
+TEST_CASE("RopeInverseFrequencies equals transformers' YaRN for the golden models' configs",
+          "[backend]") {
+  // _compute_yarn_parameters (transformers 5.24, float32) on the hf_config of
+  // tests/data/arch/gpt-oss_golden.json (truncate false) and
+  // deepseek2_golden.json (truncate defaults to true).
+  RopeParams gpt_oss;
+  gpt_oss.dims = 32;
+  gpt_oss.freq_base = 172235.125f;
+  gpt_oss.mode = RopeMode::kHalf;
+  gpt_oss.scaling = {RopeScalingType::kYarn, 32.0f, 128, 32.0f, 1.0f, 1.0f, false};
+  const double gpt_oss_hf[] = {1.000000000e+00, 3.567008376e-01, 1.142401174e-01, 2.851575986e-02,
+                               1.533979550e-03, 7.220411790e-04, 3.398633853e-04, 1.599730313e-04,
+                               7.529898721e-05, 3.544308856e-05, 1.668299228e-05, 7.852651834e-06,
+                               3.696227850e-06, 1.739807203e-06, 8.189238656e-07, 3.854658530e-07};
+  RopeParams deepseek;
+  deepseek.dims = 8;
+  deepseek.freq_base = 10000.0f;
+  deepseek.scaling = {RopeScalingType::kYarn, 4.0f, 128, 32.0f, 1.0f, 1.0f, true};
+  const double deepseek_hf[] = {1.000000000e+00, 6.250000000e-02, 2.499999944e-03, 2.500000119e-04};
+  const std::vector<double> a = RopeInverseFrequencies(gpt_oss);
+  const std::vector<double> b = RopeInverseFrequencies(deepseek);
+  REQUIRE(a.size() == 16);
+  REQUIRE(b.size() == 4);
+  for (size_t i = 0; i < a.size(); ++i) CHECK(a[i] == Approx(gpt_oss_hf[i]).epsilon(1e-6));
+  for (size_t i = 0; i < b.size(); ++i) CHECK(b[i] == Approx(deepseek_hf[i]).epsilon(1e-6));
+  // The attention factors transformers derives (gpt-oss: from the factor;
+  // DeepSeek: mscale / mscale_all_dim, both 0.707).
+  CHECK(YarnAttentionFactor(32.0) == Approx(1.3465735902799727).epsilon(1e-15));
+  CHECK(YarnAttentionFactor(4.0, 0.707, 0.707) == 1.0);
+  CHECK(YarnAttentionFactor(1.0) == 1.0);
+  // Without scaling, the plain table: base^(-2i/dims) exactly.
+  RopeParams plain = deepseek;
+  plain.scaling.type = RopeScalingType::kNone;
+  const std::vector<double> c = RopeInverseFrequencies(plain);
+  for (int i = 0; i < 4; ++i) CHECK(c[i] == std::pow(10000.0, -2.0 * i / 8));
+  CHECK(RopeAttentionFactor(plain) == 1.0);
+}
+
 TEST_CASE("cpu Softmax matches the reference", "[backend]") { CheckCpuOp("Softmax"); }
 TEST_CASE("cpu SwiGlu matches the reference", "[backend]") { CheckCpuOp("SwiGlu"); }
 TEST_CASE("cpu RouterTopK matches the reference for every gating, ties to the lower id",

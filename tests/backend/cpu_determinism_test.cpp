@@ -274,18 +274,24 @@ TEST_CASE("Attention of a batch equals the same rows one at a time", "[backend][
   const std::vector<float> q = ref::RandomFloats(n * qc, 1, -2, 2);
   const std::vector<float> k = ref::RandomFloats(cap * kc, 2, -2, 2);
   const std::vector<float> v = ref::RandomFloats(cap * kc, 3);
-  for (const auto& be : AllConfigurations()) {
-    INFO(Describe(*be));
-    std::vector<float> batch(n * qc), single(n * qc);
-    be->Attention(ConstMat(q.data(), n, qc), ConstMat(k.data(), cap, kc),
-                  ConstMat(v.data(), cap, kc), n_head, n_head_kv, hd, pos0, 0.125f,
-                  Mat{batch.data(), n, qc});
-    for (int64_t t = 0; t < n; ++t) {
-      be->Attention(ConstMat(q.data(), n, qc).RowRange(t, 1), ConstMat(k.data(), cap, kc),
-                    ConstMat(v.data(), cap, kc), n_head, n_head_kv, hd, pos0 + t, 0.125f,
-                    Mat{single.data(), n, qc}.RowRange(t, 1));
+  const std::vector<float> sinks = ref::RandomFloats(n_head, 4, -2, 4);
+  AttentionOptions sliding;  // gpt-oss's sliding layers: sinks and a window
+  sliding.sinks = sinks.data();
+  sliding.window = 5;
+  for (const AttentionOptions& options : {AttentionOptions{}, sliding}) {
+    for (const auto& be : AllConfigurations()) {
+      INFO(Describe(*be) << " window " << options.window);
+      std::vector<float> batch(n * qc), single(n * qc);
+      be->Attention(ConstMat(q.data(), n, qc), ConstMat(k.data(), cap, kc),
+                    ConstMat(v.data(), cap, kc), n_head, n_head_kv, hd, pos0, 0.125f, options,
+                    Mat{batch.data(), n, qc});
+      for (int64_t t = 0; t < n; ++t) {
+        be->Attention(ConstMat(q.data(), n, qc).RowRange(t, 1), ConstMat(k.data(), cap, kc),
+                      ConstMat(v.data(), cap, kc), n_head, n_head_kv, hd, pos0 + t, 0.125f, options,
+                      Mat{single.data(), n, qc}.RowRange(t, 1));
+      }
+      CHECK(SameBits(batch, single));
     }
-    CHECK(SameBits(batch, single));
   }
 }
 

@@ -185,12 +185,141 @@ void AddNormRopeCases(std::vector<OpCase>& cases) {
       c.run = [=](Backend& be) {
         DeviceData d(be);
         float* xd = d.Floats(*x);
-        be.Rope(Mat{xd, n, cols}, hd, rope_dims, d.Ints(pos), 10000.0f, mode);
+        RopeParams rope;
+        rope.dims = rope_dims;
+        rope.freq_base = 10000.0f;
+        rope.mode = mode;
+        be.Rope(Mat{xd, n, cols}, hd, d.Ints(pos), rope);
         return d.Read(xd, n * cols);
       };
       c.reference = [=] { return ref::Rope(*x, n, cols, hd, rope_dims, pos, 10000.0, mode); };
       cases.push_back(std::move(c));
     }
+  }
+}
+
+/// YaRN as gpt-oss (half mode, truncate off) and DeepSeek-V2 (interleaved,
+/// truncated, the rotated dims at the end of each head) configure it, and a
+/// plain RoPE at an offset (DeepSeek's shared k_pe after the compressed KV).
+void AddRopeScalingCases(std::vector<OpCase>& cases) {
+  struct Spec {
+    const char* name;
+    int64_t heads;
+    int head_dim;
+    RopeParams rope;
+  };
+  RopeParams gpt_oss;
+  gpt_oss.dims = 64;
+  gpt_oss.freq_base = 150000.0f;
+  gpt_oss.mode = RopeMode::kHalf;
+  gpt_oss.scaling = {RopeScalingType::kYarn,
+                     32.0f,
+                     4096,
+                     32.0f,
+                     1.0f,
+                     static_cast<float>(YarnAttentionFactor(32.0)),
+                     false};
+  RopeParams deepseek;
+  deepseek.dims = 32;
+  deepseek.offset = 64;
+  deepseek.freq_base = 10000.0f;
+  deepseek.mode = RopeMode::kInterleaved;
+  deepseek.scaling = {RopeScalingType::kYarn,
+                      40.0f,
+                      4096,
+                      32.0f,
+                      1.0f,
+                      static_cast<float>(YarnAttentionFactor(40.0, 1.0, 0.707)),
+                      true};
+  RopeParams k_pe;
+  k_pe.dims = 8;
+  k_pe.offset = 32;
+  k_pe.freq_base = 10000.0f;
+  for (const Spec& spec :
+       {Spec{"yarn half (gpt-oss) hd=64", 3, 64, gpt_oss},
+        Spec{"yarn interleaved truncated offset=64 dims=32 hd=96", 4, 96, deepseek},
+        Spec{"offset=32 dims=8 hd=40 one head", 1, 40, k_pe}}) {
+    const int64_t n = 6, cols = spec.heads * spec.head_dim;
+    const int hd = spec.head_dim;
+    const RopeParams rope = spec.rope;
+    auto x = std::make_shared<std::vector<float>>(ref::RandomFloats(n * cols, 14));
+    const std::vector<int32_t> pos = {0, 1, 17, 511, 3000, 70000};
+    OpCase c{absl::StrCat("Rope ", spec.name), kNmseF32, kRelF32, nullptr, nullptr};
+    c.run = [=](Backend& be) {
+      DeviceData d(be);
+      float* xd = d.Floats(*x);
+      be.Rope(Mat{xd, n, cols}, hd, d.Ints(pos), rope);
+      return d.Read(xd, n * cols);
+    };
+    c.reference = [=] {
+      const RopeScaling& s = rope.scaling;
+      const bool yarn = s.type == RopeScalingType::kYarn;
+      const std::vector<double> inv =
+          yarn ? ref::YarnInvFreq(rope.dims, rope.freq_base, s.factor, s.original_context,
+                                  s.beta_fast, s.beta_slow, s.truncate)
+               : std::vector<double>{};
+      return ref::Rope(*x, n, cols, hd, rope.dims, pos, rope.freq_base, rope.mode, rope.offset, inv,
+                       yarn ? s.attention_factor : 1.0);
+    };
+    cases.push_back(std::move(c));
+  }
+}
+
+/// Attention with the options gpt-oss and DeepSeek-V2 need: sinks, sliding
+/// windows (cut at position 0, wider than the context, of one key), V heads
+/// narrower than K heads, and V as a prefix of the K rows (MLA's one
+/// compressed KV head).
+void AddAttentionOptionCases(std::vector<OpCase>& cases) {
+  struct Spec {
+    const char* name;
+    int n_head, n_head_kv, hd, pos0;
+    int64_t n;
+    bool sinks;
+    int window, vd;
+    bool v_in_k;  // v_cache is k_cache read as [cap, n_head_kv * hd] rows
+  };
+  for (const Spec& s : {Spec{"sinks", 8, 2, 64, 37, 5, true, 0, 0, false},
+                        Spec{"window=8", 4, 2, 32, 3, 9, false, 8, 0, false},
+                        Spec{"sinks window=4 (gpt-oss sliding)", 8, 2, 64, 2, 7, true, 4, 0, false},
+                        Spec{"window=1", 4, 4, 32, 5, 3, true, 1, 0, false},
+                        Spec{"window=1000", 4, 1, 32, 20, 4, false, 1000, 0, false},
+                        Spec{"v_head_dim=32 hd=48", 4, 4, 48, 9, 3, false, 0, 32, false},
+                        Spec{"v in k (MLA) hd=40 vd=32", 4, 1, 40, 11, 4, false, 0, 32, true}}) {
+    const int vd = s.vd > 0 ? s.vd : s.hd;
+    const int64_t qc = s.n_head * s.hd, kc = s.n_head_kv * s.hd, oc = s.n_head * vd;
+    const int64_t cap = s.pos0 + s.n + 3, vc = s.v_in_k ? kc : int64_t(s.n_head_kv) * vd;
+    auto q = std::make_shared<std::vector<float>>(ref::RandomFloats(s.n * qc, 24, -2, 2));
+    auto k = std::make_shared<std::vector<float>>(ref::RandomFloats(cap * kc, 25, -2, 2));
+    auto v = std::make_shared<std::vector<float>>(s.v_in_k ? *k : ref::RandomFloats(cap * vc, 26));
+    // Sinks from well below to above the scores, so that some dominate.
+    auto sinks = std::make_shared<std::vector<float>>(
+        s.sinks ? ref::RandomFloats(s.n_head, 27, -3, 6) : std::vector<float>{});
+    const float scale = 1.0f / std::sqrt(static_cast<float>(s.hd));
+    OpCase c{absl::StrFormat("Attention %s heads=%d/%d pos0=%d n=%d", s.name, s.n_head, s.n_head_kv,
+                             s.pos0, s.n),
+             kNmseF32, kRelF32, nullptr, nullptr};
+    c.run = [=](Backend& be) {
+      DeviceData d(be);
+      float* out = d.Zeros(s.n * oc);
+      float* kd = d.Floats(*k);
+      AttentionOptions options;
+      options.sinks = s.sinks ? d.Floats(*sinks) : nullptr;
+      options.window = s.window;
+      options.v_head_dim = s.vd;
+      be.Attention(ConstMat(d.Floats(*q), s.n, qc), ConstMat(kd, cap, kc),
+                   ConstMat(s.v_in_k ? kd : d.Floats(*v), cap, vc), s.n_head, s.n_head_kv, s.hd,
+                   s.pos0, scale, options, Mat{out, s.n, oc});
+      return d.Read(out, s.n * oc);
+    };
+    c.reference = [=] {
+      ref::AttentionExtras extras;
+      extras.sinks = *sinks;
+      extras.window = s.window;
+      extras.vd = s.vd;
+      extras.ldv = vc;
+      return ref::Attention(*q, *k, *v, s.n, s.n_head, s.n_head_kv, s.hd, s.pos0, scale, extras);
+    };
+    cases.push_back(std::move(c));
   }
 }
 
@@ -214,7 +343,7 @@ void AddAttentionCases(std::vector<OpCase>& cases) {
       float* out = d.Zeros(s.n * qc);
       be.Attention(ConstMat(d.Floats(*q), s.n, qc), ConstMat(d.Floats(*k), cap, kc),
                    ConstMat(d.Floats(*v), cap, kc), s.n_head, s.n_head_kv, s.hd, s.pos0, scale,
-                   Mat{out, s.n, qc});
+                   AttentionOptions{}, Mat{out, s.n, qc});
       return d.Read(out, s.n * qc);
     };
     c.reference = [=] {
@@ -250,6 +379,25 @@ void AddActivationCases(std::vector<OpCase>& cases) {
       return d.Read(gd, n * dim);
     };
     c.reference = [=] { return ref::SwiGlu(*g, *u); };
+    cases.push_back(std::move(c));
+  }
+  {
+    // gpt-oss's constants; values across and exactly at the clamps.
+    const int64_t n = 3, dim = 700;
+    auto g = std::make_shared<std::vector<float>>(ref::RandomFloats(n * dim, 36, -20, 20));
+    auto u = std::make_shared<std::vector<float>>(ref::RandomFloats(n * dim, 37, -20, 20));
+    (*g)[0] = (*u)[1] = 7.0f;
+    (*u)[2] = -7.0f;
+    (*g)[3] = -7.0f;
+    OpCase c{"SwiGluOai alpha=1.702 limit=7 out aliases up", kNmseF32, kRelF32, nullptr, nullptr};
+    c.run = [=](Backend& be) {
+      DeviceData d(be);
+      float* ud = d.Floats(*u);
+      be.SwiGluOai(ConstMat(d.Floats(*g), n, dim), ConstMat(ud, n, dim), 1.702f, 7.0f,
+                   Mat{ud, n, dim});
+      return d.Read(ud, n * dim);
+    };
+    c.reference = [=] { return ref::SwiGluOai(*g, *u, 1.702f, 7.0f); };
     cases.push_back(std::move(c));
   }
   // Row 1 has ties (ids 2 and 5 share the top logit, 0 and 7 the next).
@@ -400,7 +548,9 @@ std::vector<OpCase> MakeOpCases() {
   AddMatMulCases(cases);
   AddGetRowsCases(cases);
   AddNormRopeCases(cases);
+  AddRopeScalingCases(cases);
   AddAttentionCases(cases);
+  AddAttentionOptionCases(cases);
   AddActivationCases(cases);
   AddRowOpCases(cases);
   return cases;

@@ -47,8 +47,9 @@ struct OpCase {
 };
 
 /// Every case of every op (MatMul for each weight type and odd shapes,
-/// GetRows, RmsNorm, Rope, Attention, Softmax, RouterTopK, SwiGlu, Add, Copy,
-/// GatherRows, ScatterAddScaled).
+/// GetRows, RmsNorm, Rope with and without YaRN and offsets, Attention with
+/// and without sinks / windows / narrower V heads, Softmax, RouterTopK,
+/// SwiGlu, SwiGluOai, Add, Copy, GatherRows, ScatterAddScaled).
 /// The weight types the op tests cover: every type but Q8_K (an activation
 /// type) that the CPU backend computes with (CpuSupportsWeightType).
 std::vector<DType> WeightTypesUnderTest();

@@ -138,20 +138,58 @@ inline std::vector<double> RmsNorm(const std::vector<float>& x, int64_t n, int64
   return y;
 }
 
+/// YaRN's inverse frequencies as transformers' `_compute_yarn_parameters`
+/// spells them (find_correction_dim / find_correction_range /
+/// linear_ramp_factor), in double.
+inline std::vector<double> YarnInvFreq(int dim, double base, double factor, double original_ctx,
+                                       double beta_fast, double beta_slow, bool truncate) {
+  auto find_correction_dim = [&](double num_rotations) {
+    return (dim * std::log(original_ctx / (num_rotations * 2 * M_PI))) / (2 * std::log(base));
+  };
+  double low = find_correction_dim(beta_fast);
+  double high = find_correction_dim(beta_slow);
+  if (truncate) {
+    low = std::floor(low);
+    high = std::ceil(high);
+  }
+  low = std::max(low, 0.0);
+  high = std::min(high, dim - 1.0);
+  if (low == high) high += 0.001;
+  std::vector<double> inv;
+  for (int i = 0; i < dim / 2; ++i) {
+    const double pos_freq = std::pow(base, 2.0 * i / dim);
+    const double extrapolation = 1.0 / pos_freq;
+    const double interpolation = 1.0 / (factor * pos_freq);
+    const double ramp = std::min(1.0, std::max(0.0, (i - low) / (high - low)));
+    const double extrapolation_factor = 1.0 - ramp;
+    inv.push_back(interpolation * (1 - extrapolation_factor) +
+                  extrapolation * extrapolation_factor);
+  }
+  return inv;
+}
+
+/// RoPE of dims [offset, offset + rope_dims) of each head; inv_freq: the
+/// rope_dims / 2 inverse frequencies (empty: base^(-2i/rope_dims)); cos and
+/// sin times attention_factor.
 inline std::vector<double> Rope(const std::vector<float>& x, int64_t n, int64_t cols, int head_dim,
                                 int rope_dims, const std::vector<int32_t>& pos, double base,
-                                RopeMode mode) {
+                                RopeMode mode, int offset = 0,
+                                const std::vector<double>& inv_freq = {},
+                                double attention_factor = 1.0) {
   std::vector<double> y(x.begin(), x.end());
   for (int64_t t = 0; t < n; ++t) {
     for (int64_t h = 0; h < cols / head_dim; ++h) {
-      double* v = y.data() + t * cols + h * head_dim;
+      double* v = y.data() + t * cols + h * head_dim + offset;
       for (int i = 0; i < rope_dims / 2; ++i) {
-        const double theta = pos[t] * std::pow(base, -2.0 * i / rope_dims);
+        const double f = inv_freq.empty() ? std::pow(base, -2.0 * i / rope_dims) : inv_freq[i];
+        const double theta = pos[t] * f;
+        const double c = std::cos(theta) * attention_factor;
+        const double s = std::sin(theta) * attention_factor;
         const int a = mode == RopeMode::kInterleaved ? 2 * i : i;
         const int b = mode == RopeMode::kInterleaved ? 2 * i + 1 : i + rope_dims / 2;
         const double va = v[a], vb = v[b];
-        v[a] = va * std::cos(theta) - vb * std::sin(theta);
-        v[b] = va * std::sin(theta) + vb * std::cos(theta);
+        v[a] = va * c - vb * s;
+        v[b] = va * s + vb * c;
       }
     }
   }
@@ -171,26 +209,45 @@ inline std::vector<double> Softmax(const std::vector<float>& x, int64_t n, int64
   return y;
 }
 
+/// The options of Backend::Attention for the reference: `sinks` (n_head
+/// logits, empty: none), `window` (0: none), `vd` (0: hd), `ldv` (the V
+/// rows' stride, 0: n_head_kv * vd).
+struct AttentionExtras {
+  std::vector<float> sinks;
+  int window = 0;
+  int vd = 0;
+  int64_t ldv = 0;
+};
+
+/// Causal attention as transformers' eager attention: masked scores (the
+/// sliding window keeps keys with index > p - window), the sink's logit
+/// concatenated to each row, softmax, the sink's column dropped.
 inline std::vector<double> Attention(const std::vector<float>& q, const std::vector<float>& k,
                                      const std::vector<float>& v, int64_t n, int n_head,
-                                     int n_head_kv, int hd, int pos0, double scale) {
+                                     int n_head_kv, int hd, int pos0, double scale,
+                                     const AttentionExtras& extras = {}) {
+  const int vd = extras.vd > 0 ? extras.vd : hd;
   const int64_t qc = int64_t(n_head) * hd, kc = int64_t(n_head_kv) * hd;
-  std::vector<double> out(static_cast<size_t>(n * qc));
+  const int64_t ldv = extras.ldv > 0 ? extras.ldv : int64_t(n_head_kv) * vd;
+  const int64_t oc = int64_t(n_head) * vd;
+  std::vector<double> out(static_cast<size_t>(n * oc));
   for (int64_t t = 0; t < n; ++t) {
     for (int h = 0; h < n_head; ++h) {
       const int kvh = h / (n_head / n_head_kv);
       const int64_t len = pos0 + t + 1;
-      std::vector<double> p(static_cast<size_t>(len));
+      std::vector<double> p;  // every key, masked ones at -inf, then the sink
       for (int64_t j = 0; j < len; ++j) {
         double s = 0;
         for (int d = 0; d < hd; ++d) s += double(q[t * qc + h * hd + d]) * k[j * kc + kvh * hd + d];
-        p[j] = s * scale;
+        const bool visible = extras.window <= 0 || j > pos0 + t - extras.window;
+        p.push_back(visible ? s * scale : -INFINITY);
       }
-      SoftmaxInPlace(p.data(), len);
-      for (int d = 0; d < hd; ++d) {
+      if (!extras.sinks.empty()) p.push_back(extras.sinks[h]);
+      SoftmaxInPlace(p.data(), static_cast<int64_t>(p.size()));
+      for (int d = 0; d < vd; ++d) {
         double s = 0;
-        for (int64_t j = 0; j < len; ++j) s += p[j] * v[j * kc + kvh * hd + d];
-        out[t * qc + h * hd + d] = s;
+        for (int64_t j = 0; j < len; ++j) s += p[j] * v[j * ldv + kvh * vd + d];
+        out[t * oc + h * vd + d] = s;
       }
     }
   }
@@ -226,6 +283,20 @@ inline void RouterTopK(const std::vector<float>& logits, int64_t n, int64_t n_ex
 inline std::vector<double> SwiGlu(const std::vector<float>& g, const std::vector<float>& u) {
   std::vector<double> y(g.size());
   for (size_t i = 0; i < g.size(); ++i) y[i] = g[i] / (1.0 + std::exp(-double(g[i]))) * u[i];
+  return y;
+}
+
+/// gpt-oss's expert activation as transformers' GptOssExperts._apply_gate:
+/// gate.clamp(max=limit), up.clamp(-limit, limit),
+/// (up + 1) * gate * sigmoid(gate * alpha).
+inline std::vector<double> SwiGluOai(const std::vector<float>& gate, const std::vector<float>& up,
+                                     double alpha, double limit) {
+  std::vector<double> y(gate.size());
+  for (size_t i = 0; i < gate.size(); ++i) {
+    const double g = std::min(double(gate[i]), limit);
+    const double u = std::min(std::max(double(up[i]), -limit), limit);
+    y[i] = (u + 1) * g * (1.0 / (1.0 + std::exp(-g * alpha)));
+  }
   return y;
 }
 

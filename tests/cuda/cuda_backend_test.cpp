@@ -297,25 +297,107 @@ TEST_CASE("cuda Attention gives the CPU's bits; Rope agrees to the last bit", "[
     std::vector<float> want(s.n * qc);
     cpu.Attention(ConstMat(q.data(), s.n, qc), ConstMat(k.data(), cap, kc),
                   ConstMat(v.data(), cap, kc), s.n_head, s.n_head_kv, s.hd, s.pos0, scale,
-                  Mat{want.data(), s.n, qc});
+                  AttentionOptions{}, Mat{want.data(), s.n, qc});
     float* out = d.Put(std::vector<float>(s.n * qc));
     gpu->Attention(ConstMat(d.Put(q), s.n, qc), ConstMat(d.Put(k), cap, kc),
                    ConstMat(d.Put(v), cap, kc), s.n_head, s.n_head_kv, s.hd, s.pos0, scale,
-                   Mat{out, s.n, qc});
+                   AttentionOptions{}, Mat{out, s.n, qc});
     CHECK(SameBits(d.Get(out, s.n * qc), want));
   }
+  RopeParams yarn;  // gpt-oss-20b's YaRN
+  yarn.dims = 64;
+  yarn.freq_base = 150000.0f;
+  yarn.mode = RopeMode::kHalf;
+  yarn.scaling = {RopeScalingType::kYarn, 32.0f, 4096, 32.0f, 1.0f, 1.3465736f, false};
   for (RopeMode mode : {RopeMode::kInterleaved, RopeMode::kHalf}) {
-    const int64_t n = 5, hd = 64, cols = 4 * hd;
-    std::vector<float> x = ref::RandomFloats(n * cols, 13);
-    const std::vector<int32_t> pos = {0, 1, 17, 511, 3000};
-    float* dx = d.Put(x);
-    gpu->Rope(Mat{dx, n, cols}, hd, 32, d.Put(pos), 10000.0f, mode);
-    cpu.Rope(Mat{x.data(), n, cols}, hd, 32, pos.data(), 10000.0f, mode);
-    const std::vector<float> got = d.Get(dx, x.size());
-    double worst = 0.0;
-    for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, double(std::fabs(got[i] - x[i])));
-    CHECK(worst <= 4e-7);  // a last-bit difference of cos / sin at most
+    for (int offset : {0, 32}) {
+      const int64_t n = 5, hd = 64, cols = 4 * hd;
+      std::vector<float> x = ref::RandomFloats(n * cols, 13);
+      const std::vector<int32_t> pos = {0, 1, 17, 511, 3000};
+      RopeParams rope;
+      rope.dims = 32;
+      rope.offset = offset;
+      rope.mode = mode;
+      float* dx = d.Put(x);
+      gpu->Rope(Mat{dx, n, cols}, hd, d.Put(pos), rope);
+      cpu.Rope(Mat{x.data(), n, cols}, hd, pos.data(), rope);
+      // The same table key with YaRN must not reuse the plain table.
+      std::vector<float> y = ref::RandomFloats(n * cols, 14);
+      float* dy = d.Put(y);
+      yarn.mode = mode;
+      gpu->Rope(Mat{dy, n, cols}, hd, d.Put(pos), yarn);
+      cpu.Rope(Mat{y.data(), n, cols}, hd, pos.data(), yarn);
+      const std::vector<float> got = d.Get(dx, x.size());
+      const std::vector<float> got_yarn = d.Get(dy, y.size());
+      double worst = 0.0;
+      for (size_t i = 0; i < x.size(); ++i) {
+        worst = std::max(worst, double(std::fabs(got[i] - x[i])));
+        worst = std::max(worst, double(std::fabs(got_yarn[i] - y[i])));
+      }
+      CHECK(worst <= 6e-7);  // a last-bit difference of cos / sin at most (|x| * 1.35 < 2)
+    }
   }
+}
+
+TEST_CASE("cuda Attention with sinks, windows and V head sizes gives the CPU's bits",
+          "[cuda][backend]") {
+  if (!HaveGpu()) return;
+  auto gpu = MakeCuda("cuda:0");
+  CpuBackend cpu(2);
+  Dev d(*gpu);
+  struct Shape {
+    int n_head, n_head_kv, hd, vd, pos0, window;
+    int64_t n;
+    bool sinks, v_in_k;
+  };
+  // gpt-oss-20b (64 heads / 8, 64 wide, window 128), DeepSeek-V2-Lite MLA
+  // (16 heads over one 576-wide compressed head, V its first 512), and small
+  // windows cut at row 0.
+  for (const Shape s :
+       {Shape{64, 8, 64, 64, 300, 128, 3, true, false},
+        Shape{64, 8, 64, 64, 0, 128, 17, true, false}, Shape{8, 2, 64, 64, 3, 4, 9, false, false},
+        Shape{4, 4, 48, 32, 9, 0, 5, true, false}, Shape{16, 1, 576, 512, 40, 0, 2, false, true}}) {
+    INFO("heads " << s.n_head << "/" << s.n_head_kv << " hd " << s.hd << " vd " << s.vd
+                  << " window " << s.window << " pos0 " << s.pos0);
+    const int64_t qc = s.n_head * s.hd, kc = s.n_head_kv * s.hd, oc = s.n_head * s.vd;
+    const int64_t cap = s.pos0 + s.n, vc = s.v_in_k ? kc : int64_t(s.n_head_kv) * s.vd;
+    const std::vector<float> q = ref::RandomFloats(s.n * qc, 31, -2.0f, 2.0f);
+    const std::vector<float> k = ref::RandomFloats(cap * kc, 32, -2.0f, 2.0f);
+    const std::vector<float> v = s.v_in_k ? k : ref::RandomFloats(cap * vc, 33);
+    const std::vector<float> sinks = ref::RandomFloats(s.n_head, 34, -3.0f, 6.0f);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(s.hd));
+    AttentionOptions options;
+    options.window = s.window;
+    options.v_head_dim = s.vd;
+    options.sinks = s.sinks ? sinks.data() : nullptr;
+    std::vector<float> want(s.n * oc);
+    cpu.Attention(ConstMat(q.data(), s.n, qc), ConstMat(k.data(), cap, kc),
+                  ConstMat(v.data(), cap, vc), s.n_head, s.n_head_kv, s.hd, s.pos0, scale, options,
+                  Mat{want.data(), s.n, oc});
+    options.sinks = s.sinks ? d.Put(sinks) : nullptr;
+    float* dk = d.Put(k);
+    float* out = d.Put(std::vector<float>(s.n * oc));
+    gpu->Attention(ConstMat(d.Put(q), s.n, qc), ConstMat(dk, cap, kc),
+                   ConstMat(s.v_in_k ? dk : d.Put(v), cap, vc), s.n_head, s.n_head_kv, s.hd, s.pos0,
+                   scale, options, Mat{out, s.n, oc});
+    CHECK(SameBits(d.Get(out, s.n * oc), want));
+  }
+}
+
+TEST_CASE("cuda SwiGluOai gives the CPU's bits", "[cuda][backend]") {
+  if (!HaveGpu()) return;
+  auto gpu = MakeCuda("cuda:0");
+  CpuBackend cpu(2);
+  Dev d(*gpu);
+  const int64_t n = 7, cols = 2880;  // gpt-oss-20b's expert width
+  const std::vector<float> gate = ref::RandomFloats(n * cols, 35, -20.0f, 20.0f);
+  std::vector<float> up = ref::RandomFloats(n * cols, 36, -20.0f, 20.0f);
+  float* dg = d.Put(gate);
+  float* du = d.Put(up);
+  gpu->SwiGluOai(ConstMat(dg, n, cols), ConstMat(du, n, cols), 1.702f, 7.0f, Mat{dg, n, cols});
+  cpu.SwiGluOai(ConstMat(gate.data(), n, cols), ConstMat(up.data(), n, cols), 1.702f, 7.0f,
+                Mat{up.data(), n, cols});
+  CHECK(SameBits(d.Get(dg, gate.size()), up));
 }
 
 TEST_CASE("cuda keeps the first error and reports it from then on", "[cuda][backend]") {

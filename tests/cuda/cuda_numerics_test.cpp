@@ -161,7 +161,7 @@ TEST_CASE("cuda MatMul lanes and tree give the CPU's bits for every weight type"
   }
 }
 
-TEST_CASE("cuda RmsNorm, Softmax and Attention orders give the CPU's bits", "[cuda][numerics]") {
+TEST_CASE("cuda RmsNorm and Softmax orders give the CPU's bits", "[cuda][numerics]") {
   CpuBackend cpu(2);
   {  // RmsNorm: scale from the lane dot of x with itself, then (x * s) * w.
     const int64_t n = 3, d = 4096;
@@ -189,40 +189,154 @@ TEST_CASE("cuda RmsNorm, Softmax and Attention orders give the CPU's bits", "[cu
     cpu.Softmax(Mat{x.data(), 1, d});
     CHECK(SameBits(got, x));
   }
-  {  // Attention: one query row at position pos0 over a grouped cache.
-    const int n_head = 4, n_kv = 2, hd = 64, pos0 = 37;
-    const int64_t len = pos0 + 1, qc = n_head * hd, kc = n_kv * hd;
+}
+
+/// The attention kernel's steps (cuda_attention.cu) for one query row at
+/// position pos0, on the host: half-warp dots, the sink in the max and the
+/// denominator, the window's first row, fma accumulation over the V rows.
+std::vector<float> HostAttentionRow(const std::vector<float>& q, const std::vector<float>& k,
+                                    const std::vector<float>& v, int n_head, int n_kv, int hd,
+                                    int64_t ldv, int pos0, float scale, const float* sinks,
+                                    int window, int vd) {
+  const int64_t kc = int64_t(n_kv) * hd;
+  const int64_t first = num::AttentionFirstRow(pos0, window);
+  const int64_t len = pos0 + 1 - first;
+  std::vector<float> got(int64_t(n_head) * vd);
+  for (int h = 0; h < n_head; ++h) {
+    const int kvh = h / (n_head / n_kv);
+    const float* kg = k.data() + first * kc + kvh * hd;
+    std::vector<float> s(len);
+    for (int64_t j = 0; j < len; ++j) {
+      s[j] = HalfWarp([&](int l) {
+               return num::LaneDot<DType::kF32>(kg + j * kc, q.data() + h * hd, hd, l);
+             }) *
+             scale;
+    }
+    float m = num::NegInfinity();
+    for (float x : s) m = num::MaxSkipNan(m, x);
+    const bool has_sink = sinks != nullptr;
+    const float sink = has_sink ? sinks[h] : 0.0f;
+    m = num::AttentionMax(m, has_sink, sink);
+    for (float& x : s) x = num::ExpF(x - m);
+    const float lanes = HalfWarp([&](int l) { return num::LaneSum(s.data(), len, l); });
+    const float sum = num::AttentionDenominator(lanes, has_sink, sink, m);
+    const float* vg = v.data() + first * ldv + kvh * vd;
+    for (int d = 0; d < vd; ++d) {
+      float acc = 0.0f;
+      for (int64_t j = 0; j < len; ++j) acc = num::Fma(s[j], vg[j * ldv + d], acc);
+      got[h * vd + d] = acc / sum;
+    }
+  }
+  return got;
+}
+
+TEST_CASE("cuda Attention's order gives the CPU's bits, with sinks, windows and V head sizes",
+          "[cuda][numerics]") {
+  CpuBackend cpu(2);
+  struct Spec {
+    int n_head, n_kv, hd, vd, pos0, window;
+    bool sinks, v_in_k;
+  };
+  for (const Spec sp :
+       {Spec{4, 2, 64, 64, 37, 0, false, false},  // the plain op
+        Spec{8, 2, 64, 64, 37, 0, true, false}, Spec{8, 2, 64, 64, 37, 8, true, false},
+        Spec{4, 4, 32, 32, 3, 8, false, false},  // window cut at row 0
+        Spec{4, 1, 32, 32, 5, 1, true, false}, Spec{4, 4, 48, 32, 9, 0, false, false},
+        Spec{4, 1, 40, 32, 11, 0, true, true}}) {
+    INFO("heads " << sp.n_head << "/" << sp.n_kv << " hd " << sp.hd << " vd " << sp.vd << " window "
+                  << sp.window << " sinks " << sp.sinks);
+    const int64_t len = sp.pos0 + 1, qc = sp.n_head * sp.hd, kc = sp.n_kv * sp.hd;
+    const int64_t ldv = sp.v_in_k ? kc : int64_t(sp.n_kv) * sp.vd;
     const std::vector<float> q = ref::RandomFloats(qc, 44, -2.0f, 2.0f);
     const std::vector<float> k = ref::RandomFloats(len * kc, 45, -2.0f, 2.0f);
-    const std::vector<float> v = ref::RandomFloats(len * kc, 46);
+    const std::vector<float> v = sp.v_in_k ? k : ref::RandomFloats(len * ldv, 46);
+    const std::vector<float> sinks = ref::RandomFloats(sp.n_head, 47, -3.0f, 6.0f);
     const float scale = 0.125f;
-    std::vector<float> got(qc);
-    for (int h = 0; h < n_head; ++h) {
-      const int64_t off = (h / (n_head / n_kv)) * hd;
-      std::vector<float> s(len);
-      for (int64_t j = 0; j < len; ++j) {
-        s[j] =
-            HalfWarp([&](int l) {
-              return num::LaneDot<DType::kF32>(k.data() + j * kc + off, q.data() + h * hd, hd, l);
-            }) *
-            scale;
-      }
-      float m = num::NegInfinity();
-      for (float x : s) m = num::MaxSkipNan(m, x);
-      for (float& x : s) x = num::ExpF(x - m);
-      const float sum = HalfWarp([&](int l) { return num::LaneSum(s.data(), len, l); });
-      for (int d = 0; d < hd; ++d) {
-        float acc = 0.0f;
-        for (int64_t j = 0; j < len; ++j) acc = num::Fma(s[j], v[j * kc + off + d], acc);
-        got[h * hd + d] = acc / sum;
-      }
-    }
-    std::vector<float> want(qc);
+    const float* sink_ptr = sp.sinks ? sinks.data() : nullptr;
+    const std::vector<float> got = HostAttentionRow(q, k, v, sp.n_head, sp.n_kv, sp.hd, ldv,
+                                                    sp.pos0, scale, sink_ptr, sp.window, sp.vd);
+    std::vector<float> want(int64_t(sp.n_head) * sp.vd);
+    AttentionOptions options;
+    options.sinks = sink_ptr;
+    options.window = sp.window;
+    options.v_head_dim = sp.vd;
     cpu.Attention(ConstMat(q.data(), 1, qc), ConstMat(k.data(), len, kc),
-                  ConstMat(v.data(), len, kc), n_head, n_kv, hd, pos0, scale,
-                  Mat{want.data(), 1, qc});
+                  ConstMat(v.data(), len, ldv), sp.n_head, sp.n_kv, sp.hd, sp.pos0, scale, options,
+                  Mat{want.data(), 1, static_cast<int64_t>(want.size())});
     CHECK(SameBits(got, want));
   }
+}
+
+TEST_CASE("cuda RoPE's cos, sin and rotation give the CPU's bits on the host, YaRN included",
+          "[cuda][numerics]") {
+  // On the host RopeCosSin uses glibc like the CPU, so the kernel's steps
+  // must match it bit for bit (the device's libdevice cos / sin may differ
+  // in the last bit: cuda_backend.h).
+  CpuBackend cpu(2);
+  RopeParams plain;
+  plain.dims = 32;
+  RopeParams yarn_half;
+  yarn_half.dims = 64;
+  yarn_half.freq_base = 150000.0f;
+  yarn_half.mode = RopeMode::kHalf;
+  yarn_half.scaling = {RopeScalingType::kYarn, 32.0f, 4096, 32.0f, 1.0f, 1.3465736f, false};
+  RopeParams yarn_offset;
+  yarn_offset.dims = 32;
+  yarn_offset.offset = 64;
+  yarn_offset.scaling = {RopeScalingType::kYarn, 40.0f, 4096, 32.0f, 1.0f, 0.9f, true};
+  for (const RopeParams& rope : {plain, yarn_half, yarn_offset}) {
+    INFO("dims " << rope.dims << " offset " << rope.offset);
+    const int hd = 96;
+    const int64_t n = 5, cols = 3 * hd;
+    const std::vector<int32_t> pos = {0, 1, 17, 3000, 70000};
+    std::vector<float> want = ref::RandomFloats(n * cols, 15);
+    std::vector<float> got = want;
+    const std::vector<double> inv = RopeInverseFrequencies(rope);
+    const int half = rope.dims / 2;
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t h = 0; h < cols / hd; ++h) {
+        for (int i = 0; i < half; ++i) {
+          float c, s;
+          num::RopeCosSin(pos[t] * inv[i], RopeAttentionFactor(rope), &c, &s);
+          float* v = got.data() + t * cols + h * hd + rope.offset;
+          const bool il = rope.mode == RopeMode::kInterleaved;
+          num::RopeRotate(c, s, &v[il ? 2 * i : i], &v[il ? 2 * i + 1 : i + half]);
+        }
+      }
+    }
+    cpu.Rope(Mat{want.data(), n, cols}, hd, pos.data(), rope);
+    CHECK(SameBits(got, want));
+  }
+}
+
+TEST_CASE("cuda SwiGluOai equals the CPU's bit for bit", "[cuda][numerics]") {
+  int mismatches = 0;
+  // Gate over every 9973rd bit pattern (NaN, inf, both signs, the clamp),
+  // up over values across and at the clamp.
+  for (float up : {-100.0f, -7.0f, -6.5f, -1.0f, 0.0f, 0.3f, 6.999f, 7.0f, 12.0f}) {
+    for (uint64_t u = 0; u <= 0xffffffffull; u += 9973) {
+      float g;
+      const uint32_t b = static_cast<uint32_t>(u);
+      std::memcpy(&g, &b, sizeof(g));
+      const float got = num::SwiGluOai(g, up, 1.702f, 7.0f);
+      const float want = cpu_math::SwiGluOai(g, up, 1.702f, 7.0f);
+      if (Bits(got) != Bits(want) && !(std::isnan(got) && std::isnan(want))) ++mismatches;
+    }
+  }
+  CHECK(mismatches == 0);
+  CHECK(std::isnan(num::SwiGluOai(std::numeric_limits<float>::quiet_NaN(), 1.0f, 1.702f, 7.0f)));
+  CHECK(std::isnan(num::SwiGluOai(1.0f, std::numeric_limits<float>::quiet_NaN(), 1.702f, 7.0f)));
+  CHECK(num::SwiGluOai(100.0f, 100.0f, 1.702f, 7.0f) == num::SwiGluOai(7.0f, 7.0f, 1.702f, 7.0f));
+  // And the CPU op (its row loop) on random rows.
+  CpuBackend cpu(2);
+  const std::vector<float> gate = ref::RandomFloats(3000, 51, -20.0f, 20.0f);
+  std::vector<float> up = ref::RandomFloats(3000, 52, -20.0f, 20.0f);
+  std::vector<float> got;
+  for (size_t i = 0; i < gate.size(); ++i)
+    got.push_back(num::SwiGluOai(gate[i], up[i], 1.702f, 7.0f));
+  cpu.SwiGluOai(ConstMat(gate.data(), 3, 1000), ConstMat(up.data(), 3, 1000), 1.702f, 7.0f,
+                Mat{up.data(), 3, 1000});
+  CHECK(SameBits(got, up));
 }
 
 TEST_CASE("cuda RouterTopKRow equals the CPU's for every gating, ties to the lower id",

@@ -107,18 +107,23 @@ void CpuBackend::RmsNorm(ConstMat x, const float* weight, float eps, Mat y) {
   CpuRmsNorm({kernels_, &pool_}, x, weight, eps, y);
 }
 
-void CpuBackend::Rope(Mat x, int head_dim, int rope_dims, const int32_t* positions, float freq_base,
-                      RopeMode mode) {
-  assert(head_dim > 0 && x.cols % head_dim == 0 && rope_dims <= head_dim && rope_dims % 2 == 0);
-  CpuRope({kernels_, &pool_}, x, head_dim, rope_dims, positions, freq_base, mode);
+void CpuBackend::Rope(Mat x, int head_dim, const int32_t* positions, const RopeParams& rope) {
+  assert(head_dim > 0 && x.cols % head_dim == 0 && rope.dims % 2 == 0 && rope.offset >= 0 &&
+         rope.offset + rope.dims <= head_dim);
+  CpuRope({kernels_, &pool_}, x, head_dim, positions, rope);
 }
 
 void CpuBackend::Attention(ConstMat q, ConstMat k_cache, ConstMat v_cache, int n_head,
-                           int n_head_kv, int head_dim, int pos0, float scale, Mat out) {
+                           int n_head_kv, int head_dim, int pos0, float scale,
+                           const AttentionOptions& options, Mat out) {
+  const int vd = options.v_head_dim > 0 ? options.v_head_dim : head_dim;
   assert(n_head_kv > 0 && n_head % n_head_kv == 0 && q.cols == n_head * head_dim);
   assert(k_cache.cols == n_head_kv * head_dim && k_cache.rows >= pos0 + q.rows);
+  assert(v_cache.cols >= n_head_kv * vd && v_cache.rows >= pos0 + q.rows);
+  assert(out.cols == n_head * vd && out.rows == q.rows && options.window >= 0);
+  (void)vd;
   CpuAttention({kernels_, &pool_}, q, k_cache, v_cache, n_head, n_head_kv, head_dim, pos0, scale,
-               out);
+               options, out);
 }
 
 void CpuBackend::Softmax(Mat x) { CpuSoftmax({kernels_, &pool_}, x); }
@@ -143,6 +148,10 @@ void CpuBackend::Sigmoid(Mat x) {
 
 void CpuBackend::SwiGlu(ConstMat gate, ConstMat up, Mat out) {
   CpuSwiGlu({kernels_, &pool_}, gate, up, out);
+}
+
+void CpuBackend::SwiGluOai(ConstMat gate, ConstMat up, float alpha, float limit, Mat out) {
+  CpuSwiGluOai({kernels_, &pool_}, gate, up, alpha, limit, out);
 }
 
 void CpuBackend::Add(ConstMat a, ConstMat b, Mat out) {

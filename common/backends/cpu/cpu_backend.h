@@ -87,17 +87,27 @@
 // Other op definitions (all fp32, no fused multiply-add unless stated):
 //   RmsNorm:   scale = 1 / sqrt(dot(x, x) / n + eps); y = (x * scale) * w.
 //   Softmax:   e = ExpF(x - max); y = e / CanonicalSum(e).
-//   Attention: s_j = dot(q, k_j) * scale; p_j = ExpF(s_j - max_j s_j);
+//   Attention: over the visible rows j = first..p (first = max(0, p - W + 1)
+//              with a window W, else 0), indexed from 0 in that order:
+//              s_j = dot(q, k_j) * scale; m = max_j s_j, then with a sink z
+//              m = max(m, z); p_j = ExpF(s_j - m);
 //              acc = 0; for j in order: acc = fma(p_j, v_j, acc) per element;
-//              out = acc / CanonicalSum(p).
-//   RoPE:      theta_i = pos * base^(-2i/rope_dims) in double; cos and sin in
-//              double rounded to f32; (a, b) -> (a*c - b*s, a*s + b*c).
+//              sum = CanonicalSum(p), then with a sink sum = sum + ExpF(z - m);
+//              out = acc / sum. (No sink, no window: the plain definition.)
+//   RoPE:      theta_i = pos * inv_freq_i in double (RopeInverseFrequencies of
+//              backend/rope.h: base^(-2i/dims), or YaRN's blend computed in
+//              double); c = (float)(cos(theta) * f), s = (float)(sin(theta) * f)
+//              with f = RopeAttentionFactor (1 without scaling: the product is
+//              exact); (a, b) -> (a*c - b*s, a*s + b*c).
 //   RouterTopK: descending selection (ties: lower id); e_j = ExpF(l_j - l_max);
 //              normalize: w_j = e_j / sum of the selected e (selection order);
 //              else w_j = e_j / sum of every expert's e (expert order); then
 //              w_j * scale when scale != 1.
 //   AddBias:   x + b.  Sigmoid: 1 / (1 + ExpF(-x)).
 //   SwiGlu:    silu(g) * u with silu(g) = g / (1 + ExpF(-g)).
+//   SwiGluOai: g = gate > limit ? limit : gate;
+//              u = up < -limit ? -limit : (up > limit ? limit : up);
+//              out = (g / (1 + ExpF(-(alpha * g)))) * (u + 1).
 //   ScatterAddScaled: dst = dst + (scale * src), rows in order.
 // ExpF is the backend's own exp (cpu_math.h), identical on every machine.
 #pragma once
@@ -135,16 +145,17 @@ class CpuBackend final : public Backend {
   void MatMul(const WeightRef& w, ConstMat x, Mat y) override;
   void GetRows(const WeightRef& table, const int32_t* ids, Mat out) override;
   void RmsNorm(ConstMat x, const float* weight, float eps, Mat y) override;
-  void Rope(Mat x, int head_dim, int rope_dims, const int32_t* positions, float freq_base,
-            RopeMode mode) override;
+  void Rope(Mat x, int head_dim, const int32_t* positions, const RopeParams& rope) override;
   void Attention(ConstMat q, ConstMat k_cache, ConstMat v_cache, int n_head, int n_head_kv,
-                 int head_dim, int pos0, float scale, Mat out) override;
+                 int head_dim, int pos0, float scale, const AttentionOptions& options,
+                 Mat out) override;
   void Softmax(Mat x) override;
   void RouterTopK(ConstMat logits, int k, RouterGating gating, int32_t* ids,
                   float* weights) override;
   void AddBias(Mat x, const float* bias) override;
   void Sigmoid(Mat x) override;
   void SwiGlu(ConstMat gate, ConstMat up, Mat out) override;
+  void SwiGluOai(ConstMat gate, ConstMat up, float alpha, float limit, Mat out) override;
   void Add(ConstMat a, ConstMat b, Mat out) override;
   void Copy(ConstMat src, Mat dst) override;
   void GatherRows(ConstMat src, const int32_t* idx, Mat dst) override;

@@ -56,6 +56,15 @@ inline float ExpF(float x) {
 /// silu(x) = x / (1 + e^-x).
 inline float Silu(float x) { return x / (1.0f + ExpF(-x)); }
 
+/// gpt-oss's clamped SwiGLU of one element: g = min(gate, limit),
+/// u = clamp(up, -limit, limit), g / (1 + e^-(alpha g)) * (u + 1); a NaN
+/// input stays NaN.
+inline float SwiGluOai(float gate, float up, float alpha, float limit) {
+  const float g = gate > limit ? limit : gate;
+  const float u = up < -limit ? -limit : (up > limit ? limit : up);
+  return g / (1.0f + ExpF(-(alpha * g))) * (u + 1.0f);
+}
+
 /// Sum of n floats in the canonical order: element i is added to lane i % 16
 /// (index order, the tail zero-padded to 16), then the lanes are reduced by
 /// the fixed tree ((l[i] + l[i+8]) -> +4 -> +2 -> +1) of cpu_backend.h.

@@ -1,5 +1,5 @@
 // The row-wise ops of the CPU backend: embedding lookup, normalisation, RoPE,
-// softmax, routing and the SwiGLU activation.
+// softmax, routing and the SwiGLU activations.
 #include "cpu_ops.h"
 
 #include <algorithm>
@@ -38,28 +38,27 @@ void CpuRmsNorm(const CpuOpContext& ctx, ConstMat x, const float* weight, float 
   });
 }
 
-void CpuRope(const CpuOpContext& ctx, Mat x, int head_dim, int rope_dims, const int32_t* positions,
-             float freq_base, RopeMode mode) {
-  const int half = rope_dims / 2;
+void CpuRope(const CpuOpContext& ctx, Mat x, int head_dim, const int32_t* positions,
+             const RopeParams& rope) {
+  const int half = rope.dims / 2;
   const int64_t n_heads = x.cols / head_dim;
-  // Inverse frequencies base^(-2i/rope_dims), in double, shared by all rows.
-  std::vector<double> inv_freq(static_cast<size_t>(half));
-  for (int i = 0; i < half; ++i) {
-    inv_freq[i] = std::pow(static_cast<double>(freq_base), -2.0 * i / rope_dims);
-  }
+  // Inverse frequencies in double, shared by all rows (rope.h).
+  const std::vector<double> inv_freq = RopeInverseFrequencies(rope);
+  const double factor = RopeAttentionFactor(rope);
+  const bool interleaved = rope.mode == RopeMode::kInterleaved;
   ctx.pool->ParallelFor(x.rows, CpuRowGrain(x.cols), [&](int64_t b, int64_t e) {
     std::vector<float> cos_t(static_cast<size_t>(half)), sin_t(static_cast<size_t>(half));
     for (int64_t t = b; t < e; ++t) {
       for (int i = 0; i < half; ++i) {
         const double theta = positions[t] * inv_freq[i];
-        cos_t[i] = static_cast<float>(std::cos(theta));
-        sin_t[i] = static_cast<float>(std::sin(theta));
+        cos_t[i] = static_cast<float>(std::cos(theta) * factor);
+        sin_t[i] = static_cast<float>(std::sin(theta) * factor);
       }
       for (int64_t h = 0; h < n_heads; ++h) {
-        float* v = x.Row(t) + h * head_dim;
+        float* v = x.Row(t) + h * head_dim + rope.offset;
         for (int i = 0; i < half; ++i) {
-          const int i0 = mode == RopeMode::kInterleaved ? 2 * i : i;
-          const int i1 = mode == RopeMode::kInterleaved ? 2 * i + 1 : i + half;
+          const int i0 = interleaved ? 2 * i : i;
+          const int i1 = interleaved ? 2 * i + 1 : i + half;
           const float a = v[i0];
           const float c = v[i1];
           v[i0] = a * cos_t[i] - c * sin_t[i];
@@ -128,6 +127,18 @@ void CpuSwiGlu(const CpuOpContext& ctx, ConstMat gate, ConstMat up, Mat out) {
       const float* u = up.Row(t);
       float* o = out.Row(t);
       ctx.kernels->swiglu(g, u, o, out.cols);
+    }
+  });
+}
+
+void CpuSwiGluOai(const CpuOpContext& ctx, ConstMat gate, ConstMat up, float alpha, float limit,
+                  Mat out) {
+  ctx.pool->ParallelFor(out.rows, CpuRowGrain(8 * out.cols), [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      const float* g = gate.Row(t);
+      const float* u = up.Row(t);
+      float* o = out.Row(t);
+      for (int64_t i = 0; i < out.cols; ++i) o[i] = cpu_math::SwiGluOai(g[i], u[i], alpha, limit);
     }
   });
 }

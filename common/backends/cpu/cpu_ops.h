@@ -30,13 +30,16 @@ void CpuQuantMatMul(const CpuOpContext& ctx, const WeightRef& w, ConstMat x, Mat
 void CpuKQuantMatMul(const CpuOpContext& ctx, const WeightRef& w, ConstMat x, Mat y);
 void CpuGetRows(const CpuOpContext& ctx, const WeightRef& table, const int32_t* ids, Mat out);
 void CpuRmsNorm(const CpuOpContext& ctx, ConstMat x, const float* weight, float eps, Mat y);
-void CpuRope(const CpuOpContext& ctx, Mat x, int head_dim, int rope_dims, const int32_t* positions,
-             float freq_base, RopeMode mode);
+void CpuRope(const CpuOpContext& ctx, Mat x, int head_dim, const int32_t* positions,
+             const RopeParams& rope);
 void CpuAttention(const CpuOpContext& ctx, ConstMat q, ConstMat k_cache, ConstMat v_cache,
-                  int n_head, int n_head_kv, int head_dim, int pos0, float scale, Mat out);
+                  int n_head, int n_head_kv, int head_dim, int pos0, float scale,
+                  const AttentionOptions& options, Mat out);
 void CpuSoftmax(const CpuOpContext& ctx, Mat x);
 void CpuRouterTopK(ConstMat logits, int k, RouterGating gating, int32_t* ids, float* weights);
 void CpuSwiGlu(const CpuOpContext& ctx, ConstMat gate, ConstMat up, Mat out);
+void CpuSwiGluOai(const CpuOpContext& ctx, ConstMat gate, ConstMat up, float alpha, float limit,
+                  Mat out);
 
 /// Rows per parallel chunk so that a chunk has at least ~256k elements of
 /// work: waking a pool thread costs tens of microseconds, more than a small op

@@ -1,12 +1,15 @@
 // Causal attention with grouped KV heads over an F32 KV cache in device
-// memory, in the CPU backend's order (cpu_attention.cpp):
+// memory, in the CPU backend's order (cpu_attention.cpp), over the visible
+// rows j = first..p (AttentionFirstRow: the sliding window):
 //   s_j = canonical dot(k_j, q_h) * scale          (one half-warp per j)
-//   p_j = ExpF(s_j - max_j s_j)                    (exact max: any order)
-//   sum = canonical sum of p                       (the first half-warp)
+//   m   = max_j s_j, then max(m, sink)             (exact max: any order)
+//   p_j = ExpF(s_j - m)
+//   sum = canonical sum of p (the first half-warp), + ExpF(sink - m)
 //   out[d] = (fma over j in order of p_j * v_j[d]) / sum   (one thread per d)
 // One block per (query head, query row); the scores of a block live in a
-// row of `scratch`. Blocks walk query rows with a stride of gridDim.y, which
-// LaunchAttention bounds so that the scratch stays within its size.
+// row of `scratch`, indexed from the first visible row. Blocks walk query
+// rows with a stride of gridDim.y, which LaunchAttention bounds so that the
+// scratch stays within its size.
 #include "cuda_kernel_util.h"
 #include "cuda_kernels.h"
 
@@ -26,14 +29,19 @@ struct AttentionArgs {
   const float* v;
   float* out;
   float* scratch;
-  int64_t n;         // query rows
-  int64_t ldq;       // = ld of out: n_head * head_dim
-  int64_t ldkv;      // n_head_kv * head_dim
-  int64_t score_ld;  // floats per scratch row: pos0 + n
+  const float* sinks;  // n_head logits, or null
+  int64_t n;           // query rows
+  int64_t ldq;         // n_head * head_dim
+  int64_t ldo;         // n_head * v_head_dim
+  int64_t ldk;         // n_head_kv * head_dim
+  int64_t ldv;         // the V rows' stride (>= n_head_kv * v_head_dim)
+  int64_t score_ld;    // floats per scratch row: pos0 + n
   int n_head;
   int group;  // query heads per KV head
   int head_dim;
+  int v_head_dim;
   int pos0;
+  int window;  // 0: none
   float scale;
 };
 
@@ -44,36 +52,41 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
   const int lane = static_cast<int>(threadIdx.x % num::kLanes);
   const int warp = static_cast<int>(threadIdx.x / 32);
   const int half_in_warp = static_cast<int>((threadIdx.x / num::kLanes) % 2);
-  const int64_t kv_off = static_cast<int64_t>(h / a.group) * a.head_dim;
+  const int64_t kv_head = h / a.group;
+  const bool has_sink = a.sinks != nullptr;
+  const float sink = has_sink ? a.sinks[h] : 0.0f;
   float* s = a.scratch + (static_cast<int64_t>(blockIdx.y) * a.n_head + h) * a.score_ld;
   for (int64_t t = blockIdx.y; t < a.n; t += gridDim.y) {
-    const int64_t len = a.pos0 + t + 1;
+    const int64_t p = a.pos0 + t;
+    const int64_t first = num::AttentionFirstRow(p, a.window);
+    const int64_t len = p + 1 - first;
+    const float* kg = a.k + first * a.ldk + kv_head * a.head_dim;
     const float* qh = a.q + t * a.ldq + static_cast<int64_t>(h) * a.head_dim;
     // Scores: each warp takes two cache rows per step, one per half-warp.
     for (int64_t j0 = 2 * warp; j0 < len; j0 += 2 * kWarps) {
       const int64_t j = j0 + half_in_warp;
       float acc = 0.0f;
-      if (j < len) acc = num::LaneDot<DType::kF32>(a.k + j * a.ldkv + kv_off, qh, a.head_dim, lane);
+      if (j < len) acc = num::LaneDot<DType::kF32>(kg + j * a.ldk, qh, a.head_dim, lane);
       const float dot = HalfWarpTree(acc);
       if (j < len && lane == 0) s[j] = dot * a.scale;
     }
     __syncthreads();
     float m = num::NegInfinity();
     for (int64_t j = threadIdx.x; j < len; j += kThreads) m = num::MaxSkipNan(m, s[j]);
-    m = BlockMaxSkipNan(m, red);
+    m = num::AttentionMax(BlockMaxSkipNan(m, red), has_sink, sink);
     for (int64_t j = threadIdx.x; j < len; j += kThreads) s[j] = num::ExpF(s[j] - m);
     __syncthreads();
     if (warp == 0) {
       const float sum = HalfWarpTree(num::LaneSum(s, len, lane));
-      if (threadIdx.x == 0) sum_sh = sum;
+      if (threadIdx.x == 0) sum_sh = num::AttentionDenominator(sum, has_sink, sink, m);
     }
     __syncthreads();
     const float sum = sum_sh;
-    const float* vg = a.v + kv_off;
-    float* o = a.out + t * a.ldq + static_cast<int64_t>(h) * a.head_dim;
-    for (int d = static_cast<int>(threadIdx.x); d < a.head_dim; d += kThreads) {
+    const float* vg = a.v + first * a.ldv + kv_head * a.v_head_dim;
+    float* o = a.out + t * a.ldo + static_cast<int64_t>(h) * a.v_head_dim;
+    for (int d = static_cast<int>(threadIdx.x); d < a.v_head_dim; d += kThreads) {
       float acc = 0.0f;
-      for (int64_t j = 0; j < len; ++j) acc = num::Fma(s[j], vg[j * a.ldkv + d], acc);
+      for (int64_t j = 0; j < len; ++j) acc = num::Fma(s[j], vg[j * a.ldv + d], acc);
       o[d] = acc / sum;
     }
     __syncthreads();  // s and sum_sh are rewritten for the next row
@@ -96,8 +109,9 @@ int64_t AttentionScratchFloats(int64_t n, int n_head, int pos0, int64_t max_scra
 }
 
 cudaError_t LaunchAttention(cudaStream_t stream, ConstMat q, ConstMat k_cache, ConstMat v_cache,
-                            int n_head, int n_head_kv, int head_dim, int pos0, float scale, Mat out,
-                            float* scratch, int64_t scratch_floats) {
+                            int n_head, int n_head_kv, int head_dim, int pos0, float scale,
+                            const AttentionOptions& options, Mat out, float* scratch,
+                            int64_t scratch_floats) {
   if (q.rows == 0) return cudaSuccess;
   AttentionArgs a{};
   a.q = q.data;
@@ -105,14 +119,19 @@ cudaError_t LaunchAttention(cudaStream_t stream, ConstMat q, ConstMat k_cache, C
   a.v = v_cache.data;
   a.out = out.data;
   a.scratch = scratch;
+  a.sinks = options.sinks;
   a.n = q.rows;
   a.ldq = q.cols;
-  a.ldkv = k_cache.cols;
+  a.ldo = out.cols;
+  a.ldk = k_cache.cols;
+  a.ldv = v_cache.cols;
   a.score_ld = pos0 + q.rows;
   a.n_head = n_head;
   a.group = n_head / n_head_kv;
   a.head_dim = head_dim;
+  a.v_head_dim = options.v_head_dim > 0 ? options.v_head_dim : head_dim;
   a.pos0 = pos0;
+  a.window = options.window;
   a.scale = scale;
   const int64_t rows = RowsAtOnce(q.rows, n_head, pos0, scratch_floats);
   const dim3 grid(static_cast<unsigned>(n_head), static_cast<unsigned>(rows));

@@ -152,24 +152,34 @@ void* CudaBackend::Scratch(size_t bytes) {
   return scratch_.data();
 }
 
-const double* CudaBackend::RopeTable(int rope_dims, float freq_base) {
-  uint32_t base_bits;
-  std::memcpy(&base_bits, &freq_base, sizeof(base_bits));
-  const auto key = std::make_pair(rope_dims, base_bits);
+const double* CudaBackend::RopeTable(const RopeParams& rope) {
+  auto bits = [](float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, sizeof(u));
+    return u;
+  };
+  // Everything the table depends on (the attention factor and the offset are
+  // applied by the kernel).
+  const bool yarn = rope.scaling.type == RopeScalingType::kYarn;
+  const RopeTableKey key{rope.dims,
+                         bits(rope.freq_base),
+                         yarn,
+                         yarn ? bits(rope.scaling.factor) : 0u,
+                         yarn ? rope.scaling.original_context : 0,
+                         yarn ? bits(rope.scaling.beta_fast) : 0u,
+                         yarn ? bits(rope.scaling.beta_slow) : 0u,
+                         yarn && rope.scaling.truncate};
   if (auto it = rope_tables_.find(key); it != rope_tables_.end()) {
     return static_cast<const double*>(it->second.data());
   }
-  // The CPU backend's expression, evaluated on the host in double.
-  const int half = rope_dims / 2;
-  std::vector<double> inv_freq(static_cast<size_t>(half));
-  for (int i = 0; i < half; ++i) {
-    inv_freq[i] = std::pow(static_cast<double>(freq_base), -2.0 * i / rope_dims);
-  }
-  absl::StatusOr<cuda::DeviceMemory> m = cuda::DeviceMemory::Allocate(half * sizeof(double));
+  // The one definition of backend/rope.h, evaluated on the host in double.
+  const std::vector<double> inv_freq = RopeInverseFrequencies(rope);
+  const size_t bytes = inv_freq.size() * sizeof(double);
+  absl::StatusOr<cuda::DeviceMemory> m = cuda::DeviceMemory::Allocate(bytes);
   if (!Record(m.status())) return nullptr;
-  if (!RecordCuda(cudaMemcpyAsync(m->data(), inv_freq.data(), half * sizeof(double),
-                                  cudaMemcpyHostToDevice, stream()),
-                  "RoPE table upload") ||
+  if (!RecordCuda(
+          cudaMemcpyAsync(m->data(), inv_freq.data(), bytes, cudaMemcpyHostToDevice, stream()),
+          "RoPE table upload") ||
       !RecordCuda(cudaStreamSynchronize(stream()), "RoPE table upload")) {
     return nullptr;
   }
@@ -329,26 +339,31 @@ void CudaBackend::RmsNorm(ConstMat x, const float* weight, float eps, Mat y) {
   if (Enter()) RecordCuda(cuda::LaunchRmsNorm(stream(), x, weight, eps, y), "RmsNorm");
 }
 
-void CudaBackend::Rope(Mat x, int head_dim, int rope_dims, const int32_t* positions,
-                       float freq_base, RopeMode mode) {
-  assert(head_dim > 0 && x.cols % head_dim == 0 && rope_dims <= head_dim && rope_dims % 2 == 0);
-  if (!Enter() || rope_dims < 2) return;
-  const double* table = RopeTable(rope_dims, freq_base);
+void CudaBackend::Rope(Mat x, int head_dim, const int32_t* positions, const RopeParams& rope) {
+  assert(head_dim > 0 && x.cols % head_dim == 0 && rope.dims % 2 == 0 && rope.offset >= 0 &&
+         rope.offset + rope.dims <= head_dim);
+  if (!Enter() || rope.dims < 2) return;
+  const double* table = RopeTable(rope);
   if (table == nullptr) return;
-  RecordCuda(cuda::LaunchRope(stream(), x, head_dim, rope_dims, positions, table, mode), "Rope");
+  RecordCuda(cuda::LaunchRope(stream(), x, head_dim, positions, table, rope), "Rope");
 }
 
 void CudaBackend::Attention(ConstMat q, ConstMat k_cache, ConstMat v_cache, int n_head,
-                            int n_head_kv, int head_dim, int pos0, float scale, Mat out) {
+                            int n_head_kv, int head_dim, int pos0, float scale,
+                            const AttentionOptions& options, Mat out) {
+  const int vd = options.v_head_dim > 0 ? options.v_head_dim : head_dim;
   assert(n_head_kv > 0 && n_head % n_head_kv == 0 && q.cols == n_head * head_dim);
   assert(k_cache.cols == n_head_kv * head_dim && k_cache.rows >= pos0 + q.rows);
+  assert(v_cache.cols >= n_head_kv * vd && v_cache.rows >= pos0 + q.rows);
+  assert(out.cols == n_head * vd && out.rows == q.rows && options.window >= 0);
+  (void)vd;
   if (!Enter() || q.rows == 0) return;
   const int64_t floats =
       cuda::AttentionScratchFloats(q.rows, n_head, pos0, kAttentionMaxScratchFloats);
   auto* scratch = static_cast<float*>(Scratch(static_cast<size_t>(floats) * sizeof(float)));
   if (scratch == nullptr) return;
   RecordCuda(cuda::LaunchAttention(stream(), q, k_cache, v_cache, n_head, n_head_kv, head_dim, pos0,
-                                   scale, out, scratch, floats),
+                                   scale, options, out, scratch, floats),
              "Attention");
 }
 
@@ -374,6 +389,12 @@ void CudaBackend::Sigmoid(Mat x) {
 
 void CudaBackend::SwiGlu(ConstMat gate, ConstMat up, Mat out) {
   if (Enter()) RecordCuda(cuda::LaunchSwiGlu(stream(), gate, up, out), "SwiGlu");
+}
+
+void CudaBackend::SwiGluOai(ConstMat gate, ConstMat up, float alpha, float limit, Mat out) {
+  if (Enter()) {
+    RecordCuda(cuda::LaunchSwiGluOai(stream(), gate, up, alpha, limit, out), "SwiGluOai");
+  }
 }
 
 void CudaBackend::Add(ConstMat a, ConstMat b, Mat out) {

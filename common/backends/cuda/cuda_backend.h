@@ -28,7 +28,7 @@
 // Memory. Allocate() and LoadWeight() use cudaMalloc. The backend keeps one
 // grow-only scratch buffer (Q8_0 / Q8_K activations, attention scores, the
 // F32 chunks of kCublasDequantized), a 32 MiB cuBLAS workspace and small
-// per-(rope_dims, base) RoPE frequency tables: after the first calls with
+// RoPE frequency tables (one per RopeTableKey): after the first calls with
 // the largest shapes nothing is allocated on the hot path.
 //
 // ---- Numerics ---------------------------------------------------------------
@@ -43,12 +43,17 @@
 // quantizes them to Q8_K on the device and takes exact int32 sub-block sums.
 // Products and sums are never fused (--fmad=false), exp is the CPU's ExpF,
 // division and sqrt are IEEE. So MatMul (every weight type, float weights
-// under FloatMatMulPolicy::kExact), GetRows, RmsNorm, Attention, Softmax,
-// RouterTopK, AddBias, Sigmoid, SwiGlu, Add, Copy, GatherRows and ScatterAddScaled give the
-// CPU backend's bits, and every op keeps backend.h's row-independence. RoPE
-// evaluates cos and sin in double with CUDA's libdevice rather than glibc (a
-// few ulp in double apart), so rarely an element differs from the CPU in the
-// last bit of its f32. (The block32 and K-family kernels have so far been
+// under FloatMatMulPolicy::kExact), GetRows, RmsNorm, Attention (with its
+// sinks, sliding window and V head size: cuda_numerics' AttentionMax /
+// AttentionDenominator / AttentionFirstRow), Softmax, RouterTopK, AddBias,
+// Sigmoid, SwiGlu, SwiGluOai, Add, Copy, GatherRows and ScatterAddScaled give
+// the CPU backend's bits, and every op keeps backend.h's row-independence.
+// RoPE uses the CPU's frequency table (backend/rope.h's
+// RopeInverseFrequencies, plain or YaRN, computed on the host) and its
+// cos / sin times the attention factor in double (RopeCosSin), but evaluates
+// cos and sin with CUDA's libdevice rather than glibc (a few ulp in double
+// apart), so rarely an element differs from the CPU in the last bit of its
+// f32. (The block32 and K-family kernels have so far been
 // checked by the host-compiled numerics tests only: docs/cuda.md.)
 // Under FloatMatMulPolicy::kCublas, float-weight products of >= 32 rows go
 // to cublasSgemm with the default math mode (full F32, no TF32) and a fixed
@@ -62,6 +67,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "backend/backend.h"
@@ -89,16 +95,17 @@ class CudaBackend final : public Backend {
   void MatMul(const WeightRef& w, ConstMat x, Mat y) override;
   void GetRows(const WeightRef& table, const int32_t* ids, Mat out) override;
   void RmsNorm(ConstMat x, const float* weight, float eps, Mat y) override;
-  void Rope(Mat x, int head_dim, int rope_dims, const int32_t* positions, float freq_base,
-            RopeMode mode) override;
+  void Rope(Mat x, int head_dim, const int32_t* positions, const RopeParams& rope) override;
   void Attention(ConstMat q, ConstMat k_cache, ConstMat v_cache, int n_head, int n_head_kv,
-                 int head_dim, int pos0, float scale, Mat out) override;
+                 int head_dim, int pos0, float scale, const AttentionOptions& options,
+                 Mat out) override;
   void Softmax(Mat x) override;
   void RouterTopK(ConstMat logits, int k, RouterGating gating, int32_t* ids,
                   float* weights) override;
   void AddBias(Mat x, const float* bias) override;
   void Sigmoid(Mat x) override;
   void SwiGlu(ConstMat gate, ConstMat up, Mat out) override;
+  void SwiGluOai(ConstMat gate, ConstMat up, float alpha, float limit, Mat out) override;
   void Add(ConstMat a, ConstMat b, Mat out) override;
   void Copy(ConstMat src, Mat dst) override;
   void GatherRows(ConstMat src, const int32_t* idx, Mat dst) override;
@@ -125,8 +132,11 @@ class CudaBackend final : public Backend {
   bool RecordCuda(cudaError_t err, const char* what);
   /// At least `bytes` of scratch (grows, after a sync); null after an error.
   void* Scratch(size_t bytes);
-  /// The device table of base^(-2i/rope_dims); null after an error.
-  const double* RopeTable(int rope_dims, float freq_base);
+  /// What a RoPE frequency table depends on: dims, the bits of base, YaRN
+  /// or not and, with YaRN, its factor, original context, betas, truncate.
+  using RopeTableKey = std::tuple<int, uint32_t, bool, uint32_t, int, uint32_t, uint32_t, bool>;
+  /// The device table RopeInverseFrequencies(rope); null after an error.
+  const double* RopeTable(const RopeParams& rope);
   void CublasMatMul(const WeightRef& w, ConstMat x, Mat y, const MatMulPlan& plan);
 
   CudaBackendOptions options_;
@@ -134,7 +144,7 @@ class CudaBackend final : public Backend {
   cuda::CublasPtr cublas_;
   cuda::DeviceMemory cublas_workspace_;
   cuda::DeviceMemory scratch_;
-  std::map<std::pair<int, uint32_t>, cuda::DeviceMemory> rope_tables_;  // (dims, base bits)
+  std::map<RopeTableKey, cuda::DeviceMemory> rope_tables_;
   absl::Status error_;
 };
 

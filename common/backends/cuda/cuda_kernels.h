@@ -74,9 +74,10 @@ cudaError_t LaunchDequantRows(cudaStream_t stream, DType type, const void* w, in
 cudaError_t LaunchGetRows(cudaStream_t stream, DType type, const void* table, int64_t cols,
                           const int32_t* ids, int64_t n, float* out);
 cudaError_t LaunchRmsNorm(cudaStream_t stream, ConstMat x, const float* weight, float eps, Mat y);
-/// inv_freq: rope_dims / 2 doubles, base^(-2i/rope_dims).
-cudaError_t LaunchRope(cudaStream_t stream, Mat x, int head_dim, int rope_dims,
-                       const int32_t* positions, const double* inv_freq, RopeMode mode);
+/// Backend::Rope; inv_freq: rope.dims / 2 doubles in device memory,
+/// RopeInverseFrequencies(rope) (backend/rope.h).
+cudaError_t LaunchRope(cudaStream_t stream, Mat x, int head_dim, const int32_t* positions,
+                       const double* inv_freq, const RopeParams& rope);
 cudaError_t LaunchSoftmax(cudaStream_t stream, Mat x);
 cudaError_t LaunchRouterTopK(cudaStream_t stream, ConstMat logits, int k, RouterGating gating,
                              int32_t* ids, float* weights);
@@ -85,6 +86,9 @@ cudaError_t LaunchAddBias(cudaStream_t stream, Mat x, const float* bias);
 /// x = 1 / (1 + ExpF(-x)) in place.
 cudaError_t LaunchSigmoid(cudaStream_t stream, Mat x);
 cudaError_t LaunchSwiGlu(cudaStream_t stream, ConstMat gate, ConstMat up, Mat out);
+/// Backend::SwiGluOai (cuda_numerics::SwiGluOai per element).
+cudaError_t LaunchSwiGluOai(cudaStream_t stream, ConstMat gate, ConstMat up, float alpha,
+                            float limit, Mat out);
 cudaError_t LaunchAdd(cudaStream_t stream, ConstMat a, ConstMat b, Mat out);
 cudaError_t LaunchGatherRows(cudaStream_t stream, ConstMat src, const int32_t* idx, Mat dst);
 cudaError_t LaunchScatterAddScaled(cudaStream_t stream, ConstMat src, const int32_t* idx,
@@ -96,10 +100,11 @@ cudaError_t LaunchScatterAddScaled(cudaStream_t stream, ConstMat src, const int3
 /// many query rows at once as `max_scratch_floats` allows, at least one).
 int64_t AttentionScratchFloats(int64_t n, int n_head, int pos0, int64_t max_scratch_floats);
 
-/// Causal attention as Backend::Attention; `scratch` holds
-/// AttentionScratchFloats(...) floats.
+/// Causal attention as Backend::Attention (options.sinks in device memory);
+/// `scratch` holds AttentionScratchFloats(...) floats.
 cudaError_t LaunchAttention(cudaStream_t stream, ConstMat q, ConstMat k_cache, ConstMat v_cache,
-                            int n_head, int n_head_kv, int head_dim, int pos0, float scale, Mat out,
-                            float* scratch, int64_t scratch_floats);
+                            int n_head, int n_head_kv, int head_dim, int pos0, float scale,
+                            const AttentionOptions& options, Mat out, float* scratch,
+                            int64_t scratch_floats);
 
 }  // namespace odmoe::cuda

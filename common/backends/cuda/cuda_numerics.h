@@ -21,7 +21,10 @@
 //     int32 sub-block sums, fma per super-block) + TreeReduce16;
 //   * GetRows: DequantElement (cuda_numerics_dequant.h), DequantizeRow's bits;
 //   * softmax and attention denominators: LaneSum + TreeReduce16;
-//   * SwiGLU, router weights: Silu, ExpF, RouterTopKRow.
+//   * SwiGLU, router weights: Silu, SwiGluOai, ExpF, RouterTopKRow;
+//   * RoPE: RopeCosSin and RopeRotate on backend/rope.h's frequency table;
+//   * attention: the scores as a float MatMul, the softmax as Softmax's, the
+//     sink's term added after the lane sum (AttentionDenominator).
 //
 // Floating point rules. Products and sums are written as plain `*`, `+`, `-`
 // and must not be fused: the CUDA target is compiled with --fmad=false (and
@@ -209,6 +212,38 @@ ODMOE_HD float ExpF(float x) {
 /// silu(x) = x / (1 + e^-x), as cpu_math::Silu.
 ODMOE_HD float Silu(float x) { return x / (1.0f + ExpF(-x)); }
 
+/// gpt-oss's clamped SwiGLU of one element, as cpu_math::SwiGluOai:
+/// g = min(gate, limit), u = clamp(up, -limit, limit),
+/// g / (1 + e^-(alpha g)) * (u + 1).
+ODMOE_HD float SwiGluOai(float gate, float up, float alpha, float limit) {
+  const float g = gate > limit ? limit : gate;
+  const float u = up < -limit ? -limit : (up > limit ? limit : up);
+  return g / (1.0f + ExpF(-(alpha * g))) * (u + 1.0f);
+}
+
+// ---- RoPE ---------------------------------------------------------------------
+
+/// cos and sin of one RoPE angle as the CPU backend: in double, times the
+/// attention factor (1 without scaling), rounded once to f32. (The device's
+/// double cos / sin are libdevice's, a few double ulp from glibc's.)
+ODMOE_HD void RopeCosSin(double theta, double attention_factor, float* c, float* s) {
+#if defined(__CUDA_ARCH__)
+  *c = static_cast<float>(::cos(theta) * attention_factor);
+  *s = static_cast<float>(::sin(theta) * attention_factor);
+#else
+  *c = static_cast<float>(std::cos(theta) * attention_factor);
+  *s = static_cast<float>(std::sin(theta) * attention_factor);
+#endif
+}
+
+/// The rotation of one pair: (a, b) -> (a*c - b*s, a*s + b*c), unfused.
+ODMOE_HD void RopeRotate(float c, float s, float* a, float* b) {
+  const float x = *a;
+  const float y = *b;
+  *a = x * c - y * s;
+  *b = x * s + y * c;
+}
+
 // ---- The canonical order: 16 lanes and a fixed tree -----------------------
 
 inline constexpr int kLanes = 16;
@@ -328,6 +363,28 @@ ODMOE_HD void RouterTopKRow(const float* logits, int n_expert, int k, bool norma
   if (scale != 1.0f) {
     for (int j = 0; j < k; ++j) weights[j] = weights[j] * scale;
   }
+}
+
+// ---- Attention ----------------------------------------------------------------
+
+/// The softmax maximum of one attention row: the scores' maximum `m`, then
+/// the sink's logit when there is one (CPU: std::max(m, z)).
+ODMOE_HD float AttentionMax(float m, bool has_sink, float sink) {
+  return has_sink ? MaxSkipNan(m, sink) : m;
+}
+
+/// The softmax denominator of one attention row: the canonical sum of the
+/// p_j (`lane_sum`), then plus ExpF(z - m) when there is a sink.
+ODMOE_HD float AttentionDenominator(float lane_sum, bool has_sink, float sink, float m) {
+  return has_sink ? lane_sum + ExpF(sink - m) : lane_sum;
+}
+
+/// The first cache row a query at position p sees: p - window + 1 (not
+/// below 0) with a window, else 0.
+ODMOE_HD int64_t AttentionFirstRow(int64_t p, int window) {
+  if (window <= 0) return 0;
+  const int64_t first = p - window + 1;
+  return first > 0 ? first : 0;
 }
 
 /// 1 / (1 + e^-x), as the CPU backend's Sigmoid.

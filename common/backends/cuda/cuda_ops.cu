@@ -1,5 +1,5 @@
 // The row-wise ops of the CUDA backend: embedding lookup, normalisation,
-// RoPE, softmax, routing, SwiGLU and the row copies. Elementwise ops use one
+// RoPE, softmax, routing, the SwiGLU activations and the row copies. Elementwise ops use one
 // thread per element; reductions (RmsNorm, Softmax) one block per row whose
 // first half-warp forms the canonical 16 lanes and tree.
 #include "cuda_kernel_util.h"
@@ -44,23 +44,21 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-__global__ void RopeKernel(float* x, int64_t cols, int head_dim, int half, int64_t heads,
-                           const int32_t* __restrict__ positions,
-                           const double* __restrict__ inv_freq, bool interleaved, int64_t total) {
+__global__ void RopeKernel(float* x, int64_t cols, int head_dim, int offset, int half,
+                           int64_t heads, const int32_t* __restrict__ positions,
+                           const double* __restrict__ inv_freq, double attention_factor,
+                           bool interleaved, int64_t total) {
   for (int64_t idx = GlobalThread(); idx < total; idx += GridThreads()) {
     const int i = static_cast<int>(idx % half);
     const int64_t h = (idx / half) % heads;
     const int64_t t = idx / (static_cast<int64_t>(half) * heads);
     const double theta = static_cast<double>(positions[t]) * inv_freq[i];
-    const float c = static_cast<float>(cos(theta));
-    const float s = static_cast<float>(sin(theta));
-    float* v = x + t * cols + h * head_dim;
+    float c, s;
+    num::RopeCosSin(theta, attention_factor, &c, &s);
+    float* v = x + t * cols + h * head_dim + offset;
     const int i0 = interleaved ? 2 * i : i;
     const int i1 = interleaved ? 2 * i + 1 : i + half;
-    const float a = v[i0];
-    const float b = v[i1];
-    v[i0] = a * c - b * s;
-    v[i1] = a * s + b * c;
+    num::RopeRotate(c, s, &v[i0], &v[i1]);
   }
 }
 
@@ -106,6 +104,13 @@ __global__ void SigmoidKernel(float* x, int64_t total) {
 __global__ void SwiGluKernel(const float* gate, const float* up, float* out, int64_t total) {
   for (int64_t i = GlobalThread(); i < total; i += GridThreads()) {
     out[i] = num::Silu(gate[i]) * up[i];
+  }
+}
+
+__global__ void SwiGluOaiKernel(const float* gate, const float* up, float alpha, float limit,
+                                float* out, int64_t total) {
+  for (int64_t i = GlobalThread(); i < total; i += GridThreads()) {
+    out[i] = num::SwiGluOai(gate[i], up[i], alpha, limit);
   }
 }
 
@@ -161,15 +166,15 @@ cudaError_t LaunchRmsNorm(cudaStream_t stream, ConstMat x, const float* weight, 
   return cudaGetLastError();
 }
 
-cudaError_t LaunchRope(cudaStream_t stream, Mat x, int head_dim, int rope_dims,
-                       const int32_t* positions, const double* inv_freq, RopeMode mode) {
-  const int half = rope_dims / 2;
+cudaError_t LaunchRope(cudaStream_t stream, Mat x, int head_dim, const int32_t* positions,
+                       const double* inv_freq, const RopeParams& rope) {
+  const int half = rope.dims / 2;
   const int64_t heads = x.cols / head_dim;
   const int64_t total = x.rows * heads * half;
   if (total == 0) return cudaSuccess;
   RopeKernel<<<GridFor(total, kThreads), kThreads, 0, stream>>>(
-      x.data, x.cols, head_dim, half, heads, positions, inv_freq, mode == RopeMode::kInterleaved,
-      total);
+      x.data, x.cols, head_dim, rope.offset, half, heads, positions, inv_freq,
+      RopeAttentionFactor(rope), rope.mode == RopeMode::kInterleaved, total);
   return cudaGetLastError();
 }
 
@@ -207,6 +212,15 @@ cudaError_t LaunchSwiGlu(cudaStream_t stream, ConstMat gate, ConstMat up, Mat ou
   if (total == 0) return cudaSuccess;
   SwiGluKernel<<<GridFor(total, kThreads), kThreads, 0, stream>>>(gate.data, up.data, out.data,
                                                                   total);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchSwiGluOai(cudaStream_t stream, ConstMat gate, ConstMat up, float alpha,
+                            float limit, Mat out) {
+  const int64_t total = out.rows * out.cols;
+  if (total == 0) return cudaSuccess;
+  SwiGluOaiKernel<<<GridFor(total, kThreads), kThreads, 0, stream>>>(gate.data, up.data, alpha,
+                                                                     limit, out.data, total);
   return cudaGetLastError();
 }
 
