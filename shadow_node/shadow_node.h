@@ -42,6 +42,12 @@ class ShadowNode : public NodeDaemon {
   absl::Status Start() override;
   void Shutdown() override;
   void FillStatus(v1::NodeStatus* status) const override;
+  /// Its largest message: a KV alignment chunk (kKvChunkBytes of K plus V,
+  /// doubled for a chunk's one-row minimum) or a prompt of the largest
+  /// context (2^20 token ids), with room for the framing.
+  size_t max_receive_message_bytes() const override {
+    return 2 * kKvChunkBytes + (8u << 20);
+  }
 
   const ModelFile& shadow_model() const { return *model_; }
 

@@ -300,6 +300,30 @@ TEST_CASE("grpc limits: Generate messages are bounded, Trace capacity too", "[cl
   CHECK(s.error_message().find("exceeds the maximum of 1000000") != std::string::npos);
   CHECK(trace(v1::TraceRequest::START, kMaxTraceSpans).ok());
   CHECK(trace(v1::TraceRequest::STOP, 0).ok());
+
+  // Between nodes: a worker takes a task of at most a prefill mini-batch of
+  // hidden rows (16 x n_embd floats here, plus 1 MiB), the shadow a KV chunk.
+  CHECK(c.worker(0).max_receive_message_bytes() < 4 * kMiB);
+  CHECK(c.shadow() == nullptr);  // prediction none: no shadow in this cluster
+  auto worker = v1::Worker::NewStub(MakeChannel(c.topology().workers[0].address));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(DeadlineIn(absl::Seconds(20)));
+  auto stream = worker->Experts(&ctx);
+  v1::WorkerRequest task;
+  v1::Rows* rows = task.mutable_task()->mutable_input();
+  rows->set_rows(4096);
+  rows->set_cols(1024);
+  rows->set_data(std::string(16u << 20, '\0'));
+  stream->Write(task);
+  stream->WritesDone();
+  v1::ExpertResult result;
+  while (stream->Read(&result)) {
+  }
+  const grpc::Status refused = stream->Finish();
+  INFO(refused.error_message());
+  CHECK(refused.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
+  // (Whether a foreign Experts stream can disturb the main node's own is
+  // issue 18's stream-ownership part, not checked here.)
 }
 
 TEST_CASE("health: 503 degraded when prediction fell back to none", "[cluster][http][health]") {
@@ -314,6 +338,9 @@ TEST_CASE("health: 503 degraded when prediction fell back to none", "[cluster][h
   auto res = cli.Get("/health");
   REQUIRE(res);
   CHECK(res->status == 200);
+  // The shadow's gRPC port takes a KV chunk or a prompt, not 256 MiB.
+  REQUIRE(c.shadow() != nullptr);
+  CHECK(c.shadow()->max_receive_message_bytes() < 32 * kMiB);
   c.KillShadow();
   // The main node notices the broken stream (at once, or at the next request).
   auto completion = cli.Post("/v1/completions", R"({"prompt": "Once", "max_tokens": 3})",
