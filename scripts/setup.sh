@@ -13,6 +13,7 @@ PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git
   libabsl-dev libspdlog-dev libfmt-dev catch2 nlohmann-json3-dev libyaml-cpp-dev
   libgrpc++-dev libcpp-httplib-dev libpng-dev libpcre2-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  gnuplot-nox fonts-dejavu-core   # odmoe-bench's plots (tools/bench/gnuplot_chart.h)
 )
 
 SUDO=""

@@ -103,7 +103,12 @@ absl::StatusOr<std::unique_ptr<WorkerCore>> WorkerCore::Create(const ModelFile& 
   // asked for are packed into pinned host memory once, so that a load is one
   // asynchronous copy at the link's rate. A resident worker loads its set
   // once (through the staging entries) and keeps no pinned copy.
-  ODMOE_ASSIGN_OR_RETURN(std::unique_ptr<SlotDevice> device, CreateSlotDevice(backend));
+  std::unique_ptr<SlotDevice> device;
+  if (options.slot_device) {
+    device = options.slot_device();
+  } else {
+    ODMOE_ASSIGN_OR_RETURN(device, CreateSlotDevice(backend));
+  }
   std::vector<ExpertSlots::ExpertId> host_set;
   if (device != nullptr && !options.resident) host_set = ResidentSet(c, p);
   ODMOE_ASSIGN_OR_RETURN(ExpertSlots expert_slots,

@@ -114,6 +114,10 @@ class WorkerCore {
     uint64_t memory_budget = 0;
     uint64_t load_bandwidth = 0; // bytes/s cap on loads (emulation, ExpertSlots); 0 = off
     TraceRecorder* trace = nullptr;  // EL/EC spans when recording (may be null)
+    // Makes the SlotDevice to load through; empty = the backend's own
+    // (CreateSlotDevice: none for a host backend). Tests pass a fake that
+    // stands for a GPU.
+    std::function<std::unique_ptr<SlotDevice>()> slot_device;
   };
   using ResultSink = std::function<void(const v1::ExpertResult&)>;
 

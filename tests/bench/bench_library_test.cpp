@@ -144,6 +144,21 @@ TEST_CASE("bench: statistics and the Markdown summary", "[bench]") {
   CHECK(md.find("**NO**") != std::string::npos);  // resident's tokens differed
   CHECK(md.find("| token 2 | 3.0 (0.80) | 4.0 (0.70) |") != std::string::npos);
   CHECK(md.find("1: x") != std::string::npos);
+
+  // A failed experiment (as odmoe-bench records it) is reported, never a crash.
+  results["deployments"] = {{"error", "tests/data/heldout.txt: cannot read the held-out text"}};
+  results["recall"] = {{"error", "shadow did not start"}};
+  const std::string failed = MarkdownSummary(results);
+  CHECK(failed.find("## deployments: failed\n\ntests/data/heldout.txt: cannot read") !=
+        std::string::npos);
+  CHECK(failed.find("## recall: failed") != std::string::npos);
+  CHECK(failed.find("1: x") != std::string::npos);  // the others still reported
+
+  // A cell that was not measured (null) is a "-", not a crash.
+  results["periods"]["decode_tps"][1][1] = nullptr;
+  results["periods"]["recall"][1][1] = nullptr;
+  const std::string gaps = MarkdownSummary(results);
+  CHECK(gaps.find("| token 2 | 3.0 (0.80) | - (-) |") != std::string::npos);
 }
 
 }  // namespace

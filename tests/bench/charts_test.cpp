@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "bench/charts.h"
+#include "bench/gnuplot_chart.h"
 #include "bench/plots.h"
 
 namespace odmoe::bench {
@@ -97,8 +98,49 @@ TEST_CASE("charts: plots from a results.json", "[bench]") {
   std::vector<std::string> files;
   REQUIRE(WritePlots(results, dir, &files).ok());
   CHECK(files.size() == 4);
-  for (const std::string& f : files) CHECK(std::filesystem::file_size(dir + "/" + f) > 1000);
+  for (const std::string& f : files) {
+    INFO(f);
+    CHECK(std::filesystem::file_size(dir + "/" + f) > 1000);
+    std::ifstream png(dir + "/" + f, std::ios::binary);
+    char sig[8] = {};
+    png.read(sig, 8);
+    CHECK(std::string(sig + 1, 3) == "PNG");
+    if (GnuplotAvailable()) {  // drawn by gnuplot: its script beside the picture
+      const std::string gp = dir + "/" + f.substr(0, f.size() - 4) + ".gp";
+      std::ifstream in(gp);
+      const std::string script((std::istreambuf_iterator<char>(in)), {});
+      CHECK(script.find("set terminal pngcairo") != std::string::npos);
+      CHECK(script.find("set key outside") != std::string::npos);
+    }
+  }
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("charts: gnuplot scripts quote names, keep NaN gaps and report failures", "[bench]") {
+  const std::string line = GnuplotLineScript({"Recall \"q8\"", "token", "recall"},
+                                             {{"a\\b", {1, 2}, {0.5, std::nan("")}}}, 0.0,
+                                             1.0, true, "/tmp/x.png");
+  CHECK(line.find("title \"Recall \\\"q8\\\"\"") != std::string::npos);
+  CHECK(line.find("\n2 NaN\n") != std::string::npos);
+  CHECK(line.find("set logscale x") != std::string::npos);
+  CHECK(line.find("set yrange [0:1]") != std::string::npos);
+  const std::string bars =
+      GnuplotBarScript({"t", "x", "y"}, {"odmoe", "none"}, {{"16x64", {10, 8}, {1, 0.5}}},
+                       "/tmp/x.png");
+  CHECK(bars.find("\"16x64\" 10 1 8 0.5") != std::string::npos);
+  CHECK(bars.find("using 4:5 title \"none\"") != std::string::npos);
+  const std::string heat = GnuplotHeatScript({"t", "x", "y"}, {"token 1"}, {"KV 1", "KV 2"},
+                                             {{3.5, std::nan("")}}, "/tmp/x.png");
+  CHECK(heat.find("3.5 NaN") != std::string::npos);
+  CHECK(!GnuplotHeatMap({"t", "x", "y"}, {"r"}, {"c"}, {{1, 2}}, "/tmp/x.png").ok());
+  CHECK(!GnuplotBarChart({"t", "x", "y"}, {}, {}, "/tmp/x.png").ok());
+  if (GnuplotAvailable()) {
+    const absl::Status s = GnuplotLineChart({"t", "x", "y"}, {{"a", {1}, {1}}}, std::nullopt,
+                                            std::nullopt, false, "/nonexistent-dir/x.png");
+    CHECK(s.code() == absl::StatusCode::kInternal);
+  } else {
+    WARN("gnuplot (gnuplot-nox) is not installed: the built-in rasterizer draws the plots");
+  }
 }
 
 }  // namespace

@@ -2,11 +2,19 @@
 // with one slot it loads them one after another and never holds two; with
 // two it has the next one loaded before it computes the current. Its own
 // accounting (ExpertSlots, WorkerStats) and its EL / EC trace spans show it.
+// On a device (a fake SlotDevice here, standing for a GPU) it queues the copy
+// of the next task's expert while the current one computes.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <condition_variable>
+#include <cstring>
 #include <mutex>
 #include <thread>
 
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "backend/slot_device.h"
 #include "backends/backend_registry.h"
 #include "cluster/assignment.h"
 #include "cluster/wire.h"
@@ -103,6 +111,54 @@ TraceEvent Span(const std::vector<TraceEvent>& events, const std::string& name, 
   REQUIRE(found.size() == 1);
   return found[0];
 }
+
+// A SlotDevice whose memory is host vectors and whose copies happen at once,
+// logging every call (and the results the test's sink sees) in order. The
+// host waits for a copy only once the test opens the gate, so the test can
+// queue tasks while the worker waits for its first load.
+class GatedSlotDevice final : public SlotDevice {
+ public:
+  struct Shared {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool open = false;
+    std::vector<std::string> log;
+    void Log(std::string line) {
+      std::lock_guard<std::mutex> lock(mu);
+      log.push_back(std::move(line));
+    }
+  };
+  explicit GatedSlotDevice(Shared* shared) : shared_(shared) {}
+  std::string name() const override { return "gated"; }
+  absl::StatusOr<uint8_t*> Reserve(int slots, size_t slot_bytes) override {
+    memory_.assign(static_cast<size_t>(slots) * slot_bytes, 0);
+    return memory_.data();
+  }
+  absl::StatusOr<uint8_t*> ReserveHost(size_t bytes) override {
+    host_.assign(bytes, 0);
+    return host_.data();
+  }
+  absl::Status QueueLoad(int slot, void* dst, const void* src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+    shared_->Log(absl::StrFormat("load %d", slot));
+    return absl::OkStatus();
+  }
+  absl::Status ComputeWaitForLoad(int slot) override {
+    shared_->Log(absl::StrFormat("compute %d", slot));
+    return absl::OkStatus();
+  }
+  absl::Status RecordRelease(int slot) override { return absl::OkStatus(); }
+  absl::Status WaitLoadDone(int slot) override {
+    std::unique_lock<std::mutex> lock(shared_->mu);
+    shared_->cv.wait(lock, [&] { return shared_->open; });
+    return absl::OkStatus();
+  }
+  absl::StatusOr<double> LoadSeconds(int) override { return 0.0; }
+
+ private:
+  Shared* shared_;
+  std::vector<uint8_t> memory_, host_;
+};
 
 }  // namespace
 
@@ -242,6 +298,101 @@ TEST_CASE("worker: a worker beyond top-k in its group takes no hints", "[cluster
   CHECK(absl::IsInvalidArgument(s));
   CHECK(s.message().find("position 2") != std::string::npos);
   core->Stop();
+}
+
+TEST_CASE("worker: on a device the next task's expert copies while the current computes",
+          "[cluster][worker]") {
+  auto model = ModelFile::Open(SourcePath("models/tiny-mixtral-f16.gguf")).value();
+  auto backend = CreateBackend("cpu:1").value();
+  const ModelConfig& c = model->config();
+  for (int slots : {1, 2}) {
+    INFO("slots " << slots);
+    GatedSlotDevice::Shared shared;
+    WorkerCore::Options opt;
+    opt.placement = WorkerPlacement{.worker_index = 0, .n_workers = 1, .group_size = 1};
+    opt.max_rows = kRows;
+    opt.memory_budget = WorkerCore::WorkspaceBytes(c, kRows) +
+                        static_cast<uint64_t>(slots) * LargestPackedExpert(c);
+    opt.slot_device = [&] { return std::make_unique<GatedSlotDevice>(&shared); };
+    auto core = WorkerCore::Create(*model, *backend, opt).value();
+    REQUIRE(core->stats().slots == slots);
+    std::mutex mu;
+    std::vector<v1::ExpertResult> results;
+    core->AttachSink(1, [&](const v1::ExpertResult& r) {
+      shared.Log(absl::StrFormat("result %d", r.task_id()));
+      std::lock_guard<std::mutex> lock(mu);
+      results.push_back(r);
+    });
+    // No hint: both experts are loaded for their tasks. The first task's load
+    // waits at the gate until the second task is queued behind it.
+    auto task = [&](uint64_t id, uint32_t expert, uint32_t position) {
+      v1::ExpertTask t;
+      t.set_task_id(id);
+      t.mutable_key()->set_request(1);
+      t.mutable_key()->set_token(1);
+      t.mutable_key()->set_layer(2);
+      t.set_expert(expert);
+      t.set_position(position);
+      std::vector<float> x(static_cast<size_t>(c.n_embd), 0.25f);
+      EncodeRows(x.data(), 1, c.n_embd, v1::WIRE_DTYPE_F32, t.mutable_input());
+      REQUIRE(core->SubmitTask(t).ok());
+    };
+    task(1, 3, 0);
+    for (int i = 0; i < 500; ++i) {
+      {
+        std::lock_guard<std::mutex> lock(shared.mu);
+        if (!shared.log.empty()) break;  // the first load is queued
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    task(2, 6, 1);
+    {
+      std::lock_guard<std::mutex> lock(shared.mu);
+      shared.open = true;
+    }
+    shared.cv.notify_all();
+    for (int i = 0; i < 500; ++i) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (results.size() == 2) break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    core->Stop();
+    std::vector<std::string> log;
+    {
+      std::lock_guard<std::mutex> lock(shared.mu);
+      log = shared.log;
+    }
+    INFO(absl::StrJoin(log, ", "));
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      REQUIRE(results.size() == 2);
+      CHECK(results[0].error_code() == 0);
+      CHECK(results[1].error_code() == 0);
+    }
+    auto at = [&](const std::string& line) {
+      return std::find(log.begin(), log.end(), line) - log.begin();
+    };
+    REQUIRE(at("load 0") < static_cast<long>(log.size()));
+    if (slots == 2) {
+      // Expert 6 went to slot 1 after expert 3's compute was queued and
+      // before its result came back.
+      REQUIRE(at("load 1") < static_cast<long>(log.size()));
+      CHECK(at("compute 0") < at("load 1"));
+      CHECK(at("load 1") < at("result 1"));
+      CHECK(core->stats().peak_held == 2);
+    } else {
+      // One slot: expert 6 is copied only once expert 3 is done.
+      CHECK(std::count(log.begin(), log.end(), "load 0") == 2);
+      CHECK(at("result 1") < static_cast<long>(log.size()));
+      const auto second_load =
+          std::find(log.begin() + at("load 0") + 1, log.end(), "load 0") - log.begin();
+      CHECK(at("result 1") < second_load);
+      CHECK(core->stats().peak_held == 1);
+    }
+    CHECK(core->stats().misses == 2);
+  }
 }
 
 }  // namespace odmoe::test

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "bench/charts.h"
+#include "bench/gnuplot_chart.h"
 #include "util/status_macros.h"
 
 namespace odmoe::bench {
@@ -25,6 +26,37 @@ absl::Status Save(absl::StatusOr<Canvas> canvas, const std::string& out_dir,
   return absl::OkStatus();
 }
 
+// Each chart through gnuplot where it is installed (gnuplot_chart.h), else
+// through the built-in rasterizer (charts.h).
+absl::Status DrawLine(const ChartText& t, const std::vector<Series>& series,
+                      std::optional<double> y_min, std::optional<double> y_max, bool log_x,
+                      const std::string& out_dir, const std::string& name,
+                      std::vector<std::string>* files) {
+  if (!GnuplotAvailable()) return Save(LineChart(t, series, y_min, y_max, log_x), out_dir, name, files);
+  ODMOE_RETURN_IF_ERROR(GnuplotLineChart(t, series, y_min, y_max, log_x, out_dir + "/" + name));
+  files->push_back(name);
+  return absl::OkStatus();
+}
+
+absl::Status DrawBars(const ChartText& t, const std::vector<std::string>& series,
+                      const std::vector<BarGroup>& groups, const std::string& out_dir,
+                      const std::string& name, std::vector<std::string>* files) {
+  if (!GnuplotAvailable()) return Save(BarChart(t, series, groups), out_dir, name, files);
+  ODMOE_RETURN_IF_ERROR(GnuplotBarChart(t, series, groups, out_dir + "/" + name));
+  files->push_back(name);
+  return absl::OkStatus();
+}
+
+absl::Status DrawHeat(const ChartText& t, const std::vector<std::string>& rows,
+                      const std::vector<std::string>& cols,
+                      const std::vector<std::vector<double>>& values, const std::string& out_dir,
+                      const std::string& name, std::vector<std::string>* files) {
+  if (!GnuplotAvailable()) return Save(HeatMap(t, rows, cols, values), out_dir, name, files);
+  ODMOE_RETURN_IF_ERROR(GnuplotHeatMap(t, rows, cols, values, out_dir + "/" + name));
+  files->push_back(name);
+  return absl::OkStatus();
+}
+
 // Fig. 3: one chart per shadow precision, a curve per alignment mode.
 absl::Status RecallPlots(const json& recall, const std::string& out_dir,
                          std::vector<std::string>* files) {
@@ -42,10 +74,10 @@ absl::Status RecallPlots(const json& recall, const std::string& out_dir,
       series.push_back(std::move(s));
     }
     if (series.empty()) continue;
-    ODMOE_RETURN_IF_ERROR(Save(LineChart({absl::StrCat("Recall per output token, ", shadow),
-                                          "output token index", "recall (Eq. 2)"},
-                                         series, 0.0, 1.0),
-                               out_dir, absl::StrCat("recall-", shadow, ".png"), files));
+    ODMOE_RETURN_IF_ERROR(DrawLine({absl::StrCat("Recall per output token, ", shadow),
+                                    "output token index", "recall (Eq. 2)"},
+                                   series, 0.0, 1.0, false, out_dir,
+                                   absl::StrCat("recall-", shadow, ".png"), files));
   }
   return absl::OkStatus();
 }
@@ -74,10 +106,9 @@ absl::Status DeploymentPlot(const json& d, const std::string& out_dir,
     }
     groups.push_back(std::move(g));
   }
-  return Save(BarChart({"Decode throughput by deployment (cluster)", "prompt x output tokens",
-                        "decode tokens/s"},
-                       names, groups),
-              out_dir, "deployments.png", files);
+  return DrawBars({"Decode throughput by deployment (cluster)", "prompt x output tokens",
+                   "decode tokens/s"},
+                  names, groups, out_dir, "deployments.png", files);
 }
 
 absl::Status AblationPlot(const json& a, const std::string& out_dir,
@@ -90,11 +121,10 @@ absl::Status AblationPlot(const json& a, const std::string& out_dir,
     g.errors = {Num(c, "decode_tps_std")};
     groups.push_back(std::move(g));
   }
-  return Save(BarChart({absl::StrCat("Ablation cases 1-6 (", a.value("config", ""), ")"),
-                        "case (1 token+KV, 2 token, 3 KV, 4 none, 5 random, 6 no prefetch)",
-                        "decode tokens/s"},
-                       {"decode"}, groups),
-              out_dir, "ablation.png", files);
+  return DrawBars({absl::StrCat("Ablation cases 1-6 (", a.value("config", ""), ")"),
+                   "case (1 token+KV, 2 token, 3 KV, 4 none, 5 random, 6 no prefetch)",
+                   "decode tokens/s"},
+                  {"decode"}, groups, out_dir, "ablation.png", files);
 }
 
 absl::Status PeriodsPlot(const json& p, const std::string& out_dir,
@@ -110,11 +140,10 @@ absl::Status PeriodsPlot(const json& p, const std::string& out_dir,
     for (const json& v : row) r.push_back(NumAt(v));
     values.push_back(std::move(r));
   }
-  return Save(HeatMap({absl::StrCat("Decode tokens/s by alignment period (", p.value("config", ""),
-                                    ")"),
-                       "KV alignment period", "token alignment period"},
-                      rows, cols, values),
-              out_dir, "periods.png", files);
+  return DrawHeat({absl::StrCat("Decode tokens/s by alignment period (", p.value("config", ""),
+                                ")"),
+                   "KV alignment period", "token alignment period"},
+                  rows, cols, values, out_dir, "periods.png", files);
 }
 
 absl::Status SweepPlot(const json& s, const std::string& out_dir,
@@ -130,11 +159,10 @@ absl::Status SweepPlot(const json& s, const std::string& out_dir,
       series[i].y.push_back(Num(row, keys[i]));
     }
   }
-  return Save(LineChart({absl::StrCat("Decode throughput vs emulated expert load time (",
-                                      s.value("config", ""), ")"),
-                         "expert load time (us, log scale)", "decode tokens/s"},
-                        series, 0.0, std::nullopt, /*log_x=*/true),
-              out_dir, "load-sweep.png", files);
+  return DrawLine({absl::StrCat("Decode throughput vs emulated expert load time (",
+                                s.value("config", ""), ")"),
+                   "expert load time (us, log scale)", "decode tokens/s"},
+                  series, 0.0, std::nullopt, /*log_x=*/true, out_dir, "load-sweep.png", files);
 }
 
 }  // namespace

@@ -14,6 +14,9 @@ double Num(const json& j, const std::string& key) {
   return j.contains(key) && j[key].is_number() ? j[key].get<double>() : std::nan("");
 }
 
+// A number that may be null (not measured).
+double NumAt(const json& j) { return j.is_number() ? j.get<double>() : std::nan(""); }
+
 // A number for a table cell ("-" when it was not measured).
 std::string F(double v, const char* fmt = "%.1f") {
   if (!std::isfinite(v)) return "-";
@@ -26,7 +29,7 @@ void Deployments(const json& d, std::ostringstream& out) {
   out << "## Deployments side by side\n\n";
   if (d.contains("headline")) {
     for (const auto& [k, v] : d["headline"].items()) {
-      out << "- decode throughput " << k << ": **" << F(v.get<double>(), "%.3f") << "**\n";
+      out << "- decode throughput " << k << ": **" << F(NumAt(v), "%.3f") << "**\n";
     }
     out << "\n";
   }
@@ -96,8 +99,8 @@ void Periods(const json& p, std::ostringstream& out) {
   for (size_t i = 0; i < p["periods"].size(); ++i) {
     out << "| token " << p["periods"][i].get<int>() << " |";
     for (size_t j = 0; j < p["periods"].size(); ++j) {
-      out << " " << F(p["decode_tps"][i][j].get<double>()) << " ("
-          << F(p["recall"][i][j].get<double>(), "%.2f") << ") |";
+      out << " " << F(NumAt(p["decode_tps"][i][j])) << " (" << F(NumAt(p["recall"][i][j]), "%.2f")
+          << ") |";
     }
     out << "\n";
   }
@@ -142,11 +145,24 @@ std::string MarkdownSummary(const json& results) {
         << e.value("network", "") << "\n";
   }
   out << "\n";
-  if (results.contains("deployments")) Deployments(results["deployments"], out);
-  if (results.contains("recall")) Recall(results["recall"], out);
-  if (results.contains("ablation")) Ablation(results["ablation"], out);
-  if (results.contains("periods")) Periods(results["periods"], out);
-  if (results.contains("timing")) Timing(results["timing"], out);
+  using Section = void (*)(const json&, std::ostringstream&);
+  const std::pair<const char*, Section> sections[] = {{"deployments", &Deployments},
+                                                      {"recall", &Recall},
+                                                      {"ablation", &Ablation},
+                                                      {"periods", &Periods},
+                                                      {"timing", &Timing}};
+  for (const auto& [name, write] : sections) {
+    if (!results.contains(name)) continue;
+    const json& r = results[name];
+    if (!r.is_object() || r.contains("error")) {  // a failed experiment: say so, draw nothing
+      out << "## " << name << ": failed\n\n"
+          << (r.is_object() && r["error"].is_string() ? r["error"].get<std::string>()
+                                                       : std::string("no results"))
+          << "\n\n";
+      continue;
+    }
+    write(r, out);
+  }
   return out.str();
 }
 
