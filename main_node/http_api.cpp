@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "httplib.h"
 #include "main_node/chat_template.h"
+#include "main_node/http_api_limits.h"
 #include "main_node/main_node.h"
 #include "nlohmann/json.hpp"
 #include "util/logging.h"
@@ -24,7 +25,6 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr size_t kMaxBody = 8u << 20;
 constexpr int kDefaultMaxTokens = 16;  // OpenAI's default for completions
 
 int64_t UnixNow() {
@@ -46,11 +46,8 @@ json ServerErrorBody(const absl::Status& s) {
 void SendError(httplib::Response& res, int http_status, const std::string& message,
                const std::string& type, const std::string& param = "",
                const std::string& code = "") {
-  json e = {{"message", message}, {"type", type}};
-  e["param"] = param.empty() ? json(nullptr) : json(param);
-  e["code"] = code.empty() ? json(nullptr) : json(code);
   res.status = http_status;
-  res.set_content(json{{"error", e}}.dump(), "application/json");
+  res.set_content(OpenAiErrorBody(message, type, param, code), "application/json");
 }
 
 // absl status -> the HTTP status and OpenAI error type. A context overflow
@@ -343,6 +340,7 @@ struct HttpApi::Impl {
   std::atomic<uint64_t> next_id{0};
   ChatFormat chat_format;
   int64_t model_created = 0;  // Unix seconds
+  HttpGuard guard;            // body limit and API key, checked before work
 
   explicit Impl(MainNode& n) : node(n) {}
 
@@ -356,10 +354,17 @@ struct HttpApi::Impl {
     return false;
   }
 
-  // The API key and a JSON object body; false when the response is an error.
-  bool AuthorizedJson(const httplib::Request& req, httplib::Response& res, json* body) {
-    if (!Authorized(req, res)) return false;
-    *body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  // The body of a POST route (the API key and its framing were checked from
+  // the headers: GuardBeforeBody), read within main.max_body_bytes whatever
+  // its Content-Type, and parsed as a JSON object; false when the response
+  // is an error.
+  bool ReadJson(const httplib::ContentReader& reader, httplib::Response& res, json* body) {
+    std::string text;
+    if (!ReadBodyWithin(guard.max_body_bytes, reader, &text, res)) {
+      node.CountRejected("http", absl::InvalidArgumentError("body"));
+      return false;
+    }
+    *body = json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (body->is_discarded() || !body->is_object()) {
       node.CountRejected("http", absl::InvalidArgumentError("json"));
       SendError(res, 400, "The body is not a JSON object", "invalid_request_error");
@@ -439,13 +444,97 @@ struct HttpApi::Impl {
     return absl::OkStatus();
   }
 
+  // A non-streamed completion in the caller's turn: the response body, or why
+  // it could not be made (the caller picks the HTTP status from it).
+  absl::StatusOr<json> Complete(const RequestQueue::Turn& turn, const ParsedRequest& parsed,
+                                bool chat, const std::string& id, int64_t created,
+                                const std::string& object, const std::function<bool()>& gone) {
+    const Tokenizer& tok = node.tokenizer();
+    const int top_n = std::max(0, parsed.gen.logprobs);
+    std::vector<int32_t> ids;
+    std::vector<std::optional<RowScore>> scores;
+    if (parsed.echo) {
+      if (absl::Status st = EchoScores(turn, parsed, &ids, &scores); !st.ok()) {
+        return st;
+      }
+    }
+    ClusterGenerateResult gen;
+    std::string text;
+    std::string reasoning;  // chat with a reasoning model: not part of `text`
+    bool stopped = false;
+    if (!parsed.no_generation) {
+      StopMatcher stop(parsed.stop);
+      ChatReplySplitter split(chat ? chat_format : ChatFormat{});
+      auto take = [&](const ChatReplyPiece& p) {
+        if (!stop.stopped()) reasoning += p.reasoning;
+        text += stop.Push(p.content);
+      };
+      auto on_token = [&](int32_t id, std::string_view piece) { take(split.Push(id, piece)); };
+      absl::StatusOr<ClusterGenerateResult> r = node.Generate(
+          turn, parsed.gen, on_token, gone,
+          [&] { return stop.stopped(); }, "http");
+      if (!r.ok()) return r.status();
+      take(split.Flush());
+      text += stop.Flush();
+      stopped = stop.stopped();
+      gen = std::move(*r);
+    } else {
+      gen.result.stats.prompt_tokens = static_cast<int>(ids.size());
+    }
+    json choice = {{"index", 0},
+                   {"finish_reason", parsed.no_generation ? "length" : Finish(gen, stopped)}};
+    if (chat) {
+      choice["message"] = {{"role", "assistant"}, {"content", text}};
+      if (!reasoning.empty()) choice["message"]["reasoning_content"] = reasoning;
+      if (parsed.gen.logprobs >= 0) {
+        json content = json::array();
+        for (size_t i = 0; i < gen.result.output_ids.size(); ++i) {
+          content.push_back(ChatLogprob(tok, gen.result.output_ids[i], gen.result.logprobs[i]));
+        }
+        choice["logprobs"] = {{"content", content}};
+      } else {
+        choice["logprobs"] = nullptr;
+      }
+    } else {
+      choice["text"] = parsed.echo ? parsed.gen.prompt + text : text;
+      if (parsed.gen.logprobs >= 0) {
+        for (size_t i = 0; i < gen.result.output_ids.size(); ++i) {
+          ids.push_back(gen.result.output_ids[i]);
+          scores.push_back(gen.result.logprobs[i]);
+        }
+        size_t offset = 0;
+        choice["logprobs"] = CompletionLogprobs(tok, ids, scores, top_n, &offset);
+      } else {
+        choice["logprobs"] = nullptr;
+      }
+    }
+    json body = {{"id", id},
+                 {"object", object},
+                 {"created", created},
+                 {"model", node.model_id()},
+                 {"choices", {choice}},
+                 {"usage", Usage(gen)}};
+    if (!parsed.no_generation) body["odmoe"] = OdmoeStats(gen);
+    return body;
+  }
+
   // Both endpoints: `prompt` is the rendered prompt; `chat` picks the shapes.
-  void Serve(const ParsedRequest& parsed, httplib::Response& res, bool chat) {
+  void Serve(const httplib::Request& req, const ParsedRequest& parsed, httplib::Response& res,
+             bool chat) {
     if (absl::Status s = node.Validate(parsed.gen); !s.ok()) {
       node.CountRejected("http", s);
       return SendStatus(res, s, parsed.prompt_param);
     }
-    absl::StatusOr<RequestQueue::Turn> turn = node.Admit();
+    // A non-streamed request is answered only when it is done: the client's
+    // socket is watched so that one that hangs up (waiting for its turn or
+    // while generating) cancels its request within a token.
+    std::optional<ClientConnection> client;
+    if (!parsed.stream) {
+      client = ClientConnection::Find(req);
+      if (!client) ODMOE_LOG_WARN("http: cannot watch the client's connection for a hang-up");
+    }
+    auto gone = [&client] { return client.has_value() && client->Gone(); };
+    absl::StatusOr<RequestQueue::Turn> turn = node.Admit(gone);
     if (!turn.ok()) {
       node.CountRejected("http", turn.status());
       return SendStatus(res, turn.status(), parsed.prompt_param);
@@ -456,86 +545,12 @@ struct HttpApi::Impl {
     const Tokenizer& tok = node.tokenizer();
     const int top_n = std::max(0, parsed.gen.logprobs);
     if (!parsed.stream) {
-      // Generated inside a content provider, so that a client that hangs up
-      // is noticed (the socket stops being writable) and its request is
-      // cancelled within a token. Errors before generating have their own
-      // status codes (above); one while generating comes as an error body.
-      auto held = std::make_shared<RequestQueue::Turn>(std::move(*turn));
-      res.set_chunked_content_provider("application/json", [this, held, parsed, id, created, object,
-                                                            chat, &tok, top_n](
-                                                               size_t, httplib::DataSink& sink) {
-        auto write = [&](const json& body) {
-          const std::string out = body.dump();
-          sink.write(out.data(), out.size());
-          sink.done();
-          return true;
-        };
-        std::vector<int32_t> ids;
-        std::vector<std::optional<RowScore>> scores;
-        if (parsed.echo) {
-          if (absl::Status st = EchoScores(*held, parsed, &ids, &scores); !st.ok()) {
-            return write(ServerErrorBody(st));
-          }
-        }
-        ClusterGenerateResult gen;
-        std::string text;
-        std::string reasoning;  // chat with a reasoning model: not part of `text`
-        bool stopped = false;
-        if (!parsed.no_generation) {
-          StopMatcher stop(parsed.stop);
-          ChatReplySplitter split(chat ? chat_format : ChatFormat{});
-          auto take = [&](const ChatReplyPiece& p) {
-            if (!stop.stopped()) reasoning += p.reasoning;
-            text += stop.Push(p.content);
-          };
-          auto on_token = [&](int32_t id, std::string_view piece) { take(split.Push(id, piece)); };
-          absl::StatusOr<ClusterGenerateResult> r = node.Generate(
-              *held, parsed.gen, on_token, [&] { return !sink.is_writable(); },
-              [&] { return stop.stopped(); }, "http");
-          if (!r.ok()) return write(ServerErrorBody(r.status()));
-          take(split.Flush());
-          text += stop.Flush();
-          stopped = stop.stopped();
-          gen = std::move(*r);
-        } else {
-          gen.result.stats.prompt_tokens = static_cast<int>(ids.size());
-        }
-        json choice = {{"index", 0},
-                       {"finish_reason", parsed.no_generation ? "length" : Finish(gen, stopped)}};
-        if (chat) {
-          choice["message"] = {{"role", "assistant"}, {"content", text}};
-          if (!reasoning.empty()) choice["message"]["reasoning_content"] = reasoning;
-          if (parsed.gen.logprobs >= 0) {
-            json content = json::array();
-            for (size_t i = 0; i < gen.result.output_ids.size(); ++i) {
-              content.push_back(ChatLogprob(tok, gen.result.output_ids[i], gen.result.logprobs[i]));
-            }
-            choice["logprobs"] = {{"content", content}};
-          } else {
-            choice["logprobs"] = nullptr;
-          }
-        } else {
-          choice["text"] = parsed.echo ? parsed.gen.prompt + text : text;
-          if (parsed.gen.logprobs >= 0) {
-            for (size_t i = 0; i < gen.result.output_ids.size(); ++i) {
-              ids.push_back(gen.result.output_ids[i]);
-              scores.push_back(gen.result.logprobs[i]);
-            }
-            size_t offset = 0;
-            choice["logprobs"] = CompletionLogprobs(tok, ids, scores, top_n, &offset);
-          } else {
-            choice["logprobs"] = nullptr;
-          }
-        }
-        json body = {{"id", id},
-                     {"object", object},
-                     {"created", created},
-                     {"model", node.model_id()},
-                     {"choices", {choice}},
-                     {"usage", Usage(gen)}};
-        if (!parsed.no_generation) body["odmoe"] = OdmoeStats(gen);
-        return write(body);
-      });
+      // Generated here, before the status line is sent, so that a request
+      // that fails while generating (the last worker group lost mid-request)
+      // still gets its own status (503 ...), never 200 with an error body.
+      absl::StatusOr<json> body = Complete(*turn, parsed, chat, id, created, object, gone);
+      if (!body.ok()) return SendStatus(res, body.status(), parsed.prompt_param);
+      res.set_content(body->dump(), "application/json");
       return;
     }
     // Streaming: the turn moves into the provider, which runs the whole
@@ -642,9 +657,10 @@ struct HttpApi::Impl {
 
   void Routes() {
     httplib::Server& s = *server;
-    s.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    s.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res,
+                                     const httplib::ContentReader& reader) {
       json body;
-      if (!AuthorizedJson(req, res, &body)) return;
+      if (!ReadJson(reader, res, &body)) return;
       ParsedRequest parsed;
       parsed.prompt_param = "prompt";
       absl::Status st = ParseCommon(body, node.model_id(), &parsed);
@@ -694,11 +710,12 @@ struct HttpApi::Impl {
       // Scoring only (echo, max_tokens 0): validated as a one-token request.
       if (parsed.no_generation) parsed.gen.max_tokens = 1;
       if (!st.ok()) return Reject(res, st);
-      Serve(parsed, res, /*chat=*/false);
+      Serve(req, parsed, res, /*chat=*/false);
     });
-    s.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    s.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res,
+                                          const httplib::ContentReader& reader) {
       json body;
-      if (!AuthorizedJson(req, res, &body)) return;
+      if (!ReadJson(reader, res, &body)) return;
       ParsedRequest parsed;
       parsed.prompt_param = "messages";
       absl::Status st = ParseCommon(body, node.model_id(), &parsed);
@@ -745,6 +762,15 @@ struct HttpApi::Impl {
       if (st.ok()) st = ParseChatOptions(body, &options);
       if (st.ok()) {
         absl::StatusOr<std::string> prompt = RenderChat(chat_format, messages, options);
+        GenerateRequest size_probe;  // no tokenization of a prompt that cannot fit
+        if (prompt.ok()) {
+          size_probe.prompt = *prompt;
+          st = node.CheckPromptSize(size_probe);
+          if (!st.ok()) {
+            node.CountRejected("http", st);
+            return SendStatus(res, st, "messages");
+          }
+        }
         if (prompt.ok()) {
           parsed.gen.prompt = *prompt;
           // The template's special tokens (<|im_start|> ...) are tokens, not
@@ -771,7 +797,7 @@ struct HttpApi::Impl {
             std::max(1, node.n_ctx() - static_cast<int>(parsed.gen.prompt_ids.size()));
       }
       if (!st.ok()) return Reject(res, st);
-      Serve(parsed, res, /*chat=*/true);
+      Serve(req, parsed, res, /*chat=*/true);
     });
     s.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
       if (!Authorized(req, res)) return;
@@ -789,25 +815,34 @@ struct HttpApi::Impl {
       res.set_content(Model().dump(), "application/json");
     });
     s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+      // 503 whenever the cluster does not serve as configured: it cannot
+      // serve at all (loading, draining, no complete worker group), or it
+      // serves "degraded" (prediction fell back to none: the shadow is gone).
       const absl::Status can = node.CanServe();
-      if (can.ok()) {
+      const absl::Status health = can.ok() ? node.Health() : can;
+      if (health.ok()) {
         res.set_content(json{{"status", "ok"}}.dump(), "application/json");
         return;
       }
       res.status = 503;
       const v1::NodeState st = node.state();
-      const std::string status = st == v1::NODE_STATE_STARTING   ? "loading"
-                                 : st == v1::NODE_STATE_DRAINING ? "draining"
-                                                                 : "unavailable";
-      res.set_content(json{{"status", status}, {"reason", std::string(can.message())}}.dump(),
-                      "application/json");
+      const std::string status = can.ok()                         ? "degraded"
+                                 : st == v1::NODE_STATE_STARTING  ? "loading"
+                                 : st == v1::NODE_STATE_DRAINING  ? "draining"
+                                                                  : "unavailable";
+      res.set_content(
+          json{{"status", status}, {"reason", std::string(health.message())}}.dump(),
+          "application/json");
     });
     s.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
       if (!Authorized(req, res)) return;
       res.set_content(node.RenderMetrics(), "text/plain; version=0.0.4");
     });
+    s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      return GuardBeforeBody(guard, req, res);
+    });
     s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-      if (!res.body.empty()) return;
+      if (!res.body.empty() || IsClosingResponse(res)) return;
       if (res.status == 404) {
         SendError(res, 404, "No route " + req.method + " " + req.path, "invalid_request_error");
       } else if (res.status == 413) {
@@ -849,7 +884,15 @@ absl::StatusOr<std::unique_ptr<HttpApi>> HttpApi::Start(MainNode& node) {
   struct stat st {};
   impl.model_created =
       stat(node.topology().model.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_mtime) : UnixNow();
-  impl.server->set_payload_max_length(kMaxBody);
+  impl.guard.max_body_bytes = spec.max_body_bytes;
+  impl.guard.api_key = spec.api_key;
+  impl.guard.on_refused = [&node](int status) {
+    node.CountRejected("http", status == 401 ? absl::UnauthenticatedError("api key")
+                                             : absl::InvalidArgumentError("refused"));
+  };
+  // The library's own check of a declared Content-Length (GuardBeforeBody
+  // refuses those first; chunked bodies are counted by ReadBodyWithin).
+  impl.server->set_payload_max_length(spec.max_body_bytes);
   impl.server->set_read_timeout(std::chrono::seconds(30));
   impl.Routes();
   const bool bound = spec.http_port == 0

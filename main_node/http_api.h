@@ -6,13 +6,19 @@
 //        stream_options.include_usage, logprobs / top_logprobs, echo,
 //        usage counts
 //   GET  /v1/models, GET /v1/models/{id}
-//   GET  /health     200 {"status":"ok"} or 503 {"status":..., "reason":...}
 //   GET  /metrics    Prometheus text (main_metrics.h and each worker's counters)
+//   GET  /health     200 {"status":"ok"}, or 503 {"status":..., "reason":...}
+//                    (loading, draining, unavailable: no complete worker group,
+//                    degraded: prediction fell back to none, the shadow is gone)
 // Errors are OpenAI-style bodies: {"error":{"message","type","param","code"}}
 // with 400 (bad request), 401 (API key), 404 (unknown model or route),
-// 429 (queue full), 503 (cluster not ready). Optional API key
-// (Authorization: Bearer) and TLS come from the topology's main section.
-// Only http_api.cpp sees the HTTP library.
+// 411 / 413 (body framing / main.max_body_bytes), 429 (queue full), 503
+// (cluster cannot serve; a non-streamed request that fails while generating
+// too: its response is sent when complete). Bodies are JSON whatever their
+// Content-Type; the API key and the body's size are checked from the headers,
+// before a body is read, and chunked bodies are counted as they are read
+// (http_api_limits.h). Optional API key (Authorization: Bearer) and TLS come
+// from the topology's main section. Only http_api*.cpp see the HTTP library.
 //
 //   ODMOE_ASSIGN_OR_RETURN(auto api, HttpApi::Start(main_node));   // listens at main.http
 //   api->port();  api->Stop();

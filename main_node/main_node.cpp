@@ -1,5 +1,6 @@
 #include "main_node/main_node.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -46,6 +47,11 @@ absl::StatusOr<std::unique_ptr<MainNode>> MainNode::Create(const Topology& topol
   m->queue_ = std::make_unique<RequestQueue>(topology.main.max_queue);
   m->metrics_ = std::make_unique<MainMetrics>(m->model_->config().n_layer);
   m->model_id_ = std::filesystem::path(topology.model).stem().string();
+  for (int32_t id = 0; id < m->tokenizer_->n_vocab(); ++id) {
+    m->max_token_bytes_ =
+        std::max({m->max_token_bytes_, m->tokenizer_->vocab().tokens[id].size(),
+                  m->tokenizer_->TokenToPiece(id).size()});
+  }
   if (!topology.main.http.empty()) {
     ODMOE_ASSIGN_OR_RETURN(m->http_, HttpApi::Start(*m));
   }
@@ -96,12 +102,45 @@ absl::Status MainNode::CanServe() const {
   return absl::OkStatus();
 }
 
+absl::Status MainNode::Health() const {
+  ODMOE_RETURN_IF_ERROR(CanServe());
+  if (topology_.prediction == PredictionMode::kShadow && topology_.shadow &&
+      !links_->shadow_connected()) {
+    return absl::UnavailableError(
+        "prediction fell back to none: the shadow is not connected (requests run without "
+        "prefetching, slower, with identical output, until it is back)");
+  }
+  return absl::OkStatus();
+}
+
+size_t MainNode::max_receive_message_bytes() const {
+  constexpr size_t kTokenizeTextBytes = 16u << 20;  // MainService's Tokenize limit
+  const size_t ctx = static_cast<size_t>(n_ctx());
+  const size_t prompt = ctx * max_token_bytes_ + ctx * 5;  // text, or varint ids
+  return std::max(kTokenizeTextBytes, prompt) + (64u << 10);
+}
+
+absl::Status MainNode::CheckPromptSize(const GenerateRequest& request) const {
+  const size_t ctx = static_cast<size_t>(n_ctx());
+  if (request.prompt_ids.size() > ctx) {
+    return absl::OutOfRangeError(absl::StrFormat(
+        "the prompt's %d tokens exceed the context of %d tokens", request.prompt_ids.size(), ctx));
+  }
+  if (request.prompt_ids.empty() && request.prompt.size() > ctx * max_token_bytes_) {
+    return absl::OutOfRangeError(absl::StrFormat(
+        "the prompt's %d bytes cannot fit the context of %d tokens (at most %d bytes per token)",
+        request.prompt.size(), ctx, max_token_bytes_));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<RequestQueue::Turn> MainNode::Admit(const std::function<bool()>& cancelled) {
   if (absl::Status s = CanServe(); !s.ok()) return s;
   return queue_->Enter(cancelled);
 }
 
 absl::Status MainNode::Validate(const GenerateRequest& request) const {
+  ODMOE_RETURN_IF_ERROR(CheckPromptSize(request));
   return engine_->Validate(request).status();
 }
 
@@ -295,6 +334,10 @@ void MainNode::FillStatus(v1::NodeStatus* status) const {
   // shows it and counts the cluster as not ready).
   const absl::Status can = CanServe();
   add("serving", can.ok() ? "yes" : absl::StrCat("no: ", can.message()));
+  // GET /health's verdict: also "degraded" while prediction fell back to none.
+  const absl::Status health = Health();
+  add("health", health.ok() ? "ok" : absl::StrCat(can.ok() ? "degraded: " : "unavailable: ",
+                                                  health.message()));
   add("shadow_connected", links_->shadow_connected() ? "yes" : "no");
   const Schedule schedule = engine_->schedule();
   add("schedule_version", absl::StrCat(schedule.version));

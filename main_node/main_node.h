@@ -46,6 +46,9 @@ class MainNode : public NodeDaemon {
   absl::Status Start() override;
   void Shutdown() override;
   void FillStatus(v1::NodeStatus* status) const override;
+  /// The Main service's largest request: a Tokenize text (16 MiB) or a
+  /// prompt of the whole context, with room for the message's framing.
+  size_t max_receive_message_bytes() const override;
 
   /// Waits for this request's turn (FIFO). UNAVAILABLE until the cluster is
   /// connected (or while draining); RESOURCE_EXHAUSTED when main.max_queue
@@ -76,7 +79,13 @@ class MainNode : public NodeDaemon {
                                            std::span<const int32_t> tokens,
                                            const ScoreOptions& options);
   /// The request checks that need no cluster (sampling, prompt, context).
+  /// CheckPromptSize first, so an oversized prompt is never tokenized.
   absl::Status Validate(const GenerateRequest& request) const;
+  /// OUT_OF_RANGE when the prompt cannot fit the context whatever its
+  /// tokenization: more token ids than n_ctx, or more text bytes than n_ctx
+  /// tokens of the vocabulary's longest token could spell. Costs no
+  /// tokenization.
+  absl::Status CheckPromptSize(const GenerateRequest& request) const;
   /// Counts a request that ended before generating (bad input, busy ...).
   void CountRejected(const std::string& api, const absl::Status& status);
 
@@ -88,6 +97,10 @@ class MainNode : public NodeDaemon {
   const std::string& model_id() const { return model_id_; }
   /// OK when a request could be served now; else why not (UNAVAILABLE).
   absl::Status CanServe() const;
+  /// CanServe, and also UNAVAILABLE while the cluster serves below its
+  /// configuration: the topology predicts with the shadow but the shadow is
+  /// not connected, so requests run with prediction none (GET /health).
+  absl::Status Health() const;
   const MainEngine& engine() const { return *engine_; }
   /// Scaling (the Scale admin call): see MainEngine::SetActiveWorkers.
   absl::Status SetActiveWorkers(int workers) { return engine_->SetActiveWorkers(workers); }
@@ -112,6 +125,7 @@ class MainNode : public NodeDaemon {
   std::unique_ptr<RequestQueue> queue_;
   std::unique_ptr<MainMetrics> metrics_;
   std::string model_id_;
+  size_t max_token_bytes_ = 1;  // the vocabulary's longest token (text or bytes)
   // Each worker's last status entries (RenderMetrics keeps a dead worker's series).
   mutable std::mutex last_worker_entries_mu_;
   mutable std::map<std::string, std::map<std::string, std::string>> last_worker_entries_;

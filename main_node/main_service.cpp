@@ -147,6 +147,11 @@ struct MainService::Impl final : public v1::Main::Service {
                         grpc::ServerWriter<v1::GenerateReply>* writer) override {
     absl::StatusOr<GenerateRequest> req = FromProto(*in);
     if (!req.ok()) return ToGrpcStatus(req.status());
+    // A prompt that cannot fit the context is refused before it is tokenized.
+    if (absl::Status s = node.CheckPromptSize(*req); !s.ok()) {
+      node.CountRejected("grpc", s);
+      return ToGrpcStatus(s);
+    }
     absl::StatusOr<Experiment> experiment = ExperimentFromProto(in->experiment());
     if (!experiment.ok()) return ToGrpcStatus(experiment.status());
     v1::GenerateReply reply;

@@ -50,6 +50,12 @@ class ShadowNode : public NodeDaemon {
   /// UNAVAILABLE ("starting: quantizing 37 %") until the quantized copy is
   /// loaded: handshakes wait for it.
   absl::Status ReadyForPeers() const override;
+  /// Its largest message: a KV alignment chunk (kKvChunkBytes of K plus V,
+  /// doubled for a chunk's one-row minimum) or a prompt of the largest
+  /// context (2^20 token ids), with room for the framing.
+  size_t max_receive_message_bytes() const override {
+    return 2 * kKvChunkBytes + (8u << 20);
+  }
 
  private:
   ShadowNode() = default;

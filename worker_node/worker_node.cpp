@@ -29,6 +29,7 @@ absl::StatusOr<std::unique_ptr<WorkerNode>> WorkerNode::Create(const Topology& t
   opt.lru = topology.worker_mode == WorkerMode::kLruCache;
   opt.cache_experts = topology.cache_experts;
   opt.max_rows = topology.prefill_mini_batch;
+  w->max_task_rows_ = topology.prefill_mini_batch;
   opt.memory_budget = spec.memory_budget;
   opt.load_bandwidth = spec.load_bandwidth;
   opt.trace = &w->trace();
@@ -112,6 +113,12 @@ void WorkerNode::FillStatus(v1::NodeStatus* status) const {
   add("hints_received", absl::StrCat(s.hints_received));
   add("hints_rejected", absl::StrCat(s.hints_rejected));
   add("hints_stale", absl::StrCat(s.hints_stale));
+}
+
+size_t WorkerNode::max_receive_message_bytes() const {
+  const size_t rows = static_cast<size_t>(max_task_rows_);
+  const size_t n_embd = static_cast<size_t>(model_->config().n_embd);
+  return rows * n_embd * sizeof(float) + (1u << 20);
 }
 
 }  // namespace odmoe

@@ -36,6 +36,9 @@ class WorkerNode : public NodeDaemon {
   void Shutdown() override;
   void FillWelcome(v1::Welcome* welcome) const override;
   void FillStatus(v1::NodeStatus* status) const override;
+  /// Its largest message: a task of a prefill mini-batch of hidden rows
+  /// (n_embd f32 values each) with 1 MiB for the framing and hints.
+  size_t max_receive_message_bytes() const override;
 
   WorkerCore& core() { return *core_; }
 
@@ -43,6 +46,7 @@ class WorkerNode : public NodeDaemon {
   WorkerNode() = default;
 
   std::string id_;
+  int max_task_rows_ = 1;  // the topology's prefill mini-batch
   std::unique_ptr<ModelFile> model_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<WorkerCore> core_;

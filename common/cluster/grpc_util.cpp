@@ -1,5 +1,6 @@
 #include "cluster/grpc_util.h"
 
+#include <algorithm>
 #include <fstream>
 #include <mutex>
 #include <sstream>
@@ -107,8 +108,9 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   return grpc::CreateCustomChannel(address, creds, args);
 }
 
-void ConfigureServerBuilder(grpc::ServerBuilder& builder) {
-  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+void ConfigureServerBuilder(grpc::ServerBuilder& builder, size_t max_receive_bytes) {
+  builder.SetMaxReceiveMessageSize(
+      static_cast<int>(std::min<size_t>(max_receive_bytes, kMaxMessageBytes)));
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);

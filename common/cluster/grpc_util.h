@@ -34,8 +34,10 @@ absl::Status UseNodeTls(const NodeTls& tls);
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
 /// The server side of UseNodeTls (insecure without it).
 std::shared_ptr<grpc::ServerCredentials> ServerCredentials();
-/// Applies the same limits to a server.
-void ConfigureServerBuilder(grpc::ServerBuilder& builder);
+/// Applies the same limits to a server; it accepts messages of at most
+/// `max_receive_bytes` (a node's NodeDaemon::max_receive_message_bytes).
+void ConfigureServerBuilder(grpc::ServerBuilder& builder,
+                            size_t max_receive_bytes = kMaxMessageBytes);
 
 /// A deadline `timeout` from now, for ClientContext::set_deadline.
 std::chrono::system_clock::time_point DeadlineIn(absl::Duration timeout);

@@ -54,6 +54,10 @@ class NodeDaemon {
   virtual void FillWelcome(v1::Welcome* welcome) const {}
   /// Appends counters to a status answer.
   virtual void FillStatus(v1::NodeStatus* status) const {}
+  /// The largest message the node's gRPC server accepts: what the node's
+  /// largest legitimate request needs (a bigger one is refused by gRPC with
+  /// RESOURCE_EXHAUSTED before it is parsed). kMaxMessageBytes by default.
+  virtual size_t max_receive_message_bytes() const { return kMaxMessageBytes; }
 
   /// Timing spans of this node (Node.Trace turns recording on and off).
   TraceRecorder& trace() { return trace_; }

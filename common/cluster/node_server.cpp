@@ -74,7 +74,15 @@ class NodeServiceImpl final : public v1::Node::Service {
     reply->set_role(daemon_.role());
     switch (request->action()) {
       case v1::TraceRequest::START:
-        daemon_.trace().Start(request->capacity() > 0 ? request->capacity() : 200000);
+        if (request->capacity() > kMaxTraceSpans) {
+          return grpc::Status(
+              grpc::StatusCode::INVALID_ARGUMENT,
+              absl::StrFormat("%s %s: a trace capacity of %d spans exceeds the maximum of %d",
+                              RoleName(daemon_.role()), daemon_.node_id(), request->capacity(),
+                              kMaxTraceSpans));
+        }
+        daemon_.trace().Start(request->capacity() > 0 ? request->capacity()
+                                                      : kDefaultTraceSpans);
         break;
       case v1::TraceRequest::STOP: {
         uint64_t dropped = 0;
@@ -117,7 +125,7 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(const std::string&
   s->impl_ = std::make_unique<Impl>();
   s->impl_->node_service = std::make_unique<NodeServiceImpl>(daemon);
   grpc::ServerBuilder builder;
-  ConfigureServerBuilder(builder);
+  ConfigureServerBuilder(builder, daemon.max_receive_message_bytes());
   builder.AddListeningPort(address, ServerCredentials(), &s->port_);
   builder.RegisterService(s->impl_->node_service.get());
   for (grpc::Service* service : daemon.services()) builder.RegisterService(service);

@@ -290,6 +290,17 @@ absl::Status ParseDocument(const YAML::Node& root, const std::string& file,
     ODMOE_RETURN_IF_ERROR(s.Int("context", &t->main.context, 0, 1 << 20));
     ODMOE_RETURN_IF_ERROR(s.Int("batch", &t->main.batch, 1, 1 << 16));
     ODMOE_RETURN_IF_ERROR(s.Int("max_queue", &t->main.max_queue, 0, 1 << 20));
+    if (s.Has("max_body_bytes")) {
+      uint64_t body = 0;
+      ODMOE_RETURN_IF_ERROR(s.Bytes("max_body_bytes", &body));
+      if (body < (4u << 10) || body > (1ull << 30)) {
+        return s.Error("max_body_bytes",
+                       absl::StrFormat("%d bytes is outside [4KiB, 1GiB] (expected a byte size "
+                                       "such as 8MiB)",
+                                       body));
+      }
+      t->main.max_body_bytes = body;
+    }
     ODMOE_RETURN_IF_ERROR(
         s.Int("worker_timeout_ms", &t->main.worker_timeout_ms, 50, 24 * 3600 * 1000));
     ODMOE_RETURN_IF_ERROR(s.String("api_key", &t->main.api_key, false));
@@ -680,6 +691,7 @@ std::string TopologyToYaml(const Topology& t) {
   out << YAML::Key << "context" << YAML::Value << t.main.context;
   out << YAML::Key << "batch" << YAML::Value << t.main.batch;
   out << YAML::Key << "max_queue" << YAML::Value << t.main.max_queue;
+  out << YAML::Key << "max_body_bytes" << YAML::Value << t.main.max_body_bytes;
   out << YAML::Key << "worker_timeout_ms" << YAML::Value << t.main.worker_timeout_ms;
   if (!t.main.http.empty()) out << YAML::Key << "http" << YAML::Value << t.main.http;
   if (!t.main.api_key.empty()) out << YAML::Key << "api_key" << YAML::Value << t.main.api_key;

@@ -31,6 +31,8 @@
 //     api_key: secret                         # optional: Authorization: Bearer secret
 //     tls: { cert: server.pem, key: key.pem } # optional: HTTPS
 //     max_queue: 16                           # waiting requests before 429 (default 16)
+//     max_body_bytes: 8MiB                    # largest HTTP request body, chunked or not
+//                                             # (default 8MiB; 4KiB..1GiB); larger: 413
 //     worker_timeout_ms: 10000                # unanswered task = failed worker (default 10 s)
 //   shadow:                                   # required when prediction is shadow
 //     id: shadow
@@ -120,6 +122,9 @@ struct MainSpec : NodeSpec {
   std::string tls_cert;   // PEM files (absolute); both set = HTTPS
   std::string tls_key;
   int max_queue = 16;     // requests that may wait for their turn; more get 429
+  // The largest HTTP request body (Content-Length or chunked), counted while
+  // it is read; a larger one is refused with 413 before it is all read.
+  uint64_t max_body_bytes = 8u << 20;
   int worker_timeout_ms = 10000;  // a task unanswered this long = the worker failed
 };
 

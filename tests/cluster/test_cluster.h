@@ -36,6 +36,7 @@ struct ClusterConfig {
   std::string model = SourcePath("models/tiny-mixtral-f16.gguf");
   bool http = false;        // serve the HTTP API on a free port
   std::string api_key;
+  uint64_t max_body_bytes = 0;  // main.max_body_bytes; 0 = the default (8 MiB)
   // Where the main node's gRPC server listens ("0.0.0.0": every interface, for
   // callers from a non-loopback address); main_address() stays loopback.
   std::string main_listen_host = "127.0.0.1";

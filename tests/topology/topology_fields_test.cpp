@@ -31,6 +31,7 @@ main:
   api_key: "s3cr:et #not a comment"
   tls: { cert: certs/server.pem, key: /etc/odmoe/key.pem }
   max_queue: 0
+  max_body_bytes: 64KiB
 shadow:
   id: shadow
   address: 10.0.0.2:7701
@@ -76,6 +77,7 @@ void ExpectSame(const Topology& a, const Topology& b) {
   CHECK(a.main.tls_cert == b.main.tls_cert);
   CHECK(a.main.tls_key == b.main.tls_key);
   CHECK(a.main.max_queue == b.main.max_queue);
+  CHECK(a.main.max_body_bytes == b.main.max_body_bytes);
   REQUIRE(a.shadow.has_value() == b.shadow.has_value());
   if (a.shadow) {
     ExpectSameNode(*a.shadow, *b.shadow);
@@ -121,6 +123,7 @@ TEST_CASE("topology: every key is read", "[topology]") {
   CHECK(t->main.tls_cert == "/srv/odmoe/certs/server.pem");  // relative to the file
   CHECK(t->main.tls_key == "/etc/odmoe/key.pem");
   CHECK(t->main.max_queue == 0);
+  CHECK(t->main.max_body_bytes == 64u << 10);
   REQUIRE(t->shadow.has_value());
   CHECK(t->shadow->quantization == DType::kF16);
   CHECK(t->shadow->model == "/srv/odmoe/shadow copy.gguf");
@@ -159,6 +162,7 @@ TEST_CASE("topology: defaults of every optional key", "[topology]") {
   CHECK(t->main.http.empty());
   CHECK(t->main.http_port == 0);
   CHECK(t->main.max_queue == 16);
+  CHECK(t->main.max_body_bytes == 8u << 20);
   CHECK(t->shadow->quantization == DType::kQ8_0);
   CHECK(t->shadow->model.empty());
   CHECK(t->shadow->token_period == 1);
