@@ -471,8 +471,7 @@ struct HttpApi::Impl {
       };
       auto on_token = [&](int32_t id, std::string_view piece) { take(split.Push(id, piece)); };
       absl::StatusOr<ClusterGenerateResult> r = node.Generate(
-          turn, parsed.gen, on_token, gone,
-          [&] { return stop.stopped(); }, "http");
+          turn, parsed.gen, on_token, gone, [&] { return stop.stopped(); }, "http");
       if (!r.ok()) return r.status();
       take(split.Flush());
       text += stop.Flush();
@@ -826,13 +825,12 @@ struct HttpApi::Impl {
       }
       res.status = 503;
       const v1::NodeState st = node.state();
-      const std::string status = can.ok()                         ? "degraded"
-                                 : st == v1::NODE_STATE_STARTING  ? "loading"
-                                 : st == v1::NODE_STATE_DRAINING  ? "draining"
-                                                                  : "unavailable";
-      res.set_content(
-          json{{"status", status}, {"reason", std::string(health.message())}}.dump(),
-          "application/json");
+      const std::string status = can.ok()                        ? "degraded"
+                                 : st == v1::NODE_STATE_STARTING ? "loading"
+                                 : st == v1::NODE_STATE_DRAINING ? "draining"
+                                                                 : "unavailable";
+      res.set_content(json{{"status", status}, {"reason", std::string(health.message())}}.dump(),
+                      "application/json");
     });
     s.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
       if (!Authorized(req, res)) return;

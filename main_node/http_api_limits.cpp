@@ -69,12 +69,11 @@ void RespondAndClose(httplib::Response& res, int status, const std::string& json
   // server sends the response, then ends the connection instead of reading
   // the rest of the refused body as the next request.
   auto body = std::make_shared<std::string>(json_body);
-  res.set_content_provider(
-      body->size(), "application/json",
-      [body](size_t offset, size_t length, httplib::DataSink& sink) {
-        sink.write(body->data() + offset, length);
-        return false;
-      });
+  res.set_content_provider(body->size(), "application/json",
+                           [body](size_t offset, size_t length, httplib::DataSink& sink) {
+                             sink.write(body->data() + offset, length);
+                             return false;
+                           });
 }
 
 bool IsClosingResponse(const httplib::Response& res) {
@@ -112,12 +111,10 @@ httplib::Server::HandlerResponse GuardBeforeBody(const HttpGuard& guard,
     return refuse(404, "No route " + req.method + " " + req.path, "invalid_request_error");
   }
   const std::string limit = absl::StrCat(guard.max_body_bytes, " bytes (main.max_body_bytes)");
-  const bool chunked =
-      absl::EqualsIgnoreCase(req.get_header_value("Transfer-Encoding"), "chunked");
+  const bool chunked = absl::EqualsIgnoreCase(req.get_header_value("Transfer-Encoding"), "chunked");
   if (!chunked) {
     if (!req.has_header("Content-Length")) {
-      return refuse(411,
-                    "The request body needs a Content-Length or chunked transfer encoding",
+      return refuse(411, "The request body needs a Content-Length or chunked transfer encoding",
                     "invalid_request_error");
     }
     uint64_t length = 0;
@@ -125,10 +122,9 @@ httplib::Server::HandlerResponse GuardBeforeBody(const HttpGuard& guard,
       return refuse(400, "Content-Length is not a number", "invalid_request_error");
     }
     if (length > guard.max_body_bytes) {
-      return refuse(413,
-                    absl::StrCat("The request body of ", length, " bytes exceeds the limit of ",
-                                 limit),
-                    "invalid_request_error", "request_too_large");
+      return refuse(
+          413, absl::StrCat("The request body of ", length, " bytes exceeds the limit of ", limit),
+          "invalid_request_error", "request_too_large");
     }
   }
   if (absl::StartsWithIgnoreCase(req.get_header_value("Content-Type"), "multipart/")) {

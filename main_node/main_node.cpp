@@ -48,9 +48,8 @@ absl::StatusOr<std::unique_ptr<MainNode>> MainNode::Create(const Topology& topol
   m->metrics_ = std::make_unique<MainMetrics>(m->model_->config().n_layer);
   m->model_id_ = std::filesystem::path(topology.model).stem().string();
   for (int32_t id = 0; id < m->tokenizer_->n_vocab(); ++id) {
-    m->max_token_bytes_ =
-        std::max({m->max_token_bytes_, m->tokenizer_->vocab().tokens[id].size(),
-                  m->tokenizer_->TokenToPiece(id).size()});
+    m->max_token_bytes_ = std::max({m->max_token_bytes_, m->tokenizer_->vocab().tokens[id].size(),
+                                    m->tokenizer_->TokenToPiece(id).size()});
   }
   if (!topology.main.http.empty()) {
     ODMOE_ASSIGN_OR_RETURN(m->http_, HttpApi::Start(*m));
@@ -336,8 +335,9 @@ void MainNode::FillStatus(v1::NodeStatus* status) const {
   add("serving", can.ok() ? "yes" : absl::StrCat("no: ", can.message()));
   // GET /health's verdict: also "degraded" while prediction fell back to none.
   const absl::Status health = Health();
-  add("health", health.ok() ? "ok" : absl::StrCat(can.ok() ? "degraded: " : "unavailable: ",
-                                                  health.message()));
+  add("health", health.ok()
+                    ? "ok"
+                    : absl::StrCat(can.ok() ? "degraded: " : "unavailable: ", health.message()));
   add("shadow_connected", links_->shadow_connected() ? "yes" : "no");
   const Schedule schedule = engine_->schedule();
   add("schedule_version", absl::StrCat(schedule.version));

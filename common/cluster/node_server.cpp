@@ -81,8 +81,7 @@ class NodeServiceImpl final : public v1::Node::Service {
                               RoleName(daemon_.role()), daemon_.node_id(), request->capacity(),
                               kMaxTraceSpans));
         }
-        daemon_.trace().Start(request->capacity() > 0 ? request->capacity()
-                                                      : kDefaultTraceSpans);
+        daemon_.trace().Start(request->capacity() > 0 ? request->capacity() : kDefaultTraceSpans);
         break;
       case v1::TraceRequest::STOP: {
         uint64_t dropped = 0;

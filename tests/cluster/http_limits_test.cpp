@@ -109,8 +109,8 @@ RawExchange Exchange(int port, const std::string& head, uint64_t body_bytes, boo
   const std::string piece(64u << 10, 'x');
   const std::string framed = chunked ? "10000\r\n" + piece + "\r\n" : piece;
   while (ok && !answered.load() && out.body_bytes_sent < body_bytes) {
-    ok = send(fd, framed.data(), framed.size(), MSG_NOSIGNAL) ==
-         static_cast<ssize_t>(framed.size());
+    ok =
+        send(fd, framed.data(), framed.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(framed.size());
     if (ok) out.body_bytes_sent += piece.size();
   }
   if (ok && chunked && !answered.load()) send(fd, "0\r\n\r\n", 5, MSG_NOSIGNAL);
@@ -234,11 +234,12 @@ TEST_CASE("http limits: curl -d's form content type carries JSON past 8 KB",
   cli.set_read_timeout(std::chrono::seconds(60));
   // 9 KB of JSON (a long `user`, which the server accepts and does not use),
   // sent as curl -d sends it.
-  const std::string body = json{{"prompt", "Once upon a time"},
-                                {"max_tokens", 4},
-                                {"temperature", 0},
-                                {"user", std::string(9000, 'u')}}
-                               .dump();
+  const std::string body = json{
+      {"prompt", "Once upon a time"},
+      {"max_tokens", 4},
+      {"temperature", 0},
+      {"user",
+       std::string(9000, 'u')}}.dump();
   REQUIRE(body.size() > 9000);
   for (const char* type : {"application/x-www-form-urlencoded", "text/plain", "application/json"}) {
     INFO(type);
@@ -275,7 +276,8 @@ TEST_CASE("grpc limits: Generate messages are bounded, Trace capacity too", "[cl
   // 2 MB: within the message limit (Tokenize takes 16 MiB texts) but longer
   // than the context could hold: refused before tokenization.
   req.set_prompt(std::string(2u << 20, 'a'));
-  uint64_t growth = PeakRssGrowth([&] { r = GenerateOnMain(address, req, none, absl::Seconds(60)); });
+  uint64_t growth =
+      PeakRssGrowth([&] { r = GenerateOnMain(address, req, none, absl::Seconds(60)); });
   INFO(r.status().ToString() << "; peak RSS growth " << growth);
   CHECK(absl::IsOutOfRange(r.status()));
   CHECK(growth < 64 * kMiB);
@@ -343,8 +345,8 @@ TEST_CASE("health: 503 degraded when prediction fell back to none", "[cluster][h
   CHECK(c.shadow()->max_receive_message_bytes() < 32 * kMiB);
   c.KillShadow();
   // The main node notices the broken stream (at once, or at the next request).
-  auto completion = cli.Post("/v1/completions", R"({"prompt": "Once", "max_tokens": 3})",
-                             "application/json");
+  auto completion =
+      cli.Post("/v1/completions", R"({"prompt": "Once", "max_tokens": 3})", "application/json");
   REQUIRE(completion);
   CHECK(completion->status == 200);  // it still serves, without prediction
   for (int i = 0; i < 500; ++i) {
@@ -357,8 +359,7 @@ TEST_CASE("health: 503 degraded when prediction fell back to none", "[cluster][h
   CHECK(res->status == 503);
   json j = json::parse(res->body);
   CHECK(j["status"] == "degraded");
-  CHECK(j["reason"].get<std::string>().find("prediction fell back to none") !=
-        std::string::npos);
+  CHECK(j["reason"].get<std::string>().find("prediction fell back to none") != std::string::npos);
   v1::NodeStatus status;
   c.main().FillStatus(&status);
   for (const auto& e : status.entries()) {

@@ -259,7 +259,8 @@ TEST_CASE("topology: the main node's HTTP API settings", "[topology]") {
               "unknown key");
   ExpectError(Replace(g, "context: 256", "tls: c.pem"), "main.tls", "mapping");
   ExpectError(Replace(g, "context: 256", "max_queue: -1"), "main.max_queue", "[0, ");
-  ExpectError(Replace(g, "context: 256", "max_body_bytes: 100"), "main.max_body_bytes", "[4KiB, 1GiB]");
+  ExpectError(Replace(g, "context: 256", "max_body_bytes: 100"), "main.max_body_bytes",
+              "[4KiB, 1GiB]");
   ExpectError(Replace(g, "context: 256", "max_body_bytes: lots"), "main.max_body_bytes", "");
 }
 
