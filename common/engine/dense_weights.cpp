@@ -46,6 +46,12 @@ absl::StatusOr<std::unique_ptr<DenseWeights>> DenseWeights::Load(const ModelFile
         ODMOE_ASSIGN_OR_RETURN(d.attn_output_bias, floats(t.attn_output_bias));
       }
     }
+    if (c.attn_sinks) {
+      ODMOE_ASSIGN_OR_RETURN(d.attn_sinks, floats(t.attn_sinks));
+    }
+    if (c.router_bias) {
+      ODMOE_ASSIGN_OR_RETURN(d.router_bias, floats(t.router_bias));
+    }
     if (c.n_ff_shared > 0) {
       ODMOE_ASSIGN_OR_RETURN(d.shared_expert.gate, w->Load(backend, t.shexp_gate));
       ODMOE_ASSIGN_OR_RETURN(d.shared_expert.up, w->Load(backend, t.shexp_up));

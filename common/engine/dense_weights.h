@@ -28,8 +28,10 @@ struct DenseLayerWeights {
   const float* attn_k_bias = nullptr;  // kv_width floats
   const float* attn_v_bias = nullptr;
   const float* attn_output_bias = nullptr;  // n_embd floats, or nullptr
-  ExpertWeights shared_expert;  // n_ff_shared > 0: gate, up, down
-  WeightRef shared_gate;        // rows 1, cols n_embd: sigmoid(h . w) scales it
+  const float* attn_sinks = nullptr;        // n_head floats (attn_sinks)
+  const float* router_bias = nullptr;       // n_expert floats (router_bias)
+  ExpertWeights shared_expert;              // n_ff_shared > 0: gate, up, down
+  WeightRef shared_gate;                    // rows 1, cols n_embd: sigmoid(h . w) scales it
 };
 
 class DenseWeights {

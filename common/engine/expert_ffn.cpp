@@ -22,8 +22,18 @@ void RunExpertFfn(Backend& backend, const ExpertWeights& w, ConstMat x,
   const Mat up = scratch.up(x.rows);
   backend.MatMul(w.gate, x, gate);
   backend.MatMul(w.up, x, up);
-  backend.SwiGlu(gate, up, gate);
+  if (w.gate_bias != nullptr) backend.AddBias(gate, w.gate_bias);
+  if (w.up_bias != nullptr) backend.AddBias(up, w.up_bias);
+  switch (w.activation.kind) {
+    case ExpertActivation::Kind::kSwiGlu:
+      backend.SwiGlu(gate, up, gate);
+      break;
+    case ExpertActivation::Kind::kSwiGluOai:
+      backend.SwiGluOai(gate, up, w.activation.alpha, w.activation.limit, gate);
+      break;
+  }
   backend.MatMul(w.down, gate, y);
+  if (w.down_bias != nullptr) backend.AddBias(y, w.down_bias);
 }
 
 }  // namespace odmoe

@@ -1,5 +1,7 @@
 // The SwiGLU feed-forward of one expert on a batch of rows:
 //   y = down( silu(gate x) * (up x) )
+// or, with biases and another activation where the architecture has them
+// (ExpertWeights): y = down( act(gate x + bg, up x + bu) ) + bd.
 // This is the unit of work of a worker node, and of the single-process engine
 // for each selected expert.
 //

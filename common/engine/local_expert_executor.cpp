@@ -25,6 +25,16 @@ absl::StatusOr<std::unique_ptr<LocalExpertExecutor>> LocalExpertExecutor::Create
       ODMOE_ASSIGN_OR_RETURN(w.gate, load(t.gate));
       ODMOE_ASSIGN_OR_RETURN(w.up, load(t.up));
       ODMOE_ASSIGN_OR_RETURN(w.down, load(t.down));
+      if (c.expert_bias) {
+        auto floats = [&](const TensorView& v) -> absl::StatusOr<const float*> {
+          ODMOE_ASSIGN_OR_RETURN(WeightRef r, load(v));
+          return static_cast<const float*>(r.data);
+        };
+        ODMOE_ASSIGN_OR_RETURN(w.gate_bias, floats(t.gate_bias));
+        ODMOE_ASSIGN_OR_RETURN(w.up_bias, floats(t.up_bias));
+        ODMOE_ASSIGN_OR_RETURN(w.down_bias, floats(t.down_bias));
+      }
+      w.activation = c.expert_activation;
       ex->experts_.push_back(w);
     }
   }

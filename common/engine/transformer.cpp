@@ -123,11 +123,15 @@ void Transformer::AttentionBlock(int layer) {
   rope.dims = c.rope_dims;
   rope.freq_base = c.rope_freq_base;
   rope.mode = c.rope_mode;
+  rope.scaling = c.rope_scaling;
   backend_.Rope(q, c.head_dim, positions_, rope);
   backend_.Rope(k_new, c.head_dim, positions_, rope);
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  AttentionOptions options;
+  options.sinks = w.attn_sinks;  // null without sinks
+  options.window = c.window_of(layer);
   backend_.Attention(q, kv_.k(layer), kv_.v(layer), c.n_head, c.n_head_kv, c.head_dim, pos0_, scale,
-                     AttentionOptions{}, attn);
+                     options, attn);
   backend_.MatMul(w.attn_output, attn, o);
   if (w.attn_output_bias != nullptr) backend_.AddBias(o, w.attn_output_bias);
   backend_.Add(x, o, x);
@@ -141,6 +145,7 @@ absl::StatusOr<RoutingPlan> Transformer::RouteBlock(int layer) {
   const Mat x{x_, n, c.n_embd}, h{h_, n, c.n_embd}, router{router_, n, c.n_expert};
   backend_.RmsNorm(x, w.ffn_norm, c.rms_eps, h);
   backend_.MatMul(w.router, h, router);
+  if (w.router_bias != nullptr) backend_.AddBias(router, w.router_bias);
   backend_.RouterTopK(router, k, c.gating, ids_out_, weights_out_);
   host_ids_.resize(static_cast<size_t>(n * k));
   host_weights_.resize(static_cast<size_t>(n * k));
@@ -204,7 +209,8 @@ absl::Status Transformer::ForwardBatches(std::span<const int32_t> tokens, int po
     const size_t n = std::min(tokens.size() - begin, static_cast<size_t>(n_batch_));
     ODMOE_RETURN_IF_ERROR(BeginBatch(tokens.subspan(begin, n), pos0 + static_cast<int>(begin)));
     const size_t first_record = routing ? routing->size() : 0;
-    if (routing) routing->resize(first_record + n, TokenRouting(static_cast<size_t>(config_.n_layer) * k));
+    if (routing)
+      routing->resize(first_record + n, TokenRouting(static_cast<size_t>(config_.n_layer) * k));
     for (int l = 0; l < config_.n_layer; ++l) {
       AttentionBlock(l);
       ODMOE_ASSIGN_OR_RETURN(RoutingPlan plan, RouteBlock(l));
@@ -212,7 +218,8 @@ absl::Status Transformer::ForwardBatches(std::span<const int32_t> tokens, int po
       FinishMoe(l);
       if (routing) {
         for (size_t t = 0; t < n; ++t) {
-          std::copy_n(host_ids_.begin() + t * k, k, (*routing)[first_record + t].begin() + static_cast<ptrdiff_t>(l) * k);
+          std::copy_n(host_ids_.begin() + t * k, k,
+                      (*routing)[first_record + t].begin() + static_cast<ptrdiff_t>(l) * k);
         }
       }
     }

@@ -10,10 +10,12 @@
 //   for each layer l:
 //     AttentionBlock(l)                    x += Wo * attn(rope(qn(Wq h + bq)), rope(kn(Wk h + bk)),
 //                                          Wv h + bv), h = rmsnorm(x) * attn_norm; K/V rows
-//                                          cached; biases and q/k norms where the
-//                                          architecture has them (model_arch.h)
+//                                          cached; biases, q/k norms, sinks, a
+//                                          sliding window (ModelConfig::window_of)
+//                                          and YaRN where the architecture has them
+//                                          (model_arch.h)
 //     RouteBlock(l)                        h = rmsnorm(x) * ffn_norm; top-k of router(h)
-//                                          with the architecture's gating
+//                                          (+ router bias) with the architecture's gating
 //     ... experts(h) -> moe_output() ...   (ExpertExecutor::Run)
 //     FinishMoe(l)                         moe_output += sigmoid(h . g) * shared(h) where the
 //                                          model has a shared expert; x += moe_output

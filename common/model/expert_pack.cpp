@@ -23,6 +23,15 @@ ExpertPackLayout ExpertPackLayout::For(const ModelConfig& c, int layer) {
       l.up_offset + AlignUp(RowBytes(l.up_type, l.n_embd) * static_cast<size_t>(l.n_ff));
   l.total_bytes =
       l.down_offset + AlignUp(RowBytes(l.down_type, l.n_ff) * static_cast<size_t>(l.n_embd));
+  l.activation = c.expert_activation;
+  if (c.expert_bias) {
+    const size_t ff_bytes = static_cast<size_t>(l.n_ff) * sizeof(float);
+    l.has_bias = true;
+    l.gate_bias_offset = l.total_bytes;
+    l.up_bias_offset = l.gate_bias_offset + AlignUp(ff_bytes);
+    l.down_bias_offset = l.up_bias_offset + AlignUp(ff_bytes);
+    l.total_bytes = l.down_bias_offset + AlignUp(static_cast<size_t>(l.n_embd) * sizeof(float));
+  }
   return l;
 }
 
@@ -53,15 +62,28 @@ double MeanPackedExpert(const ModelConfig& c) {
 
 ExpertWeights ExpertPackLayout::WeightsAt(const void* base) const {
   const auto* p = static_cast<const uint8_t*>(base);
-  return {WeightRef{gate_type, p + gate_offset, n_ff, n_embd},
-          WeightRef{up_type, p + up_offset, n_ff, n_embd},
-          WeightRef{down_type, p + down_offset, n_embd, n_ff}};
+  ExpertWeights w;
+  w.gate = WeightRef{gate_type, p + gate_offset, n_ff, n_embd};
+  w.up = WeightRef{up_type, p + up_offset, n_ff, n_embd};
+  w.down = WeightRef{down_type, p + down_offset, n_embd, n_ff};
+  if (has_bias) {
+    w.gate_bias = reinterpret_cast<const float*>(p + gate_bias_offset);
+    w.up_bias = reinterpret_cast<const float*>(p + up_bias_offset);
+    w.down_bias = reinterpret_cast<const float*>(p + down_bias_offset);
+  }
+  w.activation = activation;
+  return w;
 }
 
 void PackExpert(const ExpertTensors& src, const ExpertPackLayout& layout, uint8_t* dst) {
   std::memcpy(dst + layout.gate_offset, src.gate.data, src.gate.bytes());
   std::memcpy(dst + layout.up_offset, src.up.data, src.up.bytes());
   std::memcpy(dst + layout.down_offset, src.down.data, src.down.bytes());
+  if (layout.has_bias) {
+    std::memcpy(dst + layout.gate_bias_offset, src.gate_bias.data, src.gate_bias.bytes());
+    std::memcpy(dst + layout.up_bias_offset, src.up_bias.data, src.up_bias.bytes());
+    std::memcpy(dst + layout.down_bias_offset, src.down_bias.data, src.down_bias.bytes());
+  }
 }
 
 WeightRef WeightRefOf(const TensorView& view) {

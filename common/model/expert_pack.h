@@ -3,7 +3,10 @@
 //
 // Layout of a packed expert (each part starts on a 64-byte boundary):
 //   [gate: n_ff rows of n_embd][up: n_ff rows of n_embd][down: n_embd rows of n_ff]
-// in the storage types of the model file (no conversion). Every expert of a
+// in the storage types of the model file (no conversion), followed, only for
+// architectures whose experts have biases (gpt-oss), by
+//   [gate bias: n_ff F32][up bias: n_ff F32][down bias: n_embd F32]
+// so a worker that loads the unit has everything the expert computes with. Every expert of a
 // layer has the same layout; layers may differ (ModelConfig::expert_storage).
 // A slot meant for any expert is LargestPackedExpert() bytes; each expert is
 // packed, and computed with, in its own layer's layout.
@@ -24,11 +27,17 @@
 
 namespace odmoe {
 
-/// The three matrices of one expert as backend weights.
+/// The three matrices of one expert as backend weights, its biases (in the
+/// same memory space; null when the architecture has none) and its
+/// activation: y = down(act(gate x + bg, up x + bu)) + bd.
 struct ExpertWeights {
-  WeightRef gate;  // rows n_ff, cols n_embd
-  WeightRef up;    // rows n_ff, cols n_embd
-  WeightRef down;  // rows n_embd, cols n_ff
+  WeightRef gate;                    // rows n_ff, cols n_embd
+  WeightRef up;                      // rows n_ff, cols n_embd
+  WeightRef down;                    // rows n_embd, cols n_ff
+  const float* gate_bias = nullptr;  // n_ff floats, or null
+  const float* up_bias = nullptr;    // n_ff floats, or null
+  const float* down_bias = nullptr;  // n_embd floats, or null
+  ExpertActivation activation;
 };
 
 struct ExpertPackLayout {
@@ -36,6 +45,10 @@ struct ExpertPackLayout {
   int64_t n_embd = 0;
   int64_t n_ff = 0;
   size_t gate_offset = 0, up_offset = 0, down_offset = 0;
+  /// The biases' offsets when `has_bias` (F32 each); unused otherwise.
+  bool has_bias = false;
+  size_t gate_bias_offset = 0, up_bias_offset = 0, down_bias_offset = 0;
+  ExpertActivation activation;
   size_t total_bytes = 0;
 
   /// The layout of an expert of `layer` (in [0, n_layer)).
@@ -55,7 +68,8 @@ size_t LargestPackedExpert(const ModelConfig& config, const std::vector<int>& la
 /// Mean bytes of a packed expert over the layers (what an average load moves).
 double MeanPackedExpert(const ModelConfig& config);
 
-/// Copies one expert into `dst` (layout.total_bytes bytes, host memory).
+/// Copies one expert (and its biases when layout.has_bias) into `dst`
+/// (layout.total_bytes bytes, host memory).
 void PackExpert(const ExpertTensors& src, const ExpertPackLayout& layout, uint8_t* dst);
 
 /// WeightRef of a 2-D tensor view (rows = ne[1], cols = ne[0]).

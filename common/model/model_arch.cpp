@@ -66,14 +66,34 @@ std::string_view GgufTensorName(TensorRole role) {
       return "blk.{l}.ffn_up_shexp.weight";
     case TensorRole::kFfnDownShexp:
       return "blk.{l}.ffn_down_shexp.weight";
+    case TensorRole::kAttnSinks:
+      return "blk.{l}.attn_sinks.weight";
+    case TensorRole::kFfnGateInpBias:
+      return "blk.{l}.ffn_gate_inp.bias";
+    case TensorRole::kFfnGateExpsBias:
+      return "blk.{l}.ffn_gate_exps.bias";
+    case TensorRole::kFfnUpExpsBias:
+      return "blk.{l}.ffn_up_exps.bias";
+    case TensorRole::kFfnDownExpsBias:
+      return "blk.{l}.ffn_down_exps.bias";
   }
   return "";
 }
 
+// gpt-oss names its FFN norm "post_attention_norm"; everything else as above.
+std::string_view GptOssTensorName(TensorRole role) {
+  if (role == TensorRole::kFfnNorm) return "blk.{l}.post_attention_norm.weight";
+  return GgufTensorName(role);
+}
+
 // The routing and attention facts of each row are those of the reference
 // implementations (Hugging Face transformers' modeling files): Qwen3-MoE
-// ships norm_topk_prob = true, OLMoE and Qwen1.5/2-MoE false.
-constexpr std::array<ArchSpec, 4> kArchTable = {{
+// ships norm_topk_prob = true, OLMoE and Qwen1.5/2-MoE false; gpt-oss takes
+// the top-k of the biased router logits and a softmax over those k, clamps
+// its SwiGLU at 7 with alpha 1.702 (llama.cpp hard-codes the same), slides
+// its even layers (transformers' default layer_types) and computes YaRN
+// with truncate = false.
+constexpr std::array<ArchSpec, 5> kArchTable = {{
     // Mixtral is stored as architecture "llama" with expert_count > 0.
     {"llama", RopeMode::kInterleaved, /*requires_experts=*/true, &GgufTensorName, QkNorm::kNone,
      /*router_normalize=*/true, /*expert_ff_key=*/"", /*shared_expert=*/false},
@@ -82,6 +102,11 @@ constexpr std::array<ArchSpec, 4> kArchTable = {{
     {"olmoe", RopeMode::kHalf, true, &GgufTensorName, QkNorm::kFull, false, "", false},
     {"qwen2moe", RopeMode::kHalf, true, &GgufTensorName, QkNorm::kNone, false,
      "expert_feed_forward_length", true},
+    {"gpt-oss", RopeMode::kHalf, true, &GptOssTensorName, QkNorm::kNone, true,
+     "expert_feed_forward_length", false,
+     /*expert_activation=*/{ExpertActivation::Kind::kSwiGluOai, 1.702f, 7.0f},
+     /*attn_sinks=*/true, /*window_layers=*/WindowLayers::kEven, /*router_bias=*/true,
+     /*expert_bias=*/true, /*yarn_truncate=*/false},
 }};
 
 }  // namespace

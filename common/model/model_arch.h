@@ -14,6 +14,10 @@
 //   olmoe     OLMoE: NeoX RoPE, full-width q/k RMS norm, softmax over all experts
 //   qwen2moe  Qwen1.5/Qwen2-MoE: NeoX RoPE, q/k/v biases, softmax over all
 //             experts, a shared expert with a sigmoid gate
+//   gpt-oss   gpt-oss: NeoX YaRN RoPE (untruncated), q/k/v/o biases, attention
+//             sinks, sliding windows on even layers, FFN norm named
+//             post_attention_norm, router bias, experts with biases and the
+//             clamped SwiGLU (alpha 1.702, limit 7)
 //
 //   const ArchSpec* spec = FindArch("qwen3moe");
 //   std::string name = TensorName(*spec, TensorRole::kFfnGateExps, /*layer=*/3);
@@ -50,16 +54,21 @@ enum class TensorRole {
   kFfnUpExpert,
   kFfnDownExpert,  // [n_ff, n_embd]
   // Optional parts (present in the architectures that have them).
-  kAttnQNorm,      // [head_dim] (per head) or [n_head * head_dim] (full width)
-  kAttnKNorm,      // [head_dim] or [n_head_kv * head_dim]
-  kAttnQBias,      // [n_head * head_dim]
-  kAttnKBias,      // [n_head_kv * head_dim]
-  kAttnVBias,      // [n_head_kv * head_dim]
-  kAttnOutputBias,  // [n_embd]
+  kAttnQNorm,        // [head_dim] (per head) or [n_head * head_dim] (full width)
+  kAttnKNorm,        // [head_dim] or [n_head_kv * head_dim]
+  kAttnQBias,        // [n_head * head_dim]
+  kAttnKBias,        // [n_head_kv * head_dim]
+  kAttnVBias,        // [n_head_kv * head_dim]
+  kAttnOutputBias,   // [n_embd]
   kFfnGateInpShexp,  // shared expert's gate: [n_embd] (one sigmoid weight per row)
   kFfnGateShexp,     // shared expert: [n_embd, n_ff_shared]
   kFfnUpShexp,       // [n_embd, n_ff_shared]
   kFfnDownShexp,     // [n_ff_shared, n_embd]
+  kAttnSinks,        // [n_head]: one sink logit per query head
+  kFfnGateInpBias,   // router bias: [n_expert]
+  kFfnGateExpsBias,  // stacked expert biases: [n_ff, n_expert]
+  kFfnUpExpsBias,    // [n_ff, n_expert]
+  kFfnDownExpsBias,  // [n_embd, n_expert]
 };
 
 /// How attention normalises q and k (RMS norm before RoPE).
@@ -67,6 +76,26 @@ enum class QkNorm {
   kNone,
   kPerHead,  // each head's head_dim values, one weight vector shared by heads (Qwen3)
   kFull,     // the whole q (and k) row, a weight per element (OLMoE)
+};
+
+/// The activation between an expert's gate / up and down projections.
+struct ExpertActivation {
+  enum class Kind {
+    kSwiGlu,     // silu(gate) * up (Backend::SwiGlu)
+    kSwiGluOai,  // gpt-oss's clamped SwiGLU (Backend::SwiGluOai with alpha, limit)
+  };
+  Kind kind = Kind::kSwiGlu;
+  float alpha = 0.0f;  // kSwiGluOai only
+  float limit = 0.0f;  // kSwiGluOai only
+  bool operator==(const ExpertActivation& o) const {
+    return kind == o.kind && alpha == o.alpha && limit == o.limit;
+  }
+};
+
+/// Which layers use a sliding attention window (`<arch>.attention.sliding_window`).
+enum class WindowLayers {
+  kNone,  // every layer attends to every past position
+  kEven,  // layers 0, 2, 4, ... slide; odd layers are full (gpt-oss)
 };
 
 /// One row of the architecture table.
@@ -85,6 +114,20 @@ struct ArchSpec {
   /// The architecture has a shared expert per layer (ffn_*_shexp), run for
   /// every row next to the routed ones, and its sigmoid gate.
   bool shared_expert;
+  /// The expert activation; the architecture's constants (not in the GGUF).
+  ExpertActivation expert_activation = {};
+  /// Per-head attention sinks (blk.N.attn_sinks.weight) in every layer.
+  bool attn_sinks = false;
+  /// Which layers slide (the window size is read from the file).
+  WindowLayers window_layers = WindowLayers::kNone;
+  /// The router has a bias (blk.N.ffn_gate_inp.bias), added to its logits
+  /// before the top-k.
+  bool router_bias = false;
+  /// Every expert has gate / up / down biases (blk.N.ffn_*_exps.bias).
+  bool expert_bias = false;
+  /// YaRN's `truncate` (round the correction range outward) when the file
+  /// asks for YaRN; GGUF has no key for it.
+  bool yarn_truncate = true;
 };
 
 /// The row for a general.architecture value, or nullptr.

@@ -44,9 +44,9 @@ struct ModelConfig {
   int n_layer = 0;
   int n_head = 0;
   int n_head_kv = 0;
-  int head_dim = 0;   // n_embd / n_head unless the file says otherwise
-  int rope_dims = 0;  // dims rotated per head (<= head_dim)
-  int n_ff = 0;       // hidden size of one routed expert
+  int head_dim = 0;     // n_embd / n_head unless the file says otherwise
+  int rope_dims = 0;    // dims rotated per head (<= head_dim)
+  int n_ff = 0;         // hidden size of one routed expert
   int n_ff_shared = 0;  // hidden size of the shared expert (0: the model has none)
   int n_expert = 0;
   int n_expert_used = 0;  // top-k
@@ -54,9 +54,16 @@ struct ModelConfig {
   float rope_freq_base = 10000.0f;
   float rms_eps = 1e-5f;
   RopeMode rope_mode = RopeMode::kInterleaved;
+  RopeScaling rope_scaling;  // <arch>.rope.scaling.* (type kNone without them)
   QkNorm qk_norm = QkNorm::kNone;
-  bool attn_bias = false;    // q/k/v (and, where present, output) projections have biases
-  RouterGating gating;       // how the router's logits become expert weights
+  bool attn_sinks = false;  // per-head sink logits in every layer
+  int sliding_window = 0;   // window of the sliding layers (0: none)
+  WindowLayers window_layers = WindowLayers::kNone;
+  bool router_bias = false;  // the router's logits have a bias
+  bool expert_bias = false;  // experts have gate / up / down biases
+  ExpertActivation expert_activation;
+  bool attn_bias = false;  // q/k/v (and, where present, output) projections have biases
+  RouterGating gating;     // how the router's logits become expert weights
   ExpertLayout expert_layout = ExpertLayout::kStacked;
   bool output_tied = false;  // LM head shares token_embd (no output.weight)
 
@@ -67,6 +74,11 @@ struct ModelConfig {
   size_t expert_bytes_max = 0;                // the largest expert of any layer
 
   int q_width() const { return n_head * head_dim; }
+  /// The attention window of `layer` (0: every past position).
+  int window_of(int layer) const {
+    const bool slides = window_layers == WindowLayers::kEven && layer % 2 == 0;
+    return slides ? sliding_window : 0;
+  }
   int kv_width() const { return n_head_kv * head_dim; }
   /// Storage of the experts of `layer` (in [0, n_layer)).
   const ExpertStorage& experts_of(int layer) const {

@@ -67,6 +67,17 @@ absl::StatusOr<TensorView> Expect(const GgufFile& f, const std::string& name,
   return t;
 }
 
+// Row `i` of a 2-D F32 tensor as a 1-D view (zero copy).
+TensorView RowOf(const TensorView& t, int64_t i) {
+  TensorView r;
+  r.name = absl::StrCat(t.name, "[", i, "]");
+  r.type = t.type;
+  r.n_dims = 1;
+  r.ne = {t.ne[0], 1, 1, 1};
+  r.data = t.Row(i);
+  return r;
+}
+
 uint64_t Fnv1a(uint64_t h, const void* data, size_t n) {
   const auto* p = static_cast<const uint8_t*>(data);
   for (size_t i = 0; i < n; ++i) {
@@ -129,6 +140,11 @@ absl::Status ModelFile::ReadConfig() {
   c.name = f.GetString("general.name").value_or("");
   c.rope_mode = a.rope_mode;
   c.qk_norm = a.qk_norm;
+  c.attn_sinks = a.attn_sinks;
+  c.window_layers = a.window_layers;
+  c.router_bias = a.router_bias;
+  c.expert_bias = a.expert_bias;
+  c.expert_activation = a.expert_activation;
   auto key = [&](std::string_view suffix) { return MetadataKey(a, suffix); };
   ODMOE_ASSIGN_OR_RETURN(c.n_embd, ReadInt(f, key("embedding_length"), 1, 1 << 16));
   ODMOE_ASSIGN_OR_RETURN(c.n_layer, ReadInt(f, key("block_count"), 1, 4096));
@@ -144,8 +160,9 @@ absl::Status ModelFile::ReadConfig() {
   c.gating.normalize = a.router_normalize;
   if (const GgufValue* v = f.Find(key("expert_weights_norm"))) {
     std::optional<bool> b = v->AsBool();
-    if (!b) return Invalid(f.path(), absl::StrCat("metadata key '", key("expert_weights_norm"),
-                                                  "' must be a bool"));
+    if (!b)
+      return Invalid(
+          f.path(), absl::StrCat("metadata key '", key("expert_weights_norm"), "' must be a bool"));
     c.gating.normalize = *b;
   }
   ODMOE_ASSIGN_OR_RETURN(c.gating.scale, ReadFloat(f, key("expert_weights_scale"), 0.0, 1e6, 1.0));
@@ -164,6 +181,30 @@ absl::Status ModelFile::ReadConfig() {
   ODMOE_ASSIGN_OR_RETURN(c.rope_freq_base, ReadFloat(f, key("rope.freq_base"), 1.0, 1e12, 1e4));
   ODMOE_ASSIGN_OR_RETURN(c.rms_eps,
                          ReadFloat(f, key("attention.layer_norm_rms_epsilon"), 0.0, 1.0, 1e-5));
+  if (c.window_layers != WindowLayers::kNone) {
+    ODMOE_ASSIGN_OR_RETURN(c.sliding_window,
+                           ReadInt(f, key("attention.sliding_window"), 1, 1 << 24));
+  }
+  if (std::optional<std::string> type = f.GetString(key("rope.scaling.type"))) {
+    if (*type == "yarn") {
+      RopeScaling& y = c.rope_scaling;
+      y.type = RopeScalingType::kYarn;
+      y.truncate = a.yarn_truncate;
+      ODMOE_ASSIGN_OR_RETURN(y.factor, ReadFloat(f, key("rope.scaling.factor"), 1e-6, 1e6, 1.0));
+      ODMOE_ASSIGN_OR_RETURN(y.original_context,
+                             ReadInt(f, key("rope.scaling.original_context_length"), 1, 1 << 24));
+      ODMOE_ASSIGN_OR_RETURN(y.beta_fast,
+                             ReadFloat(f, key("rope.scaling.yarn_beta_fast"), 1e-6, 1e6, 32.0));
+      ODMOE_ASSIGN_OR_RETURN(y.beta_slow,
+                             ReadFloat(f, key("rope.scaling.yarn_beta_slow"), 1e-6, 1e6, 1.0));
+      // transformers' default attention factor unless the file gives one.
+      ODMOE_ASSIGN_OR_RETURN(y.attention_factor, ReadFloat(f, key("rope.scaling.attn_factor"), 1e-6,
+                                                           1e6, YarnAttentionFactor(y.factor)));
+    } else if (*type != "none") {
+      return Invalid(f.path(), absl::StrCat("unsupported RoPE scaling '", *type, "' in '",
+                                            key("rope.scaling.type"), "' (supported: yarn, none)"));
+    }
+  }
   if (c.n_head % c.n_head_kv != 0) {
     return Invalid(f.path(), absl::StrFormat("head_count %d is not a multiple of head_count_kv %d",
                                              c.n_head, c.n_head_kv));
@@ -274,8 +315,8 @@ absl::Status ModelFile::BindOptionalLayerTensors(int l, LayerTensors* t) {
   const int64_t d = c.n_embd, q = c.q_width(), kv = c.kv_width();
   if (c.qk_norm != QkNorm::kNone) {
     const bool per_head = c.qk_norm == QkNorm::kPerHead;
-    ODMOE_ASSIGN_OR_RETURN(t->attn_q_norm, Expect(f, name(TensorRole::kAttnQNorm),
-                                                  {per_head ? c.head_dim : q}, true));
+    ODMOE_ASSIGN_OR_RETURN(
+        t->attn_q_norm, Expect(f, name(TensorRole::kAttnQNorm), {per_head ? c.head_dim : q}, true));
     ODMOE_ASSIGN_OR_RETURN(t->attn_k_norm, Expect(f, name(TensorRole::kAttnKNorm),
                                                   {per_head ? c.head_dim : kv}, true));
   }
@@ -297,6 +338,23 @@ absl::Status ModelFile::BindOptionalLayerTensors(int l, LayerTensors* t) {
                              Expect(f, name(TensorRole::kAttnOutputBias), {d}, true));
     }
   }
+  if (c.attn_sinks) {
+    ODMOE_ASSIGN_OR_RETURN(t->attn_sinks,
+                           Expect(f, name(TensorRole::kAttnSinks), {c.n_head}, true));
+  }
+  if (c.router_bias) {
+    ODMOE_ASSIGN_OR_RETURN(t->router_bias,
+                           Expect(f, name(TensorRole::kFfnGateInpBias), {c.n_expert}, true));
+  }
+  if (c.expert_bias) {
+    const int64_t ff = c.n_ff, ne = c.n_expert;
+    ODMOE_ASSIGN_OR_RETURN(t->gate_exps_bias,
+                           Expect(f, name(TensorRole::kFfnGateExpsBias), {ff, ne}, true));
+    ODMOE_ASSIGN_OR_RETURN(t->up_exps_bias,
+                           Expect(f, name(TensorRole::kFfnUpExpsBias), {ff, ne}, true));
+    ODMOE_ASSIGN_OR_RETURN(t->down_exps_bias,
+                           Expect(f, name(TensorRole::kFfnDownExpsBias), {d, ne}, true));
+  }
   if (a.shared_expert) {
     ODMOE_ASSIGN_OR_RETURN(TensorView gate, f.Tensor(name(TensorRole::kFfnGateShexp)));
     if (gate.n_dims != 2 || gate.ne[0] != d || gate.ne[1] < 1 || gate.ne[1] > (1 << 20)) {
@@ -311,20 +369,30 @@ absl::Status ModelFile::BindOptionalLayerTensors(int l, LayerTensors* t) {
     // The converters write the gate as [n_embd] or as [n_embd, 1].
     const std::string gate_inp = name(TensorRole::kFfnGateInpShexp);
     ODMOE_ASSIGN_OR_RETURN(TensorView g, f.Tensor(gate_inp));
-    ODMOE_ASSIGN_OR_RETURN(t->shexp_gate_inp,
-                           Expect(f, gate_inp, g.n_dims == 2 ? std::vector<int64_t>{d, 1}
-                                                             : std::vector<int64_t>{d},
-                                  true));
+    ODMOE_ASSIGN_OR_RETURN(
+        t->shexp_gate_inp,
+        Expect(f, gate_inp, g.n_dims == 2 ? std::vector<int64_t>{d, 1} : std::vector<int64_t>{d},
+               true));
   }
   return absl::OkStatus();
 }
 
 ExpertTensors ModelFile::Expert(int layer, int expert) const {
   const LayerTensors& t = layers_[static_cast<size_t>(layer)];
+  ExpertTensors x;
   if (config_.expert_layout == ExpertLayout::kPerExpert) {
-    return t.per_expert[static_cast<size_t>(expert)];
+    x = t.per_expert[static_cast<size_t>(expert)];
+  } else {
+    x.gate = t.gate_exps.Slice2D(expert);
+    x.up = t.up_exps.Slice2D(expert);
+    x.down = t.down_exps.Slice2D(expert);
   }
-  return {t.gate_exps.Slice2D(expert), t.up_exps.Slice2D(expert), t.down_exps.Slice2D(expert)};
+  if (config_.expert_bias) {
+    x.gate_bias = RowOf(t.gate_exps_bias, expert);
+    x.up_bias = RowOf(t.up_exps_bias, expert);
+    x.down_bias = RowOf(t.down_exps_bias, expert);
+  }
+  return x;
 }
 
 }  // namespace odmoe

@@ -25,11 +25,15 @@
 
 namespace odmoe {
 
-/// The three matrices of one expert, each a 2-D view ({in, out}).
+/// The three matrices of one expert, each a 2-D view ({in, out}), and its
+/// biases where the architecture has them (ModelConfig::expert_bias; else
+/// data == nullptr).
 struct ExpertTensors {
-  TensorView gate;  // {n_embd, n_ff}
-  TensorView up;    // {n_embd, n_ff}
-  TensorView down;  // {n_ff, n_embd}
+  TensorView gate;                // {n_embd, n_ff}
+  TensorView up;                  // {n_embd, n_ff}
+  TensorView down;                // {n_ff, n_embd}
+  TensorView gate_bias, up_bias;  // F32 {n_ff}
+  TensorView down_bias;           // F32 {n_embd}
 };
 
 /// The tensors of one transformer block.
@@ -43,10 +47,14 @@ struct LayerTensors {
   TensorView router;       // {n_embd, n_expert}
   // Optional parts (data == nullptr when the architecture or file has none;
   // ModelConfig says which are present).
-  TensorView attn_q_norm, attn_k_norm;        // QkNorm::kPerHead {head_dim}; kFull {width}
+  TensorView attn_q_norm, attn_k_norm;  // QkNorm::kPerHead {head_dim}; kFull {width}
   TensorView attn_q_bias, attn_k_bias, attn_v_bias, attn_output_bias;  // attn_bias
-  TensorView shexp_gate_inp;                  // {n_embd}
+  TensorView shexp_gate_inp;                                           // {n_embd}
   TensorView shexp_gate, shexp_up, shexp_down;  // {n_embd, n_ff_shared} x2, {n_ff_shared, n_embd}
+  TensorView attn_sinks;                        // attn_sinks: F32 {n_head}
+  TensorView router_bias;                       // router_bias: F32 {n_expert}
+  // expert_bias: F32 {n_ff, n_expert} x2, {n_embd, n_expert} (a row per expert).
+  TensorView gate_exps_bias, up_exps_bias, down_exps_bias;
   // kStacked: 3-D {in, out, n_expert}; kPerExpert: empty (see per_expert).
   TensorView gate_exps, up_exps, down_exps;
   std::vector<ExpertTensors> per_expert;  // kPerExpert only

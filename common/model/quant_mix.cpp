@@ -266,6 +266,11 @@ std::vector<NamedMixTensor> MixTensorsOf(const ArchSpec& arch, const ModelConfig
       add(TensorRole::kAttnKNorm, MixRole::kKept, 0, l);
     }
     if (c.n_ff_shared > 0) add(TensorRole::kFfnGateInpShexp, MixRole::kKept, c.n_embd, l);
+    if (c.expert_bias) {  // 2-D [n_ff or n_embd, n_expert], f32 like every bias
+      add(TensorRole::kFfnGateExpsBias, MixRole::kKept, c.n_ff, l);
+      add(TensorRole::kFfnUpExpsBias, MixRole::kKept, c.n_ff, l);
+      add(TensorRole::kFfnDownExpsBias, MixRole::kKept, c.n_embd, l);
+    }
     if (c.expert_layout == ExpertLayout::kStacked) {
       add(TensorRole::kFfnGateExps, MixRole::kFfnGate, c.n_embd, l);
       add(TensorRole::kFfnUpExps, MixRole::kFfnUp, c.n_embd, l);

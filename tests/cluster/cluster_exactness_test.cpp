@@ -382,14 +382,17 @@ namespace odmoe::test {
 TEST_CASE("cluster: identical tokens for every architecture of the table", "[cluster][arch]") {
   // The tiny random models of tests/data/arch (made with transformers):
   // Qwen3-MoE (top-8 of 32, per-head q/k norm), OLMoE (top-8 of 16), Qwen2-MoE
-  // (top-4 of 16, biases, shared expert on the main node).
+  // (top-4 of 16, biases, shared expert on the main node), gpt-oss (top-4 of
+  // 16; expert biases packed with each expert, the clamped SwiGLU on the
+  // workers; sinks, sliding windows, YaRN and the router bias on the main node).
   struct Arch {
     const char* file;
     int workers;
   };
-  for (const Arch& a : {Arch{"tests/data/arch/tiny-qwen3moe.gguf", 8},
-                        Arch{"tests/data/arch/tiny-olmoe.gguf", 8},
-                        Arch{"tests/data/arch/tiny-qwen2moe.gguf", 8}}) {
+  for (const Arch& a :
+       {Arch{"tests/data/arch/tiny-qwen3moe.gguf", 8}, Arch{"tests/data/arch/tiny-olmoe.gguf", 8},
+        Arch{"tests/data/arch/tiny-qwen2moe.gguf", 8},
+        Arch{"tests/data/arch/tiny-gpt-oss.gguf", 4}}) {
     ClusterConfig shadow;  // aligned shadow, prefill in mini-batches of 3
     shadow.model = SourcePath(a.file);
     shadow.workers = a.workers;
@@ -432,6 +435,12 @@ TEST_CASE("cluster: identical tokens for the architectures on any group size", "
        WorkerMode::kOnDemand},
       {"tests/data/arch/tiny-qwen2moe.gguf", 8, 8, 0, PredictionMode::kShadow,
        WorkerMode::kOnDemand},
+      // gpt-oss, top-4 of 16: groups of 2 (2 experts each, auto = 2 slots),
+      // one worker per group with one slot, resident groups of 2.
+      {"tests/data/arch/tiny-gpt-oss.gguf", 4, 2, 0, PredictionMode::kShadow,
+       WorkerMode::kOnDemand},
+      {"tests/data/arch/tiny-gpt-oss.gguf", 2, 1, 1, PredictionMode::kNone, WorkerMode::kOnDemand},
+      {"tests/data/arch/tiny-gpt-oss.gguf", 4, 2, 0, PredictionMode::kNone, WorkerMode::kResident},
   };
   for (const Case& c : cases) {
     ClusterConfig cfg;

@@ -57,6 +57,54 @@ TEST_CASE("model: an expert slice of a 3-D tensor is its contiguous part", "[mod
   CHECK(std::memcmp(w.down.data, e5.down.data, e5.down.bytes()) == 0);
   CHECK(w.down.rows == c.n_embd);
   CHECK(w.down.cols == c.n_ff);
+  // No biases: the pack is the three matrices alone, as it always was.
+  CHECK(!layout.has_bias);
+  CHECK(w.gate_bias == nullptr);
+  CHECK(w.down_bias == nullptr);
+  CHECK(w.activation.kind == ExpertActivation::Kind::kSwiGlu);
+  const auto aligned = [](size_t n) { return (n + 63) / 64 * 64; };
+  CHECK(layout.total_bytes ==
+        aligned(e5.gate.bytes()) + aligned(e5.up.bytes()) + aligned(e5.down.bytes()));
+}
+
+TEST_CASE("model: a gpt-oss expert packs its biases and its activation", "[model]") {
+  auto m = ModelFile::Open(test::SourcePath("tests/data/arch/tiny-gpt-oss.gguf"));
+  REQUIRE(m.ok());
+  const ModelConfig& c = (*m)->config();
+  CHECK(c.arch == "gpt-oss");
+  CHECK(c.expert_bias);
+  CHECK(c.router_bias);
+  CHECK(c.attn_sinks);
+  CHECK(c.sliding_window == 8);
+  CHECK(c.window_of(0) == 8);
+  CHECK(c.window_of(1) == 0);
+  CHECK(c.rope_scaling.type == RopeScalingType::kYarn);
+  CHECK(!c.rope_scaling.truncate);
+  // The FFN norm is the architecture's post_attention_norm.
+  CHECK((*m)->layer(2).ffn_norm.name == "blk.2.post_attention_norm.weight");
+  const LayerTensors& l2 = (*m)->layer(2);
+  const ExpertTensors e7 = (*m)->Expert(2, 7);
+  REQUIRE(e7.gate_bias.data != nullptr);
+  CHECK(e7.gate_bias.ne[0] == c.n_ff);
+  CHECK(e7.down_bias.ne[0] == c.n_embd);
+  CHECK(e7.up_bias.data == l2.up_exps_bias.Row(7));
+  const ExpertPackLayout layout = ExpertPackLayout::For(c, 2);
+  CHECK(layout.has_bias);
+  CHECK(layout.gate_bias_offset % 64 == 0);
+  CHECK(layout.down_bias_offset % 64 == 0);
+  CHECK(layout.total_bytes >= layout.down_bias_offset + c.n_embd * sizeof(float));
+  std::vector<uint8_t> blob(layout.total_bytes);
+  PackExpert(e7, layout, blob.data());
+  const ExpertWeights w = layout.WeightsAt(blob.data());
+  CHECK(std::memcmp(w.gate.data, e7.gate.data, e7.gate.bytes()) == 0);
+  CHECK(std::memcmp(w.down.data, e7.down.data, e7.down.bytes()) == 0);
+  REQUIRE(w.gate_bias != nullptr);
+  CHECK(std::memcmp(w.gate_bias, e7.gate_bias.data, c.n_ff * sizeof(float)) == 0);
+  CHECK(std::memcmp(w.up_bias, e7.up_bias.data, c.n_ff * sizeof(float)) == 0);
+  CHECK(std::memcmp(w.down_bias, e7.down_bias.data, c.n_embd * sizeof(float)) == 0);
+  CHECK(w.activation.kind == ExpertActivation::Kind::kSwiGluOai);
+  CHECK(w.activation.alpha == 1.702f);
+  CHECK(w.activation.limit == 7.0f);
 }
 
 TEST_CASE("model: the per-expert layout holds the same experts", "[model]") {
