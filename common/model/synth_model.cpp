@@ -86,6 +86,16 @@ absl::Status Build(const SynthSpec& s, GgufWriter* w) {
     w->SetMetadata(a + ".attention.value_length",
                    GgufValue::U32(static_cast<uint32_t>(s.head_dim)));
   }
+  if (spec.window_layers != WindowLayers::kNone) {
+    w->SetMetadata(a + ".attention.sliding_window",
+                   GgufValue::U32(static_cast<uint32_t>(s.sliding_window)));
+  }
+  if (s.yarn_factor > 0) {
+    w->SetMetadata(a + ".rope.scaling.type", GgufValue::String("yarn"));
+    w->SetMetadata(a + ".rope.scaling.factor", GgufValue::F32(s.yarn_factor));
+    w->SetMetadata(a + ".rope.scaling.original_context_length",
+                   GgufValue::U32(static_cast<uint32_t>(s.yarn_original_context)));
+  }
   if (spec.shared_expert) {
     w->SetMetadata(a + ".expert_shared_feed_forward_length",
                    GgufValue::U32(static_cast<uint32_t>(s.n_ff_shared)));
@@ -160,7 +170,22 @@ absl::Status Build(const SynthSpec& s, GgufWriter* w) {
       ODMOE_RETURN_IF_ERROR(weight(b + "ffn_down_shexp.weight", s.type, {fs, d}, lin(fs)));
       ODMOE_RETURN_IF_ERROR(weight(b + "ffn_up_shexp.weight", s.type, {d, fs}, lin(d)));
     }
-    ODMOE_RETURN_IF_ERROR(ones(b + "ffn_norm.weight", d));
+    if (spec.attn_sinks) {  // gpt-oss: o bias, sinks, router and expert biases
+      ODMOE_RETURN_IF_ERROR(weight(b + "attn_q.bias", DType::kF32, {q}, 0.1f));
+      ODMOE_RETURN_IF_ERROR(weight(b + "attn_k.bias", DType::kF32, {kv}, 0.1f));
+      ODMOE_RETURN_IF_ERROR(weight(b + "attn_v.bias", DType::kF32, {kv}, 0.1f));
+      ODMOE_RETURN_IF_ERROR(weight(b + "attn_output.bias", DType::kF32, {d}, 0.1f));
+      ODMOE_RETURN_IF_ERROR(weight(b + "attn_sinks.weight", DType::kF32, {s.n_head}, 1.0f));
+    }
+    if (spec.router_bias) {
+      ODMOE_RETURN_IF_ERROR(weight(b + "ffn_gate_inp.bias", DType::kF32, {ne}, 0.1f));
+    }
+    if (spec.expert_bias) {
+      ODMOE_RETURN_IF_ERROR(weight(b + "ffn_gate_exps.bias", DType::kF32, {ff, ne}, 0.1f));
+      ODMOE_RETURN_IF_ERROR(weight(b + "ffn_up_exps.bias", DType::kF32, {ff, ne}, 0.1f));
+      ODMOE_RETURN_IF_ERROR(weight(b + "ffn_down_exps.bias", DType::kF32, {d, ne}, 0.1f));
+    }
+    ODMOE_RETURN_IF_ERROR(ones(TensorName(spec, TensorRole::kFfnNorm, l), d));
     ODMOE_RETURN_IF_ERROR(weight(b + "ffn_gate_inp.weight", DType::kF32, {d, ne}, lin(d)));
     ODMOE_RETURN_IF_ERROR(weight(b + "ffn_gate_exps.weight", s.type, {d, ff, ne}, lin(d)));
     ODMOE_RETURN_IF_ERROR(weight(b + "ffn_down_exps.weight", s.type, {ff, d, ne}, lin(ff)));
@@ -245,15 +270,38 @@ SynthSpec SynthSpec::Qwen15MoeA27B() {
   return s;
 }
 
+SynthSpec SynthSpec::GptOss20B() {
+  SynthSpec s;
+  s.arch = "gpt-oss";
+  s.n_layer = 24;
+  s.n_embd = 2880;
+  s.n_ff = 2880;
+  s.n_expert = 32;
+  s.n_expert_used = 4;
+  s.n_head = 64;
+  s.n_head_kv = 8;
+  s.head_dim = 64;
+  s.n_vocab = 201088;
+  s.n_ctx = 131072;
+  s.rope_theta = 150000.0f;
+  s.rms_eps = 1e-5f;
+  s.sliding_window = 128;
+  s.yarn_factor = 32.0f;
+  s.yarn_original_context = 4096;
+  s.name = "synthetic-gpt-oss-20b";
+  return s;
+}
+
 absl::StatusOr<SynthSpec> SynthSpec::Preset(const std::string& name) {
   if (name == "mixtral-8x7b" || name == "llama") return Mixtral8x7B();
   if (name == "qwen3-30b-a3b" || name == "qwen3moe") return Qwen3_30B_A3B();
   if (name == "olmoe-1b-7b" || name == "olmoe") return Olmoe1B7B();
   if (name == "qwen1.5-moe-a2.7b" || name == "qwen2moe") return Qwen15MoeA27B();
+  if (name == "gpt-oss-20b" || name == "gpt-oss") return GptOss20B();
   return absl::InvalidArgumentError(absl::StrCat(
       "'", name,
-      "' is not a preset (mixtral-8x7b, qwen3-30b-a3b, olmoe-1b-7b, qwen1.5-moe-a2.7b) or an "
-      "architecture (llama, qwen3moe, olmoe, qwen2moe)"));
+      "' is not a preset (mixtral-8x7b, qwen3-30b-a3b, olmoe-1b-7b, qwen1.5-moe-a2.7b, "
+      "gpt-oss-20b) or an architecture (llama, qwen3moe, olmoe, qwen2moe, gpt-oss)"));
 }
 
 absl::Status ValidateSynthSpec(const SynthSpec& s) {
@@ -266,6 +314,9 @@ absl::Status ValidateSynthSpec(const SynthSpec& s) {
     return bad("shared-ff", "this architecture needs a shared expert width 1..1048576");
   }
   if (s.head_dim < 0 || s.head_dim % 2 != 0) return bad("head-dim", "expected an even size");
+  if (spec->window_layers != WindowLayers::kNone && s.sliding_window < 1) {
+    return bad("window", "this architecture needs a sliding window of at least 1");
+  }
   if (s.n_layer < 1 || s.n_layer > 4096) return bad("layers", "expected 1..4096");
   if (s.n_embd < 2 || s.n_embd > 65536) return bad("embd", "expected 2..65536");
   if (s.n_ff < 1 || s.n_ff > 1 << 20) return bad("ff", "expected 1..1048576");

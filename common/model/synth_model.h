@@ -2,8 +2,8 @@
 // for throughput and memory measurements at real sizes (recall needs a
 // trained model: the weights here route tokens arbitrarily). The file is a
 // normal GGUF of one of the architectures of model_arch.h ("llama" with
-// experts, like Mixtral, by default; "qwen3moe", "olmoe", "qwen2moe" with
-// their q/k norms, biases and shared experts) with a synthetic
+// experts, like Mixtral, by default; "qwen3moe", "olmoe", "qwen2moe",
+// "gpt-oss" with their q/k norms, biases, shared experts, sinks and windows) with a synthetic
 // SentencePiece-style vocabulary (control tokens, 256 byte tokens,
 // then made-up pieces), so every tool and daemon opens it; text is
 // meaningless. Tensors are generated while the file is written, so a file
@@ -36,6 +36,9 @@ struct SynthSpec {
   int n_head_kv = 2;
   int head_dim = 0;     // 0: n_embd / n_head
   int n_ff_shared = 0;  // the shared expert's width (architectures that have one)
+  int sliding_window = 0;         // architectures with sliding-window layers (gpt-oss)
+  float yarn_factor = 0;          // > 0: YaRN RoPE scaling with this factor
+  int yarn_original_context = 0;  // and this original context
   int n_vocab = 512;
   int n_ctx = 512;
   float rope_theta = 10000.0f;
@@ -56,9 +59,14 @@ struct SynthSpec {
   /// Qwen1.5-MoE-A2.7B: 24 layers, 2048, experts of 1408, 60 experts top-4,
   /// 16 heads, a shared expert of 5632, vocabulary 151936.
   static SynthSpec Qwen15MoeA27B();
+  /// gpt-oss-20b: 24 layers, 2880, experts of 2880, 32 experts top-4, 64
+  /// heads of 64, 8 KV heads, sliding window 128 on even layers, YaRN x32,
+  /// vocabulary 201088 (real files store the experts in MXFP4).
+  static SynthSpec GptOss20B();
   /// By name: "mixtral-8x7b", "qwen3-30b-a3b", "olmoe-1b-7b",
-  /// "qwen1.5-moe-a2.7b", or an architecture name for its preset ("llama",
-  /// "qwen3moe", "olmoe", "qwen2moe"). INVALID_ARGUMENT listing the names.
+  /// "qwen1.5-moe-a2.7b", "gpt-oss-20b", or an architecture name for its
+  /// preset ("llama", "qwen3moe", "olmoe", "qwen2moe", "gpt-oss").
+  /// INVALID_ARGUMENT listing the names.
   static absl::StatusOr<SynthSpec> Preset(const std::string& name);
   int head_size() const { return head_dim > 0 ? head_dim : n_embd / n_head; }
 };

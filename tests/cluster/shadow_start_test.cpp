@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <thread>
 
+#include <unistd.h>
+
 #include "absl/strings/str_cat.h"
 #include "cluster/grpc_util.h"
 #include "cluster/protocol.h"
@@ -22,7 +24,9 @@ namespace {
 // TMPDIR (where the shadow caches its copy) pointed at a fresh directory.
 class FreshTmpDir {
  public:
-  FreshTmpDir() : dir_(std::filesystem::temp_directory_path() / "odmoe_shadow_start") {
+  FreshTmpDir()
+      : dir_(std::filesystem::temp_directory_path() /
+             ("odmoe_shadow_start_" + std::to_string(getpid()))) {
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
     const char* old = std::getenv("TMPDIR");

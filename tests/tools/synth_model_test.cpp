@@ -132,7 +132,8 @@ TEST_CASE("synth: every architecture of the table opens with its parts and gener
   for (const Expect& e : {Expect{"llama", QkNorm::kNone, true, false, 0},
                           Expect{"qwen3moe", QkNorm::kPerHead, true, false, 0},
                           Expect{"olmoe", QkNorm::kFull, false, false, 0},
-                          Expect{"qwen2moe", QkNorm::kNone, false, true, 48}}) {
+                          Expect{"qwen2moe", QkNorm::kNone, false, true, 48},
+                          Expect{"gpt-oss", QkNorm::kNone, true, true, 0}}) {
     INFO(e.arch);
     SynthSpec s = Small(DType::kF16);
     s.arch = e.arch;
@@ -140,6 +141,11 @@ TEST_CASE("synth: every architecture of the table opens with its parts and gener
     s.n_expert_used = 4;
     s.head_dim = 32;  // q width 128 != n_embd 64
     s.n_ff_shared = e.shared;
+    if (std::string(e.arch) == "gpt-oss") {  // sinks, windows of 4 on even layers, YaRN
+      s.sliding_window = 4;
+      s.yarn_factor = 4;
+      s.yarn_original_context = 32;
+    }
     const std::string path = Temp(std::string(e.arch) + ".gguf");
     REQUIRE(WriteSynthModel(s, path).ok());
     auto model = ModelFile::Open(path);
@@ -149,6 +155,10 @@ TEST_CASE("synth: every architecture of the table opens with its parts and gener
     CHECK(c.qk_norm == e.qk_norm);
     CHECK(c.gating.normalize == e.normalize);
     CHECK(c.attn_bias == e.bias);
+    const bool oss = std::string(e.arch) == "gpt-oss";
+    CHECK(c.attn_sinks == oss);
+    CHECK(c.sliding_window == (oss ? 4 : 0));
+    CHECK((c.rope_scaling.type == RopeScalingType::kYarn) == oss);
     CHECK(c.n_ff_shared == e.shared);
     CHECK(c.head_dim == 32);
     CHECK(c.q_width() == 128);
@@ -179,7 +189,8 @@ TEST_CASE("synth: the presets of every architecture are valid and sized like the
   const uint64_t q3_bytes = SynthModelBytes(q3).value();
   CHECK(q3_bytes > 60'000'000'000ull);
   CHECK(q3_bytes < 62'000'000'000ull);
-  for (const char* name : {"olmoe-1b-7b", "qwen1.5-moe-a2.7b", "mixtral-8x7b", "olmoe"}) {
+  for (const char* name : {"olmoe-1b-7b", "qwen1.5-moe-a2.7b", "mixtral-8x7b", "olmoe",
+                           "gpt-oss-20b"}) {
     INFO(name);
     absl::StatusOr<SynthSpec> s = SynthSpec::Preset(name);
     REQUIRE(s.ok());
@@ -189,6 +200,8 @@ TEST_CASE("synth: the presets of every architecture are valid and sized like the
   SynthSpec s = Small(DType::kF16);
   s.arch = "qwen2moe";  // a shared expert needs its width
   CHECK(std::string(ValidateSynthSpec(s).message()).find("shared-ff") == 0);
+  s.arch = "gpt-oss";  // sliding-window layers need a window
+  CHECK(std::string(ValidateSynthSpec(s).message()).find("window") == 0);
   s.arch = "falcon";
   CHECK(std::string(ValidateSynthSpec(s).message()).find("arch") == 0);
 }
