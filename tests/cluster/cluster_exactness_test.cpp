@@ -123,6 +123,28 @@ void ExpectIdentical(const ClusterConfig& cfg) {
         Prompts().size() * static_cast<uint64_t>((kTokens - 1) * model.n_layer * k));
 }
 
+// One run of ExpectIdentical with the workers in groups of `group_size`.
+struct GroupCase {
+  int workers, group_size, slots;  // slots 0 = auto
+  PredictionMode prediction;
+  WorkerMode mode;
+  int align = 1;  // token and KV period
+  int mini_batch = 16;
+};
+
+void ExpectIdenticalOnGroups(const GroupCase& c, const std::string& model = "") {
+  ClusterConfig cfg;
+  if (!model.empty()) cfg.model = model;
+  cfg.workers = c.workers;
+  cfg.group_size = c.group_size;
+  cfg.prediction = c.prediction;
+  cfg.worker_mode = c.mode;
+  cfg.token_period = cfg.kv_period = c.align;
+  cfg.mini_batch = c.mini_batch;
+  if (c.slots > 0) cfg.memory_budget = WorkerBudgetForSlots(cfg, c.slots);
+  ExpectIdentical(cfg);
+}
+
 }  // namespace
 
 TEST_CASE("cluster: identical tokens in every prediction mode and worker count", "[cluster]") {
@@ -176,13 +198,7 @@ TEST_CASE("cluster: identical tokens with resident workers and other settings", 
 
 TEST_CASE("cluster: identical tokens with groups smaller and larger than top-k", "[cluster]") {
   // The shipped model routes to k = 2 experts.
-  struct Case {
-    int workers, group_size, slots;  // slots 0 = auto
-    PredictionMode prediction;
-    WorkerMode mode;
-    int align;  // token and KV period
-    int mini_batch;
-  };
+  using Case = GroupCase;
   const Case cases[] = {
       // G = 1: one worker computes both experts of each of its layers.
       {2, 1, 1, PredictionMode::kShadow, WorkerMode::kOnDemand, 1, 3},
@@ -197,29 +213,14 @@ TEST_CASE("cluster: identical tokens with groups smaller and larger than top-k",
       {4, 4, 0, PredictionMode::kNone, WorkerMode::kOnDemand, 1, 1},
       {4, 4, 0, PredictionMode::kNone, WorkerMode::kResident, 1, 16},
   };
-  for (const Case& c : cases) {
-    ClusterConfig cfg;
-    cfg.workers = c.workers;
-    cfg.group_size = c.group_size;
-    cfg.prediction = c.prediction;
-    cfg.worker_mode = c.mode;
-    cfg.token_period = cfg.kv_period = c.align;
-    cfg.mini_batch = c.mini_batch;
-    if (c.slots > 0) cfg.memory_budget = WorkerBudgetForSlots(cfg, c.slots);
-    ExpectIdentical(cfg);
-  }
+  for (const Case& c : cases) ExpectIdenticalOnGroups(c);
 }
 
 TEST_CASE("cluster: identical tokens for top-4 and top-8 models on any group size", "[cluster]") {
   // Synthetic Mixtral-architecture models (random weights: recall means
   // nothing here, exactness does): top-4 of 8 and, shaped like Qwen3-MoE's
   // routing, top-8 of 16.
-  struct Case {
-    int workers, group_size, slots;  // slots 0 = auto
-    PredictionMode prediction;
-    WorkerMode mode;
-    int align, mini_batch;
-  };
+  using Case = GroupCase;
   const std::vector<std::pair<int, std::vector<Case>>> models = {
       {4,
        {
@@ -250,18 +251,7 @@ TEST_CASE("cluster: identical tokens for top-4 and top-8 models on any group siz
         (std::filesystem::temp_directory_path() / absl::StrFormat("odmoe_cluster_top%d.gguf", k))
             .string();
     REQUIRE(WriteSynthModel(spec, path).ok());
-    for (const Case& c : cases) {
-      ClusterConfig cfg;
-      cfg.model = path;
-      cfg.workers = c.workers;
-      cfg.group_size = c.group_size;
-      cfg.prediction = c.prediction;
-      cfg.worker_mode = c.mode;
-      cfg.token_period = cfg.kv_period = c.align;
-      cfg.mini_batch = c.mini_batch;
-      if (c.slots > 0) cfg.memory_budget = WorkerBudgetForSlots(cfg, c.slots);
-      ExpectIdentical(cfg);
-    }
+    for (const Case& c : cases) ExpectIdenticalOnGroups(c, path);
     std::filesystem::remove(path);
   }
 }
@@ -443,15 +433,8 @@ TEST_CASE("cluster: identical tokens for the architectures on any group size", "
       {"tests/data/arch/tiny-gpt-oss.gguf", 4, 2, 0, PredictionMode::kNone, WorkerMode::kResident},
   };
   for (const Case& c : cases) {
-    ClusterConfig cfg;
-    cfg.model = SourcePath(c.file);
-    cfg.workers = c.workers;
-    cfg.group_size = c.group_size;
-    cfg.prediction = c.prediction;
-    cfg.worker_mode = c.mode;
-    cfg.mini_batch = 5;
-    if (c.slots > 0) cfg.memory_budget = WorkerBudgetForSlots(cfg, c.slots);
-    ExpectIdentical(cfg);
+    ExpectIdenticalOnGroups({c.workers, c.group_size, c.slots, c.prediction, c.mode, 1, 5},
+                            SourcePath(c.file));
   }
 }
 

@@ -161,18 +161,13 @@ TEST_CASE("arch golden: last-position logits and every step's top-5 are within t
     const json g = Golden(arch);
     auto engine = Engine(g);
     const ModelFile& model = engine->model();
-    auto backend = CreateBackend("cpu");
-    REQUIRE(backend.ok());
-    auto tf = Transformer::Create(model, **backend, {});
-    REQUIRE(tf.ok());
-    auto experts = LocalExpertExecutor::Create(model, **backend, (*tf)->n_batch());
-    REQUIRE(experts.ok());
+    test::LocalForward local = test::MakeLocalForward(model);
     test::LogitTolerance tol{kLogitAbsTol, kLogitRelTol};
     for (const json& gc : g["cases"]) {
       INFO(arch << " prompt: " << gc["prompt"].get<std::string>());
       const auto last = gc["last_logits"].get<std::vector<double>>();
       REQUIRE(last.size() == static_cast<size_t>(model.config().n_vocab));
-      test::ReplayGreedySteps(**tf, **experts, gc, [&](size_t step, const std::vector<float>& l) {
+      test::ReplayGreedySteps(*local.tf, *local.experts, gc, [&](size_t step, const std::vector<float>& l) {
         if (step == 0) {  // the prompt's last position, whole vocabulary
           for (size_t i = 0; i < last.size(); ++i) tol.Check(l[i], last[i]);
         }
@@ -223,14 +218,9 @@ TEST_CASE("arch golden: gpt-oss with MXFP4 experts", "[golden][arch]") {
     // rounding moves by less than the case's top-1 / top-2 gap.
     CHECK(r->output_ids.front() == gc["greedy_ids"][0].get<int32_t>());
 
-    auto backend = CreateBackend("cpu");
-    REQUIRE(backend.ok());
-    auto tf = Transformer::Create(engine->model(), **backend, {});
-    REQUIRE(tf.ok());
-    auto experts = LocalExpertExecutor::Create(engine->model(), **backend, (*tf)->n_batch());
-    REQUIRE(experts.ok());
+    test::LocalForward local = test::MakeLocalForward(engine->model());
     std::vector<float> logits;
-    REQUIRE((*tf)->Forward(req.prompt_ids, 0, **experts, &logits, nullptr).ok());
+    REQUIRE(local.tf->Forward(req.prompt_ids, 0, *local.experts, &logits, nullptr).ok());
     const auto last = gc["last_logits"].get<std::vector<double>>();
     REQUIRE(logits.size() == last.size());
     for (size_t i = 0; i < last.size(); ++i) worst = std::max(worst, std::abs(logits[i] - last[i]));
@@ -254,12 +244,7 @@ TEST_CASE("arch golden: gpt-oss with MXFP4 experts", "[golden][arch]") {
   auto dequantized = ReferenceEngine::Create(f32, EngineOptions{});
   REQUIRE(dequantized.ok());
   CHECK((*dequantized)->model().config().experts_of(0).gate_type == DType::kF32);
-  auto backend = CreateBackend("cpu");
-  REQUIRE(backend.ok());
-  auto tf = Transformer::Create((*dequantized)->model(), **backend, {});
-  REQUIRE(tf.ok());
-  auto experts = LocalExpertExecutor::Create((*dequantized)->model(), **backend, (*tf)->n_batch());
-  REQUIRE(experts.ok());
+  test::LocalForward local = test::MakeLocalForward((*dequantized)->model());
   test::LogitTolerance tol{kLogitAbsTol, kLogitRelTol};
   for (const json& gc : g["cases"]) {
     INFO("f32 prompt: " << gc["prompt"].get<std::string>());
@@ -271,7 +256,7 @@ TEST_CASE("arch golden: gpt-oss with MXFP4 experts", "[golden][arch]") {
     REQUIRE(r.ok());
     CHECK(r->output_ids == gc["greedy_ids"].get<std::vector<int32_t>>());
     const auto last = gc["last_logits"].get<std::vector<double>>();
-    test::ReplayGreedySteps(**tf, **experts, gc, [&](size_t step, const std::vector<float>& l) {
+    test::ReplayGreedySteps(*local.tf, *local.experts, gc, [&](size_t step, const std::vector<float>& l) {
       if (step == 0) {
         for (size_t i = 0; i < last.size(); ++i) tol.Check(l[i], last[i]);
       }

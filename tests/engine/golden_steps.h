@@ -15,10 +15,33 @@
 #include <functional>
 #include <vector>
 
+#include "backend_registry.h"
+#include "engine/local_expert_executor.h"
 #include "engine/transformer.h"
 #include "nlohmann/json.hpp"
 
 namespace odmoe::test {
+
+/// A CPU transformer with local experts over `model`, for replaying cases.
+struct LocalForward {
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Transformer> tf;
+  std::unique_ptr<LocalExpertExecutor> experts;
+};
+
+inline LocalForward MakeLocalForward(const ModelFile& model) {
+  LocalForward f;
+  auto backend = CreateBackend("cpu");
+  REQUIRE(backend.ok());
+  f.backend = std::move(backend).value();
+  auto tf = Transformer::Create(model, *f.backend, {});
+  REQUIRE(tf.ok());
+  f.tf = std::move(tf).value();
+  auto experts = LocalExpertExecutor::Create(model, *f.backend, f.tf->n_batch());
+  REQUIRE(experts.ok());
+  f.experts = std::move(experts).value();
+  return f;
+}
 
 /// |got - want| <= abs + rel * |want|, as a CHECK; remembers the largest error.
 struct LogitTolerance {

@@ -96,15 +96,10 @@ TEST_CASE("golden: greedy tokens are exact and routing is identical", "[golden]"
 
 TEST_CASE("golden: top-5 logits of every step are within tolerance", "[golden]") {
   const ModelFile& model = Engine().model();
-  auto backend = CreateBackend("cpu");
-  REQUIRE(backend.ok());
-  auto tf = Transformer::Create(model, **backend, {});
-  REQUIRE(tf.ok());
-  auto experts = LocalExpertExecutor::Create(model, **backend, (*tf)->n_batch());
-  REQUIRE(experts.ok());
+  test::LocalForward local = test::MakeLocalForward(model);
   test::LogitTolerance tol{kLogitAbsTol, kLogitRelTol};
   for (const json& gc : Golden()["cases"]) {
-    test::ReplayGreedySteps(**tf, **experts, gc, [&](size_t step, const std::vector<float>& l) {
+    test::ReplayGreedySteps(*local.tf, *local.experts, gc, [&](size_t step, const std::vector<float>& l) {
       for (const json& pair : gc["top5"][step]) {
         INFO("token " << pair[0].get<int>());
         tol.Check(l[pair[0].get<size_t>()], pair[1].get<double>());
