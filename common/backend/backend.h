@@ -222,6 +222,13 @@ class Backend {
   /// dst = src (same shape; the regions must not overlap).
   virtual void Copy(ConstMat src, Mat dst) = 0;
 
+  /// A block of columns: dst[t][dst_col + j] = src[t][src_col + j] for
+  /// t < src.rows (== dst.rows), j < cols; the rest of dst is untouched. The
+  /// two matrices' cols are their row strides (MLA reads one head's slice of
+  /// a row this way). The regions must not overlap.
+  virtual void CopyColumns(ConstMat src, int64_t src_col, Mat dst, int64_t dst_col,
+                           int64_t cols) = 0;
+
   /// dst[i] = src[idx[i]] for i < dst.rows. idx in backend memory.
   virtual void GatherRows(ConstMat src, const int32_t* idx, Mat dst) = 0;
 

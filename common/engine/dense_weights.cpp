@@ -10,57 +10,99 @@ absl::StatusOr<WeightRef> DenseWeights::Load(Backend& backend, const TensorView&
   return w.ref;
 }
 
+absl::StatusOr<const float*> DenseWeights::LoadFloats(Backend& backend, const TensorView& view) {
+  ODMOE_ASSIGN_OR_RETURN(WeightRef r, Load(backend, view));
+  return static_cast<const float*>(r.data);
+}
+
 absl::StatusOr<std::unique_ptr<DenseWeights>> DenseWeights::Load(const ModelFile& model,
                                                                  Backend& backend) {
   std::unique_ptr<DenseWeights> w(new DenseWeights());
-  auto floats = [&](const TensorView& v) -> absl::StatusOr<const float*> {
-    ODMOE_ASSIGN_OR_RETURN(WeightRef r, w->Load(backend, v));
-    return static_cast<const float*>(r.data);
-  };
   ODMOE_ASSIGN_OR_RETURN(w->token_embd_, w->Load(backend, model.token_embd()));
   w->output_ = w->token_embd_;
   if (!model.config().output_tied) {
     ODMOE_ASSIGN_OR_RETURN(w->output_, w->Load(backend, model.output()));
   }
-  ODMOE_ASSIGN_OR_RETURN(w->output_norm_, floats(model.output_norm()));
+  ODMOE_ASSIGN_OR_RETURN(w->output_norm_, w->LoadFloats(backend, model.output_norm()));
   for (int l = 0; l < model.config().n_layer; ++l) {
     const LayerTensors& t = model.layer(l);
     DenseLayerWeights d;
-    ODMOE_ASSIGN_OR_RETURN(d.attn_norm, floats(t.attn_norm));
-    ODMOE_ASSIGN_OR_RETURN(d.ffn_norm, floats(t.ffn_norm));
-    ODMOE_ASSIGN_OR_RETURN(d.attn_q, w->Load(backend, t.attn_q));
-    ODMOE_ASSIGN_OR_RETURN(d.attn_k, w->Load(backend, t.attn_k));
-    ODMOE_ASSIGN_OR_RETURN(d.attn_v, w->Load(backend, t.attn_v));
-    ODMOE_ASSIGN_OR_RETURN(d.attn_output, w->Load(backend, t.attn_output));
-    ODMOE_ASSIGN_OR_RETURN(d.router, w->Load(backend, t.router));
-    const ModelConfig& c = model.config();
-    if (c.qk_norm != QkNorm::kNone) {
-      ODMOE_ASSIGN_OR_RETURN(d.attn_q_norm, floats(t.attn_q_norm));
-      ODMOE_ASSIGN_OR_RETURN(d.attn_k_norm, floats(t.attn_k_norm));
-    }
-    if (c.attn_bias) {
-      ODMOE_ASSIGN_OR_RETURN(d.attn_q_bias, floats(t.attn_q_bias));
-      ODMOE_ASSIGN_OR_RETURN(d.attn_k_bias, floats(t.attn_k_bias));
-      ODMOE_ASSIGN_OR_RETURN(d.attn_v_bias, floats(t.attn_v_bias));
-      if (t.attn_output_bias.data != nullptr) {
-        ODMOE_ASSIGN_OR_RETURN(d.attn_output_bias, floats(t.attn_output_bias));
-      }
-    }
-    if (c.attn_sinks) {
-      ODMOE_ASSIGN_OR_RETURN(d.attn_sinks, floats(t.attn_sinks));
-    }
-    if (c.router_bias) {
-      ODMOE_ASSIGN_OR_RETURN(d.router_bias, floats(t.router_bias));
-    }
-    if (c.n_ff_shared > 0) {
-      ODMOE_ASSIGN_OR_RETURN(d.shared_expert.gate, w->Load(backend, t.shexp_gate));
-      ODMOE_ASSIGN_OR_RETURN(d.shared_expert.up, w->Load(backend, t.shexp_up));
-      ODMOE_ASSIGN_OR_RETURN(d.shared_expert.down, w->Load(backend, t.shexp_down));
-      ODMOE_ASSIGN_OR_RETURN(d.shared_gate, w->Load(backend, t.shexp_gate_inp));
-    }
-    w->layers_.push_back(d);
+    ODMOE_ASSIGN_OR_RETURN(d.attn_norm, w->LoadFloats(backend, t.attn_norm));
+    ODMOE_ASSIGN_OR_RETURN(d.ffn_norm, w->LoadFloats(backend, t.ffn_norm));
+    ODMOE_RETURN_IF_ERROR(w->LoadAttention(model, backend, l, &d));
+    ODMOE_RETURN_IF_ERROR(w->LoadFfn(model, backend, l, &d));
+    w->layers_.push_back(std::move(d));
   }
   return w;
+}
+
+absl::Status DenseWeights::LoadAttention(const ModelFile& model, Backend& backend, int l,
+                                         DenseLayerWeights* d) {
+  const ModelConfig& c = model.config();
+  const LayerTensors& t = model.layer(l);
+  ODMOE_ASSIGN_OR_RETURN(d->attn_output, Load(backend, t.attn_output));
+  if (c.attention == AttentionKind::kMla) {
+    if (c.mla.q_lora_rank > 0) {
+      ODMOE_ASSIGN_OR_RETURN(d->attn_q_a, Load(backend, t.attn_q_a));
+      ODMOE_ASSIGN_OR_RETURN(d->attn_q_a_norm, LoadFloats(backend, t.attn_q_a_norm));
+      ODMOE_ASSIGN_OR_RETURN(d->attn_q_b, Load(backend, t.attn_q_b));
+    } else {
+      ODMOE_ASSIGN_OR_RETURN(d->attn_q, Load(backend, t.attn_q));
+    }
+    ODMOE_ASSIGN_OR_RETURN(d->attn_kv_a, Load(backend, t.attn_kv_a_mqa));
+    ODMOE_ASSIGN_OR_RETURN(d->attn_kv_a_norm, LoadFloats(backend, t.attn_kv_a_norm));
+    for (int h = 0; h < c.n_head; ++h) {
+      ODMOE_ASSIGN_OR_RETURN(WeightRef kb, Load(backend, t.attn_k_b.Slice2D(h)));
+      ODMOE_ASSIGN_OR_RETURN(WeightRef vb, Load(backend, t.attn_v_b.Slice2D(h)));
+      d->attn_k_b.push_back(kb);
+      d->attn_v_b.push_back(vb);
+    }
+    return absl::OkStatus();
+  }
+  ODMOE_ASSIGN_OR_RETURN(d->attn_q, Load(backend, t.attn_q));
+  ODMOE_ASSIGN_OR_RETURN(d->attn_k, Load(backend, t.attn_k));
+  ODMOE_ASSIGN_OR_RETURN(d->attn_v, Load(backend, t.attn_v));
+  if (c.qk_norm != QkNorm::kNone) {
+    ODMOE_ASSIGN_OR_RETURN(d->attn_q_norm, LoadFloats(backend, t.attn_q_norm));
+    ODMOE_ASSIGN_OR_RETURN(d->attn_k_norm, LoadFloats(backend, t.attn_k_norm));
+  }
+  if (c.attn_bias) {
+    ODMOE_ASSIGN_OR_RETURN(d->attn_q_bias, LoadFloats(backend, t.attn_q_bias));
+    ODMOE_ASSIGN_OR_RETURN(d->attn_k_bias, LoadFloats(backend, t.attn_k_bias));
+    ODMOE_ASSIGN_OR_RETURN(d->attn_v_bias, LoadFloats(backend, t.attn_v_bias));
+    if (t.attn_output_bias.data != nullptr) {
+      ODMOE_ASSIGN_OR_RETURN(d->attn_output_bias, LoadFloats(backend, t.attn_output_bias));
+    }
+  }
+  if (c.attn_sinks) {
+    ODMOE_ASSIGN_OR_RETURN(d->attn_sinks, LoadFloats(backend, t.attn_sinks));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DenseWeights::LoadFfn(const ModelFile& model, Backend& backend, int l,
+                                   DenseLayerWeights* d) {
+  const ModelConfig& c = model.config();
+  const LayerTensors& t = model.layer(l);
+  if (!c.has_experts(l)) {
+    ODMOE_ASSIGN_OR_RETURN(d->dense_ffn.gate, Load(backend, t.ffn_gate));
+    ODMOE_ASSIGN_OR_RETURN(d->dense_ffn.up, Load(backend, t.ffn_up));
+    ODMOE_ASSIGN_OR_RETURN(d->dense_ffn.down, Load(backend, t.ffn_down));
+    return absl::OkStatus();
+  }
+  ODMOE_ASSIGN_OR_RETURN(d->router, Load(backend, t.router));
+  if (c.router_bias) {
+    ODMOE_ASSIGN_OR_RETURN(d->router_bias, LoadFloats(backend, t.router_bias));
+  }
+  if (c.n_ff_shared > 0) {
+    ODMOE_ASSIGN_OR_RETURN(d->shared_expert.gate, Load(backend, t.shexp_gate));
+    ODMOE_ASSIGN_OR_RETURN(d->shared_expert.up, Load(backend, t.shexp_up));
+    ODMOE_ASSIGN_OR_RETURN(d->shared_expert.down, Load(backend, t.shexp_down));
+    if (c.shared_gated) {
+      ODMOE_ASSIGN_OR_RETURN(d->shared_gate, Load(backend, t.shexp_gate_inp));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace odmoe

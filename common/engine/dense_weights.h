@@ -31,7 +31,17 @@ struct DenseLayerWeights {
   const float* attn_sinks = nullptr;        // n_head floats (attn_sinks)
   const float* router_bias = nullptr;       // n_expert floats (router_bias)
   ExpertWeights shared_expert;              // n_ff_shared > 0: gate, up, down
-  WeightRef shared_gate;                    // rows 1, cols n_embd: sigmoid(h . w) scales it
+  WeightRef shared_gate;                    // rows 1, cols n_embd (shared_gated only)
+  ExpertWeights dense_ffn;                  // a layer without experts: its FFN
+  // Multi-head latent attention (AttentionKind::kMla): attn_q (or q_a, its
+  // norm and q_b with q_lora_rank), the latent projection and its norm, and
+  // per head the absorbed k_b (rows kv_lora_rank, cols qk_nope) and v_b
+  // (rows v_head, cols kv_lora_rank).
+  WeightRef attn_q_a, attn_q_b;
+  const float* attn_q_a_norm = nullptr;
+  WeightRef attn_kv_a;  // rows kv_lora_rank + qk_rope, cols n_embd
+  const float* attn_kv_a_norm = nullptr;
+  std::vector<WeightRef> attn_k_b, attn_v_b;
 };
 
 class DenseWeights {
@@ -47,6 +57,12 @@ class DenseWeights {
  private:
   DenseWeights() = default;
   absl::StatusOr<WeightRef> Load(Backend& backend, const TensorView& view);
+  absl::StatusOr<const float*> LoadFloats(Backend& backend, const TensorView& view);
+  /// Layer `l`'s attention weights (q/k/v/output or MLA's), into `d`.
+  absl::Status LoadAttention(const ModelFile& model, Backend& backend, int l,
+                             DenseLayerWeights* d);
+  /// Layer `l`'s router, biases and shared expert, or its dense FFN.
+  absl::Status LoadFfn(const ModelFile& model, Backend& backend, int l, DenseLayerWeights* d);
 
   WeightRef token_embd_, output_;
   const float* output_norm_ = nullptr;

@@ -11,9 +11,12 @@ absl::StatusOr<KvCache> KvCache::Create(Backend& backend, const ModelConfig& con
   kv.capacity_ = capacity;
   kv.width_ = config.kv_width();
   const size_t per_side = static_cast<size_t>(config.n_layer) * capacity * kv.width_;
-  ODMOE_ASSIGN_OR_RETURN(kv.buffer_, backend.Allocate(2 * per_side * sizeof(float)));
+  // MLA's latent cache: V is the head of every K row, nothing to store twice.
+  const size_t sides = config.v_in_k() ? 1 : 2;
+  ODMOE_ASSIGN_OR_RETURN(kv.buffer_, backend.Allocate(sides * per_side * sizeof(float)));
   kv.k_base_ = static_cast<float*>(kv.buffer_->data());
-  kv.v_base_ = kv.k_base_ + per_side;
+  kv.v_base_ = config.v_in_k() ? kv.k_base_ : kv.k_base_ + per_side;
+  kv.v_in_k_ = config.v_in_k();
   return kv;
 }
 

@@ -1,5 +1,8 @@
 // The attention KV cache of one sequence: per layer, K and V rows of
 // n_head_kv * head_dim floats for positions [0, capacity), in backend memory.
+// With multi-head latent attention (ModelConfig::v_in_k) only K rows are
+// stored (latent + rotated key); v(layer) is the same matrix, whose first
+// kv_lora_rank floats per row are the values.
 //
 //   ODMOE_ASSIGN_OR_RETURN(KvCache kv, KvCache::Create(*backend, config, 512));
 //   backend->Copy(k_new, kv.k(layer).RowRange(pos0, n));
@@ -21,6 +24,8 @@ class KvCache {
   int capacity() const { return capacity_; }
   Mat k(int layer) const { return {k_base_ + LayerOffset(layer), capacity_, width_}; }
   Mat v(int layer) const { return {v_base_ + LayerOffset(layer), capacity_, width_}; }
+  /// True when v(layer) is k(layer) (MLA): writers fill K only.
+  bool v_in_k() const { return v_in_k_; }
 
  private:
   int64_t LayerOffset(int layer) const { return static_cast<int64_t>(layer) * capacity_ * width_; }
@@ -29,6 +34,7 @@ class KvCache {
   float* v_base_ = nullptr;
   int capacity_ = 0;
   int64_t width_ = 0;
+  bool v_in_k_ = false;
 };
 
 }  // namespace odmoe

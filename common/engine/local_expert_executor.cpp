@@ -18,7 +18,12 @@ absl::StatusOr<std::unique_ptr<LocalExpertExecutor>> LocalExpertExecutor::Create
     if (w.storage) ex->storage_.push_back(std::move(w.storage));
     return w.ref;
   };
+  ex->n_dense_leading_ = c.n_dense_leading;
   for (int l = 0; l < c.n_layer; ++l) {
+    if (!c.has_experts(l)) {  // a dense layer: empty entries keep the [layer][expert] index
+      ex->experts_.resize(ex->experts_.size() + static_cast<size_t>(c.n_expert));
+      continue;
+    }
     for (int e = 0; e < c.n_expert; ++e) {
       const ExpertTensors t = model.Expert(l, e);
       ExpertWeights w;
@@ -50,6 +55,9 @@ absl::StatusOr<std::unique_ptr<LocalExpertExecutor>> LocalExpertExecutor::Create
 }
 
 absl::Status LocalExpertExecutor::Run(int layer, ConstMat x, const RoutingPlan& plan, Mat out) {
+  if (layer < n_dense_leading_) {
+    return absl::InvalidArgumentError(absl::StrFormat("layer %d has no experts", layer));
+  }
   if (x.rows > scratch_.max_rows() || out.rows != x.rows || x.cols != n_embd_ ||
       out.cols != n_embd_) {
     return absl::InvalidArgumentError(

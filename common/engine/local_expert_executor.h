@@ -31,6 +31,7 @@ class LocalExpertExecutor : public ExpertExecutor {
 
   Backend& backend_;
   int n_expert_ = 0;
+  int n_dense_leading_ = 0;  // layers [0, n) have no experts
   int64_t n_embd_ = 0;
   std::vector<ExpertWeights> experts_;  // [layer * n_expert + e]
   std::vector<std::unique_ptr<BackendBuffer>> storage_;

@@ -65,6 +65,12 @@ absl::Status Transformer::AllocateBuffers() {
                            ExpertFfnScratch::Create(backend_, config_.n_ff_shared, n_batch_));
     shared_scratch_ = std::make_unique<ExpertFfnScratch>(std::move(scratch));
   }
+  if (config_.n_dense_leading > 0) {
+    ODMOE_ASSIGN_OR_RETURN(ExpertFfnScratch scratch,
+                           ExpertFfnScratch::Create(backend_, config_.n_ff_dense, n_batch_));
+    dense_scratch_ = std::make_unique<ExpertFfnScratch>(std::move(scratch));
+  }
+  if (config_.attention == AttentionKind::kMla) return AllocateMlaBuffers();
   return absl::OkStatus();
 }
 
@@ -95,6 +101,22 @@ absl::Status Transformer::BeginBatch(std::span<const int32_t> tokens, int pos0) 
 }
 
 void Transformer::AttentionBlock(int layer) {
+  if (config_.attention == AttentionKind::kMla) {
+    MlaAttention(layer);
+  } else {
+    GroupedAttention(layer);
+  }
+}
+
+void Transformer::DenseFfnBlock(int layer) {
+  const DenseLayerWeights& w = weights_->layer(layer);
+  const Mat x{x_, rows_, config_.n_embd};
+  backend_.RmsNorm(x, w.ffn_norm, config_.rms_eps, Mat{h_, rows_, config_.n_embd});
+  RunExpertFfn(backend_, w.dense_ffn, moe_input(), *dense_scratch_, moe_output());
+  backend_.Add(x, moe_output(), x);
+}
+
+void Transformer::GroupedAttention(int layer) {
   const DenseLayerWeights& w = weights_->layer(layer);
   const ModelConfig& c = config_;
   const int64_t n = rows_;
@@ -126,7 +148,7 @@ void Transformer::AttentionBlock(int layer) {
   rope.scaling = c.rope_scaling;
   backend_.Rope(q, c.head_dim, positions_, rope);
   backend_.Rope(k_new, c.head_dim, positions_, rope);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  const float scale = c.attn_scale;
   AttentionOptions options;
   options.sinks = w.attn_sinks;  // null without sinks
   options.window = c.window_of(layer);
@@ -162,9 +184,13 @@ void Transformer::FinishMoe(int layer) {
     const DenseLayerWeights& w = weights_->layer(layer);
     const Mat shared{shared_out_, rows_, config_.n_embd}, gate{shared_gate_, rows_, 1};
     RunExpertFfn(backend_, w.shared_expert, moe_input(), *shared_scratch_, shared);
-    backend_.MatMul(w.shared_gate, moe_input(), gate);
-    backend_.Sigmoid(gate);
-    backend_.ScatterAddScaled(shared, row_index_, shared_gate_, moe_output());
+    if (config_.shared_gated) {
+      backend_.MatMul(w.shared_gate, moe_input(), gate);
+      backend_.Sigmoid(gate);
+      backend_.ScatterAddScaled(shared, row_index_, shared_gate_, moe_output());
+    } else {  // DeepSeek: moe += shared(h)
+      backend_.Add(moe_output(), shared, moe_output());
+    }
   }
   backend_.Add(x, moe_output(), x);
 }
@@ -209,10 +235,17 @@ absl::Status Transformer::ForwardBatches(std::span<const int32_t> tokens, int po
     const size_t n = std::min(tokens.size() - begin, static_cast<size_t>(n_batch_));
     ODMOE_RETURN_IF_ERROR(BeginBatch(tokens.subspan(begin, n), pos0 + static_cast<int>(begin)));
     const size_t first_record = routing ? routing->size() : 0;
-    if (routing)
-      routing->resize(first_record + n, TokenRouting(static_cast<size_t>(config_.n_layer) * k));
+    // Layers without experts keep -1 in their routing slots.
+    if (routing) {
+      routing->resize(first_record + n,
+                      TokenRouting(static_cast<size_t>(config_.n_layer) * k, -1));
+    }
     for (int l = 0; l < config_.n_layer; ++l) {
       AttentionBlock(l);
+      if (!config_.has_experts(l)) {
+        DenseFfnBlock(l);
+        continue;
+      }
       ODMOE_ASSIGN_OR_RETURN(RoutingPlan plan, RouteBlock(l));
       ODMOE_RETURN_IF_ERROR(experts.Run(l, moe_input(), plan, moe_output()));
       FinishMoe(l);

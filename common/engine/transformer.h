@@ -8,7 +8,7 @@
 //
 //   BeginBatch(tokens, pos0)               embeddings -> x
 //   for each layer l:
-//     AttentionBlock(l)                    x += Wo * attn(rope(qn(Wq h + bq)), rope(kn(Wk h + bk)),
+//     AttentionBlock(l)                    (MLA: see transformer_mla.cpp)                    x += Wo * attn(rope(qn(Wq h + bq)), rope(kn(Wk h + bk)),
 //                                          Wv h + bv), h = rmsnorm(x) * attn_norm; K/V rows
 //                                          cached; biases, q/k norms, sinks, a
 //                                          sliding window (ModelConfig::window_of)
@@ -18,7 +18,9 @@
 //                                          (+ router bias) with the architecture's gating
 //     ... experts(h) -> moe_output() ...   (ExpertExecutor::Run)
 //     FinishMoe(l)                         moe_output += sigmoid(h . g) * shared(h) where the
-//                                          model has a shared expert; x += moe_output
+//                                          model has a shared expert (ungated: + shared(h));
+//                                          x += moe_output
+//     or DenseFfnBlock(l)                  a layer without experts: x += ffn(rmsnorm(x))
 //   Logits(&logits)                        LM head on the last row
 //   RowLogits(first, &logits)              LM head on rows [first, n) (scoring)
 //
@@ -85,7 +87,13 @@ class Transformer {
 
   // ---- Steps (one batch of at most n_batch rows) ---------------------------
   absl::Status BeginBatch(std::span<const int32_t> tokens, int pos0);
+  /// Attention of `layer` (grouped-query or multi-head latent, as the
+  /// architecture has it), then the residual add.
   void AttentionBlock(int layer);
+  /// A layer without experts (ModelConfig::has_experts false): its dense
+  /// FFN on the ffn-normed input, then the residual add; in place of
+  /// RouteBlock / experts / FinishMoe.
+  void DenseFfnBlock(int layer);
   /// Computes the ffn-normed input and the routing of `layer`. The per-row
   /// top-k ids / weights ([n, k], descending weight) are kept in host memory
   /// (last_ids() / last_weights()).
@@ -113,6 +121,10 @@ class Transformer {
   Transformer(const ModelConfig& config, Backend& backend, KvCache kv)
       : config_(config), backend_(backend), kv_(std::move(kv)) {}
   absl::Status AllocateBuffers();
+  absl::Status AllocateMlaBuffers();
+  void GroupedAttention(int layer);
+  /// DeepSeek-V2's attention over the latent cache (transformer_mla.cpp).
+  void MlaAttention(int layer);
 
   const ModelConfig config_;
   Backend& backend_;
@@ -129,6 +141,12 @@ class Transformer {
   int32_t *tokens_ = nullptr, *positions_ = nullptr, *ids_out_ = nullptr;
   int32_t* row_index_ = nullptr;  // 0, 1, ..., n_batch - 1 (shared expert only)
   std::unique_ptr<ExpertFfnScratch> shared_scratch_;
+  std::unique_ptr<ExpertFfnScratch> dense_scratch_;  // layers without experts
+  // MLA only: absorbed queries [n, n_head * head_dim], one head's slices,
+  // the heads' values before attn_output, q's low-rank latent.
+  std::unique_ptr<BackendBuffer> mla_buffer_;
+  float *q_abs_ = nullptr, *head_in_ = nullptr, *head_out_ = nullptr;
+  float *o_heads_ = nullptr, *q_lat_ = nullptr;
   std::unique_ptr<BackendBuffer> row_logits_buffer_;  // [n_batch, n_vocab], RowLogits only
 
   int64_t rows_ = 0;

@@ -12,6 +12,7 @@ size_t AlignUp(size_t n) { return (n + kPartAlignment - 1) / kPartAlignment * kP
 ExpertPackLayout ExpertPackLayout::For(const ModelConfig& c, int layer) {
   const ExpertStorage& s = c.experts_of(layer);
   ExpertPackLayout l;
+  if (!c.has_experts(layer)) return l;  // a dense layer: no experts, total_bytes 0
   l.gate_type = s.gate_type;
   l.up_type = s.up_type;
   l.down_type = s.down_type;
@@ -54,10 +55,10 @@ size_t LargestPackedExpert(const ModelConfig& c, const std::vector<int>& layers)
 }
 
 double MeanPackedExpert(const ModelConfig& c) {
-  if (c.n_layer < 1) return 0;
+  if (c.n_moe_layer() < 1) return 0;
   double sum = 0;
-  for (int l = 0; l < c.n_layer; ++l) sum += ExpertPackLayout::For(c, l).total_bytes;
-  return sum / c.n_layer;
+  for (int l = c.n_dense_leading; l < c.n_layer; ++l) sum += ExpertPackLayout::For(c, l).total_bytes;
+  return sum / c.n_moe_layer();
 }
 
 ExpertWeights ExpertPackLayout::WeightsAt(const void* base) const {

@@ -76,6 +76,28 @@ std::string_view GgufTensorName(TensorRole role) {
       return "blk.{l}.ffn_up_exps.bias";
     case TensorRole::kFfnDownExpsBias:
       return "blk.{l}.ffn_down_exps.bias";
+    case TensorRole::kFfnGate:
+      return "blk.{l}.ffn_gate.weight";
+    case TensorRole::kFfnUp:
+      return "blk.{l}.ffn_up.weight";
+    case TensorRole::kFfnDown:
+      return "blk.{l}.ffn_down.weight";
+    case TensorRole::kAttnKvAMqa:
+      return "blk.{l}.attn_kv_a_mqa.weight";
+    case TensorRole::kAttnKvANorm:
+      return "blk.{l}.attn_kv_a_norm.weight";
+    case TensorRole::kAttnKB:
+      return "blk.{l}.attn_k_b.weight";
+    case TensorRole::kAttnVB:
+      return "blk.{l}.attn_v_b.weight";
+    case TensorRole::kAttnKvB:
+      return "blk.{l}.attn_kv_b.weight";
+    case TensorRole::kAttnQA:
+      return "blk.{l}.attn_q_a.weight";
+    case TensorRole::kAttnQANorm:
+      return "blk.{l}.attn_q_a_norm.weight";
+    case TensorRole::kAttnQB:
+      return "blk.{l}.attn_q_b.weight";
   }
   return "";
 }
@@ -93,7 +115,7 @@ std::string_view GptOssTensorName(TensorRole role) {
 // its SwiGLU at 7 with alpha 1.702 (llama.cpp hard-codes the same), slides
 // its even layers (transformers' default layer_types) and computes YaRN
 // with truncate = false.
-constexpr std::array<ArchSpec, 5> kArchTable = {{
+constexpr std::array<ArchSpec, 6> kArchTable = {{
     // Mixtral is stored as architecture "llama" with expert_count > 0.
     {"llama", RopeMode::kInterleaved, /*requires_experts=*/true, &GgufTensorName, QkNorm::kNone,
      /*router_normalize=*/true, /*expert_ff_key=*/"", /*shared_expert=*/false},
@@ -107,6 +129,12 @@ constexpr std::array<ArchSpec, 5> kArchTable = {{
      /*expert_activation=*/{ExpertActivation::Kind::kSwiGluOai, 1.702f, 7.0f},
      /*attn_sinks=*/true, /*window_layers=*/WindowLayers::kEven, /*router_bias=*/true,
      /*expert_bias=*/true, /*yarn_truncate=*/false},
+    // DeepSeek-V2's routing: softmax over all experts, top-k, no
+    // renormalisation (norm_topk_prob false), times routed_scaling_factor.
+    {"deepseek2", RopeMode::kInterleaved, true, &GgufTensorName, QkNorm::kNone, false,
+     "expert_feed_forward_length", /*shared_expert=*/true, /*expert_activation=*/{},
+     /*attn_sinks=*/false, WindowLayers::kNone, /*router_bias=*/false, /*expert_bias=*/false,
+     /*yarn_truncate=*/true, AttentionKind::kMla, /*shared_expert_gated=*/false},
 }};
 
 }  // namespace

@@ -18,6 +18,13 @@
 //             sinks, sliding windows on even layers, FFN norm named
 //             post_attention_norm, router bias, experts with biases and the
 //             clamped SwiGLU (alpha 1.702, limit 7)
+//   deepseek2 DeepSeek-V2 / V2-Lite: multi-head latent attention (a compressed
+//             KV cache of kv_lora_rank + qk_rope floats per position), YaRN
+//             with the attention scale multiplied by mscale^2, interleaved
+//             RoPE on the qk_rope dims, leading dense layers
+//             (leading_dense_block_count), softmax over all experts without
+//             renormalisation times expert_weights_scale, ungated shared
+//             experts
 //
 //   const ArchSpec* spec = FindArch("qwen3moe");
 //   std::string name = TensorName(*spec, TensorRole::kFfnGateExps, /*layer=*/3);
@@ -69,6 +76,26 @@ enum class TensorRole {
   kFfnGateExpsBias,  // stacked expert biases: [n_ff, n_expert]
   kFfnUpExpsBias,    // [n_ff, n_expert]
   kFfnDownExpsBias,  // [n_embd, n_expert]
+  // A dense FFN (a layer without experts: DeepSeek's leading dense layers).
+  kFfnGate,  // [n_embd, n_ff_dense]
+  kFfnUp,    // [n_embd, n_ff_dense]
+  kFfnDown,  // [n_ff_dense, n_embd]
+  // Multi-head latent attention (DeepSeek-V2), in the absorbed form current
+  // converters write (kv_b split into k_b and v_b per head).
+  kAttnKvAMqa,   // [n_embd, kv_lora_rank + qk_rope]: the compressed KV and the shared rope key
+  kAttnKvANorm,  // [kv_lora_rank]
+  kAttnKB,       // [qk_nope, kv_lora_rank, n_head]: per head, q_nope -> latent
+  kAttnVB,       // [kv_lora_rank, v_head, n_head]: per head, latent -> v
+  kAttnKvB,      // [kv_lora_rank, n_head * (qk_nope + v_head)]: older files (unsplit)
+  kAttnQA,       // [n_embd, q_lora_rank] (q through a low-rank bottleneck)
+  kAttnQANorm,   // [q_lora_rank]
+  kAttnQB,       // [q_lora_rank, n_head * (qk_nope + qk_rope)]
+};
+
+/// The attention of an architecture.
+enum class AttentionKind {
+  kGrouped,  // q/k/v projections, grouped-query heads (every MHA/GQA model)
+  kMla,      // multi-head latent attention: a compressed latent KV cache (DeepSeek-V2)
 };
 
 /// How attention normalises q and k (RMS norm before RoPE).
@@ -128,6 +155,10 @@ struct ArchSpec {
   /// YaRN's `truncate` (round the correction range outward) when the file
   /// asks for YaRN; GGUF has no key for it.
   bool yarn_truncate = true;
+  AttentionKind attention = AttentionKind::kGrouped;
+  /// The shared expert's output is scaled by sigmoid(h . ffn_gate_inp_shexp)
+  /// (Qwen2-MoE); false: added as is (DeepSeek).
+  bool shared_expert_gated = true;
 };
 
 /// The row for a general.architecture value, or nullptr.

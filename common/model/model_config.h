@@ -36,6 +36,19 @@ struct ExpertStorage {
   }
 };
 
+/// The shapes of multi-head latent attention (DeepSeek-V2); all 0 for other
+/// attention. Per position the cache holds the normed latent (kv_lora_rank
+/// floats) and the rotated shared key (qk_rope floats); a head's query is
+/// qk_nope + qk_rope wide before absorption, its value v_head wide after.
+struct MlaShape {
+  int kv_lora_rank = 0;
+  int q_lora_rank = 0;  // 0: q is one projection (V2-Lite); else q_a, norm, q_b
+  int qk_nope = 0;
+  int qk_rope = 0;
+  int v_head = 0;
+  int qk_head() const { return qk_nope + qk_rope; }
+};
+
 struct ModelConfig {
   std::string arch;  // general.architecture
   std::string name;  // general.name ("" if absent)
@@ -66,14 +79,34 @@ struct ModelConfig {
   RouterGating gating;     // how the router's logits become expert weights
   ExpertLayout expert_layout = ExpertLayout::kStacked;
   bool output_tied = false;  // LM head shares token_embd (no output.weight)
+  AttentionKind attention = AttentionKind::kGrouped;
+  MlaShape mla;  // attention == kMla
+  /// Softmax scale of attention scores: 1/sqrt(head_dim), or for MLA
+  /// 1/sqrt(qk_head) times YaRN's mscale^2 (model_file.cpp).
+  float attn_scale = 0.0f;
+  /// Layers [0, n_dense_leading) have a dense FFN of n_ff_dense instead of
+  /// experts (DeepSeek's first layer); they run on the main node.
+  int n_dense_leading = 0;
+  int n_ff_dense = 0;
+  bool shared_gated = true;  // the shared expert has a sigmoid gate (ArchSpec)
 
   // Storage of the experts, per layer: every expert of a layer is stored
   // alike (validated at load), layers may differ (files from the common
-  // quantizers keep ffn_down at more bits in some layers).
+  // quantizers keep ffn_down at more bits in some layers). Dense layers have
+  // an empty entry (bytes 0).
   std::vector<ExpertStorage> expert_storage;  // one per layer
   size_t expert_bytes_max = 0;                // the largest expert of any layer
 
   int q_width() const { return n_head * head_dim; }
+  /// True when `layer` routes to experts (false: a dense layer).
+  bool has_experts(int layer) const { return layer >= n_dense_leading; }
+  /// Layers with experts.
+  int n_moe_layer() const { return n_layer - n_dense_leading; }
+  /// V rows are the first (kv_lora_rank) floats of the K rows (MLA's latent
+  /// cache): the KV cache stores K only.
+  bool v_in_k() const { return attention == AttentionKind::kMla; }
+  /// Elements per V head as attention reads them (head_dim, or MLA's latent).
+  int v_head_dim() const { return v_in_k() ? mla.kv_lora_rank : head_dim; }
   /// The attention window of `layer` (0: every past position).
   int window_of(int layer) const {
     const bool slides = window_layers == WindowLayers::kEven && layer % 2 == 0;
@@ -86,8 +119,8 @@ struct ModelConfig {
   }
   /// True when every layer stores its experts alike.
   bool expert_storage_uniform() const {
-    for (const ExpertStorage& s : expert_storage) {
-      if (!(s == expert_storage.front())) return false;
+    for (int l = n_dense_leading; l < n_layer; ++l) {
+      if (!(experts_of(l) == experts_of(n_dense_leading))) return false;
     }
     return true;
   }

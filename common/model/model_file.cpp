@@ -7,76 +7,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "model/gguf_checks.h"
 #include "util/status_macros.h"
 #include "util/string_view.h"
 
 namespace odmoe {
 namespace {
-
-absl::Status Invalid(const std::string& path, const std::string& what) {
-  return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
-}
-
-// Reads an integer hyperparameter; `fallback` < 0 means required.
-absl::StatusOr<int> ReadInt(const GgufFile& f, const std::string& key, int64_t lo, int64_t hi,
-                            int64_t fallback = -1) {
-  const GgufValue* v = f.Find(key);
-  if (v == nullptr) {
-    if (fallback >= 0) return static_cast<int>(fallback);
-    return Invalid(f.path(), absl::StrCat("missing required metadata key '", key, "'"));
-  }
-  std::optional<int64_t> n = v->AsInt();
-  if (!n || *n < lo || *n > hi) {
-    return Invalid(f.path(), absl::StrCat("metadata key '", key, "' must be an integer in [", lo,
-                                          ", ", hi, "]"));
-  }
-  return static_cast<int>(*n);
-}
-
-absl::StatusOr<float> ReadFloat(const GgufFile& f, const std::string& key, double lo, double hi,
-                                double fallback) {
-  const GgufValue* v = f.Find(key);
-  if (v == nullptr) return static_cast<float>(fallback);
-  std::optional<double> x = v->AsFloat();
-  if (!x || !std::isfinite(*x) || *x < lo || *x > hi) {
-    return Invalid(f.path(), absl::StrCat("metadata key '", key, "' must be a number in [", lo,
-                                          ", ", hi, "]"));
-  }
-  return static_cast<float>(*x);
-}
-
-std::string ShapeString(const std::vector<int64_t>& ne) {
-  return absl::StrCat("[", absl::StrJoin(ne, ", "), "]");
-}
-
-// Finds a tensor and checks its shape (GGML order) and, for norms, its type.
-absl::StatusOr<TensorView> Expect(const GgufFile& f, const std::string& name,
-                                  const std::vector<int64_t>& ne, bool must_be_f32 = false) {
-  ODMOE_ASSIGN_OR_RETURN(TensorView t, f.Tensor(name));
-  bool match = t.n_dims == static_cast<int>(ne.size());
-  for (size_t i = 0; match && i < ne.size(); ++i) match = t.ne[i] == ne[i];
-  if (!match) {
-    std::vector<int64_t> got(t.ne.begin(), t.ne.begin() + t.n_dims);
-    return Invalid(f.path(), absl::StrCat("tensor '", name, "' has shape ", ShapeString(got),
-                                          ", expected ", ShapeString(ne)));
-  }
-  if (must_be_f32 && t.type != DType::kF32) {
-    return Invalid(f.path(), absl::StrCat("tensor '", name, "' must be f32, found ",
-                                          ToAbsl(Traits(t.type).name)));
-  }
-  return t;
-}
-
-// Row `i` of a 2-D F32 tensor as a 1-D view (zero copy).
-TensorView RowOf(const TensorView& t, int64_t i) {
-  TensorView r;
-  r.name = absl::StrCat(t.name, "[", i, "]");
-  r.type = t.type;
-  r.n_dims = 1;
-  r.ne = {t.ne[0], 1, 1, 1};
-  r.data = t.Row(i);
-  return r;
-}
 
 uint64_t Fnv1a(uint64_t h, const void* data, size_t n) {
   const auto* p = static_cast<const uint8_t*>(data);
@@ -145,6 +81,8 @@ absl::Status ModelFile::ReadConfig() {
   c.router_bias = a.router_bias;
   c.expert_bias = a.expert_bias;
   c.expert_activation = a.expert_activation;
+  c.attention = a.attention;
+  c.shared_gated = a.shared_expert_gated;
   auto key = [&](std::string_view suffix) { return MetadataKey(a, suffix); };
   ODMOE_ASSIGN_OR_RETURN(c.n_embd, ReadInt(f, key("embedding_length"), 1, 1 << 16));
   ODMOE_ASSIGN_OR_RETURN(c.n_layer, ReadInt(f, key("block_count"), 1, 4096));
@@ -198,8 +136,14 @@ absl::Status ModelFile::ReadConfig() {
       ODMOE_ASSIGN_OR_RETURN(y.beta_slow,
                              ReadFloat(f, key("rope.scaling.yarn_beta_slow"), 1e-6, 1e6, 1.0));
       // transformers' default attention factor unless the file gives one.
-      ODMOE_ASSIGN_OR_RETURN(y.attention_factor, ReadFloat(f, key("rope.scaling.attn_factor"), 1e-6,
-                                                           1e6, YarnAttentionFactor(y.factor)));
+      // DeepSeek's files carry yarn_log_multiplier (0.1 * mscale_all_dim)
+      // instead: their rotation keeps unit magnitude (mscale / mscale_all_dim
+      // = 1) and the factor moves into the attention scale (ReadMlaConfig).
+      const bool deepseek_yarn = f.Find(key("rope.scaling.yarn_log_multiplier")) != nullptr;
+      ODMOE_ASSIGN_OR_RETURN(
+          y.attention_factor,
+          ReadFloat(f, key("rope.scaling.attn_factor"), 1e-6, 1e6,
+                    deepseek_yarn ? 1.0 : YarnAttentionFactor(y.factor)));
     } else if (*type != "none") {
       return Invalid(f.path(), absl::StrCat("unsupported RoPE scaling '", *type, "' in '",
                                             key("rope.scaling.type"), "' (supported: yarn, none)"));
@@ -222,6 +166,30 @@ absl::Status ModelFile::ReadConfig() {
                    absl::StrFormat("'%s' must be in [1, %d], found %d", key("expert_used_count"),
                                    c.n_expert, c.n_expert_used));
   }
+  // Routing variants odmoe does not run are refused, not approximated.
+  if (f.Find(key("expert_gating_func")) != nullptr) {
+    ODMOE_ASSIGN_OR_RETURN(int func, ReadInt(f, key("expert_gating_func"), 0, 16));
+    if (func != 1) {  // 1: softmax; 2: sigmoid (DeepSeek-V3)
+      return Invalid(f.path(), absl::StrFormat("'%s' = %d (sigmoid routing, DeepSeek-V3) is not "
+                                               "supported; odmoe routes with a softmax (1)",
+                                               key("expert_gating_func"), func));
+    }
+  }
+  ODMOE_ASSIGN_OR_RETURN(int groups, ReadInt(f, key("expert_group_count"), 0, 4096, 1));
+  ODMOE_ASSIGN_OR_RETURN(int groups_used,
+                         ReadInt(f, key("expert_group_used_count"), 0, 4096, groups));
+  if (groups > 1 && groups_used < groups) {
+    return Invalid(f.path(), absl::StrFormat("group-limited routing (%d of %d expert groups, "
+                                             "DeepSeek-V2's full model) is not supported",
+                                             groups_used, groups));
+  }
+  ODMOE_ASSIGN_OR_RETURN(c.n_dense_leading,
+                         ReadInt(f, key("leading_dense_block_count"), 0, c.n_layer - 1, 0));
+  if (c.n_dense_leading > 0) {
+    ODMOE_ASSIGN_OR_RETURN(c.n_ff_dense, ReadInt(f, key("feed_forward_length"), 1, 1 << 20));
+  }
+  c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  if (c.attention == AttentionKind::kMla) ODMOE_RETURN_IF_ERROR(ReadMlaConfig());
   return absl::OkStatus();
 }
 
@@ -247,42 +215,71 @@ absl::Status ModelFile::BindTensors() {
     c.output_tied = true;
   }
 
-  c.expert_layout = f.HasTensor(name(TensorRole::kFfnGateExps, 0)) ? ExpertLayout::kStacked
-                                                                   : ExpertLayout::kPerExpert;
-  const int64_t q = c.q_width(), kv = c.kv_width(), ff = c.n_ff, ne = c.n_expert;
+  c.expert_layout = f.HasTensor(name(TensorRole::kFfnGateExps, c.n_dense_leading))
+                        ? ExpertLayout::kStacked
+                        : ExpertLayout::kPerExpert;
   layers_.resize(static_cast<size_t>(c.n_layer));
   for (int l = 0; l < c.n_layer; ++l) {
     LayerTensors& t = layers_[static_cast<size_t>(l)];
     ODMOE_ASSIGN_OR_RETURN(t.attn_norm, Expect(f, name(TensorRole::kAttnNorm, l), {d}, true));
-    ODMOE_ASSIGN_OR_RETURN(t.attn_q, Expect(f, name(TensorRole::kAttnQ, l), {d, q}));
-    ODMOE_ASSIGN_OR_RETURN(t.attn_k, Expect(f, name(TensorRole::kAttnK, l), {d, kv}));
-    ODMOE_ASSIGN_OR_RETURN(t.attn_v, Expect(f, name(TensorRole::kAttnV, l), {d, kv}));
-    ODMOE_ASSIGN_OR_RETURN(t.attn_output, Expect(f, name(TensorRole::kAttnOutput, l), {q, d}));
+    ODMOE_RETURN_IF_ERROR(BindAttentionTensors(l, &t));
     ODMOE_ASSIGN_OR_RETURN(t.ffn_norm, Expect(f, name(TensorRole::kFfnNorm, l), {d}, true));
-    ODMOE_ASSIGN_OR_RETURN(t.router, Expect(f, name(TensorRole::kFfnGateInp, l), {d, ne}));
     ODMOE_RETURN_IF_ERROR(BindOptionalLayerTensors(l, &t));
-    if (c.expert_layout == ExpertLayout::kStacked) {
-      ODMOE_ASSIGN_OR_RETURN(t.gate_exps,
-                             Expect(f, name(TensorRole::kFfnGateExps, l), {d, ff, ne}));
-      ODMOE_ASSIGN_OR_RETURN(t.up_exps, Expect(f, name(TensorRole::kFfnUpExps, l), {d, ff, ne}));
-      ODMOE_ASSIGN_OR_RETURN(t.down_exps,
-                             Expect(f, name(TensorRole::kFfnDownExps, l), {ff, d, ne}));
-    } else {
-      t.per_expert.resize(static_cast<size_t>(ne));
-      for (int e = 0; e < ne; ++e) {
-        ExpertTensors& x = t.per_expert[static_cast<size_t>(e)];
-        ODMOE_ASSIGN_OR_RETURN(x.gate, Expect(f, name(TensorRole::kFfnGateExpert, l, e), {d, ff}));
-        ODMOE_ASSIGN_OR_RETURN(x.up, Expect(f, name(TensorRole::kFfnUpExpert, l, e), {d, ff}));
-        ODMOE_ASSIGN_OR_RETURN(x.down, Expect(f, name(TensorRole::kFfnDownExpert, l, e), {ff, d}));
-      }
-    }
+    ODMOE_RETURN_IF_ERROR(BindFfnTensors(l, &t));
   }
+  return CheckExpertStorage();
+}
 
+absl::Status ModelFile::BindAttentionTensors(int l, LayerTensors* t) {
+  if (config_.attention == AttentionKind::kMla) return BindMlaTensors(l, t);
+  const GgufFile& f = *gguf_;
+  const ModelConfig& c = config_;
+  auto name = [&](TensorRole role) { return TensorName(*arch_, role, l); };
+  const int64_t d = c.n_embd, q = c.q_width(), kv = c.kv_width();
+  ODMOE_ASSIGN_OR_RETURN(t->attn_q, Expect(f, name(TensorRole::kAttnQ), {d, q}));
+  ODMOE_ASSIGN_OR_RETURN(t->attn_k, Expect(f, name(TensorRole::kAttnK), {d, kv}));
+  ODMOE_ASSIGN_OR_RETURN(t->attn_v, Expect(f, name(TensorRole::kAttnV), {d, kv}));
+  ODMOE_ASSIGN_OR_RETURN(t->attn_output, Expect(f, name(TensorRole::kAttnOutput), {q, d}));
+  return absl::OkStatus();
+}
+
+absl::Status ModelFile::BindFfnTensors(int l, LayerTensors* t) {
+  const GgufFile& f = *gguf_;
+  ModelConfig& c = config_;
+  auto name = [&](TensorRole role, int e = -1) { return TensorName(*arch_, role, l, e); };
+  const int64_t d = c.n_embd, ff = c.n_ff, ne = c.n_expert;
+  if (!c.has_experts(l)) {
+    const int64_t fd = c.n_ff_dense;
+    ODMOE_ASSIGN_OR_RETURN(t->ffn_gate, Expect(f, name(TensorRole::kFfnGate), {d, fd}));
+    ODMOE_ASSIGN_OR_RETURN(t->ffn_up, Expect(f, name(TensorRole::kFfnUp), {d, fd}));
+    ODMOE_ASSIGN_OR_RETURN(t->ffn_down, Expect(f, name(TensorRole::kFfnDown), {fd, d}));
+    return absl::OkStatus();
+  }
+  ODMOE_ASSIGN_OR_RETURN(t->router, Expect(f, name(TensorRole::kFfnGateInp), {d, ne}));
+  if (c.expert_layout == ExpertLayout::kStacked) {
+    ODMOE_ASSIGN_OR_RETURN(t->gate_exps, Expect(f, name(TensorRole::kFfnGateExps), {d, ff, ne}));
+    ODMOE_ASSIGN_OR_RETURN(t->up_exps, Expect(f, name(TensorRole::kFfnUpExps), {d, ff, ne}));
+    ODMOE_ASSIGN_OR_RETURN(t->down_exps, Expect(f, name(TensorRole::kFfnDownExps), {ff, d, ne}));
+    return absl::OkStatus();
+  }
+  t->per_expert.resize(static_cast<size_t>(ne));
+  for (int e = 0; e < ne; ++e) {
+    ExpertTensors& x = t->per_expert[static_cast<size_t>(e)];
+    ODMOE_ASSIGN_OR_RETURN(x.gate, Expect(f, name(TensorRole::kFfnGateExpert, e), {d, ff}));
+    ODMOE_ASSIGN_OR_RETURN(x.up, Expect(f, name(TensorRole::kFfnUpExpert, e), {d, ff}));
+    ODMOE_ASSIGN_OR_RETURN(x.down, Expect(f, name(TensorRole::kFfnDownExpert, e), {ff, d}));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ModelFile::CheckExpertStorage() {
+  const GgufFile& f = *gguf_;
+  ModelConfig& c = config_;
   // Every expert of a layer must be stored alike, so that a layer's experts
   // are interchangeable units of one size; layers may differ.
-  c.expert_storage.resize(static_cast<size_t>(c.n_layer));
+  c.expert_storage.assign(static_cast<size_t>(c.n_layer), ExpertStorage{});
   c.expert_bytes_max = 0;
-  for (int l = 0; l < c.n_layer; ++l) {
+  for (int l = c.n_dense_leading; l < c.n_layer; ++l) {
     const ExpertTensors first = Expert(l, 0);
     ExpertStorage& s = c.expert_storage[static_cast<size_t>(l)];
     s.gate_type = first.gate.type;
@@ -342,6 +339,7 @@ absl::Status ModelFile::BindOptionalLayerTensors(int l, LayerTensors* t) {
     ODMOE_ASSIGN_OR_RETURN(t->attn_sinks,
                            Expect(f, name(TensorRole::kAttnSinks), {c.n_head}, true));
   }
+  if (!c.has_experts(l)) return absl::OkStatus();  // the rest belongs to the MoE block
   if (c.router_bias) {
     ODMOE_ASSIGN_OR_RETURN(t->router_bias,
                            Expect(f, name(TensorRole::kFfnGateInpBias), {c.n_expert}, true));
@@ -361,11 +359,12 @@ absl::Status ModelFile::BindOptionalLayerTensors(int l, LayerTensors* t) {
       return Invalid(f.path(), absl::StrCat("tensor '", gate.name, "' must have shape [", d,
                                             ", n_ff_shared]"));
     }
-    if (l == 0) c.n_ff_shared = static_cast<int>(gate.ne[1]);
+    if (l == c.n_dense_leading) c.n_ff_shared = static_cast<int>(gate.ne[1]);
     const int64_t fs = c.n_ff_shared;
     ODMOE_ASSIGN_OR_RETURN(t->shexp_gate, Expect(f, name(TensorRole::kFfnGateShexp), {d, fs}));
     ODMOE_ASSIGN_OR_RETURN(t->shexp_up, Expect(f, name(TensorRole::kFfnUpShexp), {d, fs}));
     ODMOE_ASSIGN_OR_RETURN(t->shexp_down, Expect(f, name(TensorRole::kFfnDownShexp), {fs, d}));
+    if (!c.shared_gated) return absl::OkStatus();
     // The converters write the gate as [n_embd] or as [n_embd, 1].
     const std::string gate_inp = name(TensorRole::kFfnGateInpShexp);
     ODMOE_ASSIGN_OR_RETURN(TensorView g, f.Tensor(gate_inp));

@@ -56,8 +56,22 @@ struct LayerTensors {
   // expert_bias: F32 {n_ff, n_expert} x2, {n_embd, n_expert} (a row per expert).
   TensorView gate_exps_bias, up_exps_bias, down_exps_bias;
   // kStacked: 3-D {in, out, n_expert}; kPerExpert: empty (see per_expert).
+  // A dense layer (ModelConfig::has_experts false) has no router and no experts.
   TensorView gate_exps, up_exps, down_exps;
   std::vector<ExpertTensors> per_expert;  // kPerExpert only
+  // A dense layer's FFN: {n_embd, n_ff_dense} x2, {n_ff_dense, n_embd}.
+  TensorView ffn_gate, ffn_up, ffn_down;
+  // Multi-head latent attention (AttentionKind::kMla; attn_k / attn_v are
+  // empty, attn_q is {n_embd, n_head * qk_head} or, with q_lora_rank, empty
+  // and q comes from attn_q_b(norm(attn_q_a h))); attn_output is
+  // {n_head * v_head, n_embd}.
+  TensorView attn_kv_a_mqa;   // {n_embd, kv_lora_rank + qk_rope}
+  TensorView attn_kv_a_norm;  // F32 {kv_lora_rank}
+  TensorView attn_k_b;        // {qk_nope, kv_lora_rank, n_head}
+  TensorView attn_v_b;        // {kv_lora_rank, v_head, n_head}
+  TensorView attn_q_a;        // {n_embd, q_lora_rank}
+  TensorView attn_q_a_norm;   // F32 {q_lora_rank}
+  TensorView attn_q_b;        // {q_lora_rank, n_head * qk_head}
 };
 
 class ModelFile {
@@ -93,6 +107,15 @@ class ModelFile {
   /// q/k norms, attention biases and the shared expert of layer `l`, as the
   /// architecture and the file have them.
   absl::Status BindOptionalLayerTensors(int l, LayerTensors* t);
+  /// Multi-head latent attention's shapes (model_mla.cpp).
+  absl::Status ReadMlaConfig();
+  /// Layer `l`'s attention tensors: q/k/v/output, or MLA's (model_mla.cpp).
+  absl::Status BindAttentionTensors(int l, LayerTensors* t);
+  absl::Status BindMlaTensors(int l, LayerTensors* t);
+  /// Layer `l`'s router and experts, or its dense FFN.
+  absl::Status BindFfnTensors(int l, LayerTensors* t);
+  /// Every expert of a layer stored alike; fills ModelConfig::expert_storage.
+  absl::Status CheckExpertStorage();
 
   std::unique_ptr<GgufFile> gguf_;
   const ArchSpec* arch_ = nullptr;

@@ -109,8 +109,11 @@ TEST_CASE("cpu Sigmoid and AddBias match the reference", "[backend]") {
   CheckCpuOp("Sigmoid");
   CheckCpuOp("AddBias");
 }
-TEST_CASE("cpu Add, Copy, GatherRows, ScatterAddScaled match the reference", "[backend]") {
-  for (const char* op : {"Add", "Copy", "GatherRows", "ScatterAddScaled"}) CheckCpuOp(op);
+TEST_CASE("cpu Add, Copy, CopyColumns, GatherRows, ScatterAddScaled match the reference",
+          "[backend]") {
+  for (const char* op : {"Add", "Copy", "CopyColumns", "GatherRows", "ScatterAddScaled"}) {
+    CheckCpuOp(op);
+  }
 }
 
 TEST_CASE("the reference catches a wrong result", "[backend]") {

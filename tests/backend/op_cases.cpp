@@ -505,6 +505,24 @@ void AddRowOpCases(std::vector<OpCase>& cases) {
   copy.reference = [=] { return AsDoubles(*a); };
   cases.push_back(std::move(copy));
 
+  // MLA's per-head slices: columns [3, 3 + 7) of a 40-wide matrix into
+  // columns [9, 16) of a 16-wide one whose other columns stay as they were.
+  OpCase columns{"CopyColumns", 0.0, 0.0, nullptr, nullptr};
+  columns.run = [=](Backend& be) {
+    DeviceData d(be);
+    float* dst = d.Floats(std::vector<float>(b->begin(), b->begin() + n * 16));
+    be.CopyColumns(ConstMat(d.Floats(*a), n, dim), 3, Mat{dst, n, 16}, 9, 7);
+    return d.Read(dst, n * 16);
+  };
+  columns.reference = [=] {
+    std::vector<double> out(b->begin(), b->begin() + n * 16);
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t j = 0; j < 7; ++j) out[t * 16 + 9 + j] = (*a)[t * dim + 3 + j];
+    }
+    return out;
+  };
+  cases.push_back(std::move(columns));
+
   const std::vector<int32_t> idx = {5, 0, 0, 3};
   OpCase gather{"GatherRows", 0.0, 0.0, nullptr, nullptr};
   gather.run = [=](Backend& be) {

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 
 #include "backend_registry.h"
 #include "engine/local_expert_executor.h"
@@ -29,7 +30,8 @@ using nlohmann::json;
 
 // The architectures whose fixtures must be present (a missing one fails).
 const std::vector<std::string>& Archs() {
-  static const std::vector<std::string> archs = {"qwen3moe", "olmoe", "qwen2moe", "gpt-oss"};
+  static const std::vector<std::string> archs = {"qwen3moe", "olmoe", "qwen2moe", "gpt-oss",
+                                                "deepseek2"};
   return archs;
 }
 
@@ -66,10 +68,29 @@ TEST_CASE("arch golden: the file's configuration is transformers' configuration"
     CHECK(c.n_layer == hf["num_hidden_layers"].get<int>());
     CHECK(c.n_embd == hf["hidden_size"].get<int>());
     CHECK(c.n_head == hf["num_attention_heads"].get<int>());
-    CHECK(c.n_head_kv == hf["num_key_value_heads"].get<int>());
     CHECK(c.n_expert_used == hf["num_experts_per_tok"].get<int>());
-    if (hf.contains("head_dim") && !hf["head_dim"].is_null()) {
-      CHECK(c.head_dim == hf["head_dim"].get<int>());
+    if (hf.contains("kv_lora_rank")) {
+      // DeepSeek-V2: one latent KV "head" of kv_lora_rank + qk_rope floats.
+      CHECK(c.attention == AttentionKind::kMla);
+      CHECK(c.n_head_kv == 1);
+      CHECK(c.mla.kv_lora_rank == hf["kv_lora_rank"].get<int>());
+      CHECK(c.mla.q_lora_rank == (hf["q_lora_rank"].is_null() ? 0 : hf["q_lora_rank"].get<int>()));
+      CHECK(c.mla.qk_nope == hf["qk_nope_head_dim"].get<int>());
+      CHECK(c.mla.qk_rope == hf["qk_rope_head_dim"].get<int>());
+      CHECK(c.mla.v_head == hf["v_head_dim"].get<int>());
+      CHECK(c.head_dim == c.mla.kv_lora_rank + c.mla.qk_rope);
+      CHECK(c.n_dense_leading == hf["first_k_dense_replace"].get<int>());
+      CHECK(c.n_ff_dense == hf["intermediate_size"].get<int>());
+      CHECK(c.n_ff == hf["moe_intermediate_size"].get<int>());
+      CHECK(c.n_ff_shared == hf["n_shared_experts"].get<int>() * c.n_ff);
+      CHECK(!c.shared_gated);
+      CHECK(c.gating.scale == hf["routed_scaling_factor"].get<float>());
+    } else {
+      CHECK(c.attention == AttentionKind::kGrouped);
+      CHECK(c.n_head_kv == hf["num_key_value_heads"].get<int>());
+      if (hf.contains("head_dim") && !hf["head_dim"].is_null()) {
+        CHECK(c.head_dim == hf["head_dim"].get<int>());
+      }
     }
     if (hf.contains("norm_topk_prob")) {
       CHECK(c.gating.normalize == hf["norm_topk_prob"].get<bool>());

@@ -163,6 +163,14 @@ void CpuBackend::Copy(ConstMat src, Mat dst) {
   std::memcpy(dst.data, src.data, static_cast<size_t>(src.rows * src.cols) * sizeof(float));
 }
 
+void CpuBackend::CopyColumns(ConstMat src, int64_t src_col, Mat dst, int64_t dst_col,
+                             int64_t cols) {
+  const size_t bytes = static_cast<size_t>(cols) * sizeof(float);
+  for (int64_t t = 0; t < src.rows; ++t) {
+    std::memcpy(dst.Row(t) + dst_col, src.data + t * src.cols + src_col, bytes);
+  }
+}
+
 void CpuBackend::GatherRows(ConstMat src, const int32_t* idx, Mat dst) {
   const size_t row = static_cast<size_t>(dst.cols) * sizeof(float);
   for (int64_t i = 0; i < dst.rows; ++i) std::memcpy(dst.Row(i), src.Row(idx[i]), row);

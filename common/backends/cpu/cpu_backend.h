@@ -158,6 +158,8 @@ class CpuBackend final : public Backend {
   void SwiGluOai(ConstMat gate, ConstMat up, float alpha, float limit, Mat out) override;
   void Add(ConstMat a, ConstMat b, Mat out) override;
   void Copy(ConstMat src, Mat dst) override;
+  void CopyColumns(ConstMat src, int64_t src_col, Mat dst, int64_t dst_col,
+                   int64_t cols) override;
   void GatherRows(ConstMat src, const int32_t* idx, Mat dst) override;
   void ScatterAddScaled(ConstMat src, const int32_t* idx, const float* scale, Mat dst) override;
 

@@ -408,6 +408,17 @@ void CudaBackend::Copy(ConstMat src, Mat dst) {
              "Copy");
 }
 
+void CudaBackend::CopyColumns(ConstMat src, int64_t src_col, Mat dst, int64_t dst_col,
+                              int64_t cols) {
+  if (!Enter() || cols == 0 || src.rows == 0) return;
+  const size_t f = sizeof(float);
+  RecordCuda(cudaMemcpy2DAsync(dst.data + dst_col, static_cast<size_t>(dst.cols) * f,
+                               src.data + src_col, static_cast<size_t>(src.cols) * f,
+                               static_cast<size_t>(cols) * f, static_cast<size_t>(src.rows),
+                               cudaMemcpyDeviceToDevice, stream()),
+             "CopyColumns");
+}
+
 void CudaBackend::GatherRows(ConstMat src, const int32_t* idx, Mat dst) {
   if (Enter()) RecordCuda(cuda::LaunchGatherRows(stream(), src, idx, dst), "GatherRows");
 }

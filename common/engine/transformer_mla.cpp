@@ -1,0 +1,116 @@
+// Multi-head latent attention (DeepSeek-V2), the absorbed form:
+//
+//   q        = Wq h                          (or Wqb rmsnorm(Wqa h)), per head [nope | rope]
+//   [c | kr] = Wkv_a h                       one latent c (kv_lora_rank) and one rope key per row
+//   c        = rmsnorm(c) * kv_a_norm;  kr, q_rope rotated (interleaved, YaRN)
+//   cache row = [c | kr]                     (V is c: KvCache::v_in_k)
+//   q_abs[h] = [k_b[h] q_nope[h] | q_rope[h]]
+//   a[h]     = attention(q_abs[h], cache) over the latents, scale ModelConfig::attn_scale
+//   x       += Wo [v_b[0] a[0] | ... | v_b[H-1] a[H-1]]
+//
+// which equals transformers' DeepseekV2Attention (k_nope[h] = k_b[h]^T c,
+// v[h] = v_b[h] c) up to summation order. A head's slice of a row is moved
+// with CopyColumns; a single row is read in place (MatMul's rows are
+// independent, so both ways give the same bits).
+#include <algorithm>
+
+#include "engine/transformer.h"
+#include "util/status_macros.h"
+
+namespace odmoe {
+
+absl::Status Transformer::AllocateMlaBuffers() {
+  const MlaShape& m = config_.mla;
+  const size_t b = static_cast<size_t>(n_batch_), h = static_cast<size_t>(config_.n_head);
+  const size_t kw = static_cast<size_t>(config_.head_dim);  // kv_lora_rank + qk_rope
+  const size_t in = static_cast<size_t>(std::max(m.qk_nope, m.kv_lora_rank));
+  const size_t out = static_cast<size_t>(std::max(m.kv_lora_rank, m.v_head));
+  const size_t heads = h * static_cast<size_t>(m.v_head);
+  const size_t lat = static_cast<size_t>(m.q_lora_rank);
+  ODMOE_ASSIGN_OR_RETURN(mla_buffer_,
+                         backend_.Allocate(b * (h * kw + in + out + heads + lat) * sizeof(float)));
+  float* p = static_cast<float*>(mla_buffer_->data());
+  q_abs_ = p;
+  head_in_ = q_abs_ + b * h * kw;
+  head_out_ = head_in_ + b * in;
+  o_heads_ = head_out_ + b * out;
+  q_lat_ = o_heads_ + b * heads;
+  return absl::OkStatus();
+}
+
+void Transformer::MlaAttention(int layer) {
+  const DenseLayerWeights& w = weights_->layer(layer);
+  const ModelConfig& c = config_;
+  const MlaShape& m = c.mla;
+  const int64_t n = rows_, heads = c.n_head, r = m.kv_lora_rank, qk = m.qk_head();
+  const int64_t kw = c.head_dim, vh = m.v_head;
+  const Mat x{x_, n, c.n_embd}, h{h_, n, c.n_embd}, o{o_, n, c.n_embd};
+  backend_.RmsNorm(x, w.attn_norm, c.rms_eps, h);
+
+  const Mat q{q_, n, heads * qk};
+  if (m.q_lora_rank > 0) {
+    const Mat lat{q_lat_, n, m.q_lora_rank};
+    backend_.MatMul(w.attn_q_a, h, lat);
+    backend_.RmsNorm(lat, w.attn_q_a_norm, c.rms_eps, lat);
+    backend_.MatMul(w.attn_q_b, lat, q);
+  } else {
+    backend_.MatMul(w.attn_q, h, q);
+  }
+  // The new cache rows: the latent, normed in place, and the rope key.
+  const Mat kv = kv_.k(layer).RowRange(pos0_, n);
+  backend_.MatMul(w.attn_kv_a, h, kv);
+  const Mat latent{head_in_, n, r};
+  backend_.CopyColumns(kv, 0, latent, 0, r);
+  backend_.RmsNorm(latent, w.attn_kv_a_norm, c.rms_eps, latent);
+  backend_.CopyColumns(latent, 0, kv, 0, r);
+
+  RopeParams rope;
+  rope.dims = m.qk_rope;
+  rope.freq_base = c.rope_freq_base;
+  rope.mode = c.rope_mode;
+  rope.scaling = c.rope_scaling;
+  rope.offset = m.qk_nope;
+  backend_.Rope(q, static_cast<int>(qk), positions_, rope);
+  rope.offset = static_cast<int>(r);
+  backend_.Rope(kv, static_cast<int>(kw), positions_, rope);
+
+  // Absorbed queries: [k_b[h] q_nope[h] | q_rope[h]] per head.
+  const Mat q_abs{q_abs_, n, heads * kw};
+  const Mat nope{head_in_, n, m.qk_nope}, absorbed{head_out_, n, r};
+  for (int64_t hd = 0; hd < heads; ++hd) {
+    if (n == 1) {
+      backend_.MatMul(w.attn_k_b[hd], ConstMat(q_ + hd * qk, 1, m.qk_nope),
+                      Mat{q_abs_ + hd * kw, 1, r});
+      continue;
+    }
+    backend_.CopyColumns(q, hd * qk, nope, 0, m.qk_nope);
+    backend_.MatMul(w.attn_k_b[hd], nope, absorbed);
+    backend_.CopyColumns(absorbed, 0, q_abs, hd * kw, r);
+  }
+  backend_.CopyColumns(Mat{q_, n * heads, qk}, m.qk_nope, Mat{q_abs_, n * heads, kw}, r,
+                       m.qk_rope);
+
+  AttentionOptions options;
+  options.v_head_dim = static_cast<int>(r);
+  const Mat attn{attn_, n, heads * r};
+  backend_.Attention(q_abs, kv_.k(layer), kv_.v(layer), c.n_head, /*n_head_kv=*/1,
+                     static_cast<int>(kw), pos0_, c.attn_scale, options, attn);
+
+  // Each head's latent result back to its values: v_b[h] a[h].
+  const Mat o_heads{o_heads_, n, heads * vh};
+  const Mat a_head{head_in_, n, r}, v_head{head_out_, n, vh};
+  for (int64_t hd = 0; hd < heads; ++hd) {
+    if (n == 1) {
+      backend_.MatMul(w.attn_v_b[hd], ConstMat(attn_ + hd * r, 1, r),
+                      Mat{o_heads_ + hd * vh, 1, vh});
+      continue;
+    }
+    backend_.CopyColumns(attn, hd * r, a_head, 0, r);
+    backend_.MatMul(w.attn_v_b[hd], a_head, v_head);
+    backend_.CopyColumns(v_head, 0, o_heads, hd * vh, vh);
+  }
+  backend_.MatMul(w.attn_output, o_heads, o);
+  backend_.Add(x, o, x);
+}
+
+}  // namespace odmoe
