@@ -125,13 +125,15 @@ absl::Status MainEngine::SendAlignment(uint64_t request, int n, int32_t token, i
     }
     if (m > 0) {
       const size_t layer_floats = static_cast<size_t>(m * w);
-      kv_k_.resize(layer_floats * c.n_layer);
-      kv_v_.resize(layer_floats * c.n_layer);
       KvCache& kv = transformer_->kv_cache();
+      const bool with_v = !kv.v_in_k();  // MLA: V is inside the K rows
+      kv_k_.resize(layer_floats * c.n_layer);
+      kv_v_.resize(with_v ? layer_floats * c.n_layer : 0);
       for (int l = 0; l < c.n_layer; ++l) {
         ODMOE_RETURN_IF_ERROR(transformer_->backend().CopyToHost(kv_k_.data() + l * layer_floats,
                                                                  kv.k(l).Row(first + sent),
                                                                  layer_floats * sizeof(float)));
+        if (!with_v) continue;
         ODMOE_RETURN_IF_ERROR(transformer_->backend().CopyToHost(kv_v_.data() + l * layer_floats,
                                                                  kv.v(l).Row(first + sent),
                                                                  layer_floats * sizeof(float)));
@@ -140,7 +142,10 @@ absl::Status MainEngine::SendAlignment(uint64_t request, int n, int32_t token, i
       rows->set_first_pos(static_cast<uint32_t>(first + sent));
       rows->set_count(static_cast<uint32_t>(m));
       EncodeRows(kv_k_.data(), int64_t{m} * c.n_layer, w, v1::WIRE_DTYPE_F32, rows->mutable_k());
-      EncodeRows(kv_v_.data(), int64_t{m} * c.n_layer, w, v1::WIRE_DTYPE_F32, rows->mutable_v());
+      if (with_v) {
+        EncodeRows(kv_v_.data(), int64_t{m} * c.n_layer, w, v1::WIRE_DTYPE_F32,
+                   rows->mutable_v());
+      }
       sent += m;
     }
     a->set_kv_more(sent < count);
@@ -154,7 +159,7 @@ absl::Status MainEngine::SendRandomHints(uint64_t request, int n) {
   const ModelConfig& c = model_.config();
   std::mt19937_64 rng(request * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(n));
   std::vector<int32_t> pool(static_cast<size_t>(c.n_expert));
-  for (int l = 0; l < c.n_layer; ++l) {
+  for (int l = c.n_dense_leading; l < c.n_layer; ++l) {
     for (int e = 0; e < c.n_expert; ++e) pool[static_cast<size_t>(e)] = e;
     for (int j = 0; j < c.n_expert_used; ++j) {
       std::uniform_int_distribution<int> pick(j, c.n_expert - 1);
@@ -234,11 +239,13 @@ absl::StatusOr<ClusterGenerateResult> MainEngine::Generate(
     out.token_period = token_period;
     out.kv_period = kv_period;
   }
-  RecallCounter recall(c.n_layer, c.n_expert_used);
+  RecallCounter recall(c.n_layer, c.n_expert_used, c.n_dense_leading);
   int kv_sent = 0;
   int forwards = 0;
   auto record_actual = [&](int n) {
-    for (int l = 0; l < c.n_layer; ++l) recall.RecordActual(n, l, executor_->actual()[l]);
+    for (int l = c.n_dense_leading; l < c.n_layer; ++l) {
+      recall.RecordActual(n, l, executor_->actual()[l]);
+    }
   };
   auto shadow_failed = [&](const absl::Status& s) {
     ODMOE_LOG_WARN("request {}: shadow link failed ({}); continuing without prediction", req,

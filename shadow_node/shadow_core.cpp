@@ -113,12 +113,16 @@ absl::Status ShadowCore::ValidateAlign(const v1::ShadowAlign& a) const {
           "KV rows %d..%d outside the context of %d", kv.first_pos(), end, transformer_->n_ctx()));
     }
     const uint64_t rows = uint64_t{kv.count()} * c.n_layer;
-    for (const v1::Rows* r : {&kv.k(), &kv.v()}) {
-      if (r->rows() != rows) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "KV chunk has %d rows, expected %d layers x %d positions", r->rows(), c.n_layer,
-            kv.count()));
-      }
+    if (kv.k().rows() != rows) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("KV chunk has %d K rows, expected %d layers x %d positions",
+                          kv.k().rows(), c.n_layer, kv.count()));
+    }
+    // MLA's latent cache has no V of its own (ModelConfig::v_in_k): no V rows.
+    const uint64_t v_rows = c.v_in_k() ? 0 : rows;
+    if (kv.v().rows() != v_rows) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "KV chunk has %d V rows, expected %d", kv.v().rows(), v_rows));
     }
   }
   return absl::OkStatus();
@@ -191,7 +195,7 @@ absl::Status ShadowCore::ApplyKv(const v1::KvRows& kv) {
   const ModelConfig& c = model_.config();
   const int64_t n = kv.count();
   const int64_t rows = n * c.n_layer;
-  for (int which = 0; which < 2; ++which) {
+  for (int which = 0; which < (c.v_in_k() ? 1 : 2); ++which) {
     ODMOE_RETURN_IF_ERROR(DecodeRows(which == 0 ? kv.k() : kv.v(), c.kv_width(), rows, &kv_host_,
                                      "KV rows")
                               .status());
@@ -359,7 +363,7 @@ void ShadowCore::RunRequest(const v1::ShadowBegin& begin) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stats_.iterations += iterations;
-    stats_.predictions += uint64_t{iterations} * model_.config().n_layer;
+    stats_.predictions += uint64_t{iterations} * model_.config().n_moe_layer();
     stats_.forward_seconds += forward_seconds;
   }
   done.mutable_done()->set_iterations(iterations);

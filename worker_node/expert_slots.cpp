@@ -49,7 +49,8 @@ absl::StatusOr<ExpertSlots> ExpertSlots::Create(const ModelFile& model, Backend&
     std::vector<size_t> offsets;
     size_t set_bytes = 0;
     for (const auto& [layer, expert] : set) {
-      if (layer < 0 || layer >= c.n_layer || expert < 0 || expert >= c.n_expert) {
+      if (layer < 0 || layer >= c.n_layer || !c.has_experts(layer) || expert < 0 ||
+          expert >= c.n_expert) {
         return absl::InvalidArgumentError(
             absl::StrFormat("no expert %d in layer %d to keep in host memory", expert, layer));
       }
@@ -113,7 +114,8 @@ absl::Status ExpertSlots::Load(int slot, int layer, int expert, bool prefetched,
     return absl::FailedPreconditionError(absl::StrFormat("slot %d is not free", slot));
   }
   const ModelConfig& c = model_->config();
-  if (layer < 0 || layer >= c.n_layer || expert < 0 || expert >= c.n_expert) {
+  if (layer < 0 || layer >= c.n_layer || !c.has_experts(layer) || expert < 0 ||
+      expert >= c.n_expert) {
     return absl::InvalidArgumentError(
         absl::StrFormat("no expert %d in layer %d to load", expert, layer));
   }

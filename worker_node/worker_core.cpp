@@ -24,7 +24,7 @@ double Since(std::chrono::steady_clock::time_point t0) {
 std::vector<std::pair<int, int>> ResidentSet(const ModelConfig& c, const WorkerPlacement& p) {
   std::vector<std::pair<int, int>> set;
   const bool decodes = !p.positions(c.n_expert_used).empty();
-  for (int l = 0; l < c.n_layer; ++l) {
+  for (int l = c.n_dense_leading; l < c.n_layer; ++l) {
     const bool decode_layer = decodes && l % p.n_groups() == p.group();
     for (int e = 0; e < c.n_expert; ++e) {
       if (decode_layer || e % p.n_workers == p.worker_index) set.emplace_back(l, e);

@@ -46,7 +46,7 @@ RecallSummary RecallCounter::Summarize(int tokens) const {
   RecallSummary s;
   for (int n = 1; n <= tokens; ++n) {
     uint64_t correct = 0, slots = 0;
-    for (int l = 0; l < n_layer_; ++l) {
+    for (int l = first_moe_layer_; l < n_layer_; ++l) {
       const Cell* c = Find(n, l);
       if (!c || !c->has_prediction) {
         ++s.predictions_missing;

@@ -29,7 +29,9 @@ struct RecallSummary {
 class RecallCounter {
  public:
   RecallCounter() = default;
-  RecallCounter(int n_layer, int k) : n_layer_(n_layer), k_(k) {}
+  /// Layers [0, first_moe_layer) have no experts and are not counted.
+  RecallCounter(int n_layer, int k, int first_moe_layer = 0)
+      : n_layer_(n_layer), k_(k), first_moe_layer_(first_moe_layer) {}
 
   /// Decode iteration `token` >= 1. Later records for the same pair replace
   /// earlier ones. Out-of-range pairs are ignored (callers validate first).
@@ -51,6 +53,7 @@ class RecallCounter {
   const Cell* Find(int token, int layer) const;
 
   int n_layer_ = 0;
+  int first_moe_layer_ = 0;
   int k_ = 0;
   std::vector<Cell> cells_;  // [(token - 1) * n_layer + layer]
 };

@@ -78,6 +78,11 @@ absl::Status ValidateStepKey(const v1::StepKey& key, const ModelConfig& config) 
         absl::StrFormat("layer %d out of range (the model has %d layers)", key.layer(),
                         config.n_layer));
   }
+  if (!config.has_experts(static_cast<int>(key.layer()))) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("layer %d has no experts (a dense layer runs on the main node)",
+                        key.layer()));
+  }
   return absl::OkStatus();
 }
 

@@ -71,7 +71,7 @@ void ExpectIdentical(const ClusterConfig& cfg) {
     REQUIRE(r.ok());
     CHECK(r->result.output_ids == Reference(cfg.model)[i]);
     CHECK(r->experts.hits + r->experts.misses ==
-          static_cast<uint64_t>((kTokens - 1) * model.n_layer * model.n_expert_used));
+          static_cast<uint64_t>((kTokens - 1) * model.n_moe_layer() * model.n_expert_used));
   }
   const int k = model.n_expert_used;
   const int g = (*cluster)->topology().group_size;  // cfg.group_size 0 = top-k
@@ -85,8 +85,13 @@ void ExpectIdentical(const ClusterConfig& cfg) {
     decode_tasks += s.hits + s.misses;
     // Worker i of its group computed positions i, i+G, ... of its layers:
     // ceil(k/G) or floor(k/G) experts of a step, none when i >= k (or when
-    // the model has fewer layers than there are groups and its group has none).
-    const bool has_layers = w / g < model.n_layer;
+    // its group has no layer with experts: fewer layers than groups, or only
+    // dense ones).
+    bool has_layers = false;
+    const int n_groups = (*cluster)->n_workers() / g;
+    for (int l = model.n_dense_leading; l < model.n_layer; ++l) {
+      has_layers = has_layers || l % n_groups == w / g;
+    }
     const size_t mine = has_layers ? PositionsOfWorker(w % g, g, k).size() : 0;
     CHECK(s.step_experts_peak == mine);
     if (cfg.worker_mode == WorkerMode::kOnDemand) {
@@ -107,7 +112,7 @@ void ExpectIdentical(const ClusterConfig& cfg) {
     }
     // Loads move each expert in its own layer's size.
     uint64_t smallest = s.expert_bytes;
-    for (int l = 0; l < model.n_layer; ++l) {
+    for (int l = model.n_dense_leading; l < model.n_layer; ++l) {
       smallest = std::min<uint64_t>(smallest, ExpertPackLayout::For(model, l).total_bytes);
     }
     CHECK(s.bytes_loaded >= s.loads * smallest);
@@ -120,7 +125,7 @@ void ExpectIdentical(const ClusterConfig& cfg) {
   // Every decode task was counted once, per (layer, expert), by the worker
   // that computed it.
   CHECK(decode_tasks ==
-        Prompts().size() * static_cast<uint64_t>((kTokens - 1) * model.n_layer * k));
+        Prompts().size() * static_cast<uint64_t>((kTokens - 1) * model.n_moe_layer() * k));
 }
 
 // One run of ExpectIdentical with the workers in groups of `group_size`.
@@ -374,7 +379,10 @@ TEST_CASE("cluster: identical tokens for every architecture of the table", "[clu
   // Qwen3-MoE (top-8 of 32, per-head q/k norm), OLMoE (top-8 of 16), Qwen2-MoE
   // (top-4 of 16, biases, shared expert on the main node), gpt-oss (top-4 of
   // 16; expert biases packed with each expert, the clamped SwiGLU on the
-  // workers; sinks, sliding windows, YaRN and the router bias on the main node).
+  // workers; sinks, sliding windows, YaRN and the router bias on the main node),
+  // DeepSeek-V2 (top-6 of 16; latent attention, its latent KV cache sent to
+  // the shadow as K rows only, the dense first layer and the shared experts on
+  // the main node).
   struct Arch {
     const char* file;
     int workers;
@@ -382,7 +390,8 @@ TEST_CASE("cluster: identical tokens for every architecture of the table", "[clu
   for (const Arch& a :
        {Arch{"tests/data/arch/tiny-qwen3moe.gguf", 8}, Arch{"tests/data/arch/tiny-olmoe.gguf", 8},
         Arch{"tests/data/arch/tiny-qwen2moe.gguf", 8},
-        Arch{"tests/data/arch/tiny-gpt-oss.gguf", 4}}) {
+        Arch{"tests/data/arch/tiny-gpt-oss.gguf", 4},
+        Arch{"tests/data/arch/tiny-deepseek2.gguf", 6}}) {
     ClusterConfig shadow;  // aligned shadow, prefill in mini-batches of 3
     shadow.model = SourcePath(a.file);
     shadow.workers = a.workers;
@@ -431,6 +440,17 @@ TEST_CASE("cluster: identical tokens for the architectures on any group size", "
        WorkerMode::kOnDemand},
       {"tests/data/arch/tiny-gpt-oss.gguf", 2, 1, 1, PredictionMode::kNone, WorkerMode::kOnDemand},
       {"tests/data/arch/tiny-gpt-oss.gguf", 4, 2, 0, PredictionMode::kNone, WorkerMode::kResident},
+      // DeepSeek-V2, top-6 of 16, layer 0 dense: groups of 3 (2 experts each),
+      // of 4 (6 experts over 4 workers: 2, 2, 1, 1), one worker per group with
+      // one slot, resident groups of 2.
+      {"tests/data/arch/tiny-deepseek2.gguf", 6, 3, 0, PredictionMode::kShadow,
+       WorkerMode::kOnDemand},
+      {"tests/data/arch/tiny-deepseek2.gguf", 4, 4, 0, PredictionMode::kShadow,
+       WorkerMode::kOnDemand},
+      {"tests/data/arch/tiny-deepseek2.gguf", 2, 1, 1, PredictionMode::kNone,
+       WorkerMode::kOnDemand},
+      {"tests/data/arch/tiny-deepseek2.gguf", 4, 2, 0, PredictionMode::kNone,
+       WorkerMode::kResident},
   };
   for (const Case& c : cases) {
     ExpectIdenticalOnGroups({c.workers, c.group_size, c.slots, c.prediction, c.mode, 1, 5},
