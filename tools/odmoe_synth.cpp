@@ -29,10 +29,10 @@ int main(int argc, char** argv) {
   args.AddString("out", &out, "FILE", "the GGUF to write", true);
   args.AddString("preset", &preset, "NAME",
                  "shapes to start from: mixtral-8x7b (default), qwen3-30b-a3b, olmoe-1b-7b, "
-                 "qwen1.5-moe-a2.7b, gpt-oss-20b");
+                 "qwen1.5-moe-a2.7b, gpt-oss-20b, deepseek-v2-lite");
   args.AddString("arch", &arch, "ARCH",
                  "architecture, with its preset's shapes: llama (Mixtral), qwen3moe, olmoe, "
-                 "qwen2moe, gpt-oss (overrides --preset)");
+                 "qwen2moe, gpt-oss, deepseek2 (overrides --preset)");
   args.AddString("type", &type, "T", "weight type: f16 (default) or q8_0");
   args.AddInt("layers", &layers, "N", "layers (default: the preset's)");
   args.AddInt("embd", &embd, "N", "hidden size");
@@ -42,7 +42,7 @@ int main(int argc, char** argv) {
   args.AddInt("heads", &heads, "N", "attention heads");
   args.AddInt("kv-heads", &kv_heads, "N", "KV heads");
   args.AddInt("head-dim", &head_dim, "N", "size of one attention head (default embd / heads)");
-  args.AddInt("shared-ff", &shared_ff, "N", "shared expert FFN size (qwen2moe)");
+  args.AddInt("shared-ff", &shared_ff, "N", "shared expert FFN size (qwen2moe, deepseek2)");
   args.AddInt("vocab", &vocab, "N", "vocabulary size");
   args.AddInt("ctx", &ctx, "N", "training context length");
   args.AddUInt64("seed", &seed, "S", "random seed (default 1)");
@@ -92,7 +92,8 @@ int main(int argc, char** argv) {
       s.name.c_str(), s.arch.c_str(), s.n_layer, s.n_embd, s.n_ff, s.n_expert, s.n_expert_used,
       s.n_head, s.head_size(), s.n_head_kv, s.n_vocab, s.n_ctx, type.c_str(), static_cast<unsigned long long>(s.seed),
       *bytes / 1e9, odmoe::SynthExpertBytes(s) / 1e6,
-      odmoe::SynthExpertBytes(s) * static_cast<double>(s.n_expert) * s.n_layer / 1e9);
+      odmoe::SynthExpertBytes(s) * static_cast<double>(s.n_expert) *
+          (s.n_layer - s.n_dense_leading) / 1e9);
   if (dry_run) return 0;
   std::error_code ec;
   const std::filesystem::path dir = std::filesystem::absolute(out).parent_path();

@@ -76,12 +76,33 @@ absl::Status Build(const SynthSpec& s, GgufWriter* w) {
   w->SetMetadata(a + ".context_length", GgufValue::U32(static_cast<uint32_t>(s.n_ctx)));
   w->SetMetadata(a + ".embedding_length", GgufValue::U32(static_cast<uint32_t>(s.n_embd)));
   w->SetMetadata(a + ".block_count", GgufValue::U32(static_cast<uint32_t>(s.n_layer)));
-  w->SetMetadata(a + ".feed_forward_length", GgufValue::U32(static_cast<uint32_t>(s.n_ff)));
+  const bool mla = spec.attention == AttentionKind::kMla;
+  const int ff_key = s.n_dense_leading > 0 ? s.n_ff_dense : s.n_ff;
+  w->SetMetadata(a + ".feed_forward_length", GgufValue::U32(static_cast<uint32_t>(ff_key)));
+  if (s.n_dense_leading > 0) {
+    w->SetMetadata(a + ".leading_dense_block_count",
+                   GgufValue::U32(static_cast<uint32_t>(s.n_dense_leading)));
+  }
+  if (mla) {  // the keys current llama.cpp converters write for DeepSeek-V2
+    auto u32 = [](int v) { return GgufValue::U32(static_cast<uint32_t>(v)); };
+    w->SetMetadata(a + ".attention.kv_lora_rank", u32(s.kv_lora_rank));
+    w->SetMetadata(a + ".attention.key_length", u32(s.kv_lora_rank + s.qk_rope));
+    w->SetMetadata(a + ".attention.value_length", u32(s.kv_lora_rank));
+    w->SetMetadata(a + ".attention.key_length_mla", u32(s.qk_nope + s.qk_rope));
+    w->SetMetadata(a + ".attention.value_length_mla", u32(s.v_head));
+    w->SetMetadata(a + ".rope.dimension_count", u32(s.qk_rope));
+    w->SetMetadata(a + ".expert_shared_count", u32(s.n_ff_shared / s.n_ff));
+    w->SetMetadata(a + ".expert_weights_scale", GgufValue::F32(1.0f));
+    w->SetMetadata(a + ".expert_gating_func", u32(1));
+    if (s.yarn_factor > 0) {  // 0.1 * mscale_all_dim (0.707)
+      w->SetMetadata(a + ".rope.scaling.yarn_log_multiplier", GgufValue::F32(0.0707f));
+    }
+  }
   if (!spec.expert_ff_key.empty()) {
     w->SetMetadata(absl::StrCat(a, ".", ToAbsl(spec.expert_ff_key)),
                    GgufValue::U32(static_cast<uint32_t>(s.n_ff)));
   }
-  if (s.head_dim > 0) {
+  if (s.head_dim > 0 && !mla) {
     w->SetMetadata(a + ".attention.key_length", GgufValue::U32(static_cast<uint32_t>(s.head_dim)));
     w->SetMetadata(a + ".attention.value_length",
                    GgufValue::U32(static_cast<uint32_t>(s.head_dim)));
@@ -96,13 +117,13 @@ absl::Status Build(const SynthSpec& s, GgufWriter* w) {
     w->SetMetadata(a + ".rope.scaling.original_context_length",
                    GgufValue::U32(static_cast<uint32_t>(s.yarn_original_context)));
   }
-  if (spec.shared_expert) {
+  if (spec.shared_expert && !mla) {
     w->SetMetadata(a + ".expert_shared_feed_forward_length",
                    GgufValue::U32(static_cast<uint32_t>(s.n_ff_shared)));
   }
   w->SetMetadata(a + ".attention.head_count", GgufValue::U32(static_cast<uint32_t>(s.n_head)));
   w->SetMetadata(a + ".attention.head_count_kv",
-                 GgufValue::U32(static_cast<uint32_t>(s.n_head_kv)));
+                 GgufValue::U32(static_cast<uint32_t>(mla ? 1 : s.n_head_kv)));
   w->SetMetadata(a + ".attention.layer_norm_rms_epsilon", GgufValue::F32(s.rms_eps));
   w->SetMetadata(a + ".rope.freq_base", GgufValue::F32(s.rope_theta));
   w->SetMetadata(a + ".expert_count", GgufValue::U32(static_cast<uint32_t>(s.n_expert)));
@@ -152,20 +173,40 @@ absl::Status Build(const SynthSpec& s, GgufWriter* w) {
   for (int l = 0; l < s.n_layer; ++l) {
     const std::string b = absl::StrCat("blk.", l, ".");
     ODMOE_RETURN_IF_ERROR(ones(b + "attn_norm.weight", d));
-    ODMOE_RETURN_IF_ERROR(weight(b + "attn_q.weight", s.type, {d, q}, lin(d)));
-    ODMOE_RETURN_IF_ERROR(weight(b + "attn_k.weight", s.type, {d, kv}, lin(d)));
-    ODMOE_RETURN_IF_ERROR(weight(b + "attn_v.weight", s.type, {d, kv}, lin(d)));
-    ODMOE_RETURN_IF_ERROR(weight(b + "attn_output.weight", s.type, {q, d}, lin(q)));
+    if (mla) {
+      const int64_t h = s.n_head, r = s.kv_lora_rank, qk = s.qk_nope + s.qk_rope, vh = s.v_head;
+      ODMOE_RETURN_IF_ERROR(weight(b + "attn_q.weight", s.type, {d, h * qk}, lin(d)));
+      ODMOE_RETURN_IF_ERROR(weight(b + "attn_kv_a_mqa.weight", s.type, {d, r + s.qk_rope}, lin(d)));
+      ODMOE_RETURN_IF_ERROR(ones(b + "attn_kv_a_norm.weight", r));
+      ODMOE_RETURN_IF_ERROR(weight(b + "attn_k_b.weight", s.type, {s.qk_nope, r, h}, lin(s.qk_nope)));
+      ODMOE_RETURN_IF_ERROR(weight(b + "attn_v_b.weight", s.type, {r, vh, h}, lin(r)));
+      ODMOE_RETURN_IF_ERROR(weight(b + "attn_output.weight", s.type, {h * vh, d}, lin(h * vh)));
+    } else {
+      ODMOE_RETURN_IF_ERROR(weight(b + "attn_q.weight", s.type, {d, q}, lin(d)));
+      ODMOE_RETURN_IF_ERROR(weight(b + "attn_k.weight", s.type, {d, kv}, lin(d)));
+      ODMOE_RETURN_IF_ERROR(weight(b + "attn_v.weight", s.type, {d, kv}, lin(d)));
+      ODMOE_RETURN_IF_ERROR(weight(b + "attn_output.weight", s.type, {q, d}, lin(q)));
+    }
+    if (l < s.n_dense_leading) {  // a dense layer: its FFN, no router, no experts
+      const int64_t fd = s.n_ff_dense;
+      ODMOE_RETURN_IF_ERROR(ones(TensorName(spec, TensorRole::kFfnNorm, l), d));
+      ODMOE_RETURN_IF_ERROR(weight(b + "ffn_gate.weight", s.type, {d, fd}, lin(d)));
+      ODMOE_RETURN_IF_ERROR(weight(b + "ffn_down.weight", s.type, {fd, d}, lin(fd)));
+      ODMOE_RETURN_IF_ERROR(weight(b + "ffn_up.weight", s.type, {d, fd}, lin(d)));
+      continue;
+    }
     if (spec.qk_norm != QkNorm::kNone) {
       const bool per_head = spec.qk_norm == QkNorm::kPerHead;
       ODMOE_RETURN_IF_ERROR(ones(b + "attn_q_norm.weight", per_head ? hd : q));
       ODMOE_RETURN_IF_ERROR(ones(b + "attn_k_norm.weight", per_head ? hd : kv));
     }
-    if (spec.shared_expert) {  // Qwen2-MoE: q/k/v biases with the shared expert
+    if (spec.shared_expert && spec.shared_expert_gated) {  // Qwen2-MoE: q/k/v biases, the gate
       ODMOE_RETURN_IF_ERROR(weight(b + "attn_q.bias", DType::kF32, {q}, 0.1f));
       ODMOE_RETURN_IF_ERROR(weight(b + "attn_k.bias", DType::kF32, {kv}, 0.1f));
       ODMOE_RETURN_IF_ERROR(weight(b + "attn_v.bias", DType::kF32, {kv}, 0.1f));
       ODMOE_RETURN_IF_ERROR(weight(b + "ffn_gate_inp_shexp.weight", DType::kF32, {d}, lin(d)));
+    }
+    if (spec.shared_expert) {
       ODMOE_RETURN_IF_ERROR(weight(b + "ffn_gate_shexp.weight", s.type, {d, fs}, lin(d)));
       ODMOE_RETURN_IF_ERROR(weight(b + "ffn_down_shexp.weight", s.type, {fs, d}, lin(fs)));
       ODMOE_RETURN_IF_ERROR(weight(b + "ffn_up_shexp.weight", s.type, {d, fs}, lin(d)));
@@ -292,16 +333,45 @@ SynthSpec SynthSpec::GptOss20B() {
   return s;
 }
 
+SynthSpec SynthSpec::DeepSeekV2Lite() {
+  SynthSpec s;
+  s.arch = "deepseek2";
+  s.n_layer = 27;
+  s.n_embd = 2048;
+  s.n_ff = 1408;
+  s.n_ff_shared = 2 * 1408;
+  s.n_dense_leading = 1;
+  s.n_ff_dense = 10944;
+  s.n_expert = 64;
+  s.n_expert_used = 6;
+  s.n_head = 16;
+  s.n_head_kv = 1;
+  s.kv_lora_rank = 512;
+  s.qk_nope = 128;
+  s.qk_rope = 64;
+  s.v_head = 128;
+  s.n_vocab = 102400;
+  s.n_ctx = 163840;
+  s.rope_theta = 10000.0f;
+  s.rms_eps = 1e-6f;
+  s.yarn_factor = 40.0f;
+  s.yarn_original_context = 4096;
+  s.name = "synthetic-deepseek-v2-lite";
+  return s;
+}
+
 absl::StatusOr<SynthSpec> SynthSpec::Preset(const std::string& name) {
   if (name == "mixtral-8x7b" || name == "llama") return Mixtral8x7B();
   if (name == "qwen3-30b-a3b" || name == "qwen3moe") return Qwen3_30B_A3B();
   if (name == "olmoe-1b-7b" || name == "olmoe") return Olmoe1B7B();
   if (name == "qwen1.5-moe-a2.7b" || name == "qwen2moe") return Qwen15MoeA27B();
   if (name == "gpt-oss-20b" || name == "gpt-oss") return GptOss20B();
+  if (name == "deepseek-v2-lite" || name == "deepseek2") return DeepSeekV2Lite();
   return absl::InvalidArgumentError(absl::StrCat(
       "'", name,
       "' is not a preset (mixtral-8x7b, qwen3-30b-a3b, olmoe-1b-7b, qwen1.5-moe-a2.7b, "
-      "gpt-oss-20b) or an architecture (llama, qwen3moe, olmoe, qwen2moe, gpt-oss)"));
+      "gpt-oss-20b, deepseek-v2-lite) or an architecture (llama, qwen3moe, olmoe, qwen2moe, "
+      "gpt-oss, deepseek2)"));
 }
 
 absl::Status ValidateSynthSpec(const SynthSpec& s) {
@@ -314,6 +384,28 @@ absl::Status ValidateSynthSpec(const SynthSpec& s) {
     return bad("shared-ff", "this architecture needs a shared expert width 1..1048576");
   }
   if (s.head_dim < 0 || s.head_dim % 2 != 0) return bad("head-dim", "expected an even size");
+  if (s.n_dense_leading < 0 || s.n_dense_leading >= s.n_layer) {
+    return bad("dense-layers", "expected 0..layers-1 (at least one layer has experts)");
+  }
+  if (s.n_dense_leading > 0 && (s.n_ff_dense < 1 || s.n_ff_dense > 1 << 20)) {
+    return bad("dense-ff", "dense layers need an FFN width 1..1048576");
+  }
+  if (spec->attention == AttentionKind::kMla) {
+    if (s.kv_lora_rank < 1 || s.qk_nope < 1 || s.qk_rope < 2 || s.qk_rope % 2 != 0 ||
+        s.v_head < 1 || s.n_head_kv != 1) {
+      return bad("mla", "latent attention needs kv_lora_rank, qk_nope, v_head >= 1, an even "
+                        "qk_rope >= 2 and one KV head");
+    }
+    if (s.n_ff_shared % s.n_ff != 0) {
+      return bad("shared-ff", "DeepSeek's shared experts: a multiple of the expert width");
+    }
+    if (s.type == DType::kQ8_0 &&
+        (s.qk_nope % 32 != 0 || s.kv_lora_rank % 32 != 0 || s.v_head * s.n_head % 32 != 0 ||
+         s.n_ff_dense % 32 != 0)) {
+      return bad("type", "q8_0 needs qk_nope, kv_lora_rank, heads x v_head and the dense FFN "
+                         "to be multiples of 32");
+    }
+  }
   if (spec->window_layers != WindowLayers::kNone && s.sliding_window < 1) {
     return bad("window", "this architecture needs a sliding window of at least 1");
   }

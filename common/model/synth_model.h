@@ -3,7 +3,8 @@
 // trained model: the weights here route tokens arbitrarily). The file is a
 // normal GGUF of one of the architectures of model_arch.h ("llama" with
 // experts, like Mixtral, by default; "qwen3moe", "olmoe", "qwen2moe",
-// "gpt-oss" with their q/k norms, biases, shared experts, sinks and windows) with a synthetic
+// "gpt-oss", "deepseek2" with their q/k norms, biases, shared experts, sinks,
+// windows, latent attention and dense layers) with a synthetic
 // SentencePiece-style vocabulary (control tokens, 256 byte tokens,
 // then made-up pieces), so every tool and daemon opens it; text is
 // meaningless. Tensors are generated while the file is written, so a file
@@ -36,6 +37,14 @@ struct SynthSpec {
   int n_head_kv = 2;
   int head_dim = 0;     // 0: n_embd / n_head
   int n_ff_shared = 0;  // the shared expert's width (architectures that have one)
+  int n_dense_leading = 0;  // layers [0, n) have a dense FFN of n_ff_dense (DeepSeek)
+  int n_ff_dense = 0;
+  // Multi-head latent attention (deepseek2): the latent width and the
+  // per-head sizes (n_head_kv is then 1: one latent "head").
+  int kv_lora_rank = 0;
+  int qk_nope = 0;
+  int qk_rope = 0;
+  int v_head = 0;
   int sliding_window = 0;         // architectures with sliding-window layers (gpt-oss)
   float yarn_factor = 0;          // > 0: YaRN RoPE scaling with this factor
   int yarn_original_context = 0;  // and this original context
@@ -63,9 +72,15 @@ struct SynthSpec {
   /// heads of 64, 8 KV heads, sliding window 128 on even layers, YaRN x32,
   /// vocabulary 201088 (real files store the experts in MXFP4).
   static SynthSpec GptOss20B();
+  /// DeepSeek-V2-Lite: 27 layers (the first dense, FFN 10944), 2048, experts
+  /// of 1408, 64 experts top-6, 2 shared experts (2816), 16 heads of latent
+  /// attention (kv_lora_rank 512, qk 128 + 64, v 128), YaRN x40, vocabulary
+  /// 102400.
+  static SynthSpec DeepSeekV2Lite();
   /// By name: "mixtral-8x7b", "qwen3-30b-a3b", "olmoe-1b-7b",
-  /// "qwen1.5-moe-a2.7b", "gpt-oss-20b", or an architecture name for its
-  /// preset ("llama", "qwen3moe", "olmoe", "qwen2moe", "gpt-oss").
+  /// "qwen1.5-moe-a2.7b", "gpt-oss-20b", "deepseek-v2-lite", or an
+  /// architecture name for its preset ("llama", "qwen3moe", "olmoe",
+  /// "qwen2moe", "gpt-oss", "deepseek2").
   /// INVALID_ARGUMENT listing the names.
   static absl::StatusOr<SynthSpec> Preset(const std::string& name);
   int head_size() const { return head_dim > 0 ? head_dim : n_embd / n_head; }

@@ -391,7 +391,8 @@ TEST_CASE("cluster: identical tokens for every architecture of the table", "[clu
        {Arch{"tests/data/arch/tiny-qwen3moe.gguf", 8}, Arch{"tests/data/arch/tiny-olmoe.gguf", 8},
         Arch{"tests/data/arch/tiny-qwen2moe.gguf", 8},
         Arch{"tests/data/arch/tiny-gpt-oss.gguf", 4},
-        Arch{"tests/data/arch/tiny-deepseek2.gguf", 6}}) {
+        Arch{"tests/data/arch/tiny-deepseek2.gguf", 6},
+        Arch{"tests/data/arch/tiny-deepseek2-qlora.gguf", 6}}) {
     ClusterConfig shadow;  // aligned shadow, prefill in mini-batches of 3
     shadow.model = SourcePath(a.file);
     shadow.workers = a.workers;

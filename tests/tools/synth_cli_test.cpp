@@ -54,6 +54,12 @@ TEST_CASE("synth cli: --arch writes each architecture with its preset's shapes",
   CHECK(dry.output.find("synthetic-qwen3-30b-a3b (qwen3moe): 48 layers, embd 2048, ff 768, 128 "
                         "experts (top-8), 32 heads of 128 / 4 KV heads, vocab 151936") !=
         std::string::npos);
+  const test::ShellResult ds =
+      test::Sh(Synth() + " --out /tmp/unused.gguf --arch deepseek2 --dry-run");
+  INFO(ds.output);
+  CHECK(ds.exit_code == 0);
+  CHECK(ds.output.find("synthetic-deepseek-v2-lite (deepseek2): 27 layers, embd 2048, ff 1408, "
+                       "64 experts (top-6)") != std::string::npos);
   for (const char* arch : {"qwen3moe", "olmoe", "qwen2moe"}) {
     INFO(arch);
     const std::string path = (std::filesystem::temp_directory_path() /

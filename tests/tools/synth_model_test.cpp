@@ -178,6 +178,69 @@ TEST_CASE("synth: every architecture of the table opens with its parts and gener
   }
 }
 
+TEST_CASE("synth: deepseek2 with latent attention, a dense first layer and shared experts",
+          "[tools][arch]") {
+  SynthSpec s = Small(DType::kQ8_0);
+  s.arch = "deepseek2";
+  s.n_layer = 3;
+  s.n_embd = 64;
+  s.n_ff = 32;
+  s.n_expert = 8;
+  s.n_expert_used = 4;
+  s.n_head = 4;
+  s.n_head_kv = 1;
+  s.kv_lora_rank = 32;
+  s.qk_nope = 32;
+  s.qk_rope = 8;
+  s.v_head = 32;
+  s.n_ff_shared = 64;
+  s.n_dense_leading = 1;
+  s.n_ff_dense = 96;
+  s.yarn_factor = 4;
+  s.yarn_original_context = 32;
+  REQUIRE(ValidateSynthSpec(s).ok());
+  const std::string path = Temp("deepseek2.gguf");
+  REQUIRE(WriteSynthModel(s, path).ok());
+  auto model = ModelFile::Open(path);
+  INFO((model.ok() ? "" : std::string(model.status().message())));
+  REQUIRE(model.ok());
+  const ModelConfig& c = (*model)->config();
+  CHECK(c.attention == AttentionKind::kMla);
+  CHECK(c.mla.kv_lora_rank == 32);
+  CHECK(c.mla.qk_nope == 32);
+  CHECK(c.mla.qk_rope == 8);
+  CHECK(c.mla.v_head == 32);
+  CHECK(c.head_dim == 40);
+  CHECK(c.n_dense_leading == 1);
+  CHECK(!c.has_experts(0));
+  CHECK(c.has_experts(1));
+  CHECK(c.n_ff_dense == 96);
+  CHECK(c.n_ff_shared == 64);
+  CHECK(!c.shared_gated);
+  CHECK(!c.gating.normalize);
+  CHECK(c.experts_of(0).bytes == 0);
+  CHECK(c.experts_of(1).bytes > 0);
+  // mscale = 1 + 0.0707 ln 4; scale = mscale^2 / sqrt(32 + 8).
+  const double mscale = 1.0 + double(0.0707f) * std::log(4.0);
+  CHECK(c.attn_scale == Approx(mscale * mscale / std::sqrt(40.0)).epsilon(1e-6));
+  CHECK(c.rope_scaling.attention_factor == 1.0f);
+  auto engine = ReferenceEngine::Create(path, {});
+  REQUIRE(engine.ok());
+  GenerateRequest req;
+  req.prompt = "any text at all";
+  req.max_tokens = 6;
+  req.ignore_eos = true;
+  req.record_routing = true;
+  auto r = (*engine)->Generate(req);
+  REQUIRE(r.ok());
+  CHECK(r->output_ids.size() == 6);
+  for (const TokenRouting& t : r->routing) {  // the dense layer routes nowhere
+    CHECK(t[0] == -1);
+    CHECK(t[4] >= 0);
+  }
+  std::filesystem::remove(path);
+}
+
 TEST_CASE("synth: the presets of every architecture are valid and sized like the real models",
           "[tools][arch]") {
   const SynthSpec q3 = SynthSpec::Preset("qwen3moe").value();
@@ -190,12 +253,16 @@ TEST_CASE("synth: the presets of every architecture are valid and sized like the
   CHECK(q3_bytes > 60'000'000'000ull);
   CHECK(q3_bytes < 62'000'000'000ull);
   for (const char* name : {"olmoe-1b-7b", "qwen1.5-moe-a2.7b", "mixtral-8x7b", "olmoe",
-                           "gpt-oss-20b"}) {
+                           "gpt-oss-20b", "deepseek-v2-lite", "deepseek2"}) {
     INFO(name);
     absl::StatusOr<SynthSpec> s = SynthSpec::Preset(name);
     REQUIRE(s.ok());
     CHECK(ValidateSynthSpec(*s).ok());
   }
+  // DeepSeek-V2-Lite holds ~15.7 G parameters: ~31.4 GB in F16.
+  const uint64_t ds_bytes = SynthModelBytes(SynthSpec::Preset("deepseek2").value()).value();
+  CHECK(ds_bytes > 30'500'000'000ull);
+  CHECK(ds_bytes < 32'500'000'000ull);
   CHECK(SynthSpec::Preset("gpt-5").status().code() == absl::StatusCode::kInvalidArgument);
   SynthSpec s = Small(DType::kF16);
   s.arch = "qwen2moe";  // a shared expert needs its width
