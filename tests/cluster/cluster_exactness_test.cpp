@@ -338,6 +338,22 @@ TEST_CASE("cluster: identical tokens with every node on the GPU", "[cluster][gpu
     if (mode == WorkerMode::kLruCache) cfg.workers = 2;
     ExpectIdentical(cfg);
   }
+  // The architectures of the table: their main-node layer code (latent
+  // attention, dense layers, shared experts, sinks, windows, YaRN) and their
+  // experts on the GPU, against the single process on the CPU.
+  for (const auto& [file, workers] : std::vector<std::pair<const char*, int>>{
+           {"tests/data/arch/tiny-qwen3moe.gguf", 8},
+           {"tests/data/arch/tiny-qwen2moe.gguf", 4},
+           {"tests/data/arch/tiny-gpt-oss.gguf", 4},
+           {"tests/data/arch/tiny-deepseek2.gguf", 6},
+           {"tests/data/arch/tiny-deepseek2-qlora.gguf", 6}}) {
+    ClusterConfig cfg;
+    cfg.backend = "cuda:0";
+    cfg.model = SourcePath(file);
+    cfg.workers = workers;
+    cfg.mini_batch = 3;
+    ExpectIdentical(cfg);
+  }
   // One worker per group computing both experts of a layer: with two slots
   // it copies the next expert while it computes the current (LoadAhead).
   for (int slots : {0, 1}) {
