@@ -24,7 +24,8 @@ int Fail(const std::string& message) {
   return 1;
 }
 
-// One JSON line per position: {"pos":P,"token":T,"experts":[[e,e],...]}.
+// One JSON line per position: {"pos":P,"token":T,"experts":[[e,e],...]}; a layer
+// without experts (DeepSeek's dense first layer) is null.
 bool DumpExperts(const std::string& path, const odmoe::GenerateResult& r, int k) {
   std::ofstream out(path);
   if (!out) return false;
@@ -35,7 +36,8 @@ bool DumpExperts(const std::string& path, const odmoe::GenerateResult& r, int k)
     for (size_t l = 0; l * k < r.routing[pos].size(); ++l) {
       std::vector<int32_t> ids(r.routing[pos].begin() + l * k,
                                r.routing[pos].begin() + (l + 1) * k);
-      layers.push_back(absl::StrCat("[", absl::StrJoin(ids, ","), "]"));
+      const bool dense = !ids.empty() && ids.front() < 0;
+      layers.push_back(dense ? "null" : absl::StrCat("[", absl::StrJoin(ids, ","), "]"));
     }
     out << "{\"pos\":" << pos << ",\"token\":" << tokens[pos] << ",\"experts\":["
         << absl::StrJoin(layers, ",") << "]}\n";

@@ -144,6 +144,14 @@ TEST_CASE("odmoe-run: greedy generation is deterministic and dumps experts", "[c
     CHECK(line.find("\"experts\":[[") != std::string::npos);
   }
   CHECK(lines > 12);  // prompt positions + 11 generated tokens fed back
+  // A layer without experts (DeepSeek-V2's first) is null, the others list k ids.
+  const Result ds = Sh(Run() + " --model " + test::SourcePath("tests/data/arch/tiny-deepseek2.gguf") +
+                       " --prompt \"The old man\" -n 3 --ignore-eos --dump-experts " + dump);
+  INFO(ds.output);
+  REQUIRE(ds.exit_code == 0);
+  std::ifstream ds_in(dump);
+  REQUIRE(std::getline(ds_in, line));
+  CHECK(line.find("\"experts\":[null,[") != std::string::npos);
   std::filesystem::remove(dump);
 }
 
