@@ -23,7 +23,8 @@ int main(int argc, char** argv) {
                       "Write a GGUF MoE model with real shapes and seeded random weights.");
   std::string out, preset = "mixtral-8x7b", arch, type = "f16";
   int layers = 0, embd = 0, ff = 0, experts = 0, top_k = 0, heads = 0, kv_heads = 0, vocab = 0,
-      ctx = 0, head_dim = 0, shared_ff = 0;
+      ctx = 0, head_dim = 0, shared_ff = 0, dense_layers = 0, dense_ff = 0, kv_lora = 0,
+      qk_nope = 0, qk_rope = 0, v_head = 0;
   uint64_t seed = 1;
   bool dry_run = false;
   args.AddString("out", &out, "FILE", "the GGUF to write", true);
@@ -43,6 +44,12 @@ int main(int argc, char** argv) {
   args.AddInt("kv-heads", &kv_heads, "N", "KV heads");
   args.AddInt("head-dim", &head_dim, "N", "size of one attention head (default embd / heads)");
   args.AddInt("shared-ff", &shared_ff, "N", "shared expert FFN size (qwen2moe, deepseek2)");
+  args.AddInt("dense-layers", &dense_layers, "N", "leading layers with a dense FFN (deepseek2)");
+  args.AddInt("dense-ff", &dense_ff, "N", "FFN size of the dense layers (deepseek2)");
+  args.AddInt("kv-lora", &kv_lora, "N", "latent attention: latent KV width (deepseek2)");
+  args.AddInt("qk-nope", &qk_nope, "N", "latent attention: per-head q/k dims without RoPE");
+  args.AddInt("qk-rope", &qk_rope, "N", "latent attention: per-head q/k dims with RoPE");
+  args.AddInt("v-head", &v_head, "N", "latent attention: per-head value dims");
   args.AddInt("vocab", &vocab, "N", "vocabulary size");
   args.AddInt("ctx", &ctx, "N", "training context length");
   args.AddUInt64("seed", &seed, "S", "random seed (default 1)");
@@ -79,6 +86,12 @@ int main(int argc, char** argv) {
   set("ctx", ctx, &s.n_ctx);
   set("head-dim", head_dim, &s.head_dim);
   set("shared-ff", shared_ff, &s.n_ff_shared);
+  set("dense-layers", dense_layers, &s.n_dense_leading);
+  set("dense-ff", dense_ff, &s.n_ff_dense);
+  set("kv-lora", kv_lora, &s.kv_lora_rank);
+  set("qk-nope", qk_nope, &s.qk_nope);
+  set("qk-rope", qk_rope, &s.qk_rope);
+  set("v-head", v_head, &s.v_head);
   s.seed = seed;
   if (absl::Status v = odmoe::ValidateSynthSpec(s); !v.ok()) {
     return fail(absl::StrCat("--", v.message()), 2);

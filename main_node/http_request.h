@@ -1,0 +1,67 @@
+// OpenAI-style request bodies, parsed and checked field by field before
+// anything runs: every parameter is one the server honours, one whose value
+// asks for nothing (a penalty of 0, no logit bias, ...), or a 400 naming it.
+// Pure functions of the JSON (and, for token-id prompts, the tokenizer), so
+// the HTTP handlers stay thin and the parsing is fuzzed on its own
+// (tests/fuzz/fuzz_http_request.cpp).
+//
+//   ParsedRequest parsed;
+//   absl::Status st = ParseCompletionBody(body, "tiny-mixtral", tokenizer, &parsed);
+//   // INVALID_ARGUMENT "temperature: must be between 0 and 2", NOT_FOUND for another model
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "engine/generation.h"
+#include "main_node/chat_template.h"
+#include "nlohmann/json.hpp"
+#include "tokenizer/tokenizer.h"
+
+namespace odmoe {
+
+/// OpenAI's default max_tokens for completions.
+inline constexpr int kDefaultMaxTokens = 16;
+
+/// The sampling part shared by both endpoints, checked field by field.
+struct ParsedRequest {
+  GenerateRequest gen;
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;     // stream_options.include_usage
+  bool max_tokens_given = false;  // max_tokens or max_completion_tokens
+  bool echo = false;              // completions: the prompt (and its logprobs) first
+  bool no_generation = false;     // completions: max_tokens 0 with echo
+  std::string prompt_param;       // "prompt" or "messages": named by context errors
+};
+
+/// INVALID_ARGUMENT "<param>: <what>" (the HTTP layer names `param` in the
+/// error body).
+absl::Status Bad(const std::string& param, const std::string& what);
+
+/// Rejects parameters the server does not honour (null means "not given").
+absl::Status CheckParameters(const nlohmann::json& body, bool chat);
+
+/// The parameters both endpoints share; out->prompt_param says which one.
+/// NOT_FOUND when `model` names another model than `model_id`.
+absl::Status ParseCommon(const nlohmann::json& body, const std::string& model_id,
+                         ParsedRequest* out);
+
+/// reasoning_effort and chat_template_kwargs.
+absl::Status ParseChatOptions(const nlohmann::json& body, ChatOptions* out);
+
+/// A /v1/completions body: the common parameters, the prompt (a string, a
+/// one-string array, or token ids in [0, n_vocab), decoded to text),
+/// logprobs and echo.
+absl::Status ParseCompletionBody(const nlohmann::json& body, const std::string& model_id,
+                                 const Tokenizer& tokenizer, ParsedRequest* out);
+
+/// A /v1/chat/completions body: the common parameters, the messages,
+/// logprobs / top_logprobs and the template options (rendering and
+/// tokenizing the conversation stay with the caller).
+absl::Status ParseChatBody(const nlohmann::json& body, const std::string& model_id,
+                           ParsedRequest* out, std::vector<ChatMessage>* messages,
+                           ChatOptions* options);
+
+}  // namespace odmoe

@@ -1,0 +1,77 @@
+// Fuzz target: the HTTP API's request parsing and validation. The input is
+// parsed as JSON (as the server does, without exceptions) and run through
+// both endpoints' body parsers, then the chat body is rendered with each
+// family's chat template; every outcome must be a status, never an exception
+// or a crash (main_node/http_request.h, main_node/chat_template.h).
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fuzz_support.h"
+#include "gguf/gguf_reader.h"
+#include "main_node/chat_template.h"
+#include "main_node/http_request.h"
+#include "nlohmann/json.hpp"
+
+namespace {
+
+const odmoe::Tokenizer& Tok() {
+  static std::unique_ptr<odmoe::Tokenizer> tok = [] {
+    auto f = odmoe::GgufFile::Open(odmoe::fuzz::SourcePath("models/tiny-mixtral-f16.gguf"));
+    if (!f.ok()) odmoe::fuzz::Die("cannot open the shipped model");
+    auto t = odmoe::Tokenizer::FromGguf(**f);
+    if (!t.ok()) odmoe::fuzz::Die("no tokenizer");
+    return std::move(*t);
+  }();
+  return *tok;
+}
+
+// One chat format per family, each with its file's tokenizer, as the server
+// detects them (http_api.cpp).
+const std::vector<odmoe::ChatFormat>& Formats() {
+  static std::vector<std::unique_ptr<odmoe::Tokenizer>> toks;
+  static const std::vector<odmoe::ChatFormat> formats = [] {
+    std::vector<odmoe::ChatFormat> v;
+    for (const char* file :
+         {"models/tiny-mixtral-f16.gguf", "tests/data/arch/tiny-qwen3moe.gguf",
+          "tests/data/arch/tiny-qwen2moe.gguf", "tests/data/arch/tiny-olmoe.gguf",
+          "tests/data/arch/tiny-deepseek2.gguf", "tests/data/arch/tiny-gpt-oss.gguf"}) {
+      auto f = odmoe::GgufFile::Open(odmoe::fuzz::SourcePath(file));
+      if (!f.ok()) odmoe::fuzz::Die("cannot open " + std::string(file));
+      auto t = odmoe::Tokenizer::FromGguf(**f);
+      if (!t.ok()) odmoe::fuzz::Die("no tokenizer in " + std::string(file));
+      const odmoe::Tokenizer& tok = **t;
+      auto text = [&tok](int32_t id) {
+        return id < 0 || id >= tok.n_vocab() ? std::string() : tok.vocab().tokens[id];
+      };
+      const odmoe::ChatVocab vocab{text(tok.bos_id()), text(tok.eos_id()),
+                                   [&tok](std::string_view s) { return tok.TokenId(s); }};
+      v.push_back(odmoe::DetectChatFormat((*f)->GetString("tokenizer.chat_template"), vocab));
+      toks.push_back(std::move(*t));
+    }
+    return v;
+  }();
+  return formats;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using json = nlohmann::json;
+  const json body = json::parse(data, data + size, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) return 0;
+  odmoe::ParsedRequest completion;
+  odmoe::fuzz::Consume(
+      odmoe::ParseCompletionBody(body, "tiny-mixtral", Tok(), &completion).ok());
+  odmoe::ParsedRequest chat;
+  std::vector<odmoe::ChatMessage> messages;
+  odmoe::ChatOptions options;
+  if (odmoe::ParseChatBody(body, "tiny-mixtral", &chat, &messages, &options).ok()) {
+    for (const odmoe::ChatFormat& format : Formats()) {
+      auto prompt = odmoe::RenderChat(format, messages, options);
+      if (prompt.ok()) odmoe::fuzz::Consume(prompt->size());
+    }
+  }
+  return 0;
+}
