@@ -5,7 +5,7 @@
 #   scripts/fuzz.sh 600          # each target for 10 minutes
 #   scripts/fuzz.sh 30 wire gguf # only these targets
 #
-# Builds into build-fuzz/ (ODMOE_FUZZ=ON), fuzzes each target from a copy of
+# Builds into build-fuzz/ (FUZZ_BUILD_DIR; ODMOE_FUZZ=ON), fuzzes each target from a copy of
 # its seed corpus (tests/fuzz/corpus/<name>/, never modified here) with
 # FUZZ_JOBS targets at a time (default: the number of cores), and prints
 # per target the executions, exec/s, coverage (cov = edges, ft = features)
@@ -25,7 +25,7 @@ for t in "${targets[@]}"; do
   [[ " ${all[*]} " == *" $t "* ]] || { echo "fuzz: unknown target '$t' (${all[*]})" >&2; exit 2; }
 done
 command -v clang++ >/dev/null || { echo "fuzz: clang++ is needed (scripts/setup.sh installs it)" >&2; exit 2; }
-dir=${BUILD_DIR:-build-fuzz}
+dir=${FUZZ_BUILD_DIR:-build-fuzz}
 flags="-fsanitize=address,undefined,fuzzer-no-link -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
@@ -42,7 +42,7 @@ run_one() {
   rm -rf "$work" && mkdir -p "$work/corpus" "$work/artifacts"
   cp tests/fuzz/corpus/"$t"/* "$work/corpus/" 2>/dev/null || true
   local rc=0
-  "$dir/tests/fuzz/fuzz_$t" "$work/corpus" -max_total_time="$seconds" -timeout=10 \
+  "$dir/bin/fuzz_$t" "$work/corpus" -max_total_time="$seconds" -timeout=10 \
     -rss_limit_mb=2048 -max_len=262144 -print_final_stats=1 \
     -artifact_prefix="$work/artifacts/" >"$work/log" 2>&1 || rc=$?
   echo "$rc" > "$work/rc"
@@ -61,8 +61,8 @@ for t in "${targets[@]}"; do
   work="$dir/fuzz-work/$t"
   rc=$(cat "$work/rc")
   last=$(grep -E '^#[0-9]+' "$work/log" | tail -1 || true)
-  execs=$(grep -oE 'stat::number_of_executed_units: [0-9]+' "$work/log" | grep -oE '[0-9]+$' || echo "?")
-  rate=$(grep -oE 'stat::average_exec_per_sec: [0-9]+' "$work/log" | grep -oE '[0-9]+$' || echo "?")
+  execs=$(grep -oE 'stat::number_of_executed_units: *[0-9]+' "$work/log" | grep -oE '[0-9]+$' || echo "?")
+  rate=$(grep -oE 'stat::average_exec_per_sec: *[0-9]+' "$work/log" | grep -oE '[0-9]+$' || echo "?")
   cov=$(echo "$last" | grep -oE 'cov: [0-9]+' | grep -oE '[0-9]+' || echo "?")
   ft=$(echo "$last" | grep -oE 'ft: [0-9]+' | grep -oE '[0-9]+' || echo "?")
   corp=$(echo "$last" | grep -oE 'corp: [0-9]+' | grep -oE '[0-9]+' || echo "?")

@@ -20,7 +20,7 @@ export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD} CCACHE_NOHASHDIR=${CCACHE_NOHASHDI
 supp="$PWD/scripts/sanitizers"
 case "$kind" in
   asan)
-    dir=${BUILD_DIR:-build-asan}
+    dir=${ASAN_BUILD_DIR:-build-asan}
     flags="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
     targets=(all)
     export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1"
@@ -29,7 +29,7 @@ case "$kind" in
     ctest_args=()
     ;;
   tsan)
-    dir=${BUILD_DIR:-build-tsan}
+    dir=${TSAN_BUILD_DIR:-build-tsan}
     flags="-fsanitize=thread -fno-omit-frame-pointer"
     targets=(odmoe_cluster_tests odmoe_main_node_tests odmoe-main odmoe-worker odmoe-shadow odmoe-cluster)
     export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$supp/tsan.supp"

@@ -12,8 +12,6 @@
 
 namespace odmoe {
 
-namespace v1 = ::odmoe::v1;
-
 /// Bumped on any incompatible change of proto/odmoe.proto.
 inline constexpr uint32_t kProtocolVersion = 1;
 

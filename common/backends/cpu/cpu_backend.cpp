@@ -1,11 +1,11 @@
 #include "cpu_backend.h"
 
 #include <algorithm>
-#include <cassert>
 #include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "backend/op_checks.h"
 #include "cpu_math.h"
 #include "cpu_ops.h"
 
@@ -93,35 +93,29 @@ absl::StatusOr<BackendWeight> CpuBackend::LoadWeight(const TensorView& host) {
 }
 
 void CpuBackend::MatMul(const WeightRef& w, ConstMat x, Mat y) {
-  assert(x.cols == w.cols && y.cols == w.rows && x.rows == y.rows && x.data != y.data);
+  op_checks::MatMul(w, x, y);
   CpuMatMul({kernels_, &pool_, &quant_scratch_}, w, x, y);
 }
 
 void CpuBackend::GetRows(const WeightRef& table, const int32_t* ids, Mat out) {
-  assert(out.cols == table.cols);
+  op_checks::GetRows(table, out);
   CpuGetRows({kernels_, &pool_}, table, ids, out);
 }
 
 void CpuBackend::RmsNorm(ConstMat x, const float* weight, float eps, Mat y) {
-  assert(x.rows == y.rows && x.cols == y.cols);
+  op_checks::SameShape("RmsNorm", x, y);
   CpuRmsNorm({kernels_, &pool_}, x, weight, eps, y);
 }
 
 void CpuBackend::Rope(Mat x, int head_dim, const int32_t* positions, const RopeParams& rope) {
-  assert(head_dim > 0 && x.cols % head_dim == 0 && rope.dims % 2 == 0 && rope.offset >= 0 &&
-         rope.offset + rope.dims <= head_dim);
+  op_checks::Rope(x, head_dim, rope);
   CpuRope({kernels_, &pool_}, x, head_dim, positions, rope);
 }
 
 void CpuBackend::Attention(ConstMat q, ConstMat k_cache, ConstMat v_cache, int n_head,
                            int n_head_kv, int head_dim, int pos0, float scale,
                            const AttentionOptions& options, Mat out) {
-  const int vd = options.v_head_dim > 0 ? options.v_head_dim : head_dim;
-  assert(n_head_kv > 0 && n_head % n_head_kv == 0 && q.cols == n_head * head_dim);
-  assert(k_cache.cols == n_head_kv * head_dim && k_cache.rows >= pos0 + q.rows);
-  assert(v_cache.cols >= n_head_kv * vd && v_cache.rows >= pos0 + q.rows);
-  assert(out.cols == n_head * vd && out.rows == q.rows && options.window >= 0);
-  (void)vd;
+  op_checks::Attention(q, k_cache, v_cache, n_head, n_head_kv, head_dim, pos0, options, out);
   CpuAttention({kernels_, &pool_}, q, k_cache, v_cache, n_head, n_head_kv, head_dim, pos0, scale,
                options, out);
 }
@@ -130,7 +124,7 @@ void CpuBackend::Softmax(Mat x) { CpuSoftmax({kernels_, &pool_}, x); }
 
 void CpuBackend::RouterTopK(ConstMat logits, int k, RouterGating gating, int32_t* ids,
                             float* weights) {
-  assert(k >= 1 && k <= logits.cols);
+  op_checks::RouterTopK(logits, k);
   CpuRouterTopK(logits, k, gating, ids, weights);
 }
 
@@ -147,24 +141,32 @@ void CpuBackend::Sigmoid(Mat x) {
 }
 
 void CpuBackend::SwiGlu(ConstMat gate, ConstMat up, Mat out) {
+  op_checks::SameShape("SwiGlu", gate, up);
+  op_checks::SameShape("SwiGlu", gate, out);
   CpuSwiGlu({kernels_, &pool_}, gate, up, out);
 }
 
 void CpuBackend::SwiGluOai(ConstMat gate, ConstMat up, float alpha, float limit, Mat out) {
+  op_checks::SameShape("SwiGluOai", gate, up);
+  op_checks::SameShape("SwiGluOai", gate, out);
   CpuSwiGluOai({kernels_, &pool_}, gate, up, alpha, limit, out);
 }
 
 void CpuBackend::Add(ConstMat a, ConstMat b, Mat out) {
+  op_checks::SameShape("Add", a, b);
+  op_checks::SameShape("Add", a, out);
   const int64_t n = out.rows * out.cols;
   for (int64_t i = 0; i < n; ++i) out.data[i] = a.data[i] + b.data[i];
 }
 
 void CpuBackend::Copy(ConstMat src, Mat dst) {
+  op_checks::SameShape("Copy", src, dst);
   std::memcpy(dst.data, src.data, static_cast<size_t>(src.rows * src.cols) * sizeof(float));
 }
 
 void CpuBackend::CopyColumns(ConstMat src, int64_t src_col, Mat dst, int64_t dst_col,
                              int64_t cols) {
+  op_checks::CopyColumns(src, src_col, dst, dst_col, cols);
   const size_t bytes = static_cast<size_t>(cols) * sizeof(float);
   for (int64_t t = 0; t < src.rows; ++t) {
     std::memcpy(dst.Row(t) + dst_col, src.data + t * src.cols + src_col, bytes);
@@ -172,11 +174,13 @@ void CpuBackend::CopyColumns(ConstMat src, int64_t src_col, Mat dst, int64_t dst
 }
 
 void CpuBackend::GatherRows(ConstMat src, const int32_t* idx, Mat dst) {
+  op_checks::RowsOf("GatherRows", src, dst);
   const size_t row = static_cast<size_t>(dst.cols) * sizeof(float);
   for (int64_t i = 0; i < dst.rows; ++i) std::memcpy(dst.Row(i), src.Row(idx[i]), row);
 }
 
 void CpuBackend::ScatterAddScaled(ConstMat src, const int32_t* idx, const float* scale, Mat dst) {
+  op_checks::RowsOf("ScatterAddScaled", src, dst);
   for (int64_t i = 0; i < src.rows; ++i) {
     const float* s = src.Row(i);
     float* d = dst.Row(idx[i]);

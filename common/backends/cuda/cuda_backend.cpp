@@ -1,13 +1,13 @@
 #include "cuda_backend.h"
 
 #include <algorithm>
-#include <cassert>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "backend/op_checks.h"
 #include "cuda_kernels.h"
 #include "cuda_numerics_dequant.h"
 #include "util/status_macros.h"
@@ -247,7 +247,7 @@ absl::Status CudaBackend::Synchronize() {
 // ---- Ops ----------------------------------------------------------------------
 
 void CudaBackend::MatMul(const WeightRef& w, ConstMat x, Mat y) {
-  assert(x.cols == w.cols && y.cols == w.rows && x.rows == y.rows && x.data != y.data);
+  op_checks::MatMul(w, x, y);
   if (!Enter() || x.rows == 0 || w.rows == 0) return;
   if (!WeightAligned(w.type, w.data)) {
     Record(absl::InvalidArgumentError(
@@ -323,7 +323,7 @@ void CudaBackend::CublasMatMul(const WeightRef& w, ConstMat x, Mat y, const MatM
 }
 
 void CudaBackend::GetRows(const WeightRef& table, const int32_t* ids, Mat out) {
-  assert(out.cols == table.cols);
+  op_checks::GetRows(table, out);
   if (!Enter()) return;
   if (!WeightAligned(table.type, table.data)) {
     Record(absl::InvalidArgumentError("GetRows: table at a misaligned device address"));
@@ -335,13 +335,12 @@ void CudaBackend::GetRows(const WeightRef& table, const int32_t* ids, Mat out) {
 }
 
 void CudaBackend::RmsNorm(ConstMat x, const float* weight, float eps, Mat y) {
-  assert(x.rows == y.rows && x.cols == y.cols);
+  op_checks::SameShape("RmsNorm", x, y);
   if (Enter()) RecordCuda(cuda::LaunchRmsNorm(stream(), x, weight, eps, y), "RmsNorm");
 }
 
 void CudaBackend::Rope(Mat x, int head_dim, const int32_t* positions, const RopeParams& rope) {
-  assert(head_dim > 0 && x.cols % head_dim == 0 && rope.dims % 2 == 0 && rope.offset >= 0 &&
-         rope.offset + rope.dims <= head_dim);
+  op_checks::Rope(x, head_dim, rope);
   if (!Enter() || rope.dims < 2) return;
   const double* table = RopeTable(rope);
   if (table == nullptr) return;
@@ -351,12 +350,7 @@ void CudaBackend::Rope(Mat x, int head_dim, const int32_t* positions, const Rope
 void CudaBackend::Attention(ConstMat q, ConstMat k_cache, ConstMat v_cache, int n_head,
                             int n_head_kv, int head_dim, int pos0, float scale,
                             const AttentionOptions& options, Mat out) {
-  const int vd = options.v_head_dim > 0 ? options.v_head_dim : head_dim;
-  assert(n_head_kv > 0 && n_head % n_head_kv == 0 && q.cols == n_head * head_dim);
-  assert(k_cache.cols == n_head_kv * head_dim && k_cache.rows >= pos0 + q.rows);
-  assert(v_cache.cols >= n_head_kv * vd && v_cache.rows >= pos0 + q.rows);
-  assert(out.cols == n_head * vd && out.rows == q.rows && options.window >= 0);
-  (void)vd;
+  op_checks::Attention(q, k_cache, v_cache, n_head, n_head_kv, head_dim, pos0, options, out);
   if (!Enter() || q.rows == 0) return;
   const int64_t floats =
       cuda::AttentionScratchFloats(q.rows, n_head, pos0, kAttentionMaxScratchFloats);
@@ -373,7 +367,7 @@ void CudaBackend::Softmax(Mat x) {
 
 void CudaBackend::RouterTopK(ConstMat logits, int k, RouterGating gating, int32_t* ids,
                              float* weights) {
-  assert(k >= 1 && k <= logits.cols);
+  op_checks::RouterTopK(logits, k);
   if (Enter()) {
     RecordCuda(cuda::LaunchRouterTopK(stream(), logits, k, gating, ids, weights), "RouterTopK");
   }
@@ -388,20 +382,27 @@ void CudaBackend::Sigmoid(Mat x) {
 }
 
 void CudaBackend::SwiGlu(ConstMat gate, ConstMat up, Mat out) {
+  op_checks::SameShape("SwiGlu", gate, up);
+  op_checks::SameShape("SwiGlu", gate, out);
   if (Enter()) RecordCuda(cuda::LaunchSwiGlu(stream(), gate, up, out), "SwiGlu");
 }
 
 void CudaBackend::SwiGluOai(ConstMat gate, ConstMat up, float alpha, float limit, Mat out) {
+  op_checks::SameShape("SwiGluOai", gate, up);
+  op_checks::SameShape("SwiGluOai", gate, out);
   if (Enter()) {
     RecordCuda(cuda::LaunchSwiGluOai(stream(), gate, up, alpha, limit, out), "SwiGluOai");
   }
 }
 
 void CudaBackend::Add(ConstMat a, ConstMat b, Mat out) {
+  op_checks::SameShape("Add", a, b);
+  op_checks::SameShape("Add", a, out);
   if (Enter()) RecordCuda(cuda::LaunchAdd(stream(), a, b, out), "Add");
 }
 
 void CudaBackend::Copy(ConstMat src, Mat dst) {
+  op_checks::SameShape("Copy", src, dst);
   const size_t bytes = static_cast<size_t>(src.rows * src.cols) * sizeof(float);
   if (!Enter() || bytes == 0) return;
   RecordCuda(cudaMemcpyAsync(dst.data, src.data, bytes, cudaMemcpyDeviceToDevice, stream()),
@@ -410,6 +411,7 @@ void CudaBackend::Copy(ConstMat src, Mat dst) {
 
 void CudaBackend::CopyColumns(ConstMat src, int64_t src_col, Mat dst, int64_t dst_col,
                               int64_t cols) {
+  op_checks::CopyColumns(src, src_col, dst, dst_col, cols);
   if (!Enter() || cols == 0 || src.rows == 0) return;
   const size_t f = sizeof(float);
   RecordCuda(cudaMemcpy2DAsync(dst.data + dst_col, static_cast<size_t>(dst.cols) * f,
@@ -420,10 +422,12 @@ void CudaBackend::CopyColumns(ConstMat src, int64_t src_col, Mat dst, int64_t ds
 }
 
 void CudaBackend::GatherRows(ConstMat src, const int32_t* idx, Mat dst) {
+  op_checks::RowsOf("GatherRows", src, dst);
   if (Enter()) RecordCuda(cuda::LaunchGatherRows(stream(), src, idx, dst), "GatherRows");
 }
 
 void CudaBackend::ScatterAddScaled(ConstMat src, const int32_t* idx, const float* scale, Mat dst) {
+  op_checks::RowsOf("ScatterAddScaled", src, dst);
   if (Enter()) {
     RecordCuda(cuda::LaunchScatterAddScaled(stream(), src, idx, scale, dst), "ScatterAddScaled");
   }

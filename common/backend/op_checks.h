@@ -1,0 +1,99 @@
+// Always-on argument checks at the backend interface: each op's shape
+// contract (backend.h) as a few integer comparisons, in every build type.
+// A violation is a programming error inside odmoe (everything that comes
+// from outside is validated before it reaches an op), so it aborts with the
+// op and the shapes rather than reading or writing out of bounds.
+//
+//   void CpuBackend::MatMul(const WeightRef& w, ConstMat x, Mat y) {
+//     op_checks::MatMul(w, x, y);   // "backend op MatMul: x is 3 x 63, w 128 x 64, y 3 x 128"
+//     ...
+//   }
+#pragma once
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "backend/backend.h"
+
+namespace odmoe::op_checks {
+
+[[noreturn]] inline void Fail(const char* op, const std::string& what) {
+  std::fprintf(stderr, "odmoe: backend op %s called with bad arguments: %s\n", op, what.c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+
+inline std::string Dims(const char* name, int64_t rows, int64_t cols) {
+  return std::string(name) + " " + std::to_string(rows) + " x " + std::to_string(cols);
+}
+
+inline void SameShape(const char* op, ConstMat a, ConstMat b) {
+  if (a.rows != b.rows || a.cols != b.cols || a.rows < 0 || a.cols < 0) {
+    Fail(op, Dims("a", a.rows, a.cols) + ", " + Dims("b", b.rows, b.cols));
+  }
+}
+
+inline void MatMul(const WeightRef& w, ConstMat x, Mat y) {
+  if (x.cols != w.cols || y.cols != w.rows || x.rows != y.rows || x.rows < 0 ||
+      (x.data == y.data && x.rows > 0)) {
+    Fail("MatMul", Dims("x", x.rows, x.cols) + ", " + Dims("w", w.rows, w.cols) + ", " +
+                       Dims("y", y.rows, y.cols) + (x.data == y.data ? " (y aliases x)" : ""));
+  }
+}
+
+inline void GetRows(const WeightRef& table, Mat out) {
+  if (out.cols != table.cols || out.rows < 0) {
+    Fail("GetRows", Dims("table", table.rows, table.cols) + ", " + Dims("out", out.rows, out.cols));
+  }
+}
+
+inline void Rope(Mat x, int head_dim, const RopeParams& rope) {
+  if (head_dim <= 0 || x.cols % head_dim != 0 || rope.dims < 2 || rope.dims % 2 != 0 ||
+      rope.offset < 0 || rope.offset + rope.dims > head_dim) {
+    Fail("Rope", Dims("x", x.rows, x.cols) + ", head_dim " + std::to_string(head_dim) + ", dims " +
+                     std::to_string(rope.dims) + " at " + std::to_string(rope.offset));
+  }
+}
+
+inline void Attention(ConstMat q, ConstMat k_cache, ConstMat v_cache, int n_head, int n_head_kv,
+                      int head_dim, int pos0, const AttentionOptions& options, Mat out) {
+  const int64_t vd = options.v_head_dim > 0 ? options.v_head_dim : head_dim;
+  const bool ok = n_head_kv > 0 && n_head > 0 && head_dim > 0 && n_head % n_head_kv == 0 &&
+                  pos0 >= 0 && q.cols == int64_t{n_head} * head_dim &&
+                  k_cache.cols == int64_t{n_head_kv} * head_dim &&
+                  k_cache.rows >= pos0 + q.rows && v_cache.cols >= n_head_kv * vd &&
+                  v_cache.rows >= pos0 + q.rows && out.cols == n_head * vd &&
+                  out.rows == q.rows && options.window >= 0;
+  if (!ok) {
+    Fail("Attention", Dims("q", q.rows, q.cols) + ", " + Dims("k", k_cache.rows, k_cache.cols) +
+                          ", " + Dims("v", v_cache.rows, v_cache.cols) + ", " +
+                          Dims("out", out.rows, out.cols) + ", heads " + std::to_string(n_head) +
+                          "/" + std::to_string(n_head_kv) + " of " + std::to_string(head_dim) +
+                          " (v " + std::to_string(vd) + "), pos0 " + std::to_string(pos0) +
+                          ", window " + std::to_string(options.window));
+  }
+}
+
+inline void RouterTopK(ConstMat logits, int k) {
+  if (k < 1 || k > logits.cols) {
+    Fail("RouterTopK", Dims("logits", logits.rows, logits.cols) + ", k " + std::to_string(k));
+  }
+}
+
+inline void CopyColumns(ConstMat src, int64_t src_col, Mat dst, int64_t dst_col, int64_t cols) {
+  if (src.rows != dst.rows || cols < 0 || src_col < 0 || dst_col < 0 ||
+      src_col + cols > src.cols || dst_col + cols > dst.cols) {
+    Fail("CopyColumns", Dims("src", src.rows, src.cols) + " from " + std::to_string(src_col) +
+                            ", " + Dims("dst", dst.rows, dst.cols) + " from " +
+                            std::to_string(dst_col) + ", " + std::to_string(cols) + " columns");
+  }
+}
+
+inline void RowsOf(const char* op, ConstMat src, Mat dst) {
+  if (src.cols != dst.cols || src.rows < 0 || dst.rows < 0) {
+    Fail(op, Dims("src", src.rows, src.cols) + ", " + Dims("dst", dst.rows, dst.cols));
+  }
+}
+
+}  // namespace odmoe::op_checks

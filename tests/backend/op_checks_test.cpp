@@ -1,0 +1,101 @@
+// The backend's always-on argument checks (backend/op_checks.h): a call that
+// breaks an op's shape contract aborts with the op and the shapes, in every
+// build type (this suite is built without NDEBUG-only asserts mattering).
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "catch2/catch.hpp"
+#include "cpu_backend.h"
+
+namespace odmoe::test {
+namespace {
+
+struct Outcome {
+  bool aborted = false;
+  std::string err;
+};
+
+// Runs `call` in a child process and reports whether it aborted, and what it
+// wrote to stderr.
+Outcome InChild(const std::function<void()>& call) {
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    close(fds[0]);
+    dup2(fds[1], 2);
+    call();
+    _exit(0);
+  }
+  close(fds[1]);
+  Outcome o;
+  char buf[512];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) o.err.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  o.aborted = WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("backend ops abort with the shapes on a broken contract", "[backend]") {
+  std::vector<float> a(64 * 64, 1.0f), b(64 * 64, 1.0f), c(64 * 64, 0.0f);
+  std::vector<uint16_t> w16(64 * 64, 0);
+  const WeightRef w{DType::kF16, w16.data(), 64, 64};
+  struct Case {
+    const char* op;
+    std::function<void(CpuBackend&)> call;
+  };
+  const std::vector<Case> cases = {
+      {"MatMul", [&](CpuBackend& be) { be.MatMul(w, ConstMat(a.data(), 2, 63), Mat{c.data(), 2, 64}); }},
+      {"MatMul", [&](CpuBackend& be) { be.MatMul(w, ConstMat(a.data(), 2, 64), Mat{a.data(), 2, 64}); }},
+      {"Add", [&](CpuBackend& be) {
+         be.Add(ConstMat(a.data(), 2, 8), ConstMat(b.data(), 2, 9), Mat{c.data(), 2, 8});
+       }},
+      {"CopyColumns", [&](CpuBackend& be) {
+         be.CopyColumns(ConstMat(a.data(), 2, 8), 4, Mat{c.data(), 2, 8}, 0, 5);
+       }},
+      {"Attention", [&](CpuBackend& be) {
+         be.Attention(ConstMat(a.data(), 1, 16), ConstMat(b.data(), 4, 8), ConstMat(b.data(), 4, 8),
+                      2, 1, 8, /*pos0=*/4, 1.0f, AttentionOptions{}, Mat{c.data(), 1, 16});
+       }},
+      {"Rope", [&](CpuBackend& be) {
+         RopeParams rope;
+         rope.dims = 8;
+         rope.offset = 4;
+         const int32_t pos[2] = {0, 1};
+         be.Rope(Mat{a.data(), 2, 16}, 8, pos, rope);
+       }},
+      {"RouterTopK", [&](CpuBackend& be) {
+         int32_t ids[16];
+         float wts[16];
+         be.RouterTopK(ConstMat(a.data(), 1, 4), 5, RouterGating{}, ids, wts);
+       }},
+  };
+  for (const Case& k : cases) {
+    INFO(k.op);
+    const Outcome o = InChild([&] {
+      CpuBackend be(1);
+      k.call(be);
+    });
+    CHECK(o.aborted);
+    CHECK(o.err.find(std::string("backend op ") + k.op) != std::string::npos);
+  }
+  // A call within the contract runs.
+  const Outcome fine = InChild([&] {
+    CpuBackend be(1);
+    be.Add(ConstMat(a.data(), 2, 8), ConstMat(b.data(), 2, 8), Mat{c.data(), 2, 8});
+  });
+  CHECK(!fine.aborted);
+  CHECK(fine.err.empty());
+}
+
+}  // namespace odmoe::test
