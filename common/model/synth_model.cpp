@@ -384,6 +384,10 @@ absl::Status ValidateSynthSpec(const SynthSpec& s) {
     return bad("shared-ff", "this architecture needs a shared expert width 1..1048576");
   }
   if (s.head_dim < 0 || s.head_dim % 2 != 0) return bad("head-dim", "expected an even size");
+  if (spec->window_layers != WindowLayers::kNone && s.sliding_window < 1) {
+    return bad("window", "this architecture needs a sliding window of at least 1");
+  }
+  if (s.n_layer < 1 || s.n_layer > 4096) return bad("layers", "expected 1..4096");
   if (s.n_dense_leading < 0 || s.n_dense_leading >= s.n_layer) {
     return bad("dense-layers", "expected 0..layers-1 (at least one layer has experts)");
   }
@@ -406,10 +410,6 @@ absl::Status ValidateSynthSpec(const SynthSpec& s) {
                          "to be multiples of 32");
     }
   }
-  if (spec->window_layers != WindowLayers::kNone && s.sliding_window < 1) {
-    return bad("window", "this architecture needs a sliding window of at least 1");
-  }
-  if (s.n_layer < 1 || s.n_layer > 4096) return bad("layers", "expected 1..4096");
   if (s.n_embd < 2 || s.n_embd > 65536) return bad("embd", "expected 2..65536");
   if (s.n_ff < 1 || s.n_ff > 1 << 20) return bad("ff", "expected 1..1048576");
   if (s.n_expert < 2 || s.n_expert > 4096) return bad("experts", "expected 2..4096");
