@@ -59,7 +59,7 @@ absl::Status MainEngine::SetActiveWorkers(int workers) {
 
 bool MainEngine::HasCompleteGroup() const {
   for (int g = 0; g < active_groups_.load(); ++g) {
-    bool up = true;
+    bool up = !executor_->Quarantined(g);
     for (int w : topology_.GroupMembers(g)) up = up && links_.worker_connected(w);
     if (up) return true;
   }
@@ -307,6 +307,11 @@ absl::StatusOr<ClusterGenerateResult> MainEngine::Generate(
     if (links_.SendToShadow(end).ok() && !links_.predictions().WaitDone(req, kShadowDrain)) {
       ODMOE_LOG_WARN("request {}: the shadow did not finish within {}", req,
                      absl::FormatDuration(kShadowDrain));
+      if (forwards > 0 && links_.predictions().Snapshot().empty()) {
+        // Open but silent for a whole request: its replies go nowhere.
+        links_.ResetShadow(absl::StrFormat(
+            "sent neither a prediction nor an end for request %d", req));
+      }
     }
   }
   out.experts = executor_->TakeStats();

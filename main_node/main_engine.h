@@ -55,6 +55,14 @@ struct ClusterGenerateResult {
   int live_groups = 0;
 };
 
+/// Whether a request's recall is "the last recall" (metrics, status): it ran
+/// with a predictor and decoded. A predictor that stayed silent gives recall
+/// 0, not the previous request's value.
+inline bool CountsForRecall(const ClusterGenerateResult& r) {
+  return r.recall.slots > 0 ||
+         (r.prediction != PredictionMode::kNone && r.recall.predictions_missing > 0);
+}
+
 /// A Score request on the cluster.
 struct ClusterScoreResult {
   ScoreResult score;
@@ -96,7 +104,9 @@ class MainEngine {
   int n_ctx() const { return transformer_->n_ctx(); }
   /// The schedule as of the last token boundary (groups that take layers).
   Schedule schedule() const;
-  /// Whether some group (among the active ones) has every worker connected.
+  /// Whether some group (among the active ones) has every worker connected
+  /// and has not failed lately (a group whose worker timed out is
+  /// quarantined, as a disconnected one is: it does not count as complete).
   bool HasCompleteGroup() const;
   /// Scaling: only the first `workers` workers (whole groups) take layers,
   /// from the next token boundary on. INVALID_ARGUMENT unless `workers` is a

@@ -53,7 +53,7 @@ void MainMetrics::Generation(const ClusterGenerateResult& r) {
   reloads_ += r.experts.reloads;
   recall_correct_ += r.recall.correct;
   recall_slots_ += r.recall.slots;
-  if (r.recall.slots > 0) last_recall_ = r.recall.overall;
+  if (CountsForRecall(r)) last_recall_ = r.recall.overall;
   alignment_seconds_ += r.alignment_seconds;
   for (size_t l = 0; l < r.experts.stall_per_layer.size() && l < stall_per_layer_.size(); ++l) {
     stall_per_layer_[l] += r.experts.stall_per_layer[l];

@@ -1,6 +1,7 @@
 // The testbed as a user runs it: every node its own process, started by
 // odmoe-cluster from a YAML topology, a completion through `odmoe complete`,
 // status, and a clean stop on SIGTERM.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -8,6 +9,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "cluster/peer_auth.h"
 #include "cluster/process_testbed.h"
 #include "shell.h"
 #include "test_paths.h"
@@ -131,35 +133,39 @@ TEST_CASE("processes: nodes on other hosts start and stop over ssh", "[cluster][
   CHECK(!std::filesystem::exists(bed.run_dir() + "/w0.pid"));
 }
 
-TEST_CASE("processes: odmoe-cluster scale sends the topology's API key",
-          "[cluster][processes][scaling]") {
+TEST_CASE("processes: odmoe-cluster up generates the cluster secret, scale signs with it",
+          "[cluster][processes][scaling][auth]") {
   TestbedSpec spec;
   spec.workers = 4;
   spec.shadow = false;
-  spec.main_extra = "  api_key: s3cret\n";
   ProcessTestbed bed(SourcePath("models/tiny-mixtral-f16.gguf"), "odmoe_scale_testbed", spec);
   const Result up = bed.Up();
   INFO(up.output);
   REQUIRE(up.exit_code == 0);
+  const std::string secret = bed.run_dir() + "/cluster.secret";
+  struct stat st {};
+  REQUIRE(stat(secret.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  CHECK(LoadClusterSecret(secret).ok());
   Result r = bed.Scale(2);
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   CHECK(r.output.find("scaled to 2 workers (1 group of 2): 0 started, 2 stopped") !=
         std::string::npos);
   CHECK(bed.Status("--verbose").output.find("active_workers=2") != std::string::npos);
-  // The same cluster through a copy of its topology without the key: refused, nothing changes.
-  std::string yaml;
-  {
-    std::ifstream in(bed.topology());
-    yaml.assign(std::istreambuf_iterator<char>(in), {});
+  // The same cluster from a run directory with another secret: refused, nothing changes.
+  const std::string other = bed.dir() / "other-run";
+  std::filesystem::create_directories(other);
+  REQUIRE(WriteNewClusterSecret(other + "/cluster.secret").ok());
+  for (const auto& f : std::filesystem::directory_iterator(bed.run_dir())) {
+    if (f.path().extension() == ".pid") {
+      std::filesystem::copy_file(f.path(), other + "/" + f.path().filename().string());
+    }
   }
-  const size_t at = yaml.find(spec.main_extra);
-  REQUIRE(at != std::string::npos);
-  const std::string keyless = bed.dir() / "keyless.yaml";
-  std::ofstream(keyless) << yaml.erase(at, spec.main_extra.size());
-  r = Sh(Bin("odmoe-cluster") + " scale " + keyless + " --workers 2 --run-dir " + bed.run_dir());
+  r = Sh(Bin("odmoe-cluster") + " scale " + bed.topology() + " --workers 2 --run-dir " + other);
   CHECK(r.exit_code == 1);
-  CHECK(r.output.find("Main.Scale needs the API key") != std::string::npos);
+  CHECK(r.output.find("not signed with this cluster's secret") != std::string::npos);
+  CHECK(bed.Status("--verbose").output.find("active_workers=2") != std::string::npos);
   // Back to every worker: the two stopped ones start again and take layers.
   r = bed.Scale(4);
   CHECK(r.exit_code == 0);
