@@ -59,6 +59,26 @@ TEST_CASE("peer auth: the secret file", "[cluster][auth]") {
   CHECK(none.message().find("cluster_secret_file") != std::string::npos);
 }
 
+TEST_CASE("peer auth: a node without the secret does not start, and says why",
+          "[cluster][auth]") {
+  ClusterConfig cfg;
+  cfg.workers = 2;
+  Topology t = MakeTopology(cfg);
+  t.cluster_secret_file.clear();
+  for (absl::Status s : {WorkerNode::Create(t, "w0").status(),
+                         ShadowNode::Create(t, "shadow").status(),
+                         MainNode::Create(t, "main").status()}) {
+    INFO(s);
+    CHECK(absl::IsFailedPrecondition(s));
+    CHECK(s.message().find("cluster_secret_file") != std::string::npos);
+  }
+  TempDir dir("odmoe_open_secret");
+  t.cluster_secret_file = dir / "cluster.secret";
+  std::ofstream(t.cluster_secret_file) << std::string(64, 'a');
+  chmod(t.cluster_secret_file.c_str(), 0640);
+  CHECK(absl::IsPermissionDenied(WorkerNode::Create(t, "w0").status()));
+}
+
 TEST_CASE("peer auth: a credential proves role and id once", "[cluster][auth]") {
   const PeerAuth worker = Auth(PeerRole::kWorker, "w0");
   const PeerAuth main = Auth(PeerRole::kMain, "main");
