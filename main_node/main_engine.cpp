@@ -13,6 +13,9 @@
 namespace odmoe {
 namespace {
 constexpr absl::Duration kShadowDrain = absl::Seconds(2);
+// A shadow silent for this many requests in a row has lost its channel (one
+// silent request can be a slow prefill of a long prompt).
+constexpr int kSilentShadowRequests = 2;
 
 double Since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -304,14 +307,18 @@ absl::StatusOr<ClusterGenerateResult> MainEngine::Generate(
   if (use_shadow) {
     v1::ShadowRequest end;
     end.mutable_end()->set_request(req);
+    bool silent = false;
     if (links_.SendToShadow(end).ok() && !links_.predictions().WaitDone(req, kShadowDrain)) {
       ODMOE_LOG_WARN("request {}: the shadow did not finish within {}", req,
                      absl::FormatDuration(kShadowDrain));
-      if (forwards > 0 && links_.predictions().Snapshot().empty()) {
-        // Open but silent for a whole request: its replies go nowhere.
-        links_.ResetShadow(absl::StrFormat(
-            "sent neither a prediction nor an end for request %d", req));
-      }
+      silent = forwards > 0 && links_.predictions().Snapshot().empty();
+    }
+    silent_shadow_requests_ = silent ? silent_shadow_requests_ + 1 : 0;
+    if (silent_shadow_requests_ >= kSilentShadowRequests) {
+      // Open but silent: its replies go nowhere. A fresh stream re-aligns it.
+      links_.ResetShadow(absl::StrFormat(
+          "sent neither a prediction nor an end for %d requests in a row", silent_shadow_requests_));
+      silent_shadow_requests_ = 0;
     }
   }
   out.experts = executor_->TakeStats();

@@ -136,6 +136,9 @@ class MainEngine {
   std::mutex generate_mu_;
   mutable std::mutex schedule_mu_;  // schedule_ is read by status calls
   uint64_t last_request_ = 0;
+  // Requests in a row for which the shadow sent neither a prediction nor an
+  // end (generate_mu_): at kSilentShadowRequests its stream is reopened.
+  int silent_shadow_requests_ = 0;
   std::vector<float> kv_k_, kv_v_;
   Schedule schedule_;
   std::atomic<int> active_groups_{0};

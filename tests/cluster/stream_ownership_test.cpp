@@ -44,7 +44,10 @@ const std::vector<int32_t>& ReferenceIds() {
 
 struct Completions {
   double mean_seconds = 0;
-  double min_recall = 1;  // over the completions (prediction: shadow)
+  // The best recall among the completions (prediction: shadow). Not the
+  // worst: a completion this short can end before a busy shadow's first
+  // prediction; a disabled shadow gives 0 to every one.
+  double best_recall = 0;
 };
 
 // `n` completions of the same request; each must give the reference tokens.
@@ -57,7 +60,7 @@ Completions Run(TestCluster& c, int n) {
     total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     REQUIRE(r.ok());
     CHECK(r->result.output_ids == ReferenceIds());
-    out.min_recall = std::min(out.min_recall, r->recall.slots > 0 ? r->recall.overall : 0.0);
+    out.best_recall = std::max(out.best_recall, r->recall.slots > 0 ? r->recall.overall : 0.0);
   }
   out.mean_seconds = total / n;
   return out;
@@ -175,7 +178,7 @@ TEST_CASE("streams: a foreign Follow stream cannot disable prediction",
   REQUIRE(cluster.ok());
   TestCluster& c = **cluster;
   const Completions before = Run(c, 3);
-  REQUIRE(before.min_recall > 0);
+  REQUIRE(before.best_recall > 0);
 
   StreamOutcome none = ForeignFollow(c, nullptr);
   CHECK(none.messages == 0);
@@ -190,7 +193,7 @@ TEST_CASE("streams: a foreign Follow stream cannot disable prediction",
         grpc::StatusCode::PERMISSION_DENIED);
 
   const Completions after = Run(c, 3);
-  CHECK(after.min_recall > 0);  // every completion still had predictions
+  CHECK(after.best_recall > 0);  // prediction still works
   CheckNotSlower(before, after);
   CHECK(c.main().Health().ok());
 }
@@ -204,7 +207,7 @@ TEST_CASE("streams: a second stream of the main node replaces the first; closing
   REQUIRE(cluster.ok());
   TestCluster& c = **cluster;
   const Completions before = Run(c, 3);
-  REQUIRE(before.min_recall > 0);
+  REQUIRE(before.best_recall > 0);
 
   // As a restarted main node would: the right credential, new streams. They
   // take the channels over (the worker computes the task and answers), and
@@ -221,12 +224,33 @@ TEST_CASE("streams: a second stream of the main node replaces the first; closing
   Completions after;
   for (int i = 0; i < 20; ++i) {
     after = Run(c, 1);
-    if (after.min_recall > 0 && c.main().Health().ok()) break;
+    if (after.best_recall > 0 && c.main().Health().ok()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   CHECK(c.main().Health().ok());
   after = Run(c, 3);
-  CHECK(after.min_recall > 0);
+  CHECK(after.best_recall > 0);
+  CheckNotSlower(before, after);
+}
+
+TEST_CASE("streams: a restarted main node takes its streams back and prediction re-aligns",
+          "[cluster][auth][streams]") {
+  ClusterConfig cfg;
+  cfg.workers = 4;
+  auto cluster = TestCluster::Start(cfg);
+  REQUIRE(cluster.ok());
+  TestCluster& c = **cluster;
+  const Completions before = Run(c, 3);
+  REQUIRE(before.best_recall > 0);
+  const absl::Status restarted = c.RestartMain();
+  INFO(restarted);
+  REQUIRE(restarted.ok());
+  for (int i = 0; i < 50 && !c.main().Health().ok(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  CHECK(c.main().Health().ok());  // every worker and the shadow connected again
+  const Completions after = Run(c, 3);
+  CHECK(after.best_recall > 0);
   CheckNotSlower(before, after);
 }
 

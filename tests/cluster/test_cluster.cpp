@@ -193,6 +193,24 @@ void TestCluster::KillShadow() {
   shadow_.reset();
 }
 
+absl::Status TestCluster::RestartMain() {
+  main_->Shutdown();
+  main_server_->Shutdown(absl::ZeroDuration());
+  main_server_.reset();
+  main_.reset();
+  ODMOE_ASSIGN_OR_RETURN(main_, MainNode::Create(topology_, topology_.main.id));
+  ODMOE_ASSIGN_OR_RETURN(main_server_, NodeServer::Start(topology_.main.address, *main_));
+  ODMOE_RETURN_IF_ERROR(main_->Start());
+  for (int i = 0; i < 600; ++i) {
+    if (main_->state() == v1::NODE_STATE_READY) return absl::OkStatus();
+    if (main_->state() == v1::NODE_STATE_FAILED) {
+      return absl::UnavailableError("main failed: " + main_->state_detail());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return absl::DeadlineExceededError("the restarted main node did not become ready");
+}
+
 absl::Status TestCluster::RestartShadow() {
   ODMOE_ASSIGN_OR_RETURN(shadow_, ShadowNode::Create(topology_, topology_.shadow->id));
   ODMOE_ASSIGN_OR_RETURN(shadow_server_, NodeServer::Start(topology_.shadow->address, *shadow_));

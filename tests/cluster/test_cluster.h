@@ -88,6 +88,9 @@ class TestCluster {
   absl::Status RestartWorker(int i);
   void KillShadow();
   absl::Status RestartShadow();
+  /// Stops the main node and starts a new one at the same address (same id
+  /// and secret), waiting until it is ready: it takes the streams back.
+  absl::Status RestartMain();
 
  private:
   TestCluster() = default;
