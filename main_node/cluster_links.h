@@ -68,7 +68,7 @@ class ClusterLinks {
   /// Whether a shadow stream is open and healthy.
   bool shadow_connected() const;
   /// Ends the shadow stream (the rejoin loop reopens it): the engine calls
-  /// it when the shadow stayed silent for a whole request.
+  /// it when the shadow stayed silent for two requests in a row.
   void ResetShadow(std::string_view why);
   absl::Status SendToShadow(const v1::ShadowRequest& request);
   PredictionBoard& predictions();
