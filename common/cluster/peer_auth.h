@@ -18,7 +18,8 @@
 //
 //   ODMOE_ASSIGN_OR_RETURN(auto auth, PeerAuth::ForNode(topology, PeerRole::kMain, "main"));
 //   ctx.AddMetadata(kPeerCredentialMetadata, auth->Credential());   // caller
-//   absl::Status s = auth->Authorize(received, {PeerRole::kMain}, "Worker.Experts");  // callee
+//   absl::StatusOr<PeerIdentity> who =                                // callee
+//       auth->Authorize(received, {PeerRole::kMain}, "Worker.Experts");
 #pragma once
 
 #include <cstdint>
