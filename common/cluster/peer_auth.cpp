@@ -96,8 +96,8 @@ absl::Status WriteNewClusterSecret(const std::string& path) {
     if (errno == EEXIST) {
       return absl::AlreadyExistsError(absl::StrCat("cluster secret ", path, " already exists"));
     }
-    return absl::UnavailableError(absl::StrCat("cannot create the cluster secret ", path, ": ",
-                                               std::strerror(errno)));
+    return absl::UnavailableError(
+        absl::StrCat("cannot create the cluster secret ", path, ": ", std::strerror(errno)));
   }
   const std::string text = RandomHex(32) + "\n";
   const bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
@@ -115,18 +115,20 @@ PeerAuth::PeerAuth(std::string secret, PeerRole role, std::string node_id, std::
       shadow_id_(std::move(shadow_id)) {}
 
 absl::StatusOr<std::shared_ptr<const PeerAuth>> PeerAuth::ForNode(const Topology& topology,
-                                                                   PeerRole role,
-                                                                   std::string node_id) {
+                                                                  PeerRole role,
+                                                                  std::string node_id) {
   if (topology.cluster_secret_file.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        topology.path, ": cluster_secret_file: none given; every node needs the cluster secret "
-                       "(`odmoe-cluster up` generates one in its run directory and passes "
-                       "--cluster-secret-file; or name a file only its owner can read)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(topology.path,
+                     ": cluster_secret_file: none given; every node needs the cluster secret "
+                     "(`odmoe-cluster up` generates one in its run directory and passes "
+                     "--cluster-secret-file; or name a file only its owner can read)"));
   }
   absl::StatusOr<std::string> secret = LoadClusterSecret(topology.cluster_secret_file);
   if (!secret.ok()) {
-    return absl::Status(secret.status().code(), absl::StrCat(topology.path, ": cluster_secret_file: ",
-                                                             secret.status().message()));
+    return absl::Status(
+        secret.status().code(),
+        absl::StrCat(topology.path, ": cluster_secret_file: ", secret.status().message()));
   }
   return std::make_shared<const PeerAuth>(std::move(*secret), role, std::move(node_id),
                                           topology.main.id,
@@ -134,7 +136,7 @@ absl::StatusOr<std::shared_ptr<const PeerAuth>> PeerAuth::ForNode(const Topology
 }
 
 absl::StatusOr<std::shared_ptr<const PeerAuth>> PeerAuth::ForOperator(const Topology& topology,
-                                                                       const std::string& run_dir) {
+                                                                      const std::string& run_dir) {
   Topology t = topology;
   t.cluster_secret_file = ClusterSecretPath(topology, run_dir);
   return ForNode(t, PeerRole::kOperator, "operator");
@@ -145,8 +147,8 @@ std::string ClusterSecretPath(const Topology& topology, const std::string& run_d
   return absl::StrCat(run_dir, "/", kGeneratedSecretName);
 }
 
-std::string PeerAuth::Mac(std::string_view role, std::string_view node_id,
-                          std::string_view time_ms, std::string_view nonce) const {
+std::string PeerAuth::Mac(std::string_view role, std::string_view node_id, std::string_view time_ms,
+                          std::string_view nonce) const {
   const std::string message = absl::StrCat(kVersionTag, "\n", ToAbsl(role), "\n", ToAbsl(node_id),
                                            "\n", ToAbsl(time_ms), "\n", ToAbsl(nonce));
   unsigned char out[EVP_MAX_MD_SIZE];
@@ -182,9 +184,9 @@ bool PeerAuth::FirstUse(const std::string& nonce, int64_t now_ms) const {
 absl::StatusOr<PeerIdentity> PeerAuth::Authenticate(
     std::optional<std::string_view> credential) const {
   if (!credential.has_value() || credential->empty()) {
-    return absl::UnauthenticatedError(absl::StrCat(
-        "no node credential (gRPC metadata \"", kPeerCredentialMetadata,
-        "\"): node calls need the cluster secret (docs/operations.md, Security)"));
+    return absl::UnauthenticatedError(
+        absl::StrCat("no node credential (gRPC metadata \"", kPeerCredentialMetadata,
+                     "\"): node calls need the cluster secret (docs/operations.md, Security)"));
   }
   if (credential->size() > 512) return absl::UnauthenticatedError("node credential too long");
   const std::vector<absl::string_view> parts = absl::StrSplit(ToAbsl(*credential), ':');

@@ -23,8 +23,8 @@
 #pragma once
 
 #include <cstdint>
-#include <initializer_list>
 #include <deque>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -80,12 +80,12 @@ class PeerAuth {
   /// the file topology.cluster_secret_file. FAILED_PRECONDITION when the
   /// topology names none; LoadClusterSecret's errors otherwise (with the key).
   static absl::StatusOr<std::shared_ptr<const PeerAuth>> ForNode(const Topology& topology,
-                                                                  PeerRole role,
-                                                                  std::string node_id);
+                                                                 PeerRole role,
+                                                                 std::string node_id);
   /// An operator's credentials (odmoe-cluster scale, odmoe-bench traces),
   /// keyed by ClusterSecretPath(topology, run_dir).
   static absl::StatusOr<std::shared_ptr<const PeerAuth>> ForOperator(const Topology& topology,
-                                                                      const std::string& run_dir);
+                                                                     const std::string& run_dir);
   /// From a secret in memory (tests, tools that already read it).
   PeerAuth(std::string secret, PeerRole role, std::string node_id, std::string main_id,
            std::string shadow_id);
@@ -115,7 +115,7 @@ class PeerAuth {
   const std::string node_id_;
   const std::string main_id_, shadow_id_;  // the only ids those roles may carry
   mutable std::mutex seen_mu_;
-  mutable std::unordered_set<std::string> seen_;  // nonces accepted lately
+  mutable std::unordered_set<std::string> seen_;                    // nonces accepted lately
   mutable std::deque<std::pair<int64_t, std::string>> seen_order_;  // (forget at ms, nonce)
 };
 

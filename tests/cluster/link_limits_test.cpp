@@ -33,9 +33,9 @@ class FakeNode final : public v1::Node::Service {
 // Answers each task with a result whose output carries `bytes_for(task_id)` bytes.
 class FakeWorker final : public v1::Worker::Service {
  public:
-  grpc::Status Experts(grpc::ServerContext*,
-                       grpc::ServerReaderWriter<v1::ExpertResult, v1::WorkerRequest>* stream)
-      override {
+  grpc::Status Experts(
+      grpc::ServerContext*,
+      grpc::ServerReaderWriter<v1::ExpertResult, v1::WorkerRequest>* stream) override {
     v1::WorkerRequest req;
     while (stream->Read(&req)) {
       v1::ExpertResult r;
@@ -49,8 +49,7 @@ class FakeWorker final : public v1::Worker::Service {
 
 }  // namespace
 
-TEST_CASE("links: a worker's reply larger than an expert result is refused",
-          "[cluster][limits]") {
+TEST_CASE("links: a worker's reply larger than an expert result is refused", "[cluster][limits]") {
   ClusterConfig cfg;
   cfg.workers = 1;
   cfg.group_size = 1;

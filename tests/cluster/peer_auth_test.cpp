@@ -59,15 +59,14 @@ TEST_CASE("peer auth: the secret file", "[cluster][auth]") {
   CHECK(none.message().find("cluster_secret_file") != std::string::npos);
 }
 
-TEST_CASE("peer auth: a node without the secret does not start, and says why",
-          "[cluster][auth]") {
+TEST_CASE("peer auth: a node without the secret does not start, and says why", "[cluster][auth]") {
   ClusterConfig cfg;
   cfg.workers = 2;
   Topology t = MakeTopology(cfg);
   t.cluster_secret_file.clear();
-  for (absl::Status s : {WorkerNode::Create(t, "w0").status(),
-                         ShadowNode::Create(t, "shadow").status(),
-                         MainNode::Create(t, "main").status()}) {
+  for (absl::Status s :
+       {WorkerNode::Create(t, "w0").status(), ShadowNode::Create(t, "shadow").status(),
+        MainNode::Create(t, "main").status()}) {
     INFO(s);
     CHECK(absl::IsFailedPrecondition(s));
     CHECK(s.message().find("cluster_secret_file") != std::string::npos);
@@ -101,7 +100,8 @@ TEST_CASE("peer auth: a credential proves role and id once", "[cluster][auth]") 
   CHECK(absl::IsUnauthenticated(
       worker.Authorize(stranger.Credential(), {PeerRole::kMain}, "x").status()));
   const std::string shadow_cred = Auth(PeerRole::kShadow, "shadow").Credential();
-  const std::string forged = absl::StrReplaceAll(shadow_cred, {{":shadow:shadow:", ":main:shadow:"}});
+  const std::string forged =
+      absl::StrReplaceAll(shadow_cred, {{":shadow:shadow:", ":main:shadow:"}});
   REQUIRE(forged != shadow_cred);
   CHECK(absl::IsUnauthenticated(worker.Authorize(forged, {PeerRole::kMain}, "x").status()));
 
@@ -112,8 +112,9 @@ TEST_CASE("peer auth: a credential proves role and id once", "[cluster][auth]") 
   CHECK(absl::IsPermissionDenied(
       worker.Authorize(Auth(PeerRole::kMain, "main2").Credential(), {PeerRole::kMain}, "x")
           .status()));
-  CHECK(worker.Authorize(Auth(PeerRole::kOperator, "alice").Credential(), {PeerRole::kOperator},
-                         "Main.Scale")
+  CHECK(worker
+            .Authorize(Auth(PeerRole::kOperator, "alice").Credential(), {PeerRole::kOperator},
+                       "Main.Scale")
             .ok());
 }
 

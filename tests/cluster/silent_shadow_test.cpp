@@ -25,9 +25,9 @@ class SilentShadow final : public v1::Node::Service, public v1::Shadow::Service 
     w->set_model_fingerprint(fingerprint_);
     return grpc::Status::OK;
   }
-  grpc::Status Follow(grpc::ServerContext*,
-                      grpc::ServerReaderWriter<v1::ShadowReply, v1::ShadowRequest>* stream)
-      override {
+  grpc::Status Follow(
+      grpc::ServerContext*,
+      grpc::ServerReaderWriter<v1::ShadowReply, v1::ShadowRequest>* stream) override {
     ++streams;
     v1::ShadowRequest req;
     while (stream->Read(&req)) {

@@ -198,9 +198,10 @@ TEST_CASE("streams: a foreign Follow stream cannot disable prediction",
   CHECK(c.main().Health().ok());
 }
 
-TEST_CASE("streams: a second stream of the main node replaces the first; closing it breaks "
-          "nothing",
-          "[cluster][auth][streams]") {
+TEST_CASE(
+    "streams: a second stream of the main node replaces the first; closing it breaks "
+    "nothing",
+    "[cluster][auth][streams]") {
   ClusterConfig cfg;
   cfg.workers = 4;
   auto cluster = TestCluster::Start(cfg);
