@@ -34,6 +34,7 @@ absl::StatusOr<std::unique_ptr<ClusterExpertExecutor>> ClusterExpertExecutor::Cr
 }
 
 bool ClusterExpertExecutor::Quarantined(int group) const {
+  std::lock_guard<std::mutex> lock(quarantine_mu_);
   auto it = quarantine_.find(group);
   return it != quarantine_.end() && std::chrono::steady_clock::now() < it->second.until;
 }
@@ -101,9 +102,12 @@ absl::Status ClusterExpertExecutor::Failed(int worker, int layer, const absl::St
   if (!absl::IsUnavailable(why) || schedule_ == nullptr) return why;
   const int group = worker / topology_.group_size;
   ++stats_.worker_failures;
-  Quarantine& q = quarantine_[group];
-  q.backoff = std::min(q.backoff * 2, std::chrono::milliseconds(60000));
-  q.until = std::chrono::steady_clock::now() + q.backoff;
+  {
+    std::lock_guard<std::mutex> lock(quarantine_mu_);
+    Quarantine& q = quarantine_[group];
+    q.backoff = std::min(q.backoff * 2, std::chrono::milliseconds(60000));
+    q.until = std::chrono::steady_clock::now() + q.backoff;
+  }
   bool removed = false;
   {
     std::lock_guard<std::mutex> lock(*schedule_mu_);

@@ -72,7 +72,8 @@ class ClusterExpertExecutor : public ExpertExecutor {
   ExpertTaskStats TakeStats();
   /// A group that failed stays out of the schedule for a while (1 s, doubling
   /// with each failure up to 60 s), even if its workers still answer
-  /// handshakes: a hung worker must not be retried every token.
+  /// handshakes: a hung worker must not be retried every token. Safe to call
+  /// from any thread (health checks).
   bool Quarantined(int group) const;
 
   absl::Status Run(int layer, ConstMat x, const RoutingPlan& plan, Mat out) override;
@@ -113,6 +114,7 @@ class ClusterExpertExecutor : public ExpertExecutor {
     std::chrono::steady_clock::time_point until;
     std::chrono::milliseconds backoff{500};
   };
+  mutable std::mutex quarantine_mu_;  // Quarantined() is read by health checks
   std::map<int, Quarantine> quarantine_;
   Schedule* schedule_ = nullptr;
   std::mutex* schedule_mu_ = nullptr;  // guards changes for readers elsewhere

@@ -40,6 +40,8 @@ struct ShadowLink {
 }  // namespace
 
 struct ClusterLinks::Impl {
+  explicit Impl(const PeerAuth& a) : auth(a) {}
+  const PeerAuth& auth;
   Topology topology;
   ModelConfig config;
   std::string node_id;
@@ -76,6 +78,14 @@ struct ClusterLinks::Impl {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
     }
+  }
+
+  // The largest ExpertResult a worker sends: a prefill mini-batch of f32
+  // rows, with room for the other fields and framing.
+  size_t MaxResultBytes() const {
+    return static_cast<size_t>(topology.prefill_mini_batch) * static_cast<size_t>(config.n_embd) *
+               sizeof(float) +
+           kSmallReplyBytes;
   }
 
   v1::Hello Hello() const {
@@ -141,8 +151,9 @@ struct ClusterLinks::Impl {
 
   absl::Status ConnectWorker(WorkerLink& link, const std::atomic<bool>& cancel,
                              absl::Duration patience = absl::Seconds(120)) {
-    link.channel = MakeChannel(link.address);
-    absl::StatusOr<v1::Welcome> w = HandshakeWithRetry(*link.channel, Hello(), patience, &cancel);
+    link.channel = MakeChannel(link.address, MaxResultBytes());
+    absl::StatusOr<v1::Welcome> w =
+        HandshakeWithRetry(*link.channel, Hello(), patience, &cancel, &auth);
     if (!w.ok()) {
       return absl::Status(w.status().code(), absl::StrFormat("worker %s at %s: %s", link.id,
                                                              link.address,
@@ -159,6 +170,7 @@ struct ClusterLinks::Impl {
     std::lock_guard<std::mutex> lock(link.write_mu);
     link.stub = v1::Worker::NewStub(link.channel);
     link.ctx = std::make_unique<grpc::ClientContext>();
+    AttachCredential(*link.ctx, &auth);
     link.stream = link.stub->Experts(link.ctx.get());
     link.broken = false;
     link.reader = std::thread([this, l = &link] { ReadWorker(l); });
@@ -167,8 +179,9 @@ struct ClusterLinks::Impl {
 
   absl::Status ConnectShadow(ShadowLink& link, const std::atomic<bool>& cancel,
                              absl::Duration patience = absl::Seconds(300)) {
-    link.channel = MakeChannel(link.address);
-    absl::StatusOr<v1::Welcome> w = HandshakeWithRetry(*link.channel, Hello(), patience, &cancel);
+    link.channel = MakeChannel(link.address, kSmallReplyBytes);
+    absl::StatusOr<v1::Welcome> w =
+        HandshakeWithRetry(*link.channel, Hello(), patience, &cancel, &auth);
     if (!w.ok()) {
       return absl::Status(w.status().code(), absl::StrFormat("shadow %s at %s: %s", link.id,
                                                              link.address,
@@ -177,6 +190,7 @@ struct ClusterLinks::Impl {
     std::lock_guard<std::mutex> lock(link.write_mu);
     link.stub = v1::Shadow::NewStub(link.channel);
     link.ctx = std::make_unique<grpc::ClientContext>();
+    AttachCredential(*link.ctx, &auth);
     link.stream = link.stub->Follow(link.ctx.get());
     link.broken = false;
     link.reader = std::thread([this, l = &link] { ReadShadow(l); });
@@ -189,8 +203,9 @@ ClusterLinks::~ClusterLinks() { Close(); }
 
 std::unique_ptr<ClusterLinks> ClusterLinks::Create(const Topology& topology,
                                                    const ModelConfig& config,
-                                                   std::string node_id, uint64_t fingerprint) {
-  auto impl = std::make_unique<Impl>();
+                                                   std::string node_id, uint64_t fingerprint,
+                                                   const PeerAuth& auth) {
+  auto impl = std::make_unique<Impl>(auth);
   impl->config = config;
   impl->topology = topology;
   impl->node_id = std::move(node_id);
@@ -262,6 +277,17 @@ absl::StatusOr<v1::ExpertResult> ClusterLinks::TakeResult(uint64_t task_id, int 
   });
   auto it = impl_->results.find(task_id);
   if (it == impl_->results.end()) {
+    lock.unlock();
+    if (!arrived) {
+      // A silent result channel (its worker hung, or the stream lost its
+      // owner): end it so that the rejoin loop opens a fresh one.
+      std::lock_guard<std::mutex> write_lock(link.write_mu);
+      if (!link.broken.exchange(true)) {
+        ODMOE_LOG_WARN("worker {} at {} sent no result within {}; reopening its expert stream",
+                       link.id, link.address, absl::FormatDuration(timeout));
+        if (link.ctx) link.ctx->TryCancel();
+      }
+    }
     return absl::UnavailableError(absl::StrFormat(
         "worker %s at %s %s", link.id, link.address,
         arrived ? "dropped its stream" : "did not answer in time"));
@@ -273,6 +299,16 @@ absl::StatusOr<v1::ExpertResult> ClusterLinks::TakeResult(uint64_t task_id, int 
 
 bool ClusterLinks::shadow_connected() const {
   return impl_->shadow && !impl_->shadow->broken.load();
+}
+
+void ClusterLinks::ResetShadow(std::string_view why) {
+  ShadowLink* link = impl_->shadow.get();
+  if (!link) return;
+  std::lock_guard<std::mutex> lock(link->write_mu);
+  if (link->broken.exchange(true)) return;
+  ODMOE_LOG_WARN("shadow {} at {}: {}; reopening its follow stream", link->id, link->address,
+                 std::string(why));
+  if (link->ctx) link->ctx->TryCancel();
 }
 
 absl::Status ClusterLinks::SendToShadow(const v1::ShadowRequest& request) {

@@ -5,7 +5,7 @@
 // Only cluster_links.cpp sees grpcpp.
 //
 //   std::unique_ptr<ClusterLinks> links =
-//       ClusterLinks::Create(topology, model.config(), "main", model.fingerprint());
+//       ClusterLinks::Create(topology, model.config(), "main", model.fingerprint(), *auth);
 //   ODMOE_RETURN_IF_ERROR(links->Connect(cancel));      // handshakes, streams
 //   links->SendToWorker(3, request);
 //   ODMOE_ASSIGN_OR_RETURN(v1::ExpertResult r, links->TakeResult(task_id, 3, absl::Seconds(60)));
@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "cluster/peer_auth.h"
 #include "cluster/protocol.h"
 #include "main_node/prediction_board.h"
 #include "model/model_config.h"
@@ -35,9 +36,12 @@ struct LinkBytes {
 
 class ClusterLinks {
  public:
-  /// `config` is the model's (predictions that arrive are checked against it).
+  /// `config` is the model's (predictions that arrive are checked against it;
+  /// replies larger than a result of it can be are refused by gRPC). `auth`:
+  /// the main node's credentials (outlive the links), sent with every call.
   static std::unique_ptr<ClusterLinks> Create(const Topology& topology, const ModelConfig& config,
-                                              std::string node_id, uint64_t fingerprint);
+                                              std::string node_id, uint64_t fingerprint,
+                                              const PeerAuth& auth);
   ~ClusterLinks();
 
   /// Handshakes with every worker (checking that each is the worker the
@@ -55,12 +59,17 @@ class ClusterLinks {
 
   absl::Status SendToWorker(int worker, const v1::WorkerRequest& request);
   /// Waits for the result of `task_id` (sent to `worker`). UNAVAILABLE when
-  /// the worker's stream broke or nothing came within `timeout`.
+  /// the worker's stream broke or nothing came within `timeout`; a stream
+  /// that stayed silent that long is ended, and the rejoin loop reopens it
+  /// (a result channel that went quiet never stays in use).
   absl::StatusOr<v1::ExpertResult> TakeResult(uint64_t task_id, int worker,
                                               absl::Duration timeout);
 
   /// Whether a shadow stream is open and healthy.
   bool shadow_connected() const;
+  /// Ends the shadow stream (the rejoin loop reopens it): the engine calls
+  /// it when the shadow stayed silent for two requests in a row.
+  void ResetShadow(std::string_view why);
   absl::Status SendToShadow(const v1::ShadowRequest& request);
   PredictionBoard& predictions();
   /// Bytes sent and received so far (a request takes the difference).

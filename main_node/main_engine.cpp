@@ -13,6 +13,9 @@
 namespace odmoe {
 namespace {
 constexpr absl::Duration kShadowDrain = absl::Seconds(2);
+// A shadow silent for this many requests in a row has lost its channel (one
+// silent request can be a slow prefill of a long prompt).
+constexpr int kSilentShadowRequests = 2;
 
 double Since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -59,7 +62,7 @@ absl::Status MainEngine::SetActiveWorkers(int workers) {
 
 bool MainEngine::HasCompleteGroup() const {
   for (int g = 0; g < active_groups_.load(); ++g) {
-    bool up = true;
+    bool up = !executor_->Quarantined(g);
     for (int w : topology_.GroupMembers(g)) up = up && links_.worker_connected(w);
     if (up) return true;
   }
@@ -311,9 +314,18 @@ absl::StatusOr<ClusterGenerateResult> MainEngine::Generate(
   if (use_shadow) {
     v1::ShadowRequest end;
     end.mutable_end()->set_request(req);
+    bool silent = false;
     if (links_.SendToShadow(end).ok() && !links_.predictions().WaitDone(req, kShadowDrain)) {
       ODMOE_LOG_WARN("request {}: the shadow did not finish within {}", req,
                      absl::FormatDuration(kShadowDrain));
+      silent = forwards > 0 && links_.predictions().Snapshot().empty();
+    }
+    silent_shadow_requests_ = silent ? silent_shadow_requests_ + 1 : 0;
+    if (silent_shadow_requests_ >= kSilentShadowRequests) {
+      // Open but silent: its replies go nowhere. A fresh stream re-aligns it.
+      links_.ResetShadow(absl::StrFormat(
+          "sent neither a prediction nor an end for %d requests in a row", silent_shadow_requests_));
+      silent_shadow_requests_ = 0;
     }
   }
   out.experts = executor_->TakeStats();

@@ -55,6 +55,14 @@ struct ClusterGenerateResult {
   int live_groups = 0;
 };
 
+/// Whether a request's recall is "the last recall" (metrics, status): it ran
+/// with a predictor and decoded. A predictor that stayed silent gives recall
+/// 0, not the previous request's value.
+inline bool CountsForRecall(const ClusterGenerateResult& r) {
+  return r.recall.slots > 0 ||
+         (r.prediction != PredictionMode::kNone && r.recall.predictions_missing > 0);
+}
+
 /// A Score request on the cluster.
 struct ClusterScoreResult {
   ScoreResult score;
@@ -96,7 +104,9 @@ class MainEngine {
   int n_ctx() const { return transformer_->n_ctx(); }
   /// The schedule as of the last token boundary (groups that take layers).
   Schedule schedule() const;
-  /// Whether some group (among the active ones) has every worker connected.
+  /// Whether some group (among the active ones) has every worker connected
+  /// and has not failed lately (a group whose worker timed out is
+  /// quarantined, as a disconnected one is: it does not count as complete).
   bool HasCompleteGroup() const;
   /// Scaling: only the first `workers` workers (whole groups) take layers,
   /// from the next token boundary on. INVALID_ARGUMENT unless `workers` is a
@@ -126,6 +136,9 @@ class MainEngine {
   std::mutex generate_mu_;
   mutable std::mutex schedule_mu_;  // schedule_ is read by status calls
   uint64_t last_request_ = 0;
+  // Requests in a row for which the shadow sent neither a prediction nor an
+  // end (generate_mu_): at kSilentShadowRequests its stream is reopened.
+  int silent_shadow_requests_ = 0;
   std::vector<float> kv_k_, kv_v_;
   Schedule schedule_;
   std::atomic<int> active_groups_{0};

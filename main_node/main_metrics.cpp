@@ -53,7 +53,7 @@ void MainMetrics::Generation(const ClusterGenerateResult& r) {
   reloads_ += r.experts.reloads;
   recall_correct_ += r.recall.correct;
   recall_slots_ += r.recall.slots;
-  if (r.recall.slots > 0) last_recall_ = r.recall.overall;
+  if (CountsForRecall(r)) last_recall_ = r.recall.overall;
   alignment_seconds_ += r.alignment_seconds;
   for (size_t l = 0; l < r.experts.stall_per_layer.size() && l < stall_per_layer_.size(); ++l) {
     stall_per_layer_[l] += r.experts.stall_per_layer[l];
@@ -97,7 +97,8 @@ std::string MainMetrics::Render(int running, int waiting, const std::string& ext
        "Expert-prediction recall (OD-MoE Eq. 3) over all requests so far.");
   absl::StrAppendFormat(&o, "odmoe_prediction_recall %.6f\n",
                         recall_slots_ ? static_cast<double>(recall_correct_) / recall_slots_ : 0.0);
-  head("odmoe_prediction_recall_last", "gauge", "Recall of the last request with predictions.");
+  head("odmoe_prediction_recall_last", "gauge",
+       "Recall of the last request run with a predictor (0 when it predicted nothing).");
   absl::StrAppendFormat(&o, "odmoe_prediction_recall_last %.6f\n", last_recall_);
   head("odmoe_expert_tasks_total", "counter",
        "Decode expert tasks by how the worker had the expert: hit (prefetched), miss.");

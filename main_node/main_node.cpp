@@ -29,6 +29,8 @@ absl::StatusOr<std::unique_ptr<MainNode>> MainNode::Create(const Topology& topol
   }
   std::unique_ptr<MainNode> m(new MainNode());
   m->id_ = node_id;
+  ODMOE_ASSIGN_OR_RETURN(auto auth, PeerAuth::ForNode(topology, PeerRole::kMain, node_id));
+  m->SetPeerAuth(std::move(auth));
   m->topology_ = topology;
   ODMOE_ASSIGN_OR_RETURN(m->model_, ModelFile::Open(topology.model));
   ODMOE_ASSIGN_OR_RETURN(m->tokenizer_, Tokenizer::FromGguf(m->model_->gguf()));
@@ -38,8 +40,8 @@ absl::StatusOr<std::unique_ptr<MainNode>> MainNode::Create(const Topology& topol
                         m->tokenizer_->n_vocab(), m->model_->config().n_vocab));
   }
   ODMOE_ASSIGN_OR_RETURN(m->backend_, CreateBackend(topology.main.backend));
-  m->links_ =
-      ClusterLinks::Create(m->topology_, m->model_->config(), node_id, m->model_->fingerprint());
+  m->links_ = ClusterLinks::Create(m->topology_, m->model_->config(), node_id,
+                                   m->model_->fingerprint(), *m->peer_auth());
   ODMOE_ASSIGN_OR_RETURN(m->engine_, MainEngine::Create(m->topology_, *m->model_, *m->tokenizer_,
                                                         *m->backend_, *m->links_));
   m->engine_->set_trace(&m->trace());
@@ -95,8 +97,8 @@ absl::Status MainNode::CanServe() const {
   }
   if (!engine_->HasCompleteGroup()) {
     return absl::UnavailableError(
-        "no complete worker group: every group has a worker that is down; waiting for workers "
-        "to rejoin");
+        "no complete worker group: every group has a worker that is down or timed out lately; "
+        "waiting for workers to rejoin");
   }
   return absl::OkStatus();
 }
@@ -196,7 +198,7 @@ absl::StatusOr<ClusterGenerateResult> MainNode::Generate(
   }
   metrics_->Generation(*r);
   tokens_ += r->result.output_ids.size();
-  if (r->recall.slots > 0) last_recall_ = r->recall.overall;
+  if (CountsForRecall(*r)) last_recall_ = r->recall.overall;
   last_decode_tps_ = r->result.stats.decode_tokens_per_second();
   return r;
 }

@@ -1,7 +1,6 @@
 #include "main_node/main_service.h"
 
 #include "absl/strings/str_cat.h"
-#include "cluster/admin_auth.h"
 #include "cluster/grpc_util.h"
 #include "main_node/main_node.h"
 #include "util/logging.h"
@@ -125,19 +124,6 @@ void FillScore(const ClusterScoreResult& r, const std::vector<int32_t>& tokens,
   out->set_seconds(s.seconds);
 }
 
-// The caller of an admin call as AuthorizeAdminCall sees it.
-AdminCaller Caller(const grpc::ServerContext& ctx) {
-  AdminCaller caller;
-  caller.peer = ctx.peer();
-  const auto& metadata = ctx.client_metadata();
-  if (auto it = metadata.find(kAuthorizationMetadata); it != metadata.end()) {
-    caller.authorization = std::string(it->second.data(), it->second.size());
-  }
-  const std::shared_ptr<const grpc::AuthContext> auth = ctx.auth_context();
-  caller.certificate_verified = auth != nullptr && auth->IsPeerAuthenticated();
-  return caller;
-}
-
 }  // namespace
 
 struct MainService::Impl final : public v1::Main::Service {
@@ -174,11 +160,11 @@ struct MainService::Impl final : public v1::Main::Service {
 
   grpc::Status Scale(grpc::ServerContext* ctx, const v1::ScaleRequest* in,
                      v1::ScaleReply* out) override {
-    if (absl::Status auth =
-            AuthorizeAdminCall(Caller(*ctx), node.topology().main.api_key, "Main.Scale");
+    // An operator's call only (cluster/peer_auth.h); a refused one changes nothing.
+    if (grpc::Status auth =
+            AuthorizeCall(*ctx, node.peer_auth(), {PeerRole::kOperator}, "Main.Scale");
         !auth.ok()) {
-      ODMOE_LOG_WARN("{}", auth.message());
-      return ToGrpcStatus(auth);
+      return auth;
     }
     absl::Status s = node.SetActiveWorkers(static_cast<int>(in->workers()));
     if (!s.ok()) return ToGrpcStatus(s);

@@ -48,7 +48,10 @@ chaos() {
     echo "$kills" > "$RUN_DIR/kills"
     sleep 1
     # In a subshell, so that the shell does not report the next kill of it.
-    (setsid "$BIN"/odmoe-worker --topology "$PWD/$TOPOLOGY" --id "$id" \
+    # The secret odmoe-cluster up generated (when the topology names none).
+    local secret=()
+    [[ -f "$RUN_DIR/cluster.secret" ]] && secret=(--cluster-secret-file "$RUN_DIR/cluster.secret")
+    (setsid "$BIN"/odmoe-worker --topology "$PWD/$TOPOLOGY" --id "$id" "${secret[@]}" \
        >>"$RUN_DIR/$id.log" 2>&1 </dev/null &
      echo $! > "$RUN_DIR/$id.pid")
   done

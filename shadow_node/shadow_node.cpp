@@ -104,6 +104,8 @@ absl::StatusOr<std::unique_ptr<ShadowNode>> ShadowNode::Create(const Topology& t
   }
   std::unique_ptr<ShadowNode> s(new ShadowNode());
   s->id_ = node_id;
+  ODMOE_ASSIGN_OR_RETURN(auto auth, PeerAuth::ForNode(topology, PeerRole::kShadow, node_id));
+  s->SetPeerAuth(std::move(auth));
   s->topology_ = topology;
   {
     ODMOE_ASSIGN_OR_RETURN(auto base, ModelFile::Open(topology.model));
@@ -113,7 +115,8 @@ absl::StatusOr<std::unique_ptr<ShadowNode>> ShadowNode::Create(const Topology& t
   // the quantized copy is prepared by Start() in the background, with its
   // progress in Node.Status, and Follow streams wait for it.
   ODMOE_ASSIGN_OR_RETURN(s->backend_, CreateBackend(topology.shadow->backend));
-  s->service_ = std::make_unique<ShadowService>(s->topology_, node_id, s->base_fingerprint_);
+  s->service_ = std::make_unique<ShadowService>(s->topology_, node_id, s->base_fingerprint_,
+                                                *s->peer_auth());
   return s;
 }
 

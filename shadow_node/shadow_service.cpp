@@ -28,12 +28,16 @@ struct HintLink {
 }  // namespace
 
 struct ShadowService::Impl final : public v1::Shadow::Service {
-  Impl(const Topology& t, std::string node, uint64_t fp)
-      : topology(t), node_id(std::move(node)), fingerprint(fp) {}
+  Impl(const Topology& t, std::string node, uint64_t fp, const PeerAuth& a)
+      : topology(t), node_id(std::move(node)), fingerprint(fp), auth(a) {}
 
   grpc::Status Follow(grpc::ServerContext* ctx,
                       grpc::ServerReaderWriter<v1::ShadowReply, v1::ShadowRequest>* stream)
       override {
+    if (grpc::Status s = AuthorizeCall(*ctx, &auth, {PeerRole::kMain}, "Shadow.Follow");
+        !s.ok()) {
+      return s;
+    }
     ShadowCore* core_ptr = core.load(std::memory_order_acquire);
     if (core_ptr == nullptr) {
       return grpc::Status(grpc::StatusCode::UNAVAILABLE,
@@ -41,13 +45,23 @@ struct ShadowService::Impl final : public v1::Shadow::Service {
     }
     ShadowCore& core = *core_ptr;
     const uint64_t id = ++next_stream;
-    ODMOE_LOG_INFO("follow stream {} opened by {}", id, ctx->peer());
+    ODMOE_LOG_INFO("follow stream {} opened by the main node at {}", id, ctx->peer());
     std::mutex write_mu;
     auto write = [stream, &write_mu](const v1::ShadowReply& r) {
       std::lock_guard<std::mutex> lock(write_mu);
       stream->Write(r);
     };
-    core.Attach(id, write, [this](int group, const v1::Hint& h) { SendHint(group, h); });
+    {
+      // The newest stream owns the replies; the one before is ended.
+      std::lock_guard<std::mutex> lock(owner_mu);
+      if (owner_ctx != nullptr) {
+        ODMOE_LOG_INFO("follow stream {} replaces stream {}", id, owner);
+        owner_ctx->TryCancel();
+      }
+      owner = id;
+      owner_ctx = ctx;
+      core.Attach(id, write, [this](int group, const v1::Hint& h) { SendHint(group, h); });
+    }
     v1::ShadowRequest req;
     {
       DelayLine line(absl::Microseconds(topology.wire_delay_us));  // emulated latency
@@ -72,7 +86,16 @@ struct ShadowService::Impl final : public v1::Shadow::Service {
         }
       }
     }
-    if (core.Detach(id)) core.AbortCurrent();
+    bool was_owner = false;
+    {
+      std::lock_guard<std::mutex> lock(owner_mu);
+      was_owner = core.Detach(id);
+      if (owner == id) {
+        owner = 0;
+        owner_ctx = nullptr;
+      }
+    }
+    if (was_owner) core.AbortCurrent();
     ODMOE_LOG_INFO("follow stream {} closed", id);
     return grpc::Status::OK;
   }
@@ -122,8 +145,9 @@ struct ShadowService::Impl final : public v1::Shadow::Service {
 
   // Handshake, then a fresh Hints stream.
   absl::Status Connect(HintLink& link, const std::atomic<bool>& cancel, absl::Duration patience) {
-    auto channel = MakeChannel(link.address);
-    absl::StatusOr<v1::Welcome> w = HandshakeWithRetry(*channel, MakeHello(), patience, &cancel);
+    auto channel = MakeChannel(link.address, kSmallReplyBytes);
+    absl::StatusOr<v1::Welcome> w =
+        HandshakeWithRetry(*channel, MakeHello(), patience, &cancel, &auth);
     if (!w.ok()) {
       return absl::Status(w.status().code(), absl::StrFormat("worker %s at %s: %s", link.id,
                                                              link.address, w.status().message()));
@@ -133,6 +157,7 @@ struct ShadowService::Impl final : public v1::Shadow::Service {
     link.channel = channel;
     link.stub = v1::Worker::NewStub(link.channel);
     link.ctx = std::make_unique<grpc::ClientContext>();
+    AttachCredential(*link.ctx, &auth);
     link.writer = link.stub->Hints(link.ctx.get(), &link.ack);
     link.broken = false;
     return absl::OkStatus();
@@ -142,6 +167,10 @@ struct ShadowService::Impl final : public v1::Shadow::Service {
   const Topology& topology;
   const std::string node_id;
   const uint64_t fingerprint;
+  const PeerAuth& auth;
+  std::mutex owner_mu;
+  uint64_t owner = 0;                          // the Follow stream replies go to
+  grpc::ServerContext* owner_ctx = nullptr;    // its context (to end it when replaced)
   std::atomic<uint64_t> next_stream{0};
   std::vector<std::unique_ptr<HintLink>> links;
   std::atomic<uint64_t> hints_sent{0}, hint_failures{0};
@@ -149,8 +178,9 @@ struct ShadowService::Impl final : public v1::Shadow::Service {
   std::thread rejoin;
 };
 
-ShadowService::ShadowService(const Topology& topology, std::string node_id, uint64_t fingerprint)
-    : impl_(std::make_unique<Impl>(topology, std::move(node_id), fingerprint)) {
+ShadowService::ShadowService(const Topology& topology, std::string node_id, uint64_t fingerprint,
+                             const PeerAuth& auth)
+    : impl_(std::make_unique<Impl>(topology, std::move(node_id), fingerprint, auth)) {
   for (const WorkerSpec& w : topology.workers) {
     auto link = std::make_unique<HintLink>();
     link->id = w.id;

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "absl/status/status.h"
+#include "cluster/peer_auth.h"
 #include "shadow_node/shadow_core.h"
 #include "topology/topology.h"
 
@@ -17,8 +18,14 @@ namespace odmoe {
 
 class ShadowService {
  public:
-  /// The service answers Follow with UNAVAILABLE until AttachCore().
-  ShadowService(const Topology& topology, std::string node_id, uint64_t fingerprint);
+  /// The service answers Follow with UNAVAILABLE until AttachCore(). `auth`
+  /// (the shadow's credentials, outliving the service) signs the hint streams
+  /// and admits only the main node's Follow streams; the newest one owns the
+  /// shadow's replies and ends the one before (a restarted main node takes
+  /// over cleanly, and closing a stream that no longer owns them changes
+  /// nothing).
+  ShadowService(const Topology& topology, std::string node_id, uint64_t fingerprint,
+                const PeerAuth& auth);
   ~ShadowService();
   grpc::Service* grpc_service();
   /// The quantized model's core, once it exists (kept alive by the caller

@@ -35,6 +35,7 @@
 #include "cluster/grpc_util.h"
 #include "cluster/main_client.h"
 #include "cluster/node_probe.h"
+#include "cluster/peer_auth.h"
 #include "topology/topology.h"
 #include "util/cli_args.h"
 #include "util/progress_line.h"
@@ -57,7 +58,27 @@ struct Options {
   int timeout = 120;
   bool verbose = false;
   int workers = 0;  // scale
+  bool generated_secret = false;  // the topology has no cluster_secret_file
 };
+
+// The cluster secret every node signs its calls with: the topology's file, or
+// one generated once into the run directory (kept across up/down; delete it
+// and run `up` again to rotate it). Checked here so that a bad file fails
+// `up` before any node starts.
+absl::Status PrepareSecret(const Options& o, const Topology& t) {
+  const std::string path = ClusterSecretPath(t, o.run_dir);
+  if (o.generated_secret && !fs::exists(path)) {
+    if (absl::Status s = WriteNewClusterSecret(path); !s.ok()) return s;
+    std::cout << "generated the cluster secret " << path << " (owner-only)\n";
+  }
+  absl::StatusOr<std::string> secret = LoadClusterSecret(path);
+  if (!secret.ok()) {
+    return absl::Status(secret.status().code(),
+                        absl::StrCat(o.generated_secret ? "" : "cluster_secret_file: ",
+                                     secret.status().message()));
+  }
+  return absl::OkStatus();
+}
 
 struct Node {
   const NodeSpec* spec;
@@ -93,6 +114,12 @@ std::vector<std::string> NodeArgv(const Options& o, const Node& n) {
   argv.push_back(fs::absolute(o.topology_path).string());
   argv.push_back("--id");
   argv.push_back(n.spec->id);
+  if (o.generated_secret) {
+    // The topology names no secret: the one `up` keeps in the run directory
+    // (a node on another host needs the same file at the same path).
+    argv.push_back("--cluster-secret-file");
+    argv.push_back(ClusterSecretPath(Topology(), o.run_dir));
+  }
   return argv;
 }
 
@@ -398,6 +425,7 @@ int Up(const Options& o, const Topology& t) {
   std::error_code ec;
   fs::create_directories(o.run_dir, ec);
   if (ec) return Fail("cannot create the run directory " + o.run_dir + ": " + ec.message());
+  if (absl::Status s = PrepareSecret(o, t); !s.ok()) return Fail(std::string(s.message()));
   for (const Node& n : nodes) {
     absl::StatusOr<PidRecord> r = n.spec->ssh.empty() ? StartLocal(o, n) : StartRemote(o, n);
     if (!r.ok()) {
@@ -468,7 +496,9 @@ int Scale(const Options& o, const Topology& t) {
       return 1;
     }
   }
-  absl::StatusOr<v1::ScaleReply> reply = ScaleOnMain(t.main.address, n, t.main.api_key);
+  absl::StatusOr<std::shared_ptr<const PeerAuth>> op = PeerAuth::ForOperator(t, o.run_dir);
+  if (!op.ok()) return Fail(std::string(op.status().message()));
+  absl::StatusOr<v1::ScaleReply> reply = ScaleOnMain(t.main.address, n, op->get());
   if (!reply.ok()) return Fail(std::string(reply.status().message()));
   const int groups = n / g;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
@@ -532,6 +562,7 @@ int main(int argc, char** argv) {
     o.run_dir = (fs::current_path() / "odmoe-run" / fs::path(o.topology_path).stem()).string();
   }
   o.run_dir = fs::absolute(o.run_dir).string();
+  o.generated_secret = t->cluster_secret_file.empty();
   if (o.bin_dir.empty()) o.bin_dir = DefaultBinDir();
   o.bin_dir = fs::absolute(o.bin_dir).string();
   if (o.timeout < 1) return Fail("--timeout must be >= 1");

@@ -19,6 +19,8 @@ absl::StatusOr<std::unique_ptr<WorkerNode>> WorkerNode::Create(const Topology& t
   const WorkerSpec& spec = topology.workers[static_cast<size_t>(index)];
   std::unique_ptr<WorkerNode> w(new WorkerNode());
   w->id_ = node_id;
+  ODMOE_ASSIGN_OR_RETURN(auto auth, PeerAuth::ForNode(topology, PeerRole::kWorker, node_id));
+  w->SetPeerAuth(std::move(auth));
   ODMOE_ASSIGN_OR_RETURN(w->model_, ModelFile::Open(topology.model));
   ODMOE_ASSIGN_OR_RETURN(w->backend_, CreateBackend(spec.backend));
   WorkerCore::Options opt;
@@ -34,7 +36,7 @@ absl::StatusOr<std::unique_ptr<WorkerNode>> WorkerNode::Create(const Topology& t
   opt.load_bandwidth = spec.load_bandwidth;
   opt.trace = &w->trace();
   ODMOE_ASSIGN_OR_RETURN(w->core_, WorkerCore::Create(*w->model_, *w->backend_, opt));
-  w->service_ = std::make_unique<WorkerService>(*w->core_,
+  w->service_ = std::make_unique<WorkerService>(*w->core_, *w->peer_auth(),
                                                absl::Microseconds(topology.wire_delay_us));
   const WorkerStats s = w->core_->stats();
   ODMOE_LOG_INFO(

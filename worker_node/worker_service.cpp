@@ -10,15 +10,19 @@
 namespace odmoe {
 
 struct WorkerService::Impl final : public v1::Worker::Service {
-  Impl(WorkerCore& c, absl::Duration d) : core(c), delay(d) {}
+  Impl(WorkerCore& c, const PeerAuth& a, absl::Duration d) : core(c), auth(a), delay(d) {}
 
   grpc::Status Experts(grpc::ServerContext* ctx,
                        grpc::ServerReaderWriter<v1::ExpertResult, v1::WorkerRequest>* stream)
       override {
+    if (grpc::Status s = AuthorizeCall(*ctx, &auth, {PeerRole::kMain}, "Worker.Experts");
+        !s.ok()) {
+      return s;
+    }
     const uint64_t id = ++next_stream;
     Track(id, ctx);
-    ODMOE_LOG_INFO("expert stream {} opened by {}", id, ctx->peer());
-    core.AttachSink(id, [stream](const v1::ExpertResult& r) { stream->Write(r); });
+    ODMOE_LOG_INFO("expert stream {} opened by the main node at {}", id, ctx->peer());
+    TakeOwnership(id, ctx, stream);
     v1::WorkerRequest req;
     {
       DelayLine line(delay);  // emulated link latency (wire.emulated_delay); 0 = none
@@ -30,7 +34,7 @@ struct WorkerService::Impl final : public v1::Worker::Service {
         }
       }
     }
-    core.DetachSink(id);
+    ReleaseOwnership(id);
     Untrack(id);
     ODMOE_LOG_INFO("expert stream {} closed", id);
     return grpc::Status::OK;
@@ -50,6 +54,10 @@ struct WorkerService::Impl final : public v1::Worker::Service {
 
   grpc::Status Hints(grpc::ServerContext* ctx, grpc::ServerReader<v1::Hint>* reader,
                      v1::HintAck* ack) override {
+    if (grpc::Status s = AuthorizeCall(*ctx, &auth, {PeerRole::kShadow}, "Worker.Hints");
+        !s.ok()) {
+      return s;
+    }
     const uint64_t id = ++next_stream;
     Track(id, ctx);
     v1::Hint hint;
@@ -74,6 +82,26 @@ struct WorkerService::Impl final : public v1::Worker::Service {
     return grpc::Status::OK;
   }
 
+  // The result channel goes to stream `id`; the stream that had it is ended
+  // (its reader returns, and its main node, if still alive, reopens).
+  void TakeOwnership(uint64_t id, grpc::ServerContext* ctx,
+                     grpc::ServerReaderWriter<v1::ExpertResult, v1::WorkerRequest>* stream) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (owner != 0) {
+      if (auto it = open.find(owner); it != open.end()) {
+        ODMOE_LOG_INFO("expert stream {} replaces stream {}", id, owner);
+        it->second->TryCancel();
+      }
+    }
+    owner = id;
+    core.AttachSink(id, [stream](const v1::ExpertResult& r) { stream->Write(r); });
+  }
+  void ReleaseOwnership(uint64_t id) {
+    std::lock_guard<std::mutex> lock(mu);
+    core.DetachSink(id);  // only if it is still the attached one
+    if (owner == id) owner = 0;
+  }
+
   void Track(uint64_t id, grpc::ServerContext* ctx) {
     std::lock_guard<std::mutex> lock(mu);
     if (cancelled) ctx->TryCancel();
@@ -90,15 +118,17 @@ struct WorkerService::Impl final : public v1::Worker::Service {
   }
 
   WorkerCore& core;
+  const PeerAuth& auth;
   const absl::Duration delay;
   std::atomic<uint64_t> next_stream{0};
   std::mutex mu;
   std::map<uint64_t, grpc::ServerContext*> open;
   bool cancelled = false;
+  uint64_t owner = 0;  // the Experts stream results go to (0 = none)
 };
 
-WorkerService::WorkerService(WorkerCore& core, absl::Duration delay)
-    : impl_(std::make_unique<Impl>(core, delay)) {}
+WorkerService::WorkerService(WorkerCore& core, const PeerAuth& auth, absl::Duration delay)
+    : impl_(std::make_unique<Impl>(core, auth, delay)) {}
 WorkerService::~WorkerService() = default;
 grpc::Service* WorkerService::grpc_service() { return impl_.get(); }
 void WorkerService::CancelStreams() { impl_->CancelAll(); }

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "absl/time/time.h"
+#include "cluster/peer_auth.h"
 #include "worker_node/worker_core.h"
 
 namespace grpc {
@@ -16,8 +17,13 @@ namespace odmoe {
 
 class WorkerService {
  public:
+  /// `auth`: the worker's credentials (outlive the service): only the main
+  /// node opens Experts streams, only the shadow sends Hints. The newest
+  /// Experts stream of the main node owns the result channel; opening it ends
+  /// the one before (a restarted main node takes over cleanly).
   /// `delay`: emulated one-way latency on what the streams receive (0 = none).
-  explicit WorkerService(WorkerCore& core, absl::Duration delay = absl::ZeroDuration());
+  WorkerService(WorkerCore& core, const PeerAuth& auth,
+                absl::Duration delay = absl::ZeroDuration());
   ~WorkerService();
   grpc::Service* grpc_service();
   /// Ends every open stream (shutdown: their readers return at once).

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 
 #include "cluster/grpc_util.h"
@@ -31,15 +32,21 @@ int RunDaemon(int argc, char** argv, const char* program, const char* summary,
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  std::string topology_path, node_id;
+  std::string topology_path, node_id, secret_file;
   CliArgs args(program, summary);
   args.AddString("topology", &topology_path, "FILE", "cluster topology (YAML)", true);
   args.AddString("id", &node_id, "ID", "this node's id in the topology", true);
+  args.AddString("cluster-secret-file", &secret_file, "FILE",
+                 "the cluster secret (owner-only file) instead of the topology's "
+                 "cluster_secret_file (odmoe-cluster up passes the one it generates)");
   args.SetDefaultLogLevel("info");
   if (std::optional<int> exit = args.ParseOrExit(argc, argv)) return *exit;
   SetLogNodeId(node_id);
   absl::StatusOr<Topology> topology = LoadTopology(topology_path);
   if (!topology.ok()) return Fail(program, topology.status());
+  if (!secret_file.empty()) {
+    topology->cluster_secret_file = std::filesystem::absolute(secret_file).string();
+  }
   if (absl::Status s = UseNodeTls(topology->node_tls); !s.ok()) return Fail(program, s);
   if (const NodeSpec* open = topology->FirstNonLoopbackNode();
       open != nullptr && !topology->node_tls.enabled()) {

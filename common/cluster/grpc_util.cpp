@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "util/logging.h"
 
 namespace odmoe {
 
@@ -80,9 +81,11 @@ std::shared_ptr<grpc::ServerCredentials> ServerCredentials() {
   return grpc::SslServerCredentials(opt);
 }
 
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
+                                           size_t max_receive_bytes) {
   grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  args.SetMaxReceiveMessageSize(
+      static_cast<int>(std::min<size_t>(max_receive_bytes, kMaxMessageBytes)));
   args.SetMaxSendMessageSize(kMaxMessageBytes);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
@@ -120,14 +123,42 @@ std::chrono::system_clock::time_point DeadlineIn(absl::Duration timeout) {
   return std::chrono::system_clock::now() + absl::ToChronoNanoseconds(timeout);
 }
 
+void AttachCredential(grpc::ClientContext& ctx, const PeerAuth* auth) {
+  if (auth != nullptr) ctx.AddMetadata(kPeerCredentialMetadata, auth->Credential());
+}
+
+std::optional<std::string_view> ReceivedCredential(const grpc::ServerContext& ctx) {
+  const auto& metadata = ctx.client_metadata();
+  auto it = metadata.find(kPeerCredentialMetadata);
+  if (it == metadata.end()) return std::nullopt;
+  return std::string_view(it->second.data(), it->second.size());
+}
+
+grpc::Status AuthorizeCall(const grpc::ServerContext& ctx, const PeerAuth* auth,
+                           std::initializer_list<PeerRole> roles, std::string_view call,
+                           PeerIdentity* who) {
+  absl::StatusOr<PeerIdentity> id =
+      auth != nullptr
+          ? auth->Authorize(ReceivedCredential(ctx), roles, call)
+          : absl::StatusOr<PeerIdentity>(absl::UnauthenticatedError(absl::StrCat(
+                std::string(call), ": this node has no cluster secret, so it takes no node calls")));
+  if (!id.ok()) {
+    ODMOE_LOG_WARN("refused a call from {}: {}", ctx.peer(), id.status().message());
+    return ToGrpcStatus(id.status());
+  }
+  if (who != nullptr) *who = std::move(*id);
+  return grpc::Status::OK;
+}
+
 absl::StatusOr<v1::Welcome> CallHandshake(grpc::Channel& channel, const v1::Hello& hello,
-                                          absl::Duration timeout) {
+                                          absl::Duration timeout, const PeerAuth* auth) {
   // Stubs take a shared_ptr; the caller keeps the channel alive.
   std::shared_ptr<grpc::Channel> alias(std::shared_ptr<grpc::Channel>(), &channel);
   auto stub = v1::Node::NewStub(alias);
   grpc::ClientContext ctx;
   ctx.set_deadline(DeadlineIn(timeout));
   ctx.set_wait_for_ready(true);
+  AttachCredential(ctx, auth);
   v1::Welcome welcome;
   grpc::Status s = stub->Handshake(&ctx, hello, &welcome);
   if (!s.ok()) return FromGrpcStatus(s, "handshake");
@@ -136,11 +167,12 @@ absl::StatusOr<v1::Welcome> CallHandshake(grpc::Channel& channel, const v1::Hell
 
 absl::StatusOr<v1::Welcome> HandshakeWithRetry(grpc::Channel& channel, const v1::Hello& hello,
                                                absl::Duration total,
-                                               const std::atomic<bool>* cancel) {
+                                               const std::atomic<bool>* cancel,
+                                               const PeerAuth* auth) {
   const absl::Time end = absl::Now() + total;
   absl::Status last = absl::DeadlineExceededError("no answer");
   while (absl::Now() < end && !(cancel && cancel->load())) {
-    absl::StatusOr<v1::Welcome> w = CallHandshake(channel, hello, absl::Milliseconds(500));
+    absl::StatusOr<v1::Welcome> w = CallHandshake(channel, hello, absl::Milliseconds(500), auth);
     if (w.ok()) return w;
     last = w.status();
     if (!absl::IsUnavailable(last) && !absl::IsDeadlineExceeded(last)) return last;

@@ -3,8 +3,12 @@
 // the handshake call. Include only from *_service.cpp / *_client.cpp files
 // (grpcpp headers are slow to compile).
 //
-//   auto channel = MakeChannel("127.0.0.1:7710");
-//   ODMOE_ASSIGN_OR_RETURN(v1::Welcome w, CallHandshake(*channel, hello, absl::Seconds(2)));
+//   auto channel = MakeChannel("127.0.0.1:7710", kMaxMessageBytes);
+//   ODMOE_ASSIGN_OR_RETURN(v1::Welcome w,
+//                          CallHandshake(*channel, hello, absl::Seconds(2), auth.get()));
+//   // A server handler, first thing (cluster/peer_auth.h):
+//   if (grpc::Status s = AuthorizeCall(*ctx, auth, {PeerRole::kMain}, "Worker.Experts");
+//       !s.ok()) return s;
 #pragma once
 
 #include <atomic>
@@ -14,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "cluster/peer_auth.h"
 #include "cluster/protocol.h"
 #include "topology/topology.h"
 #include "grpcpp/grpcpp.h"
@@ -30,8 +35,22 @@ absl::Status FromGrpcStatus(const grpc::Status& status, std::string_view context
 /// NOT_FOUND / INVALID_ARGUMENT when a file cannot be read.
 absl::Status UseNodeTls(const NodeTls& tls);
 
-/// A channel with odmoe's limits (message size, keepalive), TLS if set.
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
+/// A channel with odmoe's limits (keepalive, TLS if set); it accepts replies of
+/// at most `max_receive_bytes` (what the peer's largest legitimate reply needs;
+/// a bigger one fails the call with RESOURCE_EXHAUSTED).
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
+                                           size_t max_receive_bytes = kMaxMessageBytes);
+
+/// Adds a fresh credential of `auth` to an outgoing call (nothing when null).
+void AttachCredential(grpc::ClientContext& ctx, const PeerAuth* auth);
+/// The credential a call carries, if any.
+std::optional<std::string_view> ReceivedCredential(const grpc::ServerContext& ctx);
+/// PeerAuth::Authorize on the call's credential, as a gRPC status
+/// (UNAUTHENTICATED / PERMISSION_DENIED, logged with the caller's address);
+/// refuses everything when `auth` is null. `who`, when given, gets the caller.
+grpc::Status AuthorizeCall(const grpc::ServerContext& ctx, const PeerAuth* auth,
+                           std::initializer_list<PeerRole> roles, std::string_view call,
+                           PeerIdentity* who = nullptr);
 /// The server side of UseNodeTls (insecure without it).
 std::shared_ptr<grpc::ServerCredentials> ServerCredentials();
 /// Applies the same limits to a server; it accepts messages of at most
@@ -42,15 +61,17 @@ void ConfigureServerBuilder(grpc::ServerBuilder& builder,
 /// A deadline `timeout` from now, for ClientContext::set_deadline.
 std::chrono::system_clock::time_point DeadlineIn(absl::Duration timeout);
 
-/// One Node.Handshake call.
+/// One Node.Handshake call, with a credential of `auth` (a node's; null
+/// sends none, which every node refuses with UNAUTHENTICATED).
 absl::StatusOr<v1::Welcome> CallHandshake(grpc::Channel& channel, const v1::Hello& hello,
-                                          absl::Duration timeout);
+                                          absl::Duration timeout, const PeerAuth* auth);
 
 /// Handshake, retried while the peer is not up yet (UNAVAILABLE /
 /// DEADLINE_EXCEEDED) until `total` has passed or `cancel` is set. A refusal
 /// (version or model mismatch) is returned at once.
 absl::StatusOr<v1::Welcome> HandshakeWithRetry(grpc::Channel& channel, const v1::Hello& hello,
                                                absl::Duration total,
-                                               const std::atomic<bool>* cancel);
+                                               const std::atomic<bool>* cancel,
+                                               const PeerAuth* auth);
 
 }  // namespace odmoe

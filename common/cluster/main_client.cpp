@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "cluster/admin_auth.h"
 #include "cluster/grpc_util.h"
 
 namespace odmoe {
@@ -37,13 +36,11 @@ absl::StatusOr<v1::GenerateStats> GenerateOnMain(
 }
 
 absl::StatusOr<v1::ScaleReply> ScaleOnMain(const std::string& address, int workers,
-                                           const std::string& api_key, absl::Duration timeout) {
-  auto stub = v1::Main::NewStub(MakeChannel(address));
+                                           const PeerAuth* auth, absl::Duration timeout) {
+  auto stub = v1::Main::NewStub(MakeChannel(address, kSmallReplyBytes));
   grpc::ClientContext ctx;
   ctx.set_deadline(DeadlineIn(timeout));
-  if (!api_key.empty()) {
-    ctx.AddMetadata(kAuthorizationMetadata, absl::StrCat(kBearerPrefix, api_key));
-  }
+  AttachCredential(ctx, auth);
   v1::ScaleRequest req;
   req.set_workers(static_cast<uint32_t>(std::max(0, workers)));
   v1::ScaleReply reply;

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "cluster/peer_auth.h"
 #include "cluster/protocol.h"
 
 namespace odmoe {
@@ -25,14 +26,13 @@ absl::StatusOr<v1::GenerateStats> GenerateOnMain(
     absl::Duration timeout = absl::Minutes(30));
 
 /// The Scale admin call: the first `workers` workers take layers from the
-/// next token boundary on. Returns the live groups as of now. `api_key` (the
-/// topology's main.api_key; empty = none) goes with the call as
-/// "authorization: Bearer <key>"; the main node refuses Scale without it
-/// (UNAUTHENTICATED) unless the caller has a node_tls client certificate, and
-/// with neither key nor node_tls it takes Scale only from loopback peers
-/// (PERMISSION_DENIED otherwise; docs/operations.md).
+/// next token boundary on. Returns the live groups as of now. The call
+/// carries a credential of `auth`, which must be an operator's
+/// (PeerAuth::ForOperator): the main node refuses it without one
+/// (UNAUTHENTICATED) and from any other role (PERMISSION_DENIED;
+/// docs/operations.md, Security).
 absl::StatusOr<v1::ScaleReply> ScaleOnMain(const std::string& address, int workers,
-                                           const std::string& api_key = "",
+                                           const PeerAuth* auth,
                                            absl::Duration timeout = absl::Seconds(10));
 
 }  // namespace odmoe

@@ -11,11 +11,13 @@
 #pragma once
 
 #include <atomic>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "cluster/peer_auth.h"
 #include "cluster/protocol.h"
 #include "cluster/trace.h"
 
@@ -59,6 +61,11 @@ class NodeDaemon {
   /// RESOURCE_EXHAUSTED before it is parsed). kMaxMessageBytes by default.
   virtual size_t max_receive_message_bytes() const { return kMaxMessageBytes; }
 
+  /// This node's credentials (cluster/peer_auth.h): what it signs its calls
+  /// with and checks its callers against. Null until the node's Create set
+  /// them; a node without them refuses every authenticated call.
+  const PeerAuth* peer_auth() const { return peer_auth_.get(); }
+
   /// Timing spans of this node (Node.Trace turns recording on and off).
   TraceRecorder& trace() { return trace_; }
 
@@ -69,6 +76,7 @@ class NodeDaemon {
   }
 
  protected:
+  void SetPeerAuth(std::shared_ptr<const PeerAuth> auth) { peer_auth_ = std::move(auth); }
   void SetState(v1::NodeState state, std::string detail = "") {
     {
       std::lock_guard<std::mutex> lock(detail_mu_);
@@ -79,6 +87,7 @@ class NodeDaemon {
 
  private:
   TraceRecorder trace_;
+  std::shared_ptr<const PeerAuth> peer_auth_;
   std::atomic<v1::NodeState> state_{v1::NODE_STATE_STARTING};
   mutable std::mutex detail_mu_;
   std::string detail_ = "starting";

@@ -18,8 +18,14 @@ class NodeServiceImpl final : public v1::Node::Service {
   explicit NodeServiceImpl(NodeDaemon& daemon)
       : daemon_(daemon), started_(std::chrono::steady_clock::now()) {}
 
-  grpc::Status Handshake(grpc::ServerContext*, const v1::Hello* hello,
+  grpc::Status Handshake(grpc::ServerContext* ctx, const v1::Hello* hello,
                          v1::Welcome* welcome) override {
+    // Only the nodes that dial others (main, shadow) handshake.
+    if (grpc::Status auth = AuthorizeCall(*ctx, daemon_.peer_auth(),
+                                          {PeerRole::kMain, PeerRole::kShadow}, "Node.Handshake");
+        !auth.ok()) {
+      return auth;
+    }
     const std::string me = absl::StrFormat("%s %s", RoleName(daemon_.role()), daemon_.node_id());
     if (hello->protocol_version() != kProtocolVersion) {
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
@@ -68,8 +74,13 @@ class NodeServiceImpl final : public v1::Node::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status Trace(grpc::ServerContext*, const v1::TraceRequest* request,
+  grpc::Status Trace(grpc::ServerContext* ctx, const v1::TraceRequest* request,
                      v1::TraceReply* reply) override {
+    if (grpc::Status auth =
+            AuthorizeCall(*ctx, daemon_.peer_auth(), {PeerRole::kOperator}, "Node.Trace");
+        !auth.ok()) {
+      return auth;
+    }
     reply->set_node_id(daemon_.node_id());
     reply->set_role(daemon_.role());
     switch (request->action()) {

@@ -5,6 +5,7 @@
 //   ODMOE_LOG_INFO("{} {} ready", RoleName(v1::ROLE_WORKER), id);
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -18,6 +19,9 @@ inline constexpr uint32_t kProtocolVersion = 1;
 /// Largest message a node accepts (prefill mini-batches and KV alignment
 /// chunks are sized to stay far below it).
 inline constexpr int kMaxMessageBytes = 256 << 20;
+/// What a reply with no tensor in it (a Welcome, a HintAck, a prediction, a
+/// status) may take: the receive limit of links whose replies are small.
+inline constexpr size_t kSmallReplyBytes = 1 << 20;
 
 /// KV alignment is sent in chunks of at most this many bytes of K plus V.
 inline constexpr size_t kKvChunkBytes = 8u << 20;

@@ -8,11 +8,12 @@
 namespace odmoe {
 
 absl::StatusOr<v1::TraceReply> TraceNode(const std::string& address,
-                                         v1::TraceRequest::Action action,
+                                         v1::TraceRequest::Action action, const PeerAuth* auth,
                                          absl::Duration timeout) {
   auto stub = v1::Node::NewStub(MakeChannel(address));
   grpc::ClientContext ctx;
   ctx.set_deadline(DeadlineIn(timeout));
+  AttachCredential(ctx, auth);
   v1::TraceRequest request;
   request.set_action(action);
   v1::TraceReply reply;
@@ -21,13 +22,14 @@ absl::StatusOr<v1::TraceReply> TraceNode(const std::string& address,
   return reply;
 }
 
-absl::StatusOr<NodeTrace> CollectTrace(const std::string& address) {
+absl::StatusOr<NodeTrace> CollectTrace(const std::string& address, const PeerAuth* auth) {
   NodeTrace out;
   out.rtt_us = std::numeric_limits<int64_t>::max();
   auto stub = v1::Node::NewStub(MakeChannel(address));
   for (int i = 0; i < 8; ++i) {
     grpc::ClientContext ctx;
     ctx.set_deadline(DeadlineIn(absl::Seconds(5)));
+    AttachCredential(ctx, auth);
     v1::TraceRequest request;
     request.set_action(v1::TraceRequest::QUERY);
     v1::TraceReply reply;
@@ -42,6 +44,7 @@ absl::StatusOr<NodeTrace> CollectTrace(const std::string& address) {
   }
   grpc::ClientContext ctx;
   ctx.set_deadline(DeadlineIn(absl::Seconds(30)));
+  AttachCredential(ctx, auth);
   v1::TraceRequest request;
   request.set_action(v1::TraceRequest::STOP);
   grpc::Status s = stub->Trace(&ctx, request, &out.reply);

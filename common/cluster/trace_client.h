@@ -4,9 +4,10 @@
 // read about halfway through), so spans of several machines line up to
 // within about half a round trip.
 //
-//   ODMOE_RETURN_IF_ERROR(TraceNode(addr, v1::TraceRequest::START).status());
+//   ODMOE_ASSIGN_OR_RETURN(auto op, PeerAuth::ForOperator(topology, run_dir));
+//   ODMOE_RETURN_IF_ERROR(TraceNode(addr, v1::TraceRequest::START, op.get()).status());
 //   ... run requests ...
-//   ODMOE_ASSIGN_OR_RETURN(NodeTrace t, CollectTrace(addr));
+//   ODMOE_ASSIGN_OR_RETURN(NodeTrace t, CollectTrace(addr, op.get()));
 //   for (const v1::TraceEvent& e : t.reply.events()) e.start_us() - t.offset_us ...
 #pragma once
 
@@ -14,13 +15,15 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "cluster/peer_auth.h"
 #include "cluster/protocol.h"
 
 namespace odmoe {
 
-/// One Node.Trace call.
+/// One Node.Trace call, with a credential of `auth` (an operator's,
+/// PeerAuth::ForOperator; nodes refuse Trace from anyone else).
 absl::StatusOr<v1::TraceReply> TraceNode(const std::string& address,
-                                         v1::TraceRequest::Action action,
+                                         v1::TraceRequest::Action action, const PeerAuth* auth,
                                          absl::Duration timeout = absl::Seconds(10));
 
 struct NodeTrace {
@@ -30,6 +33,6 @@ struct NodeTrace {
 };
 
 /// Estimates the offset (best of a few QUERYs), then STOPs and takes the spans.
-absl::StatusOr<NodeTrace> CollectTrace(const std::string& address);
+absl::StatusOr<NodeTrace> CollectTrace(const std::string& address, const PeerAuth* auth);
 
 }  // namespace odmoe

@@ -280,6 +280,9 @@ absl::Status ParseDocument(const YAML::Node& root, const std::string& file,
     t->node_tls = {Resolve(base_dir, ca), Resolve(base_dir, cert), Resolve(base_dir, key)};
   }
   ODMOE_RETURN_IF_ERROR(top.Bool("insecure", &t->insecure));
+  std::string secret_file;
+  ODMOE_RETURN_IF_ERROR(top.String("cluster_secret_file", &secret_file, false));
+  if (!secret_file.empty()) t->cluster_secret_file = Resolve(base_dir, secret_file);
 
   YAML::Node main = Map(top, "main", &st);
   ODMOE_RETURN_IF_ERROR(st);
@@ -686,6 +689,9 @@ std::string TopologyToYaml(const Topology& t) {
         << YAML::Key << "key" << YAML::Value << t.node_tls.key << YAML::EndMap;
   }
   if (t.insecure) out << YAML::Key << "insecure" << YAML::Value << true;
+  if (!t.cluster_secret_file.empty()) {
+    out << YAML::Key << "cluster_secret_file" << YAML::Value << t.cluster_secret_file;
+  }
   out << YAML::Key << "main" << YAML::Value << YAML::BeginMap;
   node(t.main);
   out << YAML::Key << "context" << YAML::Value << t.main.context;

@@ -21,6 +21,10 @@
 //                                             # on every link between nodes
 //   insecure: true                            # plain TCP between nodes on non-loopback
 //                                             # addresses (default false: refused)
+//   cluster_secret_file: cluster.secret       # the secret every node call is signed with
+//                                             # (cluster/peer_auth.h; owner-only file);
+//                                             # default: odmoe-cluster up generates one in
+//                                             # its run directory
 //   main:
 //     id: main                                # required
 //     address: 127.0.0.1:7700                 # required host:port
@@ -160,6 +164,10 @@ struct Topology {
   // Plain TCP between nodes accepted on non-loopback addresses (`insecure:
   // true`); without it and without node_tls such a topology is refused.
   bool insecure = false;
+  // The cluster secret (absolute path; cluster/peer_auth.h): every node call
+  // carries a credential made with it. "" = not in the file: a daemon then
+  // needs --cluster-secret-file (odmoe-cluster up passes the one it generates).
+  std::string cluster_secret_file;
   std::string model;  // absolute path of the model GGUF
   PredictionMode prediction = PredictionMode::kShadow;
   int prefill_mini_batch = 16;  // >= 1

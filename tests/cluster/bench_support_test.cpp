@@ -236,14 +236,15 @@ TEST_CASE("cluster: every node records its timing spans over Node.Trace", "[clus
   auto cluster = TestCluster::Start(cfg).value();
   std::vector<std::string> addresses = {cluster->main_address()};
   // In-process nodes: the main node's spans through the RPC, the others' directly.
-  REQUIRE(TraceNode(cluster->main_address(), v1::TraceRequest::START).ok());
+  auto op = TestAuth(cluster->topology(), PeerRole::kOperator, "operator");
+  REQUIRE(TraceNode(cluster->main_address(), v1::TraceRequest::START, op.get()).ok());
   cluster->shadow()->trace().Start(10000);
   for (int i = 0; i < 4; ++i) cluster->worker(i).trace().Start(10000);
   GenerateRequest req = Request();
   req.max_tokens = 6;
   auto r = cluster->main().Generate(req, nullptr);
   REQUIRE(r.ok());
-  auto main_trace = CollectTrace(cluster->main_address());
+  auto main_trace = CollectTrace(cluster->main_address(), op.get());
   REQUIRE(main_trace.ok());
   CHECK(main_trace->reply.node_id() == "main");
   CHECK(main_trace->rtt_us >= 0);

@@ -1,13 +1,18 @@
 // The testbed as a user runs it: every node its own process, started by
 // odmoe-cluster from a YAML topology, a completion through `odmoe complete`,
 // status, and a clean stop on SIGTERM.
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "cluster/peer_auth.h"
 #include "cluster/process_testbed.h"
 #include "shell.h"
 #include "test_paths.h"
@@ -131,35 +136,39 @@ TEST_CASE("processes: nodes on other hosts start and stop over ssh", "[cluster][
   CHECK(!std::filesystem::exists(bed.run_dir() + "/w0.pid"));
 }
 
-TEST_CASE("processes: odmoe-cluster scale sends the topology's API key",
-          "[cluster][processes][scaling]") {
+TEST_CASE("processes: odmoe-cluster up generates the cluster secret, scale signs with it",
+          "[cluster][processes][scaling][auth]") {
   TestbedSpec spec;
   spec.workers = 4;
   spec.shadow = false;
-  spec.main_extra = "  api_key: s3cret\n";
   ProcessTestbed bed(SourcePath("models/tiny-mixtral-f16.gguf"), "odmoe_scale_testbed", spec);
   const Result up = bed.Up();
   INFO(up.output);
   REQUIRE(up.exit_code == 0);
+  const std::string secret = bed.run_dir() + "/cluster.secret";
+  struct stat st {};
+  REQUIRE(stat(secret.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  CHECK(LoadClusterSecret(secret).ok());
   Result r = bed.Scale(2);
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   CHECK(r.output.find("scaled to 2 workers (1 group of 2): 0 started, 2 stopped") !=
         std::string::npos);
   CHECK(bed.Status("--verbose").output.find("active_workers=2") != std::string::npos);
-  // The same cluster through a copy of its topology without the key: refused, nothing changes.
-  std::string yaml;
-  {
-    std::ifstream in(bed.topology());
-    yaml.assign(std::istreambuf_iterator<char>(in), {});
+  // The same cluster from a run directory with another secret: refused, nothing changes.
+  const std::string other = bed.dir() / "other-run";
+  std::filesystem::create_directories(other);
+  REQUIRE(WriteNewClusterSecret(other + "/cluster.secret").ok());
+  for (const auto& f : std::filesystem::directory_iterator(bed.run_dir())) {
+    if (f.path().extension() == ".pid") {
+      std::filesystem::copy_file(f.path(), other + "/" + f.path().filename().string());
+    }
   }
-  const size_t at = yaml.find(spec.main_extra);
-  REQUIRE(at != std::string::npos);
-  const std::string keyless = bed.dir() / "keyless.yaml";
-  std::ofstream(keyless) << yaml.erase(at, spec.main_extra.size());
-  r = Sh(Bin("odmoe-cluster") + " scale " + keyless + " --workers 2 --run-dir " + bed.run_dir());
+  r = Sh(Bin("odmoe-cluster") + " scale " + bed.topology() + " --workers 2 --run-dir " + other);
   CHECK(r.exit_code == 1);
-  CHECK(r.output.find("Main.Scale needs the API key") != std::string::npos);
+  CHECK(r.output.find("not signed with this cluster's secret") != std::string::npos);
+  CHECK(bed.Status("--verbose").output.find("active_workers=2") != std::string::npos);
   // Back to every worker: the two stopped ones start again and take layers.
   r = bed.Scale(4);
   CHECK(r.exit_code == 0);
@@ -236,6 +245,49 @@ TEST_CASE("processes: daemons refuse bad start-up input with one clear line", "[
   r = Sh(Bin("odmoe") + " frobnicate");
   CHECK(r.exit_code == 2);
   CHECK(r.output.find("unknown command") != std::string::npos);
+  // A daemon started by hand from a topology without a secret says what it needs.
+  r = Sh(Bin("odmoe-worker") + " --topology " + SourcePath("deploy/testbed-10.yaml") +
+         " --id w0");
+  CHECK(r.exit_code == 1);
+  CHECK(r.output.find("cluster_secret_file") != std::string::npos);
+  CHECK(r.output.find("--cluster-secret-file") != std::string::npos);
+}
+
+TEST_CASE("processes: a worker that hangs (a timeout, no disconnect) takes its group out of "
+          "health until it answers again",
+          "[cluster][processes][failures]") {
+  TestbedSpec spec;
+  spec.workers = 2;  // one group: when it is out, nothing can serve
+  spec.shadow = false;
+  spec.main_extra = "  worker_timeout_ms: 1000\n";
+  ProcessTestbed bed(SourcePath("models/tiny-mixtral-f16.gguf"), "odmoe_hang_testbed", spec);
+  const Result up = bed.Up();
+  INFO(up.output);
+  REQUIRE(up.exit_code == 0);
+  const std::string complete =
+      Bin("odmoe") + " complete --main " + bed.main_address() + " -n 4 hello";
+  REQUIRE(Sh(complete).exit_code == 0);
+  long pid = 0;
+  std::ifstream(bed.run_dir() + "/w0.pid") >> pid;
+  REQUIRE(pid > 0);
+  // Stopped, not dead: its TCP connections stay up, it just never answers.
+  REQUIRE(kill(static_cast<pid_t>(pid), SIGSTOP) == 0);
+  const Result failed = Sh(complete);
+  CHECK(failed.exit_code != 0);
+  Result status = bed.Status("--verbose");
+  INFO(status.output);
+  CHECK(status.exit_code == 1);
+  CHECK(status.output.find("serving=no") != std::string::npos);
+  CHECK(status.output.find("health=unavailable") != std::string::npos);
+  REQUIRE(kill(static_cast<pid_t>(pid), SIGCONT) == 0);
+  // Back within a few reconnect rounds and the group's quarantine.
+  for (int i = 0; i < 100; ++i) {
+    status = bed.Status("--verbose");
+    if (status.exit_code == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  CHECK(status.output.find("health=ok") != std::string::npos);
+  CHECK(Sh(complete).exit_code == 0);
 }
 
 }  // namespace odmoe::test

@@ -288,9 +288,11 @@ TEST_CASE("grpc limits: Generate messages are bounded, Trace capacity too", "[cl
 
   // Node.Trace: a capacity past the documented maximum is refused.
   auto stub = v1::Node::NewStub(MakeChannel(address));
+  auto op = TestAuth(c.topology(), PeerRole::kOperator, "operator");
   auto trace = [&](v1::TraceRequest::Action action, uint32_t capacity) {
     grpc::ClientContext ctx;
     ctx.set_deadline(DeadlineIn(absl::Seconds(10)));
+    AttachCredential(ctx, op.get());
     v1::TraceRequest t;
     t.set_action(action);
     t.set_capacity(capacity);
@@ -310,6 +312,7 @@ TEST_CASE("grpc limits: Generate messages are bounded, Trace capacity too", "[cl
   auto worker = v1::Worker::NewStub(MakeChannel(c.topology().workers[0].address));
   grpc::ClientContext ctx;
   ctx.set_deadline(DeadlineIn(absl::Seconds(20)));
+  AttachCredential(ctx, TestAuth(c.topology(), PeerRole::kMain, "main").get());
   auto stream = worker->Experts(&ctx);
   v1::WorkerRequest task;
   v1::Rows* rows = task.mutable_task()->mutable_input();
@@ -324,8 +327,7 @@ TEST_CASE("grpc limits: Generate messages are bounded, Trace capacity too", "[cl
   const grpc::Status refused = stream->Finish();
   INFO(refused.error_message());
   CHECK(refused.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
-  // (Whether a foreign Experts stream can disturb the main node's own is
-  // issue 18's stream-ownership part, not checked here.)
+  // (Foreign Experts streams: stream_ownership_test.cpp.)
 }
 
 TEST_CASE("health: 503 degraded when prediction fell back to none", "[cluster][http][health]") {

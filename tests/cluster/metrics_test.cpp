@@ -220,4 +220,30 @@ TEST_CASE("metrics: a running cluster's /metrics passes the check and promtool",
   CHECK(exit_code == 0);
 }
 
+TEST_CASE("metrics: a request whose predictor stayed silent sets the last recall to 0",
+          "[metrics]") {
+  MainMetrics m(2);
+  ClusterGenerateResult good;
+  good.prediction = PredictionMode::kShadow;
+  good.recall.overall = 1.0;
+  good.recall.correct = 8;
+  good.recall.slots = 8;
+  m.Generation(good);
+  CHECK(m.Render(0, 0, "").find("odmoe_prediction_recall_last 1.000000") != std::string::npos);
+  // Shadow prediction, but no (token, layer) was ever predicted: recall 0, not 1.0 still.
+  ClusterGenerateResult silent;
+  silent.prediction = PredictionMode::kShadow;
+  silent.recall.predictions_missing = 16;
+  CHECK(CountsForRecall(silent));
+  m.Generation(silent);
+  CHECK(m.Render(0, 0, "").find("odmoe_prediction_recall_last 0.000000") != std::string::npos);
+  // A request run without prediction says nothing about the predictor.
+  ClusterGenerateResult none;
+  none.recall.predictions_missing = 16;
+  CHECK(!CountsForRecall(none));
+  m.Generation(good);
+  m.Generation(none);
+  CHECK(m.Render(0, 0, "").find("odmoe_prediction_recall_last 1.000000") != std::string::npos);
+}
+
 }  // namespace odmoe::test

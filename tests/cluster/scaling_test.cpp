@@ -30,7 +30,8 @@ TEST_CASE("scaling: 8 -> 4 -> 6 -> 8 workers during one long generation", "[clus
     if (token == 30) REQUIRE(main.SetActiveWorkers(4).ok());
     if (token == 60) {
       // Through the admin RPC, as odmoe-cluster scale does.
-      auto reply = ScaleOnMain((*cluster)->main_address(), 6);
+      auto op = TestAuth((*cluster)->topology(), PeerRole::kOperator, "operator");
+      auto reply = ScaleOnMain((*cluster)->main_address(), 6, op.get());
       REQUIRE(reply.ok());
     }
     if (token == 90) REQUIRE(main.SetActiveWorkers(8).ok());
@@ -60,7 +61,8 @@ TEST_CASE("scaling: 8 -> 4 -> 6 -> 8 workers during one long generation", "[clus
   CHECK(absl::IsInvalidArgument(main.SetActiveWorkers(3)));
   CHECK(absl::IsInvalidArgument(main.SetActiveWorkers(0)));
   CHECK(absl::IsInvalidArgument(main.SetActiveWorkers(10)));
-  CHECK(absl::IsInvalidArgument(ScaleOnMain((*cluster)->main_address(), 5).status()));
+  auto op = TestAuth((*cluster)->topology(), PeerRole::kOperator, "operator");
+  CHECK(absl::IsInvalidArgument(ScaleOnMain((*cluster)->main_address(), 5, op.get()).status()));
   CHECK(main.engine().active_workers() == 2);
 }
 

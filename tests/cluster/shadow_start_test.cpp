@@ -90,8 +90,9 @@ TEST_CASE("shadow start: handshakes wait until the quantized copy is loaded", "[
   hello.set_protocol_version(kProtocolVersion);
   hello.set_role(v1::ROLE_MAIN);
   hello.set_node_id("main");
+  auto auth = TestAuth(t, PeerRole::kMain, "main");
   // Before Start(): no model yet; the refusal says what the shadow is doing.
-  absl::StatusOr<v1::Welcome> early = CallHandshake(*channel, hello, absl::Seconds(5));
+  absl::StatusOr<v1::Welcome> early = CallHandshake(*channel, hello, absl::Seconds(5), auth.get());
   CHECK(early.status().code() == absl::StatusCode::kUnavailable);
   CHECK(std::string(early.status().message()).find("starting: ") != std::string::npos);
   CHECK((*shadow)->state() == v1::NODE_STATE_STARTING);
@@ -101,7 +102,7 @@ TEST_CASE("shadow start: handshakes wait until the quantized copy is loaded", "[
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   REQUIRE((*shadow)->ReadyForPeers().ok());
-  CHECK(CallHandshake(*channel, hello, absl::Seconds(5)).ok());
+  CHECK(CallHandshake(*channel, hello, absl::Seconds(5), auth.get()).ok());
   // Its workers do not exist: it stays starting, now waiting for them.
   CHECK((*shadow)->state() == v1::NODE_STATE_STARTING);
   CHECK((*shadow)->state_detail() == "connecting to the workers");

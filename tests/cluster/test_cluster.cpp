@@ -2,6 +2,11 @@
 
 #include "model/model_file.h"
 
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -21,9 +26,37 @@ std::vector<std::string> HeldOutPrompts(int n) {
   return prompts;
 }
 
+const std::string& TestSecretFile() {
+  static const std::string* path = [] {
+    const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                      absl::StrCat("odmoe_test_secret_", getpid());
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    auto* p = new std::string((dir / kGeneratedSecretName).string());
+    if (absl::Status s = WriteNewClusterSecret(*p); !s.ok()) {
+      FAIL("cannot write the test cluster secret: " << s.message());
+    }
+    std::atexit([] {
+      std::error_code ignored;
+      std::filesystem::remove_all(std::filesystem::path(TestSecretFile()).parent_path(), ignored);
+    });
+    return p;
+  }();
+  return *path;
+}
+
+std::shared_ptr<const PeerAuth> TestAuth(const Topology& topology, PeerRole role,
+                                         const std::string& id) {
+  absl::StatusOr<std::string> secret = LoadClusterSecret(topology.cluster_secret_file);
+  REQUIRE(secret.ok());
+  return std::make_shared<const PeerAuth>(*secret, role, id, topology.main.id,
+                                          topology.shadow ? topology.shadow->id : "");
+}
+
 Topology MakeTopology(const ClusterConfig& c) {
   Topology t;
   t.path = "(test)";
+  t.cluster_secret_file = TestSecretFile();
   t.model = c.model;
   t.prediction = c.prediction;
   t.prefill_mini_batch = c.mini_batch;
@@ -158,6 +191,24 @@ void TestCluster::KillShadow() {
   shadow_server_->Shutdown(absl::ZeroDuration());
   shadow_server_.reset();
   shadow_.reset();
+}
+
+absl::Status TestCluster::RestartMain() {
+  main_->Shutdown();
+  main_server_->Shutdown(absl::ZeroDuration());
+  main_server_.reset();
+  main_.reset();
+  ODMOE_ASSIGN_OR_RETURN(main_, MainNode::Create(topology_, topology_.main.id));
+  ODMOE_ASSIGN_OR_RETURN(main_server_, NodeServer::Start(topology_.main.address, *main_));
+  ODMOE_RETURN_IF_ERROR(main_->Start());
+  for (int i = 0; i < 600; ++i) {
+    if (main_->state() == v1::NODE_STATE_READY) return absl::OkStatus();
+    if (main_->state() == v1::NODE_STATE_FAILED) {
+      return absl::UnavailableError("main failed: " + main_->state_detail());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return absl::DeadlineExceededError("the restarted main node did not become ready");
 }
 
 absl::Status TestCluster::RestartShadow() {

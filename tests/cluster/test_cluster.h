@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "cluster/node_server.h"
+#include "cluster/peer_auth.h"
 #include "main_node/main_node.h"
 #include "shadow_node/shadow_node.h"
 #include "test_paths.h"
@@ -57,8 +58,17 @@ uint64_t WorkerBudgetForSlots(const ClusterConfig& config, int slots);
 /// characters, cut to 80: prompts the model never trained on.
 std::vector<std::string> HeldOutPrompts(int n);
 
-/// The topology a ClusterConfig describes, with port 0 everywhere.
+/// The topology a ClusterConfig describes, with port 0 everywhere and
+/// TestSecretFile() as its cluster secret.
 Topology MakeTopology(const ClusterConfig& config);
+
+/// A cluster secret file (mode 0600) made once per test process, removed
+/// at exit: every topology of the tests' in-process clusters uses it.
+const std::string& TestSecretFile();
+/// Credentials of `topology`'s secret for a caller of `role` named `id`
+/// (an operator for Main.Scale / Node.Trace, a main node ...).
+std::shared_ptr<const PeerAuth> TestAuth(const Topology& topology, PeerRole role,
+                                         const std::string& id);
 
 class TestCluster {
  public:
@@ -78,6 +88,9 @@ class TestCluster {
   absl::Status RestartWorker(int i);
   void KillShadow();
   absl::Status RestartShadow();
+  /// Stops the main node and starts a new one at the same address (same id
+  /// and secret), waiting until it is ready: it takes the streams back.
+  absl::Status RestartMain();
 
  private:
   TestCluster() = default;

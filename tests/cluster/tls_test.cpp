@@ -55,8 +55,10 @@ TEST_CASE("tls: the cluster runs over mutual TLS, plain peers are refused", "[cl
         ReferenceEngine::Create(SourcePath("models/tiny-mixtral-f16.gguf"), {}).value();
     CHECK(r->result.output_ids == engine->Generate(req).value().output_ids);
     CHECK(r->recall.slots > 0);  // the shadow's predictions came over TLS too
-    // The admin call: a verified client certificate stands in for the API key.
-    absl::StatusOr<v1::ScaleReply> scaled = ScaleOnMain((*cluster)->main_address(), 2);
+    // The admin call: a certificate alone is not enough, an operator's credential is.
+    CHECK(absl::IsUnauthenticated(ScaleOnMain((*cluster)->main_address(), 2, nullptr).status()));
+    auto op = TestAuth((*cluster)->topology(), PeerRole::kOperator, "operator");
+    absl::StatusOr<v1::ScaleReply> scaled = ScaleOnMain((*cluster)->main_address(), 2, op.get());
     INFO(scaled.status());
     CHECK(scaled.ok());
     // With TLS, a client without certificates is refused.

@@ -123,6 +123,7 @@ TEST_CASE("shadow: malformed requests are rejected", "[cluster]") {
   auto channel = MakeChannel(absl::StrCat("127.0.0.1:", (*server)->port()));
   auto stub = v1::Shadow::NewStub(channel);
   grpc::ClientContext ctx;
+  AttachCredential(ctx, TestAuth(t, PeerRole::kMain, "main").get());
   auto stream = stub->Follow(&ctx);
   std::vector<v1::ShadowRequest> bad(6);
   bad[0].mutable_begin()->set_request(5);  // no prompt
@@ -171,19 +172,20 @@ TEST_CASE("handshake: a worker with another model or protocol is refused", "[clu
   hello.set_role(v1::ROLE_MAIN);
   hello.set_node_id("main");
   hello.set_model_fingerprint(12345);
-  auto refused = CallHandshake(*channel, hello, absl::Seconds(5));
+  auto auth = TestAuth(wt, PeerRole::kMain, "main");
+  auto refused = CallHandshake(*channel, hello, absl::Seconds(5), auth.get());
   REQUIRE(!refused.ok());
   CHECK(refused.status().code() == absl::StatusCode::kFailedPrecondition);
   CHECK(refused.status().message().find("model mismatch") != std::string::npos);
 
   hello.set_model_fingerprint((*w0)->model_fingerprint());
   hello.set_protocol_version(kProtocolVersion + 1);
-  auto version = CallHandshake(*channel, hello, absl::Seconds(5));
+  auto version = CallHandshake(*channel, hello, absl::Seconds(5), auth.get());
   REQUIRE(!version.ok());
   CHECK(version.status().message().find("protocol") != std::string::npos);
 
   hello.set_protocol_version(kProtocolVersion);
-  auto ok = CallHandshake(*channel, hello, absl::Seconds(5));
+  auto ok = CallHandshake(*channel, hello, absl::Seconds(5), auth.get());
   REQUIRE(ok.ok());
   CHECK(ok->worker().worker_index() == 0);
   CHECK(ok->worker().slots() == 1);

@@ -19,6 +19,7 @@ prediction: random
 prefill: { mini_batch: 3 }
 wire: { hidden_dtype: f16 }
 insecure: true
+cluster_secret_file: secrets/cluster.secret
 main:
   id: head.node
   address: "[::1]:7700"
@@ -67,6 +68,7 @@ void ExpectSame(const Topology& a, const Topology& b) {
   CHECK(a.prefill_mini_batch == b.prefill_mini_batch);
   CHECK(a.wire_dtype == b.wire_dtype);
   CHECK(a.insecure == b.insecure);
+  CHECK(a.cluster_secret_file == b.cluster_secret_file);
   ExpectSameNode(a.main, b.main);
   CHECK(a.main.context == b.main.context);
   CHECK(a.main.batch == b.main.batch);
@@ -109,6 +111,7 @@ TEST_CASE("topology: every key is read", "[topology]") {
   CHECK(t->prefill_mini_batch == 3);
   CHECK(t->wire_dtype == WireDType::kF16);
   CHECK(t->insecure);
+  CHECK(t->cluster_secret_file == "/srv/odmoe/secrets/cluster.secret");  // relative to the file
   CHECK(t->main.id == "head.node");
   CHECK(t->main.host == "::1");
   CHECK(t->main.port == 7700);
@@ -156,6 +159,7 @@ TEST_CASE("topology: defaults of every optional key", "[topology]") {
   CHECK(t->prefill_mini_batch == 16);
   CHECK(t->wire_dtype == WireDType::kF32);
   CHECK(!t->insecure);
+  CHECK(t->cluster_secret_file.empty());  // odmoe-cluster up generates one
   CHECK(t->main.backend == "cpu:1");
   CHECK(t->main.context == 0);
   CHECK(t->main.batch == 64);

@@ -92,6 +92,15 @@ std::unique_ptr<ClusterProcess> ClusterProcess::Attach(const Topology& topology)
 
 ClusterProcess::~ClusterProcess() { Stop(); }
 
+absl::StatusOr<std::shared_ptr<const PeerAuth>> ClusterProcess::OperatorAuth() const {
+  const std::string run_dir =
+      !run_dir_.empty() ? run_dir_
+                        : (std::filesystem::current_path() / "odmoe-run" /
+                           std::filesystem::path(topology_.path).stem())
+                              .string();
+  return PeerAuth::ForOperator(topology_, run_dir);
+}
+
 void ClusterProcess::Stop() {
   if (!owned_) return;
   owned_ = false;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "cluster/peer_auth.h"
 #include "topology/topology.h"
 
 namespace odmoe::bench {
@@ -46,6 +47,11 @@ class ClusterProcess {
   absl::StatusOr<std::vector<NodeCounters>> Snapshot() const;
   /// Addresses of every node (main, shadow, workers).
   std::vector<std::string> node_addresses() const;
+  /// An operator's credentials for this cluster (Node.Trace): the secret
+  /// `odmoe-cluster up` generated in the run directory, or the topology's
+  /// cluster_secret_file (an attached cluster: that, or the secret in
+  /// odmoe-cluster's default run directory ./odmoe-run/<topology name>).
+  absl::StatusOr<std::shared_ptr<const PeerAuth>> OperatorAuth() const;
   void Stop();
 
  private:

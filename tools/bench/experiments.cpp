@@ -390,11 +390,12 @@ absl::StatusOr<json> Timing(BenchContext& ctx) {
                            ctx.Cluster(o.attach ? "attached" : "odmoe"));
     ODMOE_ASSIGN_OR_RETURN(auto prompts, ctx.Prompts(16, 1));
     const std::vector<std::string> addresses = cluster->node_addresses();
-    ODMOE_RETURN_IF_ERROR(StartTracing(addresses));
+    ODMOE_ASSIGN_OR_RETURN(std::shared_ptr<const PeerAuth> op, cluster->OperatorAuth());
+    ODMOE_RETURN_IF_ERROR(StartTracing(addresses, op.get()));
     bool exact = false;
     ODMOE_ASSIGN_OR_RETURN(RequestMetrics m, ctx.Run(*cluster, {prompts[0], 24, experiment},
                                                      &exact));
-    ODMOE_ASSIGN_OR_RETURN(ClusterTrace trace, CollectClusterTrace(addresses));
+    ODMOE_ASSIGN_OR_RETURN(ClusterTrace trace, CollectClusterTrace(addresses, op.get()));
     const int groups = cluster->topology().n_groups();
     const TimingModel t = MeasureTimingModel(trace, groups);
     const std::string file = absl::StrCat(o.out_dir, "/trace-", name, ".json");

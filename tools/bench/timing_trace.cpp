@@ -27,18 +27,19 @@ double Mean(const std::vector<double>& v) {
 
 }  // namespace
 
-absl::Status StartTracing(const std::vector<std::string>& addresses) {
+absl::Status StartTracing(const std::vector<std::string>& addresses, const PeerAuth* auth) {
   for (const std::string& a : addresses) {
-    absl::StatusOr<v1::TraceReply> r = TraceNode(a, v1::TraceRequest::START);
+    absl::StatusOr<v1::TraceReply> r = TraceNode(a, v1::TraceRequest::START, auth);
     if (!r.ok()) return r.status();
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<ClusterTrace> CollectClusterTrace(const std::vector<std::string>& addresses) {
+absl::StatusOr<ClusterTrace> CollectClusterTrace(const std::vector<std::string>& addresses,
+                                                 const PeerAuth* auth) {
   ClusterTrace out;
   for (const std::string& a : addresses) {
-    absl::StatusOr<NodeTrace> t = CollectTrace(a);
+    absl::StatusOr<NodeTrace> t = CollectTrace(a, auth);
     if (!t.ok()) return t.status();
     NodeSpans n;
     n.node_id = t->reply.node_id();

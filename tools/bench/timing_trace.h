@@ -9,9 +9,10 @@
 // the "experts" spans); G: worker groups. A load longer than t^maxload
 // cannot be hidden even with perfect prediction: the cluster is I/O-bound.
 //
-//   ODMOE_RETURN_IF_ERROR(StartTracing(addresses));
+//   ODMOE_ASSIGN_OR_RETURN(auto op, cluster->OperatorAuth());   // Node.Trace is an operator's
+//   ODMOE_RETURN_IF_ERROR(StartTracing(addresses, op.get()));
 //   ... one request ...
-//   ODMOE_ASSIGN_OR_RETURN(ClusterTrace t, CollectClusterTrace(addresses));
+//   ODMOE_ASSIGN_OR_RETURN(ClusterTrace t, CollectClusterTrace(addresses, op.get()));
 //   nlohmann::json perfetto = ToPerfetto(t, /*first_token=*/2, /*last_token=*/4);
 //   TimingModel m = MeasureTimingModel(t, groups);
 #pragma once
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "cluster/peer_auth.h"
 #include "cluster/protocol.h"
 #include "nlohmann/json.hpp"
 
@@ -39,8 +41,10 @@ struct ClusterTrace {
   std::vector<NodeSpans> nodes;
 };
 
-absl::Status StartTracing(const std::vector<std::string>& addresses);
-absl::StatusOr<ClusterTrace> CollectClusterTrace(const std::vector<std::string>& addresses);
+/// `auth`: an operator's credentials (PeerAuth::ForOperator).
+absl::Status StartTracing(const std::vector<std::string>& addresses, const PeerAuth* auth);
+absl::StatusOr<ClusterTrace> CollectClusterTrace(const std::vector<std::string>& addresses,
+                                                 const PeerAuth* auth);
 
 /// Decode iterations [first_token, last_token] of the last traced request.
 nlohmann::json ToPerfetto(const ClusterTrace& trace, uint32_t first_token, uint32_t last_token);
