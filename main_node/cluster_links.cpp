@@ -2,83 +2,40 @@
 
 #include <condition_variable>
 #include <mutex>
-#include <thread>
 #include <unordered_map>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cluster/delay_line.h"
-#include "cluster/grpc_util.h"
+#include "cluster/peer_link.h"
 #include "cluster/wire.h"
 #include "util/logging.h"
 
 namespace odmoe {
 namespace {
 
-struct WorkerLink {
-  int index = 0;
-  std::string id, address;
-  std::shared_ptr<grpc::Channel> channel;
-  std::unique_ptr<v1::Worker::Stub> stub;
-  std::unique_ptr<grpc::ClientContext> ctx;
-  std::unique_ptr<grpc::ClientReaderWriter<v1::WorkerRequest, v1::ExpertResult>> stream;
-  std::mutex write_mu;
-  std::thread reader;
-  std::atomic<bool> broken{true};
-};
-
-struct ShadowLink {
-  std::string id, address;
-  std::shared_ptr<grpc::Channel> channel;
-  std::unique_ptr<v1::Shadow::Stub> stub;
-  std::unique_ptr<grpc::ClientContext> ctx;
-  std::unique_ptr<grpc::ClientReaderWriter<v1::ShadowRequest, v1::ShadowReply>> stream;
-  std::mutex write_mu;
-  std::thread reader;
-  std::atomic<bool> broken{true};
-};
+using ExpertStream = grpc::ClientReaderWriter<v1::WorkerRequest, v1::ExpertResult>;
+using FollowStream = grpc::ClientReaderWriter<v1::ShadowRequest, v1::ShadowReply>;
 
 }  // namespace
 
 struct ClusterLinks::Impl {
-  explicit Impl(const PeerAuth& a) : auth(a) {}
-  const PeerAuth& auth;
-  Topology topology;
-  ModelConfig config;
-  std::string node_id;
-  uint64_t fingerprint = 0;
-  std::vector<std::unique_ptr<WorkerLink>> workers;
-  std::unique_ptr<ShadowLink> shadow;
+  Impl(const Topology& t, const ModelConfig& c, std::string id, uint64_t fingerprint,
+       const PeerAuth& auth)
+      : topology(t), config(c), dialer{MakeHello(v1::ROLE_MAIN, id, fingerprint), &auth} {}
+  const Topology topology;
+  const ModelConfig config;
+  const PeerDialer dialer;
+  std::vector<std::unique_ptr<PeerLink<ExpertStream>>> workers;
+  std::unique_ptr<PeerLink<FollowStream>> shadow;
   PredictionBoard board;
 
   std::mutex mu;
   std::condition_variable cv;
   std::unordered_map<uint64_t, v1::ExpertResult> results;
 
-  std::atomic<bool> closing{false};
-  std::thread rejoin;
+  std::unique_ptr<PeerRejoin> rejoin;
   std::atomic<uint64_t> to_workers{0}, from_workers{0}, to_shadow{0}, from_shadow{0};
-
-  // Reconnects broken links until closing (each try is short).
-  void RejoinLoop() {
-    while (!closing.load()) {
-      for (auto& link : workers) {
-        if (closing.load() || !link->broken.load()) continue;
-        std::unique_lock<std::mutex> lock(link->write_mu);
-        if (link->reader.joinable()) link->reader.join();
-        lock.unlock();
-        absl::Status s = ConnectWorker(*link, closing, absl::Milliseconds(500));
-        if (s.ok()) ODMOE_LOG_INFO("worker {} at {} rejoined", link->id, link->address);
-      }
-      if (shadow && shadow->broken.load() && !closing.load()) {
-        if (shadow->reader.joinable()) shadow->reader.join();
-        absl::Status s = ConnectShadow(*shadow, closing, absl::Milliseconds(500));
-        if (s.ok()) ODMOE_LOG_INFO("shadow {} at {} rejoined", shadow->id, shadow->address);
-      }
-      for (int i = 0; i < 10 && !closing.load(); ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      }
-    }
-  }
 
   // The largest ExpertResult a worker sends: a prefill mini-batch of f32
   // rows, with room for the other fields and framing.
@@ -88,19 +45,53 @@ struct ClusterLinks::Impl {
            kSmallReplyBytes;
   }
 
-  v1::Hello Hello() const {
-    v1::Hello h;
-    h.set_protocol_version(kProtocolVersion);
-    h.set_role(v1::ROLE_MAIN);
-    h.set_node_id(node_id);
-    h.set_model_fingerprint(fingerprint);
-    return h;
+  std::unique_ptr<PeerLink<ExpertStream>> MakeWorkerLink(int index) {
+    const WorkerSpec& spec = topology.workers[static_cast<size_t>(index)];
+    PeerTarget target{.kind = "worker",
+                      .id = spec.id,
+                      .address = spec.address,
+                      .stream = "expert",
+                      .max_receive_bytes = MaxResultBytes()};
+    // The peer must be the worker the topology places at this index.
+    target.check_welcome = [index, id = spec.id, address = spec.address](const v1::Welcome& w) {
+      if (w.role() == v1::ROLE_WORKER && w.node_id() == id && w.worker().worker_index() == index) {
+        return absl::OkStatus();
+      }
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "%s answers as %s %s (worker index %d), but the topology places worker %s (index %d) "
+          "there; start every node with the same topology file",
+          address, RoleName(w.role()), w.node_id(), w.worker().worker_index(), id, index));
+    };
+    return std::make_unique<PeerLink<ExpertStream>>(
+        std::move(target), dialer,
+        [](const std::shared_ptr<grpc::Channel>& channel, grpc::ClientContext* ctx) {
+          return v1::Worker::NewStub(channel)->Experts(ctx);
+        },
+        [this](ExpertStream& stream) { ReadWorker(stream); },
+        [this] {
+          std::lock_guard<std::mutex> lock(mu);
+          cv.notify_all();  // wakes TakeResult: the stream broke
+        });
   }
 
-  void ReadWorker(WorkerLink* link) {
+  std::unique_ptr<PeerLink<FollowStream>> MakeShadowLink() {
+    PeerTarget target{.kind = "shadow",
+                      .id = topology.shadow->id,
+                      .address = topology.shadow->address,
+                      .stream = "follow",
+                      .max_receive_bytes = kSmallReplyBytes};
+    return std::make_unique<PeerLink<FollowStream>>(
+        std::move(target), dialer,
+        [](const std::shared_ptr<grpc::Channel>& channel, grpc::ClientContext* ctx) {
+          return v1::Shadow::NewStub(channel)->Follow(ctx);
+        },
+        [this](FollowStream& stream) { ReadShadow(stream); });
+  }
+
+  void ReadWorker(ExpertStream& stream) {
     v1::ExpertResult r;
     DelayLine delay(absl::Microseconds(topology.wire_delay_us));
-    while (link->stream->Read(&r)) {
+    while (stream.Read(&r)) {
       from_workers += r.ByteSizeLong();
       delay.Push([this, r = std::move(r)]() mutable {
         std::lock_guard<std::mutex> lock(mu);
@@ -109,25 +100,15 @@ struct ClusterLinks::Impl {
       });
       r = v1::ExpertResult();
     }
-    grpc::Status s = link->stream->Finish();
-    link->broken = true;
-    ODMOE_LOG_WARN("expert stream to worker {} ended: {}", link->id,
-                   s.ok() ? std::string("closed") : s.error_message());
-    std::lock_guard<std::mutex> lock(mu);
-    cv.notify_all();
   }
 
-  void ReadShadow(ShadowLink* link) {
+  void ReadShadow(FollowStream& stream) {
     v1::ShadowReply r;
     DelayLine delay(absl::Microseconds(topology.wire_delay_us));
-    while (link->stream->Read(&r)) {
+    while (stream.Read(&r)) {
       from_shadow += r.ByteSizeLong();
       delay.Push([this, r]() { HandleShadowReply(r); });
     }
-    grpc::Status s = link->stream->Finish();
-    link->broken = true;
-    ODMOE_LOG_WARN("follow stream to shadow {} ended: {}", link->id,
-                   s.ok() ? std::string("closed") : s.error_message());
   }
 
   void HandleShadowReply(const v1::ShadowReply& r) {
@@ -148,54 +129,6 @@ struct ClusterLinks::Impl {
       board.MarkDone(r.done().request());
     }
   }
-
-  absl::Status ConnectWorker(WorkerLink& link, const std::atomic<bool>& cancel,
-                             absl::Duration patience = absl::Seconds(120)) {
-    link.channel = MakeChannel(link.address, MaxResultBytes());
-    absl::StatusOr<v1::Welcome> w =
-        HandshakeWithRetry(*link.channel, Hello(), patience, &cancel, &auth);
-    if (!w.ok()) {
-      return absl::Status(w.status().code(), absl::StrFormat("worker %s at %s: %s", link.id,
-                                                             link.address,
-                                                             w.status().message()));
-    }
-    if (w->role() != v1::ROLE_WORKER || w->node_id() != link.id ||
-        w->worker().worker_index() != link.index) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "%s answers as %s %s (worker index %d), but the topology places worker %s (index %d) "
-          "there; start every node with the same topology file",
-          link.address, RoleName(w->role()), w->node_id(), w->worker().worker_index(), link.id,
-          link.index));
-    }
-    std::lock_guard<std::mutex> lock(link.write_mu);
-    link.stub = v1::Worker::NewStub(link.channel);
-    link.ctx = std::make_unique<grpc::ClientContext>();
-    AttachCredential(*link.ctx, &auth);
-    link.stream = link.stub->Experts(link.ctx.get());
-    link.broken = false;
-    link.reader = std::thread([this, l = &link] { ReadWorker(l); });
-    return absl::OkStatus();
-  }
-
-  absl::Status ConnectShadow(ShadowLink& link, const std::atomic<bool>& cancel,
-                             absl::Duration patience = absl::Seconds(300)) {
-    link.channel = MakeChannel(link.address, kSmallReplyBytes);
-    absl::StatusOr<v1::Welcome> w =
-        HandshakeWithRetry(*link.channel, Hello(), patience, &cancel, &auth);
-    if (!w.ok()) {
-      return absl::Status(w.status().code(), absl::StrFormat("shadow %s at %s: %s", link.id,
-                                                             link.address,
-                                                             w.status().message()));
-    }
-    std::lock_guard<std::mutex> lock(link.write_mu);
-    link.stub = v1::Shadow::NewStub(link.channel);
-    link.ctx = std::make_unique<grpc::ClientContext>();
-    AttachCredential(*link.ctx, &auth);
-    link.stream = link.stub->Follow(link.ctx.get());
-    link.broken = false;
-    link.reader = std::thread([this, l = &link] { ReadShadow(l); });
-    return absl::OkStatus();
-  }
 };
 
 ClusterLinks::ClusterLinks(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -205,64 +138,46 @@ std::unique_ptr<ClusterLinks> ClusterLinks::Create(const Topology& topology,
                                                    const ModelConfig& config,
                                                    std::string node_id, uint64_t fingerprint,
                                                    const PeerAuth& auth) {
-  auto impl = std::make_unique<Impl>(auth);
-  impl->config = config;
-  impl->topology = topology;
-  impl->node_id = std::move(node_id);
-  impl->fingerprint = fingerprint;
-  for (int i = 0; i < topology.n_workers(); ++i) {
-    auto link = std::make_unique<WorkerLink>();
-    link->index = i;
-    link->id = topology.workers[static_cast<size_t>(i)].id;
-    link->address = topology.workers[static_cast<size_t>(i)].address;
-    impl->workers.push_back(std::move(link));
-  }
+  auto impl = std::make_unique<Impl>(topology, config, std::move(node_id), fingerprint, auth);
+  for (int i = 0; i < topology.n_workers(); ++i) impl->workers.push_back(impl->MakeWorkerLink(i));
   if (topology.prediction == PredictionMode::kShadow && topology.shadow) {
-    impl->shadow = std::make_unique<ShadowLink>();
-    impl->shadow->id = topology.shadow->id;
-    impl->shadow->address = topology.shadow->address;
+    impl->shadow = impl->MakeShadowLink();
   }
   return std::unique_ptr<ClusterLinks>(new ClusterLinks(std::move(impl)));
 }
 
 absl::Status ClusterLinks::Connect(const std::atomic<bool>& cancel) {
   for (auto& link : impl_->workers) {
-    if (absl::Status s = impl_->ConnectWorker(*link, cancel); !s.ok()) return s;
+    if (absl::Status s = link->Connect(cancel, absl::Seconds(120)); !s.ok()) return s;
   }
-  if (impl_->shadow) return impl_->ConnectShadow(*impl_->shadow, cancel);
+  if (impl_->shadow) return impl_->shadow->Connect(cancel, absl::Seconds(300));
   return absl::OkStatus();
 }
 
 void ClusterLinks::StartRejoin() {
-  if (!impl_->rejoin.joinable()) impl_->rejoin = std::thread([this] { impl_->RejoinLoop(); });
+  if (impl_->rejoin) return;
+  std::vector<PeerLinkBase*> links;
+  for (auto& link : impl_->workers) links.push_back(link.get());
+  if (impl_->shadow) links.push_back(impl_->shadow.get());
+  impl_->rejoin = std::make_unique<PeerRejoin>(std::move(links));
 }
 
 bool ClusterLinks::worker_connected(int worker) const {
   if (worker < 0 || worker >= static_cast<int>(impl_->workers.size())) return false;
-  return !impl_->workers[static_cast<size_t>(worker)]->broken.load();
+  return impl_->workers[static_cast<size_t>(worker)]->connected();
 }
 
 void ClusterLinks::Close() {
-  impl_->closing = true;
-  if (impl_->rejoin.joinable()) impl_->rejoin.join();
-  for (auto& link : impl_->workers) {
-    std::lock_guard<std::mutex> lock(link->write_mu);
-    if (link->ctx) link->ctx->TryCancel();
-    if (link->reader.joinable()) link->reader.join();
-  }
-  if (impl_->shadow) {
-    std::lock_guard<std::mutex> lock(impl_->shadow->write_mu);
-    if (impl_->shadow->ctx) impl_->shadow->ctx->TryCancel();
-    if (impl_->shadow->reader.joinable()) impl_->shadow->reader.join();
-  }
+  if (impl_->rejoin) impl_->rejoin->Stop();
+  for (auto& link : impl_->workers) link->Close();
+  if (impl_->shadow) impl_->shadow->Close();
 }
 
 absl::Status ClusterLinks::SendToWorker(int worker, const v1::WorkerRequest& request) {
-  WorkerLink& link = *impl_->workers.at(static_cast<size_t>(worker));
-  std::lock_guard<std::mutex> lock(link.write_mu);
-  if (link.broken || !link.stream || !link.stream->Write(request)) {
-    return absl::UnavailableError(
-        absl::StrFormat("worker %s at %s is not reachable", link.id, link.address));
+  PeerLink<ExpertStream>& link = *impl_->workers.at(static_cast<size_t>(worker));
+  if (link.Write(request) != PeerWrite::kSent) {
+    return absl::UnavailableError(absl::StrFormat("worker %s at %s is not reachable",
+                                                  link.target().id, link.target().address));
   }
   impl_->to_workers += request.ByteSizeLong();
   return absl::OkStatus();
@@ -270,10 +185,10 @@ absl::Status ClusterLinks::SendToWorker(int worker, const v1::WorkerRequest& req
 
 absl::StatusOr<v1::ExpertResult> ClusterLinks::TakeResult(uint64_t task_id, int worker,
                                                          absl::Duration timeout) {
-  WorkerLink& link = *impl_->workers.at(static_cast<size_t>(worker));
+  PeerLink<ExpertStream>& link = *impl_->workers.at(static_cast<size_t>(worker));
   std::unique_lock<std::mutex> lock(impl_->mu);
   const bool arrived = impl_->cv.wait_for(lock, absl::ToChronoNanoseconds(timeout), [&] {
-    return impl_->results.count(task_id) > 0 || link.broken.load();
+    return impl_->results.count(task_id) > 0 || !link.connected();
   });
   auto it = impl_->results.find(task_id);
   if (it == impl_->results.end()) {
@@ -281,42 +196,26 @@ absl::StatusOr<v1::ExpertResult> ClusterLinks::TakeResult(uint64_t task_id, int 
     if (!arrived) {
       // A silent result channel (its worker hung, or the stream lost its
       // owner): end it so that the rejoin loop opens a fresh one.
-      std::lock_guard<std::mutex> write_lock(link.write_mu);
-      if (!link.broken.exchange(true)) {
-        ODMOE_LOG_WARN("worker {} at {} sent no result within {}; reopening its expert stream",
-                       link.id, link.address, absl::FormatDuration(timeout));
-        if (link.ctx) link.ctx->TryCancel();
-      }
+      link.Reset(absl::StrCat("sent no result within ", absl::FormatDuration(timeout)));
     }
-    return absl::UnavailableError(absl::StrFormat(
-        "worker %s at %s %s", link.id, link.address,
-        arrived ? "dropped its stream" : "did not answer in time"));
+    return absl::UnavailableError(
+        absl::StrFormat("worker %s at %s %s", link.target().id, link.target().address,
+                        arrived ? "dropped its stream" : "did not answer in time"));
   }
   v1::ExpertResult r = std::move(it->second);
   impl_->results.erase(it);
   return r;
 }
 
-bool ClusterLinks::shadow_connected() const {
-  return impl_->shadow && !impl_->shadow->broken.load();
-}
+bool ClusterLinks::shadow_connected() const { return impl_->shadow && impl_->shadow->connected(); }
 
 void ClusterLinks::ResetShadow(std::string_view why) {
-  ShadowLink* link = impl_->shadow.get();
-  if (!link) return;
-  std::lock_guard<std::mutex> lock(link->write_mu);
-  if (link->broken.exchange(true)) return;
-  ODMOE_LOG_WARN("shadow {} at {}: {}; reopening its follow stream", link->id, link->address,
-                 std::string(why));
-  if (link->ctx) link->ctx->TryCancel();
+  if (impl_->shadow) impl_->shadow->Reset(why);
 }
 
 absl::Status ClusterLinks::SendToShadow(const v1::ShadowRequest& request) {
-  ShadowLink* link = impl_->shadow.get();
-  if (!link) return absl::FailedPreconditionError("no shadow in this cluster");
-  std::lock_guard<std::mutex> lock(link->write_mu);
-  if (link->broken || !link->stream || !link->stream->Write(request)) {
-    link->broken = true;
+  if (!impl_->shadow) return absl::FailedPreconditionError("no shadow in this cluster");
+  if (impl_->shadow->Write(request) != PeerWrite::kSent) {
     return absl::UnavailableError("the shadow is not reachable");
   }
   impl_->to_shadow += request.ByteSizeLong();

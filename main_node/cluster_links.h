@@ -2,6 +2,8 @@
 // worker (tasks and hints out, results back) and the Follow stream to the
 // shadow (requests and alignments out, predictions back). Reader threads file
 // what arrives: results by task id, predictions on the PredictionBoard.
+// Each stream is a PeerLink (cluster/peer_link.h: handshake, credentials,
+// receive limit, reconnect), the same type as the shadow's hint streams.
 // Only cluster_links.cpp sees grpcpp.
 //
 //   std::unique_ptr<ClusterLinks> links =

@@ -8,7 +8,6 @@
 #include <map>
 
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -246,65 +245,70 @@ absl::StatusOr<ClusterScoreResult> MainNode::Score(const RequestQueue::Turn& tur
 int MainNode::http_port() const { return http_ ? http_->port() : 0; }
 
 std::string MainNode::RenderMetrics() const {
-  // Per-worker series from each worker's status entries.
+  // Per-worker series from each worker's typed stats (v1::WorkerStats):
+  // a counter is a field, so a series can not silently read 0 after a rename.
+  using W = v1::WorkerStats;
   struct WorkerSeries {
-    const char* status_key;
     const char* name;
     const char* type;
     const char* help;
+    uint64_t (*count)(const W&);  // integer series, or
+    double (*seconds)(const W&);  // a time
   };
   static const WorkerSeries kSeries[] = {
-      {"bytes_loaded", "odmoe_worker_bytes_loaded_total", "counter",
-       "Bytes of expert weights the worker loaded into its device memory."},
-      {"loads", "odmoe_worker_loads_total", "counter", "Expert loads by the worker."},
-      {"experts_held", "odmoe_worker_experts_held", "gauge",
-       "Experts the worker holds in device memory now."},
-      {"memory_peak_bytes", "odmoe_worker_memory_peak_bytes", "gauge",
-       "Peak device memory used by the worker's experts."},
-      {"memory_budget_bytes", "odmoe_worker_memory_budget_bytes", "gauge",
-       "The worker's device-memory budget for experts."},
-      {"hits", "odmoe_worker_hits_total", "counter",
-       "Expert tasks whose expert the worker had already loaded (prefetched)."},
-      {"misses", "odmoe_worker_misses_total", "counter",
-       "Expert tasks for which the worker had to load the expert first."},
-      {"reloads", "odmoe_worker_reloads_total", "counter",
-       "Prefetched experts the worker replaced after the gate disagreed."},
-      {"stall_seconds", "odmoe_worker_load_stall_seconds_total", "counter",
-       "Time the worker's expert tasks waited for their expert to load."}};
+      {"odmoe_worker_bytes_loaded_total", "counter",
+       "Bytes of expert weights the worker loaded into its device memory.",
+       [](const W& w) { return w.bytes_loaded(); }, nullptr},
+      {"odmoe_worker_loads_total", "counter", "Expert loads by the worker.",
+       [](const W& w) { return w.loads(); }, nullptr},
+      {"odmoe_worker_experts_held", "gauge", "Experts the worker holds in device memory now.",
+       [](const W& w) { return static_cast<uint64_t>(w.experts_held()); }, nullptr},
+      {"odmoe_worker_memory_peak_bytes", "gauge",
+       "Peak device memory used by the worker's experts.",
+       [](const W& w) { return w.memory_peak_bytes(); }, nullptr},
+      {"odmoe_worker_memory_budget_bytes", "gauge",
+       "The worker's device-memory budget for experts.",
+       [](const W& w) { return w.memory_budget_bytes(); }, nullptr},
+      {"odmoe_worker_hits_total", "counter",
+       "Expert tasks whose expert the worker had already loaded (prefetched).",
+       [](const W& w) { return w.hits(); }, nullptr},
+      {"odmoe_worker_misses_total", "counter",
+       "Expert tasks for which the worker had to load the expert first.",
+       [](const W& w) { return w.misses(); }, nullptr},
+      {"odmoe_worker_reloads_total", "counter",
+       "Prefetched experts the worker replaced after the gate disagreed.",
+       [](const W& w) { return w.reloads(); }, nullptr},
+      {"odmoe_worker_load_stall_seconds_total", "counter",
+       "Time the worker's expert tasks waited for their expert to load.", nullptr,
+       [](const W& w) { return w.stall_seconds(); }}};
   std::string up, in_use;
   std::vector<std::string> samples(std::size(kSeries));
   for (const WorkerSpec& w : topology_.workers) {
     absl::StatusOr<NodeProbe> p = ProbeNode(w.address, absl::Milliseconds(500));
-    absl::StrAppendFormat(&up, "odmoe_worker_up{worker=\"%s\"} %d\n", w.id, p.ok() ? 1 : 0);
+    if (!p.ok() && p.status().code() != absl::StatusCode::kUnavailable) {
+      ODMOE_LOG_WARN("metrics: worker {}: {}", w.id, p.status().message());
+    }
+    const bool answered = p.ok() && p->worker.has_value();
+    absl::StrAppendFormat(&up, "odmoe_worker_up{worker=\"%s\"} %d\n", w.id, answered ? 1 : 0);
     // A worker that does not answer keeps its series at their last values
     // (with odmoe_worker_up 0), so its counters do not vanish.
-    std::map<std::string, std::string> entries;
+    W stats;
     {
-      std::lock_guard<std::mutex> lock(last_worker_entries_mu_);
-      if (p.ok()) {
-        last_worker_entries_[w.id] =
-            std::map<std::string, std::string>(p->entries.begin(), p->entries.end());
-      }
-      auto last = last_worker_entries_.find(w.id);
-      if (last == last_worker_entries_.end()) continue;  // never seen
-      entries = last->second;
+      std::lock_guard<std::mutex> lock(last_worker_stats_mu_);
+      if (answered) last_worker_stats_[w.id] = *p->worker;
+      auto last = last_worker_stats_.find(w.id);
+      if (last == last_worker_stats_.end()) continue;  // never seen
+      stats = last->second;
     }
-    uint64_t expert_bytes = 0, held = 0;
-    absl::SimpleAtoi(entries["expert_bytes"], &expert_bytes);
-    absl::SimpleAtoi(entries["experts_held"], &held);
     absl::StrAppendFormat(&in_use, "odmoe_worker_memory_in_use_bytes{worker=\"%s\"} %d\n", w.id,
-                          expert_bytes * held);
+                          stats.expert_bytes() * static_cast<uint64_t>(stats.experts_held()));
     for (size_t i = 0; i < std::size(kSeries); ++i) {
-      auto it = entries.find(kSeries[i].status_key);
-      if (it == entries.end()) continue;
-      // Written from the parsed number: a worker's text never reaches the exposition.
-      uint64_t count = 0;
-      double value = 0;
-      if (absl::SimpleAtoi(it->second, &count)) {
-        absl::StrAppendFormat(&samples[i], "%s{worker=\"%s\"} %d\n", kSeries[i].name, w.id, count);
-      } else if (absl::SimpleAtod(it->second, &value) && std::isfinite(value)) {
+      if (kSeries[i].count != nullptr) {
+        absl::StrAppendFormat(&samples[i], "%s{worker=\"%s\"} %d\n", kSeries[i].name, w.id,
+                              kSeries[i].count(stats));
+      } else {
         absl::StrAppendFormat(&samples[i], "%s{worker=\"%s\"} %.9g\n", kSeries[i].name, w.id,
-                              value);
+                              kSeries[i].seconds(stats));
       }
     }
   }

@@ -126,9 +126,9 @@ class MainNode : public NodeDaemon {
   std::unique_ptr<MainMetrics> metrics_;
   std::string model_id_;
   size_t max_token_bytes_ = 1;  // the vocabulary's longest token (text or bytes)
-  // Each worker's last status entries (RenderMetrics keeps a dead worker's series).
-  mutable std::mutex last_worker_entries_mu_;
-  mutable std::map<std::string, std::map<std::string, std::string>> last_worker_entries_;
+  // Each worker's last stats (RenderMetrics keeps a dead worker's series).
+  mutable std::mutex last_worker_stats_mu_;
+  mutable std::map<std::string, v1::WorkerStats> last_worker_stats_;  // by worker id
   std::atomic<bool> cancel_{false};
   std::thread connector_;
 

@@ -1,35 +1,45 @@
 #include "shadow_node/shadow_service.h"
 
 #include <mutex>
-#include <thread>
 
 #include "absl/strings/str_format.h"
 #include "cluster/assignment.h"
 #include "cluster/delay_line.h"
-#include "cluster/grpc_util.h"
+#include "cluster/peer_link.h"
 #include "util/logging.h"
 #include "util/status_macros.h"
 
 namespace odmoe {
 namespace {
 
-// One worker's Hints stream.
+using HintStream = grpc::ClientWriter<v1::Hint>;
+
+// One worker's Hints stream (write-only: the worker's HintAck comes at its end).
 struct HintLink {
-  std::string id, address;
-  std::shared_ptr<grpc::Channel> channel;
-  std::unique_ptr<v1::Worker::Stub> stub;
-  std::unique_ptr<grpc::ClientContext> ctx;
-  v1::HintAck ack;
-  std::unique_ptr<grpc::ClientWriter<v1::Hint>> writer;
-  std::mutex mu;
-  bool broken = false;
+  HintLink(const WorkerSpec& worker, const PeerDialer& dialer)
+      : link(PeerTarget{.kind = "worker",
+                        .id = worker.id,
+                        .address = worker.address,
+                        .stream = "hint",
+                        .max_receive_bytes = kSmallReplyBytes,
+                        .check_welcome = nullptr,  // any worker that accepts
+                        // A hint stream notices a dead worker only when it
+                        // writes, and its group may take no layers now.
+                        .broken_when_channel_not_ready = true},
+             dialer,
+             [this](const std::shared_ptr<grpc::Channel>& channel, grpc::ClientContext* ctx) {
+               ack.Clear();
+               return v1::Worker::NewStub(channel)->Hints(ctx, &ack);
+             }) {}
+  v1::HintAck ack;  // before `link`: the stream writes into it until its end
+  PeerLink<HintStream> link;
 };
 
 }  // namespace
 
 struct ShadowService::Impl final : public v1::Shadow::Service {
   Impl(const Topology& t, std::string node, uint64_t fp, const PeerAuth& a)
-      : topology(t), node_id(std::move(node)), fingerprint(fp), auth(a) {}
+      : topology(t), auth(a), dialer{MakeHello(v1::ROLE_SHADOW, node, fp), &a} {}
 
   grpc::Status Follow(grpc::ServerContext* ctx,
                       grpc::ServerReaderWriter<v1::ShadowReply, v1::ShadowRequest>* stream)
@@ -112,80 +122,40 @@ struct ShadowService::Impl final : public v1::Shadow::Service {
         continue;
       }
       if (w < 0 || w >= static_cast<int>(links.size())) continue;
-      HintLink& link = *links[static_cast<size_t>(w)];
-      std::lock_guard<std::mutex> lock(link.mu);
-      if (link.broken || !link.writer) continue;
-      if (link.writer->Write(hint)) {
-        ++hints_sent;
-      } else {
-        link.broken = true;
-        ++hint_failures;
-        ODMOE_LOG_WARN("hint stream to worker {} broke; reopening it in the background",
-                       link.id);
+      PeerLink<HintStream>& link = links[static_cast<size_t>(w)]->link;
+      switch (link.Write(hint)) {
+        case PeerWrite::kSent:
+          ++hints_sent;
+          break;
+        case PeerWrite::kNotConnected:
+          break;
+        case PeerWrite::kFailed:
+          ++hint_failures;
+          ODMOE_LOG_WARN("hint stream to worker {} broke; reopening it in the background",
+                         link.target().id);
+          break;
       }
     }
   }
 
-  v1::Hello MakeHello() const {
-    v1::Hello hello;
-    hello.set_protocol_version(kProtocolVersion);
-    hello.set_role(v1::ROLE_SHADOW);
-    hello.set_node_id(node_id);
-    hello.set_model_fingerprint(fingerprint);
-    return hello;
-  }
-
-  // Ends a link's stream (mu held).
-  static void Drop(HintLink& link) {
-    if (!link.writer) return;
-    link.ctx->TryCancel();
-    link.writer->Finish();
-    link.writer.reset();
-  }
-
-  // Handshake, then a fresh Hints stream.
-  absl::Status Connect(HintLink& link, const std::atomic<bool>& cancel, absl::Duration patience) {
-    auto channel = MakeChannel(link.address, kSmallReplyBytes);
-    absl::StatusOr<v1::Welcome> w =
-        HandshakeWithRetry(*channel, MakeHello(), patience, &cancel, &auth);
-    if (!w.ok()) {
-      return absl::Status(w.status().code(), absl::StrFormat("worker %s at %s: %s", link.id,
-                                                             link.address, w.status().message()));
-    }
-    std::lock_guard<std::mutex> lock(link.mu);
-    Drop(link);
-    link.channel = channel;
-    link.stub = v1::Worker::NewStub(link.channel);
-    link.ctx = std::make_unique<grpc::ClientContext>();
-    AttachCredential(*link.ctx, &auth);
-    link.writer = link.stub->Hints(link.ctx.get(), &link.ack);
-    link.broken = false;
-    return absl::OkStatus();
-  }
-
   std::atomic<ShadowCore*> core{nullptr};
   const Topology& topology;
-  const std::string node_id;
-  const uint64_t fingerprint;
   const PeerAuth& auth;
+  const PeerDialer dialer;
   std::mutex owner_mu;
   uint64_t owner = 0;                          // the Follow stream replies go to
   grpc::ServerContext* owner_ctx = nullptr;    // its context (to end it when replaced)
   std::atomic<uint64_t> next_stream{0};
   std::vector<std::unique_ptr<HintLink>> links;
   std::atomic<uint64_t> hints_sent{0}, hint_failures{0};
-  std::atomic<bool> closing{false};
-  std::thread rejoin;
+  std::unique_ptr<PeerRejoin> rejoin;
 };
 
 ShadowService::ShadowService(const Topology& topology, std::string node_id, uint64_t fingerprint,
                              const PeerAuth& auth)
     : impl_(std::make_unique<Impl>(topology, std::move(node_id), fingerprint, auth)) {
   for (const WorkerSpec& w : topology.workers) {
-    auto link = std::make_unique<HintLink>();
-    link->id = w.id;
-    link->address = w.address;
-    impl_->links.push_back(std::move(link));
+    impl_->links.push_back(std::make_unique<HintLink>(w, impl_->dialer));
   }
 }
 
@@ -198,45 +168,22 @@ void ShadowService::AttachCore(ShadowCore* core) {
 }
 
 absl::Status ShadowService::ConnectWorkers(const std::atomic<bool>& cancel) {
-  for (auto& link : impl_->links) {
-    ODMOE_RETURN_IF_ERROR(impl_->Connect(*link, cancel, absl::Seconds(120)));
+  for (auto& hint : impl_->links) {
+    ODMOE_RETURN_IF_ERROR(hint->link.Connect(cancel, absl::Seconds(120)));
   }
   return absl::OkStatus();
 }
 
 void ShadowService::StartRejoin() {
-  if (impl_->rejoin.joinable()) return;
-  impl_->rejoin = std::thread([this] {
-    while (!impl_->closing.load()) {
-      for (auto& link : impl_->links) {
-        if (impl_->closing.load()) break;
-        bool broken;
-        {
-          // A stream whose connection dropped counts as broken before a
-          // write to it fails (its group may not be taking layers now).
-          std::lock_guard<std::mutex> lock(link->mu);
-          broken = link->broken ||
-                   (link->channel && link->channel->GetState(false) != GRPC_CHANNEL_READY);
-        }
-        if (broken && impl_->Connect(*link, impl_->closing, absl::Milliseconds(500)).ok()) {
-          ODMOE_LOG_INFO("hint stream to worker {} reopened", link->id);
-        }
-      }
-      for (int i = 0; i < 10 && !impl_->closing.load(); ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      }
-    }
-  });
+  if (impl_->rejoin) return;
+  std::vector<PeerLinkBase*> links;
+  for (auto& hint : impl_->links) links.push_back(&hint->link);
+  impl_->rejoin = std::make_unique<PeerRejoin>(std::move(links));
 }
 
 void ShadowService::Close() {
-  impl_->closing = true;
-  if (impl_->rejoin.joinable()) impl_->rejoin.join();
-  for (auto& link : impl_->links) {
-    std::lock_guard<std::mutex> lock(link->mu);
-    impl_->Drop(*link);
-    link->broken = true;
-  }
+  if (impl_->rejoin) impl_->rejoin->Stop();
+  for (auto& hint : impl_->links) hint->link.Close();
 }
 
 uint64_t ShadowService::hints_sent() const { return impl_->hints_sent.load(); }

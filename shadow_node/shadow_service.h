@@ -1,5 +1,6 @@
 // The Shadow gRPC service (the main node's Follow stream) and the shadow's
-// Hints streams to the workers. Only shadow_service.cpp sees grpcpp.
+// Hints streams to the workers (each a PeerLink, cluster/peer_link.h, like
+// the main node's links). Only shadow_service.cpp sees grpcpp.
 #pragma once
 
 #include <atomic>

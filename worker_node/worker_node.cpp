@@ -1,6 +1,5 @@
 #include "worker_node/worker_node.h"
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "backend_registry.h"
 #include "util/logging.h"
@@ -86,35 +85,36 @@ void WorkerNode::FillWelcome(v1::Welcome* welcome) const {
 void WorkerNode::FillStatus(v1::NodeStatus* status) const {
   const WorkerStats s = core_->stats();
   const WorkerPlacement& p = core_->placement();
-  auto add = [status](const std::string& k, const std::string& v) {
-    AddStatusEntry(status, k, v);
-  };
-  add("group", absl::StrFormat("%d (slot %d)", p.group(), p.index_in_group()));
-  add("group_size", absl::StrCat(p.group_size));
-  add("experts_per_layer",
-      absl::StrCat(p.positions(core_->model().config().n_expert_used).size()));
-  add("mode", core_->resident() ? "resident" : core_->lru() ? "lru_cache" : "on_demand");
-  add("load_bandwidth_bytes_per_second", absl::StrCat(s.load_bandwidth));
-  add("memory_budget_bytes", absl::StrCat(s.memory_budget));
-  add("expert_bytes", absl::StrCat(s.expert_bytes));
-  add("slots", absl::StrCat(s.slots));
-  add("experts_held", absl::StrCat(s.held));
-  add("experts_held_peak", absl::StrCat(s.peak_held));
-  add("memory_peak_bytes", absl::StrCat(s.peak_bytes));
-  add("tasks", absl::StrCat(s.tasks));
-  add("task_errors", absl::StrCat(s.task_errors));
-  add("hits", absl::StrCat(s.hits));
-  add("misses", absl::StrCat(s.misses));
-  add("reloads", absl::StrCat(s.reloads));
-  add("step_experts_peak", absl::StrCat(s.step_experts_peak));
-  add("loads", absl::StrCat(s.loads));
-  add("bytes_loaded", absl::StrCat(s.bytes_loaded));
-  add("load_seconds", absl::StrFormat("%.6f", s.load_seconds));
-  add("compute_seconds", absl::StrFormat("%.6f", s.compute_seconds));
-  add("stall_seconds", absl::StrFormat("%.6f", s.stall_seconds));
-  add("hints_received", absl::StrCat(s.hints_received));
-  add("hints_rejected", absl::StrCat(s.hints_rejected));
-  add("hints_stale", absl::StrCat(s.hints_stale));
+  v1::WorkerStats* w = status->mutable_worker();
+  w->set_group(p.group());
+  w->set_index_in_group(p.index_in_group());
+  w->set_group_size(p.group_size);
+  w->set_experts_per_layer(
+      static_cast<int32_t>(p.positions(core_->model().config().n_expert_used).size()));
+  w->set_mode(core_->resident() ? v1::WORKER_MEMORY_MODE_RESIDENT
+              : core_->lru()    ? v1::WORKER_MEMORY_MODE_LRU_CACHE
+                                : v1::WORKER_MEMORY_MODE_ON_DEMAND);
+  w->set_load_bandwidth_bytes_per_second(s.load_bandwidth);
+  w->set_memory_budget_bytes(s.memory_budget);
+  w->set_expert_bytes(s.expert_bytes);
+  w->set_slots(s.slots);
+  w->set_experts_held(s.held);
+  w->set_experts_held_peak(s.peak_held);
+  w->set_memory_peak_bytes(s.peak_bytes);
+  w->set_tasks(s.tasks);
+  w->set_task_errors(s.task_errors);
+  w->set_hits(s.hits);
+  w->set_misses(s.misses);
+  w->set_reloads(s.reloads);
+  w->set_step_experts_peak(s.step_experts_peak);
+  w->set_loads(s.loads);
+  w->set_bytes_loaded(s.bytes_loaded);
+  w->set_load_seconds(s.load_seconds);
+  w->set_compute_seconds(s.compute_seconds);
+  w->set_stall_seconds(s.stall_seconds);
+  w->set_hints_received(s.hints_received);
+  w->set_hints_rejected(s.hints_rejected);
+  w->set_hints_stale(s.hints_stale);
 }
 
 size_t WorkerNode::max_receive_message_bytes() const {

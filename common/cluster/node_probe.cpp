@@ -1,6 +1,7 @@
 #include "cluster/node_probe.h"
 
 #include "cluster/grpc_util.h"
+#include "cluster/node_stats.h"
 
 namespace odmoe {
 
@@ -17,6 +18,7 @@ absl::StatusOr<NodeProbe> ProbeNode(const std::string& address, absl::Duration t
     }
     return FromGrpcStatus(s, address);
   }
+  if (absl::Status valid = ValidateNodeStatus(status, address); !valid.ok()) return valid;
   NodeProbe p;
   p.node_id = status.node_id();
   p.role = RoleName(status.role());
@@ -25,6 +27,12 @@ absl::StatusOr<NodeProbe> ProbeNode(const std::string& address, absl::Duration t
   p.uptime_seconds = status.uptime_seconds();
   p.detail = status.detail();
   for (const v1::StatusEntry& e : status.entries()) p.entries.emplace_back(e.key(), e.value());
+  if (status.has_worker()) {
+    p.worker = status.worker();
+    for (auto& e : WorkerStatsEntries(*p.worker)) p.entries.push_back(std::move(e));
+  }
+  p.process = status.process();
+  for (auto& e : ProcessStatsEntries(p.process)) p.entries.push_back(std::move(e));
   return p;
 }
 

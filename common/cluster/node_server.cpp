@@ -57,6 +57,7 @@ class NodeServiceImpl final : public v1::Node::Service {
 
   grpc::Status Status(grpc::ServerContext*, const v1::StatusRequest*,
                       v1::NodeStatus* status) override {
+    status->set_protocol_version(kProtocolVersion);
     status->set_node_id(daemon_.node_id());
     status->set_role(daemon_.role());
     status->set_state(daemon_.state());
@@ -68,9 +69,10 @@ class NodeServiceImpl final : public v1::Node::Service {
     // The process's resident memory (a benchmark's "peak memory per node";
     // nodes sharing a process, as in tests, share these numbers).
     const ProcessMemory m = ReadProcessMemory();
-    AddStatusEntry(status, "process_rss_bytes", absl::StrCat(m.rss_bytes));
-    AddStatusEntry(status, "process_peak_rss_bytes", absl::StrCat(m.peak_rss_bytes));
-    AddStatusEntry(status, "process_cpu_seconds", absl::StrFormat("%.6f", ProcessCpuSeconds()));
+    v1::ProcessStats* process = status->mutable_process();
+    process->set_rss_bytes(m.rss_bytes);
+    process->set_peak_rss_bytes(m.peak_rss_bytes);
+    process->set_cpu_seconds(ProcessCpuSeconds());
     return grpc::Status::OK;
   }
 

@@ -13,8 +13,11 @@
 
 namespace odmoe {
 
-/// Bumped on any incompatible change of proto/odmoe.proto.
-inline constexpr uint32_t kProtocolVersion = 1;
+/// Bumped on any incompatible change of proto/odmoe.proto. 2: the worker's
+/// and the process's counters travel as typed fields of Node.Status
+/// (WorkerStats, ProcessStats) instead of key/value strings, and the answer
+/// carries this version (a node of version 1 would read them all as 0).
+inline constexpr uint32_t kProtocolVersion = 2;
 
 /// Largest message a node accepts (prefill mini-batches and KV alignment
 /// chunks are sized to stay far below it).
@@ -30,7 +33,8 @@ inline constexpr size_t kKvChunkBytes = 8u << 20;
 std::string RoleName(v1::Role role);
 /// "starting" | "ready" | "draining" | "failed" | "unspecified".
 std::string NodeStateName(v1::NodeState state);
-/// Appends key = value to a Node.Status answer.
+/// Appends key = value to a Node.Status answer (text for people: counters
+/// that programs read are typed fields, cluster/node_stats.h).
 void AddStatusEntry(v1::NodeStatus* status, const std::string& key, const std::string& value);
 
 /// 16 hex digits.

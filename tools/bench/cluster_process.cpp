@@ -8,20 +8,12 @@
 #include <filesystem>
 #include <fstream>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "cluster/node_probe.h"
 #include "util/logging.h"
 
 namespace odmoe::bench {
-
-double NodeCounters::Number(const std::string& key) const {
-  auto it = entries.find(key);
-  double v = 0;
-  if (it == entries.end() || !absl::SimpleAtod(it->second, &v)) return 0;
-  return v;
-}
 
 int RunProgram(const std::vector<std::string>& argv, std::string* output) {
   int fds[2];
@@ -125,7 +117,8 @@ absl::StatusOr<std::vector<NodeCounters>> ClusterProcess::Snapshot() const {
     NodeCounters c;
     c.id = p->node_id;
     c.role = p->role;
-    for (auto& [k, v] : p->entries) c.entries[k] = v;
+    c.worker = std::move(p->worker);
+    c.process = p->process;
     out.push_back(std::move(c));
   }
   return out;

@@ -11,21 +11,23 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "cluster/peer_auth.h"
+#include "odmoe.pb.h"
 #include "topology/topology.h"
 
 namespace odmoe::bench {
 
-/// One node's Node.Status counters.
+/// One node's Node.Status counters (typed fields, checked by ProbeNode).
 struct NodeCounters {
   std::string id;
-  std::string role;  // "main" | "shadow" | "worker"
-  std::map<std::string, std::string> entries;
-  double Number(const std::string& key) const;  // 0 when absent or not a number
+  std::string role;                       // "main" | "shadow" | "worker"
+  std::optional<v1::WorkerStats> worker;  // set for workers
+  v1::ProcessStats process;
 };
 
 class ClusterProcess {

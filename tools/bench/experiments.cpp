@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "backend_registry.h"
 #include "bench/timing_trace.h"
+#include "cluster/node_stats.h"
 #include "engine/expert_ffn.h"
 #include "util/status_macros.h"
 #include "util/string_view.h"
@@ -656,13 +657,13 @@ absl::StatusOr<json> BenchContext::MemoryJson(const std::string& name) {
   for (const NodeCounters& n : nodes) {
     json j = {{"node", n.id},
               {"role", n.role},
-              {"process_peak_rss_bytes", n.Number("process_peak_rss_bytes")}};
-    if (n.role == "worker") {
-      j["expert_memory_peak_bytes"] = n.Number("memory_peak_bytes");
-      j["experts_held_peak"] = n.Number("experts_held_peak");
-      j["expert_bytes"] = n.Number("expert_bytes");
-      j["memory_budget_bytes"] = n.Number("memory_budget_bytes");
-      j["mode"] = n.entries.count("mode") ? n.entries.at("mode") : "";
+              {"process_peak_rss_bytes", static_cast<double>(n.process.peak_rss_bytes())}};
+    if (n.worker) {
+      j["expert_memory_peak_bytes"] = static_cast<double>(n.worker->memory_peak_bytes());
+      j["experts_held_peak"] = static_cast<double>(n.worker->experts_held_peak());
+      j["expert_bytes"] = static_cast<double>(n.worker->expert_bytes());
+      j["memory_budget_bytes"] = static_cast<double>(n.worker->memory_budget_bytes());
+      j["mode"] = WorkerMemoryModeName(n.worker->mode());
     }
     out.push_back(j);
   }

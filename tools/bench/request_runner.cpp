@@ -8,7 +8,7 @@ namespace {
 double WorkerBytesLoaded(const std::vector<NodeCounters>& nodes) {
   double sum = 0;
   for (const NodeCounters& n : nodes) {
-    if (n.role == "worker") sum += n.Number("bytes_loaded");
+    if (n.worker) sum += static_cast<double>(n.worker->bytes_loaded());
   }
   return sum;
 }
@@ -16,7 +16,7 @@ double WorkerBytesLoaded(const std::vector<NodeCounters>& nodes) {
 double CpuSeconds(const std::vector<NodeCounters>& nodes, const std::string& role) {
   double sum = 0;
   for (const NodeCounters& n : nodes) {
-    if (n.role == role) sum += n.Number("process_cpu_seconds");
+    if (n.role == role) sum += n.process.cpu_seconds();
   }
   return sum;
 }
