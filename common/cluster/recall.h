@@ -53,8 +53,8 @@ class RecallCounter {
   const Cell* Find(int token, int layer) const;
 
   int n_layer_ = 0;
-  int first_moe_layer_ = 0;
   int k_ = 0;
+  int first_moe_layer_ = 0;
   std::vector<Cell> cells_;  // [(token - 1) * n_layer + layer]
 };
 
