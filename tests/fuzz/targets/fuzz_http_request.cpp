@@ -8,8 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "fuzz_support.h"
-#include "gguf/gguf_reader.h"
+#include "fuzz_models.h"
 #include "main_node/chat_template.h"
 #include "main_node/http_request.h"
 #include "nlohmann/json.hpp"
@@ -17,14 +16,8 @@
 namespace {
 
 const odmoe::Tokenizer& Tok() {
-  static std::unique_ptr<odmoe::Tokenizer> tok = [] {
-    auto f = odmoe::GgufFile::Open(odmoe::fuzz::SourcePath("models/tiny-mixtral-f16.gguf"));
-    if (!f.ok()) odmoe::fuzz::Die("cannot open the shipped model");
-    auto t = odmoe::Tokenizer::FromGguf(**f);
-    if (!t.ok()) odmoe::fuzz::Die("no tokenizer");
-    return std::move(*t);
-  }();
-  return *tok;
+  static const odmoe::fuzz::OpenedModel model = odmoe::fuzz::Open("models/tiny-mixtral-f16.gguf");
+  return *model.tokenizer;
 }
 
 // One chat format per family, each with its file's tokenizer, as the server
@@ -37,18 +30,15 @@ const std::vector<odmoe::ChatFormat>& Formats() {
          {"models/tiny-mixtral-f16.gguf", "tests/data/arch/tiny-qwen3moe.gguf",
           "tests/data/arch/tiny-qwen2moe.gguf", "tests/data/arch/tiny-olmoe.gguf",
           "tests/data/arch/tiny-deepseek2.gguf", "tests/data/arch/tiny-gpt-oss.gguf"}) {
-      auto f = odmoe::GgufFile::Open(odmoe::fuzz::SourcePath(file));
-      if (!f.ok()) odmoe::fuzz::Die("cannot open " + std::string(file));
-      auto t = odmoe::Tokenizer::FromGguf(**f);
-      if (!t.ok()) odmoe::fuzz::Die("no tokenizer in " + std::string(file));
-      const odmoe::Tokenizer& tok = **t;
+      odmoe::fuzz::OpenedModel m = odmoe::fuzz::Open(file);
+      const odmoe::Tokenizer& tok = *m.tokenizer;
       auto text = [&tok](int32_t id) {
         return id < 0 || id >= tok.n_vocab() ? std::string() : tok.vocab().tokens[id];
       };
       const odmoe::ChatVocab vocab{text(tok.bos_id()), text(tok.eos_id()),
                                    [&tok](std::string_view s) { return tok.TokenId(s); }};
-      v.push_back(odmoe::DetectChatFormat((*f)->GetString("tokenizer.chat_template"), vocab));
-      toks.push_back(std::move(*t));
+      v.push_back(odmoe::DetectChatFormat(m.gguf->GetString("tokenizer.chat_template"), vocab));
+      toks.push_back(std::move(m.tokenizer));
     }
     return v;
   }();

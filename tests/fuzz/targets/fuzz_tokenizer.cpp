@@ -10,9 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "fuzz_support.h"
-#include "gguf/gguf_reader.h"
-#include "tokenizer/tokenizer.h"
+#include "fuzz_models.h"
 
 namespace {
 
@@ -23,11 +21,7 @@ std::vector<std::unique_ptr<odmoe::Tokenizer>>& Tokenizers() {
                              "tests/data/arch/tiny-qwen3moe.gguf",
                              "tests/data/arch/tiny-deepseek2.gguf",
                              "tests/data/arch/tiny-gpt-oss.gguf"}) {
-      auto f = odmoe::GgufFile::Open(odmoe::fuzz::SourcePath(file));
-      if (!f.ok()) odmoe::fuzz::Die("cannot open " + std::string(file));
-      auto t = odmoe::Tokenizer::FromGguf(**f);
-      if (!t.ok()) odmoe::fuzz::Die("no tokenizer in " + std::string(file));
-      v.push_back(std::move(*t));
+      v.push_back(odmoe::fuzz::Open(file).tokenizer);
     }
     return v;
   }();
