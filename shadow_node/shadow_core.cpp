@@ -181,13 +181,17 @@ void ShadowCore::Loop() {
       if (stop_) return;
       begin = inbox_.front().begin();
       inbox_.pop_front();
-      if (begin.request() <= ended_) continue;  // ended before it started
-      current_ = begin.request();
       ++stats_.requests;
+      if (begin.request() <= ended_) {  // ended before it started
+        ++stats_.requests_finished;
+        continue;
+      }
+      current_ = begin.request();
     }
     RunRequest(begin);
     std::lock_guard<std::mutex> lock(mu_);
     current_ = 0;
+    ++stats_.requests_finished;
   }
 }
 

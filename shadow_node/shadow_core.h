@@ -52,6 +52,7 @@ namespace odmoe {
 
 struct ShadowStats {
   uint64_t requests = 0;
+  uint64_t requests_finished = 0;  // ended (done, failed or aborted): in flight = requests - this
   uint64_t iterations = 0;
   uint64_t predictions = 0;
   uint64_t token_alignments = 0;

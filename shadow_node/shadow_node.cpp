@@ -199,6 +199,7 @@ void ShadowNode::FillStatus(v1::NodeStatus* status) const {
   add("quantization",
       std::string(GgmlTypeName(static_cast<uint32_t>(topology_.shadow->quantization))));
   add("requests", absl::StrCat(s.requests));
+  add("requests_finished", absl::StrCat(s.requests_finished));
   add("iterations", absl::StrCat(s.iterations));
   add("iterations_skipped", absl::StrCat(s.iterations_skipped));
   add("speculation_misses", absl::StrCat(s.speculation_misses));

@@ -269,12 +269,18 @@ int Main(int argc, char** argv) {
   results["emulation"] = (*ctx)->EmulationJson();
   const std::string json_path = o.out_dir + "/results.json";
   int failures = 0;
-  for (const auto& [name, experiment] : AllExperiments()) {
-    if (!o.experiments.empty() &&
-        std::find(o.experiments.begin(), o.experiments.end(), name) == o.experiments.end()) {
-      continue;
+  std::vector<std::pair<std::string, Experiment>> chosen_experiments;
+  for (auto& [name, experiment] : AllExperiments()) {
+    if (o.experiments.empty() ||
+        std::find(o.experiments.begin(), o.experiments.end(), name) != o.experiments.end()) {
+      chosen_experiments.emplace_back(name, std::move(experiment));
     }
+  }
+  int index = 0;
+  for (const auto& [name, experiment] : chosen_experiments) {
+    (*ctx)->BeginExperiment(name, ++index, static_cast<int>(chosen_experiments.size()));
     absl::StatusOr<nlohmann::json> r = experiment(**ctx);
+    (*ctx)->EndExperiment(r.ok());
     if (!r.ok()) {
       std::cerr << "odmoe-bench: experiment " << name << " failed: " << r.status().message()
                 << "\n";

@@ -4,11 +4,13 @@
 #include <chrono>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cluster/trace.h"
 #include "util/logging.h"
 #include "util/mmap_file.h"
 #include "util/status_macros.h"
+#include "util/step_progress.h"
 
 namespace odmoe {
 namespace {
@@ -73,9 +75,12 @@ absl::StatusOr<ExpertSlots> ExpertSlots::Create(const ModelFile& model, Backend&
     if (!pinned.ok()) return pinned.status();
     uint8_t* host = *pinned;
     s.pinned_host_bytes_ = host_bytes;
+    StepProgress progress(absl::StrCat("packing experts into pinned memory for ", device->name()),
+                          set.size(), "experts");
     for (size_t i = 0; i < set.size(); ++i) {
       const auto [layer, expert] = set[i];
       uint8_t* entry = host + offsets[i];
+      progress.Advance(1, s.expert_bytes(layer));
       const ExpertTensors tensors = model.Expert(layer, expert);
       PackExpert(tensors, s.layouts_[static_cast<size_t>(layer)], entry);
       s.host_copy_[set[i]] = entry;
@@ -85,6 +90,7 @@ absl::StatusOr<ExpertSlots> ExpertSlots::Create(const ModelFile& model, Backend&
         DropMappedPages(t->data, t->bytes());
       }
     }
+    progress.Finish();
     s.staging_[0] = host + set_bytes;
     s.staging_[1] = host + set_bytes + stride;
     s.device_ = std::move(device);

@@ -4,12 +4,14 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "backends/backend_registry.h"
 #include "cluster/assignment.h"
 #include "cluster/wire.h"
 #include "util/logging.h"
 #include "util/status_macros.h"
+#include "util/step_progress.h"
 
 namespace odmoe {
 namespace {
@@ -144,13 +146,18 @@ absl::Status WorkerCore::AllocateWorkspace() {
 }
 
 absl::Status WorkerCore::LoadResident() {
-  for (const auto& [layer, expert] : ResidentSet(model_.config(), options_.placement)) {
+  const std::vector<std::pair<int, int>> set = ResidentSet(model_.config(), options_.placement);
+  StepProgress progress(absl::StrCat("loading the resident experts onto ", backend_.name()),
+                        set.size(), "experts");
+  for (const auto& [layer, expert] : set) {
     ODMOE_RETURN_IF_ERROR(
         slots_.Load(slots_.FreeSlot(), layer, expert, /*prefetched=*/false, /*pinned=*/true));
+    progress.Advance(1, slots_.expert_bytes(layer));
   }
   for (int i = 0; i < slots_.size(); ++i) {
     if (slots_.slot(i).loaded) ODMOE_RETURN_IF_ERROR(slots_.WaitLoaded(i).status());
   }
+  progress.Finish();
   ODMOE_LOG_INFO("resident: {} experts loaded ({} bytes)", slots_.held(), slots_.bytes_held());
   return absl::OkStatus();
 }

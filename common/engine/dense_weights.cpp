@@ -1,12 +1,17 @@
 #include "engine/dense_weights.h"
 
+#include "absl/strings/str_cat.h"
 #include "util/status_macros.h"
+#include "util/step_progress.h"
 
 namespace odmoe {
 
 absl::StatusOr<WeightRef> DenseWeights::Load(Backend& backend, const TensorView& view) {
   ODMOE_ASSIGN_OR_RETURN(BackendWeight w, backend.LoadWeight(view));
-  if (w.storage) storage_.push_back(std::move(w.storage));
+  if (w.storage) {
+    storage_.push_back(std::move(w.storage));
+    copied_bytes_ += view.bytes();
+  }
   return w.ref;
 }
 
@@ -18,13 +23,18 @@ absl::StatusOr<const float*> DenseWeights::LoadFloats(Backend& backend, const Te
 absl::StatusOr<std::unique_ptr<DenseWeights>> DenseWeights::Load(const ModelFile& model,
                                                                  Backend& backend) {
   std::unique_ptr<DenseWeights> w(new DenseWeights());
+  const int n_layer = model.config().n_layer;
+  StepProgress progress(absl::StrCat("loading the dense weights onto ", backend.name()),
+                        static_cast<uint64_t>(n_layer) + 1, "layers");
   ODMOE_ASSIGN_OR_RETURN(w->token_embd_, w->Load(backend, model.token_embd()));
   w->output_ = w->token_embd_;
   if (!model.config().output_tied) {
     ODMOE_ASSIGN_OR_RETURN(w->output_, w->Load(backend, model.output()));
   }
   ODMOE_ASSIGN_OR_RETURN(w->output_norm_, w->LoadFloats(backend, model.output_norm()));
-  for (int l = 0; l < model.config().n_layer; ++l) {
+  uint64_t reported = w->copied_bytes_;
+  progress.Advance(1, reported);  // the embeddings and the output head
+  for (int l = 0; l < n_layer; ++l) {
     const LayerTensors& t = model.layer(l);
     DenseLayerWeights d;
     ODMOE_ASSIGN_OR_RETURN(d.attn_norm, w->LoadFloats(backend, t.attn_norm));
@@ -32,7 +42,10 @@ absl::StatusOr<std::unique_ptr<DenseWeights>> DenseWeights::Load(const ModelFile
     ODMOE_RETURN_IF_ERROR(w->LoadAttention(model, backend, l, &d));
     ODMOE_RETURN_IF_ERROR(w->LoadFfn(model, backend, l, &d));
     w->layers_.push_back(std::move(d));
+    progress.Advance(1, w->copied_bytes_ - reported);
+    reported = w->copied_bytes_;
   }
+  progress.Finish();
   return w;
 }
 

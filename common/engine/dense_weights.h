@@ -1,6 +1,7 @@
 // Every weight of a model except the experts, made usable by one backend:
 // what the main node needs (embeddings, attention, norms, router, LM head).
-// On a host backend these are zero-copy views of the mapped file.
+// On a host backend these are zero-copy views of the mapped file; onto a
+// device the copy shows its progress (util/step_progress.h) when it is long.
 //
 //   ODMOE_ASSIGN_OR_RETURN(auto w, DenseWeights::Load(*model, *backend));
 //   backend->MatMul(w->layer(0).attn_q, x, q);
@@ -68,6 +69,7 @@ class DenseWeights {
   const float* output_norm_ = nullptr;
   std::vector<DenseLayerWeights> layers_;
   std::vector<std::unique_ptr<BackendBuffer>> storage_;  // device copies, if any
+  uint64_t copied_bytes_ = 0;                             // bytes of those copies
 };
 
 }  // namespace odmoe

@@ -1,7 +1,9 @@
 #include "engine/local_expert_executor.h"
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_cat.h"
 #include "util/status_macros.h"
+#include "util/step_progress.h"
 
 namespace odmoe {
 
@@ -13,9 +15,17 @@ absl::StatusOr<std::unique_ptr<LocalExpertExecutor>> LocalExpertExecutor::Create
   std::unique_ptr<LocalExpertExecutor> ex(new LocalExpertExecutor(backend, std::move(scratch)));
   ex->n_expert_ = c.n_expert;
   ex->n_embd_ = c.n_embd;
+  // On a host backend every expert is a view of the mapped file; onto a
+  // device the copy of the whole set shows its progress when it is long.
+  StepProgress progress(absl::StrCat("loading the experts onto ", backend.name()),
+                        static_cast<uint64_t>(c.n_moe_layer()) * c.n_expert, "experts");
+  uint64_t copied = 0;
   auto load = [&](const TensorView& v) -> absl::StatusOr<WeightRef> {
     ODMOE_ASSIGN_OR_RETURN(BackendWeight w, backend.LoadWeight(v));
-    if (w.storage) ex->storage_.push_back(std::move(w.storage));
+    if (w.storage) {
+      ex->storage_.push_back(std::move(w.storage));
+      copied += v.bytes();
+    }
     return w.ref;
   };
   ex->n_dense_leading_ = c.n_dense_leading;
@@ -41,8 +51,11 @@ absl::StatusOr<std::unique_ptr<LocalExpertExecutor>> LocalExpertExecutor::Create
       }
       w.activation = c.expert_activation;
       ex->experts_.push_back(w);
+      progress.Advance(1, copied);
+      copied = 0;
     }
   }
+  progress.Finish();
   const size_t rows = static_cast<size_t>(max_rows);
   const size_t d = static_cast<size_t>(c.n_embd);
   ODMOE_ASSIGN_OR_RETURN(ex->work_, backend.Allocate(rows * (2 * d + 2) * sizeof(float)));

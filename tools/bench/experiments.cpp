@@ -15,6 +15,7 @@
 #include "bench/timing_trace.h"
 #include "cluster/node_stats.h"
 #include "engine/expert_ffn.h"
+#include "util/progress_line.h"
 #include "util/status_macros.h"
 #include "util/string_view.h"
 #include "worker_node/expert_slots.h"
@@ -24,7 +25,15 @@ namespace {
 
 using json = nlohmann::json;
 
-void Progress(const std::string& line) { std::cerr << "odmoe-bench: " << line << std::endl; }
+// The bench's one status line on stderr: result lines (Progress) are
+// written whole; the running experiment's count of requests (Running)
+// is redrawn in place on a terminal, a line every 5 s elsewhere.
+ProgressLine& StatusLine() {
+  static ProgressLine line(stderr, std::chrono::seconds(5));
+  return line;
+}
+void Progress(const std::string& line) { StatusLine().Finish("odmoe-bench: " + line); }
+void Running(const std::string& text) { StatusLine().Update("odmoe-bench: " + text); }
 
 // Median time of one expert's FFN on one row, in this process, on the
 // workers' backend: the "expert compute time" the emulated link is scaled by.
@@ -675,11 +684,35 @@ absl::StatusOr<RequestMetrics> BenchContext::Run(ClusterProcess& cluster, const 
   ODMOE_ASSIGN_OR_RETURN(RequestMetrics m, RunRequest(cluster, spec));
   ODMOE_ASSIGN_OR_RETURN(Reference ref, ReferenceRun(spec.prompt_ids, spec.max_tokens));
   *exact = m.output_ids == ref.output_ids;
+  ++experiment_requests_;
+  if (!experiment_.empty()) {
+    Running(absl::StrFormat("%s: %d request%s, %.0f s; last %.1f tokens/s (%s)", experiment_,
+                            experiment_requests_, experiment_requests_ == 1 ? "" : "s",
+                            std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                                          experiment_start_)
+                                .count(),
+                            m.decode_tps, m.prediction));
+  }
   if (!*exact) {
     Progress(absl::StrCat("WARNING: the cluster's tokens differ from the reference engine's (",
                           m.prediction, ", ", spec.prompt_ids.size(), " prompt tokens)"));
   }
   return m;
+}
+
+void BenchContext::BeginExperiment(const std::string& name, int index, int count) {
+  experiment_ = absl::StrFormat("[%d/%d] %s", index, count, name);
+  experiment_start_ = std::chrono::steady_clock::now();
+  experiment_requests_ = 0;
+  Progress(absl::StrCat(experiment_, ": started"));
+}
+
+void BenchContext::EndExperiment(bool ok) {
+  Progress(absl::StrFormat(
+      "%s: %s %.0f s (%d request%s)", experiment_, ok ? "done in" : "FAILED after",
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - experiment_start_).count(),
+      experiment_requests_, experiment_requests_ == 1 ? "" : "s"));
+  experiment_.clear();
 }
 
 }  // namespace odmoe::bench

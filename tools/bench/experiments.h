@@ -12,6 +12,7 @@
 //   timing       a timing diagram of a few decode steps (Fig. 2) and Eq. 1.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -95,8 +96,14 @@ class BenchContext {
   void StopClusters();
 
   /// Runs one request and checks its tokens against the reference engine.
+  /// While an experiment runs, a status line shows its requests so far and
+  /// its time (redrawn on a terminal, a line every 5 s otherwise).
   absl::StatusOr<RequestMetrics> Run(ClusterProcess& cluster, const RequestSpec& spec,
                                      bool* exact);
+  /// Progress of the run: "[2/6] recall: started", then "recall: done in
+  /// 34 s (48 requests)" (or "failed after ...").
+  void BeginExperiment(const std::string& name, int index, int count);
+  void EndExperiment(bool ok);
 
  private:
   BenchContext() = default;
@@ -109,6 +116,9 @@ class BenchContext {
   std::map<std::pair<int, int>, std::vector<std::vector<int32_t>>> prompts_;
   std::map<std::pair<std::vector<int32_t>, int>, Reference> references_;
   std::string running_name_;
+  std::string experiment_;  // the one running, with its "[i/n]" prefix
+  std::chrono::steady_clock::time_point experiment_start_;
+  int experiment_requests_ = 0;
   std::unique_ptr<ClusterProcess> running_;
 };
 
