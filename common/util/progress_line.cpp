@@ -16,7 +16,8 @@ void ProgressLine::Update(const std::string& text) {
     std::fprintf(out_, "\r%s%s", text.c_str(), pad.c_str());
     width_ = text.size();
   } else {
-    if (!shown_.empty() && now - last_ < min_interval_) return;
+    // Throttled against the last line of any kind (an update or a final line).
+    if (last_ != std::chrono::steady_clock::time_point{} && now - last_ < min_interval_) return;
     std::fprintf(out_, "%s\n", text.c_str());
   }
   std::fflush(out_);
@@ -34,6 +35,7 @@ void ProgressLine::Finish(const std::string& text) {
   std::fflush(out_);
   shown_.clear();
   width_ = 0;
+  last_ = std::chrono::steady_clock::now();
 }
 
 }  // namespace odmoe

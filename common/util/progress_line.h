@@ -1,7 +1,8 @@
 // One line of progress for a long step, on a stream (stderr by default): on a
 // terminal the line is rewritten in place (carriage return) as often as it
 // changes; elsewhere (a log file, a pipe, CI) a plain line is written when
-// the text changed and at least `min_interval` passed, so logs stay short.
+// the text changed and at least `min_interval` passed since the last line
+// (an update or a final one), so logs stay short.
 // Finish() ends the line (on a terminal) and always writes the last text.
 //
 //   ProgressLine progress(stderr);

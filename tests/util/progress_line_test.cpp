@@ -38,5 +38,20 @@ TEST_CASE("progress line: plain lines off a terminal, throttled, final line alwa
   std::fclose(f);
 }
 
+TEST_CASE("progress line: after a final line, updates wait for the interval", "[util]") {
+  std::FILE* f = std::tmpfile();
+  REQUIRE(f != nullptr);
+  {
+    ProgressLine p(f, std::chrono::milliseconds(200));
+    p.Finish("result 1");
+    p.Update("running 1");  // right after a line: not written
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    p.Update("running 2");
+    p.Finish("result 2");
+  }
+  CHECK(Contents(f) == "result 1\nrunning 2\nresult 2\n");
+  std::fclose(f);
+}
+
 }  // namespace
 }  // namespace odmoe
