@@ -11,6 +11,7 @@
 #include "cluster/node_server.h"
 #include "util/cli_args.h"
 #include "util/logging.h"
+#include "util/step_progress.h"
 
 namespace odmoe {
 namespace {
@@ -42,6 +43,7 @@ int RunDaemon(int argc, char** argv, const char* program, const char* summary,
   args.SetDefaultLogLevel("info");
   if (std::optional<int> exit = args.ParseOrExit(argc, argv)) return *exit;
   SetLogNodeId(node_id);
+  SetProgressOutput(ProgressOutput::kLog);  // long start-up steps: into the node's log
   absl::StatusOr<Topology> topology = LoadTopology(topology_path);
   if (!topology.ok()) return Fail(program, topology.status());
   if (!secret_file.empty()) {

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
@@ -10,6 +11,11 @@
 #include "util/logging.h"
 
 namespace odmoe {
+namespace {
+std::atomic<ProgressOutput> g_output{ProgressOutput::kStderr};
+}  // namespace
+
+void SetProgressOutput(ProgressOutput output) { g_output.store(output); }
 
 std::string FormatBytes(uint64_t bytes) {
   const double b = static_cast<double>(bytes);
@@ -28,12 +34,14 @@ StepProgress::StepProgress(std::string label, uint64_t total, std::string unit, 
       total_(total),
       options_(std::move(options)),
       start_(std::chrono::steady_clock::now()) {
-  if (!options_.log) options_.log = [](const std::string& line) { ODMOE_LOG_INFO("{}", line); };
+  if (!options_.log && g_output.load() == ProgressOutput::kLog) {
+    options_.log = [](const std::string& line) { ODMOE_LOG_INFO("{}", line); };
+  }
 }
 
 StepProgress::~StepProgress() {
   // A step abandoned on an error: end the terminal line, claim nothing.
-  if (bar_ && !finished_) bar_->Finish(absl::StrCat(label_, ": stopped at ", Text()));
+  if (line_ && !finished_) line_->Finish(absl::StrCat(label_, ": stopped at ", Text()));
 }
 
 double StepProgress::Seconds() const {
@@ -56,19 +64,21 @@ void StepProgress::Advance(uint64_t units, uint64_t bytes) {
   if (now - start_ < options_.quiet_for) return;
   if (!shown_) {
     shown_ = true;
-    if (options_.terminal && isatty(fileno(stderr)) != 0) {
-      bar_ = std::make_unique<ProgressLine>(stderr, std::chrono::milliseconds(0));
-    }
+    if (!options_.log) line_ = std::make_unique<ProgressLine>(stderr, options_.interval);
   }
-  if (bar_) {
+  if (line_ && line_->tty()) {
     const double fraction =
         total_ == 0 ? 1.0
                     : std::min(1.0, static_cast<double>(done_) / static_cast<double>(total_));
     constexpr int kWidth = 30;
     const int filled = static_cast<int>(fraction * kWidth);
-    bar_->Update(absl::StrCat(label_, " [", std::string(static_cast<size_t>(filled), '#'),
-                              std::string(static_cast<size_t>(kWidth - filled), '.'), "] ",
-                              Text()));
+    line_->Update(absl::StrCat(label_, " [", std::string(static_cast<size_t>(filled), '#'),
+                               std::string(static_cast<size_t>(kWidth - filled), '.'), "] ",
+                               Text()));
+    return;
+  }
+  if (line_) {  // ProgressLine throttles plain lines itself
+    line_->Update(absl::StrCat(label_, ": ", Text()));
     return;
   }
   if (last_log_ != std::chrono::steady_clock::time_point{} && now - last_log_ < options_.interval) {
@@ -83,11 +93,13 @@ void StepProgress::Finish() {
   finished_ = true;
   const double s = Seconds();
   if (!shown_ && std::chrono::steady_clock::now() - start_ < options_.quiet_for) return;
+  if (!shown_ && !options_.log) line_ = std::make_unique<ProgressLine>(stderr, options_.interval);
+  shown_ = true;
   std::string line = absl::StrFormat("%s: done, %d %s", label_, done_, unit_);
   if (bytes_ > 0) absl::StrAppend(&line, " (", FormatBytes(bytes_), ")");
   absl::StrAppend(&line, absl::StrFormat(" in %.1f s", s));
-  if (bar_) {
-    bar_->Finish(line);
+  if (line_) {
+    line_->Finish(line);
   } else {
     options_.log(line);
   }

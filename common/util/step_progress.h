@@ -1,9 +1,10 @@
 // Progress of one long start-up step counted in units (layers, experts,
 // bytes): loading weights onto a device, packing experts into pinned memory,
 // loading a resident worker's experts. A step that ends within `quiet_for`
-// (1 s) prints nothing. Past it, on a terminal (stderr is one) a bar is
-// redrawn in place; elsewhere (a daemon's log file, CI) a log line is
-// written at most every `interval` (5 s); and Finish() reports the total time.
+// (1 s) prints nothing. Past it, a tool writes to its stderr (a bar redrawn
+// in place on a terminal, a plain line at most every `interval` (5 s)
+// otherwise) and a daemon to its log (SetProgressOutput(kLog), info lines
+// at most every `interval`); Finish() reports the total time.
 //
 //   StepProgress progress("loading weights onto cuda:0", n_layer, "layers");
 //   for (int l = 0; l < n_layer; ++l) { ...; progress.Advance(1, layer_bytes); }
@@ -27,10 +28,8 @@ class StepProgress {
   struct Options {
     std::chrono::milliseconds quiet_for{1000};
     std::chrono::milliseconds interval{5000};
-    // Where non-terminal lines go (default: the log at info level).
+    // Where the lines go instead of the process's progress output (tests).
     std::function<void(const std::string&)> log;
-    // Draw a bar on stderr when it is a terminal (off: always log lines).
-    bool terminal = true;
   };
   StepProgress(std::string label, uint64_t total, std::string unit);
   StepProgress(std::string label, uint64_t total, std::string unit, Options options);
@@ -54,8 +53,13 @@ class StepProgress {
   Options options_;
   std::chrono::steady_clock::time_point start_, last_log_;
   bool shown_ = false, finished_ = false;
-  std::unique_ptr<ProgressLine> bar_;  // on a terminal, once shown
+  std::unique_ptr<ProgressLine> line_;  // stderr output, once shown
 };
+
+/// Where StepProgress writes when its Options name no sink: kStderr (the
+/// default: tools) or kLog (daemons: their log at info level).
+enum class ProgressOutput { kStderr, kLog };
+void SetProgressOutput(ProgressOutput output);
 
 /// "512 B", "3.0 KiB", "12.5 MiB", "3.10 GiB".
 std::string FormatBytes(uint64_t bytes);

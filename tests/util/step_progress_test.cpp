@@ -14,7 +14,6 @@ StepProgress::Options Capture(std::vector<std::string>* lines, int quiet_ms, int
   StepProgress::Options o;
   o.quiet_for = std::chrono::milliseconds(quiet_ms);
   o.interval = std::chrono::milliseconds(interval_ms);
-  o.terminal = false;
   o.log = [lines](const std::string& line) { lines->push_back(line); };
   return o;
 }
