@@ -340,6 +340,12 @@ struct HttpApi::Impl {
           ids.push_back(gen.result.output_ids[i]);
           scores.push_back(gen.result.logprobs[i]);
         }
+        if (parsed.echo && gen.result.eos_logprob) {
+          // The end-of-sequence token ends the text but is listed with its
+          // score: a harness that asks for prompt + one token gets both.
+          ids.push_back(gen.result.eos_logprob->target);
+          scores.push_back(*gen.result.eos_logprob);
+        }
         size_t offset = 0;
         choice["logprobs"] = CompletionLogprobs(tok, ids, scores, top_n, &offset);
       } else {

@@ -165,7 +165,15 @@ absl::Status ParseCompletionBody(const json& body, const std::string& model_id,
   if (!body.is_object()) return Bad("body", "expected a JSON object");
   out->prompt_param = "prompt";
   ODMOE_RETURN_IF_ERROR(ParseCommon(body, model_id, out));
-  const json& p = body.contains("prompt") ? body["prompt"] : json();
+  const json& whole = body.contains("prompt") ? body["prompt"] : json();
+  // The reference API takes a batch of prompts (an array of strings or of
+  // token-id arrays); one prompt per request here, so a batch of one is
+  // that prompt (evaluation harnesses send their tokenization as [[ids]]).
+  if (whole.is_array() && whole.size() > 1 && (whole[0].is_string() || whole[0].is_array())) {
+    return Bad("prompt", absl::StrCat("a batch of ", whole.size(),
+                                      " prompts: send one prompt per request"));
+  }
+  const json& p = whole.is_array() && whole.size() == 1 && whole[0].is_array() ? whole[0] : whole;
   // A string, a one-string array, or token ids (as the reference API
   // allows; evaluation harnesses send their own tokenization so).
   const bool ids = p.is_array() && !p.empty() && p[0].is_number_integer();

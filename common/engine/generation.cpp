@@ -99,6 +99,7 @@ absl::StatusOr<GenerateResult> RunGeneration(Transformer& transformer, ExpertExe
     if (i == 0) result.stats.ttft_seconds = SecondsSince(t0);
     if (next == tokenizer.eos_id() && !request.ignore_eos) {
       result.stop_reason = GenerateResult::StopReason::kEos;
+      if (request.logprobs >= 0) result.eos_logprob = ScoreLogitsRow(logits, next, request.logprobs);
       break;
     }
     result.output_ids.push_back(next);

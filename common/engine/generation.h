@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -58,6 +59,11 @@ struct GenerateResult {
   /// sampled from (ScoreLogitsRow: the model's distribution, before
   /// temperature or top-p), with the top-N alternatives.
   std::vector<RowScore> logprobs;
+  /// When logprobs were requested and generation ended with the
+  /// end-of-sequence token: its score (it is not in output_ids). Completions
+  /// with `echo` list it, as evaluation harnesses expect one scored token
+  /// after the prompt when they ask for one.
+  std::optional<RowScore> eos_logprob;
   GenerateStats stats;
 };
 

@@ -482,7 +482,35 @@ TEST_CASE("http: logprobs and echo are the single process's numbers", "[cluster]
       "/v1/completions", {{"prompt", ids}, {"max_tokens", 0}, {"echo", true}, {"logprobs", 1}}));
   CHECK(by_ids["choices"][0]["logprobs"]["token_logprobs"] == lp["token_logprobs"]);
   CHECK(by_ids["usage"]["prompt_tokens"] == ids.size());
+  // A batch of one prompt (what evaluation harnesses send): that prompt.
+  json batch_of_one = json::parse(post("/v1/completions", {{"prompt", json::array({ids})},
+                                                           {"max_tokens", 0},
+                                                           {"echo", true},
+                                                           {"logprobs", 1}}));
+  CHECK(batch_of_one["choices"][0]["logprobs"]["token_logprobs"] == lp["token_logprobs"]);
   ExpectError(cli, "/v1/completions", json{{"prompt", {1, 2, 1 << 30}}}.dump(), 400, "prompt");
+  // Prompt + one token when the model's next token is end-of-sequence (these
+  // ids, from an evaluation harness's request, end so): the end token is
+  // listed with its score, so the harness finds the prompt's scores where it
+  // expects them, and the text ends before it.
+  const std::vector<int32_t> ends = {415, 703, 747, 413, 315, 436, 591,  337, 528, 424, 1975,
+                                     334, 679, 970, 821, 308, 400, 539, 1531, 1319, 321, 1975};
+  GenerateRequest until_eos;
+  until_eos.prompt_ids = ends;
+  until_eos.max_tokens = 1;
+  until_eos.logprobs = 1;
+  const GenerateResult eos_want = engine->Generate(until_eos).value();
+  REQUIRE(eos_want.stop_reason == GenerateResult::StopReason::kEos);
+  REQUIRE(eos_want.eos_logprob.has_value());
+  j = json::parse(post("/v1/completions",
+                       {{"prompt", json::array({ends})}, {"max_tokens", 1}, {"echo", true},
+                        {"logprobs", 1}}));
+  lp = j["choices"][0]["logprobs"];
+  REQUIRE(lp["token_logprobs"].size() == ends.size() + 1);
+  CHECK(lp["tokens"].back() == tok.TokenToPiece(tok.eos_id()));
+  CHECK(lp["token_logprobs"].back().get<double>() == eos_want.eos_logprob->target_logprob);
+  CHECK(j["choices"][0]["finish_reason"] == "stop");
+  CHECK(j["usage"]["completion_tokens"] == 0);
   // echo with generation: prompt, then the generated tokens.
   j = json::parse(post("/v1/completions", {{"prompt", prompt},
                                            {"max_tokens", 8},
@@ -520,6 +548,9 @@ TEST_CASE("http: bad requests get OpenAI-style 4xx errors", "[cluster][http]") {
   ExpectError(cli, c, R"({"max_tokens": 4})", 400, "prompt");
   ExpectError(cli, c, R"({"prompt": 7})", 400, "prompt");
   ExpectError(cli, c, R"({"prompt": ""})", 400, "prompt");
+  ExpectError(cli, c, R"({"prompt": ["a", "b"]})", 400, "prompt");  // one prompt per request
+  ExpectError(cli, c, R"({"prompt": [[1, 2], [3]]})", 400, "prompt");
+  ExpectError(cli, c, R"({"prompt": [[]]})", 400, "prompt");
   ExpectError(cli, c, R"({"prompt": "hi", "max_tokens": "many"})", 400, "max_tokens");
   ExpectError(cli, c, R"({"prompt": "hi", "max_tokens": 0})", 400, "max_tokens");
   ExpectError(cli, c, R"({"prompt": "hi", "max_tokens": 100000})", 400, "context_length_exceeded");
