@@ -166,6 +166,10 @@ absl::Status ClusterExpertExecutor::RunDecodeOn(int layer, const RoutingPlan& pl
       return s;
     }
   }
+  if (lookahead_ && !lookahead_done_) {
+    lookahead_done_ = true;
+    ODMOE_RETURN_IF_ERROR(lookahead_(layer, decode_x_));
+  }
   // Results land by plan entry, whoever computed them: Combine adds them in
   // the canonical order of expert_executor.h.
   for (size_t p = 0; p < assignment.size(); ++p) {
@@ -305,6 +309,8 @@ absl::Status ClusterExpertExecutor::RunExperts(int layer, ConstMat x, const Rout
     if (x.rows != 1) {
       return absl::InvalidArgumentError("a decode step carries one row");
     }
+    decode_x_ = x;
+    lookahead_done_ = false;
     ODMOE_RETURN_IF_ERROR(RunDecode(layer, plan));
   } else {
     ODMOE_RETURN_IF_ERROR(RunPrefill(layer, plan));

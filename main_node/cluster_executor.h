@@ -21,8 +21,9 @@
 //   ex->SetStep(request, 1);                        // decode iteration 1 ...
 #pragma once
 
-#include <cstdint>
 #include <chrono>
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -56,6 +57,7 @@ class ClusterExpertExecutor : public ExpertExecutor {
       ClusterLinks& links, int max_rows);
 
   void SetStep(uint64_t request, uint32_t token);
+  uint32_t token() const { return token_; }
   /// M_l spans (main-node work before layer l's experts, "head" after the
   /// last layer) and expert waits go here while it records (may be null).
   void set_trace(TraceRecorder* trace) { trace_ = trace; }
@@ -66,6 +68,13 @@ class ClusterExpertExecutor : public ExpertExecutor {
     schedule_ = schedule;
     schedule_mu_ = mu;
   }
+  /// Called once per decode layer with that layer and its MoE input (one
+  /// row, backend memory) after its tasks went out and before their results
+  /// are awaited: a gate look-ahead predicts the next layer from it while the
+  /// workers compute. Empty (the default): nothing is called. An error ends
+  /// the step.
+  using Lookahead = std::function<absl::Status(int layer, ConstMat x)>;
+  void set_lookahead(Lookahead lookahead) { lookahead_ = std::move(lookahead); }
   /// The gate's experts of the last decode layer run, per layer of this
   /// token (for recall): actual()[layer].
   const std::vector<std::vector<int32_t>>& actual() const { return actual_; }
@@ -119,6 +128,9 @@ class ClusterExpertExecutor : public ExpertExecutor {
   Schedule* schedule_ = nullptr;
   std::mutex* schedule_mu_ = nullptr;  // guards changes for readers elsewhere
   ExpertTaskStats stats_;
+  Lookahead lookahead_;
+  ConstMat decode_x_{nullptr, 0, 0};  // the decode layer's MoE input (for lookahead_)
+  bool lookahead_done_ = false;       // this layer's look-ahead ran (a retry skips it)
   std::vector<std::vector<int32_t>> actual_;
 
   int max_rows_ = 0;

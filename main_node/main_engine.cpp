@@ -168,25 +168,39 @@ absl::Status MainEngine::SendRandomHints(uint64_t request, int n) {
       std::uniform_int_distribution<int> pick(j, c.n_expert - 1);
       std::swap(pool[static_cast<size_t>(j)], pool[static_cast<size_t>(pick(rng))]);
     }
-    std::vector<int32_t> predicted(pool.begin(), pool.begin() + c.n_expert_used);
-    v1::WorkerRequest req;
-    v1::Hint* hint = req.mutable_hint();
-    hint->mutable_key()->set_request(request);
-    hint->mutable_key()->set_token(static_cast<uint32_t>(n));
-    hint->mutable_key()->set_layer(static_cast<uint32_t>(l));
-    for (int32_t e : predicted) hint->add_experts(static_cast<uint32_t>(e));
-    links_.predictions().Put(request, static_cast<uint32_t>(n), static_cast<uint32_t>(l),
-                             std::move(predicted));
-    const std::vector<int> members = topology_.GroupMembers(schedule_.GroupOfLayer(l));
-    for (size_t i = 0; i < members.size(); ++i) {
-      // Only workers with positions of this layer (cluster/assignment.h).
-      if (PositionsOfWorker(static_cast<int>(i), topology_.group_size, c.n_expert_used).empty()) {
-        continue;
-      }
-      // A failed send is the group's failure, which the layer's task finds.
-      links_.SendToWorker(members[i], req).IgnoreError();
-    }
+    SendHint(request, n, l, std::vector<int32_t>(pool.begin(), pool.begin() + c.n_expert_used));
   }
+  return absl::OkStatus();
+}
+
+void MainEngine::SendHint(uint64_t request, int n, int layer, std::vector<int32_t> predicted) {
+  const ModelConfig& c = model_.config();
+  v1::WorkerRequest req;
+  v1::Hint* hint = req.mutable_hint();
+  hint->mutable_key()->set_request(request);
+  hint->mutable_key()->set_token(static_cast<uint32_t>(n));
+  hint->mutable_key()->set_layer(static_cast<uint32_t>(layer));
+  for (int32_t e : predicted) hint->add_experts(static_cast<uint32_t>(e));
+  links_.predictions().Put(request, static_cast<uint32_t>(n), static_cast<uint32_t>(layer),
+                           std::move(predicted));
+  const std::vector<int> members = topology_.GroupMembers(schedule_.GroupOfLayer(layer));
+  for (size_t i = 0; i < members.size(); ++i) {
+    // Only workers with positions of this layer (cluster/assignment.h).
+    if (PositionsOfWorker(static_cast<int>(i), topology_.group_size, c.n_expert_used).empty()) {
+      continue;
+    }
+    // A failed send is the group's failure, which the layer's task finds.
+    links_.SendToWorker(members[i], req).IgnoreError();
+  }
+}
+
+absl::Status MainEngine::Lookahead(uint64_t request, int n, int layer, ConstMat x) {
+  const ModelConfig& c = model_.config();
+  const int next = layer + 1;
+  if (next >= c.n_layer || !c.has_experts(next)) return absl::OkStatus();
+  std::vector<int32_t> predicted;
+  ODMOE_RETURN_IF_ERROR(transformer_->PredictExperts(next, x, &predicted));
+  SendHint(request, n, next, std::move(predicted));
   return absl::OkStatus();
 }
 
@@ -256,6 +270,18 @@ absl::StatusOr<ClusterGenerateResult> MainEngine::Generate(
     use_shadow = false;
     out.prediction = PredictionMode::kNone;
   };
+
+  // Gate look-ahead: each decode layer predicts the next one while its
+  // experts compute (the executor calls back between sending and waiting).
+  if (mode == PredictionMode::kLookahead) {
+    executor_->set_lookahead([this, req](int layer, ConstMat x) {
+      return Lookahead(req, static_cast<int>(executor_->token()), layer, x);
+    });
+  }
+  struct ClearLookahead {
+    ClusterExpertExecutor& ex;
+    ~ClearLookahead() { ex.set_lookahead({}); }
+  } clear_lookahead{*executor_};
 
   GenerationHooks hooks;
   hooks.should_stop = should_stop;

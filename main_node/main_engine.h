@@ -7,6 +7,9 @@
 //                        last KV alignment when that is due (chunked), and in
 //                        any case the progress marker; in `random` mode send
 //                        every group random hints for its layers;
+//   during iteration n   in `lookahead` mode, while layer l's experts compute,
+//                        predict layer l+1's from layer l's MoE input with
+//                        layer l+1's router and send those hints;
 //   after the request    ShadowEnd, wait (briefly) for the shadow to finish,
 //                        and count recall (Eq. 2-3) from the predictions that
 //                        arrived against the gate's choices.
@@ -122,6 +125,11 @@ class MainEngine {
   absl::Status SendAlignment(uint64_t request, int n, int32_t token, int pos, bool send_token,
                              bool send_kv, bool send_schedule, int* kv_sent);
   absl::Status SendRandomHints(uint64_t request, int n);
+  /// Puts a prediction of (token n, layer) on the board (for the layer's
+  /// assignment and recall) and sends it to the workers of the layer's group.
+  void SendHint(uint64_t request, int n, int layer, std::vector<int32_t> predicted);
+  /// Gate look-ahead from `layer`'s MoE input: the next layer's prediction.
+  absl::Status Lookahead(uint64_t request, int n, int layer, ConstMat x);
   // At a token boundary: groups whose workers are all connected take layers
   // (a group that failed comes back once its workers have rejoined).
   void RefreshSchedule();

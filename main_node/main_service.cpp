@@ -33,9 +33,12 @@ absl::StatusOr<Experiment> ExperimentFromProto(const v1::Experiment& in) {
     e.prediction = PredictionMode::kRandom;
   } else if (p == "none") {
     e.prediction = PredictionMode::kNone;
+  } else if (p == "lookahead") {
+    e.prediction = PredictionMode::kLookahead;
   } else if (!p.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "experiment.prediction '", p, "' is not valid (expected shadow | random | none)"));
+    return absl::InvalidArgumentError(absl::StrCat("experiment.prediction '", p,
+                                                   "' is not valid (expected shadow | random | "
+                                                   "none | lookahead)"));
   }
   if (in.set_alignment()) {
     if (in.token_period() > (1u << 20) || in.kv_period() > (1u << 20)) {

@@ -177,6 +177,30 @@ absl::StatusOr<RoutingPlan> Transformer::RouteBlock(int layer) {
   return RoutingPlan::Build(host_ids_, host_weights_, k, c.n_expert);
 }
 
+absl::Status Transformer::PredictExperts(int layer, ConstMat input, std::vector<int32_t>* ids) {
+  const ModelConfig& c = config_;
+  if (layer < 0 || layer >= c.n_layer || !c.has_experts(layer) || input.rows != 1 ||
+      input.cols != c.n_embd) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "cannot predict the experts of layer %d from %d x %d rows", layer, input.rows, input.cols));
+  }
+  const int k = c.n_expert_used;
+  if (lookahead_ == nullptr) {
+    ODMOE_ASSIGN_OR_RETURN(lookahead_,
+                           backend_.Allocate(static_cast<size_t>(c.n_expert + 2 * k) * 4));
+  }
+  float* router = static_cast<float*>(lookahead_->data());
+  float* weights = router + c.n_expert;
+  int32_t* out = reinterpret_cast<int32_t*>(weights + k);
+  const DenseLayerWeights& w = weights_->layer(layer);
+  const Mat logits{router, 1, c.n_expert};
+  backend_.MatMul(w.router, input, logits);
+  if (w.router_bias != nullptr) backend_.AddBias(logits, w.router_bias);
+  backend_.RouterTopK(logits, k, c.gating, out, weights);
+  ids->resize(static_cast<size_t>(k));
+  return backend_.CopyToHost(ids->data(), out, static_cast<size_t>(k) * sizeof(int32_t));
+}
+
 void Transformer::FinishMoe(int layer) {
   const Mat x{x_, rows_, config_.n_embd};
   if (config_.n_ff_shared > 0) {

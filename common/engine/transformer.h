@@ -99,6 +99,11 @@ class Transformer {
   /// (last_ids() / last_weights()).
   absl::StatusOr<RoutingPlan> RouteBlock(int layer);
   ConstMat moe_input() const { return {h_, rows_, config_.n_embd}; }
+  /// Gate look-ahead (DAOP, DyMoE, FIRM): the k experts `layer`'s router
+  /// would choose for one row `input` in backend memory (e.g. an earlier
+  /// layer's MoE input), most likely first. Only a prediction: nothing of the
+  /// batch in flight is touched (its own small buffer, allocated on first use).
+  absl::Status PredictExperts(int layer, ConstMat input, std::vector<int32_t>* ids);
   Mat moe_output() const { return {moe_, rows_, config_.n_embd}; }
   /// The shared expert of `layer` (computed here, on this node, when the
   /// model has one), then the residual add.
@@ -134,6 +139,7 @@ class Transformer {
 
   // Activations, [n_batch, width] each, in one backend buffer.
   std::unique_ptr<BackendBuffer> buffer_;
+  std::unique_ptr<BackendBuffer> lookahead_;  // PredictExperts: router [e], weights [k], ids [k]
   float *x_ = nullptr, *h_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr;
   float *attn_ = nullptr, *o_ = nullptr, *moe_ = nullptr, *router_ = nullptr;
   float *logits_ = nullptr, *weights_out_ = nullptr;

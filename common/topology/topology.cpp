@@ -249,7 +249,8 @@ absl::Status ParseDocument(const YAML::Node& root, const std::string& file,
   ODMOE_RETURN_IF_ERROR(top.Enum<PredictionMode>("prediction", &t->prediction,
                                                  {{"shadow", PredictionMode::kShadow},
                                                   {"random", PredictionMode::kRandom},
-                                                  {"none", PredictionMode::kNone}}));
+                                                  {"none", PredictionMode::kNone},
+                                                  {"lookahead", PredictionMode::kLookahead}}));
   absl::Status st;
   YAML::Node prefill = Map(top, "prefill", &st);
   ODMOE_RETURN_IF_ERROR(st);
@@ -426,7 +427,8 @@ absl::Status CheckStructure(const Topology& t, const std::string& file) {
     return absl::InvalidArgumentError(absl::StrCat(file, ": ", key, ": ", what));
   };
   if (t.prediction == PredictionMode::kShadow && !t.shadow) {
-    return error("prediction", "'shadow' needs a shadow section (or choose random | none)");
+    return error("prediction",
+                 "'shadow' needs a shadow section (or choose lookahead | random | none)");
   }
   if (t.worker_mode == WorkerMode::kLruCache && t.prediction != PredictionMode::kNone) {
     return error("prediction", absl::StrCat("'", std::string(PredictionModeName(t.prediction)),
@@ -496,6 +498,8 @@ std::string_view PredictionModeName(PredictionMode m) {
       return "random";
     case PredictionMode::kNone:
       return "none";
+    case PredictionMode::kLookahead:
+      return "lookahead";
   }
   return "none";
 }

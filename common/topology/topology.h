@@ -11,7 +11,7 @@
 // the topology file's directory):
 //
 //   model: ../models/tiny-mixtral-f16.gguf    # required
-//   prediction: shadow                        # shadow (default) | random | none
+//   prediction: shadow                        # shadow (default) | random | none | lookahead
 //   prefill: { mini_batch: 16 }               # rows per prefill message (default 16)
 //   wire: { hidden_dtype: f32 }               # f32 (default, exact) | f16 (lossy)
 //   wire: { emulated_delay: 250us }           # EMULATION: one-way delay on every message a
@@ -95,12 +95,15 @@
 
 namespace odmoe {
 
-enum class PredictionMode { kShadow, kRandom, kNone };
+// kLookahead: the main node predicts layer l+1's experts by applying its
+// router to layer l's MoE input (gate look-ahead, as DAOP / DyMoE / FIRM do);
+// no shadow node. The first MoE layer of each token goes unpredicted.
+enum class PredictionMode { kShadow, kRandom, kNone, kLookahead };
 enum class WorkerMode { kOnDemand, kResident, kLruCache };
 /// How hidden states travel on the wire.
 enum class WireDType { kF32, kF16 };
 
-std::string_view PredictionModeName(PredictionMode m);  // "shadow" | "random" | "none"
+std::string_view PredictionModeName(PredictionMode m);  // "shadow" | "random" | "none" | "lookahead"
 std::string_view WorkerModeName(WorkerMode m);  // "on_demand" | "resident" | "lru_cache"
 std::string_view WireDTypeName(WireDType t);            // "f32" | "f16"
 

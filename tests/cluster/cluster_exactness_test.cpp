@@ -156,7 +156,7 @@ TEST_CASE("cluster: identical tokens in every prediction mode and worker count",
   const int mini_batches[] = {1, 3, 16, 64};
   int i = 0;
   for (int workers : {2, 4, 6, 8}) {
-    for (int variant = 0; variant < 4; ++variant) {
+    for (int variant = 0; variant < 5; ++variant) {
       ClusterConfig cfg;
       cfg.workers = workers;
       cfg.mini_batch = mini_batches[i++ % 4];
@@ -171,6 +171,9 @@ TEST_CASE("cluster: identical tokens in every prediction mode and worker count",
           break;
         case 3:
           cfg.prediction = PredictionMode::kNone;
+          break;
+        case 4:
+          cfg.prediction = PredictionMode::kLookahead;
           break;
       }
       ExpectIdentical(cfg);
@@ -210,6 +213,8 @@ TEST_CASE("cluster: identical tokens with groups smaller and larger than top-k",
       {2, 1, 0, PredictionMode::kShadow, WorkerMode::kOnDemand, 1, 16},  // auto: 2 slots
       {1, 1, 1, PredictionMode::kShadow, WorkerMode::kOnDemand, 0, 5},
       {3, 1, 2, PredictionMode::kNone, WorkerMode::kOnDemand, 1, 1},
+      {2, 1, 0, PredictionMode::kLookahead, WorkerMode::kOnDemand, 1, 4},
+      {3, 3, 0, PredictionMode::kLookahead, WorkerMode::kOnDemand, 1, 2},
       {2, 1, 0, PredictionMode::kRandom, WorkerMode::kOnDemand, 1, 64},
       {2, 1, 0, PredictionMode::kNone, WorkerMode::kResident, 1, 16},
       // G > k: workers 2 (and 3) of a group idle in decoding, not in prefill.
@@ -235,6 +240,7 @@ TEST_CASE("cluster: identical tokens for top-4 and top-8 models on any group siz
            {8, 8, 0, PredictionMode::kShadow, WorkerMode::kOnDemand, 0, 16},  // 4 idle
            {4, 2, 0, PredictionMode::kNone, WorkerMode::kResident, 1, 16},
            {4, 4, 0, PredictionMode::kRandom, WorkerMode::kOnDemand, 1, 4},  // G = k
+           {4, 2, 0, PredictionMode::kLookahead, WorkerMode::kOnDemand, 1, 16},
        }},
       {8,
        {
@@ -329,6 +335,7 @@ TEST_CASE("cluster: identical tokens with every node on the GPU", "[cluster][gpu
            {PredictionMode::kShadow, WorkerMode::kOnDemand},
            {PredictionMode::kNone, WorkerMode::kOnDemand},
            {PredictionMode::kRandom, WorkerMode::kOnDemand},
+           {PredictionMode::kLookahead, WorkerMode::kOnDemand},
            {PredictionMode::kNone, WorkerMode::kResident},
            {PredictionMode::kNone, WorkerMode::kLruCache}}) {
     ClusterConfig cfg;

@@ -50,6 +50,34 @@ TEST_CASE("recall: aligned Q8_0 shadow vs unaligned vs random", "[cluster]") {
   CHECK(r_random == Approx(2.0 / 8.0).margin(0.05));
 }
 
+TEST_CASE("recall: the gate look-ahead predicts every MoE layer but the first on its own",
+          "[cluster]") {
+  ClusterConfig cfg;
+  cfg.prediction = PredictionMode::kLookahead;  // no shadow node
+  auto cluster = TestCluster::Start(cfg).value();
+  CHECK(cluster->shadow() == nullptr);
+  const int tokens = 32;
+  double correct = 0, slots = 0;
+  for (const std::string& prompt : HeldOutPrompts(4)) {
+    GenerateRequest req;
+    req.prompt = prompt;
+    req.max_tokens = tokens;
+    req.ignore_eos = true;
+    absl::StatusOr<ClusterGenerateResult> r = cluster->main().Generate(req, nullptr);
+    REQUIRE(r.ok());
+    CHECK(r->prediction == PredictionMode::kLookahead);
+    // Decode iterations 1..31 of 8 MoE layers: layer 0 unpredicted, 1..7 predicted.
+    CHECK(r->recall.predictions_missing == tokens - 1);
+    CHECK(r->recall.slots == static_cast<uint64_t>((tokens - 1) * 7 * 2));
+    CHECK(r->experts.hits > 0);
+    correct += static_cast<double>(r->recall.correct);
+    slots += static_cast<double>(r->recall.slots);
+  }
+  const double recall = correct / slots;
+  std::printf("gate look-ahead recall over 4 prompts x %d tokens: %.4f\n", tokens, recall);
+  CHECK(recall > 0.5);  // random guessing: 2 of 8 = 0.25
+}
+
 TEST_CASE("generate RPC: streamed tokens and statistics", "[cluster]") {
   ClusterConfig cfg;
   cfg.workers = 4;

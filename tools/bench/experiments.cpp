@@ -153,6 +153,7 @@ absl::StatusOr<json> Deployments(BenchContext& ctx) {
     v1::Experiment experiment;
   };
   std::vector<Variant> variants = {{"odmoe", "odmoe", ShadowAlignment(1, 1)},
+                                   {"lookahead", "odmoe", Prediction("lookahead")},
                                    {"none", "odmoe", Prediction("none")},
                                    {"random", "odmoe", Prediction("random")},
                                    {"resident", "resident", {}},
@@ -274,6 +275,38 @@ absl::StatusOr<json> Recall(BenchContext& ctx) {
                                Summarize(overall).mean));
     }
     out[name] = per_mode;
+  }
+  // The gate look-ahead on the main node (no shadow), on the cluster that
+  // runs now: layer l+1 predicted from layer l's MoE input.
+  if (!o.attach) {
+    ODMOE_ASSIGN_OR_RETURN(ClusterProcess * cluster, ctx.Cluster(clusters.back()));
+    std::vector<double> sum(static_cast<size_t>(o.recall_tokens), 0.0), overall;
+    std::vector<int> count(sum.size(), 0);
+    uint64_t missing = 0;
+    bool all_exact = true;
+    for (const auto& p : prompts) {
+      bool exact = false;
+      ODMOE_ASSIGN_OR_RETURN(
+          RequestMetrics m,
+          ctx.Run(*cluster, {p, o.recall_tokens, Prediction("lookahead")}, &exact));
+      all_exact = all_exact && exact;
+      overall.push_back(m.recall);
+      missing += m.predictions_missing;
+      for (size_t i = 0; i < m.recall_per_token.size() && i < sum.size(); ++i) {
+        sum[i] += m.recall_per_token[i];
+        ++count[i];
+      }
+    }
+    json curve = json::array();
+    for (size_t i = 0; i < sum.size(); ++i) {
+      curve.push_back(count[i] ? sum[i] / count[i] : std::nan(""));
+    }
+    out["lookahead"] = {{"gate look-ahead", {{"recall", Summarize(overall).mean},
+                                             {"per_token", curve},
+                                             {"predictions_missing", missing},
+                                             {"exact", all_exact}}}};
+    Progress(absl::StrFormat("recall: gate look-ahead on the main node: %.4f",
+                             Summarize(overall).mean));
   }
   return out;
 }

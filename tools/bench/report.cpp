@@ -67,6 +67,7 @@ void Recall(const json& r, std::ostringstream& out) {
   out << "## Recall (Eq. 3) by shadow precision and alignment\n\n"
       << "| shadow | no alignment | token | token + KV | tokens identical |\n|---|--:|--:|--:|---|\n";
   for (const auto& [name, modes] : r.items()) {
+    if (name == "lookahead") continue;  // not a shadow: below
     bool exact = true;
     out << "| " << name;
     for (const std::string m : {"no alignment", "token", "token+kv"}) {
@@ -74,6 +75,13 @@ void Recall(const json& r, std::ostringstream& out) {
       if (modes.contains(m)) exact = exact && modes[m].value("exact", false);
     }
     out << " | " << (exact ? "yes" : "**NO**") << " |\n";
+  }
+  if (r.contains("lookahead") && r["lookahead"].contains("gate look-ahead")) {
+    const json& g = r["lookahead"]["gate look-ahead"];
+    out << "\nGate look-ahead on the main node (no shadow; layer l+1 predicted from layer l's "
+           "MoE input, the first MoE layer of each token unpredicted): recall "
+        << F(Num(g, "recall"), "%.4f") << ", tokens identical "
+        << (g.value("exact", false) ? "yes" : "**NO**") << ".\n";
   }
   out << "\n";
 }
