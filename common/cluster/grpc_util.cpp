@@ -1,12 +1,15 @@
 #include "cluster/grpc_util.h"
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <mutex>
 #include <sstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "util/log_limiter.h"
 #include "util/logging.h"
 
 namespace odmoe {
@@ -143,7 +146,14 @@ grpc::Status AuthorizeCall(const grpc::ServerContext& ctx, const PeerAuth* auth,
           : absl::StatusOr<PeerIdentity>(absl::UnauthenticatedError(absl::StrCat(
                 std::string(call), ": this node has no cluster secret, so it takes no node calls")));
   if (!id.ok()) {
-    ODMOE_LOG_WARN("refused a call from {}: {}", ctx.peer(), id.status().message());
+    // Anyone who reaches the port can cause these: at most 10 lines in 10 s.
+    static LogLimiter limiter(10, std::chrono::seconds(10));
+    uint64_t dropped = 0;
+    if (limiter.Allow(&dropped)) {
+      ODMOE_LOG_WARN("refused a call from {}: {}{}", ctx.peer(), id.status().message(),
+                     dropped > 0 ? absl::StrFormat(" (%d more refusals not logged)", dropped)
+                                 : std::string());
+    }
     return ToGrpcStatus(id.status());
   }
   if (who != nullptr) *who = std::move(*id);
