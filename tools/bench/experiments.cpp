@@ -227,6 +227,38 @@ absl::StatusOr<json> Deployments(BenchContext& ctx) {
 
 // ---- recall -----------------------------------------------------------------
 
+// Recall (Eq. 2-3) of `experiment` over `prompts` on a running cluster:
+// overall, the per-token curve, predictions missing, whether every request
+// gave the reference tokens.
+absl::StatusOr<json> MeasureRecall(BenchContext& ctx, ClusterProcess& cluster,
+                                   const std::vector<std::vector<int32_t>>& prompts,
+                                   const v1::Experiment& experiment) {
+  const int tokens = ctx.options().recall_tokens;
+  std::vector<double> sum(static_cast<size_t>(tokens), 0.0), overall;
+  std::vector<int> count(sum.size(), 0);
+  uint64_t missing = 0;
+  bool all_exact = true;
+  for (const auto& p : prompts) {
+    bool exact = false;
+    ODMOE_ASSIGN_OR_RETURN(RequestMetrics m, ctx.Run(cluster, {p, tokens, experiment}, &exact));
+    all_exact = all_exact && exact;
+    overall.push_back(m.recall);
+    missing += m.predictions_missing;
+    for (size_t i = 0; i < m.recall_per_token.size() && i < sum.size(); ++i) {
+      sum[i] += m.recall_per_token[i];
+      ++count[i];
+    }
+  }
+  json curve = json::array();
+  for (size_t i = 0; i < sum.size(); ++i) {
+    curve.push_back(count[i] ? sum[i] / count[i] : std::nan(""));
+  }
+  return json{{"recall", Summarize(overall).mean},
+              {"per_token", curve},
+              {"predictions_missing", missing},
+              {"exact", all_exact}};
+}
+
 absl::StatusOr<json> Recall(BenchContext& ctx) {
   const BenchOptions& o = ctx.options();
   struct Mode {
@@ -243,36 +275,11 @@ absl::StatusOr<json> Recall(BenchContext& ctx) {
     ODMOE_ASSIGN_OR_RETURN(ClusterProcess * cluster, ctx.Cluster(name));
     json per_mode = json::object();
     for (const Mode& mode : modes) {
-      std::vector<double> sum(static_cast<size_t>(o.recall_tokens), 0.0);
-      std::vector<int> count(sum.size(), 0);
-      std::vector<double> overall;
-      uint64_t missing = 0;
-      bool all_exact = true;
-      for (const auto& p : prompts) {
-        bool exact = false;
-        ODMOE_ASSIGN_OR_RETURN(
-            RequestMetrics m,
-            ctx.Run(*cluster, {p, o.recall_tokens, ShadowAlignment(mode.token_period,
-                                                                     mode.kv_period)},
-                    &exact));
-        all_exact = all_exact && exact;
-        overall.push_back(m.recall);
-        missing += m.predictions_missing;
-        for (size_t i = 0; i < m.recall_per_token.size() && i < sum.size(); ++i) {
-          sum[i] += m.recall_per_token[i];
-          ++count[i];
-        }
-      }
-      json curve = json::array();
-      for (size_t i = 0; i < sum.size(); ++i) {
-        curve.push_back(count[i] ? sum[i] / count[i] : std::nan(""));
-      }
-      per_mode[mode.name] = {{"recall", Summarize(overall).mean},
-                             {"per_token", curve},
-                             {"predictions_missing", missing},
-                             {"exact", all_exact}};
+      ODMOE_ASSIGN_OR_RETURN(
+          per_mode[mode.name],
+          MeasureRecall(ctx, *cluster, prompts, ShadowAlignment(mode.token_period, mode.kv_period)));
       Progress(absl::StrFormat("recall: %s, %s: %.4f", name, mode.name,
-                               Summarize(overall).mean));
+                               per_mode[mode.name]["recall"].get<double>()));
     }
     out[name] = per_mode;
   }
@@ -280,33 +287,11 @@ absl::StatusOr<json> Recall(BenchContext& ctx) {
   // runs now: layer l+1 predicted from layer l's MoE input.
   if (!o.attach) {
     ODMOE_ASSIGN_OR_RETURN(ClusterProcess * cluster, ctx.Cluster(clusters.back()));
-    std::vector<double> sum(static_cast<size_t>(o.recall_tokens), 0.0), overall;
-    std::vector<int> count(sum.size(), 0);
-    uint64_t missing = 0;
-    bool all_exact = true;
-    for (const auto& p : prompts) {
-      bool exact = false;
-      ODMOE_ASSIGN_OR_RETURN(
-          RequestMetrics m,
-          ctx.Run(*cluster, {p, o.recall_tokens, Prediction("lookahead")}, &exact));
-      all_exact = all_exact && exact;
-      overall.push_back(m.recall);
-      missing += m.predictions_missing;
-      for (size_t i = 0; i < m.recall_per_token.size() && i < sum.size(); ++i) {
-        sum[i] += m.recall_per_token[i];
-        ++count[i];
-      }
-    }
-    json curve = json::array();
-    for (size_t i = 0; i < sum.size(); ++i) {
-      curve.push_back(count[i] ? sum[i] / count[i] : std::nan(""));
-    }
-    out["lookahead"] = {{"gate look-ahead", {{"recall", Summarize(overall).mean},
-                                             {"per_token", curve},
-                                             {"predictions_missing", missing},
-                                             {"exact", all_exact}}}};
+    ODMOE_ASSIGN_OR_RETURN(json g,
+                           MeasureRecall(ctx, *cluster, prompts, Prediction("lookahead")));
     Progress(absl::StrFormat("recall: gate look-ahead on the main node: %.4f",
-                             Summarize(overall).mean));
+                             g["recall"].get<double>()));
+    out["lookahead"] = {{"gate look-ahead", g}};
   }
   return out;
 }
