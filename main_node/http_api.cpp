@@ -367,6 +367,7 @@ struct HttpApi::Impl {
       // that fails while generating (the last worker group lost mid-request)
       // still gets its own status (503 ...), never 200 with an error body.
       absl::StatusOr<json> body = Complete(*turn, parsed, chat, id, created, object, gone);
+      PassTurn(std::move(*turn));
       if (!body.ok()) return res.Respond(SendStatus(body.status(), parsed.prompt_param));
       return res.Respond(HttpResponse::Json(200, body->dump()));
     }
@@ -375,10 +376,19 @@ struct HttpApi::Impl {
     // generation stops (ClientGone).
     if (!res.StartStream(200, "text/event-stream", {{"Cache-Control", "no-cache"}})) return;
     StreamCompletion(*turn, parsed, chat, id, created, res);
+    PassTurn(std::move(*turn));
+    res.Write("data: [DONE]\n\n");
+    res.EndStream();
   }
 
-  // A streamed completion in the caller's turn, as server-sent events ending
-  // in "data: [DONE]" (an error after the status line: an error event).
+  // The next request's turn starts before this one's response ends: a client
+  // that sends its next request as soon as it has this answer finds the queue
+  // free (the response is written by the server's I/O threads meanwhile).
+  static void PassTurn(RequestQueue::Turn turn) { (void)turn; }
+
+  // A streamed completion in the caller's turn, as server-sent events (an
+  // error after the status line: an error event); the caller ends the stream
+  // with "data: [DONE]".
   void StreamCompletion(const RequestQueue::Turn& turn, const ParsedRequest& parsed, bool chat,
                         const std::string& id, int64_t created, HttpResponder& res) {
     const Tokenizer& tok = node.tokenizer();
@@ -465,8 +475,6 @@ struct HttpApi::Impl {
     } else if (!res.ClientGone()) {
       send(ServerErrorBody(r.status()));
     }
-    res.Write("data: [DONE]\n\n");
-    res.EndStream();
   }
 
   HttpServer::Routes Routes() {
@@ -632,7 +640,14 @@ absl::StatusOr<std::unique_ptr<HttpApi>> HttpApi::Start(MainNode& node) {
   absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(
       opt, impl.Routes(),
       [raw](const HttpRequest& req) { return GuardBeforeBody(raw->guard, req); },
-      OpenAiServerErrorBody);
+      [&node](int status, const std::string& message, const std::string& code) {
+        // A request the server refused while reading it (bad framing, a
+        // body or header over its limit) counts as invalid, as the guard's.
+        if (status == 400 || status == 413 || status == 431) {
+          node.CountRejected("http", absl::InvalidArgumentError("refused"));
+        }
+        return OpenAiServerErrorBody(status, message, code);
+      });
   if (absl::IsUnavailable(server.status())) {
     return absl::UnavailableError(
         absl::StrFormat("main.http: cannot listen on %s (address in use or not local?): %s",

@@ -346,7 +346,7 @@ TEST_CASE("http hostile: header size limit and header, body and idle deadlines",
   }
 }
 
-TEST_CASE("http hostile: a reader that falls behind is cancelled; another client is served",
+TEST_CASE("http hostile: a reader that falls behind is cancelled, another client is served",
           "[cluster][http][hostile]") {
   ClusterConfig cfg;
   cfg.workers = 2;
