@@ -243,7 +243,7 @@ struct HttpServer::Impl {
   int port = 0;
   std::optional<asio::ssl::context> ssl;
   asio::io_context io;
-  tcp::acceptor acceptor{io};
+  tcp::acceptor acceptor{asio::make_strand(io)};  // its handlers one at a time
   std::vector<std::thread> threads;
 
   HttpResponse Error(int status, const std::string& message, const std::string& code,
@@ -305,6 +305,21 @@ class Session final : public SessionLink, public std::enable_shared_from_this<Se
     server_->connections--;
   }
 
+  void PostPump() override {
+    asio::post(Lowest(stream_).get_executor(), [self = this->shared_from_this()] { self->Pump(); });
+  }
+  void PostClose() override {
+    asio::post(Lowest(stream_).get_executor(),
+               [self = this->shared_from_this()] { self->Close(); });
+  }
+
+  /// Starts serving on the connection's strand.
+  void Launch() {
+    asio::post(Lowest(stream_).get_executor(),
+               [self = this->shared_from_this()] { self->Start(); });
+  }
+
+ private:
   void Start() {
     server_->Register(this->shared_from_this());
     ErrorCode ec;
@@ -323,15 +338,6 @@ class Session final : public SessionLink, public std::enable_shared_from_this<Se
     }
   }
 
-  void PostPump() override {
-    asio::post(Lowest(stream_).get_executor(), [self = this->shared_from_this()] { self->Pump(); });
-  }
-  void PostClose() override {
-    asio::post(Lowest(stream_).get_executor(),
-               [self = this->shared_from_this()] { self->Close(); });
-  }
-
- private:
   enum class Phase { kWaitRequest, kHeader, kBody, kHandler, kLinger };
 
   void Begin() {
@@ -667,9 +673,9 @@ void HttpServer::Impl::Accept() {
         if (ssl) {
           std::make_shared<Session<asio::ssl::stream<tcp::socket>>>(
               this, asio::ssl::stream<tcp::socket>(std::move(socket), *ssl), refuse)
-              ->Start();
+              ->Launch();
         } else {
-          std::make_shared<Session<tcp::socket>>(this, std::move(socket), refuse)->Start();
+          std::make_shared<Session<tcp::socket>>(this, std::move(socket), refuse)->Launch();
         }
       }
     } else {
@@ -683,7 +689,7 @@ void HttpServer::Impl::Accept() {
 
 void HttpServer::Impl::Stop() {
   if (stopping.exchange(true)) return;
-  asio::post(io, [this] {
+  asio::post(acceptor.get_executor(), [this] {
     ErrorCode ec;
     acceptor.close(ec);
   });
