@@ -501,6 +501,13 @@ class Session final : public SessionLink, public std::enable_shared_from_this<Se
       Disarm();
       return Dispatch();
     }
+    if (const auto length = parser_->content_length(); length && *length > opt.max_body_bytes) {
+      return Refuse(server_->Error(
+          413,
+          absl::StrCat("The request body of ", *length, " bytes exceeds the limit of ",
+                       opt.max_body_bytes, " bytes (main.max_body_bytes)"),
+          "request_too_large", true));
+    }
     parser_->body_limit(opt.max_body_bytes);
     phase_ = Phase::kBody;
     Arm(opt.body_timeout);
