@@ -7,15 +7,14 @@
 #include <chrono>
 #include <optional>
 #include <set>
-#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "httplib.h"
 #include "main_node/chat_template.h"
 #include "main_node/http_api_limits.h"
 #include "main_node/http_request.h"
+#include "main_node/http_server.h"
 #include "main_node/main_node.h"
 #include "nlohmann/json.hpp"
 #include "util/logging.h"
@@ -42,33 +41,29 @@ json ServerErrorBody(const absl::Status& s) {
             {"code", nullptr}}}};
 }
 
-void SendError(httplib::Response& res, int http_status, const std::string& message,
-               const std::string& type, const std::string& param = "",
-               const std::string& code = "") {
-  res.status = http_status;
-  res.set_content(OpenAiErrorBody(message, type, param, code), "application/json");
+HttpResponse SendError(int http_status, const std::string& message, const std::string& type,
+                       const std::string& param = "", const std::string& code = "") {
+  return HttpResponse::Json(http_status, OpenAiErrorBody(message, type, param, code));
 }
 
 // absl status -> the HTTP status and OpenAI error type. A context overflow
 // names the request's input (`prompt_param`: "prompt" or "messages"), as the
 // reference API does.
-void SendStatus(httplib::Response& res, const absl::Status& s,
-                const std::string& prompt_param = "prompt") {
+HttpResponse SendStatus(const absl::Status& s, const std::string& prompt_param = "prompt") {
   const std::string msg(s.message());
   switch (s.code()) {
     case absl::StatusCode::kInvalidArgument:
-      return SendError(res, 400, msg, "invalid_request_error");
+      return SendError(400, msg, "invalid_request_error");
     case absl::StatusCode::kOutOfRange:
-      return SendError(res, 400, msg, "invalid_request_error", prompt_param,
-                       "context_length_exceeded");
+      return SendError(400, msg, "invalid_request_error", prompt_param, "context_length_exceeded");
     case absl::StatusCode::kResourceExhausted:
-      return SendError(res, 429, msg, "rate_limit_error", "", "queue_full");
+      return SendError(429, msg, "rate_limit_error", "", "queue_full");
     case absl::StatusCode::kUnavailable:
-      return SendError(res, 503, msg, "server_error", "", "unavailable");
+      return SendError(503, msg, "server_error", "", "unavailable");
     case absl::StatusCode::kCancelled:
-      return SendError(res, 499, msg, "cancelled");
+      return SendError(499, msg, "cancelled");
     default:
-      return SendError(res, 500, msg, "server_error");
+      return SendError(500, msg, "server_error");
   }
 }
 
@@ -173,9 +168,7 @@ json ChatLogprob(const Tokenizer& tok, int32_t id, const RowScore& score) {
 
 struct HttpApi::Impl {
   MainNode& node;
-  std::unique_ptr<httplib::Server> server;
-  std::thread thread;
-  int port = 0;
+  std::unique_ptr<HttpServer> server;
   std::atomic<uint64_t> next_id{0};
   ChatFormat chat_format;
   int64_t model_created = 0;  // Unix seconds
@@ -183,30 +176,24 @@ struct HttpApi::Impl {
 
   explicit Impl(MainNode& n) : node(n) {}
 
-  bool Authorized(const httplib::Request& req, httplib::Response& res) {
-    const std::string& key = node.topology().main.api_key;
-    if (key.empty()) return true;
-    if (req.get_header_value("Authorization") == "Bearer " + key) return true;
-    SendError(res, 401, "Incorrect or missing API key (Authorization: Bearer <key>)",
-              "invalid_request_error", "", "invalid_api_key");
+  // The API key of a GET route; false when `r` got the 401.
+  bool Authorized(const HttpRequest& req, HttpResponder& r) {
+    if (HasApiKey(guard, req)) return true;
+    r.Respond(SendError(401, "Incorrect or missing API key (Authorization: Bearer <key>)",
+                        "invalid_request_error", "", "invalid_api_key"));
     node.CountRejected("http", absl::UnauthenticatedError("api key"));
     return false;
   }
 
   // The body of a POST route (the API key and its framing were checked from
-  // the headers: GuardBeforeBody), read within main.max_body_bytes whatever
-  // its Content-Type, and parsed as a JSON object; false when the response
-  // is an error.
-  bool ReadJson(const httplib::ContentReader& reader, httplib::Response& res, json* body) {
-    std::string text;
-    if (!ReadBodyWithin(guard.max_body_bytes, reader, &text, res)) {
-      node.CountRejected("http", absl::InvalidArgumentError("body"));
-      return false;
-    }
-    *body = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  // the headers: GuardBeforeBody; the server read it within
+  // main.max_body_bytes whatever its Content-Type), parsed as a JSON object;
+  // false when `r` got the error.
+  bool ParseJson(const HttpRequest& req, HttpResponder& r, json* body) {
+    *body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
     if (body->is_discarded() || !body->is_object()) {
       node.CountRejected("http", absl::InvalidArgumentError("json"));
-      SendError(res, 400, "The body is not a JSON object", "invalid_request_error");
+      r.Respond(SendError(400, "The body is not a JSON object", "invalid_request_error"));
       return false;
     }
     return true;
@@ -214,13 +201,13 @@ struct HttpApi::Impl {
 
   // A request that failed its checks: 404 for an unknown model, else 400
   // naming the parameter (the part of the message before ':').
-  void Reject(httplib::Response& res, const absl::Status& st) {
+  HttpResponse Reject(const absl::Status& st) {
     node.CountRejected("http", st);
     const std::string message(st.message());
     if (absl::IsNotFound(st)) {
-      return SendError(res, 404, message, "invalid_request_error", "model", "model_not_found");
+      return SendError(404, message, "invalid_request_error", "model", "model_not_found");
     }
-    SendError(res, 400, message, "invalid_request_error", message.substr(0, message.find(':')));
+    return SendError(400, message, "invalid_request_error", message.substr(0, message.find(':')));
   }
 
   // The served model as the reference API describes one; `created` is the
@@ -363,250 +350,249 @@ struct HttpApi::Impl {
   }
 
   // Both endpoints: `prompt` is the rendered prompt; `chat` picks the shapes.
-  void Serve(const httplib::Request& req, const ParsedRequest& parsed, httplib::Response& res,
-             bool chat) {
+  // Runs on a handler thread of its own (the server's off-I/O routes).
+  void Serve(const ParsedRequest& parsed, HttpResponder& res, bool chat) {
     if (absl::Status s = node.Validate(parsed.gen); !s.ok()) {
       node.CountRejected("http", s);
-      return SendStatus(res, s, parsed.prompt_param);
+      return res.Respond(SendStatus(s, parsed.prompt_param));
     }
-    // A non-streamed request is answered only when it is done: the client's
-    // socket is watched so that one that hangs up (waiting for its turn or
-    // while generating) cancels its request within a token.
-    std::optional<ClientConnection> client;
-    if (!parsed.stream) {
-      client = ClientConnection::Find(req);
-      if (!client) ODMOE_LOG_WARN("http: cannot watch the client's connection for a hang-up");
-    }
-    auto gone = [&client] { return client.has_value() && client->Gone(); };
+    // The server watches the connection: a client that hangs up (waiting for
+    // its turn or while generating), or a streamed one whose output falls
+    // too far behind (http_server.h), cancels its request within a token.
+    auto gone = [&res] { return res.ClientGone(); };
     absl::StatusOr<RequestQueue::Turn> turn = node.Admit(gone);
     if (!turn.ok()) {
       node.CountRejected("http", turn.status());
-      return SendStatus(res, turn.status(), parsed.prompt_param);
+      return res.Respond(SendStatus(turn.status(), parsed.prompt_param));
     }
     const std::string id = NewId(chat ? "chatcmpl" : "cmpl");
     const int64_t created = UnixNow();
     const std::string object = chat ? "chat.completion" : "text_completion";
-    const Tokenizer& tok = node.tokenizer();
-    const int top_n = std::max(0, parsed.gen.logprobs);
     if (!parsed.stream) {
       // Generated here, before the status line is sent, so that a request
       // that fails while generating (the last worker group lost mid-request)
       // still gets its own status (503 ...), never 200 with an error body.
       absl::StatusOr<json> body = Complete(*turn, parsed, chat, id, created, object, gone);
-      if (!body.ok()) return SendStatus(res, body.status(), parsed.prompt_param);
-      res.set_content(body->dump(), "application/json");
-      return;
+      PassTurn(std::move(*turn));
+      if (!body.ok()) return res.Respond(SendStatus(body.status(), parsed.prompt_param));
+      return res.Respond(HttpResponse::Json(200, body->dump()));
     }
-    // Streaming: the turn moves into the provider, which runs the whole
-    // generation on its first call and ends the stream.
-    auto held = std::make_shared<RequestQueue::Turn>(std::move(*turn));
-    const std::string chunk_object = chat ? "chat.completion.chunk" : "text_completion";
-    res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider(
-        "text/event-stream", [this, held, parsed, id, created, chunk_object, chat, &tok, top_n](
-                                 size_t, httplib::DataSink& sink) {
-          std::atomic<bool> gone{false};
-          auto send = [&](const json& j) {
-            const std::string event = "data: " + j.dump() + "\n\n";
-            if (!gone && !sink.write(event.data(), event.size())) gone = true;
-          };
-          // Tokens generated since the last chunk, with their scores: each
-          // chunk carries the logprobs of the tokens whose text it releases
-          // (a stop sequence's held-back text releases with a later chunk).
-          std::vector<int32_t> pending_ids;
-          std::vector<std::optional<RowScore>> pending_scores;
-          size_t text_offset = 0;
-          auto chunk = [&](const std::string& text, const json& finish, bool reasoning = false) {
-            json choice = {{"index", 0}, {"finish_reason", finish}};
-            json lp = nullptr;
-            if (parsed.gen.logprobs >= 0 && !pending_ids.empty()) {
-              if (chat) {
-                json content = json::array();
-                for (size_t i = 0; i < pending_ids.size(); ++i) {
-                  content.push_back(ChatLogprob(tok, pending_ids[i], *pending_scores[i]));
-                }
-                lp = {{"content", content}};
-              } else {
-                lp = CompletionLogprobs(tok, pending_ids, pending_scores, top_n, &text_offset);
-              }
-              pending_ids.clear();
-              pending_scores.clear();
-            }
-            if (chat) {
-              choice["delta"] =
-                  text.empty() && finish.is_null()
-                      ? json{{"role", "assistant"}}
-                      : (text.empty() ? json::object()
-                                      : json{{reasoning ? "reasoning_content" : "content", text}});
-            } else {
-              choice["text"] = text;
-            }
-            choice["logprobs"] = lp;
-            json out = {{"id", id},
-                        {"object", chunk_object},
-                        {"created", created},
-                        {"model", node.model_id()},
-                        {"choices", {choice}}};
-            // With stream_options.include_usage every chunk carries
-            // "usage": null and one last chunk (no choices) the usage.
-            if (parsed.include_usage) out["usage"] = nullptr;
-            return out;
-          };
-          if (chat) send(chunk("", nullptr));
-          StopMatcher stop(parsed.stop);
-          // A reasoning model's reasoning streams as reasoning_content deltas;
-          // stop sequences apply to the content.
-          ChatReplySplitter split(chat ? chat_format : ChatFormat{});
-          auto emit = [&](const ChatReplyPiece& p) {
-            if (!p.reasoning.empty() && !stop.stopped()) {
-              send(chunk(p.reasoning, nullptr, /*reasoning=*/true));
-            }
-            const std::string out = stop.Push(p.content);
-            if (!out.empty()) send(chunk(out, nullptr));
-          };
-          auto on_token = [&](int32_t id, std::string_view piece) { emit(split.Push(id, piece)); };
-          auto on_logprobs = [&](const RowScore& row) {
-            pending_ids.push_back(row.target);
-            pending_scores.push_back(row);
-          };
-          absl::StatusOr<ClusterGenerateResult> r = node.Generate(
-              *held, parsed.gen, on_token, [&] { return gone.load(); },
-              [&] { return stop.stopped(); }, "http", {}, on_logprobs);
-          if (r.ok()) {
-            emit(split.Flush());
-            const std::string tail = stop.Flush();
-            if (!tail.empty()) send(chunk(tail, nullptr));
-            json last = chunk("", Finish(*r, stop.stopped()));
-            last["odmoe"] = OdmoeStats(*r);
-            send(last);
-            if (parsed.include_usage) {
-              send(json{{"id", id},
-                        {"object", chunk_object},
-                        {"created", created},
-                        {"model", node.model_id()},
-                        {"choices", json::array()},
-                        {"usage", Usage(*r)}});
-            }
-          } else if (!gone) {
-            send(ServerErrorBody(r.status()));
-          }
-          if (!gone) {
-            const std::string done = "data: [DONE]\n\n";
-            sink.write(done.data(), done.size());
-          }
-          sink.done();
-          return true;
-        });
+    // Streaming: each event is queued on the connection (never blocking this
+    // thread); a client that cannot keep up loses its connection and the
+    // generation stops (ClientGone).
+    if (!res.StartStream(200, "text/event-stream", {{"Cache-Control", "no-cache"}})) return;
+    StreamCompletion(*turn, parsed, chat, id, created, res);
+    PassTurn(std::move(*turn));
+    res.Write("data: [DONE]\n\n");
+    res.EndStream();
   }
 
-  void Routes() {
-    httplib::Server& s = *server;
-    s.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res,
-                                     const httplib::ContentReader& reader) {
-      json body;
-      if (!ReadJson(reader, res, &body)) return;
-      ParsedRequest parsed;
-      const absl::Status st =
-          ParseCompletionBody(body, node.model_id(), node.tokenizer(), &parsed);
-      if (!st.ok()) return Reject(res, st);
-      Serve(req, parsed, res, /*chat=*/false);
-    });
-    s.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res,
-                                          const httplib::ContentReader& reader) {
-      json body;
-      if (!ReadJson(reader, res, &body)) return;
-      ParsedRequest parsed;
-      std::vector<ChatMessage> messages;
-      ChatOptions options;
-      absl::Status st = ParseChatBody(body, node.model_id(), &parsed, &messages, &options);
-      if (st.ok()) {
-        absl::StatusOr<std::string> prompt = RenderChat(chat_format, messages, options);
-        GenerateRequest size_probe;  // no tokenization of a prompt that cannot fit
-        if (prompt.ok()) {
-          size_probe.prompt = *prompt;
-          st = node.CheckPromptSize(size_probe);
-          if (!st.ok()) {
-            node.CountRejected("http", st);
-            return SendStatus(res, st, "messages");
+  // The next request's turn starts before this one's response ends: a client
+  // that sends its next request as soon as it has this answer finds the queue
+  // free (the response is written by the server's I/O threads meanwhile).
+  static void PassTurn(RequestQueue::Turn turn) { (void)turn; }
+
+  // A streamed completion in the caller's turn, as server-sent events (an
+  // error after the status line: an error event); the caller ends the stream
+  // with "data: [DONE]".
+  void StreamCompletion(const RequestQueue::Turn& turn, const ParsedRequest& parsed, bool chat,
+                        const std::string& id, int64_t created, HttpResponder& res) {
+    const Tokenizer& tok = node.tokenizer();
+    const int top_n = std::max(0, parsed.gen.logprobs);
+    const std::string chunk_object = chat ? "chat.completion.chunk" : "text_completion";
+    auto gone = [&res] { return res.ClientGone(); };
+    auto send = [&](const json& j) { res.Write("data: " + j.dump() + "\n\n"); };
+    // Tokens generated since the last chunk, with their scores: each
+    // chunk carries the logprobs of the tokens whose text it releases
+    // (a stop sequence's held-back text releases with a later chunk).
+    std::vector<int32_t> pending_ids;
+    std::vector<std::optional<RowScore>> pending_scores;
+    size_t text_offset = 0;
+    auto chunk = [&](const std::string& text, const json& finish, bool reasoning = false) {
+      json choice = {{"index", 0}, {"finish_reason", finish}};
+      json lp = nullptr;
+      if (parsed.gen.logprobs >= 0 && !pending_ids.empty()) {
+        if (chat) {
+          json content = json::array();
+          for (size_t i = 0; i < pending_ids.size(); ++i) {
+            content.push_back(ChatLogprob(tok, pending_ids[i], *pending_scores[i]));
           }
-        }
-        if (prompt.ok()) {
-          parsed.gen.prompt = *prompt;
-          // The template's special tokens (<|im_start|> ...) are tokens, not
-          // text; the tokenizer's BOS unless the template wrote it.
-          Tokenizer::EncodeOptions encode;
-          encode.parse_special = true;
-          encode.add_bos = chat_format.bos_text.empty() ||
-                           !absl::StartsWith(parsed.gen.prompt, chat_format.bos_text);
-          absl::StatusOr<std::vector<int32_t>> ids =
-              node.tokenizer().Encode(parsed.gen.prompt, encode);
-          if (ids.ok()) {
-            parsed.gen.prompt_ids = std::move(*ids);
-          } else {
-            st = Bad("messages", std::string(ids.status().message()));
-          }
+          lp = {{"content", content}};
         } else {
-          st = prompt.status();
+          lp = CompletionLogprobs(tok, pending_ids, pending_scores, top_n, &text_offset);
+        }
+        pending_ids.clear();
+        pending_scores.clear();
+      }
+      if (chat) {
+        choice["delta"] =
+            text.empty() && finish.is_null()
+                ? json{{"role", "assistant"}}
+                : (text.empty() ? json::object()
+                                : json{{reasoning ? "reasoning_content" : "content", text}});
+      } else {
+        choice["text"] = text;
+      }
+      choice["logprobs"] = lp;
+      json out = {{"id", id},
+                  {"object", chunk_object},
+                  {"created", created},
+                  {"model", node.model_id()},
+                  {"choices", {choice}}};
+      // With stream_options.include_usage every chunk carries
+      // "usage": null and one last chunk (no choices) the usage.
+      if (parsed.include_usage) out["usage"] = nullptr;
+      return out;
+    };
+    if (chat) send(chunk("", nullptr));
+    StopMatcher stop(parsed.stop);
+    // A reasoning model's reasoning streams as reasoning_content deltas;
+    // stop sequences apply to the content.
+    ChatReplySplitter split(chat ? chat_format : ChatFormat{});
+    auto emit = [&](const ChatReplyPiece& p) {
+      if (!p.reasoning.empty() && !stop.stopped()) {
+        send(chunk(p.reasoning, nullptr, /*reasoning=*/true));
+      }
+      const std::string out = stop.Push(p.content);
+      if (!out.empty()) send(chunk(out, nullptr));
+    };
+    auto on_token = [&](int32_t id, std::string_view piece) { emit(split.Push(id, piece)); };
+    auto on_logprobs = [&](const RowScore& row) {
+      pending_ids.push_back(row.target);
+      pending_scores.push_back(row);
+    };
+    absl::StatusOr<ClusterGenerateResult> r = node.Generate(
+        turn, parsed.gen, on_token, gone, [&] { return stop.stopped(); }, "http", {}, on_logprobs);
+    if (r.ok()) {
+      emit(split.Flush());
+      const std::string tail = stop.Flush();
+      if (!tail.empty()) send(chunk(tail, nullptr));
+      json last = chunk("", Finish(*r, stop.stopped()));
+      last["odmoe"] = OdmoeStats(*r);
+      send(last);
+      if (parsed.include_usage) {
+        send(json{{"id", id},
+                  {"object", chunk_object},
+                  {"created", created},
+                  {"model", node.model_id()},
+                  {"choices", json::array()},
+                  {"usage", Usage(*r)}});
+      }
+    } else if (!res.ClientGone()) {
+      send(ServerErrorBody(r.status()));
+    }
+  }
+
+  HttpServer::Routes Routes() {
+    HttpServer::Routes routes;
+    // Generation (and /metrics, which asks every worker) blocks: those run
+    // off the server's I/O threads.
+    routes.push_back({"POST", "/v1/completions", false, /*off_io_thread=*/true,
+                      [this](const HttpRequest& req, HttpResponder& res) {
+                        json body;
+                        if (!ParseJson(req, res, &body)) return;
+                        ParsedRequest parsed;
+                        const absl::Status st =
+                            ParseCompletionBody(body, node.model_id(), node.tokenizer(), &parsed);
+                        if (!st.ok()) return res.Respond(Reject(st));
+                        Serve(parsed, res, /*chat=*/false);
+                      }});
+    routes.push_back({"POST", "/v1/chat/completions", false, /*off_io_thread=*/true,
+                      [this](const HttpRequest& req, HttpResponder& res) { Chat(req, res); }});
+    routes.push_back(
+        {"GET", "/v1/models", false, false, [this](const HttpRequest& req, HttpResponder& res) {
+           if (!Authorized(req, res)) return;
+           res.Respond(
+               HttpResponse::Json(200, json{{"object", "list"}, {"data", {Model()}}}.dump()));
+         }});
+    routes.push_back(
+        {"GET", "/v1/models/", /*prefix=*/true, false,
+         [this](const HttpRequest& req, HttpResponder& res) {
+           if (!Authorized(req, res)) return;
+           const std::string& id = req.path_rest;
+           if (id != node.model_id()) {
+             return res.Respond(
+                 SendError(404,
+                           absl::StrFormat("The model '%s' does not exist; this server serves '%s'",
+                                           id, node.model_id()),
+                           "invalid_request_error", "model", "model_not_found"));
+           }
+           res.Respond(HttpResponse::Json(200, Model().dump()));
+         }});
+    routes.push_back({"GET", "/health", false, false,
+                      [this](const HttpRequest&, HttpResponder& res) { res.Respond(Health()); }});
+    routes.push_back({"GET", "/metrics", false, /*off_io_thread=*/true,
+                      [this](const HttpRequest& req, HttpResponder& res) {
+                        if (!Authorized(req, res)) return;
+                        HttpResponse r;
+                        r.content_type = "text/plain; version=0.0.4";
+                        r.body = node.RenderMetrics();
+                        res.Respond(std::move(r));
+                      }});
+    return routes;
+  }
+
+  void Chat(const HttpRequest& req, HttpResponder& res) {
+    json body;
+    if (!ParseJson(req, res, &body)) return;
+    ParsedRequest parsed;
+    std::vector<ChatMessage> messages;
+    ChatOptions options;
+    absl::Status st = ParseChatBody(body, node.model_id(), &parsed, &messages, &options);
+    if (st.ok()) {
+      absl::StatusOr<std::string> prompt = RenderChat(chat_format, messages, options);
+      GenerateRequest size_probe;  // no tokenization of a prompt that cannot fit
+      if (prompt.ok()) {
+        size_probe.prompt = *prompt;
+        st = node.CheckPromptSize(size_probe);
+        if (!st.ok()) {
+          node.CountRejected("http", st);
+          return res.Respond(SendStatus(st, "messages"));
         }
       }
-      // Chat has no 16-token default in the reference API: without a limit
-      // the reply may fill the context.
-      if (st.ok() && !parsed.max_tokens_given) {
-        parsed.gen.max_tokens =
-            std::max(1, node.n_ctx() - static_cast<int>(parsed.gen.prompt_ids.size()));
+      if (prompt.ok()) {
+        parsed.gen.prompt = *prompt;
+        // The template's special tokens (<|im_start|> ...) are tokens, not
+        // text; the tokenizer's BOS unless the template wrote it.
+        Tokenizer::EncodeOptions encode;
+        encode.parse_special = true;
+        encode.add_bos = chat_format.bos_text.empty() ||
+                         !absl::StartsWith(parsed.gen.prompt, chat_format.bos_text);
+        absl::StatusOr<std::vector<int32_t>> ids =
+            node.tokenizer().Encode(parsed.gen.prompt, encode);
+        if (ids.ok()) {
+          parsed.gen.prompt_ids = std::move(*ids);
+        } else {
+          st = Bad("messages", std::string(ids.status().message()));
+        }
+      } else {
+        st = prompt.status();
       }
-      if (!st.ok()) return Reject(res, st);
-      Serve(req, parsed, res, /*chat=*/true);
-    });
-    s.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
-      if (!Authorized(req, res)) return;
-      res.set_content(json{{"object", "list"}, {"data", {Model()}}}.dump(), "application/json");
-    });
-    s.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
-      if (!Authorized(req, res)) return;
-      const std::string id = req.matches[1];
-      if (id != node.model_id()) {
-        return SendError(res, 404,
-                         absl::StrFormat("The model '%s' does not exist; this server serves '%s'",
-                                         id, node.model_id()),
-                         "invalid_request_error", "model", "model_not_found");
-      }
-      res.set_content(Model().dump(), "application/json");
-    });
-    s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-      // 503 whenever the cluster does not serve as configured: it cannot
-      // serve at all (loading, draining, no complete worker group), or it
-      // serves "degraded" (prediction fell back to none: the shadow is gone).
-      const absl::Status can = node.CanServe();
-      const absl::Status health = can.ok() ? node.Health() : can;
-      if (health.ok()) {
-        res.set_content(json{{"status", "ok"}}.dump(), "application/json");
-        return;
-      }
-      res.status = 503;
-      const v1::NodeState st = node.state();
-      const std::string status = can.ok()                        ? "degraded"
-                                 : st == v1::NODE_STATE_STARTING ? "loading"
-                                 : st == v1::NODE_STATE_DRAINING ? "draining"
-                                                                 : "unavailable";
-      res.set_content(json{{"status", status}, {"reason", std::string(health.message())}}.dump(),
-                      "application/json");
-    });
-    s.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
-      if (!Authorized(req, res)) return;
-      res.set_content(node.RenderMetrics(), "text/plain; version=0.0.4");
-    });
-    s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      return GuardBeforeBody(guard, req, res);
-    });
-    s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-      if (!res.body.empty() || IsClosingResponse(res)) return;
-      if (res.status == 404) {
-        SendError(res, 404, "No route " + req.method + " " + req.path, "invalid_request_error");
-      } else if (res.status == 413) {
-        SendError(res, 413, "The request body is too large", "invalid_request_error");
-      }
-    });
+    }
+    // Chat has no 16-token default in the reference API: without a limit
+    // the reply may fill the context.
+    if (st.ok() && !parsed.max_tokens_given) {
+      parsed.gen.max_tokens =
+          std::max(1, node.n_ctx() - static_cast<int>(parsed.gen.prompt_ids.size()));
+    }
+    if (!st.ok()) return res.Respond(Reject(st));
+    Serve(parsed, res, /*chat=*/true);
+  }
+
+  // 503 whenever the cluster does not serve as configured: it cannot serve
+  // at all (loading, draining, no complete worker group), or it serves
+  // "degraded" (prediction fell back to none: the shadow is gone).
+  HttpResponse Health() {
+    const absl::Status can = node.CanServe();
+    const absl::Status health = can.ok() ? node.Health() : can;
+    if (health.ok()) return HttpResponse::Json(200, json{{"status", "ok"}}.dump());
+    const v1::NodeState st = node.state();
+    const std::string status = can.ok()                        ? "degraded"
+                               : st == v1::NODE_STATE_STARTING ? "loading"
+                               : st == v1::NODE_STATE_DRAINING ? "draining"
+                                                               : "unavailable";
+    return HttpResponse::Json(
+        503, json{{"status", status}, {"reason", std::string(health.message())}}.dump());
   }
 };
 
@@ -615,17 +601,6 @@ absl::StatusOr<std::unique_ptr<HttpApi>> HttpApi::Start(MainNode& node) {
   std::unique_ptr<HttpApi> api(new HttpApi());
   api->impl_ = std::make_unique<Impl>(node);
   Impl& impl = *api->impl_;
-  if (!spec.tls_cert.empty()) {
-    auto ssl = std::make_unique<httplib::SSLServer>(spec.tls_cert.c_str(), spec.tls_key.c_str());
-    if (!ssl->is_valid()) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "main.tls: cannot use certificate %s with key %s (unreadable or not PEM?)", spec.tls_cert,
-          spec.tls_key));
-    }
-    impl.server = std::move(ssl);
-  } else {
-    impl.server = std::make_unique<httplib::Server>();
-  }
   const Tokenizer& tok = node.tokenizer();
   auto token_text = [&tok](int32_t id) {
     return id < 0 || id >= tok.n_vocab() ? std::string() : tok.vocab().tokens[id];
@@ -648,40 +623,63 @@ absl::StatusOr<std::unique_ptr<HttpApi>> HttpApi::Start(MainNode& node) {
     node.CountRejected("http", status == 401 ? absl::UnauthenticatedError("api key")
                                              : absl::InvalidArgumentError("refused"));
   };
-  // The library's own check of a declared Content-Length (GuardBeforeBody
-  // refuses those first; chunked bodies are counted by ReadBodyWithin).
-  impl.server->set_payload_max_length(spec.max_body_bytes);
-  impl.server->set_read_timeout(std::chrono::seconds(30));
-  impl.Routes();
-  const bool bound = spec.http_port == 0
-                         ? (impl.port = impl.server->bind_to_any_port(spec.http_host)) > 0
-                         : impl.server->bind_to_port(spec.http_host, spec.http_port);
-  if (!bound) {
-    return absl::UnavailableError(absl::StrFormat(
-        "main.http: cannot listen on %s (address in use or not local?)", spec.http));
+  const HttpLimits& limits = spec.http_limits;
+  HttpServerOptions opt;
+  opt.host = spec.http_host;
+  opt.port = spec.http_port;
+  opt.tls_cert = spec.tls_cert;
+  opt.tls_key = spec.tls_key;
+  opt.io_threads = limits.io_threads;
+  opt.max_connections = limits.max_connections;
+  // Every request that may wait for its turn, the one running, and room for
+  // /metrics and requests being parsed; more are refused (503) at once.
+  opt.max_handler_threads = spec.max_queue + 16;
+  opt.max_header_bytes = limits.max_header_bytes;
+  opt.max_body_bytes = spec.max_body_bytes;
+  opt.header_timeout = absl::Milliseconds(limits.header_timeout_ms);
+  opt.body_timeout = absl::Milliseconds(limits.body_timeout_ms);
+  opt.idle_timeout = absl::Milliseconds(limits.idle_timeout_ms);
+  opt.write_timeout = absl::Milliseconds(limits.write_timeout_ms);
+  opt.max_stream_buffer_bytes = limits.stream_buffer_bytes;
+  opt.socket_send_buffer_bytes = limits.socket_send_buffer_bytes;
+  Impl* raw = &impl;
+  absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(
+      opt, impl.Routes(),
+      [raw](const HttpRequest& req) { return GuardBeforeBody(raw->guard, req); },
+      [&node](int status, const std::string& message, const std::string& code) {
+        // A request the server refused while reading it (bad framing, a
+        // body or header over its limit) counts as invalid, as the guard's.
+        if (status == 400 || status == 413 || status == 431) {
+          node.CountRejected("http", absl::InvalidArgumentError("refused"));
+        }
+        return OpenAiServerErrorBody(status, message, code);
+      });
+  if (absl::IsUnavailable(server.status())) {
+    return absl::UnavailableError(
+        absl::StrFormat("main.http: cannot listen on %s (address in use or not local?): %s",
+                        spec.http, server.status().message()));
   }
-  if (spec.http_port != 0) impl.port = spec.http_port;
-  impl.thread = std::thread([s = impl.server.get()] { s->listen_after_bind(); });
+  if (!server.ok()) return server.status();
+  impl.server = std::move(*server);
   if (spec.api_key.empty() && !IsLoopbackHost(spec.http_host)) {
     ODMOE_LOG_WARN(
         "HTTP API on {} without main.api_key: anyone who can reach it can use the model "
         "(set main.api_key, or listen on 127.0.0.1)",
         spec.http);
   }
-  ODMOE_LOG_INFO("HTTP API on {}://{}:{} (chat format {}{})",
-                 spec.tls_cert.empty() ? "http" : "https", spec.http_host, impl.port,
-                 ChatFamilyName(impl.chat_format.family), spec.api_key.empty() ? "" : ", API key");
+  ODMOE_LOG_INFO("HTTP API on {}://{}:{} (chat format {}{}; at most {} connections)",
+                 spec.tls_cert.empty() ? "http" : "https", spec.http_host, impl.server->port(),
+                 ChatFamilyName(impl.chat_format.family), spec.api_key.empty() ? "" : ", API key",
+                 limits.max_connections);
   return api;
 }
 
 HttpApi::~HttpApi() { Stop(); }
 
-int HttpApi::port() const { return impl_->port; }
+int HttpApi::port() const { return impl_->server->port(); }
 
 void HttpApi::Stop() {
-  if (!impl_ || !impl_->server) return;
-  impl_->server->stop();
-  if (impl_->thread.joinable()) impl_->thread.join();
+  if (impl_ && impl_->server) impl_->server->Stop();
 }
 
 }  // namespace odmoe

@@ -18,7 +18,9 @@
 // Content-Type; the API key and the body's size are checked from the headers,
 // before a body is read, and chunked bodies are counted as they are read
 // (http_api_limits.h). Optional API key (Authorization: Bearer) and TLS come
-// from the topology's main section. Only http_api*.cpp see the HTTP library.
+// from the topology's main section; connection limit, deadlines and buffers
+// from main.http_limits. The server underneath (http_server.h) serves every
+// connection from a few I/O threads; only http_server.cpp sees Boost.
 //
 //   ODMOE_ASSIGN_OR_RETURN(auto api, HttpApi::Start(main_node));   // listens at main.http
 //   api->port();  api->Stop();

@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git
   libabsl-dev libspdlog-dev libfmt-dev catch2 nlohmann-json3-dev libyaml-cpp-dev
-  libgrpc++-dev libcpp-httplib-dev libpng-dev libpcre2-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  libgrpc++-dev libcpp-httplib-dev libboost-dev libpng-dev libpcre2-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   gnuplot-nox fonts-dejavu-core   # odmoe-bench's plots (tools/bench/gnuplot_chart.h)
   clang libclang-rt-14-dev        # scripts/fuzz.sh: libFuzzer and clang's sanitizer runtimes
 )

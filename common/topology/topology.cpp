@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -308,6 +309,36 @@ absl::Status ParseDocument(const YAML::Node& root, const std::string& file,
     ODMOE_RETURN_IF_ERROR(
         s.Int("worker_timeout_ms", &t->main.worker_timeout_ms, 50, 24 * 3600 * 1000));
     ODMOE_RETURN_IF_ERROR(s.String("api_key", &t->main.api_key, false));
+    YAML::Node limits = Map(s, "http_limits", &st);
+    ODMOE_RETURN_IF_ERROR(st);
+    if (limits.IsMap()) {
+      Section ls(limits, "main.http_limits", file);
+      HttpLimits& l = t->main.http_limits;
+      constexpr int kHour = 3600 * 1000;
+      ODMOE_RETURN_IF_ERROR(ls.Int("max_connections", &l.max_connections, 1, 100000));
+      ODMOE_RETURN_IF_ERROR(ls.Int("io_threads", &l.io_threads, 1, 64));
+      ODMOE_RETURN_IF_ERROR(ls.Int("header_timeout_ms", &l.header_timeout_ms, 100, kHour));
+      ODMOE_RETURN_IF_ERROR(ls.Int("body_timeout_ms", &l.body_timeout_ms, 100, kHour));
+      ODMOE_RETURN_IF_ERROR(ls.Int("idle_timeout_ms", &l.idle_timeout_ms, 100, kHour));
+      ODMOE_RETURN_IF_ERROR(ls.Int("write_timeout_ms", &l.write_timeout_ms, 100, kHour));
+      for (auto [key, out, min, max] :
+           {std::tuple<const char*, uint64_t*, uint64_t, uint64_t>{
+                "max_header_bytes", &l.max_header_bytes, 1u << 10, 1u << 20},
+            {"stream_buffer_bytes", &l.stream_buffer_bytes, 4u << 10, 1ull << 30},
+            {"socket_send_buffer_bytes", &l.socket_send_buffer_bytes, 4u << 10, 64u << 20}}) {
+        if (!ls.Has(key)) continue;
+        uint64_t v = 0;
+        ODMOE_RETURN_IF_ERROR(ls.Bytes(key, &v));
+        const bool kernel_default = v == 0 && std::string(key) == "socket_send_buffer_bytes";
+        if (!kernel_default && (v < min || v > max)) {
+          return ls.Error(key, absl::StrFormat("%d bytes is outside [%d, %d] (expected a byte "
+                                               "size such as 16KiB)",
+                                               v, min, max));
+        }
+        *out = v;
+      }
+      ODMOE_RETURN_IF_ERROR(ls.CheckNoUnknownKeys());
+    }
     ODMOE_RETURN_IF_ERROR(s.String("http", &t->main.http, false));
     if (!t->main.http.empty()) {
       NodeSpec http;
@@ -703,6 +734,20 @@ std::string TopologyToYaml(const Topology& t) {
   out << YAML::Key << "max_queue" << YAML::Value << t.main.max_queue;
   out << YAML::Key << "max_body_bytes" << YAML::Value << t.main.max_body_bytes;
   out << YAML::Key << "worker_timeout_ms" << YAML::Value << t.main.worker_timeout_ms;
+  {
+    const HttpLimits& l = t.main.http_limits;
+    out << YAML::Key << "http_limits" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "max_connections" << YAML::Value << l.max_connections;
+    out << YAML::Key << "io_threads" << YAML::Value << l.io_threads;
+    out << YAML::Key << "max_header_bytes" << YAML::Value << l.max_header_bytes;
+    out << YAML::Key << "header_timeout_ms" << YAML::Value << l.header_timeout_ms;
+    out << YAML::Key << "body_timeout_ms" << YAML::Value << l.body_timeout_ms;
+    out << YAML::Key << "idle_timeout_ms" << YAML::Value << l.idle_timeout_ms;
+    out << YAML::Key << "write_timeout_ms" << YAML::Value << l.write_timeout_ms;
+    out << YAML::Key << "stream_buffer_bytes" << YAML::Value << l.stream_buffer_bytes;
+    out << YAML::Key << "socket_send_buffer_bytes" << YAML::Value << l.socket_send_buffer_bytes;
+    out << YAML::EndMap;
+  }
   if (!t.main.http.empty()) out << YAML::Key << "http" << YAML::Value << t.main.http;
   if (!t.main.api_key.empty()) out << YAML::Key << "api_key" << YAML::Value << t.main.api_key;
   if (!t.main.tls_cert.empty()) {

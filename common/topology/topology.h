@@ -38,6 +38,18 @@
 //     max_body_bytes: 8MiB                    # largest HTTP request body, chunked or not
 //                                             # (default 8MiB; 4KiB..1GiB); larger: 413
 //     worker_timeout_ms: 10000                # unanswered task = failed worker (default 10 s)
+//     http_limits:                            # the HTTP server under load (all optional)
+//       max_connections: 512                  # open at once; one more: 503 + close (1..100000)
+//       io_threads: 2                         # threads serving every connection (1..64)
+//       max_header_bytes: 16KiB               # request line + headers; more: 431 (1KiB..1MiB)
+//       header_timeout_ms: 10000              # a whole request header (100..3600000)
+//       body_timeout_ms: 60000                # a whole request body (100..3600000)
+//       idle_timeout_ms: 60000                # keep-alive between requests (100..3600000)
+//       write_timeout_ms: 30000               # one write to a client (100..3600000)
+//       stream_buffer_bytes: 4MiB             # streamed output queued for a slow reader;
+//                                             # more: its request is cancelled (4KiB..1GiB)
+//       socket_send_buffer_bytes: 0           # SO_SNDBUF per connection; 0 = the kernel's
+//                                             # (0 or 4KiB..64MiB)
 //   shadow:                                   # required when prediction is shadow
 //     id: shadow
 //     address: 127.0.0.1:7701
@@ -118,6 +130,20 @@ struct NodeSpec {
   std::string netns;  // network namespace to start it in; empty = none
 };
 
+/// The HTTP server's connection limits and deadlines (main.http_limits;
+/// main_node/http_server.h, docs/operations.md).
+struct HttpLimits {
+  int max_connections = 512;
+  int io_threads = 2;
+  uint64_t max_header_bytes = 16u << 10;
+  int header_timeout_ms = 10000;
+  int body_timeout_ms = 60000;
+  int idle_timeout_ms = 60000;
+  int write_timeout_ms = 30000;
+  uint64_t stream_buffer_bytes = 4u << 20;
+  uint64_t socket_send_buffer_bytes = 0;  // 0 = the kernel's (autotuned)
+};
+
 struct MainSpec : NodeSpec {
   int context = 0;  // 0 = the model's training context (capped at 4096)
   int batch = 64;   // prefill chunk rows
@@ -132,6 +158,7 @@ struct MainSpec : NodeSpec {
   // The largest HTTP request body (Content-Length or chunked), counted while
   // it is read; a larger one is refused with 413 before it is all read.
   uint64_t max_body_bytes = 8u << 20;
+  HttpLimits http_limits;
   int worker_timeout_ms = 10000;  // a task unanswered this long = the worker failed
 };
 

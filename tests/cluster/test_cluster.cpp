@@ -79,6 +79,7 @@ Topology MakeTopology(const ClusterConfig& c) {
   t.main.worker_timeout_ms = c.worker_timeout_ms;
   t.main.api_key = c.api_key;
   if (c.max_body_bytes > 0) t.main.max_body_bytes = c.max_body_bytes;
+  t.main.http_limits = c.http_limits;
   if (c.http) {
     t.main.http = "127.0.0.1:0";
     t.main.http_host = "127.0.0.1";

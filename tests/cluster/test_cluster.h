@@ -38,6 +38,7 @@ struct ClusterConfig {
   bool http = false;        // serve the HTTP API on a free port
   std::string api_key;
   uint64_t max_body_bytes = 0;  // main.max_body_bytes; 0 = the default (8 MiB)
+  HttpLimits http_limits;       // main.http_limits (connections, deadlines, buffers)
   // Where the main node's gRPC server listens ("0.0.0.0": every interface, for
   // callers from a non-loopback address); main_address() stays loopback.
   std::string main_listen_host = "127.0.0.1";

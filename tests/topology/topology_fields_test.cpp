@@ -33,6 +33,7 @@ main:
   tls: { cert: certs/server.pem, key: /etc/odmoe/key.pem }
   max_queue: 0
   max_body_bytes: 64KiB
+  http_limits: { max_connections: 9, io_threads: 3, max_header_bytes: 4KiB, header_timeout_ms: 1100, body_timeout_ms: 1200, idle_timeout_ms: 1300, write_timeout_ms: 1400, stream_buffer_bytes: 1MiB, socket_send_buffer_bytes: 64KiB }
 shadow:
   id: shadow
   address: 10.0.0.2:7701
@@ -80,6 +81,17 @@ void ExpectSame(const Topology& a, const Topology& b) {
   CHECK(a.main.tls_key == b.main.tls_key);
   CHECK(a.main.max_queue == b.main.max_queue);
   CHECK(a.main.max_body_bytes == b.main.max_body_bytes);
+  const HttpLimits& la = a.main.http_limits;
+  const HttpLimits& lb = b.main.http_limits;
+  CHECK(la.max_connections == lb.max_connections);
+  CHECK(la.io_threads == lb.io_threads);
+  CHECK(la.max_header_bytes == lb.max_header_bytes);
+  CHECK(la.header_timeout_ms == lb.header_timeout_ms);
+  CHECK(la.body_timeout_ms == lb.body_timeout_ms);
+  CHECK(la.idle_timeout_ms == lb.idle_timeout_ms);
+  CHECK(la.write_timeout_ms == lb.write_timeout_ms);
+  CHECK(la.stream_buffer_bytes == lb.stream_buffer_bytes);
+  CHECK(la.socket_send_buffer_bytes == lb.socket_send_buffer_bytes);
   REQUIRE(a.shadow.has_value() == b.shadow.has_value());
   if (a.shadow) {
     ExpectSameNode(*a.shadow, *b.shadow);
@@ -127,6 +139,16 @@ TEST_CASE("topology: every key is read", "[topology]") {
   CHECK(t->main.tls_key == "/etc/odmoe/key.pem");
   CHECK(t->main.max_queue == 0);
   CHECK(t->main.max_body_bytes == 64u << 10);
+  const HttpLimits& l = t->main.http_limits;
+  CHECK(l.max_connections == 9);
+  CHECK(l.io_threads == 3);
+  CHECK(l.max_header_bytes == 4u << 10);
+  CHECK(l.header_timeout_ms == 1100);
+  CHECK(l.body_timeout_ms == 1200);
+  CHECK(l.idle_timeout_ms == 1300);
+  CHECK(l.write_timeout_ms == 1400);
+  CHECK(l.stream_buffer_bytes == 1u << 20);
+  CHECK(l.socket_send_buffer_bytes == 64u << 10);
   REQUIRE(t->shadow.has_value());
   CHECK(t->shadow->quantization == DType::kF16);
   CHECK(t->shadow->model == "/srv/odmoe/shadow copy.gguf");
@@ -167,6 +189,12 @@ TEST_CASE("topology: defaults of every optional key", "[topology]") {
   CHECK(t->main.http_port == 0);
   CHECK(t->main.max_queue == 16);
   CHECK(t->main.max_body_bytes == 8u << 20);
+  CHECK(t->main.http_limits.max_connections == 512);
+  CHECK(t->main.http_limits.io_threads == 2);
+  CHECK(t->main.http_limits.max_header_bytes == 16u << 10);
+  CHECK(t->main.http_limits.header_timeout_ms == 10000);
+  CHECK(t->main.http_limits.stream_buffer_bytes == 4u << 20);
+  CHECK(t->main.http_limits.socket_send_buffer_bytes == 0);
   CHECK(t->shadow->quantization == DType::kQ8_0);
   CHECK(t->shadow->model.empty());
   CHECK(t->shadow->token_period == 1);

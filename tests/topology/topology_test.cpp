@@ -262,6 +262,16 @@ TEST_CASE("topology: the main node's HTTP API settings", "[topology]") {
   ExpectError(Replace(g, "context: 256", "max_body_bytes: 100"), "main.max_body_bytes",
               "[4KiB, 1GiB]");
   ExpectError(Replace(g, "context: 256", "max_body_bytes: lots"), "main.max_body_bytes", "");
+  ExpectError(Replace(g, "context: 256", "http_limits: { max_connections: 0 }"),
+              "main.http_limits.max_connections", "");
+  ExpectError(Replace(g, "context: 256", "http_limits: { header_timeout_ms: 5 }"),
+              "main.http_limits.header_timeout_ms", "");
+  ExpectError(Replace(g, "context: 256", "http_limits: { max_header_bytes: 100 }"),
+              "main.http_limits.max_header_bytes", "[1024, 1048576]");
+  ExpectError(Replace(g, "context: 256", "http_limits: { socket_send_buffer_bytes: 1 }"),
+              "main.http_limits.socket_send_buffer_bytes", "");
+  ExpectError(Replace(g, "context: 256", "http_limits: { timeout: 5 }"), "main.http_limits",
+              "unknown key");
 }
 
 TEST_CASE("topology: relative paths resolve against the file", "[topology]") {

@@ -1,0 +1,115 @@
+// A raw HTTP/1.1 client over a plain socket for tests that must send what a
+// well-behaved client would not: half a header, a body that never ends, a
+// request and then no reads at all.
+//
+//   RawClient cli(port);
+//   cli.Send("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+//   const std::string r = cli.ReadResponse(5);   // one Content-Length response
+//   CHECK(StatusOf(r) == 200);
+#pragma once
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <string>
+
+#include "absl/strings/numbers.h"
+
+namespace odmoe::test {
+
+inline double SecondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// A client socket on 127.0.0.1:port; closed when destroyed.
+class RawClient {
+ public:
+  /// `rcvbuf` > 0: the receive buffer, set before connecting (a small one
+  /// keeps the kernel from absorbing a slow reader's backlog).
+  explicit RawClient(int port, int rcvbuf = 0) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd_ >= 0);
+    if (rcvbuf > 0) setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  }
+  ~RawClient() { close(fd_); }
+  RawClient(const RawClient&) = delete;
+  RawClient& operator=(const RawClient&) = delete;
+
+  bool Send(const std::string& data) {
+    return send(fd_, data.data(), data.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(data.size());
+  }
+  /// Reads until the server closes or `timeout` passes; what arrived.
+  std::string ReadUntilClosed(double timeout_s, bool* closed = nullptr) {
+    std::string got;
+    const auto start = std::chrono::steady_clock::now();
+    bool eof = false;
+    while (!eof && SecondsSince(start) < timeout_s) {
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, 20) <= 0) continue;
+      char buf[4096];
+      const ssize_t n = recv(fd_, buf, sizeof(buf), 0);
+      if (n <= 0) {
+        eof = true;
+      } else {
+        got.append(buf, static_cast<size_t>(n));
+      }
+    }
+    if (closed) *closed = eof;
+    return got;
+  }
+  /// Reads one whole response with a Content-Length (keep-alive).
+  std::string ReadResponse(double timeout_s) {
+    std::string got;
+    const auto start = std::chrono::steady_clock::now();
+    while (SecondsSince(start) < timeout_s) {
+      const size_t head_end = got.find("\r\n\r\n");
+      if (head_end != std::string::npos) {
+        const size_t cl = got.find("Content-Length: ");
+        uint64_t length = 0;
+        if (cl != std::string::npos &&
+            absl::SimpleAtoi(got.substr(cl + 16, got.find("\r\n", cl) - cl - 16), &length) &&
+            got.size() >= head_end + 4 + length) {
+          break;
+        }
+      }
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, 20) <= 0) continue;
+      char buf[4096];
+      const ssize_t n = recv(fd_, buf, sizeof(buf), 0);
+      if (n <= 0) break;
+      got.append(buf, static_cast<size_t>(n));
+    }
+    return got;
+  }
+  /// Reads at most one byte if one is there (a slow reader's sip).
+  void Sip() {
+    char c;
+    recv(fd_, &c, 1, MSG_DONTWAIT);
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+inline int StatusOf(const std::string& response) {
+  int status = 0;
+  if (response.size() >= 12) absl::SimpleAtoi(response.substr(9, 3), &status);
+  return status;
+}
+
+inline std::string BodyOf(const std::string& response) {
+  const size_t at = response.find("\r\n\r\n");
+  return at == std::string::npos ? "" : response.substr(at + 4);
+}
+
+}  // namespace odmoe::test
