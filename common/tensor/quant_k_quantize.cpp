@@ -48,9 +48,11 @@ inline int NearestInt(float v) {
 
 // The lane loops also get an AVX2 version chosen at load time where the CPU
 // has it: the same IEEE operations lane for lane (no FMA: contraction is
-// off), so the bytes never depend on the machine.
+// off), so the bytes never depend on the machine. Not under ThreadSanitizer:
+// the load-time resolver would run instrumented before TSan starts (a crash
+// while the program is being loaded).
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
-    !defined(ODMOE_QUANT_NO_CLONES)
+    !defined(ODMOE_QUANT_NO_CLONES) && !defined(__SANITIZE_THREAD__)
 #define ODMOE_QUANT_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define ODMOE_QUANT_CLONES
