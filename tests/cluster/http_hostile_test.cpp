@@ -153,7 +153,13 @@ TEST_CASE("http hostile: 200 half-open and 50 slow readers do not delay a comple
   // the slow readers did not read (50 streams of about 100 KiB) plus the
   // connections' buffers.
   CHECK(threads_during <= threads_before + 8);
+#if defined(__SANITIZE_ADDRESS__)
+  // ASan keeps freed memory in quarantine and gives every thread fake stacks
+  // (hundreds of MiB here): the memory bound is the normal build's to check.
+  WARN("ASan build: the RSS bound (< 64 MiB) is not checked");
+#else
   CHECK(growth_mib < 64);
+#endif
   sipping = false;
   sipper.join();
 }
