@@ -64,15 +64,21 @@ TEST_CASE("worker: malformed tasks and hints get an error, the worker carries on
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  std::lock_guard<std::mutex> lock(mu);
-  REQUIRE(results.size() == bad.size() + 1);
-  for (size_t i = 0; i < bad.size(); ++i) {
-    CHECK(results[i].error_code() == static_cast<int>(absl::StatusCode::kInvalidArgument));
-    CHECK(!results[i].error_message().empty());
+  std::vector<v1::ExpertResult> got;
+  {
+    // A copy: mu is not held past here (the worker calls the sink under its
+    // own lock, and DetachSink below takes that lock).
+    std::lock_guard<std::mutex> lock(mu);
+    got = results;
   }
-  CHECK(results.back().error_code() == 0);
-  CHECK(results.back().output().rows() == 1);
-  CHECK(results.back().output().data().size() == d * sizeof(float));
+  REQUIRE(got.size() == bad.size() + 1);
+  for (size_t i = 0; i < bad.size(); ++i) {
+    CHECK(got[i].error_code() == static_cast<int>(absl::StatusCode::kInvalidArgument));
+    CHECK(!got[i].error_message().empty());
+  }
+  CHECK(got.back().error_code() == 0);
+  CHECK(got.back().output().rows() == 1);
+  CHECK(got.back().output().data().size() == d * sizeof(float));
 
   v1::Hint hint;
   hint.mutable_key()->set_token(1);
