@@ -57,7 +57,7 @@ int Complete(int argc, char** argv) {
     absl::StatusOr<odmoe::Topology> t = odmoe::ParseTopology(*text, topology_path);
     if (!t.ok()) return Fail(std::string(t.status().message()));
     main = t->main.address;
-    if (absl::Status s = odmoe::UseNodeTls(t->node_tls); !s.ok()) {
+    if (absl::Status s = odmoe::UseNodeTls(t->node_tls.ForNode(odmoe::kOperatorId)); !s.ok()) {
       return Fail(std::string(s.message()));
     }
   }

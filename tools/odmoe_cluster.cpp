@@ -4,12 +4,16 @@
 //   odmoe-cluster up deploy/testbed-10.yaml       # start every node, wait until all are ready
 //   odmoe-cluster status deploy/testbed-10.yaml   # one line per node; exit 0 when all ready
 //   odmoe-cluster down deploy/testbed-10.yaml     # SIGTERM, then SIGKILL after 10 s
+//   odmoe-cluster scale deploy/testbed-10.yaml --workers 4
+//   odmoe-cluster certs deploy/lan.yaml           # the CA and per-node certificates that
+//                                                 # node_tls names (cert: certs/{id}.pem)
 //
 // Run directory (default ./odmoe-run/<topology stem>): <id>.log (stdout and
 // stderr of the node) and <id>.pid. A node with `netns: NAME` runs under
 // `ip netns exec NAME`; a node with `ssh: user@host` is started over ssh (the
 // program named by $ODMOE_SSH, default `ssh`): the remote host needs the same
-// paths (repository, binaries, model) and key-based login.
+// paths (repository, binaries, model) and key-based login; the cluster secret
+// and the node's TLS files are copied there before it starts.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -34,6 +38,7 @@
 #include "absl/strings/str_split.h"
 #include "cluster/grpc_util.h"
 #include "cluster/main_client.h"
+#include "cluster/node_certificate.h"
 #include "cluster/node_probe.h"
 #include "cluster/peer_auth.h"
 #include "topology/topology.h"
@@ -58,7 +63,10 @@ struct Options {
   int timeout = 120;
   bool verbose = false;
   int workers = 0;  // scale
+  int days = 825;   // certs
   bool generated_secret = false;  // the topology has no cluster_secret_file
+  std::string secret_path;        // the secret the nodes use (ClusterSecretPath)
+  NodeTls node_tls;               // the topology's
 };
 
 // The cluster secret every node signs its calls with: the topology's file, or
@@ -215,7 +223,39 @@ absl::StatusOr<PidRecord> StartLocal(const Options& o, const Node& n) {
   return r;
 }
 
+// Copies the files a node on another host needs from this machine to the
+// same path there, over ssh (owner-only, written whole then renamed): the
+// cluster secret and, with node_tls, the CA and the node's own certificate
+// and key. A file missing here is left to the host (copied there by hand).
+absl::Status ShipFiles(const Options& o, const Node& n) {
+  std::vector<std::string> files = {o.secret_path};
+  if (o.node_tls.enabled()) {
+    const NodeTls mine = o.node_tls.ForNode(n.spec->id);
+    files.insert(files.end(), {mine.ca, mine.cert, mine.key});
+  }
+  for (const std::string& file : files) {
+    if (!fs::exists(file)) continue;
+    const std::string tmp = file + ".odmoe-copy";
+    const std::string remote =
+        absl::StrCat("umask 077 && mkdir -p ", ShellQuote(fs::path(file).parent_path().string()),
+                     " && cat > ", ShellQuote(tmp), " && mv -f ", ShellQuote(tmp), " ",
+                     ShellQuote(file));
+    const char* ssh = std::getenv("ODMOE_SSH");
+    int code = 0;
+    const std::string out =
+        Capture(absl::StrCat(ssh && *ssh ? ssh : "ssh", " ", ShellQuote(n.spec->ssh), " ",
+                             ShellQuote(remote), " <", ShellQuote(file), " 2>&1"),
+                &code);
+    if (code != 0) {
+      return absl::UnavailableError(absl::StrCat("copying ", file, " to ", n.spec->ssh, " for ",
+                                                 n.spec->id, " failed (exit ", code, "): ", out));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<PidRecord> StartRemote(const Options& o, const Node& n) {
+  if (absl::Status s = ShipFiles(o, n); !s.ok()) return s;
   std::vector<std::string> quoted;
   for (const std::string& a : NodeArgv(o, n)) quoted.push_back(ShellQuote(a));
   // The background subshell execs nohup, which execs the daemon: $! is the
@@ -520,6 +560,20 @@ int Scale(const Options& o, const Topology& t) {
   return 0;
 }
 
+// certs: the CA and one certificate per node (and the operator) that the
+// topology's per-node node_tls names, each naming its role
+// (cluster/node_certificate.h); existing files are kept.
+int Certs(const Options& o, const Topology& t) {
+  absl::StatusOr<IssuedCertificates> made = IssueClusterCertificates(t, o.days);
+  if (!made.ok()) return Fail(std::string(made.status().message()));
+  for (const std::string& f : made->written) std::cout << "wrote " << f << "\n";
+  std::cout << made->written.size() << " files written, " << made->kept.size()
+            << " certificates kept (valid " << o.days << " days from their issue); the CA key "
+            << CaKeyPath(t.node_tls)
+            << " signs new ones: keep it off the nodes' hosts once every certificate exists\n";
+  return 0;
+}
+
 std::string DefaultBinDir() {
   std::error_code ec;
   const fs::path self = fs::read_symlink("/proc/self/exe", ec);
@@ -535,34 +589,42 @@ int main(int argc, char** argv) {
   Options o;
   CliArgs args("odmoe-cluster",
                "Start (up), inspect (status), stop (down) or scale (scale --workers N) the "
-               "cluster a topology describes.");
+               "cluster a topology describes, or issue its TLS certificates (certs).");
   args.AddString("run-dir", &o.run_dir, "DIR", "logs and pid files (default ./odmoe-run/<name>)");
   args.AddString("bin-dir", &o.bin_dir, "DIR", "where the daemons are (default: next to this)");
   args.AddInt("timeout", &o.timeout, "SECONDS", "how long `up` waits for readiness (120)");
   args.AddFlag("verbose", &o.verbose, "status: every counter of every node");
   args.AddInt("workers", &o.workers, "N", "scale: how many workers take layers");
-  args.AllowPositional("up|down|status|scale TOPOLOGY", 2);
+  args.AddInt("days", &o.days, "N", "certs: how long new certificates are valid (825)");
+  args.AllowPositional("up|down|status|scale|certs TOPOLOGY", 2);
   if (std::optional<int> exit = args.ParseOrExit(argc, argv)) return *exit;
   auto usage = [](const std::string& why) {
     std::cerr << "odmoe-cluster: error: " << why << " (see --help)\n";
     return CliArgs::kUsageExit;
   };
   if (args.positional().size() != 2) {
-    return usage("expected a command and a topology: up|down|status|scale TOPOLOGY");
+    return usage("expected a command and a topology: up|down|status|scale|certs TOPOLOGY");
   }
   o.command = args.positional()[0];
   o.topology_path = args.positional()[1];
-  if (o.command != "up" && o.command != "down" && o.command != "status" && o.command != "scale") {
-    return usage("unknown command '" + o.command + "' (expected up, down, status or scale)");
+  if (o.command != "up" && o.command != "down" && o.command != "status" && o.command != "scale" &&
+      o.command != "certs") {
+    return usage("unknown command '" + o.command +
+                 "' (expected up, down, status, scale or certs)");
   }
   absl::StatusOr<Topology> t = LoadTopology(o.topology_path);
   if (!t.ok()) return Fail(std::string(t.status().message()));
-  if (absl::Status s = UseNodeTls(t->node_tls); !s.ok()) return Fail(std::string(s.message()));
+  if (o.command == "certs") return Certs(o, *t);
+  if (absl::Status s = UseNodeTls(t->node_tls.ForNode(kOperatorId)); !s.ok()) {
+    return Fail(std::string(s.message()));
+  }
   if (o.run_dir.empty()) {
     o.run_dir = (fs::current_path() / "odmoe-run" / fs::path(o.topology_path).stem()).string();
   }
   o.run_dir = fs::absolute(o.run_dir).string();
   o.generated_secret = t->cluster_secret_file.empty();
+  o.secret_path = ClusterSecretPath(*t, o.run_dir);
+  o.node_tls = t->node_tls;
   if (o.bin_dir.empty()) o.bin_dir = DefaultBinDir();
   o.bin_dir = fs::absolute(o.bin_dir).string();
   if (o.timeout < 1) return Fail("--timeout must be >= 1");

@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "cluster/grpc_util.h"
+#include "cluster/node_certificate.h"
 #include "cluster/node_server.h"
 #include "util/cli_args.h"
 #include "util/logging.h"
@@ -49,7 +50,9 @@ int RunDaemon(int argc, char** argv, const char* program, const char* summary,
   if (!secret_file.empty()) {
     topology->cluster_secret_file = std::filesystem::absolute(secret_file).string();
   }
-  if (absl::Status s = UseNodeTls(topology->node_tls); !s.ok()) return Fail(program, s);
+  if (absl::Status s = UseNodeTls(topology->node_tls.ForNode(node_id)); !s.ok()) {
+    return Fail(program, s);
+  }
   if (const NodeSpec* open = topology->FirstNonLoopbackNode();
       open != nullptr && !topology->node_tls.enabled()) {
     // Only reachable with `insecure: true` (the topology check refuses it otherwise).
@@ -62,6 +65,9 @@ int RunDaemon(int argc, char** argv, const char* program, const char* summary,
   if (spec == nullptr) {
     return Fail(program,
                 absl::NotFoundError("node id '" + node_id + "' is not in " + topology_path));
+  }
+  if (const std::optional<PeerRole> role = RoleInTopology(*topology, node_id)) {
+    if (absl::Status s = CheckOwnCertificate(*role, node_id); !s.ok()) return Fail(program, s);
   }
   absl::StatusOr<std::unique_ptr<NodeDaemon>> node = factory(*topology, node_id);
   if (!node.ok()) return Fail(program, node.status());

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "cluster/node_certificate.h"
 #include "util/log_limiter.h"
 #include "util/logging.h"
 
@@ -32,6 +33,7 @@ struct TlsState {
   std::mutex mu;
   bool enabled = false;
   std::string ca, cert, key;  // PEM contents
+  std::optional<PeerIdentity> identity;  // what `cert` names
 };
 
 TlsState& Tls() {
@@ -66,12 +68,60 @@ absl::Status UseNodeTls(const NodeTls& tls) {
   if (!cert.ok()) return cert.status();
   absl::StatusOr<std::string> key = ReadPem(tls.key, "key");
   if (!key.ok()) return key.status();
+  absl::StatusOr<std::optional<PeerIdentity>> identity = CertificateIdentity(*cert);
+  if (!identity.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("node_tls.cert: ", tls.cert, ": ", identity.status().message()));
+  }
   state.ca = *ca;
   state.cert = *cert;
   state.key = *key;
+  state.identity = *identity;
   state.enabled = true;
   return absl::OkStatus();
 }
+
+std::optional<PeerIdentity> OwnCertificateIdentity() {
+  TlsState& state = Tls();
+  std::lock_guard<std::mutex> lock(state.mu);
+  return state.enabled ? state.identity : std::nullopt;
+}
+
+absl::Status CheckOwnCertificate(PeerRole role, const std::string& id) {
+  const std::optional<PeerIdentity> own = OwnCertificateIdentity();
+  if (!own || *own == PeerIdentity{role, id}) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "node_tls.cert names ", CertificateIdentityUri(*own), " but this node is ",
+      CertificateIdentityUri({role, id}),
+      " (each node needs its own certificate: node_tls cert and key with {id})"));
+}
+
+namespace {
+
+// What the caller's certificate says, for PeerAuth::Authorize.
+CertifiedPeer Certified(const grpc::ServerContext& ctx) {
+  CertifiedPeer out;
+  {
+    TlsState& state = Tls();
+    std::lock_guard<std::mutex> lock(state.mu);
+    if (!state.enabled) return out;
+    out.required = state.identity.has_value();
+  }
+  std::shared_ptr<const grpc::AuthContext> auth = ctx.auth_context();
+  if (auth == nullptr) return out;
+  const std::vector<grpc::string_ref> pems = auth->FindPropertyValues(GRPC_X509_PEM_CERT_PROPERTY_NAME);
+  if (pems.empty()) return out;
+  absl::StatusOr<std::optional<PeerIdentity>> identity =
+      CertificateIdentity(std::string_view(pems.front().data(), pems.front().size()));
+  if (!identity.ok()) {
+    out.error = std::string(identity.status().message());
+  } else {
+    out.identity = *identity;
+  }
+  return out;
+}
+
+}  // namespace
 
 std::shared_ptr<grpc::ServerCredentials> ServerCredentials() {
   TlsState& state = Tls();
@@ -142,7 +192,7 @@ grpc::Status AuthorizeCall(const grpc::ServerContext& ctx, const PeerAuth* auth,
                            PeerIdentity* who) {
   absl::StatusOr<PeerIdentity> id =
       auth != nullptr
-          ? auth->Authorize(ReceivedCredential(ctx), roles, call)
+          ? auth->Authorize(ReceivedCredential(ctx), roles, call, Certified(ctx))
           : absl::StatusOr<PeerIdentity>(absl::UnauthenticatedError(absl::StrCat(
                 std::string(call), ": this node has no cluster secret, so it takes no node calls")));
   if (!id.ok()) {

@@ -31,9 +31,16 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 absl::Status FromGrpcStatus(const grpc::Status& status, std::string_view context);
 
 /// Makes every later channel and server of this process use mutual TLS with
-/// these PEM files (the topology's node_tls); empty files = plain TCP.
-/// NOT_FOUND / INVALID_ARGUMENT when a file cannot be read.
+/// these PEM files (the topology's node_tls, ForNode(this node's id)); empty
+/// files = plain TCP. NOT_FOUND / INVALID_ARGUMENT when a file cannot be read
+/// or the certificate names a malformed identity.
 absl::Status UseNodeTls(const NodeTls& tls);
+/// The identity this process's own certificate names (cluster/node_certificate.h);
+/// nullopt without TLS or with a certificate that names none.
+std::optional<PeerIdentity> OwnCertificateIdentity();
+/// A daemon's check at start: when its certificate names an identity, it must
+/// be `role` `id` (FAILED_PRECONDITION otherwise, naming both).
+absl::Status CheckOwnCertificate(PeerRole role, const std::string& id);
 
 /// A channel with odmoe's limits (keepalive, TLS if set); it accepts replies of
 /// at most `max_receive_bytes` (what the peer's largest legitimate reply needs;
@@ -45,8 +52,9 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
 void AttachCredential(grpc::ClientContext& ctx, const PeerAuth* auth);
 /// The credential a call carries, if any.
 std::optional<std::string_view> ReceivedCredential(const grpc::ServerContext& ctx);
-/// PeerAuth::Authorize on the call's credential, as a gRPC status
-/// (UNAUTHENTICATED / PERMISSION_DENIED, logged with the caller's address);
+/// PeerAuth::Authorize on the call's credential and, with TLS, the caller's
+/// certificate, as a gRPC status (UNAUTHENTICATED / PERMISSION_DENIED, logged
+/// with the caller's address);
 /// refuses everything when `auth` is null. `who`, when given, gets the caller.
 grpc::Status AuthorizeCall(const grpc::ServerContext& ctx, const PeerAuth* auth,
                            std::initializer_list<PeerRole> roles, std::string_view call,

@@ -139,7 +139,7 @@ absl::StatusOr<std::shared_ptr<const PeerAuth>> PeerAuth::ForOperator(const Topo
                                                                       const std::string& run_dir) {
   Topology t = topology;
   t.cluster_secret_file = ClusterSecretPath(topology, run_dir);
-  return ForNode(t, PeerRole::kOperator, "operator");
+  return ForNode(t, PeerRole::kOperator, kOperatorId);
 }
 
 std::string ClusterSecretPath(const Topology& topology, const std::string& run_dir) {
@@ -222,10 +222,29 @@ absl::StatusOr<PeerIdentity> PeerAuth::Authenticate(
 
 absl::StatusOr<PeerIdentity> PeerAuth::Authorize(std::optional<std::string_view> credential,
                                                  std::initializer_list<PeerRole> roles,
-                                                 std::string_view call) const {
+                                                 std::string_view call,
+                                                 const CertifiedPeer& certified) const {
   absl::StatusOr<PeerIdentity> who = Authenticate(credential);
   if (!who.ok()) {
     return absl::UnauthenticatedError(absl::StrCat(ToAbsl(call), ": ", who.status().message()));
+  }
+  const auto name = [](const PeerIdentity& p) {
+    return absl::StrCat(ToAbsl(PeerRoleName(p.role)), " ", p.node_id);
+  };
+  if (!certified.error.empty()) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(ToAbsl(call), ": the caller's certificate: ", certified.error));
+  }
+  if (certified.identity.has_value() && !(*certified.identity == *who)) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(ToAbsl(call), ": the caller's certificate names ", name(*certified.identity),
+                     " but its credential claims ", name(*who)));
+  }
+  if (!certified.identity.has_value() && certified.required) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        ToAbsl(call), ": the caller (credential of ", name(*who),
+        ") presents a certificate that names no node identity, and this cluster's do "
+        "(odmoe-cluster certs issues them)"));
   }
   bool allowed = false;
   std::vector<std::string> names;

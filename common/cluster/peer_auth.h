@@ -14,7 +14,9 @@
 // open a second stream), and the role may make that call: only the main node
 // (with the topology's main id) opens Worker.Experts and Shadow.Follow, only
 // the shadow (with its id) sends Worker.Hints, only an operator (odmoe-cluster,
-// odmoe-bench) calls Main.Scale and Node.Trace. Node.Status stays open.
+// odmoe-bench) calls Main.Scale and Node.Trace. Node.Status stays open. With
+// per-node TLS certificates (cluster/node_certificate.h) the caller's
+// certificate must name the identity its credential claims.
 //
 //   ODMOE_ASSIGN_OR_RETURN(auto auth, PeerAuth::ForNode(topology, PeerRole::kMain, "main"));
 //   ctx.AddMetadata(kPeerCredentialMetadata, auth->Credential());   // caller
@@ -55,6 +57,19 @@ std::string_view PeerRoleName(PeerRole role);
 struct PeerIdentity {
   PeerRole role = PeerRole::kOperator;
   std::string node_id;
+  bool operator==(const PeerIdentity& o) const { return role == o.role && node_id == o.node_id; }
+};
+
+/// What TLS says about a caller (cluster/node_certificate.h), next to its
+/// credential. Without TLS: nothing (the defaults).
+struct CertifiedPeer {
+  /// This node's own certificate names an identity: the cluster issued one per
+  /// node, so a caller's certificate must name one too.
+  bool required = false;
+  /// The identity the caller's certificate names.
+  std::optional<PeerIdentity> identity;
+  /// Why the caller's certificate could not be read ("" when it could).
+  std::string error;
 };
 
 /// Reads a cluster secret file. NOT_FOUND when it cannot be read;
@@ -98,12 +113,15 @@ class PeerAuth {
   /// Checks a received credential (nullopt: none was sent): UNAUTHENTICATED
   /// when it is missing, malformed, stale, replayed or its MAC is wrong.
   absl::StatusOr<PeerIdentity> Authenticate(std::optional<std::string_view> credential) const;
-  /// Authenticate, then PERMISSION_DENIED unless the role is one of `roles`
-  /// and, for main and shadow, the id is the topology's. `call` names the
-  /// call in messages ("Worker.Experts").
+  /// Authenticate, then PERMISSION_DENIED unless the caller's certificate
+  /// agrees (`certified`: it names the identity the credential claims, or
+  /// names none where none is required), the role is one of `roles` and, for
+  /// main and shadow, the id is the topology's. `call` names the call in
+  /// messages ("Worker.Experts").
   absl::StatusOr<PeerIdentity> Authorize(std::optional<std::string_view> credential,
                                          std::initializer_list<PeerRole> roles,
-                                         std::string_view call) const;
+                                         std::string_view call,
+                                         const CertifiedPeer& certified = {}) const;
 
  private:
   std::string Mac(std::string_view role, std::string_view node_id, std::string_view time_ms,

@@ -16,6 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "model/model_file.h"
 #include "util/status_macros.h"
 #include "util/string_view.h"
@@ -280,6 +281,18 @@ absl::Status ParseDocument(const YAML::Node& root, const std::string& file,
     ODMOE_RETURN_IF_ERROR(s.String("key", &key, true));
     ODMOE_RETURN_IF_ERROR(s.CheckNoUnknownKeys());
     t->node_tls = {Resolve(base_dir, ca), Resolve(base_dir, cert), Resolve(base_dir, key)};
+    // One certificate per node or one for all: cert and key must agree, or
+    // every node would present its own certificate with the same key.
+    if (t->node_tls.per_node() != (t->node_tls.key.find(kNodeIdPlaceholder) != std::string::npos)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          file, ": node_tls: cert and key must both contain {id} (one certificate per node) or "
+                "neither (one certificate for all)"));
+    }
+    if (ca.find(kNodeIdPlaceholder) != std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(file, ": node_tls.ca: one CA for the whole cluster ({id} is for cert and "
+                             "key)"));
+    }
   }
   ODMOE_RETURN_IF_ERROR(top.Bool("insecure", &t->insecure));
   std::string secret_file;
@@ -470,6 +483,11 @@ absl::Status CheckStructure(const Topology& t, const std::string& file) {
   std::map<std::pair<std::string, int>, std::string> endpoints;
   for (const NodeSpec* n : t.AllNodes()) {
     const std::string key = NodeKey(t, n);
+    if (n->id == kOperatorId) {
+      return error(key + ".id", absl::StrFormat("'%s' is reserved for the operator's tools (their "
+                                                "credential and certificate use it)",
+                                                kOperatorId));
+    }
     if (auto [it, fresh] = ids.emplace(n->id, key); !fresh) {
       return error(key + ".id", absl::StrFormat("'%s' is already used by %s (every node needs "
                                                 "its own id)",
@@ -565,6 +583,15 @@ int Topology::WorkerIndex(std::string_view id) const {
     if (workers[i].id == id) return static_cast<int>(i);
   }
   return -1;
+}
+
+bool NodeTls::per_node() const { return cert.find(kNodeIdPlaceholder) != std::string::npos; }
+
+NodeTls NodeTls::ForNode(std::string_view id) const {
+  const auto fill = [&](const std::string& path) {
+    return absl::StrReplaceAll(path, {{kNodeIdPlaceholder, ToAbsl(id)}});
+  };
+  return {ca, fill(cert), fill(key)};
 }
 
 const NodeSpec* Topology::FindNode(std::string_view id) const {

@@ -18,7 +18,10 @@
 //                                             # node receives (default 0; for testbeds where
 //                                             # tc netem is missing, cluster/delay_line.h)
 //   node_tls: { ca: ca.pem, cert: node.pem, key: node-key.pem }  # optional mutual TLS
-//                                             # on every link between nodes
+//                                             # on every link between nodes; `{id}` in
+//                                             # cert and key is each node's own id (one
+//                                             # certificate per node, naming its role:
+//                                             # `odmoe-cluster certs` issues them)
 //   insecure: true                            # plain TCP between nodes on non-loopback
 //                                             # addresses (default false: refused)
 //   cluster_secret_file: cluster.secret       # the secret every node call is signed with
@@ -179,13 +182,26 @@ struct WorkerSpec : NodeSpec {
   uint64_t load_bandwidth = 0; // bytes/s cap on expert loads (emulation); 0 = off
 };
 
-/// TLS for the gRPC links between nodes (mutual: every node presents the
-/// certificate and checks its peers against the CA). Absolute PEM paths.
+/// The id under which the operator's tools (odmoe-cluster, odmoe-bench,
+/// odmoe complete --topology) sign calls and find their certificate; no node
+/// may use it.
+inline constexpr char kOperatorId[] = "operator";
+/// What `{id}` in node_tls.cert and node_tls.key stands for.
+inline constexpr char kNodeIdPlaceholder[] = "{id}";
+
+/// TLS for the gRPC links between nodes (mutual: every node presents its
+/// certificate and checks its peers against the CA). Absolute PEM paths;
+/// cert and key may contain `{id}` (kNodeIdPlaceholder): one certificate per
+/// node (cluster/node_certificate.h), resolved by ForNode.
 struct NodeTls {
   std::string ca;
   std::string cert;
   std::string key;
   bool enabled() const { return !cert.empty(); }
+  /// True when cert names one file per node (contains `{id}`).
+  bool per_node() const;
+  /// The files node `id` (or kOperatorId) presents: `{id}` replaced.
+  NodeTls ForNode(std::string_view id) const;
 };
 
 struct Topology {

@@ -106,23 +106,51 @@ TEST_CASE("processes: ten-node testbed up, complete, status, down", "[cluster][p
 }
 
 TEST_CASE("processes: nodes on other hosts start and stop over ssh", "[cluster][processes]") {
-  // A stand-in for ssh that runs the remote command here: what odmoe-cluster
-  // sends over ssh is exercised for real.
+  // A stand-in for ssh that runs the remote command here, with the run
+  // directory moved to another one (the "remote host's"): what odmoe-cluster
+  // sends over ssh is exercised for real, and the remote nodes find the
+  // cluster secret only if odmoe-cluster copied it there.
   const TempDir dir("odmoe_ssh");
   const std::string fake_ssh = dir / "fake-ssh";
-  std::ofstream(fake_ssh) << "#!/bin/sh\necho \"$1\" >> " << (dir / "targets")
-                          << "\nshift\nexec sh -c \"$*\"\n";
-  std::filesystem::permissions(fake_ssh, std::filesystem::perms::owner_all);
   TestbedSpec spec;
   spec.workers = 2;
   spec.shadow = false;
   spec.worker_ssh = "tester@edge";
   spec.cluster_env = "ODMOE_SSH=" + fake_ssh + " ";
+  // Per-node certificates inside the run directory, so that the remote nodes
+  // find theirs only if odmoe-cluster copied them too.
+  spec.top_extra =
+      "node_tls: { ca: run/certs/ca.pem, cert: \"run/certs/{id}.pem\", "
+      "key: \"run/certs/{id}-key.pem\" }\n";
   ProcessTestbed bed(SourcePath("models/tiny-mixtral-f16.gguf"), "odmoe_ssh_testbed", spec);
+  REQUIRE(Sh(Bin("odmoe-cluster") + " certs " + bed.topology()).exit_code == 0);
+  const std::string remote_run = dir / "remote-run";
+  std::ofstream(fake_ssh) << "#!/bin/sh\necho \"$1\" >> " << (dir / "targets")
+                          << "\nshift\nexec sh -c \"$(printf '%s' \"$*\" | sed 's#"
+                          << bed.run_dir() << "#" << remote_run << "#g')\"\n";
+  std::filesystem::permissions(fake_ssh, std::filesystem::perms::owner_all);
   const Result up = bed.Up();
   INFO(up.output);
   REQUIRE(up.exit_code == 0);
-  const Result done = Sh(Bin("odmoe") + " complete --main " + bed.main_address() + " -n 4 hello");
+  // The generated secret reached the remote run directory, owner-only.
+  std::ifstream local_secret(bed.run_dir() + "/cluster.secret");
+  std::ifstream remote_secret(remote_run + "/cluster.secret");
+  const std::string local_text((std::istreambuf_iterator<char>(local_secret)), {});
+  const std::string remote_text((std::istreambuf_iterator<char>(remote_secret)), {});
+  CHECK(!local_text.empty());
+  CHECK(remote_text == local_text);
+  struct stat st {};
+  REQUIRE(stat((remote_run + "/cluster.secret").c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  CHECK(std::filesystem::exists(remote_run + "/w1.log"));  // the node ran "there"
+  // Each remote node got the CA and its own certificate and key, nothing else.
+  CHECK(std::filesystem::exists(remote_run + "/certs/ca.pem"));
+  CHECK(std::filesystem::exists(remote_run + "/certs/w1.pem"));
+  REQUIRE(stat((remote_run + "/certs/w1-key.pem").c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  CHECK(!std::filesystem::exists(remote_run + "/certs/ca-key.pem"));
+  CHECK(!std::filesystem::exists(remote_run + "/certs/main-key.pem"));
+  const Result done = Sh(Bin("odmoe") + " complete --topology " + bed.topology() + " -n 4 hello");
   CHECK(done.exit_code == 0);
   std::ifstream pid_file(bed.run_dir() + "/w1.pid");
   std::string first;

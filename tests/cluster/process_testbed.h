@@ -83,6 +83,7 @@ struct TestbedSpec {
   std::string worker_ssh;   // non-empty: worker i gets `ssh: <worker_ssh><i>`
   std::string cluster_env;  // put before odmoe-cluster, e.g. "ODMOE_SSH=/x/fake-ssh "
   std::string main_extra;   // more keys of the main section, e.g. "  api_key: k\n"
+  std::string top_extra;    // more top-level keys, e.g. "node_tls: {...}\n"
 };
 
 class ProcessTestbed {
@@ -93,9 +94,9 @@ class ProcessTestbed {
                  const TestbedSpec& spec = {})
       : dir_(dir_prefix), main_port_(FreePort()) {
     std::string yaml =
-        absl::StrCat("model: ", model, "\nprediction: ", spec.shadow ? "shadow" : "none",
-                     "\nmain:\n  id: main\n  address: 127.0.0.1:", main_port_, "\n",
-                     spec.main_extra);
+        absl::StrCat("model: ", model, "\nprediction: ", spec.shadow ? "shadow" : "none", "\n",
+                     spec.top_extra, "main:\n  id: main\n  address: 127.0.0.1:", main_port_,
+                     "\n", spec.main_extra);
     if (spec.shadow) {
       absl::StrAppend(&yaml, "shadow:\n  id: shadow\n  address: 127.0.0.1:", FreePort(),
                       "\n  quantization: q8_0\n");
