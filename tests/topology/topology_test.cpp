@@ -108,6 +108,18 @@ TEST_CASE("topology: the shipped top-8 testbed loads, 2 groups of 4", "[topology
   CHECK(t->AllNodes().size() == 10);
 }
 
+TEST_CASE("topology: the shipped LAN example loads, per-node TLS, every node over ssh",
+          "[topology]") {
+  absl::StatusOr<Topology> t = LoadTopology(test::SourcePath("deploy/lan-10.yaml"));
+  INFO(t.status());
+  REQUIRE(t.ok());
+  CHECK(t->node_tls.per_node());
+  CHECK(t->node_tls.ForNode("w3").cert == test::SourcePath("deploy/certs/w3.pem"));
+  CHECK(t->AllNodes().size() == 10);
+  for (const NodeSpec* n : t->AllNodes()) CHECK(!n->ssh.empty());
+  CHECK(t->FirstNonLoopbackNode() != nullptr);  // accepted because of node_tls
+}
+
 TEST_CASE("topology: round trip through YAML", "[topology]") {
   absl::StatusOr<Topology> t = ParseTopology(Good(), "");
   REQUIRE(t.ok());
