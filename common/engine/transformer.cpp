@@ -14,7 +14,15 @@ absl::StatusOr<std::unique_ptr<Transformer>> Transformer::Create(const ModelFile
   const ModelConfig& c = model.config();
   const int n_ctx = options.n_ctx > 0 ? options.n_ctx : std::min(c.n_ctx_train, 4096);
   if (options.n_batch < 1) return absl::InvalidArgumentError("n_batch must be >= 1");
-  ODMOE_ASSIGN_OR_RETURN(KvCache kv, KvCache::Create(backend, c, n_ctx));
+  if (options.n_seq < 1 || options.n_seq > 4096) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("n_seq %d: expected 1..4096 sequences", options.n_seq));
+  }
+  std::vector<KvCache> kv;
+  for (int s = 0; s < options.n_seq; ++s) {
+    ODMOE_ASSIGN_OR_RETURN(KvCache slot, KvCache::Create(backend, c, n_ctx));
+    kv.push_back(std::move(slot));
+  }
   std::unique_ptr<Transformer> tf(new Transformer(c, backend, std::move(kv)));
   tf->n_batch_ = std::min(options.n_batch, n_ctx);
   ODMOE_ASSIGN_OR_RETURN(tf->weights_, DenseWeights::Load(model, backend));
@@ -75,14 +83,37 @@ absl::Status Transformer::AllocateBuffers() {
 }
 
 absl::Status Transformer::BeginBatch(std::span<const int32_t> tokens, int pos0) {
+  const Segment one{0, pos0, static_cast<int64_t>(tokens.size())};
+  return BeginSegments(tokens, std::span<const Segment>(&one, 1));
+}
+
+absl::Status Transformer::BeginSegments(std::span<const int32_t> tokens,
+                                        std::span<const Segment> segments) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n < 1 || n > n_batch_) {
     return absl::InvalidArgumentError(
         absl::StrFormat("batch of %d tokens (allowed 1..%d)", n, n_batch_));
   }
-  if (pos0 < 0 || pos0 + n > kv_.capacity()) {
-    return absl::OutOfRangeError(absl::StrFormat("positions %d..%d exceed the context of %d tokens",
-                                                 pos0, pos0 + n - 1, kv_.capacity()));
+  if (segments.empty()) return absl::InvalidArgumentError("a batch needs at least one segment");
+  int64_t total = 0;
+  std::vector<bool> used(kv_.size(), false);
+  for (const Segment& s : segments) {
+    if (s.slot < 0 || s.slot >= n_seq() || used[static_cast<size_t>(s.slot)] || s.n < 1) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "segment of %d rows in slot %d (expected >= 1 row, distinct slots in [0, %d))", s.n,
+          s.slot, n_seq()));
+    }
+    used[static_cast<size_t>(s.slot)] = true;
+    if (s.pos0 < 0 || s.pos0 + s.n > n_ctx()) {
+      return absl::OutOfRangeError(
+          absl::StrFormat("positions %d..%d exceed the context of %d tokens", s.pos0,
+                          s.pos0 + s.n - 1, n_ctx()));
+    }
+    total += s.n;
+  }
+  if (total != n) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("segments of %d rows for a batch of %d tokens", total, n));
   }
   for (int32_t t : tokens) {
     if (t < 0 || t >= config_.n_vocab) {
@@ -91,8 +122,11 @@ absl::Status Transformer::BeginBatch(std::span<const int32_t> tokens, int pos0) 
     }
   }
   rows_ = n;
-  pos0_ = pos0;
-  for (int64_t i = 0; i < n; ++i) host_positions_[i] = pos0 + static_cast<int32_t>(i);
+  segments_.assign(segments.begin(), segments.end());
+  int64_t row = 0;
+  for (const Segment& s : segments) {
+    for (int64_t i = 0; i < s.n; ++i) host_positions_[row++] = s.pos0 + static_cast<int32_t>(i);
+  }
   ODMOE_RETURN_IF_ERROR(backend_.CopyToBackend(tokens_, tokens.data(), n * sizeof(int32_t)));
   ODMOE_RETURN_IF_ERROR(
       backend_.CopyToBackend(positions_, host_positions_.data(), n * sizeof(int32_t)));
@@ -122,8 +156,14 @@ void Transformer::GroupedAttention(int layer) {
   const int64_t n = rows_;
   const Mat x{x_, n, c.n_embd}, h{h_, n, c.n_embd}, o{o_, n, c.n_embd};
   const Mat q{q_, n, c.q_width()}, attn{attn_, n, c.q_width()};
-  const Mat k_new = kv_.k(layer).RowRange(pos0_, n);
-  const Mat v_new = kv_.v(layer).RowRange(pos0_, n);
+  // One sequence writes its new K/V rows straight into its cache; several
+  // write them here first, then each segment's rows go to its own slot.
+  const bool one = segments_.size() == 1;
+  const KvCache& first = kv_[static_cast<size_t>(segments_.front().slot)];
+  const Mat k_new =
+      one ? first.k(layer).RowRange(segments_.front().pos0, n) : Mat{k_, n, c.kv_width()};
+  const Mat v_new =
+      one ? first.v(layer).RowRange(segments_.front().pos0, n) : Mat{v_, n, c.kv_width()};
   backend_.RmsNorm(x, w.attn_norm, c.rms_eps, h);
   backend_.MatMul(w.attn_q, h, q);
   backend_.MatMul(w.attn_k, h, k_new);
@@ -152,8 +192,17 @@ void Transformer::GroupedAttention(int layer) {
   AttentionOptions options;
   options.sinks = w.attn_sinks;  // null without sinks
   options.window = c.window_of(layer);
-  backend_.Attention(q, kv_.k(layer), kv_.v(layer), c.n_head, c.n_head_kv, c.head_dim, pos0_, scale,
-                     options, attn);
+  int64_t row = 0;
+  for (const Segment& s : segments_) {
+    const KvCache& kv = kv_[static_cast<size_t>(s.slot)];
+    if (!one) {
+      backend_.Copy(k_new.RowRange(row, s.n), kv.k(layer).RowRange(s.pos0, s.n));
+      backend_.Copy(v_new.RowRange(row, s.n), kv.v(layer).RowRange(s.pos0, s.n));
+    }
+    backend_.Attention(q.RowRange(row, s.n), kv.k(layer), kv.v(layer), c.n_head, c.n_head_kv,
+                       c.head_dim, s.pos0, scale, options, attn.RowRange(row, s.n));
+    row += s.n;
+  }
   backend_.MatMul(w.attn_output, attn, o);
   if (w.attn_output_bias != nullptr) backend_.AddBias(o, w.attn_output_bias);
   backend_.Add(x, o, x);
@@ -219,6 +268,43 @@ void Transformer::FinishMoe(int layer) {
   backend_.Add(x, moe_output(), x);
 }
 
+void Transformer::HeadRows(std::span<const int64_t> rows, Mat out) {
+  const ModelConfig& c = config_;
+  const int64_t n = static_cast<int64_t>(rows.size());
+  bool contiguous = true;
+  for (int64_t i = 1; i < n; ++i) contiguous = contiguous && rows[i] == rows[0] + i;
+  Mat in{x_ + rows[0] * c.n_embd, n, c.n_embd};
+  if (!contiguous) {
+    in = Mat{o_, n, c.n_embd};
+    for (int64_t i = 0; i < n; ++i) {
+      backend_.Copy(ConstMat{x_ + rows[i] * c.n_embd, 1, c.n_embd}, in.RowRange(i, 1));
+    }
+  }
+  const Mat h{h_, n, c.n_embd};
+  backend_.RmsNorm(in, weights_->output_norm(), c.rms_eps, h);
+  backend_.MatMul(weights_->output(), h, out);
+}
+
+absl::Status Transformer::SegmentLogits(std::vector<float>* logits) {
+  const ModelConfig& c = config_;
+  if (segments_.size() == 1) return Logits(logits);
+  if (!row_logits_buffer_) {
+    ODMOE_ASSIGN_OR_RETURN(row_logits_buffer_,
+                           backend_.Allocate(static_cast<size_t>(n_batch_) * c.n_vocab * 4));
+  }
+  std::vector<int64_t> last;
+  int64_t row = 0;
+  for (const Segment& s : segments_) {
+    row += s.n;
+    last.push_back(row - 1);
+  }
+  const int64_t n = static_cast<int64_t>(last.size());
+  const Mat out{static_cast<float*>(row_logits_buffer_->data()), n, c.n_vocab};
+  HeadRows(last, out);
+  logits->resize(static_cast<size_t>(n * c.n_vocab));
+  return backend_.CopyToHost(logits->data(), out.data, logits->size() * sizeof(float));
+}
+
 absl::Status Transformer::Logits(std::vector<float>* logits) {
   const ModelConfig& c = config_;
   const Mat last{x_ + (rows_ - 1) * c.n_embd, 1, c.n_embd};
@@ -264,25 +350,40 @@ absl::Status Transformer::ForwardBatches(std::span<const int32_t> tokens, int po
       routing->resize(first_record + n,
                       TokenRouting(static_cast<size_t>(config_.n_layer) * k, -1));
     }
-    for (int l = 0; l < config_.n_layer; ++l) {
-      AttentionBlock(l);
-      if (!config_.has_experts(l)) {
-        DenseFfnBlock(l);
-        continue;
-      }
-      ODMOE_ASSIGN_OR_RETURN(RoutingPlan plan, RouteBlock(l));
-      ODMOE_RETURN_IF_ERROR(experts.Run(l, moe_input(), plan, moe_output()));
-      FinishMoe(l);
-      if (routing) {
-        for (size_t t = 0; t < n; ++t) {
-          std::copy_n(host_ids_.begin() + t * k, k,
-                      (*routing)[first_record + t].begin() + static_cast<ptrdiff_t>(l) * k);
-        }
-      }
-    }
+    ODMOE_RETURN_IF_ERROR(RunLayers(experts, routing, first_record));
     if (after_batch) ODMOE_RETURN_IF_ERROR(after_batch(static_cast<int64_t>(begin)));
   }
   return absl::OkStatus();
+}
+
+absl::Status Transformer::RunLayers(ExpertExecutor& experts, std::vector<TokenRouting>* routing,
+                                    size_t first_record) {
+  const int k = config_.n_expert_used;
+  for (int l = 0; l < config_.n_layer; ++l) {
+    AttentionBlock(l);
+    if (!config_.has_experts(l)) {
+      DenseFfnBlock(l);
+      continue;
+    }
+    ODMOE_ASSIGN_OR_RETURN(RoutingPlan plan, RouteBlock(l));
+    ODMOE_RETURN_IF_ERROR(experts.Run(l, moe_input(), plan, moe_output()));
+    FinishMoe(l);
+    if (routing) {
+      for (int64_t t = 0; t < rows_; ++t) {
+        std::copy_n(host_ids_.begin() + t * k, k,
+                    (*routing)[first_record + static_cast<size_t>(t)].begin() +
+                        static_cast<ptrdiff_t>(l) * k);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Transformer::ForwardSegments(std::span<const int32_t> tokens,
+                                          std::span<const Segment> segments,
+                                          ExpertExecutor& experts) {
+  ODMOE_RETURN_IF_ERROR(BeginSegments(tokens, segments));
+  return RunLayers(experts, nullptr, 0);
 }
 
 absl::Status Transformer::Forward(std::span<const int32_t> tokens, int pos0,

@@ -6,7 +6,8 @@
 // quantized experts) and the cluster's main node (remote experts). The steps
 // are public too, for callers that interleave their own work between them:
 //
-//   BeginBatch(tokens, pos0)               embeddings -> x
+//   BeginBatch(tokens, pos0)               embeddings -> x (or BeginSegments: rows of
+//                                          several sequences, each with its own KV slot)
 //   for each layer l:
 //     AttentionBlock(l)                    (MLA: see transformer_mla.cpp)                    x += Wo * attn(rope(qn(Wq h + bq)), rope(kn(Wk h + bk)),
 //                                          Wv h + bv), h = rmsnorm(x) * attn_norm; K/V rows
@@ -30,6 +31,20 @@
 //
 // Batches larger than n_batch are split; thanks to the backend's determinism
 // contract the result does not depend on the split.
+//
+// Several sequences (continuous batching): Options::n_seq KV slots, and a
+// batch made of segments, each a run of rows of one sequence at its own
+// positions in its own slot. Every per-row step (projections, norms, rope,
+// routing, experts, the LM head) runs once over all rows; attention runs per
+// segment against that segment's slot. A row's result does not depend on
+// the other segments of its batch (the backend computes each output row from
+// its own input row alone), so a sequence's tokens are the same alone or
+// batched:
+//
+//   const Transformer::Segment segs[] = {{0, 17, 1}, {1, 5, 1}};  // two decode rows
+//   ODMOE_RETURN_IF_ERROR(tf->BeginSegments(next_tokens, segs));
+//   ... layers as above ...
+//   ODMOE_RETURN_IF_ERROR(tf->SegmentLogits(&logits));  // [2, n_vocab]
 #pragma once
 
 #include <cstdint>
@@ -55,8 +70,16 @@ using TokenRouting = std::vector<int32_t>;
 class Transformer {
  public:
   struct Options {
-    int n_ctx = 0;     // KV capacity; 0 = min(training context, 4096)
+    int n_ctx = 0;     // KV capacity per sequence; 0 = min(training context, 4096)
     int n_batch = 64;  // rows per forward chunk
+    int n_seq = 1;     // sequences with their own KV cache (slots 0..n_seq-1)
+  };
+
+  /// `n` rows of the sequence in KV slot `slot`, at positions [pos0, pos0 + n).
+  struct Segment {
+    int slot = 0;
+    int pos0 = 0;
+    int64_t n = 0;
   };
 
   static absl::StatusOr<std::unique_ptr<Transformer>> Create(const ModelFile& model,
@@ -64,9 +87,11 @@ class Transformer {
 
   const ModelConfig& config() const { return config_; }
   Backend& backend() const { return backend_; }
-  int n_ctx() const { return kv_.capacity(); }
+  int n_ctx() const { return kv_.front().capacity(); }
   int n_batch() const { return n_batch_; }
-  KvCache& kv_cache() { return kv_; }
+  int n_seq() const { return static_cast<int>(kv_.size()); }
+  /// The KV cache of slot `slot` (0 for a single sequence).
+  KvCache& kv_cache(int slot = 0) { return kv_[static_cast<size_t>(slot)]; }
 
   /// Runs `tokens` at positions [pos0, pos0 + n). If `logits` is non-null it
   /// receives the n_vocab logits of the last token; if `routing` is non-null
@@ -85,8 +110,21 @@ class Transformer {
   absl::Status ForwardBatches(std::span<const int32_t> tokens, int pos0, ExpertExecutor& experts,
                               std::vector<TokenRouting>* routing, const BatchDone& after_batch);
 
+  /// One batch of rows of several sequences through every layer
+  /// (BeginSegments, then the layers); SegmentLogits() then gives each
+  /// segment's next-token logits.
+  absl::Status ForwardSegments(std::span<const int32_t> tokens, std::span<const Segment> segments,
+                               ExpertExecutor& experts);
+
   // ---- Steps (one batch of at most n_batch rows) ---------------------------
+  /// One sequence in slot 0: BeginSegments(tokens, {{0, pos0, n}}).
   absl::Status BeginBatch(std::span<const int32_t> tokens, int pos0);
+  /// Rows of several sequences: `tokens` holds each segment's rows in order.
+  /// INVALID_ARGUMENT unless the segments are non-empty, their rows add up
+  /// to tokens.size() <= n_batch, and their slots are distinct and in
+  /// [0, n_seq); OUT_OF_RANGE when a segment's positions pass n_ctx.
+  absl::Status BeginSegments(std::span<const int32_t> tokens, std::span<const Segment> segments);
+  std::span<const Segment> segments() const { return segments_; }
   /// Attention of `layer` (grouped-query or multi-head latent, as the
   /// architecture has it), then the residual add.
   void AttentionBlock(int layer);
@@ -110,6 +148,10 @@ class Transformer {
   void FinishMoe(int layer);
   /// Logits of the last row of the batch (after the final norm), to host.
   absl::Status Logits(std::vector<float>* logits);
+  /// Logits of the last row of every segment, to host: segments().size()
+  /// rows of n_vocab. Each row has exactly the bits Logits() gives for that
+  /// sequence alone.
+  absl::Status SegmentLogits(std::vector<float>* logits);
   /// Logits of rows [first, rows()) of the batch, to host: (rows() - first)
   /// rows of n_vocab, row-major. Each row has exactly the bits Logits() gives
   /// when that row is the last of its batch (the backend computes every
@@ -123,8 +165,14 @@ class Transformer {
   int64_t rows() const { return rows_; }
 
  private:
-  Transformer(const ModelConfig& config, Backend& backend, KvCache kv)
+  Transformer(const ModelConfig& config, Backend& backend, std::vector<KvCache> kv)
       : config_(config), backend_(backend), kv_(std::move(kv)) {}
+  /// Every layer on the batch begun; routing rows from `first_record` on.
+  absl::Status RunLayers(ExpertExecutor& experts, std::vector<TokenRouting>* routing,
+                         size_t first_record);
+  /// The LM head on `n` rows of x starting at `rows` (one per entry, gathered
+  /// into o_ when not contiguous) into `out` [n, n_vocab] in backend memory.
+  void HeadRows(std::span<const int64_t> rows, Mat out);
   absl::Status AllocateBuffers();
   absl::Status AllocateMlaBuffers();
   void GroupedAttention(int layer);
@@ -133,7 +181,7 @@ class Transformer {
 
   const ModelConfig config_;
   Backend& backend_;
-  KvCache kv_;
+  std::vector<KvCache> kv_;  // one per sequence slot
   std::unique_ptr<DenseWeights> weights_;
   int n_batch_ = 0;
 
@@ -156,7 +204,7 @@ class Transformer {
   std::unique_ptr<BackendBuffer> row_logits_buffer_;  // [n_batch, n_vocab], RowLogits only
 
   int64_t rows_ = 0;
-  int pos0_ = 0;
+  std::vector<Segment> segments_;  // of the batch in flight
   std::vector<int32_t> host_positions_;
   std::vector<int32_t> host_ids_;
   std::vector<float> host_weights_;

@@ -56,8 +56,12 @@ void Transformer::MlaAttention(int layer) {
   } else {
     backend_.MatMul(w.attn_q, h, q);
   }
-  // The new cache rows: the latent, normed in place, and the rope key.
-  const Mat kv = kv_.k(layer).RowRange(pos0_, n);
+  // The new cache rows: the latent, normed in place, and the rope key (for
+  // several sequences built in k_ first, then copied to each one's slot).
+  const bool one = segments_.size() == 1;
+  const Mat kv = one ? kv_[static_cast<size_t>(segments_.front().slot)].k(layer).RowRange(
+                           segments_.front().pos0, n)
+                     : Mat{k_, n, kw};
   backend_.MatMul(w.attn_kv_a, h, kv);
   const Mat latent{head_in_, n, r};
   backend_.CopyColumns(kv, 0, latent, 0, r);
@@ -93,8 +97,15 @@ void Transformer::MlaAttention(int layer) {
   AttentionOptions options;
   options.v_head_dim = static_cast<int>(r);
   const Mat attn{attn_, n, heads * r};
-  backend_.Attention(q_abs, kv_.k(layer), kv_.v(layer), c.n_head, /*n_head_kv=*/1,
-                     static_cast<int>(kw), pos0_, c.attn_scale, options, attn);
+  int64_t row = 0;
+  for (const Segment& s : segments_) {
+    const KvCache& cache = kv_[static_cast<size_t>(s.slot)];
+    if (!one) backend_.Copy(kv.RowRange(row, s.n), cache.k(layer).RowRange(s.pos0, s.n));
+    backend_.Attention(q_abs.RowRange(row, s.n), cache.k(layer), cache.v(layer), c.n_head,
+                       /*n_head_kv=*/1, static_cast<int>(kw), s.pos0, c.attn_scale, options,
+                       attn.RowRange(row, s.n));
+    row += s.n;
+  }
 
   // Each head's latent result back to its values: v_b[h] a[h].
   const Mat o_heads{o_heads_, n, heads * vh};
