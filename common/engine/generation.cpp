@@ -1,16 +1,10 @@
 #include "engine/generation.h"
 
-#include <chrono>
-
 #include "absl/strings/str_format.h"
+#include "engine/sequence.h"
 #include "util/status_macros.h"
 
 namespace odmoe {
-namespace {
-double SecondsSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-}  // namespace
 
 double GenerateStats::prefill_tokens_per_second() const {
   return prefill_seconds > 0 ? prompt_tokens / prefill_seconds : 0.0;
@@ -79,52 +73,22 @@ absl::StatusOr<GenerateResult> RunGeneration(Transformer& transformer, ExpertExe
                                              std::vector<int32_t> prompt_ids,
                                              const GenerationCallback& on_token,
                                              const GenerationHooks& hooks) {
-  const auto t0 = std::chrono::steady_clock::now();
-  GenerateResult result;
-  result.prompt_ids = std::move(prompt_ids);
-  const int n_prompt = static_cast<int>(result.prompt_ids.size());
-  std::vector<TokenRouting>* routing = request.record_routing ? &result.routing : nullptr;
+  Sequence seq(tokenizer, request, std::move(prompt_ids), on_token, hooks.should_stop,
+               hooks.on_logprobs);
   std::vector<float> logits;
-  if (hooks.before_prefill) ODMOE_RETURN_IF_ERROR(hooks.before_prefill(result.prompt_ids));
-  ODMOE_RETURN_IF_ERROR(transformer.Forward(result.prompt_ids, 0, experts, &logits, routing));
-  result.stats.prompt_tokens = n_prompt;
-  result.stats.prefill_seconds = SecondsSince(t0);
-
-  Sampler sampler(request.sampling);
-  IncrementalDecoder decoder(tokenizer, /*continues_text=*/true);
-  const auto decode_start = std::chrono::steady_clock::now();
-  int pos = n_prompt;
-  for (int i = 0; i < request.max_tokens; ++i) {
-    const int32_t next = sampler.Sample(logits);
-    if (i == 0) result.stats.ttft_seconds = SecondsSince(t0);
-    if (next == tokenizer.eos_id() && !request.ignore_eos) {
-      result.stop_reason = GenerateResult::StopReason::kEos;
-      if (request.logprobs >= 0) result.eos_logprob = ScoreLogitsRow(logits, next, request.logprobs);
-      break;
-    }
-    result.output_ids.push_back(next);
-    if (request.logprobs >= 0) {
-      result.logprobs.push_back(ScoreLogitsRow(logits, next, request.logprobs));
-      if (hooks.on_logprobs) hooks.on_logprobs(result.logprobs.back());
-    }
-    std::string piece = decoder.Push(next);
-    result.text += piece;
-    if (on_token) on_token(next, piece);
-    if (hooks.should_stop && hooks.should_stop()) {
-      result.stop_reason = GenerateResult::StopReason::kStopped;
-      break;
-    }
-    if (i + 1 == request.max_tokens) break;
-    if (hooks.before_decode) ODMOE_RETURN_IF_ERROR(hooks.before_decode(i + 1, next, pos));
-    const int32_t token[1] = {next};
-    ODMOE_RETURN_IF_ERROR(transformer.Forward(token, pos++, experts, &logits, routing));
+  const std::vector<int32_t>& prompt = seq.result().prompt_ids;
+  if (hooks.before_prefill) ODMOE_RETURN_IF_ERROR(hooks.before_prefill(prompt));
+  ODMOE_RETURN_IF_ERROR(transformer.Forward(prompt, 0, experts, &logits, seq.routing()));
+  seq.Consumed(static_cast<int64_t>(prompt.size()), logits);
+  for (int n = 1; !seq.done(); ++n) {
+    const int32_t token = seq.Pending(1).front();
+    const int pos = seq.pos();
+    if (hooks.before_decode) ODMOE_RETURN_IF_ERROR(hooks.before_decode(n, token, pos));
+    const int32_t row[1] = {token};
+    ODMOE_RETURN_IF_ERROR(transformer.Forward(row, pos, experts, &logits, seq.routing()));
+    seq.Consumed(1, logits);
   }
-  std::string tail = decoder.Flush();
-  result.text += tail;
-  if (on_token && !tail.empty()) on_token(-1, tail);
-  result.stats.generated_tokens = static_cast<int>(result.output_ids.size());
-  result.stats.decode_seconds = SecondsSince(decode_start);
-  return result;
+  return seq.TakeResult();
 }
 
 }  // namespace odmoe

@@ -1,0 +1,99 @@
+#include "engine/sequence.h"
+
+#include <algorithm>
+#include <string>
+
+namespace odmoe {
+namespace {
+double SecondsBetween(std::chrono::steady_clock::time_point a,
+                      std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+}  // namespace
+
+Sequence::Sequence(const Tokenizer& tokenizer, const GenerateRequest& request,
+                   std::vector<int32_t> prompt_ids, GenerationCallback on_token,
+                   std::function<bool()> should_stop,
+                   std::function<void(const RowScore&)> on_logprobs)
+    : tokenizer_(tokenizer),
+      max_tokens_(request.max_tokens),
+      ignore_eos_(request.ignore_eos),
+      logprobs_(request.logprobs),
+      record_routing_(request.record_routing),
+      on_token_(std::move(on_token)),
+      should_stop_(std::move(should_stop)),
+      on_logprobs_(std::move(on_logprobs)),
+      sampler_(request.sampling),
+      decoder_(tokenizer, /*continues_text=*/true),
+      start_(std::chrono::steady_clock::now()) {
+  result_.prompt_ids = std::move(prompt_ids);
+  result_.stats.prompt_tokens = static_cast<int>(result_.prompt_ids.size());
+}
+
+std::span<const int32_t> Sequence::Pending(int64_t max_rows) const {
+  if (done_ || max_rows < 1) return {};
+  if (prefilling()) {
+    const size_t n = std::min<size_t>(static_cast<size_t>(max_rows),
+                                      result_.prompt_ids.size() - prefilled_);
+    return std::span<const int32_t>(result_.prompt_ids).subspan(prefilled_, n);
+  }
+  return std::span<const int32_t>(&next_, 1);
+}
+
+void Sequence::Consumed(int64_t rows, std::span<const float> logits) {
+  if (done_ || rows < 1) return;
+  pos_ += static_cast<int>(rows);
+  if (prefilling()) {
+    prefilled_ += static_cast<size_t>(rows);
+    if (prefilling()) return;  // a middle chunk of the prompt: nothing to sample yet
+    const auto now = std::chrono::steady_clock::now();
+    result_.stats.prefill_seconds = SecondsBetween(start_, now);
+    decode_start_ = now;
+  }
+  const std::span<const float> row = logits;
+  const int32_t next = sampler_.Sample(row);
+  if (result_.output_ids.empty() && result_.stats.ttft_seconds == 0) {
+    result_.stats.ttft_seconds = SecondsBetween(start_, std::chrono::steady_clock::now());
+  }
+  if (next == tokenizer_.eos_id() && !ignore_eos_) {
+    if (logprobs_ >= 0) result_.eos_logprob = ScoreLogitsRow(row, next, logprobs_);
+    Finish(GenerateResult::StopReason::kEos);
+    return;
+  }
+  result_.output_ids.push_back(next);
+  if (logprobs_ >= 0) {
+    result_.logprobs.push_back(ScoreLogitsRow(row, next, logprobs_));
+    if (on_logprobs_) on_logprobs_(result_.logprobs.back());
+  }
+  std::string piece = decoder_.Push(next);
+  result_.text += piece;
+  if (on_token_) on_token_(next, piece);
+  if (should_stop_ && should_stop_()) {
+    Finish(GenerateResult::StopReason::kStopped);
+    return;
+  }
+  if (static_cast<int>(result_.output_ids.size()) == max_tokens_) {
+    Finish(GenerateResult::StopReason::kMaxTokens);
+    return;
+  }
+  next_ = next;
+}
+
+void Sequence::Finish(GenerateResult::StopReason reason) {
+  result_.stop_reason = reason;
+  done_ = true;
+}
+
+GenerateResult Sequence::TakeResult() {
+  std::string tail = decoder_.Flush();
+  result_.text += tail;
+  if (on_token_ && !tail.empty()) on_token_(-1, tail);
+  result_.stats.generated_tokens = static_cast<int>(result_.output_ids.size());
+  if (!prefilling()) {
+    result_.stats.decode_seconds =
+        SecondsBetween(decode_start_, std::chrono::steady_clock::now());
+  }
+  return std::move(result_);
+}
+
+}  // namespace odmoe

@@ -1,0 +1,80 @@
+// One request's generation as a state machine that whoever runs the forwards
+// advances: RunGeneration (engine/generation.h) for one request at a time,
+// BatchGenerator (engine/batch_generator.h) for several in one batch. Both
+// therefore sample, stop, score and stream exactly alike.
+//
+//   Sequence seq(tokenizer, request, prompt_ids, on_token);
+//   while (!seq.done()) {
+//     std::span<const int32_t> rows = seq.Pending(max_rows);   // prompt rows, or the last token
+//     ... forward `rows` at positions seq.pos() ... -> logits of the last row
+//     seq.Consumed(rows.size(), logits);                      // samples when the prompt is in
+//   }
+//   GenerateResult r = seq.TakeResult();
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "engine/generation.h"
+#include "engine/sampler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace odmoe {
+
+class Sequence {
+ public:
+  /// `prompt_ids` as PreparePrompt returns them (non-empty, fitting the
+  /// context with max_tokens). `should_stop` and `on_logprobs` as in
+  /// GenerationHooks. The request's clock starts here (TTFT counts from it).
+  Sequence(const Tokenizer& tokenizer, const GenerateRequest& request,
+           std::vector<int32_t> prompt_ids, GenerationCallback on_token = {},
+           std::function<bool()> should_stop = {},
+           std::function<void(const RowScore&)> on_logprobs = {});
+
+  /// The rows to run next: up to `max_rows` prompt rows not yet run, or,
+  /// once the prompt is in, the one token sampled last. Empty when done.
+  std::span<const int32_t> Pending(int64_t max_rows) const;
+  /// The position of the first pending row.
+  int pos() const { return pos_; }
+  bool prefilling() const { return prefilled_ < result_.prompt_ids.size(); }
+  /// `rows` pending rows went through the model (at pos() on). `logits` is
+  /// the last row's n_vocab logits; it is read only when these rows end the
+  /// prompt or were the decode row (then the next token is sampled, scored,
+  /// streamed and the stop rules applied).
+  void Consumed(int64_t rows, std::span<const float> logits);
+  bool done() const { return done_; }
+  int max_tokens() const { return max_tokens_; }
+  /// Where Transformer::Forward appends routing records (null unless the
+  /// request asked for them).
+  std::vector<TokenRouting>* routing() {
+    return record_routing_ ? &result_.routing : nullptr;
+  }
+  const GenerateResult& result() const { return result_; }
+  /// Flushes the streaming decoder and the timings; call once, when done.
+  GenerateResult TakeResult();
+
+ private:
+  void Finish(GenerateResult::StopReason reason);
+
+  const Tokenizer& tokenizer_;
+  const int max_tokens_;
+  const bool ignore_eos_;
+  const int logprobs_;
+  const bool record_routing_;
+  GenerationCallback on_token_;
+  std::function<bool()> should_stop_;
+  std::function<void(const RowScore&)> on_logprobs_;
+  Sampler sampler_;
+  IncrementalDecoder decoder_;
+  GenerateResult result_;
+  size_t prefilled_ = 0;  // prompt rows run
+  int pos_ = 0;
+  int32_t next_ = -1;  // the sampled token still to run
+  bool done_ = false;
+  std::chrono::steady_clock::time_point start_, decode_start_;
+};
+
+}  // namespace odmoe
