@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <future>
+#include <map>
 #include <random>
 
 #include "absl/strings/str_format.h"
 #include "cluster/assignment.h"
 #include "cluster/wire.h"
+#include "engine/sequence.h"
 #include "util/logging.h"
 #include "util/status_macros.h"
 
@@ -31,6 +34,7 @@ absl::StatusOr<std::unique_ptr<MainEngine>> MainEngine::Create(const Topology& t
   Transformer::Options topt;
   topt.n_ctx = topology.main.context;
   topt.n_batch = topology.main.batch;
+  topt.n_seq = topology.main.max_running + 1;  // slot 0: Score
   ODMOE_ASSIGN_OR_RETURN(e->transformer_, Transformer::Create(model, backend, topt));
   ODMOE_ASSIGN_OR_RETURN(e->executor_,
                          ClusterExpertExecutor::Create(model.config(), backend, topology, links,
@@ -38,6 +42,8 @@ absl::StatusOr<std::unique_ptr<MainEngine>> MainEngine::Create(const Topology& t
   e->schedule_ = Schedule::AllGroups(topology);
   e->active_groups_ = topology.n_groups();
   e->executor_->SetSchedule(&e->schedule_, &e->schedule_mu_);
+  e->slot_free_.assign(static_cast<size_t>(topt.n_seq), true);
+  e->slot_free_[0] = false;  // Score's (ScoreTokens runs in slot 0)
   return e;
 }
 
@@ -103,7 +109,7 @@ uint64_t MainEngine::NextRequestId() {
 
 absl::Status MainEngine::SendAlignment(uint64_t request, int n, int32_t token, int pos,
                                        bool send_token, bool send_kv, bool send_schedule,
-                                       int* kv_sent) {
+                                       int* kv_sent, int slot) {
   const ModelConfig& c = model_.config();
   const int first = *kv_sent;
   const int count = send_kv ? pos - first : 0;
@@ -128,7 +134,7 @@ absl::Status MainEngine::SendAlignment(uint64_t request, int n, int32_t token, i
     }
     if (m > 0) {
       const size_t layer_floats = static_cast<size_t>(m * w);
-      KvCache& kv = transformer_->kv_cache();
+      KvCache& kv = transformer_->kv_cache(slot);
       const bool with_v = !kv.v_in_k();  // MLA: V is inside the K rows
       kv_k_.resize(layer_floats * c.n_layer);
       kv_v_.resize(with_v ? layer_floats * c.n_layer : 0);
@@ -213,11 +219,62 @@ absl::StatusOr<std::vector<int32_t>> MainEngine::Validate(const GenerateRequest&
   return PreparePrompt(request, tokenizer_, n_ctx());
 }
 
+struct MainEngine::Job {
+  GenerateRequest request;
+  PredictionMode mode = PredictionMode::kNone;
+  int token_period = 0, kv_period = 0;
+  std::function<bool()> cancelled;
+  std::unique_ptr<Sequence> seq;
+  std::promise<absl::StatusOr<ClusterGenerateResult>> done;
+
+  int slot = -1;
+  uint64_t req = 0;
+  bool started = false;      // BeginJob ran
+  bool use_shadow = false;   // the shadow follows it
+  bool board_owner = false;  // the prediction board holds its predictions
+  uint64_t shadow_version = 0;
+  int kv_sent = 0;
+  int forwards = 0;        // decode iterations run (the last one's n)
+  int pending_actual = 0;  // decode iteration whose routing is still in the executor
+  RecallCounter recall;
+  std::map<std::pair<uint32_t, uint32_t>, std::vector<int32_t>> predictions;
+  LinkBytes bytes_before;
+  ClusterGenerateResult out;
+};
+
+namespace {
+
+void AddStats(ExpertTaskStats& into, const ExpertTaskStats& add) {
+  into.tasks += add.tasks;
+  into.hits += add.hits;
+  into.misses += add.misses;
+  into.reloads += add.reloads;
+  into.stall_seconds += add.stall_seconds;
+  into.wait_seconds += add.wait_seconds;
+  into.worker_failures += add.worker_failures;
+  if (into.stall_per_layer.size() < add.stall_per_layer.size()) {
+    into.stall_per_layer.resize(add.stall_per_layer.size(), 0.0);
+  }
+  for (size_t l = 0; l < add.stall_per_layer.size(); ++l) {
+    into.stall_per_layer[l] += add.stall_per_layer[l];
+  }
+}
+
+}  // namespace
+
+MainEngine::~MainEngine() {
+  {
+    std::lock_guard<std::mutex> lock(jobs_mu_);
+    stop_ = true;
+  }
+  jobs_cv_.notify_all();
+  if (loop_.joinable()) loop_.join();
+}
+
 absl::StatusOr<ClusterGenerateResult> MainEngine::Generate(
     const GenerateRequest& request, const GenerationCallback& on_token,
     const std::function<bool()>& cancelled, const std::function<bool()>& should_stop,
     const Experiment& experiment, const std::function<void(const RowScore&)>& on_logprobs) {
-  std::lock_guard<std::mutex> lock(generate_mu_);
   const PredictionMode mode = experiment.prediction.value_or(topology_.prediction);
   if (mode == PredictionMode::kShadow && !topology_.shadow) {
     return absl::InvalidArgumentError(
@@ -236,115 +293,296 @@ absl::StatusOr<ClusterGenerateResult> MainEngine::Generate(
   }
   ODMOE_ASSIGN_OR_RETURN(std::vector<int32_t> prompt_ids,
                          PreparePrompt(request, tokenizer_, n_ctx()));
-  const ModelConfig& c = model_.config();
-  ClusterGenerateResult out;
-  const uint64_t req = NextRequestId();
-  out.request_id = req;
-  links_.predictions().Reset(req);
-  out.prediction = mode;
-  const LinkBytes bytes_before = links_.bytes();
-  bool use_shadow = mode == PredictionMode::kShadow && links_.shadow_connected();
-  if (mode == PredictionMode::kShadow && !use_shadow) {
-    ODMOE_LOG_WARN("request {}: the shadow is not connected; running without prediction", req);
-    out.prediction = PredictionMode::kNone;
-  }
-  const int token_period =
+  auto job = std::make_shared<Job>();
+  job->request = request;
+  job->mode = mode;
+  job->token_period =
       experiment.token_period.value_or(topology_.shadow ? topology_.shadow->token_period : 0);
-  const int kv_period =
+  job->kv_period =
       experiment.kv_period.value_or(topology_.shadow ? topology_.shadow->kv_period : 0);
-  if (use_shadow) {
-    out.token_period = token_period;
-    out.kv_period = kv_period;
+  job->cancelled = cancelled;
+  job->seq = std::make_unique<Sequence>(tokenizer_, request, std::move(prompt_ids), on_token,
+                                        should_stop, on_logprobs);
+  const ModelConfig& c = model_.config();
+  job->recall = RecallCounter(c.n_layer, c.n_expert_used, c.n_dense_leading);
+  std::future<absl::StatusOr<ClusterGenerateResult>> result = job->done.get_future();
+  {
+    std::lock_guard<std::mutex> lock(jobs_mu_);
+    if (stop_) return absl::UnavailableError("the main node is shutting down");
+    submitted_.push_back(std::move(job));
+    ++in_engine_;
+    if (!loop_.joinable()) loop_ = std::thread([this] { Loop(); });
   }
-  RecallCounter recall(c.n_layer, c.n_expert_used, c.n_dense_leading);
-  int kv_sent = 0;
-  int forwards = 0;
-  auto record_actual = [&](int n) {
-    for (int l = c.n_dense_leading; l < c.n_layer; ++l) {
-      recall.RecordActual(n, l, executor_->actual()[l]);
-    }
-  };
-  auto shadow_failed = [&](const absl::Status& s) {
-    ODMOE_LOG_WARN("request {}: shadow link failed ({}); continuing without prediction", req,
-                   s.message());
-    use_shadow = false;
-    out.prediction = PredictionMode::kNone;
-  };
+  jobs_cv_.notify_all();
+  return result.get();
+}
 
-  // Gate look-ahead: each decode layer predicts the next one while its
-  // experts compute (the executor calls back between sending and waiting).
-  if (mode == PredictionMode::kLookahead) {
-    executor_->set_lookahead([this, req](int layer, ConstMat x) {
-      return Lookahead(req, static_cast<int>(executor_->token()), layer, x);
+void MainEngine::Loop() {
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(jobs_mu_);
+      jobs_cv_.wait(lock, [&] { return stop_ || !submitted_.empty() || !running_.empty() ||
+                                       !waiting_.empty(); });
+      while (!submitted_.empty()) {
+        waiting_.push_back(std::move(submitted_.front()));
+        submitted_.pop_front();
+      }
+      if (stop_) break;
+    }
+    std::lock_guard<std::mutex> lock(generate_mu_);
+    Iterate();
+  }
+  std::lock_guard<std::mutex> lock(generate_mu_);
+  const absl::Status down = absl::UnavailableError("the main node is shutting down");
+  while (!running_.empty()) Finish(*running_.front(), down);
+  for (auto& job : waiting_) {
+    job->done.set_value(down);
+    --in_engine_;
+  }
+  waiting_.clear();
+}
+
+void MainEngine::Iterate() {
+  for (size_t s = 1; s < slot_free_.size() && !waiting_.empty(); ++s) {
+    if (!slot_free_[s]) continue;
+    slot_free_[s] = false;
+    waiting_.front()->slot = static_cast<int>(s);
+    running_.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+  }
+  // Waiting requests whose clients left go at once; running ones at this boundary.
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    if ((*it)->cancelled && (*it)->cancelled()) {
+      (*it)->done.set_value(absl::CancelledError("the client cancelled the request"));
+      --in_engine_;
+      it = waiting_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (size_t i = 0; i < running_.size();) {
+    Job& job = *running_[i];
+    if (job.cancelled && job.cancelled()) {
+      Finish(job, absl::CancelledError("the client cancelled the request"));
+    } else {
+      ++i;
+    }
+  }
+  if (running_.empty()) return;
+  RefreshSchedule();
+  if (schedule_.empty()) {
+    while (!running_.empty()) {
+      Job& job = *running_.front();
+      Finish(job, absl::UnavailableError(
+                      job.started
+                          ? "no complete worker group is left; the request cannot finish"
+                          : "no complete worker group: the cluster cannot serve until workers "
+                            "rejoin"));
+    }
+    return;
+  }
+  const absl::Status st = running_.size() == 1 ? SoloStep(*running_.front()) : SharedStep();
+  for (size_t i = 0; i < running_.size();) {
+    Job& job = *running_[i];
+    if (!st.ok()) {
+      Finish(job, st);
+    } else if (job.seq->done()) {
+      Finish(job, absl::OkStatus());
+    } else {
+      ++i;
+    }
+  }
+}
+
+void MainEngine::BeginJob(Job& job, bool alone) {
+  job.started = true;
+  job.req = NextRequestId();
+  job.out.request_id = job.req;
+  job.out.prediction = alone ? job.mode : PredictionMode::kNone;
+  job.bytes_before = links_.bytes();
+  if (!alone) return;  // batched from its first iteration: nothing predicts it
+  links_.predictions().Reset(job.req);
+  job.board_owner = true;
+  job.use_shadow = job.mode == PredictionMode::kShadow && links_.shadow_connected();
+  if (job.mode == PredictionMode::kShadow && !job.use_shadow) {
+    ODMOE_LOG_WARN("request {}: the shadow is not connected; running without prediction",
+                   job.req);
+    job.out.prediction = PredictionMode::kNone;
+  }
+  if (!job.use_shadow) return;
+  job.out.token_period = job.token_period;
+  job.out.kv_period = job.kv_period;
+  v1::ShadowRequest begin;
+  v1::ShadowBegin* b = begin.mutable_begin();
+  b->set_request(job.req);
+  for (int32_t id : job.seq->result().prompt_ids) b->add_prompt_ids(id);
+  b->set_max_tokens(static_cast<uint32_t>(job.request.max_tokens));
+  b->set_token_period(static_cast<uint32_t>(job.token_period));
+  b->set_kv_period(static_cast<uint32_t>(job.kv_period));
+  uint64_t version = 0;
+  FillSchedule(b->mutable_live_groups(), &version);
+  b->set_schedule_version(version);
+  job.shadow_version = version;
+  if (absl::Status s = links_.SendToShadow(begin); !s.ok()) {
+    ODMOE_LOG_WARN("request {}: shadow link failed ({}); continuing without prediction", job.req,
+                   s.message());
+    job.use_shadow = false;
+    job.out.prediction = PredictionMode::kNone;
+  }
+}
+
+void MainEngine::FlushRecall(Job& job) {
+  const ModelConfig& c = model_.config();
+  if (job.pending_actual > 0) {
+    for (int l = c.n_dense_leading; l < c.n_layer; ++l) {
+      job.recall.RecordActual(job.pending_actual, l, executor_->actual()[l]);
+    }
+    job.pending_actual = 0;
+  }
+  if (job.board_owner) {
+    for (auto& [where, experts] : links_.predictions().Snapshot()) {
+      job.predictions[where] = experts;
+    }
+  }
+}
+
+void MainEngine::StopFollowing(Job& job) {
+  FlushRecall(job);
+  job.board_owner = false;
+  if (!job.use_shadow) return;
+  v1::ShadowRequest end;
+  end.mutable_end()->set_request(job.req);
+  links_.SendToShadow(end).IgnoreError();  // a broken link is found by the next request
+  job.use_shadow = false;
+}
+
+absl::Status MainEngine::SoloStep(Job& job) {
+  if (!job.started) BeginJob(job, /*alone=*/true);
+  Sequence& seq = *job.seq;
+  const int slot = job.slot;
+  std::vector<float> logits;
+  if (seq.prefilling()) {
+    // The rest of the prompt (all of it, unless it began in shared
+    // iterations), in chunks of n_batch rows.
+    executor_->SetStep(job.req, 0);
+    while (seq.prefilling()) {
+      const std::span<const int32_t> rows = seq.Pending(transformer_->n_batch());
+      const std::vector<int32_t> tokens(rows.begin(), rows.end());
+      const Transformer::Segment segment{slot, seq.pos(), static_cast<int64_t>(tokens.size())};
+      ODMOE_RETURN_IF_ERROR(transformer_->ForwardSegments(tokens, {&segment, 1}, *executor_));
+      // Prompt rows come first, so pos() counts the prompt rows run so far.
+      if (seq.pos() + tokens.size() == seq.result().prompt_ids.size()) {
+        ODMOE_RETURN_IF_ERROR(transformer_->SegmentLogits(&logits));
+      }
+      seq.Consumed(static_cast<int64_t>(tokens.size()), logits);
+    }
+    AddStats(job.out.experts, executor_->TakeStats());
+    return absl::OkStatus();
+  }
+  const int n = job.forwards + 1;
+  FlushRecall(job);
+  if (!job.board_owner) {  // back to running alone after shared iterations
+    links_.predictions().Reset(job.req);
+    job.board_owner = true;
+  }
+  job.forwards = n;
+  const int32_t token = seq.Pending(1).front();
+  const int pos = seq.pos();
+  if (job.use_shadow) {
+    TraceSpan span(trace_, "align", "shadow link", job.req, static_cast<uint32_t>(n), -1);
+    const auto t0 = std::chrono::steady_clock::now();
+    const bool send_token = job.token_period > 0 && n % job.token_period == 0;
+    const bool send_kv = job.kv_period > 0 && n % job.kv_period == 0;
+    absl::Status s = SendAlignment(job.req, n, token, pos, send_token, send_kv,
+                                   schedule_.version != job.shadow_version, &job.kv_sent, slot);
+    job.shadow_version = schedule_.version;
+    job.out.alignment_seconds += Since(t0);
+    if (!s.ok()) {
+      ODMOE_LOG_WARN("request {}: shadow link failed ({}); continuing without prediction",
+                     job.req, s.message());
+      job.use_shadow = false;
+      job.out.prediction = PredictionMode::kNone;
+    }
+  } else if (job.mode == PredictionMode::kRandom) {
+    ODMOE_RETURN_IF_ERROR(SendRandomHints(job.req, n));
+  }
+  executor_->SetStep(job.req, static_cast<uint32_t>(n));
+  if (job.mode == PredictionMode::kLookahead) {
+    // Gate look-ahead: each decode layer predicts the next one while its
+    // experts compute (the executor calls back between sending and waiting).
+    const uint64_t req = job.req;
+    executor_->set_lookahead([this, req, n](int layer, ConstMat x) {
+      return Lookahead(req, n, layer, x);
     });
   }
   struct ClearLookahead {
     ClusterExpertExecutor& ex;
     ~ClearLookahead() { ex.set_lookahead({}); }
   } clear_lookahead{*executor_};
+  const int32_t row[1] = {token};
+  const Transformer::Segment segment{slot, pos, 1};
+  ODMOE_RETURN_IF_ERROR(transformer_->ForwardSegments(row, {&segment, 1}, *executor_));
+  ODMOE_RETURN_IF_ERROR(transformer_->SegmentLogits(&logits));
+  job.pending_actual = n;
+  seq.Consumed(1, logits);
+  AddStats(job.out.experts, executor_->TakeStats());
+  return absl::OkStatus();
+}
 
-  GenerationHooks hooks;
-  hooks.should_stop = should_stop;
-  hooks.on_logprobs = on_logprobs;
-  uint64_t shadow_version = 0;
-  auto schedule_changed = [&] { return schedule_.version != shadow_version; };
-  hooks.before_prefill = [&](const std::vector<int32_t>& ids) -> absl::Status {
-    RefreshSchedule();
-    if (schedule_.empty()) {
-      return absl::UnavailableError(
-          "no complete worker group: the cluster cannot serve until workers rejoin");
+absl::Status MainEngine::SharedStep() {
+  uint64_t key = 0;
+  for (auto& job : running_) {
+    if (!job->started) BeginJob(*job, /*alone=*/false);
+    StopFollowing(*job);
+    key = key == 0 ? job->req : std::min(key, job->req);
+  }
+  // The oldest running request's prefill key: below every later decode key
+  // of the running requests, so none of their hints is taken as stale.
+  executor_->SetStep(key, 0);
+  const int64_t budget = transformer_->n_batch();
+  std::vector<int32_t> tokens;
+  std::vector<Transformer::Segment> segments;
+  std::vector<Job*> owner;
+  for (int pass = 0; pass < 2; ++pass) {  // decode rows first, then prompt chunks
+    for (auto& job : running_) {
+      Sequence& seq = *job->seq;
+      if (seq.prefilling() != (pass == 1)) continue;
+      const int64_t room = budget - static_cast<int64_t>(tokens.size());
+      if (room <= 0) break;
+      const std::span<const int32_t> rows = seq.Pending(room);
+      if (rows.empty()) continue;
+      tokens.insert(tokens.end(), rows.begin(), rows.end());
+      segments.push_back({job->slot, seq.pos(), static_cast<int64_t>(rows.size())});
+      owner.push_back(job.get());
     }
-    executor_->SetStep(req, 0);
-    if (!use_shadow) return absl::OkStatus();
-    v1::ShadowRequest begin;
-    v1::ShadowBegin* b = begin.mutable_begin();
-    b->set_request(req);
-    for (int32_t id : ids) b->add_prompt_ids(id);
-    b->set_max_tokens(static_cast<uint32_t>(request.max_tokens));
-    b->set_token_period(static_cast<uint32_t>(token_period));
-    b->set_kv_period(static_cast<uint32_t>(kv_period));
-    uint64_t version = 0;
-    FillSchedule(b->mutable_live_groups(), &version);
-    b->set_schedule_version(version);
-    shadow_version = version;
-    if (absl::Status s = links_.SendToShadow(begin); !s.ok()) shadow_failed(s);
-    return absl::OkStatus();
-  };
-  hooks.before_decode = [&](int n, int32_t token, int pos) -> absl::Status {
-    if (cancelled && cancelled()) return absl::CancelledError("the client cancelled the request");
-    if (n > 1) record_actual(n - 1);
-    forwards = n;
-    RefreshSchedule();
-    if (schedule_.empty()) {
-      return absl::UnavailableError("no complete worker group is left; the request cannot finish");
-    }
-    if (use_shadow) {
-      TraceSpan span(trace_, "align", "shadow link", req, static_cast<uint32_t>(n), -1);
-      const auto t0 = std::chrono::steady_clock::now();
-      const bool send_token = token_period > 0 && n % token_period == 0;
-      const bool send_kv = kv_period > 0 && n % kv_period == 0;
-      absl::Status s =
-          SendAlignment(req, n, token, pos, send_token, send_kv, schedule_changed(), &kv_sent);
-      shadow_version = schedule_.version;
-      out.alignment_seconds += Since(t0);
-      if (!s.ok()) shadow_failed(s);
-    } else if (mode == PredictionMode::kRandom) {
-      ODMOE_RETURN_IF_ERROR(SendRandomHints(req, n));
-    }
-    executor_->SetStep(req, static_cast<uint32_t>(n));
-    return absl::OkStatus();
-  };
-  absl::StatusOr<GenerateResult> result = RunGeneration(
-      *transformer_, *executor_, tokenizer_, request, std::move(prompt_ids), on_token, hooks);
-  if (forwards > 0 && result.ok()) record_actual(forwards);
-  if (use_shadow) {
+  }
+  ODMOE_RETURN_IF_ERROR(transformer_->ForwardSegments(tokens, segments, *executor_));
+  std::vector<float> logits;
+  ODMOE_RETURN_IF_ERROR(transformer_->SegmentLogits(&logits));
+  const size_t n_vocab = logits.size() / segments.size();
+  const ExpertTaskStats stats = executor_->TakeStats();
+  ++shared_iterations_;
+  shared_rows_ += tokens.size();
+  for (size_t j = 0; j < segments.size(); ++j) {
+    Job& job = *owner[j];
+    if (!job.seq->prefilling()) ++job.forwards;  // a decode iteration without prediction
+    job.seq->Consumed(segments[j].n,
+                      std::span<const float>(logits).subspan(j * n_vocab, n_vocab));
+    // The iteration's tasks served every request in it.
+    AddStats(job.out.experts, stats);
+  }
+  return absl::OkStatus();
+}
+
+void MainEngine::Finish(Job& job, absl::Status status) {
+  if (job.use_shadow) {
     v1::ShadowRequest end;
-    end.mutable_end()->set_request(req);
+    end.mutable_end()->set_request(job.req);
     bool silent = false;
-    if (links_.SendToShadow(end).ok() && !links_.predictions().WaitDone(req, kShadowDrain)) {
-      ODMOE_LOG_WARN("request {}: the shadow did not finish within {}", req,
+    if (links_.SendToShadow(end).ok() && !links_.predictions().WaitDone(job.req, kShadowDrain)) {
+      ODMOE_LOG_WARN("request {}: the shadow did not finish within {}", job.req,
                      absl::FormatDuration(kShadowDrain));
-      silent = forwards > 0 && links_.predictions().Snapshot().empty();
+      silent = job.forwards > 0 && links_.predictions().Snapshot().empty();
     }
     silent_shadow_requests_ = silent ? silent_shadow_requests_ + 1 : 0;
     if (silent_shadow_requests_ >= kSilentShadowRequests) {
@@ -354,17 +592,30 @@ absl::StatusOr<ClusterGenerateResult> MainEngine::Generate(
       silent_shadow_requests_ = 0;
     }
   }
-  out.experts = executor_->TakeStats();
-  out.bytes = links_.bytes() - bytes_before;
+  if (status.ok()) FlushRecall(job);
+  ClusterGenerateResult& out = job.out;
+  if (job.started) out.bytes = links_.bytes() - job.bytes_before;
   out.schedule_version = schedule_.version;
   out.live_groups = static_cast<int>(schedule_.groups.size());
-  if (!result.ok()) return result.status();
-  out.result = std::move(*result);
-  for (const auto& [where, experts] : links_.predictions().Snapshot()) {
-    recall.RecordPrediction(static_cast<int>(where.first), static_cast<int>(where.second), experts);
+  for (size_t i = 0; i < running_.size(); ++i) {
+    if (running_[i].get() != &job) continue;
+    slot_free_[static_cast<size_t>(job.slot)] = true;
+    std::shared_ptr<Job> keep = running_[i];  // alive until its promise is kept
+    running_.erase(running_.begin() + static_cast<ptrdiff_t>(i));
+    if (!status.ok()) {
+      keep->done.set_value(status);
+    } else {
+      out.result = keep->seq->TakeResult();
+      for (const auto& [where, experts] : keep->predictions) {
+        keep->recall.RecordPrediction(static_cast<int>(where.first),
+                                      static_cast<int>(where.second), experts);
+      }
+      out.recall = keep->recall.Summarize(keep->forwards);
+      keep->done.set_value(std::move(out));
+    }
+    --in_engine_;
+    return;
   }
-  out.recall = recall.Summarize(forwards);
-  return out;
 }
 
 absl::Status MainEngine::ValidateScore(std::span<const int32_t> tokens,

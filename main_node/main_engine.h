@@ -13,7 +13,17 @@
 //   after the request    ShadowEnd, wait (briefly) for the shadow to finish,
 //                        and count recall (Eq. 2-3) from the predictions that
 //                        arrived against the gate's choices.
-// One request runs at a time; others wait their turn.
+//
+// Several requests run at once (up to main.max_running, each in its own KV
+// slot; slot 0 is Score's): one engine thread runs iterations. While one
+// request runs alone, an iteration is exactly the above (its whole prompt, or
+// one decode token, with its prediction). While several run, an iteration
+// carries a decode row of each one past its prompt and prompt chunks of the
+// others (Transformer segments, engine/batch_generator.h's order), sent as a
+// prefill-style step: every expert a row needs goes to worker e mod N_W, with
+// no prediction; a request that ran in such a shared iteration stops
+// following the shadow. Every request's tokens stay those of the single
+// process (the rows are independent; tests/cluster/concurrency_test.cpp).
 //
 //   ODMOE_ASSIGN_OR_RETURN(auto engine, MainEngine::Create(topology, *model, *tok, *be, *links));
 //   ODMOE_ASSIGN_OR_RETURN(ClusterGenerateResult r, engine->Generate(req, on_token));
@@ -21,11 +31,14 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <thread>
 
 #include "absl/status/statusor.h"
 #include "cluster/recall.h"
@@ -81,8 +94,13 @@ class MainEngine {
                                                             const Tokenizer& tokenizer,
                                                             Backend& backend, ClusterLinks& links);
 
-  /// `cancelled` (optional) is polled before every decode iteration; when it
-  /// returns true the request ends with CANCELLED.
+  ~MainEngine();
+
+  /// Runs the request on the engine thread (with the others running) and
+  /// returns when it ends; `on_token`, `should_stop`, `on_logprobs` and
+  /// `cancelled` are called on that thread. `cancelled` (optional) is polled
+  /// before every iteration; when it returns true the request ends with
+  /// CANCELLED.
   absl::StatusOr<ClusterGenerateResult> Generate(
       const GenerateRequest& request, const GenerationCallback& on_token,
       const std::function<bool()>& cancelled = {}, const std::function<bool()>& should_stop = {},
@@ -116,14 +134,20 @@ class MainEngine {
   /// multiple of the group size between one group and the topology's count.
   absl::Status SetActiveWorkers(int workers);
   int active_workers() const { return active_groups_.load() * topology_.group_size; }
+  /// Requests in the engine now (running and waiting for a slot).
+  int in_engine() const { return in_engine_.load(); }
+  /// Iterations that carried rows of several requests, and their rows.
+  uint64_t shared_iterations() const { return shared_iterations_.load(); }
+  uint64_t shared_rows() const { return shared_rows_.load(); }
 
  private:
+  struct Job;  // one request in the engine (main_engine.cpp)
   MainEngine(const Topology& topology, const ModelFile& model, const Tokenizer& tokenizer,
              ClusterLinks& links)
       : topology_(topology), model_(model), tokenizer_(tokenizer), links_(links) {}
   uint64_t NextRequestId();
   absl::Status SendAlignment(uint64_t request, int n, int32_t token, int pos, bool send_token,
-                             bool send_kv, bool send_schedule, int* kv_sent);
+                             bool send_kv, bool send_schedule, int* kv_sent, int slot);
   absl::Status SendRandomHints(uint64_t request, int n);
   /// Puts a prediction of (token n, layer) on the board (for the layer's
   /// assignment and recall) and sends it to the workers of the layer's group.
@@ -134,6 +158,19 @@ class MainEngine {
   // (a group that failed comes back once its workers have rejoined).
   void RefreshSchedule();
   void FillSchedule(google::protobuf::RepeatedField<int32_t>* groups, uint64_t* version) const;
+  // The engine thread and one iteration of it (generate_mu_ held).
+  void Loop();
+  void Iterate();
+  absl::Status SoloStep(Job& job);
+  absl::Status SharedStep();
+  // Its first step: a request id, the prediction board, ShadowBegin.
+  void BeginJob(Job& job, bool alone);
+  // Stops the shadow following `job` (it is batched with others now).
+  void StopFollowing(Job& job);
+  // Records the gate's experts of the job's last decode iteration (they are
+  // in the executor until the next decode step) and keeps its predictions.
+  void FlushRecall(Job& job);
+  void Finish(Job& job, absl::Status status);
 
   const Topology& topology_;
   const ModelFile& model_;
@@ -148,6 +185,18 @@ class MainEngine {
   // end (generate_mu_): at kSilentShadowRequests its stream is reopened.
   int silent_shadow_requests_ = 0;
   std::vector<float> kv_k_, kv_v_;
+  // The engine thread: requests handed over by Generate (jobs_mu_), then the
+  // thread's own lists.
+  std::mutex jobs_mu_;
+  std::condition_variable jobs_cv_;
+  std::deque<std::shared_ptr<Job>> submitted_;
+  bool stop_ = false;
+  std::deque<std::shared_ptr<Job>> waiting_;
+  std::vector<std::shared_ptr<Job>> running_;  // in arrival order
+  std::vector<bool> slot_free_;                // [1, n_seq) for requests
+  std::atomic<int> in_engine_{0};
+  std::atomic<uint64_t> shared_iterations_{0}, shared_rows_{0};
+  std::thread loop_;
   Schedule schedule_;
   std::atomic<int> active_groups_{0};
   TraceRecorder* trace_ = nullptr;

@@ -45,7 +45,7 @@ absl::StatusOr<std::unique_ptr<MainNode>> MainNode::Create(const Topology& topol
                                                         *m->backend_, *m->links_));
   m->engine_->set_trace(&m->trace());
   m->service_ = std::make_unique<MainService>(*m);
-  m->queue_ = std::make_unique<RequestQueue>(topology.main.max_queue);
+  m->queue_ = std::make_unique<RequestQueue>(topology.main.max_queue, topology.main.max_running);
   m->metrics_ = std::make_unique<MainMetrics>(m->model_->config().n_layer);
   m->model_id_ = std::filesystem::path(topology.model).stem().string();
   for (int32_t id = 0; id < m->tokenizer_->n_vocab(); ++id) {
@@ -326,6 +326,13 @@ std::string MainNode::RenderMetrics() const {
                      absl::StrFormat("odmoe_schedule_version %d\n", schedule.version));
   AppendMetricFamily(&workers, "odmoe_worker_groups_live", "gauge", "Worker groups taking layers.",
                      absl::StrFormat("odmoe_worker_groups_live %d\n", schedule.groups.size()));
+  AppendMetricFamily(&workers, "odmoe_batched_iterations_total", "counter",
+                     "Iterations that carried rows of several requests at once.",
+                     absl::StrFormat("odmoe_batched_iterations_total %d\n",
+                                     engine_->shared_iterations()));
+  AppendMetricFamily(&workers, "odmoe_batched_rows_total", "counter",
+                     "Rows (prompt and decode tokens) those iterations carried.",
+                     absl::StrFormat("odmoe_batched_rows_total %d\n", engine_->shared_rows()));
   return metrics_->Render(queue_->running(), queue_->waiting(), workers);
 }
 

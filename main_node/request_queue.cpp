@@ -12,7 +12,7 @@ RequestQueue::Turn::~Turn() {
 
 absl::StatusOr<RequestQueue::Turn> RequestQueue::Enter(const std::function<bool()>& cancelled) {
   std::unique_lock<std::mutex> lock(mu_);
-  const bool must_wait = busy_ || serving_ != next_ticket_;
+  const bool must_wait = running_ >= max_running_ || serving_ != next_ticket_;
   if (must_wait && waiting_ >= max_waiting_) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "the server is busy: %d requests are already waiting (the queue holds %d); retry later",
@@ -20,7 +20,7 @@ absl::StatusOr<RequestQueue::Turn> RequestQueue::Enter(const std::function<bool(
   }
   const uint64_t ticket = next_ticket_++;
   ++waiting_;
-  while (busy_ || serving_ != ticket) {
+  while (serving_ != ticket || running_ >= max_running_) {
     if (cancelled && cancelled()) {
       // Give up the place in line: the tickets behind move up by skipping ours.
       --waiting_;
@@ -32,16 +32,17 @@ absl::StatusOr<RequestQueue::Turn> RequestQueue::Enter(const std::function<bool(
     cv_.wait_for(lock, std::chrono::milliseconds(50));
   }
   --waiting_;
-  busy_ = true;
+  ++running_;
+  ++serving_;  // the next in line may go too, if there is room
+  AdvanceLocked();
+  cv_.notify_all();
   return Turn(this);
 }
 
 void RequestQueue::Leave() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    busy_ = false;
-    ++serving_;
-    AdvanceLocked();
+    --running_;
   }
   cv_.notify_all();
 }
@@ -52,7 +53,7 @@ void RequestQueue::AdvanceLocked() {
   while (moved) {
     moved = false;
     for (auto it = skipped_.begin(); it != skipped_.end(); ++it) {
-      if (*it == serving_ && !busy_) {
+      if (*it == serving_) {
         ++serving_;
         skipped_.erase(it);
         moved = true;
@@ -64,7 +65,7 @@ void RequestQueue::AdvanceLocked() {
 
 int RequestQueue::running() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return busy_ ? 1 : 0;
+  return running_;
 }
 
 int RequestQueue::waiting() const {

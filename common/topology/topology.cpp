@@ -307,6 +307,7 @@ absl::Status ParseDocument(const YAML::Node& root, const std::string& file,
     ODMOE_RETURN_IF_ERROR(ParseNode(s, &t->main, "cpu:1"));
     ODMOE_RETURN_IF_ERROR(s.Int("context", &t->main.context, 0, 1 << 20));
     ODMOE_RETURN_IF_ERROR(s.Int("batch", &t->main.batch, 1, 1 << 16));
+    ODMOE_RETURN_IF_ERROR(s.Int("max_running", &t->main.max_running, 1, 256));
     ODMOE_RETURN_IF_ERROR(s.Int("max_queue", &t->main.max_queue, 0, 1 << 20));
     if (s.Has("max_body_bytes")) {
       uint64_t body = 0;
@@ -758,6 +759,7 @@ std::string TopologyToYaml(const Topology& t) {
   node(t.main);
   out << YAML::Key << "context" << YAML::Value << t.main.context;
   out << YAML::Key << "batch" << YAML::Value << t.main.batch;
+  out << YAML::Key << "max_running" << YAML::Value << t.main.max_running;
   out << YAML::Key << "max_queue" << YAML::Value << t.main.max_queue;
   out << YAML::Key << "max_body_bytes" << YAML::Value << t.main.max_body_bytes;
   out << YAML::Key << "worker_timeout_ms" << YAML::Value << t.main.worker_timeout_ms;

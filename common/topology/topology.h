@@ -37,6 +37,8 @@
 //     http: 127.0.0.1:8080                    # OpenAI-compatible HTTP API (default: none)
 //     api_key: secret                         # optional: Authorization: Bearer secret
 //     tls: { cert: server.pem, key: key.pem } # optional: HTTPS
+//     max_running: 4                          # requests generated at once, batched (1..256;
+//                                             # default 4; each holds a KV cache of `context`)
 //     max_queue: 16                           # waiting requests before 429 (default 16)
 //     max_body_bytes: 8MiB                    # largest HTTP request body, chunked or not
 //                                             # (default 8MiB; 4KiB..1GiB); larger: 413
@@ -157,6 +159,7 @@ struct MainSpec : NodeSpec {
   std::string api_key;    // required as "Authorization: Bearer <key>" when set
   std::string tls_cert;   // PEM files (absolute); both set = HTTPS
   std::string tls_key;
+  int max_running = 4;    // requests generated at once (batched); each has its own KV cache
   int max_queue = 16;     // requests that may wait for their turn; more get 429
   // The largest HTTP request body (Content-Length or chunked), counted while
   // it is read; a larger one is refused with 413 before it is all read.

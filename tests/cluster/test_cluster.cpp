@@ -76,6 +76,7 @@ Topology MakeTopology(const ClusterConfig& c) {
   t.main.batch = c.batch;
   t.main.context = 512;
   t.main.max_queue = c.max_queue;
+  t.main.max_running = c.max_running;
   t.main.worker_timeout_ms = c.worker_timeout_ms;
   t.main.api_key = c.api_key;
   if (c.max_body_bytes > 0) t.main.max_body_bytes = c.max_body_bytes;

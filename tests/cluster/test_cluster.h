@@ -43,6 +43,7 @@ struct ClusterConfig {
   // callers from a non-loopback address); main_address() stays loopback.
   std::string main_listen_host = "127.0.0.1";
   int max_queue = 16;
+  int max_running = 1;           // main.max_running (the product's default is 4)
   int worker_timeout_ms = 2000;  // tests notice a hung worker quickly
   uint64_t load_bandwidth = 0;   // emulated cap on expert loads (bytes/s)
   int cache_experts = 8;         // lru_cache workers
