@@ -633,7 +633,7 @@ absl::StatusOr<std::unique_ptr<HttpApi>> HttpApi::Start(MainNode& node) {
   opt.max_connections = limits.max_connections;
   // Every request that may wait for its turn, the one running, and room for
   // /metrics and requests being parsed; more are refused (503) at once.
-  opt.max_handler_threads = spec.max_queue + 16;
+  opt.max_handler_threads = spec.max_queue + spec.max_running + 16;
   opt.max_header_bytes = limits.max_header_bytes;
   opt.max_body_bytes = spec.max_body_bytes;
   opt.header_timeout = absl::Milliseconds(limits.header_timeout_ms);
