@@ -61,18 +61,24 @@ absl::StatusOr<std::vector<BenchConfig>> ParseConfigs(const std::string& text) {
   return out;
 }
 
-absl::StatusOr<std::vector<int>> ParsePeriods(const std::string& text) {
+// A comma list of integers 1..`max` for --`flag`.
+absl::StatusOr<std::vector<int>> ParseCounts(const std::string& flag, const std::string& text,
+                                             int max) {
   std::vector<int> out;
   for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipEmpty())) {
     int v = 0;
-    if (!absl::SimpleAtoi(item, &v) || v < 1 || v > 4096) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--periods: '", std::string(item), "' is not a period (expected integers 1..4096)"));
+    if (!absl::SimpleAtoi(item, &v) || v < 1 || v > max) {
+      return absl::InvalidArgumentError(absl::StrCat("--", flag, ": '", std::string(item),
+                                                     "' is not an integer 1..", max));
     }
     out.push_back(v);
   }
-  if (out.empty()) return absl::InvalidArgumentError("--periods is empty");
+  if (out.empty()) return absl::InvalidArgumentError(absl::StrCat("--", flag, " is empty"));
   return out;
+}
+
+absl::StatusOr<std::vector<int>> ParsePeriods(const std::string& text) {
+  return ParseCounts("periods", text, 4096);
 }
 
 // A comma list of names, each one of `known`.
@@ -123,7 +129,7 @@ int WriteReports(const nlohmann::json& results, const std::string& out_dir) {
 int Main(int argc, char** argv) {
   BenchOptions o;
   std::string experiments, configs, periods, load_bandwidth, sweep, report_only, deployments,
-      link_delay;
+      link_delay, clients;
   float load_ratio = 64;
   CliArgs args("odmoe-bench",
                "Reproduces the OD-MoE evaluation on a cluster: deployments side by side, recall, "
@@ -140,7 +146,8 @@ int Main(int argc, char** argv) {
   args.AddFlag("quick", &o.quick, "a shorter run (under 5 minutes on 2 cores)");
   args.AddString(
       "experiments", &experiments, "LIST",
-      "comma list of deployments,load-sweep,ablation,periods,timing,recall (default all)");
+      "comma list of deployments,load-sweep,ablation,periods,timing,recall,concurrency "
+      "(default all)");
   args.AddString("configs", &configs, "LIST",
                  "PROMPTxOUTPUT lengths for deployments (default 16x64,16x256,128x64,128x256)");
   args.AddString("deployments", &deployments, "LIST",
@@ -149,6 +156,10 @@ int Main(int argc, char** argv) {
   args.AddInt("repeats", &o.repeats, "N", "prompts per ablation case (default 5; quick 2)");
   args.AddString("periods", &periods, "LIST", "alignment periods (default 1,2,4,8,16)");
   args.AddInt("recall-tokens", &o.recall_tokens, "N", "output tokens for recall (default 256)");
+  args.AddString("clients", &clients, "LIST",
+                 "concurrency: clients at once, one level each (default 1,2,4,8,16)");
+  args.AddInt("concurrency-tokens", &o.concurrency_tokens, "N",
+              "concurrency: output tokens per request (default 64)");
   args.AddInt("ablation-tokens", &o.ablation_tokens, "N",
               "output tokens for ablation and periods (default 256)");
   args.AddFloat("load-ratio", &load_ratio, "R",
@@ -178,12 +189,19 @@ int Main(int argc, char** argv) {
     if (!args.IsSet("ablation-tokens")) o.ablation_tokens = 64;
     if (!args.IsSet("configs")) o.configs = {{16, 64}, {128, 64}};
     if (!args.IsSet("sweep")) o.sweep_ratios = {4, 64, 256};
+    if (!args.IsSet("clients")) o.clients = {1, 4, 8};
+    if (!args.IsSet("concurrency-tokens")) o.concurrency_tokens = 32;
   }
   if (o.configs.empty()) o.configs = Table2Configs();
   if (!configs.empty()) {
     absl::StatusOr<std::vector<BenchConfig>> c = ParseConfigs(configs);
     if (!c.ok()) return Fail(std::string(c.status().message()), 2);
     o.configs = *c;
+  }
+  if (!clients.empty()) {
+    absl::StatusOr<std::vector<int>> c = ParseCounts("clients", clients, 256);
+    if (!c.ok()) return Fail(std::string(c.status().message()), 2);
+    o.clients = *c;
   }
   if (!periods.empty()) {
     absl::StatusOr<std::vector<int>> p = ParsePeriods(periods);
@@ -221,7 +239,7 @@ int Main(int argc, char** argv) {
     if (o.sweep_ratios.empty()) return Fail("--sweep is empty", 2);
   }
   if (o.prompts < 1 || o.repeats < 1 || o.recall_tokens < 2 || o.ablation_tokens < 2 ||
-      o.lru_experts < 1 || o.start_timeout < 1 || o.port_base < 0 || o.port_base > 65000) {
+      o.concurrency_tokens < 2 || o.lru_experts < 1 || o.start_timeout < 1 || o.port_base < 0 || o.port_base > 65000) {
     return Fail(
         "--prompts, --repeats, --lru-experts, --start-timeout must be >= 1, token "
         "counts >= 2, --port-base in [0, 65000]",

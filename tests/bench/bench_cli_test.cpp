@@ -27,7 +27,9 @@ TEST_CASE("bench cli: bad flags exit 2 with the reason", "[bench]") {
   expect("--experiments deployments,magic", "unknown name 'magic'");
   expect("--deployments odmoe,cloud", "unknown name 'cloud'");
   expect("--configs 16by64", "not PROMPTxOUTPUT");
-  expect("--periods 1,0", "not a period");
+  expect("--periods 1,0", "--periods: '0' is not an integer 1..4096");
+  expect("--clients 1,300", "--clients: '300' is not an integer 1..256");
+  expect("--concurrency-tokens 1", "token counts >= 2");
   expect("--load-bandwidth quick", "not a rate");
   expect("--sweep 4,-1", "not a ratio");
   expect("--prompts 0", "must be >= 1");

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <thread>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -13,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "backend_registry.h"
 #include "bench/timing_trace.h"
+#include "cluster/main_client.h"
 #include "cluster/node_stats.h"
 #include "engine/expert_ffn.h"
 #include "util/progress_line.h"
@@ -455,6 +457,97 @@ absl::StatusOr<json> Timing(BenchContext& ctx) {
   return out;
 }
 
+// ---- concurrency: several clients at once (continuous batching) ---------------
+
+// The value below which a fraction `q` of `v` lies (nearest rank); 0 when empty.
+double Percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t rank = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())));
+  return v[std::min(v.size() - 1, rank > 0 ? rank - 1 : 0)];
+}
+
+absl::StatusOr<json> Concurrency(BenchContext& ctx) {
+  const BenchOptions& o = ctx.options();
+  ODMOE_ASSIGN_OR_RETURN(ClusterProcess * cluster, ctx.Cluster("odmoe"));
+  const int most = *std::max_element(o.clients.begin(), o.clients.end());
+  ODMOE_ASSIGN_OR_RETURN(auto prompts, ctx.Prompts(o.concurrency_prompt_tokens, most));
+  json levels = json::array();
+  double one_client_tps = 0;
+  for (int n : o.clients) {
+    struct Client {
+      absl::Status status;
+      std::vector<int32_t> ids;
+      std::vector<double> token_times;  // seconds since the level started
+    };
+    std::vector<Client> clients(static_cast<size_t>(n));
+    const auto t0 = std::chrono::steady_clock::now();
+    auto since = [&t0] {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
+    std::vector<std::thread> threads;
+    for (int i = 0; i < n; ++i) {
+      threads.emplace_back([&, i] {
+        Client& c = clients[static_cast<size_t>(i)];
+        v1::GenerateRequest req;
+        for (int32_t id : prompts[static_cast<size_t>(i) % prompts.size()]) req.add_prompt_ids(id);
+        req.set_max_tokens(static_cast<uint32_t>(o.concurrency_tokens));
+        req.set_temperature(0);
+        req.set_ignore_eos(true);
+        absl::StatusOr<v1::GenerateStats> st =
+            GenerateOnMain(cluster->main_address(), req, [&](int32_t id, std::string_view) {
+              if (id < 0) return;
+              c.ids.push_back(id);
+              c.token_times.push_back(since());
+            });
+        c.status = st.status();
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    const double wall = since();
+    std::vector<double> ttft, gaps;
+    double tokens = 0;
+    bool exact = true;
+    for (int i = 0; i < n; ++i) {
+      const Client& c = clients[static_cast<size_t>(i)];
+      if (!c.status.ok()) {
+        return absl::Status(c.status.code(), absl::StrFormat("%d clients: client %d: %s", n, i,
+                                                             c.status.message()));
+      }
+      ODMOE_ASSIGN_OR_RETURN(
+          BenchContext::Reference ref,
+          ctx.ReferenceRun(prompts[static_cast<size_t>(i) % prompts.size()], o.concurrency_tokens));
+      exact = exact && c.ids == ref.output_ids;
+      tokens += static_cast<double>(c.ids.size());
+      if (!c.token_times.empty()) ttft.push_back(c.token_times.front());
+      for (size_t t = 1; t < c.token_times.size(); ++t) {
+        gaps.push_back(c.token_times[t] - c.token_times[t - 1]);
+      }
+    }
+    const double tps = wall > 0 ? tokens / wall : 0;
+    if (n == o.clients.front()) one_client_tps = tps / n;
+    json level = {{"clients", n},
+                  {"output_tps", tps},
+                  {"per_client_tps", tps / n},
+                  {"over_one_client", one_client_tps > 0 ? tps / one_client_tps : 0.0},
+                  {"ttft_p50_s", Percentile(ttft, 0.5)},
+                  {"ttft_p99_s", Percentile(ttft, 0.99)},
+                  {"itl_p50_s", Percentile(gaps, 0.5)},
+                  {"itl_p99_s", Percentile(gaps, 0.99)},
+                  {"seconds", wall},
+                  {"exact", exact}};
+    Progress(absl::StrFormat(
+        "concurrency: %d client%s: %.1f output tokens/s in all (%.2fx one client), TTFT p50 "
+        "%.0f ms, inter-token p50 %.1f ms, exact %s",
+        n, n == 1 ? "" : "s", tps, level["over_one_client"].get<double>(),
+        Percentile(ttft, 0.5) * 1e3, Percentile(gaps, 0.5) * 1e3, exact ? "yes" : "NO"));
+    levels.push_back(level);
+  }
+  return json{{"levels", levels},
+              {"prompt_tokens", o.concurrency_prompt_tokens},
+              {"output_tokens", o.concurrency_tokens}};
+}
+
 }  // namespace
 
 MeanStd Summarize(const std::vector<double>& values) {
@@ -481,7 +574,8 @@ std::vector<std::pair<std::string, Experiment>> AllExperiments() {
           {"ablation", Ablation},
           {"periods", Periods},
           {"timing", Timing},
-          {"recall", Recall}};
+          {"recall", Recall},
+          {"concurrency", Concurrency}};
 }
 
 absl::StatusOr<std::unique_ptr<BenchContext>> BenchContext::Create(const BenchOptions& options) {
@@ -596,6 +690,8 @@ absl::StatusOr<Topology> BenchContext::DeploymentTopology(const std::string& nam
                                                           uint64_t load_bandwidth) const {
   Topology t = base_;
   for (WorkerSpec& w : t.workers) w.load_bandwidth = load_bandwidth;
+  // The concurrency experiment's clients all run at once.
+  for (int n : options_.clients) t.main.max_running = std::max(t.main.max_running, n);
   auto shadow_with = [&](DType q) -> absl::StatusOr<Topology> {
     if (!t.shadow) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -130,6 +130,21 @@ void Timing(const json& t, std::ostringstream& out) {
   out << "\n";
 }
 
+void Concurrency(const json& c, std::ostringstream& out) {
+  out << "## Concurrency (clients at once, " << c.value("prompt_tokens", 0) << "-token prompts, "
+      << c.value("output_tokens", 0) << " output tokens each)\n\n"
+      << "| clients | output tok/s in all | x one client | TTFT p50 / p99 ms | inter-token p50 / "
+         "p99 ms | exact |\n|--:|--:|--:|--:|--:|---|\n";
+  for (const json& l : c["levels"]) {
+    out << "| " << F(Num(l, "clients"), "%.0f") << " | " << F(Num(l, "output_tps")) << " | "
+        << F(Num(l, "over_one_client"), "%.2f") << " | " << F(Num(l, "ttft_p50_s") * 1e3, "%.0f")
+        << " / " << F(Num(l, "ttft_p99_s") * 1e3, "%.0f") << " | "
+        << F(Num(l, "itl_p50_s") * 1e3, "%.1f") << " / " << F(Num(l, "itl_p99_s") * 1e3, "%.1f")
+        << " | " << (l.value("exact", false) ? "yes" : "NO") << " |\n";
+  }
+  out << "\n";
+}
+
 }  // namespace
 
 std::string MarkdownSummary(const json& results) {
@@ -158,7 +173,8 @@ std::string MarkdownSummary(const json& results) {
                                                       {"recall", &Recall},
                                                       {"ablation", &Ablation},
                                                       {"periods", &Periods},
-                                                      {"timing", &Timing}};
+                                                      {"timing", &Timing},
+                                                      {"concurrency", &Concurrency}};
   for (const auto& [name, write] : sections) {
     if (!results.contains(name)) continue;
     const json& r = results[name];
