@@ -262,7 +262,9 @@ void AddStats(ExpertTaskStats& into, const ExpertTaskStats& add) {
 
 }  // namespace
 
-MainEngine::~MainEngine() {
+MainEngine::~MainEngine() { Stop(); }
+
+void MainEngine::Stop() {
   {
     std::lock_guard<std::mutex> lock(jobs_mu_);
     stop_ = true;

@@ -95,6 +95,9 @@ class MainEngine {
                                                             Backend& backend, ClusterLinks& links);
 
   ~MainEngine();
+  /// Ends the engine thread: requests still running or waiting end with
+  /// UNAVAILABLE ("shutting down"), later ones are refused. Idempotent.
+  void Stop();
 
   /// Runs the request on the engine thread (with the others running) and
   /// returns when it ends; `on_token`, `should_stop`, `on_logprobs` and

@@ -87,6 +87,9 @@ void MainNode::Shutdown() {
   if (http_) http_->Stop();
   if (connector_.joinable()) connector_.join();
   if (links_) links_->Close();
+  // Requests still in the engine end now (their handlers return), before
+  // the node's parts they report to go away.
+  if (engine_) engine_->Stop();
 }
 
 absl::Status MainNode::CanServe() const {
