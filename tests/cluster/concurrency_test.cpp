@@ -101,3 +101,40 @@ TEST_CASE("concurrency: a request cancelled while batched leaves the others inta
 }
 
 }  // namespace odmoe::test
+
+namespace odmoe::test {
+
+TEST_CASE("concurrency: a worker killed during batched iterations costs no request its tokens",
+          "[cluster][batching][failures]") {
+  ClusterConfig cfg;
+  cfg.workers = 6;
+  cfg.max_running = 3;
+  auto cluster = TestCluster::Start(cfg);
+  REQUIRE(cluster.ok());
+  TestCluster& c = **cluster;
+  auto engine =
+      ReferenceEngine::Create(SourcePath("models/tiny-mixtral-f16.gguf"), {}).value();
+  const std::vector<GenerateRequest> reqs = {Req("Once upon a time", 40), Req("The sea", 40),
+                                             Req("It is a truth universally acknowledged", 40)};
+  std::atomic<int> first_tokens{0};
+  std::vector<absl::StatusOr<ClusterGenerateResult>> got(reqs.size(), absl::UnknownError(""));
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    clients.emplace_back([&, i] {
+      got[i] = c.main().Generate(reqs[i], [&, i](int32_t, std::string_view) {
+        // Request 0's 12th token: the others are running beside it by then.
+        if (i == 0 && ++first_tokens == 12) c.KillWorker(4);
+      });
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    INFO("request " << i);
+    REQUIRE(got[i].ok());
+    CHECK(got[i]->result.output_ids == engine->Generate(reqs[i]).value().output_ids);
+  }
+  CHECK(c.main().engine().shared_iterations() > 0);
+  CHECK(c.main().engine().schedule().groups.size() == 2);  // the dead worker's group left
+}
+
+}  // namespace odmoe::test
