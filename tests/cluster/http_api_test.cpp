@@ -740,3 +740,54 @@ TEST_CASE("http: health is 503 with a reason until the cluster is complete", "[c
 }
 
 }  // namespace odmoe::test
+
+namespace odmoe::test {
+
+TEST_CASE("http: concurrent completions are generated together, each the single process's",
+          "[cluster][http][batching]") {
+  ClusterConfig cfg;
+  cfg.workers = 4;
+  cfg.http = true;
+  cfg.max_running = 4;
+  auto cluster = TestCluster::Start(cfg);
+  REQUIRE(cluster.ok());
+  const std::vector<std::string> prompts = {"Once upon a time", "The sea", "She said",
+                                            "A long time ago"};
+  std::vector<std::string> texts(prompts.size());
+  std::vector<int> statuses(prompts.size(), 0);
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    clients.emplace_back([&, i] {
+      httplib::Client cli = Client(**cluster);
+      const bool stream = i == 1;  // one of them streams
+      auto res = cli.Post("/v1/completions",
+                          json{{"prompt", prompts[i]}, {"max_tokens", 24}, {"temperature", 0}, {"stream", stream}}
+                              .dump(),
+                          "application/json");
+      if (!res) return;
+      statuses[i] = res->status;
+      if (!stream) {
+        texts[i] = json::parse(res->body)["choices"][0]["text"].get<std::string>();
+        return;
+      }
+      for (const std::string& e : Events(res->body)) {
+        if (e == "[DONE]") break;
+        texts[i] += json::parse(e)["choices"][0]["text"].get<std::string>();
+      }
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    INFO(prompts[i]);
+    CHECK(statuses[i] == 200);
+    CHECK(texts[i] == ReferenceText(prompts[i], 24));
+  }
+  CHECK((*cluster)->main().engine().shared_iterations() > 0);
+  httplib::Client cli = Client(**cluster);
+  auto metrics = cli.Get("/metrics");
+  REQUIRE(metrics);
+  CHECK(metrics->body.find("odmoe_batched_iterations_total ") != std::string::npos);
+  CHECK(metrics->body.find("odmoe_batched_iterations_total 0\n") == std::string::npos);
+}
+
+}  // namespace odmoe::test
