@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -52,6 +53,33 @@ TEST_CASE("request queue: over the limit is refused, a cancelled waiter leaves",
   // The cancelled ticket is skipped: the next arrival runs at once.
   auto next = queue.Enter();
   CHECK(next.ok());
+}
+
+}  // namespace odmoe
+
+namespace odmoe {
+
+TEST_CASE("request queue: max_running turns at once, the next in line when one leaves",
+          "[cluster][batching]") {
+  RequestQueue queue(/*max_waiting=*/8, /*max_running=*/2);
+  std::optional<RequestQueue::Turn> a(queue.Enter().value());
+  std::optional<RequestQueue::Turn> b(queue.Enter().value());  // no wait: room for two
+  CHECK(queue.running() == 2);
+  std::atomic<bool> third_in{false};
+  std::thread third([&] {
+    auto turn = queue.Enter();
+    REQUIRE(turn.ok());
+    third_in = true;
+  });
+  while (queue.waiting() != 1) std::this_thread::yield();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK(!third_in.load());  // both places taken
+  a.reset();
+  third.join();
+  CHECK(third_in.load());
+  b.reset();
+  CHECK(queue.running() == 0);
+  CHECK(queue.waiting() == 0);
 }
 
 }  // namespace odmoe
