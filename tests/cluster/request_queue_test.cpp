@@ -9,7 +9,7 @@
 
 namespace odmoe {
 
-TEST_CASE("request queue: first come, first served; full means busy", "[cluster]") {
+TEST_CASE("request queue: first come, first served, and full means busy", "[cluster]") {
   RequestQueue queue(/*max_waiting=*/8);
   std::mutex mu;
   std::vector<int> order;

@@ -199,7 +199,7 @@ TEST_CASE("streams: a foreign Follow stream cannot disable prediction",
 }
 
 TEST_CASE(
-    "streams: a second stream of the main node replaces the first; closing it breaks "
+    "streams: a second stream of the main node replaces the first, and closing it breaks "
     "nothing",
     "[cluster][auth][streams]") {
   ClusterConfig cfg;
