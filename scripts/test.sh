@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Sets up (scripts/setup.sh), then runs the whole test suite with CTest;
 # under CI (CI=true) or with ODMOE_SANITIZE=1 also the ASan+UBSan build of
-# the suite (scripts/sanitize.sh asan) and a short fuzzing pass over every
-# target (scripts/fuzz.sh, ODMOE_FUZZ_SECONDS each, default 30). The TSan
-# build of the cluster suites runs by hand (scripts/sanitize.sh tsan;
-# docs/reliability.md says why it is not in CI yet).
+# the suite (scripts/sanitize.sh asan), the TSan build of the cluster cases
+# tagged [tsan] (scripts/sanitize.sh tsan) and a short fuzzing pass over
+# every target (scripts/fuzz.sh, ODMOE_FUZZ_SECONDS each, default 30).
+# docs/reliability.md has what each costs on a 2-core machine.
 #
 #   scripts/test.sh                  # everything
 #   scripts/test.sh -R tokenizer:    # extra arguments go to ctest (the normal build only)
@@ -15,5 +15,8 @@ BUILD_DIR=${BUILD_DIR:-build}
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$(nproc)" --timeout 600 "$@"
 if [ "${CI:-}" = true ] || [ "${ODMOE_SANITIZE:-0}" = 1 ]; then
   scripts/sanitize.sh asan
+  echo "test: ThreadSanitizer on the cluster cases tagged [tsan]" \
+       "(TSAN_TESTS=all scripts/sanitize.sh tsan runs every cluster and main-node case)"
+  scripts/sanitize.sh tsan
   scripts/fuzz.sh "${ODMOE_FUZZ_SECONDS:-30}"
 fi

@@ -152,7 +152,8 @@ void ExpectIdenticalOnGroups(const GroupCase& c, const std::string& model = "") 
 
 }  // namespace
 
-TEST_CASE("cluster: identical tokens in every prediction mode and worker count", "[cluster]") {
+TEST_CASE("cluster: identical tokens in every prediction mode and worker count",
+          "[cluster][tsan]") {
   const int mini_batches[] = {1, 3, 16, 64};
   int i = 0;
   for (int workers : {2, 4, 6, 8}) {

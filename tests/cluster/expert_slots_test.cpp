@@ -57,7 +57,8 @@ struct Env {
 
 }  // namespace
 
-TEST_CASE("expert slots on a device: pinned host copy, async loads, fences", "[worker][slots]") {
+TEST_CASE("expert slots on a device: pinned host copy, async loads, fences",
+          "[worker][slots][tsan]") {
   Env env;
   const ModelFile& model = *env.model;
   Backend& cpu = *env.cpu;

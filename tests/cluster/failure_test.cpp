@@ -44,7 +44,7 @@ ClusterGenerateResult GenerateAndAct(TestCluster& c, const GenerateRequest& req,
 }  // namespace
 
 TEST_CASE("failures: a worker dies mid-generation, its layers move, it rejoins",
-          "[cluster][failures]") {
+          "[cluster][failures][tsan]") {
   ClusterConfig cfg;
   cfg.workers = 8;
   auto cluster = TestCluster::Start(cfg);
@@ -90,7 +90,7 @@ TEST_CASE("failures: a worker dies mid-generation, its layers move, it rejoins",
 }
 
 TEST_CASE("failures: groups smaller and larger than top-k lose a worker and layers move",
-          "[cluster][failures]") {
+          "[cluster][failures][tsan]") {
   const std::string prompt = "It is a truth universally acknowledged";
   const std::vector<int32_t> expected = ReferenceIds(prompt, 40);
   // {workers, group size, worker to kill, groups left}: 3 groups of one worker
@@ -161,7 +161,7 @@ TEST_CASE("failures: no complete group fails fast with a clear error", "[cluster
 }
 
 TEST_CASE("failures: the shadow dies, the cluster serves without it, then it is back",
-          "[cluster][failures]") {
+          "[cluster][failures][tsan]") {
   ClusterConfig cfg;
   cfg.workers = 4;
   auto cluster = TestCluster::Start(cfg);
@@ -190,7 +190,7 @@ TEST_CASE("failures: the shadow dies, the cluster serves without it, then it is 
 namespace odmoe::test {
 
 TEST_CASE("failures: a worker that stops answering is timed out and replaced",
-          "[cluster][failures]") {
+          "[cluster][failures][tsan]") {
   ClusterConfig cfg;
   cfg.workers = 4;
   cfg.prediction = PredictionMode::kNone;

@@ -108,7 +108,7 @@ std::string PostOk(httplib::Client& cli, const std::string& path, const json& bo
 
 }  // namespace
 
-TEST_CASE("http: completions, streaming, chat, models, health, metrics", "[cluster][http]") {
+TEST_CASE("http: completions, streaming, chat, models, health, metrics", "[cluster][http][tsan]") {
   std::unique_ptr<TestCluster> cluster = HttpCluster(4);
   httplib::Client cli = Client(*cluster);
   const std::string prompt = "The meaning of life is";
@@ -583,7 +583,7 @@ TEST_CASE("http: bad requests get OpenAI-style 4xx errors", "[cluster][http]") {
         std::string::npos);
 }
 
-TEST_CASE("http: API key, queue limit, disconnect cancels", "[cluster][http]") {
+TEST_CASE("http: API key, queue limit, disconnect cancels", "[cluster][http][tsan]") {
   ClusterConfig cfg;
   cfg.workers = 2;
   cfg.prediction = PredictionMode::kNone;
@@ -646,7 +646,8 @@ TEST_CASE("http: API key, queue limit, disconnect cancels", "[cluster][http]") {
   CHECK(res->body.find("odmoe_requests_total{api=\"http\",outcome=\"busy\"}") != std::string::npos);
 }
 
-TEST_CASE("http: concurrent requests are all served, in order, none lost", "[cluster][http]") {
+TEST_CASE("http: concurrent requests are all served, in order, none lost",
+          "[cluster][http][tsan]") {
   ClusterConfig cfg;
   cfg.workers = 4;
   cfg.http = true;
@@ -687,7 +688,8 @@ TEST_CASE("http: concurrent requests are all served, in order, none lost", "[clu
   }
 }
 
-TEST_CASE("http: a non-streaming client that hangs up cancels its request", "[cluster][http]") {
+TEST_CASE("http: a non-streaming client that hangs up cancels its request",
+          "[cluster][http][tsan]") {
   ClusterConfig cfg;
   cfg.workers = 2;
   cfg.prediction = PredictionMode::kNone;

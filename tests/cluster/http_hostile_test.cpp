@@ -265,7 +265,7 @@ TEST_CASE("http hostile: header size limit and header, body and idle deadlines",
 }
 
 TEST_CASE("http hostile: a reader that falls behind is cancelled, another client is served",
-          "[cluster][http][hostile]") {
+          "[cluster][http][hostile][tsan]") {
   ClusterConfig cfg;
   cfg.workers = 2;
   cfg.prediction = PredictionMode::kNone;

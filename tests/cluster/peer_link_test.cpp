@@ -32,7 +32,7 @@ bool Eventually(F done) {
 
 }  // namespace
 
-TEST_CASE("peer link: handshake, welcome check, reset, rejoin, close", "[cluster][links]") {
+TEST_CASE("peer link: handshake, welcome check, reset, rejoin, close", "[cluster][links][tsan]") {
   ClusterConfig cfg;
   cfg.workers = 2;
   cfg.prediction = PredictionMode::kNone;

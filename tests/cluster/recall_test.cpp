@@ -78,7 +78,7 @@ TEST_CASE("recall: the gate look-ahead predicts every MoE layer but the first on
   CHECK(recall > 0.5);  // random guessing: 2 of 8 = 0.25
 }
 
-TEST_CASE("generate RPC: streamed tokens and statistics", "[cluster]") {
+TEST_CASE("generate RPC: streamed tokens and statistics", "[cluster][tsan]") {
   ClusterConfig cfg;
   cfg.workers = 4;
   auto cluster = TestCluster::Start(cfg);

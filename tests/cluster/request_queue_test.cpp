@@ -10,7 +10,7 @@
 
 namespace odmoe {
 
-TEST_CASE("request queue: first come, first served; full means busy", "[cluster]") {
+TEST_CASE("request queue: first come, first served, and full means busy", "[cluster][tsan]") {
   RequestQueue queue(/*max_waiting=*/8);
   std::mutex mu;
   std::vector<int> order;
@@ -34,7 +34,8 @@ TEST_CASE("request queue: first come, first served; full means busy", "[cluster]
   CHECK(queue.waiting() == 0);
 }
 
-TEST_CASE("request queue: over the limit is refused, a cancelled waiter leaves", "[cluster]") {
+TEST_CASE("request queue: over the limit is refused, a cancelled waiter leaves",
+          "[cluster][tsan]") {
   RequestQueue queue(/*max_waiting=*/1);
   std::optional<RequestQueue::Turn> running(queue.Enter().value());
   std::atomic<bool> give_up{false};

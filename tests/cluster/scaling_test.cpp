@@ -8,7 +8,8 @@
 
 namespace odmoe::test {
 
-TEST_CASE("scaling: 8 -> 4 -> 6 -> 8 workers during one long generation", "[cluster][scaling]") {
+TEST_CASE("scaling: 8 -> 4 -> 6 -> 8 workers during one long generation",
+          "[cluster][scaling][tsan]") {
   ClusterConfig cfg;
   cfg.workers = 8;
   auto cluster = TestCluster::Start(cfg);
@@ -66,7 +67,8 @@ TEST_CASE("scaling: 8 -> 4 -> 6 -> 8 workers during one long generation", "[clus
   CHECK(main.engine().active_workers() == 2);
 }
 
-TEST_CASE("scaling: whole groups of any size smaller or larger than top-k", "[cluster][scaling]") {
+TEST_CASE("scaling: whole groups of any size smaller or larger than top-k",
+          "[cluster][scaling][tsan]") {
   GenerateRequest req;
   req.prompt = "It is a truth universally acknowledged, that a single man";
   req.max_tokens = 45;

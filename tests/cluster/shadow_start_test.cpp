@@ -78,7 +78,7 @@ TEST_CASE("shadow start: quantization progress is reported, and cancel leaves no
   CHECK(tmp.files() == 0);  // neither a cached copy nor a partial file
 }
 
-TEST_CASE("shadow start: handshakes wait until the quantized copy is loaded", "[cluster]") {
+TEST_CASE("shadow start: handshakes wait until the quantized copy is loaded", "[cluster][tsan]") {
   FreshTmpDir tmp;
   const Topology t = ShadowTopology();
   auto shadow = ShadowNode::Create(t, "shadow");

@@ -52,7 +52,7 @@ std::string StatusValue(MainNode& main, const std::string& key) {
 }  // namespace
 
 TEST_CASE("streams: a silent shadow stream is reopened and recall reads 0 meanwhile",
-          "[cluster][streams]") {
+          "[cluster][streams][tsan]") {
   ClusterConfig cfg;
   cfg.workers = 2;
   cfg.group_size = 2;

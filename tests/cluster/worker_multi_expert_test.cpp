@@ -199,7 +199,7 @@ TEST_CASE("worker: one slot computes two experts of a layer one after another",
 }
 
 TEST_CASE("worker: two slots hold the next expert before computing the current",
-          "[cluster][worker]") {
+          "[cluster][worker][tsan]") {
   Worker w(/*slots=*/2);
   w.Hint(1, 3, {5, 2});
   REQUIRE(w.WaitFor([](const WorkerStats& s) { return s.loads == 2; }));
@@ -301,7 +301,7 @@ TEST_CASE("worker: a worker beyond top-k in its group takes no hints", "[cluster
 }
 
 TEST_CASE("worker: on a device the next task's expert copies while the current computes",
-          "[cluster][worker]") {
+          "[cluster][worker][tsan]") {
   auto model = ModelFile::Open(SourcePath("models/tiny-mixtral-f16.gguf")).value();
   auto backend = CreateBackend("cpu:1").value();
   const ModelConfig& c = model->config();

@@ -277,7 +277,8 @@ TEST_CASE("cuda row ops give the CPU's bits", "[cuda][backend]") {
   }
 }
 
-TEST_CASE("cuda Attention gives the CPU's bits; Rope agrees to the last bit", "[cuda][backend]") {
+TEST_CASE("cuda Attention gives the CPU's bits, and Rope agrees to the last bit",
+          "[cuda][backend]") {
   if (!HaveGpu()) return;
   auto gpu = MakeCuda("cuda:0");
   CpuBackend cpu(2);

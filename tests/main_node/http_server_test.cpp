@@ -48,7 +48,7 @@ std::unique_ptr<HttpServer> StartServer(const HttpServerOptions& opt, HttpServer
 
 }  // namespace
 
-TEST_CASE("http server: routes, keep-alive, server-made errors", "[main_node][http_server]") {
+TEST_CASE("http server: routes, keep-alive, server-made errors", "[main_node][http_server][tsan]") {
   auto server = StartServer(HttpServerOptions{}, EchoRoutes());
   RawClient cli(server->port());
   // Two requests on one connection.
@@ -82,7 +82,7 @@ TEST_CASE("http server: routes, keep-alive, server-made errors", "[main_node][ht
 }
 
 TEST_CASE("http server: the check before the body, bodies bounded while read",
-          "[main_node][http_server]") {
+          "[main_node][http_server][tsan]") {
   HttpServerOptions opt;
   opt.max_body_bytes = 1000;
   auto server = StartServer(opt, EchoRoutes(), [](const HttpRequest& req) {
@@ -124,7 +124,7 @@ TEST_CASE("http server: the check before the body, bodies bounded while read",
 }
 
 TEST_CASE("http server: streamed responses, a reader that falls behind, busy, Stop",
-          "[main_node][http_server]") {
+          "[main_node][http_server][tsan]") {
   HttpServerOptions opt;
   opt.max_handler_threads = 1;
   opt.max_stream_buffer_bytes = 8192;
