@@ -69,7 +69,7 @@ TEST_CASE("concurrency: requests batched through the cluster get their single-pr
 }
 
 TEST_CASE("concurrency: a request cancelled while batched leaves the others intact",
-          "[cluster][batching]") {
+          "[cluster][batching][tsan]") {
   ClusterConfig cfg;
   cfg.workers = 4;
   cfg.max_running = 3;

@@ -746,7 +746,7 @@ TEST_CASE("http: health is 503 with a reason until the cluster is complete", "[c
 namespace odmoe::test {
 
 TEST_CASE("http: concurrent completions are generated together, each the single process's",
-          "[cluster][http][batching]") {
+          "[cluster][http][batching][tsan]") {
   ClusterConfig cfg;
   cfg.workers = 4;
   cfg.http = true;

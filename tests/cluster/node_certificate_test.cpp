@@ -204,7 +204,7 @@ TEST_CASE("topology: per-node node_tls and the operator's reserved id", "[topolo
   CHECK(reserved.message().find("reserved for the operator") != std::string::npos);
 }
 
-TEST_CASE("processes: per-node certificates; a worker's key cannot act as main or operator",
+TEST_CASE("processes: per-node certificates, and a worker's key cannot act as main or operator",
           "[cluster][processes][auth][tls]") {
   TestbedSpec spec;
   spec.workers = 2;

@@ -150,7 +150,7 @@ TEST_CASE("odmoe-cluster: nodes that never get ready time out and are stopped",
   }
 }
 
-TEST_CASE("odmoe-cluster: up refuses while a node of the run directory lives; down stops it",
+TEST_CASE("odmoe-cluster: up refuses while a node of the run directory lives, down stops it",
           "[cli][cluster-tool]") {
   const Sandbox box("running");
   box.FakeDaemons("exit 0\n");
