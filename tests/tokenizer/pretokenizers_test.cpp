@@ -218,7 +218,7 @@ TEST_CASE("pre-tokenizers handle long runs", "[tokenizer][pretokenizer]") {
   }
 }
 
-TEST_CASE("tokenizer.json \\s becomes Unicode White_Space", "[tokenizer][pretokenizer]") {
+TEST_CASE("tokenizer.json: backslash-s becomes Unicode White_Space", "[tokenizer][pretokenizer]") {
   const std::string ws =
       R"(\t\n\x{0B}\f\r\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})";
   CHECK(ToPcre2Pattern(R"(\s+(?!\S))").value() == "[" + ws + "]+(?![^" + ws + "])");
