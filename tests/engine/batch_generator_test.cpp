@@ -16,6 +16,7 @@ namespace odmoe {
 namespace {
 
 struct Job {
+  Job(GenerateRequest r, int at) : request(std::move(r)), arrives(at) {}
   GenerateRequest request;
   int arrives = 0;                 // the step before which it is added
   std::string stop_after;          // a stop sequence (should_stop) when not empty

@@ -53,8 +53,8 @@ std::vector<std::vector<float>> Alone(const ModelFile& model, Backend& backend, 
 }
 
 struct Running {
-  size_t index;        // into the cases
-  int slot;
+  size_t index = 0;    // into the cases
+  int slot = 0;
   size_t prefilled = 0;  // prompt rows already in its KV
   int pos = 0;
   int32_t last = -1;   // the token to decode next
@@ -90,7 +90,10 @@ std::vector<std::vector<std::vector<float>>> Batched(const ModelFile& model, Bac
     for (int s = 0; s < slots && !queue.empty(); ++s) {
       if (!slot_free[static_cast<size_t>(s)]) continue;
       slot_free[static_cast<size_t>(s)] = false;
-      running.push_back(Running{queue.front(), s});
+      Running run;
+      run.index = queue.front();
+      run.slot = s;
+      running.push_back(std::move(run));
       queue.pop_front();
     }
     if (running.empty()) continue;
