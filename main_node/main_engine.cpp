@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "cluster/assignment.h"
 #include "cluster/wire.h"
+#include "engine/batch_generator.h"
 #include "engine/sequence.h"
 #include "util/logging.h"
 #include "util/status_macros.h"
@@ -541,23 +542,16 @@ absl::Status MainEngine::SharedStep() {
   // The oldest running request's prefill key: below every later decode key
   // of the running requests, so none of their hints is taken as stale.
   executor_->SetStep(key, 0);
-  const int64_t budget = transformer_->n_batch();
-  std::vector<int32_t> tokens;
-  std::vector<Transformer::Segment> segments;
-  std::vector<Job*> owner;
-  for (int pass = 0; pass < 2; ++pass) {  // decode rows first, then prompt chunks
-    for (auto& job : running_) {
-      Sequence& seq = *job->seq;
-      if (seq.prefilling() != (pass == 1)) continue;
-      const int64_t room = budget - static_cast<int64_t>(tokens.size());
-      if (room <= 0) break;
-      const std::span<const int32_t> rows = seq.Pending(room);
-      if (rows.empty()) continue;
-      tokens.insert(tokens.end(), rows.begin(), rows.end());
-      segments.push_back({job->slot, seq.pos(), static_cast<int64_t>(rows.size())});
-      owner.push_back(job.get());
-    }
+  std::vector<Sequence*> seqs;
+  std::vector<int> slots;
+  for (auto& job : running_) {
+    seqs.push_back(job->seq.get());
+    slots.push_back(job->slot);
   }
+  const BatchPlan plan =
+      PlanBatch(seqs, slots, transformer_->n_batch(), transformer_->n_batch());
+  const std::vector<int32_t>& tokens = plan.tokens;
+  const std::vector<Transformer::Segment>& segments = plan.segments;
   ODMOE_RETURN_IF_ERROR(transformer_->ForwardSegments(tokens, segments, *executor_));
   std::vector<float> logits;
   ODMOE_RETURN_IF_ERROR(transformer_->SegmentLogits(&logits));
@@ -566,7 +560,7 @@ absl::Status MainEngine::SharedStep() {
   ++shared_iterations_;
   shared_rows_ += tokens.size();
   for (size_t j = 0; j < segments.size(); ++j) {
-    Job& job = *owner[j];
+    Job& job = *running_[plan.owners[j]];
     if (!job.seq->prefilling()) ++job.forwards;  // a decode iteration without prediction
     job.seq->Consumed(segments[j].n,
                       std::span<const float>(logits).subspan(j * n_vocab, n_vocab));

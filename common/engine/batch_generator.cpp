@@ -6,6 +6,27 @@
 
 namespace odmoe {
 
+BatchPlan PlanBatch(std::span<Sequence* const> seqs, std::span<const int> slots,
+                    int64_t max_rows, int64_t prefill_chunk) {
+  BatchPlan plan;
+  // Decode rows first (each costs one row and keeps a stream going), then
+  // prompt chunks in order while rows remain.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      Sequence& seq = *seqs[i];
+      if (seq.prefilling() != (pass == 1)) continue;
+      const int64_t room = max_rows - static_cast<int64_t>(plan.tokens.size());
+      if (room <= 0) break;
+      const std::span<const int32_t> rows = seq.Pending(std::min(room, prefill_chunk));
+      if (rows.empty()) continue;
+      plan.tokens.insert(plan.tokens.end(), rows.begin(), rows.end());
+      plan.segments.push_back({slots[i], seq.pos(), static_cast<int64_t>(rows.size())});
+      plan.owners.push_back(i);
+    }
+  }
+  return plan;
+}
+
 BatchGenerator::BatchGenerator(Transformer& transformer, ExpertExecutor& experts)
     : BatchGenerator(transformer, experts, Options()) {}
 
@@ -62,24 +83,16 @@ absl::StatusOr<int64_t> BatchGenerator::Step() {
     waiting_.pop_front();
   }
   if (running_.empty()) return 0;
-  std::vector<int32_t> tokens;
-  std::vector<Transformer::Segment> segments;
-  std::vector<size_t> owner;  // index into running_ of each segment
-  // Decode rows first (each costs one row and keeps a stream going), then
-  // prompt chunks in arrival order while rows remain.
-  for (int pass = 0; pass < 2; ++pass) {
-    for (size_t i = 0; i < running_.size(); ++i) {
-      Sequence& seq = *running_[i].seq;
-      if (seq.prefilling() != (pass == 1)) continue;
-      const int64_t room = max_rows_ - static_cast<int64_t>(tokens.size());
-      if (room <= 0) break;
-      const std::span<const int32_t> rows = seq.Pending(std::min(room, prefill_chunk_));
-      if (rows.empty()) continue;
-      tokens.insert(tokens.end(), rows.begin(), rows.end());
-      segments.push_back({running_[i].slot, seq.pos(), static_cast<int64_t>(rows.size())});
-      owner.push_back(i);
-    }
+  std::vector<Sequence*> seqs;
+  std::vector<int> slots;
+  for (const Slot& r : running_) {
+    seqs.push_back(r.seq.get());
+    slots.push_back(r.slot);
   }
+  const BatchPlan plan = PlanBatch(seqs, slots, max_rows_, prefill_chunk_);
+  const std::vector<int32_t>& tokens = plan.tokens;
+  const std::vector<Transformer::Segment>& segments = plan.segments;
+  const std::vector<size_t>& owner = plan.owners;
   if (segments.empty()) return 0;
   std::vector<float> logits;
   absl::Status st = transformer_.ForwardSegments(tokens, segments, experts_);

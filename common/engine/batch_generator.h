@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -26,6 +27,19 @@
 #include "engine/transformer.h"
 
 namespace odmoe {
+
+/// One iteration's rows for several sequences: one decode row of every
+/// sequence past its prompt, then prompt chunks (at most `prefill_chunk`
+/// rows each) in the order given, up to `max_rows` rows in all. Sequence i
+/// runs in KV slot slots[i]; owners[j] is the index of segment j's sequence.
+/// The one way batches are formed (BatchGenerator, the main node's engine).
+struct BatchPlan {
+  std::vector<int32_t> tokens;
+  std::vector<Transformer::Segment> segments;
+  std::vector<size_t> owners;
+};
+BatchPlan PlanBatch(std::span<Sequence* const> seqs, std::span<const int> slots,
+                    int64_t max_rows, int64_t prefill_chunk);
 
 class BatchGenerator {
  public:

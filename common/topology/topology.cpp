@@ -283,12 +283,12 @@ absl::Status ParseDocument(const YAML::Node& root, const std::string& file,
     t->node_tls = {Resolve(base_dir, ca), Resolve(base_dir, cert), Resolve(base_dir, key)};
     // One certificate per node or one for all: cert and key must agree, or
     // every node would present its own certificate with the same key.
-    if (t->node_tls.per_node() != (t->node_tls.key.find(kNodeIdPlaceholder) != std::string::npos)) {
+    if (t->node_tls.per_node() != (t->node_tls.key.find(kNodeIdMarker) != std::string::npos)) {
       return absl::InvalidArgumentError(absl::StrCat(
           file, ": node_tls: cert and key must both contain {id} (one certificate per node) or "
                 "neither (one certificate for all)"));
     }
-    if (ca.find(kNodeIdPlaceholder) != std::string::npos) {
+    if (ca.find(kNodeIdMarker) != std::string::npos) {
       return absl::InvalidArgumentError(
           absl::StrCat(file, ": node_tls.ca: one CA for the whole cluster ({id} is for cert and "
                              "key)"));
@@ -586,11 +586,11 @@ int Topology::WorkerIndex(std::string_view id) const {
   return -1;
 }
 
-bool NodeTls::per_node() const { return cert.find(kNodeIdPlaceholder) != std::string::npos; }
+bool NodeTls::per_node() const { return cert.find(kNodeIdMarker) != std::string::npos; }
 
 NodeTls NodeTls::ForNode(std::string_view id) const {
   const auto fill = [&](const std::string& path) {
-    return absl::StrReplaceAll(path, {{kNodeIdPlaceholder, ToAbsl(id)}});
+    return absl::StrReplaceAll(path, {{kNodeIdMarker, ToAbsl(id)}});
   };
   return {ca, fill(cert), fill(key)};
 }

@@ -190,11 +190,11 @@ struct WorkerSpec : NodeSpec {
 /// may use it.
 inline constexpr char kOperatorId[] = "operator";
 /// What `{id}` in node_tls.cert and node_tls.key stands for.
-inline constexpr char kNodeIdPlaceholder[] = "{id}";
+inline constexpr char kNodeIdMarker[] = "{id}";
 
 /// TLS for the gRPC links between nodes (mutual: every node presents its
 /// certificate and checks its peers against the CA). Absolute PEM paths;
-/// cert and key may contain `{id}` (kNodeIdPlaceholder): one certificate per
+/// cert and key may contain `{id}` (kNodeIdMarker): one certificate per
 /// node (cluster/node_certificate.h), resolved by ForNode.
 struct NodeTls {
   std::string ca;
