@@ -132,11 +132,13 @@ std::vector<std::string> NodeArgv(const Options& o, const Node& n) {
 }
 
 // The shell command that runs `remote` on `target` over ssh ($ODMOE_SSH or
-// `ssh`), with its stdin from /dev/null so that it never reads the terminal.
-std::string SshCommand(const std::string& target, const std::string& remote) {
+// `ssh`), with its stdin from `input` (by default /dev/null, so that it never
+// reads the terminal).
+std::string SshCommand(const std::string& target, const std::string& remote,
+                       const std::string& input = "/dev/null") {
   const char* ssh = std::getenv("ODMOE_SSH");
   return absl::StrCat(ssh && *ssh ? ssh : "ssh", " ", ShellQuote(target), " ", ShellQuote(remote),
-                      " </dev/null");
+                      " <", ShellQuote(input));
 }
 
 // Runs a shell command, returning its stdout.
@@ -240,12 +242,8 @@ absl::Status ShipFiles(const Options& o, const Node& n) {
         absl::StrCat("umask 077 && mkdir -p ", ShellQuote(fs::path(file).parent_path().string()),
                      " && cat > ", ShellQuote(tmp), " && mv -f ", ShellQuote(tmp), " ",
                      ShellQuote(file));
-    const char* ssh = std::getenv("ODMOE_SSH");
     int code = 0;
-    const std::string out =
-        Capture(absl::StrCat(ssh && *ssh ? ssh : "ssh", " ", ShellQuote(n.spec->ssh), " ",
-                             ShellQuote(remote), " <", ShellQuote(file), " 2>&1"),
-                &code);
+    const std::string out = Capture(SshCommand(n.spec->ssh, remote, file) + " 2>&1", &code);
     if (code != 0) {
       return absl::UnavailableError(absl::StrCat("copying ", file, " to ", n.spec->ssh, " for ",
                                                  n.spec->id, " failed (exit ", code, "): ", out));
