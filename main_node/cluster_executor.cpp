@@ -147,7 +147,7 @@ absl::Status ClusterExpertExecutor::RunDecodeOn(int layer, const RoutingPlan& pl
         "layer %d chose %d experts for a group of %d workers", layer, actual.size(),
         members.size()));
   }
-  actual_[static_cast<size_t>(layer)] = actual;
+  actual_[static_cast<size_t>(layer)].assign(1, actual);
   const std::vector<int32_t> predicted =
       links_.predictions().Get(request_, token_, static_cast<uint32_t>(layer));
   // Position p goes to worker p mod G of the group; sending in position order
@@ -212,19 +212,14 @@ absl::Status ClusterExpertExecutor::RunPrefillOn(int layer, const RoutingPlan& p
     const int worker = schedule_ ? schedule_->PrefillWorkerOfExpert(er.expert)
                                  : topology_.PrefillWorkerOfExpert(er.expert);
     const int64_t n = static_cast<int64_t>(er.rows.size());
-    for (int64_t i = 0; i < n; ++i) {
-      std::copy_n(host_x_.data() + er.rows[static_cast<size_t>(i)] * d, d,
-                  host_gather_.data() + i * d);
-    }
     host_y_[p].resize(static_cast<size_t>(n * d));
     const uint32_t batches = static_cast<uint32_t>((n + b - 1) / b);
     for (uint32_t c = 0; c < batches; ++c) {
       const int64_t first = c * b;
       const int64_t count = std::min(b, n - first);
       uint64_t id = 0;
-      absl::Status s = Send(worker, static_cast<uint32_t>(layer), static_cast<uint32_t>(er.expert),
-                            /*position=*/0, host_gather_.data() + first * d, count, c, batches,
-                            &id);
+      absl::Status s = SendGathered(worker, static_cast<uint32_t>(layer), plan, p,
+                                    /*position=*/0, c, batches, first, count, &id);
       if (!s.ok()) {
         *failed_worker = worker;
         return s;
@@ -237,6 +232,87 @@ absl::Status ClusterExpertExecutor::RunPrefillOn(int layer, const RoutingPlan& p
                              host_y_[p.plan_index].data() + p.first_row * d);
     if (!s.ok()) {
       *failed_worker = p.worker;
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ClusterExpertExecutor::SendGathered(int worker, uint32_t layer,
+                                                 const RoutingPlan& plan, size_t p,
+                                                 uint32_t position, uint32_t mini_batch,
+                                                 uint32_t mini_batches, int64_t first,
+                                                 int64_t count, uint64_t* task_id) {
+  const int64_t d = config_.n_embd;
+  const RoutingPlan::ExpertRows& er = plan.experts[p];
+  for (int64_t i = 0; i < count; ++i) {
+    std::copy_n(host_x_.data() + er.rows[static_cast<size_t>(first + i)] * d, d,
+                host_gather_.data() + i * d);
+  }
+  return Send(worker, layer, static_cast<uint32_t>(er.expert), position, host_gather_.data(),
+              count, mini_batch, mini_batches, task_id);
+}
+
+absl::Status ClusterExpertExecutor::RunVerify(int layer, int64_t rows, const RoutingPlan& plan) {
+  std::vector<std::vector<int32_t>>& per_row = actual_[static_cast<size_t>(layer)];
+  per_row.assign(static_cast<size_t>(rows), {});
+  for (const RoutingPlan::ExpertRows& er : plan.experts) {
+    for (int32_t r : er.rows) per_row[static_cast<size_t>(r)].push_back(er.expert);
+  }
+  while (true) {
+    const int group = schedule_ ? schedule_->GroupOfLayer(layer) : topology_.GroupOfLayer(layer);
+    int failed_worker = -1;
+    absl::Status s = RunVerifyOn(layer, plan, topology_.GroupMembers(group), &failed_worker);
+    if (s.ok() || failed_worker < 0) return s;
+    ODMOE_RETURN_IF_ERROR(Failed(failed_worker, layer, s));
+  }
+}
+
+absl::Status ClusterExpertExecutor::RunVerifyOn(int layer, const RoutingPlan& plan,
+                                                const std::vector<int>& members,
+                                                int* failed_worker) {
+  if (plan.experts.empty() || members.empty()) {
+    return absl::InternalError(absl::StrFormat(
+        "layer %d chose %d experts for a group of %d workers", layer, plan.experts.size(),
+        members.size()));
+  }
+  std::vector<int32_t> experts;
+  for (const RoutingPlan::ExpertRows& er : plan.experts) experts.push_back(er.expert);
+  const std::vector<int32_t> predicted =
+      links_.predictions().Get(request_, token_, static_cast<uint32_t>(layer));
+  const std::vector<int> positions =
+      SpreadAssignment(predicted, experts, static_cast<int>(members.size()), config_.n_expert_used);
+  // The predicted experts first: each worker computes its prefetched one
+  // before a miss could take that slot.
+  std::vector<size_t> order(experts.size());
+  for (size_t p = 0; p < order.size(); ++p) order[p] = p;
+  const std::vector<int32_t> hinted = HintedAssignment(predicted);
+  std::stable_partition(order.begin(), order.end(), [&](size_t p) {
+    return std::find(hinted.begin(), hinted.end(), experts[p]) != hinted.end();
+  });
+  const int g = static_cast<int>(members.size());
+  const int64_t d = config_.n_embd;
+  std::vector<std::pair<size_t, uint64_t>> sent;  // (plan entry, task id)
+  for (size_t p : order) {
+    const int worker = members[static_cast<size_t>(WorkerOfPosition(positions[p], g))];
+    const int64_t n = static_cast<int64_t>(plan.experts[p].rows.size());
+    host_y_[p].resize(static_cast<size_t>(n * d));
+    uint64_t id = 0;
+    absl::Status s = SendGathered(worker, static_cast<uint32_t>(layer), plan, p,
+                                  static_cast<uint32_t>(positions[p]), 0, 1, 0, n, &id);
+    if (!s.ok()) {
+      *failed_worker = worker;
+      return s;
+    }
+    sent.emplace_back(p, id);
+  }
+  for (const auto& [p, id] : sent) {
+    const int worker = members[static_cast<size_t>(WorkerOfPosition(positions[p], g))];
+    absl::Status s = Receive(id, worker, static_cast<uint32_t>(layer),
+                             static_cast<int64_t>(plan.experts[p].rows.size()),
+                             host_y_[p].data());
+    if (!s.ok()) {
+      *failed_worker = worker;
       return s;
     }
   }
@@ -305,10 +381,9 @@ absl::Status ClusterExpertExecutor::RunExperts(int layer, ConstMat x, const Rout
   ODMOE_RETURN_IF_ERROR(
       backend_.CopyToHost(host_x_.data(), x.data, x.rows * x.cols * sizeof(float)));
   if (host_y_.size() < plan.experts.size()) host_y_.resize(plan.experts.size());
-  if (token_ > 0) {
-    if (x.rows != 1) {
-      return absl::InvalidArgumentError("a decode step carries one row");
-    }
+  if (token_ > 0 && x.rows > 1) {
+    ODMOE_RETURN_IF_ERROR(RunVerify(layer, x.rows, plan));
+  } else if (token_ > 0) {
     decode_x_ = x;
     lookahead_done_ = false;
     ODMOE_RETURN_IF_ERROR(RunDecode(layer, plan));

@@ -10,6 +10,10 @@
 // several one after another when G < k, idle workers when G > k). Each task
 // names its expert and position; the results are combined by plan entry,
 // whoever computed them.
+// Verification (token n >= 1, several rows: speculative decoding's decode row
+// and drafted rows, keyed by the last row's iteration): layer l goes to its
+// group as in decode; each expert any row chose is one task with the rows
+// routed to it, placed by SpreadAssignment against the last row's prediction.
 // Prefill (token 0, paper §3.3): expert e of every layer goes to worker
 // e mod N_W; its rows are sent in mini-batches of `mini_batch` rows, all of
 // them before waiting, so workers start on the first while the rest travel.
@@ -75,9 +79,9 @@ class ClusterExpertExecutor : public ExpertExecutor {
   /// the step.
   using Lookahead = std::function<absl::Status(int layer, ConstMat x)>;
   void set_lookahead(Lookahead lookahead) { lookahead_ = std::move(lookahead); }
-  /// The gate's experts of the last decode layer run, per layer of this
-  /// token (for recall): actual()[layer].
-  const std::vector<std::vector<int32_t>>& actual() const { return actual_; }
+  /// The gate's experts of the last decode step, per layer and row (for
+  /// recall): actual()[layer][row], one row unless the step verified drafts.
+  const std::vector<std::vector<std::vector<int32_t>>>& actual() const { return actual_; }
   ExpertTaskStats TakeStats();
   /// A group that failed stays out of the schedule for a while (1 s, doubling
   /// with each failure up to 60 s), even if its workers still answer
@@ -100,11 +104,18 @@ class ClusterExpertExecutor : public ExpertExecutor {
   absl::Status RunExperts(int layer, ConstMat x, const RoutingPlan& plan, Mat out);
   absl::Status RunDecode(int layer, const RoutingPlan& plan);
   absl::Status RunPrefill(int layer, const RoutingPlan& plan);
+  absl::Status RunVerify(int layer, int64_t rows, const RoutingPlan& plan);
   // One attempt; on failure *failed_worker names the worker at fault (or -1
   // when the error is not a worker's).
   absl::Status RunDecodeOn(int layer, const RoutingPlan& plan, const std::vector<int>& members,
                            int* failed_worker);
   absl::Status RunPrefillOn(int layer, const RoutingPlan& plan, int* failed_worker);
+  absl::Status RunVerifyOn(int layer, const RoutingPlan& plan, const std::vector<int>& members,
+                           int* failed_worker);
+  // Sends expert `plan.experts[p]`'s rows (gathered from host_x_) as one task.
+  absl::Status SendGathered(int worker, uint32_t layer, const RoutingPlan& plan, size_t p,
+                            uint32_t position, uint32_t mini_batch, uint32_t mini_batches,
+                            int64_t first, int64_t count, uint64_t* task_id);
   // After an UNAVAILABLE from `worker`: drops its group from the schedule.
   // Returns the status to give up with, or OK to try again.
   absl::Status Failed(int worker, int layer, const absl::Status& why);
@@ -131,7 +142,7 @@ class ClusterExpertExecutor : public ExpertExecutor {
   Lookahead lookahead_;
   ConstMat decode_x_{nullptr, 0, 0};  // the decode layer's MoE input (for lookahead_)
   bool lookahead_done_ = false;       // this layer's look-ahead ran (a retry skips it)
-  std::vector<std::vector<int32_t>> actual_;
+  std::vector<std::vector<std::vector<int32_t>>> actual_;
 
   int max_rows_ = 0;
   std::vector<float> host_x_;                 // [rows, d]

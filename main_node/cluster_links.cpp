@@ -37,10 +37,11 @@ struct ClusterLinks::Impl {
   std::unique_ptr<PeerRejoin> rejoin;
   std::atomic<uint64_t> to_workers{0}, from_workers{0}, to_shadow{0}, from_shadow{0};
 
-  // The largest ExpertResult a worker sends: a prefill mini-batch of f32
-  // rows, with room for the other fields and framing.
+  // The largest ExpertResult a worker sends: a prefill mini-batch (or a
+  // verification's rows) of f32 rows, with room for the other fields and
+  // framing.
   size_t MaxResultBytes() const {
-    return static_cast<size_t>(topology.prefill_mini_batch) * static_cast<size_t>(config.n_embd) *
+    return static_cast<size_t>(topology.max_task_rows()) * static_cast<size_t>(config.n_embd) *
                sizeof(float) +
            kSmallReplyBytes;
   }
@@ -122,6 +123,16 @@ struct ClusterLinks::Impl {
       }
       std::vector<int32_t> experts(p.experts().begin(), p.experts().end());
       board.Put(p.key().request(), p.key().token(), p.key().layer(), std::move(experts));
+    } else if (r.has_draft()) {
+      const v1::Draft& d = r.draft();
+      if (d.token() < 1 || d.input_id() < 0 || d.input_id() >= config.n_vocab ||
+          d.output_id() < 0 || d.output_id() >= config.n_vocab) {
+        ODMOE_LOG_WARN("dropped a malformed draft from the shadow: iteration {}, tokens {} -> {} "
+                       "(vocabulary of {})",
+                       d.token(), d.input_id(), d.output_id(), config.n_vocab);
+        return;
+      }
+      board.PutDraft(d.request(), d.token(), d.input_id(), d.output_id());
     } else if (r.has_done()) {
       if (r.done().error_code() != 0) {
         ODMOE_LOG_WARN("shadow: request {}: {}", r.done().request(), r.done().error_message());
@@ -140,7 +151,9 @@ std::unique_ptr<ClusterLinks> ClusterLinks::Create(const Topology& topology,
                                                    const PeerAuth& auth) {
   auto impl = std::make_unique<Impl>(topology, config, std::move(node_id), fingerprint, auth);
   for (int i = 0; i < topology.n_workers(); ++i) impl->workers.push_back(impl->MakeWorkerLink(i));
-  if (topology.prediction == PredictionMode::kShadow && topology.shadow) {
+  // A shadow of the topology predicts (prediction: shadow), drafts
+  // (shadow.draft_tokens), or serves the requests that ask for it (experiments).
+  if (topology.shadow) {
     impl->shadow = impl->MakeShadowLink();
   }
   return std::unique_ptr<ClusterLinks>(new ClusterLinks(std::move(impl)));

@@ -237,7 +237,10 @@ struct HttpApi::Impl {
             {"expert_misses", r.experts.misses},
             {"expert_reloads", r.experts.reloads},
             {"ttft_seconds", r.result.stats.ttft_seconds},
-            {"decode_tokens_per_second", r.result.stats.decode_tokens_per_second()}};
+            {"decode_tokens_per_second", r.result.stats.decode_tokens_per_second()},
+            {"draft_tokens", r.speculation.draft_tokens},
+            {"draft_acceptance", r.speculation.acceptance()},
+            {"tokens_per_iteration", r.speculation.tokens_per_iteration()}};
   }
 
   static const char* Finish(const ClusterGenerateResult& r, bool stopped) {

@@ -224,6 +224,8 @@ struct MainEngine::Job {
   GenerateRequest request;
   PredictionMode mode = PredictionMode::kNone;
   int token_period = 0, kv_period = 0;
+  int draft = 0;  // tokens the shadow drafts per iteration (0 = no speculation)
+  absl::Duration draft_wait;  // longest wait for them per iteration
   std::function<bool()> cancelled;
   std::unique_ptr<Sequence> seq;
   std::promise<absl::StatusOr<ClusterGenerateResult>> done;
@@ -235,8 +237,10 @@ struct MainEngine::Job {
   bool board_owner = false;  // the prediction board holds its predictions
   uint64_t shadow_version = 0;
   int kv_sent = 0;
-  int forwards = 0;        // decode iterations run (the last one's n)
-  int pending_actual = 0;  // decode iteration whose routing is still in the executor
+  int aligned_n = 0;       // the last decode iteration that sent an alignment
+  int forwards = 0;        // decode tokens run (the last iteration's n, plus its accepted drafts)
+  int pending_actual = 0;  // first decode token whose routing is still in the executor
+  int pending_rows = 0;    // tokens of that iteration with routing to record
   RecallCounter recall;
   std::map<std::pair<uint32_t, uint32_t>, std::vector<int32_t>> predictions;
   LinkBytes bytes_before;
@@ -294,6 +298,23 @@ absl::StatusOr<ClusterGenerateResult> MainEngine::Generate(
     return absl::InvalidArgumentError(
         "experiment: alignment needs both token_period and kv_period in [0, 1048576]");
   }
+  if (experiment.draft_tokens.has_value()) {
+    const int d = *experiment.draft_tokens;
+    if (d < 0 || d > kMaxDraftTokens || d + 1 > transformer_->n_batch()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "experiment: draft_tokens must be in [0, %d] (and + 1 within main.batch %d), got %d",
+          kMaxDraftTokens, transformer_->n_batch(), d));
+    }
+    if (experiment.draft_wait_us.value_or(0) < 0 ||
+        experiment.draft_wait_us.value_or(0) > 10'000'000) {
+      return absl::InvalidArgumentError("experiment: draft_wait must be in [0, 10s]");
+    }
+    if (d > 0 && !topology_.shadow) {
+      return absl::InvalidArgumentError(
+          "experiment: speculative decoding drafts with the shadow node, and this cluster has "
+          "none");
+    }
+  }
   ODMOE_ASSIGN_OR_RETURN(std::vector<int32_t> prompt_ids,
                          PreparePrompt(request, tokenizer_, n_ctx()));
   auto job = std::make_shared<Job>();
@@ -303,6 +324,10 @@ absl::StatusOr<ClusterGenerateResult> MainEngine::Generate(
       experiment.token_period.value_or(topology_.shadow ? topology_.shadow->token_period : 0);
   job->kv_period =
       experiment.kv_period.value_or(topology_.shadow ? topology_.shadow->kv_period : 0);
+  job->draft = experiment.draft_tokens.value_or(topology_.shadow ? topology_.shadow->draft_tokens
+                                                                    : 0);
+  job->draft_wait = absl::Microseconds(experiment.draft_wait_us.value_or(
+      topology_.shadow ? topology_.shadow->draft_wait_us : 0));
   job->cancelled = cancelled;
   job->seq = std::make_unique<Sequence>(tokenizer_, request, std::move(prompt_ids), on_token,
                                         should_stop, on_logprobs);
@@ -406,13 +431,15 @@ void MainEngine::BeginJob(Job& job, bool alone) {
   if (!alone) return;  // batched from its first iteration: nothing predicts it
   links_.predictions().Reset(job.req);
   job.board_owner = true;
-  job.use_shadow = job.mode == PredictionMode::kShadow && links_.shadow_connected();
-  if (job.mode == PredictionMode::kShadow && !job.use_shadow) {
-    ODMOE_LOG_WARN("request {}: the shadow is not connected; running without prediction",
-                   job.req);
-    job.out.prediction = PredictionMode::kNone;
+  const bool wants_shadow = job.mode == PredictionMode::kShadow || job.draft > 0;
+  job.use_shadow = wants_shadow && links_.shadow_connected();
+  if (wants_shadow && !job.use_shadow) {
+    ODMOE_LOG_WARN("request {}: the shadow is not connected; running without {}", job.req,
+                   job.mode == PredictionMode::kShadow ? "prediction" : "drafts");
+    if (job.mode == PredictionMode::kShadow) job.out.prediction = PredictionMode::kNone;
   }
   if (!job.use_shadow) return;
+  job.out.speculation.draft_tokens = job.draft;
   job.out.token_period = job.token_period;
   job.out.kv_period = job.kv_period;
   v1::ShadowRequest begin;
@@ -422,15 +449,18 @@ void MainEngine::BeginJob(Job& job, bool alone) {
   b->set_max_tokens(static_cast<uint32_t>(job.request.max_tokens));
   b->set_token_period(static_cast<uint32_t>(job.token_period));
   b->set_kv_period(static_cast<uint32_t>(job.kv_period));
+  b->set_draft_tokens(static_cast<uint32_t>(job.draft));
+  b->set_drafts_only(job.mode != PredictionMode::kShadow);
   uint64_t version = 0;
   FillSchedule(b->mutable_live_groups(), &version);
   b->set_schedule_version(version);
   job.shadow_version = version;
   if (absl::Status s = links_.SendToShadow(begin); !s.ok()) {
-    ODMOE_LOG_WARN("request {}: shadow link failed ({}); continuing without prediction", job.req,
+    ODMOE_LOG_WARN("request {}: shadow link failed ({}); continuing without it", job.req,
                    s.message());
     job.use_shadow = false;
-    job.out.prediction = PredictionMode::kNone;
+    if (job.mode == PredictionMode::kShadow) job.out.prediction = PredictionMode::kNone;
+    job.out.speculation.draft_tokens = 0;
   }
 }
 
@@ -438,9 +468,13 @@ void MainEngine::FlushRecall(Job& job) {
   const ModelConfig& c = model_.config();
   if (job.pending_actual > 0) {
     for (int l = c.n_dense_leading; l < c.n_layer; ++l) {
-      job.recall.RecordActual(job.pending_actual, l, executor_->actual()[l]);
+      const auto& rows = executor_->actual()[static_cast<size_t>(l)];
+      for (int r = 0; r < job.pending_rows && r < static_cast<int>(rows.size()); ++r) {
+        job.recall.RecordActual(job.pending_actual + r, l, rows[static_cast<size_t>(r)]);
+      }
     }
     job.pending_actual = 0;
+    job.pending_rows = 0;
   }
   if (job.board_owner) {
     for (auto& [where, experts] : links_.predictions().Snapshot()) {
@@ -488,31 +522,56 @@ absl::Status MainEngine::SoloStep(Job& job) {
     links_.predictions().Reset(job.req);
     job.board_owner = true;
   }
-  job.forwards = n;
   const int32_t token = seq.Pending(1).front();
   const int pos = seq.pos();
+  bool realigned = false;  // the shadow was sent this iteration's token
   if (job.use_shadow) {
     TraceSpan span(trace_, "align", "shadow link", job.req, static_cast<uint32_t>(n), -1);
     const auto t0 = std::chrono::steady_clock::now();
-    const bool send_token = job.token_period > 0 && n % job.token_period == 0;
-    const bool send_kv = job.kv_period > 0 && n % job.kv_period == 0;
-    absl::Status s = SendAlignment(job.req, n, token, pos, send_token, send_kv,
-                                   schedule_.version != job.shadow_version, &job.kv_sent, slot);
+    // Due when a multiple of the period is among the tokens since the last
+    // alignment (one per iteration, or several after accepted drafts).
+    auto due = [&](int period) { return period > 0 && n / period > job.aligned_n / period; };
+    realigned = due(job.token_period);
+    absl::Status s = SendAlignment(job.req, n, token, pos, realigned,
+                                   due(job.kv_period), schedule_.version != job.shadow_version,
+                                   &job.kv_sent, slot);
+    job.aligned_n = n;
     job.shadow_version = schedule_.version;
     job.out.alignment_seconds += Since(t0);
     if (!s.ok()) {
-      ODMOE_LOG_WARN("request {}: shadow link failed ({}); continuing without prediction",
-                     job.req, s.message());
+      ODMOE_LOG_WARN("request {}: shadow link failed ({}); continuing without it", job.req,
+                     s.message());
       job.use_shadow = false;
-      job.out.prediction = PredictionMode::kNone;
+      if (job.mode == PredictionMode::kShadow) job.out.prediction = PredictionMode::kNone;
     }
-  } else if (job.mode == PredictionMode::kRandom) {
-    ODMOE_RETURN_IF_ERROR(SendRandomHints(job.req, n));
   }
-  executor_->SetStep(job.req, static_cast<uint32_t>(n));
+  if (job.mode == PredictionMode::kRandom) ODMOE_RETURN_IF_ERROR(SendRandomHints(job.req, n));
+  // Speculative decoding: the shadow's drafts that follow this token, as many
+  // as are ready (or, with draft_wait, as come within it), verified in this
+  // iteration.
+  std::vector<int32_t> rows{token};
+  if (job.use_shadow && job.draft > 0) {
+    const int room = std::min({job.draft, seq.max_tokens() - static_cast<int>(
+                                                                 seq.result().output_ids.size()) -
+                                              1,
+                               n_ctx() - pos - 1, transformer_->n_batch() - 1});
+    if (room > 0) {
+      const std::vector<int32_t> drafts =
+          job.draft_wait > absl::ZeroDuration()
+              ? links_.predictions().WaitDraftChain(job.req, static_cast<uint32_t>(n), token, room,
+                                                    realigned, job.draft_wait)
+              : links_.predictions().DraftChain(job.req, static_cast<uint32_t>(n), token, room);
+      rows.insert(rows.end(), drafts.begin(), drafts.end());
+    }
+  }
+  const int drafted = static_cast<int>(rows.size()) - 1;
+  // Keyed by the last row's iteration: the workers' hints for the rows
+  // before it are passed with this step.
+  executor_->SetStep(job.req, static_cast<uint32_t>(n + drafted));
   if (job.mode == PredictionMode::kLookahead) {
     // Gate look-ahead: each decode layer predicts the next one while its
-    // experts compute (the executor calls back between sending and waiting).
+    // experts compute (the executor calls back between sending and waiting;
+    // a verification of several rows runs without it).
     const uint64_t req = job.req;
     executor_->set_lookahead([this, req, n](int layer, ConstMat x) {
       return Lookahead(req, n, layer, x);
@@ -522,12 +581,25 @@ absl::Status MainEngine::SoloStep(Job& job) {
     ClusterExpertExecutor& ex;
     ~ClearLookahead() { ex.set_lookahead({}); }
   } clear_lookahead{*executor_};
-  const int32_t row[1] = {token};
-  const Transformer::Segment segment{slot, pos, 1};
-  ODMOE_RETURN_IF_ERROR(transformer_->ForwardSegments(row, {&segment, 1}, *executor_));
-  ODMOE_RETURN_IF_ERROR(transformer_->SegmentLogits(&logits));
+  const Transformer::Segment segment{slot, pos, static_cast<int64_t>(rows.size())};
+  ODMOE_RETURN_IF_ERROR(transformer_->ForwardSegments(rows, {&segment, 1}, *executor_));
+  int accepted = 0;
+  if (drafted == 0) {
+    ODMOE_RETURN_IF_ERROR(transformer_->SegmentLogits(&logits));
+    seq.Consumed(1, logits);
+  } else {
+    ODMOE_RETURN_IF_ERROR(transformer_->RowLogits(0, &logits));
+    accepted = seq.ConsumedDrafts(std::span<const int32_t>(rows).subspan(1), logits);
+  }
+  // Rows 0..accepted ran on the right inputs: tokens n..n + accepted.
   job.pending_actual = n;
-  seq.Consumed(1, logits);
+  job.pending_rows = accepted + 1;
+  job.forwards = n + accepted;
+  SpeculationStats& spec = job.out.speculation;
+  spec.drafted += static_cast<uint64_t>(drafted);
+  spec.accepted += static_cast<uint64_t>(accepted);
+  ++spec.iterations;
+  spec.tokens += static_cast<uint64_t>(accepted) + 1;
   AddStats(job.out.experts, executor_->TakeStats());
   return absl::OkStatus();
 }

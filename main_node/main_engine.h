@@ -56,6 +56,22 @@ namespace odmoe {
 struct Experiment {
   std::optional<PredictionMode> prediction;
   std::optional<int> token_period, kv_period;  // both or neither; 0 = never
+  std::optional<int> draft_tokens;             // speculative decoding; 0 = off
+  std::optional<int64_t> draft_wait_us;        // see ShadowSpec::draft_wait_us
+};
+
+/// Speculative decoding's count for one request (all zero when it ran
+/// without drafts).
+struct SpeculationStats {
+  int draft_tokens = 0;         // drafts asked for per iteration
+  uint64_t drafted = 0;         // drafted tokens verified
+  uint64_t accepted = 0;        // of them, taken
+  uint64_t iterations = 0;      // decode iterations run alone (verifying or not)
+  uint64_t tokens = 0;          // tokens those iterations produced
+  double acceptance() const { return drafted ? static_cast<double>(accepted) / drafted : 0.0; }
+  double tokens_per_iteration() const {
+    return iterations ? static_cast<double>(tokens) / iterations : 0.0;
+  }
 };
 
 struct ClusterGenerateResult {
@@ -69,6 +85,7 @@ struct ClusterGenerateResult {
   LinkBytes bytes;                      // through the main node's links
   uint64_t schedule_version = 0;        // the schedule the request ended with
   int live_groups = 0;
+  SpeculationStats speculation;
 };
 
 /// Whether a request's recall is "the last recall" (metrics, status): it ran

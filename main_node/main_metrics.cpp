@@ -55,6 +55,10 @@ void MainMetrics::Generation(const ClusterGenerateResult& r) {
   recall_slots_ += r.recall.slots;
   if (CountsForRecall(r)) last_recall_ = r.recall.overall;
   alignment_seconds_ += r.alignment_seconds;
+  drafted_ += r.speculation.drafted;
+  accepted_ += r.speculation.accepted;
+  iterations_ += r.speculation.iterations;
+  iteration_tokens_ += r.speculation.tokens;
   for (size_t l = 0; l < r.experts.stall_per_layer.size() && l < stall_per_layer_.size(); ++l) {
     stall_per_layer_[l] += r.experts.stall_per_layer[l];
   }
@@ -116,6 +120,23 @@ std::string MainMetrics::Render(int running, int waiting, const std::string& ext
   head("odmoe_alignment_seconds_total", "counter",
        "Main-node time spent reading and sending token / KV alignment to the shadow.");
   absl::StrAppendFormat(&o, "odmoe_alignment_seconds_total %.9g\n", alignment_seconds_);
+  head("odmoe_draft_tokens_total", "counter",
+       "Speculative decoding: tokens the shadow drafted that the main node verified, by "
+       "outcome (accepted, rejected).");
+  absl::StrAppendFormat(&o, "odmoe_draft_tokens_total{outcome=\"accepted\"} %d\n", accepted_);
+  absl::StrAppendFormat(&o, "odmoe_draft_tokens_total{outcome=\"rejected\"} %d\n",
+                        drafted_ - accepted_);
+  head("odmoe_draft_acceptance", "gauge",
+       "Speculative decoding: accepted / drafted tokens over all requests so far.");
+  absl::StrAppendFormat(&o, "odmoe_draft_acceptance %.6f\n",
+                        drafted_ ? static_cast<double>(accepted_) / drafted_ : 0.0);
+  head("odmoe_decode_iterations_total", "counter",
+       "Decode iterations run for one request alone (with or without drafts).");
+  absl::StrAppendFormat(&o, "odmoe_decode_iterations_total %d\n", iterations_);
+  head("odmoe_decode_iteration_tokens_total", "counter",
+       "Tokens those iterations produced (over odmoe_decode_iterations_total: tokens per "
+       "iteration).");
+  absl::StrAppendFormat(&o, "odmoe_decode_iteration_tokens_total %d\n", iteration_tokens_);
   o += extra;
   return o;
 }

@@ -69,6 +69,8 @@ class MainMetrics {
   uint64_t recall_correct_ = 0, recall_slots_ = 0;
   double last_recall_ = 0;
   double alignment_seconds_ = 0;
+  uint64_t drafted_ = 0, accepted_ = 0;       // speculative decoding
+  uint64_t iterations_ = 0, iteration_tokens_ = 0;
   std::vector<double> stall_per_layer_;
   Histogram ttft_;
   Histogram inter_token_;

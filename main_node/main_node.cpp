@@ -107,11 +107,17 @@ absl::Status MainNode::CanServe() const {
 
 absl::Status MainNode::Health() const {
   ODMOE_RETURN_IF_ERROR(CanServe());
-  if (topology_.prediction == PredictionMode::kShadow && topology_.shadow &&
-      !links_->shadow_connected()) {
-    return absl::UnavailableError(
-        "prediction fell back to none: the shadow is not connected (requests run without "
-        "prefetching, slower, with identical output, until it is back)");
+  if (topology_.shadow && !links_->shadow_connected()) {
+    if (topology_.prediction == PredictionMode::kShadow) {
+      return absl::UnavailableError(
+          "prediction fell back to none: the shadow is not connected (requests run without "
+          "prefetching, slower, with identical output, until it is back)");
+    }
+    if (topology_.shadow->draft_tokens > 0) {
+      return absl::UnavailableError(
+          "speculative decoding is off: the shadow is not connected (requests run without "
+          "drafts, slower, with identical output, until it is back)");
+    }
   }
   return absl::OkStatus();
 }

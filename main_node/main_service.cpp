@@ -47,6 +47,17 @@ absl::StatusOr<Experiment> ExperimentFromProto(const v1::Experiment& in) {
     e.token_period = static_cast<int>(in.token_period());
     e.kv_period = static_cast<int>(in.kv_period());
   }
+  if (in.set_draft_tokens()) {
+    if (in.draft_tokens() > static_cast<uint32_t>(kMaxDraftTokens)) {
+      return absl::InvalidArgumentError(absl::StrCat("experiment.draft_tokens ", in.draft_tokens(),
+                                                     " exceeds ", kMaxDraftTokens));
+    }
+    if (in.draft_wait_us() > 10'000'000) {
+      return absl::InvalidArgumentError("experiment.draft_wait_us must be at most 10 s");
+    }
+    e.draft_tokens = static_cast<int>(in.draft_tokens());
+    e.draft_wait_us = static_cast<int64_t>(in.draft_wait_us());
+  }
   return e;
 }
 
@@ -77,6 +88,12 @@ void FillStats(const ClusterGenerateResult& r, v1::GenerateStats* s) {
   s->set_bytes_from_shadow(r.bytes.from_shadow);
   s->set_token_period(static_cast<uint32_t>(r.token_period));
   s->set_kv_period(static_cast<uint32_t>(r.kv_period));
+  const SpeculationStats& spec = r.speculation;
+  s->set_draft_tokens(static_cast<uint32_t>(spec.draft_tokens));
+  s->set_drafted_tokens(spec.drafted);
+  s->set_accepted_tokens(spec.accepted);
+  s->set_decode_iterations(spec.iterations);
+  s->set_decode_iteration_tokens(spec.tokens);
 }
 
 // Size checks of a Score request before anything is copied; the engine then

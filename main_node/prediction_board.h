@@ -1,4 +1,5 @@
-// Where the main node keeps the expert predictions of the running request:
+// Where the main node keeps the expert predictions (and, with speculative
+// decoding, the drafted tokens) of the running request:
 // written by the shadow link's reader thread (or by the main node itself in
 // `random` mode), read when a layer is dispatched (for the assignment) and at
 // the end of the request (for recall).
@@ -6,6 +7,8 @@
 //   board.Reset(request);
 //   board.Put(request, token, layer, {3, 5});
 //   std::vector<int32_t> p = board.Get(request, token, layer);   // {} if none yet
+//   board.PutDraft(request, 7, /*input=*/42, /*output=*/17);   // speculative decoding
+//   std::vector<int32_t> d = board.DraftChain(request, 7, 42, 4);   // {17, ...}
 //   board.MarkDone(request);  board.WaitDone(request, absl::Seconds(2));
 #pragma once
 
@@ -28,6 +31,22 @@ class PredictionBoard {
   std::vector<int32_t> Get(uint64_t request, uint32_t token, uint32_t layer) const;
   /// All predictions of the current request: (token, layer) -> experts.
   std::map<std::pair<uint32_t, uint32_t>, std::vector<int32_t>> Snapshot() const;
+  /// Speculative decoding: decode iteration `token` of `request` ran on the
+  /// drafter with input `input`, and its next token is `output`. A newer
+  /// draft for the same iteration replaces the older.
+  void PutDraft(uint64_t request, uint32_t token, int32_t input, int32_t output);
+  /// The drafted inputs of iterations token + 1, token + 2, ...: the output
+  /// of `token`'s draft if that ran with `input`, then the output of each
+  /// next iteration's draft whose input is the previous output; at most
+  /// `max` (fewer where the chain breaks or the drafter is not there yet).
+  std::vector<int32_t> DraftChain(uint64_t request, uint32_t token, int32_t input,
+                                  int max) const;
+  /// DraftChain, waiting up to `timeout` for it to reach `max`. Returns
+  /// earlier when the drafter is done with the request, or when it drafted
+  /// `token` from another input and `realigned` is false (it was not sent
+  /// `input`, so it will not draft from it).
+  std::vector<int32_t> WaitDraftChain(uint64_t request, uint32_t token, int32_t input, int max,
+                                      bool realigned, absl::Duration timeout);
   void MarkDone(uint64_t request);
   /// True when the predictor said it is done with `request` within `timeout`.
   bool WaitDone(uint64_t request, absl::Duration timeout);
@@ -38,6 +57,8 @@ class PredictionBoard {
   uint64_t request_ = 0;
   uint64_t done_ = 0;
   std::map<std::pair<uint32_t, uint32_t>, std::vector<int32_t>> predictions_;
+  std::map<uint32_t, std::pair<int32_t, int32_t>> drafts_;  // token -> (input, output)
+  std::vector<int32_t> ChainLocked(uint32_t token, int32_t input, int max) const;
 };
 
 }  // namespace odmoe

@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "cluster/wire.h"
 #include "engine/sampler.h"
+#include "topology/topology.h"
 #include "util/logging.h"
 #include "util/status_macros.h"
 
@@ -136,6 +137,9 @@ absl::Status ShadowCore::Submit(const v1::ShadowRequest& request) {
     const int64_t total = int64_t{b.prompt_ids_size()} + b.max_tokens();
     s = ValidateGroups(b.live_groups());
     if (!s.ok()) {
+    } else if (b.draft_tokens() > static_cast<uint32_t>(kMaxDraftTokens)) {
+      s = absl::InvalidArgumentError(absl::StrFormat("begin asks for %d drafted tokens (at most %d)",
+                                                     b.draft_tokens(), kMaxDraftTokens));
     } else if (b.request() == 0 || b.prompt_ids_size() == 0 || b.max_tokens() == 0) {
       s = absl::InvalidArgumentError("begin needs a request id, a prompt and max_tokens >= 1");
     } else if (total > transformer_->n_ctx()) {
@@ -283,6 +287,7 @@ void ShadowCore::RunRequest(const v1::ShadowBegin& begin) {
   int32_t own = Argmax(logits);
   uint32_t n = 0;
   int64_t layer_start_us = 0;  // S_l: from the previous gate (or the iteration start) to this one
+  const bool predicting = !begin.drafts_only();
   PredictingExecutor emitter(*experts_, [&](int layer, const RoutingPlan& plan) {
     if (options_.trace && options_.trace->enabled()) {
       const int64_t now = TraceRecorder::NowUs();
@@ -290,6 +295,7 @@ void ShadowCore::RunRequest(const v1::ShadowBegin& begin) {
                                         n, layer, -1});
       layer_start_us = now;
     }
+    if (!predicting) return;
     v1::Hint hint;
     v1::StepKey* key = hint.mutable_key();
     key->set_request(req);
@@ -316,8 +322,14 @@ void ShadowCore::RunRequest(const v1::ShadowBegin& begin) {
   // applied as they arrive. When the main node's token for an iteration it
   // already computed differs from its guess, it computes that iteration again
   // with the real token (the workers get the corrected hints).
+  //
+  // Drafting (speculative decoding) lets it run further ahead, 2 * draft + 1
+  // iterations, on its own tokens: the main node verifies `draft` of them per
+  // iteration and finds the next ones already drafted while it verifies.
   const bool aligning = begin.token_period() > 0 || begin.kv_period() > 0;
-  const uint32_t ahead = aligning ? 1u : static_cast<uint32_t>(options_.max_run_ahead);
+  const uint32_t draft = begin.draft_tokens();
+  uint32_t ahead = aligning ? 1u : static_cast<uint32_t>(options_.max_run_ahead);
+  if (draft > 0) ahead = std::max(ahead, 2 * draft + 1);
   std::map<uint32_t, int32_t> aligned;  // iteration -> the main node's input token
   std::vector<int32_t> used(begin.max_tokens() + 2u, -1);  // the token each iteration ran with
   uint32_t main_progress = 0;
@@ -361,13 +373,23 @@ void ShadowCore::RunRequest(const v1::ShadowBegin& begin) {
     }
     used[n] = token;
     own = Argmax(logits);
+    if (draft > 0) {
+      v1::ShadowReply reply;
+      v1::Draft* d = reply.mutable_draft();
+      d->set_request(req);
+      d->set_token(n);
+      d->set_input_id(token);
+      d->set_output_id(own);
+      Reply(reply);
+    }
     ++iterations;
     ++n;
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
     stats_.iterations += iterations;
-    stats_.predictions += uint64_t{iterations} * model_.config().n_moe_layer();
+    if (predicting) stats_.predictions += uint64_t{iterations} * model_.config().n_moe_layer();
+    if (draft > 0) stats_.drafts += iterations;
     stats_.forward_seconds += forward_seconds;
   }
   done.mutable_done()->set_iterations(iterations);

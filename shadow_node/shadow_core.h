@@ -21,7 +21,8 @@
 //     - forward one token; after each layer's gate: hint (to the group that
 //       computes that layer: each of its workers with positions of the layer,
 //       cluster/assignment.h, takes its own experts from it) and prediction
-//       (to the main node).
+//       (to the main node); with drafting on (ShadowBegin.draft_tokens), after
+//       the iteration its greedy next token as a Draft (to the main node).
 //   It stops after max_tokens iterations, at ShadowEnd, or at a new request.
 //
 //   ShadowCore::Options opt{.n_groups = 4, .max_run_ahead = 4};
@@ -55,6 +56,7 @@ struct ShadowStats {
   uint64_t requests_finished = 0;  // ended (done, failed or aborted): in flight = requests - this
   uint64_t iterations = 0;
   uint64_t predictions = 0;
+  uint64_t drafts = 0;  // drafted tokens sent (speculative decoding)
   uint64_t token_alignments = 0;
   uint64_t kv_alignments = 0;
   uint64_t kv_rows_aligned = 0;

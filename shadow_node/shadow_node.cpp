@@ -204,6 +204,7 @@ void ShadowNode::FillStatus(v1::NodeStatus* status) const {
   add("iterations_skipped", absl::StrCat(s.iterations_skipped));
   add("speculation_misses", absl::StrCat(s.speculation_misses));
   add("predictions", absl::StrCat(s.predictions));
+  add("drafts", absl::StrCat(s.drafts));
   add("hints_sent", absl::StrCat(service_->hints_sent()));
   add("hint_failures", absl::StrCat(service_->hint_failures()));
   add("token_alignments", absl::StrCat(s.token_alignments));

@@ -29,8 +29,8 @@ absl::StatusOr<std::unique_ptr<WorkerNode>> WorkerNode::Create(const Topology& t
   opt.resident = topology.worker_mode == WorkerMode::kResident;
   opt.lru = topology.worker_mode == WorkerMode::kLruCache;
   opt.cache_experts = topology.cache_experts;
-  opt.max_rows = topology.prefill_mini_batch;
-  w->max_task_rows_ = topology.prefill_mini_batch;
+  opt.max_rows = topology.max_task_rows();
+  w->max_task_rows_ = topology.max_task_rows();
   opt.memory_budget = spec.memory_budget;
   opt.load_bandwidth = spec.load_bandwidth;
   opt.trace = &w->trace();

@@ -48,6 +48,29 @@ std::vector<int32_t> ExpertsOfWorker(std::span<const int32_t> assignment, int in
   return experts;
 }
 
+std::vector<int> SpreadAssignment(std::span<const int32_t> predicted,
+                                  std::span<const int32_t> experts, int group_size, int k) {
+  const std::vector<int32_t> hinted = HintedAssignment(predicted);
+  const int with_positions = std::max(1, std::min(group_size, k));
+  std::vector<int> load(static_cast<size_t>(with_positions), 0);
+  std::vector<int> positions(experts.size(), -1);
+  for (size_t i = 0; i < experts.size(); ++i) {
+    for (size_t p = 0; p < hinted.size() && p < static_cast<size_t>(k); ++p) {
+      if (hinted[p] != experts[i]) continue;
+      positions[i] = static_cast<int>(p);
+      ++load[static_cast<size_t>(WorkerOfPosition(static_cast<int>(p), group_size))];
+      break;
+    }
+  }
+  for (size_t i = 0; i < experts.size(); ++i) {
+    if (positions[i] >= 0) continue;
+    const int w = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+    positions[i] = w;
+    ++load[static_cast<size_t>(w)];
+  }
+  return positions;
+}
+
 int CountCorrect(std::span<const int32_t> predicted, std::span<const int32_t> actual) {
   int c = 0;
   for (int32_t e : predicted) c += Contains(actual, e) ? 1 : 0;

@@ -60,6 +60,19 @@ std::vector<int> PositionsOfWorker(int index, int group_size, int k);
 std::vector<int32_t> ExpertsOfWorker(std::span<const int32_t> assignment, int index,
                                      int group_size);
 
+/// A decode step of several rows (speculative decoding's verification): the
+/// layer needs `experts` (distinct, any number). An expert of the hinted
+/// assignment of `predicted` keeps its hinted position (on the worker that
+/// prefetched it); each other one goes to the worker with positions that has
+/// the fewest experts so far (ties: the lowest index), at that worker's first
+/// position. Returns each expert's position, in the order of `experts`; its
+/// worker is WorkerOfPosition(position, group_size).
+///
+///   SpreadAssignment(std::vector<int32_t>{2, 5}, std::vector<int32_t>{5, 1, 2, 6}, 2, 2)
+///       // {1, 0, 0, 1}: 5 and 2 where hinted, then 1 on worker 0, 6 on worker 1
+std::vector<int> SpreadAssignment(std::span<const int32_t> predicted,
+                                  std::span<const int32_t> experts, int group_size, int k);
+
 /// |predicted ∩ actual|: c(q, n, l) of the paper's Eq. 2.
 int CountCorrect(std::span<const int32_t> predicted, std::span<const int32_t> actual);
 

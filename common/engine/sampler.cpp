@@ -32,8 +32,7 @@ Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.se
 
 double Sampler::Uniform() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
 
-int32_t Sampler::Sample(std::span<const float> logits) {
-  if (params_.temperature <= 0.0f) return Argmax(logits);
+size_t Sampler::Distribution(std::span<const float> logits) {
   candidates_.clear();
   for (size_t i = 0; i < logits.size(); ++i) {
     candidates_.emplace_back(logits[i], static_cast<int32_t>(i));
@@ -68,15 +67,59 @@ int32_t Sampler::Sample(std::span<const float> logits) {
       }
     }
   }
+  return nucleus;
+}
+
+int32_t Sampler::Sample(std::span<const float> logits) {
+  if (params_.temperature <= 0.0f) return Argmax(logits);
+  const size_t nucleus = Distribution(logits);
   double mass = 0.0;
-  for (size_t i = 0; i < nucleus; ++i) mass += probs[i];
+  for (size_t i = 0; i < nucleus; ++i) mass += probs_[i];
   const double target = Uniform() * mass;
   double cumulative = 0.0;
   for (size_t i = 0; i < nucleus; ++i) {
-    cumulative += probs[i];
+    cumulative += probs_[i];
     if (target < cumulative) return candidates_[i].second;
   }
   return candidates_[nucleus - 1].second;
+}
+
+int32_t Sampler::SampleDraft(std::span<const float> logits, int32_t draft, bool* accepted) {
+  if (params_.temperature <= 0.0f) {
+    const int32_t best = Argmax(logits);
+    *accepted = best == draft;
+    return best;
+  }
+  const size_t nucleus = Distribution(logits);
+  double mass = 0.0, draft_mass = 0.0;
+  size_t draft_at = nucleus;
+  for (size_t i = 0; i < nucleus; ++i) {
+    mass += probs_[i];
+    if (candidates_[i].second == draft) {
+      draft_mass = probs_[i];
+      draft_at = i;
+    }
+  }
+  // Accept with probability min(1, p(d) / q(d)) = p(d).
+  if (draft_at < nucleus && Uniform() * mass < draft_mass) {
+    *accepted = true;
+    return draft;
+  }
+  *accepted = false;
+  // The residual max(0, p - q), normalized: p without the draft.
+  const double rest = mass - draft_mass;
+  const double target = Uniform() * rest;
+  double cumulative = 0.0;
+  size_t last = nucleus;
+  for (size_t i = 0; i < nucleus; ++i) {
+    if (i == draft_at) continue;
+    last = i;
+    cumulative += probs_[i];
+    if (target < cumulative) return candidates_[i].second;
+  }
+  // Rounding left the target at the top (or p was all on the draft, which
+  // then is never rejected): the last candidate that is not the draft.
+  return last < nucleus ? candidates_[last].second : draft;
 }
 
 }  // namespace odmoe

@@ -10,6 +10,8 @@
 //   ODMOE_RETURN_IF_ERROR(p.Validate());
 //   Sampler s(p);
 //   int32_t next = s.Sample(logits);
+//   bool took = false;
+//   int32_t verified = s.SampleDraft(logits, drafted_token, &took);   // speculative decoding
 #pragma once
 
 #include <cstdint>
@@ -39,8 +41,19 @@ class Sampler {
  public:
   explicit Sampler(const SamplingParams& params);
   int32_t Sample(std::span<const float> logits);
+  /// Speculative decoding: the next token where a drafter proposed `draft`
+  /// (deterministically, so its distribution q is all on `draft`). Greedy:
+  /// the argmax, accepted when it is the draft. Sampling: the standard
+  /// rejection rule with that q: accept the draft with probability p(draft)
+  /// (p: the distribution Sample draws from), else draw from p without the
+  /// draft, renormalized. The result is distributed exactly as Sample's.
+  /// *accepted says whether the draft was taken.
+  int32_t SampleDraft(std::span<const float> logits, int32_t draft, bool* accepted);
 
  private:
+  // The distribution Sample draws from: candidates_[0, n) with weights
+  // probs_[0, n) (unnormalized). Returns n.
+  size_t Distribution(std::span<const float> logits);
   double Uniform();  // [0, 1)
   SamplingParams params_;
   std::mt19937_64 rng_;

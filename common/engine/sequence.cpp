@@ -50,8 +50,27 @@ void Sequence::Consumed(int64_t rows, std::span<const float> logits) {
     result_.stats.prefill_seconds = SecondsBetween(start_, now);
     decode_start_ = now;
   }
-  const std::span<const float> row = logits;
-  const int32_t next = sampler_.Sample(row);
+  Emit(logits, sampler_.Sample(logits));
+}
+
+int Sequence::ConsumedDrafts(std::span<const int32_t> drafts, std::span<const float> logits) {
+  if (done_ || prefilling()) return 0;
+  const size_t n_vocab = logits.size() / (drafts.size() + 1);
+  int accepted = 0;
+  for (size_t i = 0; i <= drafts.size() && !done_; ++i) {
+    const std::span<const float> row = logits.subspan(i * n_vocab, n_vocab);
+    ++pos_;  // row i's input was right: its KV row stays
+    bool took = false;
+    const int32_t next =
+        i < drafts.size() ? sampler_.SampleDraft(row, drafts[i], &took) : sampler_.Sample(row);
+    Emit(row, next);
+    if (!took) break;
+    ++accepted;
+  }
+  return accepted;
+}
+
+void Sequence::Emit(std::span<const float> row, int32_t next) {
   if (result_.output_ids.empty() && result_.stats.ttft_seconds == 0) {
     result_.stats.ttft_seconds = SecondsBetween(start_, std::chrono::steady_clock::now());
   }

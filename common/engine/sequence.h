@@ -10,6 +10,9 @@
 //     seq.Consumed(rows.size(), logits);                      // samples when the prompt is in
 //   }
 //   GenerateResult r = seq.TakeResult();
+//
+// Speculative decoding runs the pending token and drafted ones in one
+// forward and calls ConsumedDrafts(drafts, logits_of_every_row) instead.
 #pragma once
 
 #include <chrono>
@@ -45,6 +48,16 @@ class Sequence {
   /// prompt or were the decode row (then the next token is sampled, scored,
   /// streamed and the stop rules applied).
   void Consumed(int64_t rows, std::span<const float> logits);
+  /// Speculative decoding, once the prompt is in: the decode row and then
+  /// `drafts` (a drafter's guesses of the tokens that follow it) went
+  /// through the model at pos() on; `logits` holds their 1 + drafts.size()
+  /// rows. Row i's token is sampled with drafts[i] as the draft
+  /// (Sampler::SampleDraft); each accepted draft is emitted as Consumed would
+  /// have emitted it, and the first token that is not a draft (the
+  /// correction, or the token after the last draft) ends the iteration. The
+  /// stop rules apply to every token. pos() moves past the rows whose input
+  /// was right. Returns the drafts accepted.
+  int ConsumedDrafts(std::span<const int32_t> drafts, std::span<const float> logits);
   bool done() const { return done_; }
   int max_tokens() const { return max_tokens_; }
   /// Where Transformer::Forward appends routing records (null unless the
@@ -58,6 +71,9 @@ class Sequence {
 
  private:
   void Finish(GenerateResult::StopReason reason);
+  // Emits `next`, sampled from `row`: TTFT, EOS, logprobs, streaming, the
+  // stop rules; then it is the token to run next unless the sequence ended.
+  void Emit(std::span<const float> row, int32_t next);
 
   const Tokenizer& tokenizer_;
   const int max_tokens_;

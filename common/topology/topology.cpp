@@ -399,6 +399,14 @@ absl::Status ParseDocument(const YAML::Node& root, const std::string& file,
     ODMOE_RETURN_IF_ERROR(s.String("model", &qmodel, false));
     if (!qmodel.empty()) spec.model = Resolve(base_dir, qmodel);
     ODMOE_RETURN_IF_ERROR(s.Int("max_run_ahead", &spec.max_run_ahead, 1, 1 << 16));
+    ODMOE_RETURN_IF_ERROR(s.Int("draft_tokens", &spec.draft_tokens, 0, kMaxDraftTokens));
+    ODMOE_RETURN_IF_ERROR(s.Micros("draft_wait", &spec.draft_wait_us));
+    if (spec.draft_tokens + 1 > t->main.batch) {
+      return s.Error("draft_tokens",
+                     absl::StrFormat("%d drafted tokens and the verified one need a batch of %d "
+                                     "rows; main.batch is %d",
+                                     spec.draft_tokens, spec.draft_tokens + 1, t->main.batch));
+    }
     YAML::Node align = Map(s, "alignment", &st);
     ODMOE_RETURN_IF_ERROR(st);
     if (align.IsMap()) {
@@ -796,6 +804,10 @@ std::string TopologyToYaml(const Topology& t) {
         << "token_period" << YAML::Value << s.token_period << YAML::Key << "kv_period"
         << YAML::Value << s.kv_period << YAML::EndMap;
     out << YAML::Key << "max_run_ahead" << YAML::Value << s.max_run_ahead;
+    if (s.draft_tokens > 0) out << YAML::Key << "draft_tokens" << YAML::Value << s.draft_tokens;
+    if (s.draft_wait_us > 0) {
+      out << YAML::Key << "draft_wait" << YAML::Value << absl::StrCat(s.draft_wait_us, "us");
+    }
     out << YAML::EndMap;
   }
   out << YAML::Key << "workers" << YAML::Value << YAML::BeginMap;

@@ -63,6 +63,10 @@
 //     model: shadow-q8_0.gguf                 # optional pre-quantized copy
 //     alignment: { token_period: 1, kv_period: 1 }   # 0 = never (defaults 1, 1)
 //     max_run_ahead: 4                        # iterations ahead of main (default 4)
+//     draft_tokens: 0                         # speculative decoding: tokens drafted per
+//                                             # iteration (0 = off, default; up to 16)
+//     draft_wait: 0                           # longest wait for them per iteration (0 =
+//                                             # verify those ready, default; up to 10s)
 //   workers:
 //     group_size: 2                           # G >= 1; default: the model's top-k
 //     mode: on_demand                         # on_demand (default) | resident | lru_cache
@@ -101,6 +105,7 @@
 //   workers.nodes[1] (every node needs its own host:port)
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -168,6 +173,9 @@ struct MainSpec : NodeSpec {
   int worker_timeout_ms = 10000;  // a task unanswered this long = the worker failed
 };
 
+/// The most tokens the shadow drafts per iteration (shadow.draft_tokens).
+inline constexpr int kMaxDraftTokens = 16;
+
 struct ShadowSpec : NodeSpec {
   // kF16 | kQ8_0 | kQ6_K | kQ5_K | kQ4_K | kQ4_0: every converted tensor in
   // this type (a row it cannot hold falls back: model/quant_mix.h).
@@ -176,6 +184,13 @@ struct ShadowSpec : NodeSpec {
   int token_period = 1;               // >= 0; 0 = never align tokens
   int kv_period = 1;                  // >= 0; 0 = never align KV rows
   int max_run_ahead = 4;              // >= 1
+  // Speculative decoding with the shadow as drafter (docs/operations.md):
+  // tokens the shadow drafts for each decode iteration, verified by the main
+  // node in one iteration of up to draft_tokens + 1 rows. 0 = off.
+  int draft_tokens = 0;               // 0..kMaxDraftTokens, + 1 <= main.batch
+  // How long an iteration may wait for the shadow to have drafted all
+  // draft_tokens; 0 = never wait (verify the drafts that are ready).
+  int64_t draft_wait_us = 0;
 };
 
 struct WorkerSpec : NodeSpec {
@@ -235,6 +250,11 @@ struct Topology {
   std::vector<WorkerSpec> workers;  // in file order; index = worker index
 
   int n_workers() const { return static_cast<int>(workers.size()); }
+  /// The most rows one expert task carries: a prefill mini-batch, or the
+  /// rows of a speculative verification (shadow.draft_tokens + 1).
+  int max_task_rows() const {
+    return std::max(prefill_mini_batch, shadow ? shadow->draft_tokens + 1 : 1);
+  }
   int n_groups() const { return group_size > 0 ? n_workers() / group_size : 0; }
   /// Decoding: layer l is computed by group l mod (N_W / G).
   int GroupOfLayer(int layer) const { return layer % n_groups(); }

@@ -85,7 +85,7 @@ Topology MakeTopology(const ClusterConfig& c) {
     t.main.http = "127.0.0.1:0";
     t.main.http_host = "127.0.0.1";
   }
-  if (c.prediction == PredictionMode::kShadow) {
+  if (c.prediction == PredictionMode::kShadow || c.shadow || c.draft_tokens > 0) {
     ShadowSpec s;
     s.id = "shadow";
     s.host = "127.0.0.1";
@@ -94,6 +94,8 @@ Topology MakeTopology(const ClusterConfig& c) {
     s.quantization = c.quantization;
     s.token_period = c.token_period;
     s.kv_period = c.kv_period;
+    s.draft_tokens = c.draft_tokens;
+    s.draft_wait_us = c.draft_wait_us;
     t.shadow = s;
   }
   for (int i = 0; i < c.workers; ++i) {

@@ -27,6 +27,9 @@ struct ClusterConfig {
   int workers = 8;
   int group_size = 0;  // G; 0: the model's top-k
   PredictionMode prediction = PredictionMode::kShadow;
+  bool shadow = false;     // a shadow node even when prediction is not kShadow
+  int draft_tokens = 0;    // shadow.draft_tokens (speculative decoding)
+  int64_t draft_wait_us = 0;  // shadow.draft_wait
   WorkerMode worker_mode = WorkerMode::kOnDemand;
   DType quantization = DType::kQ8_0;
   int token_period = 1;
