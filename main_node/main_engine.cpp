@@ -300,10 +300,13 @@ absl::StatusOr<ClusterGenerateResult> MainEngine::Generate(
   }
   if (experiment.draft_tokens.has_value()) {
     const int d = *experiment.draft_tokens;
-    if (d < 0 || d > kMaxDraftTokens || d + 1 > transformer_->n_batch()) {
+    if (d < 0 || d > kMaxDraftTokens || d + 1 > transformer_->n_batch() ||
+        d + 1 > topology_.max_task_rows()) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "experiment: draft_tokens must be in [0, %d] (and + 1 within main.batch %d), got %d",
-          kMaxDraftTokens, transformer_->n_batch(), d));
+          "experiment: draft_tokens must be in [0, %d], and its verification's %d rows within "
+          "main.batch (%d) and the workers' largest task (%d rows: prefill.mini_batch, "
+          "shadow.draft_tokens + 1); got %d",
+          kMaxDraftTokens, d + 1, transformer_->n_batch(), topology_.max_task_rows(), d));
     }
     if (experiment.draft_wait_us.value_or(0) < 0 ||
         experiment.draft_wait_us.value_or(0) > 10'000'000) {

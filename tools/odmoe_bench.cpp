@@ -61,6 +61,20 @@ absl::StatusOr<std::vector<BenchConfig>> ParseConfigs(const std::string& text) {
   return out;
 }
 
+// A delay as the topology writes one (250us, 1.5ms, 0), for flag `flag`.
+absl::StatusOr<int64_t> ParseDelayUs(const std::string& flag, const std::string& text) {
+  absl::StatusOr<Topology> probe = ParseTopology(
+      "wire: { emulated_delay: \"" + text +
+          "\" }\nmain: { id: m, address: 127.0.0.1:1 }\n"
+          "prediction: none\nworkers: { nodes: [ { id: w, address: 127.0.0.1:2 } ] }\nmodel: x\n",
+      flag);
+  if (!probe.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, ": '", text, "' is not a delay (expected e.g. 250us or 1ms)"));
+  }
+  return probe->wire_delay_us;
+}
+
 // A comma list of integers 1..`max` for --`flag`.
 absl::StatusOr<std::vector<int>> ParseCounts(const std::string& flag, const std::string& text,
                                              int max) {
@@ -129,7 +143,7 @@ int WriteReports(const nlohmann::json& results, const std::string& out_dir) {
 int Main(int argc, char** argv) {
   BenchOptions o;
   std::string experiments, configs, periods, load_bandwidth, sweep, report_only, deployments,
-      link_delay, clients;
+      link_delay, clients, drafts, draft_wait;
   float load_ratio = 64;
   CliArgs args("odmoe-bench",
                "Reproduces the OD-MoE evaluation on a cluster: deployments side by side, recall, "
@@ -146,8 +160,8 @@ int Main(int argc, char** argv) {
   args.AddFlag("quick", &o.quick, "a shorter run (under 5 minutes on 2 cores)");
   args.AddString(
       "experiments", &experiments, "LIST",
-      "comma list of deployments,load-sweep,ablation,periods,timing,recall,concurrency "
-      "(default all)");
+      "comma list of deployments,load-sweep,ablation,periods,timing,recall,concurrency,"
+      "speculative (default all)");
   args.AddString("configs", &configs, "LIST",
                  "PROMPTxOUTPUT lengths for deployments (default 16x64,16x256,128x64,128x256)");
   args.AddString("deployments", &deployments, "LIST",
@@ -160,6 +174,12 @@ int Main(int argc, char** argv) {
                  "concurrency: clients at once, one level each (default 1,2,4,8,16)");
   args.AddInt("concurrency-tokens", &o.concurrency_tokens, "N",
               "concurrency: output tokens per request (default 64)");
+  args.AddString("drafts", &drafts, "LIST",
+                 "speculative: draft_tokens levels, one each (default 2,4,8)");
+  args.AddInt("speculative-tokens", &o.speculative_tokens, "N",
+              "speculative: output tokens per request (default 64)");
+  args.AddString("draft-wait", &draft_wait, "DELAY",
+                 "speculative: the waiting variant's shadow.draft_wait (default 20ms)");
   args.AddInt("ablation-tokens", &o.ablation_tokens, "N",
               "output tokens for ablation and periods (default 256)");
   args.AddFloat("load-ratio", &load_ratio, "R",
@@ -191,6 +211,8 @@ int Main(int argc, char** argv) {
     if (!args.IsSet("sweep")) o.sweep_ratios = {4, 64, 256};
     if (!args.IsSet("clients")) o.clients = {1, 4, 8};
     if (!args.IsSet("concurrency-tokens")) o.concurrency_tokens = 32;
+    if (!args.IsSet("drafts")) o.drafts = {4};
+    if (!args.IsSet("speculative-tokens")) o.speculative_tokens = 48;
   }
   if (o.configs.empty()) o.configs = Table2Configs();
   if (!configs.empty()) {
@@ -203,6 +225,11 @@ int Main(int argc, char** argv) {
     if (!c.ok()) return Fail(std::string(c.status().message()), 2);
     o.clients = *c;
   }
+  if (!drafts.empty()) {
+    absl::StatusOr<std::vector<int>> d = ParseCounts("drafts", drafts, kMaxDraftTokens);
+    if (!d.ok()) return Fail(std::string(d.status().message()), 2);
+    o.drafts = *d;
+  }
   if (!periods.empty()) {
     absl::StatusOr<std::vector<int>> p = ParsePeriods(periods);
     if (!p.ok()) return Fail(std::string(p.status().message()), 2);
@@ -214,16 +241,14 @@ int Main(int argc, char** argv) {
   if (!chosen.ok()) return Fail(std::string(chosen.status().message()), 2);
   o.deployments = *chosen;
   if (!link_delay.empty()) {
-    absl::StatusOr<Topology> probe = ParseTopology(
-        "wire: { emulated_delay: \"" + link_delay +
-            "\" }\nmain: { id: m, address: 127.0.0.1:1 }\n"
-            "prediction: none\nworkers: { nodes: [ { id: w, address: 127.0.0.1:2 } ] }\nmodel: x\n",
-        "--link-delay");
-    if (!probe.ok())
-      return Fail(absl::StrCat("--link-delay: '", link_delay,
-                               "' is not a delay (expected e.g. 250us or 1ms)"),
-                  2);
-    o.link_delay_us = probe->wire_delay_us;
+    absl::StatusOr<int64_t> us = ParseDelayUs("--link-delay", link_delay);
+    if (!us.ok()) return Fail(std::string(us.status().message()), 2);
+    o.link_delay_us = *us;
+  }
+  if (!draft_wait.empty()) {
+    absl::StatusOr<int64_t> us = ParseDelayUs("--draft-wait", draft_wait);
+    if (!us.ok()) return Fail(std::string(us.status().message()), 2);
+    o.draft_wait_us = *us;
   }
   if (!sweep.empty()) {
     o.sweep_ratios.clear();

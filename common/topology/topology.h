@@ -250,8 +250,10 @@ struct Topology {
   std::vector<WorkerSpec> workers;  // in file order; index = worker index
 
   int n_workers() const { return static_cast<int>(workers.size()); }
-  /// The most rows one expert task carries: a prefill mini-batch, or the
-  /// rows of a speculative verification (shadow.draft_tokens + 1).
+  /// The most rows one expert task carries (what workers size their
+  /// workspace for): a prefill mini-batch, or the rows of a speculative
+  /// verification (shadow.draft_tokens + 1). A request's own draft_tokens
+  /// (experiments) must fit it too.
   int max_task_rows() const {
     return std::max(prefill_mini_batch, shadow ? shadow->draft_tokens + 1 : 1);
   }

@@ -548,6 +548,79 @@ absl::StatusOr<json> Concurrency(BenchContext& ctx) {
               {"output_tokens", o.concurrency_tokens}};
 }
 
+// ---- speculative: the shadow as drafter ---------------------------------------
+
+absl::StatusOr<json> Speculative(BenchContext& ctx) {
+  const BenchOptions& o = ctx.options();
+  ODMOE_ASSIGN_OR_RETURN(auto prompts, ctx.Prompts(16, o.prompts));
+  // Mean over the prompts of one setting on one deployment; every run's
+  // tokens are checked against the reference engine.
+  struct Row {
+    double decode_tps = 0, acceptance = 0, tokens_per_iteration = 0;
+    uint64_t drafted = 0, accepted = 0;
+  };
+  auto measure = [&](const std::string& deployment, const v1::Experiment& e) -> absl::StatusOr<Row> {
+    ODMOE_ASSIGN_OR_RETURN(ClusterProcess * cluster, ctx.Cluster(deployment));
+    Row row;
+    uint64_t iterations = 0, tokens = 0;
+    for (const std::vector<int32_t>& p : prompts) {
+      bool exact = false;
+      ODMOE_ASSIGN_OR_RETURN(RequestMetrics m,
+                             ctx.Run(*cluster, {p, o.speculative_tokens, e}, &exact));
+      if (!exact) {
+        return absl::InternalError(
+            absl::StrCat("speculative: a ", deployment, " run did not match the reference"));
+      }
+      row.decode_tps += m.decode_tps / static_cast<double>(prompts.size());
+      row.drafted += m.drafted;
+      row.accepted += m.accepted;
+      iterations += m.decode_iterations;
+      tokens += m.iteration_tokens;
+    }
+    row.acceptance = row.drafted ? static_cast<double>(row.accepted) / row.drafted : 0.0;
+    row.tokens_per_iteration = iterations ? static_cast<double>(tokens) / iterations : 0.0;
+    return row;
+  };
+  auto drafting = [](int draft, int64_t wait_us) {
+    v1::Experiment e = ShadowAlignment(1, 1);
+    e.set_set_draft_tokens(true);
+    e.set_draft_tokens(static_cast<uint32_t>(draft));
+    e.set_draft_wait_us(static_cast<uint32_t>(wait_us));
+    return e;
+  };
+  ODMOE_ASSIGN_OR_RETURN(Row resident, measure("resident", {}));
+  ODMOE_ASSIGN_OR_RETURN(Row plain, measure("odmoe", drafting(0, 0)));
+  Progress(absl::StrFormat("speculative: without drafts: OD-MoE %.1f, resident %.1f tokens/s",
+                           plain.decode_tps, resident.decode_tps));
+  json rows = json::array();
+  for (int draft : o.drafts) {
+    for (int64_t wait : {int64_t{0}, o.draft_wait_us}) {
+      ODMOE_ASSIGN_OR_RETURN(Row r, measure("odmoe", drafting(draft, wait)));
+      rows.push_back({{"draft_tokens", draft},
+                      {"draft_wait_us", wait},
+                      {"decode_tps", r.decode_tps},
+                      {"over_odmoe", plain.decode_tps > 0 ? r.decode_tps / plain.decode_tps : 0},
+                      {"over_resident",
+                       resident.decode_tps > 0 ? r.decode_tps / resident.decode_tps : 0},
+                      {"acceptance", r.acceptance},
+                      {"tokens_per_iteration", r.tokens_per_iteration},
+                      {"drafted", r.drafted}});
+      Progress(absl::StrFormat(
+          "speculative: %d drafts, wait %.0f ms: %.1f tokens/s (%.2fx OD-MoE, %.2fx resident), "
+          "acceptance %.3f, %.2f tokens per iteration",
+          draft, static_cast<double>(wait) / 1e3, r.decode_tps,
+          rows.back()["over_odmoe"].get<double>(), rows.back()["over_resident"].get<double>(),
+          r.acceptance, r.tokens_per_iteration));
+    }
+  }
+  return json{{"odmoe_tps", plain.decode_tps},
+              {"resident_tps", resident.decode_tps},
+              {"odmoe_tokens_per_iteration", plain.tokens_per_iteration},
+              {"output_tokens", o.speculative_tokens},
+              {"prompts", prompts.size()},
+              {"rows", rows}};
+}
+
 }  // namespace
 
 MeanStd Summarize(const std::vector<double>& values) {
@@ -575,7 +648,8 @@ std::vector<std::pair<std::string, Experiment>> AllExperiments() {
           {"periods", Periods},
           {"timing", Timing},
           {"recall", Recall},
-          {"concurrency", Concurrency}};
+          {"concurrency", Concurrency},
+          {"speculative", Speculative}};
 }
 
 absl::StatusOr<std::unique_ptr<BenchContext>> BenchContext::Create(const BenchOptions& options) {

@@ -9,7 +9,10 @@
 //                without alignment, token only, token + KV (Fig. 3);
 //   ablation     the six cases of §4.2 (Fig. 8);
 //   periods      token x KV alignment periods (Fig. 9);
-//   timing       a timing diagram of a few decode steps (Fig. 2) and Eq. 1.
+//   timing       a timing diagram of a few decode steps (Fig. 2) and Eq. 1;
+//   concurrency  1..16 clients at once (continuous batching);
+//   speculative  the shadow as drafter: acceptance, tokens per iteration and
+//                decode speed against OD-MoE without drafts and resident.
 #pragma once
 
 #include <chrono>
@@ -55,6 +58,9 @@ struct BenchOptions {
   std::vector<int> clients = {1, 2, 4, 8, 16};  // concurrency experiment: clients at once
   int concurrency_tokens = 64;                  // output tokens per client's request
   int concurrency_prompt_tokens = 16;
+  std::vector<int> drafts = {2, 4, 8};  // speculative experiment: draft_tokens levels
+  int speculative_tokens = 64;          // output tokens per request
+  int64_t draft_wait_us = 20000;        // the waiting variant's shadow.draft_wait
 };
 
 /// What every experiment shares: the base topology, the reference engine,

@@ -145,6 +145,23 @@ void Concurrency(const json& c, std::ostringstream& out) {
   out << "\n";
 }
 
+void Speculative(const json& c, std::ostringstream& out) {
+  out << "## Speculative decoding (the shadow drafts; " << c.value("prompts", 0) << " prompts x "
+      << c.value("output_tokens", 0) << " tokens, greedy)\n\n"
+      << "Without drafts: OD-MoE " << F(Num(c, "odmoe_tps")) << " tokens/s, resident "
+      << F(Num(c, "resident_tps")) << " tokens/s.\n\n"
+      << "| drafts | wait ms | decode tok/s | x OD-MoE | x resident | acceptance | tokens / "
+         "iteration |\n|--:|--:|--:|--:|--:|--:|--:|\n";
+  for (const json& r : c["rows"]) {
+    out << "| " << F(Num(r, "draft_tokens"), "%.0f") << " | "
+        << F(Num(r, "draft_wait_us") / 1e3, "%.0f") << " | " << F(Num(r, "decode_tps")) << " | "
+        << F(Num(r, "over_odmoe"), "%.2f") << " | " << F(Num(r, "over_resident"), "%.2f") << " | "
+        << F(Num(r, "acceptance"), "%.3f") << " | " << F(Num(r, "tokens_per_iteration"), "%.2f")
+        << " |\n";
+  }
+  out << "\n";
+}
+
 }  // namespace
 
 std::string MarkdownSummary(const json& results) {
@@ -174,7 +191,8 @@ std::string MarkdownSummary(const json& results) {
                                                       {"ablation", &Ablation},
                                                       {"periods", &Periods},
                                                       {"timing", &Timing},
-                                                      {"concurrency", &Concurrency}};
+                                                      {"concurrency", &Concurrency},
+                                                      {"speculative", &Speculative}};
   for (const auto& [name, write] : sections) {
     if (!results.contains(name)) continue;
     const json& r = results[name];

@@ -66,6 +66,11 @@ absl::StatusOr<RequestMetrics> RunRequest(const ClusterProcess& cluster, const R
   m.prediction = s->prediction();
   m.token_period = static_cast<int>(s->token_period());
   m.kv_period = static_cast<int>(s->kv_period());
+  m.draft_tokens = static_cast<int>(s->draft_tokens());
+  m.drafted = s->drafted_tokens();
+  m.accepted = s->accepted_tokens();
+  m.decode_iterations = s->decode_iterations();
+  m.iteration_tokens = s->decode_iteration_tokens();
   m.output_ids.assign(s->output_ids().begin(), s->output_ids().end());
   return m;
 }

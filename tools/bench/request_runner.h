@@ -40,6 +40,10 @@ struct RequestMetrics {
   double cpu_ms_per_token_main = 0, cpu_ms_per_token_shadow = 0, cpu_ms_per_token_workers = 0;
   std::string prediction;  // what the main node used
   int token_period = 0, kv_period = 0;
+  // Speculative decoding (0 without drafts): drafts per iteration asked for,
+  // drafted tokens verified, those accepted, decode iterations and their tokens.
+  int draft_tokens = 0;
+  uint64_t drafted = 0, accepted = 0, decode_iterations = 0, iteration_tokens = 0;
   std::vector<int32_t> output_ids;
 };
 
