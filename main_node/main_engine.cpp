@@ -226,6 +226,7 @@ struct MainEngine::Job {
   int token_period = 0, kv_period = 0;
   int draft = 0;  // tokens the shadow drafts per iteration (0 = no speculation)
   absl::Duration draft_wait;  // longest wait for them per iteration
+  bool waits_pay = true;      // the last wait for drafts found some
   std::function<bool()> cancelled;
   std::unique_ptr<Sequence> seq;
   std::promise<absl::StatusOr<ClusterGenerateResult>> done;
@@ -554,16 +555,23 @@ absl::Status MainEngine::SoloStep(Job& job) {
   // iteration.
   std::vector<int32_t> rows{token};
   if (job.use_shadow && job.draft > 0) {
-    const int room = std::min({job.draft, seq.max_tokens() - static_cast<int>(
-                                                                 seq.result().output_ids.size()) -
-                                              1,
-                               n_ctx() - pos - 1, transformer_->n_batch() - 1});
+    // Never past max_tokens (the token after the last draft is one more),
+    // the context, or one batch.
+    const int left = seq.max_tokens() - static_cast<int>(seq.result().output_ids.size()) - 1;
+    const int room = std::min({job.draft, left, n_ctx() - pos - 1, transformer_->n_batch() - 1});
     if (room > 0) {
+      // A wait that found nothing (the shadow runs behind) is not repeated
+      // until drafts are ready again without one.
+      const bool wait = job.draft_wait > absl::ZeroDuration() && job.waits_pay;
       const std::vector<int32_t> drafts =
-          job.draft_wait > absl::ZeroDuration()
-              ? links_.predictions().WaitDraftChain(job.req, static_cast<uint32_t>(n), token, room,
-                                                    realigned, job.draft_wait)
-              : links_.predictions().DraftChain(job.req, static_cast<uint32_t>(n), token, room);
+          wait ? links_.predictions().WaitDraftChain(job.req, static_cast<uint32_t>(n), token,
+                                                     room, realigned, job.draft_wait)
+               : links_.predictions().DraftChain(job.req, static_cast<uint32_t>(n), token, room);
+      if (wait) {
+        job.waits_pay = !drafts.empty();
+      } else if (!drafts.empty()) {
+        job.waits_pay = true;
+      }
       rows.insert(rows.end(), drafts.begin(), drafts.end());
     }
   }

@@ -42,6 +42,8 @@ shadow:
   model: shadow copy.gguf
   alignment: { token_period: 0, kv_period: 5 }
   max_run_ahead: 9
+  draft_tokens: 5
+  draft_wait: 3ms
 workers:
   group_size: 2
   mode: resident
@@ -100,6 +102,8 @@ void ExpectSame(const Topology& a, const Topology& b) {
     CHECK(a.shadow->token_period == b.shadow->token_period);
     CHECK(a.shadow->kv_period == b.shadow->kv_period);
     CHECK(a.shadow->max_run_ahead == b.shadow->max_run_ahead);
+    CHECK(a.shadow->draft_tokens == b.shadow->draft_tokens);
+    CHECK(a.shadow->draft_wait_us == b.shadow->draft_wait_us);
   }
   CHECK(a.group_size == b.group_size);
   CHECK(a.worker_mode == b.worker_mode);
@@ -155,6 +159,9 @@ TEST_CASE("topology: every key is read", "[topology]") {
   CHECK(t->shadow->token_period == 0);
   CHECK(t->shadow->kv_period == 5);
   CHECK(t->shadow->max_run_ahead == 9);
+  CHECK(t->shadow->draft_tokens == 5);
+  CHECK(t->shadow->draft_wait_us == 3000);
+  CHECK(t->max_task_rows() == 6);  // draft_tokens + 1 > prefill.mini_batch 3
   CHECK(t->worker_mode == WorkerMode::kResident);
   CHECK(t->workers[0].id == "1");  // ids are text even when YAML could read a number
   CHECK(t->workers[0].memory_budget == 3ull << 29);  // the workers' default
@@ -200,6 +207,9 @@ TEST_CASE("topology: defaults of every optional key", "[topology]") {
   CHECK(t->shadow->token_period == 1);
   CHECK(t->shadow->kv_period == 1);
   CHECK(t->shadow->max_run_ahead == 4);
+  CHECK(t->shadow->draft_tokens == 0);  // speculative decoding off
+  CHECK(t->shadow->draft_wait_us == 0);
+  CHECK(t->max_task_rows() == 16);
   CHECK(t->worker_mode == WorkerMode::kOnDemand);
   CHECK(t->workers[0].memory_budget == 0);
   CHECK(t->workers[1].backend == "cpu:1");
@@ -292,6 +302,31 @@ TEST_CASE("topology: the shipped model fixes the groups", "[topology]") {
   const absl::Status small = ValidateTopologyWithModel(*t);
   CHECK(small.message().find("t.yaml: workers.nodes[0].memory_budget: ") == 0);
   CHECK(small.message().find("at least " + exact + " bytes") != absl::string_view::npos);
+}
+
+}  // namespace odmoe
+
+namespace odmoe {
+
+TEST_CASE("topology: draft_tokens must fit a batch and the limit", "[topology]") {
+  auto with = [](const std::string& shadow_extra) {
+    return ParseTopology("model: " + Model() +
+                             "\nmain: { id: m, address: \"127.0.0.1:1\", batch: 8 }\n"
+                             "shadow: { id: s, address: \"127.0.0.1:2\", " +
+                             shadow_extra +
+                             " }\nworkers:\n  nodes:\n    - { id: a, address: \"127.0.0.1:3\" }\n",
+                         "t.yaml");
+  };
+  CHECK(with("draft_tokens: 7").ok());
+  absl::StatusOr<Topology> t = with("draft_tokens: 8");
+  REQUIRE(!t.ok());
+  CHECK(t.status().message().find("main.batch is 8") != std::string::npos);
+  t = with("draft_tokens: 17");
+  REQUIRE(!t.ok());
+  CHECK(t.status().message().find("draft_tokens") != std::string::npos);
+  t = with("draft_tokens: 2, draft_wait: soon");
+  REQUIRE(!t.ok());
+  CHECK(t.status().message().find("draft_wait") != std::string::npos);
 }
 
 }  // namespace odmoe
