@@ -143,7 +143,7 @@ int WriteReports(const nlohmann::json& results, const std::string& out_dir) {
 int Main(int argc, char** argv) {
   BenchOptions o;
   std::string experiments, configs, periods, load_bandwidth, sweep, report_only, deployments,
-      link_delay, clients, drafts, draft_wait;
+      link_delay, clients, drafts, draft_wait, prefill_lengths, mini_batches;
   float load_ratio = 64;
   CliArgs args("odmoe-bench",
                "Reproduces the OD-MoE evaluation on a cluster: deployments side by side, recall, "
@@ -161,7 +161,7 @@ int Main(int argc, char** argv) {
   args.AddString(
       "experiments", &experiments, "LIST",
       "comma list of deployments,load-sweep,ablation,periods,timing,recall,concurrency,"
-      "speculative (default all)");
+      "speculative,prefill (default all)");
   args.AddString("configs", &configs, "LIST",
                  "PROMPTxOUTPUT lengths for deployments (default 16x64,16x256,128x64,128x256)");
   args.AddString("deployments", &deployments, "LIST",
@@ -180,6 +180,10 @@ int Main(int argc, char** argv) {
               "speculative: output tokens per request (default 64)");
   args.AddString("draft-wait", &draft_wait, "DELAY",
                  "speculative: the waiting variant's shadow.draft_wait (default 20ms)");
+  args.AddString("prefill-lengths", &prefill_lengths, "LIST",
+                 "prefill: prompt lengths in tokens (default 64,264)");
+  args.AddString("mini-batches", &mini_batches, "LIST",
+                 "prefill: prefill.mini_batch sizes, besides none (default 4,16,64)");
   args.AddInt("ablation-tokens", &o.ablation_tokens, "N",
               "output tokens for ablation and periods (default 256)");
   args.AddFloat("load-ratio", &load_ratio, "R",
@@ -213,6 +217,8 @@ int Main(int argc, char** argv) {
     if (!args.IsSet("concurrency-tokens")) o.concurrency_tokens = 32;
     if (!args.IsSet("drafts")) o.drafts = {4};
     if (!args.IsSet("speculative-tokens")) o.speculative_tokens = 48;
+    if (!args.IsSet("prefill-lengths")) o.prefill_lengths = {264};
+    if (!args.IsSet("mini-batches")) o.mini_batches = {16};
   }
   if (o.configs.empty()) o.configs = Table2Configs();
   if (!configs.empty()) {
@@ -224,6 +230,16 @@ int Main(int argc, char** argv) {
     absl::StatusOr<std::vector<int>> c = ParseCounts("clients", clients, 256);
     if (!c.ok()) return Fail(std::string(c.status().message()), 2);
     o.clients = *c;
+  }
+  if (!prefill_lengths.empty()) {
+    absl::StatusOr<std::vector<int>> p = ParseCounts("prefill-lengths", prefill_lengths, 4096);
+    if (!p.ok()) return Fail(std::string(p.status().message()), 2);
+    o.prefill_lengths = *p;
+  }
+  if (!mini_batches.empty()) {
+    absl::StatusOr<std::vector<int>> m = ParseCounts("mini-batches", mini_batches, 4096);
+    if (!m.ok()) return Fail(std::string(m.status().message()), 2);
+    o.mini_batches = *m;
   }
   if (!drafts.empty()) {
     absl::StatusOr<std::vector<int>> d = ParseCounts("drafts", drafts, kMaxDraftTokens);

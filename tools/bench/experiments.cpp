@@ -621,6 +621,47 @@ absl::StatusOr<json> Speculative(BenchContext& ctx) {
               {"rows", rows}};
 }
 
+// ---- prefill: time to first token against the prefill mini-batch -------------
+
+absl::StatusOr<json> Prefill(BenchContext& ctx) {
+  const BenchOptions& o = ctx.options();
+  json rows = json::array();
+  for (int length : o.prefill_lengths) {
+    ODMOE_ASSIGN_OR_RETURN(auto prompts, ctx.Prompts(length, o.prompts));
+    double unbatched = 0;
+    // The largest size first: a mini-batch of the whole prompt is no
+    // mini-batching (every expert's rows in one message).
+    std::vector<int> sizes = o.mini_batches;
+    sizes.push_back(length);
+    std::sort(sizes.begin(), sizes.end(), std::greater<int>());
+    sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+    for (int mb : sizes) {
+      if (mb > length) continue;
+      ODMOE_ASSIGN_OR_RETURN(ClusterProcess * cluster, ctx.Cluster(absl::StrCat("odmoe-mb", mb)));
+      std::vector<double> ttft;
+      for (const std::vector<int32_t>& p : prompts) {
+        bool exact = false;
+        ODMOE_ASSIGN_OR_RETURN(RequestMetrics m, ctx.Run(*cluster, {p, 2, ShadowAlignment(1, 1)},
+                                                         &exact));
+        if (!exact) return absl::InternalError("prefill: a run did not match the reference");
+        ttft.push_back(m.ttft_s);
+      }
+      const MeanStd t = Summarize(ttft);
+      if (mb == length) unbatched = t.mean;
+      rows.push_back({{"prompt_tokens", length},
+                      {"mini_batch", mb},
+                      {"ttft_s", t.mean},
+                      {"ttft_std_s", t.std},
+                      {"over_unbatched", unbatched > 0 ? t.mean / unbatched : 1.0}});
+      Progress(absl::StrFormat("prefill: %d-token prompt, mini-batch %d: TTFT %.1f ms (%.2fx "
+                               "without mini-batches)",
+                               length, mb, t.mean * 1e3,
+                               rows.back()["over_unbatched"].get<double>()));
+    }
+  }
+  return json{{"rows", rows}, {"prompts", o.prompts}};
+}
+
 }  // namespace
 
 MeanStd Summarize(const std::vector<double>& values) {
@@ -649,7 +690,8 @@ std::vector<std::pair<std::string, Experiment>> AllExperiments() {
           {"timing", Timing},
           {"recall", Recall},
           {"concurrency", Concurrency},
-          {"speculative", Speculative}};
+          {"speculative", Speculative},
+          {"prefill", Prefill}};
 }
 
 absl::StatusOr<std::unique_ptr<BenchContext>> BenchContext::Create(const BenchOptions& options) {
@@ -780,6 +822,15 @@ absl::StatusOr<Topology> BenchContext::DeploymentTopology(const std::string& nam
     return t;
   };
   if (name == "odmoe") return shadow_with(base_.shadow ? base_.shadow->quantization : DType::kQ8_0);
+  if (absl::StartsWith(name, "odmoe-mb")) {
+    // odmoe-mb<N>: OD-MoE with prefill.mini_batch N (the prefill experiment).
+    int mb = 0;
+    if (!absl::SimpleAtoi(name.substr(8), &mb) || mb < 1 || mb > (1 << 16)) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown deployment '", name, "'"));
+    }
+    t.prefill_mini_batch = mb;
+    return shadow_with(base_.shadow ? base_.shadow->quantization : DType::kQ8_0);
+  }
   if (absl::StartsWith(name, "shadow-")) {
     // shadow-<type>: a shadow that quantizes its copy to the type
     // (shadow.quantization's values).

@@ -12,7 +12,8 @@
 //   timing       a timing diagram of a few decode steps (Fig. 2) and Eq. 1;
 //   concurrency  1..16 clients at once (continuous batching);
 //   speculative  the shadow as drafter: acceptance, tokens per iteration and
-//                decode speed against OD-MoE without drafts and resident.
+//                decode speed against OD-MoE without drafts and resident;
+//   prefill      time to first token against prefill.mini_batch.
 #pragma once
 
 #include <chrono>
@@ -61,6 +62,8 @@ struct BenchOptions {
   std::vector<int> drafts = {2, 4, 8};  // speculative experiment: draft_tokens levels
   int speculative_tokens = 64;          // output tokens per request
   int64_t draft_wait_us = 20000;        // the waiting variant's shadow.draft_wait
+  std::vector<int> prefill_lengths = {64, 264};    // prefill experiment: prompt tokens
+  std::vector<int> mini_batches = {4, 16, 64};     // and prefill.mini_batch sizes (+ none)
 };
 
 /// What every experiment shares: the base topology, the reference engine,

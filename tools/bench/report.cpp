@@ -162,6 +162,20 @@ void Speculative(const json& c, std::ostringstream& out) {
   out << "\n";
 }
 
+void Prefill(const json& c, std::ostringstream& out) {
+  out << "## Prefill: time to first token against prefill.mini_batch (" << c.value("prompts", 0)
+      << " prompts each)\n\n| prompt tokens | mini-batch | TTFT ms | x without mini-batches "
+         "|\n|--:|--:|--:|--:|\n";
+  for (const json& r : c["rows"]) {
+    const bool whole = Num(r, "mini_batch") == Num(r, "prompt_tokens");
+    out << "| " << F(Num(r, "prompt_tokens"), "%.0f") << " | "
+        << (whole ? std::string("none") : F(Num(r, "mini_batch"), "%.0f")) << " | "
+        << F(Num(r, "ttft_s") * 1e3, "%.1f") << " | " << F(Num(r, "over_unbatched"), "%.2f")
+        << " |\n";
+  }
+  out << "\n";
+}
+
 }  // namespace
 
 std::string MarkdownSummary(const json& results) {
@@ -192,7 +206,8 @@ std::string MarkdownSummary(const json& results) {
                                                       {"periods", &Periods},
                                                       {"timing", &Timing},
                                                       {"concurrency", &Concurrency},
-                                                      {"speculative", &Speculative}};
+                                                      {"speculative", &Speculative},
+                                                      {"prefill", &Prefill}};
   for (const auto& [name, write] : sections) {
     if (!results.contains(name)) continue;
     const json& r = results[name];
