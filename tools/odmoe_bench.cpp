@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <tuple>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -82,8 +83,8 @@ absl::StatusOr<std::vector<int>> ParseCounts(const std::string& flag, const std:
   for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipEmpty())) {
     int v = 0;
     if (!absl::SimpleAtoi(item, &v) || v < 1 || v > max) {
-      return absl::InvalidArgumentError(absl::StrCat("--", flag, ": '", std::string(item),
-                                                     "' is not an integer 1..", max));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, ": '", std::string(item), "' is not an integer 1..", max));
     }
     out.push_back(v);
   }
@@ -158,10 +159,9 @@ int Main(int argc, char** argv) {
   args.AddString("heldout", &o.heldout, "FILE",
                  "held-out text for prompts (default tests/data/heldout.txt)");
   args.AddFlag("quick", &o.quick, "a shorter run (under 5 minutes on 2 cores)");
-  args.AddString(
-      "experiments", &experiments, "LIST",
-      "comma list of deployments,load-sweep,ablation,periods,timing,recall,concurrency,"
-      "speculative,prefill (default all)");
+  args.AddString("experiments", &experiments, "LIST",
+                 "comma list of deployments,load-sweep,ablation,periods,timing,recall,concurrency,"
+                 "speculative,prefill (default all)");
   args.AddString("configs", &configs, "LIST",
                  "PROMPTxOUTPUT lengths for deployments (default 16x64,16x256,128x64,128x256)");
   args.AddString("deployments", &deployments, "LIST",
@@ -226,34 +226,24 @@ int Main(int argc, char** argv) {
     if (!c.ok()) return Fail(std::string(c.status().message()), 2);
     o.configs = *c;
   }
-  if (!clients.empty()) {
-    absl::StatusOr<std::vector<int>> c = ParseCounts("clients", clients, 256);
-    if (!c.ok()) return Fail(std::string(c.status().message()), 2);
-    o.clients = *c;
-  }
-  if (!prefill_lengths.empty()) {
-    absl::StatusOr<std::vector<int>> p = ParseCounts("prefill-lengths", prefill_lengths, 4096);
-    if (!p.ok()) return Fail(std::string(p.status().message()), 2);
-    o.prefill_lengths = *p;
-  }
-  if (!mini_batches.empty()) {
-    absl::StatusOr<std::vector<int>> m = ParseCounts("mini-batches", mini_batches, 4096);
-    if (!m.ok()) return Fail(std::string(m.status().message()), 2);
-    o.mini_batches = *m;
-  }
-  if (!drafts.empty()) {
-    absl::StatusOr<std::vector<int>> d = ParseCounts("drafts", drafts, kMaxDraftTokens);
-    if (!d.ok()) return Fail(std::string(d.status().message()), 2);
-    o.drafts = *d;
+  // Comma lists of counts: --clients, --prefill-lengths, --mini-batches, --drafts.
+  for (auto [flag, text, max, out] :
+       {std::make_tuple("clients", &clients, 256, &o.clients),
+        std::make_tuple("prefill-lengths", &prefill_lengths, 4096, &o.prefill_lengths),
+        std::make_tuple("mini-batches", &mini_batches, 4096, &o.mini_batches),
+        std::make_tuple("drafts", &drafts, kMaxDraftTokens, &o.drafts)}) {
+    if (text->empty()) continue;
+    absl::StatusOr<std::vector<int>> counts = ParseCounts(flag, *text, max);
+    if (!counts.ok()) return Fail(std::string(counts.status().message()), 2);
+    *out = *counts;
   }
   if (!periods.empty()) {
     absl::StatusOr<std::vector<int>> p = ParsePeriods(periods);
     if (!p.ok()) return Fail(std::string(p.status().message()), 2);
     o.periods = *p;
   }
-  absl::StatusOr<std::vector<std::string>> chosen =
-      ParseNames("deployments", deployments,
-                 {"odmoe", "lookahead", "none", "random", "resident", "lru"});
+  absl::StatusOr<std::vector<std::string>> chosen = ParseNames(
+      "deployments", deployments, {"odmoe", "lookahead", "none", "random", "resident", "lru"});
   if (!chosen.ok()) return Fail(std::string(chosen.status().message()), 2);
   o.deployments = *chosen;
   if (!link_delay.empty()) {
@@ -280,7 +270,8 @@ int Main(int argc, char** argv) {
     if (o.sweep_ratios.empty()) return Fail("--sweep is empty", 2);
   }
   if (o.prompts < 1 || o.repeats < 1 || o.recall_tokens < 2 || o.ablation_tokens < 2 ||
-      o.concurrency_tokens < 2 || o.lru_experts < 1 || o.start_timeout < 1 || o.port_base < 0 || o.port_base > 65000) {
+      o.concurrency_tokens < 2 || o.lru_experts < 1 || o.start_timeout < 1 || o.port_base < 0 ||
+      o.port_base > 65000) {
     return Fail(
         "--prompts, --repeats, --lru-experts, --start-timeout must be >= 1, token "
         "counts >= 2, --port-base in [0, 65000]",

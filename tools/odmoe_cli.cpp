@@ -86,6 +86,20 @@ int Complete(int argc, char** argv) {
                  static_cast<unsigned long long>(r->expert_misses()),
                  static_cast<unsigned long long>(r->expert_reloads()),
                  r->load_stall_seconds() * 1e3);
+    if (r->draft_tokens() > 0) {
+      const double acceptance =
+          r->drafted_tokens() ? static_cast<double>(r->accepted_tokens()) / r->drafted_tokens()
+                              : 0.0;
+      const double per_iteration =
+          r->decode_iterations()
+              ? static_cast<double>(r->decode_iteration_tokens()) / r->decode_iterations()
+              : 0.0;
+      std::fprintf(stderr,
+                   "speculative: %u drafts per iteration, %llu drafted, acceptance %.3f, %.2f "
+                   "tokens per iteration\n",
+                   r->draft_tokens(), static_cast<unsigned long long>(r->drafted_tokens()),
+                   acceptance, per_iteration);
+    }
   }
   return 0;
 }

@@ -2,28 +2,14 @@
 // into shared iterations, and each one's tokens are exactly what the
 // single-process engine gives for it alone, whatever ran next to it; a
 // cancelled one ends without disturbing the others.
-#include <catch2/catch.hpp>
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <thread>
 
 #include "engine/reference_engine.h"
 #include "test_cluster.h"
 
 namespace odmoe::test {
-namespace {
-
-GenerateRequest Req(const std::string& prompt, int max_tokens, float temperature = 0,
-                    uint64_t seed = 0) {
-  GenerateRequest r;
-  r.prompt = prompt;
-  r.max_tokens = max_tokens;
-  r.ignore_eos = true;
-  r.sampling.temperature = temperature;
-  r.sampling.seed = seed;
-  return r;
-}
-
-}  // namespace
 
 TEST_CASE("concurrency: requests batched through the cluster get their single-process tokens",
           "[cluster][batching]") {
@@ -34,18 +20,18 @@ TEST_CASE("concurrency: requests batched through the cluster get their single-pr
   cfg.prediction = mode;
   auto cluster = TestCluster::Start(cfg);
   REQUIRE(cluster.ok());
-  auto engine =
-      ReferenceEngine::Create(SourcePath("models/tiny-mixtral-f16.gguf"), {}).value();
+  auto engine = ReferenceEngine::Create(SourcePath("models/tiny-mixtral-f16.gguf"), {}).value();
   const std::vector<GenerateRequest> reqs = {
-      Req("Once upon a time", 40),
-      Req("The sea", 24, 0.8f, 11),
-      Req("A long time ago, in a small village by the river, there lived an old man who", 30),
-      Req("She said", 36, 1.0f, 5),
-      Req("Hello", 20),  // waits for a slot (max_running 4), then joins
-      Req("The king and the queen", 28),
+      TestRequest("Once upon a time", 40),
+      TestRequest("The sea", 24, 0.8f, 11),
+      TestRequest("A long time ago, in a small village by the river, there lived an old man who",
+                  30),
+      TestRequest("She said", 36, 1.0f, 5),
+      TestRequest("Hello", 20),  // waits for a slot (max_running 4), then joins
+      TestRequest("The king and the queen", 28),
   };
   std::vector<absl::StatusOr<ClusterGenerateResult>> got(reqs.size(),
-                                                        absl::UnknownError("not run"));
+                                                         absl::UnknownError("not run"));
   std::vector<std::thread> clients;
   for (size_t i = 0; i < reqs.size(); ++i) {
     clients.emplace_back([&, i] { got[i] = (*cluster)->main().Generate(reqs[i], nullptr); });
@@ -62,9 +48,10 @@ TEST_CASE("concurrency: requests batched through the cluster get their single-pr
   CHECK(main_engine.shared_iterations() > 0);  // they did share iterations
   CHECK(main_engine.in_engine() == 0);
   // Alone again afterwards: prediction is back for a single request.
-  absl::StatusOr<ClusterGenerateResult> solo = (*cluster)->main().Generate(Req("Once", 16), nullptr);
+  absl::StatusOr<ClusterGenerateResult> solo =
+      (*cluster)->main().Generate(TestRequest("Once", 16), nullptr);
   REQUIRE(solo.ok());
-  CHECK(solo->result.output_ids == engine->Generate(Req("Once", 16)).value().output_ids);
+  CHECK(solo->result.output_ids == engine->Generate(TestRequest("Once", 16)).value().output_ids);
   CHECK(solo->recall.slots > 0);
 }
 
@@ -75,10 +62,9 @@ TEST_CASE("concurrency: a request cancelled while batched leaves the others inta
   cfg.max_running = 3;
   auto cluster = TestCluster::Start(cfg);
   REQUIRE(cluster.ok());
-  auto engine =
-      ReferenceEngine::Create(SourcePath("models/tiny-mixtral-f16.gguf"), {}).value();
-  const GenerateRequest a = Req("Once upon a time", 48), b = Req("The sea", 40);
-  const GenerateRequest victim = Req("She said", 60);
+  auto engine = ReferenceEngine::Create(SourcePath("models/tiny-mixtral-f16.gguf"), {}).value();
+  const GenerateRequest a = TestRequest("Once upon a time", 48), b = TestRequest("The sea", 40);
+  const GenerateRequest victim = TestRequest("She said", 60);
   std::atomic<int> victim_tokens{0};
   absl::StatusOr<ClusterGenerateResult> ra = absl::UnknownError(""), rb = ra, rv = ra;
   std::thread ta([&] { ra = (*cluster)->main().Generate(a, nullptr); });
@@ -112,10 +98,10 @@ TEST_CASE("concurrency: a worker killed during batched iterations costs no reque
   auto cluster = TestCluster::Start(cfg);
   REQUIRE(cluster.ok());
   TestCluster& c = **cluster;
-  auto engine =
-      ReferenceEngine::Create(SourcePath("models/tiny-mixtral-f16.gguf"), {}).value();
-  const std::vector<GenerateRequest> reqs = {Req("Once upon a time", 40), Req("The sea", 40),
-                                             Req("It is a truth universally acknowledged", 40)};
+  auto engine = ReferenceEngine::Create(SourcePath("models/tiny-mixtral-f16.gguf"), {}).value();
+  const std::vector<GenerateRequest> reqs = {
+      TestRequest("Once upon a time", 40), TestRequest("The sea", 40),
+      TestRequest("It is a truth universally acknowledged", 40)};
   std::atomic<int> first_tokens{0};
   std::vector<absl::StatusOr<ClusterGenerateResult>> got(reqs.size(), absl::UnknownError(""));
   std::vector<std::thread> clients;

@@ -22,14 +22,6 @@ std::vector<int32_t> ReferenceIds(const std::string& prompt, int tokens) {
   return engine->Generate(req).value().output_ids;
 }
 
-GenerateRequest Request(const std::string& prompt, int tokens) {
-  GenerateRequest req;
-  req.prompt = prompt;
-  req.max_tokens = tokens;
-  req.ignore_eos = true;
-  return req;
-}
-
 // Runs `req` on the main node, calling `at_token` once when `k` tokens are out.
 ClusterGenerateResult GenerateAndAct(TestCluster& c, const GenerateRequest& req, int k,
                                      const std::function<void()>& at_token) {
@@ -53,14 +45,15 @@ TEST_CASE("failures: a worker dies mid-generation, its layers move, it rejoins",
   const std::string prompt = "It is a truth universally acknowledged";
   const std::vector<int32_t> expected = ReferenceIds(prompt, 60);
 
-  ClusterGenerateResult r = GenerateAndAct(c, Request(prompt, 60), 20, [&] { c.KillWorker(3); });
+  ClusterGenerateResult r =
+      GenerateAndAct(c, TestRequest(prompt, 60), 20, [&] { c.KillWorker(3); });
   CHECK(r.result.output_ids == expected);
   CHECK(r.live_groups == 3);
   CHECK(r.schedule_version >= 1);
   CHECK(c.main().CanServe().ok());
 
   // A second worker of another group, too: two groups left, still identical.
-  r = GenerateAndAct(c, Request(prompt, 60), 10, [&] { c.KillWorker(6); });
+  r = GenerateAndAct(c, TestRequest(prompt, 60), 10, [&] { c.KillWorker(6); });
   CHECK(r.result.output_ids == expected);
   CHECK(r.live_groups == 2);
 
@@ -68,11 +61,11 @@ TEST_CASE("failures: a worker dies mid-generation, its layers move, it rejoins",
   REQUIRE(c.RestartWorker(3).ok());
   REQUIRE(c.RestartWorker(6).ok());
   for (int i = 0; i < 300 && c.main().engine().schedule().groups.size() < 4; ++i) {
-    auto warm = c.main().Generate(Request("x", 1), nullptr);
+    auto warm = c.main().Generate(TestRequest("x", 1), nullptr);
     REQUIRE(warm.ok());
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  r = GenerateAndAct(c, Request(prompt, 60), 1, [] {});
+  r = GenerateAndAct(c, TestRequest(prompt, 60), 1, [] {});
   CHECK(r.result.output_ids == expected);
   CHECK(r.live_groups == 4);
   // The shadow reopens its hint streams to the restarted workers (at the
@@ -82,7 +75,7 @@ TEST_CASE("failures: a worker dies mid-generation, its layers move, it rejoins",
         c.worker(6).core().stats().hints_received > 0) {
       break;
     }
-    REQUIRE(c.main().Generate(Request(prompt, 8), nullptr).ok());
+    REQUIRE(c.main().Generate(TestRequest(prompt, 8), nullptr).ok());
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   CHECK(c.worker(3).core().stats().hints_received > 0);
@@ -106,10 +99,10 @@ TEST_CASE("failures: groups smaller and larger than top-k lose a worker and laye
     REQUIRE(cluster.ok());
     TestCluster& c = **cluster;
     ClusterGenerateResult r =
-        GenerateAndAct(c, Request(prompt, 40), 12, [&] { c.KillWorker(victim); });
+        GenerateAndAct(c, TestRequest(prompt, 40), 12, [&] { c.KillWorker(victim); });
     CHECK(r.result.output_ids == expected);
     CHECK(r.live_groups == left);
-    r = GenerateAndAct(c, Request(prompt, 40), 1, [] {});
+    r = GenerateAndAct(c, TestRequest(prompt, 40), 1, [] {});
     CHECK(r.result.output_ids == expected);
     for (int w = 0; w < workers; ++w) {
       if (w != victim) CHECK(c.worker(w).core().stats().task_errors == 0);
@@ -130,7 +123,7 @@ TEST_CASE("failures: no complete group fails fast with a clear error", "[cluster
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   const auto t0 = std::chrono::steady_clock::now();
-  auto r = c.main().Generate(Request("hello", 4), nullptr);
+  auto r = c.main().Generate(TestRequest("hello", 4), nullptr);
   CHECK(absl::IsUnavailable(r.status()));
   CHECK(r.status().message().find("no complete worker group") != std::string::npos);
   // Status, /health and /metrics tell the same story: the main node says it
@@ -153,7 +146,7 @@ TEST_CASE("failures: no complete group fails fast with a clear error", "[cluster
   REQUIRE(c.RestartWorker(1).ok());
   absl::StatusOr<ClusterGenerateResult> ok = absl::UnavailableError("not yet");
   for (int i = 0; i < 300 && !ok.ok(); ++i) {
-    ok = c.main().Generate(Request("hello", 4), nullptr);
+    ok = c.main().Generate(TestRequest("hello", 4), nullptr);
     if (!ok.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   REQUIRE(ok.ok());
@@ -169,14 +162,14 @@ TEST_CASE("failures: the shadow dies, the cluster serves without it, then it is 
   TestCluster& c = **cluster;
   const std::string prompt = "The sea is";
   const std::vector<int32_t> expected = ReferenceIds(prompt, 40);
-  ClusterGenerateResult r = GenerateAndAct(c, Request(prompt, 40), 10, [&] { c.KillShadow(); });
+  ClusterGenerateResult r = GenerateAndAct(c, TestRequest(prompt, 40), 10, [&] { c.KillShadow(); });
   CHECK(r.result.output_ids == expected);
-  r = GenerateAndAct(c, Request(prompt, 40), 1, [] {});
+  r = GenerateAndAct(c, TestRequest(prompt, 40), 1, [] {});
   CHECK(r.result.output_ids == expected);
   CHECK(r.prediction == PredictionMode::kNone);
   REQUIRE(c.RestartShadow().ok());
   for (int i = 0; i < 300; ++i) {
-    r = GenerateAndAct(c, Request(prompt, 40), 1, [] {});
+    r = GenerateAndAct(c, TestRequest(prompt, 40), 1, [] {});
     if (r.prediction == PredictionMode::kShadow) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -188,7 +181,7 @@ TEST_CASE("failures: the shadow dies, the cluster serves without it, then it is 
   // alignment reaches it), so recall is measured over the next requests.
   uint64_t correct = 0, slots = 0;
   for (int i = 0; i < 3; ++i) {
-    r = GenerateAndAct(c, Request(prompt, 40), 1, [] {});
+    r = GenerateAndAct(c, TestRequest(prompt, 40), 1, [] {});
     CHECK(r.prediction == PredictionMode::kShadow);
     CHECK(r.result.output_ids == expected);
     correct += r.recall.correct;
@@ -215,7 +208,7 @@ TEST_CASE("failures: a worker that stops answering is timed out and replaced",
   const std::vector<int32_t> expected = ReferenceIds(prompt, 30);
   // The worker's executor stops: its stream stays open, tasks pile up unanswered.
   ClusterGenerateResult r =
-      GenerateAndAct(c, Request(prompt, 30), 5, [&] { c.worker(2).core().Stop(); });
+      GenerateAndAct(c, TestRequest(prompt, 30), 5, [&] { c.worker(2).core().Stop(); });
   CHECK(r.result.output_ids == expected);
   CHECK(r.live_groups == 1);
   CHECK(r.experts.worker_failures >= 1);

@@ -793,3 +793,39 @@ TEST_CASE("http: concurrent completions are generated together, each the single 
 }
 
 }  // namespace odmoe::test
+
+namespace odmoe::test {
+
+TEST_CASE("http: a speculative completion reports its drafts, and /metrics counts them",
+          "[cluster][http][speculative]") {
+  ClusterConfig cfg;
+  cfg.workers = 4;
+  cfg.http = true;
+  cfg.draft_tokens = 4;
+  cfg.draft_wait_us = 2'000'000;  // every iteration verifies its drafts
+  auto cluster = TestCluster::Start(cfg);
+  REQUIRE(cluster.ok());
+  httplib::Client cli = Client(**cluster);
+  auto res = cli.Post(
+      "/v1/completions",
+      json{{"prompt", "Once upon a time"}, {"max_tokens", 24}, {"temperature", 0}}.dump(),
+      "application/json");
+  REQUIRE(res);
+  REQUIRE(res->status == 200);
+  const json body = json::parse(res->body);
+  CHECK(body["choices"][0]["text"].get<std::string>() == ReferenceText("Once upon a time", 24));
+  const json& stats = body["odmoe"];
+  CHECK(stats["draft_tokens"].get<int>() == 4);
+  CHECK(stats["draft_acceptance"].get<double>() > 0.5);
+  CHECK(stats["tokens_per_iteration"].get<double>() > 1.5);
+  auto metrics = cli.Get("/metrics");
+  REQUIRE(metrics);
+  CHECK(metrics->body.find("odmoe_draft_tokens_total{outcome=\"accepted\"} ") !=
+        std::string::npos);
+  CHECK(metrics->body.find("odmoe_draft_tokens_total{outcome=\"accepted\"} 0\n") ==
+        std::string::npos);
+  CHECK(metrics->body.find("odmoe_draft_acceptance 0.000000") == std::string::npos);
+  CHECK(metrics->body.find("odmoe_decode_iteration_tokens_total ") != std::string::npos);
+}
+
+}  // namespace odmoe::test

@@ -5,7 +5,6 @@
 // distribution (tests/engine/speculative_sampling_test.cpp); drafts that the
 // main node rejects roll its KV back (the next iteration overwrites them).
 #include <catch2/catch.hpp>
-
 #include <tuple>
 
 #include "engine/reference_engine.h"
@@ -13,17 +12,6 @@
 
 namespace odmoe::test {
 namespace {
-
-GenerateRequest Req(const std::string& prompt, int max_tokens, float temperature = 0,
-                    uint64_t seed = 0) {
-  GenerateRequest r;
-  r.prompt = prompt;
-  r.max_tokens = max_tokens;
-  r.ignore_eos = true;
-  r.sampling.temperature = temperature;
-  r.sampling.seed = seed;
-  return r;
-}
 
 ReferenceEngine& Reference() {
   static auto engine =
@@ -37,9 +25,11 @@ TEST_CASE("speculative: greedy tokens are the single-process engine's in every p
           "[cluster][speculative]") {
   // (prediction, token_period, kv_period)
   const auto [mode, token_period, kv_period] = GENERATE(
-      std::make_tuple(PredictionMode::kShadow, 1, 1), std::make_tuple(PredictionMode::kShadow, 0, 0),
-      std::make_tuple(PredictionMode::kShadow, 4, 4), std::make_tuple(PredictionMode::kShadow, 1, 0),
-      std::make_tuple(PredictionMode::kNone, 1, 1), std::make_tuple(PredictionMode::kLookahead, 1, 1),
+      std::make_tuple(PredictionMode::kShadow, 1, 1),
+      std::make_tuple(PredictionMode::kShadow, 0, 0),
+      std::make_tuple(PredictionMode::kShadow, 4, 4),
+      std::make_tuple(PredictionMode::kShadow, 1, 0), std::make_tuple(PredictionMode::kNone, 1, 1),
+      std::make_tuple(PredictionMode::kLookahead, 1, 1),
       std::make_tuple(PredictionMode::kRandom, 1, 1));
   INFO("prediction " << PredictionModeName(mode) << ", alignment " << token_period << "/"
                      << kv_period);
@@ -55,7 +45,7 @@ TEST_CASE("speculative: greedy tokens are the single-process engine's in every p
   REQUIRE(cluster.ok());
   uint64_t drafted = 0, accepted = 0, iterations = 0, tokens = 0;
   for (const std::string& prompt : HeldOutPrompts(3)) {
-    const GenerateRequest req = Req(prompt, 40);
+    const GenerateRequest req = TestRequest(prompt, 40);
     absl::StatusOr<ClusterGenerateResult> r = (*cluster)->main().Generate(req, nullptr);
     REQUIRE(r.ok());
     CHECK(r->result.output_ids == Reference().Generate(req).value().output_ids);
@@ -84,7 +74,7 @@ TEST_CASE("speculative: without waiting, whatever drafts are ready are verified,
   cfg.wire_delay_us = 200;  // the main node's iterations are slower than the shadow's tokens
   auto cluster = TestCluster::Start(cfg);
   REQUIRE(cluster.ok());
-  const GenerateRequest req = Req("Once upon a time", 48);
+  const GenerateRequest req = TestRequest("Once upon a time", 48);
   absl::StatusOr<ClusterGenerateResult> r = (*cluster)->main().Generate(req, nullptr);
   REQUIRE(r.ok());
   CHECK(r->result.output_ids == Reference().Generate(req).value().output_ids);
@@ -104,15 +94,16 @@ TEST_CASE("speculative: sampled requests and a batch of concurrent ones run thro
   // Sampling verifies drafts by the rejection rule: same distribution, but
   // not the same random draws as without drafts, so only its shape is
   // checked here (the distribution: tests/engine/speculative_sampling_test).
-  const GenerateRequest sampled = Req("The sea is", 32, 0.8f, 3);
+  const GenerateRequest sampled = TestRequest("The sea is", 32, 0.8f, 3);
   absl::StatusOr<ClusterGenerateResult> r = (*cluster)->main().Generate(sampled, nullptr);
   REQUIRE(r.ok());
   CHECK(r->result.output_ids.size() == 32);
   CHECK(r->speculation.drafted > 0);
   CHECK(r->speculation.tokens == 31);
   // Concurrent requests share iterations without drafts; alone, each drafts.
-  std::vector<GenerateRequest> reqs = {Req("Hello there", 24), Req("The king said", 30),
-                                       Req("In the morning", 20)};
+  std::vector<GenerateRequest> reqs = {TestRequest("Hello there", 24),
+                                       TestRequest("The king said", 30),
+                                       TestRequest("In the morning", 20)};
   std::vector<absl::StatusOr<ClusterGenerateResult>> got(reqs.size(), absl::UnknownError(""));
   std::vector<std::thread> clients;
   for (size_t i = 0; i < reqs.size(); ++i) {
@@ -138,7 +129,7 @@ TEST_CASE("speculative: a rejected draft's KV row is overwritten (drafts from a 
   REQUIRE(cluster.ok());
   uint64_t rejected = 0;
   for (const std::string& prompt : HeldOutPrompts(4)) {
-    const GenerateRequest req = Req(prompt, 48);
+    const GenerateRequest req = TestRequest(prompt, 48);
     absl::StatusOr<ClusterGenerateResult> r = (*cluster)->main().Generate(req, nullptr);
     REQUIRE(r.ok());
     CHECK(r->result.output_ids == Reference().Generate(req).value().output_ids);
@@ -156,11 +147,11 @@ TEST_CASE("speculative: the main node refuses draft settings it cannot run", "[c
   Experiment e;
   e.draft_tokens = 2;
   absl::StatusOr<ClusterGenerateResult> r =
-      (*cluster)->main().Generate(Req("Hi", 4), nullptr, {}, "grpc", e);
+      (*cluster)->main().Generate(TestRequest("Hi", 4), nullptr, {}, "grpc", e);
   REQUIRE(!r.ok());
   CHECK(r.status().message().find("shadow") != std::string::npos);
   e.draft_tokens = 99;
-  r = (*cluster)->main().Generate(Req("Hi", 4), nullptr, {}, "grpc", e);
+  r = (*cluster)->main().Generate(TestRequest("Hi", 4), nullptr, {}, "grpc", e);
   REQUIRE(!r.ok());
   CHECK(r.status().message().find("draft_tokens") != std::string::npos);
 }

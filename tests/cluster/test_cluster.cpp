@@ -1,7 +1,5 @@
 #include "test_cluster.h"
 
-#include "model/model_file.h"
-
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -12,9 +10,21 @@
 
 #include "absl/strings/str_cat.h"
 #include "model/expert_pack.h"
+#include "model/model_file.h"
 #include "util/status_macros.h"
 
 namespace odmoe::test {
+
+GenerateRequest TestRequest(const std::string& prompt, int max_tokens, float temperature,
+                            uint64_t seed) {
+  GenerateRequest r;
+  r.prompt = prompt;
+  r.max_tokens = max_tokens;
+  r.ignore_eos = true;
+  r.sampling.temperature = temperature;
+  r.sampling.seed = seed;
+  return r;
+}
 
 std::vector<std::string> HeldOutPrompts(int n) {
   std::ifstream in(SourcePath("tests/data/heldout.txt"));
@@ -28,8 +38,8 @@ std::vector<std::string> HeldOutPrompts(int n) {
 
 const std::string& TestSecretFile() {
   static const std::string* path = [] {
-    const std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                                      absl::StrCat("odmoe_test_secret_", getpid());
+    const std::filesystem::path dir =
+        std::filesystem::temp_directory_path() / absl::StrCat("odmoe_test_secret_", getpid());
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
     auto* p = new std::string((dir / kGeneratedSecretName).string());

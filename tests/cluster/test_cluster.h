@@ -27,8 +27,8 @@ struct ClusterConfig {
   int workers = 8;
   int group_size = 0;  // G; 0: the model's top-k
   PredictionMode prediction = PredictionMode::kShadow;
-  bool shadow = false;     // a shadow node even when prediction is not kShadow
-  int draft_tokens = 0;    // shadow.draft_tokens (speculative decoding)
+  bool shadow = false;        // a shadow node even when prediction is not kShadow
+  int draft_tokens = 0;       // shadow.draft_tokens (speculative decoding)
   int64_t draft_wait_us = 0;  // shadow.draft_wait
   WorkerMode worker_mode = WorkerMode::kOnDemand;
   DType quantization = DType::kQ8_0;
@@ -38,7 +38,7 @@ struct ClusterConfig {
   int batch = 64;
   WireDType wire = WireDType::kF32;
   std::string model = SourcePath("models/tiny-mixtral-f16.gguf");
-  bool http = false;        // serve the HTTP API on a free port
+  bool http = false;  // serve the HTTP API on a free port
   std::string api_key;
   uint64_t max_body_bytes = 0;  // main.max_body_bytes; 0 = the default (8 MiB)
   HttpLimits http_limits;       // main.http_limits (connections, deadlines, buffers)
@@ -46,18 +46,23 @@ struct ClusterConfig {
   // callers from a non-loopback address); main_address() stays loopback.
   std::string main_listen_host = "127.0.0.1";
   int max_queue = 16;
-  int max_running = 1;           // main.max_running (the product's default is 4)
-  int worker_timeout_ms = 2000;  // tests notice a hung worker quickly
-  uint64_t load_bandwidth = 0;   // emulated cap on expert loads (bytes/s)
-  int cache_experts = 8;         // lru_cache workers
-  int64_t wire_delay_us = 0;     // emulated one-way delay on every received message
-  std::string backend = "cpu:1"; // every node's backend
-  uint64_t memory_budget = 0;    // every worker's; 0 = auto (WorkerBudgetForSlots)
+  int max_running = 1;            // main.max_running (the product's default is 4)
+  int worker_timeout_ms = 2000;   // tests notice a hung worker quickly
+  uint64_t load_bandwidth = 0;    // emulated cap on expert loads (bytes/s)
+  int cache_experts = 8;          // lru_cache workers
+  int64_t wire_delay_us = 0;      // emulated one-way delay on every received message
+  std::string backend = "cpu:1";  // every node's backend
+  uint64_t memory_budget = 0;     // every worker's; 0 = auto (WorkerBudgetForSlots)
 };
 
 /// The memory budget that gives an on-demand worker of `config`'s topology
 /// exactly `slots` expert slots.
 uint64_t WorkerBudgetForSlots(const ClusterConfig& config, int slots);
+
+/// A request for `max_tokens` tokens that ignores EOS (so its length is
+/// fixed), greedy unless `temperature` > 0 (then seeded with `seed`).
+GenerateRequest TestRequest(const std::string& prompt, int max_tokens, float temperature = 0,
+                            uint64_t seed = 0);
 
 /// The first `n` lines of tests/data/heldout.txt that have at least 24
 /// characters, cut to 80: prompts the model never trained on.
