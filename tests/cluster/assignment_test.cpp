@@ -146,6 +146,26 @@ TEST_CASE("assignment: any k on any G computes every chosen expert once on its p
   }
 }
 
+TEST_CASE("assignment: a verification's experts stay where prefetched, the rest spread",
+          "[cluster][speculative]") {
+  // The header's example: 5 and 2 were hinted at positions 1 and 0.
+  CHECK(SpreadAssignment(std::vector<int32_t>{2, 5}, std::vector<int32_t>{5, 1, 2, 6}, 2, 2) ==
+        std::vector<int>{1, 0, 0, 1});
+  // No prediction: round-robin over the workers, least loaded first.
+  CHECK(SpreadAssignment({}, std::vector<int32_t>{3, 4, 5}, 2, 2) == std::vector<int>{0, 1, 0});
+  // G > k: only the k workers with positions take experts.
+  for (int p : SpreadAssignment(std::vector<int32_t>{1, 2}, std::vector<int32_t>{1, 2, 3, 4, 5},
+                                /*group_size=*/4, /*k=*/2)) {
+    CHECK(p < 2);
+  }
+  // G < k (top-4 on 2 workers): a hinted expert at position 3 stays on worker 1.
+  const std::vector<int> pos = SpreadAssignment(std::vector<int32_t>{10, 20, 30, 40},
+                                                std::vector<int32_t>{40, 7}, 2, 4);
+  CHECK(pos[0] == 3);
+  CHECK(WorkerOfPosition(pos[1], 2) == 0);  // the less loaded worker
+  CHECK(pos[1] < 4);                        // a position the worker validates
+}
+
 TEST_CASE("recall: Eq. 2 and 3 of the paper", "[cluster]") {
   RecallCounter r(/*n_layer=*/2, /*k=*/2);
   // Token 1: layer 0 fully right, layer 1 half right -> 3 / 4.
