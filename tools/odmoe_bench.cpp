@@ -270,7 +270,7 @@ int Main(int argc, char** argv) {
     if (o.sweep_ratios.empty()) return Fail("--sweep is empty", 2);
   }
   if (o.prompts < 1 || o.repeats < 1 || o.recall_tokens < 2 || o.ablation_tokens < 2 ||
-      o.concurrency_tokens < 2 || o.lru_experts < 1 || o.start_timeout < 1 || o.port_base < 0 ||
+      o.concurrency_tokens < 2 || o.speculative_tokens < 2 || o.lru_experts < 1 || o.start_timeout < 1 || o.port_base < 0 ||
       o.port_base > 65000) {
     return Fail(
         "--prompts, --repeats, --lru-experts, --start-timeout must be >= 1, token "
