@@ -125,16 +125,19 @@ absl::Status ClusterExpertExecutor::Failed(int worker, int layer, const absl::St
   return absl::OkStatus();
 }
 
-absl::Status ClusterExpertExecutor::RunDecode(int layer, const RoutingPlan& plan) {
+absl::Status ClusterExpertExecutor::Retrying(
+    int layer, const std::function<absl::Status(int* failed_worker)>& attempt) {
   while (true) {
-    const int group = schedule_ ? schedule_->GroupOfLayer(layer) : topology_.GroupOfLayer(layer);
-    std::vector<int> members = topology_.GroupMembers(group);
     int failed_worker = -1;
-    absl::Status s = RunDecodeOn(layer, plan, members, &failed_worker);
-    if (s.ok()) return s;
-    if (failed_worker < 0) return s;
+    absl::Status s = attempt(&failed_worker);
+    if (s.ok() || failed_worker < 0) return s;
     ODMOE_RETURN_IF_ERROR(Failed(failed_worker, layer, s));
   }
+}
+
+std::vector<int> ClusterExpertExecutor::LayerGroupMembers(int layer) const {
+  return topology_.GroupMembers(schedule_ ? schedule_->GroupOfLayer(layer)
+                                          : topology_.GroupOfLayer(layer));
 }
 
 absl::Status ClusterExpertExecutor::RunDecodeOn(int layer, const RoutingPlan& plan,
@@ -185,15 +188,6 @@ absl::Status ClusterExpertExecutor::RunDecodeOn(int layer, const RoutingPlan& pl
     }
   }
   return absl::OkStatus();
-}
-
-absl::Status ClusterExpertExecutor::RunPrefill(int layer, const RoutingPlan& plan) {
-  while (true) {
-    int failed_worker = -1;
-    absl::Status s = RunPrefillOn(layer, plan, &failed_worker);
-    if (s.ok() || failed_worker < 0) return s;
-    ODMOE_RETURN_IF_ERROR(Failed(failed_worker, layer, s));
-  }
 }
 
 absl::Status ClusterExpertExecutor::RunPrefillOn(int layer, const RoutingPlan& plan,
@@ -253,22 +247,7 @@ absl::Status ClusterExpertExecutor::SendGathered(int worker, uint32_t layer,
               count, mini_batch, mini_batches, task_id);
 }
 
-absl::Status ClusterExpertExecutor::RunVerify(int layer, int64_t rows, const RoutingPlan& plan) {
-  std::vector<std::vector<int32_t>>& per_row = actual_[static_cast<size_t>(layer)];
-  per_row.assign(static_cast<size_t>(rows), {});
-  for (const RoutingPlan::ExpertRows& er : plan.experts) {
-    for (int32_t r : er.rows) per_row[static_cast<size_t>(r)].push_back(er.expert);
-  }
-  while (true) {
-    const int group = schedule_ ? schedule_->GroupOfLayer(layer) : topology_.GroupOfLayer(layer);
-    int failed_worker = -1;
-    absl::Status s = RunVerifyOn(layer, plan, topology_.GroupMembers(group), &failed_worker);
-    if (s.ok() || failed_worker < 0) return s;
-    ODMOE_RETURN_IF_ERROR(Failed(failed_worker, layer, s));
-  }
-}
-
-absl::Status ClusterExpertExecutor::RunVerifyOn(int layer, const RoutingPlan& plan,
+absl::Status ClusterExpertExecutor::RunVerifyOn(int layer, int64_t rows, const RoutingPlan& plan,
                                                 const std::vector<int>& members,
                                                 int* failed_worker) {
   if (plan.experts.empty() || members.empty()) {
@@ -276,8 +255,13 @@ absl::Status ClusterExpertExecutor::RunVerifyOn(int layer, const RoutingPlan& pl
         "layer %d chose %d experts for a group of %d workers", layer, plan.experts.size(),
         members.size()));
   }
+  std::vector<std::vector<int32_t>>& per_row = actual_[static_cast<size_t>(layer)];
+  per_row.assign(static_cast<size_t>(rows), {});
   std::vector<int32_t> experts;
-  for (const RoutingPlan::ExpertRows& er : plan.experts) experts.push_back(er.expert);
+  for (const RoutingPlan::ExpertRows& er : plan.experts) {
+    experts.push_back(er.expert);
+    for (int32_t r : er.rows) per_row[static_cast<size_t>(r)].push_back(er.expert);
+  }
   const std::vector<int32_t> predicted =
       links_.predictions().Get(request_, token_, static_cast<uint32_t>(layer));
   const std::vector<int> positions =
@@ -286,15 +270,19 @@ absl::Status ClusterExpertExecutor::RunVerifyOn(int layer, const RoutingPlan& pl
   // before a miss could take that slot.
   std::vector<size_t> order(experts.size());
   for (size_t p = 0; p < order.size(); ++p) order[p] = p;
-  const std::vector<int32_t> hinted = HintedAssignment(predicted);
   std::stable_partition(order.begin(), order.end(), [&](size_t p) {
-    return std::find(hinted.begin(), hinted.end(), experts[p]) != hinted.end();
+    return std::find(predicted.begin(), predicted.end(), experts[p]) != predicted.end();
   });
-  const int g = static_cast<int>(members.size());
   const int64_t d = config_.n_embd;
-  std::vector<std::pair<size_t, uint64_t>> sent;  // (plan entry, task id)
+  struct Sent {
+    size_t entry;
+    int worker;
+    uint64_t task_id;
+  };
+  std::vector<Sent> sent;
   for (size_t p : order) {
-    const int worker = members[static_cast<size_t>(WorkerOfPosition(positions[p], g))];
+    const int worker = members[static_cast<size_t>(
+        WorkerOfPosition(positions[p], static_cast<int>(members.size())))];
     const int64_t n = static_cast<int64_t>(plan.experts[p].rows.size());
     host_y_[p].resize(static_cast<size_t>(n * d));
     uint64_t id = 0;
@@ -304,15 +292,14 @@ absl::Status ClusterExpertExecutor::RunVerifyOn(int layer, const RoutingPlan& pl
       *failed_worker = worker;
       return s;
     }
-    sent.emplace_back(p, id);
+    sent.push_back({p, worker, id});
   }
-  for (const auto& [p, id] : sent) {
-    const int worker = members[static_cast<size_t>(WorkerOfPosition(positions[p], g))];
-    absl::Status s = Receive(id, worker, static_cast<uint32_t>(layer),
-                             static_cast<int64_t>(plan.experts[p].rows.size()),
-                             host_y_[p].data());
+  for (const Sent& t : sent) {
+    absl::Status s = Receive(t.task_id, t.worker, static_cast<uint32_t>(layer),
+                             static_cast<int64_t>(plan.experts[t.entry].rows.size()),
+                             host_y_[t.entry].data());
     if (!s.ok()) {
-      *failed_worker = worker;
+      *failed_worker = t.worker;
       return s;
     }
   }
@@ -382,13 +369,18 @@ absl::Status ClusterExpertExecutor::RunExperts(int layer, ConstMat x, const Rout
       backend_.CopyToHost(host_x_.data(), x.data, x.rows * x.cols * sizeof(float)));
   if (host_y_.size() < plan.experts.size()) host_y_.resize(plan.experts.size());
   if (token_ > 0 && x.rows > 1) {
-    ODMOE_RETURN_IF_ERROR(RunVerify(layer, x.rows, plan));
+    ODMOE_RETURN_IF_ERROR(Retrying(layer, [&](int* failed_worker) {
+      return RunVerifyOn(layer, x.rows, plan, LayerGroupMembers(layer), failed_worker);
+    }));
   } else if (token_ > 0) {
     decode_x_ = x;
     lookahead_done_ = false;
-    ODMOE_RETURN_IF_ERROR(RunDecode(layer, plan));
+    ODMOE_RETURN_IF_ERROR(Retrying(layer, [&](int* failed_worker) {
+      return RunDecodeOn(layer, plan, LayerGroupMembers(layer), failed_worker);
+    }));
   } else {
-    ODMOE_RETURN_IF_ERROR(RunPrefill(layer, plan));
+    ODMOE_RETURN_IF_ERROR(Retrying(
+        layer, [&](int* failed_worker) { return RunPrefillOn(layer, plan, failed_worker); }));
   }
   return Combine(plan, out);
 }

@@ -102,16 +102,20 @@ class ClusterExpertExecutor : public ExpertExecutor {
                        float* rows_out);
   absl::Status Combine(const RoutingPlan& plan, Mat out);
   absl::Status RunExperts(int layer, ConstMat x, const RoutingPlan& plan, Mat out);
-  absl::Status RunDecode(int layer, const RoutingPlan& plan);
-  absl::Status RunPrefill(int layer, const RoutingPlan& plan);
-  absl::Status RunVerify(int layer, int64_t rows, const RoutingPlan& plan);
-  // One attempt; on failure *failed_worker names the worker at fault (or -1
-  // when the error is not a worker's).
+  // Runs `attempt` again while it fails for a worker's fault: Failed() takes
+  // that worker's group out of the schedule, so the next attempt goes to the
+  // layer's next group. Ends with the first success or the first other error.
+  absl::Status Retrying(int layer,
+                        const std::function<absl::Status(int* failed_worker)>& attempt);
+  // The workers of the group that computes `layer` under the schedule.
+  std::vector<int> LayerGroupMembers(int layer) const;
+  // One attempt each; on failure *failed_worker names the worker at fault
+  // (or -1 when the error is not a worker's).
   absl::Status RunDecodeOn(int layer, const RoutingPlan& plan, const std::vector<int>& members,
                            int* failed_worker);
   absl::Status RunPrefillOn(int layer, const RoutingPlan& plan, int* failed_worker);
-  absl::Status RunVerifyOn(int layer, const RoutingPlan& plan, const std::vector<int>& members,
-                           int* failed_worker);
+  absl::Status RunVerifyOn(int layer, int64_t rows, const RoutingPlan& plan,
+                           const std::vector<int>& members, int* failed_worker);
   // Sends expert `plan.experts[p]`'s rows (gathered from host_x_) as one task.
   absl::Status SendGathered(int worker, uint32_t layer, const RoutingPlan& plan, size_t p,
                             uint32_t position, uint32_t mini_batch, uint32_t mini_batches,

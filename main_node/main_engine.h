@@ -25,6 +25,12 @@
 // following the shadow. Every request's tokens stay those of the single
 // process (the rows are independent; tests/cluster/concurrency_test.cpp).
 //
+// Speculative decoding (shadow.draft_tokens): a request running alone
+// verifies the shadow's drafted tokens with its own in one iteration of
+// several rows (PredictionBoard::DraftChain, ClusterExpertExecutor's
+// verification, Sequence::ConsumedDrafts); the tokens stay the single
+// process's (tests/cluster/speculative_test.cpp).
+//
 //   ODMOE_ASSIGN_OR_RETURN(auto engine, MainEngine::Create(topology, *model, *tok, *be, *links));
 //   ODMOE_ASSIGN_OR_RETURN(ClusterGenerateResult r, engine->Generate(req, on_token));
 //   r.result.output_ids; r.recall.overall; r.experts.hits ...

@@ -6,7 +6,6 @@
 #include <catch2/catch.hpp>
 #include <thread>
 
-#include "engine/reference_engine.h"
 #include "test_cluster.h"
 
 namespace odmoe::test {
@@ -20,7 +19,7 @@ TEST_CASE("concurrency: requests batched through the cluster get their single-pr
   cfg.prediction = mode;
   auto cluster = TestCluster::Start(cfg);
   REQUIRE(cluster.ok());
-  auto engine = ReferenceEngine::Create(SourcePath("models/tiny-mixtral-f16.gguf"), {}).value();
+  ReferenceEngine& engine = TinyReference();
   const std::vector<GenerateRequest> reqs = {
       TestRequest("Once upon a time", 40),
       TestRequest("The sea", 24, 0.8f, 11),
@@ -30,17 +29,12 @@ TEST_CASE("concurrency: requests batched through the cluster get their single-pr
       TestRequest("Hello", 20),  // waits for a slot (max_running 4), then joins
       TestRequest("The king and the queen", 28),
   };
-  std::vector<absl::StatusOr<ClusterGenerateResult>> got(reqs.size(),
-                                                         absl::UnknownError("not run"));
-  std::vector<std::thread> clients;
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    clients.emplace_back([&, i] { got[i] = (*cluster)->main().Generate(reqs[i], nullptr); });
-  }
-  for (std::thread& t : clients) t.join();
+  const std::vector<absl::StatusOr<ClusterGenerateResult>> got =
+      GenerateConcurrently((*cluster)->main(), reqs);
   for (size_t i = 0; i < reqs.size(); ++i) {
     INFO("request " << i << ": " << reqs[i].prompt);
     REQUIRE(got[i].ok());
-    const GenerateResult alone = engine->Generate(reqs[i]).value();
+    const GenerateResult alone = engine.Generate(reqs[i]).value();
     CHECK(got[i]->result.output_ids == alone.output_ids);
     CHECK(got[i]->result.text == alone.text);
   }
@@ -51,7 +45,7 @@ TEST_CASE("concurrency: requests batched through the cluster get their single-pr
   absl::StatusOr<ClusterGenerateResult> solo =
       (*cluster)->main().Generate(TestRequest("Once", 16), nullptr);
   REQUIRE(solo.ok());
-  CHECK(solo->result.output_ids == engine->Generate(TestRequest("Once", 16)).value().output_ids);
+  CHECK(solo->result.output_ids == engine.Generate(TestRequest("Once", 16)).value().output_ids);
   CHECK(solo->recall.slots > 0);
 }
 
@@ -62,7 +56,7 @@ TEST_CASE("concurrency: a request cancelled while batched leaves the others inta
   cfg.max_running = 3;
   auto cluster = TestCluster::Start(cfg);
   REQUIRE(cluster.ok());
-  auto engine = ReferenceEngine::Create(SourcePath("models/tiny-mixtral-f16.gguf"), {}).value();
+  ReferenceEngine& engine = TinyReference();
   const GenerateRequest a = TestRequest("Once upon a time", 48), b = TestRequest("The sea", 40);
   const GenerateRequest victim = TestRequest("She said", 60);
   std::atomic<int> victim_tokens{0};
@@ -81,8 +75,8 @@ TEST_CASE("concurrency: a request cancelled while batched leaves the others inta
   CHECK(absl::IsCancelled(rv.status()));
   REQUIRE(ra.ok());
   REQUIRE(rb.ok());
-  CHECK(ra->result.output_ids == engine->Generate(a).value().output_ids);
-  CHECK(rb->result.output_ids == engine->Generate(b).value().output_ids);
+  CHECK(ra->result.output_ids == engine.Generate(a).value().output_ids);
+  CHECK(rb->result.output_ids == engine.Generate(b).value().output_ids);
   CHECK((*cluster)->main().engine().in_engine() == 0);
 }
 
@@ -98,7 +92,7 @@ TEST_CASE("concurrency: a worker killed during batched iterations costs no reque
   auto cluster = TestCluster::Start(cfg);
   REQUIRE(cluster.ok());
   TestCluster& c = **cluster;
-  auto engine = ReferenceEngine::Create(SourcePath("models/tiny-mixtral-f16.gguf"), {}).value();
+  ReferenceEngine& engine = TinyReference();
   const std::vector<GenerateRequest> reqs = {
       TestRequest("Once upon a time", 40), TestRequest("The sea", 40),
       TestRequest("It is a truth universally acknowledged", 40)};
@@ -117,7 +111,7 @@ TEST_CASE("concurrency: a worker killed during batched iterations costs no reque
   for (size_t i = 0; i < reqs.size(); ++i) {
     INFO("request " << i);
     REQUIRE(got[i].ok());
-    CHECK(got[i]->result.output_ids == engine->Generate(reqs[i]).value().output_ids);
+    CHECK(got[i]->result.output_ids == engine.Generate(reqs[i]).value().output_ids);
   }
   CHECK(c.main().engine().shared_iterations() > 0);
   CHECK(c.main().engine().schedule().groups.size() == 2);  // the dead worker's group left

@@ -6,20 +6,13 @@
 #include <catch2/catch.hpp>
 #include <thread>
 
-#include "engine/reference_engine.h"
 #include "test_cluster.h"
 
 namespace odmoe::test {
 namespace {
 
 std::vector<int32_t> ReferenceIds(const std::string& prompt, int tokens) {
-  static auto engine =
-      ReferenceEngine::Create(SourcePath("models/tiny-mixtral-f16.gguf"), {}).value();
-  GenerateRequest req;
-  req.prompt = prompt;
-  req.max_tokens = tokens;
-  req.ignore_eos = true;
-  return engine->Generate(req).value().output_ids;
+  return TinyReference().Generate(TestRequest(prompt, tokens)).value().output_ids;
 }
 
 // Runs `req` on the main node, calling `at_token` once when `k` tokens are out.

@@ -2,24 +2,14 @@
 // main node verifies the shadow's drafted tokens in iterations of several
 // rows through the cluster. Greedy output stays the single-process engine's
 // for every prediction mode and alignment period; sampled output keeps its
-// distribution (tests/engine/speculative_sampling_test.cpp); drafts that the
+// distribution (tests/engine/sampler_test.cpp); drafts that the
 // main node rejects roll its KV back (the next iteration overwrites them).
 #include <catch2/catch.hpp>
 #include <tuple>
 
-#include "engine/reference_engine.h"
 #include "test_cluster.h"
 
 namespace odmoe::test {
-namespace {
-
-ReferenceEngine& Reference() {
-  static auto engine =
-      ReferenceEngine::Create(SourcePath("models/tiny-mixtral-f16.gguf"), {}).value();
-  return *engine;
-}
-
-}  // namespace
 
 TEST_CASE("speculative: greedy tokens are the single-process engine's in every prediction mode",
           "[cluster][speculative]") {
@@ -48,7 +38,7 @@ TEST_CASE("speculative: greedy tokens are the single-process engine's in every p
     const GenerateRequest req = TestRequest(prompt, 40);
     absl::StatusOr<ClusterGenerateResult> r = (*cluster)->main().Generate(req, nullptr);
     REQUIRE(r.ok());
-    CHECK(r->result.output_ids == Reference().Generate(req).value().output_ids);
+    CHECK(r->result.output_ids == TinyReference().Generate(req).value().output_ids);
     CHECK(r->prediction == mode);
     CHECK(r->speculation.draft_tokens == 4);
     drafted += r->speculation.drafted;
@@ -77,7 +67,7 @@ TEST_CASE("speculative: without waiting, whatever drafts are ready are verified,
   const GenerateRequest req = TestRequest("Once upon a time", 48);
   absl::StatusOr<ClusterGenerateResult> r = (*cluster)->main().Generate(req, nullptr);
   REQUIRE(r.ok());
-  CHECK(r->result.output_ids == Reference().Generate(req).value().output_ids);
+  CHECK(r->result.output_ids == TinyReference().Generate(req).value().output_ids);
   CHECK(r->speculation.tokens == r->result.output_ids.size() - 1);
   CHECK(r->speculation.accepted <= r->speculation.drafted);
 }
@@ -93,7 +83,7 @@ TEST_CASE("speculative: sampled requests and a batch of concurrent ones run thro
   REQUIRE(cluster.ok());
   // Sampling verifies drafts by the rejection rule: same distribution, but
   // not the same random draws as without drafts, so only its shape is
-  // checked here (the distribution: tests/engine/speculative_sampling_test).
+  // checked here (the distribution: tests/engine/sampler_test.cpp).
   const GenerateRequest sampled = TestRequest("The sea is", 32, 0.8f, 3);
   absl::StatusOr<ClusterGenerateResult> r = (*cluster)->main().Generate(sampled, nullptr);
   REQUIRE(r.ok());
@@ -104,15 +94,11 @@ TEST_CASE("speculative: sampled requests and a batch of concurrent ones run thro
   std::vector<GenerateRequest> reqs = {TestRequest("Hello there", 24),
                                        TestRequest("The king said", 30),
                                        TestRequest("In the morning", 20)};
-  std::vector<absl::StatusOr<ClusterGenerateResult>> got(reqs.size(), absl::UnknownError(""));
-  std::vector<std::thread> clients;
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    clients.emplace_back([&, i] { got[i] = (*cluster)->main().Generate(reqs[i], nullptr); });
-  }
-  for (std::thread& t : clients) t.join();
+  const std::vector<absl::StatusOr<ClusterGenerateResult>> got =
+      GenerateConcurrently((*cluster)->main(), reqs);
   for (size_t i = 0; i < reqs.size(); ++i) {
     REQUIRE(got[i].ok());
-    CHECK(got[i]->result.output_ids == Reference().Generate(reqs[i]).value().output_ids);
+    CHECK(got[i]->result.output_ids == TinyReference().Generate(reqs[i]).value().output_ids);
   }
 }
 
@@ -132,7 +118,7 @@ TEST_CASE("speculative: a rejected draft's KV row is overwritten (drafts from a 
     const GenerateRequest req = TestRequest(prompt, 48);
     absl::StatusOr<ClusterGenerateResult> r = (*cluster)->main().Generate(req, nullptr);
     REQUIRE(r.ok());
-    CHECK(r->result.output_ids == Reference().Generate(req).value().output_ids);
+    CHECK(r->result.output_ids == TinyReference().Generate(req).value().output_ids);
     rejected += r->speculation.drafted - r->speculation.accepted;
   }
   CHECK(rejected > 0);  // some rows were rolled back

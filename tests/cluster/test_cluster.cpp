@@ -26,6 +26,24 @@ GenerateRequest TestRequest(const std::string& prompt, int max_tokens, float tem
   return r;
 }
 
+ReferenceEngine& TinyReference() {
+  static std::unique_ptr<ReferenceEngine> engine =
+      ReferenceEngine::Create(SourcePath("models/tiny-mixtral-f16.gguf"), {}).value();
+  return *engine;
+}
+
+std::vector<absl::StatusOr<ClusterGenerateResult>> GenerateConcurrently(
+    MainNode& main, const std::vector<GenerateRequest>& requests) {
+  std::vector<absl::StatusOr<ClusterGenerateResult>> got(requests.size(),
+                                                        absl::UnknownError("not run"));
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    clients.emplace_back([&, i] { got[i] = main.Generate(requests[i], nullptr); });
+  }
+  for (std::thread& t : clients) t.join();
+  return got;
+}
+
 std::vector<std::string> HeldOutPrompts(int n) {
   std::ifstream in(SourcePath("tests/data/heldout.txt"));
   std::vector<std::string> prompts;

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "cluster/node_server.h"
 #include "cluster/peer_auth.h"
+#include "engine/reference_engine.h"
 #include "main_node/main_node.h"
 #include "shadow_node/shadow_node.h"
 #include "test_paths.h"
@@ -63,6 +64,15 @@ uint64_t WorkerBudgetForSlots(const ClusterConfig& config, int slots);
 /// fixed), greedy unless `temperature` > 0 (then seeded with `seed`).
 GenerateRequest TestRequest(const std::string& prompt, int max_tokens, float temperature = 0,
                             uint64_t seed = 0);
+
+/// The single-process engine of the shipped tiny model (made once per test
+/// process): what every cluster run of that model must reproduce.
+ReferenceEngine& TinyReference();
+
+/// Runs `requests` on `main` at once, one client thread each, and returns
+/// their results in the same order.
+std::vector<absl::StatusOr<ClusterGenerateResult>> GenerateConcurrently(
+    MainNode& main, const std::vector<GenerateRequest>& requests);
 
 /// The first `n` lines of tests/data/heldout.txt that have at least 24
 /// characters, cut to 80: prompts the model never trained on.

@@ -548,6 +548,24 @@ absl::StatusOr<json> Concurrency(BenchContext& ctx) {
               {"output_tokens", o.concurrency_tokens}};
 }
 
+// Runs every prompt once on `cluster` after one unmeasured request (a
+// deployment's first request after its start is slower), each checked
+// against the reference engine; `what` names the experiment in the error.
+absl::StatusOr<std::vector<RequestMetrics>> RunWarm(BenchContext& ctx, ClusterProcess& cluster,
+                                                    const std::vector<std::vector<int32_t>>& prompts,
+                                                    int tokens, const v1::Experiment& e,
+                                                    const std::string& what) {
+  bool exact = false;
+  ODMOE_RETURN_IF_ERROR(ctx.Run(cluster, {prompts.at(0), tokens, e}, &exact).status());
+  std::vector<RequestMetrics> runs;
+  for (const std::vector<int32_t>& p : prompts) {
+    ODMOE_ASSIGN_OR_RETURN(RequestMetrics m, ctx.Run(cluster, {p, tokens, e}, &exact));
+    if (!exact) return absl::InternalError(absl::StrCat(what, ": a run did not match the reference"));
+    runs.push_back(std::move(m));
+  }
+  return runs;
+}
+
 // ---- speculative: the shadow as drafter ---------------------------------------
 
 absl::StatusOr<json> Speculative(BenchContext& ctx) {
@@ -561,20 +579,12 @@ absl::StatusOr<json> Speculative(BenchContext& ctx) {
   };
   auto measure = [&](const std::string& deployment, const v1::Experiment& e) -> absl::StatusOr<Row> {
     ODMOE_ASSIGN_OR_RETURN(ClusterProcess * cluster, ctx.Cluster(deployment));
-    // A request first, unmeasured: a deployment's first one after its start
-    // is slower (page faults, first connections), and the settings share it.
-    bool warm_exact = false;
-    ODMOE_RETURN_IF_ERROR(ctx.Run(*cluster, {prompts[0], 8, e}, &warm_exact).status());
+    ODMOE_ASSIGN_OR_RETURN(
+        std::vector<RequestMetrics> runs,
+        RunWarm(ctx, *cluster, prompts, o.speculative_tokens, e, "speculative (" + deployment + ")"));
     Row row;
     uint64_t iterations = 0, tokens = 0;
-    for (const std::vector<int32_t>& p : prompts) {
-      bool exact = false;
-      ODMOE_ASSIGN_OR_RETURN(RequestMetrics m,
-                             ctx.Run(*cluster, {p, o.speculative_tokens, e}, &exact));
-      if (!exact) {
-        return absl::InternalError(
-            absl::StrCat("speculative: a ", deployment, " run did not match the reference"));
-      }
+    for (const RequestMetrics& m : runs) {
       row.decode_tps += m.decode_tps / static_cast<double>(prompts.size());
       row.drafted += m.drafted;
       row.accepted += m.accepted;
@@ -642,18 +652,10 @@ absl::StatusOr<json> Prefill(BenchContext& ctx) {
     for (int mb : sizes) {
       if (mb > length) continue;
       ODMOE_ASSIGN_OR_RETURN(ClusterProcess * cluster, ctx.Cluster(absl::StrCat("odmoe-mb", mb)));
-      // Unmeasured first: the first request after a deployment starts is slower.
-      bool warm_exact = false;
-      ODMOE_RETURN_IF_ERROR(
-          ctx.Run(*cluster, {prompts[0], 2, ShadowAlignment(1, 1)}, &warm_exact).status());
+      ODMOE_ASSIGN_OR_RETURN(std::vector<RequestMetrics> runs,
+                             RunWarm(ctx, *cluster, prompts, 2, ShadowAlignment(1, 1), "prefill"));
       std::vector<double> ttft;
-      for (const std::vector<int32_t>& p : prompts) {
-        bool exact = false;
-        ODMOE_ASSIGN_OR_RETURN(RequestMetrics m, ctx.Run(*cluster, {p, 2, ShadowAlignment(1, 1)},
-                                                         &exact));
-        if (!exact) return absl::InternalError("prefill: a run did not match the reference");
-        ttft.push_back(m.ttft_s);
-      }
+      for (const RequestMetrics& m : runs) ttft.push_back(m.ttft_s);
       const MeanStd t = Summarize(ttft);
       if (mb == length) unbatched = t.mean;
       rows.push_back({{"prompt_tokens", length},
