@@ -1,4 +1,5 @@
-// odmoe-bench-ops: micro-benchmarks of the CPU backend's ops.
+// odmoe-bench-ops: micro-benchmarks of the CPU backend's ops (or of a device
+// backend's MatMul).
 //
 // Measures the machine's memory read bandwidth (threads summing a
 // 1 GiB array, best of several passes; again before each decode row), the
@@ -9,8 +10,12 @@
 // reads faster than the summing meter), and against the meter run just
 // before it.
 //
+// With --backend (a device backend) it measures that backend's MatMul rows
+// instead: decode GB/s against the device's copy bandwidth, prefill GFLOP/s.
+//
 //   odmoe-bench-ops --threads 2
 //   ODMOE_CPU_ISA=avx2 odmoe-bench-ops --threads 2 --seconds 0.3
+//   odmoe-bench-ops --backend cuda:0 --threads 16
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -25,6 +30,7 @@
 #include <immintrin.h>
 #endif
 
+#include "backends/backend_registry.h"
 #include "cpu_backend.h"
 #include "tensor/quant.h"
 #include "util/cli_args.h"
@@ -131,22 +137,38 @@ class BandwidthMeter {
   uint64_t (*sum_)(const uint64_t*, int64_t, int64_t) = &SumWordsPortable;
 };
 
-/// `count` distinct rows x cols weights of `type` (seeded random values).
-std::vector<std::vector<uint8_t>> MakeWeights(DType type, int64_t rows, int64_t cols, int count) {
+/// `count` distinct rows x cols weights of `type` (seeded random values,
+/// row r of matrix m from seed (m, r)); quantized by `pool`'s threads when
+/// given.
+std::vector<std::vector<uint8_t>> MakeWeights(DType type, int64_t rows, int64_t cols, int count,
+                                              ThreadPool* pool = nullptr) {
   std::vector<std::vector<uint8_t>> out;
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> row(static_cast<size_t>(cols));
   const size_t rb = RowBytes(type, cols);
   for (int m = 0; m < count; ++m) {
     out.emplace_back(rb * static_cast<size_t>(rows));
-    for (int64_t r = 0; r < rows; ++r) {
-      for (float& f : row) f = dist(rng);
-      QuantizeRow(type, row.data(), out.back().data() + r * rb, cols);
+    uint8_t* dst = out.back().data();
+    auto fill = [&](int64_t b, int64_t e) {
+      std::vector<float> row(static_cast<size_t>(cols));
+      std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+      for (int64_t r = b; r < e; ++r) {
+        std::mt19937 rng(static_cast<uint32_t>(7 + 1000003 * m + r));
+        for (float& f : row) f = dist(rng);
+        QuantizeRow(type, row.data(), dst + r * rb, cols);
+      }
+    };
+    if (pool != nullptr) {
+      pool->ParallelFor(rows, 64, fill);
+    } else {
+      fill(0, rows);
     }
   }
   return out;
 }
+
+const DType kBenchTypes[] = {DType::kF32,    DType::kF16,   DType::kBF16, DType::kQ8_0,
+                             DType::kQ4_0,   DType::kQ4_1,  DType::kQ5_0, DType::kQ5_1,
+                             DType::kIQ4_NL, DType::kMXFP4, DType::kQ4_K, DType::kQ6_K,
+                             DType::kQ5_K,   DType::kQ3_K,  DType::kQ2_K, DType::kIQ4_XS};
 
 struct Options {
   int threads = 2;
@@ -169,16 +191,12 @@ struct PrefillRow {
 /// Decode and prefill products; raises *best_bw to the best read bandwidth
 /// seen (meter or weight stream) and prints the tables against it.
 void BenchMatMul(CpuBackend& be, const Options& opt, BandwidthMeter& meter, double* best_bw) {
-  const DType types[] = {DType::kF32,    DType::kF16,   DType::kBF16, DType::kQ8_0,
-                         DType::kQ4_0,   DType::kQ4_1,  DType::kQ5_0, DType::kQ5_1,
-                         DType::kIQ4_NL, DType::kMXFP4, DType::kQ4_K, DType::kQ6_K,
-                         DType::kQ5_K,   DType::kQ3_K,  DType::kQ2_K, DType::kIQ4_XS};
   const std::pair<int64_t, int64_t> shapes[] = {{14336, 4096}, {4096, 14336}};
   std::vector<DecodeRow> decode;
   std::vector<PrefillRow> prefill;
   std::vector<float> x(14336 * 128), y(14336 * 128);
   for (float& f : x) f = 0.5f;
-  for (DType type : types) {
+  for (DType type : kBenchTypes) {
     const std::string name(Traits(type).name);
     for (auto [rows, cols] : shapes) {
       const auto weights = MakeWeights(type, rows, cols, 2);
@@ -299,16 +317,157 @@ void BenchOps(CpuBackend& be, const Options& opt) {
   }
 }
 
+/// Device memory of `bytes` (exits with the backend's message on failure).
+std::unique_ptr<BackendBuffer> DeviceBuffer(Backend& be, size_t bytes) {
+  absl::StatusOr<std::unique_ptr<BackendBuffer>> buf = be.Allocate(bytes);
+  if (!buf.ok()) {
+    std::fprintf(stderr, "odmoe-bench-ops: error: %s\n", std::string(buf.status().message()).c_str());
+    std::exit(1);
+  }
+  return *std::move(buf);
+}
+
+void SyncOrExit(Backend& be) {
+  if (absl::Status st = be.Synchronize(); !st.ok()) {
+    std::fprintf(stderr, "odmoe-bench-ops: error: %s\n", std::string(st.message()).c_str());
+    std::exit(1);
+  }
+}
+
+/// Seconds per call of `fn` on a device backend: `calls` calls queued, then
+/// one Synchronize; best of 5 such batches, after at least 0.3 s of warm-up
+/// batches (an idle GPU lowers its clocks, and raises them only under load).
+/// `*queue_s` (optional): the host's seconds per call to queue the best batch
+/// (close to the total: the host, not the device, sets the pace).
+double TimeDevice(Backend& be, int calls, const std::function<void(int)>& fn,
+                  double* queue_s = nullptr) {
+  double queued = 0;
+  auto batch = [&] {
+    const auto t0 = Clock::now();
+    for (int i = 0; i < calls; ++i) fn(i);
+    queued = Seconds(t0, Clock::now()) / calls;
+    SyncOrExit(be);
+    return Seconds(t0, Clock::now()) / calls;
+  };
+  const auto start = Clock::now();
+  while (Seconds(start, Clock::now()) < 0.3) batch();
+  double best = 1e30;
+  for (int b = 0; b < 5; ++b) {
+    const double s = batch();
+    if (s < best) {
+      best = s;
+      if (queue_s != nullptr) *queue_s = queued;
+    }
+  }
+  return best;
+}
+
+/// The MatMul rows on a device backend (`--backend`): decode GB/s of the
+/// weight stream against the device's copy bandwidth (a 1 GiB Copy, bytes
+/// read plus written, best of 5), prefill GFLOP/s. Each shape rotates over 4
+/// uploads of the same weights so the stream never fits in the cache.
+void BenchDeviceMatMul(Backend& be, const Options& opt) {
+  ThreadPool pool(opt.threads);
+  const int64_t copy_cols = 4096, copy_rows = (int64_t{1} << 28) / copy_cols;  // 1 GiB of f32
+  auto a = DeviceBuffer(be, sizeof(float) * copy_rows * copy_cols);
+  auto b = DeviceBuffer(be, sizeof(float) * copy_rows * copy_cols);
+  const double copy_s = TimeDevice(be, 4, [&](int) {
+    be.Copy(ConstMat(static_cast<const float*>(a->data()), copy_rows, copy_cols),
+            Mat{static_cast<float*>(b->data()), copy_rows, copy_cols});
+  });
+  a.reset();
+  b.reset();
+  const double copy_bw = 2.0 * sizeof(float) * copy_rows * copy_cols / copy_s / 1e9;
+  std::printf("Device copy bandwidth (1 GiB Copy, read + written, best of 5): %.1f GB/s\n",
+              copy_bw);
+  // The last shape is tiny: its time is the per-call floor (launches, gaps).
+  const std::pair<int64_t, int64_t> shapes[] = {{14336, 4096}, {4096, 14336}, {64, 4096}};
+  const int64_t max_n = 128;
+  auto x = DeviceBuffer(be, sizeof(float) * 14336 * max_n);
+  auto y = DeviceBuffer(be, sizeof(float) * 14336 * max_n);
+  {
+    std::vector<float> hx(14336 * max_n);
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    for (float& f : hx) f = dist(rng);
+    if (absl::Status st = be.CopyToBackend(x->data(), hx.data(), hx.size() * sizeof(float));
+        !st.ok()) {
+      std::fprintf(stderr, "odmoe-bench-ops: error: %s\n", std::string(st.message()).c_str());
+      std::exit(1);
+    }
+  }
+  std::printf("\nMatrix-vector (decode, x: 1 row) on %s, 4 uploads rotated:\n", be.name().c_str());
+  std::printf("%-6s %-13s %10s %9s %8s %9s %12s %12s %12s\n", "type", "rows x cols", "us/call",
+              "GB/s", "% copy", "queue us", "n=8 GFLOP/s", "n=32", "n=128");
+  for (DType type : kBenchTypes) {
+    for (auto [rows, cols] : shapes) {
+      const auto host = MakeWeights(type, rows, cols, 1, &pool);
+      std::vector<BackendWeight> weights;
+      for (int i = 0; i < 4; ++i) {
+        TensorView view;
+        view.name = "bench";
+        view.type = type;
+        view.n_dims = 2;
+        view.ne = {cols, rows, 1, 1};
+        view.data = host[0].data();
+        absl::StatusOr<BackendWeight> w = be.LoadWeight(view);
+        if (!w.ok()) {
+          std::fprintf(stderr, "odmoe-bench-ops: error: %s\n",
+                       std::string(w.status().message()).c_str());
+          std::exit(1);
+        }
+        weights.push_back(*std::move(w));
+      }
+      auto call = [&](int i, int64_t n) {
+        be.MatMul(weights[i % 4].ref, ConstMat(static_cast<const float*>(x->data()), n, cols),
+                  Mat{static_cast<float*>(y->data()), n, rows});
+      };
+      const double bytes = static_cast<double>(host[0].size());
+      double queue_s = 0;
+      const double s = TimeDevice(be, 40, [&](int i) { call(i, 1); }, &queue_s);
+      double gflops[3] = {0, 0, 0};
+      if (!opt.decode_only) {
+        const int64_t ns[3] = {8, 32, 128};
+        for (int j = 0; j < 3; ++j) {
+          const double sn = TimeDevice(be, 8, [&](int i) { call(i, ns[j]); });
+          gflops[j] = 2.0 * rows * cols * ns[j] / sn / 1e9;
+        }
+      }
+      std::printf("%-6s %5lld x %-5lld %10.1f %9.1f %7.1f%% %9.1f %12.1f %12.1f %12.1f\n",
+                  std::string(Traits(type).name).c_str(), static_cast<long long>(rows),
+                  static_cast<long long>(cols), s * 1e6, bytes / s / 1e9,
+                  100.0 * bytes / s / 1e9 / copy_bw, queue_s * 1e6, gflops[0], gflops[1],
+                  gflops[2]);
+    }
+  }
+}
+
 int Main(int argc, char** argv) {
   Options opt;
-  CliArgs args("odmoe-bench-ops", "Benchmark the CPU backend's ops (ODMOE_CPU_ISA forces an ISA).");
+  CliArgs args("odmoe-bench-ops",
+               "Benchmark the CPU backend's ops (ODMOE_CPU_ISA forces an ISA), or a device "
+               "backend's MatMul (--backend).");
   args.AddInt("threads", &opt.threads, "N", "threads (default 2)");
   args.AddFloat("seconds", &opt.seconds, "S", "time budget per measurement (default 0.5)");
   args.AddFlag("decode-only", &opt.decode_only, "only the matrix-vector products");
+  std::string backend;
+  args.AddString("backend", &backend, "NAME",
+                 "a device backend (cuda:0, cuda:0:cublas): its MatMul rows against its copy "
+                 "bandwidth (default: the CPU backend's ops)");
   if (std::optional<int> exit = args.ParseOrExit(argc, argv)) return *exit;
   if (opt.threads < 1 || opt.seconds <= 0) {
     std::fprintf(stderr, "odmoe-bench-ops: error: --threads and --seconds must be positive\n");
     return CliArgs::kUsageExit;
+  }
+  if (!backend.empty() && backend.rfind("cpu", 0) != 0) {
+    absl::StatusOr<std::unique_ptr<Backend>> dev = CreateBackend(backend);
+    if (!dev.ok()) {
+      std::fprintf(stderr, "odmoe-bench-ops: error: %s\n",
+                   std::string(dev.status().message()).c_str());
+      return 1;
+    }
+    BenchDeviceMatMul(**dev, opt);
+    return 0;
   }
   CpuBackend be(opt.threads);
   std::printf("odmoe-bench-ops: %d threads, ISA %s\n", be.threads(),

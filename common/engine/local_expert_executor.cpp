@@ -1,7 +1,10 @@
 #include "engine/local_expert_executor.h"
 
-#include "absl/strings/str_format.h"
+#include <algorithm>
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "util/status_macros.h"
 #include "util/step_progress.h"
 
@@ -58,12 +61,18 @@ absl::StatusOr<std::unique_ptr<LocalExpertExecutor>> LocalExpertExecutor::Create
   progress.Finish();
   const size_t rows = static_cast<size_t>(max_rows);
   const size_t d = static_cast<size_t>(c.n_embd);
-  ODMOE_ASSIGN_OR_RETURN(ex->work_, backend.Allocate(rows * (2 * d + 2) * sizeof(float)));
+  // Layout (4-byte words): xe ye zeros [rows * d each], then the routing of
+  // one Run: row ids and scales, up to rows * n_expert_used of each.
+  ex->max_routes_ = static_cast<int64_t>(rows) * std::max(c.n_expert_used, 1);
+  ODMOE_ASSIGN_OR_RETURN(
+      ex->work_,
+      backend.Allocate((3 * rows * d + 2 * static_cast<size_t>(ex->max_routes_)) * sizeof(float)));
   ex->xe_ = static_cast<float*>(ex->work_->data());
   ex->ye_ = ex->xe_ + rows * d;
-  ex->idx_ = reinterpret_cast<int32_t*>(ex->ye_ + rows * d);
-  ex->scale_ = ex->ye_ + rows * d + rows;
-  ex->zeros_.assign(rows * d, 0.0f);
+  ex->zeros_ = ex->ye_ + rows * d;
+  ex->routes_ = reinterpret_cast<int32_t*>(ex->zeros_ + rows * d);
+  const std::vector<float> zeros(rows * d, 0.0f);
+  ODMOE_RETURN_IF_ERROR(backend.CopyToBackend(ex->zeros_, zeros.data(), zeros.size() * 4));
   return ex;
 }
 
@@ -77,18 +86,41 @@ absl::Status LocalExpertExecutor::Run(int layer, ConstMat x, const RoutingPlan& 
         absl::StrFormat("expert batch of %d x %d does not fit the executor (%d x %d)", x.rows,
                         x.cols, scratch_.max_rows(), n_embd_));
   }
-  ODMOE_RETURN_IF_ERROR(
-      backend_.CopyToBackend(out.data, zeros_.data(), out.rows * out.cols * sizeof(float)));
+  // Every expert's row ids, then every expert's scales, in one upload (one
+  // wait for the device per layer instead of two per expert).
+  int64_t total = 0;
+  for (const RoutingPlan::ExpertRows& er : plan.experts) {
+    total += static_cast<int64_t>(er.rows.size());
+    if (er.weights.size() != er.rows.size()) {
+      return absl::InvalidArgumentError("routing plan: rows and weights differ in length");
+    }
+  }
+  if (total > max_routes_) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "routing plan of %d row assignments does not fit the executor (%d)", total, max_routes_));
+  }
+  host_routes_.resize(static_cast<size_t>(2 * total));
+  int64_t at = 0;
+  for (const RoutingPlan::ExpertRows& er : plan.experts) {
+    const size_t n = er.rows.size();
+    std::memcpy(host_routes_.data() + at, er.rows.data(), n * sizeof(int32_t));
+    std::memcpy(host_routes_.data() + total + at, er.weights.data(), n * sizeof(float));
+    at += static_cast<int64_t>(n);
+  }
+  ODMOE_RETURN_IF_ERROR(backend_.CopyToBackend(routes_, host_routes_.data(),
+                                               host_routes_.size() * sizeof(int32_t)));
+  backend_.Copy(ConstMat(zeros_, out.rows, out.cols), out);
+  const float* scales = reinterpret_cast<const float*>(routes_ + total);
+  at = 0;
   for (const RoutingPlan::ExpertRows& er : plan.experts) {
     const int64_t n = static_cast<int64_t>(er.rows.size());
-    ODMOE_RETURN_IF_ERROR(backend_.CopyToBackend(idx_, er.rows.data(), n * sizeof(int32_t)));
-    ODMOE_RETURN_IF_ERROR(backend_.CopyToBackend(scale_, er.weights.data(), n * sizeof(float)));
     const Mat xe{xe_, n, n_embd_};
     const Mat ye{ye_, n, n_embd_};
-    backend_.GatherRows(x, idx_, xe);
+    backend_.GatherRows(x, routes_ + at, xe);
     RunExpertFfn(backend_, experts_[static_cast<size_t>(layer * n_expert_ + er.expert)], xe,
                  scratch_, ye);
-    backend_.ScatterAddScaled(ye, idx_, scale_, out);
+    backend_.ScatterAddScaled(ye, routes_ + at, scales + at, out);
+    at += n;
   }
   return absl::OkStatus();
 }

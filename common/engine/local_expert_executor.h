@@ -36,12 +36,13 @@ class LocalExpertExecutor : public ExpertExecutor {
   std::vector<ExpertWeights> experts_;  // [layer * n_expert + e]
   std::vector<std::unique_ptr<BackendBuffer>> storage_;
   ExpertFfnScratch scratch_;
-  std::unique_ptr<BackendBuffer> work_;  // gathered x, expert y, row ids, scales
+  std::unique_ptr<BackendBuffer> work_;  // gathered x, expert y, zeros, row ids and scales
   float* xe_ = nullptr;
   float* ye_ = nullptr;
-  int32_t* idx_ = nullptr;
-  float* scale_ = nullptr;
-  std::vector<float> zeros_;  // host zeros for clearing `out`
+  float* zeros_ = nullptr;      // rows x n_embd zeros on the backend, for clearing `out`
+  int32_t* routes_ = nullptr;   // a Run's row ids [total], then its scales [total]
+  int64_t max_routes_ = 0;      // row assignments one Run may hold
+  std::vector<int32_t> host_routes_;
 };
 
 }  // namespace odmoe

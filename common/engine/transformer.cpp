@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "absl/strings/str_format.h"
 #include "util/status_macros.h"
@@ -35,7 +36,7 @@ absl::Status Transformer::AllocateBuffers() {
   const size_t d = config_.n_embd, qw = config_.q_width(), kvw = config_.kv_width();
   const size_t e = config_.n_expert, k = config_.n_expert_used, v = config_.n_vocab;
   // Layout (floats): x h o moe [b*d each] q attn [b*qw] k v [b*kvw] router [b*e]
-  // logits [v] weights [b*k], then int32: tokens positions [b] ids [b*k];
+  // logits [v] weights [b*k], then int32: ids [b*k] tokens positions [b];
   // with a shared expert also shared_out [b*d] shared_gate [b] row_index [b].
   const bool shared = config_.n_ff_shared > 0;
   const size_t floats = b * (4 * d + 2 * qw + 2 * kvw + e + k) + v + (shared ? b * (d + 1) : 0);
@@ -58,9 +59,9 @@ absl::Status Transformer::AllocateBuffers() {
   router_ = take(b * e);
   logits_ = take(v);
   weights_out_ = take(b * k);
+  ids_out_ = reinterpret_cast<int32_t*>(take(b * k));  // right after weights: one copy to host
   tokens_ = reinterpret_cast<int32_t*>(take(b));
   positions_ = reinterpret_cast<int32_t*>(take(b));
-  ids_out_ = reinterpret_cast<int32_t*>(take(b * k));
   host_positions_.resize(b);
   if (shared) {
     shared_out_ = take(b * d);
@@ -218,11 +219,14 @@ absl::StatusOr<RoutingPlan> Transformer::RouteBlock(int layer) {
   backend_.MatMul(w.router, h, router);
   if (w.router_bias != nullptr) backend_.AddBias(router, w.router_bias);
   backend_.RouterTopK(router, k, c.gating, ids_out_, weights_out_);
-  host_ids_.resize(static_cast<size_t>(n * k));
-  host_weights_.resize(static_cast<size_t>(n * k));
-  ODMOE_RETURN_IF_ERROR(backend_.CopyToHost(host_ids_.data(), ids_out_, n * k * sizeof(int32_t)));
+  // One copy (one wait for the device) of weights [b*k] and the ids after them.
+  const size_t nk = static_cast<size_t>(n * k), bk = static_cast<size_t>(n_batch_) * k;
+  host_route_.resize(bk + nk);
   ODMOE_RETURN_IF_ERROR(
-      backend_.CopyToHost(host_weights_.data(), weights_out_, n * k * sizeof(float)));
+      backend_.CopyToHost(host_route_.data(), weights_out_, (bk + nk) * sizeof(float)));
+  host_weights_.assign(host_route_.begin(), host_route_.begin() + static_cast<int64_t>(nk));
+  host_ids_.resize(nk);
+  std::memcpy(host_ids_.data(), host_route_.data() + bk, nk * sizeof(int32_t));
   return RoutingPlan::Build(host_ids_, host_weights_, k, c.n_expert);
 }
 

@@ -208,6 +208,7 @@ class Transformer {
   std::vector<int32_t> host_positions_;
   std::vector<int32_t> host_ids_;
   std::vector<float> host_weights_;
+  std::vector<float> host_route_;  // RouteBlock's copy: weights [n_batch * k], then ids
 };
 
 }  // namespace odmoe

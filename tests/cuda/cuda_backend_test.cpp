@@ -81,11 +81,15 @@ bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-/// y = x w^T on `be` (host vectors in and out).
+/// y = x w^T on `be` (host vectors in and out); the weight starts `offset`
+/// bytes into its buffer.
 std::vector<float> RunMatMul(Backend& be, DType type, const std::vector<uint8_t>& w, int64_t out,
-                             int64_t k, const std::vector<float>& x, int64_t n) {
+                             int64_t k, const std::vector<float>& x, int64_t n, size_t offset = 0) {
   Dev d(be);
-  const WeightRef wr = d.Weight(type, w, out, k);
+  std::vector<uint8_t> placed(offset, 0xee);
+  placed.insert(placed.end(), w.begin(), w.end());
+  WeightRef wr = d.Weight(type, placed, out, k);
+  wr.data = static_cast<const uint8_t*>(wr.data) + offset;
   float* y = d.Put(std::vector<float>(static_cast<size_t>(n * out), 0.0f));
   be.MatMul(wr, ConstMat(d.Put(x), n, k), Mat{y, n, out});
   return d.Get(y, static_cast<size_t>(n * out));
@@ -153,7 +157,9 @@ TEST_CASE("cuda MatMul gives the CPU's bits for every weight type and shape", "[
     for (const Shape s :
          {Shape{32, 17, 3}, Shape{64, 5, 1}, Shape{96, 33, 17}, Shape{4096, 7, 3},
           Shape{256, 300, 40}, Shape{1184, 6, 5}, Shape{50, 9, 2}, Shape{4096, 1, 70},
-          Shape{512, 33, 17}, Shape{2048, 20, 8}, Shape{1024, 5, 1}, Shape{5120, 3, 2}}) {
+          Shape{512, 33, 17}, Shape{2048, 20, 8}, Shape{1024, 5, 1}, Shape{5120, 3, 2},
+          Shape{14336, 9, 1}, Shape{14336, 3, 4}, Shape{1280, 13, 1}, Shape{4352, 11, 2},
+          Shape{4096, 8, 1}, Shape{2080, 60, 1}, Shape{6144, 1030, 1}}) {
       if (s.k % Traits(type).block_elems != 0) continue;
       for (int source = 0; source < (Traits(type).quantized ? 2 : 1); ++source) {
         INFO(Traits(type).name << " k=" << s.k << " out=" << s.out << " n=" << s.n
@@ -162,6 +168,32 @@ TEST_CASE("cuda MatMul gives the CPU's bits for every weight type and shape", "[
         const std::vector<float> x = ref::RandomFloats(s.k * s.n, ++seed, -3.0f, 3.0f);
         CHECK(SameBits(RunMatMul(*gpu, type, w, s.out, s.k, x, s.n),
                        RunMatMul(cpu, type, w, s.out, s.k, x, s.n)));
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda MatMul reads weights at any address its type allows", "[cuda][backend]") {
+  // The quantized kernels stage each row with 16-byte loads: rows that start
+  // anywhere in a 16-byte line (expert slices of a packed tensor) read only
+  // their own bytes and give the CPU's bits.
+  if (!HaveGpu()) return;
+  auto gpu = MakeCuda("cuda:0");
+  CpuBackend cpu(2);
+  uint32_t seed = 900;
+  for (DType type : kAllTypes) {
+    if (type == DType::kF32 || !CpuCanCompare(type)) continue;
+    const size_t step = type == DType::kMXFP4 ? 1 : 2;
+    for (int64_t k : {int64_t{768}, int64_t{2304}}) {
+      if (k % Traits(type).block_elems != 0) continue;
+      const std::vector<uint8_t> w = WeightFrom(1, type, 7, k, ++seed);
+      const std::vector<float> x = ref::RandomFloats(k * 3, ++seed, -3.0f, 3.0f);
+      const std::vector<float> want = RunMatMul(cpu, type, w, 7, k, x, 3);
+      for (size_t offset = step; offset < 16; offset += 3 * step) {
+        INFO(Traits(type).name << " k=" << k << " offset " << offset);
+        CHECK(SameBits(RunMatMul(*gpu, type, w, 7, k, x, 3, offset), want));
+        CHECK(SameBits(RunMatMul(*gpu, type, w, 7, k, x, 1, offset),
+                       std::vector<float>(want.begin(), want.begin() + 7)));
       }
     }
   }
@@ -210,6 +242,18 @@ TEST_CASE("cuda row ops give the CPU's bits", "[cuda][backend]") {
   CpuBackend cpu(2);
   Dev d(gpu);
   const int64_t n = 5, dim = 1000;
+  // RmsNorm stages rows of up to 32 KiB in shared memory: rows below, at and
+  // above that size.
+  for (const int64_t d_norm : {int64_t{4096}, int64_t{8192}, int64_t{12288}}) {
+    INFO("RmsNorm d=" << d_norm);
+    const std::vector<float> xs = ref::RandomFloats(3 * d_norm, 7, -20.0f, 20.0f);
+    const std::vector<float> ws = ref::RandomFloats(d_norm, 8, 0.5f, 1.5f);
+    std::vector<float> want(xs.size());
+    cpu.RmsNorm(ConstMat(xs.data(), 3, d_norm), ws.data(), 1e-5f, Mat{want.data(), 3, d_norm});
+    float* gy = d.Put(std::vector<float>(xs.size(), 0.0f));
+    gpu.RmsNorm(ConstMat(d.Put(xs), 3, d_norm), d.Put(ws), 1e-5f, Mat{gy, 3, d_norm});
+    CHECK(SameBits(d.Get(gy, xs.size()), want));
+  }
   const std::vector<float> a = ref::RandomFloats(n * dim, 1, -20.0f, 20.0f);
   const std::vector<float> b = ref::RandomFloats(n * dim, 2);
   const std::vector<float> w = ref::RandomFloats(dim, 3, 0.5f, 1.5f);

@@ -377,5 +377,33 @@ TEST_CASE("cuda K-family sums of several activation rows equal one row at a time
   }
 }
 
+TEST_CASE("cuda K-family super-block sums split in halves add up to the whole",
+          "[cuda][numerics]") {
+  // The MatMul kernel gives each half of a super-block's sub-blocks to its own
+  // thread and adds the two exact int32 parts.
+  uint32_t seed = 4100;
+  for (DType type : kKTypes) {
+    INFO(Traits(type).name);
+    const std::vector<uint8_t> w = RandomBlocks(type, 1, ++seed);
+    const std::vector<float> x = ref::RandomFloats(256 * 3, ++seed, -2.0f, 2.0f);
+    std::vector<num::QActSuperBlock> xq(3);
+    for (int t = 0; t < 3; ++t) num::QuantizeBlockQ8_K(x.data() + 256 * t, &xq[t], nullptr);
+    VisitTypeOf<num::IsKFamily>(type, [&](auto tag) {
+      constexpr DType T = decltype(tag)::value;
+      constexpr int kHalf = 256 / num::KFormatOf<T>().sub_elems / 2;
+      int32_t a[4], b[4], a0[4], b0[4], a1[4], b1[4];
+      num::KSuperBlockSums<T, 4>(w.data(), xq.data(), 1, 3, a, b);
+      num::KSuperBlockSumsPart<T, 4, kHalf>(w.data(), xq.data(), 1, 3, 0, a0, b0);
+      num::KSuperBlockSumsPart<T, 4, kHalf>(w.data(), xq.data(), 1, 3, kHalf, a1, b1);
+      for (int t = 0; t < 3; ++t) {
+        CHECK(a[t] == a0[t] + a1[t]);
+        CHECK(b[t] == b0[t] + b1[t]);
+      }
+      CHECK(a0[0] != 0);
+      CHECK(a1[0] != 0);
+    });
+  }
+}
+
 }  // namespace
 }  // namespace odmoe

@@ -17,6 +17,12 @@ namespace odmoe::cuda {
 
 inline constexpr unsigned kFullMask = 0xffffffffu;
 
+/// Rows up to this size are staged in dynamic shared memory by the kernels
+/// that walk a row in the canonical lane order (8192 floats: every model's
+/// hidden size; well inside the 48 KiB a block may take without opting in,
+/// static shared memory included).
+inline constexpr size_t kStagedRowMaxBytes = 32 * 1024;
+
 /// The canonical tree of cuda_numerics::TreeReduce16 over the 16 lanes of a
 /// half-warp (lane i holding l[i]); the result is valid in lane 0 of each
 /// half-warp. Every thread of the warp must call it.

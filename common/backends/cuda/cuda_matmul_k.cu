@@ -1,11 +1,11 @@
 // MatMul with K-family weights (Q2_K .. Q6_K, IQ4_XS) in the canonical order
 // of cpu_backend.h (steps A-D): activation rows are quantized to Q8_K on the
-// device (one warp per super-block), then one half-warp per weight row, its
-// thread l being lane l (super-blocks l, l + 16, ...: exact int32 sums over
-// the sub-blocks, then the fma step), reduced by the fixed tree. Tiles of NX
-// activation rows share each decoded weight super-block, as in
-// cuda_matmul.cu; every output element is the same chain of operations
-// whatever NX or the grid.
+// device (one warp per super-block), then one warp per weight row (staged in
+// shared memory, cuda_matmul_tiles.h): lane l takes super-blocks l, l + 16,
+// ... (exact int32 sums over the sub-blocks, split between threads l and
+// l + 16, then the fma step), reduced by the fixed tree. Tiles of NX
+// activation rows share each decoded weight super-block; every output element
+// is the same chain of operations whatever NX or the grid.
 #include "cuda_kernel_util.h"
 #include "cuda_kernels.h"
 #include "cuda_matmul_tiles.h"
@@ -18,69 +18,119 @@ namespace num = cuda_numerics;
 
 constexpr int kQuantizeThreads = 128;
 
-/// One warp per super-block: thread l scans elements 8l..8l+7, the picks of
-/// the largest magnitude are merged across the warp (merging in any order
-/// gives the sequential scan's pick), then thread l writes code words 2l and
-/// 2l+1 and the even threads the per-16 sums.
+/// Super-block `xs` (256 floats) quantized to Q8_K by one warp (`l` = the
+/// thread's index in it): thread l scans elements 8l..8l+7, the picks of the
+/// largest magnitude are merged across the warp (merging in any order gives
+/// the sequential scan's pick), then thread l writes code words 2l and 2l+1
+/// and the even threads the per-16 sums.
+__device__ __forceinline__ void QuantizeSuperBlockWarp(const float* __restrict__ xs,
+                                                       QActSuperBlock* out, int l) {
+  xs += 8 * l;
+  num::AbsMaxPick p;
+  for (int i = 0; i < 8; ++i) num::PickAbsMax(&p, xs[i], 8 * l + i);
+  for (int off = 16; off > 0; off /= 2) {
+    num::AbsMaxPick q;
+    q.amax = __shfl_xor_sync(kFullMask, p.amax, off);
+    q.max = __shfl_xor_sync(kFullMask, p.max, off);
+    q.index = __shfl_xor_sync(kFullMask, p.index, off);
+    p = num::MergeAbsMax(p, q);
+  }
+  const bool zero = p.amax == 0.0f;
+  const float iscale = num::Q8KInverseScale(p);
+  const int32_t w0 = zero ? 0 : num::Q8KCodeWord(iscale, xs);
+  const int32_t w1 = zero ? 0 : num::Q8KCodeWord(iscale, xs + 4);
+  out->qs[2 * l] = w0;
+  out->qs[2 * l + 1] = w1;
+  const int32_t sum8 = num::ByteSum(w0) + num::ByteSum(w1);
+  const int32_t next = __shfl_down_sync(kFullMask, sum8, 1);
+  if (l % 2 == 0) out->bsum[l / 2] = sum8 + next;
+  if (l == 0) out->d = zero ? 0.0f : 1.0f / iscale;
+}
+
+/// One warp per super-block.
 __global__ void __launch_bounds__(kQuantizeThreads)
     QuantizeQ8KKernel(const float* __restrict__ x, int64_t total, QActSuperBlock* __restrict__ xq) {
   const int l = static_cast<int>(threadIdx.x % 32);
   const int64_t warps = GridThreads() / 32;
   for (int64_t s = GlobalThread() / 32; s < total; s += warps) {
-    const float* xs = x + s * kSuperBlockElems + 8 * l;
-    num::AbsMaxPick p;
-    for (int i = 0; i < 8; ++i) num::PickAbsMax(&p, xs[i], 8 * l + i);
-    for (int off = 16; off > 0; off /= 2) {
-      num::AbsMaxPick q;
-      q.amax = __shfl_xor_sync(kFullMask, p.amax, off);
-      q.max = __shfl_xor_sync(kFullMask, p.max, off);
-      q.index = __shfl_xor_sync(kFullMask, p.index, off);
-      p = num::MergeAbsMax(p, q);
-    }
-    const bool zero = p.amax == 0.0f;
-    const float iscale = num::Q8KInverseScale(p);
-    const int32_t w0 = zero ? 0 : num::Q8KCodeWord(iscale, xs);
-    const int32_t w1 = zero ? 0 : num::Q8KCodeWord(iscale, xs + 4);
-    QActSuperBlock& out = xq[s];
-    out.qs[2 * l] = w0;
-    out.qs[2 * l + 1] = w1;
-    const int32_t sum8 = num::ByteSum(w0) + num::ByteSum(w1);
-    const int32_t next = __shfl_down_sync(kFullMask, sum8, 1);
-    if (l % 2 == 0) out.bsum[l / 2] = sum8 + next;
-    if (l == 0) out.d = zero ? 0.0f : 1.0f / iscale;
+    QuantizeSuperBlockWarp(x + s * kSuperBlockElems, &xq[s], l);
   }
 }
 
+template <DType T>
+ODMOE_HD constexpr int KStageVecs() {
+  return (num::kLanes * num::KFormatOf<T>().bytes + 31) / 16;
+}
+
+/// Lane accumulators of one weight row `wr` against NX activation rows
+/// (xq + r * x_stride, r < nt), computed by one warp (`t` = the thread's
+/// index in it) through its staging buffer `buf`. The row is staged 16
+/// super-blocks at a time; super-block s0 + l of a stretch is lane l's
+/// (l = t % 16): thread l sums its first half of sub-blocks, thread l + 16
+/// the second, the two exact int32 parts are added, and both threads take
+/// the float step, so both hold lane l's accumulator and the half-warp tree
+/// of either half gives the row's dot.
+template <DType T, int NX>
+__device__ __forceinline__ void KRowLanes(const uint8_t* __restrict__ wr, uint8_t* buf,
+                                          const QActSuperBlock* xq, int64_t x_stride,
+                                          int64_t n_super, int nt, int t, float* acc) {
+  constexpr num::KFormat F = num::KFormatOf<T>();
+  constexpr int kHalf = kSuperBlockElems / F.sub_elems / 2;
+  const int lane = t % num::kLanes;
+  const int half = t / num::kLanes;
+#pragma unroll
+  for (int r = 0; r < NX; ++r) acc[r] = 0.0f;
+  for (int64_t s0 = 0; s0 < n_super; s0 += num::kLanes) {
+    const int units = static_cast<int>(n_super - s0 < num::kLanes ? n_super - s0 : num::kLanes);
+    const int skew = StageBytes(buf, wr + s0 * F.bytes, units * F.bytes, t);
+    __syncwarp();
+    const bool mine = lane < units;
+    const uint8_t* sb = buf + skew + lane * F.bytes;
+    const QActSuperBlock* xs = xq + s0 + lane;
+    int32_t a[NX], b[NX];
+    if (mine) {
+      num::KSuperBlockSumsPart<T, NX, kHalf>(sb, xs, x_stride, nt, half * kHalf, a, b);
+    } else {
+#pragma unroll
+      for (int r = 0; r < NX; ++r) a[r] = b[r] = 0;
+    }
+#pragma unroll
+    for (int r = 0; r < NX; ++r) {
+      a[r] += __shfl_xor_sync(kFullMask, a[r], num::kLanes);
+      if constexpr (F.dmin_offset >= 0) b[r] += __shfl_xor_sync(kFullMask, b[r], num::kLanes);
+    }
+    if (mine) {
+#pragma unroll
+      for (int r = 0; r < NX; ++r) {
+        if (r < nt) acc[r] = num::KStep<T>(sb, xs[r * x_stride].d, a[r], b[r], acc[r]);
+      }
+    }
+    __syncwarp();
+  }
+}
+
+/// One warp per weight row (kWarpRowsPerBlock rows per block), blockIdx.y
+/// walking tiles of NX activation rows quantized beforehand.
 template <DType T, int NX>
 __global__ void __launch_bounds__(kMatMulThreads)
     KMatMulKernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t out, int64_t n_super,
                   const QActSuperBlock* __restrict__ xq, int64_t n, float* __restrict__ y) {
-  constexpr int kBlockBytes = num::KFormatOf<T>().bytes;
-  const int lane = static_cast<int>(threadIdx.x % num::kLanes);
-  const int64_t o =
-      static_cast<int64_t>(blockIdx.x) * kMatMulRowsPerBlock + threadIdx.x / num::kLanes;
+  __shared__ uint4 stage[kWarpRowsPerBlock][KStageVecs<T>()];
+  const int warp = static_cast<int>(threadIdx.x / 32);
+  const int t = static_cast<int>(threadIdx.x % 32);
+  const int64_t o = static_cast<int64_t>(blockIdx.x) * kWarpRowsPerBlock + warp;
   const bool row_ok = o < out;
-  const uint8_t* wr = w + (row_ok ? o : 0) * row_bytes;  // idle half-warps read row 0
+  const uint8_t* wr = w + (row_ok ? o : 0) * row_bytes;  // idle warps read row 0
+  uint8_t* buf = reinterpret_cast<uint8_t*>(stage[warp]);
   for (int64_t t0 = static_cast<int64_t>(blockIdx.y) * NX; t0 < n;
        t0 += static_cast<int64_t>(gridDim.y) * NX) {
     const int nt = static_cast<int>(n - t0 < NX ? n - t0 : NX);
     float acc[NX];
+    KRowLanes<T, NX>(wr, buf, xq + t0 * n_super, n_super, n_super, nt, t, acc);
 #pragma unroll
-    for (int t = 0; t < NX; ++t) acc[t] = 0.0f;
-    for (int64_t s = lane; s < n_super; s += num::kLanes) {
-      const uint8_t* sb = wr + s * kBlockBytes;
-      const QActSuperBlock* xs = xq + t0 * n_super + s;
-      int32_t a[NX], b[NX];
-      num::KSuperBlockSums<T, NX>(sb, xs, n_super, nt, a, b);
-#pragma unroll
-      for (int t = 0; t < NX; ++t) {
-        if (t < nt) acc[t] = num::KStep<T>(sb, xs[t * n_super].d, a[t], b[t], acc[t]);
-      }
-    }
-#pragma unroll
-    for (int t = 0; t < NX; ++t) {
-      const float v = HalfWarpTree(acc[t]);
-      if (lane == 0 && row_ok && t < nt) y[(t0 + t) * out + o] = v;
+    for (int r = 0; r < NX; ++r) {
+      const float v = HalfWarpTree(acc[r]);
+      if (t == 0 && row_ok && r < nt) y[(t0 + r) * out + o] = v;
     }
   }
 }
@@ -105,7 +155,8 @@ cudaError_t LaunchKQuantMatMul(cudaStream_t stream, DType type, const void* w, i
     if constexpr (num::IsKFamily(T)) {
       WithTileRows(n, [&](auto nx) {
         constexpr int NX = decltype(nx)::value;
-        KMatMulKernel<T, NX><<<MatMulGrid(out, n, NX), kMatMulThreads, 0, stream>>>(
+        KMatMulKernel<T, NX>
+            <<<MatMulGrid(out, n, NX, kWarpRowsPerBlock), kMatMulThreads, 0, stream>>>(
             static_cast<const uint8_t*>(w), static_cast<int64_t>(RowBytes(T, k)), out,
             k / kSuperBlockElems, xq, n, y);
       });

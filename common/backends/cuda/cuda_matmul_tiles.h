@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "cuda_numerics.h"
+#include "cuda_kernel_util.h"
 
 namespace odmoe::cuda {
 
@@ -36,11 +37,50 @@ void WithTileRows(int64_t n, F&& f) {
   }
 }
 
-inline dim3 MatMulGrid(int64_t out, int64_t n, int nx) {
+inline dim3 MatMulGrid(int64_t out, int64_t n, int nx, int rows_per_block = kMatMulRowsPerBlock) {
   constexpr int64_t kMaxGridY = 65535;
   const int64_t tiles = (n + nx - 1) / nx;
-  return dim3(static_cast<unsigned>((out + kMatMulRowsPerBlock - 1) / kMatMulRowsPerBlock),
+  return dim3(static_cast<unsigned>((out + rows_per_block - 1) / rows_per_block),
               static_cast<unsigned>(tiles < kMaxGridY ? tiles : kMaxGridY));
+}
+
+// ---- Quantized MatMul: one warp per weight row, the row staged in shared memory ----
+//
+// The quantized kernels give each weight row a whole warp: the warp copies a
+// stretch of the row into its shared-memory buffer with 16-byte loads
+// (coalesced, whatever the row's alignment), then its 32 threads compute the
+// exact integer sums of the stretch's blocks and pass them to the thread of
+// the block's lane (lane l = block % 16, kept by threads l and l + 16 alike),
+// which does the canonical float steps in order. The bits are those of the
+// half-warp-per-row order: only integer work moves between threads.
+
+inline constexpr int kWarpRowsPerBlock = kMatMulThreads / 32;
+
+/// Copies bytes [src, src + bytes) of global memory to dst + (src % 16) by
+/// the 32 threads of a warp (`t` = the thread's index in it); returns the
+/// offset src % 16 at which the bytes start in dst (16-byte aligned, large
+/// enough for bytes + 16). Reads no byte outside the range. The caller
+/// synchronizes the warp before reading dst.
+__device__ __forceinline__ int StageBytes(uint8_t* __restrict__ dst,
+                                          const uint8_t* __restrict__ src, int bytes, int t) {
+  const uintptr_t p = reinterpret_cast<uintptr_t>(src);
+  const int skew = static_cast<int>(p & 15u);
+  const uintptr_t begin = (p + 15u) & ~uintptr_t{15};
+  const uintptr_t end = (p + static_cast<uintptr_t>(bytes)) & ~uintptr_t{15};
+  uint8_t* d = dst + skew;
+  if (begin >= end) {
+    for (int i = t; i < bytes; i += 32) d[i] = src[i];
+    return skew;
+  }
+  const int head = static_cast<int>(begin - p);
+  const int tail = static_cast<int>(p + static_cast<uintptr_t>(bytes) - end);
+  const int vecs = static_cast<int>((end - begin) / 16);
+  const uint4* s4 = reinterpret_cast<const uint4*>(begin);
+  uint4* d4 = reinterpret_cast<uint4*>(d + head);
+  for (int v = t; v < vecs; v += 32) d4[v] = __ldg(s4 + v);
+  if (t < head) d[t] = src[t];
+  if (t < tail) d[head + 16 * vecs + t] = src[head + 16 * vecs + t];
+  return skew;
 }
 
 }  // namespace odmoe::cuda

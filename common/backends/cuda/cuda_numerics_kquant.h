@@ -17,7 +17,7 @@
 // int32 sums over the sub-blocks j (step B). Every type is a row of a table
 // (KFormatOf: block bytes, sub-block size, scale fields); what differs per
 // type is only how a word of 4 codes and the sub-block scales are unpacked
-// (KCodeWord, KSubScales), both exact integer work with the bit layouts of
+// (KCodeWord, KSubScale), both exact integer work with the bit layouts of
 // tensor/quant_blocks.h. Blocks are read in 16-bit words: rows must start at
 // even addresses (every K block size and field offset is even).
 #pragma once
@@ -150,46 +150,44 @@ ODMOE_HD constexpr bool IsKFamily(DType t) {
          t == DType::kQ6_K || t == DType::kIQ4_XS;
 }
 
-/// The integer scale sc_j and min mn_j (0 for types without mins) of every
-/// sub-block j, unpacked from the stored bits (the device twin of
-/// tensor/quant_k_scales.h).
+/// The integer scale *sc and min *mn (0 for types without mins) of sub-block
+/// j, unpacked from the stored bits (the device twin of
+/// tensor/quant_k_scales.h). `j` may be a run-time value: nothing is indexed
+/// in registers.
 template <DType T>
-ODMOE_HD void KSubScales(const uint8_t* sb, int32_t* sc, int32_t* mn) {
+ODMOE_HD void KSubScale(const uint8_t* sb, int j, int32_t* sc, int32_t* mn) {
   constexpr KFormat F = KFormatOf<T>();
   const uint8_t* p = sb + F.scale_offset;
+  *mn = 0;
   if constexpr (F.scales == KScaleKind::kQ2) {
-    for (int j = 0; j < 16; ++j) {
-      sc[j] = p[j] & 15;
-      mn[j] = p[j] >> 4;
-    }
+    *sc = p[j] & 15;
+    *mn = p[j] >> 4;
   } else if constexpr (F.scales == KScaleKind::kSixBit3) {
-    for (int j = 0; j < 16; ++j) {
-      const int low = j < 8 ? (p[j] & 15) : (p[j - 8] >> 4);
-      const int high = (p[8 + j % 4] >> (2 * (j / 4))) & 3;
-      sc[j] = (low | (high << 4)) - 32;
-      mn[j] = 0;
-    }
+    const int low = j < 8 ? (p[j] & 15) : (p[j - 8] >> 4);
+    const int high = (p[8 + j % 4] >> (2 * (j / 4))) & 3;
+    *sc = (low | (high << 4)) - 32;
   } else if constexpr (F.scales == KScaleKind::kSixBit4) {
-    for (int j = 0; j < 4; ++j) {
-      sc[j] = p[j] & 63;
-      mn[j] = p[j + 4] & 63;
-      sc[j + 4] = (p[j + 8] & 15) | ((p[j] >> 6) << 4);
-      mn[j + 4] = (p[j + 8] >> 4) | ((p[j + 4] >> 6) << 4);
+    if (j < 4) {
+      *sc = p[j] & 63;
+      *mn = p[j + 4] & 63;
+    } else {
+      *sc = (p[j + 4] & 15) | ((p[j - 4] >> 6) << 4);
+      *mn = (p[j + 4] >> 4) | ((p[j] >> 6) << 4);
     }
   } else if constexpr (F.scales == KScaleKind::kInt8) {
-    for (int j = 0; j < 16; ++j) {
-      sc[j] = static_cast<int8_t>(p[j]);
-      mn[j] = 0;
-    }
+    *sc = static_cast<int8_t>(p[j]);
   } else {
-    const uint32_t high_bits = LoadU16(p);
-    for (int j = 0; j < 8; ++j) {
-      const int low = (p[2 + j / 2] >> (4 * (j % 2))) & 15;
-      const int high = static_cast<int>(high_bits >> (2 * j)) & 3;
-      sc[j] = (low | (high << 4)) - 32;
-      mn[j] = 0;
-    }
+    const int low = (p[2 + j / 2] >> (4 * (j % 2))) & 15;
+    const int high = static_cast<int>(LoadU16(p) >> (2 * j)) & 3;
+    *sc = (low | (high << 4)) - 32;
   }
+}
+
+/// KSubScale of every sub-block j < 256 / sub_elems.
+template <DType T>
+ODMOE_HD void KSubScales(const uint8_t* sb, int32_t* sc, int32_t* mn) {
+  constexpr int kSubs = kSuperBlockElems / KFormatOf<T>().sub_elems;
+  for (int j = 0; j < kSubs; ++j) KSubScale<T>(sb, j, &sc[j], &mn[j]);
 }
 
 inline constexpr Lut16 kIq4XsLut = MakeLut16(kIq4nlValues);
@@ -234,21 +232,24 @@ ODMOE_HD int32_t KCodeWord(const uint8_t* sb, int j, int m) {
   }
 }
 
-/// Step B for NX activation rows at once (the weight codes are decoded once):
-/// a[t] = sum_j sc_j * isum_j(t), b[t] = sum_j mn_j * bsum_j(t) for the
+/// Step B restricted to COUNT sub-blocks from j0, for NX activation rows at
+/// once (the weight codes are decoded once): a[t] = sum_j sc_j * isum_j(t),
+/// b[t] = sum_j mn_j * bsum_j(t) over j in [j0, j0 + COUNT) for the
 /// super-block `sb` and the activation super-blocks x[t * x_stride], t < nt.
-template <DType T, int NX>
-ODMOE_HD void KSuperBlockSums(const uint8_t* sb, const QActSuperBlock* x, int64_t x_stride, int nt,
-                              int32_t* a, int32_t* b) {
+/// Integer sums are exact, so the parts of a super-block added in any order
+/// give KSuperBlockSums (the kernels split a super-block between threads).
+template <DType T, int NX, int COUNT>
+ODMOE_HD void KSuperBlockSumsPart(const uint8_t* sb, const QActSuperBlock* x, int64_t x_stride,
+                                  int nt, int j0, int32_t* a, int32_t* b) {
   constexpr KFormat F = KFormatOf<T>();
-  constexpr int kSubs = kSuperBlockElems / F.sub_elems;
   constexpr int kWords = F.sub_elems / 4;
-  int32_t sc[16], mn[16];
-  KSubScales<T>(sb, sc, mn);
   ODMOE_UNROLL
   for (int t = 0; t < NX; ++t) a[t] = b[t] = 0;
   ODMOE_UNROLL
-  for (int j = 0; j < kSubs; ++j) {
+  for (int jj = 0; jj < COUNT; ++jj) {
+    const int j = j0 + jj;
+    int32_t sc, mn;
+    KSubScale<T>(sb, j, &sc, &mn);
     int32_t w[kWords];
     ODMOE_UNROLL
     for (int m = 0; m < kWords; ++m) w[m] = KCodeWord<T>(sb, j, m);
@@ -259,13 +260,21 @@ ODMOE_HD void KSuperBlockSums(const uint8_t* sb, const QActSuperBlock* x, int64_
       int32_t isum = 0;
       ODMOE_UNROLL
       for (int m = 0; m < kWords; ++m) isum = Dot4(w[m], xt.qs[kWords * j + m], isum);
-      a[t] += sc[j] * isum;
+      a[t] += sc * isum;
       if constexpr (F.dmin_offset >= 0) {
         const int32_t bsum = kWords == 4 ? xt.bsum[j] : xt.bsum[2 * j] + xt.bsum[2 * j + 1];
-        b[t] += mn[j] * bsum;
+        b[t] += mn * bsum;
       }
     }
   }
+}
+
+/// Step B for NX activation rows at once over the whole super-block.
+template <DType T, int NX>
+ODMOE_HD void KSuperBlockSums(const uint8_t* sb, const QActSuperBlock* x, int64_t x_stride, int nt,
+                              int32_t* a, int32_t* b) {
+  constexpr int kSubs = kSuperBlockElems / KFormatOf<T>().sub_elems;
+  KSuperBlockSumsPart<T, NX, kSubs>(sb, x, x_stride, nt, 0, a, b);
 }
 
 /// Step C for one super-block and one activation row.
@@ -304,11 +313,11 @@ ODMOE_HD float KElement(const uint8_t* row, int64_t i) {
   const int t = e % F.sub_elems;
   const int32_t word = KCodeWord<T>(sb, j, t / 4);
   const float q = static_cast<float>(static_cast<int8_t>((word >> (8 * (t % 4))) & 0xff));
-  int32_t sc[16], mn[16];
-  KSubScales<T>(sb, sc, mn);
-  const float dl = F16ToF32(LoadU16(sb + F.d_offset)) * static_cast<float>(sc[j]);
+  int32_t sc, mn;
+  KSubScale<T>(sb, j, &sc, &mn);
+  const float dl = F16ToF32(LoadU16(sb + F.d_offset)) * static_cast<float>(sc);
   if constexpr (F.dmin_offset >= 0) {
-    const float ml = F16ToF32(LoadU16(sb + F.dmin_offset)) * static_cast<float>(mn[j]);
+    const float ml = F16ToF32(LoadU16(sb + F.dmin_offset)) * static_cast<float>(mn);
     return dl * q - ml;
   } else {
     return dl * q;

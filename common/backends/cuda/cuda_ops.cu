@@ -23,14 +23,23 @@ __global__ void GetRowsKernel(const uint8_t* __restrict__ table, int64_t row_byt
   }
 }
 
-/// Block per row: warp 0 forms the canonical dot x.x (both of its
-/// half-warps compute it; lane 0 keeps it), then every thread scales.
+/// Block per row: the row is staged in shared memory by every thread (when
+/// `staged`: all loads in flight at once, instead of warp 0's 16 lanes each
+/// walking d / 16 global loads), then warp 0 forms the canonical dot x.x
+/// (both of its half-warps compute it; lane 0 keeps it), then every thread
+/// scales.
 __global__ void __launch_bounds__(kThreads)
     RmsNormKernel(const float* x, const float* __restrict__ weight, float eps, float* y,
-                  int64_t rows, int64_t d) {
+                  int64_t rows, int64_t d, bool staged) {
+  extern __shared__ float row_sh[];
   __shared__ float scale_sh;
   for (int64_t t = blockIdx.x; t < rows; t += gridDim.x) {
     const float* xr = x + t * d;
+    if (staged) {
+      for (int64_t i = threadIdx.x; i < d; i += blockDim.x) row_sh[i] = xr[i];
+      __syncthreads();
+      xr = row_sh;
+    }
     if (threadIdx.x < 32) {
       const float lane = num::LaneDot<DType::kF32>(xr, xr, d, threadIdx.x % num::kLanes);
       const float sum_sq = HalfWarpTree(lane);
@@ -40,7 +49,7 @@ __global__ void __launch_bounds__(kThreads)
     const float scale = scale_sh;
     float* yr = y + t * d;
     for (int64_t i = threadIdx.x; i < d; i += blockDim.x) yr[i] = (xr[i] * scale) * weight[i];
-    __syncthreads();  // scale_sh is rewritten for the next row
+    __syncthreads();  // scale_sh and row_sh are rewritten for the next row
   }
 }
 
@@ -161,8 +170,10 @@ cudaError_t LaunchGetRows(cudaStream_t stream, DType type, const void* table, in
 
 cudaError_t LaunchRmsNorm(cudaStream_t stream, ConstMat x, const float* weight, float eps, Mat y) {
   if (x.rows == 0) return cudaSuccess;
-  RmsNormKernel<<<RowGrid(x.rows), kThreads, 0, stream>>>(x.data, weight, eps, y.data, x.rows,
-                                                          x.cols);
+  const size_t row_bytes = static_cast<size_t>(x.cols) * sizeof(float);
+  const bool staged = row_bytes <= kStagedRowMaxBytes;
+  RmsNormKernel<<<RowGrid(x.rows), kThreads, staged ? row_bytes : 0, stream>>>(
+      x.data, weight, eps, y.data, x.rows, x.cols, staged);
   return cudaGetLastError();
 }
 
