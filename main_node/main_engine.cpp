@@ -11,6 +11,7 @@
 #include "cluster/wire.h"
 #include "engine/batch_generator.h"
 #include "engine/sequence.h"
+#include "main_node/lookahead_vote.h"
 #include "util/logging.h"
 #include "util/status_macros.h"
 
@@ -201,13 +202,38 @@ void MainEngine::SendHint(uint64_t request, int n, int layer, std::vector<int32_
   }
 }
 
-absl::Status MainEngine::Lookahead(uint64_t request, int n, int layer, ConstMat x) {
+absl::Status MainEngine::Lookahead(uint64_t request, int n, const LookaheadSpec& spec, int layer,
+                                   ConstMat x) {
   const ModelConfig& c = model_.config();
-  const int next = layer + 1;
-  if (next >= c.n_layer || !c.has_experts(next)) return absl::OkStatus();
-  std::vector<int32_t> predicted;
-  ODMOE_RETURN_IF_ERROR(transformer_->PredictExperts(next, x, &predicted));
-  SendHint(request, n, next, std::move(predicted));
+  auto has_experts = [&c](int l) { return c.has_experts(l); };
+  // Keep this layer's input for the next layers' votes (FIRM), keyed by
+  // (request, iteration, layer) so a vote never reads another token's input.
+  static_assert(kKeptLookaheadInputs <= Transformer::kKeptInputs &&
+                kKeptLookaheadInputs >= kMaxLookaheadLayers);
+  constexpr int kSlots = kKeptLookaheadInputs;
+  if (spec.layers > 1) {
+    ODMOE_ASSIGN_OR_RETURN(ConstMat kept, transformer_->KeepInput(layer % kSlots, x));
+    kept_inputs_[static_cast<size_t>(layer % kSlots)] = {request, n, layer, kept};
+  }
+  const int target = LookaheadTarget(spec, layer, c.n_layer, has_experts);
+  if (target < 0) return absl::OkStatus();
+  const int candidates = CandidatesPerVoter(spec, c.n_expert_used, c.n_expert);
+  std::vector<std::vector<int32_t>> sets;
+  for (int m : VotingLayers(spec, layer, has_experts)) {
+    ConstMat input = x;
+    if (m != layer) {
+      const KeptInput& k = kept_inputs_[static_cast<size_t>(m % kSlots)];
+      if (k.request != request || k.n != n || k.layer != m) break;  // not this token's
+      input = k.row;
+    }
+    sets.emplace_back();
+    ODMOE_RETURN_IF_ERROR(transformer_->PredictExperts(target, input, &sets.back(), candidates));
+  }
+  // A worker holds one expert per position: at most k of them (the latest
+  // voter's likeliest first) are hinted.
+  std::vector<int32_t> predicted = IntersectCandidates(sets);
+  if (predicted.size() > static_cast<size_t>(c.n_expert_used)) predicted.resize(c.n_expert_used);
+  if (!predicted.empty()) SendHint(request, n, target, std::move(predicted));
   return absl::OkStatus();
 }
 
@@ -226,6 +252,7 @@ struct MainEngine::Job {
   int token_period = 0, kv_period = 0;
   int draft = 0;  // tokens the shadow drafts per iteration (0 = no speculation)
   absl::Duration draft_wait;  // longest wait for them per iteration
+  LookaheadSpec lookahead;    // prediction: lookahead's variant
   bool waits_pay = true;      // the last wait for drafts found some
   std::function<bool()> cancelled;
   std::unique_ptr<Sequence> seq;
@@ -319,6 +346,14 @@ absl::StatusOr<ClusterGenerateResult> MainEngine::Generate(
           "none");
     }
   }
+  if (experiment.lookahead.has_value()) {
+    const LookaheadSpec& l = *experiment.lookahead;
+    if (l.layers < 1 || l.layers > kMaxLookaheadLayers || l.candidates < 0 || l.from_layer < 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "experiment: lookahead layers must be in [1, %d], candidates and from_layer >= 0",
+          kMaxLookaheadLayers));
+    }
+  }
   ODMOE_ASSIGN_OR_RETURN(std::vector<int32_t> prompt_ids,
                          PreparePrompt(request, tokenizer_, n_ctx()));
   auto job = std::make_shared<Job>();
@@ -332,6 +367,7 @@ absl::StatusOr<ClusterGenerateResult> MainEngine::Generate(
                                                                     : 0);
   job->draft_wait = absl::Microseconds(experiment.draft_wait_us.value_or(
       topology_.shadow ? topology_.shadow->draft_wait_us : 0));
+  job->lookahead = experiment.lookahead.value_or(topology_.lookahead);
   job->cancelled = cancelled;
   job->seq = std::make_unique<Sequence>(tokenizer_, request, std::move(prompt_ids), on_token,
                                         should_stop, on_logprobs);
@@ -584,8 +620,9 @@ absl::Status MainEngine::SoloStep(Job& job) {
     // experts compute (the executor calls back between sending and waiting;
     // a verification of several rows runs without it).
     const uint64_t req = job.req;
-    executor_->set_lookahead([this, req, n](int layer, ConstMat x) {
-      return Lookahead(req, n, layer, x);
+    const LookaheadSpec spec = job.lookahead;
+    executor_->set_lookahead([this, req, n, spec](int layer, ConstMat x) {
+      return Lookahead(req, n, spec, layer, x);
     });
   }
   struct ClearLookahead {

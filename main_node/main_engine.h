@@ -36,6 +36,7 @@
 //   r.result.output_ids; r.recall.overall; r.experts.hits ...
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -64,6 +65,7 @@ struct Experiment {
   std::optional<int> token_period, kv_period;  // both or neither; 0 = never
   std::optional<int> draft_tokens;             // speculative decoding; 0 = off
   std::optional<int64_t> draft_wait_us;        // see ShadowSpec::draft_wait_us
+  std::optional<LookaheadSpec> lookahead;      // prediction: lookahead's variant
 };
 
 /// Speculative decoding's count for one request (all zero when it ran
@@ -179,7 +181,8 @@ class MainEngine {
   /// assignment and recall) and sends it to the workers of the layer's group.
   void SendHint(uint64_t request, int n, int layer, std::vector<int32_t> predicted);
   /// Gate look-ahead from `layer`'s MoE input: the next layer's prediction.
-  absl::Status Lookahead(uint64_t request, int n, int layer, ConstMat x);
+  absl::Status Lookahead(uint64_t request, int n, const LookaheadSpec& spec, int layer,
+                         ConstMat x);
   // At a token boundary: groups whose workers are all connected take layers
   // (a group that failed comes back once its workers have rejoined).
   void RefreshSchedule();
@@ -224,6 +227,16 @@ class MainEngine {
   std::atomic<uint64_t> shared_iterations_{0}, shared_rows_{0};
   std::thread loop_;
   Schedule schedule_;
+  // Gate look-ahead with FIRM's votes: the MoE inputs kept by Lookahead, one
+  // slot per layer mod kKeptLookaheadInputs, with whose token they are.
+  static constexpr int kKeptLookaheadInputs = 8;
+  struct KeptInput {
+    uint64_t request = 0;
+    int n = -1;
+    int layer = -1;
+    ConstMat row{nullptr, 0, 0};
+  };
+  std::array<KeptInput, kKeptLookaheadInputs> kept_inputs_;
   std::atomic<int> active_groups_{0};
   TraceRecorder* trace_ = nullptr;
 };

@@ -58,6 +58,17 @@ absl::StatusOr<Experiment> ExperimentFromProto(const v1::Experiment& in) {
     e.draft_tokens = static_cast<int>(in.draft_tokens());
     e.draft_wait_us = static_cast<int64_t>(in.draft_wait_us());
   }
+  if (in.set_lookahead()) {
+    if (in.lookahead_layers() < 1 || in.lookahead_layers() > kMaxLookaheadLayers ||
+        in.lookahead_candidates() > 4096 || in.lookahead_from_layer() > 65536) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("experiment.lookahead_layers must be in [1, ", kMaxLookaheadLayers,
+                       "], lookahead_candidates <= 4096, lookahead_from_layer <= 65536"));
+    }
+    e.lookahead = LookaheadSpec{static_cast<int>(in.lookahead_layers()),
+                                static_cast<int>(in.lookahead_candidates()),
+                                static_cast<int>(in.lookahead_from_layer())};
+  }
   return e;
 }
 

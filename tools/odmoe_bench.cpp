@@ -165,7 +165,8 @@ int Main(int argc, char** argv) {
   args.AddString("configs", &configs, "LIST",
                  "PROMPTxOUTPUT lengths for deployments (default 16x64,16x256,128x64,128x256)");
   args.AddString("deployments", &deployments, "LIST",
-                 "deployments to compare: odmoe,lookahead,none,random,resident,lru (default all)");
+                 "deployments to compare: odmoe,lookahead,lookahead-mol,lookahead-daop,none,random,"
+                 "resident,lru (default all)");
   args.AddInt("prompts", &o.prompts, "N", "prompts per configuration (default 3; quick 1)");
   args.AddInt("repeats", &o.repeats, "N", "prompts per ablation case (default 5; quick 2)");
   args.AddString("periods", &periods, "LIST", "alignment periods (default 1,2,4,8,16)");
@@ -243,7 +244,9 @@ int Main(int argc, char** argv) {
     o.periods = *p;
   }
   absl::StatusOr<std::vector<std::string>> chosen = ParseNames(
-      "deployments", deployments, {"odmoe", "lookahead", "none", "random", "resident", "lru"});
+      "deployments", deployments,
+      {"odmoe", "lookahead", "lookahead-mol", "lookahead-daop", "none", "random", "resident",
+       "lru"});
   if (!chosen.ok()) return Fail(std::string(chosen.status().message()), 2);
   o.deployments = *chosen;
   if (!link_delay.empty()) {

@@ -230,21 +230,22 @@ absl::StatusOr<RoutingPlan> Transformer::RouteBlock(int layer) {
   return RoutingPlan::Build(host_ids_, host_weights_, k, c.n_expert);
 }
 
-absl::Status Transformer::PredictExperts(int layer, ConstMat input, std::vector<int32_t>* ids) {
+absl::Status Transformer::PredictExperts(int layer, ConstMat input, std::vector<int32_t>* ids,
+                                         int candidates) {
   const ModelConfig& c = config_;
   if (layer < 0 || layer >= c.n_layer || !c.has_experts(layer) || input.rows != 1 ||
       input.cols != c.n_embd) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "cannot predict the experts of layer %d from %d x %d rows", layer, input.rows, input.cols));
   }
-  const int k = c.n_expert_used;
+  if (candidates < 0) return absl::InvalidArgumentError("negative candidate count");
+  const int k = std::min(candidates == 0 ? c.n_expert_used : candidates, c.n_expert);
   if (lookahead_ == nullptr) {
-    ODMOE_ASSIGN_OR_RETURN(lookahead_,
-                           backend_.Allocate(static_cast<size_t>(c.n_expert + 2 * k) * 4));
+    ODMOE_ASSIGN_OR_RETURN(lookahead_, backend_.Allocate(static_cast<size_t>(3 * c.n_expert) * 4));
   }
   float* router = static_cast<float*>(lookahead_->data());
   float* weights = router + c.n_expert;
-  int32_t* out = reinterpret_cast<int32_t*>(weights + k);
+  int32_t* out = reinterpret_cast<int32_t*>(weights + c.n_expert);
   const DenseLayerWeights& w = weights_->layer(layer);
   const Mat logits{router, 1, c.n_expert};
   backend_.MatMul(w.router, input, logits);
@@ -252,6 +253,20 @@ absl::Status Transformer::PredictExperts(int layer, ConstMat input, std::vector<
   backend_.RouterTopK(logits, k, c.gating, out, weights);
   ids->resize(static_cast<size_t>(k));
   return backend_.CopyToHost(ids->data(), out, static_cast<size_t>(k) * sizeof(int32_t));
+}
+
+absl::StatusOr<ConstMat> Transformer::KeepInput(int slot, ConstMat input) {
+  const int64_t d = config_.n_embd;
+  if (slot < 0 || slot >= kKeptInputs || input.rows != 1 || input.cols != d) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("cannot keep a %d x %d input in slot %d", input.rows, input.cols, slot));
+  }
+  if (kept_ == nullptr) {
+    ODMOE_ASSIGN_OR_RETURN(kept_, backend_.Allocate(static_cast<size_t>(kKeptInputs * d) * 4));
+  }
+  float* row = static_cast<float*>(kept_->data()) + slot * d;
+  backend_.Copy(input, Mat{row, 1, d});
+  return ConstMat(row, 1, d);
 }
 
 void Transformer::FinishMoe(int layer) {

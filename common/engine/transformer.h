@@ -137,11 +137,18 @@ class Transformer {
   /// (last_ids() / last_weights()).
   absl::StatusOr<RoutingPlan> RouteBlock(int layer);
   ConstMat moe_input() const { return {h_, rows_, config_.n_embd}; }
-  /// Gate look-ahead (DAOP, DyMoE, FIRM): the k experts `layer`'s router
-  /// would choose for one row `input` in backend memory (e.g. an earlier
-  /// layer's MoE input), most likely first. Only a prediction: nothing of the
-  /// batch in flight is touched (its own small buffer, allocated on first use).
-  absl::Status PredictExperts(int layer, ConstMat input, std::vector<int32_t>* ids);
+  /// Gate look-ahead (DAOP, DyMoE, FIRM): the `candidates` experts (0 = the
+  /// model's k; at most n_expert) `layer`'s router would choose for one row
+  /// `input` in backend memory (e.g. an earlier layer's MoE input), most
+  /// likely first. Only a prediction: nothing of the batch in flight is
+  /// touched (its own small buffer, allocated on first use).
+  absl::Status PredictExperts(int layer, ConstMat input, std::vector<int32_t>* ids,
+                              int candidates = 0);
+  /// Keeps a copy of one row `input` (backend memory, n_embd wide) in slot
+  /// `slot` (0 .. kKeptInputs - 1) for later PredictExperts calls (FIRM's
+  /// votes of earlier layers); returns the kept row.
+  static constexpr int kKeptInputs = 8;
+  absl::StatusOr<ConstMat> KeepInput(int slot, ConstMat input);
   Mat moe_output() const { return {moe_, rows_, config_.n_embd}; }
   /// The shared expert of `layer` (computed here, on this node, when the
   /// model has one), then the residual add.
@@ -187,7 +194,8 @@ class Transformer {
 
   // Activations, [n_batch, width] each, in one backend buffer.
   std::unique_ptr<BackendBuffer> buffer_;
-  std::unique_ptr<BackendBuffer> lookahead_;  // PredictExperts: router [e], weights [k], ids [k]
+  std::unique_ptr<BackendBuffer> lookahead_;  // PredictExperts: router [e], weights [e], ids [e]
+  std::unique_ptr<BackendBuffer> kept_;       // KeepInput: kKeptInputs rows of n_embd
   float *x_ = nullptr, *h_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr;
   float *attn_ = nullptr, *o_ = nullptr, *moe_ = nullptr, *router_ = nullptr;
   float *logits_ = nullptr, *weights_out_ = nullptr;

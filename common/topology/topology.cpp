@@ -254,6 +254,15 @@ absl::Status ParseDocument(const YAML::Node& root, const std::string& file,
                                                   {"none", PredictionMode::kNone},
                                                   {"lookahead", PredictionMode::kLookahead}}));
   absl::Status st;
+  YAML::Node lookahead = Map(top, "lookahead", &st);
+  ODMOE_RETURN_IF_ERROR(st);
+  if (lookahead.IsMap()) {
+    Section s(lookahead, "lookahead", file);
+    ODMOE_RETURN_IF_ERROR(s.Int("layers", &t->lookahead.layers, 1, kMaxLookaheadLayers));
+    ODMOE_RETURN_IF_ERROR(s.Int("candidates", &t->lookahead.candidates, 0, 1 << 16));
+    ODMOE_RETURN_IF_ERROR(s.Int("from_layer", &t->lookahead.from_layer, 0, 1 << 16));
+    ODMOE_RETURN_IF_ERROR(s.CheckNoUnknownKeys());
+  }
   YAML::Node prefill = Map(top, "prefill", &st);
   ODMOE_RETURN_IF_ERROR(st);
   if (prefill.IsMap()) {
@@ -746,6 +755,12 @@ std::string TopologyToYaml(const Topology& t) {
   out << YAML::BeginMap;
   out << YAML::Key << "model" << YAML::Value << t.model;
   out << YAML::Key << "prediction" << YAML::Value << std::string(PredictionModeName(t.prediction));
+  if (!(t.lookahead == LookaheadSpec{})) {
+    out << YAML::Key << "lookahead" << YAML::Value << YAML::BeginMap << YAML::Key << "layers"
+        << YAML::Value << t.lookahead.layers << YAML::Key << "candidates" << YAML::Value
+        << t.lookahead.candidates << YAML::Key << "from_layer" << YAML::Value
+        << t.lookahead.from_layer << YAML::EndMap;
+  }
   out << YAML::Key << "prefill" << YAML::Value << YAML::BeginMap << YAML::Key << "mini_batch"
       << YAML::Value << t.prefill_mini_batch << YAML::EndMap;
   out << YAML::Key << "wire" << YAML::Value << YAML::BeginMap << YAML::Key << "hidden_dtype"

@@ -12,6 +12,11 @@
 //
 //   model: ../models/tiny-mixtral-f16.gguf    # required
 //   prediction: shadow                        # shadow (default) | random | none | lookahead
+//   lookahead:                                # prediction: lookahead's variants:
+//     layers: 1                               #   FIRM's Meeting-of-Layers: the MoE inputs of the
+//                                             #   last P layers each name candidates (1..8)
+//     candidates: 0                           #   experts each names (0 = the model's top-k)
+//     from_layer: 0                           #   DAOP: layers below go unpredicted
 //   prefill: { mini_batch: 16 }               # rows per prefill message (default 16)
 //   wire: { hidden_dtype: f32 }               # f32 (default, exact) | f16 (lossy)
 //   wire: { emulated_delay: 250us }           # EMULATION: one-way delay on every message a
@@ -121,6 +126,22 @@ namespace odmoe {
 // router to layer l's MoE input (gate look-ahead, as DAOP / DyMoE / FIRM do);
 // no shadow node. The first MoE layer of each token goes unpredicted.
 enum class PredictionMode { kShadow, kRandom, kNone, kLookahead };
+
+/// The gate look-ahead's variants (`lookahead:`; main_node/lookahead_vote.h).
+/// Layer l+1 is predicted from the MoE inputs of layers l-P+1 .. l of the
+/// same token (P = `layers`): each is put through layer l+1's router and
+/// names its `candidates` best experts, and the prediction is the experts
+/// every one of them names (FIRM-MoE's Meeting-of-Layers; P = 1 with the
+/// model's top-k is the plain look-ahead). Layers below `from_layer` are not
+/// predicted: their experts load after their own gate (DAOP, which trusts the
+/// look-ahead only from its fifth layer on).
+struct LookaheadSpec {
+  int layers = 1;      // P, 1..kMaxLookaheadLayers
+  int candidates = 0;  // K; 0 = the model's n_expert_used (capped at n_expert)
+  int from_layer = 0;  // >= 0
+  bool operator==(const LookaheadSpec&) const = default;
+};
+inline constexpr int kMaxLookaheadLayers = 8;
 enum class WorkerMode { kOnDemand, kResident, kLruCache };
 /// How hidden states travel on the wire.
 enum class WireDType { kF32, kF16 };
@@ -234,6 +255,7 @@ struct Topology {
   std::string cluster_secret_file;
   std::string model;  // absolute path of the model GGUF
   PredictionMode prediction = PredictionMode::kShadow;
+  LookaheadSpec lookahead;      // prediction: lookahead (also per request)
   int prefill_mini_batch = 16;  // >= 1
   WireDType wire_dtype = WireDType::kF32;
   int64_t wire_delay_us = 0;  // emulated one-way delay on received messages (0 = none)

@@ -78,6 +78,52 @@ TEST_CASE("recall: the gate look-ahead predicts every MoE layer but the first on
   CHECK(recall > 0.5);  // random guessing: 2 of 8 = 0.25
 }
 
+TEST_CASE("recall: FIRM's meeting of layers and DAOP's late start give the model's tokens",
+          "[cluster]") {
+  ClusterConfig cfg;
+  cfg.prediction = PredictionMode::kLookahead;
+  auto cluster = TestCluster::Start(cfg).value();
+  const int tokens = 24;
+  const GenerateRequest req = TestRequest(HeldOutPrompts(1).front(), tokens);
+  const std::vector<int32_t> want = TinyReference().Generate(req).value().output_ids;
+  auto run = [&](const LookaheadSpec& spec) {
+    Experiment e;
+    e.lookahead = spec;
+    absl::StatusOr<ClusterGenerateResult> r =
+        cluster->main().Generate(req, nullptr, {}, "grpc", e);
+    REQUIRE(r.ok());
+    CHECK(r->result.output_ids == want);
+    return *r;
+  };
+  // Plain look-ahead: 8 MoE layers, layer 0 never predicted.
+  const ClusterGenerateResult plain = run({1, 0, 0});
+  CHECK(plain.recall.predictions_missing == tokens - 1);
+  // DAOP: layers 1..3 load after their own gate, 4..7 are predicted.
+  const ClusterGenerateResult daop = run({1, 0, 4});
+  CHECK(daop.recall.predictions_missing == static_cast<uint64_t>((tokens - 1) * 4));
+  CHECK(daop.recall.slots == static_cast<uint64_t>((tokens - 1) * 4 * 2));
+  // FIRM: 3 layers each name 4 of the 8 experts; the prediction is what all
+  // name, so a pair may go unpredicted (no common expert), and recall over
+  // the predicted pairs is reported as usual.
+  const ClusterGenerateResult mol = run({3, 4, 0});
+  CHECK(mol.recall.predictions_missing >= static_cast<uint64_t>(tokens - 1));
+  CHECK(mol.recall.slots > 0);
+  CHECK(mol.recall.slots <= static_cast<uint64_t>((tokens - 1) * 7 * 2));
+  // Two voters naming all 8 experts agree on all of them; at most k are
+  // hinted, the latest voter's likeliest first: the plain look-ahead's.
+  const ClusterGenerateResult all = run({2, 8, 0});
+  CHECK(all.recall.correct == plain.recall.correct);
+  CHECK(all.recall.slots == plain.recall.slots);
+  std::printf("look-ahead recall: plain %.4f, DAOP from layer 4 %.4f, FIRM 3 x 4 %.4f (%llu pairs "
+              "unpredicted)\n",
+              plain.recall.overall, daop.recall.overall, mol.recall.overall,
+              static_cast<unsigned long long>(mol.recall.predictions_missing));
+  // Bad variants are refused before anything runs.
+  Experiment bad;
+  bad.lookahead = LookaheadSpec{0, 0, 0};
+  CHECK(!cluster->main().Generate(req, nullptr, {}, "grpc", bad).ok());
+}
+
 TEST_CASE("generate RPC: streamed tokens and statistics", "[cluster][tsan]") {
   ClusterConfig cfg;
   cfg.workers = 4;

@@ -18,6 +18,7 @@ std::string Everything() {
 prediction: random
 prefill: { mini_batch: 3 }
 wire: { hidden_dtype: f16 }
+lookahead: { layers: 3, candidates: 4, from_layer: 2 }
 insecure: true
 cluster_secret_file: secrets/cluster.secret
 main:
@@ -105,6 +106,7 @@ void ExpectSame(const Topology& a, const Topology& b) {
     CHECK(a.shadow->draft_tokens == b.shadow->draft_tokens);
     CHECK(a.shadow->draft_wait_us == b.shadow->draft_wait_us);
   }
+  CHECK(a.lookahead == b.lookahead);
   CHECK(a.group_size == b.group_size);
   CHECK(a.worker_mode == b.worker_mode);
   REQUIRE(a.workers.size() == b.workers.size());
@@ -126,6 +128,7 @@ TEST_CASE("topology: every key is read", "[topology]") {
   CHECK(t->prediction == PredictionMode::kRandom);
   CHECK(t->prefill_mini_batch == 3);
   CHECK(t->wire_dtype == WireDType::kF16);
+  CHECK(t->lookahead == LookaheadSpec{3, 4, 2});
   CHECK(t->insecure);
   CHECK(t->cluster_secret_file == "/srv/odmoe/secrets/cluster.secret");  // relative to the file
   CHECK(t->main.id == "head.node");
@@ -187,6 +190,7 @@ TEST_CASE("topology: defaults of every optional key", "[topology]") {
   CHECK(t->prediction == PredictionMode::kShadow);
   CHECK(t->prefill_mini_batch == 16);
   CHECK(t->wire_dtype == WireDType::kF32);
+  CHECK(t->lookahead == LookaheadSpec{1, 0, 0});
   CHECK(!t->insecure);
   CHECK(t->cluster_secret_file.empty());  // odmoe-cluster up generates one
   CHECK(t->main.backend == "cpu:1");
@@ -327,6 +331,25 @@ TEST_CASE("topology: draft_tokens must fit a batch and the limit", "[topology]")
   t = with("draft_tokens: 2, draft_wait: soon");
   REQUIRE(!t.ok());
   CHECK(t.status().message().find("draft_wait") != std::string::npos);
+}
+
+TEST_CASE("topology: lookahead's variants are checked", "[topology]") {
+  auto with = [](const std::string& lookahead) {
+    return ParseTopology("model: " + Model() + "\nprediction: lookahead\nlookahead: " + lookahead +
+                             "\nmain: { id: m, address: \"127.0.0.1:1\" }\n"
+                             "workers:\n  nodes:\n    - { id: a, address: \"127.0.0.1:3\" }\n",
+                         "t.yaml");
+  };
+  absl::StatusOr<Topology> t = with("{ layers: 8 }");
+  REQUIRE(t.ok());
+  CHECK(t->lookahead == LookaheadSpec{8, 0, 0});
+  for (const char* bad : {"{ layers: 0 }", "{ layers: 9 }", "{ candidates: -1 }",
+                          "{ from_layer: -2 }", "{ depth: 2 }", "3"}) {
+    INFO(bad);
+    t = with(bad);
+    REQUIRE(!t.ok());
+    CHECK(t.status().message().find("lookahead") != std::string::npos);
+  }
 }
 
 }  // namespace odmoe

@@ -146,6 +146,23 @@ v1::Experiment Prediction(const std::string& mode) {
   return e;
 }
 
+/// prediction: lookahead with a variant (topology.h LookaheadSpec).
+v1::Experiment Lookahead(int layers, int candidates, int from_layer) {
+  v1::Experiment e = Prediction("lookahead");
+  e.set_set_lookahead(true);
+  e.set_lookahead_layers(static_cast<uint32_t>(layers));
+  e.set_lookahead_candidates(static_cast<uint32_t>(candidates));
+  e.set_lookahead_from_layer(static_cast<uint32_t>(from_layer));
+  return e;
+}
+
+// The look-ahead variants the deployments and the recall experiment run:
+// FIRM-MoE's Meeting-of-Layers (3 layers voting with 4 candidates each, the
+// paper's shallow-layer setting) and DAOP's late start (look-ahead from the
+// fifth layer on, the gate before).
+v1::Experiment LookaheadMol() { return Lookahead(3, 4, 0); }
+v1::Experiment LookaheadDaop() { return Lookahead(1, 0, 4); }
+
 // ---- deployments ----------------------------------------------------------
 
 absl::StatusOr<json> Deployments(BenchContext& ctx) {
@@ -155,7 +172,9 @@ absl::StatusOr<json> Deployments(BenchContext& ctx) {
     v1::Experiment experiment;
   };
   std::vector<Variant> variants = {{"odmoe", "odmoe", ShadowAlignment(1, 1)},
-                                   {"lookahead", "odmoe", Prediction("lookahead")},
+                                   {"lookahead", "odmoe", Lookahead(1, 0, 0)},
+                                   {"lookahead-mol", "odmoe", LookaheadMol()},
+                                   {"lookahead-daop", "odmoe", LookaheadDaop()},
                                    {"none", "odmoe", Prediction("none")},
                                    {"random", "odmoe", Prediction("random")},
                                    {"resident", "resident", {}},
@@ -289,11 +308,18 @@ absl::StatusOr<json> Recall(BenchContext& ctx) {
   // runs now: layer l+1 predicted from layer l's MoE input.
   if (!o.attach) {
     ODMOE_ASSIGN_OR_RETURN(ClusterProcess * cluster, ctx.Cluster(clusters.back()));
-    ODMOE_ASSIGN_OR_RETURN(json g,
-                           MeasureRecall(ctx, *cluster, prompts, Prediction("lookahead")));
-    Progress(absl::StrFormat("recall: gate look-ahead on the main node: %.4f",
-                             g["recall"].get<double>()));
-    out["lookahead"] = {{"gate look-ahead", g}};
+    json variants = json::object();
+    for (const auto& [name, experiment] :
+         std::vector<std::pair<std::string, v1::Experiment>>{
+             {"gate look-ahead", Lookahead(1, 0, 0)},
+             {"meeting of 3 layers, 4 candidates (FIRM)", LookaheadMol()},
+             {"from layer 4 (DAOP)", LookaheadDaop()}}) {
+      ODMOE_ASSIGN_OR_RETURN(json g, MeasureRecall(ctx, *cluster, prompts, experiment));
+      Progress(absl::StrFormat("recall: %s on the main node: %.4f", name,
+                               g["recall"].get<double>()));
+      variants[name] = g;
+    }
+    out["lookahead"] = variants;
   }
   return out;
 }

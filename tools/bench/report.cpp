@@ -76,12 +76,16 @@ void Recall(const json& r, std::ostringstream& out) {
     }
     out << " | " << (exact ? "yes" : "**NO**") << " |\n";
   }
-  if (r.contains("lookahead") && r["lookahead"].contains("gate look-ahead")) {
-    const json& g = r["lookahead"]["gate look-ahead"];
-    out << "\nGate look-ahead on the main node (no shadow; layer l+1 predicted from layer l's "
-           "MoE input, the first MoE layer of each token unpredicted): recall "
-        << F(Num(g, "recall"), "%.4f") << ", tokens identical "
-        << (g.value("exact", false) ? "yes" : "**NO**") << ".\n";
+  if (r.contains("lookahead") && r["lookahead"].is_object() && !r["lookahead"].empty()) {
+    out << "\nGate look-ahead on the main node (no shadow; layer l+1 predicted from MoE inputs "
+           "of layer l and, voting, the layers before it; recall over the (token, layer) pairs "
+           "predicted, the others counted as missing):\n\n"
+        << "| variant | recall | pairs not predicted | tokens identical |\n|---|--:|--:|---|\n";
+    for (const auto& [name, g] : r["lookahead"].items()) {
+      out << "| " << name << " | " << F(Num(g, "recall"), "%.4f") << " | "
+          << F(Num(g, "predictions_missing"), "%.0f") << " | "
+          << (g.value("exact", false) ? "yes" : "**NO**") << " |\n";
+    }
   }
   out << "\n";
 }
