@@ -35,9 +35,11 @@
 // Weight types: F32, F16, BF16, the block32 types (Q8_0, Q4_0, Q4_1, Q5_0,
 // Q5_1, IQ4_NL, MXFP4) and the K family (Q2_K .. Q6_K, IQ4_XS); not Q8_K.
 // The kernels compute the CPU backend's canonical order (cpu_backend.h) with
-// the shared building blocks of cuda_numerics*.h: one half-warp per output
-// element plays the 16 lanes (lane l takes elements, blocks or super-blocks
-// l, l + 16, ...) and the shuffle tree is the fixed lane tree; block32
+// the shared building blocks of cuda_numerics*.h: 16 threads per output
+// element play the 16 lanes (lane l takes elements, blocks or super-blocks
+// l, l + 16, ...; quantized MatMul gives a row a warp and splits only the
+// exact integer work between its halves) and the shuffle tree is the fixed
+// lane tree; block32
 // MatMul quantizes activations to Q8_0 with the same per-block code as
 // QuantizeRow and takes exact dp4a integer block sums; K-family MatMul
 // quantizes them to Q8_K on the device and takes exact int32 sub-block sums.

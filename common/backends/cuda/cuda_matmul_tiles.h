@@ -1,12 +1,17 @@
 // The launch shape shared by the MatMul kernels (internal; include only from
-// .cu files): one half-warp per weight row, a block of kMatMulThreads threads
-// covering kMatMulRowsPerBlock weight rows, blockIdx.y walking tiles of NX
-// activation rows (each weight element is loaded once per tile).
+// .cu files): blocks of kMatMulThreads threads covering kMatMulRowsPerBlock
+// weight rows (float weights: a half-warp per row) or kWarpRowsPerBlock rows
+// (quantized weights: a warp per row, staged by StageBytes), blockIdx.y
+// walking tiles of NX activation rows (each weight element is loaded once per
+// tile).
 //
 //   WithTileRows(n, [&](auto nx) {
 //     constexpr int NX = decltype(nx)::value;
 //     MyKernel<T, NX><<<MatMulGrid(out, n, NX), kMatMulThreads, 0, s>>>(...);
 //   });
+//   // in a warp-per-row kernel: stage a stretch of the row, then read it
+//   const int skew = StageBytes(buf, row + first_byte, bytes, threadIdx.x % 32);
+//   __syncwarp();
 #pragma once
 
 #include <cuda_runtime.h>
