@@ -86,6 +86,8 @@ void FillStats(const ClusterGenerateResult& r, v1::GenerateStats* s) {
   s->set_recall(r.recall.overall);
   for (double x : r.recall.per_token) s->add_recall_per_token(x);
   s->set_predictions_missing(r.recall.predictions_missing);
+  for (uint64_t x : r.recall.layer_correct) s->add_recall_layer_correct(x);
+  for (uint64_t x : r.recall.layer_slots) s->add_recall_layer_slots(x);
   s->set_expert_hits(r.experts.hits);
   s->set_expert_misses(r.experts.misses);
   s->set_expert_reloads(r.experts.reloads);

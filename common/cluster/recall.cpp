@@ -1,5 +1,7 @@
 #include "cluster/recall.h"
 
+#include <algorithm>
+
 #include "cluster/assignment.h"
 
 namespace odmoe {
@@ -44,6 +46,8 @@ std::span<const int32_t> RecallCounter::Prediction(int token, int layer) const {
 
 RecallSummary RecallCounter::Summarize(int tokens) const {
   RecallSummary s;
+  s.layer_correct.assign(static_cast<size_t>(std::max(n_layer_, 0)), 0);
+  s.layer_slots.assign(s.layer_correct.size(), 0);
   for (int n = 1; n <= tokens; ++n) {
     uint64_t correct = 0, slots = 0;
     for (int l = first_moe_layer_; l < n_layer_; ++l) {
@@ -52,8 +56,12 @@ RecallSummary RecallCounter::Summarize(int tokens) const {
         ++s.predictions_missing;
         continue;
       }
+      const uint64_t hit =
+          c->has_actual ? static_cast<uint64_t>(CountCorrect(c->predicted, c->actual)) : 0;
       slots += static_cast<uint64_t>(k_);
-      if (c->has_actual) correct += static_cast<uint64_t>(CountCorrect(c->predicted, c->actual));
+      correct += hit;
+      s.layer_slots[static_cast<size_t>(l)] += static_cast<uint64_t>(k_);
+      s.layer_correct[static_cast<size_t>(l)] += hit;
     }
     s.per_token.push_back(slots > 0 ? static_cast<double>(correct) / slots : 0.0);
     s.correct += correct;

@@ -24,6 +24,9 @@ struct RecallSummary {
   uint64_t predictions_missing = 0;  // (token, layer) pairs never predicted
   uint64_t correct = 0;              // sum of c
   uint64_t slots = 0;                // k * predicted (token, layer) pairs
+  // The same two sums by layer (index = layer; n_layer entries): recall by
+  // depth is layer_correct[l] / layer_slots[l].
+  std::vector<uint64_t> layer_correct, layer_slots;
 };
 
 class RecallCounter {

@@ -185,6 +185,9 @@ TEST_CASE("recall: Eq. 2 and 3 of the paper", "[cluster]") {
   CHECK(s.predictions_missing == 1);
   CHECK(s.correct == 3);
   CHECK(s.slots == 6);
+  // By layer: layer 0 right 2 of 2, then 0 of 2; layer 1 right 1 of 2, then unpredicted.
+  CHECK(s.layer_correct == std::vector<uint64_t>{2, 1});
+  CHECK(s.layer_slots == std::vector<uint64_t>{4, 2});
   // Out-of-range records are ignored, not crashes.
   r.RecordActual(0, 0, std::vector<int32_t>{1, 2});
   r.RecordPrediction(3, 9, std::vector<int32_t>{1, 2});

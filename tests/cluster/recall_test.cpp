@@ -102,6 +102,11 @@ TEST_CASE("recall: FIRM's meeting of layers and DAOP's late start give the model
   const ClusterGenerateResult daop = run({1, 0, 4});
   CHECK(daop.recall.predictions_missing == static_cast<uint64_t>((tokens - 1) * 4));
   CHECK(daop.recall.slots == static_cast<uint64_t>((tokens - 1) * 4 * 2));
+  // By layer: nothing below layer 4, every iteration from it on.
+  REQUIRE(daop.recall.layer_slots.size() == 8);
+  for (int l = 0; l < 8; ++l) {
+    CHECK(daop.recall.layer_slots[l] == (l < 4 ? 0u : static_cast<uint64_t>((tokens - 1) * 2)));
+  }
   // FIRM: 3 layers each name 4 of the 8 experts; the prediction is what all
   // name, so a pair may go unpredicted (no common expert), and recall over
   // the predicted pairs is reported as usual.

@@ -258,6 +258,7 @@ absl::StatusOr<json> MeasureRecall(BenchContext& ctx, ClusterProcess& cluster,
   std::vector<double> sum(static_cast<size_t>(tokens), 0.0), overall;
   std::vector<int> count(sum.size(), 0);
   uint64_t missing = 0;
+  std::vector<uint64_t> layer_correct, layer_slots;
   bool all_exact = true;
   for (const auto& p : prompts) {
     bool exact = false;
@@ -265,6 +266,12 @@ absl::StatusOr<json> MeasureRecall(BenchContext& ctx, ClusterProcess& cluster,
     all_exact = all_exact && exact;
     overall.push_back(m.recall);
     missing += m.predictions_missing;
+    layer_correct.resize(std::max(layer_correct.size(), m.recall_layer_correct.size()), 0);
+    layer_slots.resize(std::max(layer_slots.size(), m.recall_layer_slots.size()), 0);
+    for (size_t l = 0; l < m.recall_layer_correct.size(); ++l) {
+      layer_correct[l] += m.recall_layer_correct[l];
+    }
+    for (size_t l = 0; l < m.recall_layer_slots.size(); ++l) layer_slots[l] += m.recall_layer_slots[l];
     for (size_t i = 0; i < m.recall_per_token.size() && i < sum.size(); ++i) {
       sum[i] += m.recall_per_token[i];
       ++count[i];
@@ -274,8 +281,19 @@ absl::StatusOr<json> MeasureRecall(BenchContext& ctx, ClusterProcess& cluster,
   for (size_t i = 0; i < sum.size(); ++i) {
     curve.push_back(count[i] ? sum[i] / count[i] : std::nan(""));
   }
+  // Recall by layer (depth): null where a layer was never predicted.
+  json per_layer = json::array();
+  for (size_t l = 0; l < layer_slots.size(); ++l) {
+    if (layer_slots[l] == 0) {
+      per_layer.push_back(nullptr);
+    } else {
+      per_layer.push_back(static_cast<double>(l < layer_correct.size() ? layer_correct[l] : 0) /
+                          static_cast<double>(layer_slots[l]));
+    }
+  }
   return json{{"recall", Summarize(overall).mean},
               {"per_token", curve},
+              {"per_layer", per_layer},
               {"predictions_missing", missing},
               {"exact", all_exact}};
 }

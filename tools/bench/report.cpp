@@ -1,5 +1,6 @@
 #include "bench/report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -85,6 +86,32 @@ void Recall(const json& r, std::ostringstream& out) {
       out << "| " << name << " | " << F(Num(g, "recall"), "%.4f") << " | "
           << F(Num(g, "predictions_missing"), "%.0f") << " | "
           << (g.value("exact", false) ? "yes" : "**NO**") << " |\n";
+    }
+  }
+  // Recall by depth: each predictor's recall at each layer ("-": never predicted).
+  std::vector<std::pair<std::string, const json*>> by_layer;
+  size_t layers = 0;
+  for (const auto& [name, modes] : r.items()) {
+    for (const auto& [mode, g] : modes.items()) {
+      if (!g.is_object() || !g.contains("per_layer") || !g["per_layer"].is_array()) continue;
+      if (name != "lookahead" && mode != "token+kv") continue;  // shadows: aligned only
+      by_layer.push_back({name == "lookahead" ? mode : name + " (token + KV)", &g["per_layer"]});
+      layers = std::max(layers, g["per_layer"].size());
+    }
+  }
+  if (!by_layer.empty() && layers > 0) {
+    out << "\nRecall by layer (depth):\n\n| predictor |";
+    for (size_t l = 0; l < layers; ++l) out << " " << l << " |";
+    out << "\n|---|";
+    for (size_t l = 0; l < layers; ++l) out << "--:|";
+    out << "\n";
+    for (const auto& [name, per_layer] : by_layer) {
+      out << "| " << name << " |";
+      for (size_t l = 0; l < layers; ++l) {
+        const bool has = l < per_layer->size() && (*per_layer)[l].is_number();
+        out << " " << (has ? F((*per_layer)[l].get<double>(), "%.3f") : std::string("-")) << " |";
+      }
+      out << "\n";
     }
   }
   out << "\n";

@@ -47,6 +47,9 @@ absl::StatusOr<RequestMetrics> RunRequest(const ClusterProcess& cluster, const R
   m.output_tps = total > 0 ? m.output_tokens / total : 0;
   m.recall = s->recall();
   m.recall_per_token.assign(s->recall_per_token().begin(), s->recall_per_token().end());
+  m.recall_layer_correct.assign(s->recall_layer_correct().begin(),
+                                s->recall_layer_correct().end());
+  m.recall_layer_slots.assign(s->recall_layer_slots().begin(), s->recall_layer_slots().end());
   m.predictions_missing = s->predictions_missing();
   m.hits = s->expert_hits();
   m.misses = s->expert_misses();

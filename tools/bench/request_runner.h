@@ -30,6 +30,7 @@ struct RequestMetrics {
   double output_tps = 0;          // output tokens / (prefill + decode time)
   double recall = 0;              // Eq. 3 (0 without prediction)
   std::vector<double> recall_per_token;
+  std::vector<uint64_t> recall_layer_correct, recall_layer_slots;  // by layer
   uint64_t predictions_missing = 0;
   uint64_t hits = 0, misses = 0, reloads = 0;
   double stall_per_token_s = 0;        // decode load stall / output token
