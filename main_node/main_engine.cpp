@@ -208,9 +208,8 @@ absl::Status MainEngine::Lookahead(uint64_t request, int n, const LookaheadSpec&
   auto has_experts = [&c](int l) { return c.has_experts(l); };
   // Keep this layer's input for the next layers' votes (FIRM), keyed by
   // (request, iteration, layer) so a vote never reads another token's input.
-  static_assert(kKeptLookaheadInputs <= Transformer::kKeptInputs &&
-                kKeptLookaheadInputs >= kMaxLookaheadLayers);
-  constexpr int kSlots = kKeptLookaheadInputs;
+  constexpr int kSlots = Transformer::kKeptInputs;
+  static_assert(kSlots >= kMaxLookaheadLayers, "a slot per voting layer");
   if (spec.layers > 1) {
     ODMOE_ASSIGN_OR_RETURN(ConstMat kept, transformer_->KeepInput(layer % kSlots, x));
     kept_inputs_[static_cast<size_t>(layer % kSlots)] = {request, n, layer, kept};

@@ -228,15 +228,14 @@ class MainEngine {
   std::thread loop_;
   Schedule schedule_;
   // Gate look-ahead with FIRM's votes: the MoE inputs kept by Lookahead, one
-  // slot per layer mod kKeptLookaheadInputs, with whose token they are.
-  static constexpr int kKeptLookaheadInputs = 8;
+  // slot per layer mod Transformer::kKeptInputs, with whose token they are.
   struct KeptInput {
     uint64_t request = 0;
     int n = -1;
     int layer = -1;
     ConstMat row{nullptr, 0, 0};
   };
-  std::array<KeptInput, kKeptLookaheadInputs> kept_inputs_;
+  std::array<KeptInput, Transformer::kKeptInputs> kept_inputs_;
   std::atomic<int> active_groups_{0};
   TraceRecorder* trace_ = nullptr;
 };

@@ -317,22 +317,22 @@ void BenchOps(CpuBackend& be, const Options& opt) {
   }
 }
 
-/// Device memory of `bytes` (exits with the backend's message on failure).
+/// Exits with the status's message unless it is OK (a device benchmark has
+/// nothing to go on with).
+void OrExit(const absl::Status& st) {
+  if (st.ok()) return;
+  std::fprintf(stderr, "odmoe-bench-ops: error: %s\n", std::string(st.message()).c_str());
+  std::exit(1);
+}
+
+/// Device memory of `bytes`.
 std::unique_ptr<BackendBuffer> DeviceBuffer(Backend& be, size_t bytes) {
   absl::StatusOr<std::unique_ptr<BackendBuffer>> buf = be.Allocate(bytes);
-  if (!buf.ok()) {
-    std::fprintf(stderr, "odmoe-bench-ops: error: %s\n", std::string(buf.status().message()).c_str());
-    std::exit(1);
-  }
+  OrExit(buf.status());
   return *std::move(buf);
 }
 
-void SyncOrExit(Backend& be) {
-  if (absl::Status st = be.Synchronize(); !st.ok()) {
-    std::fprintf(stderr, "odmoe-bench-ops: error: %s\n", std::string(st.message()).c_str());
-    std::exit(1);
-  }
-}
+void SyncOrExit(Backend& be) { OrExit(be.Synchronize()); }
 
 /// Seconds per call of `fn` on a device backend: `calls` calls queued, then
 /// one Synchronize; best of 5 such batches, after at least 0.3 s of warm-up
@@ -390,11 +390,7 @@ void BenchDeviceMatMul(Backend& be, const Options& opt) {
     std::mt19937 rng(5);
     std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
     for (float& f : hx) f = dist(rng);
-    if (absl::Status st = be.CopyToBackend(x->data(), hx.data(), hx.size() * sizeof(float));
-        !st.ok()) {
-      std::fprintf(stderr, "odmoe-bench-ops: error: %s\n", std::string(st.message()).c_str());
-      std::exit(1);
-    }
+    OrExit(be.CopyToBackend(x->data(), hx.data(), hx.size() * sizeof(float)));
   }
   std::printf("\nMatrix-vector (decode, x: 1 row) on %s, 4 uploads rotated:\n", be.name().c_str());
   std::printf("%-6s %-13s %10s %9s %8s %9s %12s %12s %12s\n", "type", "rows x cols", "us/call",
@@ -411,11 +407,7 @@ void BenchDeviceMatMul(Backend& be, const Options& opt) {
         view.ne = {cols, rows, 1, 1};
         view.data = host[0].data();
         absl::StatusOr<BackendWeight> w = be.LoadWeight(view);
-        if (!w.ok()) {
-          std::fprintf(stderr, "odmoe-bench-ops: error: %s\n",
-                       std::string(w.status().message()).c_str());
-          std::exit(1);
-        }
+        OrExit(w.status());
         weights.push_back(*std::move(w));
       }
       auto call = [&](int i, int64_t n) {
