@@ -150,7 +150,6 @@ absl::Status ClusterExpertExecutor::RunDecodeOn(int layer, const RoutingPlan& pl
         "layer %d chose %d experts for a group of %d workers", layer, actual.size(),
         members.size()));
   }
-  actual_[static_cast<size_t>(layer)].assign(1, actual);
   const std::vector<int32_t> predicted =
       links_.predictions().Get(request_, token_, static_cast<uint32_t>(layer));
   // Position p goes to worker p mod G of the group; sending in position order
@@ -247,7 +246,7 @@ absl::Status ClusterExpertExecutor::SendGathered(int worker, uint32_t layer,
               count, mini_batch, mini_batches, task_id);
 }
 
-absl::Status ClusterExpertExecutor::RunVerifyOn(int layer, int64_t rows, const RoutingPlan& plan,
+absl::Status ClusterExpertExecutor::RunVerifyOn(int layer, const RoutingPlan& plan,
                                                 const std::vector<int>& members,
                                                 int* failed_worker) {
   if (plan.experts.empty() || members.empty()) {
@@ -255,15 +254,14 @@ absl::Status ClusterExpertExecutor::RunVerifyOn(int layer, int64_t rows, const R
         "layer %d chose %d experts for a group of %d workers", layer, plan.experts.size(),
         members.size()));
   }
-  std::vector<std::vector<int32_t>>& per_row = actual_[static_cast<size_t>(layer)];
-  per_row.assign(static_cast<size_t>(rows), {});
   std::vector<int32_t> experts;
-  for (const RoutingPlan::ExpertRows& er : plan.experts) {
-    experts.push_back(er.expert);
-    for (int32_t r : er.rows) per_row[static_cast<size_t>(r)].push_back(er.expert);
-  }
+  for (const RoutingPlan::ExpertRows& er : plan.experts) experts.push_back(er.expert);
   const std::vector<int32_t> predicted =
-      links_.predictions().Get(request_, token_, static_cast<uint32_t>(layer));
+      !step_predictions_.empty()
+          ? (static_cast<size_t>(layer) < step_predictions_.size()
+                 ? step_predictions_[static_cast<size_t>(layer)]
+                 : std::vector<int32_t>{})
+          : links_.predictions().Get(request_, token_, static_cast<uint32_t>(layer));
   const std::vector<int> positions =
       SpreadAssignment(predicted, experts, static_cast<int>(members.size()), config_.n_expert_used);
   // The predicted experts first: each worker computes its prefetched one
@@ -335,6 +333,7 @@ void ClusterExpertExecutor::SetStep(uint64_t request, uint32_t token) {
   request_ = request;
   token_ = token;
   last_layer_ = -1;
+  step_predictions_.clear();
 }
 
 absl::Status ClusterExpertExecutor::Run(int layer, ConstMat x, const RoutingPlan& plan, Mat out) {
@@ -368,9 +367,15 @@ absl::Status ClusterExpertExecutor::RunExperts(int layer, ConstMat x, const Rout
   ODMOE_RETURN_IF_ERROR(
       backend_.CopyToHost(host_x_.data(), x.data, x.rows * x.cols * sizeof(float)));
   if (host_y_.size() < plan.experts.size()) host_y_.resize(plan.experts.size());
+  // Every row's experts (ascending ids), for recall.
+  std::vector<std::vector<int32_t>>& per_row = actual_[static_cast<size_t>(layer)];
+  per_row.assign(static_cast<size_t>(x.rows), {});
+  for (const RoutingPlan::ExpertRows& er : plan.experts) {
+    for (int32_t r : er.rows) per_row[static_cast<size_t>(r)].push_back(er.expert);
+  }
   if (token_ > 0 && x.rows > 1) {
     ODMOE_RETURN_IF_ERROR(Retrying(layer, [&](int* failed_worker) {
-      return RunVerifyOn(layer, x.rows, plan, LayerGroupMembers(layer), failed_worker);
+      return RunVerifyOn(layer, plan, LayerGroupMembers(layer), failed_worker);
     }));
   } else if (token_ > 0) {
     decode_x_ = x;

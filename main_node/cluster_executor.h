@@ -11,9 +11,11 @@
 // names its expert and position; the results are combined by plan entry,
 // whoever computed them.
 // Verification (token n >= 1, several rows: speculative decoding's decode row
-// and drafted rows, keyed by the last row's iteration): layer l goes to its
-// group as in decode; each expert any row chose is one task with the rows
-// routed to it, placed by SpreadAssignment against the last row's prediction.
+// and drafted rows, keyed by the last row's iteration; or one decode row of
+// each of several requests, keyed by the oldest one's iteration): layer l
+// goes to its group as in decode; each expert any row chose is one task with
+// the rows routed to it, placed by SpreadAssignment against the last row's
+// prediction (or the step's own, SetStepPredictions: the union of the rows').
 // Prefill (token 0, paper §3.3): expert e of every layer goes to worker
 // e mod N_W; its rows are sent in mini-batches of `mini_batch` rows, all of
 // them before waiting, so workers start on the first while the rest travel.
@@ -62,6 +64,12 @@ class ClusterExpertExecutor : public ExpertExecutor {
 
   void SetStep(uint64_t request, uint32_t token);
   uint32_t token() const { return token_; }
+  /// For the step just set (a decode step of several requests' rows): the
+  /// prediction of each layer ([layer], possibly empty) to place its experts
+  /// against, instead of the board's for the step's key. Cleared by SetStep.
+  void SetStepPredictions(std::vector<std::vector<int32_t>> per_layer) {
+    step_predictions_ = std::move(per_layer);
+  }
   /// M_l spans (main-node work before layer l's experts, "head" after the
   /// last layer) and expert waits go here while it records (may be null).
   void set_trace(TraceRecorder* trace) { trace_ = trace; }
@@ -79,8 +87,8 @@ class ClusterExpertExecutor : public ExpertExecutor {
   /// the step.
   using Lookahead = std::function<absl::Status(int layer, ConstMat x)>;
   void set_lookahead(Lookahead lookahead) { lookahead_ = std::move(lookahead); }
-  /// The gate's experts of the last decode step, per layer and row (for
-  /// recall): actual()[layer][row], one row unless the step verified drafts.
+  /// The gate's experts of the last step, per layer and batch row (for
+  /// recall): actual()[layer][row], ascending ids.
   const std::vector<std::vector<std::vector<int32_t>>>& actual() const { return actual_; }
   ExpertTaskStats TakeStats();
   /// A group that failed stays out of the schedule for a while (1 s, doubling
@@ -114,7 +122,7 @@ class ClusterExpertExecutor : public ExpertExecutor {
   absl::Status RunDecodeOn(int layer, const RoutingPlan& plan, const std::vector<int>& members,
                            int* failed_worker);
   absl::Status RunPrefillOn(int layer, const RoutingPlan& plan, int* failed_worker);
-  absl::Status RunVerifyOn(int layer, int64_t rows, const RoutingPlan& plan,
+  absl::Status RunVerifyOn(int layer, const RoutingPlan& plan,
                            const std::vector<int>& members, int* failed_worker);
   // Sends expert `plan.experts[p]`'s rows (gathered from host_x_) as one task.
   absl::Status SendGathered(int worker, uint32_t layer, const RoutingPlan& plan, size_t p,
@@ -147,6 +155,7 @@ class ClusterExpertExecutor : public ExpertExecutor {
   ConstMat decode_x_{nullptr, 0, 0};  // the decode layer's MoE input (for lookahead_)
   bool lookahead_done_ = false;       // this layer's look-ahead ran (a retry skips it)
   std::vector<std::vector<std::vector<int32_t>>> actual_;
+  std::vector<std::vector<int32_t>> step_predictions_;  // SetStepPredictions
 
   int max_rows_ = 0;
   std::vector<float> host_x_;                 // [rows, d]

@@ -111,7 +111,7 @@ uint64_t MainEngine::NextRequestId() {
 
 absl::Status MainEngine::SendAlignment(uint64_t request, int n, int32_t token, int pos,
                                        bool send_token, bool send_kv, bool send_schedule,
-                                       int* kv_sent, int slot) {
+                                       int* kv_sent, int slot, bool batched) {
   const ModelConfig& c = model_.config();
   const int first = *kv_sent;
   const int count = send_kv ? pos - first : 0;
@@ -125,6 +125,7 @@ absl::Status MainEngine::SendAlignment(uint64_t request, int n, int32_t token, i
     v1::ShadowAlign* a = req.mutable_align();
     a->set_request(request);
     a->set_token(static_cast<uint32_t>(n));
+    a->set_batched(batched);
     if (send_token) {
       a->set_has_token(true);
       a->set_token_id(token);
@@ -261,13 +262,13 @@ struct MainEngine::Job {
   uint64_t req = 0;
   bool started = false;      // BeginJob ran
   bool use_shadow = false;   // the shadow follows it
-  bool board_owner = false;  // the prediction board holds its predictions
   uint64_t shadow_version = 0;
   int kv_sent = 0;
   int aligned_n = 0;       // the last decode iteration that sent an alignment
   int forwards = 0;        // decode tokens run (the last iteration's n, plus its accepted drafts)
   int pending_actual = 0;  // first decode token whose routing is still in the executor
   int pending_rows = 0;    // tokens of that iteration with routing to record
+  int pending_row0 = 0;    // the executor's batch row of the first of them
   RecallCounter recall;
   std::map<std::pair<uint32_t, uint32_t>, std::vector<int32_t>> predictions;
   LinkBytes bytes_before;
@@ -465,11 +466,13 @@ void MainEngine::BeginJob(Job& job, bool alone) {
   job.started = true;
   job.req = NextRequestId();
   job.out.request_id = job.req;
-  job.out.prediction = alone ? job.mode : PredictionMode::kNone;
+  // Shared iterations are predicted by the shadow only (its predictions for
+  // every row, hinted by this node as one union): a request that starts next
+  // to others runs without the main node's own predictors until it is alone.
+  job.out.prediction =
+      alone || job.mode == PredictionMode::kShadow ? job.mode : PredictionMode::kNone;
   job.bytes_before = links_.bytes();
-  if (!alone) return;  // batched from its first iteration: nothing predicts it
-  links_.predictions().Reset(job.req);
-  job.board_owner = true;
+  links_.predictions().Track(job.req);
   const bool wants_shadow = job.mode == PredictionMode::kShadow || job.draft > 0;
   job.use_shadow = wants_shadow && links_.shadow_connected();
   if (wants_shadow && !job.use_shadow) {
@@ -490,6 +493,7 @@ void MainEngine::BeginJob(Job& job, bool alone) {
   b->set_kv_period(static_cast<uint32_t>(job.kv_period));
   b->set_draft_tokens(static_cast<uint32_t>(job.draft));
   b->set_drafts_only(job.mode != PredictionMode::kShadow);
+  b->set_batched(!alone);
   uint64_t version = 0;
   FillSchedule(b->mutable_live_groups(), &version);
   b->set_schedule_version(version);
@@ -508,28 +512,41 @@ void MainEngine::FlushRecall(Job& job) {
   if (job.pending_actual > 0) {
     for (int l = c.n_dense_leading; l < c.n_layer; ++l) {
       const auto& rows = executor_->actual()[static_cast<size_t>(l)];
-      for (int r = 0; r < job.pending_rows && r < static_cast<int>(rows.size()); ++r) {
-        job.recall.RecordActual(job.pending_actual + r, l, rows[static_cast<size_t>(r)]);
+      for (int r = 0; r < job.pending_rows; ++r) {
+        const size_t row = static_cast<size_t>(job.pending_row0 + r);
+        if (row < rows.size()) job.recall.RecordActual(job.pending_actual + r, l, rows[row]);
       }
     }
     job.pending_actual = 0;
     job.pending_rows = 0;
-  }
-  if (job.board_owner) {
-    for (auto& [where, experts] : links_.predictions().Snapshot()) {
-      job.predictions[where] = experts;
-    }
+    job.pending_row0 = 0;
   }
 }
 
-void MainEngine::StopFollowing(Job& job) {
-  FlushRecall(job);
-  job.board_owner = false;
-  if (!job.use_shadow) return;
-  v1::ShadowRequest end;
-  end.mutable_end()->set_request(job.req);
-  links_.SendToShadow(end).IgnoreError();  // a broken link is found by the next request
-  job.use_shadow = false;
+absl::Status MainEngine::AlignShadow(Job& job, int n, int32_t token, int pos, bool batched,
+                                     bool* realigned) {
+  *realigned = false;
+  if (!job.use_shadow) return absl::OkStatus();
+  TraceSpan span(trace_, "align", "shadow link", job.req, static_cast<uint32_t>(n), -1);
+  const auto t0 = std::chrono::steady_clock::now();
+  // Due when a multiple of the period is among the tokens since the last
+  // alignment (one per iteration, or several after accepted drafts).
+  auto due = [&](int period) { return period > 0 && n / period > job.aligned_n / period; };
+  *realigned = due(job.token_period);
+  absl::Status s = SendAlignment(job.req, n, token, pos, *realigned, due(job.kv_period),
+                                 schedule_.version != job.shadow_version, &job.kv_sent, job.slot,
+                                 batched);
+  job.aligned_n = n;
+  job.shadow_version = schedule_.version;
+  job.out.alignment_seconds += Since(t0);
+  if (!s.ok()) {
+    ODMOE_LOG_WARN("request {}: shadow link failed ({}); continuing without it", job.req,
+                   s.message());
+    job.use_shadow = false;
+    *realigned = false;
+    if (job.mode == PredictionMode::kShadow) job.out.prediction = PredictionMode::kNone;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status MainEngine::SoloStep(Job& job) {
@@ -557,33 +574,10 @@ absl::Status MainEngine::SoloStep(Job& job) {
   }
   const int n = job.forwards + 1;
   FlushRecall(job);
-  if (!job.board_owner) {  // back to running alone after shared iterations
-    links_.predictions().Reset(job.req);
-    job.board_owner = true;
-  }
   const int32_t token = seq.Pending(1).front();
   const int pos = seq.pos();
   bool realigned = false;  // the shadow was sent this iteration's token
-  if (job.use_shadow) {
-    TraceSpan span(trace_, "align", "shadow link", job.req, static_cast<uint32_t>(n), -1);
-    const auto t0 = std::chrono::steady_clock::now();
-    // Due when a multiple of the period is among the tokens since the last
-    // alignment (one per iteration, or several after accepted drafts).
-    auto due = [&](int period) { return period > 0 && n / period > job.aligned_n / period; };
-    realigned = due(job.token_period);
-    absl::Status s = SendAlignment(job.req, n, token, pos, realigned,
-                                   due(job.kv_period), schedule_.version != job.shadow_version,
-                                   &job.kv_sent, slot);
-    job.aligned_n = n;
-    job.shadow_version = schedule_.version;
-    job.out.alignment_seconds += Since(t0);
-    if (!s.ok()) {
-      ODMOE_LOG_WARN("request {}: shadow link failed ({}); continuing without it", job.req,
-                     s.message());
-      job.use_shadow = false;
-      if (job.mode == PredictionMode::kShadow) job.out.prediction = PredictionMode::kNone;
-    }
-  }
+  ODMOE_RETURN_IF_ERROR(AlignShadow(job, n, token, pos, /*batched=*/false, &realigned));
   if (job.mode == PredictionMode::kRandom) ODMOE_RETURN_IF_ERROR(SendRandomHints(job.req, n));
   // Speculative decoding: the shadow's drafts that follow this token, as many
   // as are ready (or, with draft_wait, as come within it), verified in this
@@ -652,15 +646,9 @@ absl::Status MainEngine::SoloStep(Job& job) {
 }
 
 absl::Status MainEngine::SharedStep() {
-  uint64_t key = 0;
   for (auto& job : running_) {
     if (!job->started) BeginJob(*job, /*alone=*/false);
-    StopFollowing(*job);
-    key = key == 0 ? job->req : std::min(key, job->req);
   }
-  // The oldest running request's prefill key: below every later decode key
-  // of the running requests, so none of their hints is taken as stale.
-  executor_->SetStep(key, 0);
   std::vector<Sequence*> seqs;
   std::vector<int> slots;
   for (auto& job : running_) {
@@ -671,6 +659,67 @@ absl::Status MainEngine::SharedStep() {
       PlanBatch(seqs, slots, transformer_->n_batch(), transformer_->n_batch());
   const std::vector<int32_t>& tokens = plan.tokens;
   const std::vector<Transformer::Segment>& segments = plan.segments;
+  // The decode rows (one per request past its prompt): each is iteration
+  // forwards + 1 of its request, and the shadow following it gets its
+  // alignment first, as a request running alone does.
+  struct DecodeRow {
+    Job* job;
+    int n;
+    int64_t row;  // in the batch
+  };
+  std::vector<DecodeRow> decode;
+  uint64_t oldest = 0;
+  int oldest_n = 0;
+  int64_t row = 0;
+  for (size_t j = 0; j < segments.size(); ++j) {
+    Job& job = *running_[plan.owners[j]];
+    if (!job.seq->prefilling()) {
+      const int n = job.forwards + 1;
+      bool realigned = false;
+      ODMOE_RETURN_IF_ERROR(AlignShadow(job, n, tokens[static_cast<size_t>(row)],
+                                        segments[j].pos0, /*batched=*/true, &realigned));
+      decode.push_back({&job, n, row});
+      if (oldest == 0 || job.req < oldest) {
+        oldest = job.req;
+        oldest_n = n;
+      }
+    }
+    row += segments[j].n;
+  }
+  const bool all_decode = decode.size() == segments.size();
+  if (all_decode && static_cast<int>(decode.size()) <= topology_.max_task_rows()) {
+    // A decode step of several requests: keyed by the oldest one's iteration
+    // (above every earlier key of the running requests: the workers take the
+    // hints as current), its experts placed against the union of the rows'
+    // predictions, which the workers get as the step's hint.
+    executor_->SetStep(oldest, static_cast<uint32_t>(oldest_n));
+    const ModelConfig& c = model_.config();
+    std::vector<std::vector<int32_t>> predicted(static_cast<size_t>(c.n_layer));
+    for (int l = c.n_dense_leading; l < c.n_layer; ++l) {
+      std::vector<int32_t>& u = predicted[static_cast<size_t>(l)];
+      for (const DecodeRow& d : decode) {
+        if (!d.job->use_shadow || d.job->mode != PredictionMode::kShadow) continue;
+        for (int32_t e : links_.predictions().Get(d.job->req, static_cast<uint32_t>(d.n),
+                                                  static_cast<uint32_t>(l))) {
+          if (std::find(u.begin(), u.end(), e) == u.end()) u.push_back(e);
+        }
+      }
+      if (static_cast<int>(u.size()) >= c.n_expert_used) {
+        SendStepHint(oldest, oldest_n, l, u);
+      } else {
+        u.clear();  // a row without its prediction yet: no hint
+      }
+    }
+    executor_->SetStepPredictions(std::move(predicted));
+  } else {
+    // Prompt chunks in it (or more rows than a task holds): a prefill-style
+    // step, unpredicted. The oldest running request's prefill key: below
+    // every later decode key of the running requests, so none of their hints
+    // is taken as stale.
+    uint64_t key = 0;
+    for (auto& job : running_) key = key == 0 ? job->req : std::min(key, job->req);
+    executor_->SetStep(key, 0);
+  }
   ODMOE_RETURN_IF_ERROR(transformer_->ForwardSegments(tokens, segments, *executor_));
   std::vector<float> logits;
   ODMOE_RETURN_IF_ERROR(transformer_->SegmentLogits(&logits));
@@ -678,15 +727,42 @@ absl::Status MainEngine::SharedStep() {
   const ExpertTaskStats stats = executor_->TakeStats();
   ++shared_iterations_;
   shared_rows_ += tokens.size();
+  // Each decode row's routing, for its request's recall.
+  for (const DecodeRow& d : decode) {
+    FlushRecall(*d.job);
+    d.job->pending_actual = d.n;
+    d.job->pending_rows = 1;
+    d.job->pending_row0 = static_cast<int>(d.row);
+    FlushRecall(*d.job);
+  }
   for (size_t j = 0; j < segments.size(); ++j) {
     Job& job = *running_[plan.owners[j]];
-    if (!job.seq->prefilling()) ++job.forwards;  // a decode iteration without prediction
+    if (!job.seq->prefilling()) ++job.forwards;  // a decode iteration
     job.seq->Consumed(segments[j].n,
                       std::span<const float>(logits).subspan(j * n_vocab, n_vocab));
     // The iteration's tasks served every request in it.
     AddStats(job.out.experts, stats);
   }
   return absl::OkStatus();
+}
+
+void MainEngine::SendStepHint(uint64_t request, int n, int layer,
+                              const std::vector<int32_t>& experts) {
+  const ModelConfig& c = model_.config();
+  v1::WorkerRequest req;
+  v1::Hint* hint = req.mutable_hint();
+  hint->mutable_key()->set_request(request);
+  hint->mutable_key()->set_token(static_cast<uint32_t>(n));
+  hint->mutable_key()->set_layer(static_cast<uint32_t>(layer));
+  for (int32_t e : experts) hint->add_experts(static_cast<uint32_t>(e));
+  const std::vector<int> members = topology_.GroupMembers(schedule_.GroupOfLayer(layer));
+  const int positions = std::max(c.n_expert_used, static_cast<int>(experts.size()));
+  for (size_t i = 0; i < members.size(); ++i) {
+    // Only workers with positions of this layer (cluster/assignment.h).
+    if (PositionsOfWorker(static_cast<int>(i), topology_.group_size, positions).empty()) continue;
+    // A failed send is the group's failure, which the layer's task finds.
+    links_.SendToWorker(members[i], req).IgnoreError();
+  }
 }
 
 void MainEngine::Finish(Job& job, absl::Status status) {
@@ -697,7 +773,7 @@ void MainEngine::Finish(Job& job, absl::Status status) {
     if (links_.SendToShadow(end).ok() && !links_.predictions().WaitDone(job.req, kShadowDrain)) {
       ODMOE_LOG_WARN("request {}: the shadow did not finish within {}", job.req,
                      absl::FormatDuration(kShadowDrain));
-      silent = job.forwards > 0 && links_.predictions().Snapshot().empty();
+      silent = job.forwards > 0 && links_.predictions().Snapshot(job.req).empty();
     }
     silent_shadow_requests_ = silent ? silent_shadow_requests_ + 1 : 0;
     if (silent_shadow_requests_ >= kSilentShadowRequests) {
@@ -708,6 +784,10 @@ void MainEngine::Finish(Job& job, absl::Status status) {
     }
   }
   if (status.ok()) FlushRecall(job);
+  if (job.started) {
+    job.predictions = links_.predictions().Snapshot(job.req);
+    links_.predictions().Forget(job.req);
+  }
   ClusterGenerateResult& out = job.out;
   if (job.started) out.bytes = links_.bytes() - job.bytes_before;
   out.schedule_version = schedule_.version;

@@ -19,11 +19,18 @@
 // request runs alone, an iteration is exactly the above (its whole prompt, or
 // one decode token, with its prediction). While several run, an iteration
 // carries a decode row of each one past its prompt and prompt chunks of the
-// others (Transformer segments, engine/batch_generator.h's order), sent as a
-// prefill-style step: every expert a row needs goes to worker e mod N_W, with
-// no prediction; a request that ran in such a shared iteration stops
-// following the shadow. Every request's tokens stay those of the single
-// process (the rows are independent; tests/cluster/concurrency_test.cpp).
+// others (Transformer segments, engine/batch_generator.h's order). The shadow
+// follows every request (each in its own slot there, aligned as above, told
+// `batched` so that it sends its predictions to this node only). An
+// iteration of decode rows only (at most Topology::max_task_rows of them) is
+// a decode step keyed by the oldest request's iteration: each layer's union
+// of the rows' predictions goes to the layer's group as the step's hint, and
+// each expert any row chose is one task with its rows, placed against that
+// union (a predicted expert stays on the worker that prefetched it). An
+// iteration with prompt chunks is a prefill-style step: every expert a row
+// needs goes to worker e mod N_W, unpredicted. Every request's tokens stay
+// those of the single process (the rows are independent;
+// tests/cluster/concurrency_test.cpp), and its recall counts its own rows.
 //
 // Speculative decoding (shadow.draft_tokens): a request running alone
 // verifies the shadow's drafted tokens with its own in one iteration of
@@ -175,7 +182,17 @@ class MainEngine {
       : topology_(topology), model_(model), tokenizer_(tokenizer), links_(links) {}
   uint64_t NextRequestId();
   absl::Status SendAlignment(uint64_t request, int n, int32_t token, int pos, bool send_token,
-                             bool send_kv, bool send_schedule, int* kv_sent, int slot);
+                             bool send_kv, bool send_schedule, int* kv_sent, int slot,
+                             bool batched);
+  /// The shadow's alignment for `job`'s decode iteration n (when it follows
+  /// the job): token / KV rows as due, `batched` when the iteration is shared.
+  /// *realigned: the token was sent. A broken link ends the following, not
+  /// the request.
+  absl::Status AlignShadow(Job& job, int n, int32_t token, int pos, bool batched,
+                           bool* realigned);
+  /// The hint of a shared decode step (key request / n, `layer`): the union
+  /// of its rows' predictions, to the workers of the layer's group.
+  void SendStepHint(uint64_t request, int n, int layer, const std::vector<int32_t>& experts);
   absl::Status SendRandomHints(uint64_t request, int n);
   /// Puts a prediction of (token n, layer) on the board (for the layer's
   /// assignment and recall) and sends it to the workers of the layer's group.
@@ -194,10 +211,8 @@ class MainEngine {
   absl::Status SharedStep();
   // Its first step: a request id, the prediction board, ShadowBegin.
   void BeginJob(Job& job, bool alone);
-  // Stops the shadow following `job` (it is batched with others now).
-  void StopFollowing(Job& job);
   // Records the gate's experts of the job's last decode iteration (they are
-  // in the executor until the next decode step) and keeps its predictions.
+  // in the executor until the next step).
   void FlushRecall(Job& job);
   void Finish(Job& job, absl::Status status);
 

@@ -34,6 +34,32 @@ class PredictingExecutor : public ExpertExecutor {
 
 }  // namespace
 
+// One request followed: its slot, where its iterations are, what the main
+// node has told it.
+struct ShadowCore::Seq {
+  v1::ShadowBegin begin;
+  uint64_t req = 0;
+  int slot = 0;
+  int prompt = 0;           // prompt length
+  bool prefilled = false;
+  bool ended = false;       // ShadowEnd (or AbortAll) arrived
+  bool predicting = true;   // hints and predictions (false: drafts only)
+  bool batched = false;     // in shared iterations: no hints of its own
+  bool aligning = false;
+  uint32_t draft = 0;       // drafted tokens asked for (0 = none)
+  uint32_t ahead = 1;       // iterations it may run ahead of the main node
+  uint32_t n = 1;           // its next decode iteration
+  int32_t own = -1;         // its greedy guess of iteration n's input
+  int32_t token = -1;       // iteration n's input, once Ready()
+  uint32_t main_progress = 0;  // the latest iteration the main node started
+  std::map<uint32_t, int32_t> aligned;  // iteration -> the main node's input token
+  std::vector<int32_t> used;            // the token each iteration ran with
+  std::deque<v1::ShadowAlign> aligns;   // not applied yet, in arrival order
+  bool skipped = false;     // Ready() skipped an iteration (look again at once)
+  uint32_t iterations = 0;
+  absl::Status error;
+};
+
 absl::StatusOr<std::unique_ptr<ShadowCore>> ShadowCore::Create(const ModelFile& model,
                                                                Backend& backend,
                                                                Transformer::Options transformer,
@@ -46,9 +72,13 @@ absl::StatusOr<std::unique_ptr<ShadowCore>> ShadowCore::Create(const ModelFile& 
   ODMOE_ASSIGN_OR_RETURN(core->experts_, LocalExpertExecutor::Create(
                                              model, backend, core->transformer_->n_batch()));
   for (int g = 0; g < options.n_groups; ++g) core->live_groups_.push_back(g);
+  core->slot_free_.assign(static_cast<size_t>(core->transformer_->n_seq()), true);
   core->thread_ = std::thread([c = core.get()] { c->Loop(); });
   return core;
 }
+
+ShadowCore::ShadowCore(const ModelFile& model, Backend& backend, const Options& options)
+    : model_(model), backend_(backend), options_(options) {}
 
 ShadowCore::~ShadowCore() { Stop(); }
 
@@ -164,52 +194,328 @@ absl::Status ShadowCore::Submit(const v1::ShadowRequest& request) {
     ++stats_.rejected_messages;
     return s;
   }
-  if (request.has_end()) {
-    ended_ = std::max(ended_, request.end().request());
-  } else {
-    inbox_.push_back(request);
-  }
+  inbox_.push_back(request);
   cv_.notify_all();
   return absl::OkStatus();
 }
 
-void ShadowCore::Loop() {
-  while (true) {
-    v1::ShadowBegin begin;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] {
-        while (!inbox_.empty() && !inbox_.front().has_begin()) inbox_.pop_front();  // stale aligns
-        return stop_ || !inbox_.empty();
-      });
-      if (stop_) return;
-      begin = inbox_.front().begin();
-      inbox_.pop_front();
+void ShadowCore::TakeInboxLocked() {
+  while (!inbox_.empty()) {
+    v1::ShadowRequest m = std::move(inbox_.front());
+    inbox_.pop_front();
+    if (m.has_begin()) {
       ++stats_.requests;
-      if (begin.request() <= ended_) {  // ended before it started
-        ++stats_.requests_finished;
+      if (seqs_.count(m.begin().request()) > 0) {  // a repeated begin: the old one ends
+        seqs_[m.begin().request()]->ended = true;
+        ++stats_.rejected_messages;
         continue;
       }
-      current_ = begin.request();
+      Begin(m.begin());
+    } else if (m.has_align()) {
+      auto it = seqs_.find(m.align().request());
+      if (it != seqs_.end()) it->second->aligns.push_back(std::move(*m.mutable_align()));
+    } else if (m.has_end()) {
+      auto it = seqs_.find(m.end().request());
+      if (it != seqs_.end()) it->second->ended = true;
     }
-    RunRequest(begin);
-    std::lock_guard<std::mutex> lock(mu_);
-    current_ = 0;
-    ++stats_.requests_finished;
+  }
+  if (abort_) {
+    for (auto& [id, seq] : seqs_) seq->ended = true;
+    abort_ = false;
   }
 }
 
-absl::Status ShadowCore::ApplyKv(const v1::KvRows& kv) {
+void ShadowCore::Begin(const v1::ShadowBegin& begin) {
+  size_t slot = 0;
+  while (slot < slot_free_.size() && !slot_free_[slot]) ++slot;
+  if (slot == slot_free_.size()) {
+    const absl::Status s = absl::ResourceExhaustedError(absl::StrFormat(
+        "the shadow follows %d requests at once, and all of them are running", slot_free_.size()));
+    ODMOE_LOG_WARN("request {}: {}", begin.request(), s.message());
+    v1::ShadowReply done;
+    done.mutable_done()->set_request(begin.request());
+    done.mutable_done()->set_error_code(static_cast<int>(s.code()));
+    done.mutable_done()->set_error_message(std::string(s.message()));
+    ++stats_.requests_finished;
+    Reply(done);
+    return;
+  }
+  slot_free_[slot] = false;
+  auto seq = std::make_unique<Seq>();
+  seq->begin = begin;
+  seq->req = begin.request();
+  seq->slot = static_cast<int>(slot);
+  seq->prompt = begin.prompt_ids_size();
+  seq->predicting = !begin.drafts_only();
+  seq->batched = begin.batched();
+  seq->aligning = begin.token_period() > 0 || begin.kv_period() > 0;
+  seq->draft = begin.draft_tokens();
+  // Speculative run-ahead: the shadow never waits for an alignment. It
+  // computes iteration n with the main node's token when that has arrived,
+  // else with its own greedy guess, and keeps at most one iteration ahead of
+  // the main node while alignments are on (so its hints for iteration n+1
+  // reach the workers while the main node still computes n). When the main
+  // node's token for an iteration it already computed differs from its
+  // guess, it computes that iteration again with the real token (the workers
+  // get the corrected hints).
+  //
+  // Drafting (speculative decoding) lets it run further ahead, 2 * draft + 1
+  // iterations, on its own tokens: the main node verifies `draft` of them per
+  // iteration and finds the next ones already drafted while it verifies.
+  seq->ahead = seq->aligning ? 1u : static_cast<uint32_t>(options_.max_run_ahead);
+  if (seq->draft > 0) seq->ahead = std::max(seq->ahead, 2 * seq->draft + 1);
+  seq->used.assign(begin.max_tokens() + 2u, -1);
+  seqs_[seq->req] = std::move(seq);
+}
+
+void ShadowCore::Loop() {
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      TakeInboxLocked();
+      if (stop_) {
+        for (auto& [id, seq] : seqs_) seq->ended = true;
+      }
+    }
+    // Ended (or failed, or past their last iteration): ShadowDone.
+    for (auto it = seqs_.begin(); it != seqs_.end();) {
+      Seq& seq = *it->second;
+      const bool over = seq.ended || !seq.error.ok() || seq.n > seq.begin.max_tokens() ||
+                        seq.prompt + static_cast<int>(seq.n) - 1 >= transformer_->n_ctx();
+      ++it;
+      if (over) Finish(seq.req);
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) return;
+    }
+    // Prompts first (one request at a time), then one decode iteration of
+    // every request that may run one, together.
+    bool ran = false;
+    for (auto& [id, seq] : seqs_) {
+      if (seq->prefilled || !seq->error.ok()) continue;
+      const auto t0 = std::chrono::steady_clock::now();
+      seq->error = Prefill(*seq);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        stats_.forward_seconds += Since(t0);
+      }
+      ran = true;
+    }
+    if (ran) continue;
+    std::vector<Seq*> rows;
+    bool waiting_token = false, skipped = false;
+    for (auto& [id, seq] : seqs_) {
+      if (!seq->error.ok() || seq->ended) continue;
+      if (static_cast<int>(rows.size()) >= transformer_->n_batch()) break;
+      if (Ready(*seq)) {
+        rows.push_back(seq.get());
+      } else if (seq->skipped) {
+        skipped = true;
+      } else if (seq->main_progress + seq->ahead >= seq->n) {
+        waiting_token = true;
+      }
+    }
+    if (rows.empty() && skipped) continue;
+    if (!rows.empty()) {
+      const absl::Status s = Decode(rows);
+      if (!s.ok()) {
+        for (Seq* seq : rows) seq->error = s;
+      }
+      continue;
+    }
+    // Nothing to run: wait for the main node (an alignment, a begin, an end).
+    const auto t0 = std::chrono::steady_clock::now();
+    std::unique_lock<std::mutex> lock(mu_);
+    auto woken = [&] { return stop_ || abort_ || !inbox_.empty(); };
+    if (waiting_token) {
+      // Skipped the previous iteration and no token yet: look again soon.
+      cv_.wait_for(lock, std::chrono::milliseconds(1), woken);
+    } else {
+      cv_.wait(lock, woken);
+    }
+    stats_.wait_seconds += Since(t0);
+  }
+}
+
+absl::Status ShadowCore::Prefill(Seq& seq) {
+  SetGroups(seq.begin.live_groups());
+  const std::vector<int32_t> prompt(seq.begin.prompt_ids().begin(), seq.begin.prompt_ids().end());
+  for (int done = 0; done < seq.prompt;) {
+    const int m = std::min(transformer_->n_batch(), seq.prompt - done);
+    const Transformer::Segment segment{seq.slot, done, m};
+    ODMOE_RETURN_IF_ERROR(transformer_->ForwardSegments(
+        std::span<const int32_t>(prompt).subspan(static_cast<size_t>(done), static_cast<size_t>(m)),
+        {&segment, 1}, *experts_));
+    done += m;
+  }
+  ODMOE_RETURN_IF_ERROR(transformer_->SegmentLogits(&logits_));
+  seq.own = Argmax(logits_);
+  seq.prefilled = true;
+  return absl::OkStatus();
+}
+
+bool ShadowCore::Ready(Seq& seq) {
+  seq.token = -1;
+  seq.skipped = false;
+  // Apply, in arrival order, every alignment for iterations up to n; the
+  // later ones only say how far the main node is.
+  for (const v1::ShadowAlign& a : seq.aligns) seq.main_progress = std::max(seq.main_progress, a.token());
+  while (!seq.aligns.empty() && seq.aligns.front().token() <= seq.n) {
+    const v1::ShadowAlign& a = seq.aligns.front();
+    if (a.has_kv()) {
+      const auto ta = std::chrono::steady_clock::now();
+      const absl::Status s = ApplyKv(seq.slot, a.kv());
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!s.ok()) {
+        ODMOE_LOG_ERROR("request {}: KV alignment rejected: {}", seq.req, s.message());
+        ++stats_.rejected_messages;
+      } else {
+        ++stats_.kv_alignments;
+        stats_.kv_rows_aligned += a.kv().count();
+      }
+      stats_.alignment_seconds += Since(ta);
+    }
+    SetGroups(a.live_groups());
+    seq.batched = a.batched();
+    if (a.has_token()) {
+      seq.aligned[a.token()] = a.token_id();
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.token_alignments;
+    }
+    seq.aligns.pop_front();
+  }
+  if (seq.main_progress + seq.ahead < seq.n) return false;  // far enough ahead
+  // Check the iterations already computed against the tokens that arrived.
+  for (auto it = seq.aligned.begin(); it != seq.aligned.end() && it->first < seq.n;) {
+    if (seq.used[it->first] >= 0 && seq.used[it->first] != it->second) {
+      seq.n = it->first;  // mispredicted token: compute that iteration again
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.speculation_misses;
+      break;
+    }
+    it = seq.aligned.erase(it);
+  }
+  if (seq.begin.token_period() == 1 && seq.begin.kv_period() == 1 && seq.main_progress > seq.n) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.iterations_skipped;
+    ++seq.n;
+    seq.skipped = true;
+    return false;
+  }
+  if (seq.n > seq.begin.max_tokens() ||
+      seq.prompt + static_cast<int>(seq.n) - 1 >= transformer_->n_ctx()) {
+    return false;
+  }
+  auto known = seq.aligned.find(seq.n);
+  seq.token = known != seq.aligned.end()           ? known->second
+              : seq.n == 1 || seq.used[seq.n - 1] >= 0 ? seq.own
+                                                     : -1;
+  return seq.token >= 0;
+}
+
+absl::Status ShadowCore::Decode(const std::vector<Seq*>& rows) {
+  std::vector<int32_t> tokens;
+  std::vector<Transformer::Segment> segments;
+  for (const Seq* seq : rows) {
+    tokens.push_back(seq->token);
+    segments.push_back({seq->slot, seq->prompt + static_cast<int>(seq->n) - 1, 1});
+  }
+  int64_t layer_start_us = TraceRecorder::NowUs();  // S_l: from the previous gate to this one
+  PredictingExecutor emitter(*experts_, [&](int layer, const RoutingPlan& plan) {
+    const bool tracing = options_.trace && options_.trace->enabled();
+    const int64_t now = tracing ? TraceRecorder::NowUs() : 0;
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const Seq& seq = *rows[r];
+      if (tracing) {
+        options_.trace->Record(TraceEvent{"S", "compute", layer_start_us, now - layer_start_us,
+                                          seq.req, seq.n, layer, -1});
+      }
+      if (!seq.predicting) continue;
+      v1::Hint hint;
+      v1::StepKey* key = hint.mutable_key();
+      key->set_request(seq.req);
+      key->set_token(seq.n);
+      key->set_layer(static_cast<uint32_t>(layer));
+      for (const RoutingPlan::ExpertRows& er : plan.experts) {  // ascending ids
+        if (std::find(er.rows.begin(), er.rows.end(), static_cast<int32_t>(r)) != er.rows.end()) {
+          hint.add_experts(static_cast<uint32_t>(er.expert));
+        }
+      }
+      v1::ShadowReply reply;
+      v1::Prediction* pred = reply.mutable_prediction();
+      *pred->mutable_key() = hint.key();
+      *pred->mutable_experts() = hint.experts();
+      std::lock_guard<std::mutex> lock(sink_mu_);
+      if (hints_ && !seq.batched) {
+        hints_(live_groups_[static_cast<size_t>(layer) % live_groups_.size()], hint);
+      }
+      if (replies_) replies_(reply);
+    }
+    layer_start_us = now;
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  ODMOE_RETURN_IF_ERROR(transformer_->ForwardSegments(tokens, segments, emitter));
+  ODMOE_RETURN_IF_ERROR(transformer_->SegmentLogits(&logits_));
+  const size_t n_vocab = logits_.size() / rows.size();
+  uint64_t predictions = 0, drafts = 0;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    Seq& seq = *rows[r];
+    seq.used[seq.n] = seq.token;
+    seq.own = Argmax(std::span<const float>(logits_).subspan(r * n_vocab, n_vocab));
+    if (seq.draft > 0) {
+      v1::ShadowReply reply;
+      v1::Draft* d = reply.mutable_draft();
+      d->set_request(seq.req);
+      d->set_token(seq.n);
+      d->set_input_id(seq.token);
+      d->set_output_id(seq.own);
+      Reply(reply);
+      ++drafts;
+    }
+    if (seq.predicting) predictions += static_cast<uint64_t>(model_.config().n_moe_layer());
+    ++seq.iterations;
+    ++seq.n;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.iterations += rows.size();
+  stats_.predictions += predictions;
+  stats_.drafts += drafts;
+  stats_.forward_seconds += Since(t0);
+  return absl::OkStatus();
+}
+
+void ShadowCore::Finish(uint64_t request) {
+  auto it = seqs_.find(request);
+  Seq& seq = *it->second;
+  v1::ShadowReply done;
+  done.mutable_done()->set_request(seq.req);
+  done.mutable_done()->set_iterations(seq.iterations);
+  if (!seq.error.ok()) {
+    ODMOE_LOG_ERROR("request {}: {}", seq.req, seq.error.message());
+    done.mutable_done()->set_error_code(static_cast<int>(seq.error.code()));
+    done.mutable_done()->set_error_message(std::string(seq.error.message()));
+  }
+  slot_free_[static_cast<size_t>(seq.slot)] = true;
+  seqs_.erase(it);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.requests_finished;
+  }
+  Reply(done);
+}
+
+absl::Status ShadowCore::ApplyKv(int slot, const v1::KvRows& kv) {
   const ModelConfig& c = model_.config();
   const int64_t n = kv.count();
   const int64_t rows = n * c.n_layer;
+  KvCache& cache = transformer_->kv_cache(slot);
   for (int which = 0; which < (c.v_in_k() ? 1 : 2); ++which) {
     ODMOE_RETURN_IF_ERROR(DecodeRows(which == 0 ? kv.k() : kv.v(), c.kv_width(), rows, &kv_host_,
                                      "KV rows")
                               .status());
     for (int l = 0; l < c.n_layer; ++l) {
-      const Mat dst = (which == 0 ? transformer_->kv_cache().k(l) : transformer_->kv_cache().v(l))
-                          .RowRange(kv.first_pos(), n);
+      const Mat dst = (which == 0 ? cache.k(l) : cache.v(l)).RowRange(kv.first_pos(), n);
       ODMOE_RETURN_IF_ERROR(backend_.CopyToBackend(
           dst.data, kv_host_.data() + static_cast<size_t>(l * n * c.kv_width()),
           static_cast<size_t>(n * c.kv_width()) * sizeof(float)));
@@ -218,188 +524,10 @@ absl::Status ShadowCore::ApplyKv(const v1::KvRows& kv) {
   return absl::OkStatus();
 }
 
-bool ShadowCore::PrepareIteration(uint64_t request, uint32_t n, uint32_t ahead,
-                                  std::map<uint32_t, int32_t>* aligned, uint32_t* progress) {
-  const auto t0 = std::chrono::steady_clock::now();
-  std::unique_lock<std::mutex> lock(mu_);
-  uint32_t main_progress = *progress;
-  while (true) {
-    if (stop_ || ended_ >= request) return false;
-    // Apply, in arrival order, every alignment for iterations up to n.
-    for (auto it = inbox_.begin(); it != inbox_.end();) {
-      if (it->has_begin()) return false;  // a newer request supersedes this one
-      const v1::ShadowAlign& a = it->align();
-      if (a.request() != request) {
-        it = inbox_.erase(it);
-        continue;
-      }
-      main_progress = std::max(main_progress, a.token());
-      if (a.token() > n) {
-        ++it;
-        continue;
-      }
-      if (a.has_kv()) {
-        const auto ta = std::chrono::steady_clock::now();
-        if (absl::Status s = ApplyKv(a.kv()); !s.ok()) {
-          ODMOE_LOG_ERROR("KV alignment rejected: {}", s.message());
-          ++stats_.rejected_messages;
-        } else {
-          ++stats_.kv_alignments;
-          stats_.kv_rows_aligned += a.kv().count();
-        }
-        stats_.alignment_seconds += Since(ta);
-      }
-      SetGroups(a.live_groups());
-      if (a.has_token()) {
-        (*aligned)[a.token()] = a.token_id();
-        ++stats_.token_alignments;
-      }
-      it = inbox_.erase(it);
-    }
-    if (main_progress + ahead >= n) break;
-    cv_.wait(lock);
-  }
-  stats_.wait_seconds += Since(t0);
-  *progress = main_progress;
-  return true;
-}
-
-void ShadowCore::RunRequest(const v1::ShadowBegin& begin) {
-  const uint64_t req = begin.request();
-  SetGroups(begin.live_groups());
-  const std::vector<int32_t> prompt(begin.prompt_ids().begin(), begin.prompt_ids().end());
-  const int p = static_cast<int>(prompt.size());
-  v1::ShadowReply done;
-  done.mutable_done()->set_request(req);
-  auto fail = [&](const absl::Status& s) {
-    ODMOE_LOG_ERROR("request {}: {}", req, s.message());
-    done.mutable_done()->set_error_code(static_cast<int>(s.code()));
-    done.mutable_done()->set_error_message(std::string(s.message()));
-  };
-  std::vector<float> logits;
-  auto t0 = std::chrono::steady_clock::now();
-  absl::Status s = transformer_->Forward(prompt, 0, *experts_, &logits, nullptr);
-  if (!s.ok()) {
-    fail(s);
-    Reply(done);
-    return;
-  }
-  int32_t own = Argmax(logits);
-  uint32_t n = 0;
-  int64_t layer_start_us = 0;  // S_l: from the previous gate (or the iteration start) to this one
-  const bool predicting = !begin.drafts_only();
-  PredictingExecutor emitter(*experts_, [&](int layer, const RoutingPlan& plan) {
-    if (options_.trace && options_.trace->enabled()) {
-      const int64_t now = TraceRecorder::NowUs();
-      options_.trace->Record(TraceEvent{"S", "compute", layer_start_us, now - layer_start_us, req,
-                                        n, layer, -1});
-      layer_start_us = now;
-    }
-    if (!predicting) return;
-    v1::Hint hint;
-    v1::StepKey* key = hint.mutable_key();
-    key->set_request(req);
-    key->set_token(n);
-    key->set_layer(static_cast<uint32_t>(layer));
-    for (const RoutingPlan::ExpertRows& er : plan.experts) {
-      hint.add_experts(static_cast<uint32_t>(er.expert));
-    }
-    v1::ShadowReply reply;
-    v1::Prediction* pred = reply.mutable_prediction();
-    *pred->mutable_key() = hint.key();
-    *pred->mutable_experts() = hint.experts();
-    std::lock_guard<std::mutex> lock(sink_mu_);
-    if (hints_) hints_(live_groups_[static_cast<size_t>(layer) % live_groups_.size()], hint);
-    if (replies_) replies_(reply);
-  });
-  double forward_seconds = Since(t0);
-  uint32_t iterations = 0;
-  // Speculative run-ahead: the shadow never waits for an alignment. It
-  // computes iteration n with the main node's token when that has arrived,
-  // else with its own greedy guess, and keeps at most one iteration ahead of
-  // the main node while alignments are on (so its hints for iteration n+1
-  // reach the workers while the main node still computes n). KV rows are
-  // applied as they arrive. When the main node's token for an iteration it
-  // already computed differs from its guess, it computes that iteration again
-  // with the real token (the workers get the corrected hints).
-  //
-  // Drafting (speculative decoding) lets it run further ahead, 2 * draft + 1
-  // iterations, on its own tokens: the main node verifies `draft` of them per
-  // iteration and finds the next ones already drafted while it verifies.
-  const bool aligning = begin.token_period() > 0 || begin.kv_period() > 0;
-  const uint32_t draft = begin.draft_tokens();
-  uint32_t ahead = aligning ? 1u : static_cast<uint32_t>(options_.max_run_ahead);
-  if (draft > 0) ahead = std::max(ahead, 2 * draft + 1);
-  std::map<uint32_t, int32_t> aligned;  // iteration -> the main node's input token
-  std::vector<int32_t> used(begin.max_tokens() + 2u, -1);  // the token each iteration ran with
-  uint32_t main_progress = 0;
-  for (n = 1; n <= begin.max_tokens();) {
-    if (!PrepareIteration(req, n, ahead, &aligned, &main_progress)) break;
-    // Check the iterations already computed against the tokens that arrived.
-    for (auto it = aligned.begin(); it != aligned.end() && it->first < n;) {
-      if (used[it->first] >= 0 && used[it->first] != it->second) {
-        n = it->first;  // mispredicted token: compute that iteration again
-        std::lock_guard<std::mutex> lock(mu_);
-        ++stats_.speculation_misses;
-        break;
-      }
-      it = aligned.erase(it);
-    }
-    if (begin.token_period() == 1 && begin.kv_period() == 1 && main_progress > n) {
-      std::lock_guard<std::mutex> lock(mu_);
-      ++stats_.iterations_skipped;
-      ++n;
-      continue;
-    }
-    const int pos = p + static_cast<int>(n) - 1;
-    if (pos >= transformer_->n_ctx()) break;
-    auto known = aligned.find(n);
-    const int32_t token = known != aligned.end() ? known->second : n == 1 || used[n - 1] >= 0
-                                                                       ? own
-                                                                       : -1;
-    if (token < 0) {  // skipped the previous iteration and no token yet: wait for it
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, std::chrono::milliseconds(1));
-      continue;
-    }
-    t0 = std::chrono::steady_clock::now();
-    layer_start_us = TraceRecorder::NowUs();
-    const int32_t input[1] = {token};
-    s = transformer_->Forward(input, pos, emitter, &logits, nullptr);
-    forward_seconds += Since(t0);
-    if (!s.ok()) {
-      fail(s);
-      break;
-    }
-    used[n] = token;
-    own = Argmax(logits);
-    if (draft > 0) {
-      v1::ShadowReply reply;
-      v1::Draft* d = reply.mutable_draft();
-      d->set_request(req);
-      d->set_token(n);
-      d->set_input_id(token);
-      d->set_output_id(own);
-      Reply(reply);
-    }
-    ++iterations;
-    ++n;
-  }
+void ShadowCore::AbortAll() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stats_.iterations += iterations;
-    if (predicting) stats_.predictions += uint64_t{iterations} * model_.config().n_moe_layer();
-    if (draft > 0) stats_.drafts += iterations;
-    stats_.forward_seconds += forward_seconds;
-  }
-  done.mutable_done()->set_iterations(iterations);
-  Reply(done);
-}
-
-void ShadowCore::AbortCurrent() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ended_ = std::max(ended_, current_);
+    abort_ = true;
     inbox_.clear();
   }
   cv_.notify_all();

@@ -2,10 +2,12 @@
 // model that runs ahead of the main node and, for every decode iteration and
 // layer, announces the experts its gate chose as soon as that gate has run.
 //
-// Per request (ShadowBegin from the main node):
-//   prefill the prompt with its own model (no predictions: §3.3), then for
-//   decode iterations n = 1, 2, ... (speculative run-ahead: it never waits
-//   for an alignment, so its hints are an iteration early):
+// It follows every request the main node runs (ShadowBegin), each in its own
+// KV slot (as many as the main node runs at once, main.max_running); a begin
+// past that is answered with a ShadowDone carrying RESOURCE_EXHAUSTED. Per
+// request: prefill the prompt with its own model (no predictions: §3.3), then
+// decode iterations n = 1, 2, ... (speculative run-ahead: it never waits for
+// an alignment, so its hints are an iteration early):
 //     - the input token of iteration n is the main node's when that token
 //       alignment has arrived, else its own greedy guess from iteration n-1;
 //       when the main node's token later shows the guess was wrong, iteration
@@ -18,14 +20,22 @@
 //       iteration) and both alignments are due every iteration, skip the
 //       iteration: the main node's next alignment brings its token and KV
 //       row anyway, and a late prediction would be of no use to the workers;
-//     - forward one token; after each layer's gate: hint (to the group that
-//       computes that layer: each of its workers with positions of the layer,
-//       cluster/assignment.h, takes its own experts from it) and prediction
-//       (to the main node); with drafting on (ShadowBegin.draft_tokens), after
-//       the iteration its greedy next token as a Draft (to the main node).
-//   It stops after max_tokens iterations, at ShadowEnd, or at a new request.
+//     - after each layer's gate: a prediction (to the main node) and, unless
+//       the request runs in iterations shared with others (ShadowBegin /
+//       ShadowAlign `batched`: the main node then hints the workers with the
+//       shared iteration's union), a hint (to the group that computes that
+//       layer: each of its workers with positions of the layer,
+//       cluster/assignment.h, takes its own experts from it); with drafting on
+//       (ShadowBegin.draft_tokens), after the iteration its greedy next token
+//       as a Draft (to the main node).
+//   A request ends after max_tokens iterations, at ShadowEnd, or when the main
+//   node's stream goes (AbortAll); a ShadowDone follows.
+// Each round, the requests that may run their next iteration run it together:
+// one row each, one forward of several segments (engine/transformer.h), so
+// following R requests costs one pass over the weights, not R.
 //
 //   ShadowCore::Options opt{.n_groups = 4, .max_run_ahead = 4};
+//   topt.n_seq = 4;   // requests followed at once
 //   ODMOE_ASSIGN_OR_RETURN(auto core, ShadowCore::Create(*qmodel, *backend, topt, opt));
 //   core->Attach(1, reply_sink, hint_sink);
 //   core->Submit(request);   // from the main node's Follow stream
@@ -93,24 +103,28 @@ class ShadowCore {
   /// (nothing queued) for a malformed one.
   absl::Status Submit(const v1::ShadowRequest& request);
 
-  /// Ends the request being served (its main node went away).
-  void AbortCurrent();
+  /// Ends every request being followed (their main node went away).
+  void AbortAll();
 
   ShadowStats stats() const;
   void Stop();
 
  private:
-  ShadowCore(const ModelFile& model, Backend& backend, const Options& options)
-      : model_(model), backend_(backend), options_(options) {}
+  struct Seq;  // one request followed (shadow_core.cpp)
+  ShadowCore(const ModelFile& model, Backend& backend, const Options& options);
   void Loop();
-  void RunRequest(const v1::ShadowBegin& begin);
-  // Applies every alignment for iterations up to n (KV rows at once, tokens
-  // into *aligned), then waits while n > main progress + ahead. Returns false
-  // when the request is over (end, new request, stop). *main_progress: the
-  // latest iteration the main node has started (kept across calls).
-  bool PrepareIteration(uint64_t request, uint32_t n, uint32_t ahead,
-                        std::map<uint32_t, int32_t>* aligned, uint32_t* main_progress);
-  absl::Status ApplyKv(const v1::KvRows& kv);
+  // Moves the inbox into the sequences (mu_ held): begins start one (or are
+  // refused when every slot is taken), aligns and ends go to theirs.
+  void TakeInboxLocked();
+  void Begin(const v1::ShadowBegin& begin);
+  // Applies seq's alignments up to its next iteration and decides its input
+  // token. True when that iteration may run now.
+  bool Ready(Seq& seq);
+  absl::Status Prefill(Seq& seq);
+  // One iteration of every sequence in `rows`, as one forward.
+  absl::Status Decode(const std::vector<Seq*>& rows);
+  void Finish(uint64_t request);
+  absl::Status ApplyKv(int slot, const v1::KvRows& kv);
   void Reply(const v1::ShadowReply& reply);
   absl::Status ValidateAlign(const v1::ShadowAlign& a) const;
   absl::Status ValidateGroups(const google::protobuf::RepeatedField<int32_t>& groups) const;
@@ -123,13 +137,15 @@ class ShadowCore {
   std::unique_ptr<LocalExpertExecutor> experts_;
   std::vector<float> kv_host_;
   std::vector<int> live_groups_;  // the main node's schedule (compute thread)
+  // The compute thread's own: requests followed, by id, and free KV slots.
+  std::map<uint64_t, std::unique_ptr<Seq>> seqs_;
+  std::vector<bool> slot_free_;
+  std::vector<float> logits_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<v1::ShadowRequest> inbox_;  // begins and aligns, in arrival order
-  uint64_t current_ = 0;                 // request being served (0 = none)
-  uint32_t current_max_tokens_ = 0;
-  uint64_t ended_ = 0;                   // highest request ended by the main node
+  std::deque<v1::ShadowRequest> inbox_;  // begins, aligns and ends, in arrival order
+  bool abort_ = false;                   // AbortAll: end every request
   bool stop_ = false;
   ShadowStats stats_;
 

@@ -132,6 +132,7 @@ absl::Status ShadowNode::PrepareCore() {
   Transformer::Options topt;
   topt.n_ctx = topology.main.context;
   topt.n_batch = topology.main.batch;
+  topt.n_seq = topology.main.max_running;  // it follows every running request
   ShadowCore::Options opt;
   opt.n_groups = topology.n_groups();
   opt.max_run_ahead = topology.shadow->max_run_ahead;

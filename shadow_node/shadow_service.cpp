@@ -105,7 +105,7 @@ struct ShadowService::Impl final : public v1::Shadow::Service {
         owner_ctx = nullptr;
       }
     }
-    if (was_owner) core.AbortCurrent();
+    if (was_owner) core.AbortAll();
     ODMOE_LOG_INFO("follow stream {} closed", id);
     return grpc::Status::OK;
   }

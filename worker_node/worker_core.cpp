@@ -201,7 +201,7 @@ void WorkerCore::Deliver(const v1::ExpertResult& result) {
 absl::Status WorkerCore::AddHint(const v1::Hint& hint) {
   const ModelConfig& c = model_.config();
   absl::Status s = ValidateStepKey(hint.key(), c);
-  if (s.ok()) s = ValidateExpertList(hint.experts(), c);
+  if (s.ok()) s = ValidateExpertList(hint.experts(), c, /*allow_union=*/true);
   if (s.ok() && hint.key().token() == 0) {
     s = absl::InvalidArgumentError("hints are for decode steps (token >= 1)");
   }
@@ -242,10 +242,10 @@ absl::Status WorkerCore::SubmitTask(const v1::ExpertTask& msg) {
     s = absl::InvalidArgumentError(absl::StrFormat("mini-batch %d of %d", msg.mini_batch(),
                                                    msg.mini_batches()));
   }
-  if (s.ok() && msg.position() >= static_cast<uint32_t>(c.n_expert_used)) {
+  if (s.ok() && msg.position() >= static_cast<uint32_t>(c.n_expert)) {
     s = absl::InvalidArgumentError(absl::StrFormat(
-        "position %d out of range (a layer's assignment has top-k = %d positions)",
-        msg.position(), c.n_expert_used));
+        "position %d out of range (a layer's assignment has at most the model's %d positions)",
+        msg.position(), c.n_expert));
   }
   if (s.ok()) {
     absl::StatusOr<int64_t> rows =

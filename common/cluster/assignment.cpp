@@ -51,11 +51,12 @@ std::vector<int32_t> ExpertsOfWorker(std::span<const int32_t> assignment, int in
 std::vector<int> SpreadAssignment(std::span<const int32_t> predicted,
                                   std::span<const int32_t> experts, int group_size, int k) {
   const std::vector<int32_t> hinted = HintedAssignment(predicted);
-  const int with_positions = std::max(1, std::min(group_size, k));
+  const int positions_hinted = std::max(k, static_cast<int>(hinted.size()));
+  const int with_positions = std::max(1, std::min(group_size, positions_hinted));
   std::vector<int> load(static_cast<size_t>(with_positions), 0);
   std::vector<int> positions(experts.size(), -1);
   for (size_t i = 0; i < experts.size(); ++i) {
-    for (size_t p = 0; p < hinted.size() && p < static_cast<size_t>(k); ++p) {
+    for (size_t p = 0; p < hinted.size(); ++p) {
       if (hinted[p] != experts[i]) continue;
       positions[i] = static_cast<int>(p);
       ++load[static_cast<size_t>(WorkerOfPosition(static_cast<int>(p), group_size))];

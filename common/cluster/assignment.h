@@ -60,12 +60,13 @@ std::vector<int> PositionsOfWorker(int index, int group_size, int k);
 std::vector<int32_t> ExpertsOfWorker(std::span<const int32_t> assignment, int index,
                                      int group_size);
 
-/// A decode step of several rows (speculative decoding's verification): the
-/// layer needs `experts` (distinct, any number). An expert of the hinted
-/// assignment of `predicted` keeps its hinted position (on the worker that
-/// prefetched it); each other one goes to the worker with positions that has
-/// the fewest experts so far (ties: the lowest index), at that worker's first
-/// position. Returns each expert's position, in the order of `experts`; its
+/// A decode step of several rows (speculative decoding's verification, or
+/// rows of several requests): the layer needs `experts` (distinct, any
+/// number). An expert of the hinted assignment of `predicted` (k experts, or
+/// a union of several rows' predictions) keeps its hinted position (on the
+/// worker that prefetched it); each other one goes to the worker with
+/// positions (of max(k, |predicted|)) that has the fewest experts so far
+/// (ties: the lowest index), at that worker's first position. Returns each expert's position, in the order of `experts`; its
 /// worker is WorkerOfPosition(position, group_size).
 ///
 ///   SpreadAssignment(std::vector<int32_t>{2, 5}, std::vector<int32_t>{5, 1, 2, 6}, 2, 2)

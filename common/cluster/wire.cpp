@@ -95,10 +95,15 @@ absl::Status ValidateExpert(uint32_t expert, const ModelConfig& config) {
 }
 
 absl::Status ValidateExpertList(const google::protobuf::RepeatedField<uint32_t>& experts,
-                                const ModelConfig& config) {
-  if (experts.size() != config.n_expert_used) {
+                                const ModelConfig& config, bool allow_union) {
+  if (!allow_union && experts.size() != config.n_expert_used) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "%d experts listed, expected top-k = %d", experts.size(), config.n_expert_used));
+  }
+  if (allow_union && (experts.size() < config.n_expert_used || experts.size() > config.n_expert)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%d experts listed, expected top-k = %d to the model's %d", experts.size(),
+        config.n_expert_used, config.n_expert));
   }
   for (int i = 0; i < experts.size(); ++i) {
     if (absl::Status s = ValidateExpert(experts[i], config); !s.ok()) return s;

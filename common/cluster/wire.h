@@ -38,9 +38,10 @@ absl::StatusOr<int64_t> DecodeRows(const v1::Rows& in, int64_t expected_cols, in
 absl::Status ValidateStepKey(const v1::StepKey& key, const ModelConfig& config);
 /// An expert id of this model.
 absl::Status ValidateExpert(uint32_t expert, const ModelConfig& config);
-/// A predicted / hinted expert list: exactly k distinct valid experts.
+/// A predicted / hinted expert list: exactly k distinct valid experts, or,
+/// with `allow_union` (a hint for a step of several rows), k to n_expert.
 absl::Status ValidateExpertList(const google::protobuf::RepeatedField<uint32_t>& experts,
-                                const ModelConfig& config);
+                                const ModelConfig& config, bool allow_union = false);
 
 /// Lexicographic (request, token, layer) order of step keys.
 bool KeyLess(const v1::StepKey& a, const v1::StepKey& b);

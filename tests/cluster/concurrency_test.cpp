@@ -49,6 +49,42 @@ TEST_CASE("concurrency: requests batched through the cluster get their single-pr
   CHECK(solo->recall.slots > 0);
 }
 
+TEST_CASE("concurrency: the shadow predicts every request of a shared iteration",
+          "[cluster][batching]") {
+  ClusterConfig cfg;
+  cfg.workers = 4;
+  cfg.max_running = 3;
+  cfg.load_bandwidth = 400'000'000;  // loads take time: a prefetch shows as a hit
+  auto cluster = TestCluster::Start(cfg);
+  REQUIRE(cluster.ok());
+  ReferenceEngine& engine = TinyReference();
+  constexpr int kTokens = 32;
+  // Alone: how many of its (iteration, layer) slots the shadow predicts.
+  absl::StatusOr<ClusterGenerateResult> solo =
+      (*cluster)->main().Generate(TestRequest("Once upon a time", kTokens), nullptr);
+  REQUIRE(solo.ok());
+  REQUIRE(solo->recall.slots > 0);
+  const std::vector<GenerateRequest> reqs = {TestRequest("Once upon a time", kTokens),
+                                             TestRequest("The sea was calm", kTokens),
+                                             TestRequest("She said that", kTokens)};
+  const uint64_t shared_before = (*cluster)->main().engine().shared_iterations();
+  const std::vector<absl::StatusOr<ClusterGenerateResult>> got =
+      GenerateConcurrently((*cluster)->main(), reqs);
+  CHECK((*cluster)->main().engine().shared_iterations() - shared_before >= kTokens / 2);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    INFO("request " << i << ": " << reqs[i].prompt);
+    REQUIRE(got[i].ok());
+    CHECK(got[i]->result.output_ids == engine.Generate(reqs[i]).value().output_ids);
+    // Its iterations were predicted although most of them were shared (a
+    // shared iteration left unpredicted would leave its slots uncounted).
+    CHECK(got[i]->prediction == PredictionMode::kShadow);
+    CHECK(got[i]->recall.slots >= solo->recall.slots * 7 / 10);
+    CHECK(got[i]->recall.overall > 0.8);
+    // The workers prefetched from the shared iterations' union hints.
+    CHECK(got[i]->experts.hits > 0);
+  }
+}
+
 TEST_CASE("concurrency: a request cancelled while batched leaves the others intact",
           "[cluster][batching][tsan]") {
   ClusterConfig cfg;

@@ -267,6 +267,37 @@ TEST_CASE("worker: a wrong prediction is reloaded in its own position's slot",
   }
 }
 
+TEST_CASE("worker: a union hint of several rows prefetches its experts, task positions follow",
+          "[cluster][worker][batching]") {
+  // A decode step of several requests' rows: the main node hints the union of
+  // their predictions (here 4 experts for top-2) and places each expert at its
+  // position in the sorted union; with two slots the first two are loaded
+  // before their tasks come (hits), the rest on demand.
+  Worker w(2);
+  w.Hint(1, 0, {6, 1, 4, 3});
+  REQUIRE(w.WaitFor([](const WorkerStats& s) { return s.loads >= 2; }));
+  w.Task(1, 1, 0, 1, 0);
+  w.Task(2, 1, 0, 3, 1);
+  w.Task(3, 1, 0, 4, 2);
+  w.Task(4, 1, 0, 6, 3);
+  const std::vector<v1::ExpertResult> r = w.Results(4);
+  REQUIRE(r.size() == 4);
+  for (const v1::ExpertResult& e : r) CHECK(e.error_code() == 0);
+  CHECK(r[0].prefetched());
+  CHECK(r[1].prefetched());
+  CHECK(w.core->stats().hits >= 2);
+  // A union is k to n_expert distinct experts: more, or a repeat, is refused.
+  v1::Hint bad;
+  bad.mutable_key()->set_request(1);
+  bad.mutable_key()->set_token(2);
+  bad.mutable_key()->set_layer(0);
+  for (int e = 0; e <= w.model->config().n_expert; ++e) bad.add_experts(static_cast<uint32_t>(e % 8));
+  CHECK(absl::IsInvalidArgument(w.core->AddHint(bad)));
+  bad.clear_experts();
+  for (uint32_t e : {1u, 2u, 1u}) bad.add_experts(e);
+  CHECK(absl::IsInvalidArgument(w.core->AddHint(bad)));
+}
+
 TEST_CASE("worker: a worker beyond top-k in its group takes no hints", "[cluster][worker]") {
   // G = 3 with k = 2: worker 2 of the group computes nothing of a layer, so a
   // hint loads nothing.
@@ -287,16 +318,18 @@ TEST_CASE("worker: a worker beyond top-k in its group takes no hints", "[cluster
   REQUIRE(core->AddHint(h).ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   CHECK(core->stats().loads == 0);
-  // A position beyond top-k is refused.
+  // A position beyond the model's experts is refused (a step of several
+  // rows places a union of predictions: positions up to n_expert - 1).
   v1::ExpertTask t;
   t.mutable_key()->set_token(1);
   t.set_expert(1);
-  t.set_position(2);
+  t.set_position(static_cast<uint32_t>(model->config().n_expert));
   std::vector<float> x(static_cast<size_t>(model->config().n_embd), 0.5f);
   EncodeRows(x.data(), 1, model->config().n_embd, v1::WIRE_DTYPE_F32, t.mutable_input());
   const absl::Status s = core->SubmitTask(t);
   CHECK(absl::IsInvalidArgument(s));
-  CHECK(s.message().find("position 2") != std::string::npos);
+  CHECK(s.message().find(absl::StrFormat("position %d", model->config().n_expert)) !=
+        std::string::npos);
   core->Stop();
 }
 

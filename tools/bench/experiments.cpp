@@ -523,6 +523,7 @@ absl::StatusOr<json> Concurrency(BenchContext& ctx) {
       absl::Status status;
       std::vector<int32_t> ids;
       std::vector<double> token_times;  // seconds since the level started
+      v1::GenerateStats stats;
     };
     std::vector<Client> clients(static_cast<size_t>(n));
     const auto t0 = std::chrono::steady_clock::now();
@@ -545,12 +546,13 @@ absl::StatusOr<json> Concurrency(BenchContext& ctx) {
               c.token_times.push_back(since());
             });
         c.status = st.status();
+        if (st.ok()) c.stats = *st;
       });
     }
     for (std::thread& t : threads) t.join();
     const double wall = since();
     std::vector<double> ttft, gaps;
-    double tokens = 0;
+    double tokens = 0, recall = 0, hits = 0, tasks = 0;
     bool exact = true;
     for (int i = 0; i < n; ++i) {
       const Client& c = clients[static_cast<size_t>(i)];
@@ -558,6 +560,11 @@ absl::StatusOr<json> Concurrency(BenchContext& ctx) {
         return absl::Status(c.status.code(), absl::StrFormat("%d clients: client %d: %s", n, i,
                                                              c.status.message()));
       }
+      // A shared iteration's tasks count for every request in it: the hit
+      // rate is a ratio of those counts.
+      recall += c.stats.recall() / n;
+      hits += static_cast<double>(c.stats.expert_hits());
+      tasks += static_cast<double>(c.stats.expert_hits() + c.stats.expert_misses());
       ODMOE_ASSIGN_OR_RETURN(
           BenchContext::Reference ref,
           ctx.ReferenceRun(prompts[static_cast<size_t>(i) % prompts.size()], o.concurrency_tokens));
@@ -579,12 +586,15 @@ absl::StatusOr<json> Concurrency(BenchContext& ctx) {
                   {"itl_p50_s", Percentile(gaps, 0.5)},
                   {"itl_p99_s", Percentile(gaps, 0.99)},
                   {"seconds", wall},
+                  {"recall", recall},
+                  {"hit_rate", tasks > 0 ? hits / tasks : 0.0},
                   {"exact", exact}};
     Progress(absl::StrFormat(
         "concurrency: %d client%s: %.1f output tokens/s in all (%.2fx one client), TTFT p50 "
-        "%.0f ms, inter-token p50 %.1f ms, exact %s",
+        "%.0f ms, inter-token p50 %.1f ms, recall %.3f, hit rate %.3f, exact %s",
         n, n == 1 ? "" : "s", tps, level["over_one_client"].get<double>(),
-        Percentile(ttft, 0.5) * 1e3, Percentile(gaps, 0.5) * 1e3, exact ? "yes" : "NO"));
+        Percentile(ttft, 0.5) * 1e3, Percentile(gaps, 0.5) * 1e3, recall,
+        level["hit_rate"].get<double>(), exact ? "yes" : "NO"));
     levels.push_back(level);
   }
   return json{{"levels", levels},

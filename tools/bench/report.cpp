@@ -165,13 +165,14 @@ void Concurrency(const json& c, std::ostringstream& out) {
   out << "## Concurrency (clients at once, " << c.value("prompt_tokens", 0) << "-token prompts, "
       << c.value("output_tokens", 0) << " output tokens each)\n\n"
       << "| clients | output tok/s in all | x one client | TTFT p50 / p99 ms | inter-token p50 / "
-         "p99 ms | exact |\n|--:|--:|--:|--:|--:|---|\n";
+         "p99 ms | recall | hit rate | exact |\n|--:|--:|--:|--:|--:|--:|--:|---|\n";
   for (const json& l : c["levels"]) {
     out << "| " << F(Num(l, "clients"), "%.0f") << " | " << F(Num(l, "output_tps")) << " | "
         << F(Num(l, "over_one_client"), "%.2f") << " | " << F(Num(l, "ttft_p50_s") * 1e3, "%.0f")
         << " / " << F(Num(l, "ttft_p99_s") * 1e3, "%.0f") << " | "
         << F(Num(l, "itl_p50_s") * 1e3, "%.1f") << " / " << F(Num(l, "itl_p99_s") * 1e3, "%.1f")
-        << " | " << (l.value("exact", false) ? "yes" : "NO") << " |\n";
+        << " | " << F(Num(l, "recall"), "%.3f") << " | " << F(Num(l, "hit_rate"), "%.3f") << " | "
+        << (l.value("exact", false) ? "yes" : "NO") << " |\n";
   }
   out << "\n";
 }
