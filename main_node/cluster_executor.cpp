@@ -140,6 +140,24 @@ std::vector<int> ClusterExpertExecutor::LayerGroupMembers(int layer) const {
                                           : topology_.GroupOfLayer(layer));
 }
 
+std::vector<int> ClusterExpertExecutor::SpreadMembers(int layer) const {
+  std::vector<int> groups;
+  if (schedule_ != nullptr) {
+    groups = schedule_->groups;
+  } else {
+    for (int g = 0; g < topology_.n_groups(); ++g) groups.push_back(g);
+  }
+  std::vector<int> members;
+  if (groups.empty()) return members;
+  const size_t first = static_cast<size_t>(layer) % groups.size();
+  for (size_t i = 0; i < groups.size(); ++i) {
+    for (int w : topology_.GroupMembers(groups[(first + i) % groups.size()])) {
+      members.push_back(w);
+    }
+  }
+  return members;
+}
+
 absl::Status ClusterExpertExecutor::RunDecodeOn(int layer, const RoutingPlan& plan,
                                                 const std::vector<int>& members,
                                                 int* failed_worker) {
@@ -334,6 +352,7 @@ void ClusterExpertExecutor::SetStep(uint64_t request, uint32_t token) {
   token_ = token;
   last_layer_ = -1;
   step_predictions_.clear();
+  shared_step_ = false;
 }
 
 absl::Status ClusterExpertExecutor::Run(int layer, ConstMat x, const RoutingPlan& plan, Mat out) {
@@ -375,7 +394,9 @@ absl::Status ClusterExpertExecutor::RunExperts(int layer, ConstMat x, const Rout
   }
   if (token_ > 0 && x.rows > 1) {
     ODMOE_RETURN_IF_ERROR(Retrying(layer, [&](int* failed_worker) {
-      return RunVerifyOn(layer, plan, LayerGroupMembers(layer), failed_worker);
+      return RunVerifyOn(layer, plan,
+                         shared_step_ ? SpreadMembers(layer) : LayerGroupMembers(layer),
+                         failed_worker);
     }));
   } else if (token_ > 0) {
     decode_x_ = x;

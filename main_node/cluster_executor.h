@@ -64,12 +64,18 @@ class ClusterExpertExecutor : public ExpertExecutor {
 
   void SetStep(uint64_t request, uint32_t token);
   uint32_t token() const { return token_; }
-  /// For the step just set (a decode step of several requests' rows): the
-  /// prediction of each layer ([layer], possibly empty) to place its experts
-  /// against, instead of the board's for the step's key. Cleared by SetStep.
-  void SetStepPredictions(std::vector<std::vector<int32_t>> per_layer) {
+  /// Makes the step just set a decode step of several requests' rows: each
+  /// layer's experts are spread over SpreadMembers(layer) (not only the
+  /// layer's group: such a step needs more experts than one group holds),
+  /// placed against `per_layer[layer]` (possibly empty: the union of the
+  /// rows' predictions) instead of the board's. Cleared by SetStep.
+  void SetSharedStep(std::vector<std::vector<int32_t>> per_layer) {
     step_predictions_ = std::move(per_layer);
+    shared_step_ = true;
   }
+  /// The workers a shared step spreads `layer`'s experts over, in position
+  /// order: the live groups' workers, starting with the layer's group.
+  std::vector<int> SpreadMembers(int layer) const;
   /// M_l spans (main-node work before layer l's experts, "head" after the
   /// last layer) and expert waits go here while it records (may be null).
   void set_trace(TraceRecorder* trace) { trace_ = trace; }
@@ -155,7 +161,8 @@ class ClusterExpertExecutor : public ExpertExecutor {
   ConstMat decode_x_{nullptr, 0, 0};  // the decode layer's MoE input (for lookahead_)
   bool lookahead_done_ = false;       // this layer's look-ahead ran (a retry skips it)
   std::vector<std::vector<std::vector<int32_t>>> actual_;
-  std::vector<std::vector<int32_t>> step_predictions_;  // SetStepPredictions
+  std::vector<std::vector<int32_t>> step_predictions_;  // SetSharedStep
+  bool shared_step_ = false;
 
   int max_rows_ = 0;
   std::vector<float> host_x_;                 // [rows, d]

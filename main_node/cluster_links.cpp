@@ -112,17 +112,22 @@ struct ClusterLinks::Impl {
     }
   }
 
+  void HandlePrediction(const v1::Prediction& p) {
+    absl::Status s = ValidateStepKey(p.key(), config);
+    if (s.ok()) s = ValidateExpertList(p.experts(), config);
+    if (!s.ok()) {
+      ODMOE_LOG_WARN("dropped a malformed prediction from the shadow: {}", s.message());
+      return;
+    }
+    std::vector<int32_t> experts(p.experts().begin(), p.experts().end());
+    board.Put(p.key().request(), p.key().token(), p.key().layer(), std::move(experts));
+  }
+
   void HandleShadowReply(const v1::ShadowReply& r) {
     if (r.has_prediction()) {
-      const v1::Prediction& p = r.prediction();
-      absl::Status s = ValidateStepKey(p.key(), config);
-      if (s.ok()) s = ValidateExpertList(p.experts(), config);
-      if (!s.ok()) {
-        ODMOE_LOG_WARN("dropped a malformed prediction from the shadow: {}", s.message());
-        return;
-      }
-      std::vector<int32_t> experts(p.experts().begin(), p.experts().end());
-      board.Put(p.key().request(), p.key().token(), p.key().layer(), std::move(experts));
+      HandlePrediction(r.prediction());
+    } else if (r.has_predictions()) {
+      for (const v1::Prediction& p : r.predictions().predictions()) HandlePrediction(p);
     } else if (r.has_draft()) {
       const v1::Draft& d = r.draft();
       if (d.token() < 1 || d.input_id() < 0 || d.input_id() >= config.n_vocab ||

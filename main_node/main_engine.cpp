@@ -690,11 +690,13 @@ absl::Status MainEngine::SharedStep() {
   if (all_decode && static_cast<int>(decode.size()) <= topology_.max_task_rows()) {
     // A decode step of several requests: keyed by the oldest one's iteration
     // (above every earlier key of the running requests: the workers take the
-    // hints as current), its experts placed against the union of the rows'
-    // predictions, which the workers get as the step's hint.
+    // hints as current), its experts spread over the live workers (starting
+    // with the layer's group) against the union of the rows' predictions,
+    // which the workers get as the step's hint with their positions.
     executor_->SetStep(oldest, static_cast<uint32_t>(oldest_n));
     const ModelConfig& c = model_.config();
     std::vector<std::vector<int32_t>> predicted(static_cast<size_t>(c.n_layer));
+    std::map<int, v1::WorkerRequest> hints;  // worker -> its hints of the step
     for (int l = c.n_dense_leading; l < c.n_layer; ++l) {
       std::vector<int32_t>& u = predicted[static_cast<size_t>(l)];
       for (const DecodeRow& d : decode) {
@@ -705,12 +707,17 @@ absl::Status MainEngine::SharedStep() {
         }
       }
       if (static_cast<int>(u.size()) >= c.n_expert_used) {
-        SendStepHint(oldest, oldest_n, l, u);
+        AddStepHint(oldest, oldest_n, l, u, &hints);
       } else {
         u.clear();  // a row without its prediction yet: no hint
       }
     }
-    executor_->SetStepPredictions(std::move(predicted));
+    // One message per worker with all its layers' hints.
+    for (auto& [worker, batch] : hints) {
+      // A failed send is the group's failure, which the layer's task finds.
+      links_.SendToWorker(worker, batch).IgnoreError();
+    }
+    executor_->SetSharedStep(std::move(predicted));
   } else {
     // Prompt chunks in it (or more rows than a task holds): a prefill-style
     // step, unpredicted. The oldest running request's prefill key: below
@@ -746,22 +753,25 @@ absl::Status MainEngine::SharedStep() {
   return absl::OkStatus();
 }
 
-void MainEngine::SendStepHint(uint64_t request, int n, int layer,
-                              const std::vector<int32_t>& experts) {
-  const ModelConfig& c = model_.config();
-  v1::WorkerRequest req;
-  v1::Hint* hint = req.mutable_hint();
-  hint->mutable_key()->set_request(request);
-  hint->mutable_key()->set_token(static_cast<uint32_t>(n));
-  hint->mutable_key()->set_layer(static_cast<uint32_t>(layer));
-  for (int32_t e : experts) hint->add_experts(static_cast<uint32_t>(e));
-  const std::vector<int> members = topology_.GroupMembers(schedule_.GroupOfLayer(layer));
-  const int positions = std::max(c.n_expert_used, static_cast<int>(experts.size()));
-  for (size_t i = 0; i < members.size(); ++i) {
-    // Only workers with positions of this layer (cluster/assignment.h).
-    if (PositionsOfWorker(static_cast<int>(i), topology_.group_size, positions).empty()) continue;
-    // A failed send is the group's failure, which the layer's task finds.
-    links_.SendToWorker(members[i], req).IgnoreError();
+void MainEngine::AddStepHint(uint64_t request, int n, int layer,
+                             const std::vector<int32_t>& experts,
+                             std::map<int, v1::WorkerRequest>* hints) const {
+  v1::Hint hint;
+  hint.mutable_key()->set_request(request);
+  hint.mutable_key()->set_token(static_cast<uint32_t>(n));
+  hint.mutable_key()->set_layer(static_cast<uint32_t>(layer));
+  for (int32_t e : experts) hint.add_experts(static_cast<uint32_t>(e));
+  // The executor's placement (SpreadAssignment over SpreadMembers): the
+  // sorted union's position p on member p mod N.
+  const std::vector<int> members = executor_->SpreadMembers(layer);
+  const int n_members = static_cast<int>(members.size());
+  for (int i = 0; i < n_members; ++i) {
+    const std::vector<int> mine =
+        PositionsOfWorker(i, n_members, static_cast<int>(experts.size()));
+    if (mine.empty()) continue;
+    v1::Hint* h = (*hints)[members[static_cast<size_t>(i)]].mutable_hints()->add_hints();
+    *h = hint;
+    for (int p : mine) h->add_positions(static_cast<uint32_t>(p));
   }
 }
 

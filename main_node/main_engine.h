@@ -24,9 +24,11 @@
 // `batched` so that it sends its predictions to this node only). An
 // iteration of decode rows only (at most Topology::max_task_rows of them) is
 // a decode step keyed by the oldest request's iteration: each layer's union
-// of the rows' predictions goes to the layer's group as the step's hint, and
-// each expert any row chose is one task with its rows, placed against that
-// union (a predicted expert stays on the worker that prefetched it). An
+// of the rows' predictions is the step's hint, each expert any row chose is
+// one task with its rows, spread over the live workers starting with the
+// layer's group (ClusterExpertExecutor::SpreadMembers; one group holds too
+// few slots for several rows' experts) and placed against that union (a
+// predicted expert stays on the worker that prefetched it). An
 // iteration with prompt chunks is a prefill-style step: every expert a row
 // needs goes to worker e mod N_W, unpredicted. Every request's tokens stay
 // those of the single process (the rows are independent;
@@ -49,6 +51,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -191,8 +194,11 @@ class MainEngine {
   absl::Status AlignShadow(Job& job, int n, int32_t token, int pos, bool batched,
                            bool* realigned);
   /// The hint of a shared decode step (key request / n, `layer`): the union
-  /// of its rows' predictions, to the workers of the layer's group.
-  void SendStepHint(uint64_t request, int n, int layer, const std::vector<int32_t>& experts);
+  /// of its rows' predictions, for each worker the executor spreads the
+  /// layer over, with the positions it computes, added to that worker's
+  /// HintBatch in *hints (worker -> message).
+  void AddStepHint(uint64_t request, int n, int layer, const std::vector<int32_t>& experts,
+                   std::map<int, v1::WorkerRequest>* hints) const;
   absl::Status SendRandomHints(uint64_t request, int n);
   /// Puts a prediction of (token n, layer) on the board (for the layer's
   /// assignment and recall) and sends it to the workers of the layer's group.

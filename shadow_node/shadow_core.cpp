@@ -425,6 +425,9 @@ absl::Status ShadowCore::Decode(const std::vector<Seq*>& rows) {
   PredictingExecutor emitter(*experts_, [&](int layer, const RoutingPlan& plan) {
     const bool tracing = options_.trace && options_.trace->enabled();
     const int64_t now = tracing ? TraceRecorder::NowUs() : 0;
+    // One reply for the layer: a Prediction when one request ran, else all
+    // of them in a PredictionBatch.
+    v1::ShadowReply reply;
     for (size_t r = 0; r < rows.size(); ++r) {
       const Seq& seq = *rows[r];
       if (tracing) {
@@ -442,16 +445,16 @@ absl::Status ShadowCore::Decode(const std::vector<Seq*>& rows) {
           hint.add_experts(static_cast<uint32_t>(er.expert));
         }
       }
-      v1::ShadowReply reply;
-      v1::Prediction* pred = reply.mutable_prediction();
+      v1::Prediction* pred = rows.size() == 1 ? reply.mutable_prediction()
+                                              : reply.mutable_predictions()->add_predictions();
       *pred->mutable_key() = hint.key();
       *pred->mutable_experts() = hint.experts();
       std::lock_guard<std::mutex> lock(sink_mu_);
       if (hints_ && !seq.batched) {
         hints_(live_groups_[static_cast<size_t>(layer) % live_groups_.size()], hint);
       }
-      if (replies_) replies_(reply);
     }
+    if (reply.kind_case() != v1::ShadowReply::KIND_NOT_SET) Reply(reply);
     layer_start_us = now;
   });
   const auto t0 = std::chrono::steady_clock::now();

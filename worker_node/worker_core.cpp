@@ -205,6 +205,13 @@ absl::Status WorkerCore::AddHint(const v1::Hint& hint) {
   if (s.ok() && hint.key().token() == 0) {
     s = absl::InvalidArgumentError("hints are for decode steps (token >= 1)");
   }
+  for (int i = 0; s.ok() && i < hint.positions_size(); ++i) {
+    if (hint.positions(i) >= static_cast<uint32_t>(hint.experts_size()) ||
+        (i > 0 && hint.positions(i) <= hint.positions(i - 1))) {
+      s = absl::InvalidArgumentError(absl::StrFormat(
+          "hint positions must ascend within the %d experts listed", hint.experts_size()));
+    }
+  }
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.hints_received;
   if (!s.ok()) {
@@ -219,8 +226,14 @@ absl::Status WorkerCore::AddHint(const v1::Hint& hint) {
   if (options_.lru) return absl::OkStatus();  // the caching baseline predicts nothing
   std::vector<int32_t> predicted(hint.experts().begin(), hint.experts().end());
   const std::vector<int32_t> hinted = HintedAssignment(predicted);
+  std::vector<int> positions;
+  if (hint.positions_size() > 0) {  // the main node's placement of a shared step
+    for (uint32_t p : hint.positions()) positions.push_back(static_cast<int>(p));
+  } else {
+    positions = options_.placement.positions(static_cast<int>(hinted.size()));
+  }
   std::vector<Planned> plan;
-  for (int position : options_.placement.positions(static_cast<int>(hinted.size()))) {
+  for (int position : positions) {
     plan.push_back({static_cast<uint32_t>(position), hinted[static_cast<size_t>(position)]});
   }
   if (plan.empty()) return absl::OkStatus();  // G > k: nothing of this layer is ours

@@ -47,6 +47,11 @@ struct WorkerService::Impl final : public v1::Worker::Service {
     } else if (req.has_hint()) {
       absl::Status s = core.AddHint(req.hint());
       if (!s.ok()) ODMOE_LOG_WARN("rejected hint: {}", s.message());
+    } else if (req.has_hints()) {
+      for (const v1::Hint& h : req.hints().hints()) {
+        absl::Status s = core.AddHint(h);
+        if (!s.ok()) ODMOE_LOG_WARN("rejected hint: {}", s.message());
+      }
     } else {
       ODMOE_LOG_WARN("empty or unknown request on expert stream {}", id);
     }

@@ -60,11 +60,15 @@ std::unique_ptr<Shadow> StartShadow(int slots) {
       1,
       [got](const v1::ShadowReply& r) {
         std::lock_guard<std::mutex> lock(got->mu);
-        if (r.has_prediction()) {
-          const v1::StepKey& k = r.prediction().key();
-          got->predictions[{k.request(), k.token(), k.layer()}] = {
-              r.prediction().experts().begin(), r.prediction().experts().end()};
-        } else if (r.has_done()) {
+        std::vector<v1::Prediction> preds;
+        if (r.has_prediction()) preds.push_back(r.prediction());
+        for (const v1::Prediction& p : r.predictions().predictions()) preds.push_back(p);
+        for (const v1::Prediction& p : preds) {
+          const v1::StepKey& k = p.key();
+          got->predictions[{k.request(), k.token(), k.layer()}] = {p.experts().begin(),
+                                                                   p.experts().end()};
+        }
+        if (r.has_done()) {
           got->done[r.done().request()] = r.done();
         }
         got->cv.notify_all();

@@ -53,6 +53,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (w.has_hint()) {
       CheckKey(w.hint().key(), c);
       odmoe::fuzz::Consume(odmoe::ValidateExpertList(w.hint().experts(), c).ok());
+      odmoe::fuzz::Consume(
+          odmoe::ValidateExpertList(w.hint().experts(), c, /*allow_union=*/true).ok());
     }
   }
   if (v1::ShadowRequest s; s.ParseFromArray(bytes, n) && s.has_align() && s.align().has_kv()) {
@@ -66,6 +68,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (v1::ShadowReply r; r.ParseFromArray(bytes, n) && r.has_prediction()) {
     CheckKey(r.prediction().key(), c);
     odmoe::fuzz::Consume(odmoe::ValidateExpertList(r.prediction().experts(), c).ok());
+  }
+  if (v1::ShadowReply r; r.ParseFromArray(bytes, n) && r.has_predictions()) {
+    for (const v1::Prediction& p : r.predictions().predictions()) {
+      CheckKey(p.key(), c);
+      odmoe::fuzz::Consume(odmoe::ValidateExpertList(p.experts(), c).ok());
+    }
   }
   v1::GenerateRequest g;
   odmoe::fuzz::Consume(g.ParseFromArray(bytes, n));
