@@ -86,6 +86,7 @@ absl::Status ClusterExpertExecutor::Receive(uint64_t task_id, int worker, uint32
         decoded_.size() / static_cast<size_t>(config_.n_embd), n));
   }
   std::copy(decoded_.begin(), decoded_.end(), rows_out);
+  worker_costs_.Observe(n, r.compute_seconds());
   if (token_ > 0) {
     ++(r.prefetched() ? stats_.hits : stats_.misses);
     if (r.reloaded()) ++stats_.reloads;
@@ -217,13 +218,22 @@ absl::Status ClusterExpertExecutor::RunPrefillOn(int layer, const RoutingPlan& p
   };
   std::vector<Pending> pending;
   const int64_t d = config_.n_embd;
-  const int64_t b = topology_.prefill_mini_batch;
+  int64_t routed = 0;
+  for (const RoutingPlan::ExpertRows& er : plan.experts) routed += static_cast<int64_t>(er.rows.size());
+  const int experts = static_cast<int>(plan.experts.size());
+  // The layer's messages per expert, for its experts' mean rows.
+  const int64_t messages =
+      PrefillMessages(experts, experts > 0 ? (routed + experts - 1) / experts : 1);
   for (size_t p = 0; p < plan.experts.size(); ++p) {
     const RoutingPlan::ExpertRows& er = plan.experts[p];
     const int worker = schedule_ ? schedule_->PrefillWorkerOfExpert(er.expert)
                                  : topology_.PrefillWorkerOfExpert(er.expert);
     const int64_t n = static_cast<int64_t>(er.rows.size());
     host_y_[p].resize(static_cast<size_t>(n * d));
+    const int64_t max_rows = topology_.max_task_rows();
+    const int64_t b = topology_.prefill_mini_batch != Topology::kAutoMiniBatch
+                          ? topology_.prefill_mini_batch
+                          : std::min(max_rows, (n + std::min(messages, n) - 1) / std::min(messages, n));
     const uint32_t batches = static_cast<uint32_t>((n + b - 1) / b);
     for (uint32_t c = 0; c < batches; ++c) {
       const int64_t first = c * b;
@@ -247,6 +257,22 @@ absl::Status ClusterExpertExecutor::RunPrefillOn(int layer, const RoutingPlan& p
     }
   }
   return absl::OkStatus();
+}
+
+int64_t ClusterExpertExecutor::PrefillMessages(int experts, int64_t rows) const {
+  const int64_t max_rows = topology_.max_task_rows();
+  if (topology_.prefill_mini_batch != Topology::kAutoMiniBatch) {
+    const int64_t b = topology_.prefill_mini_batch;
+    return (rows + b - 1) / b;
+  }
+  PrefillCosts c;
+  c.message_s = static_cast<double>(topology_.prefill_message_cost_us) * 1e-6;
+  c.row_bytes = static_cast<double>(config_.n_embd) *
+                (topology_.wire_dtype == WireDType::kF16 ? 2.0 : 4.0);
+  c.link_bytes_per_s = static_cast<double>(topology_.link_bandwidth);
+  c.call_s = worker_costs_.call_s();
+  c.row_s = worker_costs_.row_s();
+  return ChooseMessagesPerExpert(experts, rows, max_rows, c);
 }
 
 absl::Status ClusterExpertExecutor::SendGathered(int worker, uint32_t layer,

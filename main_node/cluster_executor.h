@@ -17,8 +17,11 @@
 // the rows routed to it, placed by SpreadAssignment against the last row's
 // prediction (or the step's own, SetStepPredictions: the union of the rows').
 // Prefill (token 0, paper §3.3): expert e of every layer goes to worker
-// e mod N_W; its rows are sent in mini-batches of `mini_batch` rows, all of
-// them before waiting, so workers start on the first while the rest travel.
+// e mod N_W; its rows are sent in mini-batches, all of them before waiting,
+// so workers start on the first while the rest travel: `prefill.mini_batch`
+// rows each, or (auto) as many messages per expert as
+// cluster/prefill_split.h's model of the link and of the workers' costs
+// (learned from their results) says is fastest.
 //
 //   ODMOE_ASSIGN_OR_RETURN(auto ex, ClusterExpertExecutor::Create(model.config(), backend,
 //                                                                  topology, *links, 64));
@@ -38,6 +41,7 @@
 #include "absl/status/statusor.h"
 #include "backend/backend.h"
 #include "engine/expert_executor.h"
+#include "cluster/prefill_split.h"
 #include "cluster/schedule.h"
 #include "cluster/trace.h"
 #include "main_node/cluster_links.h"
@@ -64,6 +68,9 @@ class ClusterExpertExecutor : public ExpertExecutor {
 
   void SetStep(uint64_t request, uint32_t token);
   uint32_t token() const { return token_; }
+  /// Auto mini-batches: the messages each of `experts` experts with `rows`
+  /// rows is sent in (the fixed mini_batch's count otherwise).
+  int64_t PrefillMessages(int experts, int64_t rows) const;
   /// Makes the step just set a decode step of several requests' rows: each
   /// layer's experts are spread over SpreadMembers(layer) (not only the
   /// layer's group: such a step needs more experts than one group holds),
@@ -157,6 +164,7 @@ class ClusterExpertExecutor : public ExpertExecutor {
   Schedule* schedule_ = nullptr;
   std::mutex* schedule_mu_ = nullptr;  // guards changes for readers elsewhere
   ExpertTaskStats stats_;
+  PrefillCostTracker worker_costs_;  // auto mini-batches: the workers' call / row costs
   Lookahead lookahead_;
   ConstMat decode_x_{nullptr, 0, 0};  // the decode layer's MoE input (for lookahead_)
   bool lookahead_done_ = false;       // this layer's look-ahead ran (a retry skips it)

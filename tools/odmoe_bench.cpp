@@ -143,7 +143,8 @@ int WriteReports(const nlohmann::json& results, const std::string& out_dir) {
 
 int Main(int argc, char** argv) {
   BenchOptions o;
-  std::string experiments, configs, periods, load_bandwidth, sweep, report_only, deployments,
+  std::string experiments, configs, periods, load_bandwidth, link_bandwidth, sweep, report_only,
+      deployments,
       link_delay, clients, drafts, draft_wait, prefill_lengths, mini_batches;
   float load_ratio = 64;
   CliArgs args("odmoe-bench",
@@ -199,6 +200,9 @@ int Main(int argc, char** argv) {
               "renumber the nodes' ports from PORT (and serve no HTTP)");
   args.AddString("link-delay", &link_delay, "DELAY",
                  "emulated one-way delay on every message (wire.emulated_delay), e.g. 250us");
+  args.AddString("link-bandwidth", &link_bandwidth, "RATE",
+                 "the links' bandwidth for auto prefill mini-batches (wire.link_bandwidth), "
+                 "e.g. 1Gbit/s");
   args.AddString("network", &o.network, "TEXT",
                  "how the links are emulated, for the report (scripts/netns_testbed.sh sets it)");
   args.AddString("report-only", &report_only, "FILE",
@@ -282,6 +286,11 @@ int Main(int argc, char** argv) {
   }
   if (load_ratio < 0) return Fail("--load-ratio must be >= 0", 2);
   o.load_ratio = load_ratio;
+  if (!link_bandwidth.empty()) {
+    absl::StatusOr<uint64_t> rate = ParseByteRate(link_bandwidth);
+    if (!rate.ok()) return Fail(absl::StrCat("--link-bandwidth: ", rate.status().message()), 2);
+    o.link_bandwidth = *rate;
+  }
   if (!load_bandwidth.empty()) {
     absl::StatusOr<uint64_t> rate = ParseByteRate(load_bandwidth);
     if (!rate.ok()) return Fail(absl::StrCat("--load-bandwidth: ", rate.status().message()), 2);

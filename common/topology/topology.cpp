@@ -267,7 +267,12 @@ absl::Status ParseDocument(const YAML::Node& root, const std::string& file,
   ODMOE_RETURN_IF_ERROR(st);
   if (prefill.IsMap()) {
     Section s(prefill, "prefill", file);
-    ODMOE_RETURN_IF_ERROR(s.Int("mini_batch", &t->prefill_mini_batch, 1, 1 << 16));
+    if (const YAML::Node mb = s.Get("mini_batch"); mb.IsScalar() && mb.Scalar() == "auto") {
+      t->prefill_mini_batch = Topology::kAutoMiniBatch;
+    } else {
+      ODMOE_RETURN_IF_ERROR(s.Int("mini_batch", &t->prefill_mini_batch, 1, 1 << 16));
+    }
+    ODMOE_RETURN_IF_ERROR(s.Micros("message_cost", &t->prefill_message_cost_us));
     ODMOE_RETURN_IF_ERROR(s.CheckNoUnknownKeys());
   }
   YAML::Node wire = Map(top, "wire", &st);
@@ -277,6 +282,7 @@ absl::Status ParseDocument(const YAML::Node& root, const std::string& file,
     ODMOE_RETURN_IF_ERROR(s.Enum<WireDType>(
         "hidden_dtype", &t->wire_dtype, {{"f32", WireDType::kF32}, {"f16", WireDType::kF16}}));
     ODMOE_RETURN_IF_ERROR(s.Micros("emulated_delay", &t->wire_delay_us));
+    ODMOE_RETURN_IF_ERROR(s.Rate("link_bandwidth", &t->link_bandwidth));
     ODMOE_RETURN_IF_ERROR(s.CheckNoUnknownKeys());
   }
 
@@ -731,13 +737,26 @@ absl::StatusOr<uint64_t> ParseByteSize(std::string_view text) {
 
 absl::StatusOr<uint64_t> ParseByteRate(std::string_view text) {
   std::string s(text);
+  // Bits per second, as links are sold: 100Mbit/s, 1Gbit/s, 10Gbit/s.
+  for (const auto& [unit, bits] : std::vector<std::pair<std::string, double>>{
+           {"kbit/s", 1e3}, {"Mbit/s", 1e6}, {"Gbit/s", 1e9}}) {
+    if (s.size() > unit.size() && s.compare(s.size() - unit.size(), unit.size(), unit) == 0) {
+      double x = 0;
+      if (!absl::SimpleAtod(s.substr(0, s.size() - unit.size()), &x) || !(x > 0) ||
+          x * bits / 8 > 1e15) {
+        break;
+      }
+      return static_cast<uint64_t>(std::llround(x * bits / 8));
+    }
+  }
   if (s.size() > 2 && (s.substr(s.size() - 2) == "/s" || s.substr(s.size() - 2) == "/S")) {
     s.resize(s.size() - 2);
   }
   absl::StatusOr<uint64_t> v = ParseByteSize(s);
   if (!v.ok() || *v == 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "'%s' is not a rate (expected bytes per second, e.g. 2GB/s, 800MiB/s or 1000000000)",
+        "'%s' is not a rate (expected bytes per second, e.g. 2GB/s, 800MiB/s or 1000000000, "
+        "or bits per second, e.g. 1Gbit/s)",
         std::string(text)));
   }
   return *v;
@@ -761,12 +780,21 @@ std::string TopologyToYaml(const Topology& t) {
         << t.lookahead.candidates << YAML::Key << "from_layer" << YAML::Value
         << t.lookahead.from_layer << YAML::EndMap;
   }
-  out << YAML::Key << "prefill" << YAML::Value << YAML::BeginMap << YAML::Key << "mini_batch"
-      << YAML::Value << t.prefill_mini_batch << YAML::EndMap;
+  out << YAML::Key << "prefill" << YAML::Value << YAML::BeginMap << YAML::Key << "mini_batch";
+  if (t.prefill_mini_batch == Topology::kAutoMiniBatch) {
+    out << YAML::Value << "auto";
+  } else {
+    out << YAML::Value << t.prefill_mini_batch;
+  }
+  out << YAML::Key << "message_cost" << YAML::Value
+      << absl::StrCat(t.prefill_message_cost_us, "us") << YAML::EndMap;
   out << YAML::Key << "wire" << YAML::Value << YAML::BeginMap << YAML::Key << "hidden_dtype"
       << YAML::Value << std::string(WireDTypeName(t.wire_dtype));
   if (t.wire_delay_us > 0) {
     out << YAML::Key << "emulated_delay" << YAML::Value << absl::StrCat(t.wire_delay_us, "us");
+  }
+  if (t.link_bandwidth > 0) {
+    out << YAML::Key << "link_bandwidth" << YAML::Value << t.link_bandwidth;
   }
   out << YAML::EndMap;
   if (t.node_tls.enabled()) {

@@ -17,7 +17,14 @@
 //                                             #   last P layers each name candidates (1..8)
 //     candidates: 0                           #   experts each names (0 = the model's top-k)
 //     from_layer: 0                           #   DAOP: layers below go unpredicted
-//   prefill: { mini_batch: 16 }               # rows per prefill message (default 16)
+//   prefill:
+//     mini_batch: auto                        # rows per prefill message: auto (default:
+//                                             #   messages per expert chosen from the link,
+//                                             #   the row size and the workers' measured
+//                                             #   costs, cluster/prefill_split.h) or a count
+//     message_cost: 30us                      # auto: the fixed cost of one message
+//   wire: { link_bandwidth: 1Gbit/s }         # the main node's link (auto mini-batches;
+//                                             # default off = not the bottleneck)
 //   wire: { hidden_dtype: f32 }               # f32 (default, exact) | f16 (lossy)
 //   wire: { emulated_delay: 250us }           # EMULATION: one-way delay on every message a
 //                                             # node receives (default 0; for testbeds where
@@ -256,7 +263,12 @@ struct Topology {
   std::string model;  // absolute path of the model GGUF
   PredictionMode prediction = PredictionMode::kShadow;
   LookaheadSpec lookahead;      // prediction: lookahead (also per request)
-  int prefill_mini_batch = 16;  // >= 1
+  // Rows per prefill message; kAutoMiniBatch: chosen per layer from the link
+  // and the workers' costs (cluster/prefill_split.h), at most main.batch.
+  static constexpr int kAutoMiniBatch = 0;
+  int prefill_mini_batch = kAutoMiniBatch;
+  int64_t prefill_message_cost_us = 30;  // auto: fixed cost of one message
+  uint64_t link_bandwidth = 0;           // bytes/s of the main node's link; 0 = unlimited
   WireDType wire_dtype = WireDType::kF32;
   int64_t wire_delay_us = 0;  // emulated one-way delay on received messages (0 = none)
   MainSpec main;
@@ -277,7 +289,8 @@ struct Topology {
   /// verification (shadow.draft_tokens + 1). A request's own draft_tokens
   /// (experiments) must fit it too.
   int max_task_rows() const {
-    return std::max(prefill_mini_batch, shadow ? shadow->draft_tokens + 1 : 1);
+    const int prefill = prefill_mini_batch == kAutoMiniBatch ? main.batch : prefill_mini_batch;
+    return std::max(prefill, shadow ? shadow->draft_tokens + 1 : 1);
   }
   int n_groups() const { return group_size > 0 ? n_workers() / group_size : 0; }
   /// Decoding: layer l is computed by group l mod (N_W / G).

@@ -79,6 +79,10 @@ TEST_CASE("topology: bad emulation settings name the key", "[topology]") {
   expect(Yaml("random", "  mode: lru_cache\n"), "prediction", "lru_cache");
   CHECK(ParseByteRate("1.5GB/s").value() == 1'500'000'000ull);
   CHECK(ParseByteRate("1000").value() == 1000);
+  CHECK(ParseByteRate("1Gbit/s").value() == 125'000'000ull);
+  CHECK(ParseByteRate("100Mbit/s").value() == 12'500'000ull);
+  CHECK(!ParseByteRate("-1Gbit/s").ok());
+  CHECK(!ParseByteRate("Gbit/s").ok());
   CHECK(!ParseByteRate("0").ok());
   CHECK(!ParseByteRate("/s").ok());
 }

@@ -16,8 +16,8 @@ std::string Model() { return test::SourcePath("models/tiny-mixtral-f16.gguf"); }
 std::string Everything() {
   return "model: " + Model() + R"(
 prediction: random
-prefill: { mini_batch: 3 }
-wire: { hidden_dtype: f16 }
+prefill: { mini_batch: 3, message_cost: 45us }
+wire: { hidden_dtype: f16, link_bandwidth: 1Gbit/s }
 lookahead: { layers: 3, candidates: 4, from_layer: 2 }
 insecure: true
 cluster_secret_file: secrets/cluster.secret
@@ -70,6 +70,8 @@ void ExpectSame(const Topology& a, const Topology& b) {
   CHECK(a.model == b.model);
   CHECK(a.prediction == b.prediction);
   CHECK(a.prefill_mini_batch == b.prefill_mini_batch);
+  CHECK(a.prefill_message_cost_us == b.prefill_message_cost_us);
+  CHECK(a.link_bandwidth == b.link_bandwidth);
   CHECK(a.wire_dtype == b.wire_dtype);
   CHECK(a.insecure == b.insecure);
   CHECK(a.cluster_secret_file == b.cluster_secret_file);
@@ -127,6 +129,8 @@ TEST_CASE("topology: every key is read", "[topology]") {
   CHECK(t->path == "/srv/odmoe/cluster.yaml");
   CHECK(t->prediction == PredictionMode::kRandom);
   CHECK(t->prefill_mini_batch == 3);
+  CHECK(t->prefill_message_cost_us == 45);
+  CHECK(t->link_bandwidth == 125'000'000ull);
   CHECK(t->wire_dtype == WireDType::kF16);
   CHECK(t->lookahead == LookaheadSpec{3, 4, 2});
   CHECK(t->insecure);
@@ -188,7 +192,10 @@ TEST_CASE("topology: defaults of every optional key", "[topology]") {
   REQUIRE(ValidateTopologyWithModel(*t).ok());
   CHECK(t->group_size == 2);
   CHECK(t->prediction == PredictionMode::kShadow);
-  CHECK(t->prefill_mini_batch == 16);
+  CHECK(t->prefill_mini_batch == Topology::kAutoMiniBatch);
+  CHECK(t->max_task_rows() == t->main.batch);  // auto: a message holds up to a chunk's rows
+  CHECK(t->prefill_message_cost_us == 30);
+  CHECK(t->link_bandwidth == 0);
   CHECK(t->wire_dtype == WireDType::kF32);
   CHECK(t->lookahead == LookaheadSpec{1, 0, 0});
   CHECK(!t->insecure);
@@ -213,7 +220,7 @@ TEST_CASE("topology: defaults of every optional key", "[topology]") {
   CHECK(t->shadow->max_run_ahead == 4);
   CHECK(t->shadow->draft_tokens == 0);  // speculative decoding off
   CHECK(t->shadow->draft_wait_us == 0);
-  CHECK(t->max_task_rows() == 16);
+  CHECK(t->max_task_rows() == 64);  // auto mini-batches: up to main.batch rows
   CHECK(t->worker_mode == WorkerMode::kOnDemand);
   CHECK(t->workers[0].memory_budget == 0);
   CHECK(t->workers[1].backend == "cpu:1");
@@ -350,6 +357,42 @@ TEST_CASE("topology: lookahead's variants are checked", "[topology]") {
     REQUIRE(!t.ok());
     CHECK(t.status().message().find("lookahead") != std::string::npos);
   }
+}
+
+TEST_CASE("topology: prefill mini-batches are a count or auto, with the link's costs",
+          "[topology][prefill]") {
+  auto with = [](const std::string& prefill, const std::string& wire = "{}") {
+    return ParseTopology("model: " + Model() + "\nprediction: none\nprefill: " + prefill +
+                             "\nwire: " + wire +
+                             "\nmain: { id: m, address: \"127.0.0.1:1\" }\n"
+                             "workers:\n  nodes:\n    - { id: a, address: \"127.0.0.1:3\" }\n",
+                         "t.yaml");
+  };
+  absl::StatusOr<Topology> t =
+      with("{ mini_batch: auto, message_cost: 80us }", "{ link_bandwidth: 100Mbit/s }");
+  INFO(t.status());
+  REQUIRE(t.ok());
+  CHECK(t->prefill_mini_batch == Topology::kAutoMiniBatch);
+  CHECK(t->prefill_message_cost_us == 80);
+  CHECK(t->link_bandwidth == 12'500'000ull);
+  absl::StatusOr<Topology> back = ParseTopology(TopologyToYaml(*t), "t.yaml");
+  REQUIRE(back.ok());
+  CHECK(back->prefill_mini_batch == Topology::kAutoMiniBatch);
+  CHECK(back->prefill_message_cost_us == 80);
+  CHECK(back->link_bandwidth == 12'500'000ull);
+  t = with("{ mini_batch: 8 }");
+  REQUIRE(t.ok());
+  CHECK(t->prefill_mini_batch == 8);
+  for (const char* bad : {"{ mini_batch: automatic }", "{ mini_batch: 0 }",
+                          "{ message_cost: 5 }", "{ message_cost: -1us }"}) {
+    INFO(bad);
+    t = with(bad);
+    REQUIRE(!t.ok());
+    CHECK(t.status().message().find("prefill") != std::string::npos);
+  }
+  t = with("{}", "{ link_bandwidth: fast }");
+  REQUIRE(!t.ok());
+  CHECK(t.status().message().find("link_bandwidth") != std::string::npos);
 }
 
 }  // namespace odmoe

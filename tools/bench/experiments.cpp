@@ -703,9 +703,13 @@ absl::StatusOr<json> Prefill(BenchContext& ctx) {
     sizes.push_back(length);
     std::sort(sizes.begin(), sizes.end(), std::greater<int>());
     sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+    sizes.push_back(Topology::kAutoMiniBatch);  // last: chosen from the link and the costs
     for (int mb : sizes) {
       if (mb > length) continue;
-      ODMOE_ASSIGN_OR_RETURN(ClusterProcess * cluster, ctx.Cluster(absl::StrCat("odmoe-mb", mb)));
+      ODMOE_ASSIGN_OR_RETURN(
+          ClusterProcess * cluster,
+          ctx.Cluster(mb == Topology::kAutoMiniBatch ? std::string("odmoe-mbauto")
+                                                     : absl::StrCat("odmoe-mb", mb)));
       ODMOE_ASSIGN_OR_RETURN(std::vector<RequestMetrics> runs,
                              RunWarm(ctx, *cluster, prompts, 2, ShadowAlignment(1, 1), "prefill"));
       std::vector<double> ttft;
@@ -717,10 +721,10 @@ absl::StatusOr<json> Prefill(BenchContext& ctx) {
                       {"ttft_s", t.mean},
                       {"ttft_std_s", t.std},
                       {"over_unbatched", unbatched > 0 ? t.mean / unbatched : 1.0}});
-      Progress(absl::StrFormat("prefill: %d-token prompt, mini-batch %d: TTFT %.1f ms (%.2fx "
+      Progress(absl::StrFormat("prefill: %d-token prompt, mini-batch %s: TTFT %.1f ms (%.2fx "
                                "without mini-batches)",
-                               length, mb, t.mean * 1e3,
-                               rows.back()["over_unbatched"].get<double>()));
+                               length, mb == Topology::kAutoMiniBatch ? "auto" : absl::StrCat(mb),
+                               t.mean * 1e3, rows.back()["over_unbatched"].get<double>()));
     }
   }
   return json{{"rows", rows}, {"prompts", o.prompts}};
@@ -787,6 +791,7 @@ absl::StatusOr<std::unique_ptr<BenchContext>> BenchContext::Create(const BenchOp
     }
     t.wire_delay_us = options.link_delay_us;
   }
+  if (options.link_bandwidth > 0) t.link_bandwidth = options.link_bandwidth;
   EngineOptions eo;
   eo.backend = "cpu:1";
   eo.n_ctx = t.main.context;
@@ -888,8 +893,11 @@ absl::StatusOr<Topology> BenchContext::DeploymentTopology(const std::string& nam
   if (name == "odmoe") return shadow_with(base_.shadow ? base_.shadow->quantization : DType::kQ8_0);
   if (absl::StartsWith(name, "odmoe-mb")) {
     // odmoe-mb<N>: OD-MoE with prefill.mini_batch N (the prefill experiment).
+    // odmoe-mbauto: prefill.mini_batch auto.
     int mb = 0;
-    if (!absl::SimpleAtoi(name.substr(8), &mb) || mb < 1 || mb > (1 << 16)) {
+    if (name.substr(8) == "auto") {
+      mb = Topology::kAutoMiniBatch;
+    } else if (!absl::SimpleAtoi(name.substr(8), &mb) || mb < 1 || mb > (1 << 16)) {
       return absl::InvalidArgumentError(absl::StrCat("unknown deployment '", name, "'"));
     }
     t.prefill_mini_batch = mb;

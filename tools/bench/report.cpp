@@ -200,8 +200,10 @@ void Prefill(const json& c, std::ostringstream& out) {
          "|\n|--:|--:|--:|--:|\n";
   for (const json& r : c["rows"]) {
     const bool whole = Num(r, "mini_batch") == Num(r, "prompt_tokens");
+    const bool chosen = Num(r, "mini_batch") == 0;  // prefill.mini_batch: auto
     out << "| " << F(Num(r, "prompt_tokens"), "%.0f") << " | "
-        << (whole ? std::string("none") : F(Num(r, "mini_batch"), "%.0f")) << " | "
+        << (whole ? std::string("none") : chosen ? std::string("auto") : F(Num(r, "mini_batch"), "%.0f"))
+        << " | "
         << F(Num(r, "ttft_s") * 1e3, "%.1f") << " | " << F(Num(r, "over_unbatched"), "%.2f")
         << " |\n";
   }
