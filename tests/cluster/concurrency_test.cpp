@@ -50,7 +50,7 @@ TEST_CASE("concurrency: requests batched through the cluster get their single-pr
 }
 
 TEST_CASE("concurrency: the shadow predicts every request of a shared iteration",
-          "[cluster][batching]") {
+          "[cluster][batching][tsan]") {
   ClusterConfig cfg;
   cfg.workers = 4;
   cfg.max_running = 3;

@@ -94,7 +94,7 @@ v1::ShadowRequest Begin(uint64_t request, std::vector<int32_t> prompt, uint32_t 
 }  // namespace
 
 TEST_CASE("shadow core: several requests followed at once predict as each alone",
-          "[cluster][batching]") {
+          "[cluster][batching][tsan]") {
   const std::vector<int32_t> p1 = {1, 45, 101, 31}, p2 = {1, 90, 25, 26, 93, 29};
   constexpr uint32_t kTokens = 6;
   auto alone = StartShadow(1);
