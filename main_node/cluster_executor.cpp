@@ -88,7 +88,9 @@ absl::Status ClusterExpertExecutor::Receive(uint64_t task_id, int worker, uint32
   std::copy(decoded_.begin(), decoded_.end(), rows_out);
   worker_costs_.Observe(n, r.compute_seconds());
   if (token_ > 0) {
-    ++(r.prefetched() ? stats_.hits : stats_.misses);
+    ++(r.computed_on_host() ? stats_.host_computes
+                            : r.prefetched()     ? stats_.hits
+                                                 : stats_.misses);
     if (r.reloaded()) ++stats_.reloads;
     stats_.stall_seconds += r.stall_seconds();
     if (stats_.stall_per_layer.size() < static_cast<size_t>(config_.n_layer)) {

@@ -54,6 +54,7 @@ namespace odmoe {
 struct ExpertTaskStats {
   uint64_t tasks = 0;
   uint64_t hits = 0, misses = 0, reloads = 0;  // decode tasks
+  uint64_t host_computes = 0;  // decode tasks computed on a worker's host (no load)
   double stall_seconds = 0;                    // decode tasks
   double wait_seconds = 0;                     // main waiting for results
   uint64_t worker_failures = 0;                // layers recomputed by another group

@@ -235,6 +235,7 @@ struct HttpApi::Impl {
             {"prediction", std::string(PredictionModeName(r.prediction))},
             {"expert_hits", r.experts.hits},
             {"expert_misses", r.experts.misses},
+            {"expert_host_computes", r.experts.host_computes},
             {"expert_reloads", r.experts.reloads},
             {"ttft_seconds", r.result.stats.ttft_seconds},
             {"decode_tokens_per_second", r.result.stats.decode_tokens_per_second()},

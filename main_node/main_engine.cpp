@@ -281,6 +281,7 @@ void AddStats(ExpertTaskStats& into, const ExpertTaskStats& add) {
   into.tasks += add.tasks;
   into.hits += add.hits;
   into.misses += add.misses;
+  into.host_computes += add.host_computes;
   into.reloads += add.reloads;
   into.stall_seconds += add.stall_seconds;
   into.wait_seconds += add.wait_seconds;

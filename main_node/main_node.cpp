@@ -284,6 +284,10 @@ std::string MainNode::RenderMetrics() const {
       {"odmoe_worker_misses_total", "counter",
        "Expert tasks for which the worker had to load the expert first.",
        [](const W& w) { return w.misses(); }, nullptr},
+      {"odmoe_worker_host_computes_total", "counter",
+       "Expert tasks the worker computed on its host instead of loading the expert "
+       "(workers.host_compute).",
+       [](const W& w) { return w.host_computes(); }, nullptr},
       {"odmoe_worker_reloads_total", "counter",
        "Prefetched experts the worker replaced after the gate disagreed.",
        [](const W& w) { return w.reloads(); }, nullptr},

@@ -90,6 +90,7 @@ void FillStats(const ClusterGenerateResult& r, v1::GenerateStats* s) {
   for (uint64_t x : r.recall.layer_slots) s->add_recall_layer_slots(x);
   s->set_expert_hits(r.experts.hits);
   s->set_expert_misses(r.experts.misses);
+  s->set_expert_host_computes(r.experts.host_computes);
   s->set_expert_reloads(r.experts.reloads);
   s->set_load_stall_seconds(r.experts.stall_seconds);
   s->set_alignment_seconds(r.alignment_seconds);

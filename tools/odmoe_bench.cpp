@@ -200,6 +200,9 @@ int Main(int argc, char** argv) {
               "renumber the nodes' ports from PORT (and serve no HTTP)");
   args.AddString("link-delay", &link_delay, "DELAY",
                  "emulated one-way delay on every message (wire.emulated_delay), e.g. 250us");
+  args.AddInt("host-slowdown", &o.host_slowdown, "N",
+              "odmoe-host / none-host: the host computes N x slower than the workers' device "
+              "(workers.host_compute_slowdown, default 8)");
   args.AddString("link-bandwidth", &link_bandwidth, "RATE",
                  "the links' bandwidth for auto prefill mini-batches (wire.link_bandwidth), "
                  "e.g. 1Gbit/s");
@@ -249,8 +252,8 @@ int Main(int argc, char** argv) {
   }
   absl::StatusOr<std::vector<std::string>> chosen = ParseNames(
       "deployments", deployments,
-      {"odmoe", "lookahead", "lookahead-mol", "lookahead-daop", "none", "random", "resident",
-       "lru"});
+      {"odmoe", "lookahead", "lookahead-mol", "lookahead-daop", "none", "odmoe-host",
+       "none-host", "random", "resident", "lru"});
   if (!chosen.ok()) return Fail(std::string(chosen.status().message()), 2);
   o.deployments = *chosen;
   if (!link_delay.empty()) {

@@ -1,5 +1,7 @@
 #include "worker_node/worker_core.h"
 
+#include "engine/local_expert_executor.h"
+
 #include <sys/prctl.h>
 
 #include <algorithm>
@@ -127,6 +129,22 @@ absl::StatusOr<std::unique_ptr<WorkerCore>> WorkerCore::Create(const ModelFile& 
   core->workspace_bytes_ = workspace;
   core->budget_ = budget;
   ODMOE_RETURN_IF_ERROR(core->AllocateWorkspace());
+  if (options.host_compute) {
+    if (options.host_compute_slowdown < 1) {
+      return absl::InvalidArgumentError("host_compute_slowdown must be >= 1");
+    }
+    core->host_ = options.host_backend != nullptr           ? options.host_backend
+                  : !core->slots_.device() ? &backend : nullptr;
+    if (core->host_ == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "host_compute on the ", backend.name(), " backend needs a host backend to compute on"));
+    }
+    ODMOE_ASSIGN_OR_RETURN(ExpertFfnScratch hs,
+                           ExpertFfnScratch::Create(*core->host_, c.n_ff, options.max_rows));
+    core->host_scratch_.emplace(std::move(hs));
+    const size_t n = static_cast<size_t>(options.max_rows) * c.n_embd;
+    ODMOE_ASSIGN_OR_RETURN(core->host_io_, core->host_->Allocate(2 * n * sizeof(float)));
+  }
   if (options.resident) ODMOE_RETURN_IF_ERROR(core->LoadResident());
   core->stats_.slots = slots;
   core->stats_.expert_bytes = expert;
@@ -420,7 +438,7 @@ void WorkerCore::Process(Task& task) {
   result.set_expert(msg.expert());
 
   int slot = slots_.FindLoaded(layer, expert);
-  bool hit = false, reloaded = false;
+  bool hit = false, reloaded = false, on_host = false;
   double load_seconds = 0;
   absl::Status status;
   // The load stall of a task is the time it waited for its expert after it
@@ -439,6 +457,8 @@ void WorkerCore::Process(Task& task) {
       status = loaded_at.status();
     }
     slots_.ClearPrefetched(slot);
+  } else if (decode && HostComputeWins(layer)) {
+    on_host = true;  // DAOP: no load; any prefetch for this position stays
   } else {
     // The prefetch made for this task's position holds another expert: the
     // prediction was wrong and that worker reloads in its place (the
@@ -501,11 +521,16 @@ void WorkerCore::Process(Task& task) {
   if (slot >= 0 && status.ok()) slots_.Touch(slot);
   const auto compute_start = std::chrono::steady_clock::now();
   if (status.ok()) {
-    TraceSpan span(options_.trace, "EC", "compute", msg.key().request(), msg.key().token(),
-                   layer, expert);
-    status = Compute(task, slot, &result);
+    TraceSpan span(options_.trace, "EC", on_host ? "host compute" : "compute",
+                   msg.key().request(), msg.key().token(), layer, expert);
+    status = on_host ? ComputeOnHost(task, layer, expert, &result) : Compute(task, slot, &result);
   }
   const double compute = Since(compute_start);
+  if (status.ok() && decode) {
+    // The estimates HostComputeWins compares (moving averages).
+    double& estimate = on_host ? host_compute_s_ : device_compute_s_;
+    estimate = estimate < 0 ? compute : 0.8 * estimate + 0.2 * compute;
+  }
   const bool more = msg.mini_batch() + 1 < msg.mini_batches();
   if (slot >= 0 && !slots_.slot(slot).pinned && !more && !options_.lru) slots_.Evict(slot);
 
@@ -516,6 +541,7 @@ void WorkerCore::Process(Task& task) {
   } else {
     result.set_prefetched(hit);
     result.set_reloaded(reloaded);
+    result.set_computed_on_host(on_host);
     result.set_stall_seconds(stall);
     result.set_load_seconds(load_seconds);
     result.set_compute_seconds(compute);
@@ -526,7 +552,7 @@ void WorkerCore::Process(Task& task) {
     ++stats_.tasks;
     if (!status.ok()) ++stats_.task_errors;
     if (decode && status.ok()) {
-      ++(hit ? stats_.hits : stats_.misses);
+      ++(on_host ? stats_.host_computes : hit ? stats_.hits : stats_.misses);
       if (reloaded) ++stats_.reloads;
       step_tasks_ = key == step_key_ ? step_tasks_ + 1 : 1;
       step_key_ = key;
@@ -562,6 +588,54 @@ absl::Status WorkerCore::Compute(Task& task, int slot, v1::ExpertResult* result)
   // load would only delay this result: it comes after, when idle).
   if (slots_.device()) LoadAhead();
   ODMOE_RETURN_IF_ERROR(backend_.CopyToHost(host_out_.data(), y, n * d * sizeof(float)));
+  EncodeRows(host_out_.data(), n, d, task.msg.input().dtype(), result->mutable_output());
+  return absl::OkStatus();
+}
+
+bool WorkerCore::HostComputeWins(int layer) const {
+  if (host_ == nullptr) return false;
+  // A load of this expert: at the rate loads ran so far, and never quicker
+  // than an emulated link allows. Nothing known yet: load.
+  const double bytes = static_cast<double>(slots_.expert_bytes(layer));
+  double load = -1;
+  if (slots_.bytes_loaded() > 0 && slots_.load_seconds() > 0) {
+    load = bytes * slots_.load_seconds() / static_cast<double>(slots_.bytes_loaded());
+  }
+  if (options_.load_bandwidth > 0) {
+    load = std::max(load, bytes / static_cast<double>(options_.load_bandwidth));
+  }
+  if (load < 0) return false;
+  const double device = std::max(device_compute_s_, 0.0);
+  // Before the first host compute: the device's time stretched by the
+  // emulated slowdown (1 on a real host: the first one measures it).
+  const double host = host_compute_s_ >= 0 ? host_compute_s_
+                                           : device * options_.host_compute_slowdown;
+  return host < load + device;
+}
+
+absl::Status WorkerCore::ComputeOnHost(Task& task, int layer, int expert,
+                                       v1::ExpertResult* result) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const ModelConfig& c = model_.config();
+  auto it = host_weights_.find({layer, expert});
+  if (it == host_weights_.end()) {
+    // On a CPU backend these are views of the mapped file (nothing copied).
+    ODMOE_ASSIGN_OR_RETURN(ExpertWeights w,
+                           LoadExpertWeights(*host_, model_, layer, expert, &host_storage_));
+    it = host_weights_.emplace(std::make_pair(layer, expert), w).first;
+  }
+  const int64_t d = c.n_embd;
+  const int64_t n = task.rows;
+  float* x = static_cast<float*>(host_io_->data());
+  float* y = x + static_cast<size_t>(options_.max_rows) * d;
+  ODMOE_RETURN_IF_ERROR(host_->CopyToBackend(x, task.input.data(), n * d * sizeof(float)));
+  RunExpertFfn(*host_, it->second, ConstMat(x, n, d), *host_scratch_, Mat{y, n, d});
+  ODMOE_RETURN_IF_ERROR(host_->CopyToHost(host_out_.data(), y, n * d * sizeof(float)));
+  if (options_.host_compute_slowdown > 1) {
+    // EMULATION: a host slower than the device computes as long as this.
+    const auto took = std::chrono::steady_clock::now() - t0;
+    std::this_thread::sleep_for(took * (options_.host_compute_slowdown - 1));
+  }
   EncodeRows(host_out_.data(), n, d, task.msg.input().dtype(), result->mutable_output());
   return absl::OkStatus();
 }

@@ -53,6 +53,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -89,6 +90,7 @@ struct WorkerStats {
   // 1 with G = k, up to ceil(k / G) with G < k.
   uint64_t step_experts_peak = 0;
   uint64_t hints_received = 0, hints_rejected = 0, hints_stale = 0;
+  uint64_t host_computes = 0;  // decode tasks computed on the host (host_compute)
   uint64_t loads = 0, bytes_loaded = 0;
   double load_seconds = 0, compute_seconds = 0, stall_seconds = 0;
   int held = 0, peak_held = 0, slots = 0;
@@ -118,6 +120,18 @@ class WorkerCore {
     // (CreateSlotDevice: none for a host backend). Tests pass a fake that
     // stands for a GPU.
     std::function<std::unique_ptr<SlotDevice>()> slot_device;
+    // DAOP's compute on a miss: a decode task whose expert is not loaded is
+    // computed on `host_backend` from the model's weights when that is
+    // estimated quicker than a load and the compute (the estimates: this
+    // worker's measured loads, computes and host computes). The result has
+    // the same bits (the CPU and device kernels agree). On a host backend
+    // the worker's own backend serves (host_backend may be null).
+    bool host_compute = false;
+    Backend* host_backend = nullptr;
+    // EMULATION (CPU testbeds): a host compute takes this many times its
+    // measured time (the rest is slept), standing for a CPU slower than
+    // the device.
+    int host_compute_slowdown = 1;
   };
   using ResultSink = std::function<void(const v1::ExpertResult&)>;
 
@@ -172,6 +186,10 @@ class WorkerCore {
   void Loop();
   void Process(Task& task);
   absl::Status Compute(Task& task, int slot, v1::ExpertResult* result);
+  // host_compute: whether computing (layer, rows) on the host now beats
+  // loading the expert and computing it; and that compute.
+  bool HostComputeWins(int layer) const;
+  absl::Status ComputeOnHost(Task& task, int layer, int expert, v1::ExpertResult* result);
   // Starts one prefetch from the hints into a free slot; true if it did.
   bool PrefetchLocked(std::unique_lock<std::mutex>& lock);
   // Device path: while a task computes, starts the loads of the queued
@@ -196,6 +214,15 @@ class WorkerCore {
   ExpertFfnScratch scratch_;
   std::unique_ptr<BackendBuffer> io_;  // x and y rows
   std::vector<float> host_out_;
+  // host_compute: the host backend (the worker's own on a host backend), its
+  // scratch and rows, the experts' weights there (views of the mapped file on
+  // a CPU backend), and the running estimates (seconds; < 0 = none yet).
+  Backend* host_ = nullptr;
+  std::optional<ExpertFfnScratch> host_scratch_;
+  std::unique_ptr<BackendBuffer> host_io_;
+  std::map<std::pair<int, int>, ExpertWeights> host_weights_;
+  std::vector<std::unique_ptr<BackendBuffer>> host_storage_;
+  double device_compute_s_ = -1, host_compute_s_ = -1;
   // A prefetched slot -> the step and position it was loaded for.
   struct SlotHint {
     Key key;

@@ -1,5 +1,6 @@
 #include "worker_node/worker_node.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "backend_registry.h"
 #include "util/logging.h"
@@ -33,7 +34,14 @@ absl::StatusOr<std::unique_ptr<WorkerNode>> WorkerNode::Create(const Topology& t
   w->max_task_rows_ = topology.max_task_rows();
   opt.memory_budget = spec.memory_budget;
   opt.load_bandwidth = spec.load_bandwidth;
+  opt.host_compute = topology.host_compute;
+  opt.host_compute_slowdown = topology.host_compute_slowdown;
   opt.trace = &w->trace();
+  if (opt.host_compute && !absl::StartsWith(w->backend_->name(), "cpu")) {
+    // DAOP's compute on a miss runs on this machine's CPU.
+    ODMOE_ASSIGN_OR_RETURN(w->host_backend_, CreateBackend("cpu"));
+    opt.host_backend = w->host_backend_.get();
+  }
   ODMOE_ASSIGN_OR_RETURN(w->core_, WorkerCore::Create(*w->model_, *w->backend_, opt));
   w->service_ = std::make_unique<WorkerService>(*w->core_, *w->peer_auth(),
                                                absl::Microseconds(topology.wire_delay_us));
@@ -115,6 +123,7 @@ void WorkerNode::FillStatus(v1::NodeStatus* status) const {
   w->set_hints_received(s.hints_received);
   w->set_hints_rejected(s.hints_rejected);
   w->set_hints_stale(s.hints_stale);
+  w->set_host_computes(s.host_computes);
 }
 
 size_t WorkerNode::max_receive_message_bytes() const {

@@ -49,6 +49,7 @@ class WorkerNode : public NodeDaemon {
   int max_task_rows_ = 1;  // the topology's prefill mini-batch
   std::unique_ptr<ModelFile> model_;
   std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Backend> host_backend_;  // workers.host_compute on a device backend
   std::unique_ptr<WorkerCore> core_;
   std::unique_ptr<WorkerService> service_;
 };

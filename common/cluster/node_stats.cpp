@@ -111,6 +111,7 @@ StatusText WorkerStatsEntries(const v1::WorkerStats& s) {
       {"hints_received", absl::StrCat(s.hints_received())},
       {"hints_rejected", absl::StrCat(s.hints_rejected())},
       {"hints_stale", absl::StrCat(s.hints_stale())},
+      {"host_computes", absl::StrCat(s.host_computes())},
   };
 }
 

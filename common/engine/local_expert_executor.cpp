@@ -10,6 +10,33 @@
 
 namespace odmoe {
 
+absl::StatusOr<ExpertWeights> LoadExpertWeights(
+    Backend& backend, const ModelFile& model, int layer, int expert,
+    std::vector<std::unique_ptr<BackendBuffer>>* storage) {
+  const ModelConfig& c = model.config();
+  const ExpertTensors t = model.Expert(layer, expert);
+  auto load = [&](const TensorView& v) -> absl::StatusOr<WeightRef> {
+    ODMOE_ASSIGN_OR_RETURN(BackendWeight w, backend.LoadWeight(v));
+    if (w.storage) storage->push_back(std::move(w.storage));
+    return w.ref;
+  };
+  ExpertWeights w;
+  ODMOE_ASSIGN_OR_RETURN(w.gate, load(t.gate));
+  ODMOE_ASSIGN_OR_RETURN(w.up, load(t.up));
+  ODMOE_ASSIGN_OR_RETURN(w.down, load(t.down));
+  if (c.expert_bias) {
+    auto floats = [&](const TensorView& v) -> absl::StatusOr<const float*> {
+      ODMOE_ASSIGN_OR_RETURN(WeightRef r, load(v));
+      return static_cast<const float*>(r.data);
+    };
+    ODMOE_ASSIGN_OR_RETURN(w.gate_bias, floats(t.gate_bias));
+    ODMOE_ASSIGN_OR_RETURN(w.up_bias, floats(t.up_bias));
+    ODMOE_ASSIGN_OR_RETURN(w.down_bias, floats(t.down_bias));
+  }
+  w.activation = c.expert_activation;
+  return w;
+}
+
 absl::StatusOr<std::unique_ptr<LocalExpertExecutor>> LocalExpertExecutor::Create(
     const ModelFile& model, Backend& backend, int max_rows) {
   const ModelConfig& c = model.config();
@@ -22,15 +49,6 @@ absl::StatusOr<std::unique_ptr<LocalExpertExecutor>> LocalExpertExecutor::Create
   // device the copy of the whole set shows its progress when it is long.
   StepProgress progress(absl::StrCat("loading the experts onto ", backend.name()),
                         static_cast<uint64_t>(c.n_moe_layer()) * c.n_expert, "experts");
-  uint64_t copied = 0;
-  auto load = [&](const TensorView& v) -> absl::StatusOr<WeightRef> {
-    ODMOE_ASSIGN_OR_RETURN(BackendWeight w, backend.LoadWeight(v));
-    if (w.storage) {
-      ex->storage_.push_back(std::move(w.storage));
-      copied += v.bytes();
-    }
-    return w.ref;
-  };
   ex->n_dense_leading_ = c.n_dense_leading;
   for (int l = 0; l < c.n_layer; ++l) {
     if (!c.has_experts(l)) {  // a dense layer: empty entries keep the [layer][expert] index
@@ -38,24 +56,16 @@ absl::StatusOr<std::unique_ptr<LocalExpertExecutor>> LocalExpertExecutor::Create
       continue;
     }
     for (int e = 0; e < c.n_expert; ++e) {
-      const ExpertTensors t = model.Expert(l, e);
-      ExpertWeights w;
-      ODMOE_ASSIGN_OR_RETURN(w.gate, load(t.gate));
-      ODMOE_ASSIGN_OR_RETURN(w.up, load(t.up));
-      ODMOE_ASSIGN_OR_RETURN(w.down, load(t.down));
-      if (c.expert_bias) {
-        auto floats = [&](const TensorView& v) -> absl::StatusOr<const float*> {
-          ODMOE_ASSIGN_OR_RETURN(WeightRef r, load(v));
-          return static_cast<const float*>(r.data);
-        };
-        ODMOE_ASSIGN_OR_RETURN(w.gate_bias, floats(t.gate_bias));
-        ODMOE_ASSIGN_OR_RETURN(w.up_bias, floats(t.up_bias));
-        ODMOE_ASSIGN_OR_RETURN(w.down_bias, floats(t.down_bias));
-      }
-      w.activation = c.expert_activation;
+      const size_t before = ex->storage_.size();
+      ODMOE_ASSIGN_OR_RETURN(ExpertWeights w,
+                             LoadExpertWeights(backend, model, l, e, &ex->storage_));
       ex->experts_.push_back(w);
+      uint64_t copied = 0;
+      if (ex->storage_.size() > before) {
+        const ExpertTensors t = model.Expert(l, e);
+        copied = t.gate.bytes() + t.up.bytes() + t.down.bytes();
+      }
       progress.Advance(1, copied);
-      copied = 0;
     }
   }
   progress.Finish();

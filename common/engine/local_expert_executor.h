@@ -15,6 +15,12 @@
 
 namespace odmoe {
 
+/// Expert (layer, expert)'s weights on `backend` (views of the mapped file on
+/// a host backend; copies kept in *storage on a device).
+absl::StatusOr<ExpertWeights> LoadExpertWeights(
+    Backend& backend, const ModelFile& model, int layer, int expert,
+    std::vector<std::unique_ptr<BackendBuffer>>* storage);
+
 class LocalExpertExecutor : public ExpertExecutor {
  public:
   /// Makes every expert of `model` usable on `backend` (zero-copy on host

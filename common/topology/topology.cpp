@@ -445,6 +445,8 @@ absl::Status ParseDocument(const YAML::Node& root, const std::string& file,
        {"resident", WorkerMode::kResident},
        {"lru_cache", WorkerMode::kLruCache}}));
   ODMOE_RETURN_IF_ERROR(ws.Int("cache_experts", &t->cache_experts, 1, 1 << 20));
+  ODMOE_RETURN_IF_ERROR(ws.Bool("host_compute", &t->host_compute));
+  ODMOE_RETURN_IF_ERROR(ws.Int("host_compute_slowdown", &t->host_compute_slowdown, 1, 100000));
   uint64_t budget = 0;
   ODMOE_RETURN_IF_ERROR(ws.Bytes("memory_budget", &budget));
   uint64_t load_bandwidth = 0;
@@ -858,6 +860,10 @@ std::string TopologyToYaml(const Topology& t) {
   out << YAML::Key << "mode" << YAML::Value << std::string(WorkerModeName(t.worker_mode));
   if (t.worker_mode == WorkerMode::kLruCache) {
     out << YAML::Key << "cache_experts" << YAML::Value << t.cache_experts;
+  }
+  if (t.host_compute) out << YAML::Key << "host_compute" << YAML::Value << true;
+  if (t.host_compute_slowdown != 1) {
+    out << YAML::Key << "host_compute_slowdown" << YAML::Value << t.host_compute_slowdown;
   }
   out << YAML::Key << "nodes" << YAML::Value << YAML::BeginSeq;
   for (const WorkerSpec& w : t.workers) {

@@ -281,6 +281,13 @@ struct Topology {
   int group_size = 0;
   WorkerMode worker_mode = WorkerMode::kOnDemand;
   int cache_experts = 8;  // lru_cache mode: experts each worker keeps (>= 1)
+  // DAOP's compute on a miss: a decode task whose expert is not loaded is
+  // computed on the worker's host from its host copy when that is estimated
+  // quicker than loading it and computing it on the device (same bits).
+  bool host_compute = false;
+  // EMULATION for CPU testbeds, where the "device" is the same CPU: the host
+  // compute takes this many times as long as the measured compute (>= 1).
+  int host_compute_slowdown = 1;
   std::vector<WorkerSpec> workers;  // in file order; index = worker index
 
   int n_workers() const { return static_cast<int>(workers.size()); }

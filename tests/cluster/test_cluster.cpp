@@ -96,6 +96,8 @@ Topology MakeTopology(const ClusterConfig& c) {
   }
   t.worker_mode = c.worker_mode;
   t.cache_experts = c.cache_experts;
+  t.host_compute = c.host_compute;
+  t.host_compute_slowdown = c.host_compute_slowdown;
   t.wire_delay_us = c.wire_delay_us;
   t.main.id = "main";
   t.main.host = "127.0.0.1";

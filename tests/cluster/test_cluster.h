@@ -50,6 +50,8 @@ struct ClusterConfig {
   int max_running = 1;            // main.max_running (the product's default is 4)
   int worker_timeout_ms = 2000;   // tests notice a hung worker quickly
   uint64_t load_bandwidth = 0;    // emulated cap on expert loads (bytes/s)
+  bool host_compute = false;      // workers.host_compute (DAOP's compute on a miss)
+  int host_compute_slowdown = 1;  // workers.host_compute_slowdown (emulation)
   int cache_experts = 8;          // lru_cache workers
   int64_t wire_delay_us = 0;      // emulated one-way delay on every received message
   std::string backend = "cpu:1";  // every node's backend

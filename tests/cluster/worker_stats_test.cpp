@@ -199,6 +199,7 @@ TEST_CASE("worker stats: every field arrives at the main node with the worker's 
           {"hints_received", static_cast<double>(s->hints_received)},
           {"hints_rejected", static_cast<double>(s->hints_rejected)},
           {"hints_stale", static_cast<double>(s->hints_stale)},
+          {"host_computes", static_cast<double>(s->host_computes)},
       };
     };
     // What the main node reads (RenderMetrics probes the same way). Hints of

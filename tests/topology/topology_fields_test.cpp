@@ -72,6 +72,8 @@ void ExpectSame(const Topology& a, const Topology& b) {
   CHECK(a.prefill_mini_batch == b.prefill_mini_batch);
   CHECK(a.prefill_message_cost_us == b.prefill_message_cost_us);
   CHECK(a.link_bandwidth == b.link_bandwidth);
+  CHECK(a.host_compute == b.host_compute);
+  CHECK(a.host_compute_slowdown == b.host_compute_slowdown);
   CHECK(a.wire_dtype == b.wire_dtype);
   CHECK(a.insecure == b.insecure);
   CHECK(a.cluster_secret_file == b.cluster_secret_file);
@@ -196,6 +198,8 @@ TEST_CASE("topology: defaults of every optional key", "[topology]") {
   CHECK(t->max_task_rows() == t->main.batch);  // auto: a message holds up to a chunk's rows
   CHECK(t->prefill_message_cost_us == 30);
   CHECK(t->link_bandwidth == 0);
+  CHECK(!t->host_compute);
+  CHECK(t->host_compute_slowdown == 1);
   CHECK(t->wire_dtype == WireDType::kF32);
   CHECK(t->lookahead == LookaheadSpec{1, 0, 0});
   CHECK(!t->insecure);

@@ -96,6 +96,7 @@ json MetricsJson(const RequestMetrics& m, bool exact) {
           {"predictions_missing", m.predictions_missing},
           {"hits", m.hits},
           {"misses", m.misses},
+          {"host_computes", m.host_computes},
           {"reloads", m.reloads},
           {"stall_per_token_s", m.stall_per_token_s},
           {"bytes_loaded_per_token", m.bytes_loaded_per_token},
@@ -176,6 +177,8 @@ absl::StatusOr<json> Deployments(BenchContext& ctx) {
                                    {"lookahead-mol", "odmoe", LookaheadMol()},
                                    {"lookahead-daop", "odmoe", LookaheadDaop()},
                                    {"none", "odmoe", Prediction("none")},
+                                   {"odmoe-host", "odmoe-host", ShadowAlignment(1, 1)},
+                                   {"none-host", "odmoe-host", Prediction("none")},
                                    {"random", "odmoe", Prediction("random")},
                                    {"resident", "resident", {}},
                                    {"lru", "lru", {}}};
@@ -901,6 +904,13 @@ absl::StatusOr<Topology> BenchContext::DeploymentTopology(const std::string& nam
       return absl::InvalidArgumentError(absl::StrCat("unknown deployment '", name, "'"));
     }
     t.prefill_mini_batch = mb;
+    return shadow_with(base_.shadow ? base_.shadow->quantization : DType::kQ8_0);
+  }
+  if (name == "odmoe-host") {
+    // DAOP's compute on a miss, the host emulated --host-slowdown x slower
+    // than the workers' "device".
+    t.host_compute = true;
+    t.host_compute_slowdown = options_.host_slowdown;
     return shadow_with(base_.shadow ? base_.shadow->quantization : DType::kQ8_0);
   }
   if (absl::StartsWith(name, "shadow-")) {

@@ -35,8 +35,9 @@ void Deployments(const json& d, std::ostringstream& out) {
     out << "\n";
   }
   out << "| deployment | config | TTFT ms | decode tok/s | output tok/s | recall | stall ms/token "
-         "| loaded KiB/token | network KiB/token | hits | misses | same tokens as reference |\n"
-      << "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n";
+         "| loaded KiB/token | network KiB/token | hits | misses | host computes | same tokens as "
+         "reference |\n"
+      << "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n";
   for (const auto& [name, configs] : d["results"].items()) {
     for (const auto& [config, r] : configs.items()) {
       out << "| " << name << " | " << config << " | " << F(Num(r, "ttft_s") * 1e3) << " | "
@@ -45,8 +46,8 @@ void Deployments(const json& d, std::ostringstream& out) {
           << F(Num(r, "stall_per_token_s") * 1e3, "%.3f") << " | "
           << F(Num(r, "bytes_loaded_per_token") / 1024) << " | "
           << F(Num(r, "network_bytes_per_token") / 1024) << " | " << F(Num(r, "hits"), "%.0f")
-          << " | " << F(Num(r, "misses"), "%.0f") << " | "
-          << (r.value("exact", false) ? "yes" : "**NO**") << " |\n";
+          << " | " << F(Num(r, "misses"), "%.0f") << " | " << F(Num(r, "host_computes"), "%.0f")
+          << " | " << (r.value("exact", false) ? "yes" : "**NO**") << " |\n";
     }
   }
   out << "\nPeak memory per node (process resident set; workers also their expert slots):\n\n"

@@ -53,6 +53,7 @@ absl::StatusOr<RequestMetrics> RunRequest(const ClusterProcess& cluster, const R
   m.predictions_missing = s->predictions_missing();
   m.hits = s->expert_hits();
   m.misses = s->expert_misses();
+  m.host_computes = s->expert_host_computes();
   m.reloads = s->expert_reloads();
   m.stall_per_token_s = s->load_stall_seconds() / n;
   m.bytes_loaded_per_token = (WorkerBytesLoaded(*after) - WorkerBytesLoaded(*before)) / n;

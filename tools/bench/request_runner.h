@@ -33,6 +33,7 @@ struct RequestMetrics {
   std::vector<uint64_t> recall_layer_correct, recall_layer_slots;  // by layer
   uint64_t predictions_missing = 0;
   uint64_t hits = 0, misses = 0, reloads = 0;
+  uint64_t host_computes = 0;  // misses computed on a worker's host (workers.host_compute)
   double stall_per_token_s = 0;        // decode load stall / output token
   double bytes_loaded_per_token = 0;   // expert bytes loaded by workers / output token
   double network_bytes_per_token = 0;  // main node's link bytes / output token

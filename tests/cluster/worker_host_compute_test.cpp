@@ -1,0 +1,172 @@
+// DAOP's compute on a miss (workers.host_compute): a decode task whose expert
+// is not loaded is computed on the worker's host from the model's weights when
+// that is estimated quicker than the load plus the compute. Same bits as the
+// loaded expert's result; no load; counted as its own kind (neither a hit nor
+// a miss); a host estimated slower than the load loads as before; a
+// prefetched expert is a hit as always. Through the cluster the tokens stay
+// the single process's.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+#include "backends/backend_registry.h"
+#include "cluster/wire.h"
+#include "model/model_file.h"
+#include "test_cluster.h"
+#include "test_paths.h"
+#include "worker_node/worker_core.h"
+
+namespace odmoe::test {
+namespace {
+
+constexpr int kRows = 4;
+
+struct HostWorker {
+  std::unique_ptr<ModelFile> model;
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<WorkerCore> core;
+  std::mutex mu;
+  std::vector<v1::ExpertResult> results;
+
+  // One worker alone in a group of one: it computes every position.
+  HostWorker(bool host_compute, int slowdown, uint64_t load_bandwidth) {
+    model = ModelFile::Open(SourcePath("models/tiny-mixtral-f16.gguf")).value();
+    backend = CreateBackend("cpu:1").value();
+    WorkerCore::Options opt;
+    opt.placement = WorkerPlacement{.worker_index = 0, .n_workers = 1, .group_size = 1};
+    opt.max_rows = kRows;
+    opt.load_bandwidth = load_bandwidth;
+    opt.host_compute = host_compute;
+    opt.host_compute_slowdown = slowdown;
+    core = WorkerCore::Create(*model, *backend, opt).value();
+    core->AttachSink(1, [this](const v1::ExpertResult& r) {
+      std::lock_guard<std::mutex> lock(mu);
+      results.push_back(r);
+    });
+  }
+  ~HostWorker() { core->Stop(); }
+
+  void Hint(uint32_t token, uint32_t layer, std::vector<uint32_t> experts) {
+    v1::Hint h;
+    h.mutable_key()->set_request(1);
+    h.mutable_key()->set_token(token);
+    h.mutable_key()->set_layer(layer);
+    for (uint32_t e : experts) h.add_experts(e);
+    REQUIRE(core->AddHint(h).ok());
+  }
+  // Runs one task and returns its result.
+  v1::ExpertResult Task(uint32_t token, uint32_t layer, uint32_t expert, uint32_t position) {
+    v1::ExpertTask t;
+    t.set_task_id(token * 100 + layer * 10 + expert);
+    t.mutable_key()->set_request(1);
+    t.mutable_key()->set_token(token);
+    t.mutable_key()->set_layer(layer);
+    t.set_expert(expert);
+    t.set_position(position);
+    const int d = model->config().n_embd;
+    std::vector<float> x(static_cast<size_t>(d));
+    for (int i = 0; i < d; ++i) x[static_cast<size_t>(i)] = 0.01f * static_cast<float>(i % 13 - 6);
+    EncodeRows(x.data(), 1, d, v1::WIRE_DTYPE_F32, t.mutable_input());
+    size_t before = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      before = results.size();
+    }
+    REQUIRE(core->SubmitTask(t).ok());
+    for (int i = 0; i < 1000; ++i) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (results.size() > before) return results.back();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    FAIL("no result");
+    return {};
+  }
+};
+
+}  // namespace
+
+TEST_CASE("worker: host compute on a miss gives the loaded expert's bits without a load",
+          "[cluster][worker][policy]") {
+  // Loads at 20 MB/s: a 96 KiB expert takes ~5 ms, far longer than computing it.
+  constexpr uint64_t kSlowLink = 20'000'000;
+  HostWorker plain(false, 1, kSlowLink), host(true, 1, kSlowLink);
+  const v1::ExpertResult want = plain.Task(1, 0, 3, 0);
+  REQUIRE(want.error_code() == 0);
+  CHECK(!want.computed_on_host());
+  const v1::ExpertResult got = host.Task(1, 0, 3, 0);
+  REQUIRE(got.error_code() == 0);
+  CHECK(got.computed_on_host());
+  CHECK(!got.prefetched());
+  CHECK(got.output().data() == want.output().data());  // bit for bit
+  CHECK(got.stall_seconds() == 0);
+  // A second expert of another layer too, and nothing was ever loaded.
+  const v1::ExpertResult got2 = host.Task(1, 1, 5, 1);
+  CHECK(got2.computed_on_host());
+  CHECK(got2.output().data() == plain.Task(1, 1, 5, 1).output().data());
+  WorkerStats s = host.core->stats();
+  CHECK(s.host_computes == 2);
+  CHECK(s.hits == 0);
+  CHECK(s.misses == 0);
+  CHECK(s.loads == 0);
+  // A prefetched expert is a hit, computed where it was loaded.
+  host.Hint(2, 0, {1, 6});
+  for (int i = 0; i < 400 && host.core->stats().loads < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const v1::ExpertResult hit = host.Task(2, 0, 1, 0);
+  CHECK(hit.prefetched());
+  CHECK(!hit.computed_on_host());
+  CHECK(hit.output().data() == plain.Task(2, 0, 1, 0).output().data());
+  // Prefill tasks (token 0) are never computed on the host.
+  const v1::ExpertResult prefill = host.Task(0, 1, 2, 0);
+  CHECK(!prefill.computed_on_host());
+}
+
+TEST_CASE("worker: a host slower than the load loads instead", "[cluster][worker][policy]") {
+  // A fast link (4 GB/s: 25 us a load) and a host 10000x slower than the
+  // device: once a device compute is measured the host never wins.
+  HostWorker w(true, 10000, 4'000'000'000);
+  w.Hint(1, 0, {2, 4});
+  for (int i = 0; i < 400 && w.core->stats().loads < 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const v1::ExpertResult first = w.Task(1, 0, 2, 0);  // a hit: measures the device
+  REQUIRE(first.prefetched());
+  const v1::ExpertResult miss = w.Task(1, 1, 7, 0);
+  CHECK(!miss.computed_on_host());
+  CHECK(w.core->stats().host_computes == 0);
+  CHECK(w.core->stats().misses >= 1);
+}
+
+TEST_CASE("cluster: host compute on a miss keeps every token the single process's",
+          "[cluster][policy]") {
+  const PredictionMode mode = GENERATE(PredictionMode::kShadow, PredictionMode::kNone);
+  ClusterConfig cfg;
+  cfg.workers = 4;
+  cfg.prediction = mode;
+  cfg.load_bandwidth = 20'000'000;  // slow loads: a miss is computed on the host
+  cfg.host_compute = true;
+  auto cluster = TestCluster::Start(cfg);
+  REQUIRE(cluster.ok());
+  ReferenceEngine& engine = TinyReference();
+  for (const GenerateRequest& req : {TestRequest("Once upon a time", 24),
+                                     TestRequest("The sea", 16, 0.8f, 3)}) {
+    INFO(PredictionModeName(mode) << ": " << req.prompt);
+    absl::StatusOr<ClusterGenerateResult> r = (*cluster)->main().Generate(req, nullptr);
+    REQUIRE(r.ok());
+    CHECK(r->result.output_ids == engine.Generate(req).value().output_ids);
+    // Without prediction every decode task is a miss, each computed on the
+    // host; with the shadow's the wrong ones are.
+    if (mode == PredictionMode::kNone) {
+      CHECK(r->experts.host_computes > 0);
+      CHECK(r->experts.misses == 0);
+    }
+    CHECK(r->experts.hits + r->experts.misses + r->experts.host_computes > 0);
+  }
+}
+
+}  // namespace odmoe::test
