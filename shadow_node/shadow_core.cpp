@@ -229,6 +229,16 @@ void ShadowCore::Begin(const v1::ShadowBegin& begin) {
   size_t slot = 0;
   while (slot < slot_free_.size() && !slot_free_[slot]) ++slot;
   if (slot == slot_free_.size()) {
+    // A request ended in the same batch of messages still holds its slot:
+    // finish it first (its end came before this begin).
+    for (auto& [id, seq] : seqs_) {
+      if (!seq->ended) continue;
+      slot = static_cast<size_t>(seq->slot);
+      FinishLocked(id);
+      break;
+    }
+  }
+  if (slot == slot_free_.size()) {
     const absl::Status s = absl::ResourceExhaustedError(absl::StrFormat(
         "the shadow follows %d requests at once, and all of them are running", slot_free_.size()));
     ODMOE_LOG_WARN("request {}: {}", begin.request(), s.message());
@@ -489,6 +499,11 @@ absl::Status ShadowCore::Decode(const std::vector<Seq*>& rows) {
 }
 
 void ShadowCore::Finish(uint64_t request) {
+  std::lock_guard<std::mutex> lock(mu_);
+  FinishLocked(request);
+}
+
+void ShadowCore::FinishLocked(uint64_t request) {
   auto it = seqs_.find(request);
   Seq& seq = *it->second;
   v1::ShadowReply done;
@@ -501,10 +516,7 @@ void ShadowCore::Finish(uint64_t request) {
   }
   slot_free_[static_cast<size_t>(seq.slot)] = true;
   seqs_.erase(it);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++stats_.requests_finished;
-  }
+  ++stats_.requests_finished;
   Reply(done);
 }
 

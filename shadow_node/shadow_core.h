@@ -123,7 +123,9 @@ class ShadowCore {
   absl::Status Prefill(Seq& seq);
   // One iteration of every sequence in `rows`, as one forward.
   absl::Status Decode(const std::vector<Seq*>& rows);
+  // ShadowDone for `request`, its slot freed (FinishLocked: mu_ held).
   void Finish(uint64_t request);
+  void FinishLocked(uint64_t request);
   absl::Status ApplyKv(int slot, const v1::KvRows& kv);
   void Reply(const v1::ShadowReply& reply);
   absl::Status ValidateAlign(const v1::ShadowAlign& a) const;

@@ -39,8 +39,8 @@ struct Collected {
 struct Shadow {
   std::unique_ptr<ModelFile> model;
   std::unique_ptr<Backend> backend;
+  Collected got;  // outlives the core: its thread replies until it stops
   std::unique_ptr<ShadowCore> core;
-  Collected got;
 };
 
 std::unique_ptr<Shadow> StartShadow(int slots) {
@@ -166,6 +166,29 @@ TEST_CASE("shadow core: an end stops one request and not the other", "[cluster][
   s->core->AbortAll();
   REQUIRE(s->got.WaitDone(2));
   CHECK(s->got.done.count(32) == 1);
+}
+
+TEST_CASE("shadow core: a request ended just before a begin gives up its slot to it",
+          "[cluster][batching]") {
+  auto s = StartShadow(1);
+  const std::vector<int32_t> p = {1, 45, 101};
+  v1::ShadowRequest a = Begin(41, p, 50, false);
+  a.mutable_begin()->set_token_period(1);  // waits for a main node that never comes
+  REQUIRE(s->core->Submit(a).ok());
+  for (int i = 0; i < 30; ++i) {  // the end and the next begin, back to back
+    v1::ShadowRequest end;
+    end.mutable_end()->set_request(41 + static_cast<uint64_t>(i));
+    REQUIRE(s->core->Submit(end).ok());
+    v1::ShadowRequest next = Begin(42 + static_cast<uint64_t>(i), p, 50, false);
+    next.mutable_begin()->set_token_period(1);
+    REQUIRE(s->core->Submit(next).ok());
+  }
+  REQUIRE(s->got.WaitDone(30));
+  std::lock_guard<std::mutex> lock(s->got.mu);
+  for (const auto& [id, done] : s->got.done) {
+    INFO("request " << id << ": " << done.error_message());
+    CHECK(done.error_code() == 0);
+  }
 }
 
 }  // namespace odmoe
