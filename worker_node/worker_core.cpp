@@ -610,7 +610,12 @@ bool WorkerCore::HostComputeWins(int layer) const {
   // emulated slowdown (1 on a real host: the first one measures it).
   const double host = host_compute_s_ >= 0 ? host_compute_s_
                                            : device * options_.host_compute_slowdown;
-  return host < load + device;
+  if (host < load + device) return true;
+  // The host's estimate only moves when it computes: one slow host compute
+  // (a preempted thread) would keep it out for good. Every kHostProbe-th
+  // miss it loses, it computes once more to measure again.
+  constexpr int kHostProbe = 32;
+  return ++host_lost_ % kHostProbe == 0;
 }
 
 absl::Status WorkerCore::ComputeOnHost(Task& task, int layer, int expert,

@@ -186,8 +186,9 @@ class WorkerCore {
   void Loop();
   void Process(Task& task);
   absl::Status Compute(Task& task, int slot, v1::ExpertResult* result);
-  // host_compute: whether computing (layer, rows) on the host now beats
-  // loading the expert and computing it; and that compute.
+  // host_compute: whether computing `layer`'s expert on the host now beats
+  // loading it and computing it (or it is time to measure the host again);
+  // and that compute.
   bool HostComputeWins(int layer) const;
   absl::Status ComputeOnHost(Task& task, int layer, int expert, v1::ExpertResult* result);
   // Starts one prefetch from the hints into a free slot; true if it did.
@@ -223,6 +224,7 @@ class WorkerCore {
   std::map<std::pair<int, int>, ExpertWeights> host_weights_;
   std::vector<std::unique_ptr<BackendBuffer>> host_storage_;
   double device_compute_s_ = -1, host_compute_s_ = -1;
+  mutable uint64_t host_lost_ = 0;  // misses the host lost (HostComputeWins probes every 32nd)
   // A prefetched slot -> the step and position it was loaded for.
   struct SlotHint {
     Key key;

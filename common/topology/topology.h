@@ -87,6 +87,9 @@
 //                                             # as many expert slots as fit (at least one);
 //                                             # auto = 1 slot, 2 when top-k > group_size
 //     load_bandwidth: 2GB/s                   # EMULATION: cap on expert loads (default off)
+//     host_compute: false                     # DAOP: a decode miss computed on the host CPU
+//                                             #   when quicker than loading it (default false)
+//     host_compute_slowdown: 1                # EMULATION: host computes take N x (default 1)
 //     backend: cpu:1                          # default for every worker
 //     nodes:                                  # required, at least one group
 //       - { id: w0, address: 127.0.0.1:7710 }
