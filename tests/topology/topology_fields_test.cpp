@@ -49,6 +49,8 @@ workers:
   group_size: 2
   mode: resident
   memory_budget: 1.5GiB
+  host_compute: true
+  host_compute_slowdown: 6
   backend: cpu:3
   nodes:
     - { id: "1", address: 10.0.0.10:7710, ssh: 10.0.0.10 }
@@ -172,6 +174,8 @@ TEST_CASE("topology: every key is read", "[topology]") {
   CHECK(t->shadow->draft_wait_us == 3000);
   CHECK(t->max_task_rows() == 6);  // draft_tokens + 1 > prefill.mini_batch 3
   CHECK(t->worker_mode == WorkerMode::kResident);
+  CHECK(t->host_compute);
+  CHECK(t->host_compute_slowdown == 6);
   CHECK(t->workers[0].id == "1");  // ids are text even when YAML could read a number
   CHECK(t->workers[0].memory_budget == 3ull << 29);  // the workers' default
   CHECK(t->workers[0].backend == "cpu:3");
