@@ -11,6 +11,7 @@
 #   RATE=100mbit scripts/netns_testbed.sh    # another link rate
 #   DELAY=0.5ms scripts/netns_testbed.sh     # plus a one-way delay per link (netem)
 #   BUILD_DIR=build-rel TOKENS=64 PROMPT="Once upon a time" scripts/netns_testbed.sh
+#   MODEL=/tmp/mixtral-2l-q8_0.gguf TIMEOUT=600 scripts/netns_testbed.sh   # another model
 #   BENCH="--quick" scripts/netns_testbed.sh # then run odmoe-bench on these links
 #                                            # (its deployments keep the namespaces)
 #
@@ -27,6 +28,7 @@ DELAY=${DELAY:-}
 BENCH=${BENCH:-}
 PROMPT=${PROMPT:-"The meaning of life is"}
 TOKENS=${TOKENS:-32}
+MODEL=${MODEL:-$PWD/models/tiny-mixtral-f16.gguf}
 NODES=(main shadow w0 w1 w2 w3 w4 w5 w6 w7)
 declare -A IP=([main]=1 [shadow]=2 [w0]=10 [w1]=11 [w2]=12 [w3]=13 [w4]=14 [w5]=15 [w6]=16 [w7]=17)
 BRIDGE=odmoe-br
@@ -97,7 +99,7 @@ done
 # not loopback, so the plain TCP between nodes is said explicitly (the bridge
 # is private to this machine; a real LAN would use node_tls).
 {
-  echo "model: $PWD/models/tiny-mixtral-f16.gguf"
+  echo "model: $MODEL"
   echo "prediction: shadow"
   echo "insecure: true"
   echo "main: { id: main, address: \"10.77.0.1:7700\", netns: odmoe-main }"
@@ -109,10 +111,10 @@ done
   done
 } > "$WORK/testbed.yaml"
 
-"$BIN"/odmoe-cluster up "$WORK/testbed.yaml" --run-dir "$WORK/run" --timeout 60
+"$BIN"/odmoe-cluster up "$WORK/testbed.yaml" --run-dir "$WORK/run" --timeout "${TIMEOUT:-60}"
 got=$("$BIN"/odmoe complete --main 10.77.0.1:7700 -n "$TOKENS" --ignore-eos --stats "$PROMPT" \
       2>"$WORK/stats.txt")
-want=$("$BIN"/odmoe-run --model models/tiny-mixtral-f16.gguf -n "$TOKENS" --ignore-eos \
+want=$("$BIN"/odmoe-run --model "$MODEL" -n "$TOKENS" --ignore-eos \
        --prompt "$PROMPT" 2>/dev/null)
 LINKS="$RATE tbf${DELAY:+ + $DELAY netem delay} per link direction, each node in its own namespace"
 echo "links: $LINKS"
