@@ -303,11 +303,8 @@ absl::Status ClusterExpertExecutor::RunVerifyOn(int layer, const RoutingPlan& pl
   std::vector<int32_t> experts;
   for (const RoutingPlan::ExpertRows& er : plan.experts) experts.push_back(er.expert);
   const std::vector<int32_t> predicted =
-      !step_predictions_.empty()
-          ? (static_cast<size_t>(layer) < step_predictions_.size()
-                 ? step_predictions_[static_cast<size_t>(layer)]
-                 : std::vector<int32_t>{})
-          : links_.predictions().Get(request_, token_, static_cast<uint32_t>(layer));
+      shared_step_ ? StepPrediction(layer)
+                   : links_.predictions().Get(request_, token_, static_cast<uint32_t>(layer));
   const std::vector<int> positions =
       SpreadAssignment(predicted, experts, static_cast<int>(members.size()), config_.n_expert_used);
   // The predicted experts first: each worker computes its prefetched one
@@ -381,6 +378,7 @@ void ClusterExpertExecutor::SetStep(uint64_t request, uint32_t token) {
   last_layer_ = -1;
   step_predictions_.clear();
   shared_step_ = false;
+  before_layer_ = nullptr;
 }
 
 absl::Status ClusterExpertExecutor::Run(int layer, ConstMat x, const RoutingPlan& plan, Mat out) {
@@ -420,6 +418,7 @@ absl::Status ClusterExpertExecutor::RunExperts(int layer, ConstMat x, const Rout
   for (const RoutingPlan::ExpertRows& er : plan.experts) {
     for (int32_t r : er.rows) per_row[static_cast<size_t>(r)].push_back(er.expert);
   }
+  if (before_layer_) before_layer_(layer);
   if (token_ > 0 && x.rows > 1) {
     ODMOE_RETURN_IF_ERROR(Retrying(layer, [&](int* failed_worker) {
       return RunVerifyOn(layer, plan,

@@ -75,11 +75,26 @@ class ClusterExpertExecutor : public ExpertExecutor {
   /// Makes the step just set a decode step of several requests' rows: each
   /// layer's experts are spread over SpreadMembers(layer) (not only the
   /// layer's group: such a step needs more experts than one group holds),
-  /// placed against `per_layer[layer]` (possibly empty: the union of the
-  /// rows' predictions) instead of the board's. Cleared by SetStep.
-  void SetSharedStep(std::vector<std::vector<int32_t>> per_layer) {
-    step_predictions_ = std::move(per_layer);
+  /// placed against the layer's step prediction (SetStepPrediction: the
+  /// union of the rows' predictions that was hinted; none: unpredicted)
+  /// instead of the board's. `before_layer` (may be empty) is called with
+  /// each layer before its tasks go out (the caller hints later layers whose
+  /// predictions have completed meanwhile). Cleared by SetStep.
+  void SetSharedStep(std::function<void(int layer)> before_layer) {
     shared_step_ = true;
+    before_layer_ = std::move(before_layer);
+  }
+  void SetStepPrediction(int layer, std::vector<int32_t> experts) {
+    if (step_predictions_.size() <= static_cast<size_t>(layer)) {
+      step_predictions_.resize(static_cast<size_t>(layer) + 1);
+    }
+    step_predictions_[static_cast<size_t>(layer)] = std::move(experts);
+  }
+  /// The shared step's prediction of `layer` ({} if none).
+  std::vector<int32_t> StepPrediction(int layer) const {
+    return static_cast<size_t>(layer) < step_predictions_.size()
+               ? step_predictions_[static_cast<size_t>(layer)]
+               : std::vector<int32_t>{};
   }
   /// The workers a shared step spreads `layer`'s experts over, in position
   /// order: the live groups' workers, starting with the layer's group.
@@ -170,8 +185,9 @@ class ClusterExpertExecutor : public ExpertExecutor {
   ConstMat decode_x_{nullptr, 0, 0};  // the decode layer's MoE input (for lookahead_)
   bool lookahead_done_ = false;       // this layer's look-ahead ran (a retry skips it)
   std::vector<std::vector<std::vector<int32_t>>> actual_;
-  std::vector<std::vector<int32_t>> step_predictions_;  // SetSharedStep
+  std::vector<std::vector<int32_t>> step_predictions_;  // SetStepPrediction
   bool shared_step_ = false;
+  std::function<void(int layer)> before_layer_;         // SetSharedStep
 
   int max_rows_ = 0;
   std::vector<float> host_x_;                 // [rows, d]

@@ -696,29 +696,37 @@ absl::Status MainEngine::SharedStep() {
     // which the workers get as the step's hint with their positions.
     executor_->SetStep(oldest, static_cast<uint32_t>(oldest_n));
     const ModelConfig& c = model_.config();
-    std::vector<std::vector<int32_t>> predicted(static_cast<size_t>(c.n_layer));
-    std::map<int, v1::WorkerRequest> hints;  // worker -> its hints of the step
-    for (int l = c.n_dense_leading; l < c.n_layer; ++l) {
-      std::vector<int32_t>& u = predicted[static_cast<size_t>(l)];
-      for (const DecodeRow& d : decode) {
-        if (!d.job->use_shadow || d.job->mode != PredictionMode::kShadow) continue;
-        for (int32_t e : links_.predictions().Get(d.job->req, static_cast<uint32_t>(d.n),
-                                                  static_cast<uint32_t>(l))) {
-          if (std::find(u.begin(), u.end(), e) == u.end()) u.push_back(e);
+    // A layer is hinted once, when every predicted row's prediction for it
+    // has arrived (a union that grew later would move the sorted positions
+    // and the workers' prefetches with them): the complete layers now, the
+    // rest as they complete, looked at again before each layer goes out.
+    auto hint_complete = [this, &c, decode, oldest, oldest_n](int from_layer, bool first) {
+      std::map<int, v1::WorkerRequest> hints;  // worker -> its hints of the step
+      for (int l = std::max(from_layer, c.n_dense_leading); l < c.n_layer; ++l) {
+        if (!first && !executor_->StepPrediction(l).empty()) continue;  // hinted already
+        std::vector<int32_t> u;
+        bool complete = true;
+        for (const DecodeRow& d : decode) {
+          if (!d.job->use_shadow || d.job->mode != PredictionMode::kShadow) continue;
+          const std::vector<int32_t> p = links_.predictions().Get(
+              d.job->req, static_cast<uint32_t>(d.n), static_cast<uint32_t>(l));
+          complete = complete && !p.empty();
+          for (int32_t e : p) {
+            if (std::find(u.begin(), u.end(), e) == u.end()) u.push_back(e);
+          }
         }
-      }
-      if (static_cast<int>(u.size()) >= c.n_expert_used) {
+        if (!complete || static_cast<int>(u.size()) < c.n_expert_used) continue;
         AddStepHint(oldest, oldest_n, l, u, &hints);
-      } else {
-        u.clear();  // a row without its prediction yet: no hint
+        executor_->SetStepPrediction(l, std::move(u));
       }
-    }
-    // One message per worker with all its layers' hints.
-    for (auto& [worker, batch] : hints) {
-      // A failed send is the group's failure, which the layer's task finds.
-      links_.SendToWorker(worker, batch).IgnoreError();
-    }
-    executor_->SetSharedStep(std::move(predicted));
+      // One message per worker with its layers' hints.
+      for (auto& [worker, batch] : hints) {
+        // A failed send is the group's failure, which the layer's task finds.
+        links_.SendToWorker(worker, batch).IgnoreError();
+      }
+    };
+    executor_->SetSharedStep([hint_complete](int layer) { hint_complete(layer + 1, false); });
+    hint_complete(0, true);
   } else {
     // Prompt chunks in it (or more rows than a task holds): a prefill-style
     // step, unpredicted. The oldest running request's prefill key: below
