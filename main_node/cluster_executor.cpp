@@ -274,7 +274,18 @@ int64_t ClusterExpertExecutor::PrefillMessages(int experts, int64_t rows) const 
   c.link_bytes_per_s = static_cast<double>(topology_.link_bandwidth);
   c.call_s = worker_costs_.call_s();
   c.row_s = worker_costs_.row_s();
-  return ChooseMessagesPerExpert(experts, rows, max_rows, c);
+  const int64_t messages = ChooseMessagesPerExpert(experts, rows, max_rows, c);
+  if (messages != last_messages_) {
+    // Operators see what auto chose (and why) whenever it changes.
+    ODMOE_LOG_INFO(
+        "prefill.mini_batch auto: {} message(s) per expert ({} experts of {} rows; a worker's "
+        "call {:.3f} ms + {:.3f} ms per row, link {})",
+        messages, experts, rows, c.call_s * 1e3, c.row_s * 1e3,
+        c.link_bytes_per_s > 0 ? absl::StrFormat("%.0f MB/s", c.link_bytes_per_s / 1e6)
+                               : std::string("unlimited"));
+    last_messages_ = messages;
+  }
+  return messages;
 }
 
 absl::Status ClusterExpertExecutor::SendGathered(int worker, uint32_t layer,

@@ -181,6 +181,7 @@ class ClusterExpertExecutor : public ExpertExecutor {
   std::mutex* schedule_mu_ = nullptr;  // guards changes for readers elsewhere
   ExpertTaskStats stats_;
   PrefillCostTracker worker_costs_;  // auto mini-batches: the workers' call / row costs
+  mutable int64_t last_messages_ = 0;  // auto: the last choice (logged when it changes)
   Lookahead lookahead_;
   ConstMat decode_x_{nullptr, 0, 0};  // the decode layer's MoE input (for lookahead_)
   bool lookahead_done_ = false;       // this layer's look-ahead ran (a retry skips it)
