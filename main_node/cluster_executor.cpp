@@ -220,22 +220,26 @@ absl::Status ClusterExpertExecutor::RunPrefillOn(int layer, const RoutingPlan& p
   };
   std::vector<Pending> pending;
   const int64_t d = config_.n_embd;
-  int64_t routed = 0;
-  for (const RoutingPlan::ExpertRows& er : plan.experts) routed += static_cast<int64_t>(er.rows.size());
-  const int experts = static_cast<int>(plan.experts.size());
-  // The layer's messages per expert, for its experts' mean rows.
-  const int64_t messages =
-      PrefillMessages(experts, experts > 0 ? (routed + experts - 1) / experts : 1);
+  const bool automatic = topology_.prefill_mini_batch == Topology::kAutoMiniBatch;
+  int64_t messages = 0;  // auto: per expert, chosen for the layer's experts' mean rows
+  if (automatic) {
+    int64_t routed = 0;
+    for (const RoutingPlan::ExpertRows& er : plan.experts) {
+      routed += static_cast<int64_t>(er.rows.size());
+    }
+    const int experts = static_cast<int>(plan.experts.size());
+    messages = AutoMessagesPerExpert(experts, experts > 0 ? (routed + experts - 1) / experts : 1);
+  }
+  const int64_t max_rows = topology_.max_task_rows();
   for (size_t p = 0; p < plan.experts.size(); ++p) {
     const RoutingPlan::ExpertRows& er = plan.experts[p];
     const int worker = schedule_ ? schedule_->PrefillWorkerOfExpert(er.expert)
                                  : topology_.PrefillWorkerOfExpert(er.expert);
     const int64_t n = static_cast<int64_t>(er.rows.size());
     host_y_[p].resize(static_cast<size_t>(n * d));
-    const int64_t max_rows = topology_.max_task_rows();
-    const int64_t b = topology_.prefill_mini_batch != Topology::kAutoMiniBatch
-                          ? topology_.prefill_mini_batch
-                          : std::min(max_rows, (n + std::min(messages, n) - 1) / std::min(messages, n));
+    const int64_t split = std::min(messages, n);
+    const int64_t b = automatic ? std::min(max_rows, (n + split - 1) / split)
+                                : topology_.prefill_mini_batch;
     const uint32_t batches = static_cast<uint32_t>((n + b - 1) / b);
     for (uint32_t c = 0; c < batches; ++c) {
       const int64_t first = c * b;
@@ -261,12 +265,8 @@ absl::Status ClusterExpertExecutor::RunPrefillOn(int layer, const RoutingPlan& p
   return absl::OkStatus();
 }
 
-int64_t ClusterExpertExecutor::PrefillMessages(int experts, int64_t rows) const {
+int64_t ClusterExpertExecutor::AutoMessagesPerExpert(int experts, int64_t rows) {
   const int64_t max_rows = topology_.max_task_rows();
-  if (topology_.prefill_mini_batch != Topology::kAutoMiniBatch) {
-    const int64_t b = topology_.prefill_mini_batch;
-    return (rows + b - 1) / b;
-  }
   PrefillCosts c;
   c.message_s = static_cast<double>(topology_.prefill_message_cost_us) * 1e-6;
   c.row_bytes = static_cast<double>(config_.n_embd) *
@@ -314,8 +314,9 @@ absl::Status ClusterExpertExecutor::RunVerifyOn(int layer, const RoutingPlan& pl
   std::vector<int32_t> experts;
   for (const RoutingPlan::ExpertRows& er : plan.experts) experts.push_back(er.expert);
   const std::vector<int32_t> predicted =
-      shared_step_ ? StepPrediction(layer)
-                   : links_.predictions().Get(request_, token_, static_cast<uint32_t>(layer));
+      !shared_step_ ? links_.predictions().Get(request_, token_, static_cast<uint32_t>(layer))
+      : StepPredicted(layer) ? step_predictions_[static_cast<size_t>(layer)]
+                             : std::vector<int32_t>{};
   const std::vector<int> positions =
       SpreadAssignment(predicted, experts, static_cast<int>(members.size()), config_.n_expert_used);
   // The predicted experts first: each worker computes its prefetched one

@@ -15,7 +15,8 @@
 // each of several requests, keyed by the oldest one's iteration): layer l
 // goes to its group as in decode; each expert any row chose is one task with
 // the rows routed to it, placed by SpreadAssignment against the last row's
-// prediction (or the step's own, SetStepPredictions: the union of the rows').
+// prediction (or the step's own, SetStepPrediction: the union of the rows'),
+// over SpreadMembers for a shared step.
 // Prefill (token 0, paper §3.3): expert e of every layer goes to worker
 // e mod N_W; its rows are sent in mini-batches, all of them before waiting,
 // so workers start on the first while the rest travel: `prefill.mini_batch`
@@ -69,9 +70,9 @@ class ClusterExpertExecutor : public ExpertExecutor {
 
   void SetStep(uint64_t request, uint32_t token);
   uint32_t token() const { return token_; }
-  /// Auto mini-batches: the messages each of `experts` experts with `rows`
-  /// rows is sent in (the fixed mini_batch's count otherwise).
-  int64_t PrefillMessages(int experts, int64_t rows) const;
+  /// prefill.mini_batch auto: the messages each of `experts` experts with
+  /// `rows` rows is sent in (logged when the choice changes).
+  int64_t AutoMessagesPerExpert(int experts, int64_t rows);
   /// Makes the step just set a decode step of several requests' rows: each
   /// layer's experts are spread over SpreadMembers(layer) (not only the
   /// layer's group: such a step needs more experts than one group holds),
@@ -90,11 +91,10 @@ class ClusterExpertExecutor : public ExpertExecutor {
     }
     step_predictions_[static_cast<size_t>(layer)] = std::move(experts);
   }
-  /// The shared step's prediction of `layer` ({} if none).
-  std::vector<int32_t> StepPrediction(int layer) const {
-    return static_cast<size_t>(layer) < step_predictions_.size()
-               ? step_predictions_[static_cast<size_t>(layer)]
-               : std::vector<int32_t>{};
+  /// Whether the shared step has a prediction of `layer` (it was hinted).
+  bool StepPredicted(int layer) const {
+    return static_cast<size_t>(layer) < step_predictions_.size() &&
+           !step_predictions_[static_cast<size_t>(layer)].empty();
   }
   /// The workers a shared step spreads `layer`'s experts over, in position
   /// order: the live groups' workers, starting with the layer's group.
@@ -181,7 +181,7 @@ class ClusterExpertExecutor : public ExpertExecutor {
   std::mutex* schedule_mu_ = nullptr;  // guards changes for readers elsewhere
   ExpertTaskStats stats_;
   PrefillCostTracker worker_costs_;  // auto mini-batches: the workers' call / row costs
-  mutable int64_t last_messages_ = 0;  // auto: the last choice (logged when it changes)
+  int64_t last_messages_ = 0;  // auto: the last choice (logged when it changes)
   Lookahead lookahead_;
   ConstMat decode_x_{nullptr, 0, 0};  // the decode layer's MoE input (for lookahead_)
   bool lookahead_done_ = false;       // this layer's look-ahead ran (a retry skips it)

@@ -268,9 +268,7 @@ struct MainEngine::Job {
   int forwards = 0;        // decode tokens run (the last iteration's n, plus its accepted drafts)
   int pending_actual = 0;  // first decode token whose routing is still in the executor
   int pending_rows = 0;    // tokens of that iteration with routing to record
-  int pending_row0 = 0;    // the executor's batch row of the first of them
   RecallCounter recall;
-  std::map<std::pair<uint32_t, uint32_t>, std::vector<int32_t>> predictions;
   LinkBytes bytes_before;
   ClusterGenerateResult out;
 };
@@ -508,33 +506,33 @@ void MainEngine::BeginJob(Job& job, bool alone) {
   }
 }
 
-void MainEngine::FlushRecall(Job& job) {
+void MainEngine::RecordActual(Job& job, int n, int64_t row0, int rows) {
   const ModelConfig& c = model_.config();
-  if (job.pending_actual > 0) {
-    for (int l = c.n_dense_leading; l < c.n_layer; ++l) {
-      const auto& rows = executor_->actual()[static_cast<size_t>(l)];
-      for (int r = 0; r < job.pending_rows; ++r) {
-        const size_t row = static_cast<size_t>(job.pending_row0 + r);
-        if (row < rows.size()) job.recall.RecordActual(job.pending_actual + r, l, rows[row]);
-      }
+  for (int l = c.n_dense_leading; l < c.n_layer; ++l) {
+    const auto& actual = executor_->actual()[static_cast<size_t>(l)];
+    for (int r = 0; r < rows; ++r) {
+      const size_t row = static_cast<size_t>(row0 + r);
+      if (row < actual.size()) job.recall.RecordActual(n + r, l, actual[row]);
     }
-    job.pending_actual = 0;
-    job.pending_rows = 0;
-    job.pending_row0 = 0;
   }
 }
 
-absl::Status MainEngine::AlignShadow(Job& job, int n, int32_t token, int pos, bool batched,
-                                     bool* realigned) {
-  *realigned = false;
-  if (!job.use_shadow) return absl::OkStatus();
+void MainEngine::FlushRecall(Job& job) {
+  if (job.pending_actual == 0) return;
+  RecordActual(job, job.pending_actual, 0, job.pending_rows);
+  job.pending_actual = 0;
+  job.pending_rows = 0;
+}
+
+bool MainEngine::AlignShadow(Job& job, int n, int32_t token, int pos, bool batched) {
+  if (!job.use_shadow) return false;
   TraceSpan span(trace_, "align", "shadow link", job.req, static_cast<uint32_t>(n), -1);
   const auto t0 = std::chrono::steady_clock::now();
   // Due when a multiple of the period is among the tokens since the last
   // alignment (one per iteration, or several after accepted drafts).
   auto due = [&](int period) { return period > 0 && n / period > job.aligned_n / period; };
-  *realigned = due(job.token_period);
-  absl::Status s = SendAlignment(job.req, n, token, pos, *realigned, due(job.kv_period),
+  const bool realigned = due(job.token_period);
+  absl::Status s = SendAlignment(job.req, n, token, pos, realigned, due(job.kv_period),
                                  schedule_.version != job.shadow_version, &job.kv_sent, job.slot,
                                  batched);
   job.aligned_n = n;
@@ -544,10 +542,10 @@ absl::Status MainEngine::AlignShadow(Job& job, int n, int32_t token, int pos, bo
     ODMOE_LOG_WARN("request {}: shadow link failed ({}); continuing without it", job.req,
                    s.message());
     job.use_shadow = false;
-    *realigned = false;
     if (job.mode == PredictionMode::kShadow) job.out.prediction = PredictionMode::kNone;
+    return false;
   }
-  return absl::OkStatus();
+  return realigned;
 }
 
 absl::Status MainEngine::SoloStep(Job& job) {
@@ -577,8 +575,8 @@ absl::Status MainEngine::SoloStep(Job& job) {
   FlushRecall(job);
   const int32_t token = seq.Pending(1).front();
   const int pos = seq.pos();
-  bool realigned = false;  // the shadow was sent this iteration's token
-  ODMOE_RETURN_IF_ERROR(AlignShadow(job, n, token, pos, /*batched=*/false, &realigned));
+  // Whether the shadow was sent this iteration's token.
+  const bool realigned = AlignShadow(job, n, token, pos, /*batched=*/false);
   if (job.mode == PredictionMode::kRandom) ODMOE_RETURN_IF_ERROR(SendRandomHints(job.req, n));
   // Speculative decoding: the shadow's drafts that follow this token, as many
   // as are ready (or, with draft_wait, as come within it), verified in this
@@ -676,9 +674,7 @@ absl::Status MainEngine::SharedStep() {
     Job& job = *running_[plan.owners[j]];
     if (!job.seq->prefilling()) {
       const int n = job.forwards + 1;
-      bool realigned = false;
-      ODMOE_RETURN_IF_ERROR(AlignShadow(job, n, tokens[static_cast<size_t>(row)],
-                                        segments[j].pos0, /*batched=*/true, &realigned));
+      AlignShadow(job, n, tokens[static_cast<size_t>(row)], segments[j].pos0, /*batched=*/true);
       decode.push_back({&job, n, row});
       if (oldest == 0 || job.req < oldest) {
         oldest = job.req;
@@ -700,10 +696,10 @@ absl::Status MainEngine::SharedStep() {
     // has arrived (a union that grew later would move the sorted positions
     // and the workers' prefetches with them): the complete layers now, the
     // rest as they complete, looked at again before each layer goes out.
-    auto hint_complete = [this, &c, decode, oldest, oldest_n](int from_layer, bool first) {
+    auto hint_complete = [this, &c, decode, oldest, oldest_n](int from_layer) {
       std::map<int, v1::WorkerRequest> hints;  // worker -> its hints of the step
       for (int l = std::max(from_layer, c.n_dense_leading); l < c.n_layer; ++l) {
-        if (!first && !executor_->StepPrediction(l).empty()) continue;  // hinted already
+        if (executor_->StepPredicted(l)) continue;  // hinted already
         std::vector<int32_t> u;
         bool complete = true;
         for (const DecodeRow& d : decode) {
@@ -725,8 +721,8 @@ absl::Status MainEngine::SharedStep() {
         links_.SendToWorker(worker, batch).IgnoreError();
       }
     };
-    executor_->SetSharedStep([hint_complete](int layer) { hint_complete(layer + 1, false); });
-    hint_complete(0, true);
+    executor_->SetSharedStep([hint_complete](int layer) { hint_complete(layer + 1); });
+    hint_complete(0);
   } else {
     // Prompt chunks in it (or more rows than a task holds): a prefill-style
     // step, unpredicted. The oldest running request's prefill key: below
@@ -745,11 +741,8 @@ absl::Status MainEngine::SharedStep() {
   shared_rows_ += tokens.size();
   // Each decode row's routing, for its request's recall.
   for (const DecodeRow& d : decode) {
-    FlushRecall(*d.job);
-    d.job->pending_actual = d.n;
-    d.job->pending_rows = 1;
-    d.job->pending_row0 = static_cast<int>(d.row);
-    FlushRecall(*d.job);
+    FlushRecall(*d.job);  // a decode iteration it ran alone before
+    RecordActual(*d.job, d.n, d.row, 1);
   }
   for (size_t j = 0; j < segments.size(); ++j) {
     Job& job = *running_[plan.owners[j]];
@@ -803,8 +796,9 @@ void MainEngine::Finish(Job& job, absl::Status status) {
     }
   }
   if (status.ok()) FlushRecall(job);
+  PredictionBoard::Page predictions;
   if (job.started) {
-    job.predictions = links_.predictions().Snapshot(job.req);
+    predictions = links_.predictions().Snapshot(job.req);
     links_.predictions().Forget(job.req);
   }
   ClusterGenerateResult& out = job.out;
@@ -820,7 +814,7 @@ void MainEngine::Finish(Job& job, absl::Status status) {
       keep->done.set_value(status);
     } else {
       out.result = keep->seq->TakeResult();
-      for (const auto& [where, experts] : keep->predictions) {
+      for (const auto& [where, experts] : predictions) {
         keep->recall.RecordPrediction(static_cast<int>(where.first),
                                       static_cast<int>(where.second), experts);
       }

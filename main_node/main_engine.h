@@ -189,10 +189,9 @@ class MainEngine {
                              bool batched);
   /// The shadow's alignment for `job`'s decode iteration n (when it follows
   /// the job): token / KV rows as due, `batched` when the iteration is shared.
-  /// *realigned: the token was sent. A broken link ends the following, not
-  /// the request.
-  absl::Status AlignShadow(Job& job, int n, int32_t token, int pos, bool batched,
-                           bool* realigned);
+  /// Returns whether the token was sent. A broken link ends the following,
+  /// not the request.
+  bool AlignShadow(Job& job, int n, int32_t token, int pos, bool batched);
   /// The hint of a shared decode step (key request / n, `layer`): the union
   /// of its rows' predictions, for each worker the executor spreads the
   /// layer over, with the positions it computes, added to that worker's
@@ -217,8 +216,11 @@ class MainEngine {
   absl::Status SharedStep();
   // Its first step: a request id, the prediction board, ShadowBegin.
   void BeginJob(Job& job, bool alone);
-  // Records the gate's experts of the job's last decode iteration (they are
-  // in the executor until the next step).
+  // Records the gate's experts of `rows` batch rows from `row0` of the
+  // executor's last step as the job's iterations n, n + 1, ...
+  void RecordActual(Job& job, int n, int64_t row0, int rows);
+  // Records those of the job's last decode iteration run alone (they are in
+  // the executor until the next step).
   void FlushRecall(Job& job);
   void Finish(Job& job, absl::Status status);
 

@@ -58,6 +58,10 @@ struct ShadowCore::Seq {
   bool skipped = false;     // Ready() skipped an iteration (look again at once)
   uint32_t iterations = 0;
   absl::Status error;
+  // Past its last iteration: max_tokens done, or the context full.
+  bool PastEnd(int n_ctx) const {
+    return n > begin.max_tokens() || prompt + static_cast<int>(n) - 1 >= n_ctx;
+  }
 };
 
 absl::StatusOr<std::unique_ptr<ShadowCore>> ShadowCore::Create(const ModelFile& model,
@@ -290,8 +294,7 @@ void ShadowCore::Loop() {
     // Ended (or failed, or past their last iteration): ShadowDone.
     for (auto it = seqs_.begin(); it != seqs_.end();) {
       Seq& seq = *it->second;
-      const bool over = seq.ended || !seq.error.ok() || seq.n > seq.begin.max_tokens() ||
-                        seq.prompt + static_cast<int>(seq.n) - 1 >= transformer_->n_ctx();
+      const bool over = seq.ended || !seq.error.ok() || seq.PastEnd(transformer_->n_ctx());
       ++it;
       if (over) Finish(seq.req);
     }
@@ -413,10 +416,7 @@ bool ShadowCore::Ready(Seq& seq) {
     seq.skipped = true;
     return false;
   }
-  if (seq.n > seq.begin.max_tokens() ||
-      seq.prompt + static_cast<int>(seq.n) - 1 >= transformer_->n_ctx()) {
-    return false;
-  }
+  if (seq.PastEnd(transformer_->n_ctx())) return false;
   auto known = seq.aligned.find(seq.n);
   seq.token = known != seq.aligned.end()           ? known->second
               : seq.n == 1 || seq.used[seq.n - 1] >= 0 ? seq.own

@@ -16,6 +16,7 @@
 #include "model/model_file.h"
 #include "test_cluster.h"
 #include "test_paths.h"
+#include "worker_messages.h"
 #include "worker_node/worker_core.h"
 
 namespace odmoe::test {
@@ -49,26 +50,15 @@ struct HostWorker {
   ~HostWorker() { core->Stop(); }
 
   void Hint(uint32_t token, uint32_t layer, std::vector<uint32_t> experts) {
-    v1::Hint h;
-    h.mutable_key()->set_request(1);
-    h.mutable_key()->set_token(token);
-    h.mutable_key()->set_layer(layer);
-    for (uint32_t e : experts) h.add_experts(e);
-    REQUIRE(core->AddHint(h).ok());
+    REQUIRE(core->AddHint(TestHint(token, layer, experts)).ok());
   }
   // Runs one task and returns its result.
   v1::ExpertResult Task(uint32_t token, uint32_t layer, uint32_t expert, uint32_t position) {
-    v1::ExpertTask t;
-    t.set_task_id(token * 100 + layer * 10 + expert);
-    t.mutable_key()->set_request(1);
-    t.mutable_key()->set_token(token);
-    t.mutable_key()->set_layer(layer);
-    t.set_expert(expert);
-    t.set_position(position);
     const int d = model->config().n_embd;
     std::vector<float> x(static_cast<size_t>(d));
     for (int i = 0; i < d; ++i) x[static_cast<size_t>(i)] = 0.01f * static_cast<float>(i % 13 - 6);
-    EncodeRows(x.data(), 1, d, v1::WIRE_DTYPE_F32, t.mutable_input());
+    const v1::ExpertTask t = TestTask(token * 100 + layer * 10 + expert, token, layer, expert,
+                                      position, x);
     size_t before = 0;
     {
       std::lock_guard<std::mutex> lock(mu);

@@ -21,6 +21,7 @@
 #include "model/expert_pack.h"
 #include "model/model_file.h"
 #include "test_paths.h"
+#include "worker_messages.h"
 #include "worker_node/worker_core.h"
 
 namespace odmoe::test {
@@ -60,26 +61,13 @@ struct Worker {
   ~Worker() { core->Stop(); }
 
   void Hint(uint32_t token, uint32_t layer, std::vector<uint32_t> experts) {
-    v1::Hint h;
-    h.mutable_key()->set_request(1);
-    h.mutable_key()->set_token(token);
-    h.mutable_key()->set_layer(layer);
-    for (uint32_t e : experts) h.add_experts(e);
-    REQUIRE(core->AddHint(h).ok());
+    REQUIRE(core->AddHint(TestHint(token, layer, experts)).ok());
   }
   void Task(uint64_t id, uint32_t token, uint32_t layer, uint32_t expert, uint32_t position) {
-    v1::ExpertTask t;
-    t.set_task_id(id);
-    t.mutable_key()->set_request(1);
-    t.mutable_key()->set_token(token);
-    t.mutable_key()->set_layer(layer);
-    t.set_expert(expert);
-    t.set_position(position);
     const int d = model->config().n_embd;
     std::vector<float> x(static_cast<size_t>(d));
     for (int i = 0; i < d; ++i) x[static_cast<size_t>(i)] = 0.01f * static_cast<float>(i % 17);
-    EncodeRows(x.data(), 1, d, v1::WIRE_DTYPE_F32, t.mutable_input());
-    REQUIRE(core->SubmitTask(t).ok());
+    REQUIRE(core->SubmitTask(TestTask(id, token, layer, expert, position, x)).ok());
   }
   // Waits until `pred(stats)` holds (or 5 s).
   template <typename Pred>
