@@ -41,6 +41,7 @@ class LoggingSlotDevice final : public SlotDevice {
     }
     log_->push_back(absl::StrFormat("load %d", slot));
     last_load_bytes = bytes;
+    bytes_copied += bytes;
     std::memcpy(dst, src, bytes);
     return absl::OkStatus();
   }
@@ -65,6 +66,7 @@ class LoggingSlotDevice final : public SlotDevice {
   size_t max_host = SIZE_MAX;    // ReserveHost fails above this
   int loads_from_elsewhere = 0;  // loads whose source was not the host area
   size_t last_load_bytes = 0;    // bytes of the last QueueLoad
+  size_t bytes_copied = 0;       // bytes of every QueueLoad
 
  private:
   std::vector<std::string>* log_;

@@ -253,7 +253,7 @@ int Main(int argc, char** argv) {
   absl::StatusOr<std::vector<std::string>> chosen = ParseNames(
       "deployments", deployments,
       {"odmoe", "lookahead", "lookahead-mol", "lookahead-daop", "none", "odmoe-host",
-       "none-host", "random", "resident", "lru"});
+       "none-host", "odmoe-sub", "none-sub", "random", "resident", "lru"});
   if (!chosen.ok()) return Fail(std::string(chosen.status().message()), 2);
   o.deployments = *chosen;
   if (!link_delay.empty()) {

@@ -115,7 +115,7 @@ int ExpertSlots::FreeSlot() const {
   return -1;
 }
 
-absl::Status ExpertSlots::Load(int slot, int layer, int expert, bool prefetched, bool pinned) {
+absl::Status ExpertSlots::CheckLoad(int slot, int layer, int expert) const {
   if (slot < 0 || slot >= size() || slots_[static_cast<size_t>(slot)].loaded) {
     return absl::FailedPreconditionError(absl::StrFormat("slot %d is not free", slot));
   }
@@ -125,6 +125,43 @@ absl::Status ExpertSlots::Load(int slot, int layer, int expert, bool prefetched,
     return absl::InvalidArgumentError(
         absl::StrFormat("no expert %d in layer %d to load", expert, layer));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<const uint8_t*> ExpertSlots::DeviceSource(int slot, int layer, int expert) {
+  if (auto it = host_copy_.find({layer, expert}); it != host_copy_.end()) return it->second;
+  // Stage it: the entry may still feed an earlier copy.
+  const int k = next_staging_;
+  next_staging_ = 1 - next_staging_;
+  if (staging_user_[k] >= 0) ODMOE_RETURN_IF_ERROR(device_->WaitLoadDone(staging_user_[k]));
+  PackExpert(model_->Expert(layer, expert), layouts_[static_cast<size_t>(layer)], staging_[k]);
+  staging_user_[k] = slot;
+  return staging_[k];
+}
+
+ExpertSlots::Slot& ExpertSlots::MarkLoaded(int slot, int layer, int expert,
+                                           std::chrono::steady_clock::time_point t0,
+                                           int64_t t0_wall) {
+  const size_t bytes = layouts_[static_cast<size_t>(layer)].total_bytes;
+  Slot& s = slots_[static_cast<size_t>(slot)];
+  s = Slot{};
+  s.loaded = true;
+  s.layer = layer;
+  s.expert = expert;
+  s.bytes = bytes;
+  s.issued_at = t0;
+  s.issued_wall_us = t0_wall;
+  s.loaded_at = std::chrono::steady_clock::now();
+  s.last_used = ++use_clock_;
+  ++held_;
+  peak_held_ = std::max(peak_held_, held_);
+  ++loads_;
+  bytes_loaded_ += bytes;
+  return s;
+}
+
+absl::Status ExpertSlots::Load(int slot, int layer, int expert, bool prefetched, bool pinned) {
+  ODMOE_RETURN_IF_ERROR(CheckLoad(slot, layer, expert));
   const ExpertPackLayout& layout = layouts_[static_cast<size_t>(layer)];
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t t0_wall = TraceRecorder::NowUs();
@@ -136,39 +173,98 @@ absl::Status ExpertSlots::Load(int slot, int layer, int expert, bool prefetched,
                                                  static_cast<double>(load_bandwidth_)));
     }
   } else {
-    const uint8_t* src = nullptr;
-    if (auto it = host_copy_.find({layer, expert}); it != host_copy_.end()) {
-      src = it->second;
-    } else {
-      // Stage it: the entry may still feed an earlier copy.
-      const int k = next_staging_;
-      next_staging_ = 1 - next_staging_;
-      if (staging_user_[k] >= 0) ODMOE_RETURN_IF_ERROR(device_->WaitLoadDone(staging_user_[k]));
-      PackExpert(model_->Expert(layer, expert), layout, staging_[k]);
-      staging_user_[k] = slot;
-      src = staging_[k];
-    }
+    ODMOE_ASSIGN_OR_RETURN(const uint8_t* src, DeviceSource(slot, layer, expert));
     ODMOE_RETURN_IF_ERROR(device_->QueueLoad(slot, dst, src, layout.total_bytes));
   }
-  Slot& s = slots_[static_cast<size_t>(slot)];
-  s = Slot{};
-  s.loaded = true;
-  s.layer = layer;
-  s.expert = expert;
-  s.bytes = layout.total_bytes;
+  Slot& s = MarkLoaded(slot, layer, expert, t0, t0_wall);
   s.prefetched = prefetched;
   s.pinned = pinned;
   s.ready = device_ == nullptr;
-  s.issued_at = t0;
-  s.issued_wall_us = t0_wall;
-  s.loaded_at = std::chrono::steady_clock::now();
-  s.last_used = ++use_clock_;
-  ++held_;
-  peak_held_ = std::max(peak_held_, held_);
-  ++loads_;
-  bytes_loaded_ += layout.total_bytes;
   if (s.ready) load_seconds_ += std::chrono::duration<double>(s.loaded_at - t0).count();
   return absl::OkStatus();
+}
+
+std::vector<std::pair<size_t, size_t>> ExpertSlots::UnitRanges(int layer, int unit) const {
+  const ExpertPackLayout& l = layouts_[static_cast<size_t>(layer)];
+  switch (unit) {
+    case 0: {
+      std::vector<std::pair<size_t, size_t>> r;
+      if (l.has_bias) r.emplace_back(l.gate_bias_offset, l.total_bytes - l.gate_bias_offset);
+      r.emplace_back(l.gate_offset, l.up_offset - l.gate_offset);
+      return r;
+    }
+    case 1:
+      return {{l.up_offset, l.down_offset - l.up_offset}};
+    default:
+      return {{l.down_offset, (l.has_bias ? l.gate_bias_offset : l.total_bytes) - l.down_offset}};
+  }
+}
+
+absl::Status ExpertSlots::LoadStreamed(int slot, int layer, int expert) {
+  ODMOE_RETURN_IF_ERROR(CheckLoad(slot, layer, expert));
+  const ExpertPackLayout& layout = layouts_[static_cast<size_t>(layer)];
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t t0_wall = TraceRecorder::NowUs();
+  const uint8_t* src = nullptr;
+  if (device_ == nullptr) {
+    // Host memory: the copy itself is quick next to an emulated link, which
+    // delivers the units one after the other.
+    PackExpert(model_->Expert(layer, expert), layout, slot_data_[static_cast<size_t>(slot)]);
+  } else {
+    ODMOE_ASSIGN_OR_RETURN(src, DeviceSource(slot, layer, expert));
+  }
+  Slot& s = MarkLoaded(slot, layer, expert, t0, t0_wall);
+  s.streamed = true;
+  s.stream_src = src;
+  if (device_ == nullptr) {
+    size_t bytes = 0;
+    for (int u = 0; u < kUnits; ++u) {
+      for (const auto& [offset, n] : UnitRanges(layer, u)) bytes += n;
+      s.unit_ready[static_cast<size_t>(u)] =
+          load_bandwidth_ > 0
+              ? t0 + Seconds(static_cast<double>(bytes) / static_cast<double>(load_bandwidth_))
+              : s.loaded_at;
+    }
+    s.loaded_at = std::max(s.loaded_at, s.unit_ready[kUnits - 1]);
+    s.ready = load_bandwidth_ == 0;
+    load_seconds_ += std::chrono::duration<double>(s.loaded_at - t0).count();
+    return absl::OkStatus();
+  }
+  // The first unit's copy starts now; the others when compute asks for them
+  // (AcquireUnit), right behind it on the copy queue.
+  double unused = 0;
+  return AcquireUnit(slot, -1, &unused).status();
+}
+
+absl::StatusOr<ExpertWeights> ExpertSlots::AcquireUnit(int slot, int unit, double* waited) {
+  if (slot < 0 || slot >= size() || !slots_[static_cast<size_t>(slot)].loaded) {
+    return absl::FailedPreconditionError(absl::StrFormat("slot %d holds no expert", slot));
+  }
+  Slot& s = slots_[static_cast<size_t>(slot)];
+  if (!s.streamed) return Acquire(slot);
+  const ExpertWeights w =
+      layouts_[static_cast<size_t>(s.layer)].WeightsAt(slot_data_[static_cast<size_t>(slot)]);
+  if (device_ == nullptr) {
+    if (unit < 0) return w;
+    const auto ready = s.unit_ready[static_cast<size_t>(std::min(unit, kUnits - 1))];
+    const auto now = std::chrono::steady_clock::now();
+    if (now < ready) {
+      std::this_thread::sleep_until(ready);
+      *waited += std::chrono::duration<double>(ready - now).count();
+    }
+    if (unit >= kUnits - 1) s.ready = true;
+    return w;
+  }
+  // Queue the copies of units up to `unit` (at least the first), then the
+  // compute queue waits for the last one queued.
+  uint8_t* dst = slot_data_[static_cast<size_t>(slot)];
+  for (; s.units_queued <= std::max(unit, 0) && s.units_queued < kUnits; ++s.units_queued) {
+    for (const auto& [offset, n] : UnitRanges(s.layer, s.units_queued)) {
+      ODMOE_RETURN_IF_ERROR(device_->QueueLoad(slot, dst + offset, s.stream_src + offset, n));
+    }
+  }
+  if (unit >= 0) ODMOE_RETURN_IF_ERROR(device_->ComputeWaitForLoad(slot));
+  return w;
 }
 
 absl::StatusOr<std::chrono::steady_clock::time_point> ExpertSlots::WaitLoaded(int slot) {
@@ -177,6 +273,20 @@ absl::StatusOr<std::chrono::steady_clock::time_point> ExpertSlots::WaitLoaded(in
   }
   Slot& s = slots_[static_cast<size_t>(slot)];
   if (s.ready) return s.loaded_at;
+  if (device_ == nullptr) {  // a streamed load on the emulated link
+    std::this_thread::sleep_until(s.loaded_at);
+    s.ready = true;
+    return s.loaded_at;
+  }
+  if (s.streamed && s.units_queued < kUnits) {
+    // The rest of it (not asked for by compute yet).
+    for (; s.units_queued < kUnits; ++s.units_queued) {
+      for (const auto& [offset, n] : UnitRanges(s.layer, s.units_queued)) {
+        ODMOE_RETURN_IF_ERROR(device_->QueueLoad(slot, slot_data_[static_cast<size_t>(slot)] + offset,
+                                                 s.stream_src + offset, n));
+      }
+    }
+  }
   const auto before = std::chrono::steady_clock::now();
   ODMOE_RETURN_IF_ERROR(device_->WaitLoadDone(slot));
   if (load_bandwidth_ > 0) {  // emulation on a device too: the copy ends no sooner than this
@@ -186,13 +296,15 @@ absl::StatusOr<std::chrono::steady_clock::time_point> ExpertSlots::WaitLoaded(in
   const auto after = std::chrono::steady_clock::now();
   ODMOE_ASSIGN_OR_RETURN(const double device_seconds, device_->LoadSeconds(slot));
   // Waited: it ended just now. Did not wait: it ended before we asked, at
-  // best its device time after it was queued.
+  // best its device time after it was queued (a streamed load's device time
+  // is its last unit's: it ended before we asked, no more is known).
   const bool waited = after - before > std::chrono::microseconds(20);
-  s.loaded_at = waited ? after : std::min(before, s.issued_at + Seconds(device_seconds));
+  s.loaded_at = waited      ? after
+                : s.streamed ? before
+                             : std::min(before, s.issued_at + Seconds(device_seconds));
   s.ready = true;
-  const double emulated =
-      load_bandwidth_ > 0 ? std::chrono::duration<double>(s.loaded_at - s.issued_at).count() : 0;
-  load_seconds_ += std::max(device_seconds, emulated);
+  const double elapsed = std::chrono::duration<double>(s.loaded_at - s.issued_at).count();
+  load_seconds_ += s.streamed ? elapsed : std::max(device_seconds, load_bandwidth_ > 0 ? elapsed : 0);
   return s.loaded_at;
 }
 

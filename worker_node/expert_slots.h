@@ -31,7 +31,22 @@
 //   ODMOE_RETURN_IF_ERROR(slots.Release(s));
 //   slots.Evict(s);
 //   slots.peak_held();   // 1
+//
+// A miss may load in FIRM's sub-expert units instead (gate, up, down; the
+// biases, where the architecture has them, travel with the gate): LoadStreamed
+// starts it, and AcquireUnit(s, u) waits for unit u only (on the host: sleeps
+// out the emulated link until that unit has arrived; on a device: queues the
+// unit's copy and makes the compute queue wait for it), so the gate and up
+// products run while the down matrix is still moving:
+//   ODMOE_RETURN_IF_ERROR(slots.LoadStreamed(s, layer, expert));
+//   for (int u = 0; u < kExpertFfnStages; ++u) {
+//     ODMOE_ASSIGN_OR_RETURN(ExpertWeights w, slots.AcquireUnit(s, u, &waited));
+//     RunExpertFfnStage(*backend, static_cast<ExpertFfnStage>(u), w, x, scratch, y);
+//   }
+//   ODMOE_RETURN_IF_ERROR(slots.Release(s));
 #pragma once
+
+#include <array>
 
 #include <chrono>
 #include <cstdint>
@@ -62,7 +77,16 @@ class ExpertSlots {
     std::chrono::steady_clock::time_point loaded_at;  // when the load finished
     int64_t issued_wall_us = 0;                       // issued_at on the wall clock (trace spans)
     uint64_t last_used = 0;  // Touch() counter: for least-recently-used eviction
+    // LoadStreamed: the units queued so far (device), when each unit has
+    // arrived (host emulation), and where the device copies read from.
+    bool streamed = false;
+    int units_queued = 0;
+    std::array<std::chrono::steady_clock::time_point, 3> unit_ready{};
+    const uint8_t* stream_src = nullptr;
   };
+  /// Sub-expert units of a streamed load: unit 0 is the gate (and every
+  /// bias), 1 the up, 2 the down matrix.
+  static constexpr int kUnits = 3;
   using ExpertId = std::pair<int, int>;  // (layer, expert)
 
   /// `device`: null for a backend whose memory is host memory, else the
@@ -83,6 +107,17 @@ class ExpertSlots {
   /// Starts loading expert (layer, expert) into empty slot `slot` (on a host
   /// backend: loads it). FAILED_PRECONDITION if the slot is not empty.
   absl::Status Load(int slot, int layer, int expert, bool prefetched, bool pinned = false);
+  /// Starts loading expert (layer, expert) into empty slot `slot` in its
+  /// three units, in order, and returns at once (on the host, the emulated
+  /// link delivers unit u after the bytes of units 0..u; without emulation
+  /// every unit is there at once). Counted as one load.
+  absl::Status LoadStreamed(int slot, int layer, int expert);
+  /// The slot's weights once unit `unit` of its streamed load is there, for
+  /// compute queued next that reads only units 0..unit (host: blocks until
+  /// it has arrived and adds the seconds waited to *waited; device: queues
+  /// the copies of the units up to it and makes the compute queue wait for
+  /// them). For a slot loaded whole: Acquire.
+  absl::StatusOr<ExpertWeights> AcquireUnit(int slot, int unit, double* waited);
   /// Blocks until the slot's load is complete; returns when it completed.
   absl::StatusOr<std::chrono::steady_clock::time_point> WaitLoaded(int slot);
   /// The slot's weights for compute queued next (the compute waits for the
@@ -124,6 +159,16 @@ class ExpertSlots {
   double load_seconds() const { return load_seconds_; }
 
  private:
+  // The byte ranges (offset, bytes) of a unit of a packed expert of `layer`.
+  std::vector<std::pair<size_t, size_t>> UnitRanges(int layer, int unit) const;
+  // Checks (slot, layer, expert) for a load; the packed expert's host source
+  // on a device (its pinned copy, or a staging entry it is packed into).
+  absl::Status CheckLoad(int slot, int layer, int expert) const;
+  absl::StatusOr<const uint8_t*> DeviceSource(int slot, int layer, int expert);
+  // Marks a slot loaded (accounting).
+  Slot& MarkLoaded(int slot, int layer, int expert, std::chrono::steady_clock::time_point t0,
+                   int64_t t0_wall);
+
   ExpertSlots(const ModelFile& model, Backend& backend)
       : model_(&model),
         backend_(&backend),

@@ -5,6 +5,7 @@
 #include <sys/prctl.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -440,6 +441,7 @@ void WorkerCore::Process(Task& task) {
   int slot = slots_.FindLoaded(layer, expert);
   bool hit = false, reloaded = false, on_host = false;
   double load_seconds = 0;
+  std::optional<std::chrono::steady_clock::time_point> load_from;  // a streamed load's start
   absl::Status status;
   // The load stall of a task is the time it waited for its expert after it
   // arrived: the rest of a load still running then, or a load now.
@@ -504,9 +506,14 @@ void WorkerCore::Process(Task& task) {
       {
         TraceSpan span(slots_.device() ? nullptr : options_.trace, "EL", "load",
                        msg.key().request(), msg.key().token(), layer, expert);
-        status = slots_.Load(slot, layer, expert, /*prefetched=*/false);
+        status = options_.sub_expert ? slots_.LoadStreamed(slot, layer, expert)
+                                     : slots_.Load(slot, layer, expert, /*prefetched=*/false);
       }
-      if (status.ok()) {
+      if (status.ok() && slots_.slot(slot).streamed) {
+        // Compute waits for each unit as it needs it (Compute adds that to
+        // the stall); the load's own time is known once it is complete.
+        load_from = t0;
+      } else if (status.ok()) {
         absl::StatusOr<std::chrono::steady_clock::time_point> loaded_at = slots_.WaitLoaded(slot);
         if (loaded_at.ok()) {
           load_seconds = std::chrono::duration<double>(*loaded_at - t0).count();
@@ -523,9 +530,26 @@ void WorkerCore::Process(Task& task) {
   if (status.ok()) {
     TraceSpan span(options_.trace, "EC", on_host ? "host compute" : "compute",
                    msg.key().request(), msg.key().token(), layer, expert);
-    status = on_host ? ComputeOnHost(task, layer, expert, &result) : Compute(task, slot, &result);
+    status = on_host ? ComputeOnHost(task, layer, expert, &result)
+                     : Compute(task, slot, &result, &stall);
   }
-  const double compute = Since(compute_start);
+  double compute = Since(compute_start);
+  if (load_from.has_value() && status.ok()) {
+    // A streamed load: the compute's own time excludes its waits for units.
+    compute = std::max(0.0, compute - stall);
+    absl::StatusOr<std::chrono::steady_clock::time_point> loaded_at = slots_.WaitLoaded(slot);
+    if (loaded_at.ok()) {
+      load_seconds = std::chrono::duration<double>(*loaded_at - *load_from).count();
+      if (slots_.device()) {
+        // On a device the host never waits for a unit: the load until its
+        // last unit landed (an upper bound of the compute's wait).
+        stall = load_seconds;
+        TraceDeviceLoad(slot, msg.key());
+      }
+    } else {
+      status = loaded_at.status();
+    }
+  }
   if (status.ok() && decode) {
     // The estimates HostComputeWins compares (moving averages).
     double& estimate = on_host ? host_compute_s_ : device_compute_s_;
@@ -574,14 +598,23 @@ void WorkerCore::Process(Task& task) {
   Deliver(result);
 }
 
-absl::Status WorkerCore::Compute(Task& task, int slot, v1::ExpertResult* result) {
+absl::Status WorkerCore::Compute(Task& task, int slot, v1::ExpertResult* result, double* stall) {
   const int64_t d = model_.config().n_embd;
   const int64_t n = task.rows;
   float* x = static_cast<float*>(io_->data());
   float* y = x + static_cast<size_t>(options_.max_rows) * d;
   ODMOE_RETURN_IF_ERROR(backend_.CopyToBackend(x, task.input.data(), n * d * sizeof(float)));
-  ODMOE_ASSIGN_OR_RETURN(const ExpertWeights weights, slots_.Acquire(slot));
-  RunExpertFfn(backend_, weights, ConstMat(x, n, d), scratch_, Mat{y, n, d});
+  static_assert(ExpertSlots::kUnits == kExpertFfnStages);
+  if (slots_.slot(slot).streamed) {
+    for (int u = 0; u < kExpertFfnStages; ++u) {
+      ODMOE_ASSIGN_OR_RETURN(const ExpertWeights weights, slots_.AcquireUnit(slot, u, stall));
+      RunExpertFfnStage(backend_, static_cast<ExpertFfnStage>(u), weights, ConstMat(x, n, d),
+                        scratch_, Mat{y, n, d});
+    }
+  } else {
+    ODMOE_ASSIGN_OR_RETURN(const ExpertWeights weights, slots_.Acquire(slot));
+    RunExpertFfn(backend_, weights, ConstMat(x, n, d), scratch_, Mat{y, n, d});
+  }
   ODMOE_RETURN_IF_ERROR(slots_.Release(slot));
   // On a device the compute is queued and loads are asynchronous copies: the
   // next experts start copying now, while this one computes (on the host a

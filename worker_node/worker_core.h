@@ -128,6 +128,11 @@ class WorkerCore {
     // the worker's own backend serves (host_backend may be null).
     bool host_compute = false;
     Backend* host_backend = nullptr;
+    // FIRM's sub-expert streaming: an expert loaded for a task that is
+    // waiting for it (a miss, a prefill task) moves in three units (gate, up,
+    // down: ExpertSlots::LoadStreamed) and its compute starts on each unit
+    // as it lands, so the gate and up products overlap the rest of the load.
+    bool sub_expert = false;
     // EMULATION (CPU testbeds): a host compute takes this many times its
     // measured time (the rest is slept), standing for a CPU slower than
     // the device.
@@ -185,7 +190,9 @@ class WorkerCore {
   absl::Status LoadResident();
   void Loop();
   void Process(Task& task);
-  absl::Status Compute(Task& task, int slot, v1::ExpertResult* result);
+  // Computes the task on `slot`'s expert; a streamed load's units are waited
+  // for one by one, the seconds the compute waited for them added to *stall.
+  absl::Status Compute(Task& task, int slot, v1::ExpertResult* result, double* stall);
   // host_compute: whether computing `layer`'s expert on the host now beats
   // loading it and computing it (or it is time to measure the host again);
   // and that compute.

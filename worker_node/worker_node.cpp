@@ -36,6 +36,7 @@ absl::StatusOr<std::unique_ptr<WorkerNode>> WorkerNode::Create(const Topology& t
   opt.load_bandwidth = spec.load_bandwidth;
   opt.host_compute = topology.host_compute;
   opt.host_compute_slowdown = topology.host_compute_slowdown;
+  opt.sub_expert = topology.sub_expert;
   opt.trace = &w->trace();
   if (opt.host_compute && !absl::StartsWith(w->backend_->name(), "cpu")) {
     // DAOP's compute on a miss runs on this machine's CPU.

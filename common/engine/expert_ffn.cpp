@@ -16,24 +16,39 @@ absl::StatusOr<ExpertFfnScratch> ExpertFfnScratch::Create(Backend& backend, int6
   return s;
 }
 
-void RunExpertFfn(Backend& backend, const ExpertWeights& w, ConstMat x,
-                  const ExpertFfnScratch& scratch, Mat y) {
+void RunExpertFfnStage(Backend& backend, ExpertFfnStage stage, const ExpertWeights& w, ConstMat x,
+                       const ExpertFfnScratch& scratch, Mat y) {
   const Mat gate = scratch.gate(x.rows);
   const Mat up = scratch.up(x.rows);
-  backend.MatMul(w.gate, x, gate);
-  backend.MatMul(w.up, x, up);
-  if (w.gate_bias != nullptr) backend.AddBias(gate, w.gate_bias);
-  if (w.up_bias != nullptr) backend.AddBias(up, w.up_bias);
-  switch (w.activation.kind) {
-    case ExpertActivation::Kind::kSwiGlu:
-      backend.SwiGlu(gate, up, gate);
-      break;
-    case ExpertActivation::Kind::kSwiGluOai:
-      backend.SwiGluOai(gate, up, w.activation.alpha, w.activation.limit, gate);
-      break;
+  switch (stage) {
+    case ExpertFfnStage::kGate:
+      backend.MatMul(w.gate, x, gate);
+      if (w.gate_bias != nullptr) backend.AddBias(gate, w.gate_bias);
+      return;
+    case ExpertFfnStage::kUp:
+      backend.MatMul(w.up, x, up);
+      if (w.up_bias != nullptr) backend.AddBias(up, w.up_bias);
+      switch (w.activation.kind) {
+        case ExpertActivation::Kind::kSwiGlu:
+          backend.SwiGlu(gate, up, gate);
+          break;
+        case ExpertActivation::Kind::kSwiGluOai:
+          backend.SwiGluOai(gate, up, w.activation.alpha, w.activation.limit, gate);
+          break;
+      }
+      return;
+    case ExpertFfnStage::kDown:
+      backend.MatMul(w.down, gate, y);
+      if (w.down_bias != nullptr) backend.AddBias(y, w.down_bias);
+      return;
   }
-  backend.MatMul(w.down, gate, y);
-  if (w.down_bias != nullptr) backend.AddBias(y, w.down_bias);
+}
+
+void RunExpertFfn(Backend& backend, const ExpertWeights& w, ConstMat x,
+                  const ExpertFfnScratch& scratch, Mat y) {
+  for (int s = 0; s < kExpertFfnStages; ++s) {
+    RunExpertFfnStage(backend, static_cast<ExpertFfnStage>(s), w, x, scratch, y);
+  }
 }
 
 }  // namespace odmoe

@@ -37,4 +37,13 @@ class ExpertFfnScratch {
 void RunExpertFfn(Backend& backend, const ExpertWeights& w, ConstMat x,
                   const ExpertFfnScratch& scratch, Mat y);
 
+/// RunExpertFfn in the three stages of a streamed load (FIRM's sub-expert
+/// units), each reading one matrix: kGate (gate x + bg), kUp (up x + bu and
+/// the activation, into scratch.gate), kDown (y = down h + bd). Running the
+/// three in order is RunExpertFfn, bit for bit.
+enum class ExpertFfnStage { kGate = 0, kUp = 1, kDown = 2 };
+inline constexpr int kExpertFfnStages = 3;
+void RunExpertFfnStage(Backend& backend, ExpertFfnStage stage, const ExpertWeights& w, ConstMat x,
+                       const ExpertFfnScratch& scratch, Mat y);
+
 }  // namespace odmoe

@@ -90,6 +90,8 @@
 //     host_compute: false                     # DAOP: a decode miss computed on the host CPU
 //                                             #   when quicker than loading it (default false)
 //     host_compute_slowdown: 1                # EMULATION: host computes take N x (default 1)
+//     sub_expert: false                       # FIRM: a miss loads gate, up, down as units and
+//                                             #   computes each as it lands (default false)
 //     backend: cpu:1                          # default for every worker
 //     nodes:                                  # required, at least one group
 //       - { id: w0, address: 127.0.0.1:7710 }
@@ -291,6 +293,9 @@ struct Topology {
   // EMULATION for CPU testbeds, where the "device" is the same CPU: the host
   // compute takes this many times as long as the measured compute (>= 1).
   int host_compute_slowdown = 1;
+  // FIRM's sub-expert streaming: an expert a task waits for loads as three
+  // units (gate, up, down) and its compute starts on each as it lands.
+  bool sub_expert = false;
   std::vector<WorkerSpec> workers;  // in file order; index = worker index
 
   int n_workers() const { return static_cast<int>(workers.size()); }

@@ -7,6 +7,7 @@
 #include "worker_node/expert_slots.h"
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -249,6 +250,84 @@ TEST_CASE("expert slots: layers whose experts differ in size", "[worker][slots]"
     CHECK(slots->bytes_loaded() == l0.total_bytes + l1.total_bytes);
   }
   std::filesystem::remove(path);
+}
+
+}  // namespace odmoe::test
+
+namespace odmoe::test {
+
+TEST_CASE("expert slots: a streamed load on a device copies each unit before the compute reading it",
+          "[worker][slots]") {
+  Env env;
+  const ModelFile& model = *env.model;
+  std::vector<std::string>& log = env.log;
+  LoggingSlotDevice* dev = env.device.get();
+  auto slots = ExpertSlots::Create(model, *env.cpu, 1, std::move(env.device), {{2, 4}});
+  REQUIRE(slots.ok());
+  log.clear();
+  REQUIRE(slots->LoadStreamed(0, 2, 4).ok());
+  CHECK(log == std::vector<std::string>{"load 0"});  // the gate unit only
+  CHECK(slots->loads() == 1);
+  double waited = 0;
+  for (int u = 0; u < ExpertSlots::kUnits; ++u) {
+    log.clear();
+    REQUIRE(slots->AcquireUnit(0, u, &waited).ok());
+    // Unit 0 was queued by the load; each later one right before the
+    // compute that reads it, which waits for it.
+    if (u == 0) {
+      CHECK(log == std::vector<std::string>{"compute waits ready 0"});
+    } else {
+      CHECK(log == std::vector<std::string>{"load 0", "compute waits ready 0"});
+    }
+  }
+  CHECK(waited == 0);  // the host never waits on a device
+  CHECK(dev->bytes_copied == slots->expert_bytes(2));  // every byte once
+  CHECK(SlotHolds(*slots, 0, Packed(model, 2, 4)));
+  REQUIRE(slots->Release(0).ok());
+  REQUIRE(slots->WaitLoaded(0).ok());
+  CHECK(slots->slot(0).ready);
+
+  // WaitLoaded before compute asked for every unit queues the rest first.
+  slots->Evict(0);
+  dev->bytes_copied = 0;
+  REQUIRE(slots->LoadStreamed(0, 1, 6).ok());
+  log.clear();
+  REQUIRE(slots->WaitLoaded(0).ok());
+  CHECK(log == std::vector<std::string>{"load 0", "load 0", "host waits ready 0"});
+  CHECK(dev->bytes_copied == slots->expert_bytes(1));
+  CHECK(SlotHolds(*slots, 0, Packed(model, 1, 6)));
+  CHECK(slots->LoadStreamed(0, 1, 6).code() == absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_CASE("expert slots: a streamed load on the host delivers its units one after the other",
+          "[worker][slots]") {
+  Env env;
+  auto slots = ExpertSlots::Create(*env.model, *env.cpu, 1);
+  REQUIRE(slots.ok());
+  // 400 KB/s: the 96 KiB expert takes ~250 ms, its gate unit ~80 ms.
+  constexpr double kRate = 400e3;
+  slots->set_load_bandwidth(static_cast<uint64_t>(kRate));
+  const auto t0 = std::chrono::steady_clock::now();
+  REQUIRE(slots->LoadStreamed(0, 3, 2).ok());
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(60));  // returns at once
+  CHECK_FALSE(slots->slot(0).ready);
+  const double whole = static_cast<double>(slots->expert_bytes(3)) / kRate;
+  double waited = 0;
+  REQUIRE(slots->AcquireUnit(0, 0, &waited).ok());
+  const double gate_at = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // The gate arrived after its third of the bytes, long before the rest.
+  CHECK(gate_at >= whole / 3 * 0.99);
+  CHECK(waited > 0);
+  CHECK_FALSE(slots->slot(0).ready);
+  REQUIRE(slots->AcquireUnit(0, 2, &waited).ok());
+  const double all_at = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(all_at >= whole * 0.99);
+  CHECK(slots->slot(0).ready);
+  CHECK(waited <= all_at);
+  CHECK(slots->load_seconds() >= whole * 0.99);
+  CHECK(SlotHolds(*slots, 0, Packed(*env.model, 3, 2)));
+  INFO("gate unit at " << gate_at << " s, whole expert at " << all_at << " s");
+  CHECK(gate_at < all_at);
 }
 
 }  // namespace odmoe::test

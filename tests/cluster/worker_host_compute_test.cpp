@@ -11,70 +11,20 @@
 #include <mutex>
 #include <thread>
 
-#include "backends/backend_registry.h"
-#include "cluster/wire.h"
-#include "model/model_file.h"
 #include "test_cluster.h"
-#include "test_paths.h"
-#include "worker_messages.h"
-#include "worker_node/worker_core.h"
+#include "test_worker.h"
 
 namespace odmoe::test {
 namespace {
 
-constexpr int kRows = 4;
-
-struct HostWorker {
-  std::unique_ptr<ModelFile> model;
-  std::unique_ptr<Backend> backend;
-  std::unique_ptr<WorkerCore> core;
-  std::mutex mu;
-  std::vector<v1::ExpertResult> results;
-
-  // One worker alone in a group of one: it computes every position.
-  HostWorker(bool host_compute, int slowdown, uint64_t load_bandwidth) {
-    model = ModelFile::Open(SourcePath("models/tiny-mixtral-f16.gguf")).value();
-    backend = CreateBackend("cpu:1").value();
-    WorkerCore::Options opt;
-    opt.placement = WorkerPlacement{.worker_index = 0, .n_workers = 1, .group_size = 1};
-    opt.max_rows = kRows;
-    opt.load_bandwidth = load_bandwidth;
-    opt.host_compute = host_compute;
-    opt.host_compute_slowdown = slowdown;
-    core = WorkerCore::Create(*model, *backend, opt).value();
-    core->AttachSink(1, [this](const v1::ExpertResult& r) {
-      std::lock_guard<std::mutex> lock(mu);
-      results.push_back(r);
-    });
-  }
-  ~HostWorker() { core->Stop(); }
-
-  void Hint(uint32_t token, uint32_t layer, std::vector<uint32_t> experts) {
-    REQUIRE(core->AddHint(TestHint(token, layer, experts)).ok());
-  }
-  // Runs one task and returns its result.
-  v1::ExpertResult Task(uint32_t token, uint32_t layer, uint32_t expert, uint32_t position) {
-    const int d = model->config().n_embd;
-    std::vector<float> x(static_cast<size_t>(d));
-    for (int i = 0; i < d; ++i) x[static_cast<size_t>(i)] = 0.01f * static_cast<float>(i % 13 - 6);
-    const v1::ExpertTask t = TestTask(token * 100 + layer * 10 + expert, token, layer, expert,
-                                      position, x);
-    size_t before = 0;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      before = results.size();
-    }
-    REQUIRE(core->SubmitTask(t).ok());
-    for (int i = 0; i < 1000; ++i) {
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        if (results.size() > before) return results.back();
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    FAIL("no result");
-    return {};
-  }
+// A worker with DAOP's compute on a miss (or without: the reference).
+struct HostWorker : TestWorker {
+  HostWorker(bool host_compute, int slowdown, uint64_t load_bandwidth)
+      : TestWorker([&](WorkerCore::Options& o) {
+          o.load_bandwidth = load_bandwidth;
+          o.host_compute = host_compute;
+          o.host_compute_slowdown = slowdown;
+        }) {}
 };
 
 }  // namespace
@@ -106,9 +56,7 @@ TEST_CASE("worker: host compute on a miss gives the loaded expert's bits without
   CHECK(s.loads == 0);
   // A prefetched expert is a hit, computed where it was loaded.
   host.Hint(2, 0, {1, 6});
-  for (int i = 0; i < 400 && host.core->stats().loads < 2; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  host.WaitLoads(2);
   const v1::ExpertResult hit = host.Task(2, 0, 1, 0);
   CHECK(hit.prefetched());
   CHECK(!hit.computed_on_host());
@@ -123,9 +71,7 @@ TEST_CASE("worker: a host slower than the load loads instead", "[cluster][worker
   // device: once a device compute is measured the host never wins.
   HostWorker w(true, 10000, 4'000'000'000);
   w.Hint(1, 0, {2, 4});
-  for (int i = 0; i < 400 && w.core->stats().loads < 1; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  w.WaitLoads(1);
   const v1::ExpertResult first = w.Task(1, 0, 2, 0);  // a hit: measures the device
   REQUIRE(first.prefetched());
   const v1::ExpertResult miss = w.Task(1, 1, 7, 0);

@@ -99,6 +99,11 @@ json MetricsJson(const RequestMetrics& m, bool exact) {
           {"host_computes", m.host_computes},
           {"reloads", m.reloads},
           {"stall_per_token_s", m.stall_per_token_s},
+          // Decode stall over decode misses: what a miss costs (hits that
+          // waited for the rest of their load count in the stall too).
+          {"stall_per_miss_s", m.misses > 0 ? m.stall_per_token_s * m.output_tokens /
+                                                  static_cast<double>(m.misses)
+                                            : 0.0},
           {"bytes_loaded_per_token", m.bytes_loaded_per_token},
           {"network_bytes_per_token", m.network_bytes_per_token},
           {"alignment_bytes_per_token", m.alignment_bytes_per_token},
@@ -179,6 +184,8 @@ absl::StatusOr<json> Deployments(BenchContext& ctx) {
                                    {"none", "odmoe", Prediction("none")},
                                    {"odmoe-host", "odmoe-host", ShadowAlignment(1, 1)},
                                    {"none-host", "odmoe-host", Prediction("none")},
+                                   {"odmoe-sub", "odmoe-sub", ShadowAlignment(1, 1)},
+                                   {"none-sub", "odmoe-sub", Prediction("none")},
                                    {"random", "odmoe", Prediction("random")},
                                    {"resident", "resident", {}},
                                    {"lru", "lru", {}}};
@@ -911,6 +918,10 @@ absl::StatusOr<Topology> BenchContext::DeploymentTopology(const std::string& nam
     // than the workers' "device".
     t.host_compute = true;
     t.host_compute_slowdown = options_.host_slowdown;
+    return shadow_with(base_.shadow ? base_.shadow->quantization : DType::kQ8_0);
+  }
+  if (name == "odmoe-sub") {
+    t.sub_expert = true;  // FIRM's sub-expert streaming of a miss
     return shadow_with(base_.shadow ? base_.shadow->quantization : DType::kQ8_0);
   }
   if (absl::StartsWith(name, "shadow-")) {

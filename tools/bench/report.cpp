@@ -35,15 +35,16 @@ void Deployments(const json& d, std::ostringstream& out) {
     out << "\n";
   }
   out << "| deployment | config | TTFT ms | decode tok/s | output tok/s | recall | stall ms/token "
-         "| loaded KiB/token | network KiB/token | hits | misses | host computes | same tokens as "
-         "reference |\n"
-      << "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n";
+         "| stall ms/miss | loaded KiB/token | network KiB/token | hits | misses | host computes "
+         "| same tokens as reference |\n"
+      << "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n";
   for (const auto& [name, configs] : d["results"].items()) {
     for (const auto& [config, r] : configs.items()) {
       out << "| " << name << " | " << config << " | " << F(Num(r, "ttft_s") * 1e3) << " | "
           << F(Num(r, "decode_tps")) << " ± " << F(Num(r, "decode_tps_std")) << " | "
           << F(Num(r, "output_tps")) << " | " << F(Num(r, "recall"), "%.3f") << " | "
           << F(Num(r, "stall_per_token_s") * 1e3, "%.3f") << " | "
+          << F(Num(r, "stall_per_miss_s") * 1e3, "%.3f") << " | "
           << F(Num(r, "bytes_loaded_per_token") / 1024) << " | "
           << F(Num(r, "network_bytes_per_token") / 1024) << " | " << F(Num(r, "hits"), "%.0f")
           << " | " << F(Num(r, "misses"), "%.0f") << " | " << F(Num(r, "host_computes"), "%.0f")
