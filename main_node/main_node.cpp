@@ -288,6 +288,9 @@ std::string MainNode::RenderMetrics() const {
        "Expert tasks the worker computed on its host instead of loading the expert "
        "(workers.host_compute).",
        [](const W& w) { return w.host_computes(); }, nullptr},
+      {"odmoe_worker_admissions_total", "counter",
+       "Hot experts a utility-cache worker loaded while idle (workers.mode utility_cache).",
+       [](const W& w) { return w.admissions(); }, nullptr},
       {"odmoe_worker_reloads_total", "counter",
        "Prefetched experts the worker replaced after the gate disagreed.",
        [](const W& w) { return w.reloads(); }, nullptr},

@@ -166,8 +166,9 @@ int Main(int argc, char** argv) {
   args.AddString("configs", &configs, "LIST",
                  "PROMPTxOUTPUT lengths for deployments (default 16x64,16x256,128x64,128x256)");
   args.AddString("deployments", &deployments, "LIST",
-                 "deployments to compare: odmoe,lookahead,lookahead-mol,lookahead-daop,none,random,"
-                 "resident,lru (default all)");
+                 "deployments to compare: odmoe,lookahead,lookahead-mol,lookahead-daop,none,"
+                 "odmoe-host,none-host,odmoe-sub,none-sub,random,resident,lru,lfu,utility "
+                 "(default all)");
   args.AddInt("prompts", &o.prompts, "N", "prompts per configuration (default 3; quick 1)");
   args.AddInt("repeats", &o.repeats, "N", "prompts per ablation case (default 5; quick 2)");
   args.AddString("periods", &periods, "LIST", "alignment periods (default 1,2,4,8,16)");
@@ -195,7 +196,7 @@ int Main(int argc, char** argv) {
   args.AddString("sweep", &sweep, "LIST",
                  "load / compute ratios of the load sweep (default 4,16,64,256)");
   args.AddInt("lru-experts", &o.lru_experts, "N",
-              "experts each LRU-cache worker keeps (default 16)");
+              "experts each lru / lfu / utility cache worker keeps (default 16)");
   args.AddInt("port-base", &o.port_base, "PORT",
               "renumber the nodes' ports from PORT (and serve no HTTP)");
   args.AddString("link-delay", &link_delay, "DELAY",
@@ -253,7 +254,7 @@ int Main(int argc, char** argv) {
   absl::StatusOr<std::vector<std::string>> chosen = ParseNames(
       "deployments", deployments,
       {"odmoe", "lookahead", "lookahead-mol", "lookahead-daop", "none", "odmoe-host",
-       "none-host", "odmoe-sub", "none-sub", "random", "resident", "lru"});
+       "none-host", "odmoe-sub", "none-sub", "random", "resident", "lru", "lfu", "utility"});
   if (!chosen.ok()) return Fail(std::string(chosen.status().message()), 2);
   o.deployments = *chosen;
   if (!link_delay.empty()) {

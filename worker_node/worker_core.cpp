@@ -62,14 +62,15 @@ absl::StatusOr<std::unique_ptr<WorkerCore>> WorkerCore::Create(const ModelFile& 
   // Any expert may come (the schedule moves layers when a group fails), so a
   // slot is sized for the largest expert of any layer.
   const uint64_t expert = LargestPackedExpert(c);
-  if (options.resident && options.lru) {
-    return absl::InvalidArgumentError("a worker is either resident or an LRU cache, not both");
+  const bool cache = options.cache != Options::Cache::kNone;
+  if (options.resident && cache) {
+    return absl::InvalidArgumentError("a worker is either resident or a cache, not both");
   }
-  if (options.lru && options.cache_experts < 1) {
-    return absl::InvalidArgumentError("an LRU cache needs at least one expert");
+  if (cache && options.cache_experts < 1) {
+    return absl::InvalidArgumentError("an expert cache needs at least one expert");
   }
   const int needed = options.resident ? static_cast<int>(ResidentSet(c, p).size())
-                     : options.lru    ? options.cache_experts
+                     : cache          ? options.cache_experts
                                       : 1;
   int slots = needed;
   uint64_t budget = options.memory_budget;
@@ -78,7 +79,7 @@ absl::StatusOr<std::unique_ptr<WorkerCore>> WorkerCore::Create(const ModelFile& 
     // a second slot by default: it loads the next while it computes one.
     const bool several =
         static_cast<int>(PositionsOfWorker(0, p.group_size, c.n_expert_used).size()) > 1;
-    if (!options.resident && !options.lru && several) slots = 2;
+    if (!options.resident && !cache && several) slots = 2;
     budget = workspace + static_cast<uint64_t>(slots) * expert;
   } else {
     const uint64_t room = budget > workspace ? (budget - workspace) / expert : 0;
@@ -87,11 +88,11 @@ absl::StatusOr<std::unique_ptr<WorkerCore>> WorkerCore::Create(const ModelFile& 
           "memory budget of %d bytes holds %d experts of %d bytes plus %d bytes of workspace; "
           "this worker needs %d (%s mode)",
           budget, room, expert, workspace, needed,
-          options.resident ? "resident" : options.lru ? "lru_cache" : "on-demand"));
+          options.resident ? "resident" : cache ? "cache" : "on-demand"));
     }
     // Resident workers need their set (plus the spill slot, below); on-demand
     // ones may prefetch further ahead with extra slots.
-    slots = options.resident || options.lru ? needed
+    slots = options.resident || cache ? needed
                                             : static_cast<int>(std::min<uint64_t>(room, 64));
   }
   // A resident worker keeps one more slot for experts outside its set, which
@@ -147,6 +148,12 @@ absl::StatusOr<std::unique_ptr<WorkerCore>> WorkerCore::Create(const ModelFile& 
     ODMOE_ASSIGN_OR_RETURN(core->host_io_, core->host_->Allocate(2 * n * sizeof(float)));
   }
   if (options.resident) ODMOE_RETURN_IF_ERROR(core->LoadResident());
+  if (options.cache == Options::Cache::kUtility) {
+    core->utility_.emplace(c.n_layer, c.n_expert, options.utility);
+  }
+  if (options.cache == Options::Cache::kLfu) {
+    core->uses_.assign(static_cast<size_t>(c.n_layer) * static_cast<size_t>(c.n_expert), 0);
+  }
   core->stats_.slots = slots;
   core->stats_.expert_bytes = expert;
   core->stats_.workspace_bytes = workspace;
@@ -190,6 +197,11 @@ void WorkerCore::SyncSlotStatsLocked() {
   stats_.held = slots_.held();
   stats_.peak_held = slots_.peak_held();
   stats_.peak_bytes = slots_.peak_bytes_held() + workspace_bytes_;
+  stats_.held_experts.clear();
+  for (int i = 0; i < slots_.size(); ++i) {
+    if (slots_.slot(i).loaded) stats_.held_experts.emplace_back(slots_.slot(i).layer, slots_.slot(i).expert);
+  }
+  std::sort(stats_.held_experts.begin(), stats_.held_experts.end());
 }
 
 void WorkerCore::Stop() {
@@ -242,7 +254,9 @@ absl::Status WorkerCore::AddHint(const v1::Hint& hint) {
     ++stats_.hints_stale;
     return absl::OkStatus();
   }
-  if (options_.lru) return absl::OkStatus();  // the caching baseline predicts nothing
+  if (options_.cache == Options::Cache::kLru || options_.cache == Options::Cache::kLfu) {
+    return absl::OkStatus();  // the caching baselines predict nothing
+  }
   std::vector<int32_t> predicted(hint.experts().begin(), hint.experts().end());
   const std::vector<int32_t> hinted = HintedAssignment(predicted);
   std::vector<int> positions;
@@ -256,6 +270,12 @@ absl::Status WorkerCore::AddHint(const v1::Hint& hint) {
     plan.push_back({static_cast<uint32_t>(position), hinted[static_cast<size_t>(position)]});
   }
   if (plan.empty()) return absl::OkStatus();  // G > k: nothing of this layer is ours
+  if (utility_) {
+    std::vector<int32_t> mine;
+    for (const Planned& e : plan) mine.push_back(e.expert);
+    utility_->Observe(static_cast<int>(std::get<2>(key)), {std::get<0>(key), std::get<1>(key)},
+                      mine);
+  }
   // A corrected hint for the same step replaces the plan; prefetches of
   // experts it no longer names are dropped by PruneLocked.
   hints_[key] = std::move(plan);
@@ -333,6 +353,10 @@ void WorkerCore::PruneLocked() {
     }
     if (alive) {
       ++it;
+    } else if (utility_) {
+      // A cache keeps it, planned for nothing now (its utility decides).
+      slots_.ClearPrefetched(it->first);
+      it = slot_hint_.erase(it);
     } else {
       slots_.Evict(it->first);
       it = slot_hint_.erase(it);
@@ -351,10 +375,28 @@ int WorkerCore::PrefetchFor(const Key& key, uint32_t position) const {
 }
 
 bool WorkerCore::PrefetchLocked(std::unique_lock<std::mutex>& lock) {
-  if (options_.resident || options_.lru) return false;
+  if (options_.resident || (caching() && !utility_)) return false;
   PruneLocked();
-  const int free = slots_.FreeSlot();
-  if (free < 0) return false;
+  int free = slots_.FreeSlot();
+  if (free < 0 && utility_) {
+    // A full cache makes room for a hinted expert: the lowest utility that
+    // no pending step is planned on.
+    free = VictimLocked();
+    if (free >= 0 && slot_hint_.count(free) > 0) free = -1;
+    bool wanted = false;
+    for (const auto& [key, plan] : hints_) {
+      for (const Planned& planned : plan) {
+        wanted = wanted ||
+                 slots_.FindLoaded(static_cast<int>(std::get<2>(key)), planned.expert) < 0;
+      }
+    }
+    if (free >= 0 && wanted) {
+      slots_.Evict(free);
+    } else {
+      free = -1;
+    }
+  }
+  if (free < 0) return AdmitHotLocked(lock);
   for (const auto& [key, plan] : hints_) {
     const int layer = static_cast<int>(std::get<2>(key));
     for (const Planned& planned : plan) {
@@ -382,11 +424,64 @@ bool WorkerCore::PrefetchLocked(std::unique_lock<std::mutex>& lock) {
       return true;
     }
   }
+  return AdmitHotLocked(lock);
+}
+
+int WorkerCore::VictimLocked() const {
+  if (options_.cache == Options::Cache::kLru) return slots_.LeastRecentlyUsed();
+  const int n_expert = model_.config().n_expert;
+  auto rank = [&](int i) {
+    const ExpertSlots::Slot& s = slots_.slot(i);
+    const uint64_t score =
+        utility_ ? static_cast<uint64_t>(utility_->utility(s.layer, s.expert))
+                 : uses_[static_cast<size_t>(s.layer) * static_cast<size_t>(n_expert) +
+                         static_cast<size_t>(s.expert)];
+    return std::make_tuple(slot_hint_.count(i) > 0, score, s.last_used);
+  };
+  int best = -1;
+  for (int i = 0; i < slots_.size(); ++i) {
+    if (!slots_.slot(i).loaded || slots_.slot(i).pinned) continue;
+    if (best < 0 || rank(i) < rank(best)) best = i;
+  }
+  return best;
+}
+
+bool WorkerCore::AdmitHotLocked(std::unique_lock<std::mutex>& lock) {
+  if (!utility_) return false;
+  for (const auto& [layer, expert] : utility_->Hot()) {
+    if (slots_.FindLoaded(layer, expert) >= 0) continue;
+    int slot = slots_.FreeSlot();
+    if (slot < 0) {
+      // In place of a colder one only (and never of a planned prefetch).
+      slot = VictimLocked();
+      if (slot < 0 || slot_hint_.count(slot) > 0 ||
+          utility_->utility(slots_.slot(slot).layer, slots_.slot(slot).expert) >=
+              utility_->utility(layer, expert)) {
+        return false;
+      }
+      slots_.Evict(slot);
+    }
+    lock.unlock();
+    absl::Status loaded;
+    {
+      TraceSpan span(slots_.device() ? nullptr : options_.trace, "EL", "load", 0, 0, layer, expert);
+      loaded = slots_.Load(slot, layer, expert, /*prefetched=*/false);
+    }
+    lock.lock();
+    if (!loaded.ok()) {
+      ODMOE_LOG_ERROR("admission of layer {} expert {} failed: {}", layer, expert,
+                      loaded.message());
+      return false;
+    }
+    ++stats_.admissions;
+    SyncSlotStatsLocked();
+    return true;  // the hottest first: one at a time, tasks may be waiting
+  }
   return false;
 }
 
 void WorkerCore::LoadAhead() {
-  if (options_.resident || options_.lru) return;
+  if (options_.resident || (caching() && !utility_)) return;
   std::unique_lock<std::mutex> lock(mu_);
   // The experts of the tasks already queued come first: they are certain.
   // (Only the executor thread pops tasks, so indices stay valid while the
@@ -449,7 +544,8 @@ void WorkerCore::Process(Task& task) {
   if (slot >= 0) {
     const ExpertSlots::Slot& held = slots_.slot(slot);
     // A hit: the prediction put it there before the task arrived.
-    hit = (held.prefetched && held.issued_at <= task.received) || held.pinned || options_.lru;
+    // In a cache, anything loaded before the task came is a hit.
+    hit = ((held.prefetched || caching()) && held.issued_at <= task.received) || held.pinned;
     const bool was_ready = held.ready;
     absl::StatusOr<std::chrono::steady_clock::time_point> loaded_at = slots_.WaitLoaded(slot);
     if (loaded_at.ok()) {
@@ -475,9 +571,13 @@ void WorkerCore::Process(Task& task) {
     } else {
       slot = slots_.FreeSlot();
     }
-    if (slot < 0 && options_.lru) {
-      slot = slots_.LeastRecentlyUsed();
-      if (slot >= 0) slots_.Evict(slot);
+    if (slot < 0 && caching()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      slot = VictimLocked();
+      if (slot >= 0) {
+        reloaded = slot_hint_.count(slot) > 0;
+        slots_.Evict(slot);
+      }
     }
     if (slot < 0) {
       // Evict the prefetch needed furthest in the future (with one slot, the
@@ -556,7 +656,11 @@ void WorkerCore::Process(Task& task) {
     estimate = estimate < 0 ? compute : 0.8 * estimate + 0.2 * compute;
   }
   const bool more = msg.mini_batch() + 1 < msg.mini_batches();
-  if (slot >= 0 && !slots_.slot(slot).pinned && !more && !options_.lru) slots_.Evict(slot);
+  if (slot >= 0 && !slots_.slot(slot).pinned && !more && !caching()) slots_.Evict(slot);
+  if (!uses_.empty() && status.ok()) {
+    ++uses_[static_cast<size_t>(layer) * static_cast<size_t>(model_.config().n_expert) +
+            static_cast<size_t>(expert)];
+  }
 
   if (!status.ok()) {
     result.clear_output();
@@ -692,6 +796,11 @@ void WorkerCore::TraceDeviceLoad(int slot, const v1::StepKey& key) {
   e.layer = s.layer;
   e.expert = s.expert;
   options_.trace->Record(std::move(e));
+}
+
+int WorkerCore::utility(int layer, int expert) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return utility_ ? utility_->utility(layer, expert) : 0;
 }
 
 WorkerStats WorkerCore::stats() const {

@@ -29,9 +29,14 @@
 // e = worker index mod N_W of every layer for prefill) is loaded once at
 // start and never evicted: the "fully cached" reference deployment; one more
 // slot takes anything else it is asked for.
-// In lru mode (the caching baseline of Mixtral-Offloading-like systems) hints
-// are ignored, experts stay loaded after their task, and a miss evicts the
-// least recently used one.
+// In the cache modes experts stay loaded after their task and a miss evicts
+// one: lru (the caching baseline of Mixtral-Offloading-like systems) and lfu
+// ignore hints and evict the least recently / least frequently used one;
+// utility (MoE-SpAc's utility-driven cache, worker_node/expert_utility.h)
+// prefetches from hints like on-demand, scores every expert by how its
+// hinted frequency changes, admits hot experts into free or cold slots while
+// idle, and evicts the lowest utility first (a slot planned for a pending
+// step last).
 // Which layers a worker computes is the main node's schedule
 // (cluster/schedule.h): a worker computes any valid task it is sent.
 //
@@ -66,6 +71,7 @@
 #include "engine/expert_ffn.h"
 #include "model/model_file.h"
 #include "worker_node/expert_slots.h"
+#include "worker_node/expert_utility.h"
 
 namespace odmoe {
 
@@ -91,6 +97,7 @@ struct WorkerStats {
   uint64_t step_experts_peak = 0;
   uint64_t hints_received = 0, hints_rejected = 0, hints_stale = 0;
   uint64_t host_computes = 0;  // decode tasks computed on the host (host_compute)
+  uint64_t admissions = 0;     // utility cache: hot experts loaded while idle
   uint64_t loads = 0, bytes_loaded = 0;
   double load_seconds = 0, compute_seconds = 0, stall_seconds = 0;
   int held = 0, peak_held = 0, slots = 0;
@@ -99,6 +106,7 @@ struct WorkerStats {
   uint64_t expert_bytes = 0, workspace_bytes = 0, memory_budget = 0;
   uint64_t peak_bytes = 0;  // slots holding an expert at most x expert_bytes + workspace
   uint64_t load_bandwidth = 0;  // emulated cap (bytes/s), 0 = none
+  std::vector<std::pair<int, int>> held_experts;  // (layer, expert) in the slots now, sorted
 };
 
 class WorkerCore {
@@ -108,8 +116,11 @@ class WorkerCore {
     bool resident = false;
     // The caching baseline: no prefetch (hints are ignored), experts stay
     // after their task and the least recently used one makes room.
-    bool lru = false;
-    int cache_experts = 8;       // lru: slots
+    // The cache modes (see above); kNone: on demand (or resident).
+    enum class Cache { kNone, kLru, kLfu, kUtility };
+    Cache cache = Cache::kNone;
+    int cache_experts = 8;       // cache modes: slots
+    ExpertUtility::Options utility;  // Cache::kUtility
     int max_rows = 64;           // largest task (prefill mini-batch)
     // Bytes; 0 = auto: workspace plus one largest expert (two when the worker
     // computes several experts of a layer: k > G), or all resident ones.
@@ -162,10 +173,12 @@ class WorkerCore {
   absl::Status SubmitTask(const v1::ExpertTask& task);
 
   WorkerStats stats() const;
+  /// Utility cache: the utility of (layer, expert) now (0 in other modes).
+  int utility(int layer, int expert) const;
   const WorkerPlacement& placement() const { return options_.placement; }
   const ModelFile& model() const { return model_; }
   bool resident() const { return options_.resident; }
-  bool lru() const { return options_.lru; }
+  Options::Cache cache() const { return options_.cache; }
 
   /// Ends the executor thread (queued tasks are dropped). Idempotent.
   void Stop();
@@ -206,6 +219,14 @@ class WorkerCore {
   // The slot holding the prefetch made for (key, position), or -1.
   int PrefetchFor(const Key& key, uint32_t position) const;
   void PruneLocked();
+  // Cache modes: the slot to evict for a load (-1 if every slot is pinned):
+  // the least recently used (lru), least often used (lfu), or lowest utility
+  // whose expert no pending step is planned on (utility).
+  int VictimLocked() const;
+  // Utility cache: admits one hot expert that is not loaded into a free slot
+  // or in place of a colder one; true if it did.
+  bool AdmitHotLocked(std::unique_lock<std::mutex>& lock);
+  bool caching() const { return options_.cache != Options::Cache::kNone; }
   void Deliver(const v1::ExpertResult& result);
   void SyncSlotStatsLocked();  // slot accounting -> stats_ (mu_ held)
   // The EL span of a device load, from its start to when it was seen done.
@@ -254,6 +275,8 @@ class WorkerCore {
   uint64_t step_tasks_ = 0;  // ...and how many of its experts this worker computed
   bool stop_ = false;
   WorkerStats stats_;
+  std::optional<ExpertUtility> utility_;  // Cache::kUtility (under mu_)
+  std::vector<uint64_t> uses_;            // lfu: tasks per (layer, expert)
 
   std::mutex sink_mu_;
   uint64_t sink_id_ = 0;

@@ -28,7 +28,14 @@ absl::StatusOr<std::unique_ptr<WorkerNode>> WorkerNode::Create(const Topology& t
   opt.placement.n_workers = topology.n_workers();
   opt.placement.group_size = topology.group_size;
   opt.resident = topology.worker_mode == WorkerMode::kResident;
-  opt.lru = topology.worker_mode == WorkerMode::kLruCache;
+  using Cache = WorkerCore::Options::Cache;
+  opt.cache = topology.worker_mode == WorkerMode::kLruCache       ? Cache::kLru
+              : topology.worker_mode == WorkerMode::kLfuCache     ? Cache::kLfu
+              : topology.worker_mode == WorkerMode::kUtilityCache ? Cache::kUtility
+                                                                  : Cache::kNone;
+  opt.utility = {.window = topology.utility.window,
+                 .levels = topology.utility.levels,
+                 .threshold = topology.utility.threshold};
   opt.cache_experts = topology.cache_experts;
   opt.max_rows = topology.max_task_rows();
   w->max_task_rows_ = topology.max_task_rows();
@@ -100,9 +107,12 @@ void WorkerNode::FillStatus(v1::NodeStatus* status) const {
   w->set_group_size(p.group_size);
   w->set_experts_per_layer(
       static_cast<int32_t>(p.positions(core_->model().config().n_expert_used).size()));
-  w->set_mode(core_->resident() ? v1::WORKER_MEMORY_MODE_RESIDENT
-              : core_->lru()    ? v1::WORKER_MEMORY_MODE_LRU_CACHE
-                                : v1::WORKER_MEMORY_MODE_ON_DEMAND);
+  using Cache = WorkerCore::Options::Cache;
+  w->set_mode(core_->resident()                    ? v1::WORKER_MEMORY_MODE_RESIDENT
+              : core_->cache() == Cache::kLru     ? v1::WORKER_MEMORY_MODE_LRU_CACHE
+              : core_->cache() == Cache::kLfu     ? v1::WORKER_MEMORY_MODE_LFU_CACHE
+              : core_->cache() == Cache::kUtility ? v1::WORKER_MEMORY_MODE_UTILITY_CACHE
+                                                  : v1::WORKER_MEMORY_MODE_ON_DEMAND);
   w->set_load_bandwidth_bytes_per_second(s.load_bandwidth);
   w->set_memory_budget_bytes(s.memory_budget);
   w->set_expert_bytes(s.expert_bytes);
@@ -125,6 +135,7 @@ void WorkerNode::FillStatus(v1::NodeStatus* status) const {
   w->set_hints_rejected(s.hints_rejected);
   w->set_hints_stale(s.hints_stale);
   w->set_host_computes(s.host_computes);
+  w->set_admissions(s.admissions);
 }
 
 size_t WorkerNode::max_receive_message_bytes() const {

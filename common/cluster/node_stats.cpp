@@ -37,8 +37,8 @@ absl::Status ValidateWorkerStats(const v1::WorkerStats& w, const std::string& wh
   if (s.ok() &&
       (w.mode() == v1::WORKER_MEMORY_MODE_UNSPECIFIED || !v1::WorkerMemoryMode_IsValid(w.mode()))) {
     s = absl::InvalidArgumentError(
-        absl::StrFormat("%s: status field worker.mode is %d; expected on_demand, resident or "
-                        "lru_cache",
+        absl::StrFormat("%s: status field worker.mode is %d; expected on_demand, resident, "
+                        "lru_cache, lfu_cache or utility_cache",
                         who, static_cast<int>(w.mode())));
   }
   if (s.ok()) s = CheckSeconds(who, "worker.load_seconds", w.load_seconds());
@@ -57,6 +57,10 @@ std::string WorkerMemoryModeName(v1::WorkerMemoryMode mode) {
       return "resident";
     case v1::WORKER_MEMORY_MODE_LRU_CACHE:
       return "lru_cache";
+    case v1::WORKER_MEMORY_MODE_LFU_CACHE:
+      return "lfu_cache";
+    case v1::WORKER_MEMORY_MODE_UTILITY_CACHE:
+      return "utility_cache";
     default:
       return "unspecified";
   }
@@ -112,6 +116,7 @@ StatusText WorkerStatsEntries(const v1::WorkerStats& s) {
       {"hints_rejected", absl::StrCat(s.hints_rejected())},
       {"hints_stale", absl::StrCat(s.hints_stale())},
       {"host_computes", absl::StrCat(s.host_computes())},
+      {"admissions", absl::StrCat(s.admissions())},
   };
 }
 

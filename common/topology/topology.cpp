@@ -443,8 +443,23 @@ absl::Status ParseDocument(const YAML::Node& root, const std::string& file,
       "mode", &t->worker_mode,
       {{"on_demand", WorkerMode::kOnDemand},
        {"resident", WorkerMode::kResident},
-       {"lru_cache", WorkerMode::kLruCache}}));
+       {"lru_cache", WorkerMode::kLruCache},
+       {"lfu_cache", WorkerMode::kLfuCache},
+       {"utility_cache", WorkerMode::kUtilityCache}}));
   ODMOE_RETURN_IF_ERROR(ws.Int("cache_experts", &t->cache_experts, 1, 1 << 20));
+  YAML::Node utility = Map(ws, "utility", &st);
+  ODMOE_RETURN_IF_ERROR(st);
+  if (utility.IsMap()) {
+    Section u(utility, "workers.utility", file);
+    ODMOE_RETURN_IF_ERROR(u.Int("window", &t->utility.window, 1, 1 << 16));
+    ODMOE_RETURN_IF_ERROR(u.Int("levels", &t->utility.levels, 1, 64));
+    ODMOE_RETURN_IF_ERROR(u.Int("threshold", &t->utility.threshold, 1, 64));
+    if (t->utility.threshold > t->utility.levels) {
+      return u.Error("threshold", absl::StrFormat("%d is above levels (%d)", t->utility.threshold,
+                                                  t->utility.levels));
+    }
+    ODMOE_RETURN_IF_ERROR(u.CheckNoUnknownKeys());
+  }
   ODMOE_RETURN_IF_ERROR(ws.Bool("host_compute", &t->host_compute));
   ODMOE_RETURN_IF_ERROR(ws.Int("host_compute_slowdown", &t->host_compute_slowdown, 1, 100000));
   ODMOE_RETURN_IF_ERROR(ws.Bool("sub_expert", &t->sub_expert));
@@ -501,10 +516,16 @@ absl::Status CheckStructure(const Topology& t, const std::string& file) {
     return error("prediction",
                  "'shadow' needs a shadow section (or choose lookahead | random | none)");
   }
-  if (t.worker_mode == WorkerMode::kLruCache && t.prediction != PredictionMode::kNone) {
-    return error("prediction", absl::StrCat("'", std::string(PredictionModeName(t.prediction)),
-                                            "' with workers.mode lru_cache: the caching baseline "
-                                            "uses no prediction (expected none)"));
+  if ((t.worker_mode == WorkerMode::kLruCache || t.worker_mode == WorkerMode::kLfuCache) &&
+      t.prediction != PredictionMode::kNone) {
+    return error("prediction",
+                 absl::StrCat("'", std::string(PredictionModeName(t.prediction)),
+                              "' with workers.mode ", std::string(WorkerModeName(t.worker_mode)),
+                              ": the caching baselines use no prediction (expected none)"));
+  }
+  if (t.worker_mode == WorkerMode::kUtilityCache && t.prediction == PredictionMode::kNone) {
+    return error("prediction", "'none' with workers.mode utility_cache: the utility cache is fed "
+                               "by predictions (expected shadow, lookahead or random)");
   }
   std::map<std::string, std::string> ids;
   std::map<std::pair<std::string, int>, std::string> endpoints;
@@ -586,6 +607,10 @@ std::string_view WorkerModeName(WorkerMode m) {
       return "resident";
     case WorkerMode::kLruCache:
       return "lru_cache";
+    case WorkerMode::kLfuCache:
+      return "lfu_cache";
+    case WorkerMode::kUtilityCache:
+      return "utility_cache";
     case WorkerMode::kOnDemand:
       break;
   }
@@ -859,8 +884,14 @@ std::string TopologyToYaml(const Topology& t) {
   out << YAML::Key << "workers" << YAML::Value << YAML::BeginMap;
   if (t.group_size > 0) out << YAML::Key << "group_size" << YAML::Value << t.group_size;
   out << YAML::Key << "mode" << YAML::Value << std::string(WorkerModeName(t.worker_mode));
-  if (t.worker_mode == WorkerMode::kLruCache) {
+  if (IsCacheMode(t.worker_mode)) {
     out << YAML::Key << "cache_experts" << YAML::Value << t.cache_experts;
+  }
+  if (!(t.utility == UtilitySpec{})) {
+    out << YAML::Key << "utility" << YAML::Value << YAML::BeginMap << YAML::Key << "window"
+        << YAML::Value << t.utility.window << YAML::Key << "levels" << YAML::Value
+        << t.utility.levels << YAML::Key << "threshold" << YAML::Value << t.utility.threshold
+        << YAML::EndMap;
   }
   if (t.host_compute) out << YAML::Key << "host_compute" << YAML::Value << true;
   if (t.host_compute_slowdown != 1) {

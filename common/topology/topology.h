@@ -81,8 +81,11 @@
 //                                             # verify those ready, default; up to 10s)
 //   workers:
 //     group_size: 2                           # G >= 1; default: the model's top-k
-//     mode: on_demand                         # on_demand (default) | resident | lru_cache
-//     cache_experts: 16                       # lru_cache: experts each worker keeps (default 8)
+//     mode: on_demand                         # on_demand (default) | resident | lru_cache |
+//                                             #   lfu_cache | utility_cache
+//     cache_experts: 16                       # *_cache: experts each worker keeps (default 8)
+//     utility: { window: 8, levels: 4, threshold: 1 }   # utility_cache (MoE-SpAc Alg. 1):
+//                                             #   iterations per cycle, levels, hot threshold
 //     memory_budget: auto                     # auto | bytes ("96MiB", "1.5GiB", 1048576):
 //                                             # as many expert slots as fit (at least one);
 //                                             # auto = 1 slot, 2 when top-k > group_size
@@ -154,12 +157,24 @@ struct LookaheadSpec {
   bool operator==(const LookaheadSpec&) const = default;
 };
 inline constexpr int kMaxLookaheadLayers = 8;
-enum class WorkerMode { kOnDemand, kResident, kLruCache };
+enum class WorkerMode { kOnDemand, kResident, kLruCache, kLfuCache, kUtilityCache };
+/// True for the modes that keep experts after their task (cache_experts slots).
+inline bool IsCacheMode(WorkerMode m) {
+  return m == WorkerMode::kLruCache || m == WorkerMode::kLfuCache || m == WorkerMode::kUtilityCache;
+}
+/// workers.utility: MoE-SpAc's utility estimation (worker_node/expert_utility.h).
+struct UtilitySpec {
+  int window = 8;     // gamma: predicted iterations per cycle
+  int levels = 4;     // K: utilities 0..K
+  int threshold = 1;  // tau: hot at utility >= tau (1..K)
+  bool operator==(const UtilitySpec&) const = default;
+};
 /// How hidden states travel on the wire.
 enum class WireDType { kF32, kF16 };
 
 std::string_view PredictionModeName(PredictionMode m);  // "shadow" | "random" | "none" | "lookahead"
-std::string_view WorkerModeName(WorkerMode m);  // "on_demand" | "resident" | "lru_cache"
+// "on_demand" | "resident" | "lru_cache" | "lfu_cache" | "utility_cache"
+std::string_view WorkerModeName(WorkerMode m);
 std::string_view WireDTypeName(WireDType t);            // "f32" | "f16"
 
 /// What every node has.
@@ -285,7 +300,8 @@ struct Topology {
   // multiple of G (whole groups only).
   int group_size = 0;
   WorkerMode worker_mode = WorkerMode::kOnDemand;
-  int cache_experts = 8;  // lru_cache mode: experts each worker keeps (>= 1)
+  int cache_experts = 8;  // the cache modes: experts each worker keeps (>= 1)
+  UtilitySpec utility;    // utility_cache mode
   // DAOP's compute on a miss: a decode task whose expert is not loaded is
   // computed on the worker's host from its host copy when that is estimated
   // quicker than loading it and computing it on the device (same bits).

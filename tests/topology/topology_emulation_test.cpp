@@ -2,6 +2,9 @@
 // and per node), the lru_cache baseline mode with its cache size; parsed,
 // checked, and written back by TopologyToYaml.
 #include <catch2/catch.hpp>
+#include <string>
+#include <tuple>
+#include <vector>
 
 #include "test_paths.h"
 #include "topology/topology.h"
@@ -88,4 +91,48 @@ TEST_CASE("topology: bad emulation settings name the key", "[topology]") {
 }
 
 }  // namespace
+}  // namespace odmoe
+
+namespace odmoe {
+
+TEST_CASE("topology: the cache modes, workers.utility and sub_expert parse and round-trip",
+          "[topology]") {
+  auto lfu = ParseTopology(Yaml("none", "  mode: lfu_cache\n  cache_experts: 5\n"), "t.yaml");
+  REQUIRE(lfu.ok());
+  CHECK(lfu->worker_mode == WorkerMode::kLfuCache);
+  CHECK(IsCacheMode(lfu->worker_mode));
+  CHECK(WorkerModeName(WorkerMode::kLfuCache) == "lfu_cache");
+  // The utility cache needs a predictor (here the gate look-ahead).
+  auto u = ParseTopology(Yaml("lookahead", "  mode: utility_cache\n  cache_experts: 6\n"
+                                           "  utility: { window: 4, levels: 3, threshold: 2 }\n"
+                                           "  sub_expert: true\n"),
+                         "t.yaml");
+  REQUIRE(u.ok());
+  CHECK(u->worker_mode == WorkerMode::kUtilityCache);
+  CHECK(WorkerModeName(WorkerMode::kUtilityCache) == "utility_cache");
+  CHECK(u->utility == UtilitySpec{.window = 4, .levels = 3, .threshold = 2});
+  CHECK(u->sub_expert);
+  auto back = ParseTopology(TopologyToYaml(*u), "back.yaml");
+  REQUIRE(back.ok());
+  CHECK(back->worker_mode == WorkerMode::kUtilityCache);
+  CHECK(back->cache_experts == 6);
+  CHECK(back->utility == u->utility);
+  CHECK(back->sub_expert);
+  CHECK(!ParseTopology(Yaml("none", ""), "t.yaml").value().sub_expert);  // off by default
+  for (const auto& [prediction, workers, needle] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"lookahead", "  mode: lfu_cache\n", "caching baselines use no prediction"},
+           {"none", "  mode: utility_cache\n", "fed by predictions"},
+           {"lookahead", "  mode: utility_cache\n  utility: { levels: 2, threshold: 3 }\n",
+            "above levels"},
+           {"lookahead", "  mode: utility_cache\n  utility: { window: 0 }\n", "window"},
+           {"lookahead", "  mode: utility_cache\n  utility: { gamma: 8 }\n", "unknown key"},
+           {"none", "  sub_expert: maybe\n", "sub_expert"}}) {
+    INFO(workers);
+    auto r = ParseTopology(Yaml(prediction, workers), "t.yaml");
+    REQUIRE(!r.ok());
+    CHECK(std::string(r.status().message()).find(needle) != std::string::npos);
+  }
+}
+
 }  // namespace odmoe

@@ -188,7 +188,9 @@ absl::StatusOr<json> Deployments(BenchContext& ctx) {
                                    {"none-sub", "odmoe-sub", Prediction("none")},
                                    {"random", "odmoe", Prediction("random")},
                                    {"resident", "resident", {}},
-                                   {"lru", "lru", {}}};
+                                   {"lru", "lru", {}},
+                                   {"lfu", "lfu", {}},
+                                   {"utility", "utility", ShadowAlignment(1, 1)}};
   if (o.attach) variants = {{"attached", "attached", {}}};
   if (!o.deployments.empty()) {
     std::vector<Variant> chosen;
@@ -933,15 +935,27 @@ absl::StatusOr<Topology> BenchContext::DeploymentTopology(const std::string& nam
       if (q == allowed) return shadow_with(allowed);
     }
   }
-  if (name == "resident" || name == "lru") {
+  if (name == "utility") {
+    // MoE-SpAc's utility-driven cache, fed by the shadow: shaped as the
+    // caching baselines (one group of k workers, lru_experts slots each).
+    t.worker_mode = WorkerMode::kUtilityCache;
+    t.cache_experts = options_.lru_experts;
+    t.workers.resize(static_cast<size_t>(t.group_size));
+    ODMOE_ASSIGN_OR_RETURN(Topology u,
+                           shadow_with(base_.shadow ? base_.shadow->quantization : DType::kQ8_0));
+    u.worker_mode = WorkerMode::kUtilityCache;
+    return u;
+  }
+  if (name == "resident" || name == "lru" || name == "lfu") {
     t.prediction = PredictionMode::kNone;
     t.shadow.reset();
     if (name == "resident") {
       t.worker_mode = WorkerMode::kResident;
     } else {
-      // The caching baseline: one group (k workers, one per routed expert),
-      // each keeping its last lru_experts experts.
-      t.worker_mode = WorkerMode::kLruCache;
+      // The caching baselines: one group (k workers, one per routed expert),
+      // each keeping lru_experts experts, evicting the least recently (lru)
+      // or least often (lfu) used.
+      t.worker_mode = name == "lru" ? WorkerMode::kLruCache : WorkerMode::kLfuCache;
       t.cache_experts = options_.lru_experts;
       t.workers.resize(static_cast<size_t>(t.group_size));
     }
