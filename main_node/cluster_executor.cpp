@@ -48,7 +48,7 @@ ExpertTaskStats ClusterExpertExecutor::TakeStats() {
 absl::Status ClusterExpertExecutor::Send(int worker, uint32_t layer, uint32_t expert,
                                          uint32_t position, const float* rows, int64_t n,
                                          uint32_t mini_batch, uint32_t mini_batches,
-                                         uint64_t* task_id) {
+                                         uint64_t* task_id, bool degradable) {
   v1::WorkerRequest req;
   v1::ExpertTask* task = req.mutable_task();
   *task_id = next_task_++;
@@ -60,6 +60,7 @@ absl::Status ClusterExpertExecutor::Send(int worker, uint32_t layer, uint32_t ex
   task->set_mini_batch(mini_batch);
   task->set_mini_batches(mini_batches);
   task->set_position(position);
+  task->set_degradable(degradable);
   EncodeRows(rows, n, config_.n_embd, ToWire(topology_.wire_dtype), task->mutable_input());
   ++stats_.tasks;
   return links_.SendToWorker(worker, req);
@@ -89,8 +90,9 @@ absl::Status ClusterExpertExecutor::Receive(uint64_t task_id, int worker, uint32
   worker_costs_.Observe(n, r.compute_seconds());
   if (token_ > 0) {
     ++(r.computed_on_host() ? stats_.host_computes
-                            : r.prefetched()     ? stats_.hits
-                                                 : stats_.misses);
+       : r.substituted()    ? stats_.substitutions
+       : r.prefetched()     ? stats_.hits
+                            : stats_.misses);
     if (r.reloaded()) ++stats_.reloads;
     stats_.stall_seconds += r.stall_seconds();
     if (stats_.stall_per_layer.size() < static_cast<size_t>(config_.n_layer)) {
@@ -177,13 +179,23 @@ absl::Status ClusterExpertExecutor::RunDecodeOn(int layer, const RoutingPlan& pl
   // gives every worker its tasks in its own position order, and each its
   // first task as early as possible.
   const std::vector<int32_t> assignment = FinalAssignment(predicted, actual);
+  // workers.degrade: every expert but the row's top-1 may be substituted.
+  int32_t top1 = -1;
+  float top1_weight = 0;
+  for (const RoutingPlan::ExpertRows& er : plan.experts) {
+    if (top1 < 0 || er.weights[0] > top1_weight) {
+      top1 = er.expert;
+      top1_weight = er.weights[0];
+    }
+  }
   const int g = static_cast<int>(members.size());
   std::vector<uint64_t> ids(assignment.size());
   for (size_t p = 0; p < assignment.size(); ++p) {
     const int worker = members[static_cast<size_t>(WorkerOfPosition(static_cast<int>(p), g))];
     absl::Status s = Send(worker, static_cast<uint32_t>(layer),
                           static_cast<uint32_t>(assignment[p]), static_cast<uint32_t>(p),
-                          host_x_.data(), 1, 0, 1, &ids[p]);
+                          host_x_.data(), 1, 0, 1, &ids[p],
+                          topology_.degrade && assignment[p] != top1);
     if (!s.ok()) {
       *failed_worker = worker;
       return s;

@@ -56,6 +56,7 @@ struct ExpertTaskStats {
   uint64_t tasks = 0;
   uint64_t hits = 0, misses = 0, reloads = 0;  // decode tasks
   uint64_t host_computes = 0;  // decode tasks computed on a worker's host (no load)
+  uint64_t substitutions = 0;  // decode tasks computed with a substitute (workers.degrade)
   double stall_seconds = 0;                    // decode tasks
   double wait_seconds = 0;                     // main waiting for results
   uint64_t worker_failures = 0;                // layers recomputed by another group
@@ -134,7 +135,7 @@ class ClusterExpertExecutor : public ExpertExecutor {
       : config_(config), backend_(backend), topology_(topology), links_(links) {}
   absl::Status Send(int worker, uint32_t layer, uint32_t expert, uint32_t position,
                     const float* rows, int64_t n, uint32_t mini_batch, uint32_t mini_batches,
-                    uint64_t* task_id);
+                    uint64_t* task_id, bool degradable = false);
   absl::Status Receive(uint64_t task_id, int worker, uint32_t layer, int64_t n,
                        float* rows_out);
   absl::Status Combine(const RoutingPlan& plan, Mat out);

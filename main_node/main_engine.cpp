@@ -280,6 +280,7 @@ void AddStats(ExpertTaskStats& into, const ExpertTaskStats& add) {
   into.hits += add.hits;
   into.misses += add.misses;
   into.host_computes += add.host_computes;
+  into.substitutions += add.substitutions;
   into.reloads += add.reloads;
   into.stall_seconds += add.stall_seconds;
   into.wait_seconds += add.wait_seconds;

@@ -288,6 +288,9 @@ std::string MainNode::RenderMetrics() const {
        "Expert tasks the worker computed on its host instead of loading the expert "
        "(workers.host_compute).",
        [](const W& w) { return w.host_computes(); }, nullptr},
+      {"odmoe_worker_substitutions_total", "counter",
+       "Decode tasks a worker computed with a substitute expert (workers.degrade, lossy).",
+       [](const W& w) { return w.substitutions(); }, nullptr},
       {"odmoe_worker_admissions_total", "counter",
        "Hot experts a utility-cache worker loaded while idle (workers.mode utility_cache).",
        [](const W& w) { return w.admissions(); }, nullptr},

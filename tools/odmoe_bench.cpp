@@ -167,8 +167,8 @@ int Main(int argc, char** argv) {
                  "PROMPTxOUTPUT lengths for deployments (default 16x64,16x256,128x64,128x256)");
   args.AddString("deployments", &deployments, "LIST",
                  "deployments to compare: odmoe,lookahead,lookahead-mol,lookahead-daop,none,"
-                 "odmoe-host,none-host,odmoe-sub,none-sub,random,resident,lru,lfu,utility "
-                 "(default all)");
+                 "odmoe-host,none-host,odmoe-sub,none-sub,odmoe-degrade,random-degrade,random,"
+                 "resident,lru,lfu,utility (default all)");
   args.AddInt("prompts", &o.prompts, "N", "prompts per configuration (default 3; quick 1)");
   args.AddInt("repeats", &o.repeats, "N", "prompts per ablation case (default 5; quick 2)");
   args.AddString("periods", &periods, "LIST", "alignment periods (default 1,2,4,8,16)");
@@ -254,7 +254,8 @@ int Main(int argc, char** argv) {
   absl::StatusOr<std::vector<std::string>> chosen = ParseNames(
       "deployments", deployments,
       {"odmoe", "lookahead", "lookahead-mol", "lookahead-daop", "none", "odmoe-host",
-       "none-host", "odmoe-sub", "none-sub", "random", "resident", "lru", "lfu", "utility"});
+       "none-host", "odmoe-sub", "none-sub", "odmoe-degrade", "random-degrade", "random",
+       "resident", "lru", "lfu", "utility"});
   if (!chosen.ok()) return Fail(std::string(chosen.status().message()), 2);
   o.deployments = *chosen;
   if (!link_delay.empty()) {

@@ -364,6 +364,11 @@ void WorkerCore::PruneLocked() {
   }
 }
 
+int WorkerCore::SubstituteFor(const Key& key, uint32_t position) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return PrefetchFor(key, position);
+}
+
 int WorkerCore::PrefetchFor(const Key& key, uint32_t position) const {
   for (const auto& [slot, h] : slot_hint_) {
     if (h.key == key && h.position == position && slots_.slot(slot).loaded &&
@@ -535,6 +540,7 @@ void WorkerCore::Process(Task& task) {
 
   int slot = slots_.FindLoaded(layer, expert);
   bool hit = false, reloaded = false, on_host = false;
+  int substitute = -1;  // workers.degrade: the expert computed in this one's place
   double load_seconds = 0;
   std::optional<std::chrono::steady_clock::time_point> load_from;  // a streamed load's start
   absl::Status status;
@@ -551,6 +557,18 @@ void WorkerCore::Process(Task& task) {
     if (loaded_at.ok()) {
       stall = std::max(0.0, std::chrono::duration<double>(*loaded_at - task.received).count());
       if (!was_ready) TraceDeviceLoad(slot, msg.key());
+    } else {
+      status = loaded_at.status();
+    }
+    slots_.ClearPrefetched(slot);
+  } else if (decode && msg.degradable() && (slot = SubstituteFor(key, msg.position())) >= 0) {
+    // DAOP's graceful degradation (lossy, asked for by the main node): the
+    // expert prefetched for this position, the predictor's choice there,
+    // computes in place of the one that is not loaded.
+    substitute = slots_.slot(slot).expert;
+    absl::StatusOr<std::chrono::steady_clock::time_point> loaded_at = slots_.WaitLoaded(slot);
+    if (loaded_at.ok()) {
+      stall = std::max(0.0, std::chrono::duration<double>(*loaded_at - task.received).count());
     } else {
       status = loaded_at.status();
     }
@@ -670,6 +688,8 @@ void WorkerCore::Process(Task& task) {
     result.set_prefetched(hit);
     result.set_reloaded(reloaded);
     result.set_computed_on_host(on_host);
+    result.set_substituted(substitute >= 0);
+    if (substitute >= 0) result.set_substitute(static_cast<uint32_t>(substitute));
     result.set_stall_seconds(stall);
     result.set_load_seconds(load_seconds);
     result.set_compute_seconds(compute);
@@ -680,7 +700,10 @@ void WorkerCore::Process(Task& task) {
     ++stats_.tasks;
     if (!status.ok()) ++stats_.task_errors;
     if (decode && status.ok()) {
-      ++(on_host ? stats_.host_computes : hit ? stats_.hits : stats_.misses);
+      ++(on_host           ? stats_.host_computes
+         : substitute >= 0 ? stats_.substitutions
+         : hit             ? stats_.hits
+                           : stats_.misses);
       if (reloaded) ++stats_.reloads;
       step_tasks_ = key == step_key_ ? step_tasks_ + 1 : 1;
       step_key_ = key;

@@ -98,6 +98,7 @@ struct WorkerStats {
   uint64_t hints_received = 0, hints_rejected = 0, hints_stale = 0;
   uint64_t host_computes = 0;  // decode tasks computed on the host (host_compute)
   uint64_t admissions = 0;     // utility cache: hot experts loaded while idle
+  uint64_t substitutions = 0;  // decode tasks computed with a substitute (degradable tasks)
   uint64_t loads = 0, bytes_loaded = 0;
   double load_seconds = 0, compute_seconds = 0, stall_seconds = 0;
   int held = 0, peak_held = 0, slots = 0;
@@ -218,6 +219,8 @@ class WorkerCore {
   void LoadAhead();
   // The slot holding the prefetch made for (key, position), or -1.
   int PrefetchFor(const Key& key, uint32_t position) const;
+  // PrefetchFor under mu_: the substitute of a degradable task (-1: none).
+  int SubstituteFor(const Key& key, uint32_t position) const;
   void PruneLocked();
   // Cache modes: the slot to evict for a load (-1 if every slot is pinned):
   // the least recently used (lru), least often used (lfu), or lowest utility

@@ -136,6 +136,7 @@ void WorkerNode::FillStatus(v1::NodeStatus* status) const {
   w->set_hints_stale(s.hints_stale);
   w->set_host_computes(s.host_computes);
   w->set_admissions(s.admissions);
+  w->set_substitutions(s.substitutions);
 }
 
 size_t WorkerNode::max_receive_message_bytes() const {

@@ -117,6 +117,7 @@ StatusText WorkerStatsEntries(const v1::WorkerStats& s) {
       {"hints_stale", absl::StrCat(s.hints_stale())},
       {"host_computes", absl::StrCat(s.host_computes())},
       {"admissions", absl::StrCat(s.admissions())},
+      {"substitutions", absl::StrCat(s.substitutions())},
   };
 }
 

@@ -463,6 +463,7 @@ absl::Status ParseDocument(const YAML::Node& root, const std::string& file,
   ODMOE_RETURN_IF_ERROR(ws.Bool("host_compute", &t->host_compute));
   ODMOE_RETURN_IF_ERROR(ws.Int("host_compute_slowdown", &t->host_compute_slowdown, 1, 100000));
   ODMOE_RETURN_IF_ERROR(ws.Bool("sub_expert", &t->sub_expert));
+  ODMOE_RETURN_IF_ERROR(ws.Bool("degrade", &t->degrade));
   uint64_t budget = 0;
   ODMOE_RETURN_IF_ERROR(ws.Bytes("memory_budget", &budget));
   uint64_t load_bandwidth = 0;
@@ -898,6 +899,7 @@ std::string TopologyToYaml(const Topology& t) {
     out << YAML::Key << "host_compute_slowdown" << YAML::Value << t.host_compute_slowdown;
   }
   if (t.sub_expert) out << YAML::Key << "sub_expert" << YAML::Value << true;
+  if (t.degrade) out << YAML::Key << "degrade" << YAML::Value << true;
   out << YAML::Key << "nodes" << YAML::Value << YAML::BeginSeq;
   for (const WorkerSpec& w : t.workers) {
     out << YAML::BeginMap;

@@ -95,6 +95,9 @@
 //     host_compute_slowdown: 1                # EMULATION: host computes take N x (default 1)
 //     sub_expert: false                       # FIRM: a miss loads gate, up, down as units and
 //                                             #   computes each as it lands (default false)
+//     degrade: false                          # DAOP (LOSSY): a decode miss of a row's lower
+//                                             #   experts computed with the expert prefetched
+//                                             #   for its position (default false)
 //     backend: cpu:1                          # default for every worker
 //     nodes:                                  # required, at least one group
 //       - { id: w0, address: 127.0.0.1:7710 }
@@ -312,6 +315,11 @@ struct Topology {
   // FIRM's sub-expert streaming: an expert a task waits for loads as three
   // units (gate, up, down) and its compute starts on each as it lands.
   bool sub_expert = false;
+  // DAOP's graceful degradation (LOSSY, off by default): a decode task of an
+  // expert that is not the row's top-1 and is not loaded is computed with
+  // the expert its worker prefetched for that position (the predictor's
+  // choice there), with the replaced expert's routing weight.
+  bool degrade = false;
   std::vector<WorkerSpec> workers;  // in file order; index = worker index
 
   int n_workers() const { return static_cast<int>(workers.size()); }

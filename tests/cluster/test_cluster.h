@@ -53,6 +53,7 @@ struct ClusterConfig {
   bool host_compute = false;      // workers.host_compute (DAOP's compute on a miss)
   int host_compute_slowdown = 1;  // workers.host_compute_slowdown (emulation)
   bool sub_expert = false;        // workers.sub_expert (FIRM's sub-expert streaming)
+  bool degrade = false;           // workers.degrade (DAOP's degradation, LOSSY)
   int cache_experts = 8;          // lru_cache workers
   int64_t wire_delay_us = 0;      // emulated one-way delay on every received message
   std::string backend = "cpu:1";  // every node's backend

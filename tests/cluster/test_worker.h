@@ -58,12 +58,14 @@ struct TestWorker {
     }
   }
   /// Runs one task (a fixed row) and returns its result.
-  v1::ExpertResult Task(uint32_t token, uint32_t layer, uint32_t expert, uint32_t position) {
+  v1::ExpertResult Task(uint32_t token, uint32_t layer, uint32_t expert, uint32_t position,
+                        bool degradable = false) {
     const int d = model->config().n_embd;
     std::vector<float> x(static_cast<size_t>(d));
     for (int i = 0; i < d; ++i) x[static_cast<size_t>(i)] = 0.01f * static_cast<float>(i % 13 - 6);
-    const v1::ExpertTask t = TestTask(token * 100 + layer * 10 + expert, token, layer, expert,
-                                      position, x);
+    v1::ExpertTask t = TestTask(token * 100 + layer * 10 + expert, token, layer, expert,
+                                position, x);
+    t.set_degradable(degradable);
     size_t before = 0;
     {
       std::lock_guard<std::mutex> lock(mu);

@@ -152,8 +152,8 @@ TEST_CASE("worker stats: every field arrives at the main node with the worker's 
   // Shadow predictions leave experts held; random hints make the workers
   // prefetch experts the gate then does not pick (misses, reloads): between
   // the two runs every counter but task_errors, hints_rejected and
-  // hints_stale (and host_computes and admissions, policies these workers do
-  // not run) is not 0, so one that is not carried shows.
+  // hints_stale (and host_computes, admissions, substitutions: policies
+  // these workers do not run) is not 0, so one that is not carried shows.
   cfg.prediction = GENERATE(PredictionMode::kShadow, PredictionMode::kRandom);
   INFO("prediction " << PredictionModeName(cfg.prediction));
   cfg.load_bandwidth = 4'000'000'000;  // so that field is not 0 either (a 96 KiB load: 25 us)
@@ -202,6 +202,7 @@ TEST_CASE("worker stats: every field arrives at the main node with the worker's 
           {"hints_stale", static_cast<double>(s->hints_stale)},
           {"host_computes", static_cast<double>(s->host_computes)},
           {"admissions", static_cast<double>(s->admissions)},
+          {"substitutions", static_cast<double>(s->substitutions)},
       };
     };
     // What the main node reads (RenderMetrics probes the same way). Hints of

@@ -97,6 +97,10 @@ json MetricsJson(const RequestMetrics& m, bool exact) {
           {"hits", m.hits},
           {"misses", m.misses},
           {"host_computes", m.host_computes},
+          {"substitutions", m.substitutions},
+          {"agreement", m.agreement},
+          {"judged_ppl", m.judged_ppl},
+          {"reference_judged_ppl", m.reference_judged_ppl},
           {"reloads", m.reloads},
           {"stall_per_token_s", m.stall_per_token_s},
           // Decode stall over decode misses: what a miss costs (hits that
@@ -185,6 +189,8 @@ absl::StatusOr<json> Deployments(BenchContext& ctx) {
                                    {"odmoe-host", "odmoe-host", ShadowAlignment(1, 1)},
                                    {"none-host", "odmoe-host", Prediction("none")},
                                    {"odmoe-sub", "odmoe-sub", ShadowAlignment(1, 1)},
+                                   {"odmoe-degrade", "odmoe-degrade", ShadowAlignment(1, 1)},
+                                   {"random-degrade", "odmoe-degrade", Prediction("random")},
                                    {"none-sub", "odmoe-sub", Prediction("none")},
                                    {"random", "odmoe", Prediction("random")},
                                    {"resident", "resident", {}},
@@ -874,8 +880,22 @@ absl::StatusOr<BenchContext::Reference> BenchContext::ReferenceRun(
   ref.ttft_s = r.stats.ttft_seconds;
   const double total = r.stats.prefill_seconds + r.stats.decode_seconds;
   ref.output_tps = total > 0 ? r.stats.generated_tokens / total : 0;
+  ODMOE_ASSIGN_OR_RETURN(ref.judged_ppl, JudgedPerplexity(prompt, ref.output_ids));
   references_[key] = ref;
   return ref;
+}
+
+absl::StatusOr<double> BenchContext::JudgedPerplexity(const std::vector<int32_t>& prompt,
+                                                      const std::vector<int32_t>& output) {
+  if (prompt.empty() || output.empty()) return 0.0;
+  std::vector<int32_t> all = prompt;
+  all.insert(all.end(), output.begin(), output.end());
+  ODMOE_ASSIGN_OR_RETURN(ScoreResult s,
+                         reference_->Score(all, {.first = static_cast<int>(prompt.size()) - 1}));
+  double sum = 0;
+  for (double lp : s.next_logprobs) sum += lp;
+  return s.next_logprobs.empty() ? 0.0
+                                 : std::exp(-sum / static_cast<double>(s.next_logprobs.size()));
 }
 
 uint64_t BenchContext::BandwidthForRatio(double ratio) const {
@@ -920,6 +940,10 @@ absl::StatusOr<Topology> BenchContext::DeploymentTopology(const std::string& nam
     // than the workers' "device".
     t.host_compute = true;
     t.host_compute_slowdown = options_.host_slowdown;
+    return shadow_with(base_.shadow ? base_.shadow->quantization : DType::kQ8_0);
+  }
+  if (name == "odmoe-degrade") {
+    t.degrade = true;  // DAOP's graceful degradation (lossy)
     return shadow_with(base_.shadow ? base_.shadow->quantization : DType::kQ8_0);
   }
   if (name == "odmoe-sub") {
@@ -1030,6 +1054,19 @@ absl::StatusOr<RequestMetrics> BenchContext::Run(ClusterProcess& cluster, const 
   ODMOE_ASSIGN_OR_RETURN(RequestMetrics m, RunRequest(cluster, spec));
   ODMOE_ASSIGN_OR_RETURN(Reference ref, ReferenceRun(spec.prompt_ids, spec.max_tokens));
   *exact = m.output_ids == ref.output_ids;
+  size_t same = 0;
+  for (size_t i = 0; i < std::min(m.output_ids.size(), ref.output_ids.size()); ++i) {
+    same += m.output_ids[i] == ref.output_ids[i] ? 1 : 0;
+  }
+  m.agreement = ref.output_ids.empty() ? 1.0
+                                       : static_cast<double>(same) /
+                                             static_cast<double>(ref.output_ids.size());
+  m.reference_judged_ppl = ref.judged_ppl;
+  if (*exact) {
+    m.judged_ppl = ref.judged_ppl;
+  } else {
+    ODMOE_ASSIGN_OR_RETURN(m.judged_ppl, JudgedPerplexity(spec.prompt_ids, m.output_ids));
+  }
   ++experiment_requests_;
   if (!experiment_.empty()) {
     Running(absl::StrFormat("%s: %d request%s, %.0f s; last %.1f tokens/s (%s)", experiment_,

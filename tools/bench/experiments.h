@@ -89,8 +89,13 @@ class BenchContext {
   struct Reference {
     std::vector<int32_t> output_ids;
     double decode_tps = 0, ttft_s = 0, output_tps = 0;
+    double judged_ppl = 0;  // JudgedPerplexity of output_ids
   };
   absl::StatusOr<Reference> ReferenceRun(const std::vector<int32_t>& prompt, int max_tokens);
+  /// The lossless model's perplexity of `output` after `prompt` (the single
+  /// process scores it): how a lossy policy's text reads to the exact model.
+  absl::StatusOr<double> JudgedPerplexity(const std::vector<int32_t>& prompt,
+                                          const std::vector<int32_t>& output);
 
   /// Deployment topologies (see experiments.cpp): "odmoe", "resident", "lru",
   /// "shadow-f16", "shadow-q8_0", "shadow-q6_k", "shadow-q5_k", "shadow-q4_k", "shadow-q4_0".

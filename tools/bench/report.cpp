@@ -51,6 +51,26 @@ void Deployments(const json& d, std::ostringstream& out) {
           << " | " << (r.value("exact", false) ? "yes" : "**NO**") << " |\n";
     }
   }
+  // The lossy policies: how far from the single process they are.
+  bool lossy = false;
+  for (const auto& [name, configs] : d["results"].items()) {
+    for (const auto& [config, r] : configs.items()) lossy = lossy || !r.value("exact", true);
+  }
+  if (lossy) {
+    out << "\nQuality against the single process's greedy run (agreement: share of output "
+           "positions with its token; judged PPL: the lossless model's perplexity of the output, "
+           "its own output's next to it):\n\n"
+        << "| deployment | config | agreement | judged PPL | single process's judged PPL | "
+           "substitutions |\n|---|---|--:|--:|--:|--:|\n";
+    for (const auto& [name, configs] : d["results"].items()) {
+      for (const auto& [config, r] : configs.items()) {
+        if (!r.contains("agreement")) continue;
+        out << "| " << name << " | " << config << " | " << F(Num(r, "agreement"), "%.3f") << " | "
+            << F(Num(r, "judged_ppl"), "%.3f") << " | " << F(Num(r, "reference_judged_ppl"), "%.3f")
+            << " | " << F(Num(r, "substitutions"), "%.0f") << " |\n";
+      }
+    }
+  }
   out << "\nPeak memory per node (process resident set; workers also their expert slots):\n\n"
       << "| deployment | node | role | peak RSS MiB | expert memory peak KiB | experts held "
          "at most | expert KiB |\n|---|---|---|--:|--:|--:|--:|\n";

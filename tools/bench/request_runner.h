@@ -34,6 +34,11 @@ struct RequestMetrics {
   uint64_t predictions_missing = 0;
   uint64_t hits = 0, misses = 0, reloads = 0;
   uint64_t host_computes = 0;  // misses computed on a worker's host (workers.host_compute)
+  uint64_t substitutions = 0;  // misses computed with a substitute (workers.degrade, lossy)
+  // Against the single process's greedy run (BenchContext::Run): the share
+  // of output positions with its token, and the lossless model's perplexity
+  // of this output and of its own.
+  double agreement = 1, judged_ppl = 0, reference_judged_ppl = 0;
   double stall_per_token_s = 0;        // decode load stall / output token
   double bytes_loaded_per_token = 0;   // expert bytes loaded by workers / output token
   double network_bytes_per_token = 0;  // main node's link bytes / output token
