@@ -14,6 +14,7 @@
 #include "backend_registry.h"
 #include "cluster/protocol.h"
 #include "model/model_quantizer.h"
+#include "model/quantized_copy.h"
 #include "shadow_node/shadow_service.h"
 #include "util/logging.h"
 #include "util/status_macros.h"
@@ -42,58 +43,8 @@ absl::StatusOr<std::string> PrepareShadowModel(const Topology& topology,
     ODMOE_RETURN_IF_ERROR(CheckSource(*m, spec.model, base_fingerprint));
     return spec.model;
   }
-  const char* tmp = std::getenv("TMPDIR");
-  const std::string dir = tmp && *tmp ? tmp : "/tmp";
-  // Every converted tensor in the one type (a row it cannot hold falls back:
-  // model/quant_mix.h), by the quantizer odmoe-quantize uses.
-  const QuantRecipe recipe = QuantRecipe::Pure(spec.quantization);
-  const std::string path =
-      absl::StrFormat("%s/odmoe-shadow-%s-%s.gguf", dir, FingerprintHex(base_fingerprint),
-                      GgmlTypeName(static_cast<uint32_t>(spec.quantization)));
-  if (std::filesystem::exists(path)) {
-    absl::StatusOr<std::unique_ptr<ModelFile>> cached = ModelFile::Open(path);
-    if (cached.ok() && CheckSource(**cached, path, base_fingerprint).ok() &&
-        (*cached)->gguf().GetString(kQuantizationKey) == recipe.Name()) {
-      ODMOE_LOG_INFO("using the cached quantized model {}", path);
-      return path;
-    }
-    ODMOE_LOG_WARN("ignoring the unusable cached file {}", path);
-  }
-  const std::string partial = absl::StrCat(path, ".", getpid(), ".partial");
-  QuantizeOptions opt;
-  opt.recipe = recipe;
-  opt.threads = 1;
-  opt.cancel = cancel;
-  // The log shows the quantization going (at most every 5 s), so a start-up
-  // of tens of seconds is not an empty log.
-  ODMOE_LOG_INFO("quantizing {} to {} for the shadow (once; cached as {})", topology.model,
-                 recipe.Name(), path);
-  const auto t0 = std::chrono::steady_clock::now();
-  auto last = t0;
-  opt.progress = [&](const QuantizeProgress& p) {
-    if (on_progress && p.bytes_total > 0) {
-      on_progress(static_cast<double>(p.bytes_done) / static_cast<double>(p.bytes_total));
-    }
-    const auto now = std::chrono::steady_clock::now();
-    if (now - last < std::chrono::seconds(5) || p.bytes_total == 0) return;
-    last = now;
-    ODMOE_LOG_INFO("quantizing: {:.0f} % ({} of {} tensors, {:.0f} s)",
-                   100.0 * static_cast<double>(p.bytes_done) / static_cast<double>(p.bytes_total),
-                   p.tensor + 1, p.tensors, std::chrono::duration<double>(now - t0).count());
-  };
-  ODMOE_ASSIGN_OR_RETURN(QuantizeReport r, QuantizeModelFile(topology.model, partial, opt));
-  std::error_code ec;
-  std::filesystem::rename(partial, path, ec);
-  if (ec) {
-    return absl::InternalError(absl::StrFormat("cannot write %s: %s", path, ec.message()));
-  }
-  ODMOE_LOG_INFO("quantized {} tensors to {}: {} -> {} bytes ({})", r.tensors_converted,
-                 recipe.Name(), r.bytes_in, r.bytes_out, path);
-  for (const QuantizeReport::FellBack& f : r.fallbacks) {
-    ODMOE_LOG_INFO("  {}: rows of {} cannot be {}: stored as {}", f.name, f.row_length,
-                   Traits(f.wanted).name, Traits(f.used).name);
-  }
-  return path;
+  return CachedQuantizedCopy(topology.model, base_fingerprint, spec.quantization, "shadow",
+                             "the shadow", on_progress, cancel);
 }
 
 absl::StatusOr<std::unique_ptr<ShadowNode>> ShadowNode::Create(const Topology& topology,
