@@ -1,5 +1,7 @@
 #include "main_node/cluster_executor.h"
 
+#include "cluster/precision_schedule.h"
+
 #include <algorithm>
 #include <chrono>
 
@@ -39,6 +41,28 @@ bool ClusterExpertExecutor::Quarantined(int group) const {
   return it != quarantine_.end() && std::chrono::steady_clock::now() < it->second.until;
 }
 
+bool ClusterExpertExecutor::SubCritical(int layer, const RoutingPlan& plan, size_t p) const {
+  if (!topology_.mixed_precision) return false;
+  const int t = CriticalExperts(layer, config_.n_layer, config_.n_expert_used,
+                                topology_.mixed_precision->floor);
+  if (t >= config_.n_expert_used) return false;
+  const RoutingPlan::ExpertRows& er = plan.experts[p];
+  for (size_t i = 0; i < er.rows.size(); ++i) {
+    // The expert's rank in this row: RouterTopK's order (weight descending,
+    // ties to the lower id).
+    int rank = 0;
+    for (const RoutingPlan::ExpertRows& other : plan.experts) {
+      if (other.expert == er.expert) continue;
+      const auto at = std::find(other.rows.begin(), other.rows.end(), er.rows[i]);
+      if (at == other.rows.end()) continue;
+      const float w = other.weights[static_cast<size_t>(at - other.rows.begin())];
+      if (w > er.weights[i] || (w == er.weights[i] && other.expert < er.expert)) ++rank;
+    }
+    if (rank < t) return false;
+  }
+  return true;
+}
+
 ExpertTaskStats ClusterExpertExecutor::TakeStats() {
   ExpertTaskStats s = stats_;
   stats_ = ExpertTaskStats();
@@ -48,7 +72,7 @@ ExpertTaskStats ClusterExpertExecutor::TakeStats() {
 absl::Status ClusterExpertExecutor::Send(int worker, uint32_t layer, uint32_t expert,
                                          uint32_t position, const float* rows, int64_t n,
                                          uint32_t mini_batch, uint32_t mini_batches,
-                                         uint64_t* task_id, bool degradable) {
+                                         uint64_t* task_id, ExpertTaskFlags flags) {
   v1::WorkerRequest req;
   v1::ExpertTask* task = req.mutable_task();
   *task_id = next_task_++;
@@ -60,7 +84,8 @@ absl::Status ClusterExpertExecutor::Send(int worker, uint32_t layer, uint32_t ex
   task->set_mini_batch(mini_batch);
   task->set_mini_batches(mini_batches);
   task->set_position(position);
-  task->set_degradable(degradable);
+  task->set_degradable(flags.degradable);
+  task->set_low_precision(flags.low_precision);
   EncodeRows(rows, n, config_.n_embd, ToWire(topology_.wire_dtype), task->mutable_input());
   ++stats_.tasks;
   return links_.SendToWorker(worker, req);
@@ -88,6 +113,7 @@ absl::Status ClusterExpertExecutor::Receive(uint64_t task_id, int worker, uint32
   }
   std::copy(decoded_.begin(), decoded_.end(), rows_out);
   worker_costs_.Observe(n, r.compute_seconds());
+  if (r.low_precision()) ++stats_.low_precision;
   if (token_ > 0) {
     ++(r.computed_on_host() ? stats_.host_computes
        : r.substituted()    ? stats_.substitutions
@@ -192,10 +218,13 @@ absl::Status ClusterExpertExecutor::RunDecodeOn(int layer, const RoutingPlan& pl
   std::vector<uint64_t> ids(assignment.size());
   for (size_t p = 0; p < assignment.size(); ++p) {
     const int worker = members[static_cast<size_t>(WorkerOfPosition(static_cast<int>(p), g))];
+    const size_t entry = static_cast<size_t>(
+        std::find(actual.begin(), actual.end(), assignment[p]) - actual.begin());
     absl::Status s = Send(worker, static_cast<uint32_t>(layer),
                           static_cast<uint32_t>(assignment[p]), static_cast<uint32_t>(p),
                           host_x_.data(), 1, 0, 1, &ids[p],
-                          topology_.degrade && assignment[p] != top1);
+                          {.degradable = topology_.degrade && assignment[p] != top1,
+                           .low_precision = SubCritical(layer, plan, entry)});
     if (!s.ok()) {
       *failed_worker = worker;
       return s;
@@ -312,7 +341,8 @@ absl::Status ClusterExpertExecutor::SendGathered(int worker, uint32_t layer,
                 host_gather_.data() + i * d);
   }
   return Send(worker, layer, static_cast<uint32_t>(er.expert), position, host_gather_.data(),
-              count, mini_batch, mini_batches, task_id);
+              count, mini_batch, mini_batches, task_id,
+              {.low_precision = SubCritical(static_cast<int>(layer), plan, p)});
 }
 
 absl::Status ClusterExpertExecutor::RunVerifyOn(int layer, const RoutingPlan& plan,

@@ -57,10 +57,17 @@ struct ExpertTaskStats {
   uint64_t hits = 0, misses = 0, reloads = 0;  // decode tasks
   uint64_t host_computes = 0;  // decode tasks computed on a worker's host (no load)
   uint64_t substitutions = 0;  // decode tasks computed with a substitute (workers.degrade)
+  uint64_t low_precision = 0;  // tasks computed from the low-precision copy (mixed_precision)
   double stall_seconds = 0;                    // decode tasks
   double wait_seconds = 0;                     // main waiting for results
   uint64_t worker_failures = 0;                // layers recomputed by another group
   std::vector<double> stall_per_layer;         // decode load stall by layer
+};
+
+/// The policies' marks on a task (ExpertTask.degradable, .low_precision).
+struct ExpertTaskFlags {
+  bool degradable = false;
+  bool low_precision = false;
 };
 
 class ClusterExpertExecutor : public ExpertExecutor {
@@ -135,7 +142,10 @@ class ClusterExpertExecutor : public ExpertExecutor {
       : config_(config), backend_(backend), topology_(topology), links_(links) {}
   absl::Status Send(int worker, uint32_t layer, uint32_t expert, uint32_t position,
                     const float* rows, int64_t n, uint32_t mini_batch, uint32_t mini_batches,
-                    uint64_t* task_id, bool degradable = false);
+                    uint64_t* task_id, ExpertTaskFlags flags = {});
+  // workers.mixed_precision: plan entry `p` is sub-critical (DyMoE's depth
+  // schedule, cluster/precision_schedule.h) for every row routed to it.
+  bool SubCritical(int layer, const RoutingPlan& plan, size_t p) const;
   absl::Status Receive(uint64_t task_id, int worker, uint32_t layer, int64_t n,
                        float* rows_out);
   absl::Status Combine(const RoutingPlan& plan, Mat out);

@@ -237,6 +237,7 @@ struct HttpApi::Impl {
             {"expert_misses", r.experts.misses},
             {"expert_host_computes", r.experts.host_computes},
             {"expert_substitutions", r.experts.substitutions},
+            {"expert_low_precision", r.experts.low_precision},
             {"expert_reloads", r.experts.reloads},
             {"ttft_seconds", r.result.stats.ttft_seconds},
             {"decode_tokens_per_second", r.result.stats.decode_tokens_per_second()},

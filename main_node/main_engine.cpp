@@ -190,6 +190,7 @@ void MainEngine::SendHint(uint64_t request, int n, int layer, std::vector<int32_
   hint->mutable_key()->set_token(static_cast<uint32_t>(n));
   hint->mutable_key()->set_layer(static_cast<uint32_t>(layer));
   for (int32_t e : predicted) hint->add_experts(static_cast<uint32_t>(e));
+  hint->set_ranked(true);  // the look-ahead's likeliest first (random: any order)
   links_.predictions().Put(request, static_cast<uint32_t>(n), static_cast<uint32_t>(layer),
                            std::move(predicted));
   const std::vector<int> members = topology_.GroupMembers(schedule_.GroupOfLayer(layer));
@@ -281,6 +282,7 @@ void AddStats(ExpertTaskStats& into, const ExpertTaskStats& add) {
   into.misses += add.misses;
   into.host_computes += add.host_computes;
   into.substitutions += add.substitutions;
+  into.low_precision += add.low_precision;
   into.reloads += add.reloads;
   into.stall_seconds += add.stall_seconds;
   into.wait_seconds += add.wait_seconds;

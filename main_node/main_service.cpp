@@ -92,6 +92,7 @@ void FillStats(const ClusterGenerateResult& r, v1::GenerateStats* s) {
   s->set_expert_misses(r.experts.misses);
   s->set_expert_host_computes(r.experts.host_computes);
   s->set_expert_substitutions(r.experts.substitutions);
+  s->set_expert_low_precision(r.experts.low_precision);
   s->set_expert_reloads(r.experts.reloads);
   s->set_load_stall_seconds(r.experts.stall_seconds);
   s->set_alignment_seconds(r.alignment_seconds);

@@ -450,11 +450,17 @@ absl::Status ShadowCore::Decode(const std::vector<Seq*>& rows) {
       key->set_request(seq.req);
       key->set_token(seq.n);
       key->set_layer(static_cast<uint32_t>(layer));
+      // The row's experts by rank: weight descending, ties to the lower id
+      // (RouterTopK's order).
+      std::vector<std::pair<float, int32_t>> ranked;
       for (const RoutingPlan::ExpertRows& er : plan.experts) {  // ascending ids
-        if (std::find(er.rows.begin(), er.rows.end(), static_cast<int32_t>(r)) != er.rows.end()) {
-          hint.add_experts(static_cast<uint32_t>(er.expert));
-        }
+        auto at = std::find(er.rows.begin(), er.rows.end(), static_cast<int32_t>(r));
+        if (at != er.rows.end()) ranked.emplace_back(er.weights[static_cast<size_t>(at - er.rows.begin())], er.expert);
       }
+      std::stable_sort(ranked.begin(), ranked.end(),
+                       [](const auto& a, const auto& b) { return a.first > b.first; });
+      for (const auto& [weight, expert] : ranked) hint.add_experts(static_cast<uint32_t>(expert));
+      hint.set_ranked(true);
       v1::Prediction* pred = rows.size() == 1 ? reply.mutable_prediction()
                                               : reply.mutable_predictions()->add_predictions();
       *pred->mutable_key() = hint.key();

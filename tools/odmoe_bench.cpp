@@ -145,7 +145,7 @@ int Main(int argc, char** argv) {
   BenchOptions o;
   std::string experiments, configs, periods, load_bandwidth, link_bandwidth, sweep, report_only,
       deployments,
-      link_delay, clients, drafts, draft_wait, prefill_lengths, mini_batches;
+      link_delay, clients, drafts, draft_wait, prefill_lengths, mini_batches, mixed_floor;
   float load_ratio = 64;
   CliArgs args("odmoe-bench",
                "Reproduces the OD-MoE evaluation on a cluster: deployments side by side, recall, "
@@ -167,8 +167,8 @@ int Main(int argc, char** argv) {
                  "PROMPTxOUTPUT lengths for deployments (default 16x64,16x256,128x64,128x256)");
   args.AddString("deployments", &deployments, "LIST",
                  "deployments to compare: odmoe,lookahead,lookahead-mol,lookahead-daop,none,"
-                 "odmoe-host,none-host,odmoe-sub,none-sub,odmoe-degrade,random-degrade,random,"
-                 "resident,lru,lfu,utility (default all)");
+                 "odmoe-host,none-host,odmoe-sub,none-sub,odmoe-degrade,random-degrade,odmoe-mixed,"
+                 "random,resident,lru,lfu,utility (default all)");
   args.AddInt("prompts", &o.prompts, "N", "prompts per configuration (default 3; quick 1)");
   args.AddInt("repeats", &o.repeats, "N", "prompts per ablation case (default 5; quick 2)");
   args.AddString("periods", &periods, "LIST", "alignment periods (default 1,2,4,8,16)");
@@ -201,6 +201,9 @@ int Main(int argc, char** argv) {
               "renumber the nodes' ports from PORT (and serve no HTTP)");
   args.AddString("link-delay", &link_delay, "DELAY",
                  "emulated one-way delay on every message (wire.emulated_delay), e.g. 250us");
+  args.AddString("mixed-floor", &mixed_floor, "F",
+                 "odmoe-mixed: the retention ratio at the last layer (workers.mixed_precision.floor, "
+                 "default 0)");
   args.AddInt("host-slowdown", &o.host_slowdown, "N",
               "odmoe-host / none-host: the host computes N x slower than the workers' device "
               "(workers.host_compute_slowdown, default 8)");
@@ -254,7 +257,8 @@ int Main(int argc, char** argv) {
   absl::StatusOr<std::vector<std::string>> chosen = ParseNames(
       "deployments", deployments,
       {"odmoe", "lookahead", "lookahead-mol", "lookahead-daop", "none", "odmoe-host",
-       "none-host", "odmoe-sub", "none-sub", "odmoe-degrade", "random-degrade", "random",
+       "none-host", "odmoe-sub", "none-sub", "odmoe-degrade", "random-degrade", "odmoe-mixed",
+       "random",
        "resident", "lru", "lfu", "utility"});
   if (!chosen.ok()) return Fail(std::string(chosen.status().message()), 2);
   o.deployments = *chosen;
@@ -267,6 +271,11 @@ int Main(int argc, char** argv) {
     absl::StatusOr<int64_t> us = ParseDelayUs("--draft-wait", draft_wait);
     if (!us.ok()) return Fail(std::string(us.status().message()), 2);
     o.draft_wait_us = *us;
+  }
+  if (!mixed_floor.empty() &&
+      (!absl::SimpleAtod(mixed_floor, &o.mixed_floor) || !(o.mixed_floor >= 0) ||
+       o.mixed_floor > 1)) {
+    return Fail(absl::StrCat("--mixed-floor: '", mixed_floor, "' is not a number in [0, 1]"), 2);
   }
   if (!sweep.empty()) {
     o.sweep_ratios.clear();

@@ -24,9 +24,22 @@ std::chrono::steady_clock::duration Seconds(double s) {
 
 absl::StatusOr<ExpertSlots> ExpertSlots::Create(const ModelFile& model, Backend& backend, int slots,
                                                 std::unique_ptr<SlotDevice> device,
-                                                const std::vector<ExpertId>& host_set) {
+                                                const std::vector<ExpertId>& host_set,
+                                                const ModelFile* low_model) {
   if (slots < 1) return absl::InvalidArgumentError("a worker needs at least one expert slot");
   ExpertSlots s(model, backend);
+  if (low_model != nullptr) {
+    const ModelConfig& a = model.config();
+    const ModelConfig& b = low_model->config();
+    if (a.n_layer != b.n_layer || a.n_expert != b.n_expert || a.n_embd != b.n_embd ||
+        a.n_ff != b.n_ff) {
+      return absl::InvalidArgumentError(
+          "the low-precision copy is not a copy of the worker's model (its shape differs)");
+    }
+    s.low_model_ = low_model;
+    s.low_layouts_ = LayerPackLayouts(b);
+    s.slot_bytes_ = std::max(s.slot_bytes_, LargestPackedExpert(b));
+  }
   const size_t stride = ExpertSlotStride(s.slot_bytes_);
   if (device == nullptr) {
     if (!backend.host_memory()) {
@@ -108,6 +121,11 @@ int ExpertSlots::FindLoaded(int layer, int expert) const {
   return -1;
 }
 
+int ExpertSlots::FindUsable(int layer, int expert, bool low_ok) const {
+  const int i = FindLoaded(layer, expert);
+  return i >= 0 && (low_ok || !slots_[static_cast<size_t>(i)].low) ? i : -1;
+}
+
 int ExpertSlots::FreeSlot() const {
   for (size_t i = 0; i < slots_.size(); ++i) {
     if (!slots_[i].loaded) return static_cast<int>(i);
@@ -115,7 +133,10 @@ int ExpertSlots::FreeSlot() const {
   return -1;
 }
 
-absl::Status ExpertSlots::CheckLoad(int slot, int layer, int expert) const {
+absl::Status ExpertSlots::CheckLoad(int slot, int layer, int expert, bool low) const {
+  if (low && low_model_ == nullptr) {
+    return absl::FailedPreconditionError("no low-precision copy of the model to load from");
+  }
   if (slot < 0 || slot >= size() || slots_[static_cast<size_t>(slot)].loaded) {
     return absl::FailedPreconditionError(absl::StrFormat("slot %d is not free", slot));
   }
@@ -128,24 +149,28 @@ absl::Status ExpertSlots::CheckLoad(int slot, int layer, int expert) const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<const uint8_t*> ExpertSlots::DeviceSource(int slot, int layer, int expert) {
-  if (auto it = host_copy_.find({layer, expert}); it != host_copy_.end()) return it->second;
+absl::StatusOr<const uint8_t*> ExpertSlots::DeviceSource(int slot, int layer, int expert,
+                                                         bool low) {
+  if (auto it = host_copy_.find({layer, expert}); !low && it != host_copy_.end()) {
+    return it->second;
+  }
   // Stage it: the entry may still feed an earlier copy.
   const int k = next_staging_;
   next_staging_ = 1 - next_staging_;
   if (staging_user_[k] >= 0) ODMOE_RETURN_IF_ERROR(device_->WaitLoadDone(staging_user_[k]));
-  PackExpert(model_->Expert(layer, expert), layouts_[static_cast<size_t>(layer)], staging_[k]);
+  PackExpert(Source(low).Expert(layer, expert), Layout(layer, low), staging_[k]);
   staging_user_[k] = slot;
   return staging_[k];
 }
 
-ExpertSlots::Slot& ExpertSlots::MarkLoaded(int slot, int layer, int expert,
+ExpertSlots::Slot& ExpertSlots::MarkLoaded(int slot, int layer, int expert, bool low,
                                            std::chrono::steady_clock::time_point t0,
                                            int64_t t0_wall) {
-  const size_t bytes = layouts_[static_cast<size_t>(layer)].total_bytes;
+  const size_t bytes = Layout(layer, low).total_bytes;
   Slot& s = slots_[static_cast<size_t>(slot)];
   s = Slot{};
   s.loaded = true;
+  s.low = low;
   s.layer = layer;
   s.expert = expert;
   s.bytes = bytes;
@@ -160,23 +185,24 @@ ExpertSlots::Slot& ExpertSlots::MarkLoaded(int slot, int layer, int expert,
   return s;
 }
 
-absl::Status ExpertSlots::Load(int slot, int layer, int expert, bool prefetched, bool pinned) {
-  ODMOE_RETURN_IF_ERROR(CheckLoad(slot, layer, expert));
-  const ExpertPackLayout& layout = layouts_[static_cast<size_t>(layer)];
+absl::Status ExpertSlots::Load(int slot, int layer, int expert, bool prefetched, bool pinned,
+                               bool low) {
+  ODMOE_RETURN_IF_ERROR(CheckLoad(slot, layer, expert, low));
+  const ExpertPackLayout& layout = Layout(layer, low);
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t t0_wall = TraceRecorder::NowUs();
   uint8_t* dst = slot_data_[static_cast<size_t>(slot)];
   if (device_ == nullptr) {
-    PackExpert(model_->Expert(layer, expert), layout, dst);
+    PackExpert(Source(low).Expert(layer, expert), layout, dst);
     if (load_bandwidth_ > 0) {
       std::this_thread::sleep_until(t0 + Seconds(static_cast<double>(layout.total_bytes) /
                                                  static_cast<double>(load_bandwidth_)));
     }
   } else {
-    ODMOE_ASSIGN_OR_RETURN(const uint8_t* src, DeviceSource(slot, layer, expert));
+    ODMOE_ASSIGN_OR_RETURN(const uint8_t* src, DeviceSource(slot, layer, expert, low));
     ODMOE_RETURN_IF_ERROR(device_->QueueLoad(slot, dst, src, layout.total_bytes));
   }
-  Slot& s = MarkLoaded(slot, layer, expert, t0, t0_wall);
+  Slot& s = MarkLoaded(slot, layer, expert, low, t0, t0_wall);
   s.prefetched = prefetched;
   s.pinned = pinned;
   s.ready = device_ == nullptr;
@@ -184,8 +210,9 @@ absl::Status ExpertSlots::Load(int slot, int layer, int expert, bool prefetched,
   return absl::OkStatus();
 }
 
-std::vector<std::pair<size_t, size_t>> ExpertSlots::UnitRanges(int layer, int unit) const {
-  const ExpertPackLayout& l = layouts_[static_cast<size_t>(layer)];
+std::vector<std::pair<size_t, size_t>> ExpertSlots::UnitRanges(int layer, bool low,
+                                                               int unit) const {
+  const ExpertPackLayout& l = Layout(layer, low);
   switch (unit) {
     case 0: {
       std::vector<std::pair<size_t, size_t>> r;
@@ -200,26 +227,26 @@ std::vector<std::pair<size_t, size_t>> ExpertSlots::UnitRanges(int layer, int un
   }
 }
 
-absl::Status ExpertSlots::LoadStreamed(int slot, int layer, int expert) {
-  ODMOE_RETURN_IF_ERROR(CheckLoad(slot, layer, expert));
-  const ExpertPackLayout& layout = layouts_[static_cast<size_t>(layer)];
+absl::Status ExpertSlots::LoadStreamed(int slot, int layer, int expert, bool low) {
+  ODMOE_RETURN_IF_ERROR(CheckLoad(slot, layer, expert, low));
+  const ExpertPackLayout& layout = Layout(layer, low);
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t t0_wall = TraceRecorder::NowUs();
   const uint8_t* src = nullptr;
   if (device_ == nullptr) {
     // Host memory: the copy itself is quick next to an emulated link, which
     // delivers the units one after the other.
-    PackExpert(model_->Expert(layer, expert), layout, slot_data_[static_cast<size_t>(slot)]);
+    PackExpert(Source(low).Expert(layer, expert), layout, slot_data_[static_cast<size_t>(slot)]);
   } else {
-    ODMOE_ASSIGN_OR_RETURN(src, DeviceSource(slot, layer, expert));
+    ODMOE_ASSIGN_OR_RETURN(src, DeviceSource(slot, layer, expert, low));
   }
-  Slot& s = MarkLoaded(slot, layer, expert, t0, t0_wall);
+  Slot& s = MarkLoaded(slot, layer, expert, low, t0, t0_wall);
   s.streamed = true;
   s.stream_src = src;
   if (device_ == nullptr) {
     size_t bytes = 0;
     for (int u = 0; u < kUnits; ++u) {
-      for (const auto& [offset, n] : UnitRanges(layer, u)) bytes += n;
+      for (const auto& [offset, n] : UnitRanges(layer, low, u)) bytes += n;
       s.unit_ready[static_cast<size_t>(u)] =
           load_bandwidth_ > 0
               ? t0 + Seconds(static_cast<double>(bytes) / static_cast<double>(load_bandwidth_))
@@ -242,8 +269,7 @@ absl::StatusOr<ExpertWeights> ExpertSlots::AcquireUnit(int slot, int unit, doubl
   }
   Slot& s = slots_[static_cast<size_t>(slot)];
   if (!s.streamed) return Acquire(slot);
-  const ExpertWeights w =
-      layouts_[static_cast<size_t>(s.layer)].WeightsAt(slot_data_[static_cast<size_t>(slot)]);
+  const ExpertWeights w = Layout(s.layer, s.low).WeightsAt(slot_data_[static_cast<size_t>(slot)]);
   if (device_ == nullptr) {
     if (unit < 0) return w;
     const auto ready = s.unit_ready[static_cast<size_t>(std::min(unit, kUnits - 1))];
@@ -259,7 +285,7 @@ absl::StatusOr<ExpertWeights> ExpertSlots::AcquireUnit(int slot, int unit, doubl
   // compute queue waits for the last one queued.
   uint8_t* dst = slot_data_[static_cast<size_t>(slot)];
   for (; s.units_queued <= std::max(unit, 0) && s.units_queued < kUnits; ++s.units_queued) {
-    for (const auto& [offset, n] : UnitRanges(s.layer, s.units_queued)) {
+    for (const auto& [offset, n] : UnitRanges(s.layer, s.low, s.units_queued)) {
       ODMOE_RETURN_IF_ERROR(device_->QueueLoad(slot, dst + offset, s.stream_src + offset, n));
     }
   }
@@ -281,7 +307,7 @@ absl::StatusOr<std::chrono::steady_clock::time_point> ExpertSlots::WaitLoaded(in
   if (s.streamed && s.units_queued < kUnits) {
     // The rest of it (not asked for by compute yet).
     for (; s.units_queued < kUnits; ++s.units_queued) {
-      for (const auto& [offset, n] : UnitRanges(s.layer, s.units_queued)) {
+      for (const auto& [offset, n] : UnitRanges(s.layer, s.low, s.units_queued)) {
         ODMOE_RETURN_IF_ERROR(device_->QueueLoad(slot, slot_data_[static_cast<size_t>(slot)] + offset,
                                                  s.stream_src + offset, n));
       }
@@ -314,7 +340,7 @@ absl::StatusOr<ExpertWeights> ExpertSlots::Acquire(int slot) {
   }
   if (device_ != nullptr) ODMOE_RETURN_IF_ERROR(device_->ComputeWaitForLoad(slot));
   const Slot& s = slots_[static_cast<size_t>(slot)];
-  return layouts_[static_cast<size_t>(s.layer)].WeightsAt(slot_data_[static_cast<size_t>(slot)]);
+  return Layout(s.layer, s.low).WeightsAt(slot_data_[static_cast<size_t>(slot)]);
 }
 
 absl::Status ExpertSlots::Release(int slot) {

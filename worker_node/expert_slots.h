@@ -44,6 +44,12 @@
 //     RunExpertFfnStage(*backend, static_cast<ExpertFfnStage>(u), w, x, scratch, y);
 //   }
 //   ODMOE_RETURN_IF_ERROR(slots.Release(s));
+//
+// With a low-precision copy of the model (Create's `low_model`: DyMoE's mixed
+// precision, workers.mixed_precision) an expert may be loaded from it instead
+// (`low`): fewer bytes, its own layout; a slot holds an expert in one
+// precision only, and FindUsable says whether the one held serves a task (a
+// high-precision copy serves both).
 #pragma once
 
 #include <array>
@@ -83,6 +89,7 @@ class ExpertSlots {
     int units_queued = 0;
     std::array<std::chrono::steady_clock::time_point, 3> unit_ready{};
     const uint8_t* stream_src = nullptr;
+    bool low = false;  // loaded from the low-precision copy
   };
   /// Sub-expert units of a streamed load: unit 0 is the gate (and every
   /// bias), 1 the up, 2 the down matrix.
@@ -95,23 +102,28 @@ class ExpertSlots {
   /// memory (others are staged when asked for).
   static absl::StatusOr<ExpertSlots> Create(const ModelFile& model, Backend& backend, int slots,
                                             std::unique_ptr<SlotDevice> device = nullptr,
-                                            const std::vector<ExpertId>& host_set = {});
+                                            const std::vector<ExpertId>& host_set = {},
+                                            const ModelFile* low_model = nullptr);
 
   int size() const { return static_cast<int>(slots_.size()); }
   const Slot& slot(int i) const { return slots_[static_cast<size_t>(i)]; }
   /// The slot holding (layer, expert), or -1.
   int FindLoaded(int layer, int expert) const;
+  /// The slot holding (layer, expert) in a precision that serves a task that
+  /// may (`low_ok`) or may not use the low-precision copy, or -1.
+  int FindUsable(int layer, int expert, bool low_ok) const;
   /// An empty slot, or -1.
   int FreeSlot() const;
 
   /// Starts loading expert (layer, expert) into empty slot `slot` (on a host
   /// backend: loads it). FAILED_PRECONDITION if the slot is not empty.
-  absl::Status Load(int slot, int layer, int expert, bool prefetched, bool pinned = false);
+  absl::Status Load(int slot, int layer, int expert, bool prefetched, bool pinned = false,
+                    bool low = false);
   /// Starts loading expert (layer, expert) into empty slot `slot` in its
   /// three units, in order, and returns at once (on the host, the emulated
   /// link delivers unit u after the bytes of units 0..u; without emulation
   /// every unit is there at once). Counted as one load.
-  absl::Status LoadStreamed(int slot, int layer, int expert);
+  absl::Status LoadStreamed(int slot, int layer, int expert, bool low = false);
   /// The slot's weights once unit `unit` of its streamed load is there, for
   /// compute queued next that reads only units 0..unit (host: blocks until
   /// it has arrived and adds the seconds waited to *waited; device: queues
@@ -140,8 +152,10 @@ class ExpertSlots {
 
   /// Bytes of one slot: the largest packed expert of the model.
   size_t slot_bytes() const { return slot_bytes_; }
-  /// Bytes of a packed expert of `layer`.
-  size_t expert_bytes(int layer) const { return layouts_[static_cast<size_t>(layer)].total_bytes; }
+  /// Bytes of a packed expert of `layer` (from the low-precision copy: `low`).
+  size_t expert_bytes(int layer, bool low = false) const { return Layout(layer, low).total_bytes; }
+  /// A low-precision copy was given.
+  bool has_low() const { return low_model_ != nullptr; }
   /// Loads are asynchronous copies through a SlotDevice.
   bool device() const { return device_ != nullptr; }
   /// Pinned host bytes holding packed experts (device path; 0 otherwise).
@@ -160,14 +174,18 @@ class ExpertSlots {
 
  private:
   // The byte ranges (offset, bytes) of a unit of a packed expert of `layer`.
-  std::vector<std::pair<size_t, size_t>> UnitRanges(int layer, int unit) const;
+  std::vector<std::pair<size_t, size_t>> UnitRanges(int layer, bool low, int unit) const;
+  const ExpertPackLayout& Layout(int layer, bool low) const {
+    return (low ? low_layouts_ : layouts_)[static_cast<size_t>(layer)];
+  }
+  const ModelFile& Source(bool low) const { return low ? *low_model_ : *model_; }
   // Checks (slot, layer, expert) for a load; the packed expert's host source
   // on a device (its pinned copy, or a staging entry it is packed into).
-  absl::Status CheckLoad(int slot, int layer, int expert) const;
-  absl::StatusOr<const uint8_t*> DeviceSource(int slot, int layer, int expert);
+  absl::Status CheckLoad(int slot, int layer, int expert, bool low) const;
+  absl::StatusOr<const uint8_t*> DeviceSource(int slot, int layer, int expert, bool low);
   // Marks a slot loaded (accounting).
-  Slot& MarkLoaded(int slot, int layer, int expert, std::chrono::steady_clock::time_point t0,
-                   int64_t t0_wall);
+  Slot& MarkLoaded(int slot, int layer, int expert, bool low,
+                   std::chrono::steady_clock::time_point t0, int64_t t0_wall);
 
   ExpertSlots(const ModelFile& model, Backend& backend)
       : model_(&model),
@@ -178,6 +196,8 @@ class ExpertSlots {
   const ModelFile* model_;
   Backend* backend_;
   std::vector<ExpertPackLayout> layouts_;  // per layer
+  const ModelFile* low_model_ = nullptr;       // the low-precision copy (may be null)
+  std::vector<ExpertPackLayout> low_layouts_;  // its layouts, per layer
   size_t slot_bytes_;
   std::vector<Slot> slots_;
   std::vector<std::unique_ptr<BackendBuffer>> memory_;  // host path: one buffer per slot

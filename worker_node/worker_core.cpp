@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "backends/backend_registry.h"
 #include "cluster/assignment.h"
+#include "cluster/precision_schedule.h"
 #include "cluster/wire.h"
 #include "util/logging.h"
 #include "util/status_macros.h"
@@ -118,7 +119,8 @@ absl::StatusOr<std::unique_ptr<WorkerCore>> WorkerCore::Create(const ModelFile& 
   std::vector<ExpertSlots::ExpertId> host_set;
   if (device != nullptr && !options.resident) host_set = ResidentSet(c, p);
   ODMOE_ASSIGN_OR_RETURN(ExpertSlots expert_slots,
-                         ExpertSlots::Create(model, backend, slots, std::move(device), host_set));
+                         ExpertSlots::Create(model, backend, slots, std::move(device), host_set,
+                                             options.low_model));
   if (expert_slots.device()) {
     ODMOE_LOG_INFO("{}: {} experts packed in {} bytes of pinned host memory; {} device slots",
                    backend.name(), host_set.size(), expert_slots.pinned_host_bytes(), slots);
@@ -266,8 +268,17 @@ absl::Status WorkerCore::AddHint(const v1::Hint& hint) {
     positions = options_.placement.positions(static_cast<int>(hinted.size()));
   }
   std::vector<Planned> plan;
+  // Mixed precision: a ranked hint of one row says which experts the depth
+  // schedule makes sub-critical (rank t_l and below): prefetched low.
+  const int critical =
+      options_.low_model != nullptr && hint.ranked() && hint.positions_size() == 0
+          ? CriticalExperts(static_cast<int>(hint.key().layer()), c.n_layer,
+                            static_cast<int>(predicted.size()), options_.mixed_floor)
+          : static_cast<int>(predicted.size());
   for (int position : positions) {
-    plan.push_back({static_cast<uint32_t>(position), hinted[static_cast<size_t>(position)]});
+    const int32_t e = hinted[static_cast<size_t>(position)];
+    const auto rank = std::find(predicted.begin(), predicted.end(), e) - predicted.begin();
+    plan.push_back({static_cast<uint32_t>(position), e, rank >= critical});
   }
   if (plan.empty()) return absl::OkStatus();  // G > k: nothing of this layer is ours
   if (utility_) {
@@ -415,7 +426,8 @@ bool WorkerCore::PrefetchLocked(std::unique_lock<std::mutex>& lock) {
         // is waited for (TraceDeviceLoad).
         TraceSpan span(slots_.device() ? nullptr : options_.trace, "EL", "load", std::get<0>(k),
                        std::get<1>(k), layer, want.expert);
-        loaded = slots_.Load(free, layer, want.expert, /*prefetched=*/true);
+        loaded = slots_.Load(free, layer, want.expert, /*prefetched=*/true, /*pinned=*/false,
+                             want.low);
       }
       lock.lock();
       if (!loaded.ok()) {
@@ -496,9 +508,11 @@ void WorkerCore::LoadAhead() {
     if (free < 0) return;
     const int layer = static_cast<int>(tasks_[i].msg.key().layer());
     const int expert = static_cast<int>(tasks_[i].msg.expert());
-    if (slots_.FindLoaded(layer, expert) >= 0) continue;
+    const bool low = tasks_[i].msg.low_precision() && slots_.has_low();
+    if (slots_.FindLoaded(layer, expert) >= 0) continue;  // (a low copy: the task replaces it)
     lock.unlock();
-    const absl::Status loaded = slots_.Load(free, layer, expert, /*prefetched=*/false);
+    const absl::Status loaded =
+        slots_.Load(free, layer, expert, /*prefetched=*/false, /*pinned=*/false, low);
     lock.lock();
     // A failed load is retried, and reported, by the task itself.
     if (!loaded.ok()) return;
@@ -538,7 +552,15 @@ void WorkerCore::Process(Task& task) {
   *result.mutable_key() = msg.key();
   result.set_expert(msg.expert());
 
-  int slot = slots_.FindLoaded(layer, expert);
+  // Mixed precision: the low-precision copy serves a task marked for it; a
+  // task that is not replaces a low copy it finds (one precision per expert).
+  const bool low_ok = msg.low_precision() && slots_.has_low();
+  int slot = slots_.FindUsable(layer, expert, low_ok);
+  if (const int low_copy = slots_.FindLoaded(layer, expert); slot < 0 && low_copy >= 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    slots_.Evict(low_copy);
+    slot_hint_.erase(low_copy);
+  }
   bool hit = false, reloaded = false, on_host = false;
   int substitute = -1;  // workers.degrade: the expert computed in this one's place
   double load_seconds = 0;
@@ -624,8 +646,10 @@ void WorkerCore::Process(Task& task) {
       {
         TraceSpan span(slots_.device() ? nullptr : options_.trace, "EL", "load",
                        msg.key().request(), msg.key().token(), layer, expert);
-        status = options_.sub_expert ? slots_.LoadStreamed(slot, layer, expert)
-                                     : slots_.Load(slot, layer, expert, /*prefetched=*/false);
+        status = options_.sub_expert
+                     ? slots_.LoadStreamed(slot, layer, expert, low_ok)
+                     : slots_.Load(slot, layer, expert, /*prefetched=*/false, /*pinned=*/false,
+                                   low_ok);
       }
       if (status.ok() && slots_.slot(slot).streamed) {
         // Compute waits for each unit as it needs it (Compute adds that to
@@ -673,6 +697,7 @@ void WorkerCore::Process(Task& task) {
     double& estimate = on_host ? host_compute_s_ : device_compute_s_;
     estimate = estimate < 0 ? compute : 0.8 * estimate + 0.2 * compute;
   }
+  const bool computed_low = !on_host && slot >= 0 && status.ok() && slots_.slot(slot).low;
   const bool more = msg.mini_batch() + 1 < msg.mini_batches();
   if (slot >= 0 && !slots_.slot(slot).pinned && !more && !caching()) slots_.Evict(slot);
   if (!uses_.empty() && status.ok()) {
@@ -689,6 +714,7 @@ void WorkerCore::Process(Task& task) {
     result.set_reloaded(reloaded);
     result.set_computed_on_host(on_host);
     result.set_substituted(substitute >= 0);
+    result.set_low_precision(computed_low);
     if (substitute >= 0) result.set_substitute(static_cast<uint32_t>(substitute));
     result.set_stall_seconds(stall);
     result.set_load_seconds(load_seconds);

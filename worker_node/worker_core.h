@@ -145,6 +145,15 @@ class WorkerCore {
     // down: ExpertSlots::LoadStreamed) and its compute starts on each unit
     // as it lands, so the gate and up products overlap the rest of the load.
     bool sub_expert = false;
+    // DyMoE's mixed precision (lossy): a copy of the model in a lower
+    // precision (null: off). Tasks marked low_precision load from it, and
+    // ranked hints prefetch the ranks the depth schedule makes sub-critical
+    // (cluster/precision_schedule.h, retention `mixed_floor` at the last
+    // layer) from it. A slot holds one precision; a high-precision copy
+    // serves a low-precision task, a low one is replaced for a task that is
+    // not.
+    const ModelFile* low_model = nullptr;
+    double mixed_floor = 0.5;
     // EMULATION (CPU testbeds): a host compute takes this many times its
     // measured time (the rest is slept), standing for a CPU slower than
     // the device.
@@ -271,6 +280,7 @@ class WorkerCore {
   struct Planned {
     uint32_t position = 0;
     int32_t expert = -1;
+    bool low = false;  // mixed precision: sub-critical, from the low-precision copy
   };
   std::map<Key, std::vector<Planned>> hints_;
   Key last_done_{0, 0, 0};

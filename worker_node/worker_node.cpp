@@ -3,6 +3,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "backend_registry.h"
+#include "model/model_quantizer.h"
+#include "model/quantized_copy.h"
 #include "util/logging.h"
 #include "util/status_macros.h"
 #include "worker_node/worker_service.h"
@@ -44,6 +46,17 @@ absl::StatusOr<std::unique_ptr<WorkerNode>> WorkerNode::Create(const Topology& t
   opt.host_compute = topology.host_compute;
   opt.host_compute_slowdown = topology.host_compute_slowdown;
   opt.sub_expert = topology.sub_expert;
+  if (topology.mixed_precision) {
+    // DyMoE: the sub-critical experts come from a copy in the low type,
+    // made once per machine (cached beside the shadow's).
+    ODMOE_ASSIGN_OR_RETURN(
+        const std::string low,
+        CachedQuantizedCopy(topology.model, SourceFingerprint(*w->model_),
+                            topology.mixed_precision->type, "experts", "low-precision experts"));
+    ODMOE_ASSIGN_OR_RETURN(w->low_model_, ModelFile::Open(low));
+    opt.low_model = w->low_model_.get();
+    opt.mixed_floor = topology.mixed_precision->floor;
+  }
   opt.trace = &w->trace();
   if (opt.host_compute && !absl::StartsWith(w->backend_->name(), "cpu")) {
     // DAOP's compute on a miss runs on this machine's CPU.

@@ -50,6 +50,7 @@ class WorkerNode : public NodeDaemon {
   std::unique_ptr<ModelFile> model_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Backend> host_backend_;  // workers.host_compute on a device backend
+  std::unique_ptr<ModelFile> low_model_;   // workers.mixed_precision's copy
   std::unique_ptr<WorkerCore> core_;
   std::unique_ptr<WorkerService> service_;
 };

@@ -68,6 +68,18 @@ class Section {
     return absl::OkStatus();
   }
 
+  absl::Status Fraction(const std::string& key, double* out) {
+    if (!Has(key)) return absl::OkStatus();
+    const YAML::Node n = node_[key];
+    double v = 0;
+    if (!n.IsScalar() || !absl::SimpleAtod(n.Scalar(), &v) || !(v >= 0.0 && v <= 1.0)) {
+      return Error(key, absl::StrFormat("'%s' is not valid (expected a number in [0, 1])",
+                                        n.IsScalar() ? n.Scalar() : "<not a scalar>"));
+    }
+    *out = v;
+    return absl::OkStatus();
+  }
+
   template <typename E>
   absl::Status Enum(const std::string& key, E* out,
                     const std::vector<std::pair<std::string, E>>& names) {
@@ -464,6 +476,21 @@ absl::Status ParseDocument(const YAML::Node& root, const std::string& file,
   ODMOE_RETURN_IF_ERROR(ws.Int("host_compute_slowdown", &t->host_compute_slowdown, 1, 100000));
   ODMOE_RETURN_IF_ERROR(ws.Bool("sub_expert", &t->sub_expert));
   ODMOE_RETURN_IF_ERROR(ws.Bool("degrade", &t->degrade));
+  YAML::Node mixed = Map(ws, "mixed_precision", &st);
+  ODMOE_RETURN_IF_ERROR(st);
+  if (mixed.IsMap()) {
+    Section m(mixed, "workers.mixed_precision", file);
+    MixedPrecisionSpec spec;
+    ODMOE_RETURN_IF_ERROR(m.Enum<DType>("type", &spec.type,
+                                        {{"q8_0", DType::kQ8_0},
+                                         {"q6_k", DType::kQ6_K},
+                                         {"q5_k", DType::kQ5_K},
+                                         {"q4_k", DType::kQ4_K},
+                                         {"q4_0", DType::kQ4_0}}));
+    ODMOE_RETURN_IF_ERROR(m.Fraction("floor", &spec.floor));
+    ODMOE_RETURN_IF_ERROR(m.CheckNoUnknownKeys());
+    t->mixed_precision = spec;
+  }
   uint64_t budget = 0;
   ODMOE_RETURN_IF_ERROR(ws.Bytes("memory_budget", &budget));
   uint64_t load_bandwidth = 0;
@@ -900,6 +927,11 @@ std::string TopologyToYaml(const Topology& t) {
   }
   if (t.sub_expert) out << YAML::Key << "sub_expert" << YAML::Value << true;
   if (t.degrade) out << YAML::Key << "degrade" << YAML::Value << true;
+  if (t.mixed_precision) {
+    out << YAML::Key << "mixed_precision" << YAML::Value << YAML::BeginMap << YAML::Key << "type"
+        << YAML::Value << absl::AsciiStrToLower(ToAbsl(Traits(t.mixed_precision->type).name))
+        << YAML::Key << "floor" << YAML::Value << t.mixed_precision->floor << YAML::EndMap;
+  }
   out << YAML::Key << "nodes" << YAML::Value << YAML::BeginSeq;
   for (const WorkerSpec& w : t.workers) {
     out << YAML::BeginMap;

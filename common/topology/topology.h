@@ -98,6 +98,9 @@
 //     degrade: false                          # DAOP (LOSSY): a decode miss of a row's lower
 //                                             #   experts computed with the expert prefetched
 //                                             #   for its position (default false)
+//     mixed_precision: { type: q4_0, floor: 0.5 }   # DyMoE (LOSSY, default off): sub-critical
+//                                             #   experts from a q4_0 copy; floor = retention
+//                                             #   ratio at the last layer (default 0.5)
 //     backend: cpu:1                          # default for every worker
 //     nodes:                                  # required, at least one group
 //       - { id: w0, address: 127.0.0.1:7710 }
@@ -165,6 +168,12 @@ enum class WorkerMode { kOnDemand, kResident, kLruCache, kLfuCache, kUtilityCach
 inline bool IsCacheMode(WorkerMode m) {
   return m == WorkerMode::kLruCache || m == WorkerMode::kLfuCache || m == WorkerMode::kUtilityCache;
 }
+/// workers.mixed_precision: DyMoE's depth schedule (cluster/precision_schedule.h).
+struct MixedPrecisionSpec {
+  DType type = DType::kQ4_0;  // the sub-critical experts' copy
+  double floor = 0.5;         // lambda: the retention ratio at the last layer
+  bool operator==(const MixedPrecisionSpec&) const = default;
+};
 /// workers.utility: MoE-SpAc's utility estimation (worker_node/expert_utility.h).
 struct UtilitySpec {
   int window = 8;     // gamma: predicted iterations per cycle
@@ -320,6 +329,10 @@ struct Topology {
   // the expert its worker prefetched for that position (the predictor's
   // choice there), with the replaced expert's routing weight.
   bool degrade = false;
+  // DyMoE's mixed precision by depth (LOSSY, off when absent): the experts
+  // its schedule makes sub-critical (cluster/precision_schedule.h) are loaded
+  // from a copy of the model in `type`.
+  std::optional<MixedPrecisionSpec> mixed_precision;
   std::vector<WorkerSpec> workers;  // in file order; index = worker index
 
   int n_workers() const { return static_cast<int>(workers.size()); }

@@ -100,6 +100,7 @@ Topology MakeTopology(const ClusterConfig& c) {
   t.host_compute_slowdown = c.host_compute_slowdown;
   t.sub_expert = c.sub_expert;
   t.degrade = c.degrade;
+  t.mixed_precision = c.mixed_precision;
   t.wire_delay_us = c.wire_delay_us;
   t.main.id = "main";
   t.main.host = "127.0.0.1";

@@ -54,6 +54,7 @@ struct ClusterConfig {
   int host_compute_slowdown = 1;  // workers.host_compute_slowdown (emulation)
   bool sub_expert = false;        // workers.sub_expert (FIRM's sub-expert streaming)
   bool degrade = false;           // workers.degrade (DAOP's degradation, LOSSY)
+  std::optional<MixedPrecisionSpec> mixed_precision;  // workers.mixed_precision (DyMoE, LOSSY)
   int cache_experts = 8;          // lru_cache workers
   int64_t wire_delay_us = 0;      // emulated one-way delay on every received message
   std::string backend = "cpu:1";  // every node's backend

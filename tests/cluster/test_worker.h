@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -33,8 +34,9 @@ struct TestWorker {
   std::mutex mu;
   std::vector<v1::ExpertResult> results;
 
-  explicit TestWorker(const std::function<void(WorkerCore::Options&)>& configure) {
-    model = ModelFile::Open(SourcePath("models/tiny-mixtral-f16.gguf")).value();
+  explicit TestWorker(const std::function<void(WorkerCore::Options&)>& configure,
+                      const std::string& path = SourcePath("models/tiny-mixtral-f16.gguf")) {
+    model = ModelFile::Open(path).value();
     backend = CreateBackend("cpu:1").value();
     WorkerCore::Options opt;
     opt.placement = WorkerPlacement{.worker_index = 0, .n_workers = 1, .group_size = 1};
@@ -48,8 +50,11 @@ struct TestWorker {
   }
   ~TestWorker() { core->Stop(); }
 
-  void Hint(uint32_t token, uint32_t layer, std::vector<uint32_t> experts) {
-    REQUIRE(core->AddHint(TestHint(token, layer, experts)).ok());
+  /// `ranked`: the experts are listed likeliest first (Hint.ranked).
+  void Hint(uint32_t token, uint32_t layer, std::vector<uint32_t> experts, bool ranked = false) {
+    v1::Hint h = TestHint(token, layer, experts);
+    h.set_ranked(ranked);
+    REQUIRE(core->AddHint(h).ok());
   }
   /// Waits (up to 2 s) until the worker has loaded `n` experts in all.
   void WaitLoads(uint64_t n) {
@@ -59,13 +64,14 @@ struct TestWorker {
   }
   /// Runs one task (a fixed row) and returns its result.
   v1::ExpertResult Task(uint32_t token, uint32_t layer, uint32_t expert, uint32_t position,
-                        bool degradable = false) {
+                        bool degradable = false, bool low_precision = false) {
     const int d = model->config().n_embd;
     std::vector<float> x(static_cast<size_t>(d));
     for (int i = 0; i < d; ++i) x[static_cast<size_t>(i)] = 0.01f * static_cast<float>(i % 13 - 6);
     v1::ExpertTask t = TestTask(token * 100 + layer * 10 + expert, token, layer, expert,
                                 position, x);
     t.set_degradable(degradable);
+    t.set_low_precision(low_precision);
     size_t before = 0;
     {
       std::lock_guard<std::mutex> lock(mu);

@@ -119,6 +119,23 @@ TEST_CASE("topology: the cache modes, workers.utility and sub_expert parse and r
   CHECK(back->utility == u->utility);
   CHECK(back->sub_expert);
   CHECK(!ParseTopology(Yaml("none", ""), "t.yaml").value().sub_expert);  // off by default
+  // The lossy policies: off unless asked for, and round-trip.
+  const Topology plain = ParseTopology(Yaml("none", ""), "t.yaml").value();
+  CHECK(!plain.degrade);
+  CHECK(!plain.mixed_precision.has_value());
+  auto lossy = ParseTopology(
+      Yaml("none", "  degrade: true\n  mixed_precision: { type: q4_k, floor: 0.25 }\n"), "t.yaml");
+  REQUIRE(lossy.ok());
+  CHECK(lossy->degrade);
+  REQUIRE(lossy->mixed_precision.has_value());
+  CHECK(*lossy->mixed_precision == MixedPrecisionSpec{.type = DType::kQ4_K, .floor = 0.25});
+  auto lossy_back = ParseTopology(TopologyToYaml(*lossy), "back.yaml");
+  REQUIRE(lossy_back.ok());
+  CHECK(lossy_back->degrade);
+  CHECK(lossy_back->mixed_precision == lossy->mixed_precision);
+  CHECK(ParseTopology(Yaml("none", "  mixed_precision: { type: q4_0 }\n"), "t.yaml")
+            .value()
+            .mixed_precision->floor == 0.5);
   for (const auto& [prediction, workers, needle] :
        std::vector<std::tuple<std::string, std::string, std::string>>{
            {"lookahead", "  mode: lfu_cache\n", "caching baselines use no prediction"},
@@ -127,7 +144,12 @@ TEST_CASE("topology: the cache modes, workers.utility and sub_expert parse and r
             "above levels"},
            {"lookahead", "  mode: utility_cache\n  utility: { window: 0 }\n", "window"},
            {"lookahead", "  mode: utility_cache\n  utility: { gamma: 8 }\n", "unknown key"},
-           {"none", "  sub_expert: maybe\n", "sub_expert"}}) {
+           {"none", "  sub_expert: maybe\n", "sub_expert"},
+           {"none", "  mixed_precision: { type: f32 }\n", "type"},
+           {"none", "  mixed_precision: { floor: 1.5 }\n", "floor"},
+           {"none", "  mixed_precision: { floor: x }\n", "floor"},
+           {"none", "  mixed_precision: { bits: 4 }\n", "unknown key"},
+           {"none", "  degrade: 1\n", "degrade"}}) {
     INFO(workers);
     auto r = ParseTopology(Yaml(prediction, workers), "t.yaml");
     REQUIRE(!r.ok());

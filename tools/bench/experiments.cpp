@@ -98,6 +98,7 @@ json MetricsJson(const RequestMetrics& m, bool exact) {
           {"misses", m.misses},
           {"host_computes", m.host_computes},
           {"substitutions", m.substitutions},
+          {"low_precision", m.low_precision},
           {"agreement", m.agreement},
           {"judged_ppl", m.judged_ppl},
           {"reference_judged_ppl", m.reference_judged_ppl},
@@ -191,6 +192,7 @@ absl::StatusOr<json> Deployments(BenchContext& ctx) {
                                    {"odmoe-sub", "odmoe-sub", ShadowAlignment(1, 1)},
                                    {"odmoe-degrade", "odmoe-degrade", ShadowAlignment(1, 1)},
                                    {"random-degrade", "odmoe-degrade", Prediction("random")},
+                                   {"odmoe-mixed", "odmoe-mixed", ShadowAlignment(1, 1)},
                                    {"none-sub", "odmoe-sub", Prediction("none")},
                                    {"random", "odmoe", Prediction("random")},
                                    {"resident", "resident", {}},
@@ -940,6 +942,12 @@ absl::StatusOr<Topology> BenchContext::DeploymentTopology(const std::string& nam
     // than the workers' "device".
     t.host_compute = true;
     t.host_compute_slowdown = options_.host_slowdown;
+    return shadow_with(base_.shadow ? base_.shadow->quantization : DType::kQ8_0);
+  }
+  if (name == "odmoe-mixed") {
+    // DyMoE's mixed precision (lossy): sub-critical experts from a q4_0 copy,
+    // with --mixed-floor the retention ratio at the last layer.
+    t.mixed_precision = MixedPrecisionSpec{.type = DType::kQ4_0, .floor = options_.mixed_floor};
     return shadow_with(base_.shadow ? base_.shadow->quantization : DType::kQ8_0);
   }
   if (name == "odmoe-degrade") {

@@ -57,6 +57,7 @@ struct BenchOptions {
   std::string network;  // how the links are emulated, for the report ("" = loopback)
   int64_t link_delay_us = -1;  // >= 0: wire.emulated_delay for every deployment
   uint64_t link_bandwidth = 0;
+  double mixed_floor = 0.0;  // odmoe-mixed: workers.mixed_precision.floor
   int host_slowdown = 8;  // odmoe-host / none-host: workers.host_compute_slowdown  // > 0: wire.link_bandwidth for every deployment (auto mini-batches)
   std::vector<int> clients = {1, 2, 4, 8, 16};  // concurrency experiment: clients at once
   int concurrency_tokens = 64;                  // output tokens per client's request

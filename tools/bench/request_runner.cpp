@@ -55,6 +55,7 @@ absl::StatusOr<RequestMetrics> RunRequest(const ClusterProcess& cluster, const R
   m.misses = s->expert_misses();
   m.host_computes = s->expert_host_computes();
   m.substitutions = s->expert_substitutions();
+  m.low_precision = s->expert_low_precision();
   m.reloads = s->expert_reloads();
   m.stall_per_token_s = s->load_stall_seconds() / n;
   m.bytes_loaded_per_token = (WorkerBytesLoaded(*after) - WorkerBytesLoaded(*before)) / n;

@@ -35,6 +35,7 @@ struct RequestMetrics {
   uint64_t hits = 0, misses = 0, reloads = 0;
   uint64_t host_computes = 0;  // misses computed on a worker's host (workers.host_compute)
   uint64_t substitutions = 0;  // misses computed with a substitute (workers.degrade, lossy)
+  uint64_t low_precision = 0;  // tasks computed from the low-precision copy (mixed_precision)
   // Against the single process's greedy run (BenchContext::Run): the share
   // of output positions with its token, and the lossless model's perplexity
   // of this output and of its own.
