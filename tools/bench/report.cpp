@@ -52,22 +52,22 @@ void Deployments(const json& d, std::ostringstream& out) {
     }
   }
   // The lossy policies: how far from the single process they are.
+  auto lossy_row = [](const json& r) {
+    return !r.value("exact", true) || Num(r, "substitutions") > 0 || Num(r, "low_precision") > 0;
+  };
   bool lossy = false;
   for (const auto& [name, configs] : d["results"].items()) {
-    for (const auto& [config, r] : configs.items()) {
-      lossy = lossy || !r.value("exact", true) || Num(r, "substitutions") > 0 ||
-              Num(r, "low_precision") > 0;
-    }
+    for (const auto& [config, r] : configs.items()) lossy = lossy || lossy_row(r);
   }
   if (lossy) {
-    out << "\nQuality against the single process's greedy run (agreement: share of output "
-           "positions with its token; judged PPL: the lossless model's perplexity of the output, "
-           "its own output's next to it):\n\n"
+    out << "\nThe lossy deployments against the single process's greedy run (agreement: share "
+           "of output positions with its token; judged PPL: the lossless model's perplexity of "
+           "the output, its own output's next to it):\n\n"
         << "| deployment | config | agreement | judged PPL | single process's judged PPL | "
            "substitutions | low-precision tasks |\n|---|---|--:|--:|--:|--:|--:|\n";
     for (const auto& [name, configs] : d["results"].items()) {
       for (const auto& [config, r] : configs.items()) {
-        if (!r.contains("agreement")) continue;
+        if (!r.contains("agreement") || !lossy_row(r)) continue;
         out << "| " << name << " | " << config << " | " << F(Num(r, "agreement"), "%.3f") << " | "
             << F(Num(r, "judged_ppl"), "%.3f") << " | " << F(Num(r, "reference_judged_ppl"), "%.3f")
             << " | " << F(Num(r, "substitutions"), "%.0f") << " | "
