@@ -1,6 +1,11 @@
 #include "model/quantized_copy.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <chrono>
 #include <cstdlib>
@@ -30,6 +35,24 @@ absl::StatusOr<std::string> CachedQuantizedCopy(const std::string& model_path,
   const std::string path =
       absl::StrFormat("%s/odmoe-%s-%016x-%s.gguf", dir, prefix, fingerprint,
                       GgmlTypeName(static_cast<uint32_t>(type)));
+  // One maker at a time per machine (the workers of a testbed start
+  // together): the others wait here, then find the copy made.
+  const std::string lock_path = absl::StrCat(path, ".lock");
+  const int lock_fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock_fd < 0) {
+    return absl::InternalError(absl::StrFormat("cannot open %s: %s", lock_path,
+                                               std::strerror(errno)));
+  }
+  struct Unlock {
+    int fd;
+    ~Unlock() { close(fd); }  // closing releases the lock
+  } unlock{lock_fd};
+  while (flock(lock_fd, LOCK_EX) != 0) {
+    if (errno != EINTR) {
+      return absl::InternalError(absl::StrFormat("cannot lock %s: %s", lock_path,
+                                                 std::strerror(errno)));
+    }
+  }
   if (std::filesystem::exists(path)) {
     absl::StatusOr<std::unique_ptr<ModelFile>> cached = ModelFile::Open(path);
     if (cached.ok() && SourceFingerprint(**cached) == fingerprint &&

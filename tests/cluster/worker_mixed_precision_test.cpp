@@ -6,7 +6,10 @@
 // model's own precision; and a cluster that marks tasks by the gate's ranks.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <filesystem>
+#include <thread>
+#include <unistd.h>
 
 #include "cluster/precision_schedule.h"
 #include "model/model_quantizer.h"
@@ -113,6 +116,52 @@ TEST_CASE("cluster: mixed precision marks the gate's sub-critical experts", "[cl
   CHECK(l->experts.low_precision == 0);
   CHECK(l->result.output_ids ==
         TinyReference().Generate(TestRequest("Once upon a time", 24)).value().output_ids);
+}
+
+}  // namespace odmoe::test
+
+namespace odmoe::test {
+
+TEST_CASE("mixed precision: workers starting together make the low-precision copy once",
+          "[cluster][policy]") {
+  // A fresh $TMPDIR: four makers at once (a testbed's workers) take turns on
+  // the lock; the first makes the copy, the others find it.
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / absl::StrCat("odmoe_copy_test_", getpid());
+  std::filesystem::create_directories(dir);
+  const char* old = std::getenv("TMPDIR");
+  const std::string saved = old != nullptr ? old : "";
+  setenv("TMPDIR", dir.c_str(), 1);
+  const std::string tiny = SourcePath("models/tiny-mixtral-f16.gguf");
+  const uint64_t fingerprint = SourceFingerprint(*ModelFile::Open(tiny).value());
+  std::vector<absl::StatusOr<std::string>> got(4, absl::UnknownError("not run"));
+  std::vector<std::thread> makers;
+  for (size_t i = 0; i < got.size(); ++i) {
+    makers.emplace_back([&, i] {
+      got[i] = CachedQuantizedCopy(tiny, fingerprint, DType::kQ4_K, "experts", "the test");
+    });
+  }
+  for (std::thread& t : makers) t.join();
+  if (old != nullptr) {
+    setenv("TMPDIR", saved.c_str(), 1);
+  } else {
+    unsetenv("TMPDIR");
+  }
+  for (const auto& g : got) {
+    REQUIRE(g.ok());
+    CHECK(*g == *got[0]);
+  }
+  auto copy = ModelFile::Open(*got[0]);
+  REQUIRE(copy.ok());
+  CHECK(SourceFingerprint(**copy) == fingerprint);
+  // Nothing half-made is left behind.
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    files += e.path().extension() == ".gguf" ? 1 : 0;
+    CHECK(e.path().string().find(".partial") == std::string::npos);
+  }
+  CHECK(files == 1);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace odmoe::test
