@@ -32,6 +32,16 @@ ReferenceEngine& TinyReference() {
   return *engine;
 }
 
+absl::StatusOr<ClusterGenerateResult> GenerateOnNewCluster(const ClusterConfig& config,
+                                                           const GenerateRequest& request) {
+  ODMOE_ASSIGN_OR_RETURN(std::unique_ptr<TestCluster> cluster, TestCluster::Start(config));
+  return cluster->main().Generate(request, nullptr);
+}
+
+std::vector<GenerateRequest> PolicyRequests() {
+  return {TestRequest("Once upon a time", 24), TestRequest("The sea", 16, 0.8f, 3)};
+}
+
 std::vector<absl::StatusOr<ClusterGenerateResult>> GenerateConcurrently(
     MainNode& main, const std::vector<GenerateRequest>& requests) {
   std::vector<absl::StatusOr<ClusterGenerateResult>> got(requests.size(),

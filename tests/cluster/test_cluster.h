@@ -74,6 +74,14 @@ GenerateRequest TestRequest(const std::string& prompt, int max_tokens, float tem
 /// process): what every cluster run of that model must reproduce.
 ReferenceEngine& TinyReference();
 
+/// Starts a cluster of `config`, generates `request` on it, and stops it.
+absl::StatusOr<ClusterGenerateResult> GenerateOnNewCluster(const ClusterConfig& config,
+                                                           const GenerateRequest& request);
+
+/// The two requests the policy tests run through a cluster: one greedy, one
+/// sampled (seeded).
+std::vector<GenerateRequest> PolicyRequests();
+
 /// Runs `requests` on `main` at once, one client thread each, and returns
 /// their results in the same order.
 std::vector<absl::StatusOr<ClusterGenerateResult>> GenerateConcurrently(

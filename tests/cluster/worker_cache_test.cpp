@@ -111,8 +111,7 @@ TEST_CASE("cluster: the cache modes keep every token the single process's", "[cl
     auto cluster = TestCluster::Start(cfg);
     REQUIRE(cluster.ok());
     ReferenceEngine& engine = TinyReference();
-    for (const GenerateRequest& req : {TestRequest("Once upon a time", 24),
-                                       TestRequest("The sea", 16, 0.8f, 3)}) {
+    for (const GenerateRequest& req : PolicyRequests()) {
       INFO(WorkerModeName(mode) << " " << PredictionModeName(prediction) << " drafts " << drafts
                                 << ": " << req.prompt);
       absl::StatusOr<ClusterGenerateResult> r = (*cluster)->main().Generate(req, nullptr);

@@ -62,10 +62,8 @@ TEST_CASE("cluster: degradation substitutes only where the prediction missed", "
   cfg.workers = 4;
   cfg.prediction = PredictionMode::kRandom;
   cfg.degrade = true;
-  auto cluster = TestCluster::Start(cfg);
-  REQUIRE(cluster.ok());
   absl::StatusOr<ClusterGenerateResult> r =
-      (*cluster)->main().Generate(TestRequest("Once upon a time", 24), nullptr);
+      GenerateOnNewCluster(cfg, TestRequest("Once upon a time", 24));
   REQUIRE(r.ok());
   CHECK(r->result.output_ids.size() == 24);
   CHECK(r->experts.substitutions > 0);
@@ -75,10 +73,8 @@ TEST_CASE("cluster: degradation substitutes only where the prediction missed", "
   // Off (the default), the same predictions substitute nothing and the
   // tokens are the single process's.
   cfg.degrade = false;
-  auto plain = TestCluster::Start(cfg);
-  REQUIRE(plain.ok());
   absl::StatusOr<ClusterGenerateResult> p =
-      (*plain)->main().Generate(TestRequest("Once upon a time", 24), nullptr);
+      GenerateOnNewCluster(cfg, TestRequest("Once upon a time", 24));
   REQUIRE(p.ok());
   CHECK(p->experts.substitutions == 0);
   CHECK(p->result.output_ids ==

@@ -96,10 +96,8 @@ TEST_CASE("cluster: mixed precision marks the gate's sub-critical experts", "[cl
   ClusterConfig cfg;
   cfg.workers = 4;
   cfg.mixed_precision = MixedPrecisionSpec{.type = DType::kQ4_0, .floor = 0.0};
-  auto cluster = TestCluster::Start(cfg);
-  REQUIRE(cluster.ok());
   absl::StatusOr<ClusterGenerateResult> r =
-      (*cluster)->main().Generate(TestRequest("Once upon a time", 24), nullptr);
+      GenerateOnNewCluster(cfg, TestRequest("Once upon a time", 24));
   REQUIRE(r.ok());
   CHECK(r->result.output_ids.size() == 24);
   // Floor 0 on 8 layers of top-2: layers 4..7 compute their second expert
@@ -108,10 +106,8 @@ TEST_CASE("cluster: mixed precision marks the gate's sub-critical experts", "[cl
   CHECK(r->experts.hits > 0);
   // With floor 1 every expert is critical: the single process's tokens.
   cfg.mixed_precision->floor = 1.0;
-  auto lossless = TestCluster::Start(cfg);
-  REQUIRE(lossless.ok());
   absl::StatusOr<ClusterGenerateResult> l =
-      (*lossless)->main().Generate(TestRequest("Once upon a time", 24), nullptr);
+      GenerateOnNewCluster(cfg, TestRequest("Once upon a time", 24));
   REQUIRE(l.ok());
   CHECK(l->experts.low_precision == 0);
   CHECK(l->result.output_ids ==

@@ -60,8 +60,7 @@ TEST_CASE("cluster: sub-expert streaming keeps every token the single process's"
   auto cluster = TestCluster::Start(cfg);
   REQUIRE(cluster.ok());
   ReferenceEngine& engine = TinyReference();
-  for (const GenerateRequest& req : {TestRequest("Once upon a time", 24),
-                                     TestRequest("The sea", 16, 0.8f, 3)}) {
+  for (const GenerateRequest& req : PolicyRequests()) {
     INFO(PredictionModeName(mode) << ": " << req.prompt);
     absl::StatusOr<ClusterGenerateResult> r = (*cluster)->main().Generate(req, nullptr);
     REQUIRE(r.ok());
