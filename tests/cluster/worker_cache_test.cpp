@@ -56,7 +56,7 @@ TEST_CASE("worker: lru and lfu caches evict by recency and by frequency",
 }
 
 TEST_CASE("worker: the utility cache evicts the lowest utility and admits hot experts when idle",
-          "[cluster][worker][policy]") {
+          "[cluster][worker][policy][tsan]") {
   auto w = CacheWorker(Cache::kUtility, 2);
   // Iteration 1 of layer 0 is hinted {3, 5}: both rise to utility 1 (hot),
   // both are prefetched, both tasks hit.

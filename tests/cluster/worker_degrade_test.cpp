@@ -13,7 +13,7 @@
 namespace odmoe::test {
 
 TEST_CASE("worker: a degradable miss is computed with the expert prefetched for its position",
-          "[cluster][worker][policy]") {
+          "[cluster][worker][policy][tsan]") {
   TestWorker w([](WorkerCore::Options&) {});
   TestWorker exact([](WorkerCore::Options&) {});
   // Iteration 1 of layer 0 is predicted {3, 5}: position 0 (expert 3) is

@@ -50,7 +50,7 @@ TEST_CASE("mixed precision: DyMoE's depth schedule", "[cluster][policy]") {
 }
 
 TEST_CASE("worker: mixed precision loads sub-critical experts from the low-precision copy",
-          "[cluster][worker][policy]") {
+          "[cluster][worker][policy][tsan]") {
   auto low = ModelFile::Open(Q4Copy()).value();
   TestWorker w([&](WorkerCore::Options& o) {
     o.low_model = low.get();

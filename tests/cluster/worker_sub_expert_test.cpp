@@ -12,7 +12,7 @@
 namespace odmoe::test {
 
 TEST_CASE("worker: a miss streamed in sub-expert units gives the whole expert's bits",
-          "[cluster][worker][policy]") {
+          "[cluster][worker][policy][tsan]") {
   // 400 KB/s: a 96 KiB expert takes ~250 ms to load.
   constexpr uint64_t kLink = 400'000;
   auto whole = std::make_unique<TestWorker>([](WorkerCore::Options& o) { o.load_bandwidth = kLink; });

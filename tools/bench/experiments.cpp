@@ -452,23 +452,39 @@ absl::StatusOr<json> LoadSweep(BenchContext& ctx) {
     return m.decode_tps;
   };
   ODMOE_ASSIGN_OR_RETURN(double resident, decode("resident", 0, {}));
+  // The lossless policies (row key <name>_tps), each deployment's cluster
+  // started once per ratio: OD-MoE and the papers' policies that give the
+  // single process's tokens.
+  struct Policy {
+    std::string name, cluster;
+    v1::Experiment experiment;
+  };
+  const std::vector<Policy> policies = {{"odmoe", "odmoe", ShadowAlignment(1, 1)},
+                                        {"none", "odmoe", Prediction("none")},
+                                        {"lookahead", "odmoe", Lookahead(1, 0, 0)},
+                                        {"odmoe_sub", "odmoe-sub", ShadowAlignment(1, 1)},
+                                        {"none_sub", "odmoe-sub", Prediction("none")},
+                                        {"odmoe_host", "odmoe-host", ShadowAlignment(1, 1)},
+                                        {"lru", "lru", {}},
+                                        {"lfu", "lfu", {}},
+                                        {"utility", "utility", ShadowAlignment(1, 1)}};
   json rows = json::array();
   for (double ratio : o.sweep_ratios) {
     const uint64_t bw = ctx.BandwidthForRatio(ratio);
-    ODMOE_ASSIGN_OR_RETURN(double odmoe, decode("odmoe", bw, ShadowAlignment(1, 1)));
-    ODMOE_ASSIGN_OR_RETURN(double none, decode("odmoe", bw, Prediction("none")));
-    ODMOE_ASSIGN_OR_RETURN(double lru, decode("lru", bw, {}));
-    rows.push_back({{"load_over_compute", ratio},
-                    {"load_us", ratio * ctx.expert_compute_us()},
-                    {"load_bandwidth_bytes_per_s", bw},
-                    {"odmoe_tps", odmoe},
-                    {"none_tps", none},
-                    {"lru_tps", lru},
-                    {"resident_tps", resident}});
-    Progress(absl::StrFormat(
-        "load sweep: load = %.0f x compute (%.0f us): odmoe %.1f, none %.1f, lru %.1f, resident "
-        "%.1f tokens/s",
-        ratio, ratio * ctx.expert_compute_us(), odmoe, none, lru, resident));
+    json row = {{"load_over_compute", ratio},
+                {"load_us", ratio * ctx.expert_compute_us()},
+                {"load_bandwidth_bytes_per_s", bw},
+                {"resident_tps", resident}};
+    std::string line;
+    for (const Policy& p : policies) {
+      ODMOE_ASSIGN_OR_RETURN(double tps, decode(p.cluster, bw, p.experiment));
+      row[p.name + "_tps"] = tps;
+      absl::StrAppend(&line, ", ", p.name, " ", absl::StrFormat("%.1f", tps));
+    }
+    rows.push_back(row);
+    Progress(absl::StrFormat("load sweep: load = %.0f x compute (%.0f us)%s, resident %.1f "
+                             "tokens/s",
+                             ratio, ratio * ctx.expert_compute_us(), line, resident));
   }
   return json{{"config", c.name()}, {"rows", rows}};
 }

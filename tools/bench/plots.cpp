@@ -148,16 +148,22 @@ absl::Status PeriodsPlot(const json& p, const std::string& out_dir,
 
 absl::Status SweepPlot(const json& s, const std::string& out_dir,
                        std::vector<std::string>* files) {
-  std::vector<Series> series = {{"OD-MoE (shadow)", {}, {}},
-                                {"none (load after gate)", {}, {}},
-                                {"LRU cache", {}, {}},
-                                {"resident", {}, {}}};
-  const char* keys[] = {"odmoe_tps", "none_tps", "lru_tps", "resident_tps"};
-  for (const json& row : s["rows"]) {
-    for (size_t i = 0; i < series.size(); ++i) {
-      series[i].x.push_back(Num(row, "load_us"));
-      series[i].y.push_back(Num(row, keys[i]));
+  // Every policy the sweep measured (older results have the first four).
+  const std::pair<const char*, const char*> known[] = {
+      {"odmoe_tps", "OD-MoE (shadow)"},        {"none_tps", "none (load after gate)"},
+      {"lru_tps", "LRU cache"},                {"resident_tps", "resident"},
+      {"lookahead_tps", "gate look-ahead"},    {"odmoe_sub_tps", "OD-MoE + sub-expert"},
+      {"none_sub_tps", "none + sub-expert"},   {"odmoe_host_tps", "OD-MoE + host compute"},
+      {"lfu_tps", "LFU cache"},                {"utility_tps", "utility cache (MoE-SpAc)"}};
+  std::vector<Series> series;
+  for (const auto& [key, label] : known) {
+    if (s["rows"].empty() || !s["rows"][0].contains(key)) continue;
+    Series one{label, {}, {}};
+    for (const json& row : s["rows"]) {
+      one.x.push_back(Num(row, "load_us"));
+      one.y.push_back(Num(row, key));
     }
+    series.push_back(std::move(one));
   }
   return DrawLine({absl::StrCat("Decode throughput vs emulated expert load time (",
                                 s.value("config", ""), ")"),

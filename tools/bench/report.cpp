@@ -236,6 +236,27 @@ void Prefill(const json& c, std::ostringstream& out) {
   out << "\n";
 }
 
+void LoadSweep(const json& s, std::ostringstream& out) {
+  out << "## Load sweep: decode tokens/s against the emulated load time (" << s.value("config", "")
+      << ")\n\n";
+  if (!s.contains("rows") || s["rows"].empty()) return;
+  std::vector<std::string> keys;  // <policy>_tps, in the sweep's order
+  for (const auto& [key, v] : s["rows"][0].items()) {
+    if (key.size() > 4 && key.substr(key.size() - 4) == "_tps") keys.push_back(key);
+  }
+  out << "| load / compute | load us";
+  for (const std::string& k : keys) out << " | " << k.substr(0, k.size() - 4);
+  out << " |\n|--:|--:";
+  for (size_t i = 0; i < keys.size(); ++i) out << "|--:";
+  out << "|\n";
+  for (const json& r : s["rows"]) {
+    out << "| " << F(Num(r, "load_over_compute"), "%.0f") << " | " << F(Num(r, "load_us"), "%.0f");
+    for (const std::string& k : keys) out << " | " << F(Num(r, k));
+    out << " |\n";
+  }
+  out << "\n";
+}
+
 }  // namespace
 
 std::string MarkdownSummary(const json& results) {
@@ -261,6 +282,7 @@ std::string MarkdownSummary(const json& results) {
   out << "\n";
   using Section = void (*)(const json&, std::ostringstream&);
   const std::pair<const char*, Section> sections[] = {{"deployments", &Deployments},
+                                                      {"load-sweep", &LoadSweep},
                                                       {"recall", &Recall},
                                                       {"ablation", &Ablation},
                                                       {"periods", &Periods},
