@@ -43,10 +43,17 @@ absl::StatusOr<std::string> CachedQuantizedCopy(const std::string& model_path,
     return absl::InternalError(absl::StrFormat("cannot open %s: %s", lock_path,
                                                std::strerror(errno)));
   }
+  // Done (or failed): the lock file goes, then the lock. A maker still
+  // waiting on it finds the copy made (or, after a failure, makes its own:
+  // partial files are per process and the rename is atomic).
   struct Unlock {
     int fd;
-    ~Unlock() { close(fd); }  // closing releases the lock
-  } unlock{lock_fd};
+    const std::string& path;
+    ~Unlock() {
+      unlink(path.c_str());
+      close(fd);
+    }
+  } unlock{lock_fd, lock_path};
   while (flock(lock_fd, LOCK_EX) != 0) {
     if (errno != EINTR) {
       return absl::InternalError(absl::StrFormat("cannot lock %s: %s", lock_path,

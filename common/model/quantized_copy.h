@@ -5,8 +5,8 @@
 // workers.mixed_precision load their sub-critical experts from one (prefix
 // "experts"). A cached file made from another model, or by another recipe,
 // is ignored and remade; the copy is written under a temporary name and
-// renamed, and makers on one machine take turns (a lock file beside it), so
-// the workers of a testbed starting together make it once.
+// renamed, and makers on one machine take turns (a lock file beside it while
+// one is at work), so the workers of a testbed starting together make it once.
 //
 //   ODMOE_ASSIGN_OR_RETURN(std::string path,
 //                          CachedQuantizedCopy(model_path, SourceFingerprint(*model),

@@ -150,11 +150,12 @@ TEST_CASE("mixed precision: workers starting together make the low-precision cop
   auto copy = ModelFile::Open(*got[0]);
   REQUIRE(copy.ok());
   CHECK(SourceFingerprint(**copy) == fingerprint);
-  // Nothing half-made is left behind.
+  // Nothing half-made, and no lock, is left behind.
   int files = 0;
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
     files += e.path().extension() == ".gguf" ? 1 : 0;
     CHECK(e.path().string().find(".partial") == std::string::npos);
+    CHECK(e.path().extension() != ".lock");  // the lock file goes with the last maker
   }
   CHECK(files == 1);
   std::filesystem::remove_all(dir);
