@@ -307,11 +307,12 @@ TEST_CASE("expert slots: a streamed load on the host delivers its units one afte
   // 400 KB/s: the 96 KiB expert takes ~250 ms, its gate unit ~80 ms.
   constexpr double kRate = 400e3;
   slots->set_load_bandwidth(static_cast<uint64_t>(kRate));
+  const double whole = static_cast<double>(slots->expert_bytes(3)) / kRate;
   const auto t0 = std::chrono::steady_clock::now();
   REQUIRE(slots->LoadStreamed(0, 3, 2).ok());
-  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(60));  // returns at once
+  // It returns at once (a copy in memory), long before the link is done.
+  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < whole / 2);
   CHECK_FALSE(slots->slot(0).ready);
-  const double whole = static_cast<double>(slots->expert_bytes(3)) / kRate;
   double waited = 0;
   REQUIRE(slots->AcquireUnit(0, 0, &waited).ok());
   const double gate_at = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
