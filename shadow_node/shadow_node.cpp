@@ -3,11 +3,7 @@
 #include <algorithm>
 #include <functional>
 
-#include <unistd.h>
 
-#include <chrono>
-#include <cstdlib>
-#include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"

@@ -121,11 +121,6 @@ int ExpertSlots::FindLoaded(int layer, int expert) const {
   return -1;
 }
 
-int ExpertSlots::FindUsable(int layer, int expert, bool low_ok) const {
-  const int i = FindLoaded(layer, expert);
-  return i >= 0 && (low_ok || !slots_[static_cast<size_t>(i)].low) ? i : -1;
-}
-
 int ExpertSlots::FreeSlot() const {
   for (size_t i = 0; i < slots_.size(); ++i) {
     if (!slots_[i].loaded) return static_cast<int>(i);
@@ -283,14 +278,20 @@ absl::StatusOr<ExpertWeights> ExpertSlots::AcquireUnit(int slot, int unit, doubl
   }
   // Queue the copies of units up to `unit` (at least the first), then the
   // compute queue waits for the last one queued.
+  ODMOE_RETURN_IF_ERROR(QueueUnits(slot, std::max(unit, 0)));
+  if (unit >= 0) ODMOE_RETURN_IF_ERROR(device_->ComputeWaitForLoad(slot));
+  return w;
+}
+
+absl::Status ExpertSlots::QueueUnits(int slot, int through) {
+  Slot& s = slots_[static_cast<size_t>(slot)];
   uint8_t* dst = slot_data_[static_cast<size_t>(slot)];
-  for (; s.units_queued <= std::max(unit, 0) && s.units_queued < kUnits; ++s.units_queued) {
+  for (; s.units_queued <= through && s.units_queued < kUnits; ++s.units_queued) {
     for (const auto& [offset, n] : UnitRanges(s.layer, s.low, s.units_queued)) {
       ODMOE_RETURN_IF_ERROR(device_->QueueLoad(slot, dst + offset, s.stream_src + offset, n));
     }
   }
-  if (unit >= 0) ODMOE_RETURN_IF_ERROR(device_->ComputeWaitForLoad(slot));
-  return w;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::chrono::steady_clock::time_point> ExpertSlots::WaitLoaded(int slot) {
@@ -304,15 +305,8 @@ absl::StatusOr<std::chrono::steady_clock::time_point> ExpertSlots::WaitLoaded(in
     s.ready = true;
     return s.loaded_at;
   }
-  if (s.streamed && s.units_queued < kUnits) {
-    // The rest of it (not asked for by compute yet).
-    for (; s.units_queued < kUnits; ++s.units_queued) {
-      for (const auto& [offset, n] : UnitRanges(s.layer, s.low, s.units_queued)) {
-        ODMOE_RETURN_IF_ERROR(device_->QueueLoad(slot, slot_data_[static_cast<size_t>(slot)] + offset,
-                                                 s.stream_src + offset, n));
-      }
-    }
-  }
+  // A streamed load: the units compute has not asked for yet go now.
+  if (s.streamed) ODMOE_RETURN_IF_ERROR(QueueUnits(slot, kUnits - 1));
   const auto before = std::chrono::steady_clock::now();
   ODMOE_RETURN_IF_ERROR(device_->WaitLoadDone(slot));
   if (load_bandwidth_ > 0) {  // emulation on a device too: the copy ends no sooner than this

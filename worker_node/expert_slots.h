@@ -47,9 +47,9 @@
 //
 // With a low-precision copy of the model (Create's `low_model`: DyMoE's mixed
 // precision, workers.mixed_precision) an expert may be loaded from it instead
-// (`low`): fewer bytes, its own layout; a slot holds an expert in one
-// precision only, and FindUsable says whether the one held serves a task (a
-// high-precision copy serves both).
+// (`low`, Slot::low): fewer bytes, its own layout; a slot holds an expert in
+// one precision only (a high-precision copy serves a low-precision task too:
+// the worker's rule).
 #pragma once
 
 #include <array>
@@ -109,9 +109,6 @@ class ExpertSlots {
   const Slot& slot(int i) const { return slots_[static_cast<size_t>(i)]; }
   /// The slot holding (layer, expert), or -1.
   int FindLoaded(int layer, int expert) const;
-  /// The slot holding (layer, expert) in a precision that serves a task that
-  /// may (`low_ok`) or may not use the low-precision copy, or -1.
-  int FindUsable(int layer, int expert, bool low_ok) const;
   /// An empty slot, or -1.
   int FreeSlot() const;
 
@@ -183,6 +180,9 @@ class ExpertSlots {
   // on a device (its pinned copy, or a staging entry it is packed into).
   absl::Status CheckLoad(int slot, int layer, int expert, bool low) const;
   absl::StatusOr<const uint8_t*> DeviceSource(int slot, int layer, int expert, bool low);
+  // Device: queues the copies of a streamed slot's units up to `through`
+  // that are not queued yet, in order.
+  absl::Status QueueUnits(int slot, int through);
   // Marks a slot loaded (accounting).
   Slot& MarkLoaded(int slot, int layer, int expert, bool low,
                    std::chrono::steady_clock::time_point t0, int64_t t0_wall);

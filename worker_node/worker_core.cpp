@@ -555,11 +555,12 @@ void WorkerCore::Process(Task& task) {
   // Mixed precision: the low-precision copy serves a task marked for it; a
   // task that is not replaces a low copy it finds (one precision per expert).
   const bool low_ok = msg.low_precision() && slots_.has_low();
-  int slot = slots_.FindUsable(layer, expert, low_ok);
-  if (const int low_copy = slots_.FindLoaded(layer, expert); slot < 0 && low_copy >= 0) {
+  int slot = slots_.FindLoaded(layer, expert);
+  if (slot >= 0 && !low_ok && slots_.slot(slot).low) {
     std::lock_guard<std::mutex> lock(mu_);
-    slots_.Evict(low_copy);
-    slot_hint_.erase(low_copy);
+    slots_.Evict(slot);
+    slot_hint_.erase(slot);
+    slot = -1;
   }
   bool hit = false, reloaded = false, on_host = false;
   int substitute = -1;  // workers.degrade: the expert computed in this one's place
