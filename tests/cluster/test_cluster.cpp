@@ -42,6 +42,19 @@ std::vector<GenerateRequest> PolicyRequests() {
   return {TestRequest("Once upon a time", 24), TestRequest("The sea", 16, 0.8f, 3)};
 }
 
+void ExpectPolicyKeepsTokens(const ClusterConfig& config,
+                             const std::function<void(const ClusterGenerateResult&)>& check) {
+  auto cluster = TestCluster::Start(config);
+  REQUIRE(cluster.ok());
+  for (const GenerateRequest& req : PolicyRequests()) {
+    INFO(PredictionModeName(config.prediction) << ": " << req.prompt);
+    absl::StatusOr<ClusterGenerateResult> r = (*cluster)->main().Generate(req, nullptr);
+    REQUIRE(r.ok());
+    CHECK(r->result.output_ids == TinyReference().Generate(req).value().output_ids);
+    if (check) check(*r);
+  }
+}
+
 std::vector<absl::StatusOr<ClusterGenerateResult>> GenerateConcurrently(
     MainNode& main, const std::vector<GenerateRequest>& requests) {
   std::vector<absl::StatusOr<ClusterGenerateResult>> got(requests.size(),

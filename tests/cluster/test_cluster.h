@@ -8,6 +8,7 @@
 //   auto r = cluster->main().Generate(request, nullptr).value();
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -81,6 +82,11 @@ absl::StatusOr<ClusterGenerateResult> GenerateOnNewCluster(const ClusterConfig& 
 /// The two requests the policy tests run through a cluster: one greedy, one
 /// sampled (seeded).
 std::vector<GenerateRequest> PolicyRequests();
+
+/// Runs PolicyRequests() on one cluster of `config`: each must succeed with
+/// the single process's tokens; `check` (may be empty) sees each result.
+void ExpectPolicyKeepsTokens(const ClusterConfig& config,
+                             const std::function<void(const ClusterGenerateResult&)>& check);
 
 /// Runs `requests` on `main` at once, one client thread each, and returns
 /// their results in the same order.

@@ -90,22 +90,15 @@ TEST_CASE("cluster: host compute on a miss keeps every token the single process'
   // a host compute is slowed down now and then on a loaded machine.
   cfg.load_bandwidth = 2'000'000;
   cfg.host_compute = true;
-  auto cluster = TestCluster::Start(cfg);
-  REQUIRE(cluster.ok());
-  ReferenceEngine& engine = TinyReference();
-  for (const GenerateRequest& req : PolicyRequests()) {
-    INFO(PredictionModeName(mode) << ": " << req.prompt);
-    absl::StatusOr<ClusterGenerateResult> r = (*cluster)->main().Generate(req, nullptr);
-    REQUIRE(r.ok());
-    CHECK(r->result.output_ids == engine.Generate(req).value().output_ids);
+  ExpectPolicyKeepsTokens(cfg, [&](const ClusterGenerateResult& r) {
     // Without prediction every decode task is a miss, each computed on the
     // host; with the shadow's the wrong ones are.
     if (mode == PredictionMode::kNone) {
-      CHECK(r->experts.host_computes > 0);
-      CHECK(r->experts.misses == 0);
+      CHECK(r.experts.host_computes > 0);
+      CHECK(r.experts.misses == 0);
     }
-    CHECK(r->experts.hits + r->experts.misses + r->experts.host_computes > 0);
-  }
+    CHECK(r.experts.hits + r.experts.misses + r.experts.host_computes > 0);
+  });
 }
 
 }  // namespace odmoe::test
