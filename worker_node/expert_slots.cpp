@@ -176,6 +176,7 @@ ExpertSlots::Slot& ExpertSlots::MarkLoaded(int slot, int layer, int expert, bool
   ++held_;
   peak_held_ = std::max(peak_held_, held_);
   ++loads_;
+  ++changes_;
   bytes_loaded_ += bytes;
   return s;
 }
@@ -359,6 +360,7 @@ void ExpertSlots::Evict(int slot) {
   if (!s.loaded) return;
   s = Slot{};
   --held_;
+  ++changes_;
 }
 
 }  // namespace odmoe

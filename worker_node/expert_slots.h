@@ -165,6 +165,8 @@ class ExpertSlots {
   uint64_t peak_bytes_held() const { return static_cast<uint64_t>(peak_held_) * slot_bytes_; }
   uint64_t bytes_reserved() const { return slots_.size() * slot_bytes_; }
   uint64_t loads() const { return loads_; }
+  /// Counts every load and eviction: what the slots hold changed when it did.
+  uint64_t changes() const { return changes_; }
   uint64_t bytes_loaded() const { return bytes_loaded_; }
   /// Seconds loads took (device time on the device path, once waited for).
   double load_seconds() const { return load_seconds_; }
@@ -212,6 +214,7 @@ class ExpertSlots {
   int held_ = 0;
   int peak_held_ = 0;
   uint64_t loads_ = 0;
+  uint64_t changes_ = 0;
   uint64_t bytes_loaded_ = 0;
   double load_seconds_ = 0;
   uint64_t use_clock_ = 0;

@@ -199,9 +199,14 @@ void WorkerCore::SyncSlotStatsLocked() {
   stats_.held = slots_.held();
   stats_.peak_held = slots_.peak_held();
   stats_.peak_bytes = slots_.peak_bytes_held() + workspace_bytes_;
+  // The list of held experts is rebuilt only when the slots changed (a
+  // resident worker's never do).
+  if (slots_.changes() == held_list_changes_) return;
+  held_list_changes_ = slots_.changes();
   stats_.held_experts.clear();
   for (int i = 0; i < slots_.size(); ++i) {
-    if (slots_.slot(i).loaded) stats_.held_experts.emplace_back(slots_.slot(i).layer, slots_.slot(i).expert);
+    const ExpertSlots::Slot& s = slots_.slot(i);
+    if (s.loaded) stats_.held_experts.emplace_back(s.layer, s.expert);
   }
   std::sort(stats_.held_experts.begin(), stats_.held_experts.end());
 }

@@ -288,6 +288,7 @@ class WorkerCore {
   uint64_t step_tasks_ = 0;  // ...and how many of its experts this worker computed
   bool stop_ = false;
   WorkerStats stats_;
+  uint64_t held_list_changes_ = ~uint64_t{0};  // slots_.changes() at the last held_experts
   std::optional<ExpertUtility> utility_;  // Cache::kUtility (under mu_)
   std::vector<uint64_t> uses_;            // lfu: tasks per (layer, expert)
 
