@@ -154,7 +154,9 @@ absl::Status SweepPlot(const json& s, const std::string& out_dir,
       {"lru_tps", "LRU cache"},                {"resident_tps", "resident"},
       {"lookahead_tps", "gate look-ahead"},    {"odmoe_sub_tps", "OD-MoE + sub-expert"},
       {"none_sub_tps", "none + sub-expert"},   {"odmoe_host_tps", "OD-MoE + host compute"},
-      {"lfu_tps", "LFU cache"},                {"utility_tps", "utility cache (MoE-SpAc)"}};
+      {"lfu_tps", "LFU cache"},                {"utility_tps", "utility cache (MoE-SpAc)"},
+      {"odmoe_mixed_tps", "OD-MoE + mixed precision (lossy)"},
+      {"odmoe_degrade_tps", "OD-MoE + degradation (lossy)"}};
   std::vector<Series> series;
   for (const auto& [key, label] : known) {
     if (s["rows"].empty() || !s["rows"][0].contains(key)) continue;
