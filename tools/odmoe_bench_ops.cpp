@@ -30,6 +30,8 @@
 #include <immintrin.h>
 #endif
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "backends/backend_registry.h"
 #include "cpu_backend.h"
 #include "tensor/quant.h"
@@ -174,7 +176,51 @@ struct Options {
   int threads = 2;
   float seconds = 0.5f;
   bool decode_only = false;
+  std::vector<DType> types;                          // empty: kBenchTypes
+  std::vector<std::pair<int64_t, int64_t>> shapes;  // empty: each tool's own
+  /// The types to run: --types, else every benchmarked type.
+  std::vector<DType> Types() const {
+    return types.empty() ? std::vector<DType>(std::begin(kBenchTypes), std::end(kBenchTypes))
+                         : types;
+  }
+  /// The decode shapes to run: --shapes, else `fallback`.
+  std::vector<std::pair<int64_t, int64_t>> Shapes(
+      std::vector<std::pair<int64_t, int64_t>> fallback) const {
+    return shapes.empty() ? fallback : shapes;
+  }
 };
+
+/// Parses "q4_K,q6_K" into types; false (with a message) on an unknown name.
+bool ParseTypes(const std::string& list, std::vector<DType>* out) {
+  for (absl::string_view name : absl::StrSplit(list, ',', absl::SkipEmpty())) {
+    std::optional<DType> t = ParseDType(std::string_view(name.data(), name.size()));
+    if (!t || std::find(std::begin(kBenchTypes), std::end(kBenchTypes), *t) == std::end(kBenchTypes)) {
+      std::fprintf(stderr, "odmoe-bench-ops: error: --types: '%s' is not a benchmarked type\n",
+                   std::string(name).c_str());
+      return false;
+    }
+    out->push_back(*t);
+  }
+  return true;
+}
+
+/// Parses "14336x4096,256x4096" (rows x cols, cols a multiple of 256).
+bool ParseShapes(const std::string& list, std::vector<std::pair<int64_t, int64_t>>* out) {
+  for (absl::string_view item : absl::StrSplit(list, ',', absl::SkipEmpty())) {
+    std::vector<absl::string_view> rc = absl::StrSplit(item, 'x');
+    int64_t rows = 0, cols = 0;
+    if (rc.size() != 2 || !absl::SimpleAtoi(rc[0], &rows) || !absl::SimpleAtoi(rc[1], &cols) ||
+        rows < 1 || cols < 256 || cols % 256 != 0 || rows * cols > (int64_t{1} << 28)) {
+      std::fprintf(stderr,
+                   "odmoe-bench-ops: error: --shapes: '%s' is not ROWSxCOLS (cols a multiple of "
+                   "256, at most 2^28 weights)\n",
+                   std::string(item).c_str());
+      return false;
+    }
+    out->emplace_back(rows, cols);
+  }
+  return true;
+}
 
 struct DecodeRow {
   std::string type;
@@ -191,28 +237,54 @@ struct PrefillRow {
 /// Decode and prefill products; raises *best_bw to the best read bandwidth
 /// seen (meter or weight stream) and prints the tables against it.
 void BenchMatMul(CpuBackend& be, const Options& opt, BandwidthMeter& meter, double* best_bw) {
-  const std::pair<int64_t, int64_t> shapes[] = {{14336, 4096}, {4096, 14336}};
+  const auto shapes = opt.Shapes({{14336, 4096}, {4096, 14336}});
   std::vector<DecodeRow> decode;
   std::vector<PrefillRow> prefill;
-  std::vector<float> x(14336 * 128), y(14336 * 128);
+  int64_t widest = 14336;
+  for (auto [rows, cols] : shapes) widest = std::max({widest, rows, cols});
+  std::vector<float> x(widest * 128), y(widest * 128);
   for (float& f : x) f = 0.5f;
-  for (DType type : kBenchTypes) {
+  for (DType type : opt.Types()) {
     const std::string name(Traits(type).name);
     for (auto [rows, cols] : shapes) {
       const auto weights = MakeWeights(type, rows, cols, 2);
       const double bytes = static_cast<double>(weights[0].size());
-      auto call = [&](int i, int64_t n) {
-        const WeightRef w{type, weights[i % 2].data(), rows, cols};
-        be.MatMul(w, ConstMat(x.data(), n, cols), Mat{y.data(), n, rows});
-      };
-      const double bandwidth = meter.Measure(5);
-      const double s = TimeBest([&](int i) { call(i, 1); }, opt.seconds);
-      decode.push_back({name, rows, cols, s, bytes / s / 1e9, bandwidth});
-      *best_bw = std::max({*best_bw, bandwidth, bytes / s / 1e9});
-      if (rows != 14336 || opt.decode_only) continue;
-      for (int64_t n : {2, 8, 32, 128}) {
-        const double sm = TimeBest([&](int i) { call(i, n); }, opt.seconds);
-        prefill.push_back({name, n, sm, 2.0 * rows * cols * n / sm / 1e9});
+      // As a model gets them (LoadWeight: K-family weights may be kept in
+      // the backend's interleaved layout), and then, where that differs, in
+      // the file's row order too ("/rows").
+      std::vector<BackendWeight> loaded;
+      for (const auto& wb : weights) {
+        TensorView view;
+        view.name = "bench";
+        view.type = type;
+        view.n_dims = 2;
+        view.ne = {cols, rows, 1, 1};
+        view.data = wb.data();
+        absl::StatusOr<BackendWeight> w = be.LoadWeight(view);
+        if (!w.ok()) {
+          std::fprintf(stderr, "odmoe-bench-ops: %s\n", std::string(w.status().message()).c_str());
+          std::exit(1);
+        }
+        loaded.push_back(*std::move(w));
+      }
+      const bool repacked = loaded[0].ref.layout != WeightLayout::kRows;
+      for (const bool as_loaded : {true, false}) {
+        if (!as_loaded && !repacked) continue;
+        const std::string label = as_loaded ? name : name + "/rows";
+        auto call = [&](int i, int64_t n) {
+          const WeightRef w =
+              as_loaded ? loaded[i % 2].ref : WeightRef{type, weights[i % 2].data(), rows, cols};
+          be.MatMul(w, ConstMat(x.data(), n, cols), Mat{y.data(), n, rows});
+        };
+        const double bandwidth = meter.Measure(5);
+        const double s = TimeBest([&](int i) { call(i, 1); }, opt.seconds);
+        decode.push_back({label, rows, cols, s, bytes / s / 1e9, bandwidth});
+        *best_bw = std::max({*best_bw, bandwidth, bytes / s / 1e9});
+        if (rows != 14336 || opt.decode_only) continue;
+        for (int64_t n : {2, 8, 32, 128}) {
+          const double sm = TimeBest([&](int i) { call(i, n); }, opt.seconds);
+          prefill.push_back({label, n, sm, 2.0 * rows * cols * n / sm / 1e9});
+        }
       }
     }
   }
@@ -220,19 +292,21 @@ void BenchMatMul(CpuBackend& be, const Options& opt, BandwidthMeter& meter, doub
   std::printf("(%% best: against the best read bandwidth seen in this run by any kernel or\n");
   std::printf(" the summing meter, %.2f GB/s; %% meter: against the meter run just before)\n",
               *best_bw);
-  std::printf("%-6s %-13s %10s %9s %8s %8s %9s %9s\n", "type", "rows x cols", "us/call", "GB/s",
+  std::printf("(type/rows: K-family weights in the file's row order, where the backend\n");
+  std::printf(" keeps them interleaved, ODMOE_CPU_REPACK=0)\n");
+  std::printf("%-11s %-13s %10s %9s %8s %8s %9s %9s\n", "type", "rows x cols", "us/call", "GB/s",
               "% best", "% meter", "GFLOP/s", "[meter]");
   for (const DecodeRow& r : decode) {
-    std::printf("%-6s %5lld x %-5lld %10.1f %9.2f %7.1f%% %7.1f%% %9.2f [%7.2f]\n", r.type.c_str(),
+    std::printf("%-11s %5lld x %-5lld %10.1f %9.2f %7.1f%% %7.1f%% %9.2f [%7.2f]\n", r.type.c_str(),
                 static_cast<long long>(r.rows), static_cast<long long>(r.cols), r.seconds * 1e6,
                 r.gbps, 100.0 * r.gbps / *best_bw, 100.0 * r.gbps / r.meter_gbps,
                 2.0 * r.rows * r.cols / r.seconds / 1e9, r.meter_gbps);
   }
   if (prefill.empty()) return;
   std::printf("\nMatrix-matrix (prefill), 14336 x 4096 weights, x: n rows:\n");
-  std::printf("%-6s %6s %10s %9s\n", "type", "n", "us/call", "GFLOP/s");
+  std::printf("%-11s %6s %10s %9s\n", "type", "n", "us/call", "GFLOP/s");
   for (const PrefillRow& r : prefill) {
-    std::printf("%-6s %6lld %10.1f %9.2f\n", r.type.c_str(), static_cast<long long>(r.n),
+    std::printf("%-11s %6lld %10.1f %9.2f\n", r.type.c_str(), static_cast<long long>(r.n),
                 r.seconds * 1e6, r.gflops);
   }
 }
@@ -381,7 +455,7 @@ void BenchDeviceMatMul(Backend& be, const Options& opt) {
   std::printf("Device copy bandwidth (1 GiB Copy, read + written, best of 5): %.1f GB/s\n",
               copy_bw);
   // The last shape is tiny: its time is the per-call floor (launches, gaps).
-  const std::pair<int64_t, int64_t> shapes[] = {{14336, 4096}, {4096, 14336}, {64, 4096}};
+  const auto shapes = opt.Shapes({{14336, 4096}, {4096, 14336}, {64, 4096}});
   const int64_t max_n = 128;
   auto x = DeviceBuffer(be, sizeof(float) * 14336 * max_n);
   auto y = DeviceBuffer(be, sizeof(float) * 14336 * max_n);
@@ -395,7 +469,7 @@ void BenchDeviceMatMul(Backend& be, const Options& opt) {
   std::printf("\nMatrix-vector (decode, x: 1 row) on %s, 4 uploads rotated:\n", be.name().c_str());
   std::printf("%-6s %-13s %10s %9s %8s %9s %12s %12s %12s\n", "type", "rows x cols", "us/call",
               "GB/s", "% copy", "queue us", "n=8 GFLOP/s", "n=32", "n=128");
-  for (DType type : kBenchTypes) {
+  for (DType type : opt.Types()) {
     for (auto [rows, cols] : shapes) {
       const auto host = MakeWeights(type, rows, cols, 1, &pool);
       std::vector<BackendWeight> weights;
@@ -442,11 +516,20 @@ int Main(int argc, char** argv) {
   args.AddInt("threads", &opt.threads, "N", "threads (default 2)");
   args.AddFloat("seconds", &opt.seconds, "S", "time budget per measurement (default 0.5)");
   args.AddFlag("decode-only", &opt.decode_only, "only the matrix-vector products");
+  std::string types, shapes;
+  args.AddString("types", &types, "LIST",
+                 "only these weight types, e.g. q4_K,q6_K (default: every type)");
+  args.AddString("shapes", &shapes, "LIST",
+                 "decode shapes ROWSxCOLS, e.g. 256x4096 (small ones stay in cache: the "
+                 "kernel's compute cost; default: 14336x4096,4096x14336)");
   std::string backend;
   args.AddString("backend", &backend, "NAME",
                  "a device backend (cuda:0, cuda:0:cublas): its MatMul rows against its copy "
                  "bandwidth (default: the CPU backend's ops)");
   if (std::optional<int> exit = args.ParseOrExit(argc, argv)) return *exit;
+  if (!ParseTypes(types, &opt.types) || !ParseShapes(shapes, &opt.shapes)) {
+    return CliArgs::kUsageExit;
+  }
   if (opt.threads < 1 || opt.seconds <= 0) {
     std::fprintf(stderr, "odmoe-bench-ops: error: --threads and --seconds must be positive\n");
     return CliArgs::kUsageExit;

@@ -71,13 +71,26 @@ struct ConstMat {
   ConstMat RowRange(int64_t first, int64_t count) const { return {Row(first), count, cols}; }
 };
 
+/// How a weight's bytes are ordered in backend memory. kRows is the file's
+/// order, the only one outside a backend; a backend may keep the weights it
+/// loads (LoadWeight) in a layout of its own, with the same bytes moved.
+enum class WeightLayout : uint8_t {
+  kRows,
+  /// The CPU backend's K-family decode layout: each group of 16 rows has its
+  /// super-blocks' 4-byte words interleaved (cpu_kquant.h, "Interleaved
+  /// rows"); rows past the last whole group stay in kRows order after them.
+  kInterleaved16,
+};
+
 /// A weight matrix in backend memory: `rows` rows (output features) of `cols`
-/// elements (input features) of `type`, rows stored back to back.
+/// elements (input features) of `type`, rows stored back to back (in the
+/// order `layout` says; the size is row_bytes() * rows either way).
 struct WeightRef {
   DType type = DType::kF32;
   const void* data = nullptr;
   int64_t rows = 0;
   int64_t cols = 0;
+  WeightLayout layout = WeightLayout::kRows;
   size_t row_bytes() const { return RowBytes(type, cols); }
   size_t bytes() const { return row_bytes() * static_cast<size_t>(rows); }
 };

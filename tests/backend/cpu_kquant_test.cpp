@@ -6,6 +6,7 @@
 // activations; rows of 1, 15, 16, 17 and 56 super-blocks; zero rows.
 #include "cpu_kquant.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -429,6 +430,139 @@ TEST_CASE("K-family MatMul: zero weights and zero activations give +0, never NaN
           }
         }
       }
+    }
+  }
+}
+
+/// `nw` rows of `count` super-blocks in KInterleave16 (whole groups; the
+/// rest of the rows as they are).
+std::vector<uint8_t> Interleaved(DType type, const std::vector<uint8_t>& w, int nw, int64_t count) {
+  const size_t row_bytes = static_cast<size_t>(count * KBlockBytes(type));
+  std::vector<uint8_t> out = w;
+  for (int g = 0; g + kInterleaveRows <= nw; g += kInterleaveRows) {
+    InterleaveKRows(type, w.data() + g * row_bytes, row_bytes, out.data() + g * row_bytes);
+  }
+  return out;
+}
+
+TEST_CASE("K-family: KInterleave16 moves every byte and comes back", "[backend][kquant]") {
+  std::mt19937 rng(19);
+  for (DType type : kKTypes) {
+    for (int64_t count : {1, 3}) {
+      const size_t row_bytes = static_cast<size_t>(count * KBlockBytes(type));
+      const std::vector<uint8_t> w = RandomBlocks(type, kInterleaveRows * count, rng);
+      const std::vector<uint8_t> g = Interleaved(type, w, kInterleaveRows, count);
+      INFO(Name(type) << " superblocks " << count);
+      std::vector<uint8_t> sorted_w = w, sorted_g = g;
+      std::sort(sorted_w.begin(), sorted_w.end());
+      std::sort(sorted_g.begin(), sorted_g.end());
+      CHECK(sorted_w == sorted_g);  // a permutation of the bytes
+      CHECK(g != w);
+      // Word 1 of super-block 0: row r at bytes 64 + 4r.
+      CHECK(std::memcmp(g.data() + 64 + 4 * 3, w.data() + 3 * row_bytes + 4, 4) == 0);
+      std::vector<uint8_t> back(w.size());
+      DeinterleaveKRows(type, g.data(), row_bytes, back.data());
+      CHECK(back == w);
+      for (int r = 0; r < kInterleaveRows; ++r) {
+        std::vector<uint8_t> row(row_bytes);
+        DeinterleaveKRow(type, g.data(), row_bytes, r, row.data());
+        CHECK(std::memcmp(row.data(), w.data() + r * row_bytes, row_bytes) == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("K-family: interleaved decode gives the scalar bits, random and extreme blocks",
+          "[backend][kquant]") {
+  std::mt19937 rng(23);
+  int tables = 0;
+  for (const CpuKQuantKernels* k : AllTables()) tables += k->dot_interleaved != nullptr;
+  if (tables == 0) WARN("no ISA of this CPU has interleaved decode kernels; nothing to compare");
+  const CpuKQuantKernels& scalar = CpuKQuantKernelsFor(CpuIsa::kScalar);
+  for (DType type : kKTypes) {
+    for (int64_t count : {1, 15, 16, 17, 56}) {
+      for (bool extreme : {false, true}) {
+        std::vector<uint8_t> w = RandomBlocks(type, kInterleaveRows * count, rng);
+        TestActs x = RandomActs(1, count, rng);
+        if (extreme) {  // every code and scale at its largest, activations at +-127
+          int d, dmin;
+          ScaleOffsets(type, &d, &dmin);
+          const int bytes = KBlockBytes(type);
+          for (int64_t s = 0; s < kInterleaveRows * count; ++s) {
+            uint8_t* blk = w.data() + s * bytes;
+            for (int i = 0; i < bytes; ++i) {
+              if (i != d && i != d + 1 && i != dmin && i != dmin + 1) blk[i] = 0xff;
+            }
+          }
+          std::vector<int8_t> codes(static_cast<size_t>(count * 256));
+          for (size_t i = 0; i < codes.size(); ++i) codes[i] = i % 3 == 0 ? -127 : 127;
+          x = MakeActs(1, count, codes, x.d);
+        }
+        const std::vector<float> want =
+            Run(scalar, type, w, kInterleaveRows, count, x, 1, Path::kStored);
+        const std::vector<uint8_t> g = Interleaved(type, w, kInterleaveRows, count);
+        for (const CpuKQuantKernels* k : AllTables()) {
+          if (k->dot_interleaved == nullptr || !k->interleaved(type)) continue;
+          std::vector<float> y(kInterleaveRows, -1.0f);
+          k->dot_interleaved(type, g.data(), count, x.View(), y.data());
+          INFO(Name(type) << " " << CpuIsaName(k->isa) << " superblocks " << count
+                          << (extreme ? " extreme" : " random"));
+          CHECK(SameBits(y, want));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("K-family: LoadWeight's interleaved weights give the row-order bits on every ISA",
+          "[backend][kquant]") {
+  std::mt19937 rng(29);
+  const int64_t count = 17, cols = count * 256, rows = 37;  // two groups and 5 rows
+  std::vector<float> x(static_cast<size_t>(5 * cols));
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (float& v : x) v = dist(rng);
+  for (DType type : kKTypes) {
+    const std::vector<uint8_t> w = RandomBlocks(type, rows * count, rng);
+    TensorView view;
+    view.name = "test.weight";
+    view.type = type;
+    view.n_dims = 2;
+    view.ne = {cols, rows, 1, 1};
+    view.data = w.data();
+    const WeightRef plain{type, w.data(), rows, cols};
+    // The interleaved bytes on every ISA (those without the decode kernel
+    // put the rows back in order), as LoadWeight makes them where it does.
+    const std::vector<uint8_t> g = Interleaved(type, w, rows, count);
+    const WeightRef inter{type, g.data(), rows, cols, WeightLayout::kInterleaved16};
+    for (CpuIsa isa : SupportedCpuIsas()) {
+      CpuBackend be(2, isa);
+      const CpuKQuantKernels& k = CpuKQuantKernelsFor(be.isa());
+      const bool kernel = k.interleaved != nullptr && k.interleaved(type);
+      absl::StatusOr<BackendWeight> loaded = be.LoadWeight(view);
+      REQUIRE(loaded.ok());
+      INFO(Name(type) << " " << CpuIsaName(isa));
+      CHECK((loaded->ref.layout == WeightLayout::kInterleaved16) == kernel);
+      CHECK((loaded->storage != nullptr) == kernel);
+      if (kernel) CHECK(std::memcmp(loaded->ref.data, g.data(), g.size()) == 0);
+      for (int64_t n : {int64_t{1}, int64_t{2}, int64_t{5}}) {
+        std::vector<float> want(static_cast<size_t>(n * rows)), got(want.size()), got2(want.size());
+        be.MatMul(plain, ConstMat(x.data(), n, cols), Mat{want.data(), n, rows});
+        be.MatMul(inter, ConstMat(x.data(), n, cols), Mat{got.data(), n, rows});
+        be.MatMul(loaded->ref, ConstMat(x.data(), n, cols), Mat{got2.data(), n, rows});
+        INFO("n " << n);
+        CHECK(SameBits(got, want));
+        CHECK(SameBits(got2, want));
+      }
+      const std::vector<int32_t> ids = {0, 15, 16, 31, 32, 36, 7};
+      std::vector<float> want(ids.size() * cols), got(want.size());
+      be.GetRows(plain, ids.data(), Mat{want.data(), static_cast<int64_t>(ids.size()), cols});
+      be.GetRows(inter, ids.data(), Mat{got.data(), static_cast<int64_t>(ids.size()), cols});
+      CHECK(SameBits(got, want));
+      be.set_repack_weights(false);
+      absl::StatusOr<BackendWeight> view_only = be.LoadWeight(view);
+      REQUIRE(view_only.ok());
+      CHECK(view_only->ref.layout == WeightLayout::kRows);
+      CHECK(view_only->ref.data == w.data());
     }
   }
 }

@@ -7,7 +7,9 @@
 #include "absl/strings/str_format.h"
 #include "backend/op_checks.h"
 #include "cpu_math.h"
+#include "cpu_kquant.h"
 #include "cpu_ops.h"
+#include "util/status_macros.h"
 
 namespace odmoe {
 
@@ -33,8 +35,16 @@ class HostBuffer final : public BackendBuffer {
 
 CpuBackend::CpuBackend(int threads) : CpuBackend(threads, DefaultCpuIsa()) {}
 
+/// ODMOE_CPU_REPACK: unset or anything but "0" repacks.
+bool RepackFromEnvironment() {
+  const char* env = std::getenv("ODMOE_CPU_REPACK");
+  return env == nullptr || std::strcmp(env, "0") != 0;
+}
+
 CpuBackend::CpuBackend(int threads, CpuIsa isa)
-    : kernels_(&CpuKernelsFor(std::min(isa, DetectedCpuIsa()))), pool_(threads) {}
+    : kernels_(&CpuKernelsFor(std::min(isa, DetectedCpuIsa()))),
+      repack_(RepackFromEnvironment()),
+      pool_(threads) {}
 
 absl::StatusOr<std::unique_ptr<BackendBuffer>> CpuBackend::Allocate(size_t bytes) {
   const size_t rounded = (std::max<size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
@@ -89,6 +99,27 @@ absl::StatusOr<BackendWeight> CpuBackend::LoadWeight(const TensorView& host) {
   }
   BackendWeight w;
   w.ref = WeightRef{host.type, host.data, host.ne[1], host.ne[0]};
+  const CpuKQuantKernels& kq = CpuKQuantKernelsFor(isa());
+  if (!repack_ || !IsKQuantWeightType(host.type) || w.ref.rows < kInterleaveRows ||
+      kq.interleaved == nullptr || !kq.interleaved(host.type)) {
+    return w;
+  }
+  // KInterleave16: whole groups of 16 rows, the rest copied in row order.
+  ODMOE_ASSIGN_OR_RETURN(w.storage, Allocate(w.ref.bytes()));
+  auto* dst = static_cast<uint8_t*>(w.storage->data());
+  const auto* src = static_cast<const uint8_t*>(host.data);
+  const size_t row_bytes = w.ref.row_bytes();
+  const size_t group_bytes = kInterleaveRows * row_bytes;
+  const int64_t groups = w.ref.rows / kInterleaveRows;
+  pool_.ParallelFor(groups, 1, [&](int64_t b, int64_t e) {
+    for (int64_t g = b; g < e; ++g) {
+      InterleaveKRows(host.type, src + g * group_bytes, row_bytes, dst + g * group_bytes);
+    }
+  });
+  const size_t done = static_cast<size_t>(groups) * group_bytes;
+  std::memcpy(dst + done, src + done, w.ref.bytes() - done);
+  w.ref.data = dst;
+  w.ref.layout = WeightLayout::kInterleaved16;
   return w;
 }
 

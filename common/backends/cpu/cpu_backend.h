@@ -5,7 +5,12 @@
 //   be.MatMul(w, x, y);
 //
 // Memory is host memory: Allocate() returns 64-byte aligned buffers and
-// LoadWeight() is a zero-copy view of the caller's (mapped) tensor.
+// LoadWeight() is a zero-copy view of the caller's (mapped) tensor, except
+// for K-family weights of 16 rows or more whose type the ISA decodes in
+// KInterleave16 (cpu_kquant.h: Q4_K and Q6_K with AVX-512 VNNI): those are
+// copied once into that layout (the same bytes, moved; WeightRef::layout
+// says so), which decode reads 16 rows at a time. ODMOE_CPU_REPACK=0 (or
+// set_repack_weights(false)) keeps every weight a view.
 // Weight types: those CpuSupportsWeightType() lists (float, block32 and K
 // family); activations are F32 (quantized to Q8_0 or Q8_K inside a MatMul
 // with quantized weights, see below).
@@ -131,6 +136,10 @@ class CpuBackend final : public Backend {
   CpuBackend(int threads, CpuIsa isa);
 
   CpuIsa isa() const { return kernels_->isa; }
+  /// Whether LoadWeight copies K-family weights into KInterleave16 where the
+  /// ISA has the kernels (default: on unless ODMOE_CPU_REPACK=0).
+  bool repack_weights() const { return repack_; }
+  void set_repack_weights(bool on) { repack_ = on; }
   int threads() const { return pool_.threads(); }
 
   std::string name() const override { return "cpu"; }
@@ -165,6 +174,7 @@ class CpuBackend final : public Backend {
 
  private:
   const CpuKernels* kernels_;
+  bool repack_;
   ThreadPool pool_;
   CpuQuantScratch quant_scratch_;  // activations of quantized MatMul
 };

@@ -24,6 +24,21 @@
 //               offset that corr = -offset * sc removes) or, for IQ4_XS, the
 //               signed byte kIq4nlValues[code].
 //
+//   KInterleave16 (WeightLayout::kInterleaved16) the decode layout the backend
+//               keeps K-family weights in where the ISA has a kernel for it
+//               (LoadWeight repacks them; the same bytes, moved): rows
+//               16g .. 16g + 15 fill the byte range they fill in row order,
+//               super-block s of the 16 rows at offset s * 16 * B (B: the
+//               stored super-block's bytes) as, for each 4-byte word w <
+//               B / 4 of the stored super-block, word w of rows 0 .. 15 (64
+//               bytes: one 512-bit register whose 32-bit lanes are the rows),
+//               then, where B % 4 == 2 (Q3_K, Q6_K: the f16 scale at the end),
+//               the last 2 bytes of rows 0 .. 15. dot_interleaved computes the
+//               16 dots with the rows in the lanes: each super-block's exact
+//               A_s / B_s of all 16 rows at once, the float step of lane s % 16
+//               on 16 transposed accumulators, and the lane tree as vertical
+//               adds between them: the same bits as dot_rows.
+//
 //   CpuKQuantScratch scratch;
 //   KActs x = QuantizeKActivations(x_f32, &scratch, &pool);     // once per MatMul
 //   const CpuKQuantKernels& k = CpuKQuantKernelsFor(CpuIsa::kAvx2);
@@ -116,6 +131,20 @@ KActs QuantizeKActivations(ConstMat x, CpuKQuantScratch* scratch, ThreadPool* po
 /// of `type` to out[0 .. count).
 void CpuKQuantUnpackReference(DType type, const uint8_t* blocks, int64_t count, KUnpacked* out);
 
+/// Rows per interleaved group (KInterleave16 at the top).
+inline constexpr int kInterleaveRows = 16;
+
+/// Rows 0 .. 15 (row r at rows + r * row_bytes, row_bytes a whole number of
+/// super-blocks of `type`) to one KInterleave16 group of 16 * row_bytes bytes.
+void InterleaveKRows(DType type, const uint8_t* rows, size_t row_bytes, uint8_t* out);
+
+/// Row r < 16 of a KInterleave16 group back in stored order (row_bytes bytes).
+void DeinterleaveKRow(DType type, const uint8_t* group, size_t row_bytes, int r, uint8_t* out);
+
+/// All 16 rows of a KInterleave16 group back in stored order (row r at
+/// rows + r * row_bytes): the inverse of InterleaveKRows.
+void DeinterleaveKRows(DType type, const uint8_t* group, size_t row_bytes, uint8_t* rows);
+
 /// The K-family kernels of one ISA level; all levels give the same bits.
 struct CpuKQuantKernels {
   CpuIsa isa;
@@ -142,6 +171,14 @@ struct CpuKQuantKernels {
                     KTile* out) = nullptr;
   void (*dot_tile)(DType type, const KTile* w, int nw, int64_t superblocks, const KActs& x,
                    int64_t nx, float* y, int64_t ldy) = nullptr;
+
+  /// Optional: true for the types dot_interleaved computes on this ISA (the
+  /// backend keeps only those in KInterleave16; null: none).
+  bool (*interleaved)(DType type) = nullptr;
+  /// y[r] = canonical dot of row r < 16 of a KInterleave16 group of
+  /// `superblocks` super-blocks with activation row 0 of x (decode).
+  void (*dot_interleaved)(DType type, const uint8_t* group, int64_t superblocks, const KActs& x,
+                          float* y) = nullptr;
 };
 
 /// The table of `isa`; the caller makes sure the CPU supports it.

@@ -1,5 +1,6 @@
 // K-family kernels: the type of cpu_kquant_avx512_impl.h compiled for
-// AVX-512F/BW/VL and AVX512-VNNI.
+// AVX-512F/BW/VL and AVX512-VNNI, with the tile kernels of prefill and the
+// KInterleave16 decode kernels.
 #include "cpu_kquant.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -25,6 +26,7 @@
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
 
 #include "cpu_kquant_avx512_impl.h"
+#include "cpu_kquant_interleaved_impl.h"
 #include "cpu_kquant_tile_impl.h"
 
 namespace odmoe {
@@ -34,6 +36,8 @@ const CpuKQuantKernels* CpuKQuantKernelsAvx512Vnni() {
     CpuKQuantKernels k = kquant_impl::MakeKQuantKernels<KAvx512<true>>(CpuIsa::kAvx512Vnni);
     k.pack_tile = &PackTile<KAvx512<true>>;
     k.dot_tile = &DotTile;
+    k.interleaved = &KInterleavedVnni::Supports;
+    k.dot_interleaved = &KInterleavedVnni::Dot;
     return k;
   }();
   return &kernels;

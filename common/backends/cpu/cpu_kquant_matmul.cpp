@@ -3,7 +3,8 @@
 // weight rows.
 //
 // One activation row (decode) streams the weight super-blocks straight from
-// the model through dot_rows. With several rows (prefill) each block of 4
+// the model through dot_rows, or, for weights the backend keeps in
+// KInterleave16, 16 rows at a time through dot_interleaved. With several rows (prefill) each block of 4
 // weight rows is unpacked once into a per-thread scratch (unpack_rows) and
 // dotted with every activation row by the register-tiled dot_unpacked. Both
 // compute the same exact integers and the same float step, so the choice
@@ -58,6 +59,59 @@ KActs QuantizeKActivations(ConstMat x, CpuKQuantScratch* scratch, ThreadPool* po
   return KActs{blocks, d, stride};
 }
 
+namespace {
+
+/// Rows [0, nrows) of a row-major K-family weight (row r at rows + r *
+/// row_bytes) against every activation row, to y[t * ldy + r], on the
+/// calling thread: tiles of 16 rows with 4 or more activation rows where the
+/// ISA has them, else blocks of 4 rows, unpacked once from 2 activation rows
+/// on, read as stored for one.
+void RowMajorRows(const CpuKQuantKernels& kern, DType type, const uint8_t* rows, size_t row_bytes,
+                  int64_t nrows, int64_t superblocks, const KActs& acts, int64_t n, float* y,
+                  int64_t ldy) {
+  if (kern.dot_tile != nullptr && n >= kMinRowsForTiles) {
+    thread_local std::vector<KTile> packed;
+    if (packed.size() < static_cast<size_t>(superblocks)) packed.resize(superblocks);
+    for (int64_t o = 0; o < nrows; o += kKTileRows) {
+      const int nw = static_cast<int>(std::min<int64_t>(kKTileRows, nrows - o));
+      kern.pack_tile(type, rows + static_cast<size_t>(o) * row_bytes, row_bytes, nw, superblocks,
+                     packed.data());
+      kern.dot_tile(type, packed.data(), nw, superblocks, acts, n, y + o, ldy);
+    }
+    return;
+  }
+  thread_local std::vector<KUnpacked> unpacked;
+  for (int64_t o = 0; o < nrows; o += kRowsPerBlock) {
+    const int nw = static_cast<int>(std::min<int64_t>(kRowsPerBlock, nrows - o));
+    const uint8_t* block = rows + static_cast<size_t>(o) * row_bytes;
+    if (n < kMinRowsForUnpacking) {
+      kern.dot_rows(type, block, row_bytes, nw, superblocks, acts, n, y + o, ldy);
+    } else {
+      const size_t need = static_cast<size_t>(kRowsPerBlock * superblocks);
+      if (unpacked.size() < need) unpacked.resize(need);
+      kern.unpack_rows(type, block, row_bytes, nw, superblocks, unpacked.data());
+      kern.dot_unpacked(type, unpacked.data(), nw, superblocks, acts, n, y + o, ldy);
+    }
+  }
+}
+
+/// Rows [0, nrows) of a row-major weight, parallel over units of 16 rows
+/// (tiles) or 4.
+void RowMajorMatMul(const CpuOpContext& ctx, const CpuKQuantKernels& kern, DType type,
+                    const uint8_t* rows, size_t row_bytes, int64_t nrows, int64_t cols,
+                    const KActs& acts, int64_t n, float* y, int64_t ldy) {
+  const int64_t superblocks = cols / kSuperBlockElems;
+  const int64_t unit = kern.dot_tile != nullptr && n >= kMinRowsForTiles ? kKTileRows : kRowsPerBlock;
+  const int64_t units = (nrows + unit - 1) / unit;
+  ctx.pool->ParallelFor(units, CpuRowGrain(unit * cols * n), [&](int64_t b0, int64_t b1) {
+    const int64_t o = b0 * unit;
+    RowMajorRows(kern, type, rows + static_cast<size_t>(o) * row_bytes, row_bytes,
+                 std::min(b1 * unit, nrows) - o, superblocks, acts, n, y + o, ldy);
+  });
+}
+
+}  // namespace
+
 void CpuKQuantMatMul(const CpuOpContext& ctx, const WeightRef& w, ConstMat x, Mat y) {
   // The calling thread's buffers: ops on one backend never run concurrently,
   // and backends on other threads get their own.
@@ -69,39 +123,36 @@ void CpuKQuantMatMul(const CpuOpContext& ctx, const WeightRef& w, ConstMat x, Ma
   const CpuKQuantKernels& kern = CpuKQuantKernelsFor(ctx.kernels->isa);
   const auto* base = static_cast<const uint8_t*>(w.data);
   const size_t row_bytes = w.row_bytes();
-  const int64_t row_blocks = (out + kRowsPerBlock - 1) / kRowsPerBlock;
-  const int64_t grain = CpuRowGrain(kRowsPerBlock * w.cols * n);
-  if (kern.dot_tile != nullptr && n >= kMinRowsForTiles) {
-    const int64_t tiles = (out + kKTileRows - 1) / kKTileRows;
-    ctx.pool->ParallelFor(tiles, CpuRowGrain(kKTileRows * w.cols * n), [&](int64_t b0, int64_t b1) {
-      thread_local std::vector<KTile> packed;
-      if (packed.size() < static_cast<size_t>(superblocks)) packed.resize(superblocks);
-      for (int64_t b = b0; b < b1; ++b) {
-        const int64_t o = b * kKTileRows;
-        const int nw = static_cast<int>(std::min<int64_t>(kKTileRows, out - o));
-        kern.pack_tile(w.type, base + static_cast<size_t>(o) * row_bytes, row_bytes, nw,
-                       superblocks, packed.data());
-        kern.dot_tile(w.type, packed.data(), nw, superblocks, acts, n, y.data + o, out);
-      }
-    });
+  if (w.layout != WeightLayout::kInterleaved16) {
+    RowMajorMatMul(ctx, kern, w.type, base, row_bytes, out, w.cols, acts, n, y.data, out);
     return;
   }
-  ctx.pool->ParallelFor(row_blocks, grain, [&](int64_t b0, int64_t b1) {
-    thread_local std::vector<KUnpacked> unpacked;
-    for (int64_t b = b0; b < b1; ++b) {
-      const int64_t o = b * kRowsPerBlock;
-      const int nw = static_cast<int>(std::min<int64_t>(kRowsPerBlock, out - o));
-      const uint8_t* rows = base + static_cast<size_t>(o) * row_bytes;
-      if (n < kMinRowsForUnpacking) {
-        kern.dot_rows(w.type, rows, row_bytes, nw, superblocks, acts, n, y.data + o, out);
-      } else {
-        const size_t need = static_cast<size_t>(kRowsPerBlock * superblocks);
-        if (unpacked.size() < need) unpacked.resize(need);
-        kern.unpack_rows(w.type, rows, row_bytes, nw, superblocks, unpacked.data());
-        kern.dot_unpacked(w.type, unpacked.data(), nw, superblocks, acts, n, y.data + o, out);
-      }
-    }
-  });
+  // KInterleave16: whole groups of 16 rows, then the rest in row order.
+  const int64_t groups = out / kInterleaveRows;
+  const size_t group_bytes = kInterleaveRows * row_bytes;
+  const bool direct = n == 1 && kern.interleaved != nullptr && kern.interleaved(w.type);
+  ctx.pool->ParallelFor(
+      groups, CpuRowGrain(kInterleaveRows * w.cols * n), [&](int64_t g0, int64_t g1) {
+        thread_local std::vector<uint8_t> rows;
+        for (int64_t g = g0; g < g1; ++g) {
+          const uint8_t* group = base + static_cast<size_t>(g) * group_bytes;
+          float* yg = y.data + g * kInterleaveRows;
+          if (direct) {
+            kern.dot_interleaved(w.type, group, superblocks, acts, yg);
+            continue;
+          }
+          // Prefill (or an ISA without the decode kernel): back to row order.
+          if (rows.size() < group_bytes) rows.resize(group_bytes);
+          DeinterleaveKRows(w.type, group, row_bytes, rows.data());
+          RowMajorRows(kern, w.type, rows.data(), row_bytes, kInterleaveRows, superblocks, acts, n,
+                       yg, out);
+        }
+      });
+  const int64_t done = groups * kInterleaveRows;
+  if (done < out) {
+    RowMajorMatMul(ctx, kern, w.type, base + static_cast<size_t>(done) * row_bytes, row_bytes,
+                   out - done, w.cols, acts, n, y.data + done, out);
+  }
 }
 
 }  // namespace odmoe

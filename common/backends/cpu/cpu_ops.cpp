@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "cpu_kquant.h"
 #include "cpu_math.h"
 #include "tensor/quant.h"
 
@@ -17,9 +18,21 @@ using cpu_math::ExpF;
 void CpuGetRows(const CpuOpContext& ctx, const WeightRef& table, const int32_t* ids, Mat out) {
   const auto* base = static_cast<const uint8_t*>(table.data);
   const size_t row_bytes = table.row_bytes();
+  // KInterleave16 tables: a row of a whole group is put back in row order.
+  const int64_t interleaved_rows =
+      table.layout == WeightLayout::kInterleaved16 ? table.rows / kInterleaveRows * kInterleaveRows
+                                                   : 0;
   ctx.pool->ParallelFor(out.rows, CpuRowGrain(out.cols), [&](int64_t b, int64_t e) {
+    thread_local std::vector<uint8_t> stored;
     for (int64_t t = b; t < e; ++t) {
       const uint8_t* row = base + static_cast<size_t>(ids[t]) * row_bytes;
+      if (ids[t] < interleaved_rows) {
+        if (stored.size() < row_bytes) stored.resize(row_bytes);
+        const int64_t g = ids[t] / kInterleaveRows;
+        DeinterleaveKRow(table.type, base + static_cast<size_t>(g) * kInterleaveRows * row_bytes,
+                         row_bytes, static_cast<int>(ids[t] % kInterleaveRows), stored.data());
+        row = stored.data();
+      }
       ctx.kernels->dequant_row(table.type, row, out.Row(t), out.cols);
     }
   });

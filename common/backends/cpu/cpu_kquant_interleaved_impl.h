@@ -1,0 +1,219 @@
+// Decode of KInterleave16 groups with AVX-512 VNNI (internal; cpu_kquant.h
+// defines the layout). Included by cpu_kquant_avx512vnni.cpp after its target
+// pragma, so it lives in an unnamed namespace (one copy per target).
+//
+// The 32-bit lanes are the 16 rows of the group: one 512-bit load is word w
+// of all 16 rows' super-block, so every bit field of the stored block is
+// taken out of all rows at once by the same shifts and masks, and
+// vpdpbusd(codes, 4 broadcast activation codes) adds the 4-element dot of each
+// row to its lane. A sub-block's sum is scaled by vpmulld with the rows'
+// scales (per lane), the mins' sums by vpdpwssd with broadcast pairs of
+// activation sums: exact int32 A_s and B_s of each row, as the definition's.
+// The float step of super-block s updates lane s % 16 of every row; held
+// transposed (acc[s % 16], its lanes the rows), it is one fma per
+// super-block, and the lane tree is vertical adds between accumulators in the
+// tree's order: the bits of dot_rows.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "cpu_kquant.h"
+#include "cpu_kquant_impl.h"
+
+namespace odmoe {
+namespace {  // NOLINT(build/namespaces): one copy per target, see above
+
+struct KInterleavedVnni {
+  using V = __m512i;
+
+  /// Word w of the 16 rows' super-block at `sb`.
+  static V Word(const uint8_t* sb, int w) { return _mm512_loadu_si512(sb + 64 * w); }
+  static V Set(uint32_t v) { return _mm512_set1_epi32(static_cast<int>(v)); }
+  /// Activation codes e .. e + 3 in every lane.
+  static V X4(const KActBlock* x, int e) {
+    int32_t v;
+    std::memcpy(&v, x->qs + e, sizeof(v));
+    return _mm512_set1_epi32(v);
+  }
+  /// (lo, hi) as the two int16 halves of every lane.
+  static V Pair(int lo, int hi) {
+    return Set(static_cast<uint16_t>(lo) | static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16);
+  }
+  /// Unsigned byte k of every lane.
+  static V Byte(V w, int k) {
+    if (k == 3) return _mm512_srli_epi32(w, 24);
+    return _mm512_and_si512(k == 0 ? w : _mm512_srli_epi32(w, 8 * k), Set(0xff));
+  }
+  /// Signed byte k of every lane.
+  static V SignedByte(V w, int k) {
+    return _mm512_srai_epi32(k == 3 ? w : _mm512_slli_epi32(w, 24 - 8 * k), 24);
+  }
+  /// (a & 0x0f) | b per byte (b holds bits 4-5 only).
+  static V Merge(V a, V b) { return _mm512_ternarylogic_epi32(a, b, Set(0x0f0f0f0fu), 0xEC); }
+  /// The f16 in the low (high) half of every lane, as f32.
+  static __m512 HalfLo(V w) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(w)); }
+  static __m512 HalfHi(V w) { return HalfLo(_mm512_srli_epi32(w, 16)); }
+
+  /// Q4_K (144 bytes: d|dmin, 12 scale bytes, 128 code bytes): words 0, 1-3,
+  /// 4-35. Code byte 32c + l holds element 64c + l (low nibble) and
+  /// 64c + 32 + l (high); 32-element sub-block k has scale / min k.
+  __attribute__((always_inline)) static inline void Q4K(const uint8_t* sb, const KActBlock* x, V* a,
+                                                        V* b, __m512* dw, __m512* dm) {
+    const V u0 = Word(sb, 1), u1 = Word(sb, 2), u2 = Word(sb, 3);
+    const V m3f = Set(0x3f3f3f3fu), m0f = Set(0x0f0f0f0fu), m03 = Set(0x03030303u);
+    // Scales6 of every row: bytes of (sc_lo, sc_hi) are scales 0-3, 4-7.
+    const V sc[2] = {_mm512_and_si512(u0, m3f),
+                     _mm512_or_si512(_mm512_and_si512(u2, m0f),
+                                     _mm512_slli_epi32(
+                                         _mm512_and_si512(_mm512_srli_epi32(u0, 6), m03), 4))};
+    const V mn[2] = {
+        _mm512_and_si512(u1, m3f),
+        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), m0f),
+                        _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), m03), 4))};
+    V acc = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      V lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) {
+        const V q = Word(sb, 4 + 8 * c + i);
+        lo = _mm512_dpbusd_epi32(lo, _mm512_and_si512(q, m0f), X4(x, 64 * c + 4 * i));
+        hi = _mm512_dpbusd_epi32(hi, _mm512_and_si512(_mm512_srli_epi32(q, 4), m0f),
+                                 X4(x, 64 * c + 32 + 4 * i));
+      }
+      acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(lo, Byte(sc[c / 2], (2 * c) % 4)));
+      acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(hi, Byte(sc[c / 2], (2 * c + 1) % 4)));
+    }
+    *a = acc;
+    // B_s = sum_k mn_k * (bsum_2k + bsum_2k+1): mins 2q, 2q + 2 (and 2q + 1,
+    // 2q + 3) as int16 pairs against pairs of 32-element activation sums.
+    const auto bs32 = [&](int k) { return x->bsums[2 * k] + x->bsums[2 * k + 1]; };
+    const V m00ff = Set(0x00ff00ffu);
+    V bacc = _mm512_setzero_si512();
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const V even = _mm512_and_si512(mn[h], m00ff);
+      const V odd = _mm512_and_si512(_mm512_srli_epi32(mn[h], 8), m00ff);
+      bacc = _mm512_dpwssd_epi32(bacc, even, Pair(bs32(4 * h), bs32(4 * h + 2)));
+      bacc = _mm512_dpwssd_epi32(bacc, odd, Pair(bs32(4 * h + 1), bs32(4 * h + 3)));
+    }
+    *b = bacc;
+    const V w0 = Word(sb, 0);
+    *dw = HalfLo(w0);
+    *dm = HalfHi(w0);
+  }
+
+  /// Q6_K (210 bytes: 128 low-nibble bytes, 64 high-bit bytes, 16 int8
+  /// scales, f16 d): words 0-31, 32-47, 48-51, d in the tail. In half h,
+  /// ql byte 64h + l (l < 32) holds element 128h + l (low nibble) and
+  /// 128h + 64 + l (high), ql byte 64h + 32 + l elements 128h + 32 + l and
+  /// 128h + 96 + l, qh byte 32h + l bits 2m .. 2m + 1 the high bits of element
+  /// 128h + 32m + l; 16-element sub-block j has scale j. Codes are taken
+  /// unsigned (0..63): A_s = sum_j sc_j * isum_j - 32 * sum_j sc_j * bsum_j.
+  __attribute__((always_inline)) static inline void Q6K(const uint8_t* sb, const KActBlock* x, V* a,
+                                                        __m512* dw) {
+    const V m30 = Set(0x30303030u);
+    V acc = _mm512_setzero_si512();
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 2
+      for (int q = 0; q < 2; ++q) {  // l in 16q .. 16q + 15: sub-blocks 8h + 2m + q
+        V sum[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
+                    _mm512_setzero_si512()};
+#pragma GCC unroll 4
+        for (int i = 4 * q; i < 4 * q + 4; ++i) {
+          const V wa = Word(sb, 16 * h + i), wb = Word(sb, 16 * h + 8 + i);
+          const V wh = Word(sb, 32 + 8 * h + i);
+          const V c0 = Merge(wa, _mm512_and_si512(_mm512_slli_epi32(wh, 4), m30));
+          const V c1 = Merge(wb, _mm512_and_si512(_mm512_slli_epi32(wh, 2), m30));
+          const V c2 = Merge(_mm512_srli_epi32(wa, 4), _mm512_and_si512(wh, m30));
+          const V c3 = Merge(_mm512_srli_epi32(wb, 4),
+                             _mm512_and_si512(_mm512_srli_epi32(wh, 2), m30));
+          const int e = 128 * h + 4 * i;
+          sum[0] = _mm512_dpbusd_epi32(sum[0], c0, X4(x, e));
+          sum[1] = _mm512_dpbusd_epi32(sum[1], c1, X4(x, e + 32));
+          sum[2] = _mm512_dpbusd_epi32(sum[2], c2, X4(x, e + 64));
+          sum[3] = _mm512_dpbusd_epi32(sum[3], c3, X4(x, e + 96));
+        }
+#pragma GCC unroll 4
+        for (int m = 0; m < 4; ++m) {
+          const int j = 8 * h + 2 * m + q;
+          acc = _mm512_add_epi32(acc,
+                                 _mm512_mullo_epi32(sum[m], SignedByte(Word(sb, 48 + j / 4), j % 4)));
+        }
+      }
+    }
+    // The offset: sum_j sc_j * bsum_j from int16 pairs (scales 4w, 4w + 2 and
+    // 4w + 1, 4w + 3 of word 48 + w).
+    V corr = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int w = 0; w < 4; ++w) {
+      const V s = Word(sb, 48 + w);
+      const V even = _mm512_srai_epi16(_mm512_slli_epi16(s, 8), 8);
+      const V odd = _mm512_srai_epi16(s, 8);
+      const int16_t* bs = x->bsums + 4 * w;
+      corr = _mm512_dpwssd_epi32(corr, even, Pair(bs[0], bs[2]));
+      corr = _mm512_dpwssd_epi32(corr, odd, Pair(bs[1], bs[3]));
+    }
+    *a = _mm512_sub_epi32(acc, _mm512_slli_epi32(corr, 5));
+    *dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 64 * 52)));
+  }
+
+  static bool Supports(DType type) { return type == DType::kQ4_K || type == DType::kQ6_K; }
+
+  /// Decode prefetches this far ahead of the super-block it reads (one
+  /// stream per thread; 4 KiB measured best of 1-6 tiles and 4 / 8 KiB).
+  static constexpr int64_t kPrefetchBytes = 4096;
+
+  template <DType T>
+  static void DotGroup(const uint8_t* group, int64_t superblocks, const KActs& x, float* y) {
+    constexpr int64_t kTile = int64_t{kquant_impl::BlockBytes<T>()} * kInterleaveRows;
+    const KActBlock* xr = x.Row(0);
+    const float* dx = x.Scales(0);
+    // acc[s % 16]: lane s % 16 of the 16 rows' float steps, transposed.
+    __m512 acc[kKGroupBlocks];
+    for (__m512& v : acc) v = _mm512_setzero_ps();
+    for (int64_t s = 0; s < superblocks; ++s) {
+      const uint8_t* sb = group + s * kTile;
+      for (int64_t off = 0; off < kTile; off += 64) {
+        __builtin_prefetch(sb + kPrefetchBytes + off);
+      }
+      const __m512 d = _mm512_set1_ps(dx[s]);
+      __m512& lane = acc[s % kKGroupBlocks];
+      if constexpr (T == DType::kQ4_K) {
+        V a, b;
+        __m512 dw, dm;
+        Q4K(sb, xr + s, &a, &b, &dw, &dm);
+        lane = _mm512_fmadd_ps(_mm512_mul_ps(dw, d), _mm512_cvtepi32_ps(a), lane);
+        const __m512 neg = _mm512_castsi512_ps(_mm512_xor_si512(
+            _mm512_castps_si512(_mm512_mul_ps(dm, d)), _mm512_set1_epi32(INT32_MIN)));
+        lane = _mm512_fmadd_ps(neg, _mm512_cvtepi32_ps(b), lane);
+      } else {
+        V a;
+        __m512 dw;
+        Q6K(sb, xr + s, &a, &dw);
+        lane = _mm512_fmadd_ps(_mm512_mul_ps(dw, d), _mm512_cvtepi32_ps(a), lane);
+      }
+    }
+    // The lane tree (cpu_backend.h, step 3) between accumulators.
+    for (int i = 0; i < 8; ++i) acc[i] = _mm512_add_ps(acc[i], acc[i + 8]);
+    for (int i = 0; i < 4; ++i) acc[i] = _mm512_add_ps(acc[i], acc[i + 4]);
+    for (int i = 0; i < 2; ++i) acc[i] = _mm512_add_ps(acc[i], acc[i + 2]);
+    _mm512_storeu_ps(y, _mm512_add_ps(acc[0], acc[1]));
+  }
+
+  static void Dot(DType type, const uint8_t* group, int64_t superblocks, const KActs& x,
+                  float* y) {
+    if (type == DType::kQ4_K) {
+      DotGroup<DType::kQ4_K>(group, superblocks, x, y);
+    } else {
+      DotGroup<DType::kQ6_K>(group, superblocks, x, y);
+    }
+  }
+};
+
+}  // namespace
+}  // namespace odmoe
