@@ -7,7 +7,7 @@
 // Memory is host memory: Allocate() returns 64-byte aligned buffers and
 // LoadWeight() is a zero-copy view of the caller's (mapped) tensor, except
 // for K-family weights of 16 rows or more whose type the ISA decodes in
-// KInterleave16 (cpu_kquant.h: Q4_K and Q6_K with AVX-512 VNNI): those are
+// KInterleave16 (cpu_kquant.h: every K-family type with AVX-512 VNNI): those are
 // copied once into that layout (the same bytes, moved; WeightRef::layout
 // says so), which decode reads 16 rows at a time. ODMOE_CPU_REPACK=0 (or
 // set_repack_weights(false)) keeps every weight a view.

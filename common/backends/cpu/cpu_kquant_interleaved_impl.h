@@ -17,6 +17,7 @@
 
 #include <immintrin.h>
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 
@@ -57,13 +58,22 @@ struct KInterleavedVnni {
   static __m512 HalfLo(V w) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(w)); }
   static __m512 HalfHi(V w) { return HalfLo(_mm512_srli_epi32(w, 16)); }
 
+  /// A 32-bit shift left by n (right by -n).
+  static V Shift(V w, int n) {
+    return n > 0 ? _mm512_slli_epi32(w, n) : n < 0 ? _mm512_srli_epi32(w, -n) : w;
+  }
+
   /// Q4_K (144 bytes: d|dmin, 12 scale bytes, 128 code bytes): words 0, 1-3,
-  /// 4-35. Code byte 32c + l holds element 64c + l (low nibble) and
-  /// 64c + 32 + l (high); 32-element sub-block k has scale / min k.
-  __attribute__((always_inline)) static inline void Q4K(const uint8_t* sb, const KActBlock* x, V* a,
-                                                        V* b, __m512* dw, __m512* dm) {
+  /// 4-35; Q5_K (176 bytes) has 32 high-bit bytes before the codes (words
+  /// 4-11, codes 12-43). Code byte 32c + l holds element 64c + l (low
+  /// nibble) and 64c + 32 + l (high), high-bit byte l their fifth bits (bits
+  /// 2c, 2c + 1); 32-element sub-block k has scale / min k.
+  template <bool kQ5>
+  __attribute__((always_inline)) static inline void Q45K(const uint8_t* sb, const KActBlock* x,
+                                                         V* a, V* b, __m512* dw, __m512* dm) {
     const V u0 = Word(sb, 1), u1 = Word(sb, 2), u2 = Word(sb, 3);
     const V m3f = Set(0x3f3f3f3fu), m0f = Set(0x0f0f0f0fu), m03 = Set(0x03030303u);
+    const V m10 = Set(0x10101010u);
     // Scales6 of every row: bytes of (sc_lo, sc_hi) are scales 0-3, 4-7.
     const V sc[2] = {_mm512_and_si512(u0, m3f),
                      _mm512_or_si512(_mm512_and_si512(u2, m0f),
@@ -73,16 +83,25 @@ struct KInterleavedVnni {
         _mm512_and_si512(u1, m3f),
         _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), m0f),
                         _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), m03), 4))};
+    constexpr int kCodes = kQ5 ? 12 : 4;
     V acc = _mm512_setzero_si512();
 #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
       V lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
 #pragma GCC unroll 8
       for (int i = 0; i < 8; ++i) {
-        const V q = Word(sb, 4 + 8 * c + i);
-        lo = _mm512_dpbusd_epi32(lo, _mm512_and_si512(q, m0f), X4(x, 64 * c + 4 * i));
-        hi = _mm512_dpbusd_epi32(hi, _mm512_and_si512(_mm512_srli_epi32(q, 4), m0f),
-                                 X4(x, 64 * c + 32 + 4 * i));
+        const V q = Word(sb, kCodes + 8 * c + i);
+        V qlo, qhi;
+        if constexpr (kQ5) {
+          const V h = Word(sb, 4 + i);
+          qlo = Merge(q, _mm512_and_si512(Shift(h, 4 - 2 * c), m10));
+          qhi = Merge(_mm512_srli_epi32(q, 4), _mm512_and_si512(Shift(h, 3 - 2 * c), m10));
+        } else {
+          qlo = _mm512_and_si512(q, m0f);
+          qhi = _mm512_and_si512(_mm512_srli_epi32(q, 4), m0f);
+        }
+        lo = _mm512_dpbusd_epi32(lo, qlo, X4(x, 64 * c + 4 * i));
+        hi = _mm512_dpbusd_epi32(hi, qhi, X4(x, 64 * c + 32 + 4 * i));
       }
       acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(lo, Byte(sc[c / 2], (2 * c) % 4)));
       acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(hi, Byte(sc[c / 2], (2 * c + 1) % 4)));
@@ -104,6 +123,143 @@ struct KInterleavedVnni {
     const V w0 = Word(sb, 0);
     *dw = HalfLo(w0);
     *dm = HalfHi(w0);
+  }
+
+  /// Q2_K (84 bytes: 16 scale|min bytes, 64 code bytes, d, dmin): words 0-3,
+  /// 4-19, 20. In half h, code byte 32h + l bits 2k .. 2k + 1 are element
+  /// 128h + 32k + l; 16-element sub-block j has scale byte j (low nibble the
+  /// scale, high the min).
+  __attribute__((always_inline)) static inline void Q2K(const uint8_t* sb, const KActBlock* x, V* a,
+                                                        V* b, __m512* dw, __m512* dm) {
+    const V m03 = Set(0x03030303u), m0f = Set(0x0f0f0f0fu), m00ff = Set(0x00ff00ffu);
+    V acc = _mm512_setzero_si512();
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+#pragma GCC unroll 2
+        for (int q = 0; q < 2; ++q) {
+          V sum = _mm512_setzero_si512();
+#pragma GCC unroll 4
+          for (int i = 4 * q; i < 4 * q + 4; ++i) {
+            const V c = _mm512_and_si512(Shift(Word(sb, 4 + 8 * h + i), -2 * k), m03);
+            sum = _mm512_dpbusd_epi32(sum, c, X4(x, 128 * h + 32 * k + 4 * i));
+          }
+          const int j = 8 * h + 2 * k + q;
+          const V scale = _mm512_and_si512(Shift(Word(sb, j / 4), -8 * (j % 4)), Set(0x0f));
+          acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(sum, scale));
+        }
+      }
+    }
+    *a = acc;
+    V bacc = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int w = 0; w < 4; ++w) {
+      const V mins = _mm512_and_si512(_mm512_srli_epi32(Word(sb, w), 4), m0f);
+      const V even = _mm512_and_si512(mins, m00ff);
+      const V odd = _mm512_and_si512(_mm512_srli_epi32(mins, 8), m00ff);
+      const int16_t* bs = x->bsums + 4 * w;
+      bacc = _mm512_dpwssd_epi32(bacc, even, Pair(bs[0], bs[2]));
+      bacc = _mm512_dpwssd_epi32(bacc, odd, Pair(bs[1], bs[3]));
+    }
+    *b = bacc;
+    const V w20 = Word(sb, 20);
+    *dw = HalfLo(w20);
+    *dm = HalfHi(w20);
+  }
+
+  /// Q3_K (110 bytes: 32 high-bit bytes, 64 code bytes, 12 scale bytes, f16
+  /// d): words 0-7, 8-23, 24-26, d in the tail. In half h, code byte 32h + l
+  /// bits 2k .. 2k + 1 and high-bit byte l bit 4h + k are element
+  /// 128h + 32k + l, taken unsigned (0..7, the code + 4); 16-element
+  /// sub-block j has the 6-bit scale j - 32 (UnpackQ3KScales):
+  /// A_s = sum_j sc_j * isum_j - 4 * sum_j sc_j * bsum_j.
+  __attribute__((always_inline)) static inline void Q3K(const uint8_t* sb, const KActBlock* x, V* a,
+                                                        __m512* dw) {
+    const V m03 = Set(0x03030303u), m04 = Set(0x04040404u), m0f = Set(0x0f0f0f0fu);
+    const V m00ff = Set(0x00ff00ffu);
+    // Biased scales 4g .. 4g + 3 as the bytes of comb[g].
+    V comb[4];
+    const V w26 = Word(sb, 26);
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; ++g) {
+      const V low = _mm512_and_si512(Shift(Word(sb, 24 + g % 2), -4 * (g / 2)), m0f);
+      const V high = _mm512_slli_epi32(_mm512_and_si512(Shift(w26, -2 * g), m03), 4);
+      comb[g] = _mm512_or_si512(low, high);
+    }
+    V acc = _mm512_setzero_si512();
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+#pragma GCC unroll 2
+        for (int q = 0; q < 2; ++q) {
+          V sum = _mm512_setzero_si512();
+#pragma GCC unroll 4
+          for (int i = 4 * q; i < 4 * q + 4; ++i) {
+            const V low = Shift(Word(sb, 8 + 8 * h + i), -2 * k);
+            const V high = _mm512_and_si512(Shift(Word(sb, i), 2 - (4 * h + k)), m04);
+            const V c = _mm512_ternarylogic_epi32(low, high, m03, 0xEC);  // (low & 3) | high
+            sum = _mm512_dpbusd_epi32(sum, c, X4(x, 128 * h + 32 * k + 4 * i));
+          }
+          const int j = 8 * h + 2 * k + q;
+          const V scale = _mm512_sub_epi32(Byte(comb[j / 4], j % 4), Set(32));
+          acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(sum, scale));
+        }
+      }
+    }
+    V corr = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; ++g) {
+      const V b32 = Set(0x00200020u);
+      const V even = _mm512_sub_epi16(_mm512_and_si512(comb[g], m00ff), b32);
+      const V odd = _mm512_sub_epi16(_mm512_and_si512(_mm512_srli_epi32(comb[g], 8), m00ff), b32);
+      const int16_t* bs = x->bsums + 4 * g;
+      corr = _mm512_dpwssd_epi32(corr, even, Pair(bs[0], bs[2]));
+      corr = _mm512_dpwssd_epi32(corr, odd, Pair(bs[1], bs[3]));
+    }
+    *a = _mm512_sub_epi32(acc, _mm512_slli_epi32(corr, 2));
+    *dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 64 * 27)));
+  }
+
+  /// IQ4_XS (136 bytes: d|scales_h, scales_l, 128 code bytes): words 0, 1,
+  /// 2-33. Code byte 16j + l holds element 32j + l (low nibble) and
+  /// 32j + 16 + l (high), indices into kIq4nlValues taken + 128 (unsigned);
+  /// 32-element sub-block j has the 6-bit scale j - 32 (UnpackIq4XsScales):
+  /// A_s = sum_j sc_j * isum_j - 128 * sum_j sc_j * bsum_j.
+  __attribute__((always_inline)) static inline void Iq4Xs(const uint8_t* sb, const KActBlock* x,
+                                                          V* a, __m512* dw) {
+    alignas(16) static constexpr std::array<uint8_t, 16> kBiased = [] {
+      std::array<uint8_t, 16> t{};
+      for (int i = 0; i < 16; ++i) t[i] = static_cast<uint8_t>(kIq4nlValues[i] + 128);
+      return t;
+    }();
+    const V lut =
+        _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kBiased.data())));
+    const V m0f = Set(0x0f0f0f0fu);
+    const V w0 = Word(sb, 0), w1 = Word(sb, 1);
+    V acc = _mm512_setzero_si512(), corr = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      V sum = _mm512_setzero_si512();
+#pragma GCC unroll 4
+      for (int t = 0; t < 4; ++t) {
+        const V w = Word(sb, 2 + 4 * j + t);
+        const V lo = _mm512_shuffle_epi8(lut, _mm512_and_si512(w, m0f));
+        const V hi = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi32(w, 4), m0f));
+        sum = _mm512_dpbusd_epi32(sum, lo, X4(x, 32 * j + 4 * t));
+        sum = _mm512_dpbusd_epi32(sum, hi, X4(x, 32 * j + 16 + 4 * t));
+      }
+      const V low = _mm512_and_si512(Shift(w1, -(8 * (j / 2) + 4 * (j % 2))), Set(0x0f));
+      const V high = _mm512_slli_epi32(_mm512_and_si512(Shift(w0, -(16 + 2 * j)), Set(0x03)), 4);
+      const V scale = _mm512_sub_epi32(_mm512_or_si512(low, high), Set(32));
+      acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(sum, scale));
+      corr = _mm512_add_epi32(
+          corr, _mm512_mullo_epi32(scale, Set(static_cast<uint32_t>(x->bsums[2 * j] +
+                                                                    x->bsums[2 * j + 1]))));
+    }
+    *a = _mm512_sub_epi32(acc, _mm512_slli_epi32(corr, 7));
+    *dw = HalfLo(w0);
   }
 
   /// Q6_K (210 bytes: 128 low-nibble bytes, 64 high-bit bytes, 16 int8
@@ -162,10 +318,26 @@ struct KInterleavedVnni {
     *dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 64 * 52)));
   }
 
-  static bool Supports(DType type) { return type == DType::kQ4_K || type == DType::kQ6_K; }
+  static bool Supports(DType type) { return IsKQuantWeightType(type); }
 
-  /// Decode prefetches this far ahead of the super-block it reads (one
-  /// stream per thread; 4 KiB measured best of 1-6 tiles and 4 / 8 KiB).
+  /// A_s (and B_s), the f32 d (and dmin) of 16 rows' super-block of type T.
+  template <DType T>
+  __attribute__((always_inline)) static inline void SuperBlock(const uint8_t* sb,
+                                                               const KActBlock* x, V* a, V* b,
+                                                               __m512* dw, __m512* dm) {
+    if constexpr (T == DType::kQ4_K || T == DType::kQ5_K) {
+      Q45K<T == DType::kQ5_K>(sb, x, a, b, dw, dm);
+    } else if constexpr (T == DType::kQ2_K) {
+      Q2K(sb, x, a, b, dw, dm);
+    } else if constexpr (T == DType::kQ3_K) {
+      Q3K(sb, x, a, dw);
+    } else if constexpr (T == DType::kQ6_K) {
+      Q6K(sb, x, a, dw);
+    } else {
+      Iq4Xs(sb, x, a, dw);
+    }
+  }
+
   static constexpr int64_t kPrefetchBytes = 4096;
 
   template <DType T>
@@ -183,19 +355,14 @@ struct KInterleavedVnni {
       }
       const __m512 d = _mm512_set1_ps(dx[s]);
       __m512& lane = acc[s % kKGroupBlocks];
-      if constexpr (T == DType::kQ4_K) {
-        V a, b;
-        __m512 dw, dm;
-        Q4K(sb, xr + s, &a, &b, &dw, &dm);
-        lane = _mm512_fmadd_ps(_mm512_mul_ps(dw, d), _mm512_cvtepi32_ps(a), lane);
+      V a, b;
+      __m512 dw, dm;
+      SuperBlock<T>(sb, xr + s, &a, &b, &dw, &dm);
+      lane = _mm512_fmadd_ps(_mm512_mul_ps(dw, d), _mm512_cvtepi32_ps(a), lane);
+      if constexpr (kquant_impl::HasMins<T>()) {
         const __m512 neg = _mm512_castsi512_ps(_mm512_xor_si512(
             _mm512_castps_si512(_mm512_mul_ps(dm, d)), _mm512_set1_epi32(INT32_MIN)));
         lane = _mm512_fmadd_ps(neg, _mm512_cvtepi32_ps(b), lane);
-      } else {
-        V a;
-        __m512 dw;
-        Q6K(sb, xr + s, &a, &dw);
-        lane = _mm512_fmadd_ps(_mm512_mul_ps(dw, d), _mm512_cvtepi32_ps(a), lane);
       }
     }
     // The lane tree (cpu_backend.h, step 3) between accumulators.
@@ -207,11 +374,9 @@ struct KInterleavedVnni {
 
   static void Dot(DType type, const uint8_t* group, int64_t superblocks, const KActs& x,
                   float* y) {
-    if (type == DType::kQ4_K) {
-      DotGroup<DType::kQ4_K>(group, superblocks, x, y);
-    } else {
-      DotGroup<DType::kQ6_K>(group, superblocks, x, y);
-    }
+    kquant_impl::KDispatch(type, [&](auto tag) {
+      DotGroup<decltype(tag)::value>(group, superblocks, x, y);
+    });
   }
 };
 
