@@ -48,6 +48,13 @@ struct KInterleavedVnni {
     if (k == 3) return _mm512_srli_epi32(w, 24);
     return _mm512_and_si512(k == 0 ? w : _mm512_srli_epi32(w, 8 * k), Set(0xff));
   }
+  /// Byte k of every lane in its low byte, the others 0 (one vpshufb).
+  static V ByteToLane(V w, int k) {
+    const uint32_t pick = 0x80808000u | static_cast<uint32_t>(k);
+    const __m128i ctrl = _mm_setr_epi32(static_cast<int>(pick), static_cast<int>(pick + 4),
+                                        static_cast<int>(pick + 8), static_cast<int>(pick + 12));
+    return _mm512_shuffle_epi8(w, _mm512_broadcast_i32x4(ctrl));
+  }
   /// Signed byte k of every lane.
   static V SignedByte(V w, int k) {
     return _mm512_srai_epi32(k == 3 ? w : _mm512_slli_epi32(w, 24 - 8 * k), 24);
@@ -131,7 +138,7 @@ struct KInterleavedVnni {
   /// scale, high the min).
   __attribute__((always_inline)) static inline void Q2K(const uint8_t* sb, const KActBlock* x, V* a,
                                                         V* b, __m512* dw, __m512* dm) {
-    const V m03 = Set(0x03030303u), m0f = Set(0x0f0f0f0fu), m00ff = Set(0x00ff00ffu);
+    const V m0f = Set(0x0f0f0f0fu), m00ff = Set(0x00ff00ffu);
     V acc = _mm512_setzero_si512();
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
@@ -139,15 +146,18 @@ struct KInterleavedVnni {
       for (int k = 0; k < 4; ++k) {
 #pragma GCC unroll 2
         for (int q = 0; q < 2; ++q) {
+          // The codes where they are (bits 2k .. 2k + 1: 4^k times the
+          // code, at most 192), so sum = 4^k * isum and sc * sum >> 2k is
+          // the exact sc * isum.
           V sum = _mm512_setzero_si512();
 #pragma GCC unroll 4
           for (int i = 4 * q; i < 4 * q + 4; ++i) {
-            const V c = _mm512_and_si512(Shift(Word(sb, 4 + 8 * h + i), -2 * k), m03);
+            const V c = _mm512_and_si512(Word(sb, 4 + 8 * h + i), Set(0x03030303u << (2 * k)));
             sum = _mm512_dpbusd_epi32(sum, c, X4(x, 128 * h + 32 * k + 4 * i));
           }
           const int j = 8 * h + 2 * k + q;
-          const V scale = _mm512_and_si512(Shift(Word(sb, j / 4), -8 * (j % 4)), Set(0x0f));
-          acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(sum, scale));
+          const V scale = _mm512_and_si512(ByteToLane(Word(sb, j / 4), j % 4), Set(0x0f));
+          acc = _mm512_add_epi32(acc, _mm512_srai_epi32(_mm512_mullo_epi32(sum, scale), 2 * k));
         }
       }
     }
@@ -176,7 +186,7 @@ struct KInterleavedVnni {
   /// A_s = sum_j sc_j * isum_j - 4 * sum_j sc_j * bsum_j.
   __attribute__((always_inline)) static inline void Q3K(const uint8_t* sb, const KActBlock* x, V* a,
                                                         __m512* dw) {
-    const V m03 = Set(0x03030303u), m04 = Set(0x04040404u), m0f = Set(0x0f0f0f0fu);
+    const V m03 = Set(0x03030303u), m0f = Set(0x0f0f0f0fu);
     const V m00ff = Set(0x00ff00ffu);
     // Biased scales 4g .. 4g + 3 as the bytes of comb[g].
     V comb[4];
@@ -194,17 +204,21 @@ struct KInterleavedVnni {
       for (int k = 0; k < 4; ++k) {
 #pragma GCC unroll 2
         for (int q = 0; q < 2; ++q) {
+          // The code at bit p (2k, k = 3: 4 after one shift; at most 112),
+          // so sum = 2^p * isum and sc * sum >> p is the exact sc * isum.
+          const int p = k == 3 ? 4 : 2 * k;
+          const V low_mask = Set(0x03030303u << p), high_mask = Set(0x04040404u << p);
           V sum = _mm512_setzero_si512();
 #pragma GCC unroll 4
           for (int i = 4 * q; i < 4 * q + 4; ++i) {
-            const V low = Shift(Word(sb, 8 + 8 * h + i), -2 * k);
-            const V high = _mm512_and_si512(Shift(Word(sb, i), 2 - (4 * h + k)), m04);
-            const V c = _mm512_ternarylogic_epi32(low, high, m03, 0xEC);  // (low & 3) | high
+            const V low = Shift(Word(sb, 8 + 8 * h + i), p - 2 * k);
+            const V high = _mm512_and_si512(Shift(Word(sb, i), p + 2 - (4 * h + k)), high_mask);
+            const V c = _mm512_ternarylogic_epi32(low, high, low_mask, 0xEC);  // (low & m) | high
             sum = _mm512_dpbusd_epi32(sum, c, X4(x, 128 * h + 32 * k + 4 * i));
           }
           const int j = 8 * h + 2 * k + q;
           const V scale = _mm512_sub_epi32(Byte(comb[j / 4], j % 4), Set(32));
-          acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(sum, scale));
+          acc = _mm512_add_epi32(acc, _mm512_srai_epi32(_mm512_mullo_epi32(sum, scale), p));
         }
       }
     }
