@@ -3,8 +3,9 @@
 //
 // Measures the machine's memory read bandwidth (threads summing a
 // 1 GiB array, best of several passes; again before each decode row), the
-// matrix-vector products of decode (weights rotated over two matrices so they
-// never fit in the L3), small matrix-matrix products (prefill), and the other
+// matrix-vector products of decode (weights rotated over copies of two
+// matrices, more than twice the last level cache, so they come from memory;
+// shapes under 2 MiB stay in cache), small matrix-matrix products (prefill), and the other
 // ops. Decode is reported against the best read bandwidth seen in the run,
 // whether by the meter or by any kernel's weight stream (the F32 matvec often
 // reads faster than the summing meter), and against the meter run just
@@ -25,6 +26,8 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -167,6 +170,18 @@ std::vector<std::vector<uint8_t>> MakeWeights(DType type, int64_t rows, int64_t 
   return out;
 }
 
+/// How many copies of a `bytes` matrix decode rotates over: enough to
+/// exceed twice the last level cache (at least 2, at most 64 and 2 GiB);
+/// matrices under 2 MiB are timed in cache (one copy).
+int RotationCopies(size_t bytes) {
+  if (bytes < (size_t{2} << 20)) return 1;
+  long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (llc <= 0) llc = 32L << 20;
+  const size_t want = (2 * static_cast<size_t>(llc) + bytes - 1) / bytes + 1;
+  const size_t cap = std::max<size_t>(2, (size_t{2} << 30) / bytes);
+  return static_cast<int>(std::clamp<size_t>(want, 2, std::min<size_t>(64, cap)));
+}
+
 const DType kBenchTypes[] = {DType::kF32,    DType::kF16,   DType::kBF16, DType::kQ8_0,
                              DType::kQ4_0,   DType::kQ4_1,  DType::kQ5_0, DType::kQ5_1,
                              DType::kIQ4_NL, DType::kMXFP4, DType::kQ4_K, DType::kQ6_K,
@@ -247,7 +262,11 @@ void BenchMatMul(CpuBackend& be, const Options& opt, BandwidthMeter& meter, doub
   for (DType type : opt.Types()) {
     const std::string name(Traits(type).name);
     for (auto [rows, cols] : shapes) {
-      const auto weights = MakeWeights(type, rows, cols, 2);
+      std::vector<std::vector<uint8_t>> weights = MakeWeights(type, rows, cols, 2);
+      // Copies to rotate over, so that decode reads from memory, not from
+      // the last level cache (300 MB on some servers).
+      const int copies = RotationCopies(weights[0].size());
+      while (static_cast<int>(weights.size()) < copies) weights.push_back(weights[weights.size() % 2]);
       const double bytes = static_cast<double>(weights[0].size());
       // As a model gets them (LoadWeight: K-family weights may be kept in
       // the backend's interleaved layout), and then, where that differs, in
@@ -273,7 +292,8 @@ void BenchMatMul(CpuBackend& be, const Options& opt, BandwidthMeter& meter, doub
         const std::string label = as_loaded ? name : name + "/rows";
         auto call = [&](int i, int64_t n) {
           const WeightRef w =
-              as_loaded ? loaded[i % 2].ref : WeightRef{type, weights[i % 2].data(), rows, cols};
+              as_loaded ? loaded[i % copies].ref
+                        : WeightRef{type, weights[i % copies].data(), rows, cols};
           be.MatMul(w, ConstMat(x.data(), n, cols), Mat{y.data(), n, rows});
         };
         const double bandwidth = meter.Measure(5);
@@ -288,7 +308,7 @@ void BenchMatMul(CpuBackend& be, const Options& opt, BandwidthMeter& meter, doub
       }
     }
   }
-  std::printf("\nMatrix-vector (decode, x: 1 row), 2 matrices rotated:\n");
+  std::printf("\nMatrix-vector (decode, x: 1 row), copies of 2 matrices rotated past the last level cache:\n");
   std::printf("(%% best: against the best read bandwidth seen in this run by any kernel or\n");
   std::printf(" the summing meter, %.2f GB/s; %% meter: against the meter run just before)\n",
               *best_bw);

@@ -518,7 +518,7 @@ TEST_CASE("K-family: LoadWeight's interleaved weights give the row-order bits on
           "[backend][kquant]") {
   std::mt19937 rng(29);
   const int64_t count = 17, cols = count * 256, rows = 37;  // two groups and 5 rows
-  std::vector<float> x(static_cast<size_t>(5 * cols));
+  std::vector<float> x(static_cast<size_t>(9 * cols));
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   for (float& v : x) v = dist(rng);
   for (DType type : kKTypes) {
@@ -544,7 +544,9 @@ TEST_CASE("K-family: LoadWeight's interleaved weights give the row-order bits on
       CHECK((loaded->ref.layout == WeightLayout::kInterleaved16) == kernel);
       CHECK((loaded->storage != nullptr) == kernel);
       if (kernel) CHECK(std::memcmp(loaded->ref.data, g.data(), g.size()) == 0);
-      for (int64_t n : {int64_t{1}, int64_t{2}, int64_t{5}}) {
+      // 1-8 activation rows: the decode kernel row after row; 9: tiles packed
+      // from the groups (where the ISA has both).
+      for (int64_t n : {int64_t{1}, int64_t{2}, int64_t{5}, int64_t{9}}) {
         std::vector<float> want(static_cast<size_t>(n * rows)), got(want.size()), got2(want.size());
         be.MatMul(plain, ConstMat(x.data(), n, cols), Mat{want.data(), n, rows});
         be.MatMul(inter, ConstMat(x.data(), n, cols), Mat{got.data(), n, rows});

@@ -179,6 +179,14 @@ struct CpuKQuantKernels {
   /// `superblocks` super-blocks with activation row 0 of x (decode).
   void (*dot_interleaved)(DType type, const uint8_t* group, int64_t superblocks, const KActs& x,
                           float* y) = nullptr;
+  /// Optional (with dot_tile): pack_tile of the 16 rows of a KInterleave16
+  /// group (prefill reads interleaved weights without putting them back in
+  /// row order first).
+  void (*pack_tile_interleaved)(DType type, const uint8_t* group, int64_t superblocks,
+                                KTile* out) = nullptr;
+  /// Optional: DeinterleaveKRows with SIMD (the same bytes).
+  void (*deinterleave_rows)(DType type, const uint8_t* group, size_t row_bytes,
+                            uint8_t* rows) = nullptr;
 };
 
 /// The table of `isa`; the caller makes sure the CPU supports it.

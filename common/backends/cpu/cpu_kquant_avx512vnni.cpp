@@ -38,6 +38,8 @@ const CpuKQuantKernels* CpuKQuantKernelsAvx512Vnni() {
     k.dot_tile = &DotTile;
     k.interleaved = &KInterleavedVnni::Supports;
     k.dot_interleaved = &KInterleavedVnni::Dot;
+    k.pack_tile_interleaved = &PackTileInterleaved<KAvx512<true>>;
+    k.deinterleave_rows = &DeinterleaveRows;
     return k;
   }();
   return &kernels;

@@ -80,50 +80,100 @@ __attribute__((always_inline)) inline void Transpose16(const __m512i* in, __m512
 /// Bytes ahead of the current super-block that packing prefetches per row.
 inline constexpr int64_t kPackPrefetchBytes = 1024;
 
-/// Unpacks the 16 rows of each super-block (rows past nw as zeros) and
-/// transposes codes, scales and mins into the tile layout.
+/// Unpacks super-block s of 16 rows (row r's at rows + r * stride; rows
+/// past nw as zeros, `u` zeroed by the caller) and transposes codes, scales
+/// and mins into the tile layout. `prefetch` bytes past each row's block are
+/// fetched ahead (0: none).
+template <class K, DType T>
+__attribute__((always_inline)) inline void PackTileBlock(const uint8_t* rows, size_t stride,
+                                                         int nw, int64_t prefetch, KUnpacked* u,
+                                                         KTile& t) {
+  constexpr int64_t kBytes = kquant_impl::BlockBytes<T>();
+  __m512i in[16], tr[16];
+  for (int r = 0; r < nw; ++r) {
+    const uint8_t* b = rows + r * stride;
+    if (prefetch != 0) {
+      for (int64_t off = 0; off < kBytes; off += 64) __builtin_prefetch(b + prefetch + off);
+    }
+    K::template Unpack<T>(b, &u[r]);
+  }
+  for (int m = 0; m < 4; ++m) {
+    for (int r = 0; r < 16; ++r) in[r] = _mm512_load_si512(u[r].q + 64 * m);
+    Transpose16(in, tr);
+    for (int c = 0; c < 16; ++c) {
+      if constexpr (T == DType::kIQ4_XS) tr[c] = _mm512_xor_si512(tr[c], _mm512_set1_epi8(-128));
+      _mm512_store_si512(t.q[16 * m + c], tr[c]);
+    }
+  }
+  for (int r = 0; r < 16; ++r) {
+    in[r] = _mm512_cvtepi16_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(u[r].sc)));
+  }
+  Transpose16(in, tr);
+  for (int j = 0; j < 16; ++j) _mm512_store_si512(t.sc[j], tr[j]);
+  if constexpr (kquant_impl::HasMins<T>()) {
+    for (int r = 0; r < 16; ++r) {
+      in[r] = _mm512_zextsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(u[r].mn)));
+    }
+    Transpose16(in, tr);
+    for (int k = 0; k < 8; ++k) _mm512_store_si512(t.mn[k], tr[k]);
+  } else {
+    std::memset(t.mn, 0, sizeof(t.mn));
+  }
+  for (int r = 0; r < 16; ++r) {
+    t.d[r] = u[r].d;
+    t.dmin[r] = u[r].dmin;
+  }
+}
+
+/// Packs nw <= 16 row-major rows, super-block by super-block.
 template <class K, DType T>
 void PackTileT(const uint8_t* w, size_t row_bytes, int nw, int64_t superblocks, KTile* out) {
   constexpr int64_t kBytes = kquant_impl::BlockBytes<T>();
   alignas(64) KUnpacked u[kKTileRows];
   std::memset(static_cast<void*>(u), 0, sizeof(u));
-  __m512i in[16], tr[16];
   for (int64_t s = 0; s < superblocks; ++s) {
-    KTile& t = out[s];
-    for (int r = 0; r < nw; ++r) {
-      const uint8_t* b = w + r * row_bytes + s * kBytes;
-      // 16 rows are 16 streams: fetch ahead as decode does (KDotRowsStored).
-      for (int64_t off = 0; off < kBytes; off += 64)
-        __builtin_prefetch(b + kPackPrefetchBytes + off);
-      K::template Unpack<T>(b, &u[r]);
+    // 16 rows are 16 streams: fetch ahead as decode does (KDotRowsStored).
+    PackTileBlock<K, T>(w + s * kBytes, row_bytes, nw, kPackPrefetchBytes, u, out[s]);
+  }
+}
+
+/// Super-block s of a KInterleave16 group (16 * kBytes bytes at `in`) back
+/// to 16 row-order blocks at out + r * kBytes: 16 words at a time through
+/// Transpose16, then the 2-byte tails.
+template <DType T>
+__attribute__((always_inline)) inline void DeinterleaveBlock16(const uint8_t* in, uint8_t* out) {
+  constexpr int kBytes = kquant_impl::BlockBytes<T>();
+  constexpr int kWords = kBytes / 4, kTail = kBytes % 4;
+  __m512i v[16], tr[16];
+  for (int w0 = 0; w0 < kWords; w0 += 16) {
+    const int n = kWords - w0 < 16 ? kWords - w0 : 16;
+    for (int i = 0; i < 16; ++i) {
+      v[i] = i < n ? _mm512_loadu_si512(in + 64 * (w0 + i)) : _mm512_setzero_si512();
     }
-    for (int m = 0; m < 4; ++m) {
-      for (int r = 0; r < 16; ++r) in[r] = _mm512_load_si512(u[r].q + 64 * m);
-      Transpose16(in, tr);
-      for (int c = 0; c < 16; ++c) {
-        if constexpr (T == DType::kIQ4_XS) tr[c] = _mm512_xor_si512(tr[c], _mm512_set1_epi8(-128));
-        _mm512_store_si512(t.q[16 * m + c], tr[c]);
-      }
-    }
+    Transpose16(v, tr);
+    const __mmask16 keep = static_cast<__mmask16>((1u << n) - 1);
+    for (int r = 0; r < 16; ++r) _mm512_mask_storeu_epi32(out + r * kBytes + 4 * w0, keep, tr[r]);
+  }
+  if constexpr (kTail != 0) {
     for (int r = 0; r < 16; ++r) {
-      in[r] = _mm512_cvtepi16_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(u[r].sc)));
+      std::memcpy(out + r * kBytes + 4 * kWords, in + 64 * kWords + kTail * r, kTail);
     }
-    Transpose16(in, tr);
-    for (int j = 0; j < 16; ++j) _mm512_store_si512(t.sc[j], tr[j]);
-    if constexpr (kquant_impl::HasMins<T>()) {
-      for (int r = 0; r < 16; ++r) {
-        in[r] =
-            _mm512_zextsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(u[r].mn)));
-      }
-      Transpose16(in, tr);
-      for (int k = 0; k < 8; ++k) _mm512_store_si512(t.mn[k], tr[k]);
-    } else {
-      std::memset(t.mn, 0, sizeof(t.mn));
+  }
+}
+
+/// PackTileT of the 16 rows of a KInterleave16 group.
+template <class K, DType T>
+void PackTileInterleavedT(const uint8_t* group, int64_t superblocks, KTile* out) {
+  constexpr int64_t kBytes = kquant_impl::BlockBytes<T>();
+  alignas(64) KUnpacked u[kKTileRows];
+  alignas(64) uint8_t rows[kKTileRows * kBytes];
+  for (int64_t s = 0; s < superblocks; ++s) {
+    const uint8_t* in = group + s * kKTileRows * kBytes;
+    for (int64_t off = 0; off < kKTileRows * kBytes; off += 64) {
+      __builtin_prefetch(in + kKTileRows * kBytes + off);
     }
-    for (int r = 0; r < 16; ++r) {
-      t.d[r] = u[r].d;
-      t.dmin[r] = u[r].dmin;
-    }
+    DeinterleaveBlock16<T>(in, rows);
+    PackTileBlock<K, T>(rows, kBytes, kKTileRows, 0, u, out[s]);
   }
 }
 
@@ -253,6 +303,30 @@ void PackTile(DType type, const uint8_t* w, size_t row_bytes, int nw, int64_t su
               KTile* out) {
   kquant_impl::KDispatch(type, [&](auto tag) {
     PackTileT<K, decltype(tag)::value>(w, row_bytes, nw, superblocks, out);
+  });
+}
+
+template <class K>
+void PackTileInterleaved(DType type, const uint8_t* group, int64_t superblocks, KTile* out) {
+  kquant_impl::KDispatch(type, [&](auto tag) {
+    PackTileInterleavedT<K, decltype(tag)::value>(group, superblocks, out);
+  });
+}
+
+/// DeinterleaveKRows: super-block by super-block through DeinterleaveBlock16,
+/// then each row's blocks to its place.
+inline void DeinterleaveRows(DType type, const uint8_t* group, size_t row_bytes, uint8_t* rows) {
+  kquant_impl::KDispatch(type, [&](auto tag) {
+    constexpr DType T = decltype(tag)::value;
+    constexpr int64_t kBytes = kquant_impl::BlockBytes<T>();
+    alignas(64) uint8_t block[kKTileRows * kBytes];
+    const int64_t superblocks = static_cast<int64_t>(row_bytes) / kBytes;
+    for (int64_t s = 0; s < superblocks; ++s) {
+      DeinterleaveBlock16<T>(group + s * kKTileRows * kBytes, block);
+      for (int r = 0; r < kKTileRows; ++r) {
+        std::memcpy(rows + r * row_bytes + s * kBytes, block + r * kBytes, kBytes);
+      }
+    }
   });
 }
 
