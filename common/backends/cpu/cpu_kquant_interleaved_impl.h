@@ -352,6 +352,9 @@ struct KInterleavedVnni {
     }
   }
 
+  /// Decode prefetches this far ahead of the super-block it reads (one
+  /// stream per thread; from memory, 4 KiB measured best of 4, 12 and 24
+  /// KiB, and far better than none).
   static constexpr int64_t kPrefetchBytes = 4096;
 
   template <DType T>
