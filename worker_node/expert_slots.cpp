@@ -42,6 +42,10 @@ absl::StatusOr<ExpertSlots> ExpertSlots::Create(const ModelFile& model, Backend&
   }
   const size_t stride = ExpertSlotStride(s.slot_bytes_);
   if (device == nullptr) {
+    // The slots are the backend's own host memory: each matrix in the layout
+    // the backend computes it fastest in (the sizes are the same).
+    for (ExpertPackLayout& l : s.layouts_) l = l.WithSlotLayouts(backend);
+    for (ExpertPackLayout& l : s.low_layouts_) l = l.WithSlotLayouts(backend);
     if (!backend.host_memory()) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "backend '%s' keeps its memory off the host: expert slots need its SlotDevice",
@@ -189,7 +193,7 @@ absl::Status ExpertSlots::Load(int slot, int layer, int expert, bool prefetched,
   const int64_t t0_wall = TraceRecorder::NowUs();
   uint8_t* dst = slot_data_[static_cast<size_t>(slot)];
   if (device_ == nullptr) {
-    PackExpert(Source(low).Expert(layer, expert), layout, dst);
+    PackExpert(Source(low).Expert(layer, expert), layout, dst, backend_);
     if (load_bandwidth_ > 0) {
       std::this_thread::sleep_until(t0 + Seconds(static_cast<double>(layout.total_bytes) /
                                                  static_cast<double>(load_bandwidth_)));
@@ -232,7 +236,8 @@ absl::Status ExpertSlots::LoadStreamed(int slot, int layer, int expert, bool low
   if (device_ == nullptr) {
     // Host memory: the copy itself is quick next to an emulated link, which
     // delivers the units one after the other.
-    PackExpert(Source(low).Expert(layer, expert), layout, slot_data_[static_cast<size_t>(slot)]);
+    PackExpert(Source(low).Expert(layer, expert), layout, slot_data_[static_cast<size_t>(slot)],
+               backend_);
   } else {
     ODMOE_ASSIGN_OR_RETURN(src, DeviceSource(slot, layer, expert, low));
   }

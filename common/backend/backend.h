@@ -38,6 +38,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -158,6 +159,19 @@ class Backend {
   /// Makes a 2-D tensor of a mapped file usable as a weight (zero copy on
   /// host backends). INVALID_ARGUMENT for an unsupported type or shape.
   virtual absl::StatusOr<BackendWeight> LoadWeight(const TensorView& host) = 0;
+  /// The layout this backend computes a `rows` x `cols` weight of `type` in
+  /// when the caller fills its memory itself (a worker's expert slots on a
+  /// host backend): kRows unless the backend has a faster one.
+  virtual WeightLayout SlotLayout(DType type, int64_t rows, int64_t cols) const {
+    (void)type, (void)rows, (void)cols;
+    return WeightLayout::kRows;
+  }
+  /// Writes the bytes of a 2-D host tensor (view.bytes()) to host memory at
+  /// `dst` in `layout`, one SlotLayout gave for it; kRows is a plain copy.
+  virtual void ArrangeWeight(const TensorView& view, WeightLayout layout, void* dst) const {
+    (void)layout;
+    std::memcpy(dst, view.data, view.bytes());
+  }
   /// Waits for all issued work.
   virtual absl::Status Synchronize() = 0;
 

@@ -64,9 +64,9 @@ double MeanPackedExpert(const ModelConfig& c) {
 ExpertWeights ExpertPackLayout::WeightsAt(const void* base) const {
   const auto* p = static_cast<const uint8_t*>(base);
   ExpertWeights w;
-  w.gate = WeightRef{gate_type, p + gate_offset, n_ff, n_embd};
-  w.up = WeightRef{up_type, p + up_offset, n_ff, n_embd};
-  w.down = WeightRef{down_type, p + down_offset, n_embd, n_ff};
+  w.gate = WeightRef{gate_type, p + gate_offset, n_ff, n_embd, gate_layout};
+  w.up = WeightRef{up_type, p + up_offset, n_ff, n_embd, up_layout};
+  w.down = WeightRef{down_type, p + down_offset, n_embd, n_ff, down_layout};
   if (has_bias) {
     w.gate_bias = reinterpret_cast<const float*>(p + gate_bias_offset);
     w.up_bias = reinterpret_cast<const float*>(p + up_bias_offset);
@@ -76,10 +76,26 @@ ExpertWeights ExpertPackLayout::WeightsAt(const void* base) const {
   return w;
 }
 
-void PackExpert(const ExpertTensors& src, const ExpertPackLayout& layout, uint8_t* dst) {
-  std::memcpy(dst + layout.gate_offset, src.gate.data, src.gate.bytes());
-  std::memcpy(dst + layout.up_offset, src.up.data, src.up.bytes());
-  std::memcpy(dst + layout.down_offset, src.down.data, src.down.bytes());
+ExpertPackLayout ExpertPackLayout::WithSlotLayouts(const Backend& backend) const {
+  ExpertPackLayout l = *this;
+  l.gate_layout = backend.SlotLayout(gate_type, n_ff, n_embd);
+  l.up_layout = backend.SlotLayout(up_type, n_ff, n_embd);
+  l.down_layout = backend.SlotLayout(down_type, n_embd, n_ff);
+  return l;
+}
+
+void PackExpert(const ExpertTensors& src, const ExpertPackLayout& layout, uint8_t* dst,
+                const Backend* backend) {
+  auto copy = [&](const TensorView& v, WeightLayout wl, size_t offset) {
+    if (wl == WeightLayout::kRows || backend == nullptr) {
+      std::memcpy(dst + offset, v.data, v.bytes());
+    } else {
+      backend->ArrangeWeight(v, wl, dst + offset);
+    }
+  };
+  copy(src.gate, layout.gate_layout, layout.gate_offset);
+  copy(src.up, layout.up_layout, layout.up_offset);
+  copy(src.down, layout.down_layout, layout.down_offset);
   if (layout.has_bias) {
     std::memcpy(dst + layout.gate_bias_offset, src.gate_bias.data, src.gate_bias.bytes());
     std::memcpy(dst + layout.up_bias_offset, src.up_bias.data, src.up_bias.bytes());

@@ -15,6 +15,11 @@
 //   std::vector<uint8_t> blob(layout.total_bytes);
 //   PackExpert(model.Expert(layer, e), layout, blob.data());
 //   ExpertWeights w = layout.WeightsAt(slot_base);   // WeightRefs into the slot
+//
+// A host backend may compute some types faster in a layout of its own
+// (Backend::SlotLayout): layout.WithSlotLayouts(backend) records it per
+// matrix, PackExpert(..., &backend) arranges the bytes so, and WeightsAt
+// hands the layout on in the WeightRefs.
 #pragma once
 
 #include <cstddef>
@@ -50,12 +55,19 @@ struct ExpertPackLayout {
   size_t gate_bias_offset = 0, up_bias_offset = 0, down_bias_offset = 0;
   ExpertActivation activation;
   size_t total_bytes = 0;
+  /// How each matrix's bytes are ordered (kRows, the file's, unless
+  /// WithSlotLayouts chose a backend's own; the sizes are the same).
+  WeightLayout gate_layout = WeightLayout::kRows, up_layout = WeightLayout::kRows,
+               down_layout = WeightLayout::kRows;
 
   /// The layout of an expert of `layer` (in [0, n_layer)).
   static ExpertPackLayout For(const ModelConfig& config, int layer);
   /// WeightRefs for a packed expert whose first byte is at `base` (in any
   /// memory space: host or device).
   ExpertWeights WeightsAt(const void* base) const;
+  /// This layout with each matrix in the layout `backend` computes it in
+  /// from memory filled by PackExpert (Backend::SlotLayout).
+  ExpertPackLayout WithSlotLayouts(const Backend& backend) const;
 };
 
 /// The layouts of every layer, in layer order.
@@ -69,8 +81,10 @@ size_t LargestPackedExpert(const ModelConfig& config, const std::vector<int>& la
 double MeanPackedExpert(const ModelConfig& config);
 
 /// Copies one expert (and its biases when layout.has_bias) into `dst`
-/// (layout.total_bytes bytes, host memory).
-void PackExpert(const ExpertTensors& src, const ExpertPackLayout& layout, uint8_t* dst);
+/// (layout.total_bytes bytes, host memory); a matrix whose layout is not
+/// kRows is arranged by `backend` (Backend::ArrangeWeight; required then).
+void PackExpert(const ExpertTensors& src, const ExpertPackLayout& layout, uint8_t* dst,
+                const Backend* backend = nullptr);
 
 /// WeightRef of a 2-D tensor view (rows = ne[1], cols = ne[0]).
 WeightRef WeightRefOf(const TensorView& view);

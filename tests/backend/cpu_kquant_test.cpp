@@ -448,7 +448,7 @@ std::vector<uint8_t> Interleaved(DType type, const std::vector<uint8_t>& w, int 
 TEST_CASE("K-family: KInterleave16 moves every byte and comes back", "[backend][kquant]") {
   std::mt19937 rng(19);
   for (DType type : kKTypes) {
-    for (int64_t count : {1, 3}) {
+    for (int64_t count : {1, 3, 17}) {
       const size_t row_bytes = static_cast<size_t>(count * KBlockBytes(type));
       const std::vector<uint8_t> w = RandomBlocks(type, kInterleaveRows * count, rng);
       const std::vector<uint8_t> g = Interleaved(type, w, kInterleaveRows, count);
@@ -467,6 +467,20 @@ TEST_CASE("K-family: KInterleave16 moves every byte and comes back", "[backend][
         std::vector<uint8_t> row(row_bytes);
         DeinterleaveKRow(type, g.data(), row_bytes, r, row.data());
         CHECK(std::memcmp(row.data(), w.data() + r * row_bytes, row_bytes) == 0);
+      }
+      // The ISAs' own (SIMD) moves give the same bytes.
+      for (const CpuKQuantKernels* k : AllTables()) {
+        INFO(CpuIsaName(k->isa));
+        if (k->interleave_rows != nullptr) {
+          std::vector<uint8_t> simd(w.size());
+          k->interleave_rows(type, w.data(), row_bytes, simd.data());
+          CHECK(simd == g);
+        }
+        if (k->deinterleave_rows != nullptr) {
+          std::vector<uint8_t> simd(w.size());
+          k->deinterleave_rows(type, g.data(), row_bytes, simd.data());
+          CHECK(simd == w);
+        }
       }
     }
   }

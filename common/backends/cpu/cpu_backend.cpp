@@ -99,28 +99,49 @@ absl::StatusOr<BackendWeight> CpuBackend::LoadWeight(const TensorView& host) {
   }
   BackendWeight w;
   w.ref = WeightRef{host.type, host.data, host.ne[1], host.ne[0]};
-  const CpuKQuantKernels& kq = CpuKQuantKernelsFor(isa());
-  if (!repack_ || !IsKQuantWeightType(host.type) || w.ref.rows < kInterleaveRows ||
-      kq.interleaved == nullptr || !kq.interleaved(host.type)) {
-    return w;
-  }
-  // KInterleave16: whole groups of 16 rows, the rest copied in row order.
+  const WeightLayout layout = SlotLayout(host.type, w.ref.rows, w.ref.cols);
+  if (layout == WeightLayout::kRows) return w;
   ODMOE_ASSIGN_OR_RETURN(w.storage, Allocate(w.ref.bytes()));
   auto* dst = static_cast<uint8_t*>(w.storage->data());
-  const auto* src = static_cast<const uint8_t*>(host.data);
-  const size_t row_bytes = w.ref.row_bytes();
+  ArrangeWeight(host, layout, dst);
+  w.ref.data = dst;
+  w.ref.layout = layout;
+  return w;
+}
+
+WeightLayout CpuBackend::SlotLayout(DType type, int64_t rows, int64_t cols) const {
+  (void)cols;
+  const CpuKQuantKernels& kq = CpuKQuantKernelsFor(isa());
+  if (!repack_ || !IsKQuantWeightType(type) || rows < kInterleaveRows ||
+      kq.interleaved == nullptr || !kq.interleaved(type)) {
+    return WeightLayout::kRows;
+  }
+  return WeightLayout::kInterleaved16;
+}
+
+void CpuBackend::ArrangeWeight(const TensorView& view, WeightLayout layout, void* dst) const {
+  if (layout != WeightLayout::kInterleaved16) {
+    std::memcpy(dst, view.data, view.bytes());
+    return;
+  }
+  // KInterleave16: whole groups of 16 rows, the rest copied in row order.
+  auto* out = static_cast<uint8_t*>(dst);
+  const auto* src = static_cast<const uint8_t*>(view.data);
+  const size_t row_bytes = view.row_bytes();
   const size_t group_bytes = kInterleaveRows * row_bytes;
-  const int64_t groups = w.ref.rows / kInterleaveRows;
+  const int64_t groups = view.rows() / kInterleaveRows;
+  const CpuKQuantKernels& kq = CpuKQuantKernelsFor(isa());
   pool_.ParallelFor(groups, 1, [&](int64_t b, int64_t e) {
     for (int64_t g = b; g < e; ++g) {
-      InterleaveKRows(host.type, src + g * group_bytes, row_bytes, dst + g * group_bytes);
+      if (kq.interleave_rows != nullptr) {
+        kq.interleave_rows(view.type, src + g * group_bytes, row_bytes, out + g * group_bytes);
+      } else {
+        InterleaveKRows(view.type, src + g * group_bytes, row_bytes, out + g * group_bytes);
+      }
     }
   });
   const size_t done = static_cast<size_t>(groups) * group_bytes;
-  std::memcpy(dst + done, src + done, w.ref.bytes() - done);
-  w.ref.data = dst;
-  w.ref.layout = WeightLayout::kInterleaved16;
-  return w;
+  std::memcpy(out + done, src + done, view.bytes() - done);
 }
 
 void CpuBackend::MatMul(const WeightRef& w, ConstMat x, Mat y) {

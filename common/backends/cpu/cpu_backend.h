@@ -149,6 +149,9 @@ class CpuBackend final : public Backend {
   absl::Status CopyToBackend(void* dst, const void* host_src, size_t bytes) override;
   absl::Status CopyToHost(void* host_dst, const void* src, size_t bytes) override;
   absl::StatusOr<BackendWeight> LoadWeight(const TensorView& host) override;
+  /// kInterleaved16 for the K-family weights LoadWeight repacks.
+  WeightLayout SlotLayout(DType type, int64_t rows, int64_t cols) const override;
+  void ArrangeWeight(const TensorView& view, WeightLayout layout, void* dst) const override;
   absl::Status Synchronize() override { return absl::OkStatus(); }
 
   void MatMul(const WeightRef& w, ConstMat x, Mat y) override;
@@ -175,7 +178,7 @@ class CpuBackend final : public Backend {
  private:
   const CpuKernels* kernels_;
   bool repack_;
-  ThreadPool pool_;
+  mutable ThreadPool pool_;
   CpuQuantScratch quant_scratch_;  // activations of quantized MatMul
 };
 

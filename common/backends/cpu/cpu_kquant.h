@@ -184,6 +184,9 @@ struct CpuKQuantKernels {
   /// row order first).
   void (*pack_tile_interleaved)(DType type, const uint8_t* group, int64_t superblocks,
                                 KTile* out) = nullptr;
+  /// Optional: InterleaveKRows with SIMD (the same bytes).
+  void (*interleave_rows)(DType type, const uint8_t* rows, size_t row_bytes,
+                          uint8_t* group) = nullptr;
   /// Optional: DeinterleaveKRows with SIMD (the same bytes).
   void (*deinterleave_rows)(DType type, const uint8_t* group, size_t row_bytes,
                             uint8_t* rows) = nullptr;

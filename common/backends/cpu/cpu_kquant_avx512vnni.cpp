@@ -40,6 +40,7 @@ const CpuKQuantKernels* CpuKQuantKernelsAvx512Vnni() {
     k.dot_interleaved = &KInterleavedVnni::Dot;
     k.pack_tile_interleaved = &PackTileInterleaved<KAvx512<true>>;
     k.deinterleave_rows = &DeinterleaveRows;
+    k.interleave_rows = &InterleaveRows;
     return k;
   }();
   return &kernels;

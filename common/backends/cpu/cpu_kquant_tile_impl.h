@@ -161,6 +161,28 @@ __attribute__((always_inline)) inline void DeinterleaveBlock16(const uint8_t* in
   }
 }
 
+/// Super-block s of 16 row-order blocks (row r's at in + r * stride) to a
+/// KInterleave16 super-block at `out`: the inverse of DeinterleaveBlock16.
+template <DType T>
+__attribute__((always_inline)) inline void InterleaveBlock16(const uint8_t* in, size_t stride,
+                                                             uint8_t* out) {
+  constexpr int kBytes = kquant_impl::BlockBytes<T>();
+  constexpr int kWords = kBytes / 4, kTail = kBytes % 4;
+  __m512i v[16], tr[16];
+  for (int w0 = 0; w0 < kWords; w0 += 16) {
+    const int n = kWords - w0 < 16 ? kWords - w0 : 16;
+    const __mmask16 keep = static_cast<__mmask16>((1u << n) - 1);
+    for (int r = 0; r < 16; ++r) v[r] = _mm512_maskz_loadu_epi32(keep, in + r * stride + 4 * w0);
+    Transpose16(v, tr);
+    for (int i = 0; i < n; ++i) _mm512_storeu_si512(out + 64 * (w0 + i), tr[i]);
+  }
+  if constexpr (kTail != 0) {
+    for (int r = 0; r < 16; ++r) {
+      std::memcpy(out + 64 * kWords + kTail * r, in + r * stride + 4 * kWords, kTail);
+    }
+  }
+}
+
 /// PackTileT of the 16 rows of a KInterleave16 group.
 template <class K, DType T>
 void PackTileInterleavedT(const uint8_t* group, int64_t superblocks, KTile* out) {
@@ -326,6 +348,18 @@ inline void DeinterleaveRows(DType type, const uint8_t* group, size_t row_bytes,
       for (int r = 0; r < kKTileRows; ++r) {
         std::memcpy(rows + r * row_bytes + s * kBytes, block + r * kBytes, kBytes);
       }
+    }
+  });
+}
+
+/// InterleaveKRows, super-block by super-block through InterleaveBlock16.
+inline void InterleaveRows(DType type, const uint8_t* rows, size_t row_bytes, uint8_t* group) {
+  kquant_impl::KDispatch(type, [&](auto tag) {
+    constexpr DType T = decltype(tag)::value;
+    constexpr int64_t kBytes = kquant_impl::BlockBytes<T>();
+    const int64_t superblocks = static_cast<int64_t>(row_bytes) / kBytes;
+    for (int64_t s = 0; s < superblocks; ++s) {
+      InterleaveBlock16<T>(rows + s * kBytes, row_bytes, group + s * kKTileRows * kBytes);
     }
   });
 }
