@@ -38,7 +38,7 @@ const CpuKQuantKernels* CpuKQuantKernelsAvx512Vnni() {
     k.dot_tile = &DotTile;
     k.interleaved = &KInterleavedVnni::Supports;
     k.dot_interleaved = &KInterleavedVnni::Dot;
-    k.pack_tile_interleaved = &PackTileInterleaved<KAvx512<true>>;
+    k.pack_tile_interleaved = &KInterleavedVnni::PackGroup;
     k.deinterleave_rows = &DeinterleaveRows;
     k.interleave_rows = &InterleaveRows;
     return k;

@@ -30,6 +30,13 @@ namespace {  // NOLINT(build/namespaces): one copy per target, see above
 struct KInterleavedVnni {
   using V = __m512i;
 
+  /// The IQ4_NL levels + 128 as unsigned bytes.
+  alignas(16) static constexpr std::array<uint8_t, 16> kIq4Biased = [] {
+    std::array<uint8_t, 16> t{};
+    for (int i = 0; i < 16; ++i) t[i] = static_cast<uint8_t>(kIq4nlValues[i] + 128);
+    return t;
+  }();
+
   /// Word w of the 16 rows' super-block at `sb`.
   static V Word(const uint8_t* sb, int w) { return _mm512_loadu_si512(sb + 64 * w); }
   static V Set(uint32_t v) { return _mm512_set1_epi32(static_cast<int>(v)); }
@@ -243,13 +250,8 @@ struct KInterleavedVnni {
   /// A_s = sum_j sc_j * isum_j - 128 * sum_j sc_j * bsum_j.
   __attribute__((always_inline)) static inline void Iq4Xs(const uint8_t* sb, const KActBlock* x,
                                                           V* a, __m512* dw) {
-    alignas(16) static constexpr std::array<uint8_t, 16> kBiased = [] {
-      std::array<uint8_t, 16> t{};
-      for (int i = 0; i < 16; ++i) t[i] = static_cast<uint8_t>(kIq4nlValues[i] + 128);
-      return t;
-    }();
-    const V lut =
-        _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kBiased.data())));
+    const V lut = _mm512_broadcast_i32x4(
+        _mm_load_si128(reinterpret_cast<const __m128i*>(kIq4Biased.data())));
     const V m0f = Set(0x0f0f0f0fu);
     const V w0 = Word(sb, 0), w1 = Word(sb, 1);
     V acc = _mm512_setzero_si512(), corr = _mm512_setzero_si512();
@@ -332,6 +334,140 @@ struct KInterleavedVnni {
     *dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 64 * 52)));
   }
 
+  /// The tile (cpu_kquant.h KTile) of 16 rows' super-block at `sb`, taken
+  /// straight from the words: each code vector the decode kernel dots is
+  /// one tile row group (lane r: row r's 4 codes, unsigned as KTile::q
+  /// holds them), the scales and mins per lane.
+  template <DType T>
+  __attribute__((always_inline)) static inline void PackTile(const uint8_t* sb, KTile& t) {
+    const V m0f = Set(0x0f0f0f0fu), m03 = Set(0x03030303u);
+    auto codes = [&](int e, V c) { _mm512_store_si512(t.q[e / 4], c); };
+    auto scale16 = [&](int j, V s) { _mm512_store_si512(t.sc[j], s); };
+    auto min_pair = [&](int k, V lo, V hi) {
+      _mm512_store_si512(t.mn[k], _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+    };
+    if constexpr (T == DType::kQ4_K || T == DType::kQ5_K) {
+      constexpr bool kQ5 = T == DType::kQ5_K;
+      const V u0 = Word(sb, 1), u1 = Word(sb, 2), u2 = Word(sb, 3);
+      const V m3f = Set(0x3f3f3f3fu), m10 = Set(0x10101010u);
+      const V sc[2] = {_mm512_and_si512(u0, m3f),
+                       _mm512_or_si512(_mm512_and_si512(u2, m0f),
+                                       _mm512_slli_epi32(
+                                           _mm512_and_si512(_mm512_srli_epi32(u0, 6), m03), 4))};
+      const V mn[2] = {
+          _mm512_and_si512(u1, m3f),
+          _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), m0f),
+                          _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), m03), 4))};
+      constexpr int kCodes = kQ5 ? 12 : 4;
+      for (int c = 0; c < 4; ++c) {
+        for (int i = 0; i < 8; ++i) {
+          const V q = Word(sb, kCodes + 8 * c + i);
+          if constexpr (kQ5) {
+            const V h = Word(sb, 4 + i);
+            codes(64 * c + 4 * i, Merge(q, _mm512_and_si512(Shift(h, 4 - 2 * c), m10)));
+            codes(64 * c + 32 + 4 * i,
+                  Merge(_mm512_srli_epi32(q, 4), _mm512_and_si512(Shift(h, 3 - 2 * c), m10)));
+          } else {
+            codes(64 * c + 4 * i, _mm512_and_si512(q, m0f));
+            codes(64 * c + 32 + 4 * i, _mm512_and_si512(_mm512_srli_epi32(q, 4), m0f));
+          }
+        }
+      }
+      for (int k = 0; k < 8; ++k) {
+        const V s = Byte(sc[k / 4], k % 4), m = Byte(mn[k / 4], k % 4);
+        scale16(2 * k, s);
+        scale16(2 * k + 1, s);
+        min_pair(k, m, m);
+      }
+      const V w0 = Word(sb, 0);
+      _mm512_store_ps(t.d, HalfLo(w0));
+      _mm512_store_ps(t.dmin, HalfHi(w0));
+    } else if constexpr (T == DType::kQ2_K) {
+      for (int h = 0; h < 2; ++h) {
+        for (int i = 0; i < 8; ++i) {
+          const V w = Word(sb, 4 + 8 * h + i);
+          for (int k = 0; k < 4; ++k) {
+            codes(128 * h + 32 * k + 4 * i, _mm512_and_si512(Shift(w, -2 * k), m03));
+          }
+        }
+      }
+      for (int j = 0; j < 16; ++j) {
+        const V b = ByteToLane(Word(sb, j / 4), j % 4);
+        scale16(j, _mm512_and_si512(b, Set(0x0f)));
+      }
+      for (int k = 0; k < 8; ++k) {
+        const V lo = _mm512_srli_epi32(ByteToLane(Word(sb, (2 * k) / 4), (2 * k) % 4), 4);
+        const V hi = _mm512_srli_epi32(ByteToLane(Word(sb, (2 * k + 1) / 4), (2 * k + 1) % 4), 4);
+        min_pair(k, lo, hi);
+      }
+      const V w20 = Word(sb, 20);
+      _mm512_store_ps(t.d, HalfLo(w20));
+      _mm512_store_ps(t.dmin, HalfHi(w20));
+    } else if constexpr (T == DType::kQ3_K) {
+      const V m04 = Set(0x04040404u);
+      V comb[4];
+      const V w26 = Word(sb, 26);
+      for (int g = 0; g < 4; ++g) {
+        const V low = _mm512_and_si512(Shift(Word(sb, 24 + g % 2), -4 * (g / 2)), m0f);
+        const V high = _mm512_slli_epi32(_mm512_and_si512(Shift(w26, -2 * g), m03), 4);
+        comb[g] = _mm512_or_si512(low, high);
+      }
+      for (int h = 0; h < 2; ++h) {
+        for (int k = 0; k < 4; ++k) {
+          for (int i = 0; i < 8; ++i) {
+            const V low = Shift(Word(sb, 8 + 8 * h + i), -2 * k);
+            const V high = _mm512_and_si512(Shift(Word(sb, i), 2 - (4 * h + k)), m04);
+            codes(128 * h + 32 * k + 4 * i, _mm512_ternarylogic_epi32(low, high, m03, 0xEC));
+          }
+        }
+      }
+      for (int j = 0; j < 16; ++j) scale16(j, _mm512_sub_epi32(Byte(comb[j / 4], j % 4), Set(32)));
+      std::memset(t.mn, 0, sizeof(t.mn));
+      _mm512_store_ps(t.d,
+                      _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 64 * 27))));
+      _mm512_store_ps(t.dmin, _mm512_setzero_ps());
+    } else if constexpr (T == DType::kQ6_K) {
+      const V m30 = Set(0x30303030u);
+      for (int h = 0; h < 2; ++h) {
+        for (int i = 0; i < 8; ++i) {
+          const V wa = Word(sb, 16 * h + i), wb = Word(sb, 16 * h + 8 + i);
+          const V wh = Word(sb, 32 + 8 * h + i);
+          const int e = 128 * h + 4 * i;
+          codes(e, Merge(wa, _mm512_and_si512(_mm512_slli_epi32(wh, 4), m30)));
+          codes(e + 32, Merge(wb, _mm512_and_si512(_mm512_slli_epi32(wh, 2), m30)));
+          codes(e + 64, Merge(_mm512_srli_epi32(wa, 4), _mm512_and_si512(wh, m30)));
+          codes(e + 96, Merge(_mm512_srli_epi32(wb, 4),
+                              _mm512_and_si512(_mm512_srli_epi32(wh, 2), m30)));
+        }
+      }
+      for (int j = 0; j < 16; ++j) scale16(j, SignedByte(Word(sb, 48 + j / 4), j % 4));
+      std::memset(t.mn, 0, sizeof(t.mn));
+      _mm512_store_ps(t.d,
+                      _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 64 * 52))));
+      _mm512_store_ps(t.dmin, _mm512_setzero_ps());
+    } else {  // IQ4_XS
+      const V lut = _mm512_broadcast_i32x4(
+          _mm_load_si128(reinterpret_cast<const __m128i*>(kIq4Biased.data())));
+      const V w0 = Word(sb, 0), w1 = Word(sb, 1);
+      for (int j = 0; j < 8; ++j) {
+        for (int k = 0; k < 4; ++k) {
+          const V w = Word(sb, 2 + 4 * j + k);
+          codes(32 * j + 4 * k, _mm512_shuffle_epi8(lut, _mm512_and_si512(w, m0f)));
+          codes(32 * j + 16 + 4 * k,
+                _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi32(w, 4), m0f)));
+        }
+        const V low = _mm512_and_si512(Shift(w1, -(8 * (j / 2) + 4 * (j % 2))), Set(0x0f));
+        const V high = _mm512_slli_epi32(_mm512_and_si512(Shift(w0, -(16 + 2 * j)), Set(0x03)), 4);
+        const V s = _mm512_sub_epi32(_mm512_or_si512(low, high), Set(32));
+        scale16(2 * j, s);
+        scale16(2 * j + 1, s);
+      }
+      std::memset(t.mn, 0, sizeof(t.mn));
+      _mm512_store_ps(t.d, HalfLo(w0));
+      _mm512_store_ps(t.dmin, _mm512_setzero_ps());
+    }
+  }
+
   static bool Supports(DType type) { return IsKQuantWeightType(type); }
 
   /// A_s (and B_s), the f32 d (and dmin) of 16 rows' super-block of type T.
@@ -387,6 +523,19 @@ struct KInterleavedVnni {
     for (int i = 0; i < 4; ++i) acc[i] = _mm512_add_ps(acc[i], acc[i + 4]);
     for (int i = 0; i < 2; ++i) acc[i] = _mm512_add_ps(acc[i], acc[i + 2]);
     _mm512_storeu_ps(y, _mm512_add_ps(acc[0], acc[1]));
+  }
+
+  /// pack_tile of a whole group: one KTile per super-block.
+  static void PackGroup(DType type, const uint8_t* group, int64_t superblocks, KTile* out) {
+    kquant_impl::KDispatch(type, [&](auto tag) {
+      constexpr DType T = decltype(tag)::value;
+      constexpr int64_t kTile = int64_t{kquant_impl::BlockBytes<T>()} * kInterleaveRows;
+      for (int64_t s = 0; s < superblocks; ++s) {
+        const uint8_t* sb = group + s * kTile;
+        for (int64_t off = 0; off < kTile; off += 64) __builtin_prefetch(sb + kPrefetchBytes + off);
+        PackTile<T>(sb, out[s]);
+      }
+    });
   }
 
   static void Dot(DType type, const uint8_t* group, int64_t superblocks, const KActs& x,

@@ -4,9 +4,9 @@
 //
 // One activation row (decode) streams the weight super-blocks straight from
 // the model through dot_rows, or, for weights the backend keeps in
-// KInterleave16, 16 rows at a time through dot_interleaved (up to 8
+// KInterleave16, 16 rows at a time through dot_interleaved (up to 3
 // activation rows one after the other; more go to the tiles, packed straight
-// from the interleaved groups). With several rows (prefill) each block of 4
+// from the interleaved groups' words). With several rows (prefill) each block of 4
 // weight rows is unpacked once into a per-thread scratch (unpack_rows) and
 // dotted with every activation row by the register-tiled dot_unpacked. Both
 // compute the same exact integers and the same float step, so the choice
@@ -27,10 +27,11 @@ constexpr int kRowsPerBlock = 4;
 // From this many activation rows on, the weight blocks are unpacked once.
 constexpr int64_t kMinRowsForUnpacking = 2;
 // Up to this many, interleaved weights are dotted with one activation row
-// after the other by the decode kernel (measured against the tiles on 14336
-// x 4096: 2x faster at 2 rows on Q4_K, 1.4x on Q6_K; at 8 rows Q4_K 1.4x
-// faster, Q6_K even).
-constexpr int64_t kMaxRowsForInterleavedDecode = 8;
+// after the other by the decode kernel; from one more on they go to the tiles,
+// packed straight from the groups' words (measured on 14336 x 4096: at 2 rows
+// the decode kernel is 1.4-2x the row-order path; at 8 rows the tiles beat it
+// 1.2-2.1x on q2_K, q3_K, q5_K, q6_K, iq4_xs, q4_K within the noise).
+constexpr int64_t kMaxRowsForInterleavedDecode = 3;
 // From this many on, ISAs with tile kernels (cpu_kquant_tile_impl.h) use them.
 constexpr int64_t kMinRowsForTiles = 4;
 

@@ -183,22 +183,6 @@ __attribute__((always_inline)) inline void InterleaveBlock16(const uint8_t* in, 
   }
 }
 
-/// PackTileT of the 16 rows of a KInterleave16 group.
-template <class K, DType T>
-void PackTileInterleavedT(const uint8_t* group, int64_t superblocks, KTile* out) {
-  constexpr int64_t kBytes = kquant_impl::BlockBytes<T>();
-  alignas(64) KUnpacked u[kKTileRows];
-  alignas(64) uint8_t rows[kKTileRows * kBytes];
-  for (int64_t s = 0; s < superblocks; ++s) {
-    const uint8_t* in = group + s * kKTileRows * kBytes;
-    for (int64_t off = 0; off < kKTileRows * kBytes; off += 64) {
-      __builtin_prefetch(in + kKTileRows * kBytes + off);
-    }
-    DeinterleaveBlock16<T>(in, rows);
-    PackTileBlock<K, T>(rows, kBytes, kKTileRows, 0, u, out[s]);
-  }
-}
-
 __attribute__((always_inline)) inline int32_t Load32(const void* p) {
   int32_t v;
   std::memcpy(&v, p, sizeof(v));
@@ -325,13 +309,6 @@ void PackTile(DType type, const uint8_t* w, size_t row_bytes, int nw, int64_t su
               KTile* out) {
   kquant_impl::KDispatch(type, [&](auto tag) {
     PackTileT<K, decltype(tag)::value>(w, row_bytes, nw, superblocks, out);
-  });
-}
-
-template <class K>
-void PackTileInterleaved(DType type, const uint8_t* group, int64_t superblocks, KTile* out) {
-  kquant_impl::KDispatch(type, [&](auto tag) {
-    PackTileInterleavedT<K, decltype(tag)::value>(group, superblocks, out);
   });
 }
 
