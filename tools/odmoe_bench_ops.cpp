@@ -409,6 +409,34 @@ void BenchOps(CpuBackend& be, const Options& opt) {
                              },
                              opt.seconds));
   }
+  // What a worker's slot load costs on this backend: packing one matrix in
+  // the layout the backend computes it in (a copy, or KInterleave16), with
+  // the source and destination rotated past the last level cache.
+  for (DType type : {DType::kQ4_K, DType::kQ6_K}) {
+    std::vector<std::vector<uint8_t>> src = MakeWeights(type, ffn, d, 2);
+    const int copies = RotationCopies(src[0].size());
+    while (static_cast<int>(src.size()) < copies) src.push_back(src[src.size() % 2]);
+    std::vector<std::vector<uint8_t>> dst(static_cast<size_t>(copies),
+                                          std::vector<uint8_t>(src[0].size()));
+    const WeightLayout layout = be.SlotLayout(type, ffn, d);
+    for (const bool arrange : {true, false}) {
+      if (!arrange && layout == WeightLayout::kRows) continue;
+      const double s = TimeBest(
+          [&](int i) {
+            TensorView v;
+            v.type = type;
+            v.n_dims = 2;
+            v.ne = {d, ffn, 1, 1};
+            v.data = src[i % copies].data();
+            be.ArrangeWeight(v, arrange ? layout : WeightLayout::kRows, dst[i % copies].data());
+          },
+          opt.seconds);
+      const std::string name = "slot pack " + std::string(Traits(type).name) + " 14336x4096 " +
+                               (arrange && layout != WeightLayout::kRows ? "interleaved" : "copy");
+      std::printf("%-48s %9.1f us  %6.2f GB/s\n", name.c_str(), s * 1e6,
+                  static_cast<double>(src[0].size()) / s / 1e9);
+    }
+  }
 }
 
 /// Exits with the status's message unless it is OK (a device benchmark has
