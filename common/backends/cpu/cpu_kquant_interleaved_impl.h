@@ -77,6 +77,86 @@ struct KInterleavedVnni {
     return n > 0 ? _mm512_slli_epi32(w, n) : n < 0 ? _mm512_srli_epi32(w, -n) : w;
   }
 
+  /// Q4_K / Q5_K scales and mins of every row (Scales6 per lane): bytes
+  /// 0-3 of sc[0] are scales 0-3, of sc[1] scales 4-7; mn likewise.
+  __attribute__((always_inline)) static inline void Q45Scales(const uint8_t* sb, V sc[2],
+                                                              V mn[2]) {
+    const V u0 = Word(sb, 1), u1 = Word(sb, 2), u2 = Word(sb, 3);
+    const V m3f = Set(0x3f3f3f3fu), m0f = Set(0x0f0f0f0fu), m03 = Set(0x03030303u);
+    sc[0] = _mm512_and_si512(u0, m3f);
+    sc[1] = _mm512_or_si512(_mm512_and_si512(u2, m0f),
+                            _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u0, 6), m03), 4));
+    mn[0] = _mm512_and_si512(u1, m3f);
+    mn[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), m0f),
+                            _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), m03), 4));
+  }
+
+  /// Q4_K / Q5_K codes of word i of chunk c: elements 64c + 4i .. + 3 (lo)
+  /// and 64c + 32 + 4i .. + 3 (hi), with Q5_K's fifth bits.
+  template <bool kQ5>
+  __attribute__((always_inline)) static inline void Q45Codes(const uint8_t* sb, int c, int i, V* lo,
+                                                             V* hi) {
+    const V m0f = Set(0x0f0f0f0fu), m10 = Set(0x10101010u);
+    const V q = Word(sb, (kQ5 ? 12 : 4) + 8 * c + i);
+    if constexpr (kQ5) {
+      const V h = Word(sb, 4 + i);
+      *lo = Merge(q, _mm512_and_si512(Shift(h, 4 - 2 * c), m10));
+      *hi = Merge(_mm512_srli_epi32(q, 4), _mm512_and_si512(Shift(h, 3 - 2 * c), m10));
+    } else {
+      *lo = _mm512_and_si512(q, m0f);
+      *hi = _mm512_and_si512(_mm512_srli_epi32(q, 4), m0f);
+    }
+  }
+
+  /// Q6_K unsigned codes (0..63) of word i of half h: c[m] holds elements
+  /// 128h + 32m + 4i .. + 3.
+  __attribute__((always_inline)) static inline void Q6Codes(const uint8_t* sb, int h, int i,
+                                                            V c[4]) {
+    const V m30 = Set(0x30303030u);
+    const V wa = Word(sb, 16 * h + i), wb = Word(sb, 16 * h + 8 + i);
+    const V wh = Word(sb, 32 + 8 * h + i);
+    c[0] = Merge(wa, _mm512_and_si512(_mm512_slli_epi32(wh, 4), m30));
+    c[1] = Merge(wb, _mm512_and_si512(_mm512_slli_epi32(wh, 2), m30));
+    c[2] = Merge(_mm512_srli_epi32(wa, 4), _mm512_and_si512(wh, m30));
+    c[3] = Merge(_mm512_srli_epi32(wb, 4), _mm512_and_si512(_mm512_srli_epi32(wh, 2), m30));
+  }
+
+  /// Q3_K: the biased scales 4g .. 4g + 3 (UnpackQ3KScales + 32) as the
+  /// bytes of comb[g].
+  __attribute__((always_inline)) static inline void Q3Scales(const uint8_t* sb, V comb[4]) {
+    const V m03 = Set(0x03030303u), m0f = Set(0x0f0f0f0fu);
+    const V w26 = Word(sb, 26);
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; ++g) {
+      const V low = _mm512_and_si512(Shift(Word(sb, 24 + g % 2), -4 * (g / 2)), m0f);
+      const V high = _mm512_slli_epi32(_mm512_and_si512(Shift(w26, -2 * g), m03), 4);
+      comb[g] = _mm512_or_si512(low, high);
+    }
+  }
+
+  /// IQ4_XS: the signed scale of 32-element sub-block j (UnpackIq4XsScales)
+  /// from words 0 (scales_h in the high half) and 1 (scales_l).
+  static V Iq4Scale(V w0, V w1, int j) {
+    const V low = _mm512_and_si512(Shift(w1, -(8 * (j / 2) + 4 * (j % 2))), Set(0x0f));
+    const V high = _mm512_slli_epi32(_mm512_and_si512(Shift(w0, -(16 + 2 * j)), Set(0x03)), 4);
+    return _mm512_sub_epi32(_mm512_or_si512(low, high), Set(32));
+  }
+
+  /// IQ4_XS biased codes (levels + 128) of word t of sub-block j: elements
+  /// 32j + 4t .. + 3 (lo) and 32j + 16 + 4t .. + 3 (hi).
+  __attribute__((always_inline)) static inline void Iq4Codes(const uint8_t* sb, int j, int t, V lut,
+                                                             V* lo, V* hi) {
+    const V m0f = Set(0x0f0f0f0fu);
+    const V w = Word(sb, 2 + 4 * j + t);
+    *lo = _mm512_shuffle_epi8(lut, _mm512_and_si512(w, m0f));
+    *hi = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi32(w, 4), m0f));
+  }
+
+  static V Iq4Lut() {
+    return _mm512_broadcast_i32x4(
+        _mm_load_si128(reinterpret_cast<const __m128i*>(kIq4Biased.data())));
+  }
+
   /// Q4_K (144 bytes: d|dmin, 12 scale bytes, 128 code bytes): words 0, 1-3,
   /// 4-35; Q5_K (176 bytes) has 32 high-bit bytes before the codes (words
   /// 4-11, codes 12-43). Code byte 32c + l holds element 64c + l (low
@@ -85,35 +165,16 @@ struct KInterleavedVnni {
   template <bool kQ5>
   __attribute__((always_inline)) static inline void Q45K(const uint8_t* sb, const KActBlock* x,
                                                          V* a, V* b, __m512* dw, __m512* dm) {
-    const V u0 = Word(sb, 1), u1 = Word(sb, 2), u2 = Word(sb, 3);
-    const V m3f = Set(0x3f3f3f3fu), m0f = Set(0x0f0f0f0fu), m03 = Set(0x03030303u);
-    const V m10 = Set(0x10101010u);
-    // Scales6 of every row: bytes of (sc_lo, sc_hi) are scales 0-3, 4-7.
-    const V sc[2] = {_mm512_and_si512(u0, m3f),
-                     _mm512_or_si512(_mm512_and_si512(u2, m0f),
-                                     _mm512_slli_epi32(
-                                         _mm512_and_si512(_mm512_srli_epi32(u0, 6), m03), 4))};
-    const V mn[2] = {
-        _mm512_and_si512(u1, m3f),
-        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), m0f),
-                        _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), m03), 4))};
-    constexpr int kCodes = kQ5 ? 12 : 4;
+    V sc[2], mn[2];
+    Q45Scales(sb, sc, mn);
     V acc = _mm512_setzero_si512();
 #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
       V lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
 #pragma GCC unroll 8
       for (int i = 0; i < 8; ++i) {
-        const V q = Word(sb, kCodes + 8 * c + i);
         V qlo, qhi;
-        if constexpr (kQ5) {
-          const V h = Word(sb, 4 + i);
-          qlo = Merge(q, _mm512_and_si512(Shift(h, 4 - 2 * c), m10));
-          qhi = Merge(_mm512_srli_epi32(q, 4), _mm512_and_si512(Shift(h, 3 - 2 * c), m10));
-        } else {
-          qlo = _mm512_and_si512(q, m0f);
-          qhi = _mm512_and_si512(_mm512_srli_epi32(q, 4), m0f);
-        }
+        Q45Codes<kQ5>(sb, c, i, &qlo, &qhi);
         lo = _mm512_dpbusd_epi32(lo, qlo, X4(x, 64 * c + 4 * i));
         hi = _mm512_dpbusd_epi32(hi, qhi, X4(x, 64 * c + 32 + 4 * i));
       }
@@ -193,17 +254,9 @@ struct KInterleavedVnni {
   /// A_s = sum_j sc_j * isum_j - 4 * sum_j sc_j * bsum_j.
   __attribute__((always_inline)) static inline void Q3K(const uint8_t* sb, const KActBlock* x, V* a,
                                                         __m512* dw) {
-    const V m03 = Set(0x03030303u), m0f = Set(0x0f0f0f0fu);
     const V m00ff = Set(0x00ff00ffu);
-    // Biased scales 4g .. 4g + 3 as the bytes of comb[g].
     V comb[4];
-    const V w26 = Word(sb, 26);
-#pragma GCC unroll 4
-    for (int g = 0; g < 4; ++g) {
-      const V low = _mm512_and_si512(Shift(Word(sb, 24 + g % 2), -4 * (g / 2)), m0f);
-      const V high = _mm512_slli_epi32(_mm512_and_si512(Shift(w26, -2 * g), m03), 4);
-      comb[g] = _mm512_or_si512(low, high);
-    }
+    Q3Scales(sb, comb);
     V acc = _mm512_setzero_si512();
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
@@ -250,9 +303,7 @@ struct KInterleavedVnni {
   /// A_s = sum_j sc_j * isum_j - 128 * sum_j sc_j * bsum_j.
   __attribute__((always_inline)) static inline void Iq4Xs(const uint8_t* sb, const KActBlock* x,
                                                           V* a, __m512* dw) {
-    const V lut = _mm512_broadcast_i32x4(
-        _mm_load_si128(reinterpret_cast<const __m128i*>(kIq4Biased.data())));
-    const V m0f = Set(0x0f0f0f0fu);
+    const V lut = Iq4Lut();
     const V w0 = Word(sb, 0), w1 = Word(sb, 1);
     V acc = _mm512_setzero_si512(), corr = _mm512_setzero_si512();
 #pragma GCC unroll 8
@@ -260,15 +311,12 @@ struct KInterleavedVnni {
       V sum = _mm512_setzero_si512();
 #pragma GCC unroll 4
       for (int t = 0; t < 4; ++t) {
-        const V w = Word(sb, 2 + 4 * j + t);
-        const V lo = _mm512_shuffle_epi8(lut, _mm512_and_si512(w, m0f));
-        const V hi = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi32(w, 4), m0f));
+        V lo, hi;
+        Iq4Codes(sb, j, t, lut, &lo, &hi);
         sum = _mm512_dpbusd_epi32(sum, lo, X4(x, 32 * j + 4 * t));
         sum = _mm512_dpbusd_epi32(sum, hi, X4(x, 32 * j + 16 + 4 * t));
       }
-      const V low = _mm512_and_si512(Shift(w1, -(8 * (j / 2) + 4 * (j % 2))), Set(0x0f));
-      const V high = _mm512_slli_epi32(_mm512_and_si512(Shift(w0, -(16 + 2 * j)), Set(0x03)), 4);
-      const V scale = _mm512_sub_epi32(_mm512_or_si512(low, high), Set(32));
+      const V scale = Iq4Scale(w0, w1, j);
       acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(sum, scale));
       corr = _mm512_add_epi32(
           corr, _mm512_mullo_epi32(scale, Set(static_cast<uint32_t>(x->bsums[2 * j] +
@@ -287,7 +335,6 @@ struct KInterleavedVnni {
   /// unsigned (0..63): A_s = sum_j sc_j * isum_j - 32 * sum_j sc_j * bsum_j.
   __attribute__((always_inline)) static inline void Q6K(const uint8_t* sb, const KActBlock* x, V* a,
                                                         __m512* dw) {
-    const V m30 = Set(0x30303030u);
     V acc = _mm512_setzero_si512();
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
@@ -297,18 +344,12 @@ struct KInterleavedVnni {
                     _mm512_setzero_si512()};
 #pragma GCC unroll 4
         for (int i = 4 * q; i < 4 * q + 4; ++i) {
-          const V wa = Word(sb, 16 * h + i), wb = Word(sb, 16 * h + 8 + i);
-          const V wh = Word(sb, 32 + 8 * h + i);
-          const V c0 = Merge(wa, _mm512_and_si512(_mm512_slli_epi32(wh, 4), m30));
-          const V c1 = Merge(wb, _mm512_and_si512(_mm512_slli_epi32(wh, 2), m30));
-          const V c2 = Merge(_mm512_srli_epi32(wa, 4), _mm512_and_si512(wh, m30));
-          const V c3 = Merge(_mm512_srli_epi32(wb, 4),
-                             _mm512_and_si512(_mm512_srli_epi32(wh, 2), m30));
-          const int e = 128 * h + 4 * i;
-          sum[0] = _mm512_dpbusd_epi32(sum[0], c0, X4(x, e));
-          sum[1] = _mm512_dpbusd_epi32(sum[1], c1, X4(x, e + 32));
-          sum[2] = _mm512_dpbusd_epi32(sum[2], c2, X4(x, e + 64));
-          sum[3] = _mm512_dpbusd_epi32(sum[3], c3, X4(x, e + 96));
+          V c[4];
+          Q6Codes(sb, h, i, c);
+#pragma GCC unroll 4
+          for (int m = 0; m < 4; ++m) {
+            sum[m] = _mm512_dpbusd_epi32(sum[m], c[m], X4(x, 128 * h + 32 * m + 4 * i));
+          }
         }
 #pragma GCC unroll 4
         for (int m = 0; m < 4; ++m) {
@@ -340,37 +381,21 @@ struct KInterleavedVnni {
   /// holds them), the scales and mins per lane.
   template <DType T>
   __attribute__((always_inline)) static inline void PackTile(const uint8_t* sb, KTile& t) {
-    const V m0f = Set(0x0f0f0f0fu), m03 = Set(0x03030303u);
+    const V m03 = Set(0x03030303u);
     auto codes = [&](int e, V c) { _mm512_store_si512(t.q[e / 4], c); };
     auto scale16 = [&](int j, V s) { _mm512_store_si512(t.sc[j], s); };
     auto min_pair = [&](int k, V lo, V hi) {
       _mm512_store_si512(t.mn[k], _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
     };
     if constexpr (T == DType::kQ4_K || T == DType::kQ5_K) {
-      constexpr bool kQ5 = T == DType::kQ5_K;
-      const V u0 = Word(sb, 1), u1 = Word(sb, 2), u2 = Word(sb, 3);
-      const V m3f = Set(0x3f3f3f3fu), m10 = Set(0x10101010u);
-      const V sc[2] = {_mm512_and_si512(u0, m3f),
-                       _mm512_or_si512(_mm512_and_si512(u2, m0f),
-                                       _mm512_slli_epi32(
-                                           _mm512_and_si512(_mm512_srli_epi32(u0, 6), m03), 4))};
-      const V mn[2] = {
-          _mm512_and_si512(u1, m3f),
-          _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), m0f),
-                          _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), m03), 4))};
-      constexpr int kCodes = kQ5 ? 12 : 4;
+      V sc[2], mn[2];
+      Q45Scales(sb, sc, mn);
       for (int c = 0; c < 4; ++c) {
         for (int i = 0; i < 8; ++i) {
-          const V q = Word(sb, kCodes + 8 * c + i);
-          if constexpr (kQ5) {
-            const V h = Word(sb, 4 + i);
-            codes(64 * c + 4 * i, Merge(q, _mm512_and_si512(Shift(h, 4 - 2 * c), m10)));
-            codes(64 * c + 32 + 4 * i,
-                  Merge(_mm512_srli_epi32(q, 4), _mm512_and_si512(Shift(h, 3 - 2 * c), m10)));
-          } else {
-            codes(64 * c + 4 * i, _mm512_and_si512(q, m0f));
-            codes(64 * c + 32 + 4 * i, _mm512_and_si512(_mm512_srli_epi32(q, 4), m0f));
-          }
+          V lo, hi;
+          Q45Codes<T == DType::kQ5_K>(sb, c, i, &lo, &hi);
+          codes(64 * c + 4 * i, lo);
+          codes(64 * c + 32 + 4 * i, hi);
         }
       }
       for (int k = 0; k < 8; ++k) {
@@ -406,12 +431,7 @@ struct KInterleavedVnni {
     } else if constexpr (T == DType::kQ3_K) {
       const V m04 = Set(0x04040404u);
       V comb[4];
-      const V w26 = Word(sb, 26);
-      for (int g = 0; g < 4; ++g) {
-        const V low = _mm512_and_si512(Shift(Word(sb, 24 + g % 2), -4 * (g / 2)), m0f);
-        const V high = _mm512_slli_epi32(_mm512_and_si512(Shift(w26, -2 * g), m03), 4);
-        comb[g] = _mm512_or_si512(low, high);
-      }
+      Q3Scales(sb, comb);
       for (int h = 0; h < 2; ++h) {
         for (int k = 0; k < 4; ++k) {
           for (int i = 0; i < 8; ++i) {
@@ -427,17 +447,11 @@ struct KInterleavedVnni {
                       _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 64 * 27))));
       _mm512_store_ps(t.dmin, _mm512_setzero_ps());
     } else if constexpr (T == DType::kQ6_K) {
-      const V m30 = Set(0x30303030u);
       for (int h = 0; h < 2; ++h) {
         for (int i = 0; i < 8; ++i) {
-          const V wa = Word(sb, 16 * h + i), wb = Word(sb, 16 * h + 8 + i);
-          const V wh = Word(sb, 32 + 8 * h + i);
-          const int e = 128 * h + 4 * i;
-          codes(e, Merge(wa, _mm512_and_si512(_mm512_slli_epi32(wh, 4), m30)));
-          codes(e + 32, Merge(wb, _mm512_and_si512(_mm512_slli_epi32(wh, 2), m30)));
-          codes(e + 64, Merge(_mm512_srli_epi32(wa, 4), _mm512_and_si512(wh, m30)));
-          codes(e + 96, Merge(_mm512_srli_epi32(wb, 4),
-                              _mm512_and_si512(_mm512_srli_epi32(wh, 2), m30)));
+          V c[4];
+          Q6Codes(sb, h, i, c);
+          for (int m = 0; m < 4; ++m) codes(128 * h + 32 * m + 4 * i, c[m]);
         }
       }
       for (int j = 0; j < 16; ++j) scale16(j, SignedByte(Word(sb, 48 + j / 4), j % 4));
@@ -446,19 +460,16 @@ struct KInterleavedVnni {
                       _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 64 * 52))));
       _mm512_store_ps(t.dmin, _mm512_setzero_ps());
     } else {  // IQ4_XS
-      const V lut = _mm512_broadcast_i32x4(
-          _mm_load_si128(reinterpret_cast<const __m128i*>(kIq4Biased.data())));
+      const V lut = Iq4Lut();
       const V w0 = Word(sb, 0), w1 = Word(sb, 1);
       for (int j = 0; j < 8; ++j) {
         for (int k = 0; k < 4; ++k) {
-          const V w = Word(sb, 2 + 4 * j + k);
-          codes(32 * j + 4 * k, _mm512_shuffle_epi8(lut, _mm512_and_si512(w, m0f)));
-          codes(32 * j + 16 + 4 * k,
-                _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi32(w, 4), m0f)));
+          V lo, hi;
+          Iq4Codes(sb, j, k, lut, &lo, &hi);
+          codes(32 * j + 4 * k, lo);
+          codes(32 * j + 16 + 4 * k, hi);
         }
-        const V low = _mm512_and_si512(Shift(w1, -(8 * (j / 2) + 4 * (j % 2))), Set(0x0f));
-        const V high = _mm512_slli_epi32(_mm512_and_si512(Shift(w0, -(16 + 2 * j)), Set(0x03)), 4);
-        const V s = _mm512_sub_epi32(_mm512_or_si512(low, high), Set(32));
+        const V s = Iq4Scale(w0, w1, j);
         scale16(2 * j, s);
         scale16(2 * j + 1, s);
       }
