@@ -85,6 +85,19 @@ TEST_CASE("docs/cli.md is every binary's current --help", "[cli]") {
   }
 }
 
+TEST_CASE("odmoe-bench-ops: bad --types and --shapes are clear errors", "[cli]") {
+  const std::string bin = test::BinaryPath("bin/odmoe-bench-ops");
+  const Result type = Sh(bin + " --types q4_K,q9_Z");
+  CHECK(type.exit_code == CliArgs::kUsageExit);
+  CHECK(type.output.find("--types: 'q9_Z' is not a benchmarked type") != std::string::npos);
+  for (const char* shape : {"4096", "16x100", "0x4096", "16x4096x2", "99999x99999"}) {
+    INFO(shape);
+    const Result r = Sh(bin + " --shapes " + shape);
+    CHECK(r.exit_code == CliArgs::kUsageExit);
+    CHECK(r.output.find("is not ROWSxCOLS") != std::string::npos);
+  }
+}
+
 TEST_CASE("odmoe-run: bad arguments are clear errors", "[cli]") {
   ExpectError("--prompt hi", "missing required option --model");
   ExpectError("--model /nonexistent/model.gguf --prompt hi", "/nonexistent/model.gguf");
