@@ -476,11 +476,6 @@ TEST_CASE("K-family: KInterleave16 moves every byte and comes back", "[backend][
           k->interleave_rows(type, w.data(), row_bytes, simd.data());
           CHECK(simd == g);
         }
-        if (k->deinterleave_rows != nullptr) {
-          std::vector<uint8_t> simd(w.size());
-          k->deinterleave_rows(type, g.data(), row_bytes, simd.data());
-          CHECK(simd == w);
-        }
       }
     }
   }

@@ -187,9 +187,6 @@ struct CpuKQuantKernels {
   /// Optional: InterleaveKRows with SIMD (the same bytes).
   void (*interleave_rows)(DType type, const uint8_t* rows, size_t row_bytes,
                           uint8_t* group) = nullptr;
-  /// Optional: DeinterleaveKRows with SIMD (the same bytes).
-  void (*deinterleave_rows)(DType type, const uint8_t* group, size_t row_bytes,
-                            uint8_t* rows) = nullptr;
 };
 
 /// The table of `isa`; the caller makes sure the CPU supports it.

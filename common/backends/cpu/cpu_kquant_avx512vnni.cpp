@@ -39,7 +39,6 @@ const CpuKQuantKernels* CpuKQuantKernelsAvx512Vnni() {
     k.interleaved = &KInterleavedVnni::Supports;
     k.dot_interleaved = &KInterleavedVnni::Dot;
     k.pack_tile_interleaved = &KInterleavedVnni::PackGroup;
-    k.deinterleave_rows = &DeinterleaveRows;
     k.interleave_rows = &InterleaveRows;
     return k;
   }();

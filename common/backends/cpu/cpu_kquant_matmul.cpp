@@ -160,14 +160,10 @@ void CpuKQuantMatMul(const CpuOpContext& ctx, const WeightRef& w, ConstMat x, Ma
             kern.dot_tile(w.type, packed.data(), kInterleaveRows, superblocks, acts, n, yg, out);
             continue;
           }
-          // 2-3 activation rows (or an ISA without these kernels): back to
-          // row order.
+          // An ISA without these kernels (LoadWeight never interleaves for
+          // one; a caller may still hand it such a weight): back to row order.
           if (rows.size() < group_bytes) rows.resize(group_bytes);
-          if (kern.deinterleave_rows != nullptr) {
-            kern.deinterleave_rows(w.type, group, row_bytes, rows.data());
-          } else {
-            DeinterleaveKRows(w.type, group, row_bytes, rows.data());
-          }
+          DeinterleaveKRows(w.type, group, row_bytes, rows.data());
           RowMajorRows(kern, w.type, rows.data(), row_bytes, kInterleaveRows, superblocks, acts, n,
                        yg, out);
         }

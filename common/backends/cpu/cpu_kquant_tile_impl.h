@@ -137,32 +137,9 @@ void PackTileT(const uint8_t* w, size_t row_bytes, int nw, int64_t superblocks, 
   }
 }
 
-/// Super-block s of a KInterleave16 group (16 * kBytes bytes at `in`) back
-/// to 16 row-order blocks at out + r * kBytes: 16 words at a time through
-/// Transpose16, then the 2-byte tails.
-template <DType T>
-__attribute__((always_inline)) inline void DeinterleaveBlock16(const uint8_t* in, uint8_t* out) {
-  constexpr int kBytes = kquant_impl::BlockBytes<T>();
-  constexpr int kWords = kBytes / 4, kTail = kBytes % 4;
-  __m512i v[16], tr[16];
-  for (int w0 = 0; w0 < kWords; w0 += 16) {
-    const int n = kWords - w0 < 16 ? kWords - w0 : 16;
-    for (int i = 0; i < 16; ++i) {
-      v[i] = i < n ? _mm512_loadu_si512(in + 64 * (w0 + i)) : _mm512_setzero_si512();
-    }
-    Transpose16(v, tr);
-    const __mmask16 keep = static_cast<__mmask16>((1u << n) - 1);
-    for (int r = 0; r < 16; ++r) _mm512_mask_storeu_epi32(out + r * kBytes + 4 * w0, keep, tr[r]);
-  }
-  if constexpr (kTail != 0) {
-    for (int r = 0; r < 16; ++r) {
-      std::memcpy(out + r * kBytes + 4 * kWords, in + 64 * kWords + kTail * r, kTail);
-    }
-  }
-}
-
 /// Super-block s of 16 row-order blocks (row r's at in + r * stride) to a
-/// KInterleave16 super-block at `out`: the inverse of DeinterleaveBlock16.
+/// KInterleave16 super-block at `out` (16 words at a time through
+/// Transpose16, then the 2-byte tails).
 template <DType T>
 __attribute__((always_inline)) inline void InterleaveBlock16(const uint8_t* in, size_t stride,
                                                              uint8_t* out) {
@@ -309,23 +286,6 @@ void PackTile(DType type, const uint8_t* w, size_t row_bytes, int nw, int64_t su
               KTile* out) {
   kquant_impl::KDispatch(type, [&](auto tag) {
     PackTileT<K, decltype(tag)::value>(w, row_bytes, nw, superblocks, out);
-  });
-}
-
-/// DeinterleaveKRows: super-block by super-block through DeinterleaveBlock16,
-/// then each row's blocks to its place.
-inline void DeinterleaveRows(DType type, const uint8_t* group, size_t row_bytes, uint8_t* rows) {
-  kquant_impl::KDispatch(type, [&](auto tag) {
-    constexpr DType T = decltype(tag)::value;
-    constexpr int64_t kBytes = kquant_impl::BlockBytes<T>();
-    alignas(64) uint8_t block[kKTileRows * kBytes];
-    const int64_t superblocks = static_cast<int64_t>(row_bytes) / kBytes;
-    for (int64_t s = 0; s < superblocks; ++s) {
-      DeinterleaveBlock16<T>(group + s * kKTileRows * kBytes, block);
-      for (int r = 0; r < kKTileRows; ++r) {
-        std::memcpy(rows + r * row_bytes + s * kBytes, block + r * kBytes, kBytes);
-      }
-    }
   });
 }
 
