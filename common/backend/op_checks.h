@@ -42,6 +42,15 @@ inline void MatMul(const WeightRef& w, ConstMat x, Mat y) {
   }
 }
 
+/// For the backends that read weights in row order only: `w` must not be in
+/// a layout another backend made for itself (WeightLayout).
+inline void RowOrder(const char* op, const WeightRef& w) {
+  if (w.layout != WeightLayout::kRows) {
+    Fail(op, "the weight is in another backend's own layout (" +
+                 std::to_string(static_cast<int>(w.layout)) + "), not in row order");
+  }
+}
+
 inline void GetRows(const WeightRef& table, Mat out) {
   if (out.cols != table.cols || out.rows < 0) {
     Fail("GetRows", Dims("table", table.rows, table.cols) + ", " + Dims("out", out.rows, out.cols));

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backend/op_checks.h"
+
 namespace odmoe {
 namespace {
 constexpr size_t kPartAlignment = 64;
@@ -87,11 +89,14 @@ ExpertPackLayout ExpertPackLayout::WithSlotLayouts(const Backend& backend) const
 void PackExpert(const ExpertTensors& src, const ExpertPackLayout& layout, uint8_t* dst,
                 const Backend* backend) {
   auto copy = [&](const TensorView& v, WeightLayout wl, size_t offset) {
-    if (wl == WeightLayout::kRows || backend == nullptr) {
+    if (wl == WeightLayout::kRows) {
       std::memcpy(dst + offset, v.data, v.bytes());
-    } else {
-      backend->ArrangeWeight(v, wl, dst + offset);
+      return;
     }
+    if (backend == nullptr) {  // a programming error: the refs would lie about the bytes
+      op_checks::Fail("PackExpert", "a matrix in a backend's own layout and no backend to arrange it");
+    }
+    backend->ArrangeWeight(v, wl, dst + offset);
   };
   copy(src.gate, layout.gate_layout, layout.gate_offset);
   copy(src.up, layout.up_layout, layout.up_offset);

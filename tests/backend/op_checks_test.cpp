@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "catch2/catch.hpp"
+#include "backend/op_checks.h"
 #include "cpu_backend.h"
+#include "model/expert_pack.h"
 
 namespace odmoe::test {
 namespace {
@@ -96,6 +98,37 @@ TEST_CASE("backend ops abort with the shapes on a broken contract", "[backend]")
   });
   CHECK(!fine.aborted);
   CHECK(fine.err.empty());
+}
+
+TEST_CASE("a weight in another backend's own layout is refused where only row order is read",
+          "[backend]") {
+  const WeightRef rows{DType::kQ4_K, nullptr, 16, 256};
+  WeightRef own = rows;
+  own.layout = WeightLayout::kInterleaved16;
+  const Outcome refused = InChild([&] { op_checks::RowOrder("MatMul", own); });
+  CHECK(refused.aborted);
+  CHECK(refused.err.find("backend op MatMul") != std::string::npos);
+  CHECK(refused.err.find("another backend's own layout") != std::string::npos);
+  const Outcome fine = InChild([&] { op_checks::RowOrder("MatMul", rows); });
+  CHECK(!fine.aborted);
+  // PackExpert cannot arrange a matrix in a backend's layout without the backend.
+  ExpertPackLayout layout;
+  layout.gate_type = layout.up_type = layout.down_type = DType::kF32;
+  layout.gate_layout = WeightLayout::kInterleaved16;
+  std::vector<float> m(4, 1.0f), dst(16, 0.0f);
+  ExpertTensors t;
+  for (TensorView* v : {&t.gate, &t.up, &t.down}) {
+    v->type = DType::kF32;
+    v->n_dims = 2;
+    v->ne = {2, 2, 1, 1};
+    v->data = m.data();
+  }
+  layout.up_offset = 16;
+  layout.down_offset = 32;
+  const Outcome no_backend = InChild(
+      [&] { PackExpert(t, layout, reinterpret_cast<uint8_t*>(dst.data()), /*backend=*/nullptr); });
+  CHECK(no_backend.aborted);
+  CHECK(no_backend.err.find("PackExpert") != std::string::npos);
 }
 
 }  // namespace odmoe::test

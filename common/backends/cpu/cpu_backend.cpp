@@ -31,15 +31,15 @@ class HostBuffer final : public BackendBuffer {
   size_t size_;
 };
 
-}  // namespace
-
-CpuBackend::CpuBackend(int threads) : CpuBackend(threads, DefaultCpuIsa()) {}
-
 /// ODMOE_CPU_REPACK: unset or anything but "0" repacks.
 bool RepackFromEnvironment() {
   const char* env = std::getenv("ODMOE_CPU_REPACK");
   return env == nullptr || std::strcmp(env, "0") != 0;
 }
+
+}  // namespace
+
+CpuBackend::CpuBackend(int threads) : CpuBackend(threads, DefaultCpuIsa()) {}
 
 CpuBackend::CpuBackend(int threads, CpuIsa isa)
     : kernels_(&CpuKernelsFor(std::min(isa, DetectedCpuIsa()))),

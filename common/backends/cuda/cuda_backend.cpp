@@ -248,6 +248,7 @@ absl::Status CudaBackend::Synchronize() {
 
 void CudaBackend::MatMul(const WeightRef& w, ConstMat x, Mat y) {
   op_checks::MatMul(w, x, y);
+  op_checks::RowOrder("MatMul", w);
   if (!Enter() || x.rows == 0 || w.rows == 0) return;
   if (!WeightAligned(w.type, w.data)) {
     Record(absl::InvalidArgumentError(
@@ -324,6 +325,7 @@ void CudaBackend::CublasMatMul(const WeightRef& w, ConstMat x, Mat y, const MatM
 
 void CudaBackend::GetRows(const WeightRef& table, const int32_t* ids, Mat out) {
   op_checks::GetRows(table, out);
+  op_checks::RowOrder("GetRows", table);
   if (!Enter()) return;
   if (!WeightAligned(table.type, table.data)) {
     Record(absl::InvalidArgumentError("GetRows: table at a misaligned device address"));
