@@ -29,6 +29,7 @@ absl::StatusOr<RoutingPlan> RoutingPlan::Build(std::span<const int32_t> ids,
       }
       by_expert[static_cast<size_t>(e)].rows.push_back(static_cast<int32_t>(t));
       by_expert[static_cast<size_t>(e)].weights.push_back(weights[t * k + j]);
+      by_expert[static_cast<size_t>(e)].slots.push_back(static_cast<int32_t>(t * k + j));
     }
   }
   RoutingPlan plan;

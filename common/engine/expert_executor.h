@@ -26,8 +26,17 @@ struct RoutingPlan {
     int32_t expert = 0;
     std::vector<int32_t> rows;   // rows of the batch routed to this expert, ascending
     std::vector<float> weights;  // routing weight of each of those rows
+    std::vector<int32_t> slots;  // where each weight sits in the [n, k] arrays: t * k + j
   };
   std::vector<ExpertRows> experts;  // only experts with rows, ascending id
+
+  /// The same [n, k] weights in the memory of `weights_backend`, when the
+  /// caller has them there (the transformer: RouterTopK's output); null
+  /// otherwise. A local executor on that backend reads a one-row batch's
+  /// scales there instead of uploading them (one wait for the device less
+  /// per layer).
+  const float* backend_weights = nullptr;
+  const Backend* weights_backend = nullptr;
 
   /// Builds the plan from per-row top-k ids and weights (row-major [n, k]).
   /// INVALID_ARGUMENT for an expert id outside [0, n_expert) or a repeated

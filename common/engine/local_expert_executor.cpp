@@ -96,6 +96,9 @@ absl::Status LocalExpertExecutor::Run(int layer, ConstMat x, const RoutingPlan& 
         absl::StrFormat("expert batch of %d x %d does not fit the executor (%d x %d)", x.rows,
                         x.cols, scratch_.max_rows(), n_embd_));
   }
+  if (x.rows == 1 && plan.backend_weights != nullptr && plan.weights_backend == &backend_) {
+    return RunOneRow(layer, x, plan, out);
+  }
   // Every expert's row ids, then every expert's scales, in one upload (one
   // wait for the device per layer instead of two per expert).
   int64_t total = 0;
@@ -131,6 +134,26 @@ absl::Status LocalExpertExecutor::Run(int layer, ConstMat x, const RoutingPlan& 
                  scratch_, ye);
     backend_.ScatterAddScaled(ye, routes_ + at, scales + at, out);
     at += n;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LocalExpertExecutor::RunOneRow(int layer, ConstMat x, const RoutingPlan& plan,
+                                            Mat out) {
+  // One row: each expert reads x itself, and its scale is already on the
+  // backend (plan.backend_weights); row id 0 is the first word of `zeros_`.
+  for (const RoutingPlan::ExpertRows& er : plan.experts) {
+    if (er.rows.size() != 1 || er.slots.size() != 1 || er.rows[0] != 0) {
+      return absl::InvalidArgumentError("routing plan: a one-row batch with other rows");
+    }
+  }
+  backend_.Copy(ConstMat(zeros_, out.rows, out.cols), out);
+  const auto* row0 = reinterpret_cast<const int32_t*>(zeros_);
+  const Mat ye{ye_, 1, n_embd_};
+  for (const RoutingPlan::ExpertRows& er : plan.experts) {
+    RunExpertFfn(backend_, experts_[static_cast<size_t>(layer * n_expert_ + er.expert)], x,
+                 scratch_, ye);
+    backend_.ScatterAddScaled(ye, row0, plan.backend_weights + er.slots[0], out);
   }
   return absl::OkStatus();
 }

@@ -32,6 +32,9 @@ class LocalExpertExecutor : public ExpertExecutor {
   absl::Status Run(int layer, ConstMat x, const RoutingPlan& plan, Mat out) override;
 
  private:
+  /// Run for one row whose scales are on this backend (plan.backend_weights).
+  absl::Status RunOneRow(int layer, ConstMat x, const RoutingPlan& plan, Mat out);
+
   LocalExpertExecutor(Backend& backend, ExpertFfnScratch scratch)
       : backend_(backend), scratch_(std::move(scratch)) {}
 

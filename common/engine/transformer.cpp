@@ -61,8 +61,8 @@ absl::Status Transformer::AllocateBuffers() {
   weights_out_ = take(b * k);
   ids_out_ = reinterpret_cast<int32_t*>(take(b * k));  // right after weights: one copy to host
   tokens_ = reinterpret_cast<int32_t*>(take(b));
-  positions_ = reinterpret_cast<int32_t*>(take(b));
-  host_positions_.resize(b);
+  positions_ = reinterpret_cast<int32_t*>(take(b));  // right after tokens: one upload
+  host_positions_.resize(2 * b);
   if (shared) {
     shared_out_ = take(b * d);
     shared_gate_ = take(b);
@@ -124,13 +124,16 @@ absl::Status Transformer::BeginSegments(std::span<const int32_t> tokens,
   }
   rows_ = n;
   segments_.assign(segments.begin(), segments.end());
+  // Tokens and positions in one upload (one wait for the device): positions_
+  // follows tokens_ at n_batch words.
+  std::copy(tokens.begin(), tokens.end(), host_positions_.begin());
+  int32_t* positions = host_positions_.data() + n_batch_;
   int64_t row = 0;
   for (const Segment& s : segments) {
-    for (int64_t i = 0; i < s.n; ++i) host_positions_[row++] = s.pos0 + static_cast<int32_t>(i);
+    for (int64_t i = 0; i < s.n; ++i) positions[row++] = s.pos0 + static_cast<int32_t>(i);
   }
-  ODMOE_RETURN_IF_ERROR(backend_.CopyToBackend(tokens_, tokens.data(), n * sizeof(int32_t)));
-  ODMOE_RETURN_IF_ERROR(
-      backend_.CopyToBackend(positions_, host_positions_.data(), n * sizeof(int32_t)));
+  ODMOE_RETURN_IF_ERROR(backend_.CopyToBackend(tokens_, host_positions_.data(),
+                                               (n_batch_ + n) * sizeof(int32_t)));
   backend_.GetRows(weights_->token_embd(), tokens_, Mat{x_, n, config_.n_embd});
   return absl::OkStatus();
 }
@@ -227,7 +230,11 @@ absl::StatusOr<RoutingPlan> Transformer::RouteBlock(int layer) {
   host_weights_.assign(host_route_.begin(), host_route_.begin() + static_cast<int64_t>(nk));
   host_ids_.resize(nk);
   std::memcpy(host_ids_.data(), host_route_.data() + bk, nk * sizeof(int32_t));
-  return RoutingPlan::Build(host_ids_, host_weights_, k, c.n_expert);
+  ODMOE_ASSIGN_OR_RETURN(RoutingPlan plan,
+                         RoutingPlan::Build(host_ids_, host_weights_, k, c.n_expert));
+  plan.backend_weights = weights_out_;
+  plan.weights_backend = &backend_;
+  return plan;
 }
 
 absl::Status Transformer::PredictExperts(int layer, ConstMat input, std::vector<int32_t>* ids,

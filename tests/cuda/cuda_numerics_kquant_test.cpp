@@ -405,5 +405,132 @@ TEST_CASE("cuda K-family super-block sums split in halves add up to the whole",
   }
 }
 
+
+/// Bytes at a chosen offset from a 16-byte line, with 48 readable bytes on
+/// either side (LoadRun8<2> reads the lines around its run).
+struct PaddedBytes {
+  std::vector<uint8_t> storage;
+  uint8_t* data;
+  PaddedBytes(const std::vector<uint8_t>& bytes, int offset) : storage(bytes.size() + 128) {
+    uint8_t* p = storage.data() + 48;
+    p += (16 - reinterpret_cast<uintptr_t>(p) % 16) % 16;
+    data = p + offset;
+    std::memcpy(data, bytes.data(), bytes.size());
+  }
+};
+
+TEST_CASE("cuda K-family quarter sums add up to the whole super-block sums",
+          "[cuda][numerics]") {
+  // The decode kernel gives each quarter of a super-block to its own thread
+  // (KQuarterSums) and adds the four exact int32 parts; 2-byte aligned types
+  // shift their words out of 16-byte lines, tried at every even offset.
+  uint32_t seed = 4200;
+  for (DType type : kKTypes) {
+    for (int fill = 0; fill < 3; ++fill) {
+      INFO(Traits(type).name << " fill " << fill);
+      const BlockFill f = fill == 0 ? BlockFill::kRandom
+                                    : (fill == 1 ? BlockFill::kOnes : BlockFill::kAlternate);
+      const std::vector<uint8_t> w = RandomBlocks(type, 1, ++seed, f);
+      const std::vector<float> x = ref::RandomFloats(256 * 4, ++seed, -2.0f, 2.0f);
+      std::vector<num::QActSuperBlock> xq(4);
+      for (int t = 0; t < 4; ++t) num::QuantizeBlockQ8_K(x.data() + 256 * t, &xq[t], nullptr);
+      VisitTypeOf<num::IsKFamily>(type, [&](auto tag) {
+        constexpr DType T = decltype(tag)::value;
+        const int step = num::KVecAlign<T>();
+        for (int offset = 0; offset < 16; offset += step) {
+          INFO("offset " << offset);
+          const PaddedBytes sb(w, offset);
+          for (int nt = 1; nt <= 4; ++nt) {
+            int32_t a[4], b[4], sa[4] = {}, sb4[4] = {};
+            num::KSuperBlockSums<T, 4>(sb.data, xq.data(), 1, nt, a, b);
+            for (int q = 0; q < 4; ++q) {
+              int32_t qa[4], qb[4];
+              num::KQuarterSums<T, 4>(sb.data, q, xq.data(), 1, nt, qa, qb);
+              for (int t = 0; t < 4; ++t) {
+                sa[t] += qa[t];
+                sb4[t] += qb[t];
+                if (t >= nt) CHECK((qa[t] == 0 && qb[t] == 0));
+              }
+            }
+            for (int t = 0; t < 4; ++t) {
+              CHECK(sa[t] == a[t]);
+              CHECK(sb4[t] == b[t]);
+            }
+            int32_t a1, b1;
+            num::KQuarterSums<T, 1>(sb.data, 3, xq.data(), 0, 1, &a1, &b1);
+            int32_t a4[4], b4[4];
+            num::KQuarterSums<T, 4>(sb.data, 3, xq.data(), 1, 4, a4, b4);
+            CHECK(a1 == a4[0]);
+            CHECK(b1 == b4[0]);
+          }
+        }
+      });
+    }
+  }
+}
+
+/// KMatVecKernel's thread plan run on the host: thread t of a row's warp adds
+/// quarter t % 4 of super-blocks s0 + t / 4 and s0 + 8 + t / 4 into its two
+/// accumulators, the four threads' int32 parts summed first; the tree takes
+/// lane l < 8 from thread 4l's first accumulator and lane 8 + l from its
+/// second.
+template <DType T>
+std::vector<float> QuarterPlanMatMul(const uint8_t* w, int64_t out, int64_t k,
+                                     const std::vector<num::QActSuperBlock>& xq, int64_t n) {
+  constexpr num::KFormat F = num::KFormatOf<T>();
+  const int64_t ns = k / 256;
+  const int64_t rb = ns * F.bytes;
+  std::vector<float> y(static_cast<size_t>(n * out));
+  for (int64_t t = 0; t < n; ++t) {
+    const num::QActSuperBlock* xr = xq.data() + t * ns;
+    for (int64_t o = 0; o < out; ++o) {
+      const uint8_t* wr = w + o * rb;
+      float acc[2][8] = {};  // [half][g]: equal in the four threads of g
+      for (int64_t s0 = 0; s0 < ns; s0 += 16) {
+        for (int half = 0; half < 2; ++half) {
+          for (int g = 0; g < 8; ++g) {
+            const int64_t s = s0 + 8 * half + g;
+            if (s >= ns) continue;
+            int32_t a = 0, b = 0;
+            for (int q = 0; q < 4; ++q) {
+              int32_t qa, qb;
+              num::KQuarterSums<T, 1>(wr + s * F.bytes, q, xr + s, 0, 1, &qa, &qb);
+              a += qa;
+              b += qb;
+            }
+            acc[half][g] = num::KStep<T>(wr + s * F.bytes, xr[s].d, a, b, acc[half][g]);
+          }
+        }
+      }
+      float lanes[16];
+      for (int l = 0; l < 16; ++l) lanes[l] = acc[l / 8][l % 8];
+      y[static_cast<size_t>(t * out + o)] = num::TreeReduce16(lanes);
+    }
+  }
+  return y;
+}
+
+TEST_CASE("cuda K-family decode plan of quarters gives the canonical bits", "[cuda][numerics]") {
+  uint32_t seed = 4300;
+  for (DType type : kKTypes) {
+    for (const int64_t k : {256, 4096, 17 * 256, 56 * 256}) {
+      INFO(Traits(type).name << " k=" << k);
+      const int64_t out = 3, n = 2;
+      const std::vector<uint8_t> w = RandomBlocks(type, out * k / 256, ++seed);
+      const std::vector<float> x = ref::RandomFloats(k * n, ++seed, -3.0f, 3.0f);
+      std::vector<num::QActSuperBlock> xq(static_cast<size_t>(n * k / 256));
+      for (size_t i = 0; i < xq.size(); ++i) {
+        num::QuantizeBlockQ8_K(x.data() + 256 * i, &xq[i], nullptr);
+      }
+      const PaddedBytes wb(w, 0);
+      std::vector<float> got;
+      VisitTypeOf<num::IsKFamily>(type, [&](auto tag) {
+        got = QuarterPlanMatMul<decltype(tag)::value>(wb.data, out, k, xq, n);
+      });
+      CHECK(SameBits(got, cuda_test::LaneMatMul(type, w, out, k, x, n)));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace odmoe

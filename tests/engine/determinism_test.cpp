@@ -110,8 +110,56 @@ TEST_CASE("engine: routing plans reject bad expert ids", "[engine]") {
   CHECK(plan->experts[0].expert == 1);
   CHECK(plan->experts[0].rows == std::vector<int32_t>{0, 1});
   CHECK(plan->experts[0].weights == std::vector<float>{0.4f, 0.7f});
+  CHECK(plan->experts[0].slots == std::vector<int32_t>{1, 2});
   CHECK(plan->experts[1].expert == 5);
+  CHECK(plan->experts[1].slots == std::vector<int32_t>{0});
   CHECK(plan->experts[2].expert == 7);
+  CHECK(plan->experts[2].slots == std::vector<int32_t>{3});
+}
+
+TEST_CASE("engine: a one-row batch reads its scales on the backend with the same bits",
+          "[engine]") {
+  // The transformer hands the executor RouterTopK's weights where they are
+  // (plan.backend_weights); a one-row batch then uploads nothing.
+  auto model = ModelFile::Open(test::SourcePath("models/tiny-mixtral-f16.gguf"));
+  REQUIRE(model.ok());
+  const ModelConfig& c = (*model)->config();
+  auto backend = CreateBackend("cpu");
+  REQUIRE(backend.ok());
+  auto experts = LocalExpertExecutor::Create(**model, **backend, 4);
+  REQUIRE(experts.ok());
+  const int layer = c.n_layer - 1;
+  std::vector<float> x(static_cast<size_t>(c.n_embd));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = 0.01f * static_cast<float>(i % 17) - 0.08f;
+  const std::vector<int32_t> ids = {c.n_expert - 1, 0};
+  const std::vector<float> weights = {0.625f, 0.375f};
+  auto run = [&](const float* backend_weights, const Backend* on) {
+    auto plan = RoutingPlan::Build(ids, weights, 2, c.n_expert);
+    REQUIRE(plan.ok());
+    plan->backend_weights = backend_weights;
+    plan->weights_backend = on;
+    std::vector<float> out(x.size(), 1e30f);
+    const absl::Status st = (*experts)->Run(layer, ConstMat(x.data(), 1, c.n_embd), *plan,
+                                            Mat{out.data(), 1, c.n_embd});
+    INFO(st.ToString());
+    REQUIRE(st.ok());
+    return out;
+  };
+  const std::vector<float> uploaded = run(nullptr, nullptr);
+  CHECK(BitEqual(run(weights.data(), backend->get()), uploaded));
+  auto other = CreateBackend("cpu");
+  REQUIRE(other.ok());
+  CHECK(BitEqual(run(weights.data(), other->get()), uploaded));  // not its backend: uploads
+  // A plan whose rows do not fit one row is refused, not read past.
+  auto bad = RoutingPlan::Build(std::vector<int32_t>{1, 2, 3, 4}, std::vector<float>(4, 0.5f), 2,
+                                c.n_expert);
+  REQUIRE(bad.ok());
+  bad->backend_weights = weights.data();
+  bad->weights_backend = backend->get();
+  std::vector<float> out(x.size());
+  CHECK((*experts)
+            ->Run(layer, ConstMat(x.data(), 1, c.n_embd), *bad, Mat{out.data(), 1, c.n_embd})
+            .code() == absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace odmoe

@@ -30,13 +30,14 @@ namespace odmoe::cuda_numerics {
 
 /// One super-block of Q8_K activations as the kernels use it: 256 codes as 64
 /// words (element e in byte e % 4 of word e / 4), the sums of each 16
-/// consecutive codes, and the f32 scale d.
-struct QActSuperBlock {
+/// consecutive codes, and the f32 scale d. 16-byte aligned, so the decode
+/// kernel reads 8 code words with two 16-byte loads.
+struct alignas(16) QActSuperBlock {
   int32_t qs[64];
   int32_t bsum[16];
   float d;
 };
-static_assert(sizeof(QActSuperBlock) == 324);
+static_assert(sizeof(QActSuperBlock) == 336);
 
 /// The running choice of the element of largest magnitude: strict '>' keeps
 /// the first one on ties, NaN is never taken.
@@ -300,6 +301,234 @@ ODMOE_HD float LaneKDot(const uint8_t* w_row, const QActSuperBlock* x, int64_t n
     acc = KStep<T>(sb, x[s].d, a, b, acc);
   }
   return acc;
+}
+
+// ---- The decode kernel's split: quarters of a super-block ------------------------
+//
+// The one-row MatMul kernel gives each super-block to four threads; thread q
+// takes quarter q: two runs of 32 elements (8 activation words each) and the
+// code bytes that hold them, read with the widest loads the type's field
+// alignment allows (KVecAlign). The four quarters' exact int32 sums add up to
+// KSuperBlockSums (integer sums in any order), so the float step and the lane
+// order stay those of the canonical dot.
+
+/// The alignment of every code field a quarter reads, given a row start
+/// aligned to it: Q4_K / Q5_K blocks are 16-byte multiples, IQ4_XS 8, Q2_K
+/// 4; Q3_K and Q6_K blocks (110, 210 bytes) are only 2-byte aligned.
+template <DType T>
+ODMOE_HD constexpr int KVecAlign() {
+  if constexpr (T == DType::kQ4_K || T == DType::kQ5_K) return 16;
+  if constexpr (T == DType::kIQ4_XS) return 8;
+  if constexpr (T == DType::kQ2_K) return 4;
+  return 2;
+}
+
+/// The 16 bytes at p (16-byte aligned on the device) as 4 little-endian words.
+ODMOE_HD void LoadVec16(const uint8_t* p, uint32_t* w) {
+#if defined(__CUDA_ARCH__)
+  const uint4 v = __ldg(reinterpret_cast<const uint4*>(p));
+  w[0] = v.x;
+  w[1] = v.y;
+  w[2] = v.z;
+  w[3] = v.w;
+#else
+  std::memcpy(w, p, 16);
+#endif
+}
+
+/// The 8 bytes at p (8-byte aligned on the device) as 2 words.
+ODMOE_HD void LoadVec8(const uint8_t* p, uint32_t* w) {
+#if defined(__CUDA_ARCH__)
+  const uint2 v = __ldg(reinterpret_cast<const uint2*>(p));
+  w[0] = v.x;
+  w[1] = v.y;
+#else
+  std::memcpy(w, p, 8);
+#endif
+}
+
+/// The 4 bytes at p (4-byte aligned on the device) as a word.
+ODMOE_HD uint32_t LoadU32(const uint8_t* p) {
+#if defined(__CUDA_ARCH__)
+  return __ldg(reinterpret_cast<const uint32_t*>(p));
+#else
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+#endif
+}
+
+/// (hi:lo) >> sh, sh < 32: the word that starts sh / 8 bytes into lo.
+ODMOE_HD uint32_t FunnelRight(uint32_t lo, uint32_t hi, uint32_t sh) {
+#if defined(__CUDA_ARCH__)
+  return __funnelshift_r(lo, hi, sh);
+#else
+  return sh == 0 ? lo : (lo >> sh) | (hi << (32 - sh));
+#endif
+}
+
+/// The 32 bytes at p as 8 words, p aligned to kAlign (16, 8, 4 or 2). At 2
+/// the bytes come from the 16-byte lines that hold them (two loads when p is
+/// on a line, three otherwise), each word shifted out of two neighbours; those
+/// lines may reach up to 14 bytes before p and 14 after p + 32, so the caller
+/// keeps that much readable memory around the run (every K block does, inside
+/// itself, for the runs KQuarterSums reads from a 16-byte aligned row base).
+template <int kAlign>
+ODMOE_HD void LoadRun8(const uint8_t* p, uint32_t* w) {
+  if constexpr (kAlign >= 16) {
+    LoadVec16(p, w);
+    LoadVec16(p + 16, w + 4);
+  } else if constexpr (kAlign >= 8) {
+    ODMOE_UNROLL
+    for (int i = 0; i < 4; ++i) LoadVec8(p + 8 * i, w + 2 * i);
+  } else if constexpr (kAlign >= 4) {
+    ODMOE_UNROLL
+    for (int i = 0; i < 8; ++i) w[i] = LoadU32(p + 4 * i);
+  } else {
+    const int off = static_cast<int>(reinterpret_cast<uintptr_t>(p) & 15u);
+    const uint8_t* line = p - off;
+    uint32_t v[12];
+    LoadVec16(line, v);
+    LoadVec16(line + 16, v + 4);
+    if (off != 0) {
+      LoadVec16(line + 32, v + 8);
+    } else {
+      v[8] = v[9] = v[10] = v[11] = 0;
+    }
+    // Word i of the run starts at byte off + 4i: word k4 + i of the lines,
+    // shifted by the rest. k4 picks among four neighbours without indexing
+    // (the words stay in registers).
+    const int k4 = off / 4;
+    const uint32_t sh = 8u * static_cast<uint32_t>(off % 4);
+    uint32_t s[9];
+    ODMOE_UNROLL
+    for (int i = 0; i < 9; ++i) {
+      const uint32_t lo = (k4 & 1) != 0 ? v[i + 1] : v[i];
+      const uint32_t hi = (k4 & 1) != 0 ? v[i + 3] : v[i + 2];
+      s[i] = (k4 & 2) != 0 ? hi : lo;
+    }
+    ODMOE_UNROLL
+    for (int i = 0; i < 8; ++i) w[i] = FunnelRight(s[i], s[i + 1], sh);
+  }
+}
+
+/// The signed code words of quarter q (0..3) of the stored super-block `sb`:
+/// codes[r][m] holds elements base[r] + 4m .. + 3 of run r (base[r] a
+/// multiple of 32). The bit layouts are those of KCodeWord.
+template <DType T>
+ODMOE_HD void KQuarterCodes(const uint8_t* sb, int q, int32_t (*codes)[8], int* base) {
+  constexpr int kAlign = KVecAlign<T>();
+  uint32_t lw[8];
+  if constexpr (T == DType::kQ4_K || T == DType::kQ5_K) {
+    // Sub-blocks 2q (low nibbles) and 2q + 1 (high) of qs[32q .. 32q + 31].
+    LoadRun8<kAlign>(sb + (T == DType::kQ4_K ? 16 : 48) + 32 * q, lw);
+    uint32_t hw[8] = {};
+    if constexpr (T == DType::kQ5_K) LoadRun8<kAlign>(sb + 16, hw);  // qh: bit j of qh[l]
+    ODMOE_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      base[r] = 64 * q + 32 * r;
+      ODMOE_UNROLL
+      for (int m = 0; m < 8; ++m) {
+        uint32_t c = (lw[m] >> (4 * r)) & 0x0f0f0f0fu;
+        if constexpr (T == DType::kQ5_K) c |= ((hw[m] >> (2 * q + r)) & 0x01010101u) << 4;
+        codes[r][m] = static_cast<int32_t>(c);
+      }
+    }
+  } else if constexpr (T == DType::kIQ4_XS) {
+    // Sub-block j = 2q + r: nibble t / 16 of qs[16j + t % 16], through the table.
+    LoadRun8<kAlign>(sb + 8 + 32 * q, lw);
+    ODMOE_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      base[r] = 64 * q + 32 * r;
+      ODMOE_UNROLL
+      for (int m = 0; m < 8; ++m) {
+        const uint32_t bytes = lw[4 * r + m % 4];
+        codes[r][m] =
+            LookupNibbles(kIq4XsLut.lo, kIq4XsLut.hi, (m < 4 ? bytes : bytes >> 4) & 0x0f0f0f0fu);
+      }
+    }
+  } else if constexpr (T == DType::kQ2_K || T == DType::kQ3_K) {
+    // Run r: sub-blocks 4q + 2r, 4q + 2r + 1, the 2-bit field f = 2 (q % 2) + r
+    // of qs[32 (q / 2) .. + 31]; Q3_K: bit 4 (q / 2) + f of hmask[0 .. 31].
+    LoadRun8<kAlign>(sb + (T == DType::kQ2_K ? 16 : 32) + 32 * (q / 2), lw);
+    uint32_t hw[8] = {};
+    if constexpr (T == DType::kQ3_K) LoadRun8<kAlign>(sb, hw);
+    ODMOE_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      base[r] = 64 * q + 32 * r;
+      const int f = 2 * (q % 2) + r;
+      ODMOE_UNROLL
+      for (int m = 0; m < 8; ++m) {
+        const uint32_t low = (lw[m] >> (2 * f)) & 0x03030303u;
+        if constexpr (T == DType::kQ2_K) {
+          codes[r][m] = static_cast<int32_t>(low);
+        } else {
+          const uint32_t high = (hw[m] >> (4 * (q / 2) + f)) & 0x01010101u;
+          codes[r][m] = BytesMinus(low | (high << 2), 4);
+        }
+      }
+    }
+  } else {
+    static_assert(T == DType::kQ6_K, "KQuarterCodes: a K-family type");
+    // h = q / 2, u = q % 2: run r is elements 128h + 64r + 32u + i, the nibble
+    // r of ql[64h + 32u + i] and the bit pair u + 2r of qh[32h + i]; codes - 32.
+    const int h = q / 2, u = q % 2;
+    uint32_t hw[8];
+    LoadRun8<kAlign>(sb + 64 * h + 32 * u, lw);
+    LoadRun8<kAlign>(sb + 128 + 32 * h, hw);
+    ODMOE_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      base[r] = 128 * h + 64 * r + 32 * u;
+      ODMOE_UNROLL
+      for (int m = 0; m < 8; ++m) {
+        const uint32_t low = (lw[m] >> (4 * r)) & 0x0f0f0f0fu;
+        const uint32_t high = (hw[m] >> (2 * (u + 2 * r))) & 0x03030303u;
+        codes[r][m] = BytesMinus(low | (high << 4), 32);
+      }
+    }
+  }
+}
+
+/// Step B over quarter q of the super-block `sb` for NX activation rows
+/// (x[t * x_stride], t < nt; a[t] = b[t] = 0 for t >= nt): the part of
+/// KSuperBlockSums that thread q of the decode kernel adds.
+template <DType T, int NX>
+ODMOE_HD void KQuarterSums(const uint8_t* sb, int q, const QActSuperBlock* x, int64_t x_stride,
+                           int nt, int32_t* a, int32_t* b) {
+  constexpr KFormat F = KFormatOf<T>();
+  constexpr int kSubs = 32 / F.sub_elems;  // sub-blocks per run
+  constexpr int kWords = 8 / kSubs;        // code words per sub-block
+  int32_t codes[2][8];
+  int base[2];
+  KQuarterCodes<T>(sb, q, codes, base);
+  ODMOE_UNROLL
+  for (int t = 0; t < NX; ++t) a[t] = b[t] = 0;
+  ODMOE_UNROLL
+  for (int r = 0; r < 2; ++r) {
+    int32_t sc[kSubs], mn[kSubs];
+    ODMOE_UNROLL
+    for (int i = 0; i < kSubs; ++i) KSubScale<T>(sb, base[r] / F.sub_elems + i, &sc[i], &mn[i]);
+    ODMOE_UNROLL
+    for (int t = 0; t < NX; ++t) {
+      if (t >= nt) break;
+      const QActSuperBlock& xt = x[t * x_stride];
+      uint32_t xw[8];
+      LoadRun8<16>(reinterpret_cast<const uint8_t*>(xt.qs + base[r] / 4), xw);
+      ODMOE_UNROLL
+      for (int i = 0; i < kSubs; ++i) {
+        int32_t isum = 0;
+        ODMOE_UNROLL
+        for (int m = kWords * i; m < kWords * (i + 1); ++m) {
+          isum = Dot4(codes[r][m], static_cast<int32_t>(xw[m]), isum);
+        }
+        a[t] += sc[i] * isum;
+        if constexpr (F.dmin_offset >= 0) {
+          const int j = base[r] / F.sub_elems + i;
+          b[t] += mn[i] * (kSubs == 1 ? xt.bsum[2 * j] + xt.bsum[2 * j + 1] : xt.bsum[j]);
+        }
+      }
+    }
+  }
 }
 
 /// Element i of a stored K-family row, dequantized exactly as tensor/quant.h's

@@ -51,8 +51,8 @@ inline constexpr size_t kDequantChunkBytes = size_t{32} << 20;
 size_t QuantizedActivationBytes(int64_t n, int64_t k);
 
 /// Device bytes of one quantized activation super-block (Q8_K: 256 codes,
-/// 16 sums, the scale; cuda_numerics::QActSuperBlock).
-inline constexpr size_t kQ8KActBytes = 324;
+/// 16 sums, the scale, padded to 16 bytes; cuda_numerics::QActSuperBlock).
+inline constexpr size_t kQ8KActBytes = 336;
 
 /// Bytes of Q8_K activations for n rows of k elements (k % 256 == 0).
 size_t QuantizedKActivationBytes(int64_t n, int64_t k);
