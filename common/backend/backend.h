@@ -186,6 +186,16 @@ class Backend {
   /// row of x does not propagate through this quantization.)
   virtual void MatMul(const WeightRef& w, ConstMat x, Mat y) = 0;
 
+  /// ya = x * a^T, then yb = x * b^T: exactly the bits of MatMul(a, x, ya)
+  /// followed by MatMul(b, x, yb) (two products of one input: k and v,
+  /// an expert's gate and up). A backend may share work between them (the
+  /// CUDA backend quantizes x once when both weights take the same activation
+  /// type). ya must not overlap x.
+  virtual void MatMulPair(const WeightRef& a, const WeightRef& b, ConstMat x, Mat ya, Mat yb) {
+    MatMul(a, x, ya);
+    MatMul(b, x, yb);
+  }
+
   /// out[i] = dequantized row ids[i] of `table` (embedding lookup).
   /// ids: `out.rows` int32 in backend memory, each < table.rows (caller checks).
   virtual void GetRows(const WeightRef& table, const int32_t* ids, Mat out) = 0;

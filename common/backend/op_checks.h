@@ -42,6 +42,18 @@ inline void MatMul(const WeightRef& w, ConstMat x, Mat y) {
   }
 }
 
+/// MatMulPair: both products' shapes, and the first output must not overlap
+/// x (the second product reads x after the first is written).
+inline void MatMulPair(const WeightRef& a, const WeightRef& b, ConstMat x, Mat ya, Mat yb) {
+  MatMul(a, x, ya);
+  MatMul(b, x, yb);
+  const float* x_end = x.data + x.rows * x.cols;
+  const float* ya_end = ya.data + ya.rows * ya.cols;
+  if (x.rows > 0 && ya.data < x_end && x.data < ya_end) {
+    Fail("MatMulPair", "the first output overlaps x");
+  }
+}
+
 /// For the backends that read weights in row order only: `w` must not be in
 /// a layout another backend made for itself (WeightLayout).
 inline void RowOrder(const char* op, const WeightRef& w) {

@@ -16,6 +16,22 @@ absl::StatusOr<ExpertFfnScratch> ExpertFfnScratch::Create(Backend& backend, int6
   return s;
 }
 
+namespace {
+
+/// gate = act(gate, up) in place (the expert's activation).
+void Activate(Backend& backend, const ExpertWeights& w, Mat gate, Mat up) {
+  switch (w.activation.kind) {
+    case ExpertActivation::Kind::kSwiGlu:
+      backend.SwiGlu(gate, up, gate);
+      break;
+    case ExpertActivation::Kind::kSwiGluOai:
+      backend.SwiGluOai(gate, up, w.activation.alpha, w.activation.limit, gate);
+      break;
+  }
+}
+
+}  // namespace
+
 void RunExpertFfnStage(Backend& backend, ExpertFfnStage stage, const ExpertWeights& w, ConstMat x,
                        const ExpertFfnScratch& scratch, Mat y) {
   const Mat gate = scratch.gate(x.rows);
@@ -28,14 +44,7 @@ void RunExpertFfnStage(Backend& backend, ExpertFfnStage stage, const ExpertWeigh
     case ExpertFfnStage::kUp:
       backend.MatMul(w.up, x, up);
       if (w.up_bias != nullptr) backend.AddBias(up, w.up_bias);
-      switch (w.activation.kind) {
-        case ExpertActivation::Kind::kSwiGlu:
-          backend.SwiGlu(gate, up, gate);
-          break;
-        case ExpertActivation::Kind::kSwiGluOai:
-          backend.SwiGluOai(gate, up, w.activation.alpha, w.activation.limit, gate);
-          break;
-      }
+      Activate(backend, w, gate, up);
       return;
     case ExpertFfnStage::kDown:
       backend.MatMul(w.down, gate, y);
@@ -46,9 +55,15 @@ void RunExpertFfnStage(Backend& backend, ExpertFfnStage stage, const ExpertWeigh
 
 void RunExpertFfn(Backend& backend, const ExpertWeights& w, ConstMat x,
                   const ExpertFfnScratch& scratch, Mat y) {
-  for (int s = 0; s < kExpertFfnStages; ++s) {
-    RunExpertFfnStage(backend, static_cast<ExpertFfnStage>(s), w, x, scratch, y);
-  }
+  // The gate and up stages as one pair of products (x quantized once where
+  // the backend can share it); every element gets the stages' operations.
+  const Mat gate = scratch.gate(x.rows);
+  const Mat up = scratch.up(x.rows);
+  backend.MatMulPair(w.gate, w.up, x, gate, up);
+  if (w.gate_bias != nullptr) backend.AddBias(gate, w.gate_bias);
+  if (w.up_bias != nullptr) backend.AddBias(up, w.up_bias);
+  Activate(backend, w, gate, up);
+  RunExpertFfnStage(backend, ExpertFfnStage::kDown, w, x, scratch, y);
 }
 
 }  // namespace odmoe

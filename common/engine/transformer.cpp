@@ -170,8 +170,7 @@ void Transformer::GroupedAttention(int layer) {
       one ? first.v(layer).RowRange(segments_.front().pos0, n) : Mat{v_, n, c.kv_width()};
   backend_.RmsNorm(x, w.attn_norm, c.rms_eps, h);
   backend_.MatMul(w.attn_q, h, q);
-  backend_.MatMul(w.attn_k, h, k_new);
-  backend_.MatMul(w.attn_v, h, v_new);
+  backend_.MatMulPair(w.attn_k, w.attn_v, h, k_new, v_new);
   if (c.attn_bias) {
     backend_.AddBias(q, w.attn_q_bias);
     backend_.AddBias(k_new, w.attn_k_bias);

@@ -133,6 +133,52 @@ void AddMatMulCases(std::vector<OpCase>& cases) {
   }
 }
 
+void AddMatMulPairCases(std::vector<OpCase>& cases) {
+  // Two products of one input: same activation type (x quantized once where a
+  // backend shares it: Q8_0 pairs, K-family pairs), different ones (the pair
+  // falls back to two MatMuls), float weights; one row (the decode kernels),
+  // a few, and a tile's worth.
+  struct Pair {
+    DType a, b;
+  };
+  const Pair pairs[] = {{DType::kQ8_0, DType::kQ8_0},
+                        {DType::kQ4_K, DType::kQ6_K},
+                        {DType::kIQ4_XS, DType::kQ2_K},
+                        {DType::kQ4_K, DType::kQ8_0},
+                        {DType::kF16, DType::kF32}};
+  uint32_t seed = 900;
+  for (const Pair p : pairs) {
+    for (const int64_t n : {1, 3, 9}) {
+      const int64_t k = 512, out_a = 17, out_b = 9;
+      auto wa = std::make_shared<std::vector<uint8_t>>(RandomWeight(p.a, out_a, k, ++seed));
+      auto wb = std::make_shared<std::vector<uint8_t>>(RandomWeight(p.b, out_b, k, ++seed));
+      auto x = std::make_shared<std::vector<float>>(ref::RandomFloats(k * n, ++seed));
+      OpCase c;
+      c.name = absl::StrFormat("MatMulPair %s %s k=%d n=%d", Traits(p.a).name, Traits(p.b).name,
+                               k, n);
+      c.max_nmse = kNmseF32;
+      c.max_rel = kRelF32;
+      c.run = [=](Backend& be) {
+        DeviceData d(be);
+        const WeightRef ra = d.Weight(p.a, *wa, out_a, k);
+        const WeightRef rb = d.Weight(p.b, *wb, out_b, k);
+        float* ya = d.Zeros(n * (out_a + out_b));
+        float* yb = ya + n * out_a;
+        be.MatMulPair(ra, rb, ConstMat(d.Floats(*x), n, k), Mat{ya, n, out_a}, Mat{yb, n, out_b});
+        return d.Read(ya, n * (out_a + out_b));
+      };
+      c.reference = [=] {
+        std::vector<double> r = ref::MatMul(p.a, wa->data(), out_a, k, *x, n);
+        const std::vector<double> rb = ref::MatMul(p.b, wb->data(), out_b, k, *x, n);
+        r.insert(r.end(), rb.begin(), rb.end());
+        return r;
+      };
+      c.weight_type = p.a;
+      cases.push_back(std::move(c));
+    }
+  }
+}
+
 void AddGetRowsCases(std::vector<OpCase>& cases) {
   for (DType type : WeightTypesUnderTest()) {
     const int64_t rows = 10, cols = Traits(type).block_elems == 256 ? 512 : 96;
@@ -564,6 +610,7 @@ void AddRowOpCases(std::vector<OpCase>& cases) {
 std::vector<OpCase> MakeOpCases() {
   std::vector<OpCase> cases;
   AddMatMulCases(cases);
+  AddMatMulPairCases(cases);
   AddGetRowsCases(cases);
   AddNormRopeCases(cases);
   AddRopeScalingCases(cases);

@@ -59,6 +59,10 @@ TEST_CASE("backend ops abort with the shapes on a broken contract", "[backend]")
   const std::vector<Case> cases = {
       {"MatMul", [&](CpuBackend& be) { be.MatMul(w, ConstMat(a.data(), 2, 63), Mat{c.data(), 2, 64}); }},
       {"MatMul", [&](CpuBackend& be) { be.MatMul(w, ConstMat(a.data(), 2, 64), Mat{a.data(), 2, 64}); }},
+      {"MatMulPair", [&](CpuBackend& be) {  // the first output overlaps x's second row
+         be.MatMulPair(w, w, ConstMat(a.data(), 2, 64), Mat{a.data() + 64, 2, 64},
+                       Mat{c.data(), 2, 64});
+       }},
       {"Add", [&](CpuBackend& be) {
          be.Add(ConstMat(a.data(), 2, 8), ConstMat(b.data(), 2, 9), Mat{c.data(), 2, 8});
        }},

@@ -144,6 +144,13 @@ void CpuBackend::ArrangeWeight(const TensorView& view, WeightLayout layout, void
   std::memcpy(out + done, src + done, view.bytes() - done);
 }
 
+void CpuBackend::MatMulPair(const WeightRef& a, const WeightRef& b, ConstMat x, Mat ya,
+                            Mat yb) {
+  op_checks::MatMulPair(a, b, x, ya, yb);
+  MatMul(a, x, ya);
+  MatMul(b, x, yb);
+}
+
 void CpuBackend::MatMul(const WeightRef& w, ConstMat x, Mat y) {
   op_checks::MatMul(w, x, y);
   CpuMatMul({kernels_, &pool_, &quant_scratch_}, w, x, y);

@@ -155,6 +155,7 @@ class CpuBackend final : public Backend {
   absl::Status Synchronize() override { return absl::OkStatus(); }
 
   void MatMul(const WeightRef& w, ConstMat x, Mat y) override;
+  void MatMulPair(const WeightRef& a, const WeightRef& b, ConstMat x, Mat ya, Mat yb) override;
   void GetRows(const WeightRef& table, const int32_t* ids, Mat out) override;
   void RmsNorm(ConstMat x, const float* weight, float eps, Mat y) override;
   void Rope(Mat x, int head_dim, const int32_t* positions, const RopeParams& rope) override;

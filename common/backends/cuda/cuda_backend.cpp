@@ -257,29 +257,10 @@ void CudaBackend::MatMul(const WeightRef& w, ConstMat x, Mat y) {
   }
   const MatMulPlan plan = PlanMatMul(w.type, w.rows, w.cols, x.rows, options_.float_matmul);
   switch (plan.path) {
-    case MatMulPath::kQuantized: {
-      auto* base = static_cast<uint8_t*>(Scratch(plan.scratch_bytes));
-      if (base == nullptr) return;
-      const size_t blocks = static_cast<size_t>(x.rows * (w.cols / 32));
-      auto* codes = reinterpret_cast<cuda::QActBlock*>(base);
-      auto* scales = reinterpret_cast<float*>(base + blocks * sizeof(cuda::QActBlock));
-      if (RecordCuda(cuda::LaunchQuantizeQ8_0(stream(), x.data, x.rows, x.cols, codes, scales),
-                     "MatMul: quantize activations")) {
-        RecordCuda(cuda::LaunchQuantMatMul(stream(), w.type, w.data, w.rows, w.cols, codes, scales,
-                                           x.rows, y.data),
-                   "MatMul (quantized)");
-      }
-      return;
-    }
+    case MatMulPath::kQuantized:
     case MatMulPath::kQuantizedK: {
-      auto* xq = static_cast<cuda::QActSuperBlock*>(Scratch(plan.scratch_bytes));
-      if (xq == nullptr) return;
-      if (RecordCuda(cuda::LaunchQuantizeQ8_K(stream(), x.data, x.rows, x.cols, xq),
-                     "MatMul: quantize activations to Q8_K")) {
-        RecordCuda(
-            cuda::LaunchKQuantMatMul(stream(), w.type, w.data, w.rows, w.cols, xq, x.rows, y.data),
-            "MatMul (K family)");
-      }
+      void* xq = QuantizeActivations(plan, x);
+      if (xq != nullptr) QuantizedProduct(plan, w, x, xq, y);
       return;
     }
     case MatMulPath::kFloatCanonical:
@@ -292,6 +273,71 @@ void CudaBackend::MatMul(const WeightRef& w, ConstMat x, Mat y) {
       CublasMatMul(w, x, y, plan);
       return;
   }
+}
+
+void* CudaBackend::QuantizeActivations(const MatMulPlan& plan, ConstMat x) {
+  auto* base = static_cast<uint8_t*>(Scratch(plan.scratch_bytes));
+  if (base == nullptr) return nullptr;
+  if (plan.path == MatMulPath::kQuantizedK) {
+    auto* xq = reinterpret_cast<cuda::QActSuperBlock*>(base);
+    return RecordCuda(cuda::LaunchQuantizeQ8_K(stream(), x.data, x.rows, x.cols, xq),
+                      "MatMul: quantize activations to Q8_K")
+               ? base
+               : nullptr;
+  }
+  const size_t blocks = static_cast<size_t>(x.rows * (x.cols / 32));
+  auto* codes = reinterpret_cast<cuda::QActBlock*>(base);
+  auto* scales = reinterpret_cast<float*>(base + blocks * sizeof(cuda::QActBlock));
+  return RecordCuda(cuda::LaunchQuantizeQ8_0(stream(), x.data, x.rows, x.cols, codes, scales),
+                    "MatMul: quantize activations")
+             ? base
+             : nullptr;
+}
+
+void CudaBackend::QuantizedProduct(const MatMulPlan& plan, const WeightRef& w, ConstMat x,
+                                   void* xq, Mat y) {
+  auto* base = static_cast<uint8_t*>(xq);
+  if (plan.path == MatMulPath::kQuantizedK) {
+    RecordCuda(cuda::LaunchKQuantMatMul(stream(), w.type, w.data, w.rows, w.cols,
+                                        reinterpret_cast<cuda::QActSuperBlock*>(base), x.rows,
+                                        y.data),
+               "MatMul (K family)");
+    return;
+  }
+  const size_t blocks = static_cast<size_t>(x.rows * (x.cols / 32));
+  auto* codes = reinterpret_cast<cuda::QActBlock*>(base);
+  auto* scales = reinterpret_cast<float*>(base + blocks * sizeof(cuda::QActBlock));
+  RecordCuda(cuda::LaunchQuantMatMul(stream(), w.type, w.data, w.rows, w.cols, codes, scales,
+                                     x.rows, y.data),
+             "MatMul (quantized)");
+}
+
+void CudaBackend::MatMulPair(const WeightRef& a, const WeightRef& b, ConstMat x, Mat ya,
+                             Mat yb) {
+  op_checks::MatMulPair(a, b, x, ya, yb);
+  op_checks::RowOrder("MatMulPair", a);
+  op_checks::RowOrder("MatMulPair", b);
+  const MatMulPlan pa = PlanMatMul(a.type, a.rows, a.cols, x.rows, options_.float_matmul);
+  const MatMulPlan pb = PlanMatMul(b.type, b.rows, b.cols, x.rows, options_.float_matmul);
+  const bool shared = pa.path == pb.path && (pa.path == MatMulPath::kQuantized ||
+                                             pa.path == MatMulPath::kQuantizedK);
+  if (!shared || x.rows == 0 || a.rows == 0 || b.rows == 0) {
+    MatMul(a, x, ya);
+    MatMul(b, x, yb);
+    return;
+  }
+  if (!Enter()) return;
+  if (!WeightAligned(a.type, a.data) || !WeightAligned(b.type, b.data)) {
+    Record(absl::InvalidArgumentError(absl::StrFormat(
+        "MatMulPair: %s / %s weight at a misaligned device address", Traits(a.type).name,
+        Traits(b.type).name)));
+    return;
+  }
+  // Same path, same x: the same quantized activations and scratch size.
+  void* xq = QuantizeActivations(pa, x);
+  if (xq == nullptr) return;
+  QuantizedProduct(pa, a, x, xq, ya);
+  QuantizedProduct(pb, b, x, xq, yb);
 }
 
 void CudaBackend::CublasMatMul(const WeightRef& w, ConstMat x, Mat y, const MatMulPlan& plan) {

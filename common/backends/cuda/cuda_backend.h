@@ -95,6 +95,7 @@ class CudaBackend final : public Backend {
   absl::Status Synchronize() override;
 
   void MatMul(const WeightRef& w, ConstMat x, Mat y) override;
+  void MatMulPair(const WeightRef& a, const WeightRef& b, ConstMat x, Mat ya, Mat yb) override;
   void GetRows(const WeightRef& table, const int32_t* ids, Mat out) override;
   void RmsNorm(ConstMat x, const float* weight, float eps, Mat y) override;
   void Rope(Mat x, int head_dim, const int32_t* positions, const RopeParams& rope) override;
@@ -142,6 +143,11 @@ class CudaBackend final : public Backend {
   /// The device table RopeInverseFrequencies(rope); null after an error.
   const double* RopeTable(const RopeParams& rope);
   void CublasMatMul(const WeightRef& w, ConstMat x, Mat y, const MatMulPlan& plan);
+  /// The quantized paths of MatMul: x quantized into scratch (null after an
+  /// error), then the product; MatMulPair runs two products on one
+  /// quantization.
+  void* QuantizeActivations(const MatMulPlan& plan, ConstMat x);
+  void QuantizedProduct(const MatMulPlan& plan, const WeightRef& w, ConstMat x, void* xq, Mat y);
 
   CudaBackendOptions options_;
   cuda::StreamPtr stream_;

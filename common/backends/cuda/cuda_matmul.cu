@@ -203,10 +203,29 @@ __global__ void __launch_bounds__(kThreads)
 
 /// One thread per 32-element block; rows are k = 32 * n_blocks long, so
 /// block b of row t starts at x + 32 * (t * n_blocks + b).
-__global__ void QuantizeQ8_0Kernel(const float* __restrict__ x, int64_t total,
-                                   QActBlock* __restrict__ codes, float* __restrict__ scales) {
-  for (int64_t i = GlobalThread(); i < total; i += GridThreads()) {
-    scales[i] = cuda_numerics::QuantizeBlockQ8_0(x + 32 * i, &codes[i], nullptr);
+/// One warp per 32-element block, lane l taking element l: the largest
+/// magnitude (NaN skipped: a maximum of non-NaN values, so any merge order
+/// gives QuantizeBlockQ8_0's), then each lane's code, its byte OR-ed into
+/// word l / 4 across the four lanes of the word (exact), written by lane 4w.
+__global__ void __launch_bounds__(128)
+    QuantizeQ8_0Kernel(const float* __restrict__ x, int64_t total, QActBlock* __restrict__ codes,
+                       float* __restrict__ scales) {
+  const int l = static_cast<int>(threadIdx.x % 32);
+  const int64_t warps = GridThreads() / 32;
+  for (int64_t i = GlobalThread() / 32; i < total; i += warps) {
+    const float v = x[32 * i + l];
+    float amax = cuda_numerics::MaxSkipNan(0.0f, cuda_numerics::Abs(v));
+    for (int off = 16; off > 0; off /= 2) {
+      amax = cuda_numerics::MaxSkipNan(amax, __shfl_xor_sync(kFullMask, amax, off));
+    }
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    uint32_t word = (static_cast<uint32_t>(cuda_numerics::ClampedRound(v * id)) & 0xffu)
+                    << (8 * (l % 4));
+    word |= __shfl_xor_sync(kFullMask, word, 1);
+    word |= __shfl_xor_sync(kFullMask, word, 2);
+    if (l % 4 == 0) codes[i].qs[l / 4] = static_cast<int32_t>(word);
+    if (l == 0) scales[i] = cuda_numerics::F16ToF32(cuda_numerics::F32ToF16(d));
   }
 }
 
@@ -267,7 +286,7 @@ cudaError_t LaunchQuantizeQ8_0(cudaStream_t stream, const float* x, int64_t n, i
                                QActBlock* codes, float* scales) {
   const int64_t total = n * (k / 32);
   if (total == 0) return cudaSuccess;
-  QuantizeQ8_0Kernel<<<GridFor(total, 128), 128, 0, stream>>>(x, total, codes, scales);
+  QuantizeQ8_0Kernel<<<GridFor(total * 32, 128), 128, 0, stream>>>(x, total, codes, scales);
   return cudaGetLastError();
 }
 
