@@ -408,8 +408,8 @@ void MainEngine::Loop() {
   const absl::Status down = absl::UnavailableError("the main node is shutting down");
   while (!running_.empty()) Finish(*running_.front(), down);
   for (auto& job : waiting_) {
+    --in_engine_;  // before the promise: its client may look at once
     job->done.set_value(down);
-    --in_engine_;
   }
   waiting_.clear();
 }
@@ -425,8 +425,8 @@ void MainEngine::Iterate() {
   // Waiting requests whose clients left go at once; running ones at this boundary.
   for (auto it = waiting_.begin(); it != waiting_.end();) {
     if ((*it)->cancelled && (*it)->cancelled()) {
+      --in_engine_;  // before the promise: its client may look at once
       (*it)->done.set_value(absl::CancelledError("the client cancelled the request"));
-      --in_engine_;
       it = waiting_.erase(it);
     } else {
       ++it;
@@ -815,6 +815,7 @@ void MainEngine::Finish(Job& job, absl::Status status) {
     slot_free_[static_cast<size_t>(job.slot)] = true;
     std::shared_ptr<Job> keep = running_[i];  // alive until its promise is kept
     running_.erase(running_.begin() + static_cast<ptrdiff_t>(i));
+    --in_engine_;  // before the promise: its client may look at once
     if (!status.ok()) {
       keep->done.set_value(status);
     } else {
@@ -826,7 +827,6 @@ void MainEngine::Finish(Job& job, absl::Status status) {
       out.recall = keep->recall.Summarize(keep->forwards);
       keep->done.set_value(std::move(out));
     }
-    --in_engine_;
     return;
   }
 }

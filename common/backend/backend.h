@@ -196,6 +196,15 @@ class Backend {
     MatMul(b, x, yb);
   }
 
+  /// gate = SwiGlu(gate, up), then y = gate * w^T: exactly SwiGlu(gate, up,
+  /// gate) followed by MatMul(w, gate, y) (an expert's activation and down
+  /// product). A backend may fuse the two (the CUDA backend forms the
+  /// activation inside the activation quantization: one kernel fewer).
+  virtual void SwiGluMatMul(const WeightRef& w, Mat gate, ConstMat up, Mat y) {
+    SwiGlu(gate, up, gate);
+    MatMul(w, gate, y);
+  }
+
   /// out[i] = dequantized row ids[i] of `table` (embedding lookup).
   /// ids: `out.rows` int32 in backend memory, each < table.rows (caller checks).
   virtual void GetRows(const WeightRef& table, const int32_t* ids, Mat out) = 0;

@@ -56,12 +56,18 @@ void RunExpertFfnStage(Backend& backend, ExpertFfnStage stage, const ExpertWeigh
 void RunExpertFfn(Backend& backend, const ExpertWeights& w, ConstMat x,
                   const ExpertFfnScratch& scratch, Mat y) {
   // The gate and up stages as one pair of products (x quantized once where
-  // the backend can share it); every element gets the stages' operations.
+  // the backend can share it), the activation fused with the down product
+  // where the backend can; every element gets the stages' operations.
   const Mat gate = scratch.gate(x.rows);
   const Mat up = scratch.up(x.rows);
   backend.MatMulPair(w.gate, w.up, x, gate, up);
   if (w.gate_bias != nullptr) backend.AddBias(gate, w.gate_bias);
   if (w.up_bias != nullptr) backend.AddBias(up, w.up_bias);
+  if (w.activation.kind == ExpertActivation::Kind::kSwiGlu) {
+    backend.SwiGluMatMul(w.down, gate, up, y);  // the activation and the down product
+    if (w.down_bias != nullptr) backend.AddBias(y, w.down_bias);
+    return;
+  }
   Activate(backend, w, gate, up);
   RunExpertFfnStage(backend, ExpertFfnStage::kDown, w, x, scratch, y);
 }

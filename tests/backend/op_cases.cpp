@@ -179,6 +179,47 @@ void AddMatMulPairCases(std::vector<OpCase>& cases) {
   }
 }
 
+void AddSwiGluMatMulCases(std::vector<OpCase>& cases) {
+  // gate = SwiGlu(gate, up), y = gate * w^T. Gates of 20..40 make SiLU the
+  // identity in float (1 + e^-20 rounds to 1), so the activation is the one
+  // float product g * u and the reference can quantize exactly what the op
+  // does; the random-gate bits are compared with the CPU in the CUDA suite.
+  uint32_t seed = 950;
+  for (const DType type : {DType::kQ4_K, DType::kQ6_K, DType::kQ8_0, DType::kF16}) {
+    for (const int64_t n : {1, 3, 9}) {
+      const int64_t k = 512, out = 13;
+      auto w = std::make_shared<std::vector<uint8_t>>(RandomWeight(type, out, k, ++seed));
+      auto g = std::make_shared<std::vector<float>>(ref::RandomFloats(k * n, ++seed, 20.0f, 40.0f));
+      auto u = std::make_shared<std::vector<float>>(ref::RandomFloats(k * n, ++seed, -3.0f, 3.0f));
+      OpCase c;
+      c.name = absl::StrFormat("SwiGluMatMul %s k=%d n=%d", Traits(type).name, k, n);
+      c.max_nmse = kNmseF32;
+      c.max_rel = kRelF32;
+      c.run = [=](Backend& be) {
+        DeviceData d(be);
+        const WeightRef wr = d.Weight(type, *w, out, k);
+        float* gd = d.Floats(*g);
+        float* y = d.Zeros(n * out);
+        be.SwiGluMatMul(wr, Mat{gd, n, k}, ConstMat(d.Floats(*u), n, k), Mat{y, n, out});
+        std::vector<float> r = d.Read(gd, n * k);
+        const std::vector<float> yr = d.Read(y, n * out);
+        r.insert(r.end(), yr.begin(), yr.end());
+        return r;
+      };
+      c.reference = [=] {
+        std::vector<float> act(g->size());
+        for (size_t i = 0; i < act.size(); ++i) act[i] = (*g)[i] * (*u)[i];
+        std::vector<double> r(act.begin(), act.end());
+        const std::vector<double> y = ref::MatMul(type, w->data(), out, k, act, n);
+        r.insert(r.end(), y.begin(), y.end());
+        return r;
+      };
+      c.weight_type = type;
+      cases.push_back(std::move(c));
+    }
+  }
+}
+
 void AddGetRowsCases(std::vector<OpCase>& cases) {
   for (DType type : WeightTypesUnderTest()) {
     const int64_t rows = 10, cols = Traits(type).block_elems == 256 ? 512 : 96;
@@ -611,6 +652,7 @@ std::vector<OpCase> MakeOpCases() {
   std::vector<OpCase> cases;
   AddMatMulCases(cases);
   AddMatMulPairCases(cases);
+  AddSwiGluMatMulCases(cases);
   AddGetRowsCases(cases);
   AddNormRopeCases(cases);
   AddRopeScalingCases(cases);

@@ -173,6 +173,57 @@ TEST_CASE("cuda MatMul gives the CPU's bits for every weight type and shape", "[
   }
 }
 
+TEST_CASE("cuda MatMulPair and SwiGluMatMul give the CPU's bits", "[cuda][backend]") {
+  // One quantization of x for both products (same activation type), two
+  // MatMuls otherwise; SwiGLU formed inside the down product's quantization.
+  if (!HaveGpu()) return;
+  auto gpu = MakeCuda("cuda:0");
+  CpuBackend cpu(2);
+  struct Pair {
+    DType a, b;
+  };
+  uint32_t seed = 7000;
+  for (const Pair p : {Pair{DType::kQ4_K, DType::kQ6_K}, Pair{DType::kQ8_0, DType::kQ4_0},
+                       Pair{DType::kQ4_K, DType::kQ8_0}, Pair{DType::kF16, DType::kF16}}) {
+    for (const int64_t n : {1, 3, 12}) {
+      INFO(Traits(p.a).name << " + " << Traits(p.b).name << " n=" << n);
+      const int64_t k = 4096, oa = 33, ob = 17;
+      const std::vector<uint8_t> wa = RandomWeight(p.a, oa, k, ++seed);
+      const std::vector<uint8_t> wb = RandomWeight(p.b, ob, k, ++seed);
+      const std::vector<float> x = ref::RandomFloats(k * n, ++seed, -3.0f, 3.0f);
+      Dev d(*gpu);
+      float* ya = d.Put(std::vector<float>(static_cast<size_t>(n * oa), 0.0f));
+      float* yb = d.Put(std::vector<float>(static_cast<size_t>(n * ob), 0.0f));
+      gpu->MatMulPair(d.Weight(p.a, wa, oa, k), d.Weight(p.b, wb, ob, k),
+                      ConstMat(d.Put(x), n, k), Mat{ya, n, oa}, Mat{yb, n, ob});
+      CHECK(SameBits(d.Get(ya, static_cast<size_t>(n * oa)),
+                     RunMatMul(cpu, p.a, wa, oa, k, x, n)));
+      CHECK(SameBits(d.Get(yb, static_cast<size_t>(n * ob)),
+                     RunMatMul(cpu, p.b, wb, ob, k, x, n)));
+    }
+  }
+  for (const DType type : {DType::kQ4_K, DType::kQ6_K, DType::kQ8_0, DType::kIQ4_XS,
+                           DType::kF32}) {
+    for (const int64_t n : {1, 5, 9}) {
+      INFO("SwiGluMatMul " << Traits(type).name << " n=" << n);
+      const int64_t k = 14336, out = 19;
+      const std::vector<uint8_t> w = RandomWeight(type, out, k, ++seed);
+      const std::vector<float> g = ref::RandomFloats(k * n, ++seed, -6.0f, 6.0f);
+      const std::vector<float> u = ref::RandomFloats(k * n, ++seed, -3.0f, 3.0f);
+      std::vector<float> act(g.size());
+      cpu.SwiGlu(ConstMat(g.data(), n, k), ConstMat(u.data(), n, k), Mat{act.data(), n, k});
+      Dev d(*gpu);
+      float* gd = d.Put(g);
+      float* y = d.Put(std::vector<float>(static_cast<size_t>(n * out), 0.0f));
+      gpu->SwiGluMatMul(d.Weight(type, w, out, k), Mat{gd, n, k}, ConstMat(d.Put(u), n, k),
+                        Mat{y, n, out});
+      CHECK(SameBits(d.Get(gd, g.size()), act));
+      CHECK(SameBits(d.Get(y, static_cast<size_t>(n * out)),
+                     RunMatMul(cpu, type, w, out, k, act, n)));
+    }
+  }
+}
+
 TEST_CASE("cuda MatMul reads weights at any address its type allows", "[cuda][backend]") {
   // The quantized kernels stage each row with 16-byte loads: rows that start
   // anywhere in a 16-byte line (expert slices of a packed tensor) read only

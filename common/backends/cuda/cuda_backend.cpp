@@ -340,6 +340,43 @@ void CudaBackend::MatMulPair(const WeightRef& a, const WeightRef& b, ConstMat x,
   QuantizedProduct(pb, b, x, xq, yb);
 }
 
+void CudaBackend::SwiGluMatMul(const WeightRef& w, Mat gate, ConstMat up, Mat y) {
+  op_checks::SameShape("SwiGluMatMul", gate, up);
+  op_checks::MatMul(w, gate, y);
+  op_checks::RowOrder("SwiGluMatMul", w);
+  const MatMulPlan plan = PlanMatMul(w.type, w.rows, w.cols, gate.rows, options_.float_matmul);
+  const bool fused =
+      plan.path == MatMulPath::kQuantized || plan.path == MatMulPath::kQuantizedK;
+  if (!fused || gate.rows == 0 || w.rows == 0) {
+    SwiGlu(gate, up, gate);
+    MatMul(w, gate, y);
+    return;
+  }
+  if (!Enter()) return;
+  if (!WeightAligned(w.type, w.data)) {
+    Record(absl::InvalidArgumentError(absl::StrFormat(
+        "SwiGluMatMul: %s weight at a misaligned device address", Traits(w.type).name)));
+    return;
+  }
+  auto* base = static_cast<uint8_t*>(Scratch(plan.scratch_bytes));
+  if (base == nullptr) return;
+  bool ok = false;
+  if (plan.path == MatMulPath::kQuantizedK) {
+    ok = RecordCuda(cuda::LaunchQuantizeQ8_KSwiGlu(stream(), gate.data, up.data, gate.rows,
+                                                   gate.cols,
+                                                   reinterpret_cast<cuda::QActSuperBlock*>(base)),
+                    "SwiGluMatMul: activation and Q8_K quantization");
+  } else {
+    const size_t blocks = static_cast<size_t>(gate.rows * (gate.cols / 32));
+    ok = RecordCuda(cuda::LaunchQuantizeQ8_0SwiGlu(
+                        stream(), gate.data, up.data, gate.rows, gate.cols,
+                        reinterpret_cast<cuda::QActBlock*>(base),
+                        reinterpret_cast<float*>(base + blocks * sizeof(cuda::QActBlock))),
+                    "SwiGluMatMul: activation and Q8_0 quantization");
+  }
+  if (ok) QuantizedProduct(plan, w, gate, base, y);
+}
+
 void CudaBackend::CublasMatMul(const WeightRef& w, ConstMat x, Mat y, const MatMulPlan& plan) {
   // Row-major y[n, out] = x[n, k] w^T is column-major Y (out x n) = W^T X
   // with W the column-major k x out view of w and X the k x n view of x.

@@ -96,6 +96,7 @@ class CudaBackend final : public Backend {
 
   void MatMul(const WeightRef& w, ConstMat x, Mat y) override;
   void MatMulPair(const WeightRef& a, const WeightRef& b, ConstMat x, Mat ya, Mat yb) override;
+  void SwiGluMatMul(const WeightRef& w, Mat gate, ConstMat up, Mat y) override;
   void GetRows(const WeightRef& table, const int32_t* ids, Mat out) override;
   void RmsNorm(ConstMat x, const float* weight, float eps, Mat y) override;
   void Rope(Mat x, int head_dim, const int32_t* positions, const RopeParams& rope) override;

@@ -62,6 +62,24 @@ __device__ __forceinline__ int64_t GridThreads() {
 using cuda_numerics::TypeTag;
 using cuda_numerics::VisitWeightType;
 
+/// The floats an activation quantizer reads: x itself, or SwiGLU(gate, up)
+/// formed on the way, element by element as the SwiGlu kernel does, and
+/// stored back into gate (as SwiGlu(gate, up, gate) would). Get(i) is called
+/// once per element.
+struct PlainRows {
+  const float* x;
+  __device__ __forceinline__ float Get(int64_t i) const { return x[i]; }
+};
+struct SwiGluRows {
+  float* gate;
+  const float* up;
+  __device__ __forceinline__ float Get(int64_t i) const {
+    const float v = cuda_numerics::Silu(gate[i]) * up[i];
+    gate[i] = v;
+    return v;
+  }
+};
+
 /// Blocks of `threads` for a grid-stride loop over `total` items.
 inline unsigned GridFor(int64_t total, int threads) {
   constexpr int64_t kMaxBlocks = 65535;

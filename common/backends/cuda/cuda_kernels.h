@@ -43,6 +43,11 @@ cudaError_t LaunchFloatMatMul(cudaStream_t stream, DType type, const void* w, in
 cudaError_t LaunchQuantizeQ8_0(cudaStream_t stream, const float* x, int64_t n, int64_t k,
                                QActBlock* codes, float* scales);
 
+/// LaunchQuantizeQ8_0 of SwiGLU(gate, up) (n x k each), formed element by
+/// element as LaunchSwiGlu does and stored back into gate.
+cudaError_t LaunchQuantizeQ8_0SwiGlu(cudaStream_t stream, float* gate, const float* up, int64_t n,
+                                     int64_t k, QActBlock* codes, float* scales);
+
 /// y[n, out] = x * w^T for block32 weights (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
 /// IQ4_NL, MXFP4) from activations quantized by LaunchQuantizeQ8_0 (exact
 /// integer block dots, canonical float steps). The weight rows must start at
@@ -57,6 +62,10 @@ cudaError_t LaunchQuantMatMul(cudaStream_t stream, DType type, const void* w, in
 /// as tensor/quant.h's QuantizeRow: xq[t * k/256 + s].
 cudaError_t LaunchQuantizeQ8_K(cudaStream_t stream, const float* x, int64_t n, int64_t k,
                                QActSuperBlock* xq);
+
+/// LaunchQuantizeQ8_K of SwiGLU(gate, up), stored back into gate as above.
+cudaError_t LaunchQuantizeQ8_KSwiGlu(cudaStream_t stream, float* gate, const float* up, int64_t n,
+                                     int64_t k, QActSuperBlock* xq);
 
 /// y[n, out] = x * w^T for Q2_K .. Q6_K and IQ4_XS weights from activations
 /// quantized by LaunchQuantizeQ8_K (cpu_backend.h steps B-D). The weight

@@ -207,13 +207,14 @@ __global__ void __launch_bounds__(kThreads)
 /// magnitude (NaN skipped: a maximum of non-NaN values, so any merge order
 /// gives QuantizeBlockQ8_0's), then each lane's code, its byte OR-ed into
 /// word l / 4 across the four lanes of the word (exact), written by lane 4w.
+template <class Src>
 __global__ void __launch_bounds__(128)
-    QuantizeQ8_0Kernel(const float* __restrict__ x, int64_t total, QActBlock* __restrict__ codes,
+    QuantizeQ8_0Kernel(Src src, int64_t total, QActBlock* __restrict__ codes,
                        float* __restrict__ scales) {
   const int l = static_cast<int>(threadIdx.x % 32);
   const int64_t warps = GridThreads() / 32;
   for (int64_t i = GlobalThread() / 32; i < total; i += warps) {
-    const float v = x[32 * i + l];
+    const float v = src.Get(32 * i + l);
     float amax = cuda_numerics::MaxSkipNan(0.0f, cuda_numerics::Abs(v));
     for (int off = 16; off > 0; off /= 2) {
       amax = cuda_numerics::MaxSkipNan(amax, __shfl_xor_sync(kFullMask, amax, off));
@@ -286,7 +287,17 @@ cudaError_t LaunchQuantizeQ8_0(cudaStream_t stream, const float* x, int64_t n, i
                                QActBlock* codes, float* scales) {
   const int64_t total = n * (k / 32);
   if (total == 0) return cudaSuccess;
-  QuantizeQ8_0Kernel<<<GridFor(total * 32, 128), 128, 0, stream>>>(x, total, codes, scales);
+  QuantizeQ8_0Kernel<<<GridFor(total * 32, 128), 128, 0, stream>>>(PlainRows{x}, total, codes,
+                                                                    scales);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchQuantizeQ8_0SwiGlu(cudaStream_t stream, float* gate, const float* up, int64_t n,
+                                     int64_t k, QActBlock* codes, float* scales) {
+  const int64_t total = n * (k / 32);
+  if (total == 0) return cudaSuccess;
+  QuantizeQ8_0Kernel<<<GridFor(total * 32, 128), 128, 0, stream>>>(SwiGluRows{gate, up}, total,
+                                                                    codes, scales);
   return cudaGetLastError();
 }
 

@@ -26,16 +26,20 @@ namespace num = cuda_numerics;
 
 constexpr int kQuantizeThreads = 128;
 
-/// Super-block `xs` (256 floats) quantized to Q8_K by one warp (`l` = the
-/// thread's index in it): thread l scans elements 8l..8l+7, the picks of the
-/// largest magnitude are merged across the warp (merging in any order gives
-/// the sequential scan's pick), then thread l writes code words 2l and 2l+1
-/// and the even threads the per-16 sums.
-__device__ __forceinline__ void QuantizeSuperBlockWarp(const float* __restrict__ xs,
+/// Super-block s of the activation source quantized to Q8_K by one warp
+/// (`l` = the thread's index in it): thread l reads elements 8l..8l+7 once
+/// (src.Get), the picks of the largest magnitude are merged across the warp
+/// (merging in any order gives the sequential scan's pick), then thread l
+/// writes code words 2l and 2l+1 and the even threads the per-16 sums.
+template <class Src>
+__device__ __forceinline__ void QuantizeSuperBlockWarp(const Src& src, int64_t s,
                                                        QActSuperBlock* out, int l) {
-  xs += 8 * l;
+  float v[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) v[i] = src.Get(s * kSuperBlockElems + 8 * l + i);
   num::AbsMaxPick p;
-  for (int i = 0; i < 8; ++i) num::PickAbsMax(&p, xs[i], 8 * l + i);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) num::PickAbsMax(&p, v[i], 8 * l + i);
   for (int off = 16; off > 0; off /= 2) {
     num::AbsMaxPick q;
     q.amax = __shfl_xor_sync(kFullMask, p.amax, off);
@@ -45,8 +49,8 @@ __device__ __forceinline__ void QuantizeSuperBlockWarp(const float* __restrict__
   }
   const bool zero = p.amax == 0.0f;
   const float iscale = num::Q8KInverseScale(p);
-  const int32_t w0 = zero ? 0 : num::Q8KCodeWord(iscale, xs);
-  const int32_t w1 = zero ? 0 : num::Q8KCodeWord(iscale, xs + 4);
+  const int32_t w0 = zero ? 0 : num::Q8KCodeWord(iscale, v);
+  const int32_t w1 = zero ? 0 : num::Q8KCodeWord(iscale, v + 4);
   out->qs[2 * l] = w0;
   out->qs[2 * l + 1] = w1;
   const int32_t sum8 = num::ByteSum(w0) + num::ByteSum(w1);
@@ -56,12 +60,13 @@ __device__ __forceinline__ void QuantizeSuperBlockWarp(const float* __restrict__
 }
 
 /// One warp per super-block.
+template <class Src>
 __global__ void __launch_bounds__(kQuantizeThreads)
-    QuantizeQ8KKernel(const float* __restrict__ x, int64_t total, QActSuperBlock* __restrict__ xq) {
+    QuantizeQ8KKernel(Src src, int64_t total, QActSuperBlock* __restrict__ xq) {
   const int l = static_cast<int>(threadIdx.x % 32);
   const int64_t warps = GridThreads() / 32;
   for (int64_t s = GlobalThread() / 32; s < total; s += warps) {
-    QuantizeSuperBlockWarp(x + s * kSuperBlockElems, &xq[s], l);
+    QuantizeSuperBlockWarp(src, s, &xq[s], l);
   }
 }
 
@@ -241,7 +246,16 @@ cudaError_t LaunchQuantizeQ8_K(cudaStream_t stream, const float* x, int64_t n, i
   const int64_t total = n * (k / kSuperBlockElems);
   if (total == 0) return cudaSuccess;
   QuantizeQ8KKernel<<<GridFor(total * 32, kQuantizeThreads), kQuantizeThreads, 0, stream>>>(
-      x, total, xq);
+      PlainRows{x}, total, xq);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchQuantizeQ8_KSwiGlu(cudaStream_t stream, float* gate, const float* up, int64_t n,
+                                     int64_t k, QActSuperBlock* xq) {
+  const int64_t total = n * (k / kSuperBlockElems);
+  if (total == 0) return cudaSuccess;
+  QuantizeQ8KKernel<<<GridFor(total * 32, kQuantizeThreads), kQuantizeThreads, 0, stream>>>(
+      SwiGluRows{gate, up}, total, xq);
   return cudaGetLastError();
 }
 
