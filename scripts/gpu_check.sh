@@ -9,7 +9,7 @@
 #
 #   bash .gpurun/gpu_check.sh            # LAYERS=2 for smaller files, PROFILE=0 to skip ncu
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-/tmp/gpu_check}
 mkdir -p "$OUT"
 t0=$(date +%s)
@@ -42,7 +42,7 @@ wait "$files"; tail -1 "$OUT/files.log"; mark files
   --shapes 14336x4096,4096x14336,64x4096 >"$OUT/ops.log" 2>&1
 grep -E '^(q4_K|q6_K|q8_0)|copy' "$OUT/ops.log"
 for f in q4km q6k; do
-  for run in 1 2; do
+  for _ in 1 2; do
     for v in odmoe-run odmoe-run-old; do
       [ -x "$B/$v" ] || continue
       echo "$f $v: $("$B/$v" --model /tmp/$f.gguf --backend cuda:0 --prompt "The history of the" -n 256 --ignore-eos 2>&1 >"/tmp/$f-$v.txt" | grep -o 'decode [0-9.]* tokens/s')"
