@@ -554,12 +554,13 @@ TEST_CASE("K-family: LoadWeight's interleaved weights give the row-order bits on
       CpuBackend be(2, isa);
       const CpuKQuantKernels& k = CpuKQuantKernelsFor(be.isa());
       const bool kernel = k.interleaved != nullptr && k.interleaved(type);
+      const bool kept = kernel && InterleavedDecodePays(type);  // as LoadWeight decides
       absl::StatusOr<BackendWeight> loaded = be.LoadWeight(view);
       REQUIRE(loaded.ok());
       INFO(Name(type) << " " << CpuIsaName(isa));
-      CHECK((loaded->ref.layout == WeightLayout::kInterleaved16) == kernel);
-      CHECK((loaded->storage != nullptr) == kernel);
-      if (kernel) CHECK(std::memcmp(loaded->ref.data, g.data(), g.size()) == 0);
+      CHECK((loaded->ref.layout == WeightLayout::kInterleaved16) == kept);
+      CHECK((loaded->storage != nullptr) == kept);
+      if (kept) CHECK(std::memcmp(loaded->ref.data, g.data(), g.size()) == 0);
       // 1-3 activation rows: the decode kernel row after row; 4 and more:
       // tiles packed from the groups (where the ISA has both); elsewhere the
       // rows put back in order.
@@ -583,6 +584,22 @@ TEST_CASE("K-family: LoadWeight's interleaved weights give the row-order bits on
       CHECK(view_only->ref.layout == WeightLayout::kRows);
       CHECK(view_only->ref.data == w.data());
     }
+  }
+}
+
+TEST_CASE("cpu K-family weights stay in row order where their interleaved decode does not pay",
+          "[backend][kquant]") {
+  // Q5_K and Q6_K on CPUs that split 512-bit instructions (AMD Zen 4); every
+  // other K type wherever the ISA has the kernels.
+  INFO("CpuSplitsAvx512 " << CpuSplitsAvx512());
+  for (DType type : kKTypes) {
+    const bool high_bits = type == DType::kQ5_K || type == DType::kQ6_K;
+    CHECK(InterleavedDecodePays(type) == !(high_bits && CpuSplitsAvx512()));
+    CpuBackend be(1);
+    const CpuKQuantKernels& k = CpuKQuantKernelsFor(be.isa());
+    const bool kernel = k.interleaved != nullptr && k.interleaved(type);
+    CHECK((be.SlotLayout(type, 64, 4096) == WeightLayout::kInterleaved16) ==
+          (kernel && InterleavedDecodePays(type)));
   }
 }
 

@@ -113,7 +113,7 @@ WeightLayout CpuBackend::SlotLayout(DType type, int64_t rows, int64_t cols) cons
   (void)cols;
   const CpuKQuantKernels& kq = CpuKQuantKernelsFor(isa());
   if (!repack_ || !IsKQuantWeightType(type) || rows < kInterleaveRows ||
-      kq.interleaved == nullptr || !kq.interleaved(type)) {
+      kq.interleaved == nullptr || !kq.interleaved(type) || !InterleavedDecodePays(type)) {
     return WeightLayout::kRows;
   }
   return WeightLayout::kInterleaved16;

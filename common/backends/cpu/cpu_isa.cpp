@@ -1,6 +1,10 @@
 #include "cpu_isa.h"
 
 #include <cstdlib>
+#include <cstring>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 #include "util/logging.h"
 
@@ -43,7 +47,30 @@ CpuIsa Detect() {
   return CpuIsa::kScalar;
 }
 
+bool DetectSplitAvx512() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return false;
+  char vendor[13] = {};
+  std::memcpy(vendor, &ebx, 4);
+  std::memcpy(vendor + 4, &edx, 4);
+  std::memcpy(vendor + 8, &ecx, 4);
+  if (std::strcmp(vendor, "AuthenticAMD") != 0) return false;
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
+  unsigned family = (eax >> 8) & 0xfu;
+  if (family == 0xfu) family += (eax >> 20) & 0xffu;
+  return family == 0x19u;
+#else
+  return false;
+#endif
+}
+
 }  // namespace
+
+bool CpuSplitsAvx512() {
+  static const bool split = DetectSplitAvx512();
+  return split;
+}
 
 CpuIsa DetectedCpuIsa() {
   static const CpuIsa detected = Detect();

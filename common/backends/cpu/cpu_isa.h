@@ -32,6 +32,12 @@ CpuIsa DetectedCpuIsa();
 /// Every level usable here, from kScalar up to DetectedCpuIsa().
 std::vector<CpuIsa> SupportedCpuIsas();
 
+/// True on CPUs that run 512-bit vector instructions as two 256-bit halves
+/// (AMD family 19h: Zen 4). The CPU backend's choices that depend on how
+/// wide the vector unit really is read this (cpu_kquant.h,
+/// InterleavedDecodePays). Detected once.
+bool CpuSplitsAvx512();
+
 /// DetectedCpuIsa(), lowered to the level named by the environment variable
 /// ODMOE_CPU_ISA when it is set. A name that is unknown or above the detected
 /// level is ignored with a warning. Read once per process.

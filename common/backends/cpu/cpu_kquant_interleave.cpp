@@ -3,6 +3,7 @@
 // definition of the layout for every ISA.
 #include <cstring>
 
+#include "cpu_isa.h"
 #include "cpu_kquant.h"
 
 namespace odmoe {
@@ -32,6 +33,10 @@ void ForEachPiece(DType type, size_t row_bytes, int r0, int r1, Move&& move) {
 }
 
 }  // namespace
+
+bool InterleavedDecodePays(DType type) {
+  return !(CpuSplitsAvx512() && (type == DType::kQ5_K || type == DType::kQ6_K));
+}
 
 void InterleaveKRows(DType type, const uint8_t* rows, size_t row_bytes, uint8_t* out) {
   ForEachPiece(type, row_bytes, 0, kInterleaveRows,
