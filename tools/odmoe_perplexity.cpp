@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
                       "Perplexity of a MoE GGUF model on a text (llama.cpp's conventions), in "
                       "one process (--model) or on a running cluster (--main).");
   std::string model, file, main_address, backend = "cpu", top1_out;
-  int ctx = 0, chunks = 0, threads = 0, batch = 64;
+  int ctx = 0, chunks = 0, threads = 0, batch = 0;
   args.AddString("model", &model, "FILE", "GGUF model file (single-process run)");
   args.AddString("main", &main_address, "HOST:PORT",
                  "score on a running cluster's main node instead (it tokenizes too)");
@@ -117,7 +117,9 @@ int main(int argc, char** argv) {
   args.AddInt("chunks", &chunks, "N", "score at most N chunks (default: all)");
   args.AddString("backend", &backend, "NAME", "compute backend: cpu, cpu:N, cuda:N (default cpu)");
   args.AddInt("threads", &threads, "N", "CPU threads (default: all cores)");
-  args.AddInt("batch", &batch, "N", "rows per forward batch (default 64)");
+  args.AddInt("batch", &batch, "N",
+              "rows per forward batch (default: the chunk, --ctx; fewer rows per batch pack "
+              "each weight more often)");
   args.AddString("top1-out", &top1_out, "FILE",
                  "write the greedy token of every scored position (teacher forced)");
   args.SetDefaultLogLevel("warn");
@@ -127,7 +129,7 @@ int main(int argc, char** argv) {
   }
   if (threads < 0) return Fail("--threads must be >= 0");
   if (threads > 0 && backend == "cpu") backend = absl::StrCat("cpu:", threads);
-  if (batch < 1) return Fail("--batch must be >= 1");
+  if (batch < 0) return Fail("--batch must be >= 1 (or 0: the chunk)");
   if (ctx < 0) return Fail("--ctx must be >= 0");
 
   std::ofstream top1_file;  // opened first: a bad path fails before any work
@@ -154,7 +156,7 @@ int main(int argc, char** argv) {
     odmoe::EngineOptions options;
     options.backend = backend;
     options.n_ctx = plan->ctx;
-    options.n_batch = batch;
+    options.n_batch = batch > 0 ? batch : plan->ctx;  // a whole chunk per forward pass
     auto e = odmoe::ReferenceEngine::Create(model, options);
     if (!e.ok()) return Fail(e.status());
     engine = std::move(*e);

@@ -98,6 +98,7 @@ TEST_CASE("odmoe-perplexity: bad input is one clear error", "[cli][perplexity]")
   ExpectError(model + " --file " + HeldOut() + " --ctx 2", "--ctx must be at least 4");
   ExpectError(model + " --file " + HeldOut() + " --ctx -1", "--ctx must be >= 0");
   ExpectError(model + " --file " + HeldOut() + " --chunks -1", "--chunks must be >= 0");
+  ExpectError(model + " --file " + HeldOut() + " --batch -1", "--batch must be >= 1 (or 0");
   ExpectError(model + " --file " + HeldOut() + " --ctx abc", "invalid value 'abc'");
   ExpectError(model + " --file " + HeldOut() + " --backend nosuch", "nosuch");
   ExpectError("--model /nonexistent/m.gguf --file " + HeldOut(), "/nonexistent/m.gguf");
