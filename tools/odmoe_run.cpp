@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
   odmoe::CliArgs args("odmoe-run",
                       "Generate text with a Mixture-of-Experts GGUF model in one process.");
   std::string model, prompt, prompt_file, backend = "cpu", dump, logprobs_out;
-  int n = 64, threads = 0, ctx = 0, batch = 64, top_k = 0, top_logprobs = 0;
+  int n = 64, threads = 0, ctx = 0, batch = 512, top_k = 0, top_logprobs = 0;
   float temp = 0.0f, top_p = 1.0f;
   uint64_t seed = 0;
   bool ignore_eos = false;
@@ -86,7 +86,9 @@ int main(int argc, char** argv) {
   args.AddString("backend", &backend, "NAME", "compute backend: cpu, cpu:N, cuda:N (default cpu)");
   args.AddInt("threads", &threads, "N", "CPU threads (default: all cores)");
   args.AddInt("ctx", &ctx, "N", "context size in tokens (default: the model's, at most 4096)");
-  args.AddInt("batch", &batch, "N", "prefill batch size (default 64)");
+  args.AddInt("batch", &batch, "N",
+              "prefill batch size, at most the context (default 512: every weight is packed "
+              "once per batch)");
   args.AddFlag("ignore-eos", &ignore_eos, "keep generating past the end-of-sequence token");
   args.AddString("dump-experts", &dump, "FILE",
                  "write the experts each layer selected, one JSON line per position");
