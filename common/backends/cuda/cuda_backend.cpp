@@ -275,6 +275,29 @@ void CudaBackend::MatMul(const WeightRef& w, ConstMat x, Mat y) {
   }
 }
 
+namespace {
+
+/// The paths whose activations are quantized into scratch first.
+bool QuantizedPath(MatMulPath path) {
+  return path == MatMulPath::kQuantized || path == MatMulPath::kQuantizedK;
+}
+
+/// Q8_0 activations of rows x cols in scratch at `base`: the codes of every
+/// 32-element block, then one float scale per block
+/// (QuantizedActivationBytes in all).
+struct Q8_0Scratch {
+  cuda::QActBlock* codes;
+  float* scales;
+};
+Q8_0Scratch Q8_0ScratchAt(void* base, int64_t rows, int64_t cols) {
+  auto* bytes = static_cast<uint8_t*>(base);
+  const size_t blocks = static_cast<size_t>(rows * (cols / 32));
+  return {reinterpret_cast<cuda::QActBlock*>(bytes),
+          reinterpret_cast<float*>(bytes + blocks * sizeof(cuda::QActBlock))};
+}
+
+}  // namespace
+
 void* CudaBackend::QuantizeActivations(const MatMulPlan& plan, ConstMat x) {
   auto* base = static_cast<uint8_t*>(Scratch(plan.scratch_bytes));
   if (base == nullptr) return nullptr;
@@ -285,10 +308,8 @@ void* CudaBackend::QuantizeActivations(const MatMulPlan& plan, ConstMat x) {
                ? base
                : nullptr;
   }
-  const size_t blocks = static_cast<size_t>(x.rows * (x.cols / 32));
-  auto* codes = reinterpret_cast<cuda::QActBlock*>(base);
-  auto* scales = reinterpret_cast<float*>(base + blocks * sizeof(cuda::QActBlock));
-  return RecordCuda(cuda::LaunchQuantizeQ8_0(stream(), x.data, x.rows, x.cols, codes, scales),
+  const Q8_0Scratch q = Q8_0ScratchAt(base, x.rows, x.cols);
+  return RecordCuda(cuda::LaunchQuantizeQ8_0(stream(), x.data, x.rows, x.cols, q.codes, q.scales),
                     "MatMul: quantize activations")
              ? base
              : nullptr;
@@ -304,10 +325,8 @@ void CudaBackend::QuantizedProduct(const MatMulPlan& plan, const WeightRef& w, C
                "MatMul (K family)");
     return;
   }
-  const size_t blocks = static_cast<size_t>(x.rows * (x.cols / 32));
-  auto* codes = reinterpret_cast<cuda::QActBlock*>(base);
-  auto* scales = reinterpret_cast<float*>(base + blocks * sizeof(cuda::QActBlock));
-  RecordCuda(cuda::LaunchQuantMatMul(stream(), w.type, w.data, w.rows, w.cols, codes, scales,
+  const Q8_0Scratch q = Q8_0ScratchAt(base, x.rows, x.cols);
+  RecordCuda(cuda::LaunchQuantMatMul(stream(), w.type, w.data, w.rows, w.cols, q.codes, q.scales,
                                      x.rows, y.data),
              "MatMul (quantized)");
 }
@@ -319,8 +338,7 @@ void CudaBackend::MatMulPair(const WeightRef& a, const WeightRef& b, ConstMat x,
   op_checks::RowOrder("MatMulPair", b);
   const MatMulPlan pa = PlanMatMul(a.type, a.rows, a.cols, x.rows, options_.float_matmul);
   const MatMulPlan pb = PlanMatMul(b.type, b.rows, b.cols, x.rows, options_.float_matmul);
-  const bool shared = pa.path == pb.path && (pa.path == MatMulPath::kQuantized ||
-                                             pa.path == MatMulPath::kQuantizedK);
+  const bool shared = pa.path == pb.path && QuantizedPath(pa.path);
   if (!shared || x.rows == 0 || a.rows == 0 || b.rows == 0) {
     MatMul(a, x, ya);
     MatMul(b, x, yb);
@@ -345,9 +363,7 @@ void CudaBackend::SwiGluMatMul(const WeightRef& w, Mat gate, ConstMat up, Mat y)
   op_checks::MatMul(w, gate, y);
   op_checks::RowOrder("SwiGluMatMul", w);
   const MatMulPlan plan = PlanMatMul(w.type, w.rows, w.cols, gate.rows, options_.float_matmul);
-  const bool fused =
-      plan.path == MatMulPath::kQuantized || plan.path == MatMulPath::kQuantizedK;
-  if (!fused || gate.rows == 0 || w.rows == 0) {
+  if (!QuantizedPath(plan.path) || gate.rows == 0 || w.rows == 0) {
     SwiGlu(gate, up, gate);
     MatMul(w, gate, y);
     return;
@@ -367,11 +383,9 @@ void CudaBackend::SwiGluMatMul(const WeightRef& w, Mat gate, ConstMat up, Mat y)
                                                    reinterpret_cast<cuda::QActSuperBlock*>(base)),
                     "SwiGluMatMul: activation and Q8_K quantization");
   } else {
-    const size_t blocks = static_cast<size_t>(gate.rows * (gate.cols / 32));
-    ok = RecordCuda(cuda::LaunchQuantizeQ8_0SwiGlu(
-                        stream(), gate.data, up.data, gate.rows, gate.cols,
-                        reinterpret_cast<cuda::QActBlock*>(base),
-                        reinterpret_cast<float*>(base + blocks * sizeof(cuda::QActBlock))),
+    const Q8_0Scratch q = Q8_0ScratchAt(base, gate.rows, gate.cols);
+    ok = RecordCuda(cuda::LaunchQuantizeQ8_0SwiGlu(stream(), gate.data, up.data, gate.rows,
+                                                   gate.cols, q.codes, q.scales),
                     "SwiGluMatMul: activation and Q8_0 quantization");
   }
   if (ok) QuantizedProduct(plan, w, gate, base, y);
