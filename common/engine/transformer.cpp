@@ -62,7 +62,7 @@ absl::Status Transformer::AllocateBuffers() {
   ids_out_ = reinterpret_cast<int32_t*>(take(b * k));  // right after weights: one copy to host
   tokens_ = reinterpret_cast<int32_t*>(take(b));
   positions_ = reinterpret_cast<int32_t*>(take(b));  // right after tokens: one upload
-  host_positions_.resize(2 * b);
+  host_upload_.resize(2 * b);
   if (shared) {
     shared_out_ = take(b * d);
     shared_gate_ = take(b);
@@ -126,13 +126,13 @@ absl::Status Transformer::BeginSegments(std::span<const int32_t> tokens,
   segments_.assign(segments.begin(), segments.end());
   // Tokens and positions in one upload (one wait for the device): positions_
   // follows tokens_ at n_batch words.
-  std::copy(tokens.begin(), tokens.end(), host_positions_.begin());
-  int32_t* positions = host_positions_.data() + n_batch_;
+  std::copy(tokens.begin(), tokens.end(), host_upload_.begin());
+  int32_t* positions = host_upload_.data() + n_batch_;
   int64_t row = 0;
   for (const Segment& s : segments) {
     for (int64_t i = 0; i < s.n; ++i) positions[row++] = s.pos0 + static_cast<int32_t>(i);
   }
-  ODMOE_RETURN_IF_ERROR(backend_.CopyToBackend(tokens_, host_positions_.data(),
+  ODMOE_RETURN_IF_ERROR(backend_.CopyToBackend(tokens_, host_upload_.data(),
                                                (n_batch_ + n) * sizeof(int32_t)));
   backend_.GetRows(weights_->token_embd(), tokens_, Mat{x_, n, config_.n_embd});
   return absl::OkStatus();

@@ -213,7 +213,7 @@ class Transformer {
 
   int64_t rows_ = 0;
   std::vector<Segment> segments_;  // of the batch in flight
-  std::vector<int32_t> host_positions_;  // BeginSegments upload: tokens [n_batch], positions
+  std::vector<int32_t> host_upload_;  // BeginSegments: tokens [n_batch], then positions [n_batch]
   std::vector<int32_t> host_ids_;
   std::vector<float> host_weights_;
   std::vector<float> host_route_;  // RouteBlock's copy: weights [n_batch * k], then ids
