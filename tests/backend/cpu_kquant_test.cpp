@@ -554,7 +554,7 @@ TEST_CASE("K-family: LoadWeight's interleaved weights give the row-order bits on
       CpuBackend be(2, isa);
       const CpuKQuantKernels& k = CpuKQuantKernelsFor(be.isa());
       const bool kernel = k.interleaved != nullptr && k.interleaved(type);
-      const bool kept = kernel && InterleavedDecodePays(type);  // as LoadWeight decides
+      const bool kept = kernel && InterleavedDecodePays(type, g.size());  // as LoadWeight decides
       absl::StatusOr<BackendWeight> loaded = be.LoadWeight(view);
       REQUIRE(loaded.ok());
       INFO(Name(type) << " " << CpuIsaName(isa));
@@ -589,17 +589,25 @@ TEST_CASE("K-family: LoadWeight's interleaved weights give the row-order bits on
 
 TEST_CASE("cpu K-family weights stay in row order where their interleaved decode does not pay",
           "[backend][kquant]") {
-  // Q5_K and Q6_K on CPUs that split 512-bit instructions (AMD Zen 4); every
-  // other K type wherever the ISA has the kernels.
+  // Q5_K and Q6_K weights beyond kInCacheWeightBytes on CPUs that split
+  // 512-bit instructions (AMD Zen 4); every other K weight wherever the ISA
+  // has the kernels.
   INFO("CpuSplitsAvx512 " << CpuSplitsAvx512());
+  const int64_t cols = 4096;
   for (DType type : kKTypes) {
     const bool high_bits = type == DType::kQ5_K || type == DType::kQ6_K;
-    CHECK(InterleavedDecodePays(type) == !(high_bits && CpuSplitsAvx512()));
     CpuBackend be(1);
     const CpuKQuantKernels& k = CpuKQuantKernelsFor(be.isa());
     const bool kernel = k.interleaved != nullptr && k.interleaved(type);
-    CHECK((be.SlotLayout(type, 64, 4096) == WeightLayout::kInterleaved16) ==
-          (kernel && InterleavedDecodePays(type)));
+    for (const int64_t rows : {int64_t{64}, int64_t{4096}}) {
+      const size_t bytes = static_cast<size_t>(rows) * RowBytes(type, cols);
+      INFO(Name(type) << " " << rows << " rows, " << bytes << " bytes");
+      const bool big = bytes > kInCacheWeightBytes;
+      CHECK(big == (rows == 4096));  // one shape on each side of the bound
+      CHECK(InterleavedDecodePays(type, bytes) == !(high_bits && big && CpuSplitsAvx512()));
+      CHECK((be.SlotLayout(type, rows, cols) == WeightLayout::kInterleaved16) ==
+            (kernel && InterleavedDecodePays(type, bytes)));
+    }
   }
 }
 

@@ -110,10 +110,10 @@ absl::StatusOr<BackendWeight> CpuBackend::LoadWeight(const TensorView& host) {
 }
 
 WeightLayout CpuBackend::SlotLayout(DType type, int64_t rows, int64_t cols) const {
-  (void)cols;
   const CpuKQuantKernels& kq = CpuKQuantKernelsFor(isa());
   if (!repack_ || !IsKQuantWeightType(type) || rows < kInterleaveRows ||
-      kq.interleaved == nullptr || !kq.interleaved(type) || !InterleavedDecodePays(type)) {
+      kq.interleaved == nullptr || !kq.interleaved(type) ||
+      !InterleavedDecodePays(type, static_cast<size_t>(rows) * RowBytes(type, cols))) {
     return WeightLayout::kRows;
   }
   return WeightLayout::kInterleaved16;

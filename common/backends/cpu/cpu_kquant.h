@@ -145,13 +145,16 @@ void DeinterleaveKRow(DType type, const uint8_t* group, size_t row_bytes, int r,
 /// rows + r * row_bytes): the inverse of InterleaveKRows.
 void DeinterleaveKRows(DType type, const uint8_t* group, size_t row_bytes, uint8_t* rows);
 
-/// Whether LoadWeight keeps a `type` weight in KInterleave16 on this CPU,
-/// given an ISA whose kernels compute it there: everywhere, except Q5_K and
-/// Q6_K where 512-bit instructions run as two halves (CpuSplitsAvx512: AMD
-/// Zen 4), whose interleaved decode, one more bit plane to take apart per
-/// word, ran 1.5x slower than row order there (docs/benchmarks.md, "K-family
-/// decode on AMD Zen 4").
-bool InterleavedDecodePays(DType type);
+/// Weights up to this size count as read from cache in InterleavedDecodePays.
+inline constexpr size_t kInCacheWeightBytes = size_t{2} << 20;
+
+/// Whether LoadWeight keeps a `type` weight of `bytes` bytes in KInterleave16
+/// on this CPU, given an ISA whose kernels compute it there: everywhere,
+/// except Q5_K and Q6_K weights larger than kInCacheWeightBytes where 512-bit
+/// instructions run as two halves (CpuSplitsAvx512: AMD Zen 4). There their
+/// interleaved decode, 2x faster than row order from cache, ran 1.5x slower
+/// from memory (docs/benchmarks.md, "K-family decode on AMD Zen 4").
+bool InterleavedDecodePays(DType type, size_t bytes);
 
 /// The K-family kernels of one ISA level; all levels give the same bits.
 struct CpuKQuantKernels {

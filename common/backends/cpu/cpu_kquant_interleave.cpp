@@ -34,8 +34,9 @@ void ForEachPiece(DType type, size_t row_bytes, int r0, int r1, Move&& move) {
 
 }  // namespace
 
-bool InterleavedDecodePays(DType type) {
-  return !(CpuSplitsAvx512() && (type == DType::kQ5_K || type == DType::kQ6_K));
+bool InterleavedDecodePays(DType type, size_t bytes) {
+  const bool high_bits = type == DType::kQ5_K || type == DType::kQ6_K;
+  return !(high_bits && CpuSplitsAvx512() && bytes > kInCacheWeightBytes);
 }
 
 void InterleaveKRows(DType type, const uint8_t* rows, size_t row_bytes, uint8_t* out) {
