@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
                       "Perplexity of a MoE GGUF model on a text (llama.cpp's conventions), in "
                       "one process (--model) or on a running cluster (--main).");
   std::string model, file, main_address, backend = "cpu", top1_out;
-  int ctx = 0, chunks = 0, threads = 0, batch = 0;
+  int ctx = 0, chunks = 0, threads = 0, batch = 2048;
   args.AddString("model", &model, "FILE", "GGUF model file (single-process run)");
   args.AddString("main", &main_address, "HOST:PORT",
                  "score on a running cluster's main node instead (it tokenizes too)");
@@ -118,8 +118,9 @@ int main(int argc, char** argv) {
   args.AddString("backend", &backend, "NAME", "compute backend: cpu, cpu:N, cuda:N (default cpu)");
   args.AddInt("threads", &threads, "N", "CPU threads (default: all cores)");
   args.AddInt("batch", &batch, "N",
-              "rows per forward batch (default: the chunk, --ctx; fewer rows per batch pack "
-              "each weight more often)");
+              "rows per forward pass (default 2048, as llama.cpp's tool): N >= --ctx scores N / "
+              "ctx chunks per pass, each in its own KV slot (the same numbers; fewer passes "
+              "over the weights); a smaller N splits each chunk (one process only)");
   args.AddString("top1-out", &top1_out, "FILE",
                  "write the greedy token of every scored position (teacher forced)");
   args.SetDefaultLogLevel("warn");
@@ -129,7 +130,7 @@ int main(int argc, char** argv) {
   }
   if (threads < 0) return Fail("--threads must be >= 0");
   if (threads > 0 && backend == "cpu") backend = absl::StrCat("cpu:", threads);
-  if (batch < 0) return Fail("--batch must be >= 1 (or 0: the chunk)");
+  if (batch < 1) return Fail("--batch must be >= 1");
   if (ctx < 0) return Fail("--ctx must be >= 0");
 
   std::ofstream top1_file;  // opened first: a bad path fails before any work
@@ -149,27 +150,46 @@ int main(int argc, char** argv) {
 
   // With --top1-out the runner-up is written too: how close a call was.
   const int top_n = top1_out.empty() ? 0 : 2;
-  odmoe::ChunkScorer scorer;
+  odmoe::ChunksScorer scorer;
+  int chunks_per_call = 1;
   std::unique_ptr<odmoe::ReferenceEngine> engine;
   std::string where;
   if (main_address.empty()) {
+    // --batch >= ctx: whole chunks side by side in one pass, each in its own
+    // KV slot; otherwise each chunk in batches of --batch rows.
+    chunks_per_call = std::max(1, std::min(batch / plan->ctx, plan->n_chunks));
     odmoe::EngineOptions options;
     options.backend = backend;
     options.n_ctx = plan->ctx;
-    options.n_batch = batch > 0 ? batch : plan->ctx;  // a whole chunk per forward pass
+    options.n_seq = chunks_per_call;
+    options.n_batch = batch >= plan->ctx ? chunks_per_call * plan->ctx : batch;
     auto e = odmoe::ReferenceEngine::Create(model, options);
     if (!e.ok()) return Fail(e.status());
     engine = std::move(*e);
-    where = absl::StrCat("backend ", engine->backend().name());
-    scorer = [&](std::span<const int32_t> chunk, int first) {
-      return engine->Score(chunk, {.first = first, .top_n = top_n});
+    where = absl::StrCat("backend ", engine->backend().name(), ", ", chunks_per_call,
+                         chunks_per_call == 1 ? " chunk" : " chunks", " per pass");
+    scorer = [&](std::span<const std::vector<int32_t>> chunks,
+                 int first) -> absl::StatusOr<std::vector<odmoe::ScoreResult>> {
+      const odmoe::ScoreOptions opt{.first = first, .top_n = top_n};
+      if (chunks.size() == 1) {
+        auto r = engine->Score(chunks[0], opt);
+        if (!r.ok()) return r.status();
+        return std::vector<odmoe::ScoreResult>{std::move(*r)};
+      }
+      std::vector<std::span<const int32_t>> spans(chunks.begin(), chunks.end());
+      return engine->ScoreSequences(spans, opt);
     };
   } else {
     where = absl::StrCat("cluster at ", main_address);
-    scorer = [&](std::span<const int32_t> chunk, int first) -> absl::StatusOr<odmoe::ScoreResult> {
-      auto r = odmoe::ScoreOnMain(main_address, chunk, {.first = first, .top_n = top_n});
-      if (!r.ok()) return r.status();
-      return std::move(r->score);
+    scorer = [&](std::span<const std::vector<int32_t>> chunks,
+                 int first) -> absl::StatusOr<std::vector<odmoe::ScoreResult>> {
+      std::vector<odmoe::ScoreResult> results;
+      for (const std::vector<int32_t>& chunk : chunks) {
+        auto r = odmoe::ScoreOnMain(main_address, chunk, {.first = first, .top_n = top_n});
+        if (!r.ok()) return r.status();
+        results.push_back(std::move(r->score));
+      }
+      return results;
     };
   }
   std::fprintf(stderr,
@@ -179,7 +199,8 @@ int main(int argc, char** argv) {
                plan->ctx - 2, plan->bos_id >= 0 ? ", BOS first" : "", where.c_str());
 
   absl::StatusOr<odmoe::PerplexityResult> result =
-      odmoe::RunPerplexity(tokens->ids, *plan, scorer, [](const odmoe::ChunkProgress& p) {
+      odmoe::RunPerplexityBatched(tokens->ids, *plan, chunks_per_call, scorer,
+                                  [](const odmoe::ChunkProgress& p) {
         std::printf("[%d]%.4f,", p.chunk + 1, p.running_ppl);
         std::fflush(stdout);
         const double eta = p.tokens_per_second > 0

@@ -28,6 +28,9 @@
 //         return engine->Score(chunk, {.first = first});
 //       }, [](const ChunkProgress& p) { std::printf("[%d]%.4f,", p.chunk + 1, p.running_ppl); }));
 //   std::puts(FormatFinalEstimate(r.nll).c_str());
+//
+// RunPerplexityBatched hands the scorer several chunks per call (an engine
+// that scores them in one forward batch: ReferenceEngine::ScoreSequences).
 #pragma once
 
 #include <cstdint>
@@ -118,11 +121,26 @@ struct PerplexityResult {
 using ChunkScorer =
     std::function<absl::StatusOr<ScoreResult>(std::span<const int32_t> chunk, int first)>;
 
+/// Scores several chunks at once (ctx tokens each, each from position 0),
+/// positions [first, ctx) of each: one result per chunk, in order.
+using ChunksScorer = std::function<absl::StatusOr<std::vector<ScoreResult>>(
+    std::span<const std::vector<int32_t>> chunks, int first)>;
+
 /// Runs every chunk of the plan through `score`, accumulating the NLL of the
 /// scored positions; `on_chunk` (optional) after each. A scorer's error, or
 /// a result of the wrong shape (DATA_LOSS), ends the run.
 absl::StatusOr<PerplexityResult> RunPerplexity(
     std::span<const int32_t> tokens, const PerplexityPlan& plan, const ChunkScorer& score,
     const std::function<void(const ChunkProgress&)>& on_chunk = nullptr);
+
+/// RunPerplexity handing the scorer `chunks_per_call` chunks at a time (the
+/// last call the rest), as llama.cpp's tool evaluates n_batch / ctx chunks
+/// per pass: the same numbers when the scorer scores each chunk as it would
+/// alone. `on_chunk` is called for each chunk after its call (chunk_seconds:
+/// the call's time shared out). INVALID_ARGUMENT for chunks_per_call < 1;
+/// DATA_LOSS when a call returns another number of results.
+absl::StatusOr<PerplexityResult> RunPerplexityBatched(
+    std::span<const int32_t> tokens, const PerplexityPlan& plan, int chunks_per_call,
+    const ChunksScorer& score, const std::function<void(const ChunkProgress&)>& on_chunk = nullptr);
 
 }  // namespace odmoe

@@ -28,6 +28,7 @@ absl::StatusOr<std::unique_ptr<ReferenceEngine>> ReferenceEngine::Create(
   Transformer::Options topt;
   topt.n_ctx = options.n_ctx;
   topt.n_batch = options.n_batch;
+  topt.n_seq = options.n_seq;
   ODMOE_ASSIGN_OR_RETURN(e->transformer_, Transformer::Create(*e->model_, *e->backend_, topt));
   ODMOE_ASSIGN_OR_RETURN(e->experts_, LocalExpertExecutor::Create(*e->model_, *e->backend_,
                                                                   e->transformer_->n_batch()));
@@ -45,6 +46,11 @@ absl::StatusOr<GenerateResult> ReferenceEngine::Generate(const GenerateRequest& 
 absl::StatusOr<ScoreResult> ReferenceEngine::Score(std::span<const int32_t> tokens,
                                                    const ScoreOptions& options) {
   return ScoreTokens(*transformer_, *experts_, tokens, options);
+}
+
+absl::StatusOr<std::vector<ScoreResult>> ReferenceEngine::ScoreSequences(
+    std::span<const std::span<const int32_t>> sequences, const ScoreOptions& options) {
+  return odmoe::ScoreSequences(*transformer_, *experts_, sequences, options);
 }
 
 }  // namespace odmoe

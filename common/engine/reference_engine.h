@@ -35,6 +35,7 @@ struct EngineOptions {
   std::string backend = "cpu";  // registry name: "cpu", "cpu:2", "cuda:0"
   int n_ctx = 0;                // 0 = min(training context, 4096)
   int n_batch = 64;             // prefill chunk
+  int n_seq = 1;                // KV slots: sequences ScoreSequences takes at once
 };
 
 class ReferenceEngine {
@@ -58,6 +59,10 @@ class ReferenceEngine {
   /// those Generate computes. INVALID_ARGUMENT for a request that does not
   /// fit (ValidateScoreRequest).
   absl::StatusOr<ScoreResult> Score(std::span<const int32_t> tokens, const ScoreOptions& options);
+  /// Several sequences scored in one forward batch (engine/scoring.h's
+  /// ScoreSequences): at most n_seq of them, n_batch tokens in all.
+  absl::StatusOr<std::vector<ScoreResult>> ScoreSequences(
+      std::span<const std::span<const int32_t>> sequences, const ScoreOptions& options);
 
  private:
   ReferenceEngine() = default;

@@ -70,17 +70,42 @@ absl::Status ValidateScoreRequest(std::span<const int32_t> tokens, const ScoreOp
   return absl::OkStatus();
 }
 
+namespace {
+
+// Reserves a result for scoring positions [first, n) of an n-token sequence.
+ScoreResult EmptyResult(int64_t n, const ScoreOptions& options) {
+  ScoreResult result;
+  result.first = options.first;
+  result.top1.reserve(static_cast<size_t>(n - options.first));
+  result.next_logprobs.reserve(static_cast<size_t>(n - 1 - options.first));
+  if (options.top_n > 0) result.top.reserve(static_cast<size_t>(n - options.first));
+  return result;
+}
+
+// Appends the scores of position `pos` of `tokens`, whose logits are `row`.
+void AddRowScore(std::span<const float> row, std::span<const int32_t> tokens, int64_t pos,
+                 int top_n, ScoreResult* result) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  const int32_t next = pos + 1 < n ? tokens[static_cast<size_t>(pos + 1)] : -1;
+  RowScore s = ScoreLogitsRow(row, next, top_n);
+  if (next >= 0) result->next_logprobs.push_back(s.target_logprob);
+  result->top1.push_back(s.top1);
+  if (top_n > 0) result->top.push_back(std::move(s.top));
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
 absl::StatusOr<ScoreResult> ScoreTokens(Transformer& transformer, ExpertExecutor& experts,
                                         std::span<const int32_t> tokens,
                                         const ScoreOptions& options) {
   const ModelConfig& c = transformer.config();
   ODMOE_RETURN_IF_ERROR(ValidateScoreRequest(tokens, options, c.n_vocab, transformer.n_ctx()));
   const auto t0 = std::chrono::steady_clock::now();
-  const int64_t n = static_cast<int64_t>(tokens.size());
-  ScoreResult result;
-  result.first = options.first;
-  result.top1.reserve(static_cast<size_t>(n - options.first));
-  result.next_logprobs.reserve(static_cast<size_t>(n - 1 - options.first));
+  ScoreResult result = EmptyResult(static_cast<int64_t>(tokens.size()), options);
   std::vector<float> logits;
   auto score_batch = [&](int64_t first_row) -> absl::Status {
     const int64_t rows = transformer.rows();
@@ -88,20 +113,72 @@ absl::StatusOr<ScoreResult> ScoreTokens(Transformer& transformer, ExpertExecutor
     if (skip >= rows) return absl::OkStatus();
     ODMOE_RETURN_IF_ERROR(transformer.RowLogits(skip, &logits));
     for (int64_t r = skip; r < rows; ++r) {
-      const int64_t pos = first_row + r;
-      const int32_t next = pos + 1 < n ? tokens[static_cast<size_t>(pos + 1)] : -1;
       std::span<const float> row(logits.data() + (r - skip) * c.n_vocab,
                                  static_cast<size_t>(c.n_vocab));
-      RowScore s = ScoreLogitsRow(row, next, options.top_n);
-      if (next >= 0) result.next_logprobs.push_back(s.target_logprob);
-      result.top1.push_back(s.top1);
-      if (options.top_n > 0) result.top.push_back(std::move(s.top));
+      AddRowScore(row, tokens, first_row + r, options.top_n, &result);
     }
     return absl::OkStatus();
   };
   ODMOE_RETURN_IF_ERROR(transformer.ForwardBatches(tokens, 0, experts, nullptr, score_batch));
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  result.seconds = SecondsSince(t0);
   return result;
+}
+
+absl::StatusOr<std::vector<ScoreResult>> ScoreSequences(
+    Transformer& transformer, ExpertExecutor& experts,
+    std::span<const std::span<const int32_t>> sequences, const ScoreOptions& options) {
+  const ModelConfig& c = transformer.config();
+  if (sequences.empty()) return absl::InvalidArgumentError("no sequences to score");
+  if (static_cast<int64_t>(sequences.size()) > transformer.n_seq()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%d sequences to score at once, but the transformer has %d KV slots",
+                        sequences.size(), transformer.n_seq()));
+  }
+  int64_t total = 0;
+  for (std::span<const int32_t> seq : sequences) {
+    ODMOE_RETURN_IF_ERROR(ValidateScoreRequest(seq, options, c.n_vocab, transformer.n_ctx()));
+    total += static_cast<int64_t>(seq.size());
+  }
+  if (total > transformer.n_batch()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%d tokens in all do not fit one batch of %d rows", total, transformer.n_batch()));
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<int32_t> tokens;
+  tokens.reserve(static_cast<size_t>(total));
+  std::vector<Transformer::Segment> segments;
+  // The scored rows of the batch, and the sequence and position of each.
+  std::vector<int64_t> rows;
+  std::vector<std::pair<size_t, int64_t>> where;
+  std::vector<ScoreResult> results;
+  for (size_t s = 0; s < sequences.size(); ++s) {
+    const int64_t n = static_cast<int64_t>(sequences[s].size());
+    const int64_t row0 = static_cast<int64_t>(tokens.size());
+    segments.push_back({static_cast<int>(s), 0, n});
+    tokens.insert(tokens.end(), sequences[s].begin(), sequences[s].end());
+    for (int64_t pos = options.first; pos < n; ++pos) {
+      rows.push_back(row0 + pos);
+      where.emplace_back(s, pos);
+    }
+    results.push_back(EmptyResult(n, options));
+  }
+  ODMOE_RETURN_IF_ERROR(transformer.ForwardSegments(tokens, segments, experts));
+  const int64_t piece = transformer.max_logit_rows();
+  std::vector<float> logits;
+  for (size_t begin = 0; begin < rows.size(); begin += static_cast<size_t>(piece)) {
+    const size_t m = std::min(rows.size() - begin, static_cast<size_t>(piece));
+    ODMOE_RETURN_IF_ERROR(
+        transformer.LogitsOfRows(std::span<const int64_t>(rows).subspan(begin, m), &logits));
+    for (size_t i = 0; i < m; ++i) {
+      const auto [s, pos] = where[begin + i];
+      std::span<const float> row(logits.data() + i * static_cast<size_t>(c.n_vocab),
+                                 static_cast<size_t>(c.n_vocab));
+      AddRowScore(row, sequences[s], pos, options.top_n, &results[s]);
+    }
+  }
+  const double seconds = SecondsSince(t0);
+  for (ScoreResult& r : results) r.seconds = seconds;
+  return results;
 }
 
 }  // namespace odmoe

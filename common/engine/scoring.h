@@ -88,4 +88,20 @@ absl::StatusOr<ScoreResult> ScoreTokens(Transformer& transformer, ExpertExecutor
                                         std::span<const int32_t> tokens,
                                         const ScoreOptions& options);
 
+/// Several sequences scored in one forward batch, each from position 0 in
+/// its own KV slot (sequence s in slot s): what ScoreTokens gives each of
+/// them alone, bit for bit (a row's result does not depend on the other
+/// rows of its batch), at the cost of one pass over the weights for all of
+/// them. Every sequence is checked as ScoreTokens checks it; INVALID_ARGUMENT
+/// as well when there are none, more than the transformer's n_seq, or more
+/// tokens in all than its n_batch. Each result's `seconds` is the whole call.
+///
+///   // transformer with n_seq >= 4 and n_batch >= 4 * 128
+///   std::vector<std::span<const int32_t>> chunks = {c0, c1, c2, c3};  // 128 tokens each
+///   ODMOE_ASSIGN_OR_RETURN(std::vector<ScoreResult> r,
+///                          ScoreSequences(*transformer, *experts, chunks, {.first = 64}));
+absl::StatusOr<std::vector<ScoreResult>> ScoreSequences(
+    Transformer& transformer, ExpertExecutor& experts,
+    std::span<const std::span<const int32_t>> sequences, const ScoreOptions& options);
+
 }  // namespace odmoe

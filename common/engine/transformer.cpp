@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 
 #include "absl/strings/str_format.h"
 #include "util/status_macros.h"
@@ -25,7 +26,13 @@ absl::StatusOr<std::unique_ptr<Transformer>> Transformer::Create(const ModelFile
     kv.push_back(std::move(slot));
   }
   std::unique_ptr<Transformer> tf(new Transformer(c, backend, std::move(kv)));
-  tf->n_batch_ = std::min(options.n_batch, n_ctx);
+  // A batch holds at most n_ctx rows of each sequence.
+  tf->n_batch_ = static_cast<int>(std::min<int64_t>(options.n_batch, int64_t{n_ctx} * options.n_seq));
+  if (options.logit_buffer_bytes < 1) {
+    return absl::InvalidArgumentError("logit_buffer_bytes must be >= 1");
+  }
+  tf->max_logit_rows_ = std::clamp<int64_t>(
+      options.logit_buffer_bytes / (int64_t{c.n_vocab} * 4), 1, tf->n_batch_);
   ODMOE_ASSIGN_OR_RETURN(tf->weights_, DenseWeights::Load(model, backend));
   ODMOE_RETURN_IF_ERROR(tf->AllocateBuffers());
   return tf;
@@ -311,23 +318,40 @@ void Transformer::HeadRows(std::span<const int64_t> rows, Mat out) {
 }
 
 absl::Status Transformer::SegmentLogits(std::vector<float>* logits) {
-  const ModelConfig& c = config_;
   if (segments_.size() == 1) return Logits(logits);
-  if (!row_logits_buffer_) {
-    ODMOE_ASSIGN_OR_RETURN(row_logits_buffer_,
-                           backend_.Allocate(static_cast<size_t>(n_batch_) * c.n_vocab * 4));
-  }
   std::vector<int64_t> last;
   int64_t row = 0;
   for (const Segment& s : segments_) {
     row += s.n;
     last.push_back(row - 1);
   }
-  const int64_t n = static_cast<int64_t>(last.size());
-  const Mat out{static_cast<float*>(row_logits_buffer_->data()), n, c.n_vocab};
-  HeadRows(last, out);
+  return LogitsOfRows(last, logits);
+}
+
+absl::Status Transformer::LogitsOfRows(std::span<const int64_t> rows, std::vector<float>* logits) {
+  const ModelConfig& c = config_;
+  for (int64_t r : rows) {
+    if (r < 0 || r >= rows_) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("row %d is outside the batch of %d rows", r, rows_));
+    }
+  }
+  const int64_t n = static_cast<int64_t>(rows.size());
   logits->resize(static_cast<size_t>(n * c.n_vocab));
-  return backend_.CopyToHost(logits->data(), out.data, logits->size() * sizeof(float));
+  if (n == 0) return absl::OkStatus();
+  const int64_t piece = max_logit_rows();
+  if (!row_logits_buffer_) {
+    ODMOE_ASSIGN_OR_RETURN(row_logits_buffer_,
+                           backend_.Allocate(static_cast<size_t>(piece) * c.n_vocab * 4));
+  }
+  for (int64_t begin = 0; begin < n; begin += piece) {
+    const int64_t m = std::min(piece, n - begin);
+    const Mat out{static_cast<float*>(row_logits_buffer_->data()), m, c.n_vocab};
+    HeadRows(rows.subspan(static_cast<size_t>(begin), static_cast<size_t>(m)), out);
+    ODMOE_RETURN_IF_ERROR(backend_.CopyToHost(logits->data() + begin * c.n_vocab, out.data,
+                                              static_cast<size_t>(m) * c.n_vocab * 4));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Transformer::Logits(std::vector<float>* logits) {
@@ -341,23 +365,13 @@ absl::Status Transformer::Logits(std::vector<float>* logits) {
 }
 
 absl::Status Transformer::RowLogits(int64_t first, std::vector<float>* logits) {
-  const ModelConfig& c = config_;
   if (first < 0 || first >= rows_) {
     return absl::InvalidArgumentError(
         absl::StrFormat("row %d is outside the batch of %d rows", first, rows_));
   }
-  if (!row_logits_buffer_) {
-    ODMOE_ASSIGN_OR_RETURN(row_logits_buffer_,
-                           backend_.Allocate(static_cast<size_t>(n_batch_) * c.n_vocab * 4));
-  }
-  const int64_t n = rows_ - first;
-  const Mat rows{x_ + first * c.n_embd, n, c.n_embd};
-  const Mat h{h_, n, c.n_embd};
-  const Mat out{static_cast<float*>(row_logits_buffer_->data()), n, c.n_vocab};
-  backend_.RmsNorm(rows, weights_->output_norm(), c.rms_eps, h);
-  backend_.MatMul(weights_->output(), h, out);
-  logits->resize(static_cast<size_t>(n * c.n_vocab));
-  return backend_.CopyToHost(logits->data(), out.data, logits->size() * sizeof(float));
+  std::vector<int64_t> rows(static_cast<size_t>(rows_ - first));
+  std::iota(rows.begin(), rows.end(), first);
+  return LogitsOfRows(rows, logits);
 }
 
 absl::Status Transformer::ForwardBatches(std::span<const int32_t> tokens, int pos0,

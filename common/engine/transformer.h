@@ -71,8 +71,12 @@ class Transformer {
  public:
   struct Options {
     int n_ctx = 0;     // KV capacity per sequence; 0 = min(training context, 4096)
-    int n_batch = 64;  // rows per forward chunk
+    int n_batch = 64;  // rows per forward chunk (at most n_ctx * n_seq are used)
     int n_seq = 1;     // sequences with their own KV cache (slots 0..n_seq-1)
+    /// Bytes of logits the LM head computes per pass in LogitsOfRows (at
+    /// least one row, at most n_batch rows): bounds that buffer for large
+    /// vocabularies and batches.
+    int64_t logit_buffer_bytes = int64_t{256} << 20;
   };
 
   /// `n` rows of the sequence in KV slot `slot`, at positions [pos0, pos0 + n).
@@ -160,12 +164,19 @@ class Transformer {
   /// sequence alone.
   absl::Status SegmentLogits(std::vector<float>* logits);
   /// Logits of rows [first, rows()) of the batch, to host: (rows() - first)
-  /// rows of n_vocab, row-major. Each row has exactly the bits Logits() gives
-  /// when that row is the last of its batch (the backend computes every
-  /// output row from its own input row alone; see backend/backend.h). Uses
-  /// a [n_batch, n_vocab] buffer allocated on first use, so generation never
-  /// pays for it.
+  /// rows of n_vocab, row-major: LogitsOfRows of those rows.
   absl::Status RowLogits(int64_t first, std::vector<float>* logits);
+  /// Logits of the given rows of the batch (any order, each in [0, rows())),
+  /// to host: rows.size() rows of n_vocab, row-major, in the order given.
+  /// Each row has exactly the bits Logits() gives when that row is the last
+  /// of its batch (the backend computes every output row from its own input
+  /// row alone; see backend/backend.h). The head runs on at most
+  /// max_logit_rows() rows at a time, in a buffer allocated on first use, so
+  /// generation never pays for it. INVALID_ARGUMENT for a row outside the batch.
+  absl::Status LogitsOfRows(std::span<const int64_t> rows, std::vector<float>* logits);
+  /// Rows the LM head computes per pass in LogitsOfRows: n_batch, or fewer
+  /// where n_batch rows of logits would pass Options::logit_buffer_bytes.
+  int64_t max_logit_rows() const { return max_logit_rows_; }
 
   std::span<const int32_t> last_ids() const { return host_ids_; }
   std::span<const float> last_weights() const { return host_weights_; }
@@ -191,6 +202,7 @@ class Transformer {
   std::vector<KvCache> kv_;  // one per sequence slot
   std::unique_ptr<DenseWeights> weights_;
   int n_batch_ = 0;
+  int64_t max_logit_rows_ = 1;
 
   // Activations, [n_batch, width] each, in one backend buffer.
   std::unique_ptr<BackendBuffer> buffer_;
@@ -209,7 +221,7 @@ class Transformer {
   std::unique_ptr<BackendBuffer> mla_buffer_;
   float *q_abs_ = nullptr, *head_in_ = nullptr, *head_out_ = nullptr;
   float *o_heads_ = nullptr, *q_lat_ = nullptr;
-  std::unique_ptr<BackendBuffer> row_logits_buffer_;  // [n_batch, n_vocab], RowLogits only
+  std::unique_ptr<BackendBuffer> row_logits_buffer_;  // [max_logit_rows, n_vocab], LogitsOfRows only
 
   int64_t rows_ = 0;
   std::vector<Segment> segments_;  // of the batch in flight

@@ -150,6 +150,66 @@ TEST_CASE("perplexity: a synthetic logits stream gives the hand-computed PPL",
   CHECK(result->top1_matches == 4);
 }
 
+TEST_CASE("perplexity: chunks handed out several at a time give the same numbers",
+          "[engine][perplexity]") {
+  // 5 chunks of 8 over a vocabulary of 4; a scorer whose scores depend on the
+  // chunk's tokens, so a chunk scored in the wrong place would show.
+  std::vector<int32_t> tokens(43);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 7 + i / 5) % 4);
+  const PerplexityPlan plan = PlanPerplexity(43, {.ctx = 8}, 512, 0).value();
+  REQUIRE(plan.n_chunks == 5);
+  auto score_one = [](std::span<const int32_t> chunk, int first) {
+    ScoreResult r;
+    r.first = first;
+    for (int j = first; j < static_cast<int>(chunk.size()); ++j) {
+      const int32_t next = j + 1 < static_cast<int>(chunk.size()) ? chunk[j + 1] : -1;
+      std::vector<float> row = SyntheticRow(j, next < 0 ? 0 : next);
+      row[static_cast<size_t>(chunk[static_cast<size_t>(j)])] += 0.25f;
+      const RowScore s = ScoreLogitsRow(row, next, 0);
+      if (next >= 0) r.next_logprobs.push_back(s.target_logprob);
+      r.top1.push_back(s.top1);
+    }
+    return r;
+  };
+  const PerplexityResult one =
+      RunPerplexity(tokens, plan, [&](std::span<const int32_t> c, int first)
+                                      -> absl::StatusOr<ScoreResult> { return score_one(c, first); })
+          .value();
+  for (int per_call : {1, 2, 3, 5, 9}) {
+    INFO("chunks per call " << per_call);
+    std::vector<int> call_sizes;
+    std::vector<int> progress;
+    auto scorer = [&](std::span<const std::vector<int32_t>> chunks,
+                      int first) -> absl::StatusOr<std::vector<ScoreResult>> {
+      call_sizes.push_back(static_cast<int>(chunks.size()));
+      std::vector<ScoreResult> out;
+      for (const std::vector<int32_t>& c : chunks) out.push_back(score_one(c, first));
+      return out;
+    };
+    auto r = RunPerplexityBatched(tokens, plan, per_call, scorer,
+                                  [&](const ChunkProgress& p) { progress.push_back(p.chunk); });
+    REQUIRE(r.ok());
+    CHECK(r->nll.perplexity() == one.nll.perplexity());
+    CHECK(r->nll.perplexity_error() == one.nll.perplexity_error());
+    CHECK(r->running_ppl == one.running_ppl);
+    CHECK(r->top1 == one.top1);
+    CHECK(r->next_logprob == one.next_logprob);
+    CHECK(r->top1_matches == one.top1_matches);
+    CHECK(progress == std::vector<int>{0, 1, 2, 3, 4});
+    const int calls = (5 + per_call - 1) / per_call;
+    REQUIRE(static_cast<int>(call_sizes.size()) == calls);
+    CHECK(call_sizes.back() == 5 - (calls - 1) * per_call);
+  }
+  auto too_few = [&](std::span<const std::vector<int32_t>> chunks,
+                     int first) -> absl::StatusOr<std::vector<ScoreResult>> {
+    return std::vector<ScoreResult>{score_one(chunks[0], first)};
+  };
+  const absl::Status short_call = RunPerplexityBatched(tokens, plan, 2, too_few).status();
+  CHECK(absl::IsDataLoss(short_call));
+  CHECK(short_call.message().find("returned 1 results for 2 chunks") != std::string::npos);
+  CHECK(absl::IsInvalidArgument(RunPerplexityBatched(tokens, plan, 0, too_few).status()));
+}
+
 TEST_CASE("perplexity: a scorer's error or a short result ends the run", "[engine][perplexity]") {
   const std::vector<int32_t> tokens(16, 1);
   const PerplexityPlan plan = PlanPerplexity(16, {.ctx = 8}, 512, 0).value();

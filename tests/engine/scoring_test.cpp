@@ -30,13 +30,15 @@ struct Stack {
   std::unique_ptr<LocalExpertExecutor> experts;
 };
 
-Stack MakeStack(int n_batch) {
+Stack MakeStack(int n_batch, int n_seq = 1, int64_t logit_buffer_bytes = int64_t{256} << 20) {
   Stack s;
   s.model = ModelFile::Open(Model()).value();
   s.backend = CreateBackend("cpu").value();
   Transformer::Options opt;
   opt.n_batch = n_batch;
   opt.n_ctx = 64;
+  opt.n_seq = n_seq;
+  opt.logit_buffer_bytes = logit_buffer_bytes;
   s.tf = Transformer::Create(*s.model, *s.backend, opt).value();
   s.experts = LocalExpertExecutor::Create(*s.model, *s.backend, n_batch).value();
   return s;
@@ -108,6 +110,58 @@ TEST_CASE("scoring: teacher forcing a greedy generation reproduces its tokens",
     CHECK(r->top1[i] == g.output_ids[i]);
     CHECK(r->next_logprobs[i] <= 0.0);
   }
+}
+
+TEST_CASE("scoring: several sequences in one batch score as each alone, bit for bit",
+          "[engine][scoring]") {
+  // Three sequences of other lengths and contents (the third a prefix of
+  // the first, in another slot), scored alone and side by side.
+  const std::vector<int32_t> a = kTokens;
+  const std::vector<int32_t> b(kTokens.rbegin(), kTokens.rbegin() + 17);
+  const std::vector<int32_t> c(kTokens.begin(), kTokens.begin() + 9);
+  const std::vector<std::span<const int32_t>> seqs = {a, b, c};
+  for (int first : {0, 5}) {
+    Stack alone = MakeStack(64);
+    std::vector<ScoreResult> want;
+    for (std::span<const int32_t> seq : seqs) {
+      want.push_back(ScoreTokens(*alone.tf, *alone.experts, seq, {.first = first, .top_n = 2}).value());
+    }
+    // A head of 7 rows per pass (a logit buffer of 7 rows): pieces too.
+    for (int64_t buffer : {int64_t{256} << 20, int64_t{7} * 2048 * 4 + 5}) {
+      INFO("first " << first << " logit buffer " << buffer);
+      Stack s = MakeStack(64, 3, buffer);
+      CHECK(s.tf->max_logit_rows() == (buffer < 1000000 ? 7 : 64));
+      auto r = ScoreSequences(*s.tf, *s.experts, seqs, {.first = first, .top_n = 2});
+      REQUIRE(r.ok());
+      REQUIRE(r->size() == 3);
+      for (size_t i = 0; i < 3; ++i) {
+        INFO("sequence " << i);
+        CHECK((*r)[i].first == first);
+        CHECK((*r)[i].next_logprobs == want[i].next_logprobs);
+        CHECK((*r)[i].top1 == want[i].top1);
+        CHECK((*r)[i].top == want[i].top);
+      }
+    }
+  }
+}
+
+TEST_CASE("scoring: several sequences that do not fit one batch are refused",
+          "[engine][scoring]") {
+  Stack s = MakeStack(32, 2);
+  const std::vector<int32_t> ten(10, 5), twenty(20, 6), bad = {1, 2, 5000};
+  auto refused = [&](std::vector<std::span<const int32_t>> seqs, const std::string& why) {
+    const absl::Status st = ScoreSequences(*s.tf, *s.experts, seqs, {}).status();
+    INFO(st.ToString());
+    CHECK(absl::IsInvalidArgument(st));
+    CHECK(st.message().find(why) != std::string::npos);
+  };
+  refused({}, "no sequences");
+  refused({ten, ten, ten}, "3 sequences to score at once, but the transformer has 2 KV slots");
+  refused({twenty, twenty}, "40 tokens in all do not fit one batch of 32 rows");
+  refused({ten, bad}, "token id 5000 outside the vocabulary");
+  // The stack still works after the refusals.
+  CHECK(ScoreSequences(*s.tf, *s.experts, std::vector<std::span<const int32_t>>{ten, twenty}, {})
+            .ok());
 }
 
 TEST_CASE("scoring: requests that do not fit are refused", "[engine][scoring]") {

@@ -77,6 +77,12 @@ TEST_CASE("odmoe-perplexity: a small run on the held-out text", "[cli][perplexit
   CHECK(std::regex_search(a, estimates));
   CHECK(a.find(m[0].str()) != std::string::npos);
   CHECK(a == Stdout(base + " --threads 1 --batch 7"));
+  // The default (--batch 2048) scores the 4 chunks in one pass; 2 per pass
+  // and 1 per pass give the same bits.
+  CHECK(a == Stdout(base + " --batch 130"));
+  CHECK(a == Stdout(base + " --batch 64"));
+  const test::ShellResult passes = Sh(Ppl() + " " + base + " --batch 130");
+  CHECK(passes.output.find("2 chunks per pass") != std::string::npos);
 }
 
 TEST_CASE("odmoe-perplexity: bad input is one clear error", "[cli][perplexity]") {
@@ -98,7 +104,8 @@ TEST_CASE("odmoe-perplexity: bad input is one clear error", "[cli][perplexity]")
   ExpectError(model + " --file " + HeldOut() + " --ctx 2", "--ctx must be at least 4");
   ExpectError(model + " --file " + HeldOut() + " --ctx -1", "--ctx must be >= 0");
   ExpectError(model + " --file " + HeldOut() + " --chunks -1", "--chunks must be >= 0");
-  ExpectError(model + " --file " + HeldOut() + " --batch -1", "--batch must be >= 1 (or 0");
+  ExpectError(model + " --file " + HeldOut() + " --batch -1", "--batch must be >= 1");
+  ExpectError(model + " --file " + HeldOut() + " --batch 0", "--batch must be >= 1");
   ExpectError(model + " --file " + HeldOut() + " --ctx abc", "invalid value 'abc'");
   ExpectError(model + " --file " + HeldOut() + " --backend nosuch", "nosuch");
   ExpectError("--model /nonexistent/m.gguf --file " + HeldOut(), "/nonexistent/m.gguf");

@@ -96,14 +96,15 @@ inline constexpr int kKTileRows = 16;
 /// kernels, optional per ISA): element group g (4 consecutive elements) of
 /// row r at q[g][4r .. 4r + 3], so one vpdpbusd with 4 broadcast activation
 /// codes yields the 4-element dot of all 16 rows. The codes are
-/// KUnpacked::q made unsigned (IQ4_XS: + 128), with kTileCodeOffset of the
-/// type to subtract (the kernel starts each sub-block sum at -offset * its
-/// activation code sum). sc[j][r], mn pairs and the f32 scales per row.
-/// Rows past the matrix's end are all zero.
+/// KUnpacked::q made unsigned (IQ4_XS: + 128), with the type's code offset
+/// to subtract: for Q3_K, Q6_K and IQ4_XS (no mins) `mn` holds -offset *
+/// sc, so A_s = sum_j sc_j * (codes . x)_j + sum_j mn_j * bsum_j exactly.
+/// sc[j][r], mn pairs and the f32 scales per row. Rows past the matrix's
+/// end are all zero.
 struct alignas(64) KTile {
   uint8_t q[kSuperBlockElems / 4][4 * kKTileRows];
   int32_t sc[16][kKTileRows];    // 16-element sub-block j's scale
-  int16_t mn[8][kKTileRows][2];  // mins of 16-element sub-blocks 2k, 2k + 1
+  int16_t mn[8][kKTileRows][2];  // mins (or -offset * sc) of 16-element sub-blocks 2k, 2k + 1
   float d[kKTileRows];
   float dmin[kKTileRows];
 };

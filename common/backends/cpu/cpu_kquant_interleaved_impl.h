@@ -387,6 +387,16 @@ struct KInterleavedVnni {
     auto min_pair = [&](int k, V lo, V hi) {
       _mm512_store_si512(t.mn[k], _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
     };
+    // The offset correction of the types without mins: -offset * sc
+    // (offset = 1 << shift) of 16-element sub-blocks 2k, 2k + 1 as int16 pairs.
+    auto correction_pairs = [&](const V* sc, int shift) {
+      for (int k = 0; k < 8; ++k) {
+        const V lo = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sc[2 * k], shift));
+        const V hi = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                      _mm512_slli_epi32(sc[2 * k + 1], shift));
+        min_pair(k, _mm512_and_si512(lo, Set(0xffffu)), hi);
+      }
+    };
     if constexpr (T == DType::kQ4_K || T == DType::kQ5_K) {
       V sc[2], mn[2];
       Q45Scales(sb, sc, mn);
@@ -441,8 +451,13 @@ struct KInterleavedVnni {
           }
         }
       }
-      for (int j = 0; j < 16; ++j) scale16(j, _mm512_sub_epi32(Byte(comb[j / 4], j % 4), Set(32)));
-      std::memset(t.mn, 0, sizeof(t.mn));
+      V sc[16];
+      for (int j = 0; j < 16; ++j) {
+        sc[j] = _mm512_sub_epi32(Byte(comb[j / 4], j % 4), Set(32));
+        scale16(j, sc[j]);
+      }
+      static_assert(kQ3KCodeOffset == 1 << 2);
+      correction_pairs(sc, 2);
       _mm512_store_ps(t.d,
                       _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 64 * 27))));
       _mm512_store_ps(t.dmin, _mm512_setzero_ps());
@@ -454,14 +469,20 @@ struct KInterleavedVnni {
           for (int m = 0; m < 4; ++m) codes(128 * h + 32 * m + 4 * i, c[m]);
         }
       }
-      for (int j = 0; j < 16; ++j) scale16(j, SignedByte(Word(sb, 48 + j / 4), j % 4));
-      std::memset(t.mn, 0, sizeof(t.mn));
+      V sc[16];
+      for (int j = 0; j < 16; ++j) {
+        sc[j] = SignedByte(Word(sb, 48 + j / 4), j % 4);
+        scale16(j, sc[j]);
+      }
+      static_assert(kQ6KCodeOffset == 1 << 5);
+      correction_pairs(sc, 5);
       _mm512_store_ps(t.d,
                       _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 64 * 52))));
       _mm512_store_ps(t.dmin, _mm512_setzero_ps());
     } else {  // IQ4_XS
       const V lut = Iq4Lut();
       const V w0 = Word(sb, 0), w1 = Word(sb, 1);
+      V sc[16];
       for (int j = 0; j < 8; ++j) {
         for (int k = 0; k < 4; ++k) {
           V lo, hi;
@@ -469,11 +490,11 @@ struct KInterleavedVnni {
           codes(32 * j + 4 * k, lo);
           codes(32 * j + 16 + 4 * k, hi);
         }
-        const V s = Iq4Scale(w0, w1, j);
-        scale16(2 * j, s);
-        scale16(2 * j + 1, s);
+        sc[2 * j] = sc[2 * j + 1] = Iq4Scale(w0, w1, j);
+        scale16(2 * j, sc[2 * j]);
+        scale16(2 * j + 1, sc[2 * j]);
       }
-      std::memset(t.mn, 0, sizeof(t.mn));
+      correction_pairs(sc, 7);  // KTile::q holds IQ4_XS codes + 128
       _mm512_store_ps(t.d, HalfLo(w0));
       _mm512_store_ps(t.dmin, _mm512_setzero_ps());
     }

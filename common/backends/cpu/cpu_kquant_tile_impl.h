@@ -110,9 +110,16 @@ __attribute__((always_inline)) inline void PackTileBlock(const uint8_t* rows, si
   }
   Transpose16(in, tr);
   for (int j = 0; j < 16; ++j) _mm512_store_si512(t.sc[j], tr[j]);
-  if constexpr (kquant_impl::HasMins<T>()) {
+  constexpr int kOffset = TileCodeOffset<T>();
+  if constexpr (kquant_impl::HasMins<T>() || kOffset != 0) {
+    // The mins, or the offset correction -offset * sc (|sc| * offset <= 4096).
     for (int r = 0; r < 16; ++r) {
-      in[r] = _mm512_zextsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(u[r].mn)));
+      const __m256i v = kquant_impl::HasMins<T>()
+                            ? _mm256_load_si256(reinterpret_cast<const __m256i*>(u[r].mn))
+                            : _mm256_mullo_epi16(
+                                  _mm256_load_si256(reinterpret_cast<const __m256i*>(u[r].sc)),
+                                  _mm256_set1_epi16(static_cast<int16_t>(-kOffset)));
+      in[r] = _mm512_zextsi256_si512(v);
     }
     Transpose16(in, tr);
     for (int k = 0; k < 8; ++k) _mm512_store_si512(t.mn[k], tr[k]);
@@ -167,48 +174,58 @@ __attribute__((always_inline)) inline int32_t Load32(const void* p) {
 }
 
 /// Adds the canonical float steps of activation rows t0 .. t0 + NX - 1 to
-/// acc[t * 16 + lane] (16 rows per vector).
+/// acc[t * 16 + lane] (16 rows per vector). Per super-block and activation
+/// row, A_s = sum_j sc_j * (codes . x)_j + sum_k mn_k . bsums_k: the integer
+/// of the canonical step, exact (int32 arithmetic, any order), then the
+/// float steps in the canonical order.
 template <DType T, int NX>
 void TileRowsT(const KTile* w, int64_t superblocks, const KActs& x, int64_t t0, __m512* acc) {
   constexpr int kSub = TileSubBlock<T>();
-  constexpr int kOffset = TileCodeOffset<T>();
+  constexpr int kScales = 256 / kSub;  // scales per super-block
+  constexpr int kGroups = kSub / 4;    // 4-code groups per scale
   constexpr bool kMins = kquant_impl::HasMins<T>();
+  constexpr bool kCorrection = TileCodeOffset<T>() != 0;
   for (int64_t s = 0; s < superblocks; ++s) {
     const KTile& tl = w[s];
     const KActBlock* xs[NX];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < NX; ++t) xs[t] = x.Row(t0 + t) + s;
     __m512i a[NX];
-#pragma GCC unroll 4
-    for (int t = 0; t < NX; ++t) a[t] = _mm512_setzero_si512();
-#pragma GCC unroll 2
-    for (int j = 0; j < 16; j += kSub / 16) {
-      __m512i isum[NX];
-#pragma GCC unroll 4
-      for (int t = 0; t < NX; ++t) {
-        if constexpr (kOffset != 0) {
-          int bs = xs[t]->bsums[j];
-          if constexpr (kSub == 32) bs += xs[t]->bsums[j + 1];
-          isum[t] = _mm512_set1_epi32(-kOffset * bs);
-        } else {
-          isum[t] = _mm512_setzero_si512();
-        }
-      }
 #pragma GCC unroll 8
-      for (int g = 4 * j; g < 4 * j + kSub / 4; ++g) {
+    for (int t = 0; t < NX; ++t) a[t] = _mm512_setzero_si512();
+    // Not unrolled further: the fully unrolled super-block spilled
+    // registers (8 % slower on Zen 4; two interleaved scales gained nothing).
+#pragma GCC unroll 2
+    for (int j = 0; j < kScales; ++j) {
+      __m512i isum[NX];
+#pragma GCC unroll 8
+      for (int t = 0; t < NX; ++t) isum[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int i = 0; i < kGroups; ++i) {
+        const int g = j * kGroups + i;
         const __m512i wq = _mm512_load_si512(tl.q[g]);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int t = 0; t < NX; ++t) {
           isum[t] = _mm512_dpbusd_epi32(isum[t], wq, _mm512_set1_epi32(Load32(xs[t]->qs + 4 * g)));
         }
       }
-      const __m512i sc = _mm512_load_si512(tl.sc[j]);
-#pragma GCC unroll 4
+      const __m512i sc = _mm512_load_si512(tl.sc[j * (kSub / 16)]);
+#pragma GCC unroll 8
       for (int t = 0; t < NX; ++t) a[t] = _mm512_add_epi32(a[t], _mm512_mullo_epi32(isum[t], sc));
+    }
+    if constexpr (kCorrection) {
+#pragma GCC unroll 8
+      for (int k = 0; k < 8; ++k) {
+        const __m512i corr = _mm512_load_si512(tl.mn[k]);
+#pragma GCC unroll 8
+        for (int t = 0; t < NX; ++t) {
+          a[t] = _mm512_dpwssd_epi32(a[t], _mm512_set1_epi32(Load32(xs[t]->bsums + 2 * k)), corr);
+        }
+      }
     }
     const int lane = static_cast<int>(s % kKGroupBlocks);
     const __m512 dw = _mm512_load_ps(tl.d);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < NX; ++t) {
       const __m512 dx = _mm512_set1_ps(x.Scales(t0 + t)[s]);
       __m512& l = acc[t * kKGroupBlocks + lane];
@@ -216,18 +233,18 @@ void TileRowsT(const KTile* w, int64_t superblocks, const KActs& x, int64_t t0, 
     }
     if constexpr (kMins) {
       __m512i b[NX];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int t = 0; t < NX; ++t) b[t] = _mm512_setzero_si512();
 #pragma GCC unroll 8
       for (int k = 0; k < 8; ++k) {
         const __m512i mn = _mm512_load_si512(tl.mn[k]);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int t = 0; t < NX; ++t) {
           b[t] = _mm512_dpwssd_epi32(b[t], _mm512_set1_epi32(Load32(xs[t]->bsums + 2 * k)), mn);
         }
       }
       const __m512 dm = _mm512_load_ps(tl.dmin);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int t = 0; t < NX; ++t) {
         const __m512 dx = _mm512_set1_ps(x.Scales(t0 + t)[s]);
         const __m512 m = _mm512_castsi512_ps(_mm512_xor_si512(
