@@ -81,4 +81,13 @@ void DropMappedPages(const void* p, size_t n) {
   madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
+bool PrefaultMappedPages(const void* p, size_t n) {
+  if (n == 0) return false;
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(p) / page * page;
+  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + n;
+  // Advisory, as above: on failure the pages fault in when first read.
+  return madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_READ) == 0;
+}
+
 }  // namespace odmoe

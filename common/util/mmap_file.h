@@ -40,4 +40,12 @@ class MappedFile {
 /// experts). A no-op where the range holds no whole page.
 void DropMappedPages(const void* p, size_t n);
 
+/// Maps the pages of [p, p + n) into this process ahead of use
+/// (MADV_POPULATE_READ: read from the file now, where it is not in the page
+/// cache yet), so that the first pass over a weight kept as a view of the
+/// file does not take a page fault every few pages in the middle of
+/// generation. Advisory: where the kernel refuses (before Linux 5.14), the
+/// pages fault in on first use as before; returns whether it populated.
+bool PrefaultMappedPages(const void* p, size_t n);
+
 }  // namespace odmoe

@@ -9,6 +9,7 @@
 #include "cpu_math.h"
 #include "cpu_kquant.h"
 #include "cpu_ops.h"
+#include "util/mmap_file.h"
 #include "util/status_macros.h"
 
 namespace odmoe {
@@ -100,7 +101,11 @@ absl::StatusOr<BackendWeight> CpuBackend::LoadWeight(const TensorView& host) {
   BackendWeight w;
   w.ref = WeightRef{host.type, host.data, host.ne[1], host.ne[0]};
   const WeightLayout layout = SlotLayout(host.type, w.ref.rows, w.ref.cols);
-  if (layout == WeightLayout::kRows) return w;
+  if (layout == WeightLayout::kRows) {
+    // A view of the file: its pages mapped now, not by faults while decoding.
+    PrefaultMappedPages(host.data, w.ref.bytes());
+    return w;
+  }
   ODMOE_ASSIGN_OR_RETURN(w.storage, Allocate(w.ref.bytes()));
   auto* dst = static_cast<uint8_t*>(w.storage->data());
   ArrangeWeight(host, layout, dst);
