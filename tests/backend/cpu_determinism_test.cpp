@@ -63,9 +63,10 @@ TEST_CASE("MatMul is bitwise identical across batching, grouping, threads and IS
   const auto configs = AllConfigurations();
   for (DType type : WeightTypesUnderTest()) {
     // Block32 types: 1, 3, 128 (8 full groups of 16), 17 and 37 blocks
-    // (partial last group); K family: 1, 16, 17, 5 and 40 super-blocks.
+    // (partial last group), and 512 (rows past kQInterleaveRowBytes: the
+    // long-row decode path); K family: 1, 16, 17, 5 and 40 super-blocks.
     // 13, 9, 5 rows leave 1..3 rows in the last block of 4.
-    std::vector<Shape> shapes = {{32, 13}, {96, 64}, {4096, 9}, {544, 5}, {1184, 10}};
+    std::vector<Shape> shapes = {{32, 13}, {96, 64}, {4096, 9}, {544, 5}, {1184, 10}, {16384, 8}};
     if (Traits(type).block_elems == 256) {
       shapes = {{256, 13}, {4096, 9}, {4352, 5}, {1280, 10}, {10240, 4}};
     }

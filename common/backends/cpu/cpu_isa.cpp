@@ -72,6 +72,8 @@ bool CpuSplitsAvx512() {
   return split;
 }
 
+bool CpuReadsOneStreamBest() { return CpuSplitsAvx512(); }
+
 CpuIsa DetectedCpuIsa() {
   static const CpuIsa detected = Detect();
   return detected;

@@ -38,6 +38,13 @@ std::vector<CpuIsa> SupportedCpuIsas();
 /// InterleavedDecodePays). Detected once.
 bool CpuSplitsAvx512();
 
+/// True on CPUs whose hardware prefetchers serve a long weight row read as
+/// one sequential stream per core faster than as four interleaved streams
+/// (AMD family 19h, measured on Zen 4: block32 decode with rows of 10-15 KB
+/// at 1.1-1.4x; cpu_qdot_impl.h). Elsewhere rows from kQInterleaveRowBytes
+/// on are read as four streams. Detected once.
+bool CpuReadsOneStreamBest();
+
 /// DetectedCpuIsa(), lowered to the level named by the environment variable
 /// ODMOE_CPU_ISA when it is set. A name that is unknown or above the detected
 /// level is ignored with a warning. Read once per process.

@@ -30,6 +30,7 @@
 #include <iterator>
 #include <utility>
 
+#include "cpu_isa.h"
 #include "cpu_kernels.h"
 #include "cpu_qdot.h"
 #include "tensor/dtype.h"
@@ -147,14 +148,16 @@ void QDotRowsInterleaved(const uint8_t* w, size_t row_bytes, int64_t blocks, con
   }
 }
 
-/// Rows from this many bytes on are read as 4 interleaved streams.
+/// Rows from this many bytes on are read as 4 interleaved streams (except
+/// where CpuReadsOneStreamBest).
 inline constexpr size_t kQInterleaveRowBytes = 8192;
 
 template <class V, DType T>
 void QDotRowsT(const uint8_t* w, size_t row_bytes, int nw, int64_t blocks, const QActs& x,
                int64_t nx, float* y, int64_t ldy) {
+  const bool streams = nw == 4 && row_bytes >= kQInterleaveRowBytes && !CpuReadsOneStreamBest();
   for (int64_t t = 0; t < nx; ++t) {
-    if (nw == 4 && row_bytes >= kQInterleaveRowBytes) {
+    if (streams) {
       QDotRowsInterleaved<V, T, 4>(w, row_bytes, blocks, x.Row(t), y + t * ldy, 1);
       continue;
     }
