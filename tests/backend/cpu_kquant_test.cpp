@@ -349,7 +349,7 @@ TEST_CASE("K-family: tiles of 16 rows give the scalar bits, full and partial",
   for (DType type : kKTypes) {
     for (int64_t count : {1, 17, 56}) {
       const int nw = 37;  // two full tiles and a partial one
-      const int64_t nx = 11;
+      const int64_t nx = 13;  // activation rows in blocks of 8, 4 and the rest
       const std::vector<uint8_t> w = RandomBlocks(type, nw * count, rng);
       const TestActs x = RandomActs(nx, count, rng);
       const std::vector<float> want =
@@ -357,7 +357,7 @@ TEST_CASE("K-family: tiles of 16 rows give the scalar bits, full and partial",
       for (const CpuKQuantKernels* k : AllTables()) {
         if (k->dot_tile == nullptr) continue;
         for (int rows : {1, 15, 16, 37}) {
-          for (int64_t acts : {int64_t{1}, int64_t{3}, int64_t{4}, nx}) {
+          for (int64_t acts : {int64_t{1}, int64_t{3}, int64_t{4}, int64_t{11}, nx}) {
             const std::vector<float> y = Run(*k, type, w, rows, count, x, acts, Path::kTile);
             std::vector<float> ref(static_cast<size_t>(acts * rows));
             for (int64_t t = 0; t < acts; ++t) {

@@ -280,9 +280,12 @@ void TileBlockT(const KTile* w, int nw, int64_t superblocks, const KActs& x, int
 template <DType T>
 void DotTileT(const KTile* w, int nw, int64_t superblocks, const KActs& x, int64_t nx, float* y,
               int64_t ldy) {
-  constexpr int kNX = 4;
   int64_t t = 0;
-  for (; t + kNX <= nx; t += kNX) TileBlockT<T, kNX>(w, nw, superblocks, x, t, y, ldy);
+  for (; t + 8 <= nx; t += 8) TileBlockT<T, 8>(w, nw, superblocks, x, t, y, ldy);
+  if (t + 4 <= nx) {
+    TileBlockT<T, 4>(w, nw, superblocks, x, t, y, ldy);
+    t += 4;
+  }
   switch (nx - t) {
     case 0:
       break;
