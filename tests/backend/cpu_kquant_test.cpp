@@ -3,12 +3,14 @@
 // of every type (no int16 saturation), random block bytes (not only quantizer
 // output) bitwise equal across ISAs, decode and prefill, and close to a
 // double-precision reference from DequantizeRow and the Q8_K-decoded
-// activations; rows of 1, 15, 16, 17 and 56 super-blocks; zero rows.
+// activations; rows of 1, 15, 16, 17 and 56 super-blocks; zero rows; the
+// SIMD Q8_K activation quantizer against QuantizeRow.
 #include "cpu_kquant.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -612,4 +614,78 @@ TEST_CASE("cpu K-family weights stay in row order where their interleaved decode
 }
 
 }  // namespace
+}  // namespace odmoe::test
+
+namespace odmoe::test {
+namespace {
+
+// Rows that reach every branch of the Q8_K quantizer: random magnitudes,
+// exact ties after scaling (x = (k + 0.5) / 127 * max), equal magnitudes of
+// both signs (the first wins), NaN and infinities, zeros, subnormals.
+std::vector<std::vector<float>> QuantizerRows(int64_t count, std::mt19937& rng) {
+  const size_t n = static_cast<size_t>(count * 256);
+  std::vector<std::vector<float>> rows;
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (float scale : {1.0f, 1e-30f, 3e4f}) {
+    std::vector<float>& r = rows.emplace_back(n);
+    for (float& v : r) v = scale * u(rng);
+  }
+  std::vector<float>& ties = rows.emplace_back(n);
+  for (size_t i = 0; i < n; ++i) {
+    ties[i] = (i % 256 == 7) ? -1.0f : (static_cast<float>(i % 254) - 126.5f) / 127.0f;
+  }
+  std::vector<float>& signs = rows.emplace_back(n, 0.25f);
+  for (size_t i = 0; i < n; i += 256) {
+    signs[i + 40] = 2.0f;  // the first of magnitude 2 sets the sign of max
+    signs[i + 41] = -2.0f;
+    signs[i + 200] = 2.0f;
+  }
+  std::vector<float>& special = rows.emplace_back(n);
+  for (size_t i = 0; i < n; ++i) special[i] = u(rng);
+  special[3] = std::numeric_limits<float>::quiet_NaN();
+  if (count > 1) {
+    for (size_t i = 256; i < 512; ++i) special[i] = 0.0f;  // a block of zeros
+    special[300] = -0.0f;
+  }
+  if (count > 2) special[512 + 9] = std::numeric_limits<float>::infinity();
+  if (count > 3) {
+    for (size_t i = 768; i < 1024; ++i) special[i] = std::numeric_limits<float>::denorm_min() * (i % 5);
+  }
+  std::vector<float>& nans = rows.emplace_back(n, std::numeric_limits<float>::quiet_NaN());
+  nans[n - 1] = 0.5f;
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("K-family: the SIMD activation quantizer gives QuantizeRow's bits",
+          "[backend][kquant]") {
+  std::mt19937 rng(41);
+  int tables = 0;
+  for (const CpuKQuantKernels* k : AllTables()) tables += k->quantize_acts != nullptr;
+  if (tables == 0) WARN("no ISA of this CPU has a SIMD activation quantizer; nothing to compare");
+  for (int64_t count : {1, 4, 17}) {
+    for (const std::vector<float>& row : QuantizerRows(count, rng)) {
+      std::vector<BlockQ8K> want(static_cast<size_t>(count));
+      QuantizeRow(DType::kQ8_K, row.data(), want.data(), count * 256);
+      for (const CpuKQuantKernels* k : AllTables()) {
+        if (k->quantize_acts == nullptr) continue;
+        std::vector<KActBlock> blocks(static_cast<size_t>(count));
+        std::vector<float> d(static_cast<size_t>(count), -1.0f);
+        k->quantize_acts(row.data(), count, blocks.data(), d.data());
+        int mismatches = 0;
+        for (int64_t s = 0; s < count; ++s) {
+          const BlockQ8K& w = want[static_cast<size_t>(s)];
+          const KActBlock& g = blocks[static_cast<size_t>(s)];
+          mismatches += std::memcmp(g.qs, w.qs, sizeof(g.qs)) != 0;
+          mismatches += std::memcmp(g.bsums, w.bsums, sizeof(g.bsums)) != 0;
+          mismatches += std::memcmp(&d[static_cast<size_t>(s)], &w.d, sizeof(float)) != 0;
+        }
+        INFO(CpuIsaName(k->isa) << " super-blocks " << count);
+        CHECK(mismatches == 0);
+      }
+    }
+  }
+}
+
 }  // namespace odmoe::test

@@ -40,8 +40,8 @@
 //               adds between them: the same bits as dot_rows.
 //
 //   CpuKQuantScratch scratch;
-//   KActs x = QuantizeKActivations(x_f32, &scratch, &pool);     // once per MatMul
 //   const CpuKQuantKernels& k = CpuKQuantKernelsFor(CpuIsa::kAvx2);
+//   KActs x = QuantizeKActivations(x_f32, k, &scratch, &pool);  // once per MatMul
 //   k.dot_rows(DType::kQ4_K, w, row_bytes, /*nw=*/4, superblocks, x, /*nx=*/1, y, ldy);
 #pragma once
 
@@ -124,9 +124,12 @@ bool IsKQuantWeightType(DType type);
 int KBlockBytes(DType type);
 
 /// Quantizes every row of x (x.cols a multiple of 256) to Q8_K with
-/// QuantizeRow into `scratch`; rows are spread over `pool`. Valid until the
-/// next call on `scratch`.
-KActs QuantizeKActivations(ConstMat x, CpuKQuantScratch* scratch, ThreadPool* pool);
+/// QuantizeRow (or the table's quantize_acts: the same bits) into
+/// `scratch`; rows are spread over `pool`. Valid until the next call on
+/// `scratch`.
+struct CpuKQuantKernels;
+KActs QuantizeKActivations(ConstMat x, const CpuKQuantKernels& kernels, CpuKQuantScratch* scratch,
+                           ThreadPool* pool);
 
 /// The scalar definition of the unpacked layout: `count` stored super-blocks
 /// of `type` to out[0 .. count).
@@ -199,6 +202,11 @@ struct CpuKQuantKernels {
   /// Optional: InterleaveKRows with SIMD (the same bytes).
   void (*interleave_rows)(DType type, const uint8_t* rows, size_t row_bytes,
                           uint8_t* group) = nullptr;
+  /// Optional: QuantizeRow(DType::kQ8_K) of one activation row of
+  /// `superblocks` super-blocks with SIMD, straight into KActBlocks and
+  /// their scales (the same bits as the scalar quantizer).
+  void (*quantize_acts)(const float* x, int64_t superblocks, KActBlock* blocks,
+                        float* d) = nullptr;
 };
 
 /// The table of `isa`; the caller makes sure the CPU supports it.

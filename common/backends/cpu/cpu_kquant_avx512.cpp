@@ -24,13 +24,17 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")
 
+#include "cpu_kquant_acts_avx512_impl.h"
 #include "cpu_kquant_avx512_impl.h"
 
 namespace odmoe {
 
 const CpuKQuantKernels* CpuKQuantKernelsAvx512() {
-  static const CpuKQuantKernels kernels =
-      kquant_impl::MakeKQuantKernels<KAvx512<false>>(CpuIsa::kAvx512);
+  static const CpuKQuantKernels kernels = [] {
+    CpuKQuantKernels k = kquant_impl::MakeKQuantKernels<KAvx512<false>>(CpuIsa::kAvx512);
+    k.quantize_acts = &QuantizeQ8KActsAvx512;
+    return k;
+  }();
   return &kernels;
 }
 

@@ -25,6 +25,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
 
+#include "cpu_kquant_acts_avx512_impl.h"
 #include "cpu_kquant_avx512_impl.h"
 #include "cpu_kquant_interleaved_impl.h"
 #include "cpu_kquant_tile_impl.h"
@@ -40,6 +41,7 @@ const CpuKQuantKernels* CpuKQuantKernelsAvx512Vnni() {
     k.dot_interleaved = &KInterleavedVnni::Dot;
     k.pack_tile_interleaved = &KInterleavedVnni::PackGroup;
     k.interleave_rows = &InterleaveRows;
+    k.quantize_acts = &QuantizeQ8KActsAvx512;
     return k;
   }();
   return &kernels;

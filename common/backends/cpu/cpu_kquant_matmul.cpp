@@ -47,10 +47,11 @@ void LayoutRow(const BlockQ8K* raw, int64_t count, KActBlock* blocks, float* d, 
 
 }  // namespace
 
-KActs QuantizeKActivations(ConstMat x, CpuKQuantScratch* scratch, ThreadPool* pool) {
+KActs QuantizeKActivations(ConstMat x, const CpuKQuantKernels& kernels, CpuKQuantScratch* scratch,
+                           ThreadPool* pool) {
   const int64_t count = x.cols / kSuperBlockElems;
   const int64_t stride = (count + kKGroupBlocks - 1) / kKGroupBlocks * kKGroupBlocks;
-  const size_t need_raw = static_cast<size_t>(x.rows * count);
+  const size_t need_raw = kernels.quantize_acts ? 0 : static_cast<size_t>(x.rows * count);
   const size_t need = static_cast<size_t>(x.rows * stride);
   if (scratch->raw.size() < need_raw) scratch->raw.resize(need_raw);
   if (scratch->blocks.size() < need) scratch->blocks.resize(need);
@@ -60,6 +61,11 @@ KActs QuantizeKActivations(ConstMat x, CpuKQuantScratch* scratch, ThreadPool* po
   float* d = scratch->d.data();
   pool->ParallelFor(x.rows, CpuRowGrain(4 * x.cols), [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
+      if (kernels.quantize_acts != nullptr) {
+        kernels.quantize_acts(x.Row(t), count, blocks + t * stride, d + t * stride);
+        for (int64_t s = count; s < stride; ++s) d[t * stride + s] = 0.0f;
+        continue;
+      }
       QuantizeRow(DType::kQ8_K, x.Row(t), raw + t * count, x.cols);
       LayoutRow(raw + t * count, count, blocks + t * stride, d + t * stride, stride);
     }
@@ -127,8 +133,8 @@ void CpuKQuantMatMul(const CpuOpContext& ctx, const WeightRef& w, ConstMat x, Ma
   const int64_t n = x.rows;
   const int64_t out = w.rows;
   const int64_t superblocks = w.cols / kSuperBlockElems;
-  const KActs acts = QuantizeKActivations(x, &act_scratch, ctx.pool);
   const CpuKQuantKernels& kern = CpuKQuantKernelsFor(ctx.kernels->isa);
+  const KActs acts = QuantizeKActivations(x, kern, &act_scratch, ctx.pool);
   const auto* base = static_cast<const uint8_t*>(w.data);
   const size_t row_bytes = w.row_bytes();
   if (w.layout != WeightLayout::kInterleaved16) {
