@@ -173,6 +173,22 @@ __attribute__((always_inline)) inline int32_t Load32(const void* p) {
   return v;
 }
 
+/// acc[t] += sum_j mn_j * bsum_j of activation row t (16-element sums in
+/// pairs against KTile::mn: the mins, or the offset correction).
+template <int NX>
+__attribute__((always_inline)) inline void AddSumsTimesMn(const KTile& tl,
+                                                          const KActBlock* const* xs,
+                                                          __m512i* acc) {
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k) {
+    const __m512i mn = _mm512_load_si512(tl.mn[k]);
+#pragma GCC unroll 8
+    for (int t = 0; t < NX; ++t) {
+      acc[t] = _mm512_dpwssd_epi32(acc[t], _mm512_set1_epi32(Load32(xs[t]->bsums + 2 * k)), mn);
+    }
+  }
+}
+
 /// Adds the canonical float steps of activation rows t0 .. t0 + NX - 1 to
 /// acc[t * 16 + lane] (16 rows per vector). Per super-block and activation
 /// row, A_s = sum_j sc_j * (codes . x)_j + sum_k mn_k . bsums_k: the integer
@@ -213,16 +229,7 @@ void TileRowsT(const KTile* w, int64_t superblocks, const KActs& x, int64_t t0, 
 #pragma GCC unroll 8
       for (int t = 0; t < NX; ++t) a[t] = _mm512_add_epi32(a[t], _mm512_mullo_epi32(isum[t], sc));
     }
-    if constexpr (kCorrection) {
-#pragma GCC unroll 8
-      for (int k = 0; k < 8; ++k) {
-        const __m512i corr = _mm512_load_si512(tl.mn[k]);
-#pragma GCC unroll 8
-        for (int t = 0; t < NX; ++t) {
-          a[t] = _mm512_dpwssd_epi32(a[t], _mm512_set1_epi32(Load32(xs[t]->bsums + 2 * k)), corr);
-        }
-      }
-    }
+    if constexpr (kCorrection) AddSumsTimesMn<NX>(tl, xs, a);
     const int lane = static_cast<int>(s % kKGroupBlocks);
     const __m512 dw = _mm512_load_ps(tl.d);
 #pragma GCC unroll 8
@@ -235,14 +242,7 @@ void TileRowsT(const KTile* w, int64_t superblocks, const KActs& x, int64_t t0, 
       __m512i b[NX];
 #pragma GCC unroll 8
       for (int t = 0; t < NX; ++t) b[t] = _mm512_setzero_si512();
-#pragma GCC unroll 8
-      for (int k = 0; k < 8; ++k) {
-        const __m512i mn = _mm512_load_si512(tl.mn[k]);
-#pragma GCC unroll 8
-        for (int t = 0; t < NX; ++t) {
-          b[t] = _mm512_dpwssd_epi32(b[t], _mm512_set1_epi32(Load32(xs[t]->bsums + 2 * k)), mn);
-        }
-      }
+      AddSumsTimesMn<NX>(tl, xs, b);
       const __m512 dm = _mm512_load_ps(tl.dmin);
 #pragma GCC unroll 8
       for (int t = 0; t < NX; ++t) {
