@@ -6,12 +6,14 @@
 //     but has no hardware here is simply not listed, so its cases are skipped.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "backends/backend_registry.h"
 #include "catch2/catch.hpp"
 #include "cpu_backend.h"
+#include "cpu_kquant.h"
 #include "op_cases.h"
 #include "reference_ops.h"
 
@@ -185,6 +187,51 @@ TEST_CASE("every available backend matches cpu on every op", "[backend]") {
       CHECK(ref::MaxRelError(got, want) <= c.max_rel);
     }
   }
+}
+
+TEST_CASE("cpu Allocate puts buffers of 2 MiB and more on 2 MiB boundaries", "[backend]") {
+  CpuBackend be(1);
+  for (size_t bytes : {size_t{1}, size_t{4096}, (size_t{2} << 20) - 64}) {
+    auto b = be.Allocate(bytes);
+    REQUIRE(b.ok());
+    CHECK(reinterpret_cast<uintptr_t>((*b)->data()) % 64 == 0);
+  }
+  for (size_t bytes : {size_t{2} << 20, (size_t{5} << 20) + 3}) {
+    auto b = be.Allocate(bytes);
+    REQUIRE(b.ok());
+    CHECK(reinterpret_cast<uintptr_t>((*b)->data()) % (size_t{2} << 20) == 0);
+    std::memset((*b)->data(), 7, bytes);  // the whole size is usable
+  }
+}
+
+TEST_CASE("cpu LoadWeight copies the K-family weights it could interleave", "[backend]") {
+  // A Q6_K weight of 4.2 MiB: interleaved where the ISA has the kernels and
+  // decode pays, else (Zen 4) a row-order copy; a view with repacking off or
+  // without the kernels.
+  const int64_t rows = 1024, cols = 4096;
+  const std::vector<uint8_t> bytes = RandomWeight(DType::kQ6_K, rows, cols, 3);
+  TensorView v;
+  v.name = "w";
+  v.type = DType::kQ6_K;
+  v.n_dims = 2;
+  v.ne = {cols, rows, 1, 1};
+  v.data = bytes.data();
+  CpuBackend be(1);
+  const CpuKQuantKernels& kq = CpuKQuantKernelsFor(be.isa());
+  const bool copies = kq.interleaved != nullptr && kq.interleaved(DType::kQ6_K);
+  auto w = be.LoadWeight(v);
+  REQUIRE(w.ok());
+  INFO("isa " << CpuIsaName(be.isa()) << ", layout " << static_cast<int>(w->ref.layout));
+  CHECK((w->storage != nullptr) == copies);
+  CHECK((w->ref.data != bytes.data()) == copies);
+  if (w->ref.layout == WeightLayout::kRows) {
+    CHECK(std::memcmp(w->ref.data, bytes.data(), bytes.size()) == 0);
+  }
+  be.set_repack_weights(false);
+  auto view = be.LoadWeight(v);
+  REQUIRE(view.ok());
+  CHECK(view->storage == nullptr);
+  CHECK(view->ref.data == bytes.data());
 }
 
 TEST_CASE("cpu LoadWeight is zero-copy and rejects bad tensors", "[backend]") {

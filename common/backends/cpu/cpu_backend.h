@@ -4,13 +4,16 @@
 //   CpuBackend scalar(1, CpuIsa::kScalar);        // same bits, slower
 //   be.MatMul(w, x, y);
 //
-// Memory is host memory: Allocate() returns 64-byte aligned buffers and
+// Memory is host memory: Allocate() returns 64-byte aligned buffers (from
+// 2 MiB on, 2 MiB aligned with transparent huge pages asked for) and
 // LoadWeight() is a zero-copy view of the caller's (mapped) tensor, except
 // for K-family weights of 16 rows or more whose type the ISA decodes in
 // KInterleave16 (cpu_kquant.h: every K-family type with AVX-512 VNNI): those are
 // copied once into that layout (the same bytes, moved; WeightRef::layout
-// says so), which decode reads 16 rows at a time. ODMOE_CPU_REPACK=0 (or
-// set_repack_weights(false)) keeps every weight a view.
+// says so), which decode reads 16 rows at a time, or, where
+// InterleavedDecodePays says row order decodes faster (Q5_K / Q6_K beyond
+// 2 MiB on Zen 4), copied in row order, so that they too sit on huge pages.
+// ODMOE_CPU_REPACK=0 (or set_repack_weights(false)) keeps every weight a view.
 // Weight types: those CpuSupportsWeightType() lists (float, block32 and K
 // family); activations are F32 (quantized to Q8_0 or Q8_K inside a MatMul
 // with quantized weights, see below).
@@ -177,6 +180,10 @@ class CpuBackend final : public Backend {
   void ScatterAddScaled(ConstMat src, const int32_t* idx, const float* scale, Mat dst) override;
 
  private:
+  /// True for the weights LoadWeight copies although SlotLayout keeps them
+  /// in row order: the K-family types the ISA could interleave.
+  bool CopiesInRowOrder(DType type, int64_t rows) const;
+
   const CpuKernels* kernels_;
   bool repack_;
   mutable ThreadPool pool_;
