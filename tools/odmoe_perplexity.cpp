@@ -181,16 +181,12 @@ int main(int argc, char** argv) {
     };
   } else {
     where = absl::StrCat("cluster at ", main_address);
-    scorer = [&](std::span<const std::vector<int32_t>> chunks,
-                 int first) -> absl::StatusOr<std::vector<odmoe::ScoreResult>> {
-      std::vector<odmoe::ScoreResult> results;
-      for (const std::vector<int32_t>& chunk : chunks) {
-        auto r = odmoe::ScoreOnMain(main_address, chunk, {.first = first, .top_n = top_n});
-        if (!r.ok()) return r.status();
-        results.push_back(std::move(r->score));
-      }
-      return results;
-    };
+    scorer = odmoe::OneChunkAtATime(
+        [&](std::span<const int32_t> chunk, int first) -> absl::StatusOr<odmoe::ScoreResult> {
+          auto r = odmoe::ScoreOnMain(main_address, chunk, {.first = first, .top_n = top_n});
+          if (!r.ok()) return r.status();
+          return std::move(r->score);
+        });
   }
   std::fprintf(stderr,
                "odmoe-perplexity: %lld tokens, %d chunks of %d (scoring positions %d..%d of "

@@ -67,11 +67,9 @@ std::vector<int32_t> ChunkTokens(std::span<const int32_t> tokens, const Perplexi
   return out;
 }
 
-absl::StatusOr<PerplexityResult> RunPerplexity(
-    std::span<const int32_t> tokens, const PerplexityPlan& plan, const ChunkScorer& score,
-    const std::function<void(const ChunkProgress&)>& on_chunk) {
-  auto one_at_a_time = [&](std::span<const std::vector<int32_t>> chunks,
-                           int first) -> absl::StatusOr<std::vector<ScoreResult>> {
+ChunksScorer OneChunkAtATime(ChunkScorer score) {
+  return [score = std::move(score)](std::span<const std::vector<int32_t>> chunks,
+                                    int first) -> absl::StatusOr<std::vector<ScoreResult>> {
     std::vector<ScoreResult> results;
     for (const std::vector<int32_t>& chunk : chunks) {
       absl::StatusOr<ScoreResult> r = score(chunk, first);
@@ -80,7 +78,12 @@ absl::StatusOr<PerplexityResult> RunPerplexity(
     }
     return results;
   };
-  return RunPerplexityBatched(tokens, plan, 1, one_at_a_time, on_chunk);
+}
+
+absl::StatusOr<PerplexityResult> RunPerplexity(
+    std::span<const int32_t> tokens, const PerplexityPlan& plan, const ChunkScorer& score,
+    const std::function<void(const ChunkProgress&)>& on_chunk) {
+  return RunPerplexityBatched(tokens, plan, 1, OneChunkAtATime(score), on_chunk);
 }
 
 absl::StatusOr<PerplexityResult> RunPerplexityBatched(

@@ -126,6 +126,9 @@ using ChunkScorer =
 using ChunksScorer = std::function<absl::StatusOr<std::vector<ScoreResult>>(
     std::span<const std::vector<int32_t>> chunks, int first)>;
 
+/// A ChunksScorer that calls `score` on each chunk in turn.
+ChunksScorer OneChunkAtATime(ChunkScorer score);
+
 /// Runs every chunk of the plan through `score`, accumulating the NLL of the
 /// scored positions; `on_chunk` (optional) after each. A scorer's error, or
 /// a result of the wrong shape (DATA_LOSS), ends the run.
@@ -141,6 +144,7 @@ absl::StatusOr<PerplexityResult> RunPerplexity(
 /// DATA_LOSS when a call returns another number of results.
 absl::StatusOr<PerplexityResult> RunPerplexityBatched(
     std::span<const int32_t> tokens, const PerplexityPlan& plan, int chunks_per_call,
-    const ChunksScorer& score, const std::function<void(const ChunkProgress&)>& on_chunk = nullptr);
+    const ChunksScorer& score,
+    const std::function<void(const ChunkProgress&)>& on_chunk = nullptr);
 
 }  // namespace odmoe

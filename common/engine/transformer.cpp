@@ -27,7 +27,8 @@ absl::StatusOr<std::unique_ptr<Transformer>> Transformer::Create(const ModelFile
   }
   std::unique_ptr<Transformer> tf(new Transformer(c, backend, std::move(kv)));
   // A batch holds at most n_ctx rows of each sequence.
-  tf->n_batch_ = static_cast<int>(std::min<int64_t>(options.n_batch, int64_t{n_ctx} * options.n_seq));
+  tf->n_batch_ =
+      static_cast<int>(std::min<int64_t>(options.n_batch, int64_t{n_ctx} * options.n_seq));
   if (options.logit_buffer_bytes < 1) {
     return absl::InvalidArgumentError("logit_buffer_bytes must be >= 1");
   }

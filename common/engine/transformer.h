@@ -221,7 +221,8 @@ class Transformer {
   std::unique_ptr<BackendBuffer> mla_buffer_;
   float *q_abs_ = nullptr, *head_in_ = nullptr, *head_out_ = nullptr;
   float *o_heads_ = nullptr, *q_lat_ = nullptr;
-  std::unique_ptr<BackendBuffer> row_logits_buffer_;  // [max_logit_rows, n_vocab], LogitsOfRows only
+  // [max_logit_rows, n_vocab], LogitsOfRows only.
+  std::unique_ptr<BackendBuffer> row_logits_buffer_;
 
   int64_t rows_ = 0;
   std::vector<Segment> segments_;  // of the batch in flight

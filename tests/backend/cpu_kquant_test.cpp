@@ -649,7 +649,9 @@ std::vector<std::vector<float>> QuantizerRows(int64_t count, std::mt19937& rng) 
   }
   if (count > 2) special[512 + 9] = std::numeric_limits<float>::infinity();
   if (count > 3) {
-    for (size_t i = 768; i < 1024; ++i) special[i] = std::numeric_limits<float>::denorm_min() * (i % 5);
+    for (size_t i = 768; i < 1024; ++i) {
+      special[i] = std::numeric_limits<float>::denorm_min() * static_cast<float>(i % 5);
+    }
   }
   std::vector<float>& nans = rows.emplace_back(n, std::numeric_limits<float>::quiet_NaN());
   nans[n - 1] = 0.5f;

@@ -171,10 +171,10 @@ TEST_CASE("perplexity: chunks handed out several at a time give the same numbers
     }
     return r;
   };
-  const PerplexityResult one =
-      RunPerplexity(tokens, plan, [&](std::span<const int32_t> c, int first)
-                                      -> absl::StatusOr<ScoreResult> { return score_one(c, first); })
-          .value();
+  auto score_alone = [&](std::span<const int32_t> c, int first) -> absl::StatusOr<ScoreResult> {
+    return score_one(c, first);
+  };
+  const PerplexityResult one = RunPerplexity(tokens, plan, score_alone).value();
   for (int per_call : {1, 2, 3, 5, 9}) {
     INFO("chunks per call " << per_call);
     std::vector<int> call_sizes;

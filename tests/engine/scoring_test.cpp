@@ -124,7 +124,8 @@ TEST_CASE("scoring: several sequences in one batch score as each alone, bit for 
     Stack alone = MakeStack(64);
     std::vector<ScoreResult> want;
     for (std::span<const int32_t> seq : seqs) {
-      want.push_back(ScoreTokens(*alone.tf, *alone.experts, seq, {.first = first, .top_n = 2}).value());
+      want.push_back(
+          ScoreTokens(*alone.tf, *alone.experts, seq, {.first = first, .top_n = 2}).value());
     }
     // A head of 7 rows per pass (a logit buffer of 7 rows): pieces too.
     for (int64_t buffer : {int64_t{256} << 20, int64_t{7} * 2048 * 4 + 5}) {

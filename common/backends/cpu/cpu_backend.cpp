@@ -112,7 +112,7 @@ absl::StatusOr<BackendWeight> CpuBackend::LoadWeight(const TensorView& host) {
   BackendWeight w;
   w.ref = WeightRef{host.type, host.data, host.ne[1], host.ne[0]};
   const WeightLayout layout = SlotLayout(host.type, w.ref.rows, w.ref.cols);
-  if (layout == WeightLayout::kRows && !CopiesInRowOrder(host.type, w.ref.rows)) {
+  if (!CopiesWeight(host.type, w.ref.rows)) {
     // A view of the file: its pages mapped now, not by faults while decoding.
     PrefaultMappedPages(host.data, w.ref.bytes());
     return w;
@@ -125,16 +125,14 @@ absl::StatusOr<BackendWeight> CpuBackend::LoadWeight(const TensorView& host) {
   return w;
 }
 
-bool CpuBackend::CopiesInRowOrder(DType type, int64_t rows) const {
+bool CpuBackend::CopiesWeight(DType type, int64_t rows) const {
   const CpuKQuantKernels& kq = CpuKQuantKernelsFor(isa());
   return repack_ && IsKQuantWeightType(type) && rows >= kInterleaveRows &&
          kq.interleaved != nullptr && kq.interleaved(type);
 }
 
 WeightLayout CpuBackend::SlotLayout(DType type, int64_t rows, int64_t cols) const {
-  const CpuKQuantKernels& kq = CpuKQuantKernelsFor(isa());
-  if (!repack_ || !IsKQuantWeightType(type) || rows < kInterleaveRows ||
-      kq.interleaved == nullptr || !kq.interleaved(type) ||
+  if (!CopiesWeight(type, rows) ||
       !InterleavedDecodePays(type, static_cast<size_t>(rows) * RowBytes(type, cols))) {
     return WeightLayout::kRows;
   }

@@ -180,9 +180,10 @@ class CpuBackend final : public Backend {
   void ScatterAddScaled(ConstMat src, const int32_t* idx, const float* scale, Mat dst) override;
 
  private:
-  /// True for the weights LoadWeight copies although SlotLayout keeps them
-  /// in row order: the K-family types the ISA could interleave.
-  bool CopiesInRowOrder(DType type, int64_t rows) const;
+  /// True for the weights LoadWeight copies: the K-family types of 16 rows
+  /// or more the ISA could interleave (interleaved where SlotLayout says so,
+  /// else in row order). Every other weight is a view.
+  bool CopiesWeight(DType type, int64_t rows) const;
 
   const CpuKernels* kernels_;
   bool repack_;
