@@ -49,11 +49,17 @@ long RssFileKb() {
   return kb;
 }
 
+// 16 MiB of patterned bytes (byte i = i * step % 251) written to `path`.
+std::string WritePatternFile(const std::string& path, size_t step) {
+  std::string content(16 << 20, '\0');
+  for (size_t i = 0; i < content.size(); ++i) content[i] = static_cast<char>(i * step % 251);
+  std::ofstream(path, std::ios::binary) << content;
+  return content;
+}
+
 TEST_CASE("DropMappedPages gives pages back and keeps the bytes", "[mmap]") {
   ScopedPath p{TempPath("drop")};
-  std::string content(16 << 20, '\0');
-  for (size_t i = 0; i < content.size(); ++i) content[i] = static_cast<char>(i * 131 % 251);
-  std::ofstream(p.path, std::ios::binary) << content;
+  const std::string content = WritePatternFile(p.path, 131);
   auto m = MappedFile::Open(p.path);
   REQUIRE(m.ok());
   long sum = 0;
@@ -72,9 +78,7 @@ TEST_CASE("DropMappedPages gives pages back and keeps the bytes", "[mmap]") {
 
 TEST_CASE("PrefaultMappedPages maps a range's pages ahead of use", "[mmap]") {
   ScopedPath p{TempPath("prefault")};
-  std::string content(16 << 20, '\0');
-  for (size_t i = 0; i < content.size(); ++i) content[i] = static_cast<char>(i * 7 % 253);
-  std::ofstream(p.path, std::ios::binary) << content;
+  const std::string content = WritePatternFile(p.path, 7);
   auto m = MappedFile::Open(p.path);
   REQUIRE(m.ok());
   const long before = RssFileKb();
