@@ -86,7 +86,15 @@ struct TestActs {
   std::vector<KActBlock> blocks;
   std::vector<float> d;
   int64_t stride = 0;
-  KActs View() const { return KActs{blocks.data(), d.data(), stride}; }
+  bool biased = false;
+  KActs View() const { return KActs{blocks.data(), d.data(), stride, biased}; }
+  /// The same rows with biased codes (KActs::biased).
+  TestActs Biased() const {
+    TestActs b = *this;
+    FlipKActCodes(b.blocks.data(), static_cast<int64_t>(b.blocks.size()));
+    b.biased = true;
+    return b;
+  }
 };
 
 TestActs MakeActs(int64_t rows, int64_t count, const std::vector<int8_t>& codes,
@@ -155,10 +163,11 @@ std::vector<float> Run(const CpuKQuantKernels& k, DType type, const std::vector<
   } else {
     // Tiles hold 16 rows; wider matrices take several.
     std::vector<KTile> t(static_cast<size_t>(count));
+    const TestActs xt = TileTakesBiasedActs(type) ? x.Biased() : x;
     for (int r0 = 0; r0 < nw; r0 += kKTileRows) {
       const int rows = std::min(kKTileRows, nw - r0);
       k.pack_tile(type, w.data() + r0 * row_bytes, row_bytes, rows, count, t.data());
-      k.dot_tile(type, t.data(), rows, count, x.View(), nx, y.data() + r0, nw);
+      k.dot_tile(type, t.data(), rows, count, xt.View(), nx, y.data() + r0, nw);
     }
   }
   return y;

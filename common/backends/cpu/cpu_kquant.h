@@ -62,18 +62,22 @@ inline constexpr int kKGroupBlocks = 16;
 
 /// One Q8_K super-block of an activation row (scale kept in KActs::d).
 struct alignas(64) KActBlock {
-  int8_t qs[kSuperBlockElems];  // codes in [-127, 127], element order
-  int16_t bsums[16];            // sum of codes 16j .. 16j + 15
+  int8_t qs[kSuperBlockElems];  // codes in [-127, 127], element order (biased: see KActs)
+  int16_t bsums[16];            // sum of codes 16j .. 16j + 15 (always the signed codes')
 };
 static_assert(sizeof(KActBlock) == 320);
 
 /// Quantized activation rows: row t has `stride` super-blocks (the row's
 /// count rounded up to a multiple of 16; the padding is never read) at
 /// blocks + t * stride and as many scales at d + t * stride, the padding 0.
+/// `biased`: the codes are stored as unsigned bytes code + 128 (the signed
+/// byte XOR 0x80), as the tile kernels of the types with a code offset take
+/// them (TileTakesBiasedActs); the bsums stay the signed codes' sums.
 struct KActs {
   const KActBlock* blocks = nullptr;
   const float* d = nullptr;
   int64_t stride = 0;
+  bool biased = false;
   const KActBlock* Row(int64_t t) const { return blocks + t * stride; }
   const float* Scales(int64_t t) const { return d + t * stride; }
 };
@@ -95,20 +99,31 @@ inline constexpr int kKTileRows = 16;
 /// One super-block of 16 weight rows laid out for VNNI prefill (the tile
 /// kernels, optional per ISA): element group g (4 consecutive elements) of
 /// row r at q[g][4r .. 4r + 3], so one vpdpbusd with 4 broadcast activation
-/// codes yields the 4-element dot of all 16 rows. The codes are
-/// KUnpacked::q made unsigned (IQ4_XS: + 128), with the type's code offset
-/// to subtract: for Q3_K, Q6_K and IQ4_XS (no mins) `mn` holds -offset *
-/// sc, so A_s = sum_j sc_j * (codes . x)_j + sum_j mn_j * bsum_j exactly.
-/// sc[j][r], mn pairs and the f32 scales per row. Rows past the matrix's
-/// end are all zero.
+/// codes yields the 4-element dot of all 16 rows.
+///   Types with mins (Q2_K, Q4_K, Q5_K): q holds the unsigned codes of
+///   KUnpacked::q against signed activation codes, `mn` the mins in pairs:
+///   A_s = sum_j sc_j * (q . x)_j, B_s = sum_j mn_j * bsum_j.
+///   Types with a code offset (Q3_K, Q6_K; IQ4_XS: its signed values) take
+///   biased activations (KActs::biased, x + 128 unsigned) against the signed
+///   weight values w (the code minus the offset), so the offset needs no
+///   per-activation correction: (x + 128) . w = x . w + 128 * sum(w), and
+///   `bias` holds -128 * sum_j sc_j * sum_{i in j} w_i per row, a constant of
+///   the weights: A_s = bias + sum_j sc_j * ((x + 128) . w)_j. `mn` is zero.
+/// sc[j][r] and the f32 scales per row. Rows past the matrix's end are all
+/// zero. Every sum is the exact int32 of the canonical step in any order.
 struct alignas(64) KTile {
   uint8_t q[kSuperBlockElems / 4][4 * kKTileRows];
   int32_t sc[16][kKTileRows];    // 16-element sub-block j's scale
-  int16_t mn[8][kKTileRows][2];  // mins (or -offset * sc) of 16-element sub-blocks 2k, 2k + 1
+  int16_t mn[8][kKTileRows][2];  // mins of 16-element sub-blocks 2k, 2k + 1
+  int32_t bias[kKTileRows];      // the offset types' weight constant (above)
   float d[kKTileRows];
   float dmin[kKTileRows];
 };
-static_assert(sizeof(KTile) == 5760);
+static_assert(sizeof(KTile) == 5824);
+
+/// Whether the tile kernels of `type` take biased activations (KActs::biased):
+/// the K-family types without mins (Q3_K, Q6_K, IQ4_XS).
+bool TileTakesBiasedActs(DType type);
 
 /// Buffers of the K-family MatMul: grown when a call needs more, never shrunk.
 struct CpuKQuantScratch {
@@ -125,11 +140,14 @@ int KBlockBytes(DType type);
 
 /// Quantizes every row of x (x.cols a multiple of 256) to Q8_K with
 /// QuantizeRow (or the table's quantize_acts: the same bits) into
-/// `scratch`; rows are spread over `pool`. Valid until the next call on
-/// `scratch`.
+/// `scratch`, the codes biased (KActs::biased) if asked; rows are spread
+/// over `pool`. Valid until the next call on `scratch`.
 struct CpuKQuantKernels;
 KActs QuantizeKActivations(ConstMat x, const CpuKQuantKernels& kernels, CpuKQuantScratch* scratch,
-                           ThreadPool* pool);
+                           ThreadPool* pool, bool biased = false);
+
+/// Flips the codes of `count` super-blocks between signed and biased.
+void FlipKActCodes(KActBlock* blocks, int64_t count);
 
 /// The scalar definition of the unpacked layout: `count` stored super-blocks
 /// of `type` to out[0 .. count).
@@ -181,7 +199,8 @@ struct CpuKQuantKernels {
 
   /// Optional (null where the ISA has no such kernels): nw <= kKTileRows
   /// rows to `superblocks` KTiles, and the canonical dot of those rows with
-  /// every activation row from them (bitwise dot_rows' results).
+  /// every activation row from them (bitwise dot_rows' results); x biased
+  /// where TileTakesBiasedActs(type).
   void (*pack_tile)(DType type, const uint8_t* w, size_t row_bytes, int nw, int64_t superblocks,
                     KTile* out) = nullptr;
   void (*dot_tile)(DType type, const KTile* w, int nw, int64_t superblocks, const KActs& x,

@@ -23,6 +23,7 @@
 
 #include "cpu_kquant.h"
 #include "cpu_kquant_impl.h"
+#include "cpu_kquant_tile_layout_impl.h"
 
 namespace odmoe {
 namespace {  // NOLINT(build/namespaces): one copy per target, see above
@@ -377,25 +378,15 @@ struct KInterleavedVnni {
 
   /// The tile (cpu_kquant.h KTile) of 16 rows' super-block at `sb`, taken
   /// straight from the words: each code vector the decode kernel dots is
-  /// one tile row group (lane r: row r's 4 codes, unsigned as KTile::q
-  /// holds them), the scales and mins per lane.
+  /// one tile row group (lane r: row r's 4 codes, as TileCodes makes them),
+  /// the scales and mins per lane.
   template <DType T>
   __attribute__((always_inline)) static inline void PackTile(const uint8_t* sb, KTile& t) {
     const V m03 = Set(0x03030303u);
-    auto codes = [&](int e, V c) { _mm512_store_si512(t.q[e / 4], c); };
+    auto codes = [&](int e, V c) { _mm512_store_si512(t.q[e / 4], TileCodes<T>(c)); };
     auto scale16 = [&](int j, V s) { _mm512_store_si512(t.sc[j], s); };
     auto min_pair = [&](int k, V lo, V hi) {
       _mm512_store_si512(t.mn[k], _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
-    };
-    // The offset correction of the types without mins: -offset * sc
-    // (offset = 1 << shift) of 16-element sub-blocks 2k, 2k + 1 as int16 pairs.
-    auto correction_pairs = [&](const V* sc, int shift) {
-      for (int k = 0; k < 8; ++k) {
-        const V lo = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sc[2 * k], shift));
-        const V hi = _mm512_sub_epi32(_mm512_setzero_si512(),
-                                      _mm512_slli_epi32(sc[2 * k + 1], shift));
-        min_pair(k, _mm512_and_si512(lo, Set(0xffffu)), hi);
-      }
     };
     if constexpr (T == DType::kQ4_K || T == DType::kQ5_K) {
       V sc[2], mn[2];
@@ -451,13 +442,7 @@ struct KInterleavedVnni {
           }
         }
       }
-      V sc[16];
-      for (int j = 0; j < 16; ++j) {
-        sc[j] = _mm512_sub_epi32(Byte(comb[j / 4], j % 4), Set(32));
-        scale16(j, sc[j]);
-      }
-      static_assert(kQ3KCodeOffset == 1 << 2);
-      correction_pairs(sc, 2);
+      for (int j = 0; j < 16; ++j) scale16(j, _mm512_sub_epi32(Byte(comb[j / 4], j % 4), Set(32)));
       _mm512_store_ps(t.d,
                       _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 64 * 27))));
       _mm512_store_ps(t.dmin, _mm512_setzero_ps());
@@ -469,35 +454,29 @@ struct KInterleavedVnni {
           for (int m = 0; m < 4; ++m) codes(128 * h + 32 * m + 4 * i, c[m]);
         }
       }
-      V sc[16];
-      for (int j = 0; j < 16; ++j) {
-        sc[j] = SignedByte(Word(sb, 48 + j / 4), j % 4);
-        scale16(j, sc[j]);
-      }
-      static_assert(kQ6KCodeOffset == 1 << 5);
-      correction_pairs(sc, 5);
+      for (int j = 0; j < 16; ++j) scale16(j, SignedByte(Word(sb, 48 + j / 4), j % 4));
       _mm512_store_ps(t.d,
                       _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 64 * 52))));
       _mm512_store_ps(t.dmin, _mm512_setzero_ps());
     } else {  // IQ4_XS
       const V lut = Iq4Lut();
       const V w0 = Word(sb, 0), w1 = Word(sb, 1);
-      V sc[16];
+      const V unbias = Set(0x80808080u);  // the decoder's value + 128 back to the value
       for (int j = 0; j < 8; ++j) {
         for (int k = 0; k < 4; ++k) {
           V lo, hi;
           Iq4Codes(sb, j, k, lut, &lo, &hi);
-          codes(32 * j + 4 * k, lo);
-          codes(32 * j + 16 + 4 * k, hi);
+          codes(32 * j + 4 * k, _mm512_xor_si512(lo, unbias));
+          codes(32 * j + 16 + 4 * k, _mm512_xor_si512(hi, unbias));
         }
-        sc[2 * j] = sc[2 * j + 1] = Iq4Scale(w0, w1, j);
-        scale16(2 * j, sc[2 * j]);
-        scale16(2 * j + 1, sc[2 * j]);
+        const V sc = Iq4Scale(w0, w1, j);
+        scale16(2 * j, sc);
+        scale16(2 * j + 1, sc);
       }
-      correction_pairs(sc, 7);  // KTile::q holds IQ4_XS codes + 128
       _mm512_store_ps(t.d, HalfLo(w0));
       _mm512_store_ps(t.dmin, _mm512_setzero_ps());
     }
+    FinishTile<T>(t);
   }
 
   static bool Supports(DType type) { return IsKQuantWeightType(type); }

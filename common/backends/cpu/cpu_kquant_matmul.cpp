@@ -35,6 +35,12 @@ constexpr int64_t kMaxRowsForInterleavedDecode = 3;
 // From this many on, ISAs with tile kernels (cpu_kquant_tile_impl.h) use them.
 constexpr int64_t kMinRowsForTiles = 4;
 
+/// Whether a MatMul of n activation rows takes the tiles (every path below
+/// does from kMinRowsForTiles rows on where the ISA has them).
+bool UsesTiles(const CpuKQuantKernels& kern, int64_t n) {
+  return kern.dot_tile != nullptr && n >= kMinRowsForTiles;
+}
+
 /// Copies one row of Q8_K super-blocks into the kernels' layout.
 void LayoutRow(const BlockQ8K* raw, int64_t count, KActBlock* blocks, float* d, int64_t stride) {
   for (int64_t s = 0; s < count; ++s) {
@@ -47,8 +53,15 @@ void LayoutRow(const BlockQ8K* raw, int64_t count, KActBlock* blocks, float* d, 
 
 }  // namespace
 
+void FlipKActCodes(KActBlock* blocks, int64_t count) {
+  for (int64_t s = 0; s < count; ++s) {
+    auto* q = reinterpret_cast<uint8_t*>(blocks[s].qs);
+    for (int i = 0; i < kSuperBlockElems; ++i) q[i] ^= 0x80;
+  }
+}
+
 KActs QuantizeKActivations(ConstMat x, const CpuKQuantKernels& kernels, CpuKQuantScratch* scratch,
-                           ThreadPool* pool) {
+                           ThreadPool* pool, bool biased) {
   const int64_t count = x.cols / kSuperBlockElems;
   const int64_t stride = (count + kKGroupBlocks - 1) / kKGroupBlocks * kKGroupBlocks;
   const size_t need_raw = kernels.quantize_acts ? 0 : static_cast<size_t>(x.rows * count);
@@ -64,13 +77,14 @@ KActs QuantizeKActivations(ConstMat x, const CpuKQuantKernels& kernels, CpuKQuan
       if (kernels.quantize_acts != nullptr) {
         kernels.quantize_acts(x.Row(t), count, blocks + t * stride, d + t * stride);
         for (int64_t s = count; s < stride; ++s) d[t * stride + s] = 0.0f;
-        continue;
+      } else {
+        QuantizeRow(DType::kQ8_K, x.Row(t), raw + t * count, x.cols);
+        LayoutRow(raw + t * count, count, blocks + t * stride, d + t * stride, stride);
       }
-      QuantizeRow(DType::kQ8_K, x.Row(t), raw + t * count, x.cols);
-      LayoutRow(raw + t * count, count, blocks + t * stride, d + t * stride, stride);
+      if (biased) FlipKActCodes(blocks + t * stride, count);
     }
   });
-  return KActs{blocks, d, stride};
+  return KActs{blocks, d, stride, biased};
 }
 
 namespace {
@@ -83,7 +97,7 @@ namespace {
 void RowMajorRows(const CpuKQuantKernels& kern, DType type, const uint8_t* rows, size_t row_bytes,
                   int64_t nrows, int64_t superblocks, const KActs& acts, int64_t n, float* y,
                   int64_t ldy) {
-  if (kern.dot_tile != nullptr && n >= kMinRowsForTiles) {
+  if (UsesTiles(kern, n)) {
     thread_local std::vector<KTile> packed;
     if (packed.size() < static_cast<size_t>(superblocks)) packed.resize(superblocks);
     for (int64_t o = 0; o < nrows; o += kKTileRows) {
@@ -115,7 +129,7 @@ void RowMajorMatMul(const CpuOpContext& ctx, const CpuKQuantKernels& kern, DType
                     const uint8_t* rows, size_t row_bytes, int64_t nrows, int64_t cols,
                     const KActs& acts, int64_t n, float* y, int64_t ldy) {
   const int64_t superblocks = cols / kSuperBlockElems;
-  const int64_t unit = kern.dot_tile != nullptr && n >= kMinRowsForTiles ? kKTileRows : kRowsPerBlock;
+  const int64_t unit = UsesTiles(kern, n) ? kKTileRows : kRowsPerBlock;
   const int64_t units = (nrows + unit - 1) / unit;
   ctx.pool->ParallelFor(units, CpuRowGrain(unit * cols * n), [&](int64_t b0, int64_t b1) {
     const int64_t o = b0 * unit;
@@ -134,7 +148,8 @@ void CpuKQuantMatMul(const CpuOpContext& ctx, const WeightRef& w, ConstMat x, Ma
   const int64_t out = w.rows;
   const int64_t superblocks = w.cols / kSuperBlockElems;
   const CpuKQuantKernels& kern = CpuKQuantKernelsFor(ctx.kernels->isa);
-  const KActs acts = QuantizeKActivations(x, kern, &act_scratch, ctx.pool);
+  const KActs acts = QuantizeKActivations(x, kern, &act_scratch, ctx.pool,
+                                          UsesTiles(kern, n) && TileTakesBiasedActs(w.type));
   const auto* base = static_cast<const uint8_t*>(w.data);
   const size_t row_bytes = w.row_bytes();
   if (w.layout != WeightLayout::kInterleaved16) {
@@ -159,7 +174,7 @@ void CpuKQuantMatMul(const CpuOpContext& ctx, const WeightRef& w, ConstMat x, Ma
             }
             continue;
           }
-          if (n >= kMinRowsForTiles && kern.pack_tile_interleaved != nullptr) {
+          if (UsesTiles(kern, n) && kern.pack_tile_interleaved != nullptr) {
             thread_local std::vector<KTile> packed;
             if (packed.size() < static_cast<size_t>(superblocks)) packed.resize(superblocks);
             kern.pack_tile_interleaved(w.type, group, superblocks, packed.data());

@@ -9,9 +9,11 @@
 // against 4 broadcast activation codes, the int32 lanes are the rows, the
 // sub-block scale is one vpmulld per sub-block, and the canonical float step
 // of cpu_backend.h (lane s % 16 of each row) becomes 16 accumulator vectors
-// whose lanes are rows: no horizontal work at all. The integers are the
-// exact A_s / B_s and the float operations the canonical ones, in the same
-// order, so the results are dot_rows' bits.
+// whose lanes are rows: no horizontal work at all. The code offset of Q3_K,
+// Q6_K and IQ4_XS costs nothing per activation row: their tiles hold signed
+// values against biased activations and a per-row constant (KTile::bias).
+// The integers are the exact A_s / B_s and the float operations the
+// canonical ones, in the same order, so the results are dot_rows' bits.
 //
 //   std::vector<KTile> t(superblocks);
 //   pack(DType::kQ4_K, rows, row_bytes, nw, superblocks, t.data());
@@ -25,24 +27,10 @@
 
 #include "cpu_kquant.h"
 #include "cpu_kquant_impl.h"
+#include "cpu_kquant_tile_layout_impl.h"
 
 namespace odmoe {
 namespace {  // NOLINT(build/namespaces): compiled for one target only
-
-/// The unsigned codes of KTile::q are the signed code plus this.
-template <DType T>
-constexpr int TileCodeOffset() {
-  switch (T) {
-    case DType::kQ3_K:
-      return kQ3KCodeOffset;
-    case DType::kQ6_K:
-      return kQ6KCodeOffset;
-    case DType::kIQ4_XS:
-      return 128;
-    default:
-      return 0;
-  }
-}
 
 /// Elements per scale: Q4_K, Q5_K and IQ4_XS scale 32-element sub-blocks.
 template <DType T>
@@ -100,36 +88,25 @@ __attribute__((always_inline)) inline void PackTileBlock(const uint8_t* rows, si
   for (int m = 0; m < 4; ++m) {
     for (int r = 0; r < 16; ++r) in[r] = _mm512_load_si512(u[r].q + 64 * m);
     Transpose16(in, tr);
-    for (int c = 0; c < 16; ++c) {
-      if constexpr (T == DType::kIQ4_XS) tr[c] = _mm512_xor_si512(tr[c], _mm512_set1_epi8(-128));
-      _mm512_store_si512(t.q[16 * m + c], tr[c]);
-    }
+    for (int c = 0; c < 16; ++c) _mm512_store_si512(t.q[16 * m + c], TileCodes<T>(tr[c]));
   }
   for (int r = 0; r < 16; ++r) {
     in[r] = _mm512_cvtepi16_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(u[r].sc)));
   }
   Transpose16(in, tr);
   for (int j = 0; j < 16; ++j) _mm512_store_si512(t.sc[j], tr[j]);
-  constexpr int kOffset = TileCodeOffset<T>();
-  if constexpr (kquant_impl::HasMins<T>() || kOffset != 0) {
-    // The mins, or the offset correction -offset * sc (|sc| * offset <= 4096).
+  if constexpr (kquant_impl::HasMins<T>()) {
     for (int r = 0; r < 16; ++r) {
-      const __m256i v = kquant_impl::HasMins<T>()
-                            ? _mm256_load_si256(reinterpret_cast<const __m256i*>(u[r].mn))
-                            : _mm256_mullo_epi16(
-                                  _mm256_load_si256(reinterpret_cast<const __m256i*>(u[r].sc)),
-                                  _mm256_set1_epi16(static_cast<int16_t>(-kOffset)));
-      in[r] = _mm512_zextsi256_si512(v);
+      in[r] = _mm512_zextsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(u[r].mn)));
     }
     Transpose16(in, tr);
     for (int k = 0; k < 8; ++k) _mm512_store_si512(t.mn[k], tr[k]);
-  } else {
-    std::memset(t.mn, 0, sizeof(t.mn));
   }
   for (int r = 0; r < 16; ++r) {
     t.d[r] = u[r].d;
     t.dmin[r] = u[r].dmin;
   }
+  FinishTile<T>(t);
 }
 
 /// Packs nw <= 16 row-major rows, super-block by super-block.
@@ -174,7 +151,7 @@ __attribute__((always_inline)) inline int32_t Load32(const void* p) {
 }
 
 /// acc[t] += sum_j mn_j * bsum_j of activation row t (16-element sums in
-/// pairs against KTile::mn: the mins, or the offset correction).
+/// pairs against KTile::mn, the mins).
 template <int NX>
 __attribute__((always_inline)) inline void AddSumsTimesMn(const KTile& tl,
                                                           const KActBlock* const* xs,
@@ -200,15 +177,16 @@ void TileRowsT(const KTile* w, int64_t superblocks, const KActs& x, int64_t t0, 
   constexpr int kScales = 256 / kSub;  // scales per super-block
   constexpr int kGroups = kSub / 4;    // 4-code groups per scale
   constexpr bool kMins = kquant_impl::HasMins<T>();
-  constexpr bool kCorrection = TileCodeOffset<T>() != 0;
+  constexpr bool kBiased = TileBiased<T>();
   for (int64_t s = 0; s < superblocks; ++s) {
     const KTile& tl = w[s];
     const KActBlock* xs[NX];
 #pragma GCC unroll 8
     for (int t = 0; t < NX; ++t) xs[t] = x.Row(t0 + t) + s;
     __m512i a[NX];
+    const __m512i start = kBiased ? _mm512_load_si512(tl.bias) : _mm512_setzero_si512();
 #pragma GCC unroll 8
-    for (int t = 0; t < NX; ++t) a[t] = _mm512_setzero_si512();
+    for (int t = 0; t < NX; ++t) a[t] = start;
     // Not unrolled further: the fully unrolled super-block spilled
     // registers (8 % slower on Zen 4; two interleaved scales gained nothing).
 #pragma GCC unroll 2
@@ -222,14 +200,16 @@ void TileRowsT(const KTile* w, int64_t superblocks, const KActs& x, int64_t t0, 
         const __m512i wq = _mm512_load_si512(tl.q[g]);
 #pragma GCC unroll 8
         for (int t = 0; t < NX; ++t) {
-          isum[t] = _mm512_dpbusd_epi32(isum[t], wq, _mm512_set1_epi32(Load32(xs[t]->qs + 4 * g)));
+          const __m512i xq = _mm512_set1_epi32(Load32(xs[t]->qs + 4 * g));
+          // Biased: unsigned activations against signed weights.
+          isum[t] = kBiased ? _mm512_dpbusd_epi32(isum[t], xq, wq)
+                            : _mm512_dpbusd_epi32(isum[t], wq, xq);
         }
       }
       const __m512i sc = _mm512_load_si512(tl.sc[j * (kSub / 16)]);
 #pragma GCC unroll 8
       for (int t = 0; t < NX; ++t) a[t] = _mm512_add_epi32(a[t], _mm512_mullo_epi32(isum[t], sc));
     }
-    if constexpr (kCorrection) AddSumsTimesMn<NX>(tl, xs, a);
     const int lane = static_cast<int>(s % kKGroupBlocks);
     const __m512 dw = _mm512_load_ps(tl.d);
 #pragma GCC unroll 8
