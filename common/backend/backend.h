@@ -41,11 +41,14 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "backend/logit_scores.h"
 #include "backend/rope.h"
 #include "tensor/dtype.h"
 #include "tensor/tensor_view.h"
+#include "util/status_macros.h"
 
 namespace odmoe {
 
@@ -238,6 +241,32 @@ class Backend {
 
   /// Row-wise softmax in place.
   virtual void Softmax(Mat x) = 0;
+
+  /// Teacher-forced scores of rows of logits: out[r] = ScoreLogitRow(row r,
+  /// logits.cols, targets[r]) of backend/logit_scores.h, the same bits on
+  /// every backend. `targets` and `out` are host memory ([logits.rows]), the
+  /// logits backend memory; waits for the work issued before. This default
+  /// reads the rows on the host (through one row of host memory where the
+  /// backend's is not).
+  virtual absl::Status ScoreLogitRows(ConstMat logits, const int32_t* targets,
+                                      LogitRowScore* out) {
+    if (logits.rows > 0 && logits.cols < 1) {
+      return absl::InvalidArgumentError("ScoreLogitRows: rows of no logits");
+    }
+    if (host_memory()) {
+      ODMOE_RETURN_IF_ERROR(Synchronize());
+      for (int64_t r = 0; r < logits.rows; ++r) {
+        out[r] = ScoreLogitRow(logits.Row(r), logits.cols, targets[r]);
+      }
+      return absl::OkStatus();
+    }
+    std::vector<float> row(static_cast<size_t>(logits.cols));
+    for (int64_t r = 0; r < logits.rows; ++r) {
+      ODMOE_RETURN_IF_ERROR(CopyToHost(row.data(), logits.Row(r), row.size() * sizeof(float)));
+      out[r] = ScoreLogitRow(row.data(), logits.cols, targets[r]);
+    }
+    return absl::OkStatus();
+  }
 
   /// MoE routing. For each row of `logits` ([n, n_expert]): the k largest
   /// logits (ties: lower expert id first), in descending order, to ids[t*k+j];

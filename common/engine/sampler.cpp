@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_format.h"
+#include "backend/logit_scores.h"
 
 namespace odmoe {
 
@@ -21,11 +22,7 @@ absl::Status SamplingParams::Validate() const {
 }
 
 int32_t Argmax(std::span<const float> logits) {
-  int32_t best = 0;
-  for (size_t i = 1; i < logits.size(); ++i) {
-    if (logits[i] > logits[static_cast<size_t>(best)]) best = static_cast<int32_t>(i);
-  }
-  return best;
+  return logits.empty() ? 0 : ArgmaxOf(logits.data(), static_cast<int64_t>(logits.size()));
 }
 
 Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {}

@@ -14,20 +14,17 @@ RowScore ScoreLogitsRow(std::span<const float> logits, int32_t target, int top_n
   RowScore r;
   r.target = target;
   if (logits.empty()) return r;
-  r.top1 = Argmax(logits);
-  const double max_logit = logits[static_cast<size_t>(r.top1)];
-  double sum = 0;
-  for (float l : logits) sum += std::exp(static_cast<double>(l) - max_logit);
-  const double log_sum = std::log(sum);
-  auto logprob = [&](int32_t id) {
-    return static_cast<double>(logits[static_cast<size_t>(id)]) - max_logit - log_sum;
-  };
-  if (target >= 0 && static_cast<size_t>(target) < logits.size()) {
-    r.target_logprob = logprob(target);
-  }
+  const LogitRowScore base =
+      ScoreLogitRow(logits.data(), static_cast<int64_t>(logits.size()), target);
+  r.top1 = base.top1;
+  r.target_logprob = base.target_logprob;
   const size_t n =
       std::min(logits.size(), static_cast<size_t>(std::clamp(top_n, 0, kMaxScoreTopN)));
   if (n > 0) {
+    const double max_logit = logits[static_cast<size_t>(r.top1)];
+    auto logprob = [&](int32_t id) {
+      return static_cast<double>(logits[static_cast<size_t>(id)]) - max_logit - base.log_sum;
+    };
     std::vector<int32_t> ids(logits.size());
     for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
     auto better = [&](int32_t a, int32_t b) {
@@ -82,15 +79,27 @@ ScoreResult EmptyResult(int64_t n, const ScoreOptions& options) {
   return result;
 }
 
+// The token after position `pos` of `tokens` (-1 after the last).
+int32_t NextToken(std::span<const int32_t> tokens, int64_t pos) {
+  return pos + 1 < static_cast<int64_t>(tokens.size()) ? tokens[static_cast<size_t>(pos + 1)]
+                                                         : -1;
+}
+
 // Appends the scores of position `pos` of `tokens`, whose logits are `row`.
 void AddRowScore(std::span<const float> row, std::span<const int32_t> tokens, int64_t pos,
                  int top_n, ScoreResult* result) {
-  const int64_t n = static_cast<int64_t>(tokens.size());
-  const int32_t next = pos + 1 < n ? tokens[static_cast<size_t>(pos + 1)] : -1;
+  const int32_t next = NextToken(tokens, pos);
   RowScore s = ScoreLogitsRow(row, next, top_n);
   if (next >= 0) result->next_logprobs.push_back(s.target_logprob);
   result->top1.push_back(s.top1);
   if (top_n > 0) result->top.push_back(std::move(s.top));
+}
+
+// Appends a score the backend computed (no top-N) for position `pos`.
+void AddRowScore(const LogitRowScore& s, std::span<const int32_t> tokens, int64_t pos,
+                 ScoreResult* result) {
+  if (NextToken(tokens, pos) >= 0) result->next_logprobs.push_back(s.target_logprob);
+  result->top1.push_back(s.top1);
 }
 
 double SecondsSince(std::chrono::steady_clock::time_point t0) {
@@ -107,12 +116,28 @@ absl::StatusOr<ScoreResult> ScoreTokens(Transformer& transformer, ExpertExecutor
   const auto t0 = std::chrono::steady_clock::now();
   ScoreResult result = EmptyResult(static_cast<int64_t>(tokens.size()), options);
   std::vector<float> logits;
+  std::vector<int64_t> rows;
+  std::vector<int32_t> targets;
+  std::vector<LogitRowScore> scores;
   auto score_batch = [&](int64_t first_row) -> absl::Status {
-    const int64_t rows = transformer.rows();
+    const int64_t n = transformer.rows();
     const int64_t skip = std::max<int64_t>(0, options.first - first_row);
-    if (skip >= rows) return absl::OkStatus();
+    if (skip >= n) return absl::OkStatus();
+    if (options.top_n == 0) {  // only the scores leave the backend
+      rows.clear();
+      targets.clear();
+      for (int64_t r = skip; r < n; ++r) {
+        rows.push_back(r);
+        targets.push_back(NextToken(tokens, first_row + r));
+      }
+      ODMOE_RETURN_IF_ERROR(transformer.ScoresOfRows(rows, targets, &scores));
+      for (int64_t r = skip; r < n; ++r) {
+        AddRowScore(scores[static_cast<size_t>(r - skip)], tokens, first_row + r, &result);
+      }
+      return absl::OkStatus();
+    }
     ODMOE_RETURN_IF_ERROR(transformer.RowLogits(skip, &logits));
-    for (int64_t r = skip; r < rows; ++r) {
+    for (int64_t r = skip; r < n; ++r) {
       std::span<const float> row(logits.data() + (r - skip) * c.n_vocab,
                                  static_cast<size_t>(c.n_vocab));
       AddRowScore(row, tokens, first_row + r, options.top_n, &result);
@@ -163,6 +188,20 @@ absl::StatusOr<std::vector<ScoreResult>> ScoreSequences(
     results.push_back(EmptyResult(n, options));
   }
   ODMOE_RETURN_IF_ERROR(transformer.ForwardSegments(tokens, segments, experts));
+  if (options.top_n == 0) {  // only the scores leave the backend
+    std::vector<int32_t> targets;
+    targets.reserve(rows.size());
+    for (const auto& [s, pos] : where) targets.push_back(NextToken(sequences[s], pos));
+    std::vector<LogitRowScore> scores;
+    ODMOE_RETURN_IF_ERROR(transformer.ScoresOfRows(rows, targets, &scores));
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const auto [s, pos] = where[i];
+      AddRowScore(scores[i], sequences[s], pos, &results[s]);
+    }
+    const double seconds = SecondsSince(t0);
+    for (ScoreResult& r : results) r.seconds = seconds;
+    return results;
+  }
   const int64_t piece = transformer.max_logit_rows();
   std::vector<float> logits;
   for (size_t begin = 0; begin < rows.size(); begin += static_cast<size_t>(piece)) {

@@ -15,7 +15,10 @@
 //
 // with the sum taken in double, in vocabulary order (the same bits on every
 // machine with the same libm). top1 is Argmax of sampler.h (ties: lowest id),
-// the token greedy generation picks.
+// the token greedy generation picks. Both are ScoreLogitRow of
+// backend/logit_scores.h; without top-N alternatives the backend computes them
+// where the logits are (Transformer::ScoresOfRows), so only the scores, not
+// the logits, come to the host.
 //
 //   ScoreOptions opt{.first = 256, .top_n = 0};
 //   ODMOE_ASSIGN_OR_RETURN(ScoreResult r, ScoreTokens(*transformer, *experts, ids, opt));

@@ -329,7 +329,8 @@ absl::Status Transformer::SegmentLogits(std::vector<float>* logits) {
   return LogitsOfRows(last, logits);
 }
 
-absl::Status Transformer::LogitsOfRows(std::span<const int64_t> rows, std::vector<float>* logits) {
+absl::Status Transformer::ForEachHeadPiece(
+    std::span<const int64_t> rows, const std::function<absl::Status(int64_t, Mat)>& fn) {
   const ModelConfig& c = config_;
   for (int64_t r : rows) {
     if (r < 0 || r >= rows_) {
@@ -338,7 +339,6 @@ absl::Status Transformer::LogitsOfRows(std::span<const int64_t> rows, std::vecto
     }
   }
   const int64_t n = static_cast<int64_t>(rows.size());
-  logits->resize(static_cast<size_t>(n * c.n_vocab));
   if (n == 0) return absl::OkStatus();
   const int64_t piece = max_logit_rows();
   if (!row_logits_buffer_) {
@@ -349,10 +349,31 @@ absl::Status Transformer::LogitsOfRows(std::span<const int64_t> rows, std::vecto
     const int64_t m = std::min(piece, n - begin);
     const Mat out{static_cast<float*>(row_logits_buffer_->data()), m, c.n_vocab};
     HeadRows(rows.subspan(static_cast<size_t>(begin), static_cast<size_t>(m)), out);
-    ODMOE_RETURN_IF_ERROR(backend_.CopyToHost(logits->data() + begin * c.n_vocab, out.data,
-                                              static_cast<size_t>(m) * c.n_vocab * 4));
+    ODMOE_RETURN_IF_ERROR(fn(begin, out));
   }
   return absl::OkStatus();
+}
+
+absl::Status Transformer::LogitsOfRows(std::span<const int64_t> rows, std::vector<float>* logits) {
+  const int64_t v = config_.n_vocab;
+  logits->resize(rows.size() * static_cast<size_t>(v));
+  return ForEachHeadPiece(rows, [&](int64_t begin, Mat out) {
+    return backend_.CopyToHost(logits->data() + begin * v, out.data,
+                               static_cast<size_t>(out.rows * v) * sizeof(float));
+  });
+}
+
+absl::Status Transformer::ScoresOfRows(std::span<const int64_t> rows,
+                                       std::span<const int32_t> targets,
+                                       std::vector<LogitRowScore>* scores) {
+  if (targets.size() != rows.size()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%d targets for %d rows to score", targets.size(), rows.size()));
+  }
+  scores->resize(rows.size());
+  return ForEachHeadPiece(rows, [&](int64_t begin, Mat out) {
+    return backend_.ScoreLogitRows(out, targets.data() + begin, scores->data() + begin);
+  });
 }
 
 absl::Status Transformer::Logits(std::vector<float>* logits) {

@@ -174,6 +174,12 @@ class Transformer {
   /// max_logit_rows() rows at a time, in a buffer allocated on first use, so
   /// generation never pays for it. INVALID_ARGUMENT for a row outside the batch.
   absl::Status LogitsOfRows(std::span<const int64_t> rows, std::vector<float>* logits);
+  /// The scores (backend/logit_scores.h) of the given rows' logits against
+  /// targets[i] (-1: none), computed where the logits are (the backend's
+  /// ScoreLogitRows), so only the scores come to the host: the head on
+  /// max_logit_rows() rows at a time as LogitsOfRows, the same logits.
+  absl::Status ScoresOfRows(std::span<const int64_t> rows, std::span<const int32_t> targets,
+                            std::vector<LogitRowScore>* scores);
   /// Rows the LM head computes per pass in LogitsOfRows: n_batch, or fewer
   /// where n_batch rows of logits would pass Options::logit_buffer_bytes.
   int64_t max_logit_rows() const { return max_logit_rows_; }
@@ -191,6 +197,10 @@ class Transformer {
   /// The LM head on `n` rows of x starting at `rows` (one per entry, gathered
   /// into o_ when not contiguous) into `out` [n, n_vocab] in backend memory.
   void HeadRows(std::span<const int64_t> rows, Mat out);
+  /// The head on `rows` (checked to be in the batch) max_logit_rows() at a
+  /// time into the row-logits buffer; fn(first index of the piece, its logits).
+  absl::Status ForEachHeadPiece(std::span<const int64_t> rows,
+                                const std::function<absl::Status(int64_t, Mat)>& fn);
   absl::Status AllocateBuffers();
   absl::Status AllocateMlaBuffers();
   void GroupedAttention(int layer);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -186,6 +187,74 @@ TEST_CASE("every available backend matches cpu on every op", "[backend]") {
       CHECK(ref::Nmse(got, want) <= c.max_nmse);
       CHECK(ref::MaxRelError(got, want) <= c.max_rel);
     }
+  }
+}
+
+/// Argmax as its definition reads: the first index whose value no later
+/// one exceeds (NaN never does).
+int32_t SerialArgmax(const std::vector<float>& x) {
+  int32_t best = 0;
+  for (size_t i = 1; i < x.size(); ++i) {
+    if (x[i] > x[static_cast<size_t>(best)]) best = static_cast<int32_t>(i);
+  }
+  return best;
+}
+
+TEST_CASE("ArgmaxOf: the first largest value, NaN never larger, every length", "[backend]") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  int checked = 0;
+  for (int64_t n : {1, 2, 15, 16, 17, 33, 1000, 32000}) {
+    for (int variant = 0; variant < 6; ++variant) {
+      std::vector<float> x = ref::RandomFloats(n, 90 + variant, -8, 8);
+      if (variant == 1) x.assign(static_cast<size_t>(n), 1.5f);       // all tied
+      if (variant == 2) x[static_cast<size_t>(n / 2)] = nan;          // a NaN inside
+      if (variant == 3) x[0] = nan;                                   // NaN first: 0
+      if (variant == 4) {                                             // the max twice
+        x[static_cast<size_t>(n - 1)] = 9.0f;
+        x[static_cast<size_t>(n / 3)] = 9.0f;
+      }
+      if (variant == 5) {  // only zeros of both signs
+        for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(i)] = i % 3 == 0 ? -0.0f : 0.0f;
+      }
+      INFO("n " << n << " variant " << variant);
+      CHECK(ArgmaxOf(x.data(), n) == SerialArgmax(x));
+      ++checked;
+    }
+  }
+  CHECK(checked == 48);
+}
+
+TEST_CASE("every backend scores rows of logits with ScoreLogitRow's bits", "[backend]") {
+  const int64_t rows = 7, vocab = 1000;
+  std::vector<float> logits = ref::RandomFloats(rows * vocab, 77, -12, 12);
+  logits[1 * vocab + 3] = logits[1 * vocab + 500] = 40.0f;  // row 1: a tie for the max
+  logits[2 * vocab] = std::numeric_limits<float>::quiet_NaN();  // row 2: NaN first
+  logits[3 * vocab + 10] = std::numeric_limits<float>::quiet_NaN();  // row 3: NaN inside
+  const std::vector<int32_t> targets = {5, 500, 2, 999, -1, 1000, 0};  // -1, past the end
+  std::vector<std::string> names = {"cpu", "cpu:3"};
+  for (const std::string& n : AvailableBackends()) {
+    if (n != "cpu") names.push_back(n);
+  }
+  for (const std::string& name : names) {
+    auto be = CreateBackend(name);
+    REQUIRE(be.ok());
+    DeviceData d(**be);
+    const float* dl = d.Floats(logits);
+    std::vector<LogitRowScore> got(static_cast<size_t>(rows));
+    REQUIRE((*be)->ScoreLogitRows(ConstMat(dl, rows, vocab), targets.data(), got.data()).ok());
+    for (int64_t r = 0; r < rows; ++r) {
+      const LogitRowScore want = ScoreLogitRow(logits.data() + r * vocab, vocab, targets[r]);
+      INFO(name << " row " << r);
+      CHECK(got[r].top1 == want.top1);
+      CHECK(std::memcmp(&got[r].target_logprob, &want.target_logprob, sizeof(double)) == 0);
+      CHECK(std::memcmp(&got[r].log_sum, &want.log_sum, sizeof(double)) == 0);
+    }
+    CHECK(got[1].top1 == 3);
+    CHECK(got[2].top1 == 0);
+    CHECK(got[4].target_logprob == 0.0);
+    CHECK(got[5].target_logprob == 0.0);
+    CHECK(std::exp(got[0].target_logprob) > 0.0);
+    CHECK(!(*be)->ScoreLogitRows(ConstMat(dl, 1, 0), targets.data(), got.data()).ok());
   }
 }
 

@@ -201,6 +201,17 @@ void CpuBackend::Attention(ConstMat q, ConstMat k_cache, ConstMat v_cache, int n
 
 void CpuBackend::Softmax(Mat x) { CpuSoftmax({kernels_, &pool_}, x); }
 
+absl::Status CpuBackend::ScoreLogitRows(ConstMat logits, const int32_t* targets,
+                                        LogitRowScore* out) {
+  if (logits.rows > 0 && logits.cols < 1) {
+    return absl::InvalidArgumentError("ScoreLogitRows: rows of no logits");
+  }
+  pool_.ParallelFor(logits.rows, 1, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) out[r] = ScoreLogitRow(logits.Row(r), logits.cols, targets[r]);
+  });
+  return absl::OkStatus();
+}
+
 void CpuBackend::RouterTopK(ConstMat logits, int k, RouterGating gating, int32_t* ids,
                             float* weights) {
   op_checks::RouterTopK(logits, k);

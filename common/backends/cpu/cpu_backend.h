@@ -166,6 +166,9 @@ class CpuBackend final : public Backend {
                  int head_dim, int pos0, float scale, const AttentionOptions& options,
                  Mat out) override;
   void Softmax(Mat x) override;
+  /// Rows spread over the threads (one row's score is the reference's).
+  absl::Status ScoreLogitRows(ConstMat logits, const int32_t* targets,
+                              LogitRowScore* out) override;
   void RouterTopK(ConstMat logits, int k, RouterGating gating, int32_t* ids,
                   float* weights) override;
   void AddBias(Mat x, const float* bias) override;
