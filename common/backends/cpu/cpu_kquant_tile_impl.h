@@ -166,74 +166,89 @@ __attribute__((always_inline)) inline void AddSumsTimesMn(const KTile& tl,
   }
 }
 
-/// Adds the canonical float steps of activation rows t0 .. t0 + NX - 1 to
-/// acc[t * 16 + lane] (16 rows per vector). Per super-block and activation
-/// row, A_s = sum_j sc_j * (codes . x)_j + sum_k mn_k . bsums_k: the integer
-/// of the canonical step, exact (int32 arithmetic, any order), then the
-/// float steps in the canonical order.
-template <DType T, int NX>
-void TileRowsT(const KTile* w, int64_t superblocks, const KActs& x, int64_t t0, __m512* acc) {
+/// Adds the canonical float steps of super-block s of activation rows t0 ..
+/// t0 + NX - 1 to acc[t * 16 + s % 16] (16 rows per vector; kFirst: the
+/// lane's first step, onto +0 without reading it). A_s = sum_j sc_j *
+/// (codes . x)_j (+ bias): the integer of the canonical step, exact (int32
+/// arithmetic, any order), then the float steps in the canonical order.
+template <DType T, int NX, bool kFirst>
+__attribute__((always_inline)) inline void TileSuperBlock(const KTile& tl, int64_t s,
+                                                          const KActs& x, int64_t t0,
+                                                          __m512* acc) {
   constexpr int kSub = TileSubBlock<T>();
   constexpr int kScales = 256 / kSub;  // scales per super-block
   constexpr int kGroups = kSub / 4;    // 4-code groups per scale
   constexpr bool kMins = kquant_impl::HasMins<T>();
   constexpr bool kBiased = TileBiased<T>();
-  for (int64_t s = 0; s < superblocks; ++s) {
-    const KTile& tl = w[s];
-    const KActBlock* xs[NX];
+  const KActBlock* xs[NX];
 #pragma GCC unroll 8
-    for (int t = 0; t < NX; ++t) xs[t] = x.Row(t0 + t) + s;
-    __m512i a[NX];
-    const __m512i start = kBiased ? _mm512_load_si512(tl.bias) : _mm512_setzero_si512();
+  for (int t = 0; t < NX; ++t) xs[t] = x.Row(t0 + t) + s;
+  __m512i a[NX];
+  const __m512i start = kBiased ? _mm512_load_si512(tl.bias) : _mm512_setzero_si512();
 #pragma GCC unroll 8
-    for (int t = 0; t < NX; ++t) a[t] = start;
-    // Not unrolled further: the fully unrolled super-block spilled
-    // registers (8 % slower on Zen 4; two interleaved scales gained nothing).
+  for (int t = 0; t < NX; ++t) a[t] = start;
+  // Not unrolled further: the fully unrolled super-block spilled
+  // registers (8 % slower on Zen 4; two interleaved scales gained nothing).
 #pragma GCC unroll 2
-    for (int j = 0; j < kScales; ++j) {
-      __m512i isum[NX];
+  for (int j = 0; j < kScales; ++j) {
+    __m512i isum[NX];
 #pragma GCC unroll 8
-      for (int t = 0; t < NX; ++t) isum[t] = _mm512_setzero_si512();
+    for (int t = 0; t < NX; ++t) isum[t] = _mm512_setzero_si512();
 #pragma GCC unroll 8
-      for (int i = 0; i < kGroups; ++i) {
-        const int g = j * kGroups + i;
-        const __m512i wq = _mm512_load_si512(tl.q[g]);
+    for (int i = 0; i < kGroups; ++i) {
+      const int g = j * kGroups + i;
+      const __m512i wq = _mm512_load_si512(tl.q[g]);
 #pragma GCC unroll 8
-        for (int t = 0; t < NX; ++t) {
-          const __m512i xq = _mm512_set1_epi32(Load32(xs[t]->qs + 4 * g));
-          // Biased: unsigned activations against signed weights.
-          isum[t] = kBiased ? _mm512_dpbusd_epi32(isum[t], xq, wq)
-                            : _mm512_dpbusd_epi32(isum[t], wq, xq);
-        }
+      for (int t = 0; t < NX; ++t) {
+        const __m512i xq = _mm512_set1_epi32(Load32(xs[t]->qs + 4 * g));
+        // Biased: unsigned activations against signed weights.
+        isum[t] = kBiased ? _mm512_dpbusd_epi32(isum[t], xq, wq)
+                          : _mm512_dpbusd_epi32(isum[t], wq, xq);
       }
-      const __m512i sc = _mm512_load_si512(tl.sc[j * (kSub / 16)]);
-#pragma GCC unroll 8
-      for (int t = 0; t < NX; ++t) a[t] = _mm512_add_epi32(a[t], _mm512_mullo_epi32(isum[t], sc));
     }
-    const int lane = static_cast<int>(s % kKGroupBlocks);
-    const __m512 dw = _mm512_load_ps(tl.d);
+    const __m512i sc = _mm512_load_si512(tl.sc[j * (kSub / 16)]);
+#pragma GCC unroll 8
+    for (int t = 0; t < NX; ++t) a[t] = _mm512_add_epi32(a[t], _mm512_mullo_epi32(isum[t], sc));
+  }
+  const int lane = static_cast<int>(s % kKGroupBlocks);
+  const __m512 dw = _mm512_load_ps(tl.d);
+#pragma GCC unroll 8
+  for (int t = 0; t < NX; ++t) {
+    const __m512 dx = _mm512_set1_ps(x.Scales(t0 + t)[s]);
+    __m512& l = acc[t * kKGroupBlocks + lane];
+    l = _mm512_fmadd_ps(_mm512_mul_ps(dw, dx), _mm512_cvtepi32_ps(a[t]),
+                        kFirst ? _mm512_setzero_ps() : l);
+  }
+  if constexpr (kMins) {
+    __m512i b[NX];
+#pragma GCC unroll 8
+    for (int t = 0; t < NX; ++t) b[t] = _mm512_setzero_si512();
+    AddSumsTimesMn<NX>(tl, xs, b);
+    const __m512 dm = _mm512_load_ps(tl.dmin);
 #pragma GCC unroll 8
     for (int t = 0; t < NX; ++t) {
       const __m512 dx = _mm512_set1_ps(x.Scales(t0 + t)[s]);
+      const __m512 m = _mm512_castsi512_ps(_mm512_xor_si512(
+          _mm512_castps_si512(_mm512_mul_ps(dm, dx)), _mm512_set1_epi32(INT32_MIN)));
       __m512& l = acc[t * kKGroupBlocks + lane];
-      l = _mm512_fmadd_ps(_mm512_mul_ps(dw, dx), _mm512_cvtepi32_ps(a[t]), l);
-    }
-    if constexpr (kMins) {
-      __m512i b[NX];
-#pragma GCC unroll 8
-      for (int t = 0; t < NX; ++t) b[t] = _mm512_setzero_si512();
-      AddSumsTimesMn<NX>(tl, xs, b);
-      const __m512 dm = _mm512_load_ps(tl.dmin);
-#pragma GCC unroll 8
-      for (int t = 0; t < NX; ++t) {
-        const __m512 dx = _mm512_set1_ps(x.Scales(t0 + t)[s]);
-        const __m512 m = _mm512_castsi512_ps(_mm512_xor_si512(
-            _mm512_castps_si512(_mm512_mul_ps(dm, dx)), _mm512_set1_epi32(INT32_MIN)));
-        __m512& l = acc[t * kKGroupBlocks + lane];
-        l = _mm512_fmadd_ps(m, _mm512_cvtepi32_ps(b[t]), l);
-      }
+      l = _mm512_fmadd_ps(m, _mm512_cvtepi32_ps(b[t]), l);
     }
   }
+}
+
+/// Every super-block's float steps of activation rows t0 .. t0 + NX - 1 into
+/// acc[t * 16 + lane]: the first 16 write their lanes, the rest add to them;
+/// lanes no super-block reaches (fewer than 16) are set to +0.
+template <DType T, int NX>
+void TileRowsT(const KTile* w, int64_t superblocks, const KActs& x, int64_t t0, __m512* acc) {
+  const int64_t first = superblocks < kKGroupBlocks ? superblocks : kKGroupBlocks;
+  for (int64_t s = 0; s < first; ++s) TileSuperBlock<T, NX, true>(w[s], s, x, t0, acc);
+  for (int t = 0; t < NX; ++t) {
+    for (int64_t lane = first; lane < kKGroupBlocks; ++lane) {
+      acc[t * kKGroupBlocks + lane] = _mm512_setzero_ps();
+    }
+  }
+  for (int64_t s = first; s < superblocks; ++s) TileSuperBlock<T, NX, false>(w[s], s, x, t0, acc);
 }
 
 /// The fixed lane tree of cpu_backend.h over 16 accumulators (one per lane),
@@ -249,7 +264,6 @@ template <DType T, int NX>
 void TileBlockT(const KTile* w, int nw, int64_t superblocks, const KActs& x, int64_t t0, float* y,
                 int64_t ldy) {
   alignas(64) __m512 acc[NX * kKGroupBlocks];
-  for (__m512& a : acc) a = _mm512_setzero_ps();
   TileRowsT<T, NX>(w, superblocks, x, t0, acc);
   const __mmask16 keep = static_cast<__mmask16>((1u << nw) - 1);
   for (int t = 0; t < NX; ++t) {
