@@ -68,7 +68,8 @@ struct alignas(64) KActBlock {
 static_assert(sizeof(KActBlock) == 320);
 
 /// Quantized activation rows: row t has `stride` super-blocks (the row's
-/// count rounded up to a multiple of 16; the padding is never read) at
+/// count rounded up to a multiple of 16, 16 more where rows would lie a
+/// multiple of 4 KiB apart; the padding is never read) at
 /// blocks + t * stride and as many scales at d + t * stride, the padding 0.
 /// `biased`: the codes are stored as unsigned bytes code + 128 (the signed
 /// byte XOR 0x80), as the tile kernels of the types with a code offset take

@@ -63,7 +63,10 @@ void FlipKActCodes(KActBlock* blocks, int64_t count) {
 KActs QuantizeKActivations(ConstMat x, const CpuKQuantKernels& kernels, CpuKQuantScratch* scratch,
                            ThreadPool* pool, bool biased) {
   const int64_t count = x.cols / kSuperBlockElems;
-  const int64_t stride = (count + kKGroupBlocks - 1) / kKGroupBlocks * kKGroupBlocks;
+  int64_t stride = (count + kKGroupBlocks - 1) / kKGroupBlocks * kKGroupBlocks;
+  // Rows a multiple of 4 KiB apart share their L1 sets: the tile kernels
+  // read 8 rows side by side (8 ways of 8), so such strides grow by 16.
+  while (stride * static_cast<int64_t>(sizeof(KActBlock)) % 4096 == 0) stride += kKGroupBlocks;
   const size_t need_raw = kernels.quantize_acts ? 0 : static_cast<size_t>(x.rows * count);
   const size_t need = static_cast<size_t>(x.rows * stride);
   if (scratch->raw.size() < need_raw) scratch->raw.resize(need_raw);
