@@ -173,7 +173,8 @@ __attribute__((always_inline)) inline void AddSumsTimesMn(const KTile& tl,
 /// arithmetic, any order), then the float steps in the canonical order.
 template <DType T, int NX, bool kFirst>
 __attribute__((always_inline)) inline void TileSuperBlock(const KTile& tl, int64_t s,
-                                                          const KActs& x, int64_t t0,
+                                                          const KActBlock* const* rows,
+                                                          const float* const* scales,
                                                           __m512* acc) {
   constexpr int kSub = TileSubBlock<T>();
   constexpr int kScales = 256 / kSub;  // scales per super-block
@@ -182,7 +183,7 @@ __attribute__((always_inline)) inline void TileSuperBlock(const KTile& tl, int64
   constexpr bool kBiased = TileBiased<T>();
   const KActBlock* xs[NX];
 #pragma GCC unroll 8
-  for (int t = 0; t < NX; ++t) xs[t] = x.Row(t0 + t) + s;
+  for (int t = 0; t < NX; ++t) xs[t] = rows[t] + s;
   __m512i a[NX];
   const __m512i start = kBiased ? _mm512_load_si512(tl.bias) : _mm512_setzero_si512();
 #pragma GCC unroll 8
@@ -214,7 +215,7 @@ __attribute__((always_inline)) inline void TileSuperBlock(const KTile& tl, int64
   const __m512 dw = _mm512_load_ps(tl.d);
 #pragma GCC unroll 8
   for (int t = 0; t < NX; ++t) {
-    const __m512 dx = _mm512_set1_ps(x.Scales(t0 + t)[s]);
+    const __m512 dx = _mm512_set1_ps(scales[t][s]);
     __m512& l = acc[t * kKGroupBlocks + lane];
     l = _mm512_fmadd_ps(_mm512_mul_ps(dw, dx), _mm512_cvtepi32_ps(a[t]),
                         kFirst ? _mm512_setzero_ps() : l);
@@ -227,7 +228,7 @@ __attribute__((always_inline)) inline void TileSuperBlock(const KTile& tl, int64
     const __m512 dm = _mm512_load_ps(tl.dmin);
 #pragma GCC unroll 8
     for (int t = 0; t < NX; ++t) {
-      const __m512 dx = _mm512_set1_ps(x.Scales(t0 + t)[s]);
+      const __m512 dx = _mm512_set1_ps(scales[t][s]);
       const __m512 m = _mm512_castsi512_ps(_mm512_xor_si512(
           _mm512_castps_si512(_mm512_mul_ps(dm, dx)), _mm512_set1_epi32(INT32_MIN)));
       __m512& l = acc[t * kKGroupBlocks + lane];
@@ -241,14 +242,24 @@ __attribute__((always_inline)) inline void TileSuperBlock(const KTile& tl, int64
 /// lanes no super-block reaches (fewer than 16) are set to +0.
 template <DType T, int NX>
 void TileRowsT(const KTile* w, int64_t superblocks, const KActs& x, int64_t t0, __m512* acc) {
+  // The rows' addresses once, in locals: stores through __m512* may alias
+  // anything, so fields of `x` would be read again after every one.
+  const KActBlock* rows[NX];
+  const float* scales[NX];
+  for (int t = 0; t < NX; ++t) {
+    rows[t] = x.Row(t0 + t);
+    scales[t] = x.Scales(t0 + t);
+  }
   const int64_t first = superblocks < kKGroupBlocks ? superblocks : kKGroupBlocks;
-  for (int64_t s = 0; s < first; ++s) TileSuperBlock<T, NX, true>(w[s], s, x, t0, acc);
+  for (int64_t s = 0; s < first; ++s) TileSuperBlock<T, NX, true>(w[s], s, rows, scales, acc);
   for (int t = 0; t < NX; ++t) {
     for (int64_t lane = first; lane < kKGroupBlocks; ++lane) {
       acc[t * kKGroupBlocks + lane] = _mm512_setzero_ps();
     }
   }
-  for (int64_t s = first; s < superblocks; ++s) TileSuperBlock<T, NX, false>(w[s], s, x, t0, acc);
+  for (int64_t s = first; s < superblocks; ++s) {
+    TileSuperBlock<T, NX, false>(w[s], s, rows, scales, acc);
+  }
 }
 
 /// The fixed lane tree of cpu_backend.h over 16 accumulators (one per lane),
