@@ -169,13 +169,23 @@ struct Avx2V {
   static constexpr int CodeShift() {
     return T == DType::kQ4_0 ? 3 : (T == DType::kQ5_0 || T == DType::kMXFP4) ? 4 : -1;
   }
+  /// The 8 dwords at p, p + stride, ... p + 7 * stride: scalar loads inserted
+  /// lane by lane (faster than vpgatherdd on the AMD cores measured).
+  ODMOE_CPU_INLINE static __m256i LoadStrided32(const uint8_t* p, int stride) {
+    auto word = [&](int j) {
+      int32_t v;
+      std::memcpy(&v, p + j * stride, sizeof(v));
+      return v;
+    };
+    const __m128i lo = _mm_setr_epi32(word(0), word(1), word(2), word(3));
+    const __m128i hi = _mm_setr_epi32(word(4), word(5), word(6), word(7));
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
+  }
   /// Adds 16 to the byte of each element whose fifth bit (qh, the LE dword at
   /// `qh` of each of the 8 blocks, `stride` apart) is set: slice m holds
   /// elements 4m..4m+3, i.e. bits 4m..4m+3, found in byte m / 2 of qh.
   ODMOE_CPU_INLINE static void AddFifthBits(const uint8_t* qh, int stride, __m256i s[8]) {
-    const __m256i idx =
-        _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(stride));
-    const __m256i h = _mm256_i32gather_epi32(reinterpret_cast<const int*>(qh), idx, 1);
+    const __m256i h = LoadStrided32(qh, stride);
     const __m256i sixteen = _mm256_set1_epi8(16);
 #pragma GCC unroll 8
     for (int m = 0; m < 8; ++m) {
@@ -263,9 +273,8 @@ struct Avx2V {
   template <DType T, int kOffset>
   ODMOE_CPU_INLINE static __m256 HalfHalves(const uint8_t* blocks) {
     constexpr int kB = cpu_impl::QBlockBytes<T>();
-    const __m256i idx = _mm256_setr_epi32(0, kB, 2 * kB, 3 * kB, 4 * kB, 5 * kB, 6 * kB, 7 * kB);
     // Each dword's low half is the block's f16.
-    __m256i d = _mm256_i32gather_epi32(reinterpret_cast<const int*>(blocks + kOffset), idx, 1);
+    __m256i d = LoadStrided32(blocks + kOffset, kB);
     d = _mm256_and_si256(d, _mm256_set1_epi32(0xffff));
     d = _mm256_permute4x64_epi64(_mm256_packus_epi32(d, d), 0xd8);
     return _mm256_cvtph_ps(_mm256_castsi256_si128(d));
@@ -280,10 +289,7 @@ struct Avx2V {
   template <DType T>
   ODMOE_CPU_INLINE static __m256 HalfE8M0(const uint8_t* blocks) {
     constexpr int kB = cpu_impl::QBlockBytes<T>();
-    const __m256i idx = _mm256_setr_epi32(0, kB, 2 * kB, 3 * kB, 4 * kB, 5 * kB, 6 * kB, 7 * kB);
-    const __m256i e = _mm256_and_si256(
-        _mm256_i32gather_epi32(reinterpret_cast<const int*>(blocks), idx, 1),
-        _mm256_set1_epi32(0xff));
+    const __m256i e = _mm256_and_si256(LoadStrided32(blocks, kB), _mm256_set1_epi32(0xff));
     const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
     const __m256i tiny = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
     const __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
