@@ -38,11 +38,18 @@ absl::StatusOr<ExpertWeights> LoadExpertWeights(
 }
 
 absl::StatusOr<std::unique_ptr<LocalExpertExecutor>> LocalExpertExecutor::Create(
-    const ModelFile& model, Backend& backend, int max_rows) {
+    const ModelFile& model, Backend& backend, int max_rows, int64_t piece_rows) {
   const ModelConfig& c = model.config();
+  if (max_rows < 1 || piece_rows < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("expert executor of %d rows in pieces of %d", max_rows, piece_rows));
+  }
+  const int64_t piece = std::min<int64_t>(max_rows, piece_rows);
   ODMOE_ASSIGN_OR_RETURN(ExpertFfnScratch scratch,
-                         ExpertFfnScratch::Create(backend, c.n_ff, max_rows));
+                         ExpertFfnScratch::Create(backend, c.n_ff, piece));
   std::unique_ptr<LocalExpertExecutor> ex(new LocalExpertExecutor(backend, std::move(scratch)));
+  ex->max_rows_ = max_rows;
+  ex->piece_rows_ = piece;
   ex->n_expert_ = c.n_expert;
   ex->n_embd_ = c.n_embd;
   // On a host backend every expert is a view of the mapped file; onto a
@@ -70,16 +77,18 @@ absl::StatusOr<std::unique_ptr<LocalExpertExecutor>> LocalExpertExecutor::Create
   }
   progress.Finish();
   const size_t rows = static_cast<size_t>(max_rows);
+  const size_t prows = static_cast<size_t>(piece);
   const size_t d = static_cast<size_t>(c.n_embd);
-  // Layout (4-byte words): xe ye zeros [rows * d each], then the routing of
-  // one Run: row ids and scales, up to rows * n_expert_used of each.
+  // Layout (4-byte words): xe ye [piece * d each], zeros [rows * d], then the
+  // routing of one Run: row ids and scales, up to rows * n_expert_used of each.
   ex->max_routes_ = static_cast<int64_t>(rows) * std::max(c.n_expert_used, 1);
   ODMOE_ASSIGN_OR_RETURN(
-      ex->work_,
-      backend.Allocate((3 * rows * d + 2 * static_cast<size_t>(ex->max_routes_)) * sizeof(float)));
+      ex->work_, backend.Allocate((2 * prows * d + rows * d +
+                                   2 * static_cast<size_t>(ex->max_routes_)) *
+                                  sizeof(float)));
   ex->xe_ = static_cast<float*>(ex->work_->data());
-  ex->ye_ = ex->xe_ + rows * d;
-  ex->zeros_ = ex->ye_ + rows * d;
+  ex->ye_ = ex->xe_ + prows * d;
+  ex->zeros_ = ex->ye_ + prows * d;
   ex->routes_ = reinterpret_cast<int32_t*>(ex->zeros_ + rows * d);
   const std::vector<float> zeros(rows * d, 0.0f);
   ODMOE_RETURN_IF_ERROR(backend.CopyToBackend(ex->zeros_, zeros.data(), zeros.size() * 4));
@@ -90,11 +99,10 @@ absl::Status LocalExpertExecutor::Run(int layer, ConstMat x, const RoutingPlan& 
   if (layer < n_dense_leading_) {
     return absl::InvalidArgumentError(absl::StrFormat("layer %d has no experts", layer));
   }
-  if (x.rows > scratch_.max_rows() || out.rows != x.rows || x.cols != n_embd_ ||
-      out.cols != n_embd_) {
+  if (x.rows > max_rows_ || out.rows != x.rows || x.cols != n_embd_ || out.cols != n_embd_) {
     return absl::InvalidArgumentError(
         absl::StrFormat("expert batch of %d x %d does not fit the executor (%d x %d)", x.rows,
-                        x.cols, scratch_.max_rows(), n_embd_));
+                        x.cols, max_rows_, n_embd_));
   }
   if (x.rows == 1 && plan.backend_weights != nullptr && plan.weights_backend == &backend_) {
     return RunOneRow(layer, x, plan, out);
@@ -126,13 +134,16 @@ absl::Status LocalExpertExecutor::Run(int layer, ConstMat x, const RoutingPlan& 
   const float* scales = reinterpret_cast<const float*>(routes_ + total);
   at = 0;
   for (const RoutingPlan::ExpertRows& er : plan.experts) {
+    const ExpertWeights& w = experts_[static_cast<size_t>(layer * n_expert_ + er.expert)];
     const int64_t n = static_cast<int64_t>(er.rows.size());
-    const Mat xe{xe_, n, n_embd_};
-    const Mat ye{ye_, n, n_embd_};
-    backend_.GatherRows(x, routes_ + at, xe);
-    RunExpertFfn(backend_, experts_[static_cast<size_t>(layer * n_expert_ + er.expert)], xe,
-                 scratch_, ye);
-    backend_.ScatterAddScaled(ye, routes_ + at, scales + at, out);
+    for (int64_t begin = 0; begin < n; begin += piece_rows_) {  // each row's sum in expert order
+      const int64_t m = std::min(piece_rows_, n - begin);
+      const Mat xe{xe_, m, n_embd_};
+      const Mat ye{ye_, m, n_embd_};
+      backend_.GatherRows(x, routes_ + at + begin, xe);
+      RunExpertFfn(backend_, w, xe, scratch_, ye);
+      backend_.ScatterAddScaled(ye, routes_ + at + begin, scales + at + begin, out);
+    }
     at += n;
   }
   return absl::OkStatus();

@@ -24,10 +24,13 @@ absl::StatusOr<ExpertWeights> LoadExpertWeights(
 class LocalExpertExecutor : public ExpertExecutor {
  public:
   /// Makes every expert of `model` usable on `backend` (zero-copy on host
-  /// backends) with buffers for batches of up to `max_rows` rows.
-  static absl::StatusOr<std::unique_ptr<LocalExpertExecutor>> Create(const ModelFile& model,
-                                                                     Backend& backend,
-                                                                     int max_rows);
+  /// backends) with buffers for batches of up to `max_rows` rows. An expert
+  /// takes its rows kExpertPieceRows at a time (each row's result is its
+  /// own), so its buffers hold that many, not max_rows.
+  static constexpr int64_t kExpertPieceRows = 1024;
+  static absl::StatusOr<std::unique_ptr<LocalExpertExecutor>> Create(
+      const ModelFile& model, Backend& backend, int max_rows,
+      int64_t piece_rows = kExpertPieceRows);
 
   absl::Status Run(int layer, ConstMat x, const RoutingPlan& plan, Mat out) override;
 
@@ -42,6 +45,8 @@ class LocalExpertExecutor : public ExpertExecutor {
   int n_expert_ = 0;
   int n_dense_leading_ = 0;  // layers [0, n) have no experts
   int64_t n_embd_ = 0;
+  int64_t max_rows_ = 0;    // rows of a batch
+  int64_t piece_rows_ = 0;  // rows of xe / ye / the scratch: min(max_rows, kExpertPieceRows)
   std::vector<ExpertWeights> experts_;  // [layer * n_expert + e]
   std::vector<std::unique_ptr<BackendBuffer>> storage_;
   ExpertFfnScratch scratch_;

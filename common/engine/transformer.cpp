@@ -340,10 +340,12 @@ absl::Status Transformer::ForEachHeadPiece(
   }
   const int64_t n = static_cast<int64_t>(rows.size());
   if (n == 0) return absl::OkStatus();
-  const int64_t piece = max_logit_rows();
-  if (!row_logits_buffer_) {
+  const int64_t piece = std::min(max_logit_rows(), n);
+  if (row_logits_rows_ < piece) {  // grown to what a call needs, never past max_logit_rows()
+    row_logits_buffer_.reset();
     ODMOE_ASSIGN_OR_RETURN(row_logits_buffer_,
                            backend_.Allocate(static_cast<size_t>(piece) * c.n_vocab * 4));
+    row_logits_rows_ = piece;
   }
   for (int64_t begin = 0; begin < n; begin += piece) {
     const int64_t m = std::min(piece, n - begin);

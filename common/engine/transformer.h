@@ -171,8 +171,8 @@ class Transformer {
   /// Each row has exactly the bits Logits() gives when that row is the last
   /// of its batch (the backend computes every output row from its own input
   /// row alone; see backend/backend.h). The head runs on at most
-  /// max_logit_rows() rows at a time, in a buffer allocated on first use, so
-  /// generation never pays for it. INVALID_ARGUMENT for a row outside the batch.
+  /// max_logit_rows() rows at a time, in a buffer allocated on first use (as
+  /// large as the calls need), so generation never pays for it. INVALID_ARGUMENT for a row outside the batch.
   absl::Status LogitsOfRows(std::span<const int64_t> rows, std::vector<float>* logits);
   /// The scores (backend/logit_scores.h) of the given rows' logits against
   /// targets[i] (-1: none), computed where the logits are (the backend's
@@ -231,8 +231,9 @@ class Transformer {
   std::unique_ptr<BackendBuffer> mla_buffer_;
   float *q_abs_ = nullptr, *head_in_ = nullptr, *head_out_ = nullptr;
   float *o_heads_ = nullptr, *q_lat_ = nullptr;
-  // [max_logit_rows, n_vocab], LogitsOfRows only.
+  // [row_logits_rows_ <= max_logit_rows, n_vocab], LogitsOfRows / ScoresOfRows only.
   std::unique_ptr<BackendBuffer> row_logits_buffer_;
+  int64_t row_logits_rows_ = 0;
 
   int64_t rows_ = 0;
   std::vector<Segment> segments_;  // of the batch in flight

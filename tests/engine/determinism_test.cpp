@@ -17,7 +17,8 @@ struct Run {
 };
 
 Run Forward(const std::string& path, const std::vector<int32_t>& tokens, int n_batch,
-            const std::string& backend_name = "cpu") {
+            const std::string& backend_name = "cpu",
+            int64_t piece_rows = LocalExpertExecutor::kExpertPieceRows) {
   auto model = ModelFile::Open(path);
   REQUIRE(model.ok());
   auto backend = CreateBackend(backend_name);
@@ -26,7 +27,7 @@ Run Forward(const std::string& path, const std::vector<int32_t>& tokens, int n_b
   opt.n_batch = n_batch;
   auto tf = Transformer::Create(**model, **backend, opt);
   REQUIRE(tf.ok());
-  auto experts = LocalExpertExecutor::Create(**model, **backend, n_batch);
+  auto experts = LocalExpertExecutor::Create(**model, **backend, n_batch, piece_rows);
   REQUIRE(experts.ok());
   REQUIRE((*model)->config().n_vocab > 1500);
   Run run;
@@ -55,6 +56,23 @@ TEST_CASE("engine: prefill batch size does not change a single bit", "[engine]")
     CHECK(BitEqual(whole.logits, split.logits));
     CHECK(whole.routing == split.routing);
   }
+}
+
+TEST_CASE("engine: an expert's rows taken a few at a time do not change a single bit",
+          "[engine]") {
+  const std::string model = test::SourcePath("models/tiny-mixtral-f16.gguf");
+  const Run whole = Forward(model, kTokens, 64);
+  for (int64_t piece : {1, 3, 5}) {
+    INFO("piece " << piece);
+    const Run split = Forward(model, kTokens, 64, "cpu", piece);
+    CHECK(BitEqual(whole.logits, split.logits));
+    CHECK(whole.routing == split.routing);
+  }
+  auto m = ModelFile::Open(model);
+  REQUIRE(m.ok());
+  auto be = CreateBackend("cpu");
+  REQUIRE(be.ok());
+  CHECK(!LocalExpertExecutor::Create(**m, **be, 8, 0).ok());
 }
 
 TEST_CASE("engine: thread count does not change a single bit", "[engine]") {
