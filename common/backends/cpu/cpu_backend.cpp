@@ -141,7 +141,19 @@ WeightLayout CpuBackend::SlotLayout(DType type, int64_t rows, int64_t cols) cons
 
 void CpuBackend::ArrangeWeight(const TensorView& view, WeightLayout layout, void* dst) const {
   if (layout != WeightLayout::kInterleaved16) {
-    std::memcpy(dst, view.data, view.bytes());
+    // In pieces over the threads: a fresh buffer's pages are cleared as the
+    // copy first touches them, and that is most of a copy's time.
+    constexpr size_t kPiece = size_t{4} << 20;
+    const size_t bytes = view.bytes();
+    const auto* src = static_cast<const uint8_t*>(view.data);
+    auto* out = static_cast<uint8_t*>(dst);
+    const int64_t pieces = static_cast<int64_t>((bytes + kPiece - 1) / kPiece);
+    pool_.ParallelFor(pieces, 1, [&](int64_t b, int64_t e) {
+      for (int64_t p = b; p < e; ++p) {
+        const size_t at = static_cast<size_t>(p) * kPiece;
+        std::memcpy(out + at, src + at, std::min(kPiece, bytes - at));
+      }
+    });
     return;
   }
   // KInterleave16: whole groups of 16 rows, the rest copied in row order.
