@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -354,6 +355,75 @@ TEST_CASE("ExpF is accurate to 2 ulp over the float range", "[backend]") {
   CHECK(cpu_math::ExpF(-200.0f) == 0.0f);
   CHECK(std::isnan(cpu_math::ExpF(NAN)));
   CHECK(cpu_math::ExpF(-INFINITY) == 0.0f);
+}
+
+}  // namespace
+}  // namespace odmoe::test
+
+namespace odmoe::test {
+namespace {
+
+/// Rows of `blocks` Q8_0 blocks that reach every branch of the quantizer.
+std::vector<float> Q8_0QuantizerRows(int64_t blocks, int64_t rows, std::mt19937& rng) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> x(static_cast<size_t>(rows * blocks * 32));
+  std::normal_distribution<float> nd;
+  const float scales[] = {1.0f, 1e-30f, 3e4f, 1e38f};
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      float* blk = x.data() + (r * blocks + b) * 32;
+      const int kind = static_cast<int>((r * blocks + b) % 8);
+      for (int i = 0; i < 32; ++i) blk[i] = nd(rng) * scales[(r + b) % 4];
+      if (kind == 1) {  // amax 127: id 1, so these are exact ties
+        blk[0] = 127.0f;
+        blk[1] = 2.5f;
+        blk[2] = -3.5f;
+        blk[3] = 0.5f;
+        blk[4] = -0.5f;
+        blk[5] = -127.0f;
+      }
+      if (kind == 2) std::fill(blk, blk + 32, 0.0f);
+      if (kind == 3) blk[7] = nan;
+      if (kind == 4) blk[9] = inf;
+      if (kind == 5) blk[3] = -inf;
+      if (kind == 6) {  // subnormal inputs and both zeros
+        for (int i = 0; i < 32; ++i) blk[i] = (i % 3 - 1) * 1e-40f;
+        blk[31] = -0.0f;
+      }
+      if (kind == 7) {  // equal magnitudes of both signs
+        for (int i = 0; i < 32; ++i) blk[i] = i % 2 ? 3.0f : -3.0f;
+      }
+    }
+  }
+  return x;
+}
+
+TEST_CASE("the SIMD Q8_0 activation quantizer gives QuantizeRow's groups, bit for bit",
+          "[backend][determinism]") {
+  std::mt19937 rng(41);
+  const CpuKernels& scalar = CpuKernelsFor(CpuIsa::kScalar);
+  REQUIRE(scalar.quantize_q8_0_acts == nullptr);  // the definition's path
+  int simd = 0;
+  for (CpuIsa isa : SupportedCpuIsas()) {
+    const CpuKernels& k = CpuKernelsFor(isa);
+    if (k.quantize_q8_0_acts == nullptr) continue;
+    ++simd;
+    for (int64_t blocks : {1, 15, 16, 17, 33, 128}) {
+      const int64_t rows = 5;
+      const std::vector<float> x = Q8_0QuantizerRows(blocks, rows, rng);
+      ThreadPool pool(2);
+      CpuQuantScratch want_scratch, got_scratch;
+      const ConstMat m(x.data(), rows, blocks * 32);
+      const QActs want = QuantizeActivations(m, scalar, &want_scratch, &pool);
+      const QActs got = QuantizeActivations(m, k, &got_scratch, &pool);
+      INFO(CpuIsaName(isa) << " blocks " << blocks);
+      REQUIRE(got.groups_per_row == want.groups_per_row);
+      CHECK(std::memcmp(got.groups, want.groups,
+                        static_cast<size_t>(rows * want.groups_per_row) * sizeof(QActGroup)) == 0);
+    }
+  }
+  if (simd == 0) WARN("no ISA of this CPU has a SIMD Q8_0 quantizer; nothing to compare");
 }
 
 }  // namespace

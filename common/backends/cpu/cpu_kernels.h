@@ -71,6 +71,11 @@ struct CpuKernels {
   /// The weight groups are reused from registers across activation rows.
   void (*qdot_packed)(DType type, const QWeightGroup* packed, int nw, int64_t groups,
                       const QActs& x, int64_t nx, float* y, int64_t ldy);
+
+  /// Optional: QuantizeRow(DType::kQ8_0) of one activation row of `blocks`
+  /// blocks with SIMD, straight into its QGroups(blocks) QActGroups (the
+  /// padding blocks zero): the bits of the scalar quantizer and layout.
+  void (*quantize_q8_0_acts)(const float* x, int64_t blocks, QActGroup* out) = nullptr;
 };
 
 /// The table of `isa`; the caller makes sure the CPU supports it.

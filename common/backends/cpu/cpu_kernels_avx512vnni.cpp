@@ -17,6 +17,7 @@
 #include "cpu_qdot.h"
 #include "tensor/dtype.h"
 #include "tensor/quant.h"
+#include "util/fp16.h"
 
 #pragma GCC push_options
 // GCC 12 reports its own _mm512_undefined_*() helpers as uninitialized when
@@ -27,11 +28,16 @@
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
 
 #include "cpu_kernels_avx512_impl.h"
+#include "cpu_q8_0_acts_avx512_impl.h"
 
 namespace odmoe {
 
 const CpuKernels* CpuKernelsAvx512Vnni() {
-  static const CpuKernels kernels = cpu_impl::MakeKernels<Avx512V<true>>(CpuIsa::kAvx512Vnni);
+  static const CpuKernels kernels = [] {
+    CpuKernels k = cpu_impl::MakeKernels<Avx512V<true>>(CpuIsa::kAvx512Vnni);
+    k.quantize_q8_0_acts = &QuantizeQ8_0ActsAvx512;
+    return k;
+  }();
   return &kernels;
 }
 

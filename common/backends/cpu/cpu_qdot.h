@@ -22,7 +22,7 @@
 // with zero blocks (scale 0, codes 0), which leave every lane unchanged.
 //
 //   CpuQuantScratch scratch;
-//   QActs acts = QuantizeActivations(x, &scratch, &pool);   // once per MatMul
+//   QActs acts = QuantizeActivations(x, kernels, &scratch, &pool);   // once per MatMul
 //   kernels.qdot_rows(DType::kQ8_0, w, row_bytes, /*nw=*/4, blocks, acts, /*nx=*/1, y, ldy);
 #pragma once
 
@@ -118,8 +118,11 @@ struct CpuQuantScratch {
 };
 
 /// Quantizes every row of x (x.cols a multiple of 32) to Q8_0 with
-/// QuantizeRow and lays it out as QActGroups in `scratch`; rows are spread
+/// QuantizeRow and lays it out as QActGroups in `scratch` (with the table's
+/// quantize_q8_0_acts where it has one: the same bits); rows are spread
 /// over `pool`. The result stays valid until the next call on `scratch`.
-QActs QuantizeActivations(ConstMat x, CpuQuantScratch* scratch, ThreadPool* pool);
+struct CpuKernels;
+QActs QuantizeActivations(ConstMat x, const CpuKernels& kernels, CpuQuantScratch* scratch,
+                          ThreadPool* pool);
 
 }  // namespace odmoe

@@ -43,10 +43,11 @@ void InterleaveRow(const BlockQ8_0* blocks, int64_t count, QActGroup* out, int64
 
 }  // namespace
 
-QActs QuantizeActivations(ConstMat x, CpuQuantScratch* scratch, ThreadPool* pool) {
+QActs QuantizeActivations(ConstMat x, const CpuKernels& kernels, CpuQuantScratch* scratch,
+                          ThreadPool* pool) {
   const int64_t blocks = x.cols / kQ8_0BlockElems;
   const int64_t groups = QGroups(blocks);
-  const size_t need_blocks = static_cast<size_t>(x.rows * blocks);
+  const size_t need_blocks = kernels.quantize_q8_0_acts ? 0 : static_cast<size_t>(x.rows * blocks);
   const size_t need_groups = static_cast<size_t>(x.rows * groups);
   if (scratch->blocks.size() < need_blocks) scratch->blocks.resize(need_blocks);
   if (scratch->acts.size() < need_groups) scratch->acts.resize(need_groups);
@@ -54,6 +55,10 @@ QActs QuantizeActivations(ConstMat x, CpuQuantScratch* scratch, ThreadPool* pool
   QActGroup* acts = scratch->acts.data();
   pool->ParallelFor(x.rows, CpuRowGrain(4 * x.cols), [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
+      if (kernels.quantize_q8_0_acts != nullptr) {
+        kernels.quantize_q8_0_acts(x.Row(t), blocks, acts + t * groups);
+        continue;
+      }
       QuantizeRow(DType::kQ8_0, x.Row(t), raw + t * blocks, x.cols);
       InterleaveRow(raw + t * blocks, blocks, acts + t * groups, groups);
     }
@@ -66,7 +71,7 @@ void CpuQuantMatMul(const CpuOpContext& ctx, const WeightRef& w, ConstMat x, Mat
   const int64_t out = w.rows;
   const int64_t blocks = w.cols / kQ8_0BlockElems;
   const int64_t groups = QGroups(blocks);
-  const QActs acts = QuantizeActivations(x, ctx.quant_scratch, ctx.pool);
+  const QActs acts = QuantizeActivations(x, *ctx.kernels, ctx.quant_scratch, ctx.pool);
   const CpuKernels& kern = *ctx.kernels;
   const auto* base = static_cast<const uint8_t*>(w.data);
   const size_t row_bytes = w.row_bytes();
