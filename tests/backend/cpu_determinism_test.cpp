@@ -428,3 +428,42 @@ TEST_CASE("the SIMD Q8_0 activation quantizer gives QuantizeRow's groups, bit fo
 
 }  // namespace
 }  // namespace odmoe::test
+
+namespace odmoe::test {
+namespace {
+
+TEST_CASE("K-family MatMul of many rows (several chunks, tiles fetched ahead) is bitwise the "
+          "scalar result, row order and loaded layout",
+          "[backend][determinism]") {
+  // 150 activation rows: chunks of 64, 64 and 22; 40 weight rows: two full
+  // tiles (the second fetched while the first computes) and a partial one.
+  const int64_t n = 150, k = 512, out = 40;
+  const std::vector<float> x = ref::RandomFloats(n * k, 8, -2, 2);
+  for (DType type : {DType::kQ6_K, DType::kQ4_K, DType::kIQ4_XS, DType::kQ3_K}) {
+    const std::vector<uint8_t> w = RandomWeight(type, out, k, 9);
+    const WeightRef rows{type, w.data(), out, k};
+    CpuBackend scalar(1, CpuIsa::kScalar);
+    std::vector<float> want(n * out);
+    scalar.MatMul(rows, ConstMat(x.data(), n, k), Mat{want.data(), n, out});
+    TensorView v;
+    v.name = "w";
+    v.type = type;
+    v.n_dims = 2;
+    v.ne = {k, out, 1, 1};
+    v.data = w.data();
+    for (const auto& be : AllConfigurations()) {
+      auto loaded = be->LoadWeight(v);
+      REQUIRE(loaded.ok());
+      for (const WeightRef& wr : {rows, loaded->ref}) {
+        std::vector<float> y(n * out);
+        be->MatMul(wr, ConstMat(x.data(), n, k), Mat{y.data(), n, out});
+        INFO(Traits(type).name << " on " << Describe(*be) << " layout "
+                               << static_cast<int>(wr.layout));
+        CHECK(SameBits(y, want));
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace odmoe::test
