@@ -445,12 +445,7 @@ TEST_CASE("K-family MatMul of many rows (several chunks, tiles fetched ahead) is
     CpuBackend scalar(1, CpuIsa::kScalar);
     std::vector<float> want(n * out);
     scalar.MatMul(rows, ConstMat(x.data(), n, k), Mat{want.data(), n, out});
-    TensorView v;
-    v.name = "w";
-    v.type = type;
-    v.n_dims = 2;
-    v.ne = {k, out, 1, 1};
-    v.data = w.data();
+    const TensorView v = MatrixView(type, w.data(), out, k);
     for (const auto& be : AllConfigurations()) {
       auto loaded = be->LoadWeight(v);
       REQUIRE(loaded.ok());

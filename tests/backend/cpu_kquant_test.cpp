@@ -18,6 +18,7 @@
 #include "catch2/catch.hpp"
 #include "cpu_backend.h"
 #include "cpu_isa.h"
+#include "op_cases.h"
 #include "tensor/dtype.h"
 #include "tensor/quant.h"
 #include "util/fp16.h"
@@ -550,12 +551,7 @@ TEST_CASE("K-family: LoadWeight's interleaved weights give the row-order bits on
   for (float& v : x) v = dist(rng);
   for (DType type : kKTypes) {
     const std::vector<uint8_t> w = RandomBlocks(type, rows * count, rng);
-    TensorView view;
-    view.name = "test.weight";
-    view.type = type;
-    view.n_dims = 2;
-    view.ne = {cols, rows, 1, 1};
-    view.data = w.data();
+    const TensorView view = MatrixView(type, w.data(), rows, cols);
     const WeightRef plain{type, w.data(), rows, cols};
     // The interleaved bytes on every ISA (those without the decode kernel
     // put the rows back in order), as LoadWeight makes them where it does.

@@ -32,15 +32,20 @@ int32_t* DeviceData::Ints(const std::vector<int32_t>& host) {
   return static_cast<int32_t*>(p);
 }
 
-WeightRef DeviceData::Weight(DType type, const std::vector<uint8_t>& bytes, int64_t rows,
-                             int64_t cols) {
+TensorView MatrixView(DType type, const void* data, int64_t rows, int64_t cols,
+                      const char* name) {
   TensorView view;
-  view.name = "test.weight";
+  view.name = name;
   view.type = type;
   view.n_dims = 2;
   view.ne = {cols, rows, 1, 1};
-  view.data = bytes.data();
-  auto w = be_.LoadWeight(view);
+  view.data = data;
+  return view;
+}
+
+WeightRef DeviceData::Weight(DType type, const std::vector<uint8_t>& bytes, int64_t rows,
+                             int64_t cols) {
+  auto w = be_.LoadWeight(MatrixView(type, bytes.data(), rows, cols));
   REQUIRE(w.ok());
   weights_.push_back(std::move(w).value());
   return weights_.back().ref;

@@ -56,6 +56,11 @@ std::vector<DType> WeightTypesUnderTest();
 
 std::vector<OpCase> MakeOpCases();
 
+/// A 2-D tensor view of `rows` rows of `cols` elements of `type` at `data`,
+/// as LoadWeight takes it.
+TensorView MatrixView(DType type, const void* data, int64_t rows, int64_t cols,
+                      const char* name = "test.weight");
+
 /// `rows` rows of `cols` seeded random values in [-scale, scale) stored as
 /// `type`.
 std::vector<uint8_t> RandomWeight(DType type, int64_t rows, int64_t cols, uint32_t seed,
