@@ -246,24 +246,30 @@ class Backend {
   /// logits.cols, targets[r]) of backend/logit_scores.h, the same bits on
   /// every backend. `targets` and `out` are host memory ([logits.rows]), the
   /// logits backend memory; waits for the work issued before. This default
-  /// reads the rows on the host (through one row of host memory where the
-  /// backend's is not).
+  /// reads the rows on the host (copied there in one piece where the
+  /// backend's memory is not the host's).
   virtual absl::Status ScoreLogitRows(ConstMat logits, const int32_t* targets,
                                       LogitRowScore* out) {
+    return ScoreLogitRowsOnHost(logits, targets, out, /*copy=*/!host_memory());
+  }
+  /// ScoreLogitRows' default: the rows scored on the calling thread, read in
+  /// place or (`copy`) after one CopyToHost of them all.
+  absl::Status ScoreLogitRowsOnHost(ConstMat logits, const int32_t* targets, LogitRowScore* out,
+                                    bool copy) {
     if (logits.rows > 0 && logits.cols < 1) {
       return absl::InvalidArgumentError("ScoreLogitRows: rows of no logits");
     }
-    if (host_memory()) {
+    std::vector<float> host;
+    const float* rows = logits.data;
+    if (copy) {
+      host.resize(static_cast<size_t>(logits.rows * logits.cols));
+      ODMOE_RETURN_IF_ERROR(CopyToHost(host.data(), logits.data, host.size() * sizeof(float)));
+      rows = host.data();
+    } else {
       ODMOE_RETURN_IF_ERROR(Synchronize());
-      for (int64_t r = 0; r < logits.rows; ++r) {
-        out[r] = ScoreLogitRow(logits.Row(r), logits.cols, targets[r]);
-      }
-      return absl::OkStatus();
     }
-    std::vector<float> row(static_cast<size_t>(logits.cols));
     for (int64_t r = 0; r < logits.rows; ++r) {
-      ODMOE_RETURN_IF_ERROR(CopyToHost(row.data(), logits.Row(r), row.size() * sizeof(float)));
-      out[r] = ScoreLogitRow(row.data(), logits.cols, targets[r]);
+      out[r] = ScoreLogitRow(rows + r * logits.cols, logits.cols, targets[r]);
     }
     return absl::OkStatus();
   }

@@ -258,6 +258,31 @@ TEST_CASE("every backend scores rows of logits with ScoreLogitRow's bits", "[bac
   }
 }
 
+TEST_CASE("Backend's default ScoreLogitRows gives the reference's bits, on host or copied",
+          "[backend]") {
+  const int64_t rows = 5, vocab = 333;
+  std::vector<float> logits = ref::RandomFloats(rows * vocab, 78, -9, 9);
+  logits[2 * vocab + 7] = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<int32_t> targets = {0, 332, 7, -1, 100};
+  CpuBackend be(1);
+  for (bool copy : {false, true}) {  // a host backend's path, a device backend's
+    std::vector<LogitRowScore> got(static_cast<size_t>(rows));
+    REQUIRE(be.ScoreLogitRowsOnHost(ConstMat(logits.data(), rows, vocab), targets.data(),
+                                    got.data(), copy)
+                .ok());
+    for (int64_t r = 0; r < rows; ++r) {
+      const LogitRowScore want = ScoreLogitRow(logits.data() + r * vocab, vocab, targets[r]);
+      INFO("copy " << copy << " row " << r);
+      CHECK(got[r].top1 == want.top1);
+      CHECK(std::memcmp(&got[r].target_logprob, &want.target_logprob, sizeof(double)) == 0);
+      CHECK(std::memcmp(&got[r].log_sum, &want.log_sum, sizeof(double)) == 0);
+    }
+    CHECK(!be.ScoreLogitRowsOnHost(ConstMat(logits.data(), 2, 0), targets.data(), got.data(),
+                                   copy)
+               .ok());
+  }
+}
+
 TEST_CASE("cpu Allocate puts buffers of 2 MiB and more on 2 MiB boundaries", "[backend]") {
   CpuBackend be(1);
   for (size_t bytes : {size_t{1}, size_t{4096}, (size_t{2} << 20) - 64}) {
