@@ -87,8 +87,9 @@
 //   D. The lanes are reduced by the tree of step 3.
 // The integer sums are exact, so how a kernel gets them (plain int loops,
 // maddubs with the sign trick, VNNI dpbusd with offset codes corrected by the
-// activation code sums, decode from the stored blocks or prefill from
-// unpacked ones) never changes a bit; cpu_qdot.h has the data layouts.
+// activation code sums or with signed codes against activations biased by
+// 128 and a constant of the weights, decode from the stored blocks or prefill
+// from unpacked ones) never changes a bit; cpu_qdot.h has the data layouts.
 // Plain sums (softmax and attention denominators) use the same lanes and tree
 // with + instead of fma.
 //
