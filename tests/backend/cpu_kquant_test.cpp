@@ -135,6 +135,16 @@ std::vector<const CpuKQuantKernels*> AllTables() {
   return out;
 }
 
+/// Warns when no table of this CPU has the optional kernel `member` (its
+/// comparisons then have nothing to run on); `what` names it.
+template <class F>
+void WarnIfNoTableHas(F CpuKQuantKernels::*member, const char* what) {
+  for (const CpuKQuantKernels* k : AllTables()) {
+    if (k->*member != nullptr) return;
+  }
+  WARN("no ISA of this CPU has " << what << "; nothing to compare");
+}
+
 /// The three ways a table computes the dot: from the stored blocks (decode),
 /// from KUnpacked rows (prefill) and from KTiles (prefill, where the ISA has
 /// tile kernels).
@@ -355,9 +365,7 @@ TEST_CASE("K-family: random blocks give the same bits on every ISA, decode and p
 TEST_CASE("K-family: tiles of 16 rows give the scalar bits, full and partial",
           "[backend][kquant]") {
   std::mt19937 rng(17);
-  int tables_with_tiles = 0;
-  for (const CpuKQuantKernels* k : AllTables()) tables_with_tiles += k->dot_tile != nullptr;
-  if (tables_with_tiles == 0) WARN("no ISA of this CPU has tile kernels; nothing to compare");
+  WarnIfNoTableHas(&CpuKQuantKernels::dot_tile, "tile kernels");
   for (DType type : kKTypes) {
     for (int64_t count : {1, 17, 56}) {
       const int nw = 37;  // two full tiles and a partial one
@@ -496,9 +504,7 @@ TEST_CASE("K-family: KInterleave16 moves every byte and comes back", "[backend][
 TEST_CASE("K-family: interleaved decode gives the scalar bits, random and extreme blocks",
           "[backend][kquant]") {
   std::mt19937 rng(23);
-  int tables = 0;
-  for (const CpuKQuantKernels* k : AllTables()) tables += k->dot_interleaved != nullptr;
-  if (tables == 0) WARN("no ISA of this CPU has interleaved decode kernels; nothing to compare");
+  WarnIfNoTableHas(&CpuKQuantKernels::dot_interleaved, "interleaved decode kernels");
   const CpuKQuantKernels& scalar = CpuKQuantKernelsFor(CpuIsa::kScalar);
   for (DType type : kKTypes) {
     for (int64_t count : {1, 15, 16, 17, 56}) {
@@ -668,9 +674,7 @@ std::vector<std::vector<float>> QuantizerRows(int64_t count, std::mt19937& rng) 
 TEST_CASE("K-family: the SIMD activation quantizer gives QuantizeRow's bits",
           "[backend][kquant]") {
   std::mt19937 rng(41);
-  int tables = 0;
-  for (const CpuKQuantKernels* k : AllTables()) tables += k->quantize_acts != nullptr;
-  if (tables == 0) WARN("no ISA of this CPU has a SIMD activation quantizer; nothing to compare");
+  WarnIfNoTableHas(&CpuKQuantKernels::quantize_acts, "a SIMD activation quantizer");
   for (int64_t count : {1, 4, 17}) {
     for (const std::vector<float>& row : QuantizerRows(count, rng)) {
       std::vector<BlockQ8K> want(static_cast<size_t>(count));
