@@ -124,7 +124,9 @@ static_assert(sizeof(KTile) == 5824);
 
 /// Whether the tile kernels of `type` take biased activations (KActs::biased):
 /// the K-family types without mins (Q3_K, Q6_K, IQ4_XS).
-bool TileTakesBiasedActs(DType type);
+constexpr bool TileTakesBiasedActs(DType type) {
+  return type == DType::kQ3_K || type == DType::kQ6_K || type == DType::kIQ4_XS;
+}
 
 /// Buffers of the K-family MatMul: grown when a call needs more, never shrunk.
 struct CpuKQuantScratch {

@@ -23,10 +23,6 @@ bool IsKQuantWeightType(DType type) {
   }
 }
 
-bool TileTakesBiasedActs(DType type) {
-  return type == DType::kQ3_K || type == DType::kQ6_K || type == DType::kIQ4_XS;
-}
-
 int KBlockBytes(DType type) {
   int bytes = 0;
   kquant_impl::KDispatch(

@@ -180,7 +180,7 @@ __attribute__((always_inline)) inline void TileSuperBlock(const KTile& tl, int64
   constexpr int kScales = 256 / kSub;  // scales per super-block
   constexpr int kGroups = kSub / 4;    // 4-code groups per scale
   constexpr bool kMins = kquant_impl::HasMins<T>();
-  constexpr bool kBiased = TileBiased<T>();
+  constexpr bool kBiased = TileTakesBiasedActs(T);
   const KActBlock* xs[NX];
 #pragma GCC unroll 8
   for (int t = 0; t < NX; ++t) xs[t] = rows[t] + s;

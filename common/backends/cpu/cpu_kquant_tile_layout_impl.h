@@ -19,13 +19,6 @@
 namespace odmoe {
 namespace {  // NOLINT(build/namespaces): compiled for one target only
 
-/// The types whose tiles hold signed weight values against biased
-/// activations (TileTakesBiasedActs as a constant).
-template <DType T>
-constexpr bool TileBiased() {
-  return T == DType::kQ3_K || T == DType::kQ6_K || T == DType::kIQ4_XS;
-}
-
 /// The unsigned code minus the tile's byte: the code offset of Q3_K and
 /// Q6_K (their tiles hold the signed value), 0 for the types with mins
 /// (unsigned codes) and IQ4_XS (KUnpacked::q holds its signed values).
@@ -56,7 +49,7 @@ __attribute__((always_inline)) inline __m512i TileCodes(__m512i codes) {
 /// 128 * 16 * 128 = 2^29) and their zero mins.
 template <DType T>
 __attribute__((always_inline)) inline void FinishTile(KTile& t) {
-  if constexpr (TileBiased<T>()) {
+  if constexpr (TileTakesBiasedActs(T)) {
     const __m512i ones = _mm512_set1_epi8(1);
     __m512i acc = _mm512_setzero_si512();
 #pragma GCC unroll 16
