@@ -106,6 +106,44 @@ double SecondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Where a scored row of the batch belongs: sequence index and position.
+using RowPlace = std::pair<size_t, int64_t>;
+
+// Scores rows[i] of the batch in flight, position where[i].second of
+// sequences[where[i].first], into results[where[i].first], in order: without
+// top-N on the backend (only the scores come to the host), with it from the
+// logits, max_logit_rows() rows at a time.
+absl::Status ScoreBatchRows(Transformer& transformer, std::span<const int64_t> rows,
+                            std::span<const RowPlace> where,
+                            std::span<const std::span<const int32_t>> sequences, int top_n,
+                            ScoreResult* results) {
+  if (top_n == 0) {
+    std::vector<int32_t> targets;
+    targets.reserve(rows.size());
+    for (const auto& [s, pos] : where) targets.push_back(NextToken(sequences[s], pos));
+    std::vector<LogitRowScore> scores;
+    ODMOE_RETURN_IF_ERROR(transformer.ScoresOfRows(rows, targets, &scores));
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const auto [s, pos] = where[i];
+      AddRowScore(scores[i], sequences[s], pos, &results[s]);
+    }
+    return absl::OkStatus();
+  }
+  const size_t vocab = static_cast<size_t>(transformer.config().n_vocab);
+  const size_t piece = static_cast<size_t>(transformer.max_logit_rows());
+  std::vector<float> logits;
+  for (size_t begin = 0; begin < rows.size(); begin += piece) {
+    const size_t m = std::min(rows.size() - begin, piece);
+    ODMOE_RETURN_IF_ERROR(transformer.LogitsOfRows(rows.subspan(begin, m), &logits));
+    for (size_t i = 0; i < m; ++i) {
+      const auto [s, pos] = where[begin + i];
+      AddRowScore(std::span<const float>(logits.data() + i * vocab, vocab), sequences[s], pos,
+                  top_n, &results[s]);
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<ScoreResult> ScoreTokens(Transformer& transformer, ExpertExecutor& experts,
@@ -115,34 +153,18 @@ absl::StatusOr<ScoreResult> ScoreTokens(Transformer& transformer, ExpertExecutor
   ODMOE_RETURN_IF_ERROR(ValidateScoreRequest(tokens, options, c.n_vocab, transformer.n_ctx()));
   const auto t0 = std::chrono::steady_clock::now();
   ScoreResult result = EmptyResult(static_cast<int64_t>(tokens.size()), options);
-  std::vector<float> logits;
+  const std::span<const int32_t> sequence[] = {tokens};
   std::vector<int64_t> rows;
-  std::vector<int32_t> targets;
-  std::vector<LogitRowScore> scores;
+  std::vector<RowPlace> where;
   auto score_batch = [&](int64_t first_row) -> absl::Status {
-    const int64_t n = transformer.rows();
-    const int64_t skip = std::max<int64_t>(0, options.first - first_row);
-    if (skip >= n) return absl::OkStatus();
-    if (options.top_n == 0) {  // only the scores leave the backend
-      rows.clear();
-      targets.clear();
-      for (int64_t r = skip; r < n; ++r) {
-        rows.push_back(r);
-        targets.push_back(NextToken(tokens, first_row + r));
-      }
-      ODMOE_RETURN_IF_ERROR(transformer.ScoresOfRows(rows, targets, &scores));
-      for (int64_t r = skip; r < n; ++r) {
-        AddRowScore(scores[static_cast<size_t>(r - skip)], tokens, first_row + r, &result);
-      }
-      return absl::OkStatus();
+    rows.clear();
+    where.clear();
+    for (int64_t r = std::max<int64_t>(0, options.first - first_row); r < transformer.rows();
+         ++r) {
+      rows.push_back(r);
+      where.emplace_back(0, first_row + r);
     }
-    ODMOE_RETURN_IF_ERROR(transformer.RowLogits(skip, &logits));
-    for (int64_t r = skip; r < n; ++r) {
-      std::span<const float> row(logits.data() + (r - skip) * c.n_vocab,
-                                 static_cast<size_t>(c.n_vocab));
-      AddRowScore(row, tokens, first_row + r, options.top_n, &result);
-    }
-    return absl::OkStatus();
+    return ScoreBatchRows(transformer, rows, where, sequence, options.top_n, &result);
   };
   ODMOE_RETURN_IF_ERROR(transformer.ForwardBatches(tokens, 0, experts, nullptr, score_batch));
   result.seconds = SecondsSince(t0);
@@ -174,7 +196,7 @@ absl::StatusOr<std::vector<ScoreResult>> ScoreSequences(
   std::vector<Transformer::Segment> segments;
   // The scored rows of the batch, and the sequence and position of each.
   std::vector<int64_t> rows;
-  std::vector<std::pair<size_t, int64_t>> where;
+  std::vector<RowPlace> where;
   std::vector<ScoreResult> results;
   for (size_t s = 0; s < sequences.size(); ++s) {
     const int64_t n = static_cast<int64_t>(sequences[s].size());
@@ -188,33 +210,8 @@ absl::StatusOr<std::vector<ScoreResult>> ScoreSequences(
     results.push_back(EmptyResult(n, options));
   }
   ODMOE_RETURN_IF_ERROR(transformer.ForwardSegments(tokens, segments, experts));
-  if (options.top_n == 0) {  // only the scores leave the backend
-    std::vector<int32_t> targets;
-    targets.reserve(rows.size());
-    for (const auto& [s, pos] : where) targets.push_back(NextToken(sequences[s], pos));
-    std::vector<LogitRowScore> scores;
-    ODMOE_RETURN_IF_ERROR(transformer.ScoresOfRows(rows, targets, &scores));
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const auto [s, pos] = where[i];
-      AddRowScore(scores[i], sequences[s], pos, &results[s]);
-    }
-    const double seconds = SecondsSince(t0);
-    for (ScoreResult& r : results) r.seconds = seconds;
-    return results;
-  }
-  const int64_t piece = transformer.max_logit_rows();
-  std::vector<float> logits;
-  for (size_t begin = 0; begin < rows.size(); begin += static_cast<size_t>(piece)) {
-    const size_t m = std::min(rows.size() - begin, static_cast<size_t>(piece));
-    ODMOE_RETURN_IF_ERROR(
-        transformer.LogitsOfRows(std::span<const int64_t>(rows).subspan(begin, m), &logits));
-    for (size_t i = 0; i < m; ++i) {
-      const auto [s, pos] = where[begin + i];
-      std::span<const float> row(logits.data() + i * static_cast<size_t>(c.n_vocab),
-                                 static_cast<size_t>(c.n_vocab));
-      AddRowScore(row, sequences[s], pos, options.top_n, &results[s]);
-    }
-  }
+  ODMOE_RETURN_IF_ERROR(
+      ScoreBatchRows(transformer, rows, where, sequences, options.top_n, results.data()));
   const double seconds = SecondsSince(t0);
   for (ScoreResult& r : results) r.seconds = seconds;
   return results;
