@@ -16,7 +16,8 @@ mkdir -p .gpurun
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib"
-for b in odmoe-run odmoe_cuda_tests odmoe_backend_tests odmoe-bench-ops odmoe-synth odmoe-quantize; do
+for b in odmoe-run odmoe_cuda_tests odmoe_backend_tests odmoe_engine_tests odmoe-bench-ops odmoe-synth \
+  odmoe-quantize; do
   strip -o "$stage/bin/$b" "$BUILD_DIR/bin/$b"
 done
 if [ -n "${BASELINE:-}" ]; then strip -o "$stage/bin/odmoe-run-old" "$BASELINE"; fi

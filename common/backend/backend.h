@@ -40,6 +40,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -105,6 +106,19 @@ class BackendBuffer {
   virtual ~BackendBuffer() = default;
   virtual void* data() = 0;
   virtual size_t size() const = 0;
+};
+
+/// Weights of one type, shape and layout that ops pick from by ids held in
+/// backend memory (one layer's experts' gate matrices: Backend::MatMulById),
+/// made by Backend::MakeWeightTable. The entries' memory must outlive it.
+struct WeightTable {
+  std::vector<WeightRef> entries;
+  /// The backend's own index of the entries (the CUDA backend: their device
+  /// addresses, read by its kernels); null where the backend needs none.
+  std::unique_ptr<BackendBuffer> index;
+  int32_t size() const { return static_cast<int32_t>(entries.size()); }
+  /// The shape every entry has.
+  const WeightRef& first() const { return entries.front(); }
 };
 
 /// A weight usable by a backend, with the memory that holds it (null when the
@@ -316,6 +330,52 @@ class Backend {
   /// dst[idx[i]] += scale[i] * src[i] for i < src.rows, applied in order of i
   /// (so repeated indices accumulate deterministically). idx, scale in backend memory.
   virtual void ScatterAddScaled(ConstMat src, const int32_t* idx, const float* scale, Mat dst) = 0;
+
+  // ---- Experts picked by ids in backend memory ------------------------------
+  // A MoE layer whose routing stays where RouterTopK computed it: no copy of
+  // the ids to the host, so a device backend never waits in the middle of a
+  // step. Each op has exactly the bits of the plain ops it stands for.
+
+  /// A table of `entries` (at least one; all of one type, shape and
+  /// layout, each usable by this backend: LoadWeight's refs).
+  /// INVALID_ARGUMENT otherwise.
+  virtual absl::StatusOr<WeightTable> MakeWeightTable(std::span<const WeightRef> entries);
+
+  /// y[j] = x[j] * table.entries[ids[j]]^T for j < y.rows, where x has y.rows
+  /// rows, or one row that every j reads: exactly the bits of
+  /// MatMul(table.entries[ids[j]], that row of x, row j of y). ids: y.rows
+  /// int32 in backend memory, each in [0, table.size()) (the caller's
+  /// contract, as RouterTopK's ids are; a row whose id is outside is left
+  /// unwritten or written with NaN, never read out of bounds). y must not
+  /// overlap x. This default reads the ids on the host (after a copy where
+  /// the backend's memory is not the host's: a wait for the device).
+  virtual void MatMulById(const WeightTable& table, const int32_t* ids, ConstMat x, Mat y);
+
+  /// MatMulById(a, ids, x, ya), then MatMulById(b, ids, x, yb): the picked
+  /// experts' gate and up products (bits of MatMulPair per row; a backend
+  /// may quantize x once for all of them). ya must not overlap x. The
+  /// default reads the ids on the host as MatMulById's does.
+  virtual void MatMulPairById(const WeightTable& a, const WeightTable& b, const int32_t* ids,
+                              ConstMat x, Mat ya, Mat yb);
+
+  /// gate = SwiGlu(gate, up), then MatMulById(w, ids, gate, y): the picked
+  /// experts' activations and down products (gate: y.rows rows; bits of
+  /// SwiGluMatMul per row). The default reads the ids on the host.
+  virtual void SwiGluMatMulById(const WeightTable& w, const int32_t* ids, Mat gate, ConstMat up,
+                                Mat y);
+
+  /// The canonical combination of experts' outputs (expert_executor.h):
+  /// out[t] = 0, then for each of row t's k slots j in NextExpertSlot's order
+  /// (ascending expert id; backend/expert_order.h):
+  /// out[t] = out[t] + weights[t*k+j] * ys[t*k+j], element by element.
+  /// ys: [out.rows * k, out.cols]; ids, weights: out.rows * k each, backend
+  /// memory (RouterTopK's). out must not overlap ys.
+  virtual void CombineExperts(ConstMat ys, const int32_t* ids, const float* weights, int k,
+                              Mat out) = 0;
+
+ protected:
+  /// MakeWeightTable's check, for backends that override it.
+  static absl::Status CheckWeightTableEntries(std::span<const WeightRef> entries);
 };
 
 }  // namespace odmoe

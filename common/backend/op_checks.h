@@ -54,6 +54,33 @@ inline void MatMulPair(const WeightRef& a, const WeightRef& b, ConstMat x, Mat y
   }
 }
 
+/// MatMulById: a non-empty table, x of y.rows rows or of one, y not
+/// overlapping x.
+inline void MatMulById(const WeightTable& table, ConstMat x, Mat y) {
+  if (table.entries.empty()) Fail("MatMulById", "an empty weight table");
+  const WeightRef& w = table.first();
+  const float* x_end = x.data + x.rows * x.cols;
+  const float* y_end = y.data + y.rows * y.cols;
+  const bool overlap = y.rows > 0 && x.rows > 0 && y.data < x_end && x.data < y_end;
+  if (x.cols != w.cols || y.cols != w.rows || y.rows < 0 || (x.rows != y.rows && x.rows != 1) ||
+      overlap) {
+    Fail("MatMulById", Dims("x", x.rows, x.cols) + ", " + Dims("entries", w.rows, w.cols) + ", " +
+                           Dims("y", y.rows, y.cols) + (overlap ? " (y overlaps x)" : ""));
+  }
+}
+
+/// CombineExperts: k >= 1 slots per row, ys of out.rows * k rows as wide as
+/// out, out not overlapping ys.
+inline void CombineExperts(ConstMat ys, int k, Mat out) {
+  const float* ys_end = ys.data + ys.rows * ys.cols;
+  const float* out_end = out.data + out.rows * out.cols;
+  const bool overlap = out.rows > 0 && ys.rows > 0 && out.data < ys_end && ys.data < out_end;
+  if (k < 1 || out.rows < 0 || ys.rows != out.rows * k || ys.cols != out.cols || overlap) {
+    Fail("CombineExperts", Dims("ys", ys.rows, ys.cols) + ", " + Dims("out", out.rows, out.cols) +
+                               ", k " + std::to_string(k) + (overlap ? " (out overlaps ys)" : ""));
+  }
+}
+
 /// For the backends that read weights in row order only: `w` must not be in
 /// a layout another backend made for itself (WeightLayout).
 inline void RowOrder(const char* op, const WeightRef& w) {

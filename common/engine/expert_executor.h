@@ -52,6 +52,25 @@ class ExpertExecutor {
   /// states, backend memory) into `out` (same shape, overwritten), combining
   /// in the canonical order above.
   virtual absl::Status Run(int layer, ConstMat x, const RoutingPlan& plan, Mat out) = 0;
+
+  /// Whether RunRouted can compute `layer` for a batch of `rows` rows on
+  /// `backend` from routing left in that backend's memory (no plan on the
+  /// host, so a device never waits for the host in the middle of a step).
+  /// False here: executors that send rows elsewhere or read the plan (the
+  /// cluster's, the shadow's) take Run.
+  virtual bool CanRunRouted(const Backend& backend, int layer, int64_t rows) const {
+    (void)backend, (void)layer, (void)rows;
+    return false;
+  }
+  /// The MoE output of `layer` from RouterTopK's [x.rows, k] ids and weights
+  /// in backend memory: the bits Run gives with the plan built from them
+  /// (the same canonical combination). Called only where CanRunRouted said
+  /// true; FAILED_PRECONDITION otherwise.
+  virtual absl::Status RunRouted(int layer, ConstMat x, const int32_t* ids, const float* weights,
+                                 int k, Mat out) {
+    (void)layer, (void)x, (void)ids, (void)weights, (void)k, (void)out;
+    return absl::FailedPreconditionError("this expert executor takes its routing as a plan");
+  }
 };
 
 }  // namespace odmoe

@@ -45,8 +45,10 @@ absl::StatusOr<std::unique_ptr<LocalExpertExecutor>> LocalExpertExecutor::Create
         absl::StrFormat("expert executor of %d rows in pieces of %d", max_rows, piece_rows));
   }
   const int64_t piece = std::min<int64_t>(max_rows, piece_rows);
+  // RunRouted holds a row's k experts at once in the same buffers.
+  const int64_t buffer_rows = std::max<int64_t>(piece, c.n_expert_used);
   ODMOE_ASSIGN_OR_RETURN(ExpertFfnScratch scratch,
-                         ExpertFfnScratch::Create(backend, c.n_ff, piece));
+                         ExpertFfnScratch::Create(backend, c.n_ff, buffer_rows));
   std::unique_ptr<LocalExpertExecutor> ex(new LocalExpertExecutor(backend, std::move(scratch)));
   ex->max_rows_ = max_rows;
   ex->piece_rows_ = piece;
@@ -76,8 +78,12 @@ absl::StatusOr<std::unique_ptr<LocalExpertExecutor>> LocalExpertExecutor::Create
     }
   }
   progress.Finish();
+  ex->k_ = c.n_expert_used;
+  if (!c.expert_bias && c.expert_activation.kind == ExpertActivation::Kind::kSwiGlu) {
+    ODMOE_RETURN_IF_ERROR(ex->MakeTables(c));
+  }
   const size_t rows = static_cast<size_t>(max_rows);
-  const size_t prows = static_cast<size_t>(piece);
+  const size_t prows = static_cast<size_t>(buffer_rows);
   const size_t d = static_cast<size_t>(c.n_embd);
   // Layout (4-byte words): xe ye [piece * d each], zeros [rows * d], then the
   // routing of one Run: row ids and scales, up to rows * n_expert_used of each.
@@ -146,6 +152,49 @@ absl::Status LocalExpertExecutor::Run(int layer, ConstMat x, const RoutingPlan& 
     }
     at += n;
   }
+  return absl::OkStatus();
+}
+
+absl::Status LocalExpertExecutor::MakeTables(const ModelConfig& c) {
+  std::vector<WeightRef> gate(static_cast<size_t>(n_expert_)), up(gate.size()), down(gate.size());
+  for (int l = c.n_dense_leading; l < c.n_layer; ++l) {
+    for (int e = 0; e < n_expert_; ++e) {
+      const ExpertWeights& w = experts_[static_cast<size_t>(l * n_expert_ + e)];
+      gate[static_cast<size_t>(e)] = w.gate;
+      up[static_cast<size_t>(e)] = w.up;
+      down[static_cast<size_t>(e)] = w.down;
+    }
+    LayerTables t;
+    ODMOE_ASSIGN_OR_RETURN(t.gate, backend_.MakeWeightTable(gate));
+    ODMOE_ASSIGN_OR_RETURN(t.up, backend_.MakeWeightTable(up));
+    ODMOE_ASSIGN_OR_RETURN(t.down, backend_.MakeWeightTable(down));
+    tables_.push_back(std::move(t));
+  }
+  return absl::OkStatus();
+}
+
+bool LocalExpertExecutor::CanRunRouted(const Backend& backend, int layer, int64_t rows) const {
+  return &backend == &backend_ && rows == 1 && layer >= n_dense_leading_ &&
+         layer - n_dense_leading_ < static_cast<int>(tables_.size());
+}
+
+absl::Status LocalExpertExecutor::RunRouted(int layer, ConstMat x, const int32_t* ids,
+                                            const float* weights, int k, Mat out) {
+  if (!CanRunRouted(backend_, layer, x.rows) || k != k_ || out.rows != x.rows ||
+      x.cols != n_embd_ || out.cols != n_embd_) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "expert executor: no routed run of layer %d for %d x %d rows with %d experts each", layer,
+        x.rows, x.cols, k));
+  }
+  // The rows of RunExpertFfn for each picked expert, then the canonical sum.
+  const LayerTables& t = tables_[static_cast<size_t>(layer - n_dense_leading_)];
+  const int64_t picked = x.rows * k;
+  const Mat gate = scratch_.gate(picked);
+  const Mat up = scratch_.up(picked);
+  const Mat ye{ye_, picked, n_embd_};
+  backend_.MatMulPairById(t.gate, t.up, ids, x, gate, up);
+  backend_.SwiGluMatMulById(t.down, ids, gate, up, ye);
+  backend_.CombineExperts(ye, ids, weights, k, out);
   return absl::OkStatus();
 }
 

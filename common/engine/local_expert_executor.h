@@ -33,8 +33,21 @@ class LocalExpertExecutor : public ExpertExecutor {
       int64_t piece_rows = kExpertPieceRows);
 
   absl::Status Run(int layer, ConstMat x, const RoutingPlan& plan, Mat out) override;
+  /// One row on this executor's backend, for models whose experts are plain
+  /// SwiGLU without biases: the picked experts' products by ids
+  /// (Backend::MatMulPairById, SwiGluMatMulById) and CombineExperts.
+  bool CanRunRouted(const Backend& backend, int layer, int64_t rows) const override;
+  absl::Status RunRouted(int layer, ConstMat x, const int32_t* ids, const float* weights, int k,
+                         Mat out) override;
 
  private:
+  /// A MoE layer's experts as tables of their gate, up and down weights.
+  struct LayerTables {
+    WeightTable gate, up, down;
+  };
+
+  /// tables_ for every MoE layer (after experts_ is filled).
+  absl::Status MakeTables(const ModelConfig& c);
   /// Run for one row whose scales are on this backend (plan.backend_weights).
   absl::Status RunOneRow(int layer, ConstMat x, const RoutingPlan& plan, Mat out);
 
@@ -48,6 +61,8 @@ class LocalExpertExecutor : public ExpertExecutor {
   int64_t max_rows_ = 0;    // rows of a batch
   int64_t piece_rows_ = 0;  // rows of xe / ye / the scratch: min(max_rows, kExpertPieceRows)
   std::vector<ExpertWeights> experts_;  // [layer * n_expert + e]
+  std::vector<LayerTables> tables_;     // [layer - n_dense_leading]; empty: no routed runs
+  int k_ = 0;                           // experts per row (RunRouted's rows of gate / up / ye)
   std::vector<std::unique_ptr<BackendBuffer>> storage_;
   ExpertFfnScratch scratch_;
   std::unique_ptr<BackendBuffer> work_;  // gathered x, expert y, zeros, row ids and scales

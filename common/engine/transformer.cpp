@@ -44,11 +44,13 @@ absl::Status Transformer::AllocateBuffers() {
   const size_t d = config_.n_embd, qw = config_.q_width(), kvw = config_.kv_width();
   const size_t e = config_.n_expert, k = config_.n_expert_used, v = config_.n_vocab;
   // Layout (floats): x h o moe [b*d each] q attn [b*qw] k v [b*kvw] router [b*e]
-  // logits [v] weights [b*k], then int32: ids [b*k] tokens positions [b];
-  // with a shared expert also shared_out [b*d] shared_gate [b] row_index [b].
+  // logits [v] weights [b*k], then int32: ids [b*k] tokens positions [b]
+  // routed ids [layers*b*k]; with a shared expert also shared_out [b*d]
+  // shared_gate [b] row_index [b].
   const bool shared = config_.n_ff_shared > 0;
+  const size_t layers = static_cast<size_t>(config_.n_layer);
   const size_t floats = b * (4 * d + 2 * qw + 2 * kvw + e + k) + v + (shared ? b * (d + 1) : 0);
-  const size_t ints = b * (2 + k) + (shared ? b : 0);
+  const size_t ints = b * (2 + k) + layers * b * k + (shared ? b : 0);
   ODMOE_ASSIGN_OR_RETURN(buffer_, backend_.Allocate((floats + ints) * 4));
   float* p = static_cast<float*>(buffer_->data());
   auto take = [&p](size_t n) {
@@ -70,6 +72,7 @@ absl::Status Transformer::AllocateBuffers() {
   ids_out_ = reinterpret_cast<int32_t*>(take(b * k));  // right after weights: one copy to host
   tokens_ = reinterpret_cast<int32_t*>(take(b));
   positions_ = reinterpret_cast<int32_t*>(take(b));  // right after tokens: one upload
+  routed_ids_ = reinterpret_cast<int32_t*>(take(layers * b * k));
   host_upload_.resize(2 * b);
   if (shared) {
     shared_out_ = take(b * d);
@@ -219,16 +222,22 @@ void Transformer::GroupedAttention(int layer) {
   backend_.Add(x, o, x);
 }
 
-absl::StatusOr<RoutingPlan> Transformer::RouteBlock(int layer) {
+void Transformer::RouterBlock(int layer, int32_t* ids, float* weights) {
   const DenseLayerWeights& w = weights_->layer(layer);
   const ModelConfig& c = config_;
   const int64_t n = rows_;
-  const int k = c.n_expert_used;
   const Mat x{x_, n, c.n_embd}, h{h_, n, c.n_embd}, router{router_, n, c.n_expert};
   backend_.RmsNorm(x, w.ffn_norm, c.rms_eps, h);
   backend_.MatMul(w.router, h, router);
   if (w.router_bias != nullptr) backend_.AddBias(router, w.router_bias);
-  backend_.RouterTopK(router, k, c.gating, ids_out_, weights_out_);
+  backend_.RouterTopK(router, c.n_expert_used, c.gating, ids, weights);
+}
+
+absl::StatusOr<RoutingPlan> Transformer::RouteBlock(int layer) {
+  const ModelConfig& c = config_;
+  const int64_t n = rows_;
+  const int k = c.n_expert_used;
+  RouterBlock(layer, ids_out_, weights_out_);
   // One copy (one wait for the device) of weights [b*k] and the ids after them.
   const size_t nk = static_cast<size_t>(n * k), bk = static_cast<size_t>(n_batch_) * k;
   host_route_.resize(bk + nk);
@@ -422,10 +431,20 @@ absl::Status Transformer::ForwardBatches(std::span<const int32_t> tokens, int po
 absl::Status Transformer::RunLayers(ExpertExecutor& experts, std::vector<TokenRouting>* routing,
                                     size_t first_record) {
   const int k = config_.n_expert_used;
+  const int64_t layer_ids = static_cast<int64_t>(n_batch_) * k;  // routed ids per layer
+  std::vector<int> routed;  // layers whose routing stayed on the backend
   for (int l = 0; l < config_.n_layer; ++l) {
     AttentionBlock(l);
     if (!config_.has_experts(l)) {
       DenseFfnBlock(l);
+      continue;
+    }
+    if (experts.CanRunRouted(backend_, l, rows_)) {
+      int32_t* ids = routed_ids_ + l * layer_ids;
+      RouterBlock(l, ids, weights_out_);
+      ODMOE_RETURN_IF_ERROR(experts.RunRouted(l, moe_input(), ids, weights_out_, k, moe_output()));
+      FinishMoe(l);
+      routed.push_back(l);
       continue;
     }
     ODMOE_ASSIGN_OR_RETURN(RoutingPlan plan, RouteBlock(l));
@@ -434,6 +453,19 @@ absl::Status Transformer::RunLayers(ExpertExecutor& experts, std::vector<TokenRo
     if (routing) {
       for (int64_t t = 0; t < rows_; ++t) {
         std::copy_n(host_ids_.begin() + t * k, k,
+                    (*routing)[first_record + static_cast<size_t>(t)].begin() +
+                        static_cast<ptrdiff_t>(l) * k);
+      }
+    }
+  }
+  if (routing != nullptr && !routed.empty()) {
+    // The routed layers' records, in one copy after the whole step.
+    std::vector<int32_t> ids(static_cast<size_t>(config_.n_layer * layer_ids));
+    ODMOE_RETURN_IF_ERROR(
+        backend_.CopyToHost(ids.data(), routed_ids_, ids.size() * sizeof(int32_t)));
+    for (const int l : routed) {
+      for (int64_t t = 0; t < rows_; ++t) {
+        std::copy_n(ids.begin() + l * layer_ids + t * k, k,
                     (*routing)[first_record + static_cast<size_t>(t)].begin() +
                         static_cast<ptrdiff_t>(l) * k);
       }

@@ -138,8 +138,13 @@ class Transformer {
   void DenseFfnBlock(int layer);
   /// Computes the ffn-normed input and the routing of `layer`. The per-row
   /// top-k ids / weights ([n, k], descending weight) are kept in host memory
-  /// (last_ids() / last_weights()).
+  /// (last_ids() / last_weights()). (A layer that an executor runs from the
+  /// routing on the backend, ExpertExecutor::CanRunRouted, takes
+  /// RouterBlock instead: its routing never comes to the host mid-step.)
   absl::StatusOr<RoutingPlan> RouteBlock(int layer);
+  /// The ffn-normed input and RouterTopK's [n, k] ids / weights of `layer`
+  /// into `ids` / `weights` (backend memory).
+  void RouterBlock(int layer, int32_t* ids, float* weights);
   ConstMat moe_input() const { return {h_, rows_, config_.n_embd}; }
   /// Gate look-ahead (DAOP, DyMoE, FIRM): the `candidates` experts (0 = the
   /// model's k; at most n_expert) `layer`'s router would choose for one row
@@ -223,6 +228,7 @@ class Transformer {
   float *logits_ = nullptr, *weights_out_ = nullptr;
   float *shared_out_ = nullptr, *shared_gate_ = nullptr;  // shared expert only
   int32_t *tokens_ = nullptr, *positions_ = nullptr, *ids_out_ = nullptr;
+  int32_t* routed_ids_ = nullptr;  // [n_layer][n_batch * k]: routed layers' ids, one copy a step
   int32_t* row_index_ = nullptr;  // 0, 1, ..., n_batch - 1 (shared expert only)
   std::unique_ptr<ExpertFfnScratch> shared_scratch_;
   std::unique_ptr<ExpertFfnScratch> dense_scratch_;  // layers without experts

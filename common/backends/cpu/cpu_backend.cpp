@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 
 #include "absl/strings/str_format.h"
+#include "backend/expert_order.h"
 #include "backend/op_checks.h"
 #include "cpu_math.h"
 #include "cpu_kquant.h"
@@ -288,6 +289,21 @@ void CpuBackend::ScatterAddScaled(ConstMat src, const int32_t* idx, const float*
     float* d = dst.Row(idx[i]);
     const float a = scale[i];
     for (int64_t c = 0; c < src.cols; ++c) d[c] = d[c] + a * s[c];
+  }
+}
+
+void CpuBackend::CombineExperts(ConstMat ys, const int32_t* ids, const float* weights, int k,
+                                Mat out) {
+  op_checks::CombineExperts(ys, k, out);
+  for (int64_t t = 0; t < out.rows; ++t) {
+    float* o = out.Row(t);
+    std::fill(o, o + out.cols, 0.0f);
+    const int32_t* row_ids = ids + t * k;
+    for (int j = NextExpertSlot(row_ids, k, -1); j >= 0; j = NextExpertSlot(row_ids, k, j)) {
+      const float a = weights[t * k + j];
+      const float* s = ys.Row(t * k + j);
+      for (int64_t c = 0; c < out.cols; ++c) o[c] = o[c] + a * s[c];
+    }
   }
 }
 

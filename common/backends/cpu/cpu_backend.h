@@ -118,6 +118,8 @@
 //              u = up < -limit ? -limit : (up > limit ? limit : up);
 //              out = (g / (1 + ExpF(-(alpha * g)))) * (u + 1).
 //   ScatterAddScaled: dst = dst + (scale * src), rows in order.
+//   CombineExperts: out = 0, then out = out + (w * y) per slot in
+//              NextExpertSlot's order (ScatterAddScaled's steps from zeros).
 // ExpF is the backend's own exp (cpu_math.h), identical on every machine.
 #pragma once
 
@@ -182,6 +184,8 @@ class CpuBackend final : public Backend {
                    int64_t cols) override;
   void GatherRows(ConstMat src, const int32_t* idx, Mat dst) override;
   void ScatterAddScaled(ConstMat src, const int32_t* idx, const float* scale, Mat dst) override;
+  void CombineExperts(ConstMat ys, const int32_t* ids, const float* weights, int k,
+                      Mat out) override;
 
  private:
   /// True for the weights LoadWeight copies: the K-family types of 16 rows

@@ -10,6 +10,7 @@
 #include "backend/op_checks.h"
 #include "cuda_kernels.h"
 #include "cuda_numerics_dequant.h"
+#include "cuda_weight_rules.h"
 #include "util/status_macros.h"
 
 namespace odmoe {
@@ -33,10 +34,6 @@ class DeviceBuffer final : public BackendBuffer {
   size_t size_;
 };
 
-/// The weight types the kernels of cuda_matmul*.cu and cuda_ops.cu handle:
-/// the float types, every block32 type and the K family.
-bool CudaSupportsWeightType(DType type) { return cuda_numerics::CudaKernelType(type); }
-
 absl::Status CheckWeightView(const TensorView& host) {
   if (host.ne[2] != 1 || host.ne[3] != 1) {
     return absl::InvalidArgumentError(
@@ -47,7 +44,7 @@ absl::Status CheckWeightView(const TensorView& host) {
     return absl::InvalidArgumentError(absl::StrFormat("tensor '%s' has unsupported type %d",
                                                       host.name, static_cast<uint32_t>(host.type)));
   }
-  if (!CudaSupportsWeightType(host.type)) {
+  if (!cuda::CudaSupportsWeightType(host.type)) {
     return absl::InvalidArgumentError(
         absl::StrFormat("tensor '%s': type %s is not supported by the cuda backend", host.name,
                         Traits(host.type).name));
@@ -61,20 +58,6 @@ absl::Status CheckWeightView(const TensorView& host) {
     return absl::InvalidArgumentError(absl::StrFormat("tensor '%s' has no data", host.name));
   }
   return absl::OkStatus();
-}
-
-/// The address alignment the kernels need for rows of `type`: F32 weights are
-/// read as floats, MXFP4 (17-byte blocks) byte by byte, every other type in
-/// 16-bit words (each of its block sizes and field offsets is even, so every
-/// block of an even-aligned row is too).
-size_t WeightAlignment(DType type) {
-  if (type == DType::kF32) return 4;
-  if (type == DType::kMXFP4) return 1;
-  return 2;
-}
-
-bool WeightAligned(DType type, const void* data) {
-  return reinterpret_cast<uintptr_t>(data) % WeightAlignment(type) == 0;
 }
 
 }  // namespace
@@ -250,7 +233,7 @@ void CudaBackend::MatMul(const WeightRef& w, ConstMat x, Mat y) {
   op_checks::MatMul(w, x, y);
   op_checks::RowOrder("MatMul", w);
   if (!Enter() || x.rows == 0 || w.rows == 0) return;
-  if (!WeightAligned(w.type, w.data)) {
+  if (!cuda::WeightAligned(w.type, w.data)) {
     Record(absl::InvalidArgumentError(
         absl::StrFormat("MatMul: %s weight at a misaligned device address", Traits(w.type).name)));
     return;
@@ -276,11 +259,6 @@ void CudaBackend::MatMul(const WeightRef& w, ConstMat x, Mat y) {
 }
 
 namespace {
-
-/// The paths whose activations are quantized into scratch first.
-bool QuantizedPath(MatMulPath path) {
-  return path == MatMulPath::kQuantized || path == MatMulPath::kQuantizedK;
-}
 
 /// Q8_0 activations of rows x cols in scratch at `base`: the codes of every
 /// 32-element block, then one float scale per block
@@ -316,19 +294,39 @@ void* CudaBackend::QuantizeActivations(const MatMulPlan& plan, ConstMat x) {
 }
 
 void CudaBackend::QuantizedProduct(const MatMulPlan& plan, const WeightRef& w, ConstMat x,
-                                   void* xq, Mat y) {
+                                   void* xq, Mat y, const cuda::ProductSlices& slices) {
   auto* base = static_cast<uint8_t*>(xq);
+  const int64_t n = slices.table != nullptr ? 1 : x.rows;  // rows of each slice
   if (plan.path == MatMulPath::kQuantizedK) {
     RecordCuda(cuda::LaunchKQuantMatMul(stream(), w.type, w.data, w.rows, w.cols,
-                                        reinterpret_cast<cuda::QActSuperBlock*>(base), x.rows,
-                                        y.data),
+                                        reinterpret_cast<cuda::QActSuperBlock*>(base), n, y.data,
+                                        slices),
                "MatMul (K family)");
     return;
   }
   const Q8_0Scratch q = Q8_0ScratchAt(base, x.rows, x.cols);
   RecordCuda(cuda::LaunchQuantMatMul(stream(), w.type, w.data, w.rows, w.cols, q.codes, q.scales,
-                                     x.rows, y.data),
+                                     n, y.data, slices),
              "MatMul (quantized)");
+}
+
+void* CudaBackend::QuantizeSwiGlu(const MatMulPlan& plan, Mat gate, ConstMat up) {
+  auto* base = static_cast<uint8_t*>(Scratch(plan.scratch_bytes));
+  if (base == nullptr) return nullptr;
+  if (plan.path == MatMulPath::kQuantizedK) {
+    return RecordCuda(cuda::LaunchQuantizeQ8_KSwiGlu(stream(), gate.data, up.data, gate.rows,
+                                                     gate.cols,
+                                                     reinterpret_cast<cuda::QActSuperBlock*>(base)),
+                      "SwiGluMatMul: activation and Q8_K quantization")
+               ? base
+               : nullptr;
+  }
+  const Q8_0Scratch q = Q8_0ScratchAt(base, gate.rows, gate.cols);
+  return RecordCuda(cuda::LaunchQuantizeQ8_0SwiGlu(stream(), gate.data, up.data, gate.rows,
+                                                   gate.cols, q.codes, q.scales),
+                    "SwiGluMatMul: activation and Q8_0 quantization")
+             ? base
+             : nullptr;
 }
 
 void CudaBackend::MatMulPair(const WeightRef& a, const WeightRef& b, ConstMat x, Mat ya,
@@ -345,7 +343,7 @@ void CudaBackend::MatMulPair(const WeightRef& a, const WeightRef& b, ConstMat x,
     return;
   }
   if (!Enter()) return;
-  if (!WeightAligned(a.type, a.data) || !WeightAligned(b.type, b.data)) {
+  if (!cuda::WeightAligned(a.type, a.data) || !cuda::WeightAligned(b.type, b.data)) {
     Record(absl::InvalidArgumentError(absl::StrFormat(
         "MatMulPair: %s / %s weight at a misaligned device address", Traits(a.type).name,
         Traits(b.type).name)));
@@ -369,26 +367,13 @@ void CudaBackend::SwiGluMatMul(const WeightRef& w, Mat gate, ConstMat up, Mat y)
     return;
   }
   if (!Enter()) return;
-  if (!WeightAligned(w.type, w.data)) {
+  if (!cuda::WeightAligned(w.type, w.data)) {
     Record(absl::InvalidArgumentError(absl::StrFormat(
         "SwiGluMatMul: %s weight at a misaligned device address", Traits(w.type).name)));
     return;
   }
-  auto* base = static_cast<uint8_t*>(Scratch(plan.scratch_bytes));
-  if (base == nullptr) return;
-  bool ok = false;
-  if (plan.path == MatMulPath::kQuantizedK) {
-    ok = RecordCuda(cuda::LaunchQuantizeQ8_KSwiGlu(stream(), gate.data, up.data, gate.rows,
-                                                   gate.cols,
-                                                   reinterpret_cast<cuda::QActSuperBlock*>(base)),
-                    "SwiGluMatMul: activation and Q8_K quantization");
-  } else {
-    const Q8_0Scratch q = Q8_0ScratchAt(base, gate.rows, gate.cols);
-    ok = RecordCuda(cuda::LaunchQuantizeQ8_0SwiGlu(stream(), gate.data, up.data, gate.rows,
-                                                   gate.cols, q.codes, q.scales),
-                    "SwiGluMatMul: activation and Q8_0 quantization");
-  }
-  if (ok) QuantizedProduct(plan, w, gate, base, y);
+  void* xq = QuantizeSwiGlu(plan, gate, up);
+  if (xq != nullptr) QuantizedProduct(plan, w, gate, xq, y);
 }
 
 void CudaBackend::CublasMatMul(const WeightRef& w, ConstMat x, Mat y, const MatMulPlan& plan) {
@@ -424,7 +409,7 @@ void CudaBackend::GetRows(const WeightRef& table, const int32_t* ids, Mat out) {
   op_checks::GetRows(table, out);
   op_checks::RowOrder("GetRows", table);
   if (!Enter()) return;
-  if (!WeightAligned(table.type, table.data)) {
+  if (!cuda::WeightAligned(table.type, table.data)) {
     Record(absl::InvalidArgumentError("GetRows: table at a misaligned device address"));
     return;
   }

@@ -74,6 +74,7 @@
 
 #include "backend/backend.h"
 #include "cuda_backend_options.h"
+#include "cuda_kernels.h"
 #include "cuda_resources.h"
 #include "matmul_plan.h"
 
@@ -116,6 +117,16 @@ class CudaBackend final : public Backend {
                    int64_t cols) override;
   void GatherRows(ConstMat src, const int32_t* idx, Mat dst) override;
   void ScatterAddScaled(ConstMat src, const int32_t* idx, const float* scale, Mat dst) override;
+  // Products by ids (cuda_backend_by_id.cpp): one launch per product for all
+  // picked weights (a grid slice each), the ids read on the device.
+  absl::StatusOr<WeightTable> MakeWeightTable(std::span<const WeightRef> entries) override;
+  void MatMulById(const WeightTable& table, const int32_t* ids, ConstMat x, Mat y) override;
+  void MatMulPairById(const WeightTable& a, const WeightTable& b, const int32_t* ids, ConstMat x,
+                      Mat ya, Mat yb) override;
+  void SwiGluMatMulById(const WeightTable& w, const int32_t* ids, Mat gate, ConstMat up,
+                        Mat y) override;
+  void CombineExperts(ConstMat ys, const int32_t* ids, const float* weights, int k,
+                      Mat out) override;
 
   // ---- CUDA specifics (the expert arena and the tools use these) ----------
   int device() const { return options_.device; }
@@ -148,7 +159,18 @@ class CudaBackend final : public Backend {
   /// error), then the product; MatMulPair runs two products on one
   /// quantization.
   void* QuantizeActivations(const MatMulPlan& plan, ConstMat x);
-  void QuantizedProduct(const MatMulPlan& plan, const WeightRef& w, ConstMat x, void* xq, Mat y);
+  /// SwiGLU(gate, up) into gate and its quantization into scratch (null
+  /// after an error): SwiGluMatMul's first kernel.
+  void* QuantizeSwiGlu(const MatMulPlan& plan, Mat gate, ConstMat up);
+  /// The product of quantized activations `xq` (of x's rows) by w, or with
+  /// `slices` a product by ids (cuda_kernels.h; w is then the table's first
+  /// entry, for its type and shape).
+  void QuantizedProduct(const MatMulPlan& plan, const WeightRef& w, ConstMat x, void* xq, Mat y,
+                        const cuda::ProductSlices& slices = {});
+  /// The ProductSlices of a product by ids over `table` (made by this
+  /// backend; else an error is recorded and false returned).
+  bool SlicesOf(const WeightTable& table, const int32_t* ids, int64_t count, bool shared_x,
+                cuda::ProductSlices* slices);
 
   CudaBackendOptions options_;
   cuda::StreamPtr stream_;

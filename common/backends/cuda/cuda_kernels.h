@@ -30,12 +30,36 @@ namespace odmoe::cuda {
 using cuda_numerics::QActBlock;
 using cuda_numerics::QActSuperBlock;
 
+// ---- Products by ids (Backend::MatMulById) ----------------------------------
+
+/// The slices of a product by ids: slice z (z < count) multiplies weight
+/// table[ids[z]] (the device addresses of `entries` weights of one type and
+/// shape) by activation row z (row 0 of every slice when shared_x) into
+/// output row z, with exactly the operations of the plain product of that
+/// weight and row. A slice whose id is outside [0, entries) writes NaN. The
+/// default (table null) is a plain product of the weight the launcher is
+/// given. `align`: a power of two dividing every entry's address (the
+/// K-family decode kernel needs 16 for 2-byte aligned types).
+struct ProductSlices {
+  const void* const* table = nullptr;
+  const int32_t* ids = nullptr;
+  int32_t entries = 0;
+  int64_t count = 1;
+  bool shared_x = false;
+  int64_t align = 1;
+  /// The slice of a launch's blockIdx.z 0 (set by the launchers: a grid
+  /// holds at most 65535 slices).
+  int64_t first = 0;
+};
+
 // ---- MatMul (cuda_matmul.cu) ---------------------------------------------
 
 /// y[n, out] = x[n, k] * w^T for F32 / F16 / BF16 weights, in the canonical
 /// order (bit-identical to CpuBackend).
+/// With `slices` (n == 1): a product by ids, w unused.
 cudaError_t LaunchFloatMatMul(cudaStream_t stream, DType type, const void* w, int64_t out,
-                              int64_t k, const float* x, int64_t n, float* y);
+                              int64_t k, const float* x, int64_t n, float* y,
+                              const ProductSlices& slices = {});
 
 /// Quantizes each row of x[n, k] (k a multiple of 32) to Q8_0 blocks as
 /// tensor/quant.h's QuantizeRow: codes[t * k/32 + b], scales likewise (the
@@ -52,9 +76,10 @@ cudaError_t LaunchQuantizeQ8_0SwiGlu(cudaStream_t stream, float* gate, const flo
 /// IQ4_NL, MXFP4) from activations quantized by LaunchQuantizeQ8_0 (exact
 /// integer block dots, canonical float steps). The weight rows must start at
 /// even addresses (MXFP4: any address).
+/// With `slices` (n == 1): a product by ids, w unused.
 cudaError_t LaunchQuantMatMul(cudaStream_t stream, DType type, const void* w, int64_t out,
                               int64_t k, const QActBlock* codes, const float* scales, int64_t n,
-                              float* y);
+                              float* y, const ProductSlices& slices = {});
 
 // ---- MatMul with K-family weights (cuda_matmul_k.cu) -------------------------
 
@@ -70,8 +95,10 @@ cudaError_t LaunchQuantizeQ8_KSwiGlu(cudaStream_t stream, float* gate, const flo
 /// y[n, out] = x * w^T for Q2_K .. Q6_K and IQ4_XS weights from activations
 /// quantized by LaunchQuantizeQ8_K (cpu_backend.h steps B-D). The weight
 /// rows must start at even addresses.
+/// With `slices` (n == 1): a product by ids, w unused.
 cudaError_t LaunchKQuantMatMul(cudaStream_t stream, DType type, const void* w, int64_t out,
-                               int64_t k, const QActSuperBlock* xq, int64_t n, float* y);
+                               int64_t k, const QActSuperBlock* xq, int64_t n, float* y,
+                               const ProductSlices& slices = {});
 
 /// out[r, k] = dequantized weight rows [first, first + rows) (any type).
 cudaError_t LaunchDequantRows(cudaStream_t stream, DType type, const void* w, int64_t k,
@@ -102,6 +129,9 @@ cudaError_t LaunchAdd(cudaStream_t stream, ConstMat a, ConstMat b, Mat out);
 cudaError_t LaunchGatherRows(cudaStream_t stream, ConstMat src, const int32_t* idx, Mat dst);
 cudaError_t LaunchScatterAddScaled(cudaStream_t stream, ConstMat src, const int32_t* idx,
                                    const float* scale, Mat dst);
+/// Backend::CombineExperts (ids, weights: out.rows * k each).
+cudaError_t LaunchCombineExperts(cudaStream_t stream, ConstMat ys, const int32_t* ids,
+                                 const float* weights, int k, Mat out);
 
 // ---- Attention (cuda_attention.cu) ---------------------------------------
 

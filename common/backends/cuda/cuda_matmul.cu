@@ -23,11 +23,15 @@ constexpr int kRowsPerBlock = kMatMulRowsPerBlock;
 template <DType T, int NX>
 __global__ void __launch_bounds__(kThreads)
     FloatMatMulKernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t out, int64_t k,
-                      const float* __restrict__ x, int64_t n, float* __restrict__ y) {
+                      const float* __restrict__ x, int64_t n, float* __restrict__ y,
+                      ProductSlices slices) {
+  const Slice sl = PickSlice(slices, w);
+  x += sl.x_row * k;
+  y += sl.y_row * out;
   const int lane = static_cast<int>(threadIdx.x % kLanes);
   const int64_t o = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kLanes;
   const bool row_ok = o < out;
-  const uint8_t* wr = w + (row_ok ? o : 0) * row_bytes;  // idle half-warps read row 0
+  const uint8_t* wr = sl.w + (row_ok ? o : 0) * row_bytes;  // idle half-warps read row 0
   for (int64_t t0 = static_cast<int64_t>(blockIdx.y) * NX; t0 < n;
        t0 += static_cast<int64_t>(gridDim.y) * NX) {
     const int64_t nt = n - t0 < NX ? n - t0 : NX;
@@ -45,7 +49,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int t = 0; t < NX; ++t) {
       const float v = HalfWarpTree(acc[t]);
-      if (lane == 0 && row_ok && t < nt) y[(t0 + t) * out + o] = v;
+      if (lane == 0 && row_ok && t < nt) y[(t0 + t) * out + o] = SliceValue(sl, v);
     }
   }
 }
@@ -142,13 +146,18 @@ template <DType T, int NX>
 __global__ void __launch_bounds__(kThreads)
     QuantMatMulKernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t out,
                       int64_t n_blocks, const QActBlock* __restrict__ codes,
-                      const float* __restrict__ scales, int64_t n, float* __restrict__ y) {
+                      const float* __restrict__ scales, int64_t n, float* __restrict__ y,
+                      ProductSlices slices) {
   __shared__ uint4 stage[kWarpRowsPerBlock][Block32StageVecs<T>()];
+  const Slice sl = PickSlice(slices, w);
+  codes += sl.x_row * n_blocks;
+  scales += sl.x_row * n_blocks;
+  y += sl.y_row * out;
   const int warp = static_cast<int>(threadIdx.x / 32);
   const int t = static_cast<int>(threadIdx.x % 32);
   const int64_t o = static_cast<int64_t>(blockIdx.x) * kWarpRowsPerBlock + warp;
   const bool row_ok = o < out;
-  const uint8_t* wr = w + (row_ok ? o : 0) * row_bytes;  // idle warps read row 0
+  const uint8_t* wr = sl.w + (row_ok ? o : 0) * row_bytes;  // idle warps read row 0
   uint8_t* buf = reinterpret_cast<uint8_t*>(stage[warp]);
   for (int64_t t0 = static_cast<int64_t>(blockIdx.y) * NX; t0 < n;
        t0 += static_cast<int64_t>(gridDim.y) * NX) {
@@ -159,7 +168,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int r = 0; r < NX; ++r) {
       const float v = HalfWarpTree(acc[r]);
-      if (t == 0 && row_ok && r < nt) y[(t0 + r) * out + o] = v;
+      if (t == 0 && row_ok && r < nt) y[(t0 + r) * out + o] = SliceValue(sl, v);
     }
   }
 }
@@ -175,12 +184,15 @@ constexpr int kFloatGemvChunk = 2048;
 /// FloatMatMulKernel.
 template <DType T>
 __global__ void __launch_bounds__(kThreads)
-    FloatGemvRowKernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t k,
-                       const float* __restrict__ x, float* __restrict__ y) {
+    FloatGemvRowKernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t out, int64_t k,
+                       const float* __restrict__ x, float* __restrict__ y, ProductSlices slices) {
   __shared__ float w_sh[kFloatGemvChunk];
   __shared__ float x_sh[kFloatGemvChunk];
+  const Slice sl = PickSlice(slices, w);
+  x += sl.x_row * k;
+  y += sl.y_row * out;
   const int64_t o = blockIdx.x;
-  const uint8_t* wr = w + o * row_bytes;
+  const uint8_t* wr = sl.w + o * row_bytes;
   const int lane = static_cast<int>(threadIdx.x % kLanes);
   float acc = 0.0f;
   for (int64_t c0 = 0; c0 < k; c0 += kFloatGemvChunk) {  // c0 % 16 == 0: lanes stay
@@ -197,7 +209,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   if (threadIdx.x < 32) {
     const float v = HalfWarpTree(acc);
-    if (threadIdx.x == 0) y[o] = v;
+    if (threadIdx.x == 0) y[o] = SliceValue(sl, v);
   }
 }
 
@@ -243,40 +255,50 @@ constexpr int64_t kFloatGemvMaxRows = 1024;
 
 template <DType T>
 void FloatMatMulT(cudaStream_t s, const void* w, int64_t out, int64_t k, const float* x, int64_t n,
-                  float* y) {
+                  float* y, const ProductSlices& slices) {
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const auto row_bytes = static_cast<int64_t>(RowBytes(T, k));
   if (n == 1 && out <= kFloatGemvMaxRows) {
-    FloatGemvRowKernel<T><<<static_cast<unsigned>(out), kThreads, 0, s>>>(
-        static_cast<const uint8_t*>(w), static_cast<int64_t>(RowBytes(T, k)), k, x, y);
+    ForEachSliceLaunch(dim3(static_cast<unsigned>(out)), slices,
+                       [&](dim3 g, const ProductSlices& sl) {
+                         FloatGemvRowKernel<T><<<g, kThreads, 0, s>>>(wb, row_bytes, out, k, x, y,
+                                                                      sl);
+                       });
     return;
   }
   WithTileRows(n, [&](auto nx) {
     constexpr int NX = decltype(nx)::value;
-    FloatMatMulKernel<T, NX><<<MatMulGrid(out, n, NX), kThreads, 0, s>>>(
-        static_cast<const uint8_t*>(w), static_cast<int64_t>(RowBytes(T, k)), out, k, x, n, y);
+    ForEachSliceLaunch(MatMulGrid(out, n, NX), slices, [&](dim3 g, const ProductSlices& sl) {
+      FloatMatMulKernel<T, NX><<<g, kThreads, 0, s>>>(wb, row_bytes, out, k, x, n, y, sl);
+    });
   });
 }
 
 template <DType T>
 void QuantMatMulT(cudaStream_t s, const void* w, int64_t out, int64_t k, const QActBlock* codes,
-                  const float* scales, int64_t n, float* y) {
+                  const float* scales, int64_t n, float* y, const ProductSlices& slices) {
   WithTileRows(n, [&](auto nx) {
     constexpr int NX = decltype(nx)::value;
-    QuantMatMulKernel<T, NX><<<MatMulGrid(out, n, NX, kWarpRowsPerBlock), kThreads, 0, s>>>(
-        static_cast<const uint8_t*>(w), static_cast<int64_t>(RowBytes(T, k)), out, k / 32, codes,
-        scales, n, y);
+    ForEachSliceLaunch(MatMulGrid(out, n, NX, kWarpRowsPerBlock), slices,
+                       [&](dim3 g, const ProductSlices& sl) {
+                         QuantMatMulKernel<T, NX><<<g, kThreads, 0, s>>>(
+                             static_cast<const uint8_t*>(w), static_cast<int64_t>(RowBytes(T, k)),
+                             out, k / 32, codes, scales, n, y, sl);
+                       });
   });
 }
 
 }  // namespace
 
 cudaError_t LaunchFloatMatMul(cudaStream_t stream, DType type, const void* w, int64_t out,
-                              int64_t k, const float* x, int64_t n, float* y) {
-  if (n == 0 || out == 0) return cudaSuccess;
+                              int64_t k, const float* x, int64_t n, float* y,
+                              const ProductSlices& slices) {
+  if (n == 0 || out == 0 || slices.count == 0) return cudaSuccess;
   bool ok = false;
   VisitWeightType(type, [&](auto tag) {
     constexpr DType T = decltype(tag)::value;
     if constexpr (T == DType::kF32 || T == DType::kF16 || T == DType::kBF16) {
-      FloatMatMulT<T>(stream, w, out, k, x, n, y);
+      FloatMatMulT<T>(stream, w, out, k, x, n, y, slices);
       ok = true;
     }
   });
@@ -303,13 +325,13 @@ cudaError_t LaunchQuantizeQ8_0SwiGlu(cudaStream_t stream, float* gate, const flo
 
 cudaError_t LaunchQuantMatMul(cudaStream_t stream, DType type, const void* w, int64_t out,
                               int64_t k, const QActBlock* codes, const float* scales, int64_t n,
-                              float* y) {
-  if (n == 0 || out == 0) return cudaSuccess;
+                              float* y, const ProductSlices& slices) {
+  if (n == 0 || out == 0 || slices.count == 0) return cudaSuccess;
   bool ok = false;
   VisitWeightType(type, [&](auto tag) {
     constexpr DType T = decltype(tag)::value;
     if constexpr (cuda_numerics::IsBlock32(T)) {
-      QuantMatMulT<T>(stream, w, out, k, codes, scales, n, y);
+      QuantMatMulT<T>(stream, w, out, k, codes, scales, n, y, slices);
       ok = true;
     }
   });

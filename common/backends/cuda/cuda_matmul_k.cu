@@ -127,13 +127,17 @@ __device__ __forceinline__ void KRowLanes(const uint8_t* __restrict__ wr, uint8_
 template <DType T, int NX>
 __global__ void __launch_bounds__(kMatMulThreads)
     KMatMulKernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t out, int64_t n_super,
-                  const QActSuperBlock* __restrict__ xq, int64_t n, float* __restrict__ y) {
+                  const QActSuperBlock* __restrict__ xq, int64_t n, float* __restrict__ y,
+                  ProductSlices slices) {
   __shared__ uint4 stage[kWarpRowsPerBlock][KStageVecs<T>()];
+  const Slice sl = PickSlice(slices, w);
+  xq += sl.x_row * n_super;
+  y += sl.y_row * out;
   const int warp = static_cast<int>(threadIdx.x / 32);
   const int t = static_cast<int>(threadIdx.x % 32);
   const int64_t o = static_cast<int64_t>(blockIdx.x) * kWarpRowsPerBlock + warp;
   const bool row_ok = o < out;
-  const uint8_t* wr = w + (row_ok ? o : 0) * row_bytes;  // idle warps read row 0
+  const uint8_t* wr = sl.w + (row_ok ? o : 0) * row_bytes;  // idle warps read row 0
   uint8_t* buf = reinterpret_cast<uint8_t*>(stage[warp]);
   for (int64_t t0 = static_cast<int64_t>(blockIdx.y) * NX; t0 < n;
        t0 += static_cast<int64_t>(gridDim.y) * NX) {
@@ -143,7 +147,7 @@ __global__ void __launch_bounds__(kMatMulThreads)
 #pragma unroll
     for (int r = 0; r < NX; ++r) {
       const float v = HalfWarpTree(acc[r]);
-      if (t == 0 && row_ok && r < nt) y[(t0 + r) * out + o] = v;
+      if (t == 0 && row_ok && r < nt) y[(t0 + r) * out + o] = SliceValue(sl, v);
     }
   }
 }
@@ -171,12 +175,16 @@ __device__ __forceinline__ int32_t QuadSum(int32_t v) {
 template <DType T, int NX>
 __global__ void __launch_bounds__(kVecThreads)
     KMatVecKernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t out, int64_t n_super,
-                  const QActSuperBlock* __restrict__ xq, int64_t n, float* __restrict__ y) {
+                  const QActSuperBlock* __restrict__ xq, int64_t n, float* __restrict__ y,
+                  ProductSlices slices) {
   constexpr num::KFormat F = num::KFormatOf<T>();
   const int t = static_cast<int>(threadIdx.x % 32);
   const int64_t o = static_cast<int64_t>(blockIdx.x) * kVecRowsPerBlock + threadIdx.x / 32;
   if (o >= out) return;  // the whole warp leaves together
-  const uint8_t* wr = w + o * row_bytes;
+  const Slice sl = PickSlice(slices, w);
+  xq += sl.x_row * n_super;
+  y += sl.y_row * out;
+  const uint8_t* wr = sl.w + o * row_bytes;
   const int g = t / 4, q = t % 4;
   for (int64_t t0 = static_cast<int64_t>(blockIdx.y) * NX; t0 < n;
        t0 += static_cast<int64_t>(gridDim.y) * NX) {
@@ -219,7 +227,7 @@ __global__ void __launch_bounds__(kVecThreads)
       const float v_lo = __shfl_sync(kFullMask, acc_lo[r], 4 * (t % 8));
       const float v_hi = __shfl_sync(kFullMask, acc_hi[r], 4 * (t % 8));
       const float v = HalfWarpTree(t % 16 < 8 ? v_lo : v_hi);
-      if (t == 0 && r < nt) y[(t0 + r) * out + o] = v;
+      if (t == 0 && r < nt) y[(t0 + r) * out + o] = SliceValue(sl, v);
     }
   }
 }
@@ -260,34 +268,43 @@ cudaError_t LaunchQuantizeQ8_KSwiGlu(cudaStream_t stream, float* gate, const flo
 }
 
 cudaError_t LaunchKQuantMatMul(cudaStream_t stream, DType type, const void* w, int64_t out,
-                               int64_t k, const QActSuperBlock* xq, int64_t n, float* y) {
-  if (n == 0 || out == 0) return cudaSuccess;
+                               int64_t k, const QActSuperBlock* xq, int64_t n, float* y,
+                               const ProductSlices& slices) {
+  if (n == 0 || out == 0 || slices.count == 0) return cudaSuccess;
   bool ok = false;
   VisitWeightType(type, [&](auto tag) {
     constexpr DType T = decltype(tag)::value;
     if constexpr (num::IsKFamily(T)) {
       const auto* wb = static_cast<const uint8_t*>(w);
       const auto row_bytes = static_cast<int64_t>(RowBytes(T, k));
+      const int64_t n_super = k / kSuperBlockElems;
       // 2-byte aligned types read the 16-byte lines around their runs: the
       // weight must start on one (its first run would reach before it).
       constexpr int kBaseAlign = num::KVecAlign<T>() == 2 ? 16 : num::KVecAlign<T>();
-      if (n < kVecMaxRows && reinterpret_cast<uintptr_t>(w) % kBaseAlign == 0) {
+      const bool aligned = slices.table != nullptr
+                               ? slices.align % kBaseAlign == 0
+                               : reinterpret_cast<uintptr_t>(w) % kBaseAlign == 0;
+      if (n < kVecMaxRows && aligned) {
         WithVecRows(n, [&](auto nx) {
           constexpr int NX = decltype(nx)::value;
           const int64_t tiles = (n + NX - 1) / NX;
           const dim3 grid(static_cast<unsigned>((out + kVecRowsPerBlock - 1) / kVecRowsPerBlock),
                           static_cast<unsigned>(tiles));
-          KMatVecKernel<T, NX><<<grid, kVecThreads, 0, stream>>>(wb, row_bytes, out,
-                                                                  k / kSuperBlockElems, xq, n, y);
+          ForEachSliceLaunch(grid, slices, [&](dim3 g, const ProductSlices& s) {
+            KMatVecKernel<T, NX><<<g, kVecThreads, 0, stream>>>(wb, row_bytes, out, n_super, xq,
+                                                                 n, y, s);
+          });
         });
         ok = true;
         return;
       }
       WithTileRows(n, [&](auto nx) {
         constexpr int NX = decltype(nx)::value;
-        KMatMulKernel<T, NX>
-            <<<MatMulGrid(out, n, NX, kWarpRowsPerBlock), kMatMulThreads, 0, stream>>>(
-            wb, row_bytes, out, k / kSuperBlockElems, xq, n, y);
+        ForEachSliceLaunch(MatMulGrid(out, n, NX, kWarpRowsPerBlock), slices,
+                           [&](dim3 g, const ProductSlices& s) {
+                             KMatMulKernel<T, NX><<<g, kMatMulThreads, 0, stream>>>(
+                                 wb, row_bytes, out, n_super, xq, n, y, s);
+                           });
       });
       ok = true;
     }

@@ -19,8 +19,9 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "cuda_numerics.h"
 #include "cuda_kernel_util.h"
+#include "cuda_kernels.h"
+#include "cuda_numerics.h"
 
 namespace odmoe::cuda {
 
@@ -47,6 +48,48 @@ inline dim3 MatMulGrid(int64_t out, int64_t n, int nx, int rows_per_block = kMat
   const int64_t tiles = (n + nx - 1) / nx;
   return dim3(static_cast<unsigned>((out + rows_per_block - 1) / rows_per_block),
               static_cast<unsigned>(tiles < kMaxGridY ? tiles : kMaxGridY));
+}
+
+// ---- Products by ids: one grid slice (blockIdx.z) per picked weight ----------
+
+/// What slice blockIdx.z of a product reads and writes (ProductSlices): the
+/// weight, the index of its activation row and of its output row, and
+/// whether its id was in the table (else its outputs are NaN). A plain
+/// product's one slice is the weight `w` given, rows 0.
+struct Slice {
+  const uint8_t* w;
+  int64_t x_row;
+  int64_t y_row;
+  bool ok;
+};
+
+__device__ __forceinline__ Slice PickSlice(const ProductSlices& s, const void* w) {
+  if (s.table == nullptr) return {static_cast<const uint8_t*>(w), 0, 0, true};
+  const int64_t z = static_cast<int64_t>(blockIdx.z) + s.first;
+  const int32_t id = s.ids[z];
+  const bool ok = id >= 0 && id < s.entries;
+  return {static_cast<const uint8_t*>(s.table[ok ? id : 0]), s.shared_x ? 0 : z, z, ok};
+}
+
+/// The value a slice writes: v, or NaN for an id outside the table.
+__device__ __forceinline__ float SliceValue(const Slice& s, float v) {
+  return s.ok ? v : __int_as_float(0x7fc00000);
+}
+
+/// Launches fn(grid) for a product's grid `g`, its z dimension walking the
+/// slices (several launches past the grid's 65535 limit, s.first moved).
+template <class Fn>
+void ForEachSliceLaunch(dim3 g, ProductSlices s, Fn&& fn) {
+  constexpr int64_t kMaxGridZ = 65535;
+  if (s.table == nullptr) {
+    fn(g, s);
+    return;
+  }
+  for (int64_t first = 0; first < s.count; first += kMaxGridZ) {
+    s.first = first;
+    g.z = static_cast<unsigned>(s.count - first < kMaxGridZ ? s.count - first : kMaxGridZ);
+    fn(g, s);
+  }
 }
 
 // ---- Quantized MatMul: one warp per weight row, the row staged in shared memory ----

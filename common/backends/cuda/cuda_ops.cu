@@ -3,6 +3,7 @@
 // thread per element; reductions (RmsNorm, Softmax) one block per row whose
 // first half-warp forms the canonical 16 lanes and tree.
 #include "cuda_kernel_util.h"
+#include "backend/expert_order.h"
 #include "cuda_kernels.h"
 
 namespace odmoe::cuda {
@@ -199,6 +200,22 @@ __global__ void ScatterAddScaledKernel(const float* __restrict__ src,
   }
 }
 
+/// One thread per element of out: its row's terms in NextExpertSlot's order
+/// from 0, each added as ScatterAddScaled adds (no fused multiply-add).
+__global__ void CombineExpertsKernel(const float* __restrict__ ys, const int32_t* __restrict__ ids,
+                                     const float* __restrict__ weights, int k, int64_t rows,
+                                     int64_t cols, float* __restrict__ out) {
+  for (int64_t i = GlobalThread(); i < rows * cols; i += GridThreads()) {
+    const int64_t t = i / cols, c = i % cols;
+    const int32_t* row_ids = ids + t * k;
+    float acc = 0.0f;
+    for (int j = NextExpertSlot(row_ids, k, -1); j >= 0; j = NextExpertSlot(row_ids, k, j)) {
+      acc = acc + weights[t * k + j] * ys[(t * k + j) * cols + c];
+    }
+    out[i] = acc;
+  }
+}
+
 unsigned RowGrid(int64_t rows) {
   return static_cast<unsigned>(rows < 65535 ? (rows < 1 ? 1 : rows) : 65535);
 }
@@ -312,6 +329,14 @@ cudaError_t LaunchScatterAddScaled(cudaStream_t stream, ConstMat src, const int3
   if (src.rows == 0 || src.cols == 0) return cudaSuccess;
   ScatterAddScaledKernel<<<GridFor(src.cols, 128), 128, 0, stream>>>(src.data, idx, scale, src.rows,
                                                                      src.cols, dst.data);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchCombineExperts(cudaStream_t stream, ConstMat ys, const int32_t* ids,
+                                 const float* weights, int k, Mat out) {
+  if (out.rows == 0 || out.cols == 0) return cudaSuccess;
+  CombineExpertsKernel<<<GridFor(out.rows * out.cols, 128), 128, 0, stream>>>(
+      ys.data, ids, weights, k, out.rows, out.cols, out.data);
   return cudaGetLastError();
 }
 

@@ -57,6 +57,11 @@ inline constexpr size_t kQ8KActBytes = 336;
 /// Bytes of Q8_K activations for n rows of k elements (k % 256 == 0).
 size_t QuantizedKActivationBytes(int64_t n, int64_t k);
 
+/// The paths whose activations are quantized into scratch first.
+inline bool QuantizedPath(MatMulPath path) {
+  return path == MatMulPath::kQuantized || path == MatMulPath::kQuantizedK;
+}
+
 /// The path for y[n, out] = x[n, k] * w^T with weights of `type`.
 MatMulPlan PlanMatMul(DType type, int64_t out, int64_t k, int64_t n, FloatMatMulPolicy policy);
 

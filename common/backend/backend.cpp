@@ -1,0 +1,86 @@
+// The default implementations of Backend's ops by ids (backend.h): the ids
+// read on the host, then the plain ops row by row.
+#include "backend/backend.h"
+
+#include "backend/op_checks.h"
+
+namespace odmoe {
+
+namespace {
+
+/// `n` ids of backend memory readable on the host: `ids` itself on a host
+/// backend, else a copy in *copy (a wait for the device); null when the copy
+/// failed (the backend reports its error from then on).
+const int32_t* HostIds(Backend& be, const int32_t* ids, int64_t n, std::vector<int32_t>* copy) {
+  if (be.host_memory()) return ids;
+  copy->resize(static_cast<size_t>(n));
+  if (!be.CopyToHost(copy->data(), ids, copy->size() * sizeof(int32_t)).ok()) return nullptr;
+  return copy->data();
+}
+
+/// Calls fn(entry, j) for every row j of a product by ids whose id is in the
+/// table (rows with other ids are left unwritten).
+template <class Fn>
+void ForEachPicked(Backend& be, const WeightTable& table, const int32_t* ids, int64_t rows,
+                   Fn&& fn) {
+  std::vector<int32_t> copy;
+  const int32_t* at = HostIds(be, ids, rows, &copy);
+  if (at == nullptr) return;
+  for (int64_t j = 0; j < rows; ++j) {
+    if (at[j] >= 0 && at[j] < table.size()) fn(table.entries[static_cast<size_t>(at[j])], j);
+  }
+}
+
+}  // namespace
+
+absl::Status Backend::CheckWeightTableEntries(std::span<const WeightRef> entries) {
+  if (entries.empty()) return absl::InvalidArgumentError("a weight table of no weights");
+  const WeightRef& f = entries.front();
+  for (const WeightRef& w : entries) {
+    if (w.type != f.type || w.rows != f.rows || w.cols != f.cols || w.layout != f.layout ||
+        w.data == nullptr) {
+      return absl::InvalidArgumentError(
+          "a weight table's entries differ in type, shape or layout, or have no data");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<WeightTable> Backend::MakeWeightTable(std::span<const WeightRef> entries) {
+  ODMOE_RETURN_IF_ERROR(CheckWeightTableEntries(entries));
+  WeightTable table;
+  table.entries.assign(entries.begin(), entries.end());
+  return table;
+}
+
+void Backend::MatMulById(const WeightTable& table, const int32_t* ids, ConstMat x, Mat y) {
+  op_checks::MatMulById(table, x, y);
+  ForEachPicked(*this, table, ids, y.rows, [&](const WeightRef& w, int64_t j) {
+    MatMul(w, x.RowRange(x.rows == 1 ? 0 : j, 1), y.RowRange(j, 1));
+  });
+}
+
+void Backend::MatMulPairById(const WeightTable& a, const WeightTable& b, const int32_t* ids,
+                             ConstMat x, Mat ya, Mat yb) {
+  op_checks::MatMulById(a, x, ya);
+  op_checks::MatMulById(b, x, yb);
+  if (a.size() != b.size() || ya.rows != yb.rows) {
+    op_checks::Fail("MatMulPairById", "tables of different sizes, or outputs of different rows");
+  }
+  ForEachPicked(*this, a, ids, ya.rows, [&](const WeightRef& wa, int64_t j) {
+    const WeightRef& wb = b.entries[static_cast<size_t>(&wa - a.entries.data())];
+    MatMulPair(wa, wb, x.RowRange(x.rows == 1 ? 0 : j, 1), ya.RowRange(j, 1), yb.RowRange(j, 1));
+  });
+}
+
+void Backend::SwiGluMatMulById(const WeightTable& w, const int32_t* ids, Mat gate, ConstMat up,
+                               Mat y) {
+  op_checks::SameShape("SwiGluMatMulById", gate, up);
+  op_checks::MatMulById(w, gate, y);
+  if (gate.rows != y.rows) op_checks::Fail("SwiGluMatMulById", "gate and y differ in rows");
+  ForEachPicked(*this, w, ids, y.rows, [&](const WeightRef& e, int64_t j) {
+    SwiGluMatMul(e, gate.RowRange(j, 1), up.RowRange(j, 1), y.RowRange(j, 1));
+  });
+}
+
+}  // namespace odmoe

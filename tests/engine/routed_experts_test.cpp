@@ -1,0 +1,124 @@
+// A MoE layer computed from routing left on the backend
+// (ExpertExecutor::RunRouted: products by ids, CombineExperts) gives the
+// bits of the host plan's path, token by token, with the same routing
+// records, for every architecture whose experts take it; the others keep the
+// plan.
+#include <catch2/catch.hpp>
+#include <cstring>
+
+#include "backend_registry.h"
+#include "engine/local_expert_executor.h"
+#include "engine/transformer.h"
+#include "test_paths.h"
+
+namespace odmoe {
+namespace {
+
+/// The same experts, reachable through the plan only (as the cluster's and
+/// the shadow's executors are).
+class PlanOnly final : public ExpertExecutor {
+ public:
+  explicit PlanOnly(ExpertExecutor& inner) : inner_(inner) {}
+  absl::Status Run(int layer, ConstMat x, const RoutingPlan& plan, Mat out) override {
+    return inner_.Run(layer, x, plan, out);
+  }
+
+ private:
+  ExpertExecutor& inner_;
+};
+
+struct Steps {
+  std::vector<std::vector<float>> logits;  // the prompt's last row, then each decode step
+  std::vector<TokenRouting> routing;
+};
+
+/// A 9-token prompt, then 6 greedy decode steps of one row each.
+Steps Decode(Transformer& tf, ExpertExecutor& experts, int n_vocab) {
+  std::vector<int32_t> prompt = {1, 415, 1210, 302, 264, 1215, 349, 264, 1263};
+  for (int32_t& t : prompt) t %= n_vocab;
+  Steps s;
+  std::vector<float> logits;
+  const absl::Status st = tf.Forward(prompt, 0, experts, &logits, &s.routing);
+  INFO(st.ToString());
+  REQUIRE(st.ok());
+  s.logits.push_back(logits);
+  int pos = static_cast<int>(prompt.size());
+  for (int step = 0; step < 6; ++step) {
+    const int32_t next = static_cast<int32_t>(
+        std::max_element(logits.begin(), logits.end()) - logits.begin());
+    const std::vector<int32_t> row = {next};
+    const absl::Status step_st = tf.Forward(row, pos++, experts, &logits, &s.routing);
+    INFO(step_st.ToString());
+    REQUIRE(step_st.ok());
+    s.logits.push_back(logits);
+  }
+  return s;
+}
+
+bool BitEqual(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("engine: routing kept on the backend gives the plan's bits and records", "[engine]") {
+  struct Model {
+    const char* path;
+    bool routed;  // whether its experts take RunRouted (plain SwiGLU, no biases)
+  };
+  const Model models[] = {{"models/tiny-mixtral-f16.gguf", true},
+                          {"tests/data/arch/tiny-qwen3moe.gguf", true},
+                          {"tests/data/arch/tiny-olmoe.gguf", true},
+                          {"tests/data/arch/tiny-qwen2moe.gguf", true},  // a shared expert
+                          {"tests/data/arch/tiny-deepseek2.gguf", true},  // a dense first layer
+                          {"tests/data/arch/tiny-gpt-oss-mxfp4.gguf", false}};
+  std::vector<std::string> backends = {"cpu"};
+  for (const std::string& n : AvailableBackends()) {
+    if (n.rfind("cuda", 0) == 0) backends.push_back(n);
+  }
+  for (const std::string& be_name : backends) {
+    for (const Model& m : models) {
+      INFO(be_name << " " << m.path);
+      auto model = ModelFile::Open(test::SourcePath(m.path));
+      REQUIRE(model.ok());
+      const ModelConfig& c = (*model)->config();
+      auto be = CreateBackend(be_name);
+      REQUIRE(be.ok());
+      Transformer::Options opt;
+      opt.n_batch = 16;
+      auto routed_tf = Transformer::Create(**model, **be, opt);
+      auto plan_tf = Transformer::Create(**model, **be, opt);
+      REQUIRE(routed_tf.ok());
+      REQUIRE(plan_tf.ok());
+      auto experts = LocalExpertExecutor::Create(**model, **be, opt.n_batch);
+      REQUIRE(experts.ok());
+      const int last = c.n_layer - 1;
+      CHECK((*experts)->CanRunRouted(**be, last, 1) == m.routed);
+      CHECK(!(*experts)->CanRunRouted(**be, last, 2));  // many rows: the plan groups them
+      if (c.n_dense_leading > 0) CHECK(!(*experts)->CanRunRouted(**be, 0, 1));
+      PlanOnly plan_only(**experts);
+      CHECK(!plan_only.CanRunRouted(**be, last, 1));
+      const Steps routed = Decode(**routed_tf, **experts, c.n_vocab);
+      const Steps plan = Decode(**plan_tf, plan_only, c.n_vocab);
+      REQUIRE(routed.logits.size() == plan.logits.size());
+      for (size_t i = 0; i < routed.logits.size(); ++i) {
+        INFO("step " << i);
+        CHECK(BitEqual(routed.logits[i], plan.logits[i]));
+      }
+      CHECK(routed.routing == plan.routing);
+      REQUIRE(routed.routing.size() == 9 + 6);
+      for (int l = c.n_dense_leading; l < c.n_layer; ++l) {  // every MoE layer recorded
+        CHECK(routed.routing.back()[static_cast<size_t>(l * c.n_expert_used)] >= 0);
+      }
+      // A routed run of what the executor cannot take is refused, not computed.
+      CHECK(!(*experts)->RunRouted(last, ConstMat(nullptr, 2, c.n_embd), nullptr, nullptr,
+                                   c.n_expert_used, Mat{nullptr, 2, c.n_embd})
+                 .ok());
+      CHECK(!plan_only.RunRouted(last, ConstMat(nullptr, 1, c.n_embd), nullptr, nullptr,
+                                 c.n_expert_used, Mat{nullptr, 1, c.n_embd})
+                 .ok());
+    }
+  }
+}
+
+}  // namespace odmoe
