@@ -60,5 +60,12 @@ if [ "${PROFILE:-1}" = 1 ]; then
     "$B/odmoe-run" --model /tmp/q4km.gguf --backend cuda:0 --prompt "The history" -n 3 --ignore-eos \
     >"$OUT/ncu_q4km.csv" 2>"$OUT/ncu.err"
   echo "ncu rc=$? ($OUT/ncu_q4km.csv: one row per kernel; the last GetRows starts the last step)"
+  # Why the decode products run below the copy bandwidth: speed of light,
+  # occupancy and launch shape of a few K-family decode launches (by ids too).
+  timeout 120 ncu --section SpeedOfLight --section Occupancy --section LaunchStats \
+    --section MemoryWorkloadAnalysis -k regex:KMatVecKernel --launch-skip 40 --launch-count 4 \
+    "$B/odmoe-run" --model /tmp/q4km.gguf --backend cuda:0 --prompt "The history" -n 3 --ignore-eos \
+    >"$OUT/ncu_kmatvec.txt" 2>>"$OUT/ncu.err"
+  echo "ncu sections rc=$?: $(grep -cE 'Memory Throughput|Achieved Occupancy' "$OUT/ncu_kmatvec.txt") lines in $OUT/ncu_kmatvec.txt"
   mark profile
 fi

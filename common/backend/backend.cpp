@@ -1,5 +1,6 @@
-// The default implementations of Backend's ops by ids (backend.h): the ids
-// read on the host, then the plain ops row by row.
+// Backend's default implementations (backend.h): teacher-forced scores read on
+// the host, and the ops by ids as the ids read on the host, then the plain ops
+// row by row.
 #include "backend/backend.h"
 
 #include "backend/op_checks.h"
@@ -33,6 +34,31 @@ void ForEachPicked(Backend& be, const WeightTable& table, const int32_t* ids, in
 
 }  // namespace
 
+absl::Status Backend::CheckLogitRows(ConstMat logits) {
+  if (logits.rows > 0 && logits.cols < 1) {
+    return absl::InvalidArgumentError("ScoreLogitRows: rows of no logits");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Backend::ScoreLogitRowsOnHost(ConstMat logits, const int32_t* targets,
+                                           LogitRowScore* out, bool copy) {
+  ODMOE_RETURN_IF_ERROR(CheckLogitRows(logits));
+  std::vector<float> host;
+  const float* rows = logits.data;
+  if (copy) {
+    host.resize(static_cast<size_t>(logits.rows * logits.cols));
+    ODMOE_RETURN_IF_ERROR(CopyToHost(host.data(), logits.data, host.size() * sizeof(float)));
+    rows = host.data();
+  } else {
+    ODMOE_RETURN_IF_ERROR(Synchronize());
+  }
+  for (int64_t r = 0; r < logits.rows; ++r) {
+    out[r] = ScoreLogitRow(rows + r * logits.cols, logits.cols, targets[r]);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Backend::CheckWeightTableEntries(std::span<const WeightRef> entries) {
   if (entries.empty()) return absl::InvalidArgumentError("a weight table of no weights");
   const WeightRef& f = entries.front();
@@ -50,11 +76,12 @@ absl::StatusOr<WeightTable> Backend::MakeWeightTable(std::span<const WeightRef> 
   ODMOE_RETURN_IF_ERROR(CheckWeightTableEntries(entries));
   WeightTable table;
   table.entries.assign(entries.begin(), entries.end());
+  table.owner = this;
   return table;
 }
 
 void Backend::MatMulById(const WeightTable& table, const int32_t* ids, ConstMat x, Mat y) {
-  op_checks::MatMulById(table, x, y);
+  op_checks::MatMulById(this, table, x, y);
   ForEachPicked(*this, table, ids, y.rows, [&](const WeightRef& w, int64_t j) {
     MatMul(w, x.RowRange(x.rows == 1 ? 0 : j, 1), y.RowRange(j, 1));
   });
@@ -62,8 +89,8 @@ void Backend::MatMulById(const WeightTable& table, const int32_t* ids, ConstMat 
 
 void Backend::MatMulPairById(const WeightTable& a, const WeightTable& b, const int32_t* ids,
                              ConstMat x, Mat ya, Mat yb) {
-  op_checks::MatMulById(a, x, ya);
-  op_checks::MatMulById(b, x, yb);
+  op_checks::MatMulById(this, a, x, ya);
+  op_checks::MatMulById(this, b, x, yb);
   if (a.size() != b.size() || ya.rows != yb.rows) {
     op_checks::Fail("MatMulPairById", "tables of different sizes, or outputs of different rows");
   }
@@ -76,11 +103,10 @@ void Backend::MatMulPairById(const WeightTable& a, const WeightTable& b, const i
 void Backend::SwiGluMatMulById(const WeightTable& w, const int32_t* ids, Mat gate, ConstMat up,
                                Mat y) {
   op_checks::SameShape("SwiGluMatMulById", gate, up);
-  op_checks::MatMulById(w, gate, y);
+  op_checks::MatMulById(this, w, gate, y);
   if (gate.rows != y.rows) op_checks::Fail("SwiGluMatMulById", "gate and y differ in rows");
-  ForEachPicked(*this, w, ids, y.rows, [&](const WeightRef& e, int64_t j) {
-    SwiGluMatMul(e, gate.RowRange(j, 1), up.RowRange(j, 1), y.RowRange(j, 1));
-  });
+  SwiGlu(gate, up, gate);  // every row, as the op says (SwiGluMatMul's first step)
+  MatMulById(w, ids, gate, y);
 }
 
 }  // namespace odmoe

@@ -108,6 +108,8 @@ class BackendBuffer {
   virtual size_t size() const = 0;
 };
 
+class Backend;
+
 /// Weights of one type, shape and layout that ops pick from by ids held in
 /// backend memory (one layer's experts' gate matrices: Backend::MatMulById),
 /// made by Backend::MakeWeightTable. The entries' memory must outlive it.
@@ -116,6 +118,9 @@ struct WeightTable {
   /// The backend's own index of the entries (the CUDA backend: their device
   /// addresses, read by its kernels); null where the backend needs none.
   std::unique_ptr<BackendBuffer> index;
+  /// The backend that made it: the only one whose ops may read it (the
+  /// entries are in that backend's memory).
+  const Backend* owner = nullptr;
   int32_t size() const { return static_cast<int32_t>(entries.size()); }
   /// The shape every entry has.
   const WeightRef& first() const { return entries.front(); }
@@ -269,24 +274,7 @@ class Backend {
   /// ScoreLogitRows' default: the rows scored on the calling thread, read in
   /// place or (`copy`) after one CopyToHost of them all.
   absl::Status ScoreLogitRowsOnHost(ConstMat logits, const int32_t* targets, LogitRowScore* out,
-                                    bool copy) {
-    if (logits.rows > 0 && logits.cols < 1) {
-      return absl::InvalidArgumentError("ScoreLogitRows: rows of no logits");
-    }
-    std::vector<float> host;
-    const float* rows = logits.data;
-    if (copy) {
-      host.resize(static_cast<size_t>(logits.rows * logits.cols));
-      ODMOE_RETURN_IF_ERROR(CopyToHost(host.data(), logits.data, host.size() * sizeof(float)));
-      rows = host.data();
-    } else {
-      ODMOE_RETURN_IF_ERROR(Synchronize());
-    }
-    for (int64_t r = 0; r < logits.rows; ++r) {
-      out[r] = ScoreLogitRow(rows + r * logits.cols, logits.cols, targets[r]);
-    }
-    return absl::OkStatus();
-  }
+                                    bool copy);
 
   /// MoE routing. For each row of `logits` ([n, n_expert]): the k largest
   /// logits (ties: lower expert id first), in descending order, to ids[t*k+j];
@@ -376,6 +364,9 @@ class Backend {
  protected:
   /// MakeWeightTable's check, for backends that override it.
   static absl::Status CheckWeightTableEntries(std::span<const WeightRef> entries);
+  /// ScoreLogitRows' check (rows of no logits are refused), for backends
+  /// that override it.
+  static absl::Status CheckLogitRows(ConstMat logits);
 };
 
 }  // namespace odmoe

@@ -54,10 +54,11 @@ inline void MatMulPair(const WeightRef& a, const WeightRef& b, ConstMat x, Mat y
   }
 }
 
-/// MatMulById: a non-empty table, x of y.rows rows or of one, y not
-/// overlapping x.
-inline void MatMulById(const WeightTable& table, ConstMat x, Mat y) {
+/// MatMulById: a non-empty table made by `self` (the backend running the
+/// op), x of y.rows rows or of one, y not overlapping x.
+inline void MatMulById(const Backend* self, const WeightTable& table, ConstMat x, Mat y) {
   if (table.entries.empty()) Fail("MatMulById", "an empty weight table");
+  if (table.owner != self) Fail("MatMulById", "a weight table made by another backend");
   const WeightRef& w = table.first();
   const float* x_end = x.data + x.rows * x.cols;
   const float* y_end = y.data + y.rows * y.cols;

@@ -80,7 +80,14 @@ absl::StatusOr<std::unique_ptr<LocalExpertExecutor>> LocalExpertExecutor::Create
   progress.Finish();
   ex->k_ = c.n_expert_used;
   if (!c.expert_bias && c.expert_activation.kind == ExpertActivation::Kind::kSwiGlu) {
-    ODMOE_RETURN_IF_ERROR(ex->MakeTables(c));
+    const absl::Status st = ex->MakeTables(c);
+    // Experts a table cannot hold (a layer's experts stored as separate
+    // tensors of different types): every layer keeps the plan.
+    if (absl::IsInvalidArgument(st)) {
+      ex->tables_.clear();
+    } else {
+      ODMOE_RETURN_IF_ERROR(st);
+    }
   }
   const size_t rows = static_cast<size_t>(max_rows);
   const size_t prows = static_cast<size_t>(buffer_rows);

@@ -136,10 +136,10 @@ class Transformer {
   /// FFN on the ffn-normed input, then the residual add; in place of
   /// RouteBlock / experts / FinishMoe.
   void DenseFfnBlock(int layer);
-  /// Computes the ffn-normed input and the routing of `layer`. The per-row
-  /// top-k ids / weights ([n, k], descending weight) are kept in host memory
-  /// (last_ids() / last_weights()). (A layer that an executor runs from the
-  /// routing on the backend, ExpertExecutor::CanRunRouted, takes
+  /// Computes the ffn-normed input and the routing of `layer`, brought to
+  /// the host as a plan (the per-row top-k ids / weights, [n, k] in
+  /// descending weight, regrouped by expert). (A layer that an executor runs
+  /// from the routing on the backend, ExpertExecutor::CanRunRouted, takes
   /// RouterBlock instead: its routing never comes to the host mid-step.)
   absl::StatusOr<RoutingPlan> RouteBlock(int layer);
   /// The ffn-normed input and RouterTopK's [n, k] ids / weights of `layer`
@@ -189,8 +189,6 @@ class Transformer {
   /// where n_batch rows of logits would pass Options::logit_buffer_bytes.
   int64_t max_logit_rows() const { return max_logit_rows_; }
 
-  std::span<const int32_t> last_ids() const { return host_ids_; }
-  std::span<const float> last_weights() const { return host_weights_; }
   int64_t rows() const { return rows_; }
 
  private:

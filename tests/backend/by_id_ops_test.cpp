@@ -112,6 +112,73 @@ TEST_CASE("every backend's MatMulById gives the plain products' bits", "[backend
   }
 }
 
+TEST_CASE("MatMulById: wide float weights, entries at any even address, 70000 slices",
+          "[backend]") {
+  // The paths the other cases leave: float rows past the one-row kernel's
+  // limit, a table whose entries share no 16-byte alignment (the K-family
+  // decode kernel then stages rows), and more slices than one grid holds.
+  CpuBackend cpu(2);
+  uint32_t seed = 35000;
+  for (const std::string& name : BackendsUnderTest()) {
+    auto be = CreateBackend(name);
+    REQUIRE(be.ok());
+    for (DType type : {DType::kF16, DType::kF32}) {
+      INFO(name << " " << Traits(type).name << " 1100 rows");
+      const int64_t out = 1100, cols = 64;
+      std::vector<std::vector<uint8_t>> bytes;
+      for (int i = 0; i < kEntries; ++i) bytes.push_back(RandomWeight(type, out, cols, ++seed));
+      const std::vector<int32_t> ids = {4, 2, 2};
+      const std::vector<float> x = ref::RandomFloats(cols, ++seed, -2.0f, 2.0f);
+      DeviceData d(**be);
+      const Loaded l = Load(**be, d, type, bytes, out, cols);
+      float* y = d.Zeros(static_cast<size_t>(3 * out));
+      (*be)->MatMulById(l.table, d.Ints(ids), ConstMat(d.Floats(x), 1, cols), Mat{y, 3, out});
+      CHECK(SameBits(d.Read(y, static_cast<size_t>(3 * out)),
+                     PlainProducts(cpu, type, bytes, ids, x, cols, out, true)));
+    }
+    for (DType type : {DType::kQ6_K, DType::kQ3_K, DType::kQ4_K}) {
+      INFO(name << " " << Traits(type).name << " entries at even offsets");
+      const auto bytes = Entries(type, kOut, seed += 10);
+      const size_t wb = bytes[0].size();
+      // One buffer: entry e at 16 * e * (wb / 16 + 1) + 2 + 4 * e bytes.
+      std::vector<uint8_t> packed(kEntries * (wb + 64), 0);
+      std::vector<size_t> at;
+      for (int e = 0; e < kEntries; ++e) {
+        at.push_back(16 * static_cast<size_t>(e) * (wb / 16 + 1) + 2 + 4 * static_cast<size_t>(e));
+        std::memcpy(packed.data() + at.back(), bytes[static_cast<size_t>(e)].data(), wb);
+      }
+      DeviceData d(**be);
+      auto* base = reinterpret_cast<uint8_t*>(d.Floats(std::vector<float>(packed.size() / 4 + 1)));
+      REQUIRE((*be)->CopyToBackend(base, packed.data(), packed.size()).ok());
+      std::vector<WeightRef> refs;
+      for (size_t a : at) refs.push_back(WeightRef{type, base + a, kOut, kCols});
+      auto table = (*be)->MakeWeightTable(refs);
+      REQUIRE(table.ok());
+      const std::vector<int32_t> ids = {1, 3, 0, 4, 2};
+      const std::vector<float> x = ref::RandomFloats(kCols, ++seed, -3.0f, 3.0f);
+      float* y = d.Zeros(5 * kOut);
+      (*be)->MatMulById(*table, d.Ints(ids), ConstMat(d.Floats(x), 1, kCols), Mat{y, 5, kOut});
+      CHECK(SameBits(d.Read(y, 5 * kOut),
+                     PlainProducts(cpu, type, bytes, ids, x, kCols, kOut, true)));
+    }
+    {
+      INFO(name << " 70000 slices");
+      const int64_t n = 70000, out = 2, cols = 32;
+      std::vector<std::vector<uint8_t>> bytes;
+      for (int i = 0; i < kEntries; ++i) bytes.push_back(RandomWeight(DType::kQ8_0, out, cols, ++seed));
+      std::vector<int32_t> ids(static_cast<size_t>(n));
+      for (int64_t j = 0; j < n; ++j) ids[static_cast<size_t>(j)] = static_cast<int32_t>((j * 7 + j / 3) % kEntries);
+      const std::vector<float> x = ref::RandomFloats(n * cols, ++seed, -3.0f, 3.0f);
+      DeviceData d(**be);
+      const Loaded l = Load(**be, d, DType::kQ8_0, bytes, out, cols);
+      float* y = d.Zeros(static_cast<size_t>(n * out));
+      (*be)->MatMulById(l.table, d.Ints(ids), ConstMat(d.Floats(x), n, cols), Mat{y, n, out});
+      CHECK(SameBits(d.Read(y, static_cast<size_t>(n * out)),
+                     PlainProducts(cpu, DType::kQ8_0, bytes, ids, x, cols, out, false)));
+    }
+  }
+}
+
 TEST_CASE("every backend's MatMulPairById and SwiGluMatMulById give the plain ops' bits",
           "[backend]") {
   CpuBackend cpu(2);

@@ -85,6 +85,24 @@ TEST_CASE("backend ops abort with the shapes on a broken contract", "[backend]")
          float wts[16];
          be.RouterTopK(ConstMat(a.data(), 1, 4), 5, RouterGating{}, ids, wts);
        }},
+      {"MatMulById", [&](CpuBackend& be) {  // a table another backend made
+         CpuBackend other(1);
+         const WeightRef entries[2] = {w, w};
+         const WeightTable t = other.MakeWeightTable(entries).value();
+         const int32_t ids[2] = {0, 1};
+         be.MatMulById(t, ids, ConstMat(a.data(), 1, 64), Mat{c.data(), 2, 64});
+       }},
+      {"MatMulById", [&](CpuBackend& be) {  // x of neither one row nor y's rows
+         const WeightRef entries[2] = {w, w};
+         const WeightTable t = be.MakeWeightTable(entries).value();
+         const int32_t ids[3] = {0, 1, 0};
+         be.MatMulById(t, ids, ConstMat(a.data(), 2, 64), Mat{c.data(), 3, 64});
+       }},
+      {"CombineExperts", [&](CpuBackend& be) {  // ys of the wrong number of rows
+         const int32_t ids[4] = {0, 1, 0, 1};
+         const float wts[4] = {1, 1, 1, 1};
+         be.CombineExperts(ConstMat(a.data(), 3, 8), ids, wts, 2, Mat{c.data(), 2, 8});
+       }},
   };
   for (const Case& k : cases) {
     INFO(k.op);

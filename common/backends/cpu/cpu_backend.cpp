@@ -216,9 +216,7 @@ void CpuBackend::Softmax(Mat x) { CpuSoftmax({kernels_, &pool_}, x); }
 
 absl::Status CpuBackend::ScoreLogitRows(ConstMat logits, const int32_t* targets,
                                         LogitRowScore* out) {
-  if (logits.rows > 0 && logits.cols < 1) {
-    return absl::InvalidArgumentError("ScoreLogitRows: rows of no logits");
-  }
+  ODMOE_RETURN_IF_ERROR(CheckLogitRows(logits));
   pool_.ParallelFor(logits.rows, 1, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) out[r] = ScoreLogitRow(logits.Row(r), logits.cols, targets[r]);
   });

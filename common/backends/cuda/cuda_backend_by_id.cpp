@@ -66,6 +66,7 @@ absl::StatusOr<WeightTable> CudaBackend::MakeWeightTable(std::span<const WeightR
   table.entries.assign(entries.begin(), entries.end());
   table.index = std::make_unique<DeviceWeightIndex>(std::move(memory), bytes,
                                                     CommonAlignment(entries));
+  table.owner = this;
   return table;
 }
 
@@ -86,7 +87,7 @@ bool CudaBackend::SlicesOf(const WeightTable& table, const int32_t* ids, int64_t
 }
 
 void CudaBackend::MatMulById(const WeightTable& table, const int32_t* ids, ConstMat x, Mat y) {
-  op_checks::MatMulById(table, x, y);
+  op_checks::MatMulById(this, table, x, y);
   if (!Enter() || y.rows == 0) return;
   cuda::ProductSlices slices;
   if (!SlicesOf(table, ids, y.rows, x.rows == 1, &slices)) return;
@@ -105,8 +106,8 @@ void CudaBackend::MatMulById(const WeightTable& table, const int32_t* ids, Const
 
 void CudaBackend::MatMulPairById(const WeightTable& a, const WeightTable& b, const int32_t* ids,
                                  ConstMat x, Mat ya, Mat yb) {
-  op_checks::MatMulById(a, x, ya);
-  op_checks::MatMulById(b, x, yb);
+  op_checks::MatMulById(this, a, x, ya);
+  op_checks::MatMulById(this, b, x, yb);
   if (a.size() != b.size() || ya.rows != yb.rows) {
     op_checks::Fail("MatMulPairById", "tables of different sizes, or outputs of different rows");
   }
@@ -134,7 +135,7 @@ void CudaBackend::MatMulPairById(const WeightTable& a, const WeightTable& b, con
 void CudaBackend::SwiGluMatMulById(const WeightTable& w, const int32_t* ids, Mat gate,
                                    ConstMat up, Mat y) {
   op_checks::SameShape("SwiGluMatMulById", gate, up);
-  op_checks::MatMulById(w, gate, y);
+  op_checks::MatMulById(this, w, gate, y);
   if (gate.rows != y.rows) op_checks::Fail("SwiGluMatMulById", "gate and y differ in rows");
   const WeightRef& f = w.first();
   const MatMulPlan plan = PlanMatMul(f.type, f.rows, f.cols, gate.rows, FloatMatMulPolicy::kExact);
