@@ -1,6 +1,6 @@
-// Backend's default implementations (backend.h): teacher-forced scores read on
-// the host, and the ops by ids as the ids read on the host, then the plain ops
-// row by row.
+// Backend's default implementations (backend.h): the fused ops as the plain
+// ops they stand for, teacher-forced scores read on the host, and the ops by
+// ids as the ids read on the host, then the plain ops row by row.
 #include "backend/backend.h"
 
 #include "backend/op_checks.h"
@@ -33,6 +33,12 @@ void ForEachPicked(Backend& be, const WeightTable& table, const int32_t* ids, in
 }
 
 }  // namespace
+
+void Backend::AddRmsNorm(Mat x, ConstMat a, const float* weight, float eps, Mat y) {
+  op_checks::AddRmsNorm(x, a, y);
+  Add(x, a, x);
+  RmsNorm(x, weight, eps, y);
+}
 
 absl::Status Backend::CheckLogitRows(ConstMat logits) {
   if (logits.rows > 0 && logits.cols < 1) {

@@ -235,6 +235,12 @@ class Backend {
   /// y may alias x.
   virtual void RmsNorm(ConstMat x, const float* weight, float eps, Mat y) = 0;
 
+  /// x = x + a (Add's bits), then y = RmsNorm(x): the residual add that ends
+  /// a block fused with the norm that starts the next. x, a, y: one shape;
+  /// y must not overlap x or a. A backend may do both in one pass (the CUDA
+  /// backend: one kernel).
+  virtual void AddRmsNorm(Mat x, ConstMat a, const float* weight, float eps, Mat y);
+
   /// Rotary position embedding in place. x: [n, n_heads * head_dim]; dims
   /// [rope.offset, rope.offset + rope.dims) of each head rotate: pair i by
   /// theta = positions[t] * inv_freq_i (RopeInverseFrequencies of rope.h:

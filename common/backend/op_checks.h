@@ -70,6 +70,16 @@ inline void MatMulById(const Backend* self, const WeightTable& table, ConstMat x
   }
 }
 
+/// AddRmsNorm: x, a and y of one shape, y overlapping neither x nor a.
+inline void AddRmsNorm(Mat x, ConstMat a, Mat y) {
+  SameShape("AddRmsNorm", x, a);
+  SameShape("AddRmsNorm", x, y);
+  const int64_t n = x.rows * x.cols;
+  const bool overlap = n > 0 && ((y.data < x.data + n && x.data < y.data + n) ||
+                                 (y.data < a.data + n && a.data < y.data + n));
+  if (overlap) Fail("AddRmsNorm", "y overlaps x or a");
+}
+
 /// CombineExperts: k >= 1 slots per row, ys of out.rows * k rows as wide as
 /// out, out not overlapping ys.
 inline void CombineExperts(ConstMat ys, int k, Mat out) {

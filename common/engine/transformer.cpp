@@ -146,7 +146,30 @@ absl::Status Transformer::BeginSegments(std::span<const int32_t> tokens,
   ODMOE_RETURN_IF_ERROR(backend_.CopyToBackend(tokens_, host_upload_.data(),
                                                (n_batch_ + n) * sizeof(int32_t)));
   backend_.GetRows(weights_->token_embd(), tokens_, Mat{x_, n, config_.n_embd});
+  pending_ = nullptr;  // a batch cut short by an error leaves nothing to add
   return absl::OkStatus();
+}
+
+void Transformer::NormX(const float* weight, Mat h) {
+  const Mat x{x_, rows_, config_.n_embd};
+  if (pending_ != nullptr) {
+    backend_.AddRmsNorm(x, ConstMat(pending_, rows_, config_.n_embd), weight, config_.rms_eps, h);
+    pending_ = nullptr;
+  } else {
+    backend_.RmsNorm(x, weight, config_.rms_eps, h);
+  }
+}
+
+void Transformer::AddToX(const float* m) {
+  SettleX();  // never two pending: each is added in its turn
+  pending_ = m;
+}
+
+void Transformer::SettleX() {
+  if (pending_ == nullptr) return;
+  const Mat x{x_, rows_, config_.n_embd};
+  backend_.Add(x, ConstMat(pending_, rows_, config_.n_embd), x);
+  pending_ = nullptr;
 }
 
 void Transformer::AttentionBlock(int layer) {
@@ -159,17 +182,16 @@ void Transformer::AttentionBlock(int layer) {
 
 void Transformer::DenseFfnBlock(int layer) {
   const DenseLayerWeights& w = weights_->layer(layer);
-  const Mat x{x_, rows_, config_.n_embd};
-  backend_.RmsNorm(x, w.ffn_norm, config_.rms_eps, Mat{h_, rows_, config_.n_embd});
+  NormX(w.ffn_norm, Mat{h_, rows_, config_.n_embd});
   RunExpertFfn(backend_, w.dense_ffn, moe_input(), *dense_scratch_, moe_output());
-  backend_.Add(x, moe_output(), x);
+  AddToX(moe_);
 }
 
 void Transformer::GroupedAttention(int layer) {
   const DenseLayerWeights& w = weights_->layer(layer);
   const ModelConfig& c = config_;
   const int64_t n = rows_;
-  const Mat x{x_, n, c.n_embd}, h{h_, n, c.n_embd}, o{o_, n, c.n_embd};
+  const Mat h{h_, n, c.n_embd}, o{o_, n, c.n_embd};
   const Mat q{q_, n, c.q_width()}, attn{attn_, n, c.q_width()};
   // One sequence writes its new K/V rows straight into its cache; several
   // write them here first, then each segment's rows go to its own slot.
@@ -179,7 +201,7 @@ void Transformer::GroupedAttention(int layer) {
       one ? first.k(layer).RowRange(segments_.front().pos0, n) : Mat{k_, n, c.kv_width()};
   const Mat v_new =
       one ? first.v(layer).RowRange(segments_.front().pos0, n) : Mat{v_, n, c.kv_width()};
-  backend_.RmsNorm(x, w.attn_norm, c.rms_eps, h);
+  NormX(w.attn_norm, h);
   backend_.MatMul(w.attn_q, h, q);
   backend_.MatMulPair(w.attn_k, w.attn_v, h, k_new, v_new);
   if (c.attn_bias) {
@@ -219,15 +241,15 @@ void Transformer::GroupedAttention(int layer) {
   }
   backend_.MatMul(w.attn_output, attn, o);
   if (w.attn_output_bias != nullptr) backend_.AddBias(o, w.attn_output_bias);
-  backend_.Add(x, o, x);
+  AddToX(o_);
 }
 
 void Transformer::RouterBlock(int layer, int32_t* ids, float* weights) {
   const DenseLayerWeights& w = weights_->layer(layer);
   const ModelConfig& c = config_;
   const int64_t n = rows_;
-  const Mat x{x_, n, c.n_embd}, h{h_, n, c.n_embd}, router{router_, n, c.n_expert};
-  backend_.RmsNorm(x, w.ffn_norm, c.rms_eps, h);
+  const Mat h{h_, n, c.n_embd}, router{router_, n, c.n_expert};
+  NormX(w.ffn_norm, h);
   backend_.MatMul(w.router, h, router);
   if (w.router_bias != nullptr) backend_.AddBias(router, w.router_bias);
   backend_.RouterTopK(router, c.n_expert_used, c.gating, ids, weights);
@@ -293,7 +315,6 @@ absl::StatusOr<ConstMat> Transformer::KeepInput(int slot, ConstMat input) {
 }
 
 void Transformer::FinishMoe(int layer) {
-  const Mat x{x_, rows_, config_.n_embd};
   if (config_.n_ff_shared > 0) {
     // moe += sigmoid(h . g) * shared(h), row by row (h is still the ffn-normed input).
     const DenseLayerWeights& w = weights_->layer(layer);
@@ -307,7 +328,7 @@ void Transformer::FinishMoe(int layer) {
       backend_.Add(moe_output(), shared, moe_output());
     }
   }
-  backend_.Add(x, moe_output(), x);
+  AddToX(moe_);
 }
 
 void Transformer::HeadRows(std::span<const int64_t> rows, Mat out) {
@@ -458,6 +479,7 @@ absl::Status Transformer::RunLayers(ExpertExecutor& experts, std::vector<TokenRo
       }
     }
   }
+  SettleX();  // the last block's residual: x is read by the head and the caller
   if (routing != nullptr && !routed.empty()) {
     // The routed layers' records, in one copy after the whole step.
     std::vector<int32_t> ids(static_cast<size_t>(config_.n_layer * layer_ids));

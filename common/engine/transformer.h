@@ -205,6 +205,14 @@ class Transformer {
   absl::Status ForEachHeadPiece(std::span<const int64_t> rows,
                                 const std::function<absl::Status(int64_t, Mat)>& fn);
   absl::Status AllocateBuffers();
+  /// h = RmsNorm(x) with `weight`, the residual pending from the block
+  /// before added to x first (Backend::AddRmsNorm: one pass on a device).
+  void NormX(const float* weight, Mat h);
+  /// Ends a block: x += m ([rows, n_embd]) before x is next read (by NormX,
+  /// fused with its norm, or by SettleX).
+  void AddToX(const float* m);
+  /// Adds the pending residual to x now (after the last layer).
+  void SettleX();
   absl::Status AllocateMlaBuffers();
   void GroupedAttention(int layer);
   /// DeepSeek-V2's attention over the latent cache (transformer_mla.cpp).
@@ -240,6 +248,7 @@ class Transformer {
   int64_t row_logits_rows_ = 0;
 
   int64_t rows_ = 0;
+  const float* pending_ = nullptr;  // [rows, n_embd] to add to x before it is read (AddToX)
   std::vector<Segment> segments_;  // of the batch in flight
   std::vector<int32_t> host_upload_;  // BeginSegments: tokens [n_batch], then positions [n_batch]
   std::vector<int32_t> host_ids_;

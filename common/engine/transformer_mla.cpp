@@ -44,8 +44,8 @@ void Transformer::MlaAttention(int layer) {
   const MlaShape& m = c.mla;
   const int64_t n = rows_, heads = c.n_head, r = m.kv_lora_rank, qk = m.qk_head();
   const int64_t kw = c.head_dim, vh = m.v_head;
-  const Mat x{x_, n, c.n_embd}, h{h_, n, c.n_embd}, o{o_, n, c.n_embd};
-  backend_.RmsNorm(x, w.attn_norm, c.rms_eps, h);
+  const Mat h{h_, n, c.n_embd}, o{o_, n, c.n_embd};
+  NormX(w.attn_norm, h);
 
   const Mat q{q_, n, heads * qk};
   if (m.q_lora_rank > 0) {
@@ -121,7 +121,7 @@ void Transformer::MlaAttention(int layer) {
     backend_.CopyColumns(v_head, 0, o_heads, hd * vh, vh);
   }
   backend_.MatMul(w.attn_output, o_heads, o);
-  backend_.Add(x, o, x);
+  AddToX(o_);
 }
 
 }  // namespace odmoe

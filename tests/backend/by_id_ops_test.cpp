@@ -192,25 +192,29 @@ TEST_CASE("every backend's MatMulPairById and SwiGluMatMulById give the plain op
   for (const std::string& name : BackendsUnderTest()) {
     auto be = CreateBackend(name);
     REQUIRE(be.ok());
-    // Same activation type (one quantization), different types, floats.
-    for (const Pair p : {Pair{DType::kQ4_K, DType::kQ4_K}, Pair{DType::kQ8_0, DType::kQ4_0},
+    // Same activation type (one quantization; of one shape too: one launch on
+    // the GPU), different types, floats.
+    for (const Pair p : {Pair{DType::kQ4_K, DType::kQ4_K}, Pair{DType::kQ6_K, DType::kQ6_K},
+                         Pair{DType::kQ8_0, DType::kQ4_0}, Pair{DType::kQ8_0, DType::kQ8_0},
                          Pair{DType::kQ4_K, DType::kQ8_0}, Pair{DType::kF16, DType::kF16}}) {
       if (!Accepts(**be, p.a) || !Accepts(**be, p.b)) continue;
-      INFO(name << " pair " << Traits(p.a).name << " + " << Traits(p.b).name);
-      const auto ba = Entries(p.a, kOut, seed += 10);
-      const auto bb = Entries(p.b, kOut + 2, seed += 10);
-      const std::vector<float> x = ref::RandomFloats(kCols, ++seed, -3.0f, 3.0f);
-      DeviceData d(**be);
-      const Loaded la = Load(**be, d, p.a, ba, kOut, kCols);
-      const Loaded lb = Load(**be, d, p.b, bb, kOut + 2, kCols);
-      float* ya = d.Zeros(static_cast<size_t>(n * kOut));
-      float* yb = d.Zeros(static_cast<size_t>(n * (kOut + 2)));
-      (*be)->MatMulPairById(la.table, lb.table, d.Ints(ids), ConstMat(d.Floats(x), 1, kCols),
-                            Mat{ya, n, kOut}, Mat{yb, n, kOut + 2});
-      CHECK(SameBits(d.Read(ya, static_cast<size_t>(n * kOut)),
-                     PlainProducts(cpu, p.a, ba, ids, x, kCols, kOut, true)));
-      CHECK(SameBits(d.Read(yb, static_cast<size_t>(n * (kOut + 2))),
-                     PlainProducts(cpu, p.b, bb, ids, x, kCols, kOut + 2, true)));
+      for (const int64_t ob : {kOut, kOut + 2}) {
+        INFO(name << " pair " << Traits(p.a).name << " + " << Traits(p.b).name << " of " << ob);
+        const auto ba = Entries(p.a, kOut, seed += 10);
+        const auto bb = Entries(p.b, ob, seed += 10);
+        const std::vector<float> x = ref::RandomFloats(kCols, ++seed, -3.0f, 3.0f);
+        DeviceData d(**be);
+        const Loaded la = Load(**be, d, p.a, ba, kOut, kCols);
+        const Loaded lb = Load(**be, d, p.b, bb, ob, kCols);
+        float* ya = d.Zeros(static_cast<size_t>(n * kOut));
+        float* yb = d.Zeros(static_cast<size_t>(n * ob));
+        (*be)->MatMulPairById(la.table, lb.table, d.Ints(ids), ConstMat(d.Floats(x), 1, kCols),
+                              Mat{ya, n, kOut}, Mat{yb, n, ob});
+        CHECK(SameBits(d.Read(ya, static_cast<size_t>(n * kOut)),
+                       PlainProducts(cpu, p.a, ba, ids, x, kCols, kOut, true)));
+        CHECK(SameBits(d.Read(yb, static_cast<size_t>(n * ob)),
+                       PlainProducts(cpu, p.b, bb, ids, x, kCols, ob, true)));
+      }
     }
     for (DType type : {DType::kQ6_K, DType::kQ8_0, DType::kIQ4_XS, DType::kF32}) {
       if (!Accepts(**be, type)) continue;

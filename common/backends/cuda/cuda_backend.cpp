@@ -423,6 +423,11 @@ void CudaBackend::RmsNorm(ConstMat x, const float* weight, float eps, Mat y) {
   if (Enter()) RecordCuda(cuda::LaunchRmsNorm(stream(), x, weight, eps, y), "RmsNorm");
 }
 
+void CudaBackend::AddRmsNorm(Mat x, ConstMat a, const float* weight, float eps, Mat y) {
+  op_checks::AddRmsNorm(x, a, y);
+  if (Enter()) RecordCuda(cuda::LaunchAddRmsNorm(stream(), x, a, weight, eps, y), "AddRmsNorm");
+}
+
 void CudaBackend::Rope(Mat x, int head_dim, const int32_t* positions, const RopeParams& rope) {
   op_checks::Rope(x, head_dim, rope);
   if (!Enter() || rope.dims < 2) return;

@@ -100,6 +100,7 @@ class CudaBackend final : public Backend {
   void SwiGluMatMul(const WeightRef& w, Mat gate, ConstMat up, Mat y) override;
   void GetRows(const WeightRef& table, const int32_t* ids, Mat out) override;
   void RmsNorm(ConstMat x, const float* weight, float eps, Mat y) override;
+  void AddRmsNorm(Mat x, ConstMat a, const float* weight, float eps, Mat y) override;
   void Rope(Mat x, int head_dim, const int32_t* positions, const RopeParams& rope) override;
   void Attention(ConstMat q, ConstMat k_cache, ConstMat v_cache, int n_head, int n_head_kv,
                  int head_dim, int pos0, float scale, const AttentionOptions& options,

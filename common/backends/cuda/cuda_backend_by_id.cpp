@@ -3,6 +3,8 @@
 // are quantized once, and every picked weight is one slice (blockIdx.z) of a
 // single launch of the plain product's kernel (cuda_kernels.h ProductSlices),
 // so each output element is the plain product's chain of operations.
+#include <algorithm>
+
 #include "absl/strings/str_format.h"
 #include "backend/op_checks.h"
 #include "cuda_backend.h"
@@ -125,9 +127,17 @@ void CudaBackend::MatMulPairById(const WeightTable& a, const WeightTable& b, con
   if (!SlicesOf(a, ids, ya.rows, x.rows == 1, &sa) || !SlicesOf(b, ids, yb.rows, x.rows == 1, &sb)) {
     return;
   }
-  // Same path, same x: one quantization for both products (as MatMulPair).
+  // Same path, same x: one quantization for both products (as MatMulPair);
+  // weights of one type and shape (an expert's gate and up): one launch.
   void* xq = QuantizeActivations(pa, x);
   if (xq == nullptr) return;
+  if (wa.type == wb.type && wa.rows == wb.rows && wa.cols == wb.cols) {
+    sa.table_b = sb.table;
+    sa.y_b = yb.data;
+    sa.align = std::min(sa.align, sb.align);
+    QuantizedProduct(pa, wa, x, xq, ya, sa);
+    return;
+  }
   QuantizedProduct(pa, wa, x, xq, ya, sa);
   QuantizedProduct(pb, wb, x, xq, yb, sb);
 }

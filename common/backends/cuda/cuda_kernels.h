@@ -39,7 +39,9 @@ using cuda_numerics::QActSuperBlock;
 /// weight and row. A slice whose id is outside [0, entries) writes NaN. The
 /// default (table null) is a plain product of the weight the launcher is
 /// given. `align`: a power of two dividing every entry's address (the
-/// K-family decode kernel needs 16 for 2-byte aligned types).
+/// K-family decode kernel needs 16 for 2-byte aligned types). With table_b
+/// (a pair: two tables of one type and shape, the same ids and activations)
+/// slices count .. 2 * count - 1 are the second product's, into y_b.
 struct ProductSlices {
   const void* const* table = nullptr;
   const int32_t* ids = nullptr;
@@ -47,6 +49,8 @@ struct ProductSlices {
   int64_t count = 1;
   bool shared_x = false;
   int64_t align = 1;
+  const void* const* table_b = nullptr;
+  float* y_b = nullptr;
   /// The slice of a launch's blockIdx.z 0 (set by the launchers: a grid
   /// holds at most 65535 slices).
   int64_t first = 0;
@@ -110,6 +114,9 @@ cudaError_t LaunchDequantRows(cudaStream_t stream, DType type, const void* w, in
 cudaError_t LaunchGetRows(cudaStream_t stream, DType type, const void* table, int64_t cols,
                           const int32_t* ids, int64_t n, float* out);
 cudaError_t LaunchRmsNorm(cudaStream_t stream, ConstMat x, const float* weight, float eps, Mat y);
+/// Backend::AddRmsNorm: x = x + a (AddKernel's bits), then RmsNorm(x) into y.
+cudaError_t LaunchAddRmsNorm(cudaStream_t stream, Mat x, ConstMat a, const float* weight,
+                             float eps, Mat y);
 /// Backend::Rope; inv_freq: rope.dims / 2 doubles in device memory,
 /// RopeInverseFrequencies(rope) (backend/rope.h).
 cudaError_t LaunchRope(cudaStream_t stream, Mat x, int head_dim, const int32_t* positions,

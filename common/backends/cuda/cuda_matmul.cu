@@ -25,9 +25,9 @@ __global__ void __launch_bounds__(kThreads)
     FloatMatMulKernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t out, int64_t k,
                       const float* __restrict__ x, int64_t n, float* __restrict__ y,
                       ProductSlices slices) {
-  const Slice sl = PickSlice(slices, w);
+  const Slice sl = PickSlice(slices, w, y, out);
   x += sl.x_row * k;
-  y += sl.y_row * out;
+  y = sl.y;
   const int lane = static_cast<int>(threadIdx.x % kLanes);
   const int64_t o = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kLanes;
   const bool row_ok = o < out;
@@ -149,10 +149,10 @@ __global__ void __launch_bounds__(kThreads)
                       const float* __restrict__ scales, int64_t n, float* __restrict__ y,
                       ProductSlices slices) {
   __shared__ uint4 stage[kWarpRowsPerBlock][Block32StageVecs<T>()];
-  const Slice sl = PickSlice(slices, w);
+  const Slice sl = PickSlice(slices, w, y, out);
   codes += sl.x_row * n_blocks;
   scales += sl.x_row * n_blocks;
-  y += sl.y_row * out;
+  y = sl.y;
   const int warp = static_cast<int>(threadIdx.x / 32);
   const int t = static_cast<int>(threadIdx.x % 32);
   const int64_t o = static_cast<int64_t>(blockIdx.x) * kWarpRowsPerBlock + warp;
@@ -188,9 +188,9 @@ __global__ void __launch_bounds__(kThreads)
                        const float* __restrict__ x, float* __restrict__ y, ProductSlices slices) {
   __shared__ float w_sh[kFloatGemvChunk];
   __shared__ float x_sh[kFloatGemvChunk];
-  const Slice sl = PickSlice(slices, w);
+  const Slice sl = PickSlice(slices, w, y, out);
   x += sl.x_row * k;
-  y += sl.y_row * out;
+  y = sl.y;
   const int64_t o = blockIdx.x;
   const uint8_t* wr = sl.w + o * row_bytes;
   const int lane = static_cast<int>(threadIdx.x % kLanes);

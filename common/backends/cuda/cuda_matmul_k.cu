@@ -130,9 +130,9 @@ __global__ void __launch_bounds__(kMatMulThreads)
                   const QActSuperBlock* __restrict__ xq, int64_t n, float* __restrict__ y,
                   ProductSlices slices) {
   __shared__ uint4 stage[kWarpRowsPerBlock][KStageVecs<T>()];
-  const Slice sl = PickSlice(slices, w);
+  const Slice sl = PickSlice(slices, w, y, out);
   xq += sl.x_row * n_super;
-  y += sl.y_row * out;
+  y = sl.y;
   const int warp = static_cast<int>(threadIdx.x / 32);
   const int t = static_cast<int>(threadIdx.x % 32);
   const int64_t o = static_cast<int64_t>(blockIdx.x) * kWarpRowsPerBlock + warp;
@@ -181,9 +181,9 @@ __global__ void __launch_bounds__(kVecThreads)
   const int t = static_cast<int>(threadIdx.x % 32);
   const int64_t o = static_cast<int64_t>(blockIdx.x) * kVecRowsPerBlock + threadIdx.x / 32;
   if (o >= out) return;  // the whole warp leaves together
-  const Slice sl = PickSlice(slices, w);
+  const Slice sl = PickSlice(slices, w, y, out);
   xq += sl.x_row * n_super;
-  y += sl.y_row * out;
+  y = sl.y;
   const uint8_t* wr = sl.w + o * row_bytes;
   const int g = t / 4, q = t % 4;
   for (int64_t t0 = static_cast<int64_t>(blockIdx.y) * NX; t0 < n;

@@ -53,22 +53,29 @@ inline dim3 MatMulGrid(int64_t out, int64_t n, int nx, int rows_per_block = kMat
 // ---- Products by ids: one grid slice (blockIdx.z) per picked weight ----------
 
 /// What slice blockIdx.z of a product reads and writes (ProductSlices): the
-/// weight, the index of its activation row and of its output row, and
-/// whether its id was in the table (else its outputs are NaN). A plain
-/// product's one slice is the weight `w` given, rows 0.
+/// weight, the index of its activation row, its output row, and whether its
+/// id was in the table (else its outputs are NaN). A plain product's one
+/// slice is the weight `w` given, row 0 and `y`.
 struct Slice {
   const uint8_t* w;
   int64_t x_row;
-  int64_t y_row;
+  float* y;
   bool ok;
 };
 
-__device__ __forceinline__ Slice PickSlice(const ProductSlices& s, const void* w) {
-  if (s.table == nullptr) return {static_cast<const uint8_t*>(w), 0, 0, true};
-  const int64_t z = static_cast<int64_t>(blockIdx.z) + s.first;
+__device__ __forceinline__ Slice PickSlice(const ProductSlices& s, const void* w, float* y,
+                                           int64_t out) {
+  if (s.table == nullptr) return {static_cast<const uint8_t*>(w), 0, y, true};
+  int64_t z = static_cast<int64_t>(blockIdx.z) + s.first;
+  const void* const* table = s.table;
+  if (z >= s.count) {  // a pair's second product
+    z -= s.count;
+    table = s.table_b;
+    y = s.y_b;
+  }
   const int32_t id = s.ids[z];
   const bool ok = id >= 0 && id < s.entries;
-  return {static_cast<const uint8_t*>(s.table[ok ? id : 0]), s.shared_x ? 0 : z, z, ok};
+  return {static_cast<const uint8_t*>(table[ok ? id : 0]), s.shared_x ? 0 : z, y + z * out, ok};
 }
 
 /// The value a slice writes: v, or NaN for an id outside the table.
@@ -85,9 +92,10 @@ void ForEachSliceLaunch(dim3 g, ProductSlices s, Fn&& fn) {
     fn(g, s);
     return;
   }
-  for (int64_t first = 0; first < s.count; first += kMaxGridZ) {
+  const int64_t total = s.table_b != nullptr ? 2 * s.count : s.count;
+  for (int64_t first = 0; first < total; first += kMaxGridZ) {
     s.first = first;
-    g.z = static_cast<unsigned>(s.count - first < kMaxGridZ ? s.count - first : kMaxGridZ);
+    g.z = static_cast<unsigned>(total - first < kMaxGridZ ? total - first : kMaxGridZ);
     fn(g, s);
   }
 }

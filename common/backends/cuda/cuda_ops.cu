@@ -43,32 +43,72 @@ __device__ __forceinline__ void CopyVec4Chunk(const float4* __restrict__ src,
   }
 }
 
+/// Up to 4 * blockDim.x float4s of x + a (each component as AddKernel adds)
+/// written to both x and dst by the block, the loads in flight together.
+__device__ __forceinline__ void AddVec4Chunk(float4* x, const float4* __restrict__ a,
+                                             float4* __restrict__ dst, int64_t first,
+                                             int64_t n) {
+  float4 v[4], w[4];
+#pragma unroll
+  for (int u = 0; u < 4; ++u) {
+    const int64_t i = first + threadIdx.x + static_cast<int64_t>(u) * blockDim.x;
+    if (i < n) {
+      v[u] = x[i];
+      w[u] = a[i];
+    }
+  }
+#pragma unroll
+  for (int u = 0; u < 4; ++u) {
+    const int64_t i = first + threadIdx.x + static_cast<int64_t>(u) * blockDim.x;
+    if (i < n) {
+      const float4 s = make_float4(v[u].x + w[u].x, v[u].y + w[u].y, v[u].z + w[u].z,
+                                   v[u].w + w[u].w);
+      x[i] = s;
+      dst[i] = s;
+    }
+  }
+}
+
 /// Block per row: the row is staged in shared memory by every thread (when
 /// `staged`: all loads in flight at once, instead of warp 0's 16 lanes each
 /// walking d / 16 global loads), then warp 0 forms the canonical dot x.x
 /// (both of its half-warps compute it; lane 0 keeps it), then every thread
-/// scales. kVec4 (rows of a multiple of 4 floats, x, y and weight 16-byte
-/// aligned, staged): the copies and the scaling move float4s, four per
-/// thread in flight; each element's arithmetic is the same.
+/// scales. kVec4 (rows of a multiple of 4 floats, x, y, weight and `add`
+/// 16-byte aligned, staged): the copies and the scaling move float4s, four
+/// per thread in flight; each element's arithmetic is the same. With `add`
+/// (AddRmsNorm): x = x + add first, written back, and that row normalized.
 template <bool kVec4>
 __global__ void __launch_bounds__(kThreads)
-    RmsNormKernel(const float* x, const float* __restrict__ weight, float eps, float* y,
-                  int64_t rows, int64_t d, bool staged) {
+    RmsNormKernel(float* x, const float* __restrict__ add, const float* __restrict__ weight,
+                  float eps, float* y, int64_t rows, int64_t d, bool staged) {
   extern __shared__ float4 row_sh4[];
   float* row_sh = reinterpret_cast<float*>(row_sh4);
   __shared__ float scale_sh;
   for (int64_t t = blockIdx.x; t < rows; t += gridDim.x) {
-    const float* xr = x + t * d;
+    float* xw = x + t * d;
+    const float* xr = xw;
+    const float* ar = add != nullptr ? add + t * d : nullptr;
     if (staged) {
       if constexpr (kVec4) {
         for (int64_t i = 0; i < d / 4; i += 4 * static_cast<int64_t>(blockDim.x)) {
-          CopyVec4Chunk(reinterpret_cast<const float4*>(xr), row_sh4, i, d / 4);
+          if (ar != nullptr) {
+            AddVec4Chunk(reinterpret_cast<float4*>(xw), reinterpret_cast<const float4*>(ar),
+                         row_sh4, i, d / 4);
+          } else {
+            CopyVec4Chunk(reinterpret_cast<const float4*>(xr), row_sh4, i, d / 4);
+          }
         }
       } else {
-        for (int64_t i = threadIdx.x; i < d; i += blockDim.x) row_sh[i] = xr[i];
+        for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+          if (ar != nullptr) xw[i] = xw[i] + ar[i];
+          row_sh[i] = xw[i];
+        }
       }
       __syncthreads();
       xr = row_sh;
+    } else if (ar != nullptr) {  // the sum in place first; the block sees its writes
+      for (int64_t i = threadIdx.x; i < d; i += blockDim.x) xw[i] = xw[i] + ar[i];
+      __syncthreads();
     }
     if (threadIdx.x < 32) {
       const float lane = num::LaneDot<DType::kF32>(xr, xr, d, threadIdx.x % num::kLanes);
@@ -236,19 +276,37 @@ cudaError_t LaunchGetRows(cudaStream_t stream, DType type, const void* table, in
   return ok ? cudaGetLastError() : cudaErrorInvalidValue;
 }
 
-cudaError_t LaunchRmsNorm(cudaStream_t stream, ConstMat x, const float* weight, float eps, Mat y) {
-  if (x.rows == 0) return cudaSuccess;
-  const size_t row_bytes = static_cast<size_t>(x.cols) * sizeof(float);
+namespace {
+
+/// RmsNorm of x's rows, after x = x + add when `add` is given.
+cudaError_t LaunchRmsNormOf(cudaStream_t stream, float* x, const float* add, int64_t rows,
+                            int64_t cols, const float* weight, float eps, float* y) {
+  if (rows == 0) return cudaSuccess;
+  const size_t row_bytes = static_cast<size_t>(cols) * sizeof(float);
   const bool staged = row_bytes <= kStagedRowMaxBytes;
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  if (staged && x.cols % 4 == 0 && aligned(x.data) && aligned(y.data) && aligned(weight)) {
-    RmsNormKernel<true><<<RowGrid(x.rows), kThreads, row_bytes, stream>>>(
-        x.data, weight, eps, y.data, x.rows, x.cols, staged);
+  if (staged && cols % 4 == 0 && aligned(x) && aligned(y) && aligned(weight) &&
+      (add == nullptr || aligned(add))) {
+    RmsNormKernel<true><<<RowGrid(rows), kThreads, row_bytes, stream>>>(x, add, weight, eps, y,
+                                                                         rows, cols, staged);
   } else {
-    RmsNormKernel<false><<<RowGrid(x.rows), kThreads, staged ? row_bytes : 0, stream>>>(
-        x.data, weight, eps, y.data, x.rows, x.cols, staged);
+    RmsNormKernel<false><<<RowGrid(rows), kThreads, staged ? row_bytes : 0, stream>>>(
+        x, add, weight, eps, y, rows, cols, staged);
   }
   return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t LaunchRmsNorm(cudaStream_t stream, ConstMat x, const float* weight, float eps, Mat y) {
+  // Without `add` the kernel never writes x.
+  return LaunchRmsNormOf(stream, const_cast<float*>(x.data), nullptr, x.rows, x.cols, weight, eps,
+                         y.data);
+}
+
+cudaError_t LaunchAddRmsNorm(cudaStream_t stream, Mat x, ConstMat a, const float* weight,
+                             float eps, Mat y) {
+  return LaunchRmsNormOf(stream, x.data, a.data, x.rows, x.cols, weight, eps, y.data);
 }
 
 cudaError_t LaunchRope(cudaStream_t stream, Mat x, int head_dim, const int32_t* positions,
