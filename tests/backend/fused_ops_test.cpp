@@ -1,7 +1,8 @@
-// The fused ops that stand for a sequence of plain ops (AddRmsNorm) give
-// exactly that sequence's bits on every backend this machine offers: rows of
-// every staging path (float4 rows, odd widths, rows past the shared-memory
-// stage), and the CPU reference's bits.
+// The fused ops that stand for a sequence of plain ops (AddRmsNorm,
+// MatMulPair) give exactly that sequence's bits on every backend this machine
+// offers: rows of every staging path (float4 rows, odd widths, rows past the
+// shared-memory stage), weights of one or two shapes and types, and the CPU
+// reference's bits.
 #include <cstring>
 #include <string>
 #include <vector>
@@ -47,6 +48,54 @@ TEST_CASE("every backend's AddRmsNorm is Add then RmsNorm, bit for bit", "[backe
       const std::vector<float> got_x = d.Read(xd, n), got_y = d.Read(yd, n);
       CHECK(std::memcmp(got_x.data(), sum.data(), n * sizeof(float)) == 0);
       CHECK(std::memcmp(got_y.data(), want.data(), n * sizeof(float)) == 0);
+    }
+  }
+}
+
+TEST_CASE("every backend's MatMulPair is two MatMuls, bit for bit", "[backend]") {
+  // Weights of one type and shape (k and v; one launch on the GPU), of one
+  // activation type and different shapes, of different activation types.
+  std::vector<std::string> names = {"cpu", "cpu:3"};
+  for (const std::string& n : AvailableBackends()) {
+    if (n != "cpu") names.push_back(n);
+  }
+  CpuBackend cpu(1);
+  struct Pair {
+    DType a, b;
+    int64_t ob;
+  };
+  const int64_t k = 512, oa = 33;
+  uint32_t seed = 37000;
+  for (const Pair p : {Pair{DType::kQ8_0, DType::kQ8_0, oa}, Pair{DType::kQ4_K, DType::kQ4_K, oa},
+                       Pair{DType::kQ6_K, DType::kQ6_K, oa}, Pair{DType::kQ4_K, DType::kQ4_K, 17},
+                       Pair{DType::kQ4_K, DType::kQ8_0, oa}, Pair{DType::kF16, DType::kF16, oa}}) {
+    const std::vector<uint8_t> wa = RandomWeight(p.a, oa, k, ++seed);
+    const std::vector<uint8_t> wb = RandomWeight(p.b, p.ob, k, ++seed);
+    for (const int64_t n : {1, 3, 12}) {
+      const std::vector<float> x = ref::RandomFloats(static_cast<size_t>(n * k), ++seed, -3, 3);
+      // The reference: two plain MatMuls on the CPU.
+      std::vector<float> want_a(static_cast<size_t>(n * oa)), want_b(static_cast<size_t>(n * p.ob));
+      {
+        DeviceData c(cpu);
+        cpu.MatMul(c.Weight(p.a, wa, oa, k), ConstMat(x.data(), n, k), Mat{want_a.data(), n, oa});
+        cpu.MatMul(c.Weight(p.b, wb, p.ob, k), ConstMat(x.data(), n, k),
+                   Mat{want_b.data(), n, p.ob});
+      }
+      for (const std::string& name : names) {
+        INFO(name << " " << Traits(p.a).name << " + " << Traits(p.b).name << " of " << p.ob
+                  << ", n=" << n);
+        auto be = CreateBackend(name);
+        REQUIRE(be.ok());
+        DeviceData d(**be);
+        float* ya = d.Zeros(want_a.size());
+        float* yb = d.Zeros(want_b.size());
+        (*be)->MatMulPair(d.Weight(p.a, wa, oa, k), d.Weight(p.b, wb, p.ob, k),
+                          ConstMat(d.Floats(x), n, k), Mat{ya, n, oa}, Mat{yb, n, p.ob});
+        const std::vector<float> got_a = d.Read(ya, want_a.size());
+        const std::vector<float> got_b = d.Read(yb, want_b.size());
+        CHECK(std::memcmp(got_a.data(), want_a.data(), want_a.size() * sizeof(float)) == 0);
+        CHECK(std::memcmp(got_b.data(), want_b.data(), want_b.size() * sizeof(float)) == 0);
+      }
     }
   }
 }

@@ -349,9 +349,17 @@ void CudaBackend::MatMulPair(const WeightRef& a, const WeightRef& b, ConstMat x,
         Traits(b.type).name)));
     return;
   }
-  // Same path, same x: the same quantized activations and scratch size.
+  // Same path, same x: the same quantized activations and scratch size;
+  // weights of one type and shape (k and v, a gate and an up): one launch.
   void* xq = QuantizeActivations(pa, x);
   if (xq == nullptr) return;
+  if (a.type == b.type && a.rows == b.rows && a.cols == b.cols) {
+    cuda::ProductSlices pair;
+    pair.w_b = b.data;
+    pair.y_b = yb.data;
+    QuantizedProduct(pa, a, x, xq, ya, pair);
+    return;
+  }
   QuantizedProduct(pa, a, x, xq, ya);
   QuantizedProduct(pb, b, x, xq, yb);
 }

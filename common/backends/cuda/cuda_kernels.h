@@ -41,7 +41,9 @@ using cuda_numerics::QActSuperBlock;
 /// given. `align`: a power of two dividing every entry's address (the
 /// K-family decode kernel needs 16 for 2-byte aligned types). With table_b
 /// (a pair: two tables of one type and shape, the same ids and activations)
-/// slices count .. 2 * count - 1 are the second product's, into y_b.
+/// slices count .. 2 * count - 1 are the second product's, into y_b. A
+/// plain product with w_b (MatMulPair of two weights of one type and shape)
+/// is two slices: slice 1 multiplies w_b by the same rows into y_b.
 struct ProductSlices {
   const void* const* table = nullptr;
   const int32_t* ids = nullptr;
@@ -51,6 +53,7 @@ struct ProductSlices {
   int64_t align = 1;
   const void* const* table_b = nullptr;
   float* y_b = nullptr;
+  const void* w_b = nullptr;
   /// The slice of a launch's blockIdx.z 0 (set by the launchers: a grid
   /// holds at most 65535 slices).
   int64_t first = 0;

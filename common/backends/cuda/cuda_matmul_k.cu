@@ -281,9 +281,10 @@ cudaError_t LaunchKQuantMatMul(cudaStream_t stream, DType type, const void* w, i
       // 2-byte aligned types read the 16-byte lines around their runs: the
       // weight must start on one (its first run would reach before it).
       constexpr int kBaseAlign = num::KVecAlign<T>() == 2 ? 16 : num::KVecAlign<T>();
+      const auto at = [&](const void* p) { return reinterpret_cast<uintptr_t>(p) % kBaseAlign == 0; };
       const bool aligned = slices.table != nullptr
                                ? slices.align % kBaseAlign == 0
-                               : reinterpret_cast<uintptr_t>(w) % kBaseAlign == 0;
+                               : at(w) && (slices.w_b == nullptr || at(slices.w_b));
       if (n < kVecMaxRows && aligned) {
         WithVecRows(n, [&](auto nx) {
           constexpr int NX = decltype(nx)::value;

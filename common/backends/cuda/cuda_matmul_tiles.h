@@ -65,7 +65,10 @@ struct Slice {
 
 __device__ __forceinline__ Slice PickSlice(const ProductSlices& s, const void* w, float* y,
                                            int64_t out) {
-  if (s.table == nullptr) return {static_cast<const uint8_t*>(w), 0, y, true};
+  if (s.table == nullptr) {
+    const bool second = s.w_b != nullptr && blockIdx.z == 1;
+    return {static_cast<const uint8_t*>(second ? s.w_b : w), 0, second ? s.y_b : y, true};
+  }
   int64_t z = static_cast<int64_t>(blockIdx.z) + s.first;
   const void* const* table = s.table;
   if (z >= s.count) {  // a pair's second product
@@ -89,6 +92,7 @@ template <class Fn>
 void ForEachSliceLaunch(dim3 g, ProductSlices s, Fn&& fn) {
   constexpr int64_t kMaxGridZ = 65535;
   if (s.table == nullptr) {
+    g.z = s.w_b != nullptr ? 2 : 1;
     fn(g, s);
     return;
   }
