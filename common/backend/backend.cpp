@@ -40,6 +40,13 @@ void Backend::AddRmsNorm(Mat x, ConstMat a, const float* weight, float eps, Mat 
   RmsNorm(x, weight, eps, y);
 }
 
+void Backend::RopePair(Mat a, Mat b, int head_dim, const int32_t* positions,
+                       const RopeParams& rope) {
+  op_checks::RopePair(a, b, head_dim, rope);
+  Rope(a, head_dim, positions, rope);
+  Rope(b, head_dim, positions, rope);
+}
+
 absl::Status Backend::CheckLogitRows(ConstMat logits) {
   if (logits.rows > 0 && logits.cols < 1) {
     return absl::InvalidArgumentError("ScoreLogitRows: rows of no logits");

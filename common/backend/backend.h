@@ -249,6 +249,13 @@ class Backend {
   /// (a, b) -> (a*c - b*s, a*s + b*c). positions: n int32 in backend memory.
   virtual void Rope(Mat x, int head_dim, const int32_t* positions, const RopeParams& rope) = 0;
 
+  /// Rope(a, ...), then Rope(b, ...) with the same positions and parameters
+  /// (q and k: a.rows == b.rows; the head counts may differ): the bits of the
+  /// two calls (a backend may rotate both in one pass; the CUDA backend: one
+  /// kernel). a and b must not overlap.
+  virtual void RopePair(Mat a, Mat b, int head_dim, const int32_t* positions,
+                        const RopeParams& rope);
+
   /// Causal attention of `q` rows over a KV cache. q: [n, n_head*head_dim];
   /// k_cache: [capacity, n_head_kv*head_dim], rows already written for
   /// positions [0, pos0 + n); v_cache: `capacity` rows whose first

@@ -115,6 +115,18 @@ inline void Rope(Mat x, int head_dim, const RopeParams& rope) {
   }
 }
 
+/// RopePair: each matrix Rope's contract, the same rows, no overlap.
+inline void RopePair(Mat a, Mat b, int head_dim, const RopeParams& rope) {
+  Rope(a, head_dim, rope);
+  Rope(b, head_dim, rope);
+  const bool overlap = a.rows > 0 && b.rows > 0 && a.data < b.data + b.rows * b.cols &&
+                       b.data < a.data + a.rows * a.cols;
+  if (a.rows != b.rows || overlap) {
+    Fail("RopePair", Dims("a", a.rows, a.cols) + ", " + Dims("b", b.rows, b.cols) +
+                         (overlap ? " (overlapping)" : ""));
+  }
+}
+
 inline void Attention(ConstMat q, ConstMat k_cache, ConstMat v_cache, int n_head, int n_head_kv,
                       int head_dim, int pos0, const AttentionOptions& options, Mat out) {
   const int64_t vd = options.v_head_dim > 0 ? options.v_head_dim : head_dim;

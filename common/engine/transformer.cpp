@@ -222,8 +222,7 @@ void Transformer::GroupedAttention(int layer) {
   rope.freq_base = c.rope_freq_base;
   rope.mode = c.rope_mode;
   rope.scaling = c.rope_scaling;
-  backend_.Rope(q, c.head_dim, positions_, rope);
-  backend_.Rope(k_new, c.head_dim, positions_, rope);
+  backend_.RopePair(q, k_new, c.head_dim, positions_, rope);
   const float scale = c.attn_scale;
   AttentionOptions options;
   options.sinks = w.attn_sinks;  // null without sinks

@@ -1,4 +1,4 @@
-// The fused ops that stand for a sequence of plain ops (AddRmsNorm,
+// The fused ops that stand for a sequence of plain ops (AddRmsNorm, RopePair,
 // MatMulPair) give exactly that sequence's bits on every backend this machine
 // offers: rows of every staging path (float4 rows, odd widths, rows past the
 // shared-memory stage), weights of one or two shapes and types, and the CPU
@@ -48,6 +48,53 @@ TEST_CASE("every backend's AddRmsNorm is Add then RmsNorm, bit for bit", "[backe
       const std::vector<float> got_x = d.Read(xd, n), got_y = d.Read(yd, n);
       CHECK(std::memcmp(got_x.data(), sum.data(), n * sizeof(float)) == 0);
       CHECK(std::memcmp(got_y.data(), want.data(), n * sizeof(float)) == 0);
+    }
+  }
+}
+
+TEST_CASE("every backend's RopePair is two Ropes, bit for bit", "[backend]") {
+  // q of 8 heads and k of 2 (grouped-query attention), plain and YaRN, the
+  // halves and interleaved layouts, part of a head rotated at an offset.
+  std::vector<std::string> names = {"cpu", "cpu:3"};
+  for (const std::string& n : AvailableBackends()) {
+    if (n != "cpu") names.push_back(n);
+  }
+  const int head_dim = 64;
+  const int64_t rows = 3;
+  const std::vector<int32_t> pos = {0, 7, 1000};
+  uint32_t seed = 38000;
+  for (const bool yarn : {false, true}) {
+    RopeParams rope;
+    rope.dims = yarn ? 32 : 64;
+    rope.offset = yarn ? 16 : 0;
+    rope.mode = yarn ? RopeMode::kHalf : RopeMode::kInterleaved;
+    if (yarn) {
+      rope.scaling.type = RopeScalingType::kYarn;
+      rope.scaling.factor = 4.0f;
+      rope.scaling.original_context = 512;
+      rope.scaling.attention_factor = 1.1f;
+    }
+    const std::vector<float> q = ref::RandomFloats(rows * 8 * head_dim, ++seed, -2, 2);
+    const std::vector<float> k = ref::RandomFloats(rows * 2 * head_dim, ++seed, -2, 2);
+    for (const std::string& name : names) {
+      INFO(name << (yarn ? " yarn" : " plain"));
+      auto be = CreateBackend(name);
+      REQUIRE(be.ok());
+      DeviceData d(**be);
+      float* q1 = d.Floats(q);
+      float* k1 = d.Floats(k);
+      float* q2 = d.Floats(q);
+      float* k2 = d.Floats(k);
+      const int32_t* p = d.Ints(pos);
+      (*be)->Rope(Mat{q1, rows, 8 * head_dim}, head_dim, p, rope);
+      (*be)->Rope(Mat{k1, rows, 2 * head_dim}, head_dim, p, rope);
+      (*be)->RopePair(Mat{q2, rows, 8 * head_dim}, Mat{k2, rows, 2 * head_dim}, head_dim, p, rope);
+      const size_t nq = q.size(), nk = k.size();
+      const std::vector<float> a = d.Read(q1, nq), b = d.Read(q2, nq);
+      const std::vector<float> c = d.Read(k1, nk), e = d.Read(k2, nk);
+      CHECK(std::memcmp(a.data(), b.data(), nq * sizeof(float)) == 0);
+      CHECK(std::memcmp(c.data(), e.data(), nk * sizeof(float)) == 0);
+      CHECK(std::memcmp(a.data(), q.data(), nq * sizeof(float)) != 0);  // it did rotate
     }
   }
 }

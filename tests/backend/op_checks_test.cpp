@@ -98,6 +98,16 @@ TEST_CASE("backend ops abort with the shapes on a broken contract", "[backend]")
          const int32_t ids[3] = {0, 1, 0};
          be.MatMulById(t, ids, ConstMat(a.data(), 2, 64), Mat{c.data(), 3, 64});
        }},
+      {"RopePair", [&](CpuBackend& be) {  // q and k of different rows
+         RopeParams rope;
+         rope.dims = 8;
+         const int32_t pos[2] = {0, 1};
+         be.RopePair(Mat{a.data(), 2, 16}, Mat{b.data(), 1, 8}, 8, pos, rope);
+       }},
+      {"AddRmsNorm", [&](CpuBackend& be) {  // y is x
+         be.AddRmsNorm(Mat{a.data(), 2, 8}, ConstMat(b.data(), 2, 8), b.data(), 1e-5f,
+                       Mat{a.data(), 2, 8});
+       }},
       {"CombineExperts", [&](CpuBackend& be) {  // ys of the wrong number of rows
          const int32_t ids[4] = {0, 1, 0, 1};
          const float wts[4] = {1, 1, 1, 1};

@@ -444,6 +444,15 @@ void CudaBackend::Rope(Mat x, int head_dim, const int32_t* positions, const Rope
   RecordCuda(cuda::LaunchRope(stream(), x, head_dim, positions, table, rope), "Rope");
 }
 
+void CudaBackend::RopePair(Mat a, Mat b, int head_dim, const int32_t* positions,
+                           const RopeParams& rope) {
+  op_checks::RopePair(a, b, head_dim, rope);
+  if (!Enter() || rope.dims < 2) return;
+  const double* table = RopeTable(rope);
+  if (table == nullptr) return;
+  RecordCuda(cuda::LaunchRopePair(stream(), a, b, head_dim, positions, table, rope), "RopePair");
+}
+
 void CudaBackend::Attention(ConstMat q, ConstMat k_cache, ConstMat v_cache, int n_head,
                             int n_head_kv, int head_dim, int pos0, float scale,
                             const AttentionOptions& options, Mat out) {

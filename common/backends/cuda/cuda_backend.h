@@ -102,6 +102,8 @@ class CudaBackend final : public Backend {
   void RmsNorm(ConstMat x, const float* weight, float eps, Mat y) override;
   void AddRmsNorm(Mat x, ConstMat a, const float* weight, float eps, Mat y) override;
   void Rope(Mat x, int head_dim, const int32_t* positions, const RopeParams& rope) override;
+  void RopePair(Mat a, Mat b, int head_dim, const int32_t* positions,
+                const RopeParams& rope) override;
   void Attention(ConstMat q, ConstMat k_cache, ConstMat v_cache, int n_head, int n_head_kv,
                  int head_dim, int pos0, float scale, const AttentionOptions& options,
                  Mat out) override;

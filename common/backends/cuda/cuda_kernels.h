@@ -124,6 +124,10 @@ cudaError_t LaunchAddRmsNorm(cudaStream_t stream, Mat x, ConstMat a, const float
 /// RopeInverseFrequencies(rope) (backend/rope.h).
 cudaError_t LaunchRope(cudaStream_t stream, Mat x, int head_dim, const int32_t* positions,
                        const double* inv_freq, const RopeParams& rope);
+/// Backend::RopePair: a's and b's rows (same row count, positions) in one launch.
+cudaError_t LaunchRopePair(cudaStream_t stream, Mat a, Mat b, int head_dim,
+                           const int32_t* positions, const double* inv_freq,
+                           const RopeParams& rope);
 cudaError_t LaunchSoftmax(cudaStream_t stream, Mat x);
 cudaError_t LaunchRouterTopK(cudaStream_t stream, ConstMat logits, int k, RouterGating gating,
                              int32_t* ids, float* weights);

@@ -145,18 +145,32 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-__global__ void RopeKernel(float* x, int64_t cols, int head_dim, int offset, int half,
-                           int64_t heads, const int32_t* __restrict__ positions,
+/// The rows one RopeKernel launch rotates: x [rows, cols] of `heads` heads,
+/// `total` = rows * heads * half rotated pairs.
+struct RopeRows {
+  float* x = nullptr;
+  int64_t cols = 0;
+  int64_t heads = 0;
+  int64_t total = 0;
+};
+
+/// One thread per rotated pair, over a's pairs then b's (RopePair; b empty
+/// for Rope): the same element operations either way.
+__global__ void RopeKernel(RopeRows a, RopeRows b, int head_dim, int offset, int half,
+                           const int32_t* __restrict__ positions,
                            const double* __restrict__ inv_freq, double attention_factor,
-                           bool interleaved, int64_t total) {
-  for (int64_t idx = GlobalThread(); idx < total; idx += GridThreads()) {
+                           bool interleaved) {
+  for (int64_t j = GlobalThread(); j < a.total + b.total; j += GridThreads()) {
+    const bool second = j >= a.total;
+    const RopeRows& r = second ? b : a;
+    const int64_t idx = second ? j - a.total : j;
     const int i = static_cast<int>(idx % half);
-    const int64_t h = (idx / half) % heads;
-    const int64_t t = idx / (static_cast<int64_t>(half) * heads);
+    const int64_t h = (idx / half) % r.heads;
+    const int64_t t = idx / (static_cast<int64_t>(half) * r.heads);
     const double theta = static_cast<double>(positions[t]) * inv_freq[i];
     float c, s;
     num::RopeCosSin(theta, attention_factor, &c, &s);
-    float* v = x + t * cols + h * head_dim + offset;
+    float* v = r.x + t * r.cols + h * head_dim + offset;
     const int i0 = interleaved ? 2 * i : i;
     const int i1 = interleaved ? 2 * i + 1 : i + half;
     num::RopeRotate(c, s, &v[i0], &v[i1]);
@@ -311,13 +325,27 @@ cudaError_t LaunchAddRmsNorm(cudaStream_t stream, Mat x, ConstMat a, const float
 
 cudaError_t LaunchRope(cudaStream_t stream, Mat x, int head_dim, const int32_t* positions,
                        const double* inv_freq, const RopeParams& rope) {
+  return LaunchRopePair(stream, x, Mat{}, head_dim, positions, inv_freq, rope);
+}
+
+cudaError_t LaunchRopePair(cudaStream_t stream, Mat a, Mat b, int head_dim,
+                           const int32_t* positions, const double* inv_freq,
+                           const RopeParams& rope) {
   const int half = rope.dims / 2;
-  const int64_t heads = x.cols / head_dim;
-  const int64_t total = x.rows * heads * half;
+  const auto rows_of = [&](Mat m) {
+    RopeRows r;
+    r.x = m.data;
+    r.cols = m.cols;
+    r.heads = m.cols / head_dim;
+    r.total = m.rows * r.heads * half;
+    return r;
+  };
+  const RopeRows ra = rows_of(a), rb = rows_of(b);
+  const int64_t total = ra.total + rb.total;
   if (total == 0) return cudaSuccess;
   RopeKernel<<<GridFor(total, kThreads), kThreads, 0, stream>>>(
-      x.data, x.cols, head_dim, rope.offset, half, heads, positions, inv_freq,
-      RopeAttentionFactor(rope), rope.mode == RopeMode::kInterleaved, total);
+      ra, rb, head_dim, rope.offset, half, positions, inv_freq, RopeAttentionFactor(rope),
+      rope.mode == RopeMode::kInterleaved);
   return cudaGetLastError();
 }
 
