@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "backend_registry.h"
+#include "cpu_backend.h"
 #include "engine/local_expert_executor.h"
 #include "engine/transformer.h"
 #include "test_paths.h"
@@ -25,6 +26,90 @@ class PlanOnly final : public ExpertExecutor {
 
  private:
   ExpertExecutor& inner_;
+};
+
+/// The CPU backend posing as a device (host_memory() false, as the CUDA
+/// backend): every op forwarded, the by-id ops included (as a device backend
+/// overrides them), and every wait for the "device" counted.
+class WaitCountingBackend final : public Backend {
+ public:
+  std::string name() const override { return "waits"; }
+  bool host_memory() const override { return false; }
+  absl::StatusOr<std::unique_ptr<BackendBuffer>> Allocate(size_t bytes) override {
+    return cpu_.Allocate(bytes);
+  }
+  absl::Status CopyToBackend(void* dst, const void* src, size_t bytes) override {
+    return cpu_.CopyToBackend(dst, src, bytes);
+  }
+  absl::Status CopyToHost(void* dst, const void* src, size_t bytes) override {
+    ++waits;
+    return cpu_.CopyToHost(dst, src, bytes);
+  }
+  absl::StatusOr<BackendWeight> LoadWeight(const TensorView& host) override {
+    return cpu_.LoadWeight(host);
+  }
+  absl::Status Synchronize() override {
+    ++waits;
+    return absl::OkStatus();
+  }
+  void MatMul(const WeightRef& w, ConstMat x, Mat y) override { cpu_.MatMul(w, x, y); }
+  void MatMulPair(const WeightRef& a, const WeightRef& b, ConstMat x, Mat ya, Mat yb) override {
+    cpu_.MatMulPair(a, b, x, ya, yb);
+  }
+  void GetRows(const WeightRef& t, const int32_t* ids, Mat out) override {
+    cpu_.GetRows(t, ids, out);
+  }
+  void RmsNorm(ConstMat x, const float* w, float eps, Mat y) override { cpu_.RmsNorm(x, w, eps, y); }
+  void Rope(Mat x, int hd, const int32_t* pos, const RopeParams& r) override {
+    cpu_.Rope(x, hd, pos, r);
+  }
+  void Attention(ConstMat q, ConstMat k, ConstMat v, int nh, int nkv, int hd, int pos0, float sc,
+                 const AttentionOptions& o, Mat out) override {
+    cpu_.Attention(q, k, v, nh, nkv, hd, pos0, sc, o, out);
+  }
+  void Softmax(Mat x) override { cpu_.Softmax(x); }
+  void RouterTopK(ConstMat l, int k, RouterGating g, int32_t* ids, float* w) override {
+    cpu_.RouterTopK(l, k, g, ids, w);
+  }
+  void AddBias(Mat x, const float* b) override { cpu_.AddBias(x, b); }
+  void Sigmoid(Mat x) override { cpu_.Sigmoid(x); }
+  void SwiGlu(ConstMat g, ConstMat u, Mat out) override { cpu_.SwiGlu(g, u, out); }
+  void SwiGluOai(ConstMat g, ConstMat u, float a, float l, Mat out) override {
+    cpu_.SwiGluOai(g, u, a, l, out);
+  }
+  void Add(ConstMat a, ConstMat b, Mat out) override { cpu_.Add(a, b, out); }
+  void Copy(ConstMat src, Mat dst) override { cpu_.Copy(src, dst); }
+  void CopyColumns(ConstMat src, int64_t sc, Mat dst, int64_t dc, int64_t cols) override {
+    cpu_.CopyColumns(src, sc, dst, dc, cols);
+  }
+  void GatherRows(ConstMat src, const int32_t* idx, Mat dst) override {
+    cpu_.GatherRows(src, idx, dst);
+  }
+  void ScatterAddScaled(ConstMat src, const int32_t* idx, const float* s, Mat dst) override {
+    cpu_.ScatterAddScaled(src, idx, s, dst);
+  }
+  absl::StatusOr<WeightTable> MakeWeightTable(std::span<const WeightRef> entries) override {
+    return cpu_.MakeWeightTable(entries);
+  }
+  void MatMulById(const WeightTable& t, const int32_t* ids, ConstMat x, Mat y) override {
+    cpu_.MatMulById(t, ids, x, y);
+  }
+  void MatMulPairById(const WeightTable& a, const WeightTable& b, const int32_t* ids, ConstMat x,
+                      Mat ya, Mat yb) override {
+    cpu_.MatMulPairById(a, b, ids, x, ya, yb);
+  }
+  void SwiGluMatMulById(const WeightTable& w, const int32_t* ids, Mat g, ConstMat u,
+                        Mat y) override {
+    cpu_.SwiGluMatMulById(w, ids, g, u, y);
+  }
+  void CombineExperts(ConstMat ys, const int32_t* ids, const float* w, int k, Mat out) override {
+    cpu_.CombineExperts(ys, ids, w, k, out);
+  }
+
+  int waits = 0;
+
+ private:
+  CpuBackend cpu_{1};
 };
 
 struct Steps {
@@ -118,6 +203,42 @@ TEST_CASE("engine: routing kept on the backend gives the plan's bits and records
                                  c.n_expert_used, Mat{nullptr, 1, c.n_embd})
                  .ok());
     }
+  }
+}
+
+TEST_CASE("engine: a routed decode step waits for the device once, for its logits", "[engine]") {
+  // The point of keeping the routing on the backend: on a device, a step's
+  // kernels queue without a wait per MoE layer (the plan's path waits for each
+  // layer's routing).
+  auto model = ModelFile::Open(test::SourcePath("models/tiny-mixtral-f16.gguf"));
+  REQUIRE(model.ok());
+  const ModelConfig& c = (*model)->config();
+  WaitCountingBackend be;
+  Transformer::Options opt;
+  opt.n_batch = 8;
+  auto tf = Transformer::Create(**model, be, opt);
+  REQUIRE(tf.ok());
+  auto experts = LocalExpertExecutor::Create(**model, be, opt.n_batch);
+  REQUIRE(experts.ok());
+  PlanOnly plan_only(**experts);
+  std::vector<float> logits;
+  const std::vector<int32_t> prompt = {1, 415, 1210}, one = {264}, two = {302};
+  REQUIRE((*tf)->Forward(prompt, 0, **experts, &logits, nullptr).ok());
+  int pos = 3;
+  for (ExpertExecutor* ex : {static_cast<ExpertExecutor*>(experts->get()),
+                             static_cast<ExpertExecutor*>(&plan_only)}) {
+    const bool routed = ex == experts->get();
+    INFO((routed ? "routed" : "plan"));
+    be.waits = 0;
+    REQUIRE((*tf)->Forward(one, pos++, *ex, &logits, nullptr).ok());
+    CHECK(be.waits == (routed ? 1 : 1 + c.n_moe_layer()));
+    // Routing records: one copy more, after the step.
+    std::vector<TokenRouting> routing;
+    be.waits = 0;
+    REQUIRE((*tf)->Forward(two, pos++, *ex, &logits, &routing).ok());
+    CHECK(be.waits == (routed ? 2 : 1 + c.n_moe_layer()));
+    REQUIRE(routing.size() == 1);
+    CHECK(routing[0][0] >= 0);
   }
 }
 
