@@ -102,11 +102,7 @@ void Backend::MatMulById(const WeightTable& table, const int32_t* ids, ConstMat 
 
 void Backend::MatMulPairById(const WeightTable& a, const WeightTable& b, const int32_t* ids,
                              ConstMat x, Mat ya, Mat yb) {
-  op_checks::MatMulById(this, a, x, ya);
-  op_checks::MatMulById(this, b, x, yb);
-  if (a.size() != b.size() || ya.rows != yb.rows) {
-    op_checks::Fail("MatMulPairById", "tables of different sizes, or outputs of different rows");
-  }
+  op_checks::MatMulPairById(this, a, b, x, ya, yb);
   ForEachPicked(*this, a, ids, ya.rows, [&](const WeightRef& wa, int64_t j) {
     const WeightRef& wb = b.entries[static_cast<size_t>(&wa - a.entries.data())];
     MatMulPair(wa, wb, x.RowRange(x.rows == 1 ? 0 : j, 1), ya.RowRange(j, 1), yb.RowRange(j, 1));
@@ -115,9 +111,7 @@ void Backend::MatMulPairById(const WeightTable& a, const WeightTable& b, const i
 
 void Backend::SwiGluMatMulById(const WeightTable& w, const int32_t* ids, Mat gate, ConstMat up,
                                Mat y) {
-  op_checks::SameShape("SwiGluMatMulById", gate, up);
-  op_checks::MatMulById(this, w, gate, y);
-  if (gate.rows != y.rows) op_checks::Fail("SwiGluMatMulById", "gate and y differ in rows");
+  op_checks::SwiGluMatMulById(this, w, gate, up, y);
   SwiGlu(gate, up, gate);  // every row, as the op says (SwiGluMatMul's first step)
   MatMulById(w, ids, gate, y);
 }

@@ -80,6 +80,26 @@ inline void AddRmsNorm(Mat x, ConstMat a, Mat y) {
   if (overlap) Fail("AddRmsNorm", "y overlaps x or a");
 }
 
+/// MatMulPairById: both products' contracts, tables of one size, outputs of
+/// one row count.
+inline void MatMulPairById(const Backend* self, const WeightTable& a, const WeightTable& b,
+                           ConstMat x, Mat ya, Mat yb) {
+  MatMulById(self, a, x, ya);
+  MatMulById(self, b, x, yb);
+  if (a.size() != b.size() || ya.rows != yb.rows) {
+    Fail("MatMulPairById", "tables of different sizes, or outputs of different rows");
+  }
+}
+
+/// SwiGluMatMulById: gate and up of one shape, the product's contract, a
+/// gate row per output row.
+inline void SwiGluMatMulById(const Backend* self, const WeightTable& w, Mat gate, ConstMat up,
+                             Mat y) {
+  SameShape("SwiGluMatMulById", gate, up);
+  MatMulById(self, w, gate, y);
+  if (gate.rows != y.rows) Fail("SwiGluMatMulById", "gate and y differ in rows");
+}
+
 /// CombineExperts: k >= 1 slots per row, ys of out.rows * k rows as wide as
 /// out, out not overlapping ys.
 inline void CombineExperts(ConstMat ys, int k, Mat out) {

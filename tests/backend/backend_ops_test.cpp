@@ -231,10 +231,7 @@ TEST_CASE("every backend scores rows of logits with ScoreLogitRow's bits", "[bac
   logits[2 * vocab] = std::numeric_limits<float>::quiet_NaN();  // row 2: NaN first
   logits[3 * vocab + 10] = std::numeric_limits<float>::quiet_NaN();  // row 3: NaN inside
   const std::vector<int32_t> targets = {5, 500, 2, 999, -1, 1000, 0};  // -1, past the end
-  std::vector<std::string> names = {"cpu", "cpu:3"};
-  for (const std::string& n : AvailableBackends()) {
-    if (n != "cpu") names.push_back(n);
-  }
+  const std::vector<std::string> names = EveryBackendName();
   for (const std::string& name : names) {
     auto be = CreateBackend(name);
     REQUIRE(be.ok());

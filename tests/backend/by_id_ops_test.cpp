@@ -18,14 +18,6 @@
 namespace odmoe::test {
 namespace {
 
-std::vector<std::string> BackendsUnderTest() {
-  std::vector<std::string> names = {"cpu", "cpu:3"};
-  for (const std::string& n : AvailableBackends()) {
-    if (n != "cpu") names.push_back(n);
-  }
-  return names;
-}
-
 bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
@@ -90,7 +82,7 @@ TEST_CASE("every backend's MatMulById gives the plain products' bits", "[backend
   const std::vector<int32_t> ids = {3, 0, 3, 4, 1};  // a repeat, unsorted
   const int64_t n = static_cast<int64_t>(ids.size());
   uint32_t seed = 31000;
-  for (const std::string& name : BackendsUnderTest()) {
+  for (const std::string& name : EveryBackendName()) {
     auto be = CreateBackend(name);
     REQUIRE(be.ok());
     for (DType type : kTypes) {
@@ -119,7 +111,7 @@ TEST_CASE("MatMulById: wide float weights, entries at any even address, 70000 sl
   // decode kernel then stages rows), and more slices than one grid holds.
   CpuBackend cpu(2);
   uint32_t seed = 35000;
-  for (const std::string& name : BackendsUnderTest()) {
+  for (const std::string& name : EveryBackendName()) {
     auto be = CreateBackend(name);
     REQUIRE(be.ok());
     for (DType type : {DType::kF16, DType::kF32}) {
@@ -189,7 +181,7 @@ TEST_CASE("every backend's MatMulPairById and SwiGluMatMulById give the plain op
   struct Pair {
     DType a, b;
   };
-  for (const std::string& name : BackendsUnderTest()) {
+  for (const std::string& name : EveryBackendName()) {
     auto be = CreateBackend(name);
     REQUIRE(be.ok());
     // Same activation type (one quantization; of one shape too: one launch on
@@ -259,7 +251,7 @@ TEST_CASE("every backend's CombineExperts is ScatterAddScaled from zeros in asce
                            Mat{want.data(), rows, cols});
     }
   }
-  for (const std::string& name : BackendsUnderTest()) {
+  for (const std::string& name : EveryBackendName()) {
     INFO(name);
     auto be = CreateBackend(name);
     REQUIRE(be.ok());
@@ -290,7 +282,7 @@ TEST_CASE("products by ids never read outside the table, and tables are checked"
   CpuBackend cpu(1);
   const std::vector<float> want =
       PlainProducts(cpu, DType::kQ4_K, bytes, {1, 0, 0, 4}, x, kCols, kOut, true);
-  for (const std::string& name : BackendsUnderTest()) {
+  for (const std::string& name : EveryBackendName()) {
     INFO(name);
     auto be = CreateBackend(name);
     REQUIRE(be.ok());

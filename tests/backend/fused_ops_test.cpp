@@ -16,10 +16,7 @@
 namespace odmoe::test {
 
 TEST_CASE("every backend's AddRmsNorm is Add then RmsNorm, bit for bit", "[backend]") {
-  std::vector<std::string> names = {"cpu", "cpu:3"};
-  for (const std::string& n : AvailableBackends()) {
-    if (n != "cpu") names.push_back(n);
-  }
+  const std::vector<std::string> names = EveryBackendName();
   CpuBackend cpu(1);
   struct Shape {
     int64_t rows, cols;
@@ -55,10 +52,7 @@ TEST_CASE("every backend's AddRmsNorm is Add then RmsNorm, bit for bit", "[backe
 TEST_CASE("every backend's RopePair is two Ropes, bit for bit", "[backend]") {
   // q of 8 heads and k of 2 (grouped-query attention), plain and YaRN, the
   // halves and interleaved layouts, part of a head rotated at an offset.
-  std::vector<std::string> names = {"cpu", "cpu:3"};
-  for (const std::string& n : AvailableBackends()) {
-    if (n != "cpu") names.push_back(n);
-  }
+  const std::vector<std::string> names = EveryBackendName();
   const int head_dim = 64;
   const int64_t rows = 3;
   const std::vector<int32_t> pos = {0, 7, 1000};
@@ -102,10 +96,7 @@ TEST_CASE("every backend's RopePair is two Ropes, bit for bit", "[backend]") {
 TEST_CASE("every backend's MatMulPair is two MatMuls, bit for bit", "[backend]") {
   // Weights of one type and shape (k and v; one launch on the GPU), of one
   // activation type and different shapes, of different activation types.
-  std::vector<std::string> names = {"cpu", "cpu:3"};
-  for (const std::string& n : AvailableBackends()) {
-    if (n != "cpu") names.push_back(n);
-  }
+  const std::vector<std::string> names = EveryBackendName();
   CpuBackend cpu(1);
   struct Pair {
     DType a, b;

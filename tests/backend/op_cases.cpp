@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "backends/backend_registry.h"
 #include "absl/strings/str_format.h"
 #include "catch2/catch.hpp"
 #include "reference_ops.h"
@@ -73,6 +74,14 @@ std::vector<uint8_t> RandomWeight(DType type, int64_t rows, int64_t cols, uint32
     QuantizeRow(type, f.data() + r * cols, bytes.data() + r * row_bytes, cols);
   }
   return bytes;
+}
+
+std::vector<std::string> EveryBackendName() {
+  std::vector<std::string> names = {"cpu", "cpu:3"};
+  for (const std::string& n : AvailableBackends()) {
+    if (n != "cpu") names.push_back(n);
+  }
+  return names;
 }
 
 std::vector<DType> WeightTypesUnderTest() {

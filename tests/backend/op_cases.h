@@ -56,6 +56,11 @@ std::vector<DType> WeightTypesUnderTest();
 
 std::vector<OpCase> MakeOpCases();
 
+/// "cpu", "cpu:3" (another thread count of the reference) and every other
+/// backend this machine offers (AvailableBackends()): the names the
+/// every-backend cases run on.
+std::vector<std::string> EveryBackendName();
+
 /// A 2-D tensor view of `rows` rows of `cols` elements of `type` at `data`,
 /// as LoadWeight takes it.
 TensorView MatrixView(DType type, const void* data, int64_t rows, int64_t cols,

@@ -108,11 +108,7 @@ void CudaBackend::MatMulById(const WeightTable& table, const int32_t* ids, Const
 
 void CudaBackend::MatMulPairById(const WeightTable& a, const WeightTable& b, const int32_t* ids,
                                  ConstMat x, Mat ya, Mat yb) {
-  op_checks::MatMulById(this, a, x, ya);
-  op_checks::MatMulById(this, b, x, yb);
-  if (a.size() != b.size() || ya.rows != yb.rows) {
-    op_checks::Fail("MatMulPairById", "tables of different sizes, or outputs of different rows");
-  }
+  op_checks::MatMulPairById(this, a, b, x, ya, yb);
   const WeightRef& wa = a.first();
   const WeightRef& wb = b.first();
   const MatMulPlan pa = PlanMatMul(wa.type, wa.rows, wa.cols, x.rows, FloatMatMulPolicy::kExact);
@@ -144,9 +140,7 @@ void CudaBackend::MatMulPairById(const WeightTable& a, const WeightTable& b, con
 
 void CudaBackend::SwiGluMatMulById(const WeightTable& w, const int32_t* ids, Mat gate,
                                    ConstMat up, Mat y) {
-  op_checks::SameShape("SwiGluMatMulById", gate, up);
-  op_checks::MatMulById(this, w, gate, y);
-  if (gate.rows != y.rows) op_checks::Fail("SwiGluMatMulById", "gate and y differ in rows");
+  op_checks::SwiGluMatMulById(this, w, gate, up, y);
   const WeightRef& f = w.first();
   const MatMulPlan plan = PlanMatMul(f.type, f.rows, f.cols, gate.rows, FloatMatMulPolicy::kExact);
   if (!QuantizedPath(plan.path)) {
