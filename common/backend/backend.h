@@ -34,6 +34,11 @@
 //   be->Rope(qm, head_dim, positions, rope);
 //   be->Attention(qm, k_cache, v_cache, n_head, n_head_kv, head_dim, pos0, scale,
 //                 AttentionOptions{}, attn);
+//   // A MoE layer with its routing left in backend memory (ids, weights: [k]):
+//   WeightTable gate = be->MakeWeightTable(gates).value();   // ... up, down alike
+//   be->MatMulPairById(gate, up, ids, h, g, u);              // g, u: [k, n_ff]
+//   be->SwiGluMatMulById(down, ids, g, u, ys);               // ys: [k, n_embd]
+//   be->CombineExperts(ys, ids, weights, k, moe);            // ascending expert id
 #pragma once
 
 #include <cstddef>

@@ -8,7 +8,8 @@
 //                  out[t] += weight(t, e) * expert_e(x[t])
 //
 // implemented as one Backend::ScatterAddScaled per expert, experts taken in
-// ascending id order (see RoutingPlan).
+// ascending id order (see RoutingPlan), or, where the routing stays on the
+// backend (RunRouted), as Backend::CombineExperts, which adds in that order.
 #pragma once
 
 #include <cstdint>
