@@ -50,8 +50,11 @@ for f in q4km q6k; do
       [ -x "$B/$v" ] || continue
       echo "$f $v: $("$B/$v" --model /tmp/$f.gguf --backend cuda:0 --prompt "The history of the" -n 256 --ignore-eos 2>&1 >"/tmp/$f-$v.txt" | grep -o 'decode [0-9.]* tokens/s')"
     done
+    # The same build with every layer's routing brought to the host (the plan).
+    echo "$f odmoe-run, ODMOE_ROUTED_EXPERTS=0: $(ODMOE_ROUTED_EXPERTS=0 "$B/odmoe-run" --model /tmp/$f.gguf --backend cuda:0 --prompt "The history of the" -n 256 --ignore-eos 2>&1 >"/tmp/$f-plan.txt" | grep -o 'decode [0-9.]* tokens/s')"
   done
   [ -x "$B/odmoe-run-old" ] && { cmp -s "/tmp/$f-odmoe-run.txt" "/tmp/$f-odmoe-run-old.txt" && echo "$f: same text" || echo "$f: TEXT DIFFERS"; }
+  cmp -s "/tmp/$f-odmoe-run.txt" "/tmp/$f-plan.txt" && echo "$f: routed = plan text" || echo "$f: ROUTED TEXT DIFFERS"
   [ -x /tmp/p/bin/llama-bench ] && /tmp/p/bin/llama-bench -m "/tmp/$f.gguf" -ngl 99 -p 0 -n 256 -r 3 2>&1 | grep -E 'tg256'
 done
 mark decode

@@ -1,7 +1,9 @@
 #include "engine/local_expert_executor.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -9,6 +11,11 @@
 #include "util/step_progress.h"
 
 namespace odmoe {
+
+bool RoutedRunsEnabled() {
+  const char* env = std::getenv("ODMOE_ROUTED_EXPERTS");
+  return env == nullptr || std::string_view(env) != "0";
+}
 
 absl::StatusOr<ExpertWeights> LoadExpertWeights(
     Backend& backend, const ModelFile& model, int layer, int expert,
@@ -79,7 +86,8 @@ absl::StatusOr<std::unique_ptr<LocalExpertExecutor>> LocalExpertExecutor::Create
   }
   progress.Finish();
   ex->k_ = c.n_expert_used;
-  if (!c.expert_bias && c.expert_activation.kind == ExpertActivation::Kind::kSwiGlu) {
+  if (RoutedRunsEnabled() && !c.expert_bias &&
+      c.expert_activation.kind == ExpertActivation::Kind::kSwiGlu) {
     const absl::Status st = ex->MakeTables(c);
     // Experts a table cannot hold (a layer's experts stored as separate
     // tensors of different types): every layer keeps the plan.

@@ -21,6 +21,11 @@ absl::StatusOr<ExpertWeights> LoadExpertWeights(
     Backend& backend, const ModelFile& model, int layer, int expert,
     std::vector<std::unique_ptr<BackendBuffer>>* storage);
 
+/// Whether LocalExpertExecutor takes one-row layers from the routing on the
+/// backend (RunRouted): yes unless ODMOE_ROUTED_EXPERTS=0 (every layer then
+/// takes the plan, the same bits: for comparing the two on a device).
+bool RoutedRunsEnabled();
+
 class LocalExpertExecutor : public ExpertExecutor {
  public:
   /// Makes every expert of `model` usable on `backend` (zero-copy on host

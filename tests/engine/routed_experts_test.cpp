@@ -4,6 +4,7 @@
 // records, for every architecture whose experts take it; the others keep the
 // plan.
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <cstring>
 
 #include "backend_registry.h"
@@ -240,6 +241,22 @@ TEST_CASE("engine: a routed decode step waits for the device once, for its logit
     REQUIRE(routing.size() == 1);
     CHECK(routing[0][0] >= 0);
   }
+}
+
+TEST_CASE("engine: ODMOE_ROUTED_EXPERTS=0 keeps every layer on the plan", "[engine]") {
+  auto model = ModelFile::Open(test::SourcePath("models/tiny-mixtral-f16.gguf"));
+  REQUIRE(model.ok());
+  auto be = CreateBackend("cpu");
+  REQUIRE(be.ok());
+  const int last = (*model)->config().n_layer - 1;
+  REQUIRE(setenv("ODMOE_ROUTED_EXPERTS", "0", 1) == 0);
+  auto off = LocalExpertExecutor::Create(**model, **be, 4);
+  REQUIRE(unsetenv("ODMOE_ROUTED_EXPERTS") == 0);
+  REQUIRE(off.ok());
+  CHECK(!(*off)->CanRunRouted(**be, last, 1));
+  auto on = LocalExpertExecutor::Create(**model, **be, 4);
+  REQUIRE(on.ok());
+  CHECK((*on)->CanRunRouted(**be, last, 1));
 }
 
 }  // namespace odmoe
