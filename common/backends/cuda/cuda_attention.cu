@@ -5,7 +5,8 @@
 //   m   = max_j s_j, then max(m, sink)             (exact max: any order)
 //   p_j = ExpF(s_j - m)
 //   sum = canonical sum of p (the first half-warp), + ExpF(sink - m)
-//   out[d] = (fma over j in order of p_j * v_j[d]) / sum   (one thread per d)
+//   out[d] = (fma over j in order of p_j * v_j[d]) / sum   (one thread per d,
+//            eight rows' values loaded ahead of their fmas)
 // One block per (query head, query row); the scores of a block live in a
 // row of `scratch`, indexed from the first visible row. Blocks walk query
 // rows with a stride of gridDim.y, which LaunchAttention bounds so that the
@@ -22,6 +23,8 @@ namespace num = cuda_numerics;
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
 constexpr int64_t kMaxGridY = 65535;
+/// V rows whose values a thread loads ahead of its fma chain.
+constexpr int kValuesInFlight = 8;
 
 struct AttentionArgs {
   const float* q;
@@ -85,8 +88,19 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
     const float* vg = a.v + first * a.ldv + kv_head * a.v_head_dim;
     float* o = a.out + t * a.ldo + static_cast<int64_t>(h) * a.v_head_dim;
     for (int d = static_cast<int>(threadIdx.x); d < a.v_head_dim; d += kThreads) {
+      const float* vd = vg + d;
       float acc = 0.0f;
-      for (int64_t j = 0; j < len; ++j) acc = num::Fma(s[j], vg[j * a.ldv + d], acc);
+      int64_t j = 0;
+      // kValuesInFlight rows' values loaded before their fmas: the chain keeps
+      // its order, the loads no longer wait for each other.
+      for (; j + kValuesInFlight <= len; j += kValuesInFlight) {
+        float vj[kValuesInFlight];
+#pragma unroll
+        for (int u = 0; u < kValuesInFlight; ++u) vj[u] = vd[(j + u) * a.ldv];
+#pragma unroll
+        for (int u = 0; u < kValuesInFlight; ++u) acc = num::Fma(s[j + u], vj[u], acc);
+      }
+      for (; j < len; ++j) acc = num::Fma(s[j], vd[j * a.ldv], acc);
       o[d] = acc / sum;
     }
     __syncthreads();  // s and sum_sh are rewritten for the next row
