@@ -111,7 +111,11 @@ __global__ void __launch_bounds__(kThreads)
       __syncthreads();
     }
     if (threadIdx.x < 32) {
-      const float lane = num::LaneDot<DType::kF32>(xr, xr, d, threadIdx.x % num::kLanes);
+      // The staged row read through a shared-memory pointer (shared loads,
+      // not generic ones); the same chain either way.
+      const int l = static_cast<int>(threadIdx.x % num::kLanes);
+      const float lane = staged ? num::LaneDot<DType::kF32>(row_sh, row_sh, d, l)
+                                : num::LaneDot<DType::kF32>(xr, xr, d, l);
       const float sum_sq = HalfWarpTree(lane);
       if (threadIdx.x == 0) scale_sh = 1.0f / num::Sqrt(sum_sq / static_cast<float>(d) + eps);
     }
