@@ -7,7 +7,8 @@
 //   sum = canonical sum of p (the first half-warp), + ExpF(sink - m)
 //   out[d] = (fma over j in order of p_j * v_j[d]) / sum   (one thread per d,
 //            eight rows' values loaded ahead of their fmas)
-// One block per (query head, query row); the scores of a block live in a
+// One block per (query head, query row) (more threads a block for a few
+// rows: the same operations per element); the scores of a block live in a
 // row of `scratch`, indexed from the first visible row. Blocks walk query
 // rows with a stride of gridDim.y, which LaunchAttention bounds so that the
 // scratch stays within its size.
@@ -20,8 +21,14 @@ namespace {
 
 namespace num = cuda_numerics;
 
-constexpr int kThreads = 128;
-constexpr int kWarps = kThreads / 32;
+/// Threads per block: 128 when many blocks share the GPU (prefill), 512 for
+/// a few query rows (decode: one block per head, so the scores of 32 cache
+/// rows are in flight per step instead of 8; the output loop, a thread per
+/// element of a head, leaves the rest idle either way).
+constexpr int kThreadsMany = 128;
+constexpr int kThreadsFew = 512;
+/// Query rows up to which a launch takes kThreadsFew.
+constexpr int64_t kFewRows = 4;
 constexpr int64_t kMaxGridY = 65535;
 /// V rows whose values a thread loads ahead of its fma chain.
 constexpr int kValuesInFlight = 8;
@@ -48,7 +55,9 @@ struct AttentionArgs {
   float scale;
 };
 
+template <int kThreads>
 __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
+  constexpr int kWarps = kThreads / 32;
   __shared__ float red[kWarps];
   __shared__ float sum_sh;
   const int h = static_cast<int>(blockIdx.x);
@@ -149,7 +158,11 @@ cudaError_t LaunchAttention(cudaStream_t stream, ConstMat q, ConstMat k_cache, C
   a.scale = scale;
   const int64_t rows = RowsAtOnce(q.rows, n_head, pos0, scratch_floats);
   const dim3 grid(static_cast<unsigned>(n_head), static_cast<unsigned>(rows));
-  AttentionKernel<<<grid, kThreads, 0, stream>>>(a);
+  if (q.rows <= kFewRows) {
+    AttentionKernel<kThreadsFew><<<grid, kThreadsFew, 0, stream>>>(a);
+  } else {
+    AttentionKernel<kThreadsMany><<<grid, kThreadsMany, 0, stream>>>(a);
+  }
   return cudaGetLastError();
 }
 
