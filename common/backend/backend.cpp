@@ -76,8 +76,7 @@ absl::Status Backend::CheckWeightTableEntries(std::span<const WeightRef> entries
   if (entries.empty()) return absl::InvalidArgumentError("a weight table of no weights");
   const WeightRef& f = entries.front();
   for (const WeightRef& w : entries) {
-    if (w.type != f.type || w.rows != f.rows || w.cols != f.cols || w.layout != f.layout ||
-        w.data == nullptr) {
+    if (!w.SameShapeAs(f) || w.data == nullptr) {
       return absl::InvalidArgumentError(
           "a weight table's entries differ in type, shape or layout, or have no data");
     }

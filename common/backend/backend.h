@@ -103,6 +103,10 @@ struct WeightRef {
   WeightLayout layout = WeightLayout::kRows;
   size_t row_bytes() const { return RowBytes(type, cols); }
   size_t bytes() const { return row_bytes() * static_cast<size_t>(rows); }
+  /// Whether `o` has this weight's type, shape and layout.
+  bool SameShapeAs(const WeightRef& o) const {
+    return type == o.type && rows == o.rows && cols == o.cols && layout == o.layout;
+  }
 };
 
 /// Memory owned by a backend (freed when destroyed).

@@ -452,7 +452,7 @@ absl::Status Transformer::RunLayers(ExpertExecutor& experts, std::vector<TokenRo
                                     size_t first_record) {
   const int k = config_.n_expert_used;
   const int64_t layer_ids = static_cast<int64_t>(n_batch_) * k;  // routed ids per layer
-  std::vector<int> routed;  // layers whose routing stayed on the backend
+  std::vector<int> routed;  // with records asked for: layers whose routing stayed on the backend
   for (int l = 0; l < config_.n_layer; ++l) {
     AttentionBlock(l);
     if (!config_.has_experts(l)) {
@@ -464,7 +464,7 @@ absl::Status Transformer::RunLayers(ExpertExecutor& experts, std::vector<TokenRo
       RouterBlock(l, ids, weights_out_);
       ODMOE_RETURN_IF_ERROR(experts.RunRouted(l, moe_input(), ids, weights_out_, k, moe_output()));
       FinishMoe(l);
-      routed.push_back(l);
+      if (routing != nullptr) routed.push_back(l);
       continue;
     }
     ODMOE_ASSIGN_OR_RETURN(RoutingPlan plan, RouteBlock(l));

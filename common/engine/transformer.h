@@ -3,12 +3,13 @@
 // Forward() runs a batch of tokens through every layer and asks an
 // ExpertExecutor for the experts of each MoE block, so the same code serves
 // the single-process engine (local experts), the shadow node (local
-// quantized experts) and the cluster's main node (remote experts). The steps
-// are public too, for callers that interleave their own work between them:
+// quantized experts) and the cluster's main node (remote experts). The
+// steps of a forward (the layer blocks are private: each leaves its residual
+// add pending for the next norm, so x is whole only between forwards):
 //
 //   BeginBatch(tokens, pos0)               embeddings -> x (or BeginSegments: rows of
 //                                          several sequences, each with its own KV slot)
-//   for each layer l:
+//   for each layer l (RunLayers):
 //     AttentionBlock(l)                    (MLA: see transformer_mla.cpp)                    x += Wo * attn(rope(qn(Wq h + bq)), rope(kn(Wk h + bk)),
 //                                          Wv h + bv), h = rmsnorm(x) * attn_norm; K/V rows
 //                                          cached; biases, q/k norms, sinks, a
@@ -17,7 +18,8 @@
 //                                          (model_arch.h)
 //     RouteBlock(l)                        h = rmsnorm(x) * ffn_norm; top-k of router(h)
 //                                          (+ router bias) with the architecture's gating
-//     ... experts(h) -> moe_output() ...   (ExpertExecutor::Run)
+//     ... experts(h) -> moe_output() ...   (ExpertExecutor::Run, or RunRouted from
+//                                          the routing left on the backend: RouterBlock)
 //     FinishMoe(l)                         moe_output += sigmoid(h . g) * shared(h) where the
 //                                          model has a shared expert (ungated: + shared(h));
 //                                          x += moe_output
@@ -129,23 +131,6 @@ class Transformer {
   /// [0, n_seq); OUT_OF_RANGE when a segment's positions pass n_ctx.
   absl::Status BeginSegments(std::span<const int32_t> tokens, std::span<const Segment> segments);
   std::span<const Segment> segments() const { return segments_; }
-  /// Attention of `layer` (grouped-query or multi-head latent, as the
-  /// architecture has it), then the residual add.
-  void AttentionBlock(int layer);
-  /// A layer without experts (ModelConfig::has_experts false): its dense
-  /// FFN on the ffn-normed input, then the residual add; in place of
-  /// RouteBlock / experts / FinishMoe.
-  void DenseFfnBlock(int layer);
-  /// Computes the ffn-normed input and the routing of `layer`, brought to
-  /// the host as a plan (the per-row top-k ids / weights, [n, k] in
-  /// descending weight, regrouped by expert). (A layer that an executor runs
-  /// from the routing on the backend, ExpertExecutor::CanRunRouted, takes
-  /// RouterBlock instead: its routing never comes to the host mid-step.)
-  absl::StatusOr<RoutingPlan> RouteBlock(int layer);
-  /// The ffn-normed input and RouterTopK's [n, k] ids / weights of `layer`
-  /// into `ids` / `weights` (backend memory).
-  void RouterBlock(int layer, int32_t* ids, float* weights);
-  ConstMat moe_input() const { return {h_, rows_, config_.n_embd}; }
   /// Gate look-ahead (DAOP, DyMoE, FIRM): the `candidates` experts (0 = the
   /// model's k; at most n_expert) `layer`'s router would choose for one row
   /// `input` in backend memory (e.g. an earlier layer's MoE input), most
@@ -158,10 +143,6 @@ class Transformer {
   /// votes of earlier layers); returns the kept row.
   static constexpr int kKeptInputs = 8;
   absl::StatusOr<ConstMat> KeepInput(int slot, ConstMat input);
-  Mat moe_output() const { return {moe_, rows_, config_.n_embd}; }
-  /// The shared expert of `layer` (computed here, on this node, when the
-  /// model has one), then the residual add.
-  void FinishMoe(int layer);
   /// Logits of the last row of the batch (after the final norm), to host.
   absl::Status Logits(std::vector<float>* logits);
   /// Logits of the last row of every segment, to host: segments().size()
@@ -197,6 +178,30 @@ class Transformer {
   /// Every layer on the batch begun; routing rows from `first_record` on.
   absl::Status RunLayers(ExpertExecutor& experts, std::vector<TokenRouting>* routing,
                          size_t first_record);
+  // The blocks of a layer, in RunLayers' order. Each block's residual add
+  // is left pending (AddToX) and made by the next norm (NormX) or SettleX,
+  // so x is only whole again after RunLayers.
+  /// Attention of `layer` (grouped-query or multi-head latent, as the
+  /// architecture has it), then the residual add (pending).
+  void AttentionBlock(int layer);
+  /// A layer without experts (ModelConfig::has_experts false): its dense
+  /// FFN on the ffn-normed input, then the residual add (pending); in place of
+  /// RouteBlock / experts / FinishMoe.
+  void DenseFfnBlock(int layer);
+  /// Computes the ffn-normed input and the routing of `layer`, brought to
+  /// the host as a plan (the per-row top-k ids / weights, [n, k] in
+  /// descending weight, regrouped by expert). (A layer that an executor runs
+  /// from the routing on the backend, ExpertExecutor::CanRunRouted, takes
+  /// RouterBlock instead: its routing never comes to the host mid-step.)
+  absl::StatusOr<RoutingPlan> RouteBlock(int layer);
+  /// The ffn-normed input and RouterTopK's [n, k] ids / weights of `layer`
+  /// into `ids` / `weights` (backend memory).
+  void RouterBlock(int layer, int32_t* ids, float* weights);
+  ConstMat moe_input() const { return {h_, rows_, config_.n_embd}; }
+  Mat moe_output() const { return {moe_, rows_, config_.n_embd}; }
+  /// The shared expert of `layer` (computed here, on this node, when the
+  /// model has one), then the residual add (pending).
+  void FinishMoe(int layer);
   /// The LM head on `n` rows of x starting at `rows` (one per entry, gathered
   /// into o_ when not contiguous) into `out` [n, n_vocab] in backend memory.
   void HeadRows(std::span<const int64_t> rows, Mat out);

@@ -353,7 +353,7 @@ void CudaBackend::MatMulPair(const WeightRef& a, const WeightRef& b, ConstMat x,
   // weights of one type and shape (k and v, a gate and an up): one launch.
   void* xq = QuantizeActivations(pa, x);
   if (xq == nullptr) return;
-  if (a.type == b.type && a.rows == b.rows && a.cols == b.cols) {
+  if (a.SameShapeAs(b)) {
     cuda::ProductSlices pair;
     pair.w_b = b.data;
     pair.y_b = yb.data;

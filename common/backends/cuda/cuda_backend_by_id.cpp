@@ -127,7 +127,7 @@ void CudaBackend::MatMulPairById(const WeightTable& a, const WeightTable& b, con
   // weights of one type and shape (an expert's gate and up): one launch.
   void* xq = QuantizeActivations(pa, x);
   if (xq == nullptr) return;
-  if (wa.type == wb.type && wa.rows == wb.rows && wa.cols == wb.cols) {
+  if (wa.SameShapeAs(wb)) {
     sa.table_b = sb.table;
     sa.y_b = yb.data;
     sa.align = std::min(sa.align, sb.align);
