@@ -4,7 +4,8 @@
 # and the cross-backend op cases, the shipped model on cuda:0 against cpu,
 # Mixtral-shaped Q4_K_M and Q6_K files made there (odmoe-synth, odmoe-quantize),
 # the decode GEMV rows, single-process decode against the previous build and
-# llama.cpp when bundled, and the kernel times of one decode step (ncu).
+# llama.cpp when bundled (and the same build with ODMOE_ROUTED_EXPERTS=0 and
+# with ODMOE_CUDA_NORM_QUANT=0), and the kernel times of one decode step (ncu).
 # Logs go to $OUT (or /tmp/gpu_check); the summary is printed.
 #
 #   bash .gpurun/gpu_check.sh            # LAYERS=2 for smaller files, PROFILE=0 to skip ncu
@@ -52,7 +53,10 @@ for f in q4km q6k; do
     done
     # The same build with every layer's routing brought to the host (the plan).
     echo "$f odmoe-run, ODMOE_ROUTED_EXPERTS=0: $(ODMOE_ROUTED_EXPERTS=0 "$B/odmoe-run" --model /tmp/$f.gguf --backend cuda:0 --prompt "The history of the" -n 256 --ignore-eos 2>&1 >"/tmp/$f-plan.txt" | grep -o 'decode [0-9.]* tokens/s')"
+    # The same build with every product quantizing its own activations.
+    echo "$f odmoe-run, ODMOE_CUDA_NORM_QUANT=0: $(ODMOE_CUDA_NORM_QUANT=0 "$B/odmoe-run" --model /tmp/$f.gguf --backend cuda:0 --prompt "The history of the" -n 256 --ignore-eos 2>&1 >"/tmp/$f-nq0.txt" | grep -o 'decode [0-9.]* tokens/s')"
   done
+  cmp -s "/tmp/$f-odmoe-run.txt" "/tmp/$f-nq0.txt" && echo "$f: norm-quantized = own-quantized text" || echo "$f: NORM-QUANT TEXT DIFFERS"
   [ -x "$B/odmoe-run-old" ] && { cmp -s "/tmp/$f-odmoe-run.txt" "/tmp/$f-odmoe-run-old.txt" && echo "$f: same text" || echo "$f: TEXT DIFFERS"; }
   cmp -s "/tmp/$f-odmoe-run.txt" "/tmp/$f-plan.txt" && echo "$f: routed = plan text" || echo "$f: ROUTED TEXT DIFFERS"
   [ -x /tmp/p/bin/llama-bench ] && /tmp/p/bin/llama-bench -m "/tmp/$f.gguf" -ngl 99 -p 0 -n 256 -r 3 2>&1 | grep -E 'tg256'

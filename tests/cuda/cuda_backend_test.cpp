@@ -8,6 +8,7 @@
 // family), from the quantizers' output and from random block bytes.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -18,6 +19,7 @@
 #include "catch2/catch.hpp"
 #include "cpu_backend.h"
 #include "cpu_ops.h"
+#include "cuda_backend.h"
 #include "cuda_resources.h"
 #include "cuda_slot_device.h"
 #include "expert_slot_arena.h"
@@ -284,6 +286,66 @@ TEST_CASE("cuda cuBLAS policy matches the CPU within tolerance, run to run exact
     const std::vector<float> want = RunMatMul(cpu, type, w, out, k, x, n);
     CHECK(ref::Nmse(a, std::vector<double>(want.begin(), want.end())) <= 1e-10);
   }
+}
+
+TEST_CASE("cuda products after a norm read the rows it quantized, and only while unchanged",
+          "[cuda][backend]") {
+  // norm_quant_cache.h: a norm of up to 8 rows of a multiple of 256 floats
+  // writes its output's Q8_K and Q8_0 forms; the products of exactly those
+  // rows read them (a hit each) and give the CPU's bits; any other op drops
+  // them. (Every-backend bits of the same sequences:
+  // tests/backend/norm_then_products_test.cpp.)
+  if (!HaveGpu()) return;
+  auto be = MakeCuda("cuda:0");
+  auto* gpu = dynamic_cast<CudaBackend*>(be.get());
+  REQUIRE(gpu != nullptr);
+  CpuBackend cpu(2);
+  const int64_t k = 4096, out = 40;
+  uint32_t seed = 7700;
+  const std::vector<uint8_t> w4 = RandomWeight(DType::kQ4_K, out, k, ++seed);
+  const std::vector<uint8_t> w8 = RandomWeight(DType::kQ8_0, out, k, ++seed);
+  for (const int64_t n : {1, 8, 9}) {
+    INFO("rows " << n);
+    const std::vector<float> x = ref::RandomFloats(k * n, ++seed, -3.0f, 3.0f);
+    const std::vector<float> nw = ref::RandomFloats(k, ++seed, 0.5f, 1.5f);
+    std::vector<float> normed(x.size());
+    cpu.RmsNorm(ConstMat(x.data(), n, k), nw.data(), 1e-5f, Mat{normed.data(), n, k});
+    Dev d(*gpu);
+    float* y = d.Put(std::vector<float>(x.size(), 0.0f));
+    float* o = d.Put(std::vector<float>(static_cast<size_t>(n * out), 0.0f));
+    const uint64_t before = gpu->norm_quant_hits();
+    gpu->RmsNorm(ConstMat(d.Put(x), n, k), d.Put(nw), 1e-5f, Mat{y, n, k});
+    gpu->MatMul(d.Weight(DType::kQ4_K, w4, out, k), ConstMat(y, n, k), Mat{o, n, out});
+    CHECK(SameBits(d.Get(o, static_cast<size_t>(n * out)),
+                   RunMatMul(cpu, DType::kQ4_K, w4, out, k, normed, n)));
+    gpu->MatMul(d.Weight(DType::kQ8_0, w8, out, k), ConstMat(y, n, k), Mat{o, n, out});
+    CHECK(SameBits(d.Get(o, static_cast<size_t>(n * out)),
+                   RunMatMul(cpu, DType::kQ8_0, w8, out, k, normed, n)));
+    CHECK(gpu->norm_quant_hits() - before == (n <= 8 ? 2u : 0u));
+    // Rows changed by another op: the next product quantizes them itself.
+    gpu->Copy(ConstMat(d.Put(x), n, k), Mat{y, n, k});
+    gpu->MatMul(d.Weight(DType::kQ4_K, w4, out, k), ConstMat(y, n, k), Mat{o, n, out});
+    CHECK(SameBits(d.Get(o, static_cast<size_t>(n * out)),
+                   RunMatMul(cpu, DType::kQ4_K, w4, out, k, x, n)));
+    CHECK(gpu->norm_quant_hits() - before == (n <= 8 ? 2u : 0u));
+  }
+  // ODMOE_CUDA_NORM_QUANT=0: the same bits, no hits.
+  setenv("ODMOE_CUDA_NORM_QUANT", "0", 1);
+  auto off_be = MakeCuda("cuda:0");
+  unsetenv("ODMOE_CUDA_NORM_QUANT");
+  auto* off = dynamic_cast<CudaBackend*>(off_be.get());
+  REQUIRE(off != nullptr);
+  const std::vector<float> x = ref::RandomFloats(k, ++seed, -3.0f, 3.0f);
+  const std::vector<float> nw = ref::RandomFloats(k, ++seed, 0.5f, 1.5f);
+  std::vector<float> normed(x.size());
+  cpu.RmsNorm(ConstMat(x.data(), 1, k), nw.data(), 1e-5f, Mat{normed.data(), 1, k});
+  Dev d(*off);
+  float* y = d.Put(std::vector<float>(x.size(), 0.0f));
+  float* o = d.Put(std::vector<float>(out, 0.0f));
+  off->RmsNorm(ConstMat(d.Put(x), 1, k), d.Put(nw), 1e-5f, Mat{y, 1, k});
+  off->MatMul(d.Weight(DType::kQ4_K, w4, out, k), ConstMat(y, 1, k), Mat{o, 1, out});
+  CHECK(SameBits(d.Get(o, out), RunMatMul(cpu, DType::kQ4_K, w4, out, k, normed, 1)));
+  CHECK(off->norm_quant_hits() == 0);
 }
 
 TEST_CASE("cuda row ops give the CPU's bits", "[cuda][backend]") {

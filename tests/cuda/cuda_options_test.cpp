@@ -1,10 +1,13 @@
-// Backend names and the MatMul path decision of the CUDA backend: plain
-// logic, tested without a GPU.
+// Backend names, the MatMul path decision and the record of the rows a norm
+// kept quantized (norm_quant_cache.h) of the CUDA backend: plain logic,
+// tested without a GPU.
 #include <string>
+#include <vector>
 
 #include "catch2/catch.hpp"
 #include "cuda_backend_options.h"
 #include "matmul_plan.h"
+#include "norm_quant_cache.h"
 
 namespace odmoe {
 namespace {
@@ -73,6 +76,64 @@ TEST_CASE("cuda MatMul plan: quantized, exact, and cuBLAS only when asked", "[cu
   // Dimensions beyond cuBLAS's int stay on the canonical kernel.
   CHECK(PlanMatMul(DType::kF32, int64_t{3} << 31, 64, 64, cublas).path ==
         MatMulPath::kFloatCanonical);
+}
+
+TEST_CASE("cuda norm quantization record: exact rows only, dropped by any overlapping write",
+          "[cuda][options]") {
+  // Which norms quantize their output: 1 .. kMaxRows rows of a multiple of 256.
+  CHECK(NormQuantCache::Fits(1, 4096));
+  CHECK(NormQuantCache::Fits(NormQuantCache::kMaxRows, 256));
+  CHECK_FALSE(NormQuantCache::Fits(NormQuantCache::kMaxRows + 1, 4096));
+  CHECK_FALSE(NormQuantCache::Fits(0, 4096));
+  CHECK_FALSE(NormQuantCache::Fits(1, 4096 + 32));
+  CHECK_FALSE(NormQuantCache::Fits(32, 128));  // per-head q / k norms
+  // The layout: Q8_K at 0, the Q8_0 codes and scales after it, 16-aligned.
+  CHECK(NormQuantCache::Q8_0Offset(1, 4096) == QuantizedKActivationBytes(1, 4096));
+  CHECK(NormQuantCache::Q8_0Offset(3, 256) % 16 == 0);
+  CHECK(NormQuantCache::Bytes(3, 512) ==
+        NormQuantCache::Q8_0Offset(3, 512) + QuantizedActivationBytes(3, 512));
+
+  // The kept rows inside a larger buffer, so that the bytes around them exist.
+  std::vector<float> buffer(4 * 512), other(3 * 512);
+  struct Rows {
+    float* p;
+    float* data() const { return p; }
+    size_t size() const { return 3 * 512; }
+  } rows{buffer.data() + 256};
+  NormQuantCache c;
+  const ConstMat x(rows.data(), 3, 512);
+  CHECK_FALSE(c.Find(MatMulPath::kQuantizedK, x).has_value());  // nothing kept yet
+  c.Filled(rows.data(), 3, 512);
+  CHECK(c.Find(MatMulPath::kQuantizedK, x) == size_t{0});
+  CHECK(c.Find(MatMulPath::kQuantized, x) == NormQuantCache::Q8_0Offset(3, 512));
+  CHECK(c.hits() == 2);
+  // Only exactly those rows: not a part of them, not other memory, and not
+  // for the float paths.
+  CHECK_FALSE(c.Find(MatMulPath::kQuantizedK, ConstMat(rows.data(), 2, 512)).has_value());
+  CHECK_FALSE(c.Find(MatMulPath::kQuantizedK, ConstMat(rows.data() + 512, 2, 512)).has_value());
+  CHECK_FALSE(c.Find(MatMulPath::kQuantizedK, ConstMat(rows.data(), 6, 256)).has_value());
+  CHECK_FALSE(c.Find(MatMulPath::kQuantizedK, ConstMat(other.data(), 3, 512)).has_value());
+  CHECK_FALSE(c.Find(MatMulPath::kFloatCanonical, x).has_value());
+  CHECK(c.hits() == 2);
+  // Writes elsewhere keep them, touching writes drop them: before, after,
+  // the first and the last byte.
+  c.DropIfWrites(other.data(), other.size() * sizeof(float));
+  c.DropIfWrites(rows.data() + rows.size(), 64);  // just past the end
+  c.DropIfWrites(reinterpret_cast<const char*>(rows.data()) - 8, 8);  // just before
+  c.DropIfWrites(rows.data(), 0);
+  CHECK(c.valid());
+  c.DropIfWrites(reinterpret_cast<const char*>(rows.data() + rows.size()) - 1, 1);
+  CHECK_FALSE(c.valid());
+  CHECK_FALSE(c.Find(MatMulPath::kQuantizedK, x).has_value());
+  c.Filled(rows.data(), 3, 512);
+  c.DropIfWrites(reinterpret_cast<const char*>(rows.data()) - 4, 5);
+  CHECK_FALSE(c.valid());
+  c.Filled(rows.data(), 3, 512);
+  c.DropIfWrites(Mat{rows.data() + 700, 1, 4});
+  CHECK_FALSE(c.valid());
+  c.Filled(rows.data(), 3, 512);
+  c.Drop();
+  CHECK_FALSE(c.Find(MatMulPath::kQuantized, x).has_value());
 }
 
 }  // namespace

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -75,6 +77,10 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
                                                   name, *count, *count == 1 ? "" : "s"));
   }
   std::unique_ptr<CudaBackend> be(new CudaBackend(options));
+  // ODMOE_CUDA_NORM_QUANT=0: every product quantizes its own activations
+  // (the same bits; for timing the norms' quantization against it).
+  const char* norm_quant = std::getenv("ODMOE_CUDA_NORM_QUANT");
+  be->norm_quant_enabled_ = norm_quant == nullptr || std::string_view(norm_quant) != "0";
   absl::Status st = be->UseDevice();
   if (st.ok()) {
     absl::StatusOr<cuda::StreamPtr> stream = cuda::CreateStream();
@@ -121,19 +127,26 @@ bool CudaBackend::RecordCuda(cudaError_t err, const char* what) {
   return Record(cuda::CudaStatus(err, what));
 }
 
-bool CudaBackend::Enter() { return error_.ok() && Record(UseDevice()); }
-
-void* CudaBackend::Scratch(size_t bytes) {
-  if (scratch_.size() >= bytes) return scratch_.data();
-  // The old buffer may still be read by queued ops: wait, free, then grow.
-  if (!RecordCuda(cudaStreamSynchronize(stream()), "scratch growth")) return nullptr;
-  scratch_ = cuda::DeviceMemory();
-  const size_t rounded = (bytes + kScratchGranule - 1) / kScratchGranule * kScratchGranule;
-  absl::StatusOr<cuda::DeviceMemory> m = cuda::DeviceMemory::Allocate(rounded);
-  if (!Record(m.status())) return nullptr;
-  scratch_ = std::move(*m);
-  return scratch_.data();
+bool CudaBackend::Enter() {
+  norm_quant_.Drop();
+  return EnterKeepingNormQuant();
 }
+
+bool CudaBackend::EnterKeepingNormQuant() { return error_.ok() && Record(UseDevice()); }
+
+void* CudaBackend::Grow(cuda::DeviceMemory& m, size_t bytes, const char* what) {
+  if (m.size() >= bytes) return m.data();
+  // The old buffer may still be read by queued ops: wait, free, then grow.
+  if (!RecordCuda(cudaStreamSynchronize(stream()), what)) return nullptr;
+  m = cuda::DeviceMemory();
+  const size_t rounded = (bytes + kScratchGranule - 1) / kScratchGranule * kScratchGranule;
+  absl::StatusOr<cuda::DeviceMemory> grown = cuda::DeviceMemory::Allocate(rounded);
+  if (!Record(grown.status())) return nullptr;
+  m = std::move(*grown);
+  return m.data();
+}
+
+void* CudaBackend::Scratch(size_t bytes) { return Grow(scratch_, bytes, "scratch growth"); }
 
 const double* CudaBackend::RopeTable(const RopeParams& rope) {
   auto bits = [](float f) {
@@ -187,7 +200,8 @@ absl::Status CudaBackend::CopyToBackend(void* dst, const void* host_src, size_t 
   if (dst == nullptr || host_src == nullptr) {
     return absl::InvalidArgumentError("CopyToBackend: null pointer");
   }
-  if (!Enter()) return error_;
+  norm_quant_.DropIfWrites(dst, bytes);
+  if (!EnterKeepingNormQuant()) return error_;
   // Synchronous on purpose: the caller may free or reuse host_src at once.
   if (RecordCuda(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream()),
                  "CopyToBackend")) {
@@ -201,7 +215,7 @@ absl::Status CudaBackend::CopyToHost(void* host_dst, const void* src, size_t byt
   if (host_dst == nullptr || src == nullptr) {
     return absl::InvalidArgumentError("CopyToHost: null pointer");
   }
-  if (!Enter()) return error_;
+  if (!EnterKeepingNormQuant()) return error_;
   if (RecordCuda(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream()),
                  "CopyToHost")) {
     RecordCuda(cudaStreamSynchronize(stream()), "CopyToHost");
@@ -222,7 +236,7 @@ absl::StatusOr<BackendWeight> CudaBackend::LoadWeight(const TensorView& host) {
 }
 
 absl::Status CudaBackend::Synchronize() {
-  if (!Enter()) return error_;
+  if (!EnterKeepingNormQuant()) return error_;
   RecordCuda(cudaStreamSynchronize(stream()), "Synchronize");
   return error_;
 }
@@ -232,7 +246,8 @@ absl::Status CudaBackend::Synchronize() {
 void CudaBackend::MatMul(const WeightRef& w, ConstMat x, Mat y) {
   op_checks::MatMul(w, x, y);
   op_checks::RowOrder("MatMul", w);
-  if (!Enter() || x.rows == 0 || w.rows == 0) return;
+  norm_quant_.DropIfWrites(y);
+  if (!EnterKeepingNormQuant() || x.rows == 0 || w.rows == 0) return;
   if (!cuda::WeightAligned(w.type, w.data)) {
     Record(absl::InvalidArgumentError(
         absl::StrFormat("MatMul: %s weight at a misaligned device address", Traits(w.type).name)));
@@ -277,6 +292,9 @@ Q8_0Scratch Q8_0ScratchAt(void* base, int64_t rows, int64_t cols) {
 }  // namespace
 
 void* CudaBackend::QuantizeActivations(const MatMulPlan& plan, ConstMat x) {
+  if (std::optional<size_t> at = norm_quant_.Find(plan.path, x)) {
+    return static_cast<uint8_t*>(norm_quant_mem_.data()) + *at;  // the norm quantized x
+  }
   auto* base = static_cast<uint8_t*>(Scratch(plan.scratch_bytes));
   if (base == nullptr) return nullptr;
   if (plan.path == MatMulPath::kQuantizedK) {
@@ -342,7 +360,9 @@ void CudaBackend::MatMulPair(const WeightRef& a, const WeightRef& b, ConstMat x,
     MatMul(b, x, yb);
     return;
   }
-  if (!Enter()) return;
+  norm_quant_.DropIfWrites(ya);
+  norm_quant_.DropIfWrites(yb);
+  if (!EnterKeepingNormQuant()) return;
   if (!cuda::WeightAligned(a.type, a.data) || !cuda::WeightAligned(b.type, b.data)) {
     Record(absl::InvalidArgumentError(absl::StrFormat(
         "MatMulPair: %s / %s weight at a misaligned device address", Traits(a.type).name,
@@ -374,7 +394,9 @@ void CudaBackend::SwiGluMatMul(const WeightRef& w, Mat gate, ConstMat up, Mat y)
     MatMul(w, gate, y);
     return;
   }
-  if (!Enter()) return;
+  norm_quant_.DropIfWrites(gate);  // SwiGLU goes into gate
+  norm_quant_.DropIfWrites(y);
+  if (!EnterKeepingNormQuant()) return;
   if (!cuda::WeightAligned(w.type, w.data)) {
     Record(absl::InvalidArgumentError(absl::StrFormat(
         "SwiGluMatMul: %s weight at a misaligned device address", Traits(w.type).name)));
@@ -426,14 +448,38 @@ void CudaBackend::GetRows(const WeightRef& table, const int32_t* ids, Mat out) {
       "GetRows");
 }
 
+cuda::NormQuantOut CudaBackend::NormQuantOutFor(ConstMat x, const float* add,
+                                                const float* weight, Mat y) {
+  if (!norm_quant_enabled_ || !NormQuantCache::Fits(y.rows, y.cols) ||
+      !cuda::RmsNormCanQuantize(x, add, weight, y)) {
+    return {};
+  }
+  auto* base = static_cast<uint8_t*>(
+      Grow(norm_quant_mem_, NormQuantCache::Bytes(y.rows, y.cols), "norm quantization buffer"));
+  if (base == nullptr) return {};
+  const Q8_0Scratch q8_0 = Q8_0ScratchAt(base + NormQuantCache::Q8_0Offset(y.rows, y.cols),
+                                         y.rows, y.cols);
+  return {reinterpret_cast<cuda::QActSuperBlock*>(base), q8_0.codes, q8_0.scales};
+}
+
 void CudaBackend::RmsNorm(ConstMat x, const float* weight, float eps, Mat y) {
   op_checks::SameShape("RmsNorm", x, y);
-  if (Enter()) RecordCuda(cuda::LaunchRmsNorm(stream(), x, weight, eps, y), "RmsNorm");
+  if (!Enter()) return;
+  const cuda::NormQuantOut q = NormQuantOutFor(x, nullptr, weight, y);
+  if (RecordCuda(cuda::LaunchRmsNorm(stream(), x, weight, eps, y, q), "RmsNorm") &&
+      q.q8k != nullptr) {
+    norm_quant_.Filled(y.data, y.rows, y.cols);
+  }
 }
 
 void CudaBackend::AddRmsNorm(Mat x, ConstMat a, const float* weight, float eps, Mat y) {
   op_checks::AddRmsNorm(x, a, y);
-  if (Enter()) RecordCuda(cuda::LaunchAddRmsNorm(stream(), x, a, weight, eps, y), "AddRmsNorm");
+  if (!Enter()) return;
+  const cuda::NormQuantOut q = NormQuantOutFor(x, a.data, weight, y);
+  if (RecordCuda(cuda::LaunchAddRmsNorm(stream(), x, a, weight, eps, y, q), "AddRmsNorm") &&
+      q.q8k != nullptr) {
+    norm_quant_.Filled(y.data, y.rows, y.cols);
+  }
 }
 
 void CudaBackend::Rope(Mat x, int head_dim, const int32_t* positions, const RopeParams& rope) {
@@ -474,7 +520,10 @@ void CudaBackend::Softmax(Mat x) {
 void CudaBackend::RouterTopK(ConstMat logits, int k, RouterGating gating, int32_t* ids,
                              float* weights) {
   op_checks::RouterTopK(logits, k);
-  if (Enter()) {
+  const size_t picks = static_cast<size_t>(logits.rows) * static_cast<size_t>(k);
+  norm_quant_.DropIfWrites(ids, picks * sizeof(int32_t));
+  norm_quant_.DropIfWrites(weights, picks * sizeof(float));
+  if (EnterKeepingNormQuant()) {
     RecordCuda(cuda::LaunchRouterTopK(stream(), logits, k, gating, ids, weights), "RouterTopK");
   }
 }

@@ -77,6 +77,7 @@
 #include "cuda_kernels.h"
 #include "cuda_resources.h"
 #include "matmul_plan.h"
+#include "norm_quant_cache.h"
 
 namespace odmoe {
 
@@ -140,18 +141,33 @@ class CudaBackend final : public Backend {
   absl::Status UseDevice() const { return cuda::UseDevice(options_.device); }
   /// Bytes of the scratch buffer now (it only grows).
   size_t scratch_bytes() const { return scratch_.size(); }
+  /// How many products read the quantized rows a norm kept
+  /// (norm_quant_cache.h) instead of quantizing their activations.
+  uint64_t norm_quant_hits() const { return norm_quant_.hits(); }
 
  private:
   explicit CudaBackend(const CudaBackendOptions& options) : options_(options) {}
 
   /// Prepares an op: false (skip it) when the backend already failed or its
-  /// device cannot be made current.
+  /// device cannot be made current. Forgets the quantized rows a norm kept
+  /// (the op may write them).
   bool Enter();
+  /// Enter() for what cannot change the kept rows unnoticed: the copies to
+  /// the host, Synchronize, and CopyToBackend, the products and RouterTopK,
+  /// which call norm_quant_.DropIfWrites for each of their outputs instead.
+  bool EnterKeepingNormQuant();
   /// Keeps the first error; returns whether `st` was OK.
   bool Record(absl::Status st);
   bool RecordCuda(cudaError_t err, const char* what);
   /// At least `bytes` of scratch (grows, after a sync); null after an error.
   void* Scratch(size_t bytes);
+  /// `m` grown to at least `bytes` (after a sync: queued ops may still read
+  /// the old buffer); null after an error.
+  void* Grow(cuda::DeviceMemory& m, size_t bytes, const char* what);
+  /// Where a norm of x (plus `add`) into y writes its output's quantized
+  /// forms (norm_quant_cache.h), or nothing when it does not fit or
+  /// ODMOE_CUDA_NORM_QUANT=0.
+  cuda::NormQuantOut NormQuantOutFor(ConstMat x, const float* add, const float* weight, Mat y);
   /// What a RoPE frequency table depends on: dims, the bits of base, YaRN
   /// or not and, with YaRN, its factor, original context, betas, truncate.
   using RopeTableKey = std::tuple<int, uint32_t, bool, uint32_t, int, uint32_t, uint32_t, bool>;
@@ -180,6 +196,10 @@ class CudaBackend final : public Backend {
   cuda::CublasPtr cublas_;
   cuda::DeviceMemory cublas_workspace_;
   cuda::DeviceMemory scratch_;
+  // The last norm's output, quantized (norm_quant_cache.h).
+  bool norm_quant_enabled_ = true;
+  NormQuantCache norm_quant_;
+  cuda::DeviceMemory norm_quant_mem_;
   std::map<RopeTableKey, cuda::DeviceMemory> rope_tables_;
   absl::Status error_;
 };

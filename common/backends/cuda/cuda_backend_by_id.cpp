@@ -90,7 +90,8 @@ bool CudaBackend::SlicesOf(const WeightTable& table, const int32_t* ids, int64_t
 
 void CudaBackend::MatMulById(const WeightTable& table, const int32_t* ids, ConstMat x, Mat y) {
   op_checks::MatMulById(this, table, x, y);
-  if (!Enter() || y.rows == 0) return;
+  norm_quant_.DropIfWrites(y);
+  if (!EnterKeepingNormQuant() || y.rows == 0) return;
   cuda::ProductSlices slices;
   if (!SlicesOf(table, ids, y.rows, x.rows == 1, &slices)) return;
   const WeightRef& w = table.first();
@@ -118,7 +119,9 @@ void CudaBackend::MatMulPairById(const WeightTable& a, const WeightTable& b, con
     MatMulById(b, ids, x, yb);
     return;
   }
-  if (!Enter() || ya.rows == 0) return;
+  norm_quant_.DropIfWrites(ya);
+  norm_quant_.DropIfWrites(yb);
+  if (!EnterKeepingNormQuant() || ya.rows == 0) return;
   cuda::ProductSlices sa, sb;
   if (!SlicesOf(a, ids, ya.rows, x.rows == 1, &sa) || !SlicesOf(b, ids, yb.rows, x.rows == 1, &sb)) {
     return;
@@ -148,7 +151,9 @@ void CudaBackend::SwiGluMatMulById(const WeightTable& w, const int32_t* ids, Mat
     MatMulById(w, ids, gate, y);
     return;
   }
-  if (!Enter() || y.rows == 0) return;
+  norm_quant_.DropIfWrites(gate);  // SwiGLU goes into gate
+  norm_quant_.DropIfWrites(y);
+  if (!EnterKeepingNormQuant() || y.rows == 0) return;
   cuda::ProductSlices slices;
   if (!SlicesOf(w, ids, y.rows, /*shared_x=*/false, &slices)) return;
   void* xq = QuantizeSwiGlu(plan, gate, up);

@@ -116,10 +116,28 @@ cudaError_t LaunchDequantRows(cudaStream_t stream, DType type, const void* w, in
 /// out[i] = dequantized row ids[i] of `table` (cols elements each).
 cudaError_t LaunchGetRows(cudaStream_t stream, DType type, const void* table, int64_t cols,
                           const int32_t* ids, int64_t n, float* out);
-cudaError_t LaunchRmsNorm(cudaStream_t stream, ConstMat x, const float* weight, float eps, Mat y);
-/// Backend::AddRmsNorm: x = x + a (AddKernel's bits), then RmsNorm(x) into y.
+
+/// Where a norm also writes its output's quantizations (all null: nowhere):
+/// y's rows as LaunchQuantizeQ8_K gives them (rows * cols / 256 super-blocks)
+/// and as LaunchQuantizeQ8_0 gives them (rows * cols / 32 codes and scales),
+/// bit for bit.
+struct NormQuantOut {
+  QActSuperBlock* q8k = nullptr;
+  QActBlock* q8_0_codes = nullptr;
+  float* q8_0_scales = nullptr;
+};
+/// Whether a norm of x into y (after adding `add`, when not null) with
+/// `weight` can take a NormQuantOut: rows of a multiple of 256 floats that
+/// fit the shared-memory stage, every pointer 16-byte aligned.
+bool RmsNormCanQuantize(ConstMat x, const float* add, const float* weight, Mat y);
+/// Backend::RmsNorm; with q's pointers set (RmsNormCanQuantize must hold,
+/// else cudaErrorInvalidValue) the output's quantizations too.
+cudaError_t LaunchRmsNorm(cudaStream_t stream, ConstMat x, const float* weight, float eps, Mat y,
+                          const NormQuantOut& q = {});
+/// Backend::AddRmsNorm: x = x + a (AddKernel's bits), then RmsNorm(x) into y
+/// (and q as LaunchRmsNorm).
 cudaError_t LaunchAddRmsNorm(cudaStream_t stream, Mat x, ConstMat a, const float* weight,
-                             float eps, Mat y);
+                             float eps, Mat y, const NormQuantOut& q = {});
 /// Backend::Rope; inv_freq: rope.dims / 2 doubles in device memory,
 /// RopeInverseFrequencies(rope) (backend/rope.h).
 cudaError_t LaunchRope(cudaStream_t stream, Mat x, int head_dim, const int32_t* positions,

@@ -10,6 +10,7 @@
 #include "cuda_kernel_util.h"
 #include "cuda_kernels.h"
 #include "cuda_matmul_tiles.h"
+#include "cuda_quantize_warp.h"
 
 namespace odmoe::cuda {
 
@@ -213,12 +214,8 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-/// One thread per 32-element block; rows are k = 32 * n_blocks long, so
-/// block b of row t starts at x + 32 * (t * n_blocks + b).
-/// One warp per 32-element block, lane l taking element l: the largest
-/// magnitude (NaN skipped: a maximum of non-NaN values, so any merge order
-/// gives QuantizeBlockQ8_0's), then each lane's code, its byte OR-ed into
-/// word l / 4 across the four lanes of the word (exact), written by lane 4w.
+/// One warp per 32-element block (cuda_quantize_warp.h); rows are
+/// k = 32 * n_blocks long, so block b of row t starts at x + 32 * (t * n_blocks + b).
 template <class Src>
 __global__ void __launch_bounds__(128)
     QuantizeQ8_0Kernel(Src src, int64_t total, QActBlock* __restrict__ codes,
@@ -226,19 +223,7 @@ __global__ void __launch_bounds__(128)
   const int l = static_cast<int>(threadIdx.x % 32);
   const int64_t warps = GridThreads() / 32;
   for (int64_t i = GlobalThread() / 32; i < total; i += warps) {
-    const float v = src.Get(32 * i + l);
-    float amax = cuda_numerics::MaxSkipNan(0.0f, cuda_numerics::Abs(v));
-    for (int off = 16; off > 0; off /= 2) {
-      amax = cuda_numerics::MaxSkipNan(amax, __shfl_xor_sync(kFullMask, amax, off));
-    }
-    const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    uint32_t word = (static_cast<uint32_t>(cuda_numerics::ClampedRound(v * id)) & 0xffu)
-                    << (8 * (l % 4));
-    word |= __shfl_xor_sync(kFullMask, word, 1);
-    word |= __shfl_xor_sync(kFullMask, word, 2);
-    if (l % 4 == 0) codes[i].qs[l / 4] = static_cast<int32_t>(word);
-    if (l == 0) scales[i] = cuda_numerics::F16ToF32(cuda_numerics::F32ToF16(d));
+    QuantizeBlockQ8_0Warp(src, i, &codes[i], &scales[i], l);
   }
 }
 

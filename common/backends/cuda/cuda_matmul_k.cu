@@ -17,6 +17,7 @@
 #include "cuda_kernel_util.h"
 #include "cuda_kernels.h"
 #include "cuda_matmul_tiles.h"
+#include "cuda_quantize_warp.h"
 
 namespace odmoe::cuda {
 
@@ -25,39 +26,6 @@ namespace {
 namespace num = cuda_numerics;
 
 constexpr int kQuantizeThreads = 128;
-
-/// Super-block s of the activation source quantized to Q8_K by one warp
-/// (`l` = the thread's index in it): thread l reads elements 8l..8l+7 once
-/// (src.Get), the picks of the largest magnitude are merged across the warp
-/// (merging in any order gives the sequential scan's pick), then thread l
-/// writes code words 2l and 2l+1 and the even threads the per-16 sums.
-template <class Src>
-__device__ __forceinline__ void QuantizeSuperBlockWarp(const Src& src, int64_t s,
-                                                       QActSuperBlock* out, int l) {
-  float v[8];
-#pragma unroll
-  for (int i = 0; i < 8; ++i) v[i] = src.Get(s * kSuperBlockElems + 8 * l + i);
-  num::AbsMaxPick p;
-#pragma unroll
-  for (int i = 0; i < 8; ++i) num::PickAbsMax(&p, v[i], 8 * l + i);
-  for (int off = 16; off > 0; off /= 2) {
-    num::AbsMaxPick q;
-    q.amax = __shfl_xor_sync(kFullMask, p.amax, off);
-    q.max = __shfl_xor_sync(kFullMask, p.max, off);
-    q.index = __shfl_xor_sync(kFullMask, p.index, off);
-    p = num::MergeAbsMax(p, q);
-  }
-  const bool zero = p.amax == 0.0f;
-  const float iscale = num::Q8KInverseScale(p);
-  const int32_t w0 = zero ? 0 : num::Q8KCodeWord(iscale, v);
-  const int32_t w1 = zero ? 0 : num::Q8KCodeWord(iscale, v + 4);
-  out->qs[2 * l] = w0;
-  out->qs[2 * l + 1] = w1;
-  const int32_t sum8 = num::ByteSum(w0) + num::ByteSum(w1);
-  const int32_t next = __shfl_down_sync(kFullMask, sum8, 1);
-  if (l % 2 == 0) out->bsum[l / 2] = sum8 + next;
-  if (l == 0) out->d = zero ? 0.0f : 1.0f / iscale;
-}
 
 /// One warp per super-block.
 template <class Src>

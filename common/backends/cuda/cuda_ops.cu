@@ -5,6 +5,7 @@
 #include "cuda_kernel_util.h"
 #include "backend/expert_order.h"
 #include "cuda_kernels.h"
+#include "cuda_quantize_warp.h"
 
 namespace odmoe::cuda {
 
@@ -77,10 +78,13 @@ __device__ __forceinline__ void AddVec4Chunk(float4* x, const float4* __restrict
 /// 16-byte aligned, staged): the copies and the scaling move float4s, four
 /// per thread in flight; each element's arithmetic is the same. With `add`
 /// (AddRmsNorm): x = x + add first, written back, and that row normalized.
+/// With q.q8k (kVec4 only; RmsNormCanQuantize): the block keeps the output
+/// row in shared memory too and its warps quantize it to Q8_K and Q8_0
+/// (cuda_quantize_warp.h: the quantize kernels' bits for the same floats).
 template <bool kVec4>
 __global__ void __launch_bounds__(kThreads)
     RmsNormKernel(float* x, const float* __restrict__ add, const float* __restrict__ weight,
-                  float eps, float* y, int64_t rows, int64_t d, bool staged) {
+                  float eps, float* y, int64_t rows, int64_t d, bool staged, NormQuantOut q) {
   extern __shared__ float4 row_sh4[];
   float* row_sh = reinterpret_cast<float*>(row_sh4);
   __shared__ float scale_sh;
@@ -137,9 +141,25 @@ __global__ void __launch_bounds__(kThreads)
           const int64_t i = i0 + threadIdx.x + static_cast<int64_t>(u) * blockDim.x;
           if (i < d / 4) {
             const float4 v = row_sh4[i];
-            y4[i] = make_float4((v.x * scale) * w[u].x, (v.y * scale) * w[u].y,
-                                (v.z * scale) * w[u].z, (v.w * scale) * w[u].w);
+            const float4 out = make_float4((v.x * scale) * w[u].x, (v.y * scale) * w[u].y,
+                                           (v.z * scale) * w[u].z, (v.w * scale) * w[u].w);
+            y4[i] = out;
+            if (q.q8k != nullptr) row_sh4[i] = out;  // element i is this thread's alone
           }
+        }
+      }
+      if (q.q8k != nullptr) {
+        __syncthreads();
+        const int lane = static_cast<int>(threadIdx.x % 32);
+        const int64_t warp = threadIdx.x / 32, warps = blockDim.x / 32;
+        const int64_t supers = d / kSuperBlockElems, blocks = d / 32;
+        const PlainRows out_row{row_sh};
+        for (int64_t sb = warp; sb < supers; sb += warps) {
+          QuantizeSuperBlockWarp(out_row, sb, &q.q8k[t * supers + sb], lane);
+        }
+        for (int64_t b = warp; b < blocks; b += warps) {
+          QuantizeBlockQ8_0Warp(out_row, b, &q.q8_0_codes[t * blocks + b],
+                                &q.q8_0_scales[t * blocks + b], lane);
         }
       }
     } else {
@@ -296,35 +316,51 @@ cudaError_t LaunchGetRows(cudaStream_t stream, DType type, const void* table, in
 
 namespace {
 
-/// RmsNorm of x's rows, after x = x + add when `add` is given.
+/// Rows RmsNormKernel<true> takes: staged in shared memory, float4s.
+bool Vec4Rows(const float* x, const float* add, const float* weight, const float* y,
+              int64_t cols) {
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  return static_cast<size_t>(cols) * sizeof(float) <= kStagedRowMaxBytes && cols % 4 == 0 &&
+         aligned(x) && aligned(y) && aligned(weight) && (add == nullptr || aligned(add));
+}
+
+/// RmsNorm of x's rows, after x = x + add when `add` is given; with q.q8k,
+/// their quantizations too (the caller checked RmsNormCanQuantize).
 cudaError_t LaunchRmsNormOf(cudaStream_t stream, float* x, const float* add, int64_t rows,
-                            int64_t cols, const float* weight, float eps, float* y) {
+                            int64_t cols, const float* weight, float eps, float* y,
+                            const NormQuantOut& q) {
   if (rows == 0) return cudaSuccess;
   const size_t row_bytes = static_cast<size_t>(cols) * sizeof(float);
   const bool staged = row_bytes <= kStagedRowMaxBytes;
-  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  if (staged && cols % 4 == 0 && aligned(x) && aligned(y) && aligned(weight) &&
-      (add == nullptr || aligned(add))) {
+  if (q.q8k != nullptr && (cols % kSuperBlockElems != 0 || !Vec4Rows(x, add, weight, y, cols))) {
+    return cudaErrorInvalidValue;
+  }
+  if (Vec4Rows(x, add, weight, y, cols)) {
     RmsNormKernel<true><<<RowGrid(rows), kThreads, row_bytes, stream>>>(x, add, weight, eps, y,
-                                                                         rows, cols, staged);
+                                                                         rows, cols, staged, q);
   } else {
     RmsNormKernel<false><<<RowGrid(rows), kThreads, staged ? row_bytes : 0, stream>>>(
-        x, add, weight, eps, y, rows, cols, staged);
+        x, add, weight, eps, y, rows, cols, staged, q);
   }
   return cudaGetLastError();
 }
 
 }  // namespace
 
-cudaError_t LaunchRmsNorm(cudaStream_t stream, ConstMat x, const float* weight, float eps, Mat y) {
+bool RmsNormCanQuantize(ConstMat x, const float* add, const float* weight, Mat y) {
+  return x.cols % kSuperBlockElems == 0 && Vec4Rows(x.data, add, weight, y.data, x.cols);
+}
+
+cudaError_t LaunchRmsNorm(cudaStream_t stream, ConstMat x, const float* weight, float eps, Mat y,
+                          const NormQuantOut& q) {
   // Without `add` the kernel never writes x.
   return LaunchRmsNormOf(stream, const_cast<float*>(x.data), nullptr, x.rows, x.cols, weight, eps,
-                         y.data);
+                         y.data, q);
 }
 
 cudaError_t LaunchAddRmsNorm(cudaStream_t stream, Mat x, ConstMat a, const float* weight,
-                             float eps, Mat y) {
-  return LaunchRmsNormOf(stream, x.data, a.data, x.rows, x.cols, weight, eps, y.data);
+                             float eps, Mat y, const NormQuantOut& q) {
+  return LaunchRmsNormOf(stream, x.data, a.data, x.rows, x.cols, weight, eps, y.data, q);
 }
 
 cudaError_t LaunchRope(cudaStream_t stream, Mat x, int head_dim, const int32_t* positions,
