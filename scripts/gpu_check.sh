@@ -4,8 +4,9 @@
 # and the cross-backend op cases, the shipped model on cuda:0 against cpu,
 # Mixtral-shaped Q4_K_M and Q6_K files made there (odmoe-synth, odmoe-quantize),
 # the decode GEMV rows, single-process decode against the previous build and
-# llama.cpp when bundled (and the same build with ODMOE_ROUTED_EXPERTS=0 and
-# with ODMOE_CUDA_NORM_QUANT=0), and the kernel times of one decode step (ncu).
+# llama.cpp when bundled (and the same build with ODMOE_ROUTED_EXPERTS=0,
+# ODMOE_CUDA_NORM_QUANT=0 or ODMOE_CUDA_PDL=0), and the kernel times of one
+# decode step (ncu).
 # Logs go to $OUT (or /tmp/gpu_check); the summary is printed.
 #
 #   bash .gpurun/gpu_check.sh            # LAYERS=2 for smaller files, PROFILE=0 to skip ncu
@@ -45,20 +46,24 @@ wait "$files"; tail -1 "$OUT/files.log"; mark files
 "$B/odmoe-bench-ops" --backend cuda:0 --decode-only --seconds 0.3 --types q4_K,q6_K,q8_0 \
   --shapes 14336x4096,4096x14336,64x4096 >"$OUT/ops.log" 2>&1
 grep -E '^(q4_K|q6_K|q8_0)|copy' "$OUT/ops.log"
+# The same build with one of this backend's steps turned off: every layer's
+# routing brought to the host (the plan), every product quantizing its own
+# activations, plain kernel launches; each must print the same text.
+variants=("ODMOE_ROUTED_EXPERTS=0" "ODMOE_CUDA_NORM_QUANT=0" "ODMOE_CUDA_PDL=0")
+run_decode() {  # file, output name, then env assignments and the binary
+  local f=$1 name=$2; shift 2
+  echo "$f $name: $(env "$@" --model /tmp/$f.gguf --backend cuda:0 --prompt "The history of the" -n 256 --ignore-eos 2>&1 >"/tmp/$f-$name.txt" | grep -o 'decode [0-9.]* tokens/s')"
+}
 for f in q4km q6k; do
   for _ in 1 2; do
-    for v in odmoe-run odmoe-run-old; do
-      [ -x "$B/$v" ] || continue
-      echo "$f $v: $("$B/$v" --model /tmp/$f.gguf --backend cuda:0 --prompt "The history of the" -n 256 --ignore-eos 2>&1 >"/tmp/$f-$v.txt" | grep -o 'decode [0-9.]* tokens/s')"
-    done
-    # The same build with every layer's routing brought to the host (the plan).
-    echo "$f odmoe-run, ODMOE_ROUTED_EXPERTS=0: $(ODMOE_ROUTED_EXPERTS=0 "$B/odmoe-run" --model /tmp/$f.gguf --backend cuda:0 --prompt "The history of the" -n 256 --ignore-eos 2>&1 >"/tmp/$f-plan.txt" | grep -o 'decode [0-9.]* tokens/s')"
-    # The same build with every product quantizing its own activations.
-    echo "$f odmoe-run, ODMOE_CUDA_NORM_QUANT=0: $(ODMOE_CUDA_NORM_QUANT=0 "$B/odmoe-run" --model /tmp/$f.gguf --backend cuda:0 --prompt "The history of the" -n 256 --ignore-eos 2>&1 >"/tmp/$f-nq0.txt" | grep -o 'decode [0-9.]* tokens/s')"
+    run_decode "$f" new "$B/odmoe-run"
+    [ -x "$B/odmoe-run-old" ] && run_decode "$f" old "$B/odmoe-run-old"
+    for v in "${variants[@]}"; do run_decode "$f" "$v" "$v" "$B/odmoe-run"; done
   done
-  cmp -s "/tmp/$f-odmoe-run.txt" "/tmp/$f-nq0.txt" && echo "$f: norm-quantized = own-quantized text" || echo "$f: NORM-QUANT TEXT DIFFERS"
-  [ -x "$B/odmoe-run-old" ] && { cmp -s "/tmp/$f-odmoe-run.txt" "/tmp/$f-odmoe-run-old.txt" && echo "$f: same text" || echo "$f: TEXT DIFFERS"; }
-  cmp -s "/tmp/$f-odmoe-run.txt" "/tmp/$f-plan.txt" && echo "$f: routed = plan text" || echo "$f: ROUTED TEXT DIFFERS"
+  [ -x "$B/odmoe-run-old" ] && { cmp -s "/tmp/$f-new.txt" "/tmp/$f-old.txt" && echo "$f: same text as old" || echo "$f: TEXT DIFFERS FROM OLD"; }
+  for v in "${variants[@]}"; do
+    cmp -s "/tmp/$f-new.txt" "/tmp/$f-$v.txt" && echo "$f: same text with $v" || echo "$f: TEXT DIFFERS WITH $v"
+  done
   [ -x /tmp/p/bin/llama-bench ] && /tmp/p/bin/llama-bench -m "/tmp/$f.gguf" -ngl 99 -p 0 -n 256 -r 3 2>&1 | grep -E 'tg256'
 done
 mark decode

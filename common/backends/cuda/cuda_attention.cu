@@ -57,6 +57,7 @@ struct AttentionArgs {
 
 template <int kThreads>
 __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
+  AfterPriorKernels();
   constexpr int kWarps = kThreads / 32;
   __shared__ float red[kWarps];
   __shared__ float sum_sh;
@@ -159,9 +160,9 @@ cudaError_t LaunchAttention(cudaStream_t stream, ConstMat q, ConstMat k_cache, C
   const int64_t rows = RowsAtOnce(q.rows, n_head, pos0, scratch_floats);
   const dim3 grid(static_cast<unsigned>(n_head), static_cast<unsigned>(rows));
   if (q.rows <= kFewRows) {
-    AttentionKernel<kThreadsFew><<<grid, kThreadsFew, 0, stream>>>(a);
+    Launch(AttentionKernel<kThreadsFew>, grid, kThreadsFew, 0, stream, a);
   } else {
-    AttentionKernel<kThreadsMany><<<grid, kThreadsMany, 0, stream>>>(a);
+    Launch(AttentionKernel<kThreadsMany>, grid, kThreadsMany, 0, stream, a);
   }
   return cudaGetLastError();
 }

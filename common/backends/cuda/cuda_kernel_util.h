@@ -9,11 +9,51 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <utility>
 
 #include "cuda_numerics.h"
 #include "cuda_numerics_dequant.h"
+#include "cuda_resources.h"
 
 namespace odmoe::cuda {
+
+// ---- Kernel launches ----------------------------------------------------------
+// Every kernel of the backend starts with AfterPriorKernels() and is launched
+// with Launch(). On Hopper and later (ProgrammaticLaunchOn) a launch allows
+// programmatic dependent launch: the kernel may be scheduled while the kernel
+// before it in the stream still runs, and its first statement waits until that
+// kernel has finished and its writes are visible, so every kernel still sees
+// exactly what a plain launch would show it; what overlaps is the launch and
+// the scheduling of its blocks, instead of following the previous kernel's end.
+// After the wait it lets the next kernel be scheduled in turn (one kernel
+// ahead, never more). Elsewhere (older GPUs, ODMOE_CUDA_PDL=0) launches are
+// plain and both instructions are no-ops.
+
+__device__ __forceinline__ void AfterPriorKernels() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+/// kernel<<<grid, block, shared_bytes, stream>>>(args...), with programmatic
+/// stream serialization allowed when ProgrammaticLaunchOn(). Errors are
+/// returned and, like a <<<>>> launch's, left for cudaGetLastError.
+template <class... Params, class... Args>
+cudaError_t Launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes,
+                   cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = shared_bytes;
+  config.stream = stream;
+  config.attrs = attr;
+  config.numAttrs = ProgrammaticLaunchOn() ? 1 : 0;
+  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
 
 inline constexpr unsigned kFullMask = 0xffffffffu;
 

@@ -26,6 +26,7 @@ __global__ void __launch_bounds__(kThreads)
     FloatMatMulKernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t out, int64_t k,
                       const float* __restrict__ x, int64_t n, float* __restrict__ y,
                       ProductSlices slices) {
+  AfterPriorKernels();
   const Slice sl = PickSlice(slices, w, y, out);
   x += sl.x_row * k;
   y = sl.y;
@@ -100,7 +101,8 @@ __device__ __forceinline__ void QuantRowLanes(const uint8_t* __restrict__ wr, ui
       int32_t wc[8];
       if (u < units) {
 #pragma unroll
-        for (int m = 0; m < 8; ++m) wc[m] = cuda_numerics::Block32CodeWord<T>(blocks + u * F.bytes, m);
+        for (int m = 0; m < 8; ++m)
+          wc[m] = cuda_numerics::Block32CodeWord<T>(blocks + u * F.bytes, m);
       }
 #pragma unroll
       for (int r = 0; r < NX; ++r) {
@@ -149,6 +151,7 @@ __global__ void __launch_bounds__(kThreads)
                       int64_t n_blocks, const QActBlock* __restrict__ codes,
                       const float* __restrict__ scales, int64_t n, float* __restrict__ y,
                       ProductSlices slices) {
+  AfterPriorKernels();
   __shared__ uint4 stage[kWarpRowsPerBlock][Block32StageVecs<T>()];
   const Slice sl = PickSlice(slices, w, y, out);
   codes += sl.x_row * n_blocks;
@@ -164,8 +167,8 @@ __global__ void __launch_bounds__(kThreads)
        t0 += static_cast<int64_t>(gridDim.y) * NX) {
     const int nt = static_cast<int>(n - t0 < NX ? n - t0 : NX);
     float acc[NX];
-    QuantRowLanes<T, NX>(wr, buf, codes + t0 * n_blocks, scales + t0 * n_blocks, n_blocks,
-                         n_blocks, nt, t, acc);
+    QuantRowLanes<T, NX>(wr, buf, codes + t0 * n_blocks, scales + t0 * n_blocks, n_blocks, n_blocks,
+                         nt, t, acc);
 #pragma unroll
     for (int r = 0; r < NX; ++r) {
       const float v = HalfWarpTree(acc[r]);
@@ -187,6 +190,7 @@ template <DType T>
 __global__ void __launch_bounds__(kThreads)
     FloatGemvRowKernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t out, int64_t k,
                        const float* __restrict__ x, float* __restrict__ y, ProductSlices slices) {
+  AfterPriorKernels();
   __shared__ float w_sh[kFloatGemvChunk];
   __shared__ float x_sh[kFloatGemvChunk];
   const Slice sl = PickSlice(slices, w, y, out);
@@ -220,6 +224,7 @@ template <class Src>
 __global__ void __launch_bounds__(128)
     QuantizeQ8_0Kernel(Src src, int64_t total, QActBlock* __restrict__ codes,
                        float* __restrict__ scales) {
+  AfterPriorKernels();
   const int l = static_cast<int>(threadIdx.x % 32);
   const int64_t warps = GridThreads() / 32;
   for (int64_t i = GlobalThread() / 32; i < total; i += warps) {
@@ -230,6 +235,7 @@ __global__ void __launch_bounds__(128)
 template <DType T>
 __global__ void DequantRowsKernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t k,
                                   int64_t total, float* __restrict__ out) {
+  AfterPriorKernels();
   for (int64_t i = GlobalThread(); i < total; i += GridThreads()) {
     out[i] = cuda_numerics::DequantElement<T>(w + (i / k) * row_bytes, i % k);
   }
@@ -244,17 +250,16 @@ void FloatMatMulT(cudaStream_t s, const void* w, int64_t out, int64_t k, const f
   const auto* wb = static_cast<const uint8_t*>(w);
   const auto row_bytes = static_cast<int64_t>(RowBytes(T, k));
   if (n == 1 && out <= kFloatGemvMaxRows) {
-    ForEachSliceLaunch(dim3(static_cast<unsigned>(out)), slices,
-                       [&](dim3 g, const ProductSlices& sl) {
-                         FloatGemvRowKernel<T><<<g, kThreads, 0, s>>>(wb, row_bytes, out, k, x, y,
-                                                                      sl);
-                       });
+    ForEachSliceLaunch(
+        dim3(static_cast<unsigned>(out)), slices, [&](dim3 g, const ProductSlices& sl) {
+          Launch(FloatGemvRowKernel<T>, g, kThreads, 0, s, wb, row_bytes, out, k, x, y, sl);
+        });
     return;
   }
   WithTileRows(n, [&](auto nx) {
     constexpr int NX = decltype(nx)::value;
     ForEachSliceLaunch(MatMulGrid(out, n, NX), slices, [&](dim3 g, const ProductSlices& sl) {
-      FloatMatMulKernel<T, NX><<<g, kThreads, 0, s>>>(wb, row_bytes, out, k, x, n, y, sl);
+      Launch(FloatMatMulKernel<T, NX>, g, kThreads, 0, s, wb, row_bytes, out, k, x, n, y, sl);
     });
   });
 }
@@ -264,12 +269,11 @@ void QuantMatMulT(cudaStream_t s, const void* w, int64_t out, int64_t k, const Q
                   const float* scales, int64_t n, float* y, const ProductSlices& slices) {
   WithTileRows(n, [&](auto nx) {
     constexpr int NX = decltype(nx)::value;
-    ForEachSliceLaunch(MatMulGrid(out, n, NX, kWarpRowsPerBlock), slices,
-                       [&](dim3 g, const ProductSlices& sl) {
-                         QuantMatMulKernel<T, NX><<<g, kThreads, 0, s>>>(
-                             static_cast<const uint8_t*>(w), static_cast<int64_t>(RowBytes(T, k)),
-                             out, k / 32, codes, scales, n, y, sl);
-                       });
+    ForEachSliceLaunch(
+        MatMulGrid(out, n, NX, kWarpRowsPerBlock), slices, [&](dim3 g, const ProductSlices& sl) {
+          Launch(QuantMatMulKernel<T, NX>, g, kThreads, 0, s, static_cast<const uint8_t*>(w),
+                 static_cast<int64_t>(RowBytes(T, k)), out, k / 32, codes, scales, n, y, sl);
+        });
   });
 }
 
@@ -294,8 +298,8 @@ cudaError_t LaunchQuantizeQ8_0(cudaStream_t stream, const float* x, int64_t n, i
                                QActBlock* codes, float* scales) {
   const int64_t total = n * (k / 32);
   if (total == 0) return cudaSuccess;
-  QuantizeQ8_0Kernel<<<GridFor(total * 32, 128), 128, 0, stream>>>(PlainRows{x}, total, codes,
-                                                                    scales);
+  Launch(QuantizeQ8_0Kernel<PlainRows>, GridFor(total * 32, 128), 128, 0, stream, PlainRows{x},
+         total, codes, scales);
   return cudaGetLastError();
 }
 
@@ -303,8 +307,8 @@ cudaError_t LaunchQuantizeQ8_0SwiGlu(cudaStream_t stream, float* gate, const flo
                                      int64_t k, QActBlock* codes, float* scales) {
   const int64_t total = n * (k / 32);
   if (total == 0) return cudaSuccess;
-  QuantizeQ8_0Kernel<<<GridFor(total * 32, 128), 128, 0, stream>>>(SwiGluRows{gate, up}, total,
-                                                                    codes, scales);
+  Launch(QuantizeQ8_0Kernel<SwiGluRows>, GridFor(total * 32, 128), 128, 0, stream,
+         SwiGluRows{gate, up}, total, codes, scales);
   return cudaGetLastError();
 }
 
@@ -331,7 +335,7 @@ cudaError_t LaunchDequantRows(cudaStream_t stream, DType type, const void* w, in
   const auto* base = static_cast<const uint8_t*>(w) + first * rb;
   const unsigned grid = GridFor(total, 256);
   const bool ok = VisitWeightType(type, [&](auto tag) {
-    DequantRowsKernel<decltype(tag)::value><<<grid, 256, 0, stream>>>(base, rb, k, total, out);
+    Launch(DequantRowsKernel<decltype(tag)::value>, grid, 256, 0, stream, base, rb, k, total, out);
   });
   return ok ? cudaGetLastError() : cudaErrorInvalidValue;
 }

@@ -31,6 +31,7 @@ constexpr int kQuantizeThreads = 128;
 template <class Src>
 __global__ void __launch_bounds__(kQuantizeThreads)
     QuantizeQ8KKernel(Src src, int64_t total, QActSuperBlock* __restrict__ xq) {
+  AfterPriorKernels();
   const int l = static_cast<int>(threadIdx.x % 32);
   const int64_t warps = GridThreads() / 32;
   for (int64_t s = GlobalThread() / 32; s < total; s += warps) {
@@ -97,6 +98,7 @@ __global__ void __launch_bounds__(kMatMulThreads)
     KMatMulKernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t out, int64_t n_super,
                   const QActSuperBlock* __restrict__ xq, int64_t n, float* __restrict__ y,
                   ProductSlices slices) {
+  AfterPriorKernels();
   __shared__ uint4 stage[kWarpRowsPerBlock][KStageVecs<T>()];
   const Slice sl = PickSlice(slices, w, y, out);
   xq += sl.x_row * n_super;
@@ -145,6 +147,7 @@ __global__ void __launch_bounds__(kVecThreads)
     KMatVecKernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t out, int64_t n_super,
                   const QActSuperBlock* __restrict__ xq, int64_t n, float* __restrict__ y,
                   ProductSlices slices) {
+  AfterPriorKernels();
   constexpr num::KFormat F = num::KFormatOf<T>();
   const int t = static_cast<int>(threadIdx.x % 32);
   const int64_t o = static_cast<int64_t>(blockIdx.x) * kVecRowsPerBlock + threadIdx.x / 32;
@@ -180,12 +183,12 @@ __global__ void __launch_bounds__(kVecThreads)
       for (int r = 0; r < NX; ++r) {
         if (r >= nt) break;
         if (lo_ok) {
-          acc_lo[r] = num::KStep<T>(wr + s_lo * F.bytes, xr[r * n_super + s_lo].d, a_lo[r],
-                                    b_lo[r], acc_lo[r]);
+          acc_lo[r] = num::KStep<T>(wr + s_lo * F.bytes, xr[r * n_super + s_lo].d, a_lo[r], b_lo[r],
+                                    acc_lo[r]);
         }
         if (hi_ok) {
-          acc_hi[r] = num::KStep<T>(wr + s_hi * F.bytes, xr[r * n_super + s_hi].d, a_hi[r],
-                                    b_hi[r], acc_hi[r]);
+          acc_hi[r] = num::KStep<T>(wr + s_hi * F.bytes, xr[r * n_super + s_hi].d, a_hi[r], b_hi[r],
+                                    acc_hi[r]);
         }
       }
     }
@@ -221,8 +224,8 @@ cudaError_t LaunchQuantizeQ8_K(cudaStream_t stream, const float* x, int64_t n, i
                                QActSuperBlock* xq) {
   const int64_t total = n * (k / kSuperBlockElems);
   if (total == 0) return cudaSuccess;
-  QuantizeQ8KKernel<<<GridFor(total * 32, kQuantizeThreads), kQuantizeThreads, 0, stream>>>(
-      PlainRows{x}, total, xq);
+  Launch(QuantizeQ8KKernel<PlainRows>, GridFor(total * 32, kQuantizeThreads), kQuantizeThreads, 0,
+         stream, PlainRows{x}, total, xq);
   return cudaGetLastError();
 }
 
@@ -230,8 +233,8 @@ cudaError_t LaunchQuantizeQ8_KSwiGlu(cudaStream_t stream, float* gate, const flo
                                      int64_t k, QActSuperBlock* xq) {
   const int64_t total = n * (k / kSuperBlockElems);
   if (total == 0) return cudaSuccess;
-  QuantizeQ8KKernel<<<GridFor(total * 32, kQuantizeThreads), kQuantizeThreads, 0, stream>>>(
-      SwiGluRows{gate, up}, total, xq);
+  Launch(QuantizeQ8KKernel<SwiGluRows>, GridFor(total * 32, kQuantizeThreads), kQuantizeThreads, 0,
+         stream, SwiGluRows{gate, up}, total, xq);
   return cudaGetLastError();
 }
 
@@ -249,7 +252,9 @@ cudaError_t LaunchKQuantMatMul(cudaStream_t stream, DType type, const void* w, i
       // 2-byte aligned types read the 16-byte lines around their runs: the
       // weight must start on one (its first run would reach before it).
       constexpr int kBaseAlign = num::KVecAlign<T>() == 2 ? 16 : num::KVecAlign<T>();
-      const auto at = [&](const void* p) { return reinterpret_cast<uintptr_t>(p) % kBaseAlign == 0; };
+      const auto at = [&](const void* p) {
+        return reinterpret_cast<uintptr_t>(p) % kBaseAlign == 0;
+      };
       const bool aligned = slices.table != nullptr
                                ? slices.align % kBaseAlign == 0
                                : at(w) && (slices.w_b == nullptr || at(slices.w_b));
@@ -260,8 +265,8 @@ cudaError_t LaunchKQuantMatMul(cudaStream_t stream, DType type, const void* w, i
           const dim3 grid(static_cast<unsigned>((out + kVecRowsPerBlock - 1) / kVecRowsPerBlock),
                           static_cast<unsigned>(tiles));
           ForEachSliceLaunch(grid, slices, [&](dim3 g, const ProductSlices& s) {
-            KMatVecKernel<T, NX><<<g, kVecThreads, 0, stream>>>(wb, row_bytes, out, n_super, xq,
-                                                                 n, y, s);
+            Launch(KMatVecKernel<T, NX>, g, kVecThreads, 0, stream, wb, row_bytes, out, n_super, xq,
+                   n, y, s);
           });
         });
         ok = true;
@@ -271,8 +276,8 @@ cudaError_t LaunchKQuantMatMul(cudaStream_t stream, DType type, const void* w, i
         constexpr int NX = decltype(nx)::value;
         ForEachSliceLaunch(MatMulGrid(out, n, NX, kWarpRowsPerBlock), slices,
                            [&](dim3 g, const ProductSlices& s) {
-                             KMatMulKernel<T, NX><<<g, kMatMulThreads, 0, stream>>>(
-                                 wb, row_bytes, out, n_super, xq, n, y, s);
+                             Launch(KMatMulKernel<T, NX>, g, kMatMulThreads, 0, stream, wb,
+                                    row_bytes, out, n_super, xq, n, y, s);
                            });
       });
       ok = true;

@@ -2,8 +2,8 @@
 // RoPE, softmax, routing, the SwiGLU activations and the row copies. Elementwise ops use one
 // thread per element; reductions (RmsNorm, Softmax) one block per row whose
 // first half-warp forms the canonical 16 lanes and tree.
-#include "cuda_kernel_util.h"
 #include "backend/expert_order.h"
+#include "cuda_kernel_util.h"
 #include "cuda_kernels.h"
 #include "cuda_quantize_warp.h"
 
@@ -19,6 +19,7 @@ template <DType T>
 __global__ void GetRowsKernel(const uint8_t* __restrict__ table, int64_t row_bytes, int64_t cols,
                               const int32_t* __restrict__ ids, int64_t total,
                               float* __restrict__ out) {
+  AfterPriorKernels();
   for (int64_t i = GlobalThread(); i < total; i += GridThreads()) {
     const int64_t t = i / cols;
     out[i] = num::DequantElement<T>(table + static_cast<int64_t>(ids[t]) * row_bytes, i % cols);
@@ -29,8 +30,7 @@ __global__ void GetRowsKernel(const uint8_t* __restrict__ table, int64_t row_byt
 /// thread issues its four loads before any store (the loads are in flight
 /// together; a plain loop would wait for each).
 __device__ __forceinline__ void CopyVec4Chunk(const float4* __restrict__ src,
-                                              float4* __restrict__ dst, int64_t first,
-                                              int64_t n) {
+                                              float4* __restrict__ dst, int64_t first, int64_t n) {
   float4 v[4];
 #pragma unroll
   for (int u = 0; u < 4; ++u) {
@@ -47,8 +47,7 @@ __device__ __forceinline__ void CopyVec4Chunk(const float4* __restrict__ src,
 /// Up to 4 * blockDim.x float4s of x + a (each component as AddKernel adds)
 /// written to both x and dst by the block, the loads in flight together.
 __device__ __forceinline__ void AddVec4Chunk(float4* x, const float4* __restrict__ a,
-                                             float4* __restrict__ dst, int64_t first,
-                                             int64_t n) {
+                                             float4* __restrict__ dst, int64_t first, int64_t n) {
   float4 v[4], w[4];
 #pragma unroll
   for (int u = 0; u < 4; ++u) {
@@ -62,8 +61,8 @@ __device__ __forceinline__ void AddVec4Chunk(float4* x, const float4* __restrict
   for (int u = 0; u < 4; ++u) {
     const int64_t i = first + threadIdx.x + static_cast<int64_t>(u) * blockDim.x;
     if (i < n) {
-      const float4 s = make_float4(v[u].x + w[u].x, v[u].y + w[u].y, v[u].z + w[u].z,
-                                   v[u].w + w[u].w);
+      const float4 s =
+          make_float4(v[u].x + w[u].x, v[u].y + w[u].y, v[u].z + w[u].z, v[u].w + w[u].w);
       x[i] = s;
       dst[i] = s;
     }
@@ -85,6 +84,7 @@ template <bool kVec4>
 __global__ void __launch_bounds__(kThreads)
     RmsNormKernel(float* x, const float* __restrict__ add, const float* __restrict__ weight,
                   float eps, float* y, int64_t rows, int64_t d, bool staged, NormQuantOut q) {
+  AfterPriorKernels();
   extern __shared__ float4 row_sh4[];
   float* row_sh = reinterpret_cast<float*>(row_sh4);
   __shared__ float scale_sh;
@@ -184,6 +184,7 @@ __global__ void RopeKernel(RopeRows a, RopeRows b, int head_dim, int offset, int
                            const int32_t* __restrict__ positions,
                            const double* __restrict__ inv_freq, double attention_factor,
                            bool interleaved) {
+  AfterPriorKernels();
   for (int64_t j = GlobalThread(); j < a.total + b.total; j += GridThreads()) {
     const bool second = j >= a.total;
     const RopeRows& r = second ? b : a;
@@ -203,6 +204,7 @@ __global__ void RopeKernel(RopeRows a, RopeRows b, int head_dim, int offset, int
 
 /// Block per row: max, exp in place, canonical sum (warp 0), divide.
 __global__ void __launch_bounds__(kThreads) SoftmaxKernel(float* x, int64_t rows, int64_t d) {
+  AfterPriorKernels();
   __shared__ float red[kThreads / 32];
   __shared__ float sum_sh;
   for (int64_t t = blockIdx.x; t < rows; t += gridDim.x) {
@@ -224,8 +226,8 @@ __global__ void __launch_bounds__(kThreads) SoftmaxKernel(float* x, int64_t rows
 }
 
 __global__ void RouterTopKKernel(const float* __restrict__ logits, int64_t rows, int n_expert,
-                                 int k, bool normalize, float scale, int32_t* ids,
-                                 float* weights) {
+                                 int k, bool normalize, float scale, int32_t* ids, float* weights) {
+  AfterPriorKernels();
   for (int64_t t = GlobalThread(); t < rows; t += GridThreads()) {
     num::RouterTopKRow(logits + t * n_expert, n_expert, k, normalize, scale, ids + t * k,
                        weights + t * k);
@@ -233,14 +235,17 @@ __global__ void RouterTopKKernel(const float* __restrict__ logits, int64_t rows,
 }
 
 __global__ void AddBiasKernel(float* x, const float* bias, int64_t cols, int64_t total) {
+  AfterPriorKernels();
   for (int64_t i = GlobalThread(); i < total; i += GridThreads()) x[i] = x[i] + bias[i % cols];
 }
 
 __global__ void SigmoidKernel(float* x, int64_t total) {
+  AfterPriorKernels();
   for (int64_t i = GlobalThread(); i < total; i += GridThreads()) x[i] = num::Sigmoid(x[i]);
 }
 
 __global__ void SwiGluKernel(const float* gate, const float* up, float* out, int64_t total) {
+  AfterPriorKernels();
   for (int64_t i = GlobalThread(); i < total; i += GridThreads()) {
     out[i] = num::Silu(gate[i]) * up[i];
   }
@@ -248,17 +253,20 @@ __global__ void SwiGluKernel(const float* gate, const float* up, float* out, int
 
 __global__ void SwiGluOaiKernel(const float* gate, const float* up, float alpha, float limit,
                                 float* out, int64_t total) {
+  AfterPriorKernels();
   for (int64_t i = GlobalThread(); i < total; i += GridThreads()) {
     out[i] = num::SwiGluOai(gate[i], up[i], alpha, limit);
   }
 }
 
 __global__ void AddKernel(const float* a, const float* b, float* out, int64_t total) {
+  AfterPriorKernels();
   for (int64_t i = GlobalThread(); i < total; i += GridThreads()) out[i] = a[i] + b[i];
 }
 
 __global__ void GatherRowsKernel(const float* __restrict__ src, const int32_t* __restrict__ idx,
                                  int64_t cols, int64_t total, float* __restrict__ dst) {
+  AfterPriorKernels();
   for (int64_t i = GlobalThread(); i < total; i += GridThreads()) {
     dst[i] = src[static_cast<int64_t>(idx[i / cols]) * cols + i % cols];
   }
@@ -270,6 +278,7 @@ __global__ void ScatterAddScaledKernel(const float* __restrict__ src,
                                        const int32_t* __restrict__ idx,
                                        const float* __restrict__ scale, int64_t rows, int64_t cols,
                                        float* dst) {
+  AfterPriorKernels();
   for (int64_t c = GlobalThread(); c < cols; c += GridThreads()) {
     for (int64_t i = 0; i < rows; ++i) {
       float* d = dst + static_cast<int64_t>(idx[i]) * cols + c;
@@ -283,6 +292,7 @@ __global__ void ScatterAddScaledKernel(const float* __restrict__ src,
 __global__ void CombineExpertsKernel(const float* __restrict__ ys, const int32_t* __restrict__ ids,
                                      const float* __restrict__ weights, int k, int64_t rows,
                                      int64_t cols, float* __restrict__ out) {
+  AfterPriorKernels();
   for (int64_t i = GlobalThread(); i < rows * cols; i += GridThreads()) {
     const int64_t t = i / cols, c = i % cols;
     const int32_t* row_ids = ids + t * k;
@@ -308,8 +318,8 @@ cudaError_t LaunchGetRows(cudaStream_t stream, DType type, const void* table, in
   const int64_t rb = static_cast<int64_t>(RowBytes(type, cols));
   const unsigned grid = GridFor(total, kThreads);
   const bool ok = VisitWeightType(type, [&](auto tag) {
-    GetRowsKernel<decltype(tag)::value>
-        <<<grid, kThreads, 0, stream>>>(t, rb, cols, ids, total, out);
+    Launch(GetRowsKernel<decltype(tag)::value>, grid, kThreads, 0, stream, t, rb, cols, ids, total,
+           out);
   });
   return ok ? cudaGetLastError() : cudaErrorInvalidValue;
 }
@@ -317,8 +327,7 @@ cudaError_t LaunchGetRows(cudaStream_t stream, DType type, const void* table, in
 namespace {
 
 /// Rows RmsNormKernel<true> takes: staged in shared memory, float4s.
-bool Vec4Rows(const float* x, const float* add, const float* weight, const float* y,
-              int64_t cols) {
+bool Vec4Rows(const float* x, const float* add, const float* weight, const float* y, int64_t cols) {
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   return static_cast<size_t>(cols) * sizeof(float) <= kStagedRowMaxBytes && cols % 4 == 0 &&
          aligned(x) && aligned(y) && aligned(weight) && (add == nullptr || aligned(add));
@@ -336,11 +345,11 @@ cudaError_t LaunchRmsNormOf(cudaStream_t stream, float* x, const float* add, int
     return cudaErrorInvalidValue;
   }
   if (Vec4Rows(x, add, weight, y, cols)) {
-    RmsNormKernel<true><<<RowGrid(rows), kThreads, row_bytes, stream>>>(x, add, weight, eps, y,
-                                                                         rows, cols, staged, q);
+    Launch(RmsNormKernel<true>, RowGrid(rows), kThreads, row_bytes, stream, x, add, weight, eps, y,
+           rows, cols, staged, q);
   } else {
-    RmsNormKernel<false><<<RowGrid(rows), kThreads, staged ? row_bytes : 0, stream>>>(
-        x, add, weight, eps, y, rows, cols, staged, q);
+    Launch(RmsNormKernel<false>, RowGrid(rows), kThreads, staged ? row_bytes : 0, stream, x, add,
+           weight, eps, y, rows, cols, staged, q);
   }
   return cudaGetLastError();
 }
@@ -358,8 +367,8 @@ cudaError_t LaunchRmsNorm(cudaStream_t stream, ConstMat x, const float* weight, 
                          y.data, q);
 }
 
-cudaError_t LaunchAddRmsNorm(cudaStream_t stream, Mat x, ConstMat a, const float* weight,
-                             float eps, Mat y, const NormQuantOut& q) {
+cudaError_t LaunchAddRmsNorm(cudaStream_t stream, Mat x, ConstMat a, const float* weight, float eps,
+                             Mat y, const NormQuantOut& q) {
   return LaunchRmsNormOf(stream, x.data, a.data, x.rows, x.cols, weight, eps, y.data, q);
 }
 
@@ -383,46 +392,44 @@ cudaError_t LaunchRopePair(cudaStream_t stream, Mat a, Mat b, int head_dim,
   const RopeRows ra = rows_of(a), rb = rows_of(b);
   const int64_t total = ra.total + rb.total;
   if (total == 0) return cudaSuccess;
-  RopeKernel<<<GridFor(total, kThreads), kThreads, 0, stream>>>(
-      ra, rb, head_dim, rope.offset, half, positions, inv_freq, RopeAttentionFactor(rope),
-      rope.mode == RopeMode::kInterleaved);
+  Launch(RopeKernel, GridFor(total, kThreads), kThreads, 0, stream, ra, rb, head_dim, rope.offset,
+         half, positions, inv_freq, RopeAttentionFactor(rope), rope.mode == RopeMode::kInterleaved);
   return cudaGetLastError();
 }
 
 cudaError_t LaunchSoftmax(cudaStream_t stream, Mat x) {
   if (x.rows == 0 || x.cols == 0) return cudaSuccess;
-  SoftmaxKernel<<<RowGrid(x.rows), kThreads, 0, stream>>>(x.data, x.rows, x.cols);
+  Launch(SoftmaxKernel, RowGrid(x.rows), kThreads, 0, stream, x.data, x.rows, x.cols);
   return cudaGetLastError();
 }
 
 cudaError_t LaunchRouterTopK(cudaStream_t stream, ConstMat logits, int k, RouterGating gating,
                              int32_t* ids, float* weights) {
   if (logits.rows == 0) return cudaSuccess;
-  RouterTopKKernel<<<GridFor(logits.rows, 64), 64, 0, stream>>>(
-      logits.data, logits.rows, static_cast<int>(logits.cols), k, gating.normalize, gating.scale,
-      ids, weights);
+  Launch(RouterTopKKernel, GridFor(logits.rows, 64), 64, 0, stream, logits.data, logits.rows,
+         static_cast<int>(logits.cols), k, gating.normalize, gating.scale, ids, weights);
   return cudaGetLastError();
 }
 
 cudaError_t LaunchAddBias(cudaStream_t stream, Mat x, const float* bias) {
   const int64_t total = x.rows * x.cols;
   if (total == 0) return cudaSuccess;
-  AddBiasKernel<<<GridFor(total, kThreads), kThreads, 0, stream>>>(x.data, bias, x.cols, total);
+  Launch(AddBiasKernel, GridFor(total, kThreads), kThreads, 0, stream, x.data, bias, x.cols, total);
   return cudaGetLastError();
 }
 
 cudaError_t LaunchSigmoid(cudaStream_t stream, Mat x) {
   const int64_t total = x.rows * x.cols;
   if (total == 0) return cudaSuccess;
-  SigmoidKernel<<<GridFor(total, kThreads), kThreads, 0, stream>>>(x.data, total);
+  Launch(SigmoidKernel, GridFor(total, kThreads), kThreads, 0, stream, x.data, total);
   return cudaGetLastError();
 }
 
 cudaError_t LaunchSwiGlu(cudaStream_t stream, ConstMat gate, ConstMat up, Mat out) {
   const int64_t total = out.rows * out.cols;
   if (total == 0) return cudaSuccess;
-  SwiGluKernel<<<GridFor(total, kThreads), kThreads, 0, stream>>>(gate.data, up.data, out.data,
-                                                                  total);
+  Launch(SwiGluKernel, GridFor(total, kThreads), kThreads, 0, stream, gate.data, up.data, out.data,
+         total);
   return cudaGetLastError();
 }
 
@@ -430,39 +437,39 @@ cudaError_t LaunchSwiGluOai(cudaStream_t stream, ConstMat gate, ConstMat up, flo
                             float limit, Mat out) {
   const int64_t total = out.rows * out.cols;
   if (total == 0) return cudaSuccess;
-  SwiGluOaiKernel<<<GridFor(total, kThreads), kThreads, 0, stream>>>(gate.data, up.data, alpha,
-                                                                     limit, out.data, total);
+  Launch(SwiGluOaiKernel, GridFor(total, kThreads), kThreads, 0, stream, gate.data, up.data, alpha,
+         limit, out.data, total);
   return cudaGetLastError();
 }
 
 cudaError_t LaunchAdd(cudaStream_t stream, ConstMat a, ConstMat b, Mat out) {
   const int64_t total = out.rows * out.cols;
   if (total == 0) return cudaSuccess;
-  AddKernel<<<GridFor(total, kThreads), kThreads, 0, stream>>>(a.data, b.data, out.data, total);
+  Launch(AddKernel, GridFor(total, kThreads), kThreads, 0, stream, a.data, b.data, out.data, total);
   return cudaGetLastError();
 }
 
 cudaError_t LaunchGatherRows(cudaStream_t stream, ConstMat src, const int32_t* idx, Mat dst) {
   const int64_t total = dst.rows * dst.cols;
   if (total == 0) return cudaSuccess;
-  GatherRowsKernel<<<GridFor(total, kThreads), kThreads, 0, stream>>>(src.data, idx, dst.cols,
-                                                                      total, dst.data);
+  Launch(GatherRowsKernel, GridFor(total, kThreads), kThreads, 0, stream, src.data, idx, dst.cols,
+         total, dst.data);
   return cudaGetLastError();
 }
 
 cudaError_t LaunchScatterAddScaled(cudaStream_t stream, ConstMat src, const int32_t* idx,
                                    const float* scale, Mat dst) {
   if (src.rows == 0 || src.cols == 0) return cudaSuccess;
-  ScatterAddScaledKernel<<<GridFor(src.cols, 128), 128, 0, stream>>>(src.data, idx, scale, src.rows,
-                                                                     src.cols, dst.data);
+  Launch(ScatterAddScaledKernel, GridFor(src.cols, 128), 128, 0, stream, src.data, idx, scale,
+         src.rows, src.cols, dst.data);
   return cudaGetLastError();
 }
 
 cudaError_t LaunchCombineExperts(cudaStream_t stream, ConstMat ys, const int32_t* ids,
                                  const float* weights, int k, Mat out) {
   if (out.rows == 0 || out.cols == 0) return cudaSuccess;
-  CombineExpertsKernel<<<GridFor(out.rows * out.cols, 128), 128, 0, stream>>>(
-      ys.data, ids, weights, k, out.rows, out.cols, out.data);
+  Launch(CombineExpertsKernel, GridFor(out.rows * out.cols, 128), 128, 0, stream, ys.data, ids,
+         weights, k, out.rows, out.cols, out.data);
   return cudaGetLastError();
 }
 
