@@ -444,8 +444,13 @@ TEST_CASE("cuda Attention gives the CPU's bits, and Rope agrees to the last bit"
     int n_head, n_head_kv, hd, pos0;
     int64_t n;
   };
+  // Decode (up to 4 query rows) keeps q and K in registers for heads up to
+  // 256 wide (72: lanes of 5 and 4 elements; 272: the plain loop) and tiles
+  // V in shared memory (2000 rows: 31 tiles of 64 and 17 more).
   for (const Shape s : {Shape{8, 2, 64, 0, 5}, Shape{8, 2, 64, 37, 1}, Shape{4, 4, 32, 512, 3},
-                        Shape{6, 1, 128, 9, 17}, Shape{32, 8, 128, 2000, 1}}) {
+                        Shape{6, 1, 128, 9, 17}, Shape{32, 8, 128, 2000, 1},
+                        Shape{8, 2, 256, 130, 4}, Shape{8, 8, 72, 50, 2},
+                        Shape{4, 4, 272, 20, 1}}) {
     INFO("heads " << s.n_head << "/" << s.n_head_kv << " hd " << s.hd << " pos0 " << s.pos0);
     const int64_t qc = s.n_head * s.hd, kc = s.n_head_kv * s.hd, cap = s.pos0 + s.n;
     const std::vector<float> q = ref::RandomFloats(s.n * qc, 21, -2.0f, 2.0f);

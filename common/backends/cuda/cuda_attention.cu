@@ -8,7 +8,11 @@
 //   out[d] = (fma over j in order of p_j * v_j[d]) / sum   (one thread per d,
 //            eight rows' values loaded ahead of their fmas)
 // One block per (query head, query row) (more threads a block for a few
-// rows: the same operations per element); the scores of a block live in a
+// rows: the same operations per element). Decode's blocks (up to 4 query
+// rows) load more at once, with the same chains: a lane keeps q's elements
+// and those of two cache rows in registers (heads up to 256 wide), and the
+// block stages V in shared-memory tiles of 32 KiB that thread d's chain
+// reads (V heads up to 512 wide). The scores of a block live in a
 // row of `scratch`, indexed from the first visible row. Blocks walk query
 // rows with a stride of gridDim.y, which LaunchAttention bounds so that the
 // scratch stays within its size.
@@ -30,8 +34,17 @@ constexpr int kThreadsFew = 512;
 /// Query rows up to which a launch takes kThreadsFew.
 constexpr int64_t kFewRows = 4;
 constexpr int64_t kMaxGridY = 65535;
-/// V rows whose values a thread loads ahead of its fma chain.
+/// V rows whose values a thread loads ahead of its fma chain (prefill).
 constexpr int kValuesInFlight = 8;
+/// Decode (kThreadsFew): heads up to this wide keep each lane's q and K
+/// elements in registers, kRowsPerHalf cache rows per half-warp a step with
+/// all their loads issued before the chains.
+constexpr int kRegHeadDim = 256;
+constexpr int kRegPerLane = kRegHeadDim / num::kLanes;
+constexpr int kRowsPerHalf = 2;
+/// Decode: V floats the whole block stages in shared memory at a time (32
+/// KiB: 64 rows of a 128-wide head), for V heads up to kThreadsFew wide.
+constexpr int kVTileFloats = 8192;
 
 struct AttentionArgs {
   const float* q;
@@ -55,6 +68,86 @@ struct AttentionArgs {
   float scale;
 };
 
+/// Decode's scores (head_dim <= kRegHeadDim): s[j] = LaneDot(k_j, q) tree
+/// * scale for j < len, each half-warp (`half` = threadIdx.x / 16) taking
+/// kRowsPerHalf rows a step; lane l holds q's elements l, l + 16, ... and
+/// loads its elements of those rows before its fma chains, which are
+/// LaneDot's. Every thread of the block calls it.
+template <int kThreads>
+__device__ __forceinline__ void ScoresAhead(const AttentionArgs& a, const float* kg,
+                                            const float* qh, int64_t len, float* s) {
+  constexpr int kHalves = kThreads / num::kLanes;
+  const int lane = static_cast<int>(threadIdx.x % num::kLanes);
+  const int half = static_cast<int>(threadIdx.x / num::kLanes);
+  float qr[kRegPerLane];
+#pragma unroll
+  for (int u = 0; u < kRegPerLane; ++u) {
+    const int i = lane + num::kLanes * u;
+    qr[u] = i < a.head_dim ? qh[i] : 0.0f;
+  }
+  for (int64_t j0 = 0; j0 < len; j0 += static_cast<int64_t>(kHalves) * kRowsPerHalf) {
+    float kr[kRowsPerHalf][kRegPerLane];
+#pragma unroll
+    for (int r = 0; r < kRowsPerHalf; ++r) {
+      const int64_t j = j0 + half + static_cast<int64_t>(r) * kHalves;
+      const float* kj = kg + (j < len ? j : 0) * a.ldk;
+#pragma unroll
+      for (int u = 0; u < kRegPerLane; ++u) {
+        const int i = lane + num::kLanes * u;
+        kr[r][u] = j < len && i < a.head_dim ? kj[i] : 0.0f;
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < kRowsPerHalf; ++r) {
+      const int64_t j = j0 + half + static_cast<int64_t>(r) * kHalves;
+      float acc = 0.0f;
+#pragma unroll
+      for (int u = 0; u < kRegPerLane; ++u) {
+        if (lane + num::kLanes * u < a.head_dim) acc = num::Fma(kr[r][u], qr[u], acc);
+      }
+      const float dot = HalfWarpTree(acc);  // every lane of the warp takes part
+      if (j < len && lane == 0) s[j] = dot * a.scale;
+    }
+  }
+}
+
+/// Decode's output (v_head_dim <= kThreads): o[d] = (fma over j in order of
+/// p_j * v_j[d]) / sum, thread d's chain as the plain loop's, reading the V
+/// rows from tiles of kVTileFloats that the whole block stages in shared
+/// memory (each thread's loads of a tile in flight together). Every thread
+/// of the block calls it.
+template <int kThreads>
+__device__ __forceinline__ void ValuesTiled(const AttentionArgs& a, const float* vg,
+                                            const float* s, int64_t len, float sum, float* o) {
+  constexpr int kPerThread = kVTileFloats / kThreads;
+  __shared__ float tile[kVTileFloats];
+  const int vd = a.v_head_dim;
+  const int tile_rows = kVTileFloats / vd;
+  const int d = static_cast<int>(threadIdx.x);
+  float acc = 0.0f;
+  for (int64_t j0 = 0; j0 < len; j0 += tile_rows) {
+    const int rows = static_cast<int>(len - j0 < tile_rows ? len - j0 : tile_rows);
+    const int count = rows * vd;
+    float reg[kPerThread];
+#pragma unroll
+    for (int u = 0; u < kPerThread; ++u) {
+      const int idx = d + u * kThreads;
+      reg[u] = idx < count ? vg[(j0 + idx / vd) * a.ldv + idx % vd] : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < kPerThread; ++u) {
+      const int idx = d + u * kThreads;
+      if (idx < count) tile[idx] = reg[u];
+    }
+    __syncthreads();
+    if (d < vd) {
+      for (int r = 0; r < rows; ++r) acc = num::Fma(s[j0 + r], tile[r * vd + d], acc);
+    }
+    __syncthreads();  // the tile is rewritten next
+  }
+  if (d < vd) o[d] = acc / sum;
+}
+
 template <int kThreads>
 __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
   AfterPriorKernels();
@@ -75,13 +168,18 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
     const int64_t len = p + 1 - first;
     const float* kg = a.k + first * a.ldk + kv_head * a.head_dim;
     const float* qh = a.q + t * a.ldq + static_cast<int64_t>(h) * a.head_dim;
-    // Scores: each warp takes two cache rows per step, one per half-warp.
-    for (int64_t j0 = 2 * warp; j0 < len; j0 += 2 * kWarps) {
-      const int64_t j = j0 + half_in_warp;
-      float acc = 0.0f;
-      if (j < len) acc = num::LaneDot<DType::kF32>(kg + j * a.ldk, qh, a.head_dim, lane);
-      const float dot = HalfWarpTree(acc);
-      if (j < len && lane == 0) s[j] = dot * a.scale;
+    constexpr bool kDecode = kThreads == kThreadsFew;
+    if (kDecode && a.head_dim <= kRegHeadDim) {
+      ScoresAhead<kThreads>(a, kg, qh, len, s);
+    } else {
+      // Scores: each warp takes two cache rows per step, one per half-warp.
+      for (int64_t j0 = 2 * warp; j0 < len; j0 += 2 * kWarps) {
+        const int64_t j = j0 + half_in_warp;
+        float acc = 0.0f;
+        if (j < len) acc = num::LaneDot<DType::kF32>(kg + j * a.ldk, qh, a.head_dim, lane);
+        const float dot = HalfWarpTree(acc);
+        if (j < len && lane == 0) s[j] = dot * a.scale;
+      }
     }
     __syncthreads();
     float m = num::NegInfinity();
@@ -97,6 +195,10 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
     const float sum = sum_sh;
     const float* vg = a.v + first * a.ldv + kv_head * a.v_head_dim;
     float* o = a.out + t * a.ldo + static_cast<int64_t>(h) * a.v_head_dim;
+    if (kDecode && a.v_head_dim <= kThreads) {
+      ValuesTiled<kThreads>(a, vg, s, len, sum, o);
+      continue;  // ValuesTiled ends with a barrier: s and sum_sh may be rewritten
+    }
     for (int d = static_cast<int>(threadIdx.x); d < a.v_head_dim; d += kThreads) {
       const float* vd = vg + d;
       float acc = 0.0f;
