@@ -34,6 +34,7 @@ if [ -n "${PEER:-}" ]; then
   tar -C "$peer" -cJf .gpurun/peer.tar.xz bin lib
   rm -rf "$peer"
 fi
-cp scripts/gpu_check.sh .gpurun/
+cp scripts/gpu_check.sh scripts/ncu_step_summary.py .gpurun/
+git rev-parse --short HEAD >.gpurun/built_from 2>/dev/null || true
 pwd >.gpurun/source_dir  # where the test binaries look for the repository's data
 ls -la .gpurun

@@ -52,7 +52,7 @@ grep -E '^(q4_K|q6_K|q8_0)|copy' "$OUT/ops.log"
 variants=("ODMOE_ROUTED_EXPERTS=0" "ODMOE_CUDA_NORM_QUANT=0" "ODMOE_CUDA_PDL=0")
 run_decode() {  # file, output name, then env assignments and the binary
   local f=$1 name=$2; shift 2
-  echo "$f $name: $(env "$@" --model /tmp/$f.gguf --backend cuda:0 --prompt "The history of the" -n 256 --ignore-eos 2>&1 >"/tmp/$f-$name.txt" | grep -o 'decode [0-9.]* tokens/s')"
+  echo "$f $name: $(env "$@" --model "/tmp/$f.gguf" --backend cuda:0 --prompt "The history of the" -n 256 --ignore-eos 2>&1 >"/tmp/$f-$name.txt" | grep -o 'decode [0-9.]* tokens/s')"
 }
 for f in q4km q6k; do
   for _ in 1 2; do
@@ -72,6 +72,7 @@ if [ "${PROFILE:-1}" = 1 ]; then
     "$B/odmoe-run" --model /tmp/q4km.gguf --backend cuda:0 --prompt "The history" -n 3 --ignore-eos \
     >"$OUT/ncu_q4km.csv" 2>"$OUT/ncu.err"
   echo "ncu rc=$? ($OUT/ncu_q4km.csv: one row per kernel; the last GetRows starts the last step)"
+  python3 .gpurun/ncu_step_summary.py "$OUT/ncu_q4km.csv" || echo "(no python3: summary skipped)"
   # Why the decode products run below the copy bandwidth: speed of light,
   # occupancy and launch shape of a few K-family decode launches (by ids too).
   timeout 120 ncu --section SpeedOfLight --section Occupancy --section LaunchStats \
