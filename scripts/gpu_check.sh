@@ -48,8 +48,10 @@ wait "$files"; tail -1 "$OUT/files.log"; mark files
 grep -E '^(q4_K|q6_K|q8_0)|copy' "$OUT/ops.log"
 # The same build with one of this backend's steps turned off: every layer's
 # routing brought to the host (the plan), every product quantizing its own
-# activations, plain kernel launches; each must print the same text.
-variants=("ODMOE_ROUTED_EXPERTS=0" "ODMOE_CUDA_NORM_QUANT=0" "ODMOE_CUDA_PDL=0")
+# activations, plain kernel launches, decode attention's plain loops; each
+# must print the same text.
+variants=("ODMOE_ROUTED_EXPERTS=0" "ODMOE_CUDA_NORM_QUANT=0" "ODMOE_CUDA_PDL=0"
+  "ODMOE_CUDA_ATTENTION_AHEAD=0")
 run_decode() {  # file, output name, then env assignments and the binary
   local f=$1 name=$2; shift 2
   echo "$f $name: $(env "$@" --model "/tmp/$f.gguf" --backend cuda:0 --prompt "The history of the" -n 256 --ignore-eos 2>&1 >"/tmp/$f-$name.txt" | grep -o 'decode [0-9.]* tokens/s')"

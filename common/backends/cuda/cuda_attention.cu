@@ -16,6 +16,9 @@
 // row of `scratch`, indexed from the first visible row. Blocks walk query
 // rows with a stride of gridDim.y, which LaunchAttention bounds so that the
 // scratch stays within its size.
+#include <cstdlib>
+#include <string_view>
+
 #include "cuda_kernel_util.h"
 #include "cuda_kernels.h"
 
@@ -66,6 +69,7 @@ struct AttentionArgs {
   int pos0;
   int window;  // 0: none
   float scale;
+  bool ahead;  // decode may load ahead (ScoresAhead, ValuesTiled)
 };
 
 /// Decode's scores (head_dim <= kRegHeadDim): s[j] = LaneDot(k_j, q) tree
@@ -169,7 +173,7 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
     const float* kg = a.k + first * a.ldk + kv_head * a.head_dim;
     const float* qh = a.q + t * a.ldq + static_cast<int64_t>(h) * a.head_dim;
     constexpr bool kDecode = kThreads == kThreadsFew;
-    if (kDecode && a.head_dim <= kRegHeadDim) {
+    if (kDecode && a.ahead && a.head_dim <= kRegHeadDim) {
       ScoresAhead<kThreads>(a, kg, qh, len, s);
     } else {
       // Scores: each warp takes two cache rows per step, one per half-warp.
@@ -195,7 +199,7 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
     const float sum = sum_sh;
     const float* vg = a.v + first * a.ldv + kv_head * a.v_head_dim;
     float* o = a.out + t * a.ldo + static_cast<int64_t>(h) * a.v_head_dim;
-    if (kDecode && a.v_head_dim <= kThreads) {
+    if (kDecode && a.ahead && a.v_head_dim <= kThreads) {
       ValuesTiled<kThreads>(a, vg, s, len, sum, o);
       continue;  // ValuesTiled ends with a barrier: s and sum_sh may be rewritten
     }
@@ -259,6 +263,13 @@ cudaError_t LaunchAttention(cudaStream_t stream, ConstMat q, ConstMat k_cache, C
   a.pos0 = pos0;
   a.window = options.window;
   a.scale = scale;
+  // ODMOE_CUDA_ATTENTION_AHEAD=0: decode's plain loops (the same bits; for
+  // timing and for telling the two apart on a new GPU).
+  static const bool ahead = [] {
+    const char* env = std::getenv("ODMOE_CUDA_ATTENTION_AHEAD");
+    return env == nullptr || std::string_view(env) != "0";
+  }();
+  a.ahead = ahead;
   const int64_t rows = RowsAtOnce(q.rows, n_head, pos0, scratch_floats);
   const dim3 grid(static_cast<unsigned>(n_head), static_cast<unsigned>(rows));
   if (q.rows <= kFewRows) {
