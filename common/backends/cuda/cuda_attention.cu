@@ -128,15 +128,25 @@ __device__ __forceinline__ void ValuesTiled(const AttentionArgs& a, const float*
   const int vd = a.v_head_dim;
   const int tile_rows = kVTileFloats / vd;
   const int d = static_cast<int>(threadIdx.x);
+  // Tile element d + u * kThreads is row r0 + u * dr + carries, column c:
+  // kept by counters (no division per element).
+  const int r0 = d / vd, c0 = d % vd, dr = kThreads / vd, dc = kThreads % vd;
   float acc = 0.0f;
   for (int64_t j0 = 0; j0 < len; j0 += tile_rows) {
     const int rows = static_cast<int>(len - j0 < tile_rows ? len - j0 : tile_rows);
     const int count = rows * vd;
     float reg[kPerThread];
+    int r = r0, c = c0;
 #pragma unroll
     for (int u = 0; u < kPerThread; ++u) {
       const int idx = d + u * kThreads;
-      reg[u] = idx < count ? vg[(j0 + idx / vd) * a.ldv + idx % vd] : 0.0f;
+      reg[u] = idx < count ? vg[(j0 + r) * a.ldv + c] : 0.0f;
+      r += dr;
+      c += dc;
+      if (c >= vd) {
+        c -= vd;
+        ++r;
+      }
     }
 #pragma unroll
     for (int u = 0; u < kPerThread; ++u) {
@@ -173,8 +183,10 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
     const float* kg = a.k + first * a.ldk + kv_head * a.head_dim;
     const float* qh = a.q + t * a.ldq + static_cast<int64_t>(h) * a.head_dim;
     constexpr bool kDecode = kThreads == kThreadsFew;
-    if (kDecode && a.ahead && a.head_dim <= kRegHeadDim) {
-      ScoresAhead<kThreads>(a, kg, qh, len, s);
+    bool ahead_scores = false;
+    if constexpr (kDecode) ahead_scores = a.ahead && a.head_dim <= kRegHeadDim;
+    if (ahead_scores) {
+      if constexpr (kDecode) ScoresAhead<kThreads>(a, kg, qh, len, s);
     } else {
       // Scores: each warp takes two cache rows per step, one per half-warp.
       for (int64_t j0 = 2 * warp; j0 < len; j0 += 2 * kWarps) {
@@ -199,9 +211,11 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
     const float sum = sum_sh;
     const float* vg = a.v + first * a.ldv + kv_head * a.v_head_dim;
     float* o = a.out + t * a.ldo + static_cast<int64_t>(h) * a.v_head_dim;
-    if (kDecode && a.ahead && a.v_head_dim <= kThreads) {
-      ValuesTiled<kThreads>(a, vg, s, len, sum, o);
-      continue;  // ValuesTiled ends with a barrier: s and sum_sh may be rewritten
+    if constexpr (kDecode) {
+      if (a.ahead && a.v_head_dim <= kThreads) {
+        ValuesTiled<kThreads>(a, vg, s, len, sum, o);
+        continue;  // ValuesTiled ends with a barrier: s and sum_sh may be rewritten
+      }
     }
     for (int d = static_cast<int>(threadIdx.x); d < a.v_head_dim; d += kThreads) {
       const float* vd = vg + d;

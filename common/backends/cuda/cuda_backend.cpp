@@ -454,9 +454,17 @@ cuda::NormQuantOut CudaBackend::NormQuantOutFor(ConstMat x, const float* add,
       !cuda::RmsNormCanQuantize(x, add, weight, y)) {
     return {};
   }
-  auto* base = static_cast<uint8_t*>(
-      Grow(norm_quant_mem_, NormQuantCache::Bytes(y.rows, y.cols), "norm quantization buffer"));
-  if (base == nullptr) return {};
+  const size_t bytes = NormQuantCache::Bytes(y.rows, y.cols);
+  if (norm_quant_mem_.size() < bytes) {
+    // An optimization only: a buffer that cannot be had leaves the norm plain
+    // (the backend does not fail for it). Queued products may read the old one.
+    if (!RecordCuda(cudaStreamSynchronize(stream()), "norm quantization buffer")) return {};
+    norm_quant_mem_ = cuda::DeviceMemory();
+    absl::StatusOr<cuda::DeviceMemory> grown = cuda::DeviceMemory::Allocate(bytes);
+    if (!grown.ok()) return {};
+    norm_quant_mem_ = std::move(*grown);
+  }
+  auto* base = static_cast<uint8_t*>(norm_quant_mem_.data());
   const Q8_0Scratch q8_0 = Q8_0ScratchAt(base + NormQuantCache::Q8_0Offset(y.rows, y.cols),
                                          y.rows, y.cols);
   return {reinterpret_cast<cuda::QActSuperBlock*>(base), q8_0.codes, q8_0.scales};

@@ -13,7 +13,6 @@
 
 #include "cuda_numerics.h"
 #include "cuda_numerics_dequant.h"
-#include "cuda_resources.h"
 
 namespace odmoe::cuda {
 
@@ -35,6 +34,14 @@ __device__ __forceinline__ void AfterPriorKernels() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
+
+/// Whether kernels launched now on the current device may use programmatic
+/// dependent launch: a GPU of compute capability 9.0 or later whose code for
+/// this build's kernels came from PTX of 9.0 or later (so AfterPriorKernels
+/// waits: a build for older architectures only, JIT-compiled on a Hopper GPU,
+/// launches plainly), unless the environment says ODMOE_CUDA_PDL=0 (read once
+/// per process). Asked once per device (cuda_launch.cu).
+bool ProgrammaticLaunchOn();
 
 /// kernel<<<grid, block, shared_bytes, stream>>>(args...), with programmatic
 /// stream serialization allowed when ProgrammaticLaunchOn(). Errors are

@@ -1,9 +1,5 @@
 #include "cuda_resources.h"
 
-#include <atomic>
-#include <cstdint>
-#include <cstdlib>
-
 #include "absl/strings/str_format.h"
 
 namespace odmoe::cuda {
@@ -129,29 +125,6 @@ absl::Status UseDevice(int device) {
   int current = -1;
   if (cudaGetDevice(&current) == cudaSuccess && current == device) return absl::OkStatus();
   return CudaStatus(cudaSetDevice(device), absl::StrFormat("cudaSetDevice(%d)", device));
-}
-
-bool ProgrammaticLaunchOn() {
-  static const bool allowed = [] {
-    const char* env = std::getenv("ODMOE_CUDA_PDL");
-    return env == nullptr || std::string_view(env) != "0";
-  }();
-  if (!allowed) return false;
-  constexpr int kDevices = 64;
-  // Per device: 0 not asked yet, 1 capable, 2 not.
-  static std::atomic<int8_t> capable[kDevices] = {};
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kDevices) return false;
-  int8_t known = capable[device].load(std::memory_order_relaxed);
-  if (known == 0) {
-    int major = 0;
-    const bool hopper = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
-                                               device) == cudaSuccess &&
-                        major >= 9;
-    known = hopper ? 1 : 2;
-    capable[device].store(known, std::memory_order_relaxed);
-  }
-  return known == 1;
 }
 
 }  // namespace odmoe::cuda

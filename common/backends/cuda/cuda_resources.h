@@ -104,10 +104,4 @@ absl::StatusOr<int> UsableDeviceCount();
 /// Makes `device` current on the calling thread when it is not already.
 absl::Status UseDevice(int device);
 
-/// Whether kernels launched now on the current device may use programmatic
-/// dependent launch (cuda_kernel_util.h Launch): a GPU of compute capability
-/// 9.0 or later (Hopper), unless the environment says ODMOE_CUDA_PDL=0 (read
-/// once per process).
-bool ProgrammaticLaunchOn();
-
 }  // namespace odmoe::cuda

@@ -14,7 +14,9 @@
 // op that may write device memory (CudaBackend::Enter), and by a product,
 // RouterTopK or a copy from the host only when one of its outputs overlaps
 // the normed rows; so a lookup never returns the forms of rows that changed
-// since.
+// since, as long as every write to the backend's activations goes through
+// its ops or CopyToBackend (the only other writer, a slot device's copy
+// stream, writes expert weights, never a norm's output).
 //
 //   NormQuantCache cache;
 //   if (NormQuantCache::Fits(y.rows, y.cols)) {   // buffer of Bytes(rows, cols)
