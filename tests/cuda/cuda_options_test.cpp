@@ -93,6 +93,7 @@ TEST_CASE("cuda norm quantization record: exact rows only, dropped by any overla
   CHECK(NormQuantCache::Bytes(3, 512) ==
         NormQuantCache::Q8_0Offset(3, 512) + QuantizedActivationBytes(3, 512));
 
+  constexpr uint8_t kBoth = NormQuantCache::kQ8K | NormQuantCache::kQ8_0;
   // The kept rows inside a larger buffer, so that the bytes around them exist.
   std::vector<float> buffer(4 * 512), other(3 * 512);
   struct Rows {
@@ -103,7 +104,7 @@ TEST_CASE("cuda norm quantization record: exact rows only, dropped by any overla
   NormQuantCache c;
   const ConstMat x(rows.data(), 3, 512);
   CHECK_FALSE(c.Find(MatMulPath::kQuantizedK, x).has_value());  // nothing kept yet
-  c.Filled(rows.data(), 3, 512);
+  c.Filled(rows.data(), 3, 512, nullptr, kBoth);
   CHECK(c.Find(MatMulPath::kQuantizedK, x) == size_t{0});
   CHECK(c.Find(MatMulPath::kQuantized, x) == NormQuantCache::Q8_0Offset(3, 512));
   CHECK(c.hits() == 2);
@@ -125,15 +126,53 @@ TEST_CASE("cuda norm quantization record: exact rows only, dropped by any overla
   c.DropIfWrites(reinterpret_cast<const char*>(rows.data() + rows.size()) - 1, 1);
   CHECK_FALSE(c.valid());
   CHECK_FALSE(c.Find(MatMulPath::kQuantizedK, x).has_value());
-  c.Filled(rows.data(), 3, 512);
+  c.Filled(rows.data(), 3, 512, nullptr, kBoth);
   c.DropIfWrites(reinterpret_cast<const char*>(rows.data()) - 4, 5);
   CHECK_FALSE(c.valid());
-  c.Filled(rows.data(), 3, 512);
+  c.Filled(rows.data(), 3, 512, nullptr, kBoth);
   c.DropIfWrites(Mat{rows.data() + 700, 1, 4});
   CHECK_FALSE(c.valid());
-  c.Filled(rows.data(), 3, 512);
+  c.Filled(rows.data(), 3, 512, nullptr, kBoth);
   c.Drop();
   CHECK_FALSE(c.Find(MatMulPath::kQuantized, x).has_value());
+}
+
+TEST_CASE("cuda norm quantization record: a norm writes the forms its products read",
+          "[cuda][options]") {
+  std::vector<float> rows(4096), weight_a(4096), weight_b(4096), weight_c(4096);
+  const ConstMat x(rows.data(), 1, 4096);
+  constexpr uint8_t kK = NormQuantCache::kQ8K, kQ0 = NormQuantCache::kQ8_0;
+  NormQuantCache c;
+  // A norm never seen: both forms.
+  CHECK(c.FormsFor(weight_a.data()) == (kK | kQ0));
+  c.Filled(rows.data(), 1, 4096, weight_a.data(), kK | kQ0);
+  CHECK(c.Find(MatMulPath::kQuantizedK, x).has_value());  // only Q8_K is read
+  c.Drop();
+  CHECK(c.FormsFor(weight_a.data()) == kK);
+  // Next time it writes Q8_K only; a product asking for Q8_0 quantizes its own
+  // rows (no offset) and the norm writes both again after that.
+  c.Filled(rows.data(), 1, 4096, weight_a.data(), kK);
+  CHECK(c.Find(MatMulPath::kQuantizedK, x) == size_t{0});
+  CHECK_FALSE(c.Find(MatMulPath::kQuantized, x).has_value());
+  CHECK(c.hits() == 2);
+  c.Filled(rows.data(), 1, 4096, weight_b.data(), kK | kQ0);  // another norm: a's is learned
+  CHECK(c.FormsFor(weight_a.data()) == (kK | kQ0));
+  // b's rows read by float products only: it writes none, and is still kept
+  // so that a later request is noted.
+  CHECK_FALSE(c.Find(MatMulPath::kFloatCanonical, x).has_value());
+  c.DropIfWrites(rows.data(), 4);
+  CHECK(c.FormsFor(weight_b.data()) == 0);
+  c.Filled(rows.data(), 1, 4096, weight_b.data(), 0);
+  CHECK_FALSE(c.Find(MatMulPath::kQuantized, x).has_value());
+  c.Drop();
+  CHECK(c.FormsFor(weight_b.data()) == kQ0);
+  // Requests for other rows, or after the rows were dropped, teach nothing.
+  c.Filled(rows.data(), 1, 4096, weight_c.data(), kK | kQ0);
+  CHECK_FALSE(c.Find(MatMulPath::kQuantizedK, ConstMat(weight_c.data(), 1, 4096)).has_value());
+  c.Drop();
+  CHECK_FALSE(c.Find(MatMulPath::kQuantizedK, x).has_value());
+  c.Drop();
+  CHECK(c.FormsFor(weight_c.data()) == 0);
 }
 
 }  // namespace

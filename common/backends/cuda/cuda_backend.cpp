@@ -448,45 +448,63 @@ void CudaBackend::GetRows(const WeightRef& table, const int32_t* ids, Mat out) {
       "GetRows");
 }
 
-cuda::NormQuantOut CudaBackend::NormQuantOutFor(ConstMat x, const float* add,
-                                                const float* weight, Mat y) {
+std::optional<cuda::NormQuantOut> CudaBackend::NormQuantOutFor(ConstMat x, const float* add,
+                                                               const float* weight, Mat y) {
   if (!norm_quant_enabled_ || !NormQuantCache::Fits(y.rows, y.cols) ||
       !cuda::RmsNormCanQuantize(x, add, weight, y)) {
-    return {};
+    return std::nullopt;
   }
   const size_t bytes = NormQuantCache::Bytes(y.rows, y.cols);
   if (norm_quant_mem_.size() < bytes) {
     // An optimization only: a buffer that cannot be had leaves the norm plain
     // (the backend does not fail for it). Queued products may read the old one.
-    if (!RecordCuda(cudaStreamSynchronize(stream()), "norm quantization buffer")) return {};
+    if (!RecordCuda(cudaStreamSynchronize(stream()), "norm quantization buffer")) {
+      return std::nullopt;
+    }
     norm_quant_mem_ = cuda::DeviceMemory();
     absl::StatusOr<cuda::DeviceMemory> grown = cuda::DeviceMemory::Allocate(bytes);
-    if (!grown.ok()) return {};
+    if (!grown.ok()) return std::nullopt;
     norm_quant_mem_ = std::move(*grown);
   }
   auto* base = static_cast<uint8_t*>(norm_quant_mem_.data());
-  const Q8_0Scratch q8_0 = Q8_0ScratchAt(base + NormQuantCache::Q8_0Offset(y.rows, y.cols),
-                                         y.rows, y.cols);
-  return {reinterpret_cast<cuda::QActSuperBlock*>(base), q8_0.codes, q8_0.scales};
+  const uint8_t forms = norm_quant_.FormsFor(weight);
+  cuda::NormQuantOut q;
+  if (forms & NormQuantCache::kQ8K) q.q8k = reinterpret_cast<cuda::QActSuperBlock*>(base);
+  if (forms & NormQuantCache::kQ8_0) {
+    const Q8_0Scratch q8_0 =
+        Q8_0ScratchAt(base + NormQuantCache::Q8_0Offset(y.rows, y.cols), y.rows, y.cols);
+    q.q8_0_codes = q8_0.codes;
+    q.q8_0_scales = q8_0.scales;
+  }
+  return q;
+}
+
+void CudaBackend::NormFilled(const cuda::NormQuantOut& q, const float* weight, Mat y) {
+  const uint8_t forms = (q.q8k != nullptr ? NormQuantCache::kQ8K : 0) |
+                        (q.q8_0_codes != nullptr ? NormQuantCache::kQ8_0 : 0);
+  norm_quant_.Filled(y.data, y.rows, y.cols, weight, forms);
 }
 
 void CudaBackend::RmsNorm(ConstMat x, const float* weight, float eps, Mat y) {
   op_checks::SameShape("RmsNorm", x, y);
   if (!Enter()) return;
-  const cuda::NormQuantOut q = NormQuantOutFor(x, nullptr, weight, y);
-  if (RecordCuda(cuda::LaunchRmsNorm(stream(), x, weight, eps, y, q), "RmsNorm") &&
-      q.q8k != nullptr) {
-    norm_quant_.Filled(y.data, y.rows, y.cols);
+  const std::optional<cuda::NormQuantOut> q = NormQuantOutFor(x, nullptr, weight, y);
+  if (RecordCuda(cuda::LaunchRmsNorm(stream(), x, weight, eps, y, q.value_or(cuda::NormQuantOut{})),
+                 "RmsNorm") &&
+      q.has_value()) {
+    NormFilled(*q, weight, y);
   }
 }
 
 void CudaBackend::AddRmsNorm(Mat x, ConstMat a, const float* weight, float eps, Mat y) {
   op_checks::AddRmsNorm(x, a, y);
   if (!Enter()) return;
-  const cuda::NormQuantOut q = NormQuantOutFor(x, a.data, weight, y);
-  if (RecordCuda(cuda::LaunchAddRmsNorm(stream(), x, a, weight, eps, y, q), "AddRmsNorm") &&
-      q.q8k != nullptr) {
-    norm_quant_.Filled(y.data, y.rows, y.cols);
+  const std::optional<cuda::NormQuantOut> q = NormQuantOutFor(x, a.data, weight, y);
+  if (RecordCuda(cuda::LaunchAddRmsNorm(stream(), x, a, weight, eps, y,
+                                        q.value_or(cuda::NormQuantOut{})),
+                 "AddRmsNorm") &&
+      q.has_value()) {
+    NormFilled(*q, weight, y);
   }
 }
 

@@ -67,6 +67,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -164,10 +165,14 @@ class CudaBackend final : public Backend {
   /// `m` grown to at least `bytes` (after a sync: queued ops may still read
   /// the old buffer); null after an error.
   void* Grow(cuda::DeviceMemory& m, size_t bytes, const char* what);
-  /// Where a norm of x (plus `add`) into y writes its output's quantized
-  /// forms (norm_quant_cache.h), or nothing when it does not fit or
-  /// ODMOE_CUDA_NORM_QUANT=0.
-  cuda::NormQuantOut NormQuantOutFor(ConstMat x, const float* add, const float* weight, Mat y);
+  /// Where a norm of x (plus `add`) with `weight` into y writes the
+  /// quantized forms of its output that its products read
+  /// (norm_quant_cache.h; maybe none, still recorded), or nullopt when its
+  /// rows are not kept (they do not fit, no buffer, ODMOE_CUDA_NORM_QUANT=0).
+  std::optional<cuda::NormQuantOut> NormQuantOutFor(ConstMat x, const float* add,
+                                                    const float* weight, Mat y);
+  /// Records that a norm with `weight` wrote q's forms of y.
+  void NormFilled(const cuda::NormQuantOut& q, const float* weight, Mat y);
   /// What a RoPE frequency table depends on: dims, the bits of base, YaRN
   /// or not and, with YaRN, its factor, original context, betas, truncate.
   using RopeTableKey = std::tuple<int, uint32_t, bool, uint32_t, int, uint32_t, uint32_t, bool>;

@@ -117,7 +117,7 @@ cudaError_t LaunchDequantRows(cudaStream_t stream, DType type, const void* w, in
 cudaError_t LaunchGetRows(cudaStream_t stream, DType type, const void* table, int64_t cols,
                           const int32_t* ids, int64_t n, float* out);
 
-/// Where a norm also writes its output's quantizations (all null: nowhere):
+/// Where a norm also writes its output's quantizations (null: that form not):
 /// y's rows as LaunchQuantizeQ8_K gives them (rows * cols / 256 super-blocks)
 /// and as LaunchQuantizeQ8_0 gives them (rows * cols / 32 codes and scales),
 /// bit for bit.

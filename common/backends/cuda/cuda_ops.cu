@@ -77,9 +77,10 @@ __device__ __forceinline__ void AddVec4Chunk(float4* x, const float4* __restrict
 /// 16-byte aligned, staged): the copies and the scaling move float4s, four
 /// per thread in flight; each element's arithmetic is the same. With `add`
 /// (AddRmsNorm): x = x + add first, written back, and that row normalized.
-/// With q.q8k (kVec4 only; RmsNormCanQuantize): the block keeps the output
-/// row in shared memory too and its warps quantize it to Q8_K and Q8_0
-/// (cuda_quantize_warp.h: the quantize kernels' bits for the same floats).
+/// With q.q8k and / or q.q8_0_codes (kVec4 only; RmsNormCanQuantize): the
+/// block keeps the output row in shared memory too and its warps quantize it
+/// to Q8_K and / or Q8_0 (cuda_quantize_warp.h: the quantize kernels' bits
+/// for the same floats).
 template <bool kVec4>
 __global__ void __launch_bounds__(kThreads)
     RmsNormKernel(float* x, const float* __restrict__ add, const float* __restrict__ weight,
@@ -88,6 +89,7 @@ __global__ void __launch_bounds__(kThreads)
   extern __shared__ float4 row_sh4[];
   float* row_sh = reinterpret_cast<float*>(row_sh4);
   __shared__ float scale_sh;
+  const bool quantize = q.q8k != nullptr || q.q8_0_codes != nullptr;
   for (int64_t t = blockIdx.x; t < rows; t += gridDim.x) {
     float* xw = x + t * d;
     const float* xr = xw;
@@ -144,15 +146,16 @@ __global__ void __launch_bounds__(kThreads)
             const float4 out = make_float4((v.x * scale) * w[u].x, (v.y * scale) * w[u].y,
                                            (v.z * scale) * w[u].z, (v.w * scale) * w[u].w);
             y4[i] = out;
-            if (q.q8k != nullptr) row_sh4[i] = out;  // element i is this thread's alone
+            if (quantize) row_sh4[i] = out;  // element i is this thread's alone
           }
         }
       }
-      if (q.q8k != nullptr) {
+      if (quantize) {
         __syncthreads();
         const int lane = static_cast<int>(threadIdx.x % 32);
         const int64_t warp = threadIdx.x / 32, warps = blockDim.x / 32;
-        const int64_t supers = d / kSuperBlockElems, blocks = d / 32;
+        const int64_t supers = q.q8k != nullptr ? d / kSuperBlockElems : 0;
+        const int64_t blocks = q.q8_0_codes != nullptr ? d / 32 : 0;
         const PlainRows out_row{row_sh};
         for (int64_t sb = warp; sb < supers; sb += warps) {
           QuantizeSuperBlockWarp(out_row, sb, &q.q8k[t * supers + sb], lane);
@@ -341,7 +344,8 @@ cudaError_t LaunchRmsNormOf(cudaStream_t stream, float* x, const float* add, int
   if (rows == 0) return cudaSuccess;
   const size_t row_bytes = static_cast<size_t>(cols) * sizeof(float);
   const bool staged = row_bytes <= kStagedRowMaxBytes;
-  if (q.q8k != nullptr && (cols % kSuperBlockElems != 0 || !Vec4Rows(x, add, weight, y, cols))) {
+  const bool quantize = q.q8k != nullptr || q.q8_0_codes != nullptr;
+  if (quantize && (cols % kSuperBlockElems != 0 || !Vec4Rows(x, add, weight, y, cols))) {
     return cudaErrorInvalidValue;
   }
   if (Vec4Rows(x, add, weight, y, cols)) {

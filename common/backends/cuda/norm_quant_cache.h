@@ -18,10 +18,19 @@
 // its ops or CopyToBackend (the only other writer, a slot device's copy
 // stream, writes expert weights, never a norm's output).
 //
+//
+// Which forms a norm writes is learned per norm (its weight's address): both
+// the first time, then those its products read or asked for while its rows
+// were kept (a Q4_K_M file whose k and v are Q8_0 reads both after the
+// attention norm, only Q8_K after the FFN norm; a file of K-family weights
+// only Q8_K anywhere). A product asking for a form the norm did not write
+// quantizes its own rows (the same bits) and the norm writes it next time.
+//
 //   NormQuantCache cache;
 //   if (NormQuantCache::Fits(y.rows, y.cols)) {   // buffer of Bytes(rows, cols)
-//     ... norm kernel with NormQuantOut at base + 0 and base + Q8_0Offset(..) ...
-//     cache.Filled(y.data, y.rows, y.cols);
+//     uint8_t forms = cache.FormsFor(norm_weight);
+//     ... norm kernel writing those forms at base + 0 and base + Q8_0Offset(..) ...
+//     cache.Filled(y.data, y.rows, y.cols, norm_weight, forms);
 //   }
 //   if (std::optional<size_t> at = cache.Find(plan.path, x)) xq = base + *at;
 //   cache.DropIfWrites(y);                                          // outputs
@@ -30,6 +39,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 
 #include "backend/backend.h"
@@ -43,6 +53,9 @@ class NormQuantCache {
   /// batches; a prefill's products quantize their own rows, where one block
   /// per row would serialize the work).
   static constexpr int64_t kMaxRows = 8;
+  /// The forms, as bits.
+  static constexpr uint8_t kQ8K = 1;
+  static constexpr uint8_t kQ8_0 = 2;
 
   /// Whether a norm output of rows x cols is kept quantized.
   static bool Fits(int64_t rows, int64_t cols);
@@ -52,17 +65,23 @@ class NormQuantCache {
   /// Bytes of both forms.
   static size_t Bytes(int64_t rows, int64_t cols);
 
-  /// The buffer now holds the quantized forms of these rows.
-  void Filled(const float* rows_data, int64_t rows, int64_t cols);
+  /// The forms a norm with this weight should write: both until its
+  /// products have been seen, then what they read or asked for (maybe none).
+  uint8_t FormsFor(const float* norm_weight) const;
+  /// The buffer now holds `forms` of these rows (none is a valid record: the
+  /// products' requests are still noted).
+  void Filled(const float* rows_data, int64_t rows, int64_t cols, const float* norm_weight,
+              uint8_t forms);
   /// Forget them.
-  void Drop() { valid_ = false; }
+  void Drop();
   /// Forget them when [p, p + bytes) overlaps the rows.
   void DropIfWrites(const void* p, size_t bytes);
   void DropIfWrites(Mat m) {
     DropIfWrites(m.data, static_cast<size_t>(m.rows * m.cols) * sizeof(float));
   }
   /// The offset of x's quantized form for a product on `path` (kQuantized:
-  /// Q8_0, kQuantizedK: Q8_K), when x is exactly the rows kept; counts hits.
+  /// Q8_0, kQuantizedK: Q8_K), when x is exactly the rows kept and the norm
+  /// wrote that form; counts hits. A form asked for is noted either way.
   std::optional<size_t> Find(MatMulPath path, ConstMat x);
 
   bool valid() const { return valid_; }
@@ -70,11 +89,18 @@ class NormQuantCache {
   uint64_t hits() const { return hits_; }
 
  private:
+  /// The forms the open record's products asked for become its norm's.
+  void Learn();
+
   const float* data_ = nullptr;
   int64_t rows_ = 0;
   int64_t cols_ = 0;
+  const float* weight_ = nullptr;
+  uint8_t forms_ = 0;  // written
+  uint8_t asked_ = 0;  // read or asked for since Filled
   bool valid_ = false;
   uint64_t hits_ = 0;
+  std::map<const float*, uint8_t> learned_;  // a few entries: one per norm
 };
 
 }  // namespace odmoe
