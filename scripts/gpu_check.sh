@@ -23,7 +23,7 @@ src=$(cat .gpurun/source_dir)
 mkdir -p /tmp/o /tmp/p
 tar -C /tmp/o -xJf .gpurun/odmoe.tar.xz
 [ -f .gpurun/peer.tar.xz ] && tar -C /tmp/p -xJf .gpurun/peer.tar.xz
-cublas=$(dirname "$(find / -xdev -name 'libcublas.so.13*' 2>/dev/null | head -1)")
+cublas=$(dirname "$(find / -xdev \( -type f -o -type l \) -name 'libcublas.so.13*' 2>/dev/null | head -1)")
 export LD_LIBRARY_PATH=/tmp/o/lib:/tmp/p/lib:$cublas:/usr/local/cuda/lib64
 B=/tmp/o/bin
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
@@ -55,6 +55,7 @@ variants=("ODMOE_ROUTED_EXPERTS=0" "ODMOE_CUDA_NORM_QUANT=0" "ODMOE_CUDA_PDL=0"
 run_decode() {  # file, output name, then env assignments and the binary
   local f=$1 name=$2; shift 2
   echo "$f $name: $(env "$@" --model "/tmp/$f.gguf" --backend cuda:0 --prompt "The history of the" -n 256 --ignore-eos 2>&1 >"/tmp/$f-$name.txt" | grep -o 'decode [0-9.]* tokens/s')"
+  [ -s "/tmp/$f-$name.txt" ] || echo "$f $name: NO OUTPUT"
 }
 for f in q4km q6k; do
   for _ in 1 2; do
