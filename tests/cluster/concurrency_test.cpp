@@ -41,11 +41,17 @@ TEST_CASE("concurrency: requests batched through the cluster get their single-pr
   const MainEngine& main_engine = (*cluster)->main().engine();
   CHECK(main_engine.shared_iterations() > 0);  // they did share iterations
   CHECK(main_engine.in_engine() == 0);
-  // Alone again afterwards: prediction is back for a single request.
-  absl::StatusOr<ClusterGenerateResult> solo =
-      (*cluster)->main().Generate(TestRequest("Once", 16), nullptr);
-  REQUIRE(solo.ok());
-  CHECK(solo->result.output_ids == engine.Generate(TestRequest("Once", 16)).value().output_ids);
+  // Alone again afterwards: prediction is back for a single request. (A
+  // loaded machine under a sanitizer can finish 16 tokens before the shadow's
+  // first prediction arrives: such a run is repeated, one of three must have
+  // predicted slots.)
+  absl::StatusOr<ClusterGenerateResult> solo;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    solo = (*cluster)->main().Generate(TestRequest("Once", 16), nullptr);
+    REQUIRE(solo.ok());
+    CHECK(solo->result.output_ids == engine.Generate(TestRequest("Once", 16)).value().output_ids);
+    if (solo->recall.slots > 0) break;
+  }
   CHECK(solo->recall.slots > 0);
 }
 

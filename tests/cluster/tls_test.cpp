@@ -49,12 +49,19 @@ TEST_CASE("tls: the cluster runs over mutual TLS, plain peers are refused", "[cl
     req.prompt = "The sea";
     req.max_tokens = 12;
     req.ignore_eos = true;
-    auto r = (*cluster)->main().Generate(req, nullptr);
-    REQUIRE(r.ok());
     auto engine =
         ReferenceEngine::Create(SourcePath("models/tiny-mixtral-f16.gguf"), {}).value();
-    CHECK(r->result.output_ids == engine->Generate(req).value().output_ids);
-    CHECK(r->recall.slots > 0);  // the shadow's predictions came over TLS too
+    // The shadow's predictions come over TLS too. (A run that ends before the
+    // first of them arrives, on a loaded machine under a sanitizer, is
+    // repeated; one of three must have predicted slots.)
+    absl::StatusOr<ClusterGenerateResult> r;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      r = (*cluster)->main().Generate(req, nullptr);
+      REQUIRE(r.ok());
+      CHECK(r->result.output_ids == engine->Generate(req).value().output_ids);
+      if (r->recall.slots > 0) break;
+    }
+    CHECK(r->recall.slots > 0);
     // The admin call: a certificate alone is not enough, an operator's credential is.
     CHECK(absl::IsUnauthenticated(ScaleOnMain((*cluster)->main_address(), 2, nullptr).status()));
     auto op = TestAuth((*cluster)->topology(), PeerRole::kOperator, "operator");
