@@ -7,8 +7,9 @@
 // norm. Each product quantizes its activations first (Q8_K for the K family,
 // Q8_0 for the block32 types), one small kernel each. Instead, a norm of at
 // most kMaxRows rows of a multiple of 256 floats writes its output's Q8_K
-// and Q8_0 forms too (cuda_kernels.h NormQuantOut: the quantize kernels'
-// bits), into one buffer laid out as below, and this record says whose they
+// and / or Q8_0 forms too (cuda_kernels.h NormQuantOut: the quantize
+// kernels' bits; which ones: below), into one buffer laid out as below
+// (Q8_K at 0, Q8_0 at Q8_0Offset), and this record says whose they
 // are. A product whose x is exactly those rows (same address, rows and
 // columns) reads them instead of quantizing. The record is dropped by every
 // op that may write device memory (CudaBackend::Enter), and by a product,
@@ -17,7 +18,6 @@
 // since, as long as every write to the backend's activations goes through
 // its ops or CopyToBackend (the only other writer, a slot device's copy
 // stream, writes expert weights, never a norm's output).
-//
 //
 // Which forms a norm writes is learned per norm (its weight's address): both
 // the first time, then those its products read or asked for while its rows
