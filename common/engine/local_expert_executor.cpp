@@ -1,21 +1,17 @@
 #include "engine/local_expert_executor.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
-#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "util/env_flag.h"
 #include "util/status_macros.h"
 #include "util/step_progress.h"
 
 namespace odmoe {
 
-bool RoutedRunsEnabled() {
-  const char* env = std::getenv("ODMOE_ROUTED_EXPERTS");
-  return env == nullptr || std::string_view(env) != "0";
-}
+bool RoutedRunsEnabled() { return EnvFlagOn("ODMOE_ROUTED_EXPERTS"); }
 
 absl::StatusOr<ExpertWeights> LoadExpertWeights(
     Backend& backend, const ModelFile& model, int layer, int expert,

@@ -12,6 +12,7 @@
 #include "cpu_math.h"
 #include "cpu_kquant.h"
 #include "cpu_ops.h"
+#include "util/env_flag.h"
 #include "util/mmap_file.h"
 #include "util/status_macros.h"
 
@@ -37,10 +38,7 @@ class HostBuffer final : public BackendBuffer {
 };
 
 /// ODMOE_CPU_REPACK: unset or anything but "0" repacks.
-bool RepackFromEnvironment() {
-  const char* env = std::getenv("ODMOE_CPU_REPACK");
-  return env == nullptr || std::strcmp(env, "0") != 0;
-}
+bool RepackFromEnvironment() { return EnvFlagOn("ODMOE_CPU_REPACK"); }
 
 }  // namespace
 

@@ -16,11 +16,9 @@
 // row of `scratch`, indexed from the first visible row. Blocks walk query
 // rows with a stride of gridDim.y, which LaunchAttention bounds so that the
 // scratch stays within its size.
-#include <cstdlib>
-#include <string_view>
-
 #include "cuda_kernel_util.h"
 #include "cuda_kernels.h"
+#include "util/env_flag.h"
 
 namespace odmoe::cuda {
 
@@ -279,10 +277,7 @@ cudaError_t LaunchAttention(cudaStream_t stream, ConstMat q, ConstMat k_cache, C
   a.scale = scale;
   // ODMOE_CUDA_ATTENTION_AHEAD=0: decode's plain loops (the same bits; for
   // timing and for telling the two apart on a new GPU).
-  static const bool ahead = [] {
-    const char* env = std::getenv("ODMOE_CUDA_ATTENTION_AHEAD");
-    return env == nullptr || std::string_view(env) != "0";
-  }();
+  static const bool ahead = EnvFlagOn("ODMOE_CUDA_ATTENTION_AHEAD");
   a.ahead = ahead;
   const int64_t rows = RowsAtOnce(q.rows, n_head, pos0, scratch_floats);
   const dim3 grid(static_cast<unsigned>(n_head), static_cast<unsigned>(rows));

@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
-#include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -13,6 +11,7 @@
 #include "cuda_kernels.h"
 #include "cuda_numerics_dequant.h"
 #include "cuda_weight_rules.h"
+#include "util/env_flag.h"
 #include "util/status_macros.h"
 
 namespace odmoe {
@@ -79,8 +78,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
   std::unique_ptr<CudaBackend> be(new CudaBackend(options));
   // ODMOE_CUDA_NORM_QUANT=0: every product quantizes its own activations
   // (the same bits; for timing the norms' quantization against it).
-  const char* norm_quant = std::getenv("ODMOE_CUDA_NORM_QUANT");
-  be->norm_quant_enabled_ = norm_quant == nullptr || std::string_view(norm_quant) != "0";
+  be->norm_quant_enabled_ = EnvFlagOn("ODMOE_CUDA_NORM_QUANT");
   absl::Status st = be->UseDevice();
   if (st.ok()) {
     absl::StatusOr<cuda::StreamPtr> stream = cuda::CreateStream();
@@ -134,13 +132,15 @@ bool CudaBackend::Enter() {
 
 bool CudaBackend::EnterKeepingNormQuant() { return error_.ok() && Record(UseDevice()); }
 
-void* CudaBackend::Grow(cuda::DeviceMemory& m, size_t bytes, const char* what) {
+void* CudaBackend::Grow(cuda::DeviceMemory& m, size_t bytes, const char* what,
+                        bool optional) {
   if (m.size() >= bytes) return m.data();
   // The old buffer may still be read by queued ops: wait, free, then grow.
   if (!RecordCuda(cudaStreamSynchronize(stream()), what)) return nullptr;
   m = cuda::DeviceMemory();
   const size_t rounded = (bytes + kScratchGranule - 1) / kScratchGranule * kScratchGranule;
   absl::StatusOr<cuda::DeviceMemory> grown = cuda::DeviceMemory::Allocate(rounded);
+  if (!grown.ok() && optional) return nullptr;
   if (!Record(grown.status())) return nullptr;
   m = std::move(*grown);
   return m.data();
@@ -454,19 +454,11 @@ std::optional<cuda::NormQuantOut> CudaBackend::NormQuantOutFor(ConstMat x, const
       !cuda::RmsNormCanQuantize(x, add, weight, y)) {
     return std::nullopt;
   }
-  const size_t bytes = NormQuantCache::Bytes(y.rows, y.cols);
-  if (norm_quant_mem_.size() < bytes) {
-    // An optimization only: a buffer that cannot be had leaves the norm plain
-    // (the backend does not fail for it). Queued products may read the old one.
-    if (!RecordCuda(cudaStreamSynchronize(stream()), "norm quantization buffer")) {
-      return std::nullopt;
-    }
-    norm_quant_mem_ = cuda::DeviceMemory();
-    absl::StatusOr<cuda::DeviceMemory> grown = cuda::DeviceMemory::Allocate(bytes);
-    if (!grown.ok()) return std::nullopt;
-    norm_quant_mem_ = std::move(*grown);
-  }
-  auto* base = static_cast<uint8_t*>(norm_quant_mem_.data());
+  // An optimization only: a buffer that cannot be had leaves the norm plain
+  // (the backend does not fail for it).
+  auto* base = static_cast<uint8_t*>(Grow(norm_quant_mem_, NormQuantCache::Bytes(y.rows, y.cols),
+                                          "norm quantization buffer", /*optional=*/true));
+  if (base == nullptr) return std::nullopt;
   const uint8_t forms = norm_quant_.FormsFor(weight);
   cuda::NormQuantOut q;
   if (forms & NormQuantCache::kQ8K) q.q8k = reinterpret_cast<cuda::QActSuperBlock*>(base);

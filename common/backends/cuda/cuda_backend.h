@@ -163,8 +163,9 @@ class CudaBackend final : public Backend {
   /// At least `bytes` of scratch (grows, after a sync); null after an error.
   void* Scratch(size_t bytes);
   /// `m` grown to at least `bytes` (after a sync: queued ops may still read
-  /// the old buffer); null after an error.
-  void* Grow(cuda::DeviceMemory& m, size_t bytes, const char* what);
+  /// the old buffer); null after an error. An `optional` buffer that cannot
+  /// be allocated gives null without failing the backend.
+  void* Grow(cuda::DeviceMemory& m, size_t bytes, const char* what, bool optional = false);
   /// Where a norm of x (plus `add`) with `weight` into y writes the
   /// quantized forms of its output that its products read
   /// (norm_quant_cache.h; maybe none, still recorded), or nullopt when its

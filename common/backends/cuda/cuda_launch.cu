@@ -2,10 +2,9 @@
 // (cuda_kernel_util.h: Launch, AfterPriorKernels).
 #include <atomic>
 #include <cstdint>
-#include <cstdlib>
-#include <string_view>
 
 #include "cuda_kernel_util.h"
+#include "util/env_flag.h"
 
 namespace odmoe::cuda {
 
@@ -18,10 +17,7 @@ __global__ void LaunchProbeKernel() { AfterPriorKernels(); }
 }  // namespace
 
 bool ProgrammaticLaunchOn() {
-  static const bool allowed = [] {
-    const char* env = std::getenv("ODMOE_CUDA_PDL");
-    return env == nullptr || std::string_view(env) != "0";
-  }();
+  static const bool allowed = EnvFlagOn("ODMOE_CUDA_PDL");
   if (!allowed) return false;
   constexpr int kDevices = 64;
   // Per device: 0 not asked yet, 1 on, 2 off.

@@ -345,10 +345,11 @@ cudaError_t LaunchRmsNormOf(cudaStream_t stream, float* x, const float* add, int
   const size_t row_bytes = static_cast<size_t>(cols) * sizeof(float);
   const bool staged = row_bytes <= kStagedRowMaxBytes;
   const bool quantize = q.q8k != nullptr || q.q8_0_codes != nullptr;
-  if (quantize && (cols % kSuperBlockElems != 0 || !Vec4Rows(x, add, weight, y, cols))) {
+  const bool vec4 = Vec4Rows(x, add, weight, y, cols);
+  if (quantize && (cols % kSuperBlockElems != 0 || !vec4)) {
     return cudaErrorInvalidValue;
   }
-  if (Vec4Rows(x, add, weight, y, cols)) {
+  if (vec4) {
     Launch(RmsNormKernel<true>, RowGrid(rows), kThreads, row_bytes, stream, x, add, weight, eps, y,
            rows, cols, staged, q);
   } else {
