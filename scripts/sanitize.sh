@@ -16,10 +16,10 @@
 # cases tagged [tsan] (CTest label tsan, tests/catch_labels.cmake): the worker
 # streams and their ownership, shadow follow and hints, scaling, failure and
 # rejoin, the HTTP server's concurrency, streaming and cancellation, the main
-# node's request queue (about 2.5 minutes on 2 cores). scripts/test.sh runs
-# both when CI=true (or ODMOE_SANITIZE=1). Suppressions for the system
-# libraries the sanitizers cannot see into are in scripts/sanitizers/
-# (tsan.supp says why each).
+# node's request queue, the CPU backend's thread pool (about 2.5 minutes on 2
+# cores). scripts/test.sh runs both when CI=true (or ODMOE_SANITIZE=1).
+# Suppressions for the system libraries the sanitizers cannot see into are in
+# scripts/sanitizers/ (tsan.supp says why each).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kind=${1:?usage: scripts/sanitize.sh asan|tsan [ctest args]}
@@ -58,7 +58,7 @@ case "$kind" in
       targets=(odmoe_cluster_tests odmoe_main_node_tests odmoe-main odmoe-worker odmoe-shadow odmoe-cluster)
       ctest_args=(-R "^(cluster|main_node):")
     else
-      targets=(odmoe_cluster_tests odmoe_main_node_tests)
+      targets=(odmoe_cluster_tests odmoe_main_node_tests odmoe_util_tests)
       ctest_args=(-L tsan)
     fi
     ;;
