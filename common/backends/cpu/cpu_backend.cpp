@@ -1,16 +1,16 @@
 #include "cpu_backend.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
-#include <sys/mman.h>
-
 #include "absl/strings/str_format.h"
 #include "backend/expert_order.h"
 #include "backend/op_checks.h"
-#include "cpu_math.h"
 #include "cpu_kquant.h"
+#include "cpu_math.h"
 #include "cpu_ops.h"
 #include "util/env_flag.h"
 #include "util/mmap_file.h"
@@ -175,11 +175,35 @@ void CpuBackend::ArrangeWeight(const TensorView& view, WeightLayout layout, void
   std::memcpy(out + done, src + done, view.bytes() - done);
 }
 
-void CpuBackend::MatMulPair(const WeightRef& a, const WeightRef& b, ConstMat x, Mat ya,
-                            Mat yb) {
+void CpuBackend::MatMulPair(const WeightRef& a, const WeightRef& b, ConstMat x, Mat ya, Mat yb) {
   op_checks::MatMulPair(a, b, x, ya, yb);
-  MatMul(a, x, ya);
-  MatMul(b, x, yb);
+  const CpuProduct products[] = {{&a, 0, ya}, {&b, 0, yb}};
+  CpuMatMulBatch({kernels_, &pool_, &quant_scratch_}, x, products);
+}
+
+void CpuBackend::AddPicked(const WeightTable& table, const int32_t* ids, ConstMat x, Mat y) {
+  for (int64_t j = 0; j < y.rows; ++j) {
+    const int32_t id = ids[j];
+    if (id < 0 || id >= table.size()) continue;  // left unwritten, as Backend's
+    picked_.push_back(
+        {&table.entries[static_cast<size_t>(id)], x.rows == 1 ? 0 : j, y.RowRange(j, 1)});
+  }
+}
+
+void CpuBackend::MatMulById(const WeightTable& table, const int32_t* ids, ConstMat x, Mat y) {
+  op_checks::MatMulById(this, table, x, y);
+  picked_.clear();
+  AddPicked(table, ids, x, y);
+  CpuMatMulBatch({kernels_, &pool_, &quant_scratch_}, x, picked_);
+}
+
+void CpuBackend::MatMulPairById(const WeightTable& a, const WeightTable& b, const int32_t* ids,
+                                ConstMat x, Mat ya, Mat yb) {
+  op_checks::MatMulPairById(this, a, b, x, ya, yb);
+  picked_.clear();
+  AddPicked(a, ids, x, ya);
+  AddPicked(b, ids, x, yb);
+  CpuMatMulBatch({kernels_, &pool_, &quant_scratch_}, x, picked_);
 }
 
 void CpuBackend::MatMul(const WeightRef& w, ConstMat x, Mat y) {

@@ -125,10 +125,12 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backend/backend.h"
 #include "cpu_isa.h"
 #include "cpu_kernels.h"
+#include "cpu_ops.h"
 #include "cpu_qdot.h"
 #include "util/thread_pool.h"
 
@@ -161,7 +163,14 @@ class CpuBackend final : public Backend {
   absl::Status Synchronize() override { return absl::OkStatus(); }
 
   void MatMul(const WeightRef& w, ConstMat x, Mat y) override;
+  /// One quantization of x and one parallel loop for both products (when
+  /// the two weights have one type).
   void MatMulPair(const WeightRef& a, const WeightRef& b, ConstMat x, Mat ya, Mat yb) override;
+  /// Every picked weight's product in one parallel loop, x quantized once
+  /// (CpuMatMulBatch): the bits of Backend's MatMul per row.
+  void MatMulById(const WeightTable& table, const int32_t* ids, ConstMat x, Mat y) override;
+  void MatMulPairById(const WeightTable& a, const WeightTable& b, const int32_t* ids, ConstMat x,
+                      Mat ya, Mat yb) override;
   void GetRows(const WeightRef& table, const int32_t* ids, Mat out) override;
   void RmsNorm(ConstMat x, const float* weight, float eps, Mat y) override;
   void Rope(Mat x, int head_dim, const int32_t* positions, const RopeParams& rope) override;
@@ -170,8 +179,7 @@ class CpuBackend final : public Backend {
                  Mat out) override;
   void Softmax(Mat x) override;
   /// Rows spread over the threads (one row's score is the reference's).
-  absl::Status ScoreLogitRows(ConstMat logits, const int32_t* targets,
-                              LogitRowScore* out) override;
+  absl::Status ScoreLogitRows(ConstMat logits, const int32_t* targets, LogitRowScore* out) override;
   void RouterTopK(ConstMat logits, int k, RouterGating gating, int32_t* ids,
                   float* weights) override;
   void AddBias(Mat x, const float* bias) override;
@@ -180,8 +188,7 @@ class CpuBackend final : public Backend {
   void SwiGluOai(ConstMat gate, ConstMat up, float alpha, float limit, Mat out) override;
   void Add(ConstMat a, ConstMat b, Mat out) override;
   void Copy(ConstMat src, Mat dst) override;
-  void CopyColumns(ConstMat src, int64_t src_col, Mat dst, int64_t dst_col,
-                   int64_t cols) override;
+  void CopyColumns(ConstMat src, int64_t src_col, Mat dst, int64_t dst_col, int64_t cols) override;
   void GatherRows(ConstMat src, const int32_t* idx, Mat dst) override;
   void ScatterAddScaled(ConstMat src, const int32_t* idx, const float* scale, Mat dst) override;
   void CombineExperts(ConstMat ys, const int32_t* ids, const float* weights, int k,
@@ -192,11 +199,14 @@ class CpuBackend final : public Backend {
   /// or more the ISA could interleave (interleaved where SlotLayout says so,
   /// else in row order). Every other weight is a view.
   bool CopiesWeight(DType type, int64_t rows) const;
+  /// Appends row j's product to picked_ for every row whose id is in the table.
+  void AddPicked(const WeightTable& table, const int32_t* ids, ConstMat x, Mat y);
 
   const CpuKernels* kernels_;
   bool repack_;
   mutable ThreadPool pool_;
-  CpuQuantScratch quant_scratch_;  // activations of quantized MatMul
+  CpuQuantScratch quant_scratch_;   // activations of quantized MatMul
+  std::vector<CpuProduct> picked_;  // the products of a by-ids op
 };
 
 }  // namespace odmoe

@@ -101,8 +101,8 @@ namespace {
 /// waiting on 16 streams from memory (14336 x 4096 with 32 activation rows:
 /// Q6_K 3 %, Q4_K 5.6 % faster).
 void DotTileFetchingAhead(const CpuKQuantKernels& kern, DType type, const KTile* packed, int nw,
-                          int64_t superblocks, const KActs& acts, int64_t n, float* y,
-                          int64_t ldy, const uint8_t* ahead, size_t ahead_bytes) {
+                          int64_t superblocks, const KActs& acts, int64_t n, float* y, int64_t ldy,
+                          const uint8_t* ahead, size_t ahead_bytes) {
   const int64_t lines = static_cast<int64_t>((ahead_bytes + 63) / 64);
   const int64_t chunks = (n + kTileChunkRows - 1) / kTileChunkRows;
   for (int64_t c = 0; c < chunks; ++c) {
@@ -153,78 +153,117 @@ void RowMajorRows(const CpuKQuantKernels& kern, DType type, const uint8_t* rows,
   }
 }
 
-/// Rows [0, nrows) of a row-major weight, parallel over units of 16 rows
-/// (tiles) or 4.
-void RowMajorMatMul(const CpuOpContext& ctx, const CpuKQuantKernels& kern, DType type,
-                    const uint8_t* rows, size_t row_bytes, int64_t nrows, int64_t cols,
-                    const KActs& acts, int64_t n, float* y, int64_t ldy) {
-  const int64_t superblocks = cols / kSuperBlockElems;
-  const int64_t unit = UsesTiles(kern, n) ? kKTileRows : kRowsPerBlock;
-  const int64_t units = (nrows + unit - 1) / unit;
-  ctx.pool->ParallelFor(units, CpuRowGrain(unit * cols * n), [&](int64_t b0, int64_t b1) {
-    const int64_t o = b0 * unit;
-    RowMajorRows(kern, type, rows + static_cast<size_t>(o) * row_bytes, row_bytes,
-                 std::min(b1 * unit, nrows) - o, superblocks, acts, n, y + o, ldy);
-  });
+/// Groups [g0, g1) of a KInterleave16 weight (16 rows each, from `base`)
+/// against every activation row, to y[t * ldy + row], on the calling thread.
+void InterleavedGroups(const CpuKQuantKernels& kern, DType type, const uint8_t* base,
+                       size_t row_bytes, int64_t superblocks, int64_t g0, int64_t g1,
+                       const KActs& acts, int64_t n, float* y, int64_t ldy, bool direct) {
+  thread_local std::vector<uint8_t> rows;
+  const size_t group_bytes = kInterleaveRows * row_bytes;
+  for (int64_t g = g0; g < g1; ++g) {
+    const uint8_t* group = base + static_cast<size_t>(g) * group_bytes;
+    float* yg = y + g * kInterleaveRows;
+    if (direct) {  // the group stays in L1 / L2 from one activation row to the next
+      for (int64_t t = 0; t < n; ++t) {
+        const KActs row{acts.Row(t), acts.Scales(t), acts.stride};
+        kern.dot_interleaved(type, group, superblocks, row, yg + t * ldy);
+      }
+      continue;
+    }
+    if (UsesTiles(kern, n) && kern.pack_tile_interleaved != nullptr) {
+      thread_local std::vector<KTile> packed;
+      if (packed.size() < static_cast<size_t>(superblocks)) packed.resize(superblocks);
+      kern.pack_tile_interleaved(type, group, superblocks, packed.data());
+      DotTileFetchingAhead(kern, type, packed.data(), kInterleaveRows, superblocks, acts, n, yg,
+                           ldy, group + group_bytes, g + 1 < g1 ? group_bytes : 0);
+      continue;
+    }
+    // An ISA without these kernels (LoadWeight never interleaves for one; a
+    // caller may still hand it such a weight): back to row order.
+    if (rows.size() < group_bytes) rows.resize(group_bytes);
+    DeinterleaveKRows(type, group, row_bytes, rows.data());
+    RowMajorRows(kern, type, rows.data(), row_bytes, kInterleaveRows, superblocks, acts, n, yg,
+                 ldy);
+  }
+}
+
+/// One product of a batch as parallel units: a KInterleave16 weight's whole
+/// groups of 16 rows first, then the rows after them (every row of a
+/// row-major weight) in units of `unit` rows.
+struct KProductUnits {
+  const CpuProduct* product = nullptr;
+  KActs acts;          // the product's activation rows
+  int64_t groups = 0;  // interleaved groups
+  int64_t units = 0;   // groups + units of the rows after them
+};
+
+/// Units [l0, l1) of one product of a batch, on the calling thread.
+void RunKProductUnits(const CpuKQuantKernels& kern, const KProductUnits& u, int64_t l0, int64_t l1,
+                      int64_t superblocks, int64_t n, int64_t unit, bool direct) {
+  const WeightRef& w = *u.product->w;
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  const size_t row_bytes = w.row_bytes();
+  float* y = u.product->y.data;
+  if (l0 < u.groups) {
+    InterleavedGroups(kern, w.type, base, row_bytes, superblocks, l0, std::min(l1, u.groups),
+                      u.acts, n, y, w.rows, direct);
+  }
+  if (l1 > u.groups) {
+    const int64_t first = u.groups * kInterleaveRows;
+    const int64_t r0 = first + (std::max(l0, u.groups) - u.groups) * unit;
+    const int64_t r1 = std::min(w.rows, first + (l1 - u.groups) * unit);
+    RowMajorRows(kern, w.type, base + static_cast<size_t>(r0) * row_bytes, row_bytes, r1 - r0,
+                 superblocks, u.acts, n, y + r0, w.rows);
+  }
 }
 
 }  // namespace
 
-void CpuKQuantMatMul(const CpuOpContext& ctx, const WeightRef& w, ConstMat x, Mat y) {
+void CpuKQuantMatMulBatch(const CpuOpContext& ctx, ConstMat x,
+                          std::span<const CpuProduct> products) {
   // The calling thread's buffers: ops on one backend never run concurrently,
   // and backends on other threads get their own.
   thread_local CpuKQuantScratch act_scratch;
-  const int64_t n = x.rows;
-  const int64_t out = w.rows;
-  const int64_t superblocks = w.cols / kSuperBlockElems;
+  const WeightRef& w0 = *products.front().w;
+  const DType type = w0.type;
+  const int64_t n = products.front().y.rows;
+  const int64_t superblocks = w0.cols / kSuperBlockElems;
   const CpuKQuantKernels& kern = CpuKQuantKernelsFor(ctx.kernels->isa);
   const KActs acts = QuantizeKActivations(x, kern, &act_scratch, ctx.pool,
-                                          UsesTiles(kern, n) && TileTakesBiasedActs(w.type));
-  const auto* base = static_cast<const uint8_t*>(w.data);
-  const size_t row_bytes = w.row_bytes();
-  if (w.layout != WeightLayout::kInterleaved16) {
-    RowMajorMatMul(ctx, kern, w.type, base, row_bytes, out, w.cols, acts, n, y.data, out);
-    return;
-  }
-  // KInterleave16: whole groups of 16 rows, then the rest in row order.
-  const int64_t groups = out / kInterleaveRows;
-  const size_t group_bytes = kInterleaveRows * row_bytes;
+                                          UsesTiles(kern, n) && TileTakesBiasedActs(type));
+  const int64_t unit = UsesTiles(kern, n) ? kKTileRows : kRowsPerBlock;
   const bool direct =
-      n <= kMaxRowsForInterleavedDecode && kern.interleaved != nullptr && kern.interleaved(w.type);
-  ctx.pool->ParallelFor(
-      groups, CpuRowGrain(kInterleaveRows * w.cols * n), [&](int64_t g0, int64_t g1) {
-        thread_local std::vector<uint8_t> rows;
-        for (int64_t g = g0; g < g1; ++g) {
-          const uint8_t* group = base + static_cast<size_t>(g) * group_bytes;
-          float* yg = y.data + g * kInterleaveRows;
-          if (direct) {  // the group stays in L1 / L2 from one activation row to the next
-            for (int64_t t = 0; t < n; ++t) {
-              const KActs row{acts.Row(t), acts.Scales(t), acts.stride};
-              kern.dot_interleaved(w.type, group, superblocks, row, yg + t * out);
-            }
-            continue;
-          }
-          if (UsesTiles(kern, n) && kern.pack_tile_interleaved != nullptr) {
-            thread_local std::vector<KTile> packed;
-            if (packed.size() < static_cast<size_t>(superblocks)) packed.resize(superblocks);
-            kern.pack_tile_interleaved(w.type, group, superblocks, packed.data());
-            DotTileFetchingAhead(kern, w.type, packed.data(), kInterleaveRows, superblocks, acts,
-                                 n, yg, out, group + group_bytes, g + 1 < g1 ? group_bytes : 0);
-            continue;
-          }
-          // An ISA without these kernels (LoadWeight never interleaves for
-          // one; a caller may still hand it such a weight): back to row order.
-          if (rows.size() < group_bytes) rows.resize(group_bytes);
-          DeinterleaveKRows(w.type, group, row_bytes, rows.data());
-          RowMajorRows(kern, w.type, rows.data(), row_bytes, kInterleaveRows, superblocks, acts, n,
-                       yg, out);
-        }
-      });
-  const int64_t done = groups * kInterleaveRows;
-  if (done < out) {
-    RowMajorMatMul(ctx, kern, w.type, base + static_cast<size_t>(done) * row_bytes, row_bytes,
-                   out - done, w.cols, acts, n, y.data + done, out);
+      n <= kMaxRowsForInterleavedDecode && kern.interleaved != nullptr && kern.interleaved(type);
+  // Every product's units, and where each starts in the batch's numbering.
+  thread_local std::vector<KProductUnits> parts;
+  thread_local std::vector<int64_t> starts;
+  parts.clear();
+  starts.assign(1, 0);
+  bool row_units = false;
+  for (const CpuProduct& p : products) {
+    KProductUnits u;
+    u.product = &p;
+    u.acts = KActs{acts.Row(p.row0), acts.Scales(p.row0), acts.stride, acts.biased};
+    u.groups = p.w->layout == WeightLayout::kInterleaved16 ? p.w->rows / kInterleaveRows : 0;
+    const int64_t rest = p.w->rows - u.groups * kInterleaveRows;
+    row_units = row_units || rest > 0;
+    u.units = u.groups + (rest + unit - 1) / unit;
+    parts.push_back(u);
+    starts.push_back(starts.back() + u.units);
   }
+  const int64_t grain = CpuRowGrain((row_units ? unit : kInterleaveRows) * w0.cols * n);
+  const std::vector<KProductUnits>& all = parts;
+  const std::vector<int64_t>& at = starts;
+  ctx.pool->ParallelFor(at.back(), grain, [&](int64_t b0, int64_t b1) {
+    // The product holding unit b0, then each product the chunk reaches.
+    size_t i = static_cast<size_t>(std::upper_bound(at.begin(), at.end(), b0) - at.begin()) - 1;
+    for (int64_t b = b0; b < b1; ++i) {
+      const int64_t end = std::min(b1, at[i + 1]);
+      if (end > b)
+        RunKProductUnits(kern, all[i], b - at[i], end - at[i], superblocks, n, unit, direct);
+      b = end;
+    }
+  });
 }
 
 }  // namespace odmoe

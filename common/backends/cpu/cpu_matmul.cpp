@@ -46,14 +46,13 @@ bool CpuSupportsWeightType(DType type) {
   }
 }
 
-void CpuMatMul(const CpuOpContext& ctx, const WeightRef& w, ConstMat x, Mat y) {
+namespace {
+
+/// MatMul with a float weight (F32, F16, BF16).
+void CpuFloatMatMul(const CpuOpContext& ctx, const WeightRef& w, ConstMat x, Mat y) {
   const int64_t n = x.rows;
   const int64_t k = w.cols;
   const int64_t out = w.rows;
-  if (n == 0 || out == 0) return;
-  const DType vec_dot = Traits(w.type).vec_dot;
-  if (vec_dot == DType::kQ8_0) return CpuQuantMatMul(ctx, w, x, y);
-  if (vec_dot == DType::kQ8_K) return CpuKQuantMatMul(ctx, w, x, y);
   const CpuKernels& kern = *ctx.kernels;
   const auto* base = static_cast<const uint8_t*>(w.data);
   const size_t row_bytes = w.row_bytes();
@@ -81,6 +80,37 @@ void CpuMatMul(const CpuOpContext& ctx, const WeightRef& w, ConstMat x, Mat y) {
       }
     }
   });
+}
+
+}  // namespace
+
+void CpuMatMul(const CpuOpContext& ctx, const WeightRef& w, ConstMat x, Mat y) {
+  const CpuProduct p[] = {{&w, 0, y}};
+  CpuMatMulBatch(ctx, x, p);
+}
+
+void CpuMatMulBatch(const CpuOpContext& ctx, ConstMat x, std::span<const CpuProduct> products) {
+  auto same_kind = [](const CpuProduct& a, const CpuProduct& b) {
+    return a.w->type == b.w->type && a.w->cols == b.w->cols && a.y.rows == b.y.rows;
+  };
+  // Runs of consecutive products of one kind.
+  for (size_t first = 0, last = 0; first < products.size(); first = last) {
+    last = first + 1;
+    while (last < products.size() && same_kind(products[first], products[last])) ++last;
+    const std::span<const CpuProduct> run = products.subspan(first, last - first);
+    const CpuProduct& p = run.front();
+    if (p.y.rows == 0) continue;
+    const DType vec_dot = Traits(p.w->type).vec_dot;
+    if (vec_dot == DType::kQ8_0) {
+      CpuQuantMatMulBatch(ctx, x, run);
+    } else if (vec_dot == DType::kQ8_K) {
+      CpuKQuantMatMulBatch(ctx, x, run);
+    } else {
+      for (const CpuProduct& f : run) {
+        if (f.w->rows > 0) CpuFloatMatMul(ctx, *f.w, x.RowRange(f.row0, f.y.rows), f.y);
+      }
+    }
+  }
 }
 
 }  // namespace odmoe

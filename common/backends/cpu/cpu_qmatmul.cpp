@@ -1,6 +1,6 @@
 // MatMul with block32 weights (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4):
 // quantize the activations once, then exact integer block dots (cpu_qdot.h),
-// parallel over blocks of 4 weight rows.
+// parallel over blocks of 4 weight rows (of every product of a batch at once).
 //
 // One activation row (decode) streams the weight blocks straight from the
 // model through qdot_rows. With several rows (prefill) each block of 4 weight
@@ -66,30 +66,42 @@ QActs QuantizeActivations(ConstMat x, const CpuKernels& kernels, CpuQuantScratch
   return QActs{acts, groups};
 }
 
-void CpuQuantMatMul(const CpuOpContext& ctx, const WeightRef& w, ConstMat x, Mat y) {
-  const int64_t n = x.rows;
-  const int64_t out = w.rows;
-  const int64_t blocks = w.cols / kQ8_0BlockElems;
+void CpuQuantMatMulBatch(const CpuOpContext& ctx, ConstMat x,
+                         std::span<const CpuProduct> products) {
+  const WeightRef& w0 = *products.front().w;
+  const int64_t n = products.front().y.rows;
+  const int64_t blocks = w0.cols / kQ8_0BlockElems;
   const int64_t groups = QGroups(blocks);
   const QActs acts = QuantizeActivations(x, *ctx.kernels, ctx.quant_scratch, ctx.pool);
   const CpuKernels& kern = *ctx.kernels;
-  const auto* base = static_cast<const uint8_t*>(w.data);
-  const size_t row_bytes = w.row_bytes();
-  const int64_t row_blocks = (out + kRowsPerBlock - 1) / kRowsPerBlock;
-  const int64_t grain = CpuRowGrain(kRowsPerBlock * w.cols * n);
-  ctx.pool->ParallelFor(row_blocks, grain, [&](int64_t b0, int64_t b1) {
+  // Product p's blocks of kRowsPerBlock weight rows are units [at[p], at[p + 1]).
+  thread_local std::vector<int64_t> starts;
+  starts.assign(1, 0);
+  for (const CpuProduct& p : products) {
+    starts.push_back(starts.back() + (p.w->rows + kRowsPerBlock - 1) / kRowsPerBlock);
+  }
+  const std::vector<int64_t>& at = starts;
+  const int64_t grain = CpuRowGrain(kRowsPerBlock * w0.cols * n);
+  ctx.pool->ParallelFor(at.back(), grain, [&](int64_t b0, int64_t b1) {
     thread_local std::vector<QWeightGroup> packed;
+    size_t i = static_cast<size_t>(std::upper_bound(at.begin(), at.end(), b0) - at.begin()) - 1;
     for (int64_t b = b0; b < b1; ++b) {
-      const int64_t o = b * kRowsPerBlock;
-      const int nw = static_cast<int>(std::min<int64_t>(kRowsPerBlock, out - o));
-      const uint8_t* rows = base + static_cast<size_t>(o) * row_bytes;
+      while (at[i + 1] <= b) ++i;
+      const CpuProduct& p = products[i];
+      const WeightRef& w = *p.w;
+      const QActs rows_acts{acts.Row(p.row0), acts.groups_per_row};
+      const int64_t o = (b - at[i]) * kRowsPerBlock;
+      const int nw = static_cast<int>(std::min<int64_t>(kRowsPerBlock, w.rows - o));
+      const size_t row_bytes = w.row_bytes();
+      const uint8_t* rows =
+          static_cast<const uint8_t*>(w.data) + static_cast<size_t>(o) * row_bytes;
       if (n < kMinRowsForPacking) {
-        kern.qdot_rows(w.type, rows, row_bytes, nw, blocks, acts, n, y.data + o, out);
+        kern.qdot_rows(w.type, rows, row_bytes, nw, blocks, rows_acts, n, p.y.data + o, w.rows);
       } else {
         const size_t need = static_cast<size_t>(kRowsPerBlock * groups);
         if (packed.size() < need) packed.resize(need);
         kern.qpack_rows(w.type, rows, row_bytes, nw, blocks, packed.data());
-        kern.qdot_packed(w.type, packed.data(), nw, groups, acts, n, y.data + o, out);
+        kern.qdot_packed(w.type, packed.data(), nw, groups, rows_acts, n, p.y.data + o, w.rows);
       }
     }
   });
