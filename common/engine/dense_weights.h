@@ -43,6 +43,9 @@ struct DenseLayerWeights {
   WeightRef attn_kv_a;  // rows kv_lora_rank + qk_rope, cols n_embd
   const float* attn_kv_a_norm = nullptr;
   std::vector<WeightRef> attn_k_b, attn_v_b;
+  // The same per-head weights as tables (a one-row step's heads in one
+  // MatMulById each; empty where the backend could not make them).
+  WeightTable attn_k_b_table, attn_v_b_table;
 };
 
 class DenseWeights {
@@ -60,8 +63,7 @@ class DenseWeights {
   absl::StatusOr<WeightRef> Load(Backend& backend, const TensorView& view);
   absl::StatusOr<const float*> LoadFloats(Backend& backend, const TensorView& view);
   /// Layer `l`'s attention weights (q/k/v/output or MLA's), into `d`.
-  absl::Status LoadAttention(const ModelFile& model, Backend& backend, int l,
-                             DenseLayerWeights* d);
+  absl::Status LoadAttention(const ModelFile& model, Backend& backend, int l, DenseLayerWeights* d);
   /// Layer `l`'s router, biases and shared expert, or its dense FFN.
   absl::Status LoadFfn(const ModelFile& model, Backend& backend, int l, DenseLayerWeights* d);
 
@@ -69,7 +71,7 @@ class DenseWeights {
   const float* output_norm_ = nullptr;
   std::vector<DenseLayerWeights> layers_;
   std::vector<std::unique_ptr<BackendBuffer>> storage_;  // device copies, if any
-  uint64_t copied_bytes_ = 0;                             // bytes of those copies
+  uint64_t copied_bytes_ = 0;                            // bytes of those copies
 };
 
 }  // namespace odmoe

@@ -10,7 +10,8 @@
 //   BeginBatch(tokens, pos0)               embeddings -> x (or BeginSegments: rows of
 //                                          several sequences, each with its own KV slot)
 //   for each layer l (RunLayers):
-//     AttentionBlock(l)                    (MLA: see transformer_mla.cpp)                    x += Wo * attn(rope(qn(Wq h + bq)), rope(kn(Wk h + bk)),
+//     AttentionBlock(l)                    (MLA: see transformer_mla.cpp)                    x +=
+//     Wo * attn(rope(qn(Wq h + bq)), rope(kn(Wk h + bk)),
 //                                          Wv h + bv), h = rmsnorm(x) * attn_norm; K/V rows
 //                                          cached; biases, q/k norms, sinks, a
 //                                          sliding window (ModelConfig::window_of)
@@ -158,7 +159,8 @@ class Transformer {
   /// of its batch (the backend computes every output row from its own input
   /// row alone; see backend/backend.h). The head runs on at most
   /// max_logit_rows() rows at a time, in a buffer allocated on first use (as
-  /// large as the calls need), so generation never pays for it. INVALID_ARGUMENT for a row outside the batch.
+  /// large as the calls need), so generation never pays for it. INVALID_ARGUMENT for a row outside
+  /// the batch.
   absl::Status LogitsOfRows(std::span<const int64_t> rows, std::vector<float>* logits);
   /// The scores (backend/logit_scores.h) of the given rows' logits against
   /// targets[i] (-1: none), computed where the logits are (the backend's
@@ -240,21 +242,25 @@ class Transformer {
   float *shared_out_ = nullptr, *shared_gate_ = nullptr;  // shared expert only
   int32_t *tokens_ = nullptr, *positions_ = nullptr, *ids_out_ = nullptr;
   int32_t* routed_ids_ = nullptr;  // [n_layer][n_batch * k]: routed layers' ids, one copy a step
-  int32_t* row_index_ = nullptr;  // 0, 1, ..., n_batch - 1 (shared expert only)
+  int32_t* row_index_ = nullptr;   // 0, 1, ..., n_batch - 1 (shared expert only)
   std::unique_ptr<ExpertFfnScratch> shared_scratch_;
   std::unique_ptr<ExpertFfnScratch> dense_scratch_;  // layers without experts
   // MLA only: absorbed queries [n, n_head * head_dim], one head's slices,
-  // the heads' values before attn_output, q's low-rank latent.
+  // the heads' values before attn_output, q's low-rank latent; for a one-row
+  // step every head's q_nope [n_head, qk_nope] and k_b product [n_head,
+  // kv_lora_rank], and the head numbers 0 .. n_head - 1 (MatMulById's ids).
   std::unique_ptr<BackendBuffer> mla_buffer_;
   float *q_abs_ = nullptr, *head_in_ = nullptr, *head_out_ = nullptr;
   float *o_heads_ = nullptr, *q_lat_ = nullptr;
+  float *heads_nope_ = nullptr, *heads_absorbed_ = nullptr;
+  int32_t* head_ids_ = nullptr;
   // [row_logits_rows_ <= max_logit_rows, n_vocab], LogitsOfRows / ScoresOfRows only.
   std::unique_ptr<BackendBuffer> row_logits_buffer_;
   int64_t row_logits_rows_ = 0;
 
   int64_t rows_ = 0;
-  const float* pending_ = nullptr;  // [rows, n_embd] to add to x before it is read (AddToX)
-  std::vector<Segment> segments_;  // of the batch in flight
+  const float* pending_ = nullptr;    // [rows, n_embd] to add to x before it is read (AddToX)
+  std::vector<Segment> segments_;     // of the batch in flight
   std::vector<int32_t> host_upload_;  // BeginSegments: tokens [n_batch], then positions [n_batch]
   std::vector<int32_t> host_ids_;
   std::vector<float> host_weights_;

@@ -9,10 +9,13 @@
 //   x       += Wo [v_b[0] a[0] | ... | v_b[H-1] a[H-1]]
 //
 // which equals transformers' DeepseekV2Attention (k_nope[h] = k_b[h]^T c,
-// v[h] = v_b[h] c) up to summation order. A head's slice of a row is moved
-// with CopyColumns; a single row is read in place (MatMul's rows are
-// independent, so both ways give the same bits).
+// v[h] = v_b[h] c) up to summation order. A head's slice of the rows is
+// moved with CopyColumns; a single row (decode) takes every head's k_b (and
+// v_b) product in one MatMulById over the heads' weight tables, head h's
+// slice as row h (MatMul's rows are independent, so both ways give the same
+// bits).
 #include <algorithm>
+#include <vector>
 
 #include "engine/transformer.h"
 #include "util/status_macros.h"
@@ -27,15 +30,22 @@ absl::Status Transformer::AllocateMlaBuffers() {
   const size_t out = static_cast<size_t>(std::max(m.kv_lora_rank, m.v_head));
   const size_t heads = h * static_cast<size_t>(m.v_head);
   const size_t lat = static_cast<size_t>(m.q_lora_rank);
-  ODMOE_ASSIGN_OR_RETURN(mla_buffer_,
-                         backend_.Allocate(b * (h * kw + in + out + heads + lat) * sizeof(float)));
+  const size_t one_row = h * static_cast<size_t>(m.qk_nope + m.kv_lora_rank);
+  ODMOE_ASSIGN_OR_RETURN(
+      mla_buffer_,
+      backend_.Allocate((b * (h * kw + in + out + heads + lat) + one_row + h) * sizeof(float)));
   float* p = static_cast<float*>(mla_buffer_->data());
   q_abs_ = p;
   head_in_ = q_abs_ + b * h * kw;
   head_out_ = head_in_ + b * in;
   o_heads_ = head_out_ + b * out;
   q_lat_ = o_heads_ + b * heads;
-  return absl::OkStatus();
+  heads_nope_ = q_lat_ + b * lat;
+  heads_absorbed_ = heads_nope_ + h * static_cast<size_t>(m.qk_nope);
+  head_ids_ = reinterpret_cast<int32_t*>(heads_absorbed_ + h * static_cast<size_t>(m.kv_lora_rank));
+  std::vector<int32_t> ids(h);
+  for (size_t i = 0; i < h; ++i) ids[i] = static_cast<int32_t>(i);
+  return backend_.CopyToBackend(head_ids_, ids.data(), h * sizeof(int32_t));
 }
 
 void Transformer::MlaAttention(int layer) {
@@ -81,18 +91,22 @@ void Transformer::MlaAttention(int layer) {
   // Absorbed queries: [k_b[h] q_nope[h] | q_rope[h]] per head.
   const Mat q_abs{q_abs_, n, heads * kw};
   const Mat nope{head_in_, n, m.qk_nope}, absorbed{head_out_, n, r};
-  for (int64_t hd = 0; hd < heads; ++hd) {
-    if (n == 1) {
-      backend_.MatMul(w.attn_k_b[hd], ConstMat(q_ + hd * qk, 1, m.qk_nope),
-                      Mat{q_abs_ + hd * kw, 1, r});
-      continue;
+  const bool tables = w.attn_k_b_table.size() == heads && w.attn_v_b_table.size() == heads;
+  if (n == 1 && tables) {
+    // One row: every head's product in one op (head h: row h of q_nope
+    // times k_b[h]), the bits of the per-head MatMuls.
+    const Mat rows_nope{heads_nope_, heads, m.qk_nope}, rows_absorbed{heads_absorbed_, heads, r};
+    backend_.CopyColumns(Mat{q_, heads, qk}, 0, rows_nope, 0, m.qk_nope);
+    backend_.MatMulById(w.attn_k_b_table, head_ids_, rows_nope, rows_absorbed);
+    backend_.CopyColumns(rows_absorbed, 0, Mat{q_abs_, heads, kw}, 0, r);
+  } else {
+    for (int64_t hd = 0; hd < heads; ++hd) {
+      backend_.CopyColumns(q, hd * qk, nope, 0, m.qk_nope);
+      backend_.MatMul(w.attn_k_b[hd], nope, absorbed);
+      backend_.CopyColumns(absorbed, 0, q_abs, hd * kw, r);
     }
-    backend_.CopyColumns(q, hd * qk, nope, 0, m.qk_nope);
-    backend_.MatMul(w.attn_k_b[hd], nope, absorbed);
-    backend_.CopyColumns(absorbed, 0, q_abs, hd * kw, r);
   }
-  backend_.CopyColumns(Mat{q_, n * heads, qk}, m.qk_nope, Mat{q_abs_, n * heads, kw}, r,
-                       m.qk_rope);
+  backend_.CopyColumns(Mat{q_, n * heads, qk}, m.qk_nope, Mat{q_abs_, n * heads, kw}, r, m.qk_rope);
 
   AttentionOptions options;
   options.v_head_dim = static_cast<int>(r);
@@ -110,15 +124,15 @@ void Transformer::MlaAttention(int layer) {
   // Each head's latent result back to its values: v_b[h] a[h].
   const Mat o_heads{o_heads_, n, heads * vh};
   const Mat a_head{head_in_, n, r}, v_head{head_out_, n, vh};
-  for (int64_t hd = 0; hd < heads; ++hd) {
-    if (n == 1) {
-      backend_.MatMul(w.attn_v_b[hd], ConstMat(attn_ + hd * r, 1, r),
-                      Mat{o_heads_ + hd * vh, 1, vh});
-      continue;
+  if (n == 1 && tables) {  // one row: head h's latent is row h of attn
+    backend_.MatMulById(w.attn_v_b_table, head_ids_, ConstMat(attn_, heads, r),
+                        Mat{o_heads_, heads, vh});
+  } else {
+    for (int64_t hd = 0; hd < heads; ++hd) {
+      backend_.CopyColumns(attn, hd * r, a_head, 0, r);
+      backend_.MatMul(w.attn_v_b[hd], a_head, v_head);
+      backend_.CopyColumns(v_head, 0, o_heads, hd * vh, vh);
     }
-    backend_.CopyColumns(attn, hd * r, a_head, 0, r);
-    backend_.MatMul(w.attn_v_b[hd], a_head, v_head);
-    backend_.CopyColumns(v_head, 0, o_heads, hd * vh, vh);
   }
   backend_.MatMul(w.attn_output, o_heads, o);
   AddToX(o_);
