@@ -1,6 +1,7 @@
 // MatMul with K-family weights (Q2_K .. Q6_K, IQ4_XS): Q8_K activations and
-// the canonical K-family dot of cpu_backend.h, parallel over blocks of 4
-// weight rows.
+// the canonical K-family dot of cpu_backend.h, parallel over units of weight
+// rows (interleaved groups of 16, then blocks of 4 or tiles of 16) of every
+// product of a batch (CpuMatMulBatch) at once.
 //
 // One activation row (decode) streams the weight super-blocks straight from
 // the model through dot_rows, or, for weights the backend keeps in
