@@ -70,19 +70,9 @@ absl::Status DenseWeights::LoadAttention(const ModelFile& model, Backend& backen
       d->attn_k_b.push_back(kb);
       d->attn_v_b.push_back(vb);
     }
-    // The heads' slices share one type and shape, so a table always holds
-    // them; a backend that still refuses one keeps the per-head products.
-    auto table = [&](const std::vector<WeightRef>& heads, WeightTable* out) -> absl::Status {
-      absl::StatusOr<WeightTable> t = backend.MakeWeightTable(heads);
-      if (t.ok()) {
-        *out = std::move(t).value();
-      } else if (!absl::IsInvalidArgument(t.status())) {
-        return t.status();
-      }
-      return absl::OkStatus();
-    };
-    ODMOE_RETURN_IF_ERROR(table(d->attn_k_b, &d->attn_k_b_table));
-    ODMOE_RETURN_IF_ERROR(table(d->attn_v_b, &d->attn_v_b_table));
+    // The heads' slices of one tensor: one type and shape, as a table needs.
+    ODMOE_ASSIGN_OR_RETURN(d->attn_k_b_table, backend.MakeWeightTable(d->attn_k_b));
+    ODMOE_ASSIGN_OR_RETURN(d->attn_v_b_table, backend.MakeWeightTable(d->attn_v_b));
     return absl::OkStatus();
   }
   ODMOE_ASSIGN_OR_RETURN(d->attn_q, Load(backend, t.attn_q));

@@ -44,7 +44,7 @@ struct DenseLayerWeights {
   const float* attn_kv_a_norm = nullptr;
   std::vector<WeightRef> attn_k_b, attn_v_b;
   // The same per-head weights as tables (a one-row step's heads in one
-  // MatMulById each; empty where the backend could not make them).
+  // MatMulById each).
   WeightTable attn_k_b_table, attn_v_b_table;
 };
 

@@ -91,8 +91,7 @@ void Transformer::MlaAttention(int layer) {
   // Absorbed queries: [k_b[h] q_nope[h] | q_rope[h]] per head.
   const Mat q_abs{q_abs_, n, heads * kw};
   const Mat nope{head_in_, n, m.qk_nope}, absorbed{head_out_, n, r};
-  const bool tables = w.attn_k_b_table.size() == heads && w.attn_v_b_table.size() == heads;
-  if (n == 1 && tables) {
+  if (n == 1) {
     // One row: every head's product in one op (head h: row h of q_nope
     // times k_b[h]), the bits of the per-head MatMuls.
     const Mat rows_nope{heads_nope_, heads, m.qk_nope}, rows_absorbed{heads_absorbed_, heads, r};
@@ -124,7 +123,7 @@ void Transformer::MlaAttention(int layer) {
   // Each head's latent result back to its values: v_b[h] a[h].
   const Mat o_heads{o_heads_, n, heads * vh};
   const Mat a_head{head_in_, n, r}, v_head{head_out_, n, vh};
-  if (n == 1 && tables) {  // one row: head h's latent is row h of attn
+  if (n == 1) {  // one row: head h's latent is row h of attn
     backend_.MatMulById(w.attn_v_b_table, head_ids_, ConstMat(attn_, heads, r),
                         Mat{o_heads_, heads, vh});
   } else {

@@ -1,8 +1,9 @@
 #include "util/thread_pool.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdlib>
+
+#include "absl/strings/numbers.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -60,11 +61,8 @@ bool SpinUntil(std::chrono::microseconds spin, const Ready& ready) {
 std::chrono::microseconds ThreadPool::DefaultSpin() {
   constexpr std::chrono::microseconds kDefault(100);
   const char* v = std::getenv("ODMOE_POOL_SPIN_US");
-  if (v == nullptr || *v == '\0') return kDefault;
-  char* end = nullptr;
-  errno = 0;
-  const long us = std::strtol(v, &end, 10);
-  if (errno != 0 || *end != '\0' || us < 0 || us > 1000000) return kDefault;
+  int64_t us = 0;
+  if (v == nullptr || !absl::SimpleAtoi(v, &us) || us < 0 || us > 1000000) return kDefault;
   return std::chrono::microseconds(us);
 }
 

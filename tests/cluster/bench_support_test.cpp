@@ -3,7 +3,6 @@
 // workers, the emulated load bandwidth, link byte counts, and timing spans
 // from every node (Node.Trace). Every run still gives the reference tokens.
 #include <catch2/catch.hpp>
-
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -72,12 +71,12 @@ TEST_CASE("cluster: per-request experiments keep the tokens and use the setup as
     // A shadow run in which none of the shadow's predictions arrived in time
     // (a loaded machine under a sanitizer: ASan in CI saw it with the shadow
     // 0/1) is run again; one of three must have scored slots.
-    absl::StatusOr<ClusterGenerateResult> r;
-    for (int attempt = 0; attempt < 3; ++attempt) {
-      r = cluster->main().Generate(Request(), nullptr, {}, "grpc", c.experiment);
-      REQUIRE(r.ok());
-      if (c.mode != PredictionMode::kShadow || r->recall.slots > 0) break;
-    }
+    auto generate = [&] {
+      return cluster->main().Generate(Request(), nullptr, {}, "grpc", c.experiment);
+    };
+    const absl::StatusOr<ClusterGenerateResult> r =
+        c.mode == PredictionMode::kShadow ? GenerateUntilPredicted(generate) : generate();
+    REQUIRE(r.ok());
     CHECK(r->result.output_ids == ReferenceTokens());
     CHECK(r->prediction == c.mode);
     CHECK(r->token_period == c.token_period);

@@ -55,10 +55,23 @@ void ExpectPolicyKeepsTokens(const ClusterConfig& config,
   }
 }
 
+absl::StatusOr<ClusterGenerateResult> GenerateUntilPredicted(
+    const std::function<absl::StatusOr<ClusterGenerateResult>()>& generate,
+    const std::function<void(const ClusterGenerateResult&)>& check) {
+  absl::StatusOr<ClusterGenerateResult> r;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    r = generate();
+    if (!r.ok()) return r;
+    if (check) check(*r);
+    if (r->recall.slots > 0) break;
+  }
+  return r;
+}
+
 std::vector<absl::StatusOr<ClusterGenerateResult>> GenerateConcurrently(
     MainNode& main, const std::vector<GenerateRequest>& requests) {
   std::vector<absl::StatusOr<ClusterGenerateResult>> got(requests.size(),
-                                                        absl::UnknownError("not run"));
+                                                         absl::UnknownError("not run"));
   std::vector<std::thread> clients;
   for (size_t i = 0; i < requests.size(); ++i) {
     clients.emplace_back([&, i] { got[i] = main.Generate(requests[i], nullptr); });

@@ -56,7 +56,7 @@ struct ClusterConfig {
   bool sub_expert = false;        // workers.sub_expert (FIRM's sub-expert streaming)
   bool degrade = false;           // workers.degrade (DAOP's degradation, LOSSY)
   std::optional<MixedPrecisionSpec> mixed_precision;  // workers.mixed_precision (DyMoE, LOSSY)
-  int cache_experts = 8;          // lru_cache workers
+  int cache_experts = 8;                              // lru_cache workers
   int64_t wire_delay_us = 0;      // emulated one-way delay on every received message
   std::string backend = "cpu:1";  // every node's backend
   uint64_t memory_budget = 0;     // every worker's; 0 = auto (WorkerBudgetForSlots)
@@ -92,6 +92,17 @@ void ExpectPolicyKeepsTokens(const ClusterConfig& config,
 /// their results in the same order.
 std::vector<absl::StatusOr<ClusterGenerateResult>> GenerateConcurrently(
     MainNode& main, const std::vector<GenerateRequest>& requests);
+
+/// Runs `generate` until one run's shadow predicted something
+/// (recall.slots > 0), at most three times: on a loaded machine under a
+/// sanitizer a short run can end before the shadow's first prediction
+/// arrives. `check` sees every successful run (its tokens, say); the last run
+/// is returned, an error at once.
+///
+///   auto r = GenerateUntilPredicted([&] { return main.Generate(req, nullptr); });
+absl::StatusOr<ClusterGenerateResult> GenerateUntilPredicted(
+    const std::function<absl::StatusOr<ClusterGenerateResult>()>& generate,
+    const std::function<void(const ClusterGenerateResult&)>& check = {});
 
 /// The first `n` lines of tests/data/heldout.txt that have at least 24
 /// characters, cut to 80: prompts the model never trained on.

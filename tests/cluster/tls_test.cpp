@@ -2,7 +2,6 @@
 // HTTPS for the HTTP API (main.tls). Certificates are made with the openssl
 // command (skipped where it is missing).
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -35,8 +34,7 @@ TEST_CASE("tls: the cluster runs over mutual TLS, plain peers are refused", "[cl
     WARN("openssl is not available; TLS test skipped");
     return;
   }
-  NodeTls tls{(dir / "cert.pem").string(), (dir / "cert.pem").string(),
-              (dir / "key.pem").string()};
+  NodeTls tls{(dir / "cert.pem").string(), (dir / "cert.pem").string(), (dir / "key.pem").string()};
   REQUIRE(UseNodeTls(tls).ok());
   {
     ClusterConfig cfg;
@@ -49,18 +47,15 @@ TEST_CASE("tls: the cluster runs over mutual TLS, plain peers are refused", "[cl
     req.prompt = "The sea";
     req.max_tokens = 12;
     req.ignore_eos = true;
-    auto engine =
-        ReferenceEngine::Create(SourcePath("models/tiny-mixtral-f16.gguf"), {}).value();
+    auto engine = ReferenceEngine::Create(SourcePath("models/tiny-mixtral-f16.gguf"), {}).value();
     // The shadow's predictions come over TLS too. (A run that ends before the
     // first of them arrives, on a loaded machine under a sanitizer, is
     // repeated; one of three must have predicted slots.)
-    absl::StatusOr<ClusterGenerateResult> r;
-    for (int attempt = 0; attempt < 3; ++attempt) {
-      r = (*cluster)->main().Generate(req, nullptr);
-      REQUIRE(r.ok());
-      CHECK(r->result.output_ids == engine->Generate(req).value().output_ids);
-      if (r->recall.slots > 0) break;
-    }
+    const std::vector<int32_t> want = engine->Generate(req).value().output_ids;
+    const absl::StatusOr<ClusterGenerateResult> r = GenerateUntilPredicted(
+        [&] { return (*cluster)->main().Generate(req, nullptr); },
+        [&](const ClusterGenerateResult& g) { CHECK(g.result.output_ids == want); });
+    REQUIRE(r.ok());
     CHECK(r->recall.slots > 0);
     // The admin call: a certificate alone is not enough, an operator's credential is.
     CHECK(absl::IsUnauthenticated(ScaleOnMain((*cluster)->main_address(), 2, nullptr).status()));

@@ -252,19 +252,12 @@ void CpuKQuantMatMulBatch(const CpuOpContext& ctx, ConstMat x,
     parts.push_back(u);
     starts.push_back(starts.back() + u.units);
   }
-  const int64_t grain = CpuRowGrain((row_units ? unit : kInterleaveRows) * w0.cols * n);
   const std::vector<KProductUnits>& all = parts;
-  const std::vector<int64_t>& at = starts;
-  ctx.pool->ParallelFor(at.back(), grain, [&](int64_t b0, int64_t b1) {
-    // The product holding unit b0, then each product the chunk reaches.
-    size_t i = static_cast<size_t>(std::upper_bound(at.begin(), at.end(), b0) - at.begin()) - 1;
-    for (int64_t b = b0; b < b1; ++i) {
-      const int64_t end = std::min(b1, at[i + 1]);
-      if (end > b)
-        RunKProductUnits(kern, all[i], b - at[i], end - at[i], superblocks, n, unit, direct);
-      b = end;
-    }
-  });
+  CpuParallelOverProducts(ctx.pool, starts,
+                          CpuRowGrain((row_units ? unit : kInterleaveRows) * w0.cols * n),
+                          [&](size_t i, int64_t l0, int64_t l1) {
+                            RunKProductUnits(kern, all[i], l0, l1, superblocks, n, unit, direct);
+                          });
 }
 
 }  // namespace odmoe

@@ -89,6 +89,21 @@ void CpuMatMul(const CpuOpContext& ctx, const WeightRef& w, ConstMat x, Mat y) {
   CpuMatMulBatch(ctx, x, p);
 }
 
+void CpuParallelOverProducts(ThreadPool* pool, const std::vector<int64_t>& starts, int64_t grain,
+                             const std::function<void(size_t, int64_t, int64_t)>& fn) {
+  pool->ParallelFor(starts.back(), grain, [&](int64_t b0, int64_t b1) {
+    // The product holding unit b0, then each product the chunk reaches.
+    size_t i =
+        static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), b0) - starts.begin()) -
+        1;
+    for (int64_t b = b0; b < b1; ++i) {
+      const int64_t end = std::min(b1, starts[i + 1]);
+      if (end > b) fn(i, b - starts[i], end - starts[i]);
+      b = end;
+    }
+  });
+}
+
 void CpuMatMulBatch(const CpuOpContext& ctx, ConstMat x, std::span<const CpuProduct> products) {
   auto same_kind = [](const CpuProduct& a, const CpuProduct& b) {
     return a.w->type == b.w->type && a.w->cols == b.w->cols && a.y.rows == b.y.rows;

@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
+#include <vector>
 
 #include "backend/backend.h"
 #include "cpu_kernels.h"
@@ -48,6 +50,12 @@ void CpuMatMulBatch(const CpuOpContext& ctx, ConstMat x, std::span<const CpuProd
 void CpuQuantMatMulBatch(const CpuOpContext& ctx, ConstMat x, std::span<const CpuProduct> products);
 void CpuKQuantMatMulBatch(const CpuOpContext& ctx, ConstMat x,
                           std::span<const CpuProduct> products);
+/// The batches' parallel loop: product i owns units [starts[i], starts[i +
+/// 1]) of one loop over starts.back() units, and fn(i, l0, l1) runs its
+/// local units [l0, l1) on the calling thread (a chunk may reach into
+/// several products, and end anywhere inside one).
+void CpuParallelOverProducts(ThreadPool* pool, const std::vector<int64_t>& starts, int64_t grain,
+                             const std::function<void(size_t, int64_t, int64_t)>& fn);
 void CpuGetRows(const CpuOpContext& ctx, const WeightRef& table, const int32_t* ids, Mat out);
 void CpuRmsNorm(const CpuOpContext& ctx, ConstMat x, const float* weight, float eps, Mat y);
 void CpuRope(const CpuOpContext& ctx, Mat x, int head_dim, const int32_t* positions,

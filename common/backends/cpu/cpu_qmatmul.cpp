@@ -74,37 +74,35 @@ void CpuQuantMatMulBatch(const CpuOpContext& ctx, ConstMat x,
   const int64_t groups = QGroups(blocks);
   const QActs acts = QuantizeActivations(x, *ctx.kernels, ctx.quant_scratch, ctx.pool);
   const CpuKernels& kern = *ctx.kernels;
-  // Product p's blocks of kRowsPerBlock weight rows are units [at[p], at[p + 1]).
+  // Product p's blocks of kRowsPerBlock weight rows are units [starts[p], starts[p + 1]).
   thread_local std::vector<int64_t> starts;
   starts.assign(1, 0);
   for (const CpuProduct& p : products) {
     starts.push_back(starts.back() + (p.w->rows + kRowsPerBlock - 1) / kRowsPerBlock);
   }
-  const std::vector<int64_t>& at = starts;
-  const int64_t grain = CpuRowGrain(kRowsPerBlock * w0.cols * n);
-  ctx.pool->ParallelFor(at.back(), grain, [&](int64_t b0, int64_t b1) {
-    thread_local std::vector<QWeightGroup> packed;
-    size_t i = static_cast<size_t>(std::upper_bound(at.begin(), at.end(), b0) - at.begin()) - 1;
-    for (int64_t b = b0; b < b1; ++b) {
-      while (at[i + 1] <= b) ++i;
-      const CpuProduct& p = products[i];
-      const WeightRef& w = *p.w;
-      const QActs rows_acts{acts.Row(p.row0), acts.groups_per_row};
-      const int64_t o = (b - at[i]) * kRowsPerBlock;
-      const int nw = static_cast<int>(std::min<int64_t>(kRowsPerBlock, w.rows - o));
-      const size_t row_bytes = w.row_bytes();
-      const uint8_t* rows =
-          static_cast<const uint8_t*>(w.data) + static_cast<size_t>(o) * row_bytes;
-      if (n < kMinRowsForPacking) {
-        kern.qdot_rows(w.type, rows, row_bytes, nw, blocks, rows_acts, n, p.y.data + o, w.rows);
-      } else {
-        const size_t need = static_cast<size_t>(kRowsPerBlock * groups);
-        if (packed.size() < need) packed.resize(need);
-        kern.qpack_rows(w.type, rows, row_bytes, nw, blocks, packed.data());
-        kern.qdot_packed(w.type, packed.data(), nw, groups, rows_acts, n, p.y.data + o, w.rows);
-      }
-    }
-  });
+  CpuParallelOverProducts(
+      ctx.pool, starts, CpuRowGrain(kRowsPerBlock * w0.cols * n),
+      [&](size_t i, int64_t l0, int64_t l1) {
+        thread_local std::vector<QWeightGroup> packed;
+        const CpuProduct& p = products[i];
+        const WeightRef& w = *p.w;
+        const QActs rows_acts{acts.Row(p.row0), acts.groups_per_row};
+        const size_t row_bytes = w.row_bytes();
+        for (int64_t b = l0; b < l1; ++b) {
+          const int64_t o = b * kRowsPerBlock;
+          const int nw = static_cast<int>(std::min<int64_t>(kRowsPerBlock, w.rows - o));
+          const uint8_t* rows =
+              static_cast<const uint8_t*>(w.data) + static_cast<size_t>(o) * row_bytes;
+          if (n < kMinRowsForPacking) {
+            kern.qdot_rows(w.type, rows, row_bytes, nw, blocks, rows_acts, n, p.y.data + o, w.rows);
+          } else {
+            const size_t need = static_cast<size_t>(kRowsPerBlock * groups);
+            if (packed.size() < need) packed.resize(need);
+            kern.qpack_rows(w.type, rows, row_bytes, nw, blocks, packed.data());
+            kern.qdot_packed(w.type, packed.data(), nw, groups, rows_acts, n, p.y.data + o, w.rows);
+          }
+        }
+      });
 }
 
 }  // namespace odmoe
