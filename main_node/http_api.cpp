@@ -637,6 +637,8 @@ absl::StatusOr<std::unique_ptr<HttpApi>> HttpApi::Start(MainNode& node) {
   opt.tls_key = spec.tls_key;
   opt.io_threads = limits.io_threads;
   opt.max_connections = limits.max_connections;
+  opt.max_connections_per_client = limits.max_connections_per_client;
+  opt.max_buffered_body_bytes = limits.max_buffered_body_bytes;
   // Every request that may wait for its turn, the one running, and room for
   // /metrics and requests being parsed; more are refused (503) at once.
   opt.max_handler_threads = spec.max_queue + spec.max_running + 16;

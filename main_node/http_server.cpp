@@ -1,27 +1,31 @@
 #include "main_node/http_server.h"
 
 #include <atomic>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/write.hpp>
-#include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/http/parser.hpp>
-#include <boost/beast/http/read.hpp>
-#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/status.hpp>
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <limits>
+#include <malloc.h>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "main_node/byte_budget.h"
+#include "main_node/http_connection.h"
 #include "util/logging.h"
 
 namespace odmoe {
@@ -30,28 +34,6 @@ namespace asio = boost::asio;
 namespace bhttp = boost::beast::http;
 using tcp = asio::ip::tcp;
 using ErrorCode = boost::system::error_code;
-
-std::string HttpRequest::Header(const std::string& name) const {
-  for (const auto& [k, v] : headers) {
-    if (absl::EqualsIgnoreCase(k, name)) return v;
-  }
-  return "";
-}
-
-bool HttpRequest::HasHeader(const std::string& name) const {
-  for (const auto& h : headers) {
-    if (absl::EqualsIgnoreCase(h.first, name)) return true;
-  }
-  return false;
-}
-
-HttpResponse HttpResponse::Json(int status, std::string body, bool close) {
-  HttpResponse r;
-  r.status = status;
-  r.body = std::move(body);
-  r.close = close;
-  return r;
-}
 
 namespace {
 
@@ -90,6 +72,10 @@ class SessionLink {
   virtual ~SessionLink() = default;
   virtual void PostPump() = 0;   // drain the exchange's output (any thread)
   virtual void PostClose() = 0;  // end the connection (any thread)
+  /// When the connection began to wait for its next request with nothing
+  /// read of it (steady-clock nanoseconds), or 0 while it is not idle; an
+  /// eviction takes it (exchanges it for 0) so that only one closes it.
+  virtual int64_t TakeIdleSince(bool take) = 0;
 };
 
 // One request/response exchange: the handler's HttpResponder. Output is
@@ -101,6 +87,12 @@ class Exchange final : public HttpResponder {
 
   bool ClientGone() const override { return gone_.load(); }
   void MarkGone() { gone_ = true; }
+  /// The handler failed after its response began: the client must not take
+  /// a cut-short stream for a whole one, so the connection is closed.
+  void Abort() {
+    gone_ = true;
+    if (auto s = session_.lock()) s->PostClose();
+  }
 
   void Respond(HttpResponse r) override {
     {
@@ -200,63 +192,52 @@ class Exchange final : public HttpResponder {
   bool started_ = false, ended_ = false, close_ = false;
 };
 
-// %XX escapes in a request path decoded (as clients encode a model id);
-// a malformed escape stays as it is.
-std::string DecodePath(std::string_view path) {
-  std::string out;
-  out.reserve(path.size());
-  for (size_t i = 0; i < path.size(); ++i) {
-    int hi = 0, lo = 0;
-    auto hex = [](char c) {
-      return absl::ascii_isdigit(c)    ? c - '0'
-             : absl::ascii_isxdigit(c) ? (c | 0x20) - 'a' + 10
-                                       : -1;
-    };
-    if (path[i] == '%' && i + 2 < path.size() && (hi = hex(path[i + 1])) >= 0 &&
-        (lo = hex(path[i + 2])) >= 0) {
-      out += static_cast<char>(hi * 16 + lo);
-      i += 2;
-    } else {
-      out += path[i];
-    }
-  }
-  return out;
-}
-
-bool IsBodyLess(const bhttp::request_parser<bhttp::string_body>& p) { return p.is_done(); }
-
 }  // namespace
 
 struct HttpServer::Impl {
   // Declared first: sessions destroyed with io (below) still count down here.
   std::atomic<int> connections{0};
   std::atomic<bool> stopping{false};
+  std::atomic<uint64_t> next_request_id{0};
   std::mutex mu;
   std::condition_variable cv;
   int handlers_running = 0;
   std::unordered_map<const SessionLink*, std::weak_ptr<SessionLink>> sessions;
+  std::unordered_map<std::string, int> per_client;  // open connections by address
+  std::atomic<int64_t> last_trim_ns{0};
 
   HttpServerOptions opt;
   Routes routes;
   BeforeBody before_body;
   ErrorBody error_body;
+  std::unique_ptr<ByteBudget> bodies;  // max_buffered_body_bytes
   int port = 0;
   std::optional<asio::ssl::context> ssl;
   asio::io_context io;
+  // Keeps the I/O threads running while no operation is pending (a handler
+  // thread may still post its response) until Stop.
+  asio::executor_work_guard<asio::io_context::executor_type> work = asio::make_work_guard(io);
   tcp::acceptor acceptor{asio::make_strand(io)};  // its handlers one at a time
   std::vector<std::thread> threads;
 
+  // A response the server makes itself. `error_body` is the API's; should it
+  // throw, a plain-text body stands in (the process goes on).
   HttpResponse Error(int status, const std::string& message, const std::string& code,
                      bool close) const {
     HttpResponse r;
     r.status = status;
     r.close = close;
     if (error_body) {
-      r.body = error_body(status, message, code);
-    } else {
-      r.content_type = "text/plain";
-      r.body = message + "\n";
+      try {
+        r.body = error_body(status, message, code);
+        return r;
+      } catch (const std::exception& e) {
+        ODMOE_LOG_ERROR("http: the error body of a {} failed: {}", status, e.what());
+      }
     }
+    r.content_type = "text/plain";
+    r.body = absl::StrCat(status, " ", code.empty() ? "error" : code, "\n");
+    if (!error_body) r.body = message + "\n";
     return r;
   }
 
@@ -275,10 +256,59 @@ struct HttpServer::Impl {
     std::lock_guard<std::mutex> lock(mu);
     sessions[s.get()] = s;
   }
-  void Unregister(const SessionLink* s) {
+  void Unregister(const SessionLink* s, const std::string& client) {
     std::lock_guard<std::mutex> lock(mu);
     sessions.erase(s);
+    if (auto it = per_client.find(client); it != per_client.end() && --it->second <= 0) {
+      per_client.erase(it);
+    }
     cv.notify_all();
+  }
+  // Counts a connection from `client`; false (not counted) past the limit.
+  bool AddClient(const std::string& client) {
+    std::lock_guard<std::mutex> lock(mu);
+    int& n = per_client[client];
+    if (n >= opt.max_connections_per_client) {
+      if (n == 0) per_client.erase(client);
+      return false;
+    }
+    ++n;
+    return true;
+  }
+  // Closes the connection that has waited longest for its next request;
+  // false when none waits.
+  bool EvictIdle() {
+    // Sessions are looked at (and, should one be the last owner, released)
+    // outside the lock: a session's destructor takes it.
+    std::vector<std::shared_ptr<SessionLink>> live;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      live.reserve(sessions.size());
+      for (auto& [ptr, weak] : sessions) {
+        if (auto s = weak.lock()) live.push_back(std::move(s));
+      }
+    }
+    SessionLink* oldest = nullptr;
+    int64_t oldest_since = 0;
+    for (const auto& s : live) {
+      const int64_t since = s->TakeIdleSince(false);
+      if (since != 0 && (oldest == nullptr || since < oldest_since)) {
+        oldest = s.get();
+        oldest_since = since;
+      }
+    }
+    if (oldest == nullptr || oldest->TakeIdleSince(true) == 0) return false;
+    oldest->PostClose();
+    return true;
+  }
+  // A large body's memory back to the system once its request is done (at
+  // most once a second): glibc keeps freed heap otherwise.
+  void TrimAfter(size_t body_bytes) {
+    if (body_bytes < (1u << 20)) return;
+    const int64_t now = absl::GetCurrentTimeNanos();
+    int64_t last = last_trim_ns.load();
+    if (now - last < 1'000'000'000 || !last_trim_ns.compare_exchange_strong(last, now)) return;
+    malloc_trim(0);
   }
 
   void Accept();
@@ -290,18 +320,66 @@ namespace {
 tcp::socket& Lowest(tcp::socket& s) { return s; }
 tcp::socket& Lowest(asio::ssl::stream<tcp::socket>& s) { return s.next_layer(); }
 
+int64_t SteadyNowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// A request target for the logs: at most 200 bytes, escaped.
+std::string LoggedTarget(const std::string& target) {
+  return absl::CHexEscape(target.substr(0, 200)) + (target.size() > 200 ? "..." : "");
+}
+
+// Runs a route's handler; an exception out of it is this request's 500 (or,
+// with its response begun, the connection's end), logged with its number.
+void RunHandler(const HttpServer::Impl& server, const HttpRoute& route, const HttpRequest& req,
+                Exchange& exchange) {
+  std::string failure;
+  try {
+    route.handler(req, exchange);
+  } catch (const std::exception& e) {
+    failure = e.what();
+  } catch (...) {
+    failure = "an exception of unknown type";
+  }
+  if (!failure.empty()) {
+    ODMOE_LOG_ERROR("http: request {} ({} {} from {}) failed: {}", req.id, req.method,
+                    LoggedTarget(req.target), req.peer, failure);
+    if (exchange.answered()) {
+      exchange.Abort();
+    } else {
+      exchange.Respond(server.Error(
+          500, absl::StrCat("Internal error while handling request ", req.id, " (logged)"),
+          "internal_error", false));
+    }
+    return;
+  }
+  if (!exchange.answered()) {
+    exchange.Respond(server.Error(500, "The handler gave no response", "", false));
+  }
+}
+
 // One connection, plain (Stream = tcp::socket) or TLS. Everything runs on
-// the socket's strand; the exchange's handler thread only posts to it.
+// the socket's strand; the exchange's handler thread only posts to it. The
+// requests are parsed by an HttpConnection from the bytes this session reads
+// (one read outstanding at any time: MaybeRead); the session decides the
+// route, the limits and the deadlines, and writes the responses.
 template <class Stream>
 class Session final : public SessionLink, public std::enable_shared_from_this<Session<Stream>> {
  public:
-  Session(HttpServer::Impl* server, Stream stream, bool refuse)
+  // `refusal`: answer it and close (too many connections).
+  Session(HttpServer::Impl* server, Stream stream, std::string client,
+          std::optional<HttpResponse> refusal)
       : server_(server),
         stream_(std::move(stream)),
         timer_(Lowest(stream_).get_executor()),
-        refuse_(refuse) {}
+        client_(std::move(client)),
+        refusal_(std::move(refusal)),
+        conn_(HttpConnectionLimits{server->opt.max_header_bytes, server->opt.max_body_bytes,
+                                   server->opt.max_pipelined_bytes}) {}
   ~Session() override {
-    server_->Unregister(this);
+    server_->Unregister(this, refusal_ ? std::string() : client_);
     server_->connections--;
   }
 
@@ -312,6 +390,9 @@ class Session final : public SessionLink, public std::enable_shared_from_this<Se
     asio::post(Lowest(stream_).get_executor(),
                [self = this->shared_from_this()] { self->Close(); });
   }
+  int64_t TakeIdleSince(bool take) override {
+    return take ? idle_since_.exchange(0) : idle_since_.load();
+  }
 
   /// Starts serving on the connection's strand.
   void Launch() {
@@ -320,12 +401,16 @@ class Session final : public SessionLink, public std::enable_shared_from_this<Se
   }
 
  private:
+  // What the connection's timer guards.
+  enum class Deadline { kNone, kFirst, kIdle, kHeader, kBody, kWrite, kLinger };
+
   void Start() {
     server_->Register(this->shared_from_this());
     ErrorCode ec;
     const tcp::endpoint peer = Lowest(stream_).remote_endpoint(ec);
     if (!ec) peer_ = absl::StrCat(peer.address().to_string(), ":", peer.port());
-    Arm(server_->opt.header_timeout);  // TLS handshake and the first header
+    // The TLS handshake and the first request's header, from the start.
+    SetDeadline(Deadline::kFirst);
     if constexpr (std::is_same_v<Stream, tcp::socket>) {
       Begin();
     } else {
@@ -338,28 +423,41 @@ class Session final : public SessionLink, public std::enable_shared_from_this<Se
     }
   }
 
-  enum class Phase { kWaitRequest, kHeader, kBody, kHandler, kLinger };
-
   void Begin() {
-    if (refuse_) {
-      phase_ = Phase::kHandler;
+    if (refusal_) {
       exchange_ = std::make_shared<Exchange>(this->weak_from_this(), 1 << 20, false);
-      exchange_->Respond(
-          server_->Error(503,
-                         absl::StrCat("The server has too many open connections (",
-                                      server_->opt.max_connections, "); try again later"),
-                         "too_many_connections", true));
+      exchange_->Respond(std::move(*refusal_));
       return;
     }
-    NextRequest();
+    Drive();
   }
 
+  void SetDeadline(Deadline d) {
+    if (d == deadline_) return;
+    deadline_ = d;
+    const HttpServerOptions& opt = server_->opt;
+    switch (d) {
+      case Deadline::kNone:
+        return Disarm();
+      case Deadline::kFirst:
+      case Deadline::kHeader:
+        return Arm(opt.header_timeout);
+      case Deadline::kIdle:
+        return Arm(opt.idle_timeout);
+      case Deadline::kBody:
+        return Arm(opt.body_timeout);
+      case Deadline::kWrite:
+        return Arm(opt.write_timeout);
+      case Deadline::kLinger:
+        return Arm(absl::Seconds(1));
+    }
+  }
   void Arm(absl::Duration d) {
     const uint64_t gen = ++timer_gen_;
     timer_.expires_after(ToChrono(d));
     timer_.async_wait([self = this->shared_from_this(), gen](const ErrorCode& ec) {
       if (ec || gen != self->timer_gen_ || self->closed_) return;
-      self->Close();  // a deadline passed: header, body, write or idle
+      self->Close();  // a deadline passed: header, body, write, idle or linger
     });
   }
   void Disarm() {
@@ -367,9 +465,35 @@ class Session final : public SessionLink, public std::enable_shared_from_this<Se
     timer_.cancel();
   }
 
+  // The deadline and idleness the connection's state calls for now.
+  void Settle() {
+    if (closed_ || lingering_) return;
+    const bool idle = conn_.state() == HttpConnection::State::kIdle && conn_.buffered() == 0;
+    if (idle) {
+      int64_t expected = 0;
+      idle_since_.compare_exchange_strong(expected, SteadyNowNs());
+    } else {
+      idle_since_ = 0;
+    }
+    if (writing_) return SetDeadline(Deadline::kWrite);
+    switch (conn_.state()) {
+      case HttpConnection::State::kIdle:
+      case HttpConnection::State::kHeader:
+        // The first request's header deadline runs from the connection's
+        // start; a later one's from its first byte, after an idle wait.
+        if (first_) return SetDeadline(Deadline::kFirst);
+        return SetDeadline(conn_.header_started() ? Deadline::kHeader : Deadline::kIdle);
+      case HttpConnection::State::kBody:
+        return SetDeadline(Deadline::kBody);
+      default:
+        return SetDeadline(Deadline::kNone);
+    }
+  }
+
   void Close() {
     if (closed_) return;
     closed_ = true;
+    idle_since_ = 0;
     Disarm();
     if (exchange_) exchange_->MarkGone();
     ErrorCode ec;
@@ -377,101 +501,107 @@ class Session final : public SessionLink, public std::enable_shared_from_this<Se
     Lowest(stream_).close(ec);
   }
 
-  void NextRequest() {
-    if (server_->stopping) return Close();
-    parser_.emplace();
-    parser_->header_limit(static_cast<uint32_t>(
-        std::min<size_t>(server_->opt.max_header_bytes, std::numeric_limits<uint32_t>::max())));
-    // No limit while the header is read: the API key and route are checked
-    // first (before_body), then the body's limit is set. (Beast 1.74 treats
-    // boost::none as a limit of nothing for Content-Length bodies.)
-    parser_->body_limit(std::numeric_limits<uint64_t>::max());
-    exchange_.reset();
-    request_ = HttpRequest{};
-    // The first request's header deadline runs from the connection's start
-    // (armed in Start); a later one's from its first byte, after an idle wait.
-    first_ = !served_any_;
-    served_any_ = true;
-    if (buffer_.size() > 0) {
-      if (!first_) Arm(server_->opt.header_timeout);
-      return ReadHeader();
-    }
-    phase_ = Phase::kWaitRequest;
-    if (!first_) Arm(server_->opt.idle_timeout);
-    if (!reading_) ReadSome();  // else the read watching the last exchange goes on
-  }
-
-  // Reads what is there into buffer_: waiting for a request, watching for a
-  // hang-up while a handler runs, or discarding while lingering.
-  void ReadSome() {
+  // The only place a read starts: at most one is outstanding.
+  void MaybeRead() {
+    if (reading_ || closed_) return;
+    if (!lingering_ && !conn_.WantsBytes()) return;
     reading_ = true;
-    stream_.async_read_some(buffer_.prepare(4096),
-                            [self = this->shared_from_this()](const ErrorCode& ec, size_t n) {
-                              self->reading_ = false;
-                              if (self->closed_) return;
-                              if (ec)
-                                return self->Close();  // hung up (also: a handler's client is gone)
-                              self->buffer_.commit(n);
-                              self->OnBytes();
-                            });
+    stream_.async_read_some(
+        asio::buffer(read_buf_), [self = this->shared_from_this()](const ErrorCode& ec, size_t n) {
+          self->reading_ = false;
+          if (self->closed_) return;
+          self->OnRead(ec, n);
+        });
   }
 
-  void OnBytes() {
-    switch (phase_) {
-      case Phase::kWaitRequest:
-        if (!first_) Arm(server_->opt.header_timeout);
-        return ReadHeader();
-      case Phase::kHandler:
-        // Pipelined bytes: kept for the next request (and no more reads, so
-        // the next request's header read is the only one).
-        return;
-      case Phase::kLinger:
-        lingered_ += buffer_.size();
-        buffer_.consume(buffer_.size());
-        if (lingered_ > (1u << 20)) return Close();
-        return ReadSome();
-      default:
-        return;
+  void OnRead(const ErrorCode& ec, size_t n) {
+    if (lingering_) {
+      lingered_ += n;
+      if (ec || lingered_ > (1u << 20)) return Close();
+      return MaybeRead();
     }
+    if (ec == asio::error::eof || ec == asio::ssl::error::stream_truncated) {
+      conn_.FeedEnd();  // the client hung up or half-closed
+    } else if (ec) {
+      return Close();  // reset and the like: nothing more can be sent
+    } else {
+      conn_.Feed(std::string_view(read_buf_.data(), n));
+    }
+    Drive();
   }
 
-  void ReadHeader() {
-    phase_ = Phase::kHeader;
-    reading_ = true;
-    bhttp::async_read_header(stream_, buffer_, *parser_,
-                             [self = this->shared_from_this()](const ErrorCode& ec, size_t) {
-                               self->reading_ = false;
-                               if (self->closed_) return;
-                               self->OnHeader(ec);
-                             });
+  // Acts on what the connection has parsed, then reads if it wants bytes.
+  void Drive() {
+    while (!closed_ && !lingering_) {
+      const HttpConnection::Event ev = conn_.Next();
+      if (ev == HttpConnection::Event::kNeedBytes) {
+        if (conn_.state() == HttpConnection::State::kBody && !HoldBody()) continue;
+        break;
+      }
+      if (ev == HttpConnection::Event::kEnd) return Close();
+      if (ev == HttpConnection::Event::kRefused) {
+        const HttpConnection::Refusal& r = conn_.refusal();
+        std::string message = r.message;
+        if (r.status == 413) absl::StrAppend(&message, " (main.max_body_bytes)");
+        Answer(server_->Error(r.status, message, r.code, true));
+        break;
+      }
+      if (ev == HttpConnection::Event::kHeader) {
+        OnHeader();
+        continue;
+      }
+      // kRequest
+      if (!HoldBody()) continue;
+      Dispatch();
+      break;
+    }
+    // A client that hung up or half-closed no longer waits for its answer.
+    if (exchange_ && conn_.client_ended()) exchange_->MarkGone();
+    Settle();
+    MaybeRead();
   }
 
-  void OnHeader(const ErrorCode& ec) {
+  // Keeps the body read so far within the server's shared budget; false
+  // (the request refused: 503) when it cannot.
+  bool HoldBody() {
+    const size_t need = std::max<size_t>(conn_.body_bytes(), announced_);
+    if (need <= hold_.held()) return true;
+    // Chunked bodies grow by steps, not per byte.
+    const size_t step = announced_ > 0 ? need : std::max(need, hold_.held() + (64u << 10));
+    if (hold_.GrowTo(std::min(step, server_->opt.max_body_bytes)) || hold_.GrowTo(need)) {
+      return true;
+    }
+    conn_.Refuse();
+    Answer(server_->Error(
+        503,
+        absl::StrCat("The server holds too many request bodies at once (",
+                     server_->opt.max_buffered_body_bytes,
+                     " bytes, main.http_limits.max_buffered_body_bytes); try again later"),
+        "busy", true));
+    return false;
+  }
+
+  void OnHeader() {
     const HttpServerOptions& opt = server_->opt;
-    if (ec == bhttp::error::header_limit) {
-      return Refuse(server_->Error(
-          431, absl::StrCat("The request header exceeds ", opt.max_header_bytes, " bytes"),
-          "header_too_large", true));
-    }
-    if (ec == bhttp::error::end_of_stream || ec == asio::error::eof ||
-        ec == asio::error::connection_reset || ec == asio::ssl::error::stream_truncated) {
-      return Close();
-    }
-    if (ec) {
-      return Refuse(server_->Error(400, "Malformed HTTP request: " + ec.message(), "", true));
-    }
-    const auto& msg = parser_->get();
-    request_.method = std::string(msg.method_string());
-    request_.target = std::string(msg.target());
-    request_.path = DecodePath(request_.target.substr(0, request_.target.find('?')));
+    first_ = false;
+    request_ = conn_.request();
     request_.peer = peer_;
-    for (const auto& f : msg) {
-      request_.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
-    }
+    request_.id = ++server_->next_request_id;
+    announced_ = 0;
+    hold_ = ByteBudget::Hold(server_->bodies.get());
     if (server_->before_body) {
-      if (std::optional<HttpResponse> refusal = server_->before_body(request_)) {
+      std::optional<HttpResponse> refusal;
+      try {
+        refusal = server_->before_body(request_);
+      } catch (const std::exception& e) {
+        ODMOE_LOG_ERROR("http: request {}: the check before the body failed: {}", request_.id,
+                        e.what());
+        refusal = server_->Error(500, "Internal error in the check before the body", "", true);
+      }
+      if (refusal) {
+        conn_.Refuse();
         refusal->close = true;
-        return Refuse(std::move(*refusal));
+        return Answer(std::move(*refusal));
       }
     }
     route_ = nullptr;
@@ -489,93 +619,63 @@ class Session final : public SessionLink, public std::enable_shared_from_this<Se
       }
     }
     if (route_ == nullptr) {
-      const bool close = !IsBodyLess(*parser_);  // its body stays unread
-      return Refuse(
-          path_known ? server_->Error(
-                           405, "Method " + request_.method + " is not allowed on " + request_.path,
-                           "", close)
-                     : server_->Error(404, "No route " + request_.method + " " + request_.path, "",
-                                      close));
+      conn_.Refuse();  // its body, if any, stays unread: the connection closes
+      return Answer(path_known ? server_->Error(405,
+                                                "Method " + request_.method +
+                                                    " is not allowed on " + request_.path,
+                                                "", conn_.close_after())
+                               : server_->Error(404,
+                                                "No route " + request_.method + " " + request_.path,
+                                                "", conn_.close_after()));
     }
-    if (IsBodyLess(*parser_)) {
-      Disarm();
-      return Dispatch();
-    }
-    if (const auto length = parser_->content_length(); length && *length > opt.max_body_bytes) {
-      return Refuse(server_->Error(
+    if (!conn_.body_expected()) return conn_.ReadBody(0);
+    if (const auto length = conn_.content_length(); length && *length > opt.max_body_bytes) {
+      conn_.Refuse();
+      return Answer(server_->Error(
           413,
           absl::StrCat("The request body of ", *length, " bytes exceeds the limit of ",
                        opt.max_body_bytes, " bytes (main.max_body_bytes)"),
           "request_too_large", true));
     }
-    parser_->body_limit(opt.max_body_bytes);
-    phase_ = Phase::kBody;
-    Arm(opt.body_timeout);
+    announced_ = conn_.content_length().value_or(0);
+    conn_.ReadBody(opt.max_body_bytes);
+    if (!HoldBody()) return;
     if (absl::EqualsIgnoreCase(request_.Header("Expect"), "100-continue")) {
       continue_ = "HTTP/1.1 100 Continue\r\n\r\n";
+      writing_ = true;
       asio::async_write(stream_, asio::buffer(continue_),
                         [self = this->shared_from_this()](const ErrorCode& e, size_t) {
+                          self->writing_ = false;
                           if (self->closed_) return;
                           if (e) return self->Close();
-                          self->ReadBody();
+                          self->Settle();
+                          self->Pump();  // a response that waited for this write
                         });
-      return;
     }
-    ReadBody();
   }
 
-  void ReadBody() {
-    reading_ = true;
-    bhttp::async_read(stream_, buffer_, *parser_,
-                      [self = this->shared_from_this()](const ErrorCode& ec, size_t) {
-                        self->reading_ = false;
-                        if (self->closed_) return;
-                        self->OnBody(ec);
-                      });
-  }
-
-  void OnBody(const ErrorCode& ec) {
-    if (ec == bhttp::error::body_limit) {
-      return Refuse(
-          server_->Error(413,
-                         absl::StrCat("The request body exceeds the limit of ",
-                                      server_->opt.max_body_bytes, " bytes (main.max_body_bytes)"),
-                         "request_too_large", true));
-    }
-    if (ec) {
-      return Refuse(server_->Error(400,
-                                   "The request body could not be read (bad chunked framing or "
-                                   "a connection closed early?): " +
-                                       ec.message(),
-                                   "", true));
-    }
-    Disarm();
-    request_.body = std::move(parser_->get().body());
-    Dispatch();
-  }
-
-  // A response the server makes itself (no handler), its request's body
-  // unread when `close`.
-  void Refuse(HttpResponse r) {
-    Disarm();
-    phase_ = Phase::kHandler;
+  // A response the server makes itself (no handler).
+  void Answer(HttpResponse r) {
     exchange_ = std::make_shared<Exchange>(this->weak_from_this(), 1 << 20,
-                                           parser_ && parser_->keep_alive());
+                                           conn_.keep_alive() && !conn_.close_after());
     exchange_->Respond(std::move(r));
   }
 
   void Dispatch() {
-    phase_ = Phase::kHandler;
-    exchange_ = std::make_shared<Exchange>(
-        this->weak_from_this(), server_->opt.max_stream_buffer_bytes, parser_->keep_alive());
+    HttpRequest request = conn_.TakeRequest();
+    request.peer = std::move(request_.peer);
+    request.id = request_.id;
+    request.path_rest = std::move(request_.path_rest);
+    exchange_ = std::make_shared<Exchange>(this->weak_from_this(),
+                                           server_->opt.max_stream_buffer_bytes,
+                                           conn_.keep_alive() && !conn_.close_after());
     if (!route_->off_io_thread) {
-      route_->handler(request_, *exchange_);
-      if (!exchange_->answered()) {
-        exchange_->Respond(server_->Error(500, "The handler gave no response", "", false));
-      }
+      RunHandler(*server_, *route_, request, *exchange_);
+      hold_.Release();
       return;
     }
     if (!server_->TryStartHandler()) {
+      hold_.Release();
       exchange_->Respond(
           server_->Error(503,
                          absl::StrCat("The server is busy (", server_->opt.max_handler_threads,
@@ -583,15 +683,19 @@ class Session final : public SessionLink, public std::enable_shared_from_this<Se
                          "busy", false));
       return;
     }
-    // Bytes after the request (or the end of the stream: a hang-up) are
-    // watched while the handler runs.
-    if (!reading_) ReadSome();
-    std::thread([server = server_, handler = route_->handler, request = std::move(request_),
-                 exchange = exchange_] {
-      handler(request, *exchange);
-      if (!exchange->answered()) {
-        exchange->Respond(server->Error(500, "The handler gave no response", "", false));
-      }
+    // The connection is read on meanwhile (Drive): a hang-up or half-close
+    // marks the exchange gone, later requests wait in the connection. The
+    // handler keeps the session alive (no read may be outstanding: the
+    // client ended, or pipelined max_pipelined_bytes).
+    std::thread([self = this->shared_from_this(), server = server_, route = route_,
+                 request = std::move(request), exchange = exchange_,
+                 hold = std::move(hold_)]() mutable {
+      RunHandler(*server, *route, request, *exchange);
+      const size_t held = hold.held();
+      request = HttpRequest{};
+      hold.Release();
+      server->TrimAfter(held);
+      self.reset();  // before HandlerDone
       server->HandlerDone();
     }).detach();
   }
@@ -603,37 +707,39 @@ class Session final : public SessionLink, public std::enable_shared_from_this<Se
     const bool ended = exchange_->Take(&out_);
     if (!out_.empty()) {
       writing_ = true;
-      Arm(server_->opt.write_timeout);
+      Settle();
       asio::async_write(stream_, asio::buffer(out_),
                         [self = this->shared_from_this()](const ErrorCode& ec, size_t) {
                           self->writing_ = false;
                           if (self->closed_) return;
                           if (ec) return self->Close();
-                          self->Disarm();
                           if (self->exchange_) self->exchange_->Sent();
+                          self->Settle();
                           self->Pump();
                         });
       return;
     }
-    if (!ended || phase_ != Phase::kHandler) return;
-    if (exchange_->close_after() || refuse_ || server_->stopping) return Linger();
-    NextRequest();
+    if (!ended) return;
+    const bool close = exchange_->close_after() || refusal_ || server_->stopping;
+    exchange_.reset();
+    conn_.Done();
+    if (close || conn_.state() == HttpConnection::State::kClosed) return Linger();
+    Drive();  // the next request, from the bytes already read, or a read for it
   }
 
   // After a response that closes the connection: stop sending, read and drop
   // what the client still sends (so that it gets the response, not a reset)
   // for a moment, then close.
   void Linger() {
-    phase_ = Phase::kLinger;
-    exchange_.reset();
+    lingering_ = true;
+    idle_since_ = 0;
     if constexpr (!std::is_same_v<Stream, tcp::socket>) {
       return Close();
     } else {
       ErrorCode ec;
       Lowest(stream_).shutdown(tcp::socket::shutdown_send, ec);
-      buffer_.consume(buffer_.size());
-      Arm(absl::Seconds(1));
-      if (!reading_) ReadSome();
+      SetDeadline(Deadline::kLinger);
+      MaybeRead();
     }
   }
 
@@ -641,19 +747,22 @@ class Session final : public SessionLink, public std::enable_shared_from_this<Se
   Stream stream_;
   asio::steady_timer timer_;
   uint64_t timer_gen_ = 0;
-  const bool refuse_;
+  Deadline deadline_ = Deadline::kNone;
+  const std::string client_;  // the peer's address (per-client connection count)
+  std::optional<HttpResponse> refusal_;
   std::string peer_;
-  boost::beast::flat_buffer buffer_;
-  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
-  HttpRequest request_;
+  HttpConnection conn_;
+  std::array<char, 16384> read_buf_{};
+  HttpRequest request_;  // the header of the request being read (peer, id, path_rest)
   const HttpRoute* route_ = nullptr;
+  ByteBudget::Hold hold_;
+  size_t announced_ = 0;  // the body's Content-Length, 0 for chunked
   std::shared_ptr<Exchange> exchange_;
   std::string out_;       // the write in flight
   std::string continue_;  // "100 Continue" in flight
-  Phase phase_ = Phase::kWaitRequest;
-  bool first_ = true;  // the connection's first request
-  bool served_any_ = false;
-  bool reading_ = false, writing_ = false, closed_ = false;
+  std::atomic<int64_t> idle_since_{0};
+  bool first_ = true;  // no request header complete yet
+  bool reading_ = false, writing_ = false, closed_ = false, lingering_ = false;
   size_t lingered_ = 0;
 };
 
@@ -663,13 +772,32 @@ void HttpServer::Impl::Accept() {
   acceptor.async_accept(asio::make_strand(io), [this](const ErrorCode& ec, tcp::socket socket) {
     if (ec == asio::error::operation_aborted || stopping) return;
     if (!ec) {
+      ErrorCode peer_ec;
+      const tcp::endpoint peer = socket.remote_endpoint(peer_ec);
+      const std::string client = peer_ec ? std::string() : peer.address().to_string();
+      // At the limit, the connection that has waited longest for a request
+      // makes room; with none waiting, a 503 for up to 64 more, then a plain
+      // close.
       const int open = connections.load();
-      // Over the limit: a 503 for up to 64 more, then a plain close.
-      if (open >= opt.max_connections + 64) {
+      const bool full = open >= opt.max_connections && !EvictIdle();
+      if (full && open >= opt.max_connections + 64) {
         ErrorCode ignored;
         socket.close(ignored);
       } else {
-        const bool refuse = open >= opt.max_connections;
+        std::optional<HttpResponse> refusal;
+        if (full) {
+          refusal = Error(503,
+                          absl::StrCat("The server has too many open connections (",
+                                       opt.max_connections, "); try again later"),
+                          "too_many_connections", true);
+        } else if (!AddClient(client)) {
+          refusal = Error(503,
+                          absl::StrCat("Too many connections from ", client, " (",
+                                       opt.max_connections_per_client,
+                                       ", main.http_limits.max_connections_per_client); close "
+                                       "some or try again later"),
+                          "too_many_connections", true);
+        }
         connections++;
         if (opt.socket_send_buffer_bytes > 0) {
           ErrorCode ignored;
@@ -679,10 +807,13 @@ void HttpServer::Impl::Accept() {
         }
         if (ssl) {
           std::make_shared<Session<asio::ssl::stream<tcp::socket>>>(
-              this, asio::ssl::stream<tcp::socket>(std::move(socket), *ssl), refuse)
+              this, asio::ssl::stream<tcp::socket>(std::move(socket), *ssl), client,
+              std::move(refusal))
               ->Launch();
         } else {
-          std::make_shared<Session<tcp::socket>>(this, std::move(socket), refuse)->Launch();
+          std::make_shared<Session<tcp::socket>>(this, std::move(socket), client,
+                                                 std::move(refusal))
+              ->Launch();
         }
       }
     } else {
@@ -714,6 +845,7 @@ void HttpServer::Impl::Stop() {
   cv.wait(lock, [this] { return handlers_running == 0; });
   cv.wait_for(lock, std::chrono::seconds(5), [this] { return sessions.empty(); });
   lock.unlock();
+  work.reset();
   io.stop();
   for (std::thread& t : threads) t.join();
   threads.clear();
@@ -730,6 +862,8 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
   impl.routes = std::move(routes);
   impl.before_body = std::move(before_body);
   impl.error_body = std::move(error_body);
+  impl.opt.max_connections_per_client = std::max(1, options.max_connections_per_client);
+  impl.bodies = std::make_unique<ByteBudget>(options.max_buffered_body_bytes);
   if (!options.tls_cert.empty()) {
     impl.ssl.emplace(asio::ssl::context::tls_server);
     ErrorCode ec;
@@ -764,7 +898,20 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
   impl.port = impl.acceptor.local_endpoint().port();
   impl.Accept();
   for (int i = 0; i < impl.opt.io_threads; ++i) {
-    impl.threads.emplace_back([&impl] { impl.io.run(); });
+    impl.threads.emplace_back([&impl] {
+      // Nothing a connection does may end the process: an exception out of
+      // a completion handler is logged and the thread serves on.
+      for (;;) {
+        try {
+          impl.io.run();
+          return;
+        } catch (const std::exception& e) {
+          ODMOE_LOG_ERROR("http: an I/O handler failed: {}", e.what());
+        } catch (...) {
+          ODMOE_LOG_ERROR("http: an I/O handler failed with an exception of unknown type");
+        }
+      }
+    });
   }
   return server;
 }

@@ -3,22 +3,31 @@
 // responsive under hostile clients:
 //   - a few I/O threads serve every connection; an idle, half-open or slow
 //     connection holds a socket and a few KiB, never a thread;
-//   - at most `max_connections` connections: one more is answered 503 (a JSON
-//     body from `error_body`) and closed;
+//   - each connection answers its requests one at a time, in order
+//     (http_connection.h: exactly one read outstanding; a pipelined request
+//     is parsed from the bytes already read once the previous response is
+//     written; bytes that arrive while a request runs are kept for after it);
+//   - at most `max_connections` connections, `max_connections_per_client`
+//     from one address: at the total limit the longest-idle connection makes
+//     room, else (and past the per-address limit) a 503 (a JSON body from
+//     `error_body`) and close;
 //   - deadlines: the request header (from the connection's first byte wait,
 //     or from the first byte after a keep-alive idle period), the body, each
 //     write, and the keep-alive idle time; the header has a size limit (431);
 //   - `before_body` sees every request's headers before any body is read and
 //     may refuse it (the response is sent, the connection closed, the body
 //     left unread); bodies are bounded while they are read, Content-Length
-//     and chunked alike (413);
+//     and chunked alike (413), and all connections' bodies together
+//     (`max_buffered_body_bytes`: 503);
 //   - handlers marked `off_io_thread` run on a thread of their own (at most
 //     `max_handler_threads` at once, more get 503); a handler's responses go
 //     through an HttpResponder that never blocks: streamed output is queued
 //     per connection and drained by the I/O threads, and a queue past
 //     `max_stream_buffer_bytes`, a write past `write_timeout`, a client that
-//     hangs up or a server that stops make ClientGone() true (the handler
-//     cancels its work) and close the connection.
+//     hangs up or half-closes, or a server that stops make ClientGone() true
+//     (the handler cancels its work);
+//   - an exception out of a handler (or `before_body`, `error_body`) is a 500
+//     for that request, logged with the request's number; the server goes on.
 // HTTPS when `tls_cert` / `tls_key` are set (asio::ssl, same PEM files).
 //
 //   HttpServerOptions opt;  opt.host = "127.0.0.1";  opt.port = 0;
@@ -48,6 +57,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "main_node/http_message.h"
 
 namespace odmoe {
 
@@ -57,10 +67,21 @@ struct HttpServerOptions {
   std::string tls_cert;  // PEM files; both set = HTTPS
   std::string tls_key;
   int io_threads = 2;
-  int max_connections = 512;            // open at once; one more gets 503 and is closed
+  // Open at once. At the limit a new connection closes the connection that
+  // has waited longest for its next request (an idle keep-alive or a client
+  // that never sent a byte); with none idle it gets 503 and is closed.
+  int max_connections = 512;
+  int max_connections_per_client = 128;  // from one address; more get 503 and are closed
   int max_handler_threads = 64;         // off-I/O handlers running at once; more get 503
   size_t max_header_bytes = 16u << 10;  // request line + headers; more: 431
   size_t max_body_bytes = 8u << 20;     // Content-Length or chunked; more: 413
+  // Request bodies held at once, every connection's together (announced
+  // lengths are taken whole when the header arrives, chunked bodies as they
+  // grow; a body is held until its handler returns); more: 503.
+  size_t max_buffered_body_bytes = 64u << 20;
+  // Bytes of later requests read while a request is served (pipelining); at
+  // this many the connection is not read again until the response is sent.
+  size_t max_pipelined_bytes = 64u << 10;
   absl::Duration header_timeout = absl::Seconds(10);  // a whole request header
   absl::Duration body_timeout = absl::Seconds(60);    // a whole request body
   absl::Duration idle_timeout = absl::Seconds(60);    // keep-alive between requests
@@ -69,32 +90,6 @@ struct HttpServerOptions {
   // SO_SNDBUF of each connection (0: the kernel's, which grows to a few MiB
   // on loopback: output a slow reader leaves unread waits there first).
   size_t socket_send_buffer_bytes = 0;
-};
-
-/// A request as handlers see it. `body` is empty in `before_body`.
-struct HttpRequest {
-  std::string method;                                        // "GET", "POST", ...
-  std::string target;                                        // as sent: path and query
-  std::string path;                                          // target without the query
-  std::vector<std::pair<std::string, std::string>> headers;  // as sent, in order
-  std::string body;
-  std::string peer;       // "address:port" of the client
-  std::string path_rest;  // for a prefix route: what follows the prefix
-  /// The first header of that name (case-insensitive), or "".
-  std::string Header(const std::string& name) const;
-  bool HasHeader(const std::string& name) const;
-};
-
-/// A whole response. `close` ends the connection after it (a refusal whose
-/// request body is left unread); the server adds Content-Length and
-/// Connection headers.
-struct HttpResponse {
-  int status = 200;
-  std::string content_type = "application/json";
-  std::string body;
-  std::vector<std::pair<std::string, std::string>> headers;
-  bool close = false;
-  static HttpResponse Json(int status, std::string body, bool close = false);
 };
 
 /// A handler's side of one exchange; thread-safe, never blocks. Exactly one

@@ -17,6 +17,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <string>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 
@@ -31,10 +32,16 @@ class RawClient {
  public:
   /// `rcvbuf` > 0: the receive buffer, set before connecting (a small one
   /// keeps the kernel from absorbing a slow reader's backlog).
-  explicit RawClient(int port, int rcvbuf = 0) {
+  explicit RawClient(int port, int rcvbuf = 0, const char* from = nullptr) {
     fd_ = socket(AF_INET, SOCK_STREAM, 0);
     REQUIRE(fd_ >= 0);
     if (rcvbuf > 0) setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+    if (from != nullptr) {  // another loopback address (127.0.0.2 ...): another client
+      sockaddr_in local{};
+      local.sin_family = AF_INET;
+      REQUIRE(inet_pton(AF_INET, from, &local.sin_addr) == 1);
+      REQUIRE(bind(fd_, reinterpret_cast<sockaddr*>(&local), sizeof(local)) == 0);
+    }
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(static_cast<uint16_t>(port));
@@ -50,7 +57,7 @@ class RawClient {
   }
   /// Reads until the server closes or `timeout` passes; what arrived.
   std::string ReadUntilClosed(double timeout_s, bool* closed = nullptr) {
-    std::string got;
+    std::string got = std::exchange(pending_, std::string());
     const auto start = std::chrono::steady_clock::now();
     bool eof = false;
     while (!eof && SecondsSince(start) < timeout_s) {
@@ -67,21 +74,25 @@ class RawClient {
     if (closed) *closed = eof;
     return got;
   }
-  /// Reads one whole response with a Content-Length (keep-alive).
+  /// Reads one whole response with a Content-Length (keep-alive); bytes past
+  /// it (the next pipelined response) are kept for the next call.
   std::string ReadResponse(double timeout_s) {
-    std::string got;
+    std::string& got = pending_;
     const auto start = std::chrono::steady_clock::now();
-    while (SecondsSince(start) < timeout_s) {
+    for (;;) {
       const size_t head_end = got.find("\r\n\r\n");
       if (head_end != std::string::npos) {
         const size_t cl = got.find("Content-Length: ");
         uint64_t length = 0;
-        if (cl != std::string::npos &&
+        if (cl != std::string::npos && cl < head_end &&
             absl::SimpleAtoi(got.substr(cl + 16, got.find("\r\n", cl) - cl - 16), &length) &&
             got.size() >= head_end + 4 + length) {
-          break;
+          std::string one = got.substr(0, head_end + 4 + length);
+          got.erase(0, one.size());
+          return one;
         }
       }
+      if (SecondsSince(start) >= timeout_s) break;
       pollfd p{fd_, POLLIN, 0};
       if (poll(&p, 1, 20) <= 0) continue;
       char buf[4096];
@@ -89,8 +100,10 @@ class RawClient {
       if (n <= 0) break;
       got.append(buf, static_cast<size_t>(n));
     }
-    return got;
+    return std::exchange(got, std::string());
   }
+  /// Ends this side of the connection (the server reads the end of the stream).
+  void ShutdownWrite() { shutdown(fd_, SHUT_WR); }
   /// Reads at most one byte if one is there (a slow reader's sip).
   void Sip() {
     char c;
@@ -99,6 +112,7 @@ class RawClient {
 
  private:
   int fd_ = -1;
+  std::string pending_;  // read past the last whole response
 };
 
 inline int StatusOf(const std::string& response) {

@@ -357,6 +357,8 @@ absl::Status ParseDocument(const YAML::Node& root, const std::string& file,
       HttpLimits& l = t->main.http_limits;
       constexpr int kHour = 3600 * 1000;
       ODMOE_RETURN_IF_ERROR(ls.Int("max_connections", &l.max_connections, 1, 100000));
+      ODMOE_RETURN_IF_ERROR(
+          ls.Int("max_connections_per_client", &l.max_connections_per_client, 1, 100000));
       ODMOE_RETURN_IF_ERROR(ls.Int("io_threads", &l.io_threads, 1, 64));
       ODMOE_RETURN_IF_ERROR(ls.Int("header_timeout_ms", &l.header_timeout_ms, 100, kHour));
       ODMOE_RETURN_IF_ERROR(ls.Int("body_timeout_ms", &l.body_timeout_ms, 100, kHour));
@@ -366,6 +368,7 @@ absl::Status ParseDocument(const YAML::Node& root, const std::string& file,
            {std::tuple<const char*, uint64_t*, uint64_t, uint64_t>{
                 "max_header_bytes", &l.max_header_bytes, 1u << 10, 1u << 20},
             {"stream_buffer_bytes", &l.stream_buffer_bytes, 4u << 10, 1ull << 30},
+            {"max_buffered_body_bytes", &l.max_buffered_body_bytes, 1u << 20, 64ull << 30},
             {"socket_send_buffer_bytes", &l.socket_send_buffer_bytes, 4u << 10, 64u << 20}}) {
         if (!ls.Has(key)) continue;
         uint64_t v = 0;
@@ -874,6 +877,9 @@ std::string TopologyToYaml(const Topology& t) {
     const HttpLimits& l = t.main.http_limits;
     out << YAML::Key << "http_limits" << YAML::Value << YAML::BeginMap;
     out << YAML::Key << "max_connections" << YAML::Value << l.max_connections;
+    out << YAML::Key << "max_connections_per_client" << YAML::Value
+        << l.max_connections_per_client;
+    out << YAML::Key << "max_buffered_body_bytes" << YAML::Value << l.max_buffered_body_bytes;
     out << YAML::Key << "io_threads" << YAML::Value << l.io_threads;
     out << YAML::Key << "max_header_bytes" << YAML::Value << l.max_header_bytes;
     out << YAML::Key << "header_timeout_ms" << YAML::Value << l.header_timeout_ms;

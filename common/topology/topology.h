@@ -56,7 +56,13 @@
 //                                             # (default 8MiB; 4KiB..1GiB); larger: 413
 //     worker_timeout_ms: 10000                # unanswered task = failed worker (default 10 s)
 //     http_limits:                            # the HTTP server under load (all optional)
-//       max_connections: 512                  # open at once; one more: 503 + close (1..100000)
+//       max_connections: 512                  # open at once; at the limit the longest-idle
+//                                             # keep-alive connection is closed for a new one,
+//                                             # else 503 + close (1..100000)
+//       max_connections_per_client: 128       # open at once from one address; more: 503
+//                                             # (1..100000)
+//       max_buffered_body_bytes: 64MiB        # request bodies held at once, all connections
+//                                             # together; more: 503 (1MiB..64GiB)
 //       io_threads: 2                         # threads serving every connection (1..64)
 //       max_header_bytes: 16KiB               # request line + headers; more: 431 (1KiB..1MiB)
 //       header_timeout_ms: 10000              # a whole request header (100..3600000)
@@ -204,6 +210,8 @@ struct NodeSpec {
 /// main_node/http_server.h, docs/operations.md).
 struct HttpLimits {
   int max_connections = 512;
+  int max_connections_per_client = 128;
+  uint64_t max_buffered_body_bytes = 64u << 20;
   int io_threads = 2;
   uint64_t max_header_bytes = 16u << 10;
   int header_timeout_ms = 10000;

@@ -34,7 +34,7 @@ main:
   tls: { cert: certs/server.pem, key: /etc/odmoe/key.pem }
   max_queue: 0
   max_body_bytes: 64KiB
-  http_limits: { max_connections: 9, io_threads: 3, max_header_bytes: 4KiB, header_timeout_ms: 1100, body_timeout_ms: 1200, idle_timeout_ms: 1300, write_timeout_ms: 1400, stream_buffer_bytes: 1MiB, socket_send_buffer_bytes: 64KiB }
+  http_limits: { max_connections: 9, max_connections_per_client: 5, max_buffered_body_bytes: 2MiB, io_threads: 3, max_header_bytes: 4KiB, header_timeout_ms: 1100, body_timeout_ms: 1200, idle_timeout_ms: 1300, write_timeout_ms: 1400, stream_buffer_bytes: 1MiB, socket_send_buffer_bytes: 64KiB }
 shadow:
   id: shadow
   address: 10.0.0.2:7701
@@ -93,6 +93,8 @@ void ExpectSame(const Topology& a, const Topology& b) {
   const HttpLimits& la = a.main.http_limits;
   const HttpLimits& lb = b.main.http_limits;
   CHECK(la.max_connections == lb.max_connections);
+  CHECK(la.max_connections_per_client == lb.max_connections_per_client);
+  CHECK(la.max_buffered_body_bytes == lb.max_buffered_body_bytes);
   CHECK(la.io_threads == lb.io_threads);
   CHECK(la.max_header_bytes == lb.max_header_bytes);
   CHECK(la.header_timeout_ms == lb.header_timeout_ms);
@@ -156,6 +158,8 @@ TEST_CASE("topology: every key is read", "[topology]") {
   CHECK(t->main.max_body_bytes == 64u << 10);
   const HttpLimits& l = t->main.http_limits;
   CHECK(l.max_connections == 9);
+  CHECK(l.max_connections_per_client == 5);
+  CHECK(l.max_buffered_body_bytes == 2u << 20);
   CHECK(l.io_threads == 3);
   CHECK(l.max_header_bytes == 4u << 10);
   CHECK(l.header_timeout_ms == 1100);
