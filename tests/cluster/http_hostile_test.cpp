@@ -86,6 +86,9 @@ TEST_CASE("http hostile: 200 half-open and 50 slow readers do not delay a comple
   cfg.prediction = PredictionMode::kNone;
   cfg.http = true;
   cfg.max_queue = 64;  // all 50 slow readers get their turn
+  // One address opens all 250 (this case is about the server's threads and
+  // memory; the per-client limit is tested in http_server_order_test.cpp).
+  cfg.http_limits.max_connections_per_client = 1000;
   // The half-open connections stay for the whole test (the deadline would
   // otherwise clear them: that is tested below).
   cfg.http_limits.header_timeout_ms = 120000;
@@ -164,7 +167,7 @@ TEST_CASE("http hostile: 200 half-open and 50 slow readers do not delay a comple
   sipper.join();
 }
 
-TEST_CASE("http hostile: one connection past the limit is refused with 503",
+TEST_CASE("http hostile: past the connection limit, an idle connection makes room, else 503",
           "[cluster][http][hostile]") {
   ClusterConfig cfg;
   cfg.workers = 2;
@@ -174,8 +177,31 @@ TEST_CASE("http hostile: one connection past the limit is refused with 503",
   auto cluster = TestCluster::Start(cfg);
   REQUIRE(cluster.ok());
   const int port = (*cluster)->main().http_port();
+  // Eight connections that never send a byte: each newcomer closes the one
+  // that has waited longest, and /health is answered (issue 32: 600 idle
+  // sockets locked every client out).
   std::vector<std::unique_ptr<RawClient>> idle;
   for (int i = 0; i < 8; ++i) idle.push_back(std::make_unique<RawClient>(port));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // all accepted
+  std::vector<std::unique_ptr<RawClient>> newcomers;  // kept open: the count stays at 8
+  for (int i = 0; i < 3; ++i) {
+    newcomers.push_back(std::make_unique<RawClient>(port));
+    RawClient& newcomer = *newcomers.back();
+    REQUIRE(newcomer.Send("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
+    CHECK(StatusOf(newcomer.ReadResponse(10)) == 200);
+    bool closed = false;
+    idle[i]->ReadUntilClosed(5, &closed);
+    CHECK(closed);
+  }
+  // Eight connections in the middle of a request header are not idle: one
+  // more is refused.
+  idle.clear();
+  newcomers.clear();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  for (int i = 0; i < 8; ++i) {
+    idle.push_back(std::make_unique<RawClient>(port));
+    REQUIRE(idle.back()->Send("GET /health HTTP/1.1\r\n"));
+  }
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // all accepted
   {
     RawClient extra(port);
