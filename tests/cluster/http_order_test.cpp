@@ -12,10 +12,12 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "raw_http_client.h"
 #include "test_cluster.h"
+#include "util/process_memory.h"
 
 namespace odmoe::test {
 namespace {
@@ -128,9 +130,22 @@ TEST_CASE("http order: stray bytes after a request are kept; clients that hang u
   cfg.http = true;
   cfg.max_running = 4;
   cfg.max_queue = 16;
+  cfg.wire_delay_us = 2000;  // slow tokens: a generation left to run outlasts the test
   auto cluster = TestCluster::Start(cfg);
   REQUIRE(cluster.ok());
-  const int port = (*cluster)->main().http_port();
+  MainNode& main = (*cluster)->main();
+  const int port = main.http_port();
+  auto cancelled = [&main] {
+    const std::string series = "odmoe_requests_total{api=\"http\",outcome=\"cancelled\"}";
+    const std::string text = main.RenderMetrics();
+    const size_t at = text.find("\n" + series + " ");
+    double v = 0;
+    if (at != std::string::npos) {
+      const size_t from = at + series.size() + 2;
+      absl::SimpleAtod(text.substr(from, text.find('\n', from) - from), &v);
+    }
+    return v;
+  };
   const std::string normal = Completion("Once upon a time", 8);
   const Answer want = Alone(port, normal);
   REQUIRE(want.prompt_tokens > 0);
@@ -148,7 +163,9 @@ TEST_CASE("http order: stray bytes after a request are kept; clients that hang u
   // Twenty long generations whose clients send a CRLF and hang up: every
   // slot (4 running + 16 queued) was theirs; a normal request after they
   // leave is admitted and answered.
-  const std::string long_one = Completion("Once upon a time", 2000);
+  // As long as the context allows (the prompt is a few tokens).
+  const std::string long_one = Completion("Once upon a time", main.n_ctx() - 16);
+  const double cancelled_before = cancelled();
   {
     std::vector<std::unique_ptr<RawClient>> clients;
     for (int i = 0; i < 20; ++i) {
@@ -160,6 +177,13 @@ TEST_CASE("http order: stray bytes after a request are kept; clients that hang u
     std::this_thread::sleep_for(200ms);
   }  // they hang up
   const auto start = std::chrono::steady_clock::now();
+  // Every one of them is cancelled (the 4 running within a token, the 16
+  // waiting at once), not run to its end.
+  while (cancelled() < cancelled_before + 20 && SecondsSince(start) < 20) {
+    std::this_thread::sleep_for(20ms);
+  }
+  const double gone_after = SecondsSince(start);
+  CHECK(cancelled() == cancelled_before + 20);
   Answer after;
   int status = 0;
   while (SecondsSince(start) < 30) {
@@ -174,11 +198,79 @@ TEST_CASE("http order: stray bytes after a request are kept; clients that hang u
     std::this_thread::sleep_for(50ms);
   }
   const double waited = SecondsSince(start);
-  WARN("a normal completion after 20 clients hung up: status " << status << " after " << waited
-                                                                 << " s");
+  WARN("20 clients hung up: all cancelled after " << gone_after << " s; a normal completion "
+                                                 << "then: status " << status << " after "
+                                                 << waited << " s");
   CHECK(status == 200);
   CHECK(after == want);
   CHECK(waited < 10);  // a cancelled generation frees its slot within a token
+}
+
+}  // namespace odmoe::test
+
+namespace odmoe::test {
+
+TEST_CASE("http order: thirty 8 MB token-id bodies at once stay within the body budget",
+          "[cluster][http][hostile]") {
+  ClusterConfig cfg;
+  cfg.workers = 2;
+  cfg.prediction = PredictionMode::kNone;
+  cfg.http = true;
+  auto cluster = TestCluster::Start(cfg);
+  REQUIRE(cluster.ok());
+  const int port = (*cluster)->main().http_port();
+  const std::string normal = Completion("Once upon a time", 8);
+  const Answer want = Alone(port, normal);
+  REQUIRE(want.prompt_tokens > 0);
+  // {"prompt":[1,1,...]}: 8 MB less a few bytes, about four million ids.
+  std::string big = R"({"max_tokens":1,"prompt":[1)";
+  while (big.size() < (8u << 20) - 16) big += ",1";
+  big += "]}";
+  const uint64_t rss_before = ReadProcessMemory().rss_bytes;
+  std::atomic<int> refused_busy{0}, refused_other{0}, answered{0};
+  std::atomic<uint64_t> peak{rss_before};
+  std::atomic<bool> sampling{true};
+  std::thread sampler([&] {
+    while (sampling) {
+      const uint64_t now = ReadProcessMemory().rss_bytes;
+      uint64_t p = peak.load();
+      while (now > p && !peak.compare_exchange_weak(p, now)) {
+      }
+      std::this_thread::sleep_for(5ms);
+    }
+  });
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 30; ++i) {
+    clients.emplace_back([&] {
+      RawClient cli(port);
+      if (!cli.Send(Post(big))) return refused_busy++, void();  // refused before it was sent
+      const int status = StatusOf(cli.ReadResponse(120));
+      if (status == 503) {
+        refused_busy++;
+      } else if (status == 400) {
+        answered++;  // too long for the context: parsed, then refused
+      } else {
+        refused_other++;
+      }
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  std::this_thread::sleep_for(1500ms);  // the last handler's memory trimmed
+  sampling = false;
+  sampler.join();
+  const uint64_t rss_after = ReadProcessMemory().rss_bytes;
+  const double peak_mib = (static_cast<double>(peak) - rss_before) / (1 << 20);
+  const double after_mib = (static_cast<double>(rss_after) - rss_before) / (1 << 20);
+  WARN("thirty 8 MB token-id bodies: " << answered << " parsed (400), " << refused_busy
+                                       << " refused 503; RSS growth peak " << peak_mib
+                                       << " MiB, after " << after_mib << " MiB");
+  CHECK(refused_other == 0);
+  CHECK(answered + refused_busy == 30);
+  CHECK(answered >= 1);
+#if !defined(__SANITIZE_ADDRESS__)
+  CHECK(after_mib < 128);
+#endif
+  CHECK(Alone(port, normal) == want);
 }
 
 }  // namespace odmoe::test
