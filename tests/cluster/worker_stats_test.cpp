@@ -205,7 +205,7 @@ TEST_CASE("worker stats: every field arrives at the main node with the worker's 
           {"substitutions", static_cast<double>(s->substitutions)},
       };
     };
-    // What the main node reads (RenderMetrics probes the same way). Hints of
+    // What the main node reads (its metrics poller probes the same way). Hints of
     // the shadow running ahead may still arrive: compare a quiet moment.
     const std::string& address = c.topology().workers[static_cast<size_t>(i)].address;
     WorkerStats s;
@@ -239,6 +239,7 @@ TEST_CASE("worker stats: every field arrives at the main node with the worker's 
       CHECK(FieldValue(*probe->worker, f) == expected.at(f->name()));
     }
     const std::string id = c.topology().workers[static_cast<size_t>(i)].id;
+    c.main().RefreshWorkerMetrics();  // the workers' series as they are now
     const std::string metrics = c.main().RenderMetrics();
     INFO(metrics);
     CHECK(metrics.find(absl::StrCat("odmoe_worker_hits_total{worker=\"", id, "\"} ", s.hits,
