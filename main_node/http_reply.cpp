@@ -49,7 +49,8 @@ std::string OpenAiErrorBody(const std::string& message, const std::string& type,
 }
 
 std::string OpenAiServerErrorBody(int status, const std::string& message, const std::string& code) {
-  return OpenAiErrorBody(CapAt(message, kMaxServerMessageBytes),
+  // Replaced first, then cut at a character: the cap bounds what is sent.
+  return OpenAiErrorBody(CapAt(ValidUtf8Text(message), kMaxServerMessageBytes),
                          status >= 500 ? "server_error" : "invalid_request_error", "", code);
 }
 
