@@ -44,6 +44,10 @@ absl::StatusOr<json> ParseRequestJson(std::string_view text) {
     body = json::parse(text.begin(), text.end(), check);
   } catch (const json::parse_error& e) {
     return Bad("body", absl::StrCat("not valid JSON (at byte ", e.byte, ")"));
+  } catch (const json::out_of_range&) {  // 1e999: a number no double holds
+    return Bad("body", "a number is out of range (larger than a double holds)");
+  } catch (const json::exception&) {
+    return Bad("body", "not valid JSON");
   }
   if (duplicate) {
     return Bad("body", absl::StrCat("duplicate key '", CapEchoedText(*duplicate),

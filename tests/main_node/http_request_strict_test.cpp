@@ -78,6 +78,8 @@ TEST_CASE("http request: a NUL or other bytes after the value are a 400", "[http
   CHECK(Message(s).find("body: not valid JSON (at byte") == 0);
   s = Completion(R"({"prompt": "Hi"}x)");
   CHECK(absl::IsInvalidArgument(s));
+  s = Completion(R"({"prompt": "Hi", "max_tokens": 327e444444442})");  // found by fuzz_http_request
+  CHECK(Message(s) == "body: a number is out of range (larger than a double holds)");
   s = Completion(R"(["prompt"])");
   CHECK(Message(s) == "body: expected a JSON object");
   // The parser's own message quotes the token it read: never echoed.
