@@ -44,20 +44,22 @@ std::optional<HttpResponse> GuardBeforeBody(const HttpGuard& guard, const HttpRe
                        req.path == "/health" || req.path == "/metrics" ||
                        absl::StartsWith(req.path, "/v1/models");
     if (known) {
-      return refuse(405, absl::StrCat("Method ", CapEchoedText(req.method), " is not allowed on ",
-                                CapEchoedText(req.path)),
+      return refuse(405,
+                    absl::StrCat("Method ", CapEchoedText(req.method), " is not allowed on ",
+                                 CapEchoedText(req.path)),
                     "invalid_request_error");
     }
-    return refuse(404,
-                  absl::StrCat("No route ", CapEchoedText(req.method), " ", CapEchoedText(req.path)),
-                  "invalid_request_error");
+    return refuse(
+        404, absl::StrCat("No route ", CapEchoedText(req.method), " ", CapEchoedText(req.path)),
+        "invalid_request_error");
   }
   const std::string limit = absl::StrCat(guard.max_body_bytes, " bytes (main.max_body_bytes)");
   const std::string encoding = req.Header("Transfer-Encoding");
   const bool chunked = absl::EqualsIgnoreCase(encoding, "chunked");
   if (!chunked) {
     if (!encoding.empty()) {
-      return refuse(400, absl::StrCat("Transfer-Encoding '", CapEchoedText(encoding),
+      return refuse(400,
+                    absl::StrCat("Transfer-Encoding '", CapEchoedText(encoding),
                                  "' is not supported (only chunked)"),
                     "invalid_request_error");
     }

@@ -62,8 +62,7 @@ namespace {
 // An integer parameter in [min, max]; the error says the bound it broke
 // ("must be at most 16777216"), or the range for what is not an integer
 // (1e18 and 2.5 are JSON numbers with a fraction or exponent).
-absl::StatusOr<int64_t> IntegerIn(const json& v, const std::string& key, int64_t min,
-                                  int64_t max) {
+absl::StatusOr<int64_t> IntegerIn(const json& v, const std::string& key, int64_t min, int64_t max) {
   if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(max)) {
     return Bad(key, absl::StrCat("must be at most ", max));
   }
@@ -100,7 +99,8 @@ absl::Status CheckParameters(const json& body, bool chat) {
         (chat && key == "tool_choice" && value == "none") ||
         (chat && key == "response_format" && value.is_object() && value.size() == 1 &&
          value.value("type", "") == "text");
-    if (!neutral) return Bad(CapEchoedText(key), "this parameter (or this value of it) is not supported");
+    if (!neutral)
+      return Bad(CapEchoedText(key), "this parameter (or this value of it) is not supported");
   }
   return absl::OkStatus();
 }
@@ -111,9 +111,9 @@ absl::Status ParseCommon(const json& body, const std::string& model_id, ParsedRe
     if (!body["model"].is_string()) return Bad("model", "expected a string");
     const std::string m = body["model"];
     if (m != model_id) {
-      return absl::NotFoundError(absl::StrFormat(
-          "The model '%s' does not exist; this server serves '%s' (GET /v1/models)",
-          CapEchoedText(m), model_id));
+      return absl::NotFoundError(
+          absl::StrFormat("The model '%s' does not exist; this server serves '%s' (GET /v1/models)",
+                          CapEchoedText(m), model_id));
     }
   }
   GenerateRequest& g = out->gen;
@@ -123,7 +123,8 @@ absl::Status ParseCommon(const json& body, const std::string& model_id, ParsedRe
   // max_tokens when a client sends both.
   for (const char* key : {"max_tokens", "max_completion_tokens"}) {
     if (!body.contains(key) || body[key].is_null()) continue;
-    const bool echo = body.contains("echo") && body["echo"].is_boolean() && body["echo"].get<bool>();
+    const bool echo =
+        body.contains("echo") && body["echo"].is_boolean() && body["echo"].get<bool>();
     if (!body[key].is_number_integer() || body[key].get<int64_t>() != 0) {
       ODMOE_RETURN_IF_ERROR(IntegerIn(body[key], key, 1, kMaxMaxTokens).status());
     }
@@ -215,9 +216,8 @@ absl::Status ParseChatOptions(const json& body, ChatOptions* out) {
       } else if (key == "reasoning_effort") {
         ODMOE_RETURN_IF_ERROR(effort(value, "chat_template_kwargs.reasoning_effort"));
       } else {
-        return Bad("chat_template_kwargs",
-                   absl::StrCat("unknown key '", CapEchoedText(key),
-                                "' (enable_thinking, reasoning_effort)"));
+        return Bad("chat_template_kwargs", absl::StrCat("unknown key '", CapEchoedText(key),
+                                                        "' (enable_thinking, reasoning_effort)"));
       }
     }
   }
@@ -237,8 +237,8 @@ absl::Status ParseCompletionBody(const json& body, const std::string& model_id,
   // token-id arrays); one prompt per request here, so a batch of one is
   // that prompt (evaluation harnesses send their tokenization as [[ids]]).
   if (whole.is_array() && whole.size() > 1 && (whole[0].is_string() || whole[0].is_array())) {
-    return Bad("prompt", absl::StrCat("a batch of ", whole.size(),
-                                      " prompts: send one prompt per request"));
+    return Bad("prompt",
+               absl::StrCat("a batch of ", whole.size(), " prompts: send one prompt per request"));
   }
   const json& p = whole.is_array() && whole.size() == 1 && whole[0].is_array() ? whole[0] : whole;
   // A string, a one-string array, or token ids (as the reference API
@@ -265,7 +265,8 @@ absl::Status ParseCompletionBody(const json& body, const std::string& model_id,
     return Bad("prompt", "must not be empty");
   }
   if (body.contains("logprobs") && !body["logprobs"].is_null()) {
-    ODMOE_ASSIGN_OR_RETURN(const int64_t l, IntegerIn(body["logprobs"], "logprobs", 0, kMaxScoreTopN));
+    ODMOE_ASSIGN_OR_RETURN(const int64_t l,
+                           IntegerIn(body["logprobs"], "logprobs", 0, kMaxScoreTopN));
     out->gen.logprobs = static_cast<int>(l);
   }
   if (body.contains("echo") && !body["echo"].is_null()) {

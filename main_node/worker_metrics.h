@@ -64,10 +64,10 @@ class WorkerMetricsPoller {
   std::condition_variable wake_;
   bool stop_ = false;
   bool refresh_requested_ = false;
-  std::string text_;            // the families, from the last refresh
-  absl::Time refreshed_at_;     // absl::InfinitePast() before the first
+  std::string text_;                                   // the families, from the last refresh
+  absl::Time refreshed_at_;                            // absl::InfinitePast() before the first
   std::map<std::string, v1::WorkerStats> last_stats_;  // by worker id
-  std::mutex refresh_mu_;       // one Refresh at a time
+  std::mutex refresh_mu_;                              // one Refresh at a time
   std::thread thread_;
 };
 

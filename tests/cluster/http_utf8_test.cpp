@@ -14,8 +14,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "nlohmann/json.hpp"
 #include "main_node/http_reply.h"
+#include "nlohmann/json.hpp"
 #include "raw_http_client.h"
 #include "test_cluster.h"
 #include "tokenizer/utf8.h"
@@ -124,27 +124,26 @@ TEST_CASE("http utf8: invalid bytes in every route and parameter get an answer",
     REQUIRE(bytes.back() >= 0);
     REQUIRE(FindInvalidUtf8(tok.TokenToPiece(bytes.back())).has_value());
   }
-  const std::string ids =
-      absl::StrCat("[", tok.bos_id(), ",", bytes[0], ",", bytes[1], ",", bytes[2], ",", bytes[3],
-                   ",", bytes[2], "]");
+  const std::string ids = absl::StrCat("[", tok.bos_id(), ",", bytes[0], ",", bytes[1], ",",
+                                       bytes[2], ",", bytes[3], ",", bytes[2], "]");
 
   std::vector<std::pair<std::string, std::string>> requests;  // what, request
   auto add = [&requests](const std::string& what, const std::string& request) {
     requests.emplace_back(what, request);
   };
   // Token-id prompts whose pieces are not UTF-8, echoed with logprobs.
-  for (const std::string& extra : {R"("max_tokens": 0, "echo": true)",
-                                   R"("max_tokens": 0, "echo": true, "logprobs": 0)",
-                                   R"("max_tokens": 0, "echo": true, "logprobs": 5)",
-                                   R"("max_tokens": 4, "echo": true, "logprobs": 20)",
-                                   R"("max_tokens": 4, "logprobs": 20, "temperature": 2)",
-                                   R"("max_tokens": 4, "logprobs": 3, "stream": true)"}) {
+  for (const std::string& extra :
+       {R"("max_tokens": 0, "echo": true)", R"("max_tokens": 0, "echo": true, "logprobs": 0)",
+        R"("max_tokens": 0, "echo": true, "logprobs": 5)",
+        R"("max_tokens": 4, "echo": true, "logprobs": 20)",
+        R"("max_tokens": 4, "logprobs": 20, "temperature": 2)",
+        R"("max_tokens": 4, "logprobs": 3, "stream": true)"}) {
     add("ids " + extra, Post("/v1/completions", "{\"prompt\": " + ids + ", " + extra + "}"));
     add("[ids] " + extra, Post("/v1/completions", "{\"prompt\": [" + ids + "], " + extra + "}"));
   }
-  add("naive echo", Post("/v1/completions",
-                         R"({"prompt": "na\u00efve caf\u00e9 \u5496", "max_tokens": 0, )"
-                         R"("echo": true, "logprobs": 5})"));
+  add("naive echo",
+      Post("/v1/completions", R"({"prompt": "na\u00efve caf\u00e9 \u5496", "max_tokens": 0, )"
+                              R"("echo": true, "logprobs": 5})"));
   // Sampled chats at a high temperature with logprobs: byte-fallback tokens
   // among the generated and the alternatives.
   for (int seed = 0; seed < 4; ++seed) {
@@ -168,8 +167,8 @@ TEST_CASE("http utf8: invalid bytes in every route and parameter get an answer",
       add("GET path " + path + encoded, Get(path + encoded));
       add("POST path " + path + encoded, Post(path + encoded, kNormal));
     }
-    for (const std::string& route : {"/v1/models", "/v1/models/tiny-mixtral-f16", "/health",
-                                     "/metrics", "/nowhere"}) {
+    for (const std::string& route :
+         {"/v1/models", "/v1/models/tiny-mixtral-f16", "/health", "/metrics", "/nowhere"}) {
       add("GET query " + route, Get(route + "?q=" + bad));
       add("GET header " + route, Get(route, "X-Odd: " + bad + "\r\n"));
       add("GET auth " + route, Get(route, "Authorization: Bearer " + bad + "\r\n"));
@@ -179,9 +178,12 @@ TEST_CASE("http utf8: invalid bytes in every route and parameter get an answer",
     add("POST header", Post("/v1/completions", kNormal, "X-Odd: " + bad + "\r\n"));
     add("POST content type",
         Post("/v1/completions", kNormal, "Content-Type: application/" + bad + "\r\n"));
-    add("POST transfer encoding", "POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
-                                  "Transfer-Encoding: " + bad + "\r\nConnection: close\r\n\r\n");
-    add("POST method", bad + "POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    add("POST transfer encoding",
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+        "Transfer-Encoding: " +
+            bad + "\r\nConnection: close\r\n\r\n");
+    add("POST method",
+        bad + "POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     // Raw bad bytes in the body's strings (not JSON: 400).
     for (const std::string& route : {"/v1/completions", "/v1/chat/completions"}) {
       add("raw model", Post(route, R"({"prompt": "x", "model": ")" + bad + R"("})"));
@@ -205,20 +207,20 @@ TEST_CASE("http utf8: invalid bytes in every route and parameter get an answer",
       add("completion " + body, Post("/v1/completions", body));
     }
     for (const std::string& message :
-         {R"({"role": "user", "content": )" + s + "}",
-          R"({"role": )" + s + R"(, "content": "x"})",
+         {R"({"role": "user", "content": )" + s + "}", R"({"role": )" + s + R"(, "content": "x"})",
           R"({"role": "user", "content": "x", "name": )" + s + "}",
           R"({"role": "assistant", "content": "x", "reasoning_content": )" + s + "}"}) {
       add("chat " + message,
           Post("/v1/chat/completions",
                R"({"messages": [)" + message + R"(], "max_tokens": 2, "logprobs": true})"));
     }
-    add("chat model", Post("/v1/chat/completions",
-                           R"({"messages": [{"role": "user", "content": "x"}], "model": )" + s +
-                               "}"));
+    add("chat model",
+        Post("/v1/chat/completions",
+             R"({"messages": [{"role": "user", "content": "x"}], "model": )" + s + "}"));
     add("chat user", Post("/v1/chat/completions",
                           R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 1, )"
-                          R"("user": )" + s + "}"));
+                          R"("user": )" +
+                              s + "}"));
   }
 
   int answered_200 = 0;

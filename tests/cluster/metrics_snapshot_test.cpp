@@ -44,8 +44,8 @@ class SilentListener {
     addr.sin_family = AF_INET;
     addr.sin_port = htons(static_cast<uint16_t>(port));
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bound_ = bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-             listen(fd_, 64) == 0;
+    bound_ =
+        bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 && listen(fd_, 64) == 0;
   }
   ~SilentListener() { close(fd_); }
   bool bound() const { return bound_; }
@@ -88,8 +88,7 @@ TEST_CASE("metrics snapshot: 40 scrape loops do not take completions' slots",
       s.set_read_timeout(std::chrono::seconds(30));
       while (!stop.load()) {
         auto r = s.Get("/metrics");
-        if (r && r->status == 200 &&
-            r->body.find("odmoe_requests_total") != std::string::npos) {
+        if (r && r->status == 200 && r->body.find("odmoe_requests_total") != std::string::npos) {
           ++scrapes;
         } else {
           ++scrape_failures;

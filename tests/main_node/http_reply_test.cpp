@@ -19,8 +19,8 @@ using json = nlohmann::json;
 const std::string kFffd(kUtf8Replacement);
 
 // Every way a byte string fails to be UTF-8, and a valid one.
-const std::vector<std::string> kBad = {"\xff", "\xc3", "\xc0\xaf", "\xed\xa0\x80",
-                                       "\xf4\x90\x80\x80", std::string("a\0b", 3)};
+const std::vector<std::string> kBad = {
+    "\xff", "\xc3", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", std::string("a\0b", 3)};
 
 json ParseValid(const std::string& bytes) {
   INFO(bytes);
@@ -59,8 +59,8 @@ TEST_CASE("http reply: error bodies are valid whatever they quote", "[http][repl
     ParseValid(SseEvent(StreamErrorBody(absl::InternalError(bad))).substr(6));
   }
   // A server-made message that names a huge path is capped.
-  const json e = ParseValid(OpenAiServerErrorBody(404, "No route GET /" + std::string(20000, 'p'),
-                                                  ""));
+  const json e =
+      ParseValid(OpenAiServerErrorBody(404, "No route GET /" + std::string(20000, 'p'), ""));
   CHECK(e["error"]["message"].get<std::string>().size() < 400);
   CHECK(e["error"]["message"].get<std::string>().find("bytes)") != std::string::npos);
 }
@@ -102,8 +102,8 @@ TEST_CASE("http reply: streamed chunks carry valid text", "[http][reply]") {
   CHECK(j["model"] == "tiny" + kFffd);
   j = ParseValid(SseEvent(StreamChunk(head, true, "a\xc3", nullptr, true, nullptr)).substr(6));
   CHECK(j["choices"][0]["delta"]["reasoning_content"] == "a" + kFffd);
-  j = ParseValid(SseEvent(StreamChunk(head, false, "\xed\xa0\x80", "stop", false, nullptr))
-                     .substr(6));
+  j = ParseValid(
+      SseEvent(StreamChunk(head, false, "\xed\xa0\x80", "stop", false, nullptr)).substr(6));
   CHECK(j["choices"][0]["text"] == kFffd + kFffd + kFffd);
   CHECK(j["choices"][0]["finish_reason"] == "stop");
   j = ParseValid(DumpJson(UsageChunk(head, json{{"total_tokens", 3}})));

@@ -94,8 +94,8 @@ TEST_CASE("http request: max_tokens out of range says the real bound", "[http][r
   CHECK(Message(Completion(R"({"prompt": "Hi", "max_tokens": 18446744073709551615})")) == most);
   CHECK(Message(Completion(R"({"prompt": "Hi", "max_tokens": 16777217})")) == most);
   CHECK(Completion(R"({"prompt": "Hi", "max_tokens": 16777216})").ok());
-  const std::string range = "max_tokens: expected an integer from 1 to " +
-                            std::to_string(kMaxMaxTokens);
+  const std::string range =
+      "max_tokens: expected an integer from 1 to " + std::to_string(kMaxMaxTokens);
   CHECK(Message(Completion(R"({"prompt": "Hi", "max_tokens": 1e18})")) == range);
   CHECK(Message(Completion(R"({"prompt": "Hi", "max_tokens": 2.5})")) == range);
   CHECK(Message(Completion(R"({"prompt": "Hi", "max_tokens": "8"})")) == range);
@@ -134,8 +134,8 @@ TEST_CASE("http request: CapEchoedText cuts at a character", "[http][request]") 
   std::string text(kMaxEchoedBytes - 1, 'a');
   text += "\xc3\xa9tail";  // é straddles the cut
   const std::string capped = CapEchoedText(text);
-  CHECK(capped == std::string(kMaxEchoedBytes - 1, 'a') + "... (" +
-                      std::to_string(text.size()) + " bytes)");
+  CHECK(capped ==
+        std::string(kMaxEchoedBytes - 1, 'a') + "... (" + std::to_string(text.size()) + " bytes)");
 }
 
 }  // namespace

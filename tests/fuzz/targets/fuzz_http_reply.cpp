@@ -7,7 +7,8 @@
 //
 // Input: fields separated by the two bytes 0x1F 0x1E: flags (byte 0: top_n,
 // byte 1: chat / reasoning / include_usage / finish bits), text, error
-// message, model name, then token pieces (token id i is piece i).
+// message, model name, then token pieces (token id i is piece i; the first
+// 16).
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -65,6 +66,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string message = f.size() > 2 ? f[2] : "";
   const std::string model = f.size() > 3 ? f[3] : "";
   std::vector<std::string> pieces(f.begin() + std::min<size_t>(f.size(), 4), f.end());
+  if (pieces.size() > 16) pieces.resize(16);  // enough tokens; keeps each run cheap
   if (pieces.empty()) pieces.push_back(text);
   const odmoe::TokenPieceFn piece = [&pieces](int32_t id) {
     return pieces[static_cast<size_t>(id) % pieces.size()];
@@ -103,8 +105,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
 
   const bool chat = bits & 1;
-  const odmoe::StreamChunkHead head{"cmpl-1", chat ? "chat.completion.chunk" : "text_completion",
-                                    1, model, (bits & 4) != 0};
+  const odmoe::StreamChunkHead head{"cmpl-1", chat ? "chat.completion.chunk" : "text_completion", 1,
+                                    model, (bits & 4) != 0};
   const json finish = bits & 8 ? json("stop") : json(nullptr);
   const json lp = chat ? json{{"content", content}} : completion;
   Check(odmoe::SseEvent(odmoe::StreamChunk(head, chat, text, finish, bits & 2, lp)).substr(6),
@@ -112,8 +114,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Check(odmoe::DumpJson(odmoe::UsageChunk(head, json{{"prompt_tokens", 1}})), "UsageChunk");
   Check(odmoe::DumpJson(odmoe::StreamErrorBody(absl::InternalError(message))), "StreamErrorBody");
   Check(odmoe::OpenAiErrorBody(message, "invalid_request_error", model, "code"), "OpenAiErrorBody");
-  const json server = Check(odmoe::OpenAiServerErrorBody(404, message + model, ""),
-                            "OpenAiServerErrorBody");
+  const json server =
+      Check(odmoe::OpenAiServerErrorBody(404, message + model, ""), "OpenAiServerErrorBody");
   if (server.at("error").at("message").get<std::string>().size() > 4 * odmoe::kMaxEchoedBytes) {
     odmoe::fuzz::Die("OpenAiServerErrorBody: the message grows with the input");
   }
