@@ -13,8 +13,10 @@
 #include "absl/strings/str_format.h"
 #include "main_node/chat_template.h"
 #include "main_node/http_api_limits.h"
+#include "main_node/http_reply.h"
 #include "main_node/http_request.h"
 #include "main_node/http_server.h"
+#include "main_node/json_reply.h"
 #include "main_node/main_node.h"
 #include "nlohmann/json.hpp"
 #include "util/logging.h"
@@ -29,16 +31,6 @@ int64_t UnixNow() {
   return std::chrono::duration_cast<std::chrono::seconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-// The body of an error that happens while generating (the status line is
-// already sent): OpenAI's shape, type server_error.
-json ServerErrorBody(const absl::Status& s) {
-  return {{"error",
-           {{"message", std::string(s.message())},
-            {"type", "server_error"},
-            {"param", nullptr},
-            {"code", nullptr}}}};
 }
 
 HttpResponse SendError(int http_status, const std::string& message, const std::string& type,
@@ -113,57 +105,6 @@ class StopMatcher {
   bool stopped_ = false;
 };
 
-// Logprobs as the reference API shapes them. Alternatives are the
-// distribution after the previous token (RowScore::top). `text_offset` is
-// where the first token's text starts; it is advanced past the last.
-json CompletionLogprobs(const Tokenizer& tok, const std::vector<int32_t>& ids,
-                        const std::vector<std::optional<RowScore>>& scores, int top_n,
-                        size_t* text_offset) {
-  json tokens = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
-  for (size_t i = 0; i < ids.size(); ++i) {
-    const std::string piece = tok.TokenToPiece(ids[i]);
-    tokens.push_back(piece);
-    offsets.push_back(*text_offset);
-    *text_offset += piece.size();
-    if (!scores[i].has_value()) {
-      lps.push_back(nullptr);
-      tops.push_back(nullptr);
-      continue;
-    }
-    lps.push_back(scores[i]->target_logprob);
-    if (top_n == 0) {
-      tops.push_back(nullptr);
-      continue;
-    }
-    json alt = json::object();
-    for (const TokenLogprob& t : scores[i]->top) alt[tok.TokenToPiece(t.id)] = t.logprob;
-    tops.push_back(alt);
-  }
-  return {{"tokens", tokens},
-          {"token_logprobs", lps},
-          {"top_logprobs", tops},
-          {"text_offset", offsets}};
-}
-
-json Bytes(const std::string& s) {
-  json b = json::array();
-  for (unsigned char c : s) b.push_back(static_cast<int>(c));
-  return b;
-}
-
-json ChatLogprob(const Tokenizer& tok, int32_t id, const RowScore& score) {
-  const std::string piece = tok.TokenToPiece(id);
-  json top = json::array();
-  for (const TokenLogprob& t : score.top) {
-    const std::string p = tok.TokenToPiece(t.id);
-    top.push_back({{"token", p}, {"logprob", t.logprob}, {"bytes", Bytes(p)}});
-  }
-  return {{"token", piece},
-          {"logprob", score.target_logprob},
-          {"bytes", Bytes(piece)},
-          {"top_logprobs", top}};
-}
-
 }  // namespace
 
 struct HttpApi::Impl {
@@ -187,15 +128,16 @@ struct HttpApi::Impl {
 
   // The body of a POST route (the API key and its framing were checked from
   // the headers: GuardBeforeBody; the server read it within
-  // main.max_body_bytes whatever its Content-Type), parsed as a JSON object;
-  // false when `r` got the error.
+  // main.max_body_bytes whatever its Content-Type), parsed strictly as one
+  // JSON object (ParseRequestJson: no NUL, no trailing bytes, no duplicate
+  // keys); false when `r` got the 400.
   bool ParseJson(const HttpRequest& req, HttpResponder& r, json* body) {
-    *body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
-    if (body->is_discarded() || !body->is_object()) {
-      node.CountRejected("http", absl::InvalidArgumentError("json"));
-      r.Respond(SendError(400, "The body is not a JSON object", "invalid_request_error"));
+    absl::StatusOr<json> parsed = ParseRequestJson(req.body);
+    if (!parsed.ok()) {
+      r.Respond(Reject(parsed.status()));
       return false;
     }
+    *body = std::move(*parsed);
     return true;
   }
 
@@ -218,6 +160,12 @@ struct HttpApi::Impl {
             {"created", model_created},
             {"owned_by", "odmoe"},
             {"context_length", node.n_ctx()}};
+  }
+
+  // A token's raw bytes, as the reply builders take them (http_reply.h).
+  TokenPieceFn Pieces() const {
+    const Tokenizer& tok = node.tokenizer();
+    return [&tok](int32_t id) { return tok.TokenToPiece(id); };
   }
 
   std::string NewId(const char* prefix) {
@@ -281,7 +229,7 @@ struct HttpApi::Impl {
   absl::StatusOr<json> Complete(const RequestQueue::Turn& turn, const ParsedRequest& parsed,
                                 bool chat, const std::string& id, int64_t created,
                                 const std::string& object, const std::function<bool()>& gone) {
-    const Tokenizer& tok = node.tokenizer();
+    const TokenPieceFn pieces = Pieces();
     const int top_n = std::max(0, parsed.gen.logprobs);
     std::vector<int32_t> ids;
     std::vector<std::optional<RowScore>> scores;
@@ -320,7 +268,7 @@ struct HttpApi::Impl {
       if (parsed.gen.logprobs >= 0) {
         json content = json::array();
         for (size_t i = 0; i < gen.result.output_ids.size(); ++i) {
-          content.push_back(ChatLogprob(tok, gen.result.output_ids[i], gen.result.logprobs[i]));
+          content.push_back(ChatLogprob(pieces, gen.result.output_ids[i], gen.result.logprobs[i]));
         }
         choice["logprobs"] = {{"content", content}};
       } else {
@@ -340,7 +288,7 @@ struct HttpApi::Impl {
           scores.push_back(*gen.result.eos_logprob);
         }
         size_t offset = 0;
-        choice["logprobs"] = CompletionLogprobs(tok, ids, scores, top_n, &offset);
+        choice["logprobs"] = CompletionLogprobs(pieces, ids, scores, top_n, &offset);
       } else {
         choice["logprobs"] = nullptr;
       }
@@ -381,7 +329,7 @@ struct HttpApi::Impl {
       absl::StatusOr<json> body = Complete(*turn, parsed, chat, id, created, object, gone);
       PassTurn(std::move(*turn));
       if (!body.ok()) return res.Respond(SendStatus(body.status(), parsed.prompt_param));
-      return res.Respond(HttpResponse::Json(200, body->dump()));
+      return res.Respond(HttpResponse::Json(200, DumpJson(*body)));
     }
     // Streaming: each event is queued on the connection (never blocking this
     // thread); a client that cannot keep up loses its connection and the
@@ -403,11 +351,12 @@ struct HttpApi::Impl {
   // with "data: [DONE]".
   void StreamCompletion(const RequestQueue::Turn& turn, const ParsedRequest& parsed, bool chat,
                         const std::string& id, int64_t created, HttpResponder& res) {
-    const Tokenizer& tok = node.tokenizer();
+    const TokenPieceFn pieces = Pieces();
     const int top_n = std::max(0, parsed.gen.logprobs);
-    const std::string chunk_object = chat ? "chat.completion.chunk" : "text_completion";
+    const StreamChunkHead head{id, chat ? "chat.completion.chunk" : "text_completion", created,
+                               node.model_id(), parsed.include_usage};
     auto gone = [&res] { return res.ClientGone(); };
-    auto send = [&](const json& j) { res.Write("data: " + j.dump() + "\n\n"); };
+    auto send = [&](const json& j) { res.Write(SseEvent(j)); };
     // Tokens generated since the last chunk, with their scores: each
     // chunk carries the logprobs of the tokens whose text it releases
     // (a stop sequence's held-back text releases with a later chunk).
@@ -415,40 +364,21 @@ struct HttpApi::Impl {
     std::vector<std::optional<RowScore>> pending_scores;
     size_t text_offset = 0;
     auto chunk = [&](const std::string& text, const json& finish, bool reasoning = false) {
-      json choice = {{"index", 0}, {"finish_reason", finish}};
       json lp = nullptr;
       if (parsed.gen.logprobs >= 0 && !pending_ids.empty()) {
         if (chat) {
           json content = json::array();
           for (size_t i = 0; i < pending_ids.size(); ++i) {
-            content.push_back(ChatLogprob(tok, pending_ids[i], *pending_scores[i]));
+            content.push_back(ChatLogprob(pieces, pending_ids[i], *pending_scores[i]));
           }
           lp = {{"content", content}};
         } else {
-          lp = CompletionLogprobs(tok, pending_ids, pending_scores, top_n, &text_offset);
+          lp = CompletionLogprobs(pieces, pending_ids, pending_scores, top_n, &text_offset);
         }
         pending_ids.clear();
         pending_scores.clear();
       }
-      if (chat) {
-        choice["delta"] =
-            text.empty() && finish.is_null()
-                ? json{{"role", "assistant"}}
-                : (text.empty() ? json::object()
-                                : json{{reasoning ? "reasoning_content" : "content", text}});
-      } else {
-        choice["text"] = text;
-      }
-      choice["logprobs"] = lp;
-      json out = {{"id", id},
-                  {"object", chunk_object},
-                  {"created", created},
-                  {"model", node.model_id()},
-                  {"choices", {choice}}};
-      // With stream_options.include_usage every chunk carries
-      // "usage": null and one last chunk (no choices) the usage.
-      if (parsed.include_usage) out["usage"] = nullptr;
-      return out;
+      return StreamChunk(head, chat, text, finish, reasoning, lp);
     };
     if (chat) send(chunk("", nullptr));
     StopMatcher stop(parsed.stop);
@@ -476,23 +406,17 @@ struct HttpApi::Impl {
       json last = chunk("", Finish(*r, stop.stopped()));
       last["odmoe"] = OdmoeStats(*r);
       send(last);
-      if (parsed.include_usage) {
-        send(json{{"id", id},
-                  {"object", chunk_object},
-                  {"created", created},
-                  {"model", node.model_id()},
-                  {"choices", json::array()},
-                  {"usage", Usage(*r)}});
-      }
+      if (parsed.include_usage) send(UsageChunk(head, Usage(*r)));
     } else if (!res.ClientGone()) {
-      send(ServerErrorBody(r.status()));
+      send(StreamErrorBody(r.status()));
     }
   }
 
   HttpServer::Routes Routes() {
     HttpServer::Routes routes;
-    // Generation (and /metrics, which asks every worker) blocks: those run
-    // off the server's I/O threads.
+    // Generation blocks: it runs off the server's I/O threads. /metrics
+    // does not (the workers' series are a snapshot refreshed on a thread of
+    // its own: WorkerMetricsPoller), so a scrape never takes a handler slot.
     routes.push_back({"POST", "/v1/completions", false, /*off_io_thread=*/true,
                       [this](const HttpRequest& req, HttpResponder& res) {
                         json body;
@@ -509,7 +433,7 @@ struct HttpApi::Impl {
         {"GET", "/v1/models", false, false, [this](const HttpRequest& req, HttpResponder& res) {
            if (!Authorized(req, res)) return;
            res.Respond(
-               HttpResponse::Json(200, json{{"object", "list"}, {"data", {Model()}}}.dump()));
+               HttpResponse::Json(200, DumpJson(json{{"object", "list"}, {"data", {Model()}}})));
          }});
     routes.push_back(
         {"GET", "/v1/models/", /*prefix=*/true, false,
@@ -520,14 +444,14 @@ struct HttpApi::Impl {
              return res.Respond(
                  SendError(404,
                            absl::StrFormat("The model '%s' does not exist; this server serves '%s'",
-                                           id, node.model_id()),
+                                           CapEchoedText(id), node.model_id()),
                            "invalid_request_error", "model", "model_not_found"));
            }
-           res.Respond(HttpResponse::Json(200, Model().dump()));
+           res.Respond(HttpResponse::Json(200, DumpJson(Model())));
          }});
     routes.push_back({"GET", "/health", false, false,
                       [this](const HttpRequest&, HttpResponder& res) { res.Respond(Health()); }});
-    routes.push_back({"GET", "/metrics", false, /*off_io_thread=*/true,
+    routes.push_back({"GET", "/metrics", false, /*off_io_thread=*/false,
                       [this](const HttpRequest& req, HttpResponder& res) {
                         if (!Authorized(req, res)) return;
                         HttpResponse r;
@@ -591,14 +515,14 @@ struct HttpApi::Impl {
   HttpResponse Health() {
     const absl::Status can = node.CanServe();
     const absl::Status health = can.ok() ? node.Health() : can;
-    if (health.ok()) return HttpResponse::Json(200, json{{"status", "ok"}}.dump());
+    if (health.ok()) return HttpResponse::Json(200, DumpJson(json{{"status", "ok"}}));
     const v1::NodeState st = node.state();
     const std::string status = can.ok()                        ? "degraded"
                                : st == v1::NODE_STATE_STARTING ? "loading"
                                : st == v1::NODE_STATE_DRAINING ? "draining"
                                                                : "unavailable";
     return HttpResponse::Json(
-        503, json{{"status", status}, {"reason", std::string(health.message())}}.dump());
+        503, DumpJson(json{{"status", status}, {"reason", std::string(health.message())}}));
   }
 };
 

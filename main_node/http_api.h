@@ -6,10 +6,18 @@
 //        stream_options.include_usage, logprobs / top_logprobs, echo,
 //        usage counts
 //   GET  /v1/models, GET /v1/models/{id}
-//   GET  /metrics    Prometheus text (main_metrics.h and each worker's counters)
+//   GET  /metrics    Prometheus text: main_metrics.h's counters as they are,
+//                    each worker's from a snapshot refreshed every second on
+//                    a thread of its own (worker_metrics.h); served on the
+//                    I/O thread, never waiting for a worker
 //   GET  /health     200 {"status":"ok"}, or 503 {"status":..., "reason":...}
 //                    (loading, draining, unavailable: no complete worker group,
 //                    degraded: prediction fell back to none, the shadow is gone)
+// Every body is valid UTF-8 JSON (http_reply.h, json_reply.h): text that is
+// not (a token's piece, an echoed path) carries U+FFFD, chat logprobs keep
+// the raw bytes in "bytes". Request bodies are parsed strictly (no duplicate
+// keys, nothing after the value: ParseRequestJson), and an error message
+// quotes client input capped at 128 bytes (CapEchoedText).
 // Errors are OpenAI-style bodies: {"error":{"message","type","param","code"}}
 // with 400 (bad request), 401 (API key), 404 (unknown model or route),
 // 411 / 413 (body framing / main.max_body_bytes), 429 (queue full), 503

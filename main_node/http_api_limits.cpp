@@ -4,7 +4,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "nlohmann/json.hpp"
 
 namespace odmoe {
 namespace {
@@ -24,19 +23,6 @@ bool NeedsApiKey(const std::string& path) {
 }
 
 }  // namespace
-
-std::string OpenAiErrorBody(const std::string& message, const std::string& type,
-                            const std::string& param, const std::string& code) {
-  nlohmann::json e = {{"message", message}, {"type", type}};
-  e["param"] = param.empty() ? nlohmann::json(nullptr) : nlohmann::json(param);
-  e["code"] = code.empty() ? nlohmann::json(nullptr) : nlohmann::json(code);
-  return nlohmann::json{{"error", e}}.dump();
-}
-
-std::string OpenAiServerErrorBody(int status, const std::string& message, const std::string& code) {
-  return OpenAiErrorBody(message, status >= 500 ? "server_error" : "invalid_request_error", "",
-                         code);
-}
 
 bool HasApiKey(const HttpGuard& guard, const HttpRequest& req) {
   return guard.api_key.empty() || req.Header("Authorization") == "Bearer " + guard.api_key;
@@ -58,17 +44,23 @@ std::optional<HttpResponse> GuardBeforeBody(const HttpGuard& guard, const HttpRe
                        req.path == "/health" || req.path == "/metrics" ||
                        absl::StartsWith(req.path, "/v1/models");
     if (known) {
-      return refuse(405, "Method " + req.method + " is not allowed on " + req.path,
+      return refuse(405,
+                    absl::StrCat("Method ", CapEchoedText(req.method), " is not allowed on ",
+                                 CapEchoedText(req.path)),
                     "invalid_request_error");
     }
-    return refuse(404, "No route " + req.method + " " + req.path, "invalid_request_error");
+    return refuse(
+        404, absl::StrCat("No route ", CapEchoedText(req.method), " ", CapEchoedText(req.path)),
+        "invalid_request_error");
   }
   const std::string limit = absl::StrCat(guard.max_body_bytes, " bytes (main.max_body_bytes)");
   const std::string encoding = req.Header("Transfer-Encoding");
   const bool chunked = absl::EqualsIgnoreCase(encoding, "chunked");
   if (!chunked) {
     if (!encoding.empty()) {
-      return refuse(400, "Transfer-Encoding '" + encoding + "' is not supported (only chunked)",
+      return refuse(400,
+                    absl::StrCat("Transfer-Encoding '", CapEchoedText(encoding),
+                                 "' is not supported (only chunked)"),
                     "invalid_request_error");
     }
     if (!req.HasHeader("Content-Length")) {

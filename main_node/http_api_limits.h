@@ -16,18 +16,10 @@
 #include <optional>
 #include <string>
 
+#include "main_node/http_reply.h"  // OpenAiErrorBody
 #include "main_node/http_server.h"
 
 namespace odmoe {
-
-/// An OpenAI-style error body: {"error": {"message", "type", "param", "code"}}
-/// (empty param / code are null).
-std::string OpenAiErrorBody(const std::string& message, const std::string& type,
-                            const std::string& param = "", const std::string& code = "");
-
-/// The body of an error the server makes itself (HttpServer::ErrorBody):
-/// type invalid_request_error for 4xx, server_error for 5xx.
-std::string OpenAiServerErrorBody(int status, const std::string& message, const std::string& code);
 
 struct HttpGuard {
   size_t max_body_bytes = 8u << 20;  // main.max_body_bytes

@@ -1,10 +1,12 @@
 #include "main_node/http_request.h"
 
+#include <optional>
 #include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/scoring.h"
+#include "main_node/http_reply.h"
 #include "util/status_macros.h"
 
 namespace odmoe {
@@ -14,6 +16,66 @@ using json = nlohmann::json;
 absl::Status Bad(const std::string& param, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat(param, ": ", what));
 }
+
+absl::StatusOr<json> ParseRequestJson(std::string_view text) {
+  if (const size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    return Bad("body", absl::StrCat("a NUL byte at offset ", nul,
+                                    " (JSON text has none; nothing may follow the value)"));
+  }
+  // Keys seen in each object being parsed (innermost last); the first key
+  // named twice in one object.
+  std::vector<std::set<std::string>> open_objects;
+  std::optional<std::string> duplicate;
+  const json::parser_callback_t check = [&](int, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) {
+      open_objects.emplace_back();
+    } else if (event == json::parse_event_t::object_end) {
+      if (!open_objects.empty()) open_objects.pop_back();
+    } else if (event == json::parse_event_t::key && !open_objects.empty() && !duplicate) {
+      const std::string& key = parsed.get_ref<const std::string&>();
+      if (!open_objects.back().insert(key).second) duplicate = key;
+    }
+    return true;
+  };
+  json body;
+  // nlohmann's parser throws; its message quotes the token it read last
+  // (unbounded input): only the position is kept.
+  try {
+    body = json::parse(text.begin(), text.end(), check);
+  } catch (const json::parse_error& e) {
+    return Bad("body", absl::StrCat("not valid JSON (at byte ", e.byte, ")"));
+  } catch (const json::out_of_range&) {  // 1e999: a number no double holds
+    return Bad("body", "a number is out of range (larger than a double holds)");
+  } catch (const json::exception&) {
+    return Bad("body", "not valid JSON");
+  }
+  if (duplicate) {
+    return Bad("body", absl::StrCat("duplicate key '", CapEchoedText(*duplicate),
+                                    "' (each key at most once per object)"));
+  }
+  if (!body.is_object()) return Bad("body", "expected a JSON object");
+  return body;
+}
+
+namespace {
+
+// An integer parameter in [min, max]; the error says the bound it broke
+// ("must be at most 16777216"), or the range for what is not an integer
+// (1e18 and 2.5 are JSON numbers with a fraction or exponent).
+absl::StatusOr<int64_t> IntegerIn(const json& v, const std::string& key, int64_t min, int64_t max) {
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(max)) {
+    return Bad(key, absl::StrCat("must be at most ", max));
+  }
+  if (!v.is_number_integer()) {
+    return Bad(key, absl::StrCat("expected an integer from ", min, " to ", max));
+  }
+  const int64_t n = v.get<int64_t>();
+  if (n < min) return Bad(key, absl::StrCat("must be at least ", min));
+  if (n > max) return Bad(key, absl::StrCat("must be at most ", max));
+  return n;
+}
+
+}  // namespace
 
 // Every parameter a request names is either one this server honours or one
 // whose value asks for nothing (a penalty of 0, no logit bias, ...): anything
@@ -37,7 +99,8 @@ absl::Status CheckParameters(const json& body, bool chat) {
         (chat && key == "tool_choice" && value == "none") ||
         (chat && key == "response_format" && value.is_object() && value.size() == 1 &&
          value.value("type", "") == "text");
-    if (!neutral) return Bad(key, "this parameter (or this value of it) is not supported");
+    if (!neutral)
+      return Bad(CapEchoedText(key), "this parameter (or this value of it) is not supported");
   }
   return absl::OkStatus();
 }
@@ -48,8 +111,9 @@ absl::Status ParseCommon(const json& body, const std::string& model_id, ParsedRe
     if (!body["model"].is_string()) return Bad("model", "expected a string");
     const std::string m = body["model"];
     if (m != model_id) {
-      return absl::NotFoundError(absl::StrFormat(
-          "The model '%s' does not exist; this server serves '%s' (GET /v1/models)", m, model_id));
+      return absl::NotFoundError(
+          absl::StrFormat("The model '%s' does not exist; this server serves '%s' (GET /v1/models)",
+                          CapEchoedText(m), model_id));
     }
   }
   GenerateRequest& g = out->gen;
@@ -59,12 +123,15 @@ absl::Status ParseCommon(const json& body, const std::string& model_id, ParsedRe
   // max_tokens when a client sends both.
   for (const char* key : {"max_tokens", "max_completion_tokens"}) {
     if (!body.contains(key) || body[key].is_null()) continue;
-    if (!body[key].is_number_integer()) return Bad(key, "expected an integer");
+    const bool echo =
+        body.contains("echo") && body["echo"].is_boolean() && body["echo"].get<bool>();
+    if (!body[key].is_number_integer() || body[key].get<int64_t>() != 0) {
+      ODMOE_RETURN_IF_ERROR(IntegerIn(body[key], key, 1, kMaxMaxTokens).status());
+    }
     const int64_t n = body[key];
-    const bool echo = body.contains("echo") && body["echo"].is_boolean() && body["echo"].get<bool>();
     if (n == 0 && echo) {
       out->no_generation = true;  // scoring only: the prompt's logprobs
-    } else if (n < 1 || n > (1 << 24)) {
+    } else if (n == 0) {
       return Bad(key, "must be at least 1 (0 only with echo)");
     } else {
       g.max_tokens = static_cast<int>(n);
@@ -101,7 +168,7 @@ absl::Status ParseCommon(const json& body, const std::string& model_id, ParsedRe
     if (!o.is_object()) return Bad("stream_options", "expected an object");
     for (const auto& [key, value] : o.items()) {
       if (key != "include_usage") {
-        return Bad("stream_options", absl::StrCat("unknown option '", key, "'"));
+        return Bad("stream_options", absl::StrCat("unknown option '", CapEchoedText(key), "'"));
       }
       if (!value.is_boolean())
         return Bad("stream_options", "include_usage: expected true or false");
@@ -149,8 +216,8 @@ absl::Status ParseChatOptions(const json& body, ChatOptions* out) {
       } else if (key == "reasoning_effort") {
         ODMOE_RETURN_IF_ERROR(effort(value, "chat_template_kwargs.reasoning_effort"));
       } else {
-        return Bad("chat_template_kwargs",
-                   absl::StrCat("unknown key '", key, "' (enable_thinking, reasoning_effort)"));
+        return Bad("chat_template_kwargs", absl::StrCat("unknown key '", CapEchoedText(key),
+                                                        "' (enable_thinking, reasoning_effort)"));
       }
     }
   }
@@ -170,8 +237,8 @@ absl::Status ParseCompletionBody(const json& body, const std::string& model_id,
   // token-id arrays); one prompt per request here, so a batch of one is
   // that prompt (evaluation harnesses send their tokenization as [[ids]]).
   if (whole.is_array() && whole.size() > 1 && (whole[0].is_string() || whole[0].is_array())) {
-    return Bad("prompt", absl::StrCat("a batch of ", whole.size(),
-                                      " prompts: send one prompt per request"));
+    return Bad("prompt",
+               absl::StrCat("a batch of ", whole.size(), " prompts: send one prompt per request"));
   }
   const json& p = whole.is_array() && whole.size() == 1 && whole[0].is_array() ? whole[0] : whole;
   // A string, a one-string array, or token ids (as the reference API
@@ -198,11 +265,9 @@ absl::Status ParseCompletionBody(const json& body, const std::string& model_id,
     return Bad("prompt", "must not be empty");
   }
   if (body.contains("logprobs") && !body["logprobs"].is_null()) {
-    const json& l = body["logprobs"];
-    if (!l.is_number_integer() || l.get<int64_t>() < 0 || l.get<int64_t>() > kMaxScoreTopN) {
-      return Bad("logprobs", absl::StrCat("expected an integer from 0 to ", kMaxScoreTopN));
-    }
-    out->gen.logprobs = l.get<int>();
+    ODMOE_ASSIGN_OR_RETURN(const int64_t l,
+                           IntegerIn(body["logprobs"], "logprobs", 0, kMaxScoreTopN));
+    out->gen.logprobs = static_cast<int>(l);
   }
   if (body.contains("echo") && !body["echo"].is_null()) {
     if (!body["echo"].is_boolean()) return Bad("echo", "expected true or false");
@@ -241,12 +306,10 @@ absl::Status ParseChatBody(const json& body, const std::string& model_id, Parsed
     if (body["logprobs"] == true) out->gen.logprobs = 0;
   }
   if (body.contains("top_logprobs") && !body["top_logprobs"].is_null()) {
-    const json& t = body["top_logprobs"];
-    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > kMaxScoreTopN) {
-      return Bad("top_logprobs", absl::StrCat("expected an integer from 0 to ", kMaxScoreTopN));
-    }
+    ODMOE_ASSIGN_OR_RETURN(const int64_t t,
+                           IntegerIn(body["top_logprobs"], "top_logprobs", 0, kMaxScoreTopN));
     if (out->gen.logprobs < 0) return Bad("top_logprobs", "needs logprobs: true");
-    out->gen.logprobs = t.get<int>();
+    out->gen.logprobs = static_cast<int>(t);
   }
   if (out->no_generation) return Bad("max_tokens", "must be at least 1");
   return ParseChatOptions(body, options);

@@ -5,8 +5,9 @@
 // the HTTP handlers stay thin and the parsing is fuzzed on its own
 // (tests/fuzz/fuzz_http_request.cpp).
 //
+//   absl::StatusOr<nlohmann::json> body = ParseRequestJson(request_body);  // strict
 //   ParsedRequest parsed;
-//   absl::Status st = ParseCompletionBody(body, "tiny-mixtral", tokenizer, &parsed);
+//   absl::Status st = ParseCompletionBody(*body, "tiny-mixtral", tokenizer, &parsed);
 //   // INVALID_ARGUMENT "temperature: must be between 0 and 2", NOT_FOUND for another model
 #pragma once
 
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "engine/generation.h"
 #include "main_node/chat_template.h"
 #include "nlohmann/json.hpp"
@@ -23,6 +25,9 @@ namespace odmoe {
 
 /// OpenAI's default max_tokens for completions.
 inline constexpr int kDefaultMaxTokens = 16;
+/// The largest max_tokens a request may ask for (the context bounds it
+/// further: MainNode::Validate).
+inline constexpr int64_t kMaxMaxTokens = int64_t{1} << 24;
 
 /// The sampling part shared by both endpoints, checked field by field.
 struct ParsedRequest {
@@ -35,6 +40,14 @@ struct ParsedRequest {
   bool no_generation = false;     // completions: max_tokens 0 with echo
   std::string prompt_param;       // "prompt" or "messages": named by context errors
 };
+
+/// A request body as one JSON object, strictly: INVALID_ARGUMENT "body: ..."
+/// for text that is not JSON, a NUL byte anywhere (nlohmann's parser would
+/// take it for the end of the input and ignore what follows), anything but
+/// whitespace after the value, a value that is not an object, or an object
+/// (at any depth) that names one key twice ("body: duplicate key 'model'").
+/// Quoted keys are capped (CapEchoedText).
+absl::StatusOr<nlohmann::json> ParseRequestJson(std::string_view text);
 
 /// INVALID_ARGUMENT "<param>: <what>" (the HTTP layer names `param` in the
 /// error body).

@@ -15,6 +15,7 @@
 #include "cluster/node_probe.h"
 #include "main_node/http_api.h"
 #include "main_node/main_service.h"
+#include "main_node/worker_metrics.h"
 #include "util/logging.h"
 #include "util/status_macros.h"
 
@@ -47,6 +48,8 @@ absl::StatusOr<std::unique_ptr<MainNode>> MainNode::Create(const Topology& topol
   m->service_ = std::make_unique<MainService>(*m);
   m->queue_ = std::make_unique<RequestQueue>(topology.main.max_queue, topology.main.max_running);
   m->metrics_ = std::make_unique<MainMetrics>(m->model_->config().n_layer);
+  m->worker_metrics_ =
+      std::make_unique<WorkerMetricsPoller>(topology.workers, kWorkerMetricsPeriod);
   m->model_id_ = std::filesystem::path(topology.model).stem().string();
   for (int32_t id = 0; id < m->tokenizer_->n_vocab(); ++id) {
     m->max_token_bytes_ = std::max({m->max_token_bytes_, m->tokenizer_->vocab().tokens[id].size(),
@@ -67,12 +70,14 @@ std::vector<grpc::Service*> MainNode::services() { return {service_->grpc_servic
 
 absl::Status MainNode::Start() {
   SetState(v1::NODE_STATE_STARTING, "connecting to the workers and the shadow");
+  worker_metrics_->Start();
   connector_ = std::thread([this] {
     absl::Status s = links_->Connect(cancel_);
     if (s.ok()) {
       ODMOE_LOG_INFO("cluster connected; ready");
       links_->StartRejoin();
       SetState(v1::NODE_STATE_READY);
+      worker_metrics_->RefreshNow();  // the workers' series as the cluster starts serving
     } else if (!cancel_.load()) {
       ODMOE_LOG_ERROR("{}", s.message());
       SetState(v1::NODE_STATE_FAILED, std::string(s.message()));
@@ -85,6 +90,7 @@ void MainNode::Shutdown() {
   if (cancel_.exchange(true)) return;
   SetState(v1::NODE_STATE_DRAINING, "shutting down");
   if (http_) http_->Stop();
+  if (worker_metrics_) worker_metrics_->Stop();
   if (connector_.joinable()) connector_.join();
   if (links_) links_->Close();
   // Requests still in the engine end now (their handlers return), before
@@ -251,94 +257,14 @@ absl::StatusOr<ClusterScoreResult> MainNode::Score(const RequestQueue::Turn& tur
   return r;
 }
 
+void MainNode::RefreshWorkerMetrics() { worker_metrics_->Refresh(); }
+
 int MainNode::http_port() const { return http_ ? http_->port() : 0; }
 
 std::string MainNode::RenderMetrics() const {
-  // Per-worker series from each worker's typed stats (v1::WorkerStats):
-  // a counter is a field, so a series can not silently read 0 after a rename.
-  using W = v1::WorkerStats;
-  struct WorkerSeries {
-    const char* name;
-    const char* type;
-    const char* help;
-    uint64_t (*count)(const W&);  // integer series, or
-    double (*seconds)(const W&);  // a time
-  };
-  static const WorkerSeries kSeries[] = {
-      {"odmoe_worker_bytes_loaded_total", "counter",
-       "Bytes of expert weights the worker loaded into its device memory.",
-       [](const W& w) { return w.bytes_loaded(); }, nullptr},
-      {"odmoe_worker_loads_total", "counter", "Expert loads by the worker.",
-       [](const W& w) { return w.loads(); }, nullptr},
-      {"odmoe_worker_experts_held", "gauge", "Experts the worker holds in device memory now.",
-       [](const W& w) { return static_cast<uint64_t>(w.experts_held()); }, nullptr},
-      {"odmoe_worker_memory_peak_bytes", "gauge",
-       "Peak device memory used by the worker's experts.",
-       [](const W& w) { return w.memory_peak_bytes(); }, nullptr},
-      {"odmoe_worker_memory_budget_bytes", "gauge",
-       "The worker's device-memory budget for experts.",
-       [](const W& w) { return w.memory_budget_bytes(); }, nullptr},
-      {"odmoe_worker_hits_total", "counter",
-       "Expert tasks whose expert the worker had already loaded (prefetched).",
-       [](const W& w) { return w.hits(); }, nullptr},
-      {"odmoe_worker_misses_total", "counter",
-       "Expert tasks for which the worker had to load the expert first.",
-       [](const W& w) { return w.misses(); }, nullptr},
-      {"odmoe_worker_host_computes_total", "counter",
-       "Expert tasks the worker computed on its host instead of loading the expert "
-       "(workers.host_compute).",
-       [](const W& w) { return w.host_computes(); }, nullptr},
-      {"odmoe_worker_substitutions_total", "counter",
-       "Decode tasks a worker computed with a substitute expert (workers.degrade, lossy).",
-       [](const W& w) { return w.substitutions(); }, nullptr},
-      {"odmoe_worker_admissions_total", "counter",
-       "Hot experts a utility-cache worker loaded while idle (workers.mode utility_cache).",
-       [](const W& w) { return w.admissions(); }, nullptr},
-      {"odmoe_worker_reloads_total", "counter",
-       "Prefetched experts the worker replaced after the gate disagreed.",
-       [](const W& w) { return w.reloads(); }, nullptr},
-      {"odmoe_worker_load_stall_seconds_total", "counter",
-       "Time the worker's expert tasks waited for their expert to load.", nullptr,
-       [](const W& w) { return w.stall_seconds(); }}};
-  std::string up, in_use;
-  std::vector<std::string> samples(std::size(kSeries));
-  for (const WorkerSpec& w : topology_.workers) {
-    absl::StatusOr<NodeProbe> p = ProbeNode(w.address, absl::Milliseconds(500));
-    if (!p.ok() && p.status().code() != absl::StatusCode::kUnavailable) {
-      ODMOE_LOG_WARN("metrics: worker {}: {}", w.id, p.status().message());
-    }
-    const bool answered = p.ok() && p->worker.has_value();
-    absl::StrAppendFormat(&up, "odmoe_worker_up{worker=\"%s\"} %d\n", w.id, answered ? 1 : 0);
-    // A worker that does not answer keeps its series at their last values
-    // (with odmoe_worker_up 0), so its counters do not vanish.
-    W stats;
-    {
-      std::lock_guard<std::mutex> lock(last_worker_stats_mu_);
-      if (answered) last_worker_stats_[w.id] = *p->worker;
-      auto last = last_worker_stats_.find(w.id);
-      if (last == last_worker_stats_.end()) continue;  // never seen
-      stats = last->second;
-    }
-    absl::StrAppendFormat(&in_use, "odmoe_worker_memory_in_use_bytes{worker=\"%s\"} %d\n", w.id,
-                          stats.expert_bytes() * static_cast<uint64_t>(stats.experts_held()));
-    for (size_t i = 0; i < std::size(kSeries); ++i) {
-      if (kSeries[i].count != nullptr) {
-        absl::StrAppendFormat(&samples[i], "%s{worker=\"%s\"} %d\n", kSeries[i].name, w.id,
-                              kSeries[i].count(stats));
-      } else {
-        absl::StrAppendFormat(&samples[i], "%s{worker=\"%s\"} %.9g\n", kSeries[i].name, w.id,
-                              kSeries[i].seconds(stats));
-      }
-    }
-  }
-  std::string workers;
-  AppendMetricFamily(&workers, "odmoe_worker_up", "gauge",
-                     "Whether the worker answers its status call (1) or not (0).", up);
-  AppendMetricFamily(&workers, "odmoe_worker_memory_in_use_bytes", "gauge",
-                     "Device memory the worker's loaded experts take now.", in_use);
-  for (size_t i = 0; i < std::size(kSeries); ++i) {
-    AppendMetricFamily(&workers, kSeries[i].name, kSeries[i].type, kSeries[i].help, samples[i]);
-  }
+  // The workers' series from the poller's last snapshot (never a probe
+  // here: a scrape costs no worker call); the rest is live.
+  std::string workers = worker_metrics_->Text();
   const Schedule schedule = engine_->schedule();
   AppendMetricFamily(&workers, "odmoe_schedule_version", "gauge",
                      "Version of the layer-to-group schedule.",

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "backend/backend.h"
 #include "cluster/node_daemon.h"
 #include "main_node/cluster_links.h"
@@ -32,6 +33,7 @@ namespace odmoe {
 
 class MainService;
 class HttpApi;
+class WorkerMetricsPoller;
 
 class MainNode : public NodeDaemon {
  public:
@@ -106,8 +108,15 @@ class MainNode : public NodeDaemon {
   absl::Status SetActiveWorkers(int workers) { return engine_->SetActiveWorkers(workers); }
   /// The HTTP API's port (0 without one).
   int http_port() const;
-  /// Prometheus text of every counter, including each worker's (asked now).
+  /// Prometheus text of every counter: the main node's own as they are now,
+  /// each worker's from the last probe (WorkerMetricsPoller: every
+  /// kWorkerMetricsPeriod on a thread of its own). Never waits for a worker.
   std::string RenderMetrics() const;
+  /// Probes every worker now for the next RenderMetrics (tests that need
+  /// the workers' counters as they are now).
+  void RefreshWorkerMetrics();
+  /// How often the workers' series are probed.
+  static constexpr absl::Duration kWorkerMetricsPeriod = absl::Seconds(1);
 
  private:
   MainNode() = default;
@@ -126,9 +135,7 @@ class MainNode : public NodeDaemon {
   std::unique_ptr<MainMetrics> metrics_;
   std::string model_id_;
   size_t max_token_bytes_ = 1;  // the vocabulary's longest token (text or bytes)
-  // Each worker's last stats (RenderMetrics keeps a dead worker's series).
-  mutable std::mutex last_worker_stats_mu_;
-  mutable std::map<std::string, v1::WorkerStats> last_worker_stats_;  // by worker id
+  std::unique_ptr<WorkerMetricsPoller> worker_metrics_;  // the workers' series
   std::atomic<bool> cancel_{false};
   std::thread connector_;
 

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cluster/grpc_util.h"
+#include "main_node/http_reply.h"  // CapEchoedText
 #include "main_node/main_node.h"
 #include "util/logging.h"
 
@@ -36,7 +37,7 @@ absl::StatusOr<Experiment> ExperimentFromProto(const v1::Experiment& in) {
   } else if (p == "lookahead") {
     e.prediction = PredictionMode::kLookahead;
   } else if (!p.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("experiment.prediction '", p,
+    return absl::InvalidArgumentError(absl::StrCat("experiment.prediction '", CapEchoedText(p),
                                                    "' is not valid (expected shadow | random | "
                                                    "none | lookahead)"));
   }

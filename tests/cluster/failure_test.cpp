@@ -110,7 +110,7 @@ TEST_CASE("failures: no complete group fails fast with a clear error", "[cluster
   auto cluster = TestCluster::Start(cfg);
   REQUIRE(cluster.ok());
   TestCluster& c = **cluster;
-  c.main().RenderMetrics();  // a scrape while every worker is up
+  c.main().RefreshWorkerMetrics();  // a probe while every worker is up
   c.KillWorker(1);
   for (int i = 0; i < 200 && c.main().CanServe().ok(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -132,6 +132,7 @@ TEST_CASE("failures: no complete group fails fast with a clear error", "[cluster
     }
   }
   CHECK(said);
+  c.main().RefreshWorkerMetrics();  // the poller's next refresh, now
   const std::string metrics = c.main().RenderMetrics();
   CHECK(metrics.find("odmoe_worker_up{worker=\"w1\"} 0") != std::string::npos);
   CHECK(metrics.find("odmoe_worker_loads_total{worker=\"w1\"}") != std::string::npos);

@@ -1,5 +1,5 @@
 // Fuzz target: the HTTP API's request parsing and validation. The input is
-// parsed as JSON (as the server does, without exceptions) and run through
+// parsed as JSON as the server does (ParseRequestJson: strict) and run through
 // both endpoints' body parsers, then the chat body is rendered with each
 // family's chat template; every outcome must be a status, never an exception
 // or a crash (main_node/http_request.h, main_node/chat_template.h).
@@ -49,8 +49,10 @@ const std::vector<odmoe::ChatFormat>& Formats() {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using json = nlohmann::json;
-  const json body = json::parse(data, data + size, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded()) return 0;
+  absl::StatusOr<json> parsed =
+      odmoe::ParseRequestJson(std::string_view(reinterpret_cast<const char*>(data), size));
+  if (!parsed.ok()) return 0;
+  const json& body = *parsed;
   odmoe::ParsedRequest completion;
   odmoe::fuzz::Consume(
       odmoe::ParseCompletionBody(body, "tiny-mixtral", Tok(), &completion).ok());
