@@ -132,7 +132,10 @@ struct HttpApi::Impl {
   // JSON object (ParseRequestJson: no NUL, no trailing bytes, no duplicate
   // keys); false when `r` got the 400.
   bool ParseJson(const HttpRequest& req, HttpResponder& r, json* body) {
-    absl::StatusOr<json> parsed = ParseRequestJson(req.body);
+    // A body holds at most a few values per token of context besides the
+    // parameters (token ids, logit_bias entries, messages).
+    const size_t max_values = std::max<size_t>(1u << 16, 4u * static_cast<size_t>(node.n_ctx()));
+    absl::StatusOr<json> parsed = ParseRequestJson(req.body, max_values);
     if (!parsed.ok()) {
       r.Respond(Reject(parsed.status()));
       return false;

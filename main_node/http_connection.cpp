@@ -83,6 +83,7 @@ void HttpConnection::StartRequest() {
   parser_->p.body_limit(std::numeric_limits<uint64_t>::max());
   request_ = HttpRequest{};
   refusal_ = Refusal{};
+  scanned_ = 0;
   keep_alive_ = true;
   close_after_ = false;
   refused_ = false;
@@ -129,13 +130,29 @@ HttpConnection::Event HttpConnection::Next() {
         continue;
       }
       case State::kHeader: {
-        boost::system::error_code ec;
-        const size_t used = parser_->p.put(boost::asio::buffer(in_.data() + pos_, buffered()), ec);
-        pos_ += used;
-        if (ec == bhttp::error::need_more) {
+        // The parser sees a header only once it is whole (or past its
+        // limit): Beast judges a first buffer eagerly and later ones only
+        // when complete, so handing it pieces would make the outcome depend
+        // on how the bytes were cut.
+        const std::string_view pending(in_.data() + pos_, buffered());
+        const size_t from = scanned_ > 3 ? scanned_ - 3 : 0;
+        const size_t eom = pending.find("\r\n\r\n", from);
+        scanned_ = pending.size();
+        if (eom == std::string_view::npos) {
+          if (pending.size() > limits_.max_header_bytes) {
+            return Fail(431, absl::StrCat("The request header exceeds ", limits_.max_header_bytes,
+                                          " bytes"),
+                        "header_too_large");
+          }
           if (!ended_) return Event::kNeedBytes;
           state_ = State::kClosed;  // half a header, then the end: nobody to answer
           return Event::kEnd;
+        }
+        boost::system::error_code ec;
+        const size_t used = parser_->p.put(boost::asio::buffer(pending.data(), eom + 4), ec);
+        pos_ += used;
+        if (ec == bhttp::error::need_more) {
+          return Fail(400, "Malformed HTTP request: the header does not end where it should");
         }
         if (ec == bhttp::error::header_limit) {
           return Fail(431, absl::StrCat("The request header exceeds ", limits_.max_header_bytes,

@@ -132,6 +132,7 @@ class HttpConnection {
   std::unique_ptr<Parser> parser_;
   std::string in_;  // bytes read; in_[pos_..] not yet parsed
   size_t pos_ = 0;
+  size_t scanned_ = 0;  // bytes of the header searched for its end so far
   State state_ = State::kIdle;
   HttpRequest request_;
   Refusal refusal_;

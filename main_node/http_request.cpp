@@ -17,7 +17,7 @@ absl::Status Bad(const std::string& param, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat(param, ": ", what));
 }
 
-absl::StatusOr<json> ParseRequestJson(std::string_view text) {
+absl::StatusOr<json> ParseRequestJson(std::string_view text, size_t max_values) {
   if (const size_t nul = text.find('\0'); nul != std::string_view::npos) {
     return Bad("body", absl::StrCat("a NUL byte at offset ", nul,
                                     " (JSON text has none; nothing may follow the value)"));
@@ -26,7 +26,14 @@ absl::StatusOr<json> ParseRequestJson(std::string_view text) {
   // named twice in one object.
   std::vector<std::set<std::string>> open_objects;
   std::optional<std::string> duplicate;
+  struct TooManyValues {};
+  size_t values = 0;
   const json::parser_callback_t check = [&](int, json::parse_event_t event, json& parsed) {
+    if ((event == json::parse_event_t::value || event == json::parse_event_t::object_start ||
+         event == json::parse_event_t::array_start) &&
+        ++values > max_values) {
+      throw TooManyValues{};
+    }
     if (event == json::parse_event_t::object_start) {
       open_objects.emplace_back();
     } else if (event == json::parse_event_t::object_end) {
@@ -48,6 +55,10 @@ absl::StatusOr<json> ParseRequestJson(std::string_view text) {
     return Bad("body", "a number is out of range (larger than a double holds)");
   } catch (const json::exception&) {
     return Bad("body", "not valid JSON");
+  } catch (const TooManyValues&) {
+    return Bad("body", absl::StrCat("more than ", max_values,
+                                    " JSON values (a prompt of token ids is at most the "
+                                    "context's length)"));
   }
   if (duplicate) {
     return Bad("body", absl::StrCat("duplicate key '", CapEchoedText(*duplicate),

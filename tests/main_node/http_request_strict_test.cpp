@@ -140,3 +140,23 @@ TEST_CASE("http request: CapEchoedText cuts at a character", "[http][request]") 
 
 }  // namespace
 }  // namespace odmoe::test
+
+namespace odmoe::test {
+
+TEST_CASE("http request: more JSON values than the bound stop the parse", "[http][request]") {
+  std::string ids = R"({"prompt": [1)";
+  for (int i = 1; i < 100; ++i) ids += ",1";
+  ids += "]}";
+  // 1 object + 1 array + 100 ids = 102 values.
+  CHECK(ParseRequestJson(ids, 102).ok());
+  const absl::StatusOr<nlohmann::json> over = ParseRequestJson(ids, 101);
+  REQUIRE_FALSE(over.ok());
+  CHECK(over.status().message() ==
+        "body: more than 101 JSON values (a prompt of token ids is at most the context's "
+        "length)");
+  // Nested arrays count too.
+  CHECK_FALSE(ParseRequestJson(R"({"a": [[[[[[]]]]]]})", 6).ok());
+  CHECK(ParseRequestJson(R"({"a": [[[[[[]]]]]]})", 8).ok());
+}
+
+}  // namespace odmoe::test
