@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cluster/grpc_util.h"
+#include "util/clip_for_message.h"
 #include "util/logging.h"
 #include "util/process_memory.h"
 
@@ -31,7 +32,7 @@ class NodeServiceImpl final : public v1::Node::Service {
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                           absl::StrFormat("%s speaks odmoe protocol v%d, %s %s speaks v%d", me,
                                           kProtocolVersion, RoleName(hello->role()),
-                                          hello->node_id(), hello->protocol_version()));
+                                          ClipForMessage(hello->node_id()), hello->protocol_version()));
     }
     if (hello->model_fingerprint() != 0 &&
         hello->model_fingerprint() != daemon_.model_fingerprint()) {
@@ -40,7 +41,7 @@ class NodeServiceImpl final : public v1::Node::Service {
           absl::StrFormat("model mismatch: %s serves model %s but %s %s has model %s; start "
                           "every node with the same model file",
                           me, FingerprintHex(daemon_.model_fingerprint()),
-                          RoleName(hello->role()), hello->node_id(),
+                          RoleName(hello->role()), ClipForMessage(hello->node_id()),
                           FingerprintHex(hello->model_fingerprint())));
     }
     if (absl::Status ready = daemon_.ReadyForPeers(); !ready.ok()) {
