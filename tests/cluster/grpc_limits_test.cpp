@@ -211,7 +211,7 @@ TEST_CASE("grpc limits: a 100 KB invalid value comes back as a short INVALID_ARG
 // asserts: the node survives, its threads stay bounded, and it answers a
 // normal completion correctly once the attack ends. Whether one is answered
 // in time *during* the attack is reported (CHECK_NOFAIL): it needs a gRPC
-// with the fix (1.55.4 / 1.56.3 / 1.57.1 / 1.58.1 and later).
+// whose transport limits resets (gRPC core's mitigations came with 1.60).
 TEST_CASE("grpc limits: HTTP/2 rapid reset on a node's port leaves the node up and bounded",
           "[cluster][limits]") {
   auto cluster = TestCluster::Start(SmallCluster());
