@@ -16,8 +16,7 @@ std::string MiB(uint64_t bytes) {
 MainCallLimits::MainCallLimits(int max_running, int max_queue)
     : tokenize_calls_(kMaxTokenizeCalls),
       tokenize_bytes_(kTokenizeBytesInFlight),
-      grpc_queued_(static_cast<uint64_t>(std::max(1, max_running + std::max(0, max_queue) / 2))) {
-}
+      grpc_queued_(static_cast<uint64_t>(std::max(1, max_running + std::max(0, max_queue) / 2))) {}
 
 absl::StatusOr<MainCallLimits::TokenizeTurn> MainCallLimits::AdmitTokenize(std::string_view call,
                                                                            size_t text_bytes) {

@@ -1,6 +1,5 @@
 #include "util/clip_for_message.h"
 
-
 namespace odmoe {
 
 std::string ClipForMessage(std::string_view value, size_t max_bytes) {

@@ -7,8 +7,8 @@
 // reset (CVE-2023-44487) on the main node's and a worker's gRPC port.
 #include <atomic>
 #include <catch2/catch.hpp>
-#include <cstdlib>
 #include <chrono>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -49,8 +49,7 @@ double ExpectCompletion(const std::string& address, double bound_seconds) {
   req.set_max_tokens(4);
   req.set_ignore_eos(true);
   const auto start = Clock::now();
-  absl::StatusOr<v1::GenerateStats> r =
-      GenerateOnMain(address, req, nullptr, absl::Seconds(120));
+  absl::StatusOr<v1::GenerateStats> r = GenerateOnMain(address, req, nullptr, absl::Seconds(120));
   const double t = SecondsSince(start);
   INFO(r.status().ToString() << "; took " << t << " s");
   REQUIRE(r.ok());
@@ -61,9 +60,7 @@ double ExpectCompletion(const std::string& address, double bound_seconds) {
   return t;
 }
 
-int PortOf(const std::string& address) {
-  return std::stoi(address.substr(address.rfind(':') + 1));
-}
+int PortOf(const std::string& address) { return std::stoi(address.substr(address.rfind(':') + 1)); }
 
 ClusterConfig SmallCluster() {
   ClusterConfig cfg;
@@ -267,12 +264,14 @@ TEST_CASE("grpc limits: HTTP/2 rapid reset on a node's port leaves the node up a
     }
     after = ExpectCompletion(address, 60);
     WARN("rapid reset on the " << target.name << "'s port: " << r.streams << " streams ("
-         << 2 * r.streams << " frames) in " << r.seconds << " s over " << r.connects
-         << " connections; nodes' CPU " << node_cpu << " s; threads " << threads_before
-         << " -> peak " << peak << "; a 4-token completion during it: "
-         << (during.ok() ? "ok" : std::string(during.status().message())) << " in "
-         << during_seconds << " s; answered again " << SecondsSince(start)
-         << " s after (" << after << " s; " << normal << " s without the attack)");
+                               << 2 * r.streams << " frames) in " << r.seconds << " s over "
+                               << r.connects << " connections; nodes' CPU " << node_cpu
+                               << " s; threads " << threads_before << " -> peak " << peak
+                               << "; a 4-token completion during it: "
+                               << (during.ok() ? "ok" : std::string(during.status().message()))
+                               << " in " << during_seconds << " s; answered again "
+                               << SecondsSince(start) << " s after (" << after << " s; " << normal
+                               << " s without the attack)");
     CHECK(r.streams >= 2 * streams);  // the attack did run
     // Three servers (main, two workers) of at most 64 threads each, and the
     // test's own: without the cap this went into the thousands.

@@ -17,8 +17,7 @@ namespace odmoe::test {
 namespace {
 
 double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 uint64_t ThreadCpuNs() {
@@ -28,8 +27,7 @@ uint64_t ThreadCpuNs() {
 }
 
 // A frame header (RFC 9113 section 4.1).
-void FrameHeader(std::string& out, uint32_t length, uint8_t type, uint8_t flags,
-                 uint32_t stream) {
+void FrameHeader(std::string& out, uint32_t length, uint8_t type, uint8_t flags, uint32_t stream) {
   out.push_back(static_cast<char>(length >> 16));
   out.push_back(static_cast<char>(length >> 8));
   out.push_back(static_cast<char>(length));

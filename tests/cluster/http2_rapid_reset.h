@@ -38,10 +38,10 @@ class RapidReset {
     uint64_t max_streams = 0;     // each thread stops after this many (0: at Stop)
   };
   struct Result {
-    uint64_t streams = 0;     // HEADERS + RST_STREAM pairs sent
-    uint64_t connects = 0;    // connections opened (one more per server close)
-    double seconds = 0;       // from Start to Stop
-    double cpu_seconds = 0;   // the attacking threads' own CPU time
+    uint64_t streams = 0;    // HEADERS + RST_STREAM pairs sent
+    uint64_t connects = 0;   // connections opened (one more per server close)
+    double seconds = 0;      // from Start to Stop
+    double cpu_seconds = 0;  // the attacking threads' own CPU time
   };
 
   explicit RapidReset(Options options) : options_(std::move(options)) {}
