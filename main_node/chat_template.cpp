@@ -7,7 +7,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "main_node/http_reply.h"  // CapEchoedText
+#include "main_node/http_reply.h"  // ClipForMessage
 
 namespace odmoe {
 namespace {
@@ -75,7 +75,7 @@ absl::Status CheckRoles(const ChatFormat& format, const std::vector<ChatMessage>
           absl::StrCat("messages[", i, "].role: a developer message must come first"));
     }
     return absl::InvalidArgumentError(
-        absl::StrCat("messages[", i, "].role: '", CapEchoedText(r), "' is not one of system, user, assistant",
+        absl::StrCat("messages[", i, "].role: '", ClipForMessage(r), "' is not one of system, user, assistant",
                      format.family == ChatFamily::kHarmony ? " (or developer, first)" : ""));
   }
   return absl::OkStatus();

@@ -447,7 +447,7 @@ struct HttpApi::Impl {
              return res.Respond(
                  SendError(404,
                            absl::StrFormat("The model '%s' does not exist; this server serves '%s'",
-                                           CapEchoedText(id), node.model_id()),
+                                           ClipForMessage(id), node.model_id()),
                            "invalid_request_error", "model", "model_not_found"));
            }
            res.Respond(HttpResponse::Json(200, DumpJson(Model())));

@@ -17,7 +17,7 @@
 // not (a token's piece, an echoed path) carries U+FFFD, chat logprobs keep
 // the raw bytes in "bytes". Request bodies are parsed strictly (no duplicate
 // keys, nothing after the value: ParseRequestJson), and an error message
-// quotes client input capped at 128 bytes (CapEchoedText).
+// quotes client input capped at 128 bytes (ClipForMessage).
 // Errors are OpenAI-style bodies: {"error":{"message","type","param","code"}}
 // with 400 (bad request), 401 (API key), 404 (unknown model or route),
 // 411 / 413 (body framing / main.max_body_bytes), 429 (queue full), 503

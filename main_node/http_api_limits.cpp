@@ -45,12 +45,12 @@ std::optional<HttpResponse> GuardBeforeBody(const HttpGuard& guard, const HttpRe
                        absl::StartsWith(req.path, "/v1/models");
     if (known) {
       return refuse(405,
-                    absl::StrCat("Method ", CapEchoedText(req.method), " is not allowed on ",
-                                 CapEchoedText(req.path)),
+                    absl::StrCat("Method ", ClipForMessage(req.method), " is not allowed on ",
+                                 ClipForMessage(req.path)),
                     "invalid_request_error");
     }
     return refuse(
-        404, absl::StrCat("No route ", CapEchoedText(req.method), " ", CapEchoedText(req.path)),
+        404, absl::StrCat("No route ", ClipForMessage(req.method), " ", ClipForMessage(req.path)),
         "invalid_request_error");
   }
   const std::string limit = absl::StrCat(guard.max_body_bytes, " bytes (main.max_body_bytes)");
@@ -59,7 +59,7 @@ std::optional<HttpResponse> GuardBeforeBody(const HttpGuard& guard, const HttpRe
   if (!chunked) {
     if (!encoding.empty()) {
       return refuse(400,
-                    absl::StrCat("Transfer-Encoding '", CapEchoedText(encoding),
+                    absl::StrCat("Transfer-Encoding '", ClipForMessage(encoding),
                                  "' is not supported (only chunked)"),
                     "invalid_request_error");
     }

@@ -21,13 +21,6 @@ json Bytes(const std::string& s) {
 // message is capped a little above one echoed value.
 constexpr size_t kMaxServerMessageBytes = 2 * kMaxEchoedBytes;
 
-std::string CapAt(std::string_view text, size_t max) {
-  if (text.size() <= max) return std::string(text);
-  size_t cut = max;
-  // Back to the start of a character (never past a lead byte).
-  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
-  return std::string(text.substr(0, cut)) + "... (" + std::to_string(text.size()) + " bytes)";
-}
 
 }  // namespace
 
@@ -37,8 +30,6 @@ std::string ValidUtf8Text(std::string_view bytes) {
   AppendSanitizedUtf8(bytes, /*final=*/true, &out);
   return out;
 }
-
-std::string CapEchoedText(std::string_view text) { return CapAt(text, kMaxEchoedBytes); }
 
 std::string OpenAiErrorBody(const std::string& message, const std::string& type,
                             const std::string& param, const std::string& code) {
@@ -50,7 +41,7 @@ std::string OpenAiErrorBody(const std::string& message, const std::string& type,
 
 std::string OpenAiServerErrorBody(int status, const std::string& message, const std::string& code) {
   // Replaced first, then cut at a character: the cap bounds what is sent.
-  return OpenAiErrorBody(CapAt(ValidUtf8Text(message), kMaxServerMessageBytes),
+  return OpenAiErrorBody(ClipForMessage(ValidUtf8Text(message), kMaxServerMessageBytes),
                          status >= 500 ? "server_error" : "invalid_request_error", "", code);
 }
 

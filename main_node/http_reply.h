@@ -30,6 +30,7 @@
 #include "absl/status/status.h"
 #include "engine/scoring.h"
 #include "nlohmann/json.hpp"
+#include "util/clip_for_message.h"  // ClipForMessage: what error messages quote
 
 namespace odmoe {
 
@@ -40,15 +41,6 @@ using TokenPieceFn = std::function<std::string(int32_t id)>;
 /// replaced by U+FFFD (tokenizer/utf8.h AppendSanitizedUtf8).
 std::string ValidUtf8Text(std::string_view bytes);
 
-/// The longest piece of client input an error message quotes.
-inline constexpr size_t kMaxEchoedBytes = 128;
-
-/// `text` as an error message may quote it: whole when it has at most
-/// kMaxEchoedBytes bytes, else its first kMaxEchoedBytes bytes (cut at a
-/// character boundary), "..." and the original length: "abc... (100000
-/// bytes)". Messages never grow with the input (a 100 KB model name).
-std::string CapEchoedText(std::string_view text);
-
 /// An OpenAI-style error body: {"error": {"message", "type", "param", "code"}}
 /// (empty param / code are null).
 std::string OpenAiErrorBody(const std::string& message, const std::string& type,
@@ -57,7 +49,7 @@ std::string OpenAiErrorBody(const std::string& message, const std::string& type,
 /// The body of an error the server makes itself (HttpServer::ErrorBody):
 /// type invalid_request_error for 4xx, server_error for 5xx. The message
 /// names what the client sent (a path, a method): it is capped
-/// (CapEchoedText) so that a reply never grows with the input.
+/// (ClipForMessage) so that a reply never grows with the input.
 std::string OpenAiServerErrorBody(int status, const std::string& message, const std::string& code);
 
 /// The body of an error that happens while streaming (the status line is

@@ -61,7 +61,7 @@ absl::StatusOr<json> ParseRequestJson(std::string_view text, size_t max_values) 
                                     "context's length)"));
   }
   if (duplicate) {
-    return Bad("body", absl::StrCat("duplicate key '", CapEchoedText(*duplicate),
+    return Bad("body", absl::StrCat("duplicate key '", ClipForMessage(*duplicate),
                                     "' (each key at most once per object)"));
   }
   if (!body.is_object()) return Bad("body", "expected a JSON object");
@@ -111,7 +111,7 @@ absl::Status CheckParameters(const json& body, bool chat) {
         (chat && key == "response_format" && value.is_object() && value.size() == 1 &&
          value.value("type", "") == "text");
     if (!neutral)
-      return Bad(CapEchoedText(key), "this parameter (or this value of it) is not supported");
+      return Bad(ClipForMessage(key), "this parameter (or this value of it) is not supported");
   }
   return absl::OkStatus();
 }
@@ -124,7 +124,7 @@ absl::Status ParseCommon(const json& body, const std::string& model_id, ParsedRe
     if (m != model_id) {
       return absl::NotFoundError(
           absl::StrFormat("The model '%s' does not exist; this server serves '%s' (GET /v1/models)",
-                          CapEchoedText(m), model_id));
+                          ClipForMessage(m), model_id));
     }
   }
   GenerateRequest& g = out->gen;
@@ -179,7 +179,7 @@ absl::Status ParseCommon(const json& body, const std::string& model_id, ParsedRe
     if (!o.is_object()) return Bad("stream_options", "expected an object");
     for (const auto& [key, value] : o.items()) {
       if (key != "include_usage") {
-        return Bad("stream_options", absl::StrCat("unknown option '", CapEchoedText(key), "'"));
+        return Bad("stream_options", absl::StrCat("unknown option '", ClipForMessage(key), "'"));
       }
       if (!value.is_boolean())
         return Bad("stream_options", "include_usage: expected true or false");
@@ -227,7 +227,7 @@ absl::Status ParseChatOptions(const json& body, ChatOptions* out) {
       } else if (key == "reasoning_effort") {
         ODMOE_RETURN_IF_ERROR(effort(value, "chat_template_kwargs.reasoning_effort"));
       } else {
-        return Bad("chat_template_kwargs", absl::StrCat("unknown key '", CapEchoedText(key),
+        return Bad("chat_template_kwargs", absl::StrCat("unknown key '", ClipForMessage(key),
                                                         "' (enable_thinking, reasoning_effort)"));
       }
     }

@@ -49,7 +49,7 @@ inline constexpr size_t kMaxRequestJsonValues = 1u << 20;
 /// take it for the end of the input and ignore what follows), anything but
 /// whitespace after the value, a value that is not an object, or an object
 /// (at any depth) that names one key twice ("body: duplicate key 'model'").
-/// Quoted keys are capped (CapEchoedText). More than `max_values` JSON
+/// Quoted keys are capped (ClipForMessage). More than `max_values` JSON
 /// values (scalars, arrays and objects, at any depth) stop the parse at once:
 /// a parsed value costs 16 to 50 bytes against the 2 of "1," in a body, so an
 /// 8 MB array of token ids would otherwise hold some 200 MB while parsed.

@@ -14,6 +14,7 @@
 #include "backend_registry.h"
 #include "cluster/node_probe.h"
 #include "main_node/http_api.h"
+#include "main_node/main_call_limits.h"
 #include "main_node/main_service.h"
 #include "main_node/worker_metrics.h"
 #include "util/logging.h"
@@ -129,10 +130,9 @@ absl::Status MainNode::Health() const {
 }
 
 size_t MainNode::max_receive_message_bytes() const {
-  constexpr size_t kTokenizeTextBytes = 16u << 20;  // MainService's Tokenize limit
   const size_t ctx = static_cast<size_t>(n_ctx());
   const size_t prompt = ctx * max_token_bytes_ + ctx * 5;  // text, or varint ids
-  return std::max(kTokenizeTextBytes, prompt) + (64u << 10);
+  return std::max(kMaxTokenizeTextBytes, prompt) + (64u << 10);
 }
 
 absl::Status MainNode::CheckPromptSize(const GenerateRequest& request) const {

@@ -48,8 +48,9 @@ class MainNode : public NodeDaemon {
   absl::Status Start() override;
   void Shutdown() override;
   void FillStatus(v1::NodeStatus* status) const override;
-  /// The Main service's largest request: a Tokenize text (16 MiB) or a
-  /// prompt of the whole context, with room for the message's framing.
+  /// The Main service's largest request: a Tokenize text (kMaxTokenizeTextBytes,
+  /// main_call_limits.h) or a prompt of the whole context, with room for the
+  /// message's framing.
   size_t max_receive_message_bytes() const override;
 
   /// Waits for this request's turn (FIFO). UNAVAILABLE until the cluster is

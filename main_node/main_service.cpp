@@ -2,8 +2,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "cluster/grpc_util.h"
-#include "main_node/http_reply.h"  // CapEchoedText
+#include "main_node/main_call_limits.h"
 #include "main_node/main_node.h"
+#include "util/clip_for_message.h"
 #include "util/logging.h"
 
 namespace odmoe {
@@ -37,7 +38,7 @@ absl::StatusOr<Experiment> ExperimentFromProto(const v1::Experiment& in) {
   } else if (p == "lookahead") {
     e.prediction = PredictionMode::kLookahead;
   } else if (!p.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("experiment.prediction '", CapEchoedText(p),
+    return absl::InvalidArgumentError(absl::StrCat("experiment.prediction '", ClipForMessage(p),
                                                    "' is not valid (expected shadow | random | "
                                                    "none | lookahead)"));
   }
@@ -116,7 +117,6 @@ void FillStats(const ClusterGenerateResult& r, v1::GenerateStats* s) {
 // Size checks of a Score request before anything is copied; the engine then
 // checks ids against the vocabulary and the length against the context.
 constexpr size_t kMaxScoreTextBytes = 1u << 20;
-constexpr size_t kMaxTokenizeTextBytes = 16u << 20;
 
 absl::Status CheckScoreRequest(const v1::ScoreRequest& in) {
   if (in.token_ids_size() > kMaxScoreTokens) {
@@ -164,7 +164,21 @@ void FillScore(const ClusterScoreResult& r, const std::vector<int32_t>& tokens,
 }  // namespace
 
 struct MainService::Impl final : public v1::Main::Service {
-  explicit Impl(MainNode& n) : node(n) {}
+  explicit Impl(MainNode& n)
+      : node(n), limits(n.topology().main.max_running, n.topology().main.max_queue) {}
+
+  // The gRPC share of the request queue (main_call_limits.h), where HTTP
+  // clients share the queue; nullopt (no share needed) without an HTTP API.
+  absl::StatusOr<std::optional<Budget::Share>> AdmitQueued(std::string_view call,
+                                                           const std::string& api) {
+    if (node.http_port() == 0) return std::optional<Budget::Share>();
+    absl::StatusOr<Budget::Share> share = limits.AdmitGrpcQueued(call);
+    if (!share.ok()) {
+      node.CountRejected(api, share.status());
+      return share.status();
+    }
+    return std::optional<Budget::Share>(std::move(*share));
+  }
 
   grpc::Status Generate(grpc::ServerContext* ctx, const v1::GenerateRequest* in,
                         grpc::ServerWriter<v1::GenerateReply>* writer) override {
@@ -177,6 +191,8 @@ struct MainService::Impl final : public v1::Main::Service {
     }
     absl::StatusOr<Experiment> experiment = ExperimentFromProto(in->experiment());
     if (!experiment.ok()) return ToGrpcStatus(experiment.status());
+    absl::StatusOr<std::optional<Budget::Share>> place = AdmitQueued("Main.Generate", "grpc");
+    if (!place.ok()) return ToGrpcStatus(place.status());
     v1::GenerateReply reply;
     auto on_token = [&](int32_t id, std::string_view text) {
       v1::GeneratedToken* t = reply.mutable_token();
@@ -218,8 +234,17 @@ struct MainService::Impl final : public v1::Main::Service {
       node.CountRejected("score", s);
       return ToGrpcStatus(s);
     }
+    absl::StatusOr<std::optional<Budget::Share>> place = AdmitQueued("Main.Score", "score");
+    if (!place.ok()) return ToGrpcStatus(place.status());
     std::vector<int32_t> tokens(in->token_ids().begin(), in->token_ids().end());
     if (tokens.empty() && !in->text().empty()) {
+      // Its tokenization counts against the same budget as Tokenize's.
+      absl::StatusOr<MainCallLimits::TokenizeTurn> turn =
+          limits.AdmitTokenize("Main.Score", in->text().size());
+      if (!turn.ok()) {
+        node.CountRejected("score", turn.status());
+        return ToGrpcStatus(turn.status());
+      }
       absl::StatusOr<std::vector<int32_t>> ids = node.tokenizer().Encode(in->text());
       if (!ids.ok()) {
         node.CountRejected("score", ids.status());
@@ -244,11 +269,9 @@ struct MainService::Impl final : public v1::Main::Service {
 
   grpc::Status Tokenize(grpc::ServerContext*, const v1::TokenizeRequest* in,
                         v1::TokenizeReply* out) override {
-    if (in->text().size() > kMaxTokenizeTextBytes) {
-      return ToGrpcStatus(absl::InvalidArgumentError(
-          absl::StrCat("the text of ", in->text().size(), " bytes exceeds the limit of ",
-                       kMaxTokenizeTextBytes, " per Tokenize request")));
-    }
+    absl::StatusOr<MainCallLimits::TokenizeTurn> turn =
+        limits.AdmitTokenize("Main.Tokenize", in->text().size());
+    if (!turn.ok()) return ToGrpcStatus(turn.status());
     const Tokenizer& tok = node.tokenizer();
     absl::StatusOr<std::vector<int32_t>> ids = tok.Encode(in->text());
     if (!ids.ok()) return ToGrpcStatus(absl::InvalidArgumentError(ids.status().message()));
@@ -261,6 +284,7 @@ struct MainService::Impl final : public v1::Main::Service {
   }
 
   MainNode& node;
+  MainCallLimits limits;
 };
 
 MainService::MainService(MainNode& node) : impl_(std::make_unique<Impl>(node)) {}

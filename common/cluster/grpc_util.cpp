@@ -164,12 +164,39 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
   return grpc::CreateCustomChannel(address, creds, args);
 }
 
+namespace {
+
+// Threads one gRPC server runs calls on at most: more calls at once than that
+// get RESOURCE_EXHAUSTED ("Server Threadpool Exhausted"). A node's long calls
+// (Generate, Experts, Hints, Follow streams) need far fewer; the cap keeps a
+// flood of calls (an HTTP/2 rapid reset) from making thousands.
+constexpr int kMaxServerThreads = 64;
+// HTTP/2 streams one connection may keep open (the SETTINGS value a server
+// announces; it binds only clients that acknowledge it).
+constexpr int kMaxConcurrentStreams = 100;
+
+}  // namespace
+
 void ConfigureServerBuilder(grpc::ServerBuilder& builder, size_t max_receive_bytes) {
   builder.SetMaxReceiveMessageSize(
       static_cast<int>(std::min<size_t>(max_receive_bytes, kMaxMessageBytes)));
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
+  // HTTP/2 rapid reset (CVE-2023-44487; gRPC 1.51 has no fix): every
+  // HEADERS frame becomes a call even when RST_STREAM follows at once, and
+  // the synchronous server started a thread per call it could not hand to an
+  // idle one: thousands of threads within seconds, then an abort when no more
+  // could be made. A quota of threads per server bounds that; a call that
+  // finds every thread busy gets RESOURCE_EXHAUSTED "Server Threadpool
+  // Exhausted". The calls still queue inside gRPC (memory), which no setting
+  // of 1.51 bounds (docs/operations.md, Security: mutual TLS keeps anyone
+  // without a cluster certificate from sending HTTP/2 frames at all).
+  grpc::ResourceQuota quota("odmoe-server");
+  quota.SetMaxThreads(kMaxServerThreads);
+  builder.SetResourceQuota(quota);
+  // Streams a client that acknowledges the setting may keep open at once.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, kMaxConcurrentStreams);
 }
 
 std::chrono::system_clock::time_point DeadlineIn(absl::Duration timeout) {

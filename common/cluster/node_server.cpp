@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cluster/grpc_util.h"
+#include "util/clip_for_message.h"
 #include "util/logging.h"
 #include "util/process_memory.h"
 
@@ -28,10 +29,11 @@ class NodeServiceImpl final : public v1::Node::Service {
     }
     const std::string me = absl::StrFormat("%s %s", RoleName(daemon_.role()), daemon_.node_id());
     if (hello->protocol_version() != kProtocolVersion) {
-      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                          absl::StrFormat("%s speaks odmoe protocol v%d, %s %s speaks v%d", me,
-                                          kProtocolVersion, RoleName(hello->role()),
-                                          hello->node_id(), hello->protocol_version()));
+      return grpc::Status(
+          grpc::StatusCode::FAILED_PRECONDITION,
+          absl::StrFormat("%s speaks odmoe protocol v%d, %s %s speaks v%d", me, kProtocolVersion,
+                          RoleName(hello->role()), ClipForMessage(hello->node_id()),
+                          hello->protocol_version()));
     }
     if (hello->model_fingerprint() != 0 &&
         hello->model_fingerprint() != daemon_.model_fingerprint()) {
@@ -39,8 +41,8 @@ class NodeServiceImpl final : public v1::Node::Service {
           grpc::StatusCode::FAILED_PRECONDITION,
           absl::StrFormat("model mismatch: %s serves model %s but %s %s has model %s; start "
                           "every node with the same model file",
-                          me, FingerprintHex(daemon_.model_fingerprint()),
-                          RoleName(hello->role()), hello->node_id(),
+                          me, FingerprintHex(daemon_.model_fingerprint()), RoleName(hello->role()),
+                          ClipForMessage(hello->node_id()),
                           FingerprintHex(hello->model_fingerprint())));
     }
     if (absl::Status ready = daemon_.ReadyForPeers(); !ready.ok()) {

@@ -1,7 +1,7 @@
 // Strict request bodies (main_node/http_request.h, issue 32 finding 8):
 // duplicate keys, a NUL or other bytes after the value, integers out of
 // range with the bound they break, and error messages that quote client
-// input capped (CapEchoedText).
+// input capped (ClipForMessage).
 #include <catch2/catch.hpp>
 #include <string>
 
@@ -126,16 +126,6 @@ TEST_CASE("http request: error messages quote client input capped", "[http][requ
   CHECK(Message(s).size() < 400);
   s = Chat(R"({"messages": [], "chat_template_kwargs": {")" + huge + R"(": 1}})");
   CHECK(Message(s).size() < 400);
-}
-
-TEST_CASE("http request: CapEchoedText cuts at a character", "[http][request]") {
-  CHECK(CapEchoedText("short") == "short");
-  CHECK(CapEchoedText(std::string(kMaxEchoedBytes, 'a')) == std::string(kMaxEchoedBytes, 'a'));
-  std::string text(kMaxEchoedBytes - 1, 'a');
-  text += "\xc3\xa9tail";  // é straddles the cut
-  const std::string capped = CapEchoedText(text);
-  CHECK(capped ==
-        std::string(kMaxEchoedBytes - 1, 'a') + "... (" + std::to_string(text.size()) + " bytes)");
 }
 
 }  // namespace

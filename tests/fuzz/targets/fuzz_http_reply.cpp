@@ -3,7 +3,7 @@
 // names. Every body they make must parse as JSON and be valid UTF-8 (a body
 // that is not used to end the process: issue 32), chat logprobs' "bytes"
 // must be a token's bytes exactly and its "token" the same bytes with
-// invalid ones as U+FFFD, and CapEchoedText must bound what it quotes.
+// invalid ones as U+FFFD, and ClipForMessage must bound what it quotes.
 //
 // Input: fields separated by the two bytes 0x1F 0x1E: flags (byte 0: top_n,
 // byte 1: chat / reasoning / include_usage / finish bits), text, error
@@ -123,10 +123,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   json any = json::object();
   for (const std::string& p : pieces) any[p] = json::array({p, text});
   Check(odmoe::DumpJson(any), "DumpJson");
-  const std::string capped = odmoe::CapEchoedText(text);
-  if (capped.size() > odmoe::kMaxEchoedBytes + 32) odmoe::fuzz::Die("CapEchoedText: too long");
+  const std::string capped = odmoe::ClipForMessage(text);
+  if (capped.size() > odmoe::kMaxEchoedBytes + 32) odmoe::fuzz::Die("ClipForMessage: too long");
   if (text.size() <= odmoe::kMaxEchoedBytes && capped != text) {
-    odmoe::fuzz::Die("CapEchoedText: changed a short text");
+    odmoe::fuzz::Die("ClipForMessage: changed a short text");
   }
   odmoe::fuzz::Consume(offset);
   return 0;
