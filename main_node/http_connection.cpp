@@ -138,7 +138,7 @@ HttpConnection::Event HttpConnection::Next() {
         const size_t from = scanned_ > 3 ? scanned_ - 3 : 0;
         const size_t eom = pending.find("\r\n\r\n", from);
         scanned_ = pending.size();
-        if (eom == std::string_view::npos) {
+        if (eom == std::string_view::npos || eom + 4 > limits_.max_header_bytes) {
           if (pending.size() > limits_.max_header_bytes) {
             return Fail(431, absl::StrCat("The request header exceeds ", limits_.max_header_bytes,
                                           " bytes"),

@@ -122,7 +122,7 @@ TEST_CASE("http order: pipelined completions on one connection each get their ow
   CHECK(Alone(port, bodies[3]) == alone[3]);
 }
 
-TEST_CASE("http order: stray bytes after a request are kept; clients that hang up free their slots",
+TEST_CASE("http order: stray bytes after a request are kept, clients that hang up free their slots",
           "[cluster][http][hostile]") {
   ClusterConfig cfg;
   cfg.workers = 2;

@@ -139,7 +139,7 @@ TEST_CASE("http connection: every split of pipelined requests parses to the same
   }
 }
 
-TEST_CASE("http connection: one request at a time; bytes read meanwhile wait for Done",
+TEST_CASE("http connection: one request at a time, bytes read meanwhile wait for Done",
           "[main_node][http_connection]") {
   HttpConnectionLimits limits;
   limits.max_pipelined_bytes = 100;
