@@ -23,7 +23,6 @@ int Fail(const std::string& message) {
   return 1;
 }
 
-
 int Complete(int argc, char** argv) {
   std::string main = "127.0.0.1:7700";
   int n = 64, top_k = 0;
@@ -50,8 +49,8 @@ int Complete(int argc, char** argv) {
     const absl::StatusOr<std::string> text =
         odmoe::ReadRegularFile(topology_path, odmoe::kMaxTopologyFileBytes);
     if (!text.ok()) {
-      return Fail(topology_path + ": cannot read the topology file: " +
-                  std::string(text.status().message()));
+      return Fail(topology_path +
+                  ": cannot read the topology file: " + std::string(text.status().message()));
     }
     absl::StatusOr<odmoe::Topology> t = odmoe::ParseTopology(*text, topology_path);
     if (!t.ok()) return Fail(std::string(t.status().message()));

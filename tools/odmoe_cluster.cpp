@@ -9,11 +9,25 @@
 //                                                 # node_tls names (cert: certs/{id}.pem)
 //
 // Run directory (default ./odmoe-run/<topology stem>): <id>.log (stdout and
-// stderr of the node) and <id>.pid. A node with `netns: NAME` runs under
-// `ip netns exec NAME`; a node with `ssh: user@host` is started over ssh (the
-// program named by $ODMOE_SSH, default `ssh`): the remote host needs the same
-// paths (repository, binaries, model) and key-based login; the cluster secret
-// and the node's TLS files are copied there before it starts.
+// stderr of the node) and <id>.pid.
+//
+// Supervision: `up` leaves a supervisor behind (supervisor.pid, its log
+// supervisor.log) that restarts a node which dies unexpectedly (a non-zero
+// exit or a signal), after 0.5 s, doubling to 10 s for a node that keeps
+// dying (back to 0.5 s once it stayed up 30 s); a node restarted --restarts
+// times (5) within --restart-window seconds (60) is given up on: left down,
+// said in supervisor.log, <id>.gave-up and `status`. Every restart is logged
+// with the exit status, and the node's log gets a line where it restarted.
+// A clean stop is never restarted: `down` (which stops the supervisor
+// first), SIGTERM or SIGINT to the supervisor (it stops every node), a
+// worker that `scale` lets go, a node that exits 0. Nodes started by `scale`
+// are watched too. `--restarts 0`: no supervisor (nothing restarts a node).
+//
+// A node with `netns: NAME` runs under `ip netns exec NAME`; a node with
+// `ssh: user@host` is started over ssh (the program named by $ODMOE_SSH,
+// default `ssh`): the remote host needs the same paths (repository,
+// binaries, model) and key-based login; the cluster secret and the node's
+// TLS files are copied there before it starts.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -21,9 +35,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -34,6 +51,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "cluster/grpc_util.h"
@@ -44,6 +62,7 @@
 #include "topology/topology.h"
 #include "util/cli_args.h"
 #include "util/progress_line.h"
+#include "util/restart_policy.h"
 
 namespace fs = std::filesystem;
 
@@ -64,6 +83,9 @@ struct Options {
   bool verbose = false;
   int workers = 0;  // scale
   int days = 825;   // certs
+  int restarts = 5;          // up: restarts of one node within restart_window; 0 = no supervisor
+  int restart_window = 60;   // seconds
+  int max_local_nodes = 64;  // up: nodes on this machine
   bool generated_secret = false;  // the topology has no cluster_secret_file
   std::string secret_path;        // the secret the nodes use (ClusterSecretPath)
   NodeTls node_tls;               // the topology's
@@ -113,6 +135,17 @@ std::string PidPath(const Options& o, const Node& n) {
 std::string LogPath(const Options& o, const Node& n) {
   return o.run_dir + "/" + n.spec->id + ".log";
 }
+// Exists while odmoe-cluster stops the node on purpose: the supervisor does
+// not restart it.
+std::string StoppingPath(const Options& o, const Node& n) {
+  return o.run_dir + "/" + n.spec->id + ".stopping";
+}
+// Written by the supervisor when it gave up on the node (why, in one line).
+std::string GaveUpPath(const Options& o, const Node& n) {
+  return o.run_dir + "/" + n.spec->id + ".gave-up";
+}
+std::string SupervisorPidPath(const Options& o) { return o.run_dir + "/supervisor.pid"; }
+std::string SupervisorLogPath(const Options& o) { return o.run_dir + "/supervisor.log"; }
 
 std::vector<std::string> NodeArgv(const Options& o, const Node& n) {
   std::vector<std::string> argv;
@@ -199,14 +232,16 @@ bool Alive(const PidRecord& r) {
   return state != "Z";
 }
 
-absl::StatusOr<PidRecord> StartLocal(const Options& o, const Node& n) {
+// Starts the node here. `append`: a restart, whose log goes on after the
+// log of the run that died (which says why).
+absl::StatusOr<PidRecord> StartLocal(const Options& o, const Node& n, bool append = false) {
   const std::vector<std::string> args = NodeArgv(o, n);
   const std::string log = LogPath(o, n);
   const pid_t pid = fork();
   if (pid < 0) return absl::InternalError("fork failed");
   if (pid == 0) {
     setsid();
-    const int out = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int out = open(log.c_str(), O_WRONLY | O_CREAT | (append ? O_APPEND : O_TRUNC), 0644);
     const int in = open("/dev/null", O_RDONLY);
     if (out >= 0) {
       dup2(out, 1);
@@ -252,7 +287,7 @@ absl::Status ShipFiles(const Options& o, const Node& n) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<PidRecord> StartRemote(const Options& o, const Node& n) {
+absl::StatusOr<PidRecord> StartRemote(const Options& o, const Node& n, bool append = false) {
   if (absl::Status s = ShipFiles(o, n); !s.ok()) return s;
   std::vector<std::string> quoted;
   for (const std::string& a : NodeArgv(o, n)) quoted.push_back(ShellQuote(a));
@@ -260,8 +295,8 @@ absl::StatusOr<PidRecord> StartRemote(const Options& o, const Node& n) {
   // daemon's pid, the one `down` kills.
   const std::string remote =
       absl::StrCat("cd ", ShellQuote(fs::current_path().string()), " && mkdir -p ",
-                   ShellQuote(o.run_dir), " && exec nohup ", absl::StrJoin(quoted, " "), " > ",
-                   ShellQuote(LogPath(o, n)), " 2>&1 & echo $!");
+                   ShellQuote(o.run_dir), " && exec nohup ", absl::StrJoin(quoted, " "),
+                   append ? " >> " : " > ", ShellQuote(LogPath(o, n)), " 2>&1 & echo $!");
   int code = 0;
   const std::string out = Capture(SshCommand(n.spec->ssh, remote), &code);
   PidRecord r;
@@ -289,7 +324,10 @@ std::string LogTail(const std::string& path, int lines) {
 
 void StopNode(const Options& o, const Node& n, bool quiet) {
   const std::optional<PidRecord> r = ReadPid(PidPath(o, n));
+  fs::remove(GaveUpPath(o, n));
   if (!r) return;
+  // On purpose: the supervisor must not restart it (removed with the pid file).
+  std::ofstream(StoppingPath(o, n)) << r->pid << "\n";
   if (r->remote) {
     int code = 0;
     Capture(SshCommand(r->target, "kill " + std::to_string(r->pid) + " 2>/dev/null"), &code);
@@ -311,13 +349,46 @@ void StopNode(const Options& o, const Node& n, bool quiet) {
     }
   }
   fs::remove(PidPath(o, n));
+  fs::remove(StoppingPath(o, n));
+}
+
+// The supervisor of this run directory, if one is running.
+std::optional<PidRecord> LiveSupervisor(const Options& o) {
+  std::optional<PidRecord> r = ReadPid(SupervisorPidPath(o));
+  if (r && !r->remote && Alive(*r)) return r;
+  return std::nullopt;
+}
+
+// Stops the supervisor first (it stops every node in order and exits), so
+// that nothing restarts a node that down stops.
+void StopSupervisor(const Options& o, bool quiet) {
+  const std::optional<PidRecord> r = LiveSupervisor(o);
+  if (!r) return;
+  kill(static_cast<pid_t>(r->pid), SIGTERM);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (Alive(*r) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (Alive(*r)) {
+    if (!quiet) {
+      std::cerr << "odmoe-cluster: the supervisor (pid " << r->pid
+                << ") did not stop within 60 s; killing it\n";
+    }
+    kill(static_cast<pid_t>(r->pid), SIGKILL);
+  }
+  fs::remove(SupervisorPidPath(o));
+}
+
+// Stops every node in reverse start order: main first, workers last.
+void StopAllNodes(const Options& o, const Topology& t, bool quiet) {
+  std::vector<Node> nodes = NodesInStartOrder(t);
+  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) StopNode(o, *it, quiet);
 }
 
 int Down(const Options& o, const Topology& t, bool quiet = false) {
-  std::vector<Node> nodes = NodesInStartOrder(t);
-  // Stop in reverse start order: main first, workers last.
-  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) StopNode(o, *it, quiet);
-  if (!quiet) std::cout << "cluster stopped (" << nodes.size() << " nodes)\n";
+  StopSupervisor(o, quiet);
+  StopAllNodes(o, t, quiet);
+  if (!quiet) std::cout << "cluster stopped (" << NodesInStartOrder(t).size() << " nodes)\n";
   return 0;
 }
 
@@ -364,6 +435,7 @@ int Status(const Options& o, const Topology& t) {
     const std::optional<PidRecord> r = ReadPid(PidPath(o, n));
     std::string pid = "-";
     if (r) pid = std::to_string(r->pid) + (Alive(*r) ? "" : "(dead)");
+    if (fs::exists(GaveUpPath(o, n))) pid += "(gave-up)";
     absl::StatusOr<NodeProbe> p = ProbeNode(n.spec->address, absl::Seconds(1));
     const std::string state = p.ok() ? p->state : "down";
     const std::string details = p.ok() ? (p->state == "ready" ? Compact(*p, o.verbose) : p->detail)
@@ -380,6 +452,12 @@ int Status(const Options& o, const Topology& t) {
     std::printf("%-10s %-7s %-22s %-9s %-9s %s\n", n.spec->id.c_str(), n.role.c_str(),
                 n.spec->address.c_str(), pid.c_str(), state.c_str(), details.c_str());
   }
+  const std::optional<PidRecord> supervisor = LiveSupervisor(o);
+  std::printf(
+      "supervisor: %s\n",
+      supervisor
+          ? absl::StrCat("pid ", supervisor->pid, " (log ", SupervisorLogPath(o), ")").c_str()
+          : "none (nothing restarts a node that dies)");
   return all_ready ? 0 : 1;
 }
 
@@ -394,12 +472,21 @@ void ReportFailure(const Options& o, const Node& n, const std::string& why) {
 // timeout passes (false, after reporting which node and why).
 // Shows which nodes are not ready yet, their state and the time left, on one
 // line (rewritten on a terminal, every few seconds in a log).
+// SIGTERM or SIGINT to the supervisor (or to `up` while it starts the nodes).
+volatile sig_atomic_t g_stop_signal = 0;
+void OnStopSignal(int sig) { g_stop_signal = sig; }
+
 bool WaitUntilReady(const Options& o, const std::vector<Node>& nodes) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.timeout);
   std::vector<bool> ready(nodes.size(), false);
   std::vector<std::string> state(nodes.size(), "no answer yet");
   ProgressLine progress(stdout);
   while (true) {
+    if (g_stop_signal != 0) {
+      progress.Finish(absl::StrCat("signal ", static_cast<int>(g_stop_signal),
+                                   ": stopping before every node was ready"));
+      return false;
+    }
     size_t n_ready = 0;
     for (size_t i = 0; i < nodes.size(); ++i) {
       const Node& n = nodes[i];
@@ -445,8 +532,278 @@ bool WaitUntilReady(const Options& o, const std::vector<Node>& nodes) {
   }
 }
 
+// How a node ended, for the log: "exited with status 3", "was killed by
+// signal 9 (Killed)".
+std::string DescribeExit(int status) {
+  if (WIFEXITED(status)) return absl::StrCat("exited with status ", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    const char* name = strsignal(WTERMSIG(status));
+    return absl::StrCat("was killed by signal ", WTERMSIG(status), " (", name ? name : "?", ")");
+  }
+  return absl::StrCat("ended (wait status ", status, ")");
+}
+
+std::string Now() {
+  char buf[32];
+  const std::time_t t = std::time(nullptr);
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+// One line of the supervisor's log.
+void SupervisorLog(const std::string& line) { std::cout << Now() << " " << line << std::endl; }
+
+// The supervisor's view of one node.
+struct Watched {
+  enum class State { kRunning, kWaiting, kStopped };
+  Watched(Node n, const RestartLimits& limits) : node(n), policy(limits) {}
+  Node node;
+  State state = State::kRunning;
+  PidRecord pid;       // kRunning: the process
+  bool child = false;  // started by this process: waitpid tells how it ended
+  RestartPolicy policy;
+  std::chrono::steady_clock::time_point started, next_start, next_remote_check;
+  std::string last_exit;  // how it last ended
+};
+
+// Restarts the nodes of `t` that die unexpectedly, until SIGTERM or SIGINT
+// (then stops every node). Runs in the process that started the nodes, so
+// that waitpid tells how each ended.
+int Supervise(const Options& o, const Topology& t) {
+  using Clock = std::chrono::steady_clock;
+  RestartLimits limits;
+  limits.max_restarts = o.restarts;
+  limits.window = std::chrono::seconds(o.restart_window);
+  std::vector<Watched> nodes;
+  for (const Node& n : NodesInStartOrder(t)) {
+    Watched w(n, limits);
+    const std::optional<PidRecord> r = ReadPid(PidPath(o, n));
+    w.state = r ? Watched::State::kRunning : Watched::State::kStopped;
+    if (r) w.pid = *r;
+    w.child = r && !r->remote;
+    w.started = Clock::now();
+    w.policy.Started(w.started);
+    nodes.push_back(std::move(w));
+  }
+  SupervisorLog(absl::StrCat("supervising ", nodes.size(), " nodes (pid ", getpid(), "): a node ",
+                             "that dies is restarted, at most ", o.restarts, " times in ",
+                             o.restart_window, " s"));
+  while (g_stop_signal == 0) {
+    const Clock::time_point now = Clock::now();
+    for (Watched& w : nodes) {
+      const Node& n = w.node;
+      const std::optional<PidRecord> r = ReadPid(PidPath(o, n));
+      const bool same = r && r->pid == w.pid.pid && r->remote == w.pid.remote;
+      if (w.state != Watched::State::kRunning) {
+        // Started by someone else (scale, by hand): watch that process.
+        if (r && !same && !fs::exists(StoppingPath(o, n)) && Alive(*r)) {
+          SupervisorLog(absl::StrCat(n.spec->id, ": watching pid ", r->pid,
+                                     " (started by another odmoe-cluster command)"));
+          w = Watched(n, limits);
+          w.pid = *r;
+          w.started = now;
+          w.policy.Started(now);
+          fs::remove(GaveUpPath(o, n));
+          continue;
+        }
+      }
+      if (w.state == Watched::State::kStopped) continue;
+      if (!same || fs::exists(StoppingPath(o, n))) {
+        // Its pid file is gone or names another process: stopped on purpose
+        // (down, scale) or replaced; not ours to restart.
+        if (w.state == Watched::State::kRunning && w.child) {
+          waitpid(static_cast<pid_t>(w.pid.pid), nullptr, WNOHANG);  // reap it if it ended
+        }
+        w.state = Watched::State::kStopped;
+        continue;
+      }
+      if (w.state == Watched::State::kRunning) {
+        bool died = false;
+        if (w.child) {
+          int status = 0;
+          if (waitpid(static_cast<pid_t>(w.pid.pid), &status, WNOHANG) ==
+              static_cast<pid_t>(w.pid.pid)) {
+            died = true;
+            if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+              SupervisorLog(
+                  absl::StrCat(n.spec->id, ": exited cleanly (status 0); not ", "restarted"));
+              fs::remove(PidPath(o, n));
+              w.state = Watched::State::kStopped;
+              continue;
+            }
+            w.last_exit = DescribeExit(status);
+          }
+        } else if (!w.pid.remote || now >= w.next_remote_check) {
+          w.next_remote_check = now + std::chrono::seconds(2);  // ssh is slow
+          if (!Alive(w.pid)) {
+            died = true;
+            w.last_exit = "died (exit status unknown: not a child of this supervisor)";
+          }
+        }
+        if (!died) continue;
+        const double up_s = std::chrono::duration<double>(now - w.started).count();
+        const std::optional<Clock::duration> wait = w.policy.Died(now);
+        if (!wait) {
+          const std::string why = absl::StrFormat(
+              "%s %s after %.1f s up; restarted %d times in the last %d s: gave up, it stays "
+              "down (its log: %s; start it again with `odmoe-cluster scale` or down + up)",
+              n.spec->id, w.last_exit, up_s, w.policy.restarts(now), o.restart_window,
+              LogPath(o, n));
+          SupervisorLog(why);
+          std::ofstream(GaveUpPath(o, n)) << why << "\n";
+          fs::remove(PidPath(o, n));  // its pid may soon name another process
+          w.state = Watched::State::kStopped;
+          w.pid = PidRecord();
+          continue;
+        }
+        SupervisorLog(absl::StrFormat(
+            "%s (pid %d) %s after %.1f s up; restarting it in %.1f s (restart %d of at most %d "
+            "in %d s)",
+            n.spec->id, w.pid.pid, w.last_exit, up_s, std::chrono::duration<double>(*wait).count(),
+            w.policy.restarts(now) + 1, o.restarts, o.restart_window));
+        w.state = Watched::State::kWaiting;
+        w.next_start = now + *wait;
+        continue;
+      }
+      // kWaiting: its pid file still names the dead process (status shows "(dead)").
+      if (now < w.next_start) continue;
+      std::ofstream(LogPath(o, n), std::ios::app) << "odmoe-cluster: " << Now() << " restarting "
+                                                  << n.spec->id << " (it " << w.last_exit << ")\n";
+      absl::StatusOr<PidRecord> started =
+          n.spec->ssh.empty() ? StartLocal(o, n, true) : StartRemote(o, n, true);
+      w.policy.Restarted(now);
+      if (!started.ok()) {
+        w.last_exit = absl::StrCat("could not be started: ", started.status().message());
+        SupervisorLog(absl::StrCat(n.spec->id, ": ", w.last_exit));
+        w.state = Watched::State::kRunning;  // counts as dying at once
+        w.child = false;
+        w.started = now;
+        continue;
+      }
+      std::ofstream(PidPath(o, n))
+          << (started->remote ? "ssh " + started->target + " " : "") << started->pid << "\n";
+      SupervisorLog(absl::StrCat(n.spec->id, ": restarted, pid ", started->pid));
+      w.state = Watched::State::kRunning;
+      w.pid = *started;
+      w.child = !started->remote;
+      w.started = now;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  SupervisorLog(absl::StrCat("signal ", static_cast<int>(g_stop_signal), ": stopping every node"));
+  fs::remove(SupervisorPidPath(o));
+  StopAllNodes(o, t, false);
+  SupervisorLog("cluster stopped");
+  return 0;
+}
+
+// Starts every node and waits until all are ready (the progress on this
+// process's output). 0 on success; on failure every node is stopped again.
+int StartCluster(const Options& o, const Topology& t) {
+  const std::vector<Node> nodes = NodesInStartOrder(t);
+  for (const Node& n : nodes) {
+    absl::StatusOr<PidRecord> r = n.spec->ssh.empty() ? StartLocal(o, n) : StartRemote(o, n);
+    if (!r.ok()) {
+      StopAllNodes(o, t, true);
+      return Fail(std::string(r.status().message()));
+    }
+    fs::remove(GaveUpPath(o, n));
+    std::ofstream(PidPath(o, n)) << (r->remote ? "ssh " + r->target + " " : "") << r->pid << "\n";
+  }
+  std::cout << "started " << nodes.size() << " nodes (logs in " << o.run_dir
+            << "); waiting for them to be ready\n";
+  if (!WaitUntilReady(o, nodes)) {
+    StopAllNodes(o, t, true);
+    return 1;
+  }
+  std::cout << "cluster ready: main at " << t.main.address << ", " << t.n_workers()
+            << " workers in " << t.n_groups() << (t.n_groups() == 1 ? " group" : " groups")
+            << " of " << t.group_size << ", prediction " << PredictionModeName(t.prediction)
+            << "\n";
+  return 0;
+}
+
+// up with a supervisor: a child process (its own session) starts the nodes,
+// so that it is their parent and learns how each ended; this process shows
+// its progress (the child writes to the same output) and forwards SIGTERM
+// and SIGINT to it. Once every node is ready the child moves its output to
+// supervisor.log, tells this process (one byte on a pipe) and supervises;
+// this process exits 0. If the start fails, the child exits non-zero and so
+// does this process.
+pid_t g_supervisor_child = 0;
+void ForwardStopSignal(int sig) {
+  if (g_supervisor_child > 0) kill(g_supervisor_child, sig);
+}
+
+int UpSupervised(const Options& o, const Topology& t) {
+  int ready_pipe[2];
+  if (pipe2(ready_pipe, O_CLOEXEC) != 0) return Fail("cannot create a pipe");
+  std::cout.flush();
+  std::fflush(nullptr);
+  const pid_t child = fork();
+  if (child < 0) return Fail("fork failed");
+  if (child == 0) {
+    close(ready_pipe[0]);
+    setsid();
+    signal(SIGTERM, OnStopSignal);
+    signal(SIGINT, OnStopSignal);
+    signal(SIGHUP, SIG_IGN);
+    if (const int rc = StartCluster(o, t); rc != 0) {
+      std::cout.flush();
+      std::fflush(nullptr);
+      _exit(rc);
+    }
+    std::ofstream(SupervisorPidPath(o)) << getpid() << "\n";
+    Status(o, t);
+    std::cout << "supervisor: pid " << getpid() << " restarts a node that dies (at most "
+              << o.restarts << " times in " << o.restart_window << " s; log "
+              << SupervisorLogPath(o) << ")\n";
+    std::cout.flush();
+    std::fflush(nullptr);
+    // From now on: no terminal, output to the log (the caller's pipe closes).
+    const int log = open(SupervisorLogPath(o).c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    const int null = open("/dev/null", O_RDONLY);
+    if (log >= 0) {
+      dup2(log, 1);
+      dup2(log, 2);
+      close(log);
+    }
+    if (null >= 0) {
+      dup2(null, 0);
+      close(null);
+    }
+    const char ok = 0;
+    (void)!write(ready_pipe[1], &ok, 1);
+    close(ready_pipe[1]);
+    const int rc = Supervise(o, t);
+    std::cout.flush();
+    std::fflush(nullptr);
+    _exit(rc);
+  }
+  close(ready_pipe[1]);
+  g_supervisor_child = child;
+  signal(SIGTERM, ForwardStopSignal);
+  signal(SIGINT, ForwardStopSignal);
+  char byte = 1;
+  ssize_t n;
+  do {
+    n = read(ready_pipe[0], &byte, 1);
+  } while (n < 0 && errno == EINTR);
+  close(ready_pipe[0]);
+  if (n == 1) return 0;  // ready; the child supervises
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) && WEXITSTATUS(status) != 0 ? WEXITSTATUS(status) : 1;
+}
+
 int Up(const Options& o, const Topology& t) {
   const std::vector<Node> nodes = NodesInStartOrder(t);
+  if (const std::optional<PidRecord> s = LiveSupervisor(o)) {
+    return Fail(absl::StrCat("the supervisor of this run directory (", o.run_dir,
+                             ") is still running (pid ", s->pid,
+                             "); run `odmoe-cluster down` first"));
+  }
   for (const Node& n : nodes) {
     const std::optional<PidRecord> r = ReadPid(PidPath(o, n));
     if (r && Alive(*r)) {
@@ -454,6 +811,16 @@ int Up(const Options& o, const Topology& t) {
                                ") is still running (pid ", r->pid,
                                "); run `odmoe-cluster down` first"));
     }
+  }
+  const int local = static_cast<int>(
+      std::count_if(nodes.begin(), nodes.end(), [](const Node& n) { return n.spec->ssh.empty(); }));
+  if (local > o.max_local_nodes) {
+    return Fail(absl::StrCat(local,
+                             " nodes would run on this machine (every node without ssh:), "
+                             "more than --max-local-nodes ",
+                             o.max_local_nodes,
+                             " (each is a process with its own copy of the work; raise the "
+                             "bound only for a machine that can serve them)"));
   }
   for (const Node& n : nodes) {
     if (!n.spec->ssh.empty()) continue;
@@ -464,24 +831,10 @@ int Up(const Options& o, const Topology& t) {
   fs::create_directories(o.run_dir, ec);
   if (ec) return Fail("cannot create the run directory " + o.run_dir + ": " + ec.message());
   if (absl::Status s = PrepareSecret(o, t); !s.ok()) return Fail(std::string(s.message()));
-  for (const Node& n : nodes) {
-    absl::StatusOr<PidRecord> r = n.spec->ssh.empty() ? StartLocal(o, n) : StartRemote(o, n);
-    if (!r.ok()) {
-      Down(o, t, true);
-      return Fail(std::string(r.status().message()));
-    }
-    std::ofstream(PidPath(o, n)) << (r->remote ? "ssh " + r->target + " " : "") << r->pid << "\n";
-  }
-  std::cout << "started " << nodes.size() << " nodes (logs in " << o.run_dir
-            << "); waiting for them to be ready\n";
-  if (!WaitUntilReady(o, nodes)) {
-    Down(o, t, true);
-    return 1;
-  }
-  std::cout << "cluster ready: main at " << t.main.address << ", " << t.n_workers()
-            << " workers in " << t.n_groups() << (t.n_groups() == 1 ? " group" : " groups")
-            << " of " << t.group_size << ", prediction " << PredictionModeName(t.prediction)
-            << "\n";
+  if (o.restarts > 0) return UpSupervised(o, t);
+  signal(SIGTERM, OnStopSignal);
+  signal(SIGINT, OnStopSignal);
+  if (const int rc = StartCluster(o, t); rc != 0) return rc;
   Status(o, t);
   return 0;
 }
@@ -594,6 +947,13 @@ int main(int argc, char** argv) {
   args.AddFlag("verbose", &o.verbose, "status: every counter of every node");
   args.AddInt("workers", &o.workers, "N", "scale: how many workers take layers");
   args.AddInt("days", &o.days, "N", "certs: how long new certificates are valid (825)");
+  args.AddInt("restarts", &o.restarts, "N",
+              "up: restart a node that dies at most N times within --restart-window (5); 0 = "
+              "no supervisor");
+  args.AddInt("restart-window", &o.restart_window, "SECONDS",
+              "up: the window --restarts counts in (60)");
+  args.AddInt("max-local-nodes", &o.max_local_nodes, "N",
+              "up: the most nodes this machine may run (64)");
   args.AllowPositional("up|down|status|scale|certs TOPOLOGY", 2);
   if (std::optional<int> exit = args.ParseOrExit(argc, argv)) return *exit;
   auto usage = [](const std::string& why) {
@@ -625,7 +985,14 @@ int main(int argc, char** argv) {
   o.node_tls = t->node_tls;
   if (o.bin_dir.empty()) o.bin_dir = DefaultBinDir();
   o.bin_dir = fs::absolute(o.bin_dir).string();
-  if (o.timeout < 1) return Fail("--timeout must be >= 1");
+  if (o.timeout < 1 || o.timeout > 86400) return Fail("--timeout must be in 1..86400 seconds");
+  if (o.restarts < 0 || o.restarts > 1000) return Fail("--restarts must be in 0..1000");
+  if (o.restart_window < 1 || o.restart_window > 86400) {
+    return Fail("--restart-window must be in 1..86400 seconds");
+  }
+  if (o.max_local_nodes < 1 || o.max_local_nodes > 100000) {
+    return Fail("--max-local-nodes must be in 1..100000");
+  }
   if (o.command == "up") return Up(o, *t);
   if (o.command == "down") return Down(o, *t);
   if (o.command == "scale") return Scale(o, *t);

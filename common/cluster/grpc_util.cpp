@@ -49,9 +49,8 @@ absl::StatusOr<std::string> ReadPem(const std::string& path, const char* what) {
   // A regular file only (a FIFO would block the read forever), of PEM size.
   absl::StatusOr<std::string> text = ReadRegularFile(path, kMaxPemFileBytes);
   if (!text.ok()) {
-    return absl::Status(text.status().code(),
-                        absl::StrCat("node_tls.", what, ": cannot read ", path, ": ",
-                                     text.status().message()));
+    return absl::Status(text.status().code(), absl::StrCat("node_tls.", what, ": cannot read ",
+                                                           path, ": ", text.status().message()));
   }
   if (text->find("-----BEGIN") == std::string::npos) {
     return absl::InvalidArgumentError(

@@ -618,8 +618,8 @@ absl::Status CheckStructure(const Topology& t, const std::string& file) {
                                  t.n_workers(), g));
   }
   if (t.n_workers() > kMaxWorkers) {  // topologies built in code (ParseDocument checks first)
-    return error("workers.nodes", absl::StrFormat("%d workers is more than %d", t.n_workers(),
-                                                  kMaxWorkers));
+    return error("workers.nodes",
+                 absl::StrFormat("%d workers is more than %d", t.n_workers(), kMaxWorkers));
   }
   if (t.group_size > 0 && t.n_workers() / g > kMaxGroups) {  // (0: the model's top-k, later)
     return error("workers.nodes",
@@ -663,8 +663,7 @@ absl::Status CheckTopologyFiles(const Topology& t, const std::string& file) {
     ODMOE_RETURN_IF_ERROR(CheckNamedFile(file, "main.tls.key", t.main.tls_key, true));
   }
   if (!t.cluster_secret_file.empty()) {
-    ODMOE_RETURN_IF_ERROR(
-        CheckNamedFile(file, "cluster_secret_file", t.cluster_secret_file, true));
+    ODMOE_RETURN_IF_ERROR(CheckNamedFile(file, "cluster_secret_file", t.cluster_secret_file, true));
   }
   return absl::OkStatus();
 }
@@ -816,9 +815,9 @@ absl::Status ValidateTopologyWithModel(Topology& t) {
 absl::StatusOr<Topology> LoadTopology(const std::string& path) {
   absl::StatusOr<std::string> text = ReadRegularFile(path, kMaxTopologyFileBytes);
   if (!text.ok()) {
-    return absl::Status(text.status().code(), absl::StrCat(path, ": cannot read the topology "
-                                                                 "file: ",
-                                                           text.status().message()));
+    return absl::Status(
+        text.status().code(),
+        absl::StrCat(path, ": cannot read the topology file: ", text.status().message()));
   }
   ODMOE_ASSIGN_OR_RETURN(Topology t, ParseTopology(*text, path));
   ODMOE_RETURN_IF_ERROR(ValidateTopologyWithModel(t));

@@ -59,9 +59,8 @@ absl::StatusOr<std::string> ReadRegularFile(const std::string& path, uint64_t ma
   if (::fstat(fd, &st) != 0) return ErrnoError(path, "cannot stat", errno);
   if (absl::Status s = CheckMode(st.st_mode, path); !s.ok()) return s;
   if (static_cast<uint64_t>(st.st_size) > max_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", st.st_size,
-                                                   " bytes is more than this file may hold (",
-                                                   max_bytes, " bytes)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": ", st.st_size, " bytes is more than this file may hold (", max_bytes, " bytes)"));
   }
   std::string text;
   text.resize(static_cast<size_t>(st.st_size));

@@ -38,8 +38,7 @@ class RestartPolicy {
   using Clock = std::chrono::steady_clock;
   using Duration = Clock::duration;
 
-  explicit RestartPolicy(RestartLimits limits)
-      : limits_(limits), next_delay_(limits.first_delay) {}
+  explicit RestartPolicy(RestartLimits limits) : limits_(limits), next_delay_(limits.first_delay) {}
 
   /// The process was started (not a restart: the first start, or one by
   /// someone else that the supervisor adopts). Forgets earlier restarts.
@@ -67,9 +66,8 @@ class RestartPolicy {
   }
   /// Restarts within the window that ends at `now`.
   int restarts(Clock::time_point now) const {
-    return static_cast<int>(std::count_if(restarts_.begin(), restarts_.end(), [&](auto t) {
-      return now - t <= limits_.window;
-    }));
+    return static_cast<int>(std::count_if(restarts_.begin(), restarts_.end(),
+                                          [&](auto t) { return now - t <= limits_.window; }));
   }
   const RestartLimits& limits() const { return limits_; }
 

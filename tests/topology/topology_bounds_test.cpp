@@ -30,9 +30,9 @@ std::string Model() { return test::SourcePath("models/tiny-mixtral-f16.gguf"); }
 // (0: the model's top-k), and `extra` top-level keys.
 std::string WithWorkers(int workers, int group_size, const std::string& main_extra = "",
                         const std::string& extra = "") {
-  std::string yaml = absl::StrCat("model: ", Model(), "\nprediction: none\n", extra,
-                                  "main: { id: main, address: \"127.0.0.1:7700\"", main_extra,
-                                  " }\nworkers:\n");
+  std::string yaml =
+      absl::StrCat("model: ", Model(), "\nprediction: none\n", extra,
+                   "main: { id: main, address: \"127.0.0.1:7700\"", main_extra, " }\nworkers:\n");
   if (group_size > 0) absl::StrAppend(&yaml, "  group_size: ", group_size, "\n");
   absl::StrAppend(&yaml, "  nodes:\n");
   for (int i = 0; i < workers; ++i) {
@@ -95,13 +95,11 @@ absl::Status Bounded(const std::string& fifo, const std::function<absl::Status()
 
 }  // namespace
 
-TEST_CASE("topology bounds: workers, groups and group size at their edges",
-          "[topology][bounds]") {
+TEST_CASE("topology bounds: workers, groups and group size at their edges", "[topology][bounds]") {
   // 1024 workers in 256 groups of 4: both at the bound.
   ExpectAccepted(WithWorkers(kMaxWorkers, 4));
   // One group more than the bound: 1028 workers are past kMaxWorkers first.
-  ExpectRefused(WithWorkers(kMaxWorkers + 4, 4),
-                {"workers.nodes", "1028 workers", "1024"});
+  ExpectRefused(WithWorkers(kMaxWorkers + 4, 4), {"workers.nodes", "1028 workers", "1024"});
   // 10,000 workers (finding 8: `up` started 181 of them in 60 s before failing).
   ExpectRefused(WithWorkers(10000, 2), {"workers.nodes", "10000 workers", "at most 1024"});
   // Groups: 256 of one worker, then 257.
@@ -121,8 +119,7 @@ TEST_CASE("topology bounds: rows, queue and run-ahead at their edges", "[topolog
   ExpectAccepted(WithWorkers(2, 0, ", batch: 4096"));
   ExpectRefused(WithWorkers(2, 0, ", batch: 4097"), {"main.batch", "'4097'", "[1, 4096]"});
   ExpectAccepted(WithWorkers(2, 0, ", max_queue: 4096"));
-  ExpectRefused(WithWorkers(2, 0, ", max_queue: 4097"),
-                {"main.max_queue", "'4097'", "[0, 4096]"});
+  ExpectRefused(WithWorkers(2, 0, ", max_queue: 4097"), {"main.max_queue", "'4097'", "[0, 4096]"});
   ExpectRefused(WithWorkers(2, 0, ", max_queue: 1048576"), {"main.max_queue", "[0, 4096]"});
   ExpectAccepted(WithWorkers(2, 0, "", "prefill: { mini_batch: 4096 }\n"));
   ExpectRefused(WithWorkers(2, 0, "", "prefill: { mini_batch: 4097 }\n"),
@@ -133,8 +130,7 @@ TEST_CASE("topology bounds: rows, queue and run-ahead at their edges", "[topolog
     return yaml + "shadow: { id: s, address: \"127.0.0.1:7701\"" + keys + " }\n";
   };
   ExpectAccepted(shadow(", max_run_ahead: 1024"));
-  ExpectRefused(shadow(", max_run_ahead: 1025"),
-                {"shadow.max_run_ahead", "'1025'", "[1, 1024]"});
+  ExpectRefused(shadow(", max_run_ahead: 1025"), {"shadow.max_run_ahead", "'1025'", "[1, 1024]"});
   // Values past any integer: refused with the bound, never wrapped.
   ExpectRefused(WithWorkers(2, 0, ", batch: 99999999999999999999"), {"main.batch", "[1, 4096]"});
   ExpectRefused(WithWorkers(2, 0, ", max_queue: 1e18"), {"main.max_queue", "'1e18'"});
@@ -160,8 +156,7 @@ TEST_CASE("topology files: a FIFO as the model is refused at once, never opened"
   with_fifo.replace(with_fifo.find(Model()), Model().size(), fifo);
   std::ofstream(dir / "t.yaml") << with_fifo;
   const auto start = std::chrono::steady_clock::now();
-  const absl::Status s =
-      Bounded(fifo, [&] { return LoadTopology(dir / "t.yaml").status(); });
+  const absl::Status s = Bounded(fifo, [&] { return LoadTopology(dir / "t.yaml").status(); });
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   INFO(s.message());
@@ -197,11 +192,9 @@ TEST_CASE("topology files: every path the topology names must be a regular file"
       {"model",
        absl::StrCat("model: ", dir / "a-directory", "\n", base.substr(base.find('\n') + 1)),
        dir / "a-directory"},
-      {"model", absl::StrCat("model: /dev/null\n", base.substr(base.find('\n') + 1)),
-       "/dev/null"},
+      {"model", absl::StrCat("model: /dev/null\n", base.substr(base.find('\n') + 1)), "/dev/null"},
       {"shadow.model",
-       shadow_yaml + "shadow: { id: s, address: \"127.0.0.1:7701\", model: " + fifo + " }\n",
-       fifo},
+       shadow_yaml + "shadow: { id: s, address: \"127.0.0.1:7701\", model: " + fifo + " }\n", fifo},
       {"node_tls.ca", top("node_tls: { ca: " + fifo + ", cert: c.pem, key: k.pem }\n"), fifo},
       // One certificate per node: the file of one node (w1) is the FIFO.
       {"node_tls.cert",
@@ -214,11 +207,13 @@ TEST_CASE("topology files: every path the topology names must be a regular file"
   REQUIRE(mkfifo((dir / "w1").c_str(), 0600) == 0);
   for (Case c : cases) {
     if (c.key == "main.tls.key") {
-      c.yaml = WithWorkers(2, 0, ", http: \"127.0.0.1:8080\", tls: { cert: " + (dir / "a.pem") +
-                                     ", key: " + fifo + " }");
+      c.yaml = WithWorkers(
+          2, 0,
+          ", http: \"127.0.0.1:8080\", tls: { cert: " + (dir / "a.pem") + ", key: " + fifo + " }");
     }
     INFO(c.key << "\n" << c.yaml.substr(0, 400));
-    const absl::Status s = Bounded(c.path.empty() ? dir / "w1" : c.path, [&] { return Check(c.yaml); });
+    const absl::Status s =
+        Bounded(c.path.empty() ? dir / "w1" : c.path, [&] { return Check(c.yaml); });
     INFO(s.message());
     REQUIRE(!s.ok());
     CHECK(s.message().find("hostile.yaml: " + c.key + ": ") == 0);
