@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -93,6 +94,17 @@ double KillAndAwaitReturn(const ProcessTestbed& bed, const std::string& id, cons
   return seconds;
 }
 
+// The counter `key` of node `id` in `odmoe-cluster status --verbose`, or -1.
+long Counter(const ProcessTestbed& bed, const std::string& id, const std::string& key) {
+  const std::string out = bed.Status("--verbose").output;
+  const size_t line = out.find("\n" + id + " ");
+  if (line == std::string::npos) return -1;
+  const size_t end = out.find('\n', line + 1);
+  const size_t at = out.find(" " + key + "=", line);
+  if (at == std::string::npos || at > end) return -1;
+  return std::atol(out.c_str() + at + key.size() + 2);
+}
+
 }  // namespace
 
 TEST_CASE("supervisor: a killed worker, shadow and main node come back, answers unchanged",
@@ -120,14 +132,18 @@ TEST_CASE("supervisor: a killed worker, shadow and main node come back, answers 
   // A worker: back, its group live again.
   KillAndAwaitReturn(bed, "w1", "live_groups=0,1", kBound);
   CHECK(Sh(complete).output == expected);
+  CHECK(Counter(bed, "w1", "tasks") > 0);  // the restarted process computed experts
   // The shadow: back, and the main node's follow stream to it reopened.
   KillAndAwaitReturn(bed, "shadow", "shadow_connected=yes", kBound);
   CHECK(Sh(complete).output == expected);
+  CHECK(Counter(bed, "shadow", "requests") > 0);  // the restarted shadow followed it
   // The main node itself: back, with every worker and the shadow.
   KillAndAwaitReturn(bed, "main", "shadow_connected=yes", kBound);
   const ShellResult after = Sh(complete);
   CHECK(after.exit_code == 0);
   CHECK(after.output == expected);
+  CHECK(Counter(bed, "main", "requests") == 1);  // the new main node served it
+  CHECK(Counter(bed, "w0", "tasks") > 0);
 
   const std::string log = ReadText(bed.run_dir() + "/supervisor.log");
   INFO(log);
