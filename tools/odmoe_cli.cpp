@@ -13,6 +13,7 @@
 #include "cluster/main_client.h"
 #include "topology/topology.h"
 #include "util/cli_args.h"
+#include "util/regular_file.h"
 #include "util/version.h"
 
 namespace {
@@ -20,14 +21,6 @@ namespace {
 int Fail(const std::string& message) {
   std::cerr << "odmoe: error: " << message << "\n";
   return 1;
-}
-
-std::optional<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 int Complete(int argc, char** argv) {
@@ -52,8 +45,13 @@ int Complete(int argc, char** argv) {
   if (std::optional<int> exit = args.ParseOrExit(argc, argv)) return *exit;
   if (args.positional().size() != 1) return Fail("give the prompt as one argument");
   if (!topology_path.empty()) {
-    const std::optional<std::string> text = ReadFile(topology_path);
-    if (!text) return Fail(topology_path + ": cannot read the topology file");
+    // A regular file only: a FIFO would block the read forever.
+    const absl::StatusOr<std::string> text =
+        odmoe::ReadRegularFile(topology_path, odmoe::kMaxTopologyFileBytes);
+    if (!text.ok()) {
+      return Fail(topology_path +
+                  ": cannot read the topology file: " + std::string(text.status().message()));
+    }
     absl::StatusOr<odmoe::Topology> t = odmoe::ParseTopology(*text, topology_path);
     if (!t.ok()) return Fail(std::string(t.status().message()));
     main = t->main.address;

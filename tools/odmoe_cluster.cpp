@@ -9,11 +9,25 @@
 //                                                 # node_tls names (cert: certs/{id}.pem)
 //
 // Run directory (default ./odmoe-run/<topology stem>): <id>.log (stdout and
-// stderr of the node) and <id>.pid. A node with `netns: NAME` runs under
-// `ip netns exec NAME`; a node with `ssh: user@host` is started over ssh (the
-// program named by $ODMOE_SSH, default `ssh`): the remote host needs the same
-// paths (repository, binaries, model) and key-based login; the cluster secret
-// and the node's TLS files are copied there before it starts.
+// stderr of the node) and <id>.pid.
+//
+// Supervision: `up` leaves a supervisor behind (supervisor.pid, its log
+// supervisor.log) that restarts a node which dies unexpectedly (a non-zero
+// exit or a signal), after 0.5 s, doubling to 10 s for a node that keeps
+// dying (back to 0.5 s once it stayed up 30 s); a node restarted --restarts
+// times (5) within --restart-window seconds (60) is given up on: left down,
+// said in supervisor.log, <id>.gave-up and `status`. Every restart is logged
+// with the exit status, and the node's log gets a line where it restarted.
+// A clean stop is never restarted: `down` (which stops the supervisor
+// first), SIGTERM or SIGINT to the supervisor (it stops every node), a
+// worker that `scale` lets go, a node that exits 0. Nodes started by `scale`
+// are watched too. `--restarts 0`: no supervisor (nothing restarts a node).
+//
+// A node with `netns: NAME` runs under `ip netns exec NAME`; a node with
+// `ssh: user@host` is started over ssh (the program named by $ODMOE_SSH,
+// default `ssh`): the remote host needs the same paths (repository,
+// binaries, model) and key-based login; the cluster secret and the node's
+// TLS files are copied there before it starts.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -21,9 +35,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -34,6 +51,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "cluster/grpc_util.h"
@@ -41,6 +59,8 @@
 #include "cluster/node_certificate.h"
 #include "cluster/node_probe.h"
 #include "cluster/peer_auth.h"
+#include "cluster_nodes.h"
+#include "cluster_supervisor.h"
 #include "topology/topology.h"
 #include "util/cli_args.h"
 #include "util/progress_line.h"
@@ -50,24 +70,12 @@ namespace fs = std::filesystem;
 namespace odmoe {
 namespace {
 
+using namespace cluster_tool;
+
 int Fail(const std::string& message) {
   std::cerr << "odmoe-cluster: error: " << message << "\n";
   return 1;
 }
-
-struct Options {
-  std::string command;
-  std::string topology_path;
-  std::string run_dir;
-  std::string bin_dir;
-  int timeout = 120;
-  bool verbose = false;
-  int workers = 0;  // scale
-  int days = 825;   // certs
-  bool generated_secret = false;  // the topology has no cluster_secret_file
-  std::string secret_path;        // the secret the nodes use (ClusterSecretPath)
-  NodeTls node_tls;               // the topology's
-};
 
 // The cluster secret every node signs its calls with: the topology's file, or
 // one generated once into the run directory (kept across up/down; delete it
@@ -88,236 +96,10 @@ absl::Status PrepareSecret(const Options& o, const Topology& t) {
   return absl::OkStatus();
 }
 
-struct Node {
-  const NodeSpec* spec;
-  std::string role;  // main | shadow | worker
-};
-
-std::vector<Node> NodesInStartOrder(const Topology& t) {
-  std::vector<Node> nodes;
-  for (const WorkerSpec& w : t.workers) nodes.push_back({&w, "worker"});
-  if (t.shadow) nodes.push_back({&*t.shadow, "shadow"});
-  nodes.push_back({&t.main, "main"});
-  return nodes;
-}
-
-std::string ShellQuote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-std::string PidPath(const Options& o, const Node& n) {
-  return o.run_dir + "/" + n.spec->id + ".pid";
-}
-std::string LogPath(const Options& o, const Node& n) {
-  return o.run_dir + "/" + n.spec->id + ".log";
-}
-
-std::vector<std::string> NodeArgv(const Options& o, const Node& n) {
-  std::vector<std::string> argv;
-  if (!n.spec->netns.empty()) argv = {"ip", "netns", "exec", n.spec->netns};
-  argv.push_back(o.bin_dir + "/odmoe-" + n.role);
-  argv.push_back("--topology");
-  argv.push_back(fs::absolute(o.topology_path).string());
-  argv.push_back("--id");
-  argv.push_back(n.spec->id);
-  if (o.generated_secret) {
-    // The topology names no secret: the one `up` keeps in the run directory
-    // (a node on another host needs the same file at the same path).
-    argv.push_back("--cluster-secret-file");
-    argv.push_back(ClusterSecretPath(Topology(), o.run_dir));
-  }
-  return argv;
-}
-
-// The shell command that runs `remote` on `target` over ssh ($ODMOE_SSH or
-// `ssh`), with its stdin from `input` (by default /dev/null, so that it never
-// reads the terminal).
-std::string SshCommand(const std::string& target, const std::string& remote,
-                       const std::string& input = "/dev/null") {
-  const char* ssh = std::getenv("ODMOE_SSH");
-  return absl::StrCat(ssh && *ssh ? ssh : "ssh", " ", ShellQuote(target), " ", ShellQuote(remote),
-                      " <", ShellQuote(input));
-}
-
-// Runs a shell command, returning its stdout.
-std::string Capture(const std::string& command, int* exit_code) {
-  std::string out;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) {
-    *exit_code = 127;
-    return out;
-  }
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, n);
-  const int status = pclose(pipe);
-  *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-  return out;
-}
-
-// Pid file contents: "<pid>" for local nodes, "ssh <target> <pid>" for remote ones.
-struct PidRecord {
-  bool remote = false;
-  std::string target;
-  long pid = 0;
-};
-
-std::optional<PidRecord> ReadPid(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::string first;
-  in >> first;
-  PidRecord r;
-  if (first == "ssh") {
-    r.remote = true;
-    in >> r.target;
-    in >> r.pid;
-  } else if (!absl::SimpleAtoi(first, &r.pid)) {
-    return std::nullopt;
-  }
-  if (r.pid <= 0) return std::nullopt;
-  return r;
-}
-
-bool Alive(const PidRecord& r) {
-  if (r.remote) {
-    int code = 0;
-    // Alive and not a zombie.
-    Capture(SshCommand(r.target, "ps -o stat= -p " + std::to_string(r.pid) + " | grep -q '^[^Z]'"),
-            &code);
-    return code == 0;
-  }
-  // Reap it if it is our child and has exited; an exited process that its
-  // new parent has not reaped yet (a zombie) counts as gone.
-  waitpid(static_cast<pid_t>(r.pid), nullptr, WNOHANG);
-  if (kill(static_cast<pid_t>(r.pid), 0) != 0) return false;
-  std::ifstream stat("/proc/" + std::to_string(r.pid) + "/stat");
-  std::string pid, comm, state;
-  stat >> pid >> comm >> state;
-  return state != "Z";
-}
-
-absl::StatusOr<PidRecord> StartLocal(const Options& o, const Node& n) {
-  const std::vector<std::string> args = NodeArgv(o, n);
-  const std::string log = LogPath(o, n);
-  const pid_t pid = fork();
-  if (pid < 0) return absl::InternalError("fork failed");
-  if (pid == 0) {
-    setsid();
-    const int out = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int in = open("/dev/null", O_RDONLY);
-    if (out >= 0) {
-      dup2(out, 1);
-      dup2(out, 2);
-    }
-    if (in >= 0) dup2(in, 0);
-    std::vector<char*> argv;
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execvp(argv[0], argv.data());
-    std::fprintf(stderr, "odmoe-cluster: cannot run %s: %s\n", argv[0], strerror(errno));
-    _exit(127);
-  }
-  PidRecord r;
-  r.pid = pid;
-  return r;
-}
-
-// Copies the files a node on another host needs from this machine to the
-// same path there, over ssh (owner-only, written whole then renamed): the
-// cluster secret and, with node_tls, the CA and the node's own certificate
-// and key. A file missing here is left to the host (copied there by hand).
-absl::Status ShipFiles(const Options& o, const Node& n) {
-  std::vector<std::string> files = {o.secret_path};
-  if (o.node_tls.enabled()) {
-    const NodeTls mine = o.node_tls.ForNode(n.spec->id);
-    files.insert(files.end(), {mine.ca, mine.cert, mine.key});
-  }
-  for (const std::string& file : files) {
-    if (!fs::exists(file)) continue;
-    const std::string tmp = file + ".odmoe-copy";
-    const std::string remote =
-        absl::StrCat("umask 077 && mkdir -p ", ShellQuote(fs::path(file).parent_path().string()),
-                     " && cat > ", ShellQuote(tmp), " && mv -f ", ShellQuote(tmp), " ",
-                     ShellQuote(file));
-    int code = 0;
-    const std::string out = Capture(SshCommand(n.spec->ssh, remote, file) + " 2>&1", &code);
-    if (code != 0) {
-      return absl::UnavailableError(absl::StrCat("copying ", file, " to ", n.spec->ssh, " for ",
-                                                 n.spec->id, " failed (exit ", code, "): ", out));
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<PidRecord> StartRemote(const Options& o, const Node& n) {
-  if (absl::Status s = ShipFiles(o, n); !s.ok()) return s;
-  std::vector<std::string> quoted;
-  for (const std::string& a : NodeArgv(o, n)) quoted.push_back(ShellQuote(a));
-  // The background subshell execs nohup, which execs the daemon: $! is the
-  // daemon's pid, the one `down` kills.
-  const std::string remote =
-      absl::StrCat("cd ", ShellQuote(fs::current_path().string()), " && mkdir -p ",
-                   ShellQuote(o.run_dir), " && exec nohup ", absl::StrJoin(quoted, " "), " > ",
-                   ShellQuote(LogPath(o, n)), " 2>&1 & echo $!");
-  int code = 0;
-  const std::string out = Capture(SshCommand(n.spec->ssh, remote), &code);
-  PidRecord r;
-  r.remote = true;
-  r.target = n.spec->ssh;
-  if (code != 0 || !absl::SimpleAtoi(std::string(absl::StripAsciiWhitespace(out)), &r.pid)) {
-    return absl::UnavailableError(absl::StrCat("starting ", n.spec->id, " over ssh on ",
-                                               n.spec->ssh, " failed (exit ", code, "): ", out));
-  }
-  return r;
-}
-
-std::string LogTail(const std::string& path, int lines) {
-  std::ifstream in(path);
-  std::vector<std::string> all;
-  std::string line;
-  while (std::getline(in, line)) all.push_back(line);
-  std::string out;
-  for (size_t i = all.size() > static_cast<size_t>(lines) ? all.size() - lines : 0; i < all.size();
-       ++i) {
-    absl::StrAppend(&out, "    ", all[i], "\n");
-  }
-  return out.empty() ? "    (empty log)\n" : out;
-}
-
-void StopNode(const Options& o, const Node& n, bool quiet) {
-  const std::optional<PidRecord> r = ReadPid(PidPath(o, n));
-  if (!r) return;
-  if (r->remote) {
-    int code = 0;
-    Capture(SshCommand(r->target, "kill " + std::to_string(r->pid) + " 2>/dev/null"), &code);
-  } else {
-    kill(static_cast<pid_t>(r->pid), SIGTERM);
-  }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (Alive(*r) && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  if (Alive(*r)) {
-    if (!quiet) std::cerr << "odmoe-cluster: " << n.spec->id << " ignored SIGTERM; killing it\n";
-    if (r->remote) {
-      int code = 0;
-      Capture(SshCommand(r->target, "kill -9 " + std::to_string(r->pid)), &code);
-    } else {
-      kill(static_cast<pid_t>(r->pid), SIGKILL);
-      waitpid(static_cast<pid_t>(r->pid), nullptr, 0);
-    }
-  }
-  fs::remove(PidPath(o, n));
-}
-
 int Down(const Options& o, const Topology& t, bool quiet = false) {
-  std::vector<Node> nodes = NodesInStartOrder(t);
-  // Stop in reverse start order: main first, workers last.
-  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) StopNode(o, *it, quiet);
-  if (!quiet) std::cout << "cluster stopped (" << nodes.size() << " nodes)\n";
+  StopSupervisor(o, quiet);
+  StopAllNodes(o, t, quiet);
+  if (!quiet) std::cout << "cluster stopped (" << NodesInStartOrder(t).size() << " nodes)\n";
   return 0;
 }
 
@@ -364,6 +146,7 @@ int Status(const Options& o, const Topology& t) {
     const std::optional<PidRecord> r = ReadPid(PidPath(o, n));
     std::string pid = "-";
     if (r) pid = std::to_string(r->pid) + (Alive(*r) ? "" : "(dead)");
+    if (fs::exists(GaveUpPath(o, n))) pid += "(gave-up)";
     absl::StatusOr<NodeProbe> p = ProbeNode(n.spec->address, absl::Seconds(1));
     const std::string state = p.ok() ? p->state : "down";
     const std::string details = p.ok() ? (p->state == "ready" ? Compact(*p, o.verbose) : p->detail)
@@ -380,6 +163,12 @@ int Status(const Options& o, const Topology& t) {
     std::printf("%-10s %-7s %-22s %-9s %-9s %s\n", n.spec->id.c_str(), n.role.c_str(),
                 n.spec->address.c_str(), pid.c_str(), state.c_str(), details.c_str());
   }
+  const std::optional<PidRecord> supervisor = LiveSupervisor(o);
+  std::printf(
+      "supervisor: %s\n",
+      supervisor
+          ? absl::StrCat("pid ", supervisor->pid, " (log ", SupervisorLogPath(o), ")").c_str()
+          : "none (nothing restarts a node that dies)");
   return all_ready ? 0 : 1;
 }
 
@@ -394,12 +183,18 @@ void ReportFailure(const Options& o, const Node& n, const std::string& why) {
 // timeout passes (false, after reporting which node and why).
 // Shows which nodes are not ready yet, their state and the time left, on one
 // line (rewritten on a terminal, every few seconds in a log).
+
 bool WaitUntilReady(const Options& o, const std::vector<Node>& nodes) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.timeout);
   std::vector<bool> ready(nodes.size(), false);
   std::vector<std::string> state(nodes.size(), "no answer yet");
   ProgressLine progress(stdout);
   while (true) {
+    if (g_stop_signal != 0) {
+      progress.Finish(absl::StrCat("signal ", static_cast<int>(g_stop_signal),
+                                   ": stopping before every node was ready"));
+      return false;
+    }
     size_t n_ready = 0;
     for (size_t i = 0; i < nodes.size(); ++i) {
       const Node& n = nodes[i];
@@ -445,8 +240,113 @@ bool WaitUntilReady(const Options& o, const std::vector<Node>& nodes) {
   }
 }
 
+// Starts every node and waits until all are ready (the progress on this
+// process's output). 0 on success; on failure every node is stopped again.
+int StartCluster(const Options& o, const Topology& t) {
+  const std::vector<Node> nodes = NodesInStartOrder(t);
+  for (const Node& n : nodes) {
+    absl::StatusOr<PidRecord> r = n.spec->ssh.empty() ? StartLocal(o, n) : StartRemote(o, n);
+    if (!r.ok()) {
+      StopAllNodes(o, t, true);
+      return Fail(std::string(r.status().message()));
+    }
+    fs::remove(GaveUpPath(o, n));
+    std::ofstream(PidPath(o, n)) << (r->remote ? "ssh " + r->target + " " : "") << r->pid << "\n";
+  }
+  std::cout << "started " << nodes.size() << " nodes (logs in " << o.run_dir
+            << "); waiting for them to be ready\n";
+  if (!WaitUntilReady(o, nodes)) {
+    StopAllNodes(o, t, true);
+    return 1;
+  }
+  std::cout << "cluster ready: main at " << t.main.address << ", " << t.n_workers()
+            << " workers in " << t.n_groups() << (t.n_groups() == 1 ? " group" : " groups")
+            << " of " << t.group_size << ", prediction " << PredictionModeName(t.prediction)
+            << "\n";
+  return 0;
+}
+
+// up with a supervisor: a child process (its own session) starts the nodes,
+// so that it is their parent and learns how each ended; this process shows
+// its progress (the child writes to the same output) and forwards SIGTERM
+// and SIGINT to it. Once every node is ready the child moves its output to
+// supervisor.log, tells this process (one byte on a pipe) and supervises;
+// this process exits 0. If the start fails, the child exits non-zero and so
+// does this process.
+pid_t g_supervisor_child = 0;
+void ForwardStopSignal(int sig) {
+  if (g_supervisor_child > 0) kill(g_supervisor_child, sig);
+}
+
+int UpSupervised(const Options& o, const Topology& t) {
+  int ready_pipe[2];
+  if (pipe2(ready_pipe, O_CLOEXEC) != 0) return Fail("cannot create a pipe");
+  std::cout.flush();
+  std::fflush(nullptr);
+  const pid_t child = fork();
+  if (child < 0) return Fail("fork failed");
+  if (child == 0) {
+    close(ready_pipe[0]);
+    setsid();
+    signal(SIGTERM, OnStopSignal);
+    signal(SIGINT, OnStopSignal);
+    signal(SIGHUP, SIG_IGN);
+    if (const int rc = StartCluster(o, t); rc != 0) {
+      std::cout.flush();
+      std::fflush(nullptr);
+      _exit(rc);
+    }
+    std::ofstream(SupervisorPidPath(o)) << getpid() << "\n";
+    Status(o, t);
+    std::cout << "supervisor: pid " << getpid() << " restarts a node that dies (at most "
+              << o.restarts << " times in " << o.restart_window << " s; log "
+              << SupervisorLogPath(o) << ")\n";
+    std::cout.flush();
+    std::fflush(nullptr);
+    // From now on: no terminal, output to the log (the caller's pipe closes).
+    const int log = open(SupervisorLogPath(o).c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    const int null = open("/dev/null", O_RDONLY);
+    if (log >= 0) {
+      dup2(log, 1);
+      dup2(log, 2);
+      close(log);
+    }
+    if (null >= 0) {
+      dup2(null, 0);
+      close(null);
+    }
+    const char ok = 0;
+    (void)!write(ready_pipe[1], &ok, 1);
+    close(ready_pipe[1]);
+    const int rc = Supervise(o, t);
+    std::cout.flush();
+    std::fflush(nullptr);
+    _exit(rc);
+  }
+  close(ready_pipe[1]);
+  g_supervisor_child = child;
+  signal(SIGTERM, ForwardStopSignal);
+  signal(SIGINT, ForwardStopSignal);
+  char byte = 1;
+  ssize_t n;
+  do {
+    n = read(ready_pipe[0], &byte, 1);
+  } while (n < 0 && errno == EINTR);
+  close(ready_pipe[0]);
+  if (n == 1) return 0;  // ready; the child supervises
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) && WEXITSTATUS(status) != 0 ? WEXITSTATUS(status) : 1;
+}
+
 int Up(const Options& o, const Topology& t) {
   const std::vector<Node> nodes = NodesInStartOrder(t);
+  if (const std::optional<PidRecord> s = LiveSupervisor(o)) {
+    return Fail(absl::StrCat("the supervisor of this run directory (", o.run_dir,
+                             ") is still running (pid ", s->pid,
+                             "); run `odmoe-cluster down` first"));
+  }
   for (const Node& n : nodes) {
     const std::optional<PidRecord> r = ReadPid(PidPath(o, n));
     if (r && Alive(*r)) {
@@ -454,6 +354,16 @@ int Up(const Options& o, const Topology& t) {
                                ") is still running (pid ", r->pid,
                                "); run `odmoe-cluster down` first"));
     }
+  }
+  const int local = static_cast<int>(
+      std::count_if(nodes.begin(), nodes.end(), [](const Node& n) { return n.spec->ssh.empty(); }));
+  if (local > o.max_local_nodes) {
+    return Fail(absl::StrCat(local,
+                             " nodes would run on this machine (every node without ssh:), "
+                             "more than --max-local-nodes ",
+                             o.max_local_nodes,
+                             " (each is a process with its own copy of the work; raise the "
+                             "bound only for a machine that can serve them)"));
   }
   for (const Node& n : nodes) {
     if (!n.spec->ssh.empty()) continue;
@@ -464,24 +374,10 @@ int Up(const Options& o, const Topology& t) {
   fs::create_directories(o.run_dir, ec);
   if (ec) return Fail("cannot create the run directory " + o.run_dir + ": " + ec.message());
   if (absl::Status s = PrepareSecret(o, t); !s.ok()) return Fail(std::string(s.message()));
-  for (const Node& n : nodes) {
-    absl::StatusOr<PidRecord> r = n.spec->ssh.empty() ? StartLocal(o, n) : StartRemote(o, n);
-    if (!r.ok()) {
-      Down(o, t, true);
-      return Fail(std::string(r.status().message()));
-    }
-    std::ofstream(PidPath(o, n)) << (r->remote ? "ssh " + r->target + " " : "") << r->pid << "\n";
-  }
-  std::cout << "started " << nodes.size() << " nodes (logs in " << o.run_dir
-            << "); waiting for them to be ready\n";
-  if (!WaitUntilReady(o, nodes)) {
-    Down(o, t, true);
-    return 1;
-  }
-  std::cout << "cluster ready: main at " << t.main.address << ", " << t.n_workers()
-            << " workers in " << t.n_groups() << (t.n_groups() == 1 ? " group" : " groups")
-            << " of " << t.group_size << ", prediction " << PredictionModeName(t.prediction)
-            << "\n";
+  if (o.restarts > 0) return UpSupervised(o, t);
+  signal(SIGTERM, OnStopSignal);
+  signal(SIGINT, OnStopSignal);
+  if (const int rc = StartCluster(o, t); rc != 0) return rc;
   Status(o, t);
   return 0;
 }
@@ -594,6 +490,13 @@ int main(int argc, char** argv) {
   args.AddFlag("verbose", &o.verbose, "status: every counter of every node");
   args.AddInt("workers", &o.workers, "N", "scale: how many workers take layers");
   args.AddInt("days", &o.days, "N", "certs: how long new certificates are valid (825)");
+  args.AddInt("restarts", &o.restarts, "N",
+              "up: restart a node that dies at most N times within --restart-window (5); 0 = "
+              "no supervisor");
+  args.AddInt("restart-window", &o.restart_window, "SECONDS",
+              "up: the window --restarts counts in (60)");
+  args.AddInt("max-local-nodes", &o.max_local_nodes, "N",
+              "up: the most nodes this machine may run (64)");
   args.AllowPositional("up|down|status|scale|certs TOPOLOGY", 2);
   if (std::optional<int> exit = args.ParseOrExit(argc, argv)) return *exit;
   auto usage = [](const std::string& why) {
@@ -625,7 +528,14 @@ int main(int argc, char** argv) {
   o.node_tls = t->node_tls;
   if (o.bin_dir.empty()) o.bin_dir = DefaultBinDir();
   o.bin_dir = fs::absolute(o.bin_dir).string();
-  if (o.timeout < 1) return Fail("--timeout must be >= 1");
+  if (o.timeout < 1 || o.timeout > 86400) return Fail("--timeout must be in 1..86400 seconds");
+  if (o.restarts < 0 || o.restarts > 1000) return Fail("--restarts must be in 0..1000");
+  if (o.restart_window < 1 || o.restart_window > 86400) {
+    return Fail("--restart-window must be in 1..86400 seconds");
+  }
+  if (o.max_local_nodes < 1 || o.max_local_nodes > 100000) {
+    return Fail("--max-local-nodes must be in 1..100000");
+  }
   if (o.command == "up") return Up(o, *t);
   if (o.command == "down") return Down(o, *t);
   if (o.command == "scale") return Scale(o, *t);

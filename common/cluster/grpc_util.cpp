@@ -12,6 +12,7 @@
 #include "cluster/node_certificate.h"
 #include "util/log_limiter.h"
 #include "util/logging.h"
+#include "util/regular_file.h"
 
 namespace odmoe {
 
@@ -29,6 +30,9 @@ absl::Status FromGrpcStatus(const grpc::Status& status, std::string_view context
 
 namespace {
 
+// A certificate chain or key is a few KiB; a CA bundle rarely 200 KiB.
+constexpr uint64_t kMaxPemFileBytes = 1 << 20;
+
 struct TlsState {
   std::mutex mu;
   bool enabled = false;
@@ -42,15 +46,17 @@ TlsState& Tls() {
 }
 
 absl::StatusOr<std::string> ReadPem(const std::string& path, const char* what) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("node_tls.", what, ": cannot read ", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  if (text.str().find("-----BEGIN") == std::string::npos) {
+  // A regular file only (a FIFO would block the read forever), of PEM size.
+  absl::StatusOr<std::string> text = ReadRegularFile(path, kMaxPemFileBytes);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(), absl::StrCat("node_tls.", what, ": cannot read ",
+                                                           path, ": ", text.status().message()));
+  }
+  if (text->find("-----BEGIN") == std::string::npos) {
     return absl::InvalidArgumentError(
         absl::StrCat("node_tls.", what, ": ", path, " is not a PEM file"));
   }
-  return text.str();
+  return *text;
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "util/regular_file.h"
 #include "util/string_view.h"
 
 namespace odmoe {
@@ -82,11 +83,13 @@ bool PlainName(std::string_view s) {
 }
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+  // A regular file only (a FIFO would block the read forever), of PEM size.
+  absl::StatusOr<std::string> text = ReadRegularFile(path, 1 << 20);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(),
+                        absl::StrCat("cannot read ", path, ": ", text.status().message()));
+  }
+  return *text;
 }
 
 // Creates `path` (which must not exist) with `text`, mode `mode`.

@@ -18,6 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "model/model_file.h"
+#include "util/regular_file.h"
 #include "util/status_macros.h"
 #include "util/string_view.h"
 #include "yaml-cpp/yaml.h"
@@ -282,7 +283,7 @@ absl::Status ParseDocument(const YAML::Node& root, const std::string& file,
     if (const YAML::Node mb = s.Get("mini_batch"); mb.IsScalar() && mb.Scalar() == "auto") {
       t->prefill_mini_batch = Topology::kAutoMiniBatch;
     } else {
-      ODMOE_RETURN_IF_ERROR(s.Int("mini_batch", &t->prefill_mini_batch, 1, 1 << 16));
+      ODMOE_RETURN_IF_ERROR(s.Int("mini_batch", &t->prefill_mini_batch, 1, kMaxBatchRows));
     }
     ODMOE_RETURN_IF_ERROR(s.Micros("message_cost", &t->prefill_message_cost_us));
     ODMOE_RETURN_IF_ERROR(s.CheckNoUnknownKeys());
@@ -333,9 +334,9 @@ absl::Status ParseDocument(const YAML::Node& root, const std::string& file,
     Section s(main, "main", file);
     ODMOE_RETURN_IF_ERROR(ParseNode(s, &t->main, "cpu:1"));
     ODMOE_RETURN_IF_ERROR(s.Int("context", &t->main.context, 0, 1 << 20));
-    ODMOE_RETURN_IF_ERROR(s.Int("batch", &t->main.batch, 1, 1 << 16));
+    ODMOE_RETURN_IF_ERROR(s.Int("batch", &t->main.batch, 1, kMaxBatchRows));
     ODMOE_RETURN_IF_ERROR(s.Int("max_running", &t->main.max_running, 1, 256));
-    ODMOE_RETURN_IF_ERROR(s.Int("max_queue", &t->main.max_queue, 0, 1 << 20));
+    ODMOE_RETURN_IF_ERROR(s.Int("max_queue", &t->main.max_queue, 0, kMaxQueuedRequests));
     if (s.Has("max_body_bytes")) {
       uint64_t body = 0;
       ODMOE_RETURN_IF_ERROR(s.Bytes("max_body_bytes", &body));
@@ -428,7 +429,7 @@ absl::Status ParseDocument(const YAML::Node& root, const std::string& file,
     std::string qmodel;
     ODMOE_RETURN_IF_ERROR(s.String("model", &qmodel, false));
     if (!qmodel.empty()) spec.model = Resolve(base_dir, qmodel);
-    ODMOE_RETURN_IF_ERROR(s.Int("max_run_ahead", &spec.max_run_ahead, 1, 1 << 16));
+    ODMOE_RETURN_IF_ERROR(s.Int("max_run_ahead", &spec.max_run_ahead, 1, kMaxRunAhead));
     ODMOE_RETURN_IF_ERROR(s.Int("draft_tokens", &spec.draft_tokens, 0, kMaxDraftTokens));
     ODMOE_RETURN_IF_ERROR(s.Micros("draft_wait", &spec.draft_wait_us));
     if (spec.draft_tokens + 1 > t->main.batch) {
@@ -453,7 +454,7 @@ absl::Status ParseDocument(const YAML::Node& root, const std::string& file,
   ODMOE_RETURN_IF_ERROR(st);
   if (!workers.IsMap()) return top.Error("workers", "missing (expected the worker settings)");
   Section ws(workers, "workers", file);
-  ODMOE_RETURN_IF_ERROR(ws.Int("group_size", &t->group_size, 1, 1 << 10));
+  ODMOE_RETURN_IF_ERROR(ws.Int("group_size", &t->group_size, 1, kMaxGroupSize));
   ODMOE_RETURN_IF_ERROR(ws.Enum<WorkerMode>(
       "mode", &t->worker_mode,
       {{"on_demand", WorkerMode::kOnDemand},
@@ -504,6 +505,12 @@ absl::Status ParseDocument(const YAML::Node& root, const std::string& file,
   if (!nodes.IsSequence() || nodes.size() == 0) {
     return ws.Error("nodes", "missing or empty (expected a list of workers, each with id and "
                              "address)");
+  }
+  if (nodes.size() > static_cast<size_t>(kMaxWorkers)) {
+    return ws.Error("nodes", absl::StrFormat("%d workers is more than the %d a cluster may have "
+                                             "(each holds a stream and a thread on the main "
+                                             "node; expected at most %d)",
+                                             nodes.size(), kMaxWorkers, kMaxWorkers));
   }
   for (size_t i = 0; i < nodes.size(); ++i) {
     const std::string path = absl::StrCat("workers.nodes[", i, "]");
@@ -612,6 +619,54 @@ absl::Status CheckStructure(const Topology& t, const std::string& file) {
                  absl::StrFormat("%d workers do not form whole groups of %d (expected a "
                                  "multiple of the group size)",
                                  t.n_workers(), g));
+  }
+  if (t.n_workers() > kMaxWorkers) {  // topologies built in code (ParseDocument checks first)
+    return error("workers.nodes",
+                 absl::StrFormat("%d workers is more than %d", t.n_workers(), kMaxWorkers));
+  }
+  if (t.group_size > 0 && t.n_workers() / g > kMaxGroups) {  // (0: the model's top-k, later)
+    return error("workers.nodes",
+                 absl::StrFormat("%d workers in groups of %d make %d groups, more than %d (layer "
+                                 "l goes to group l mod groups: most would only stand by; "
+                                 "expected at most %d groups, or a larger group_size)",
+                                 t.n_workers(), g, t.n_workers() / g, kMaxGroups, kMaxGroups));
+  }
+  return absl::OkStatus();
+}
+
+// `path` (the file of topology key `key`) must be a regular file; with
+// `may_be_missing`, nothing there is fine too (made later).
+absl::Status CheckNamedFile(const std::string& file, const std::string& key,
+                            const std::string& path, bool may_be_missing) {
+  absl::Status s = CheckRegularFile(path);
+  if (s.ok() || (may_be_missing && absl::IsNotFound(s))) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(file, ": ", key, ": ", s.message()));
+}
+
+// Every file the topology names is a regular file, before anything opens one.
+absl::Status CheckTopologyFiles(const Topology& t, const std::string& file) {
+  ODMOE_RETURN_IF_ERROR(CheckNamedFile(file, "model", t.model, false));
+  if (t.shadow && !t.shadow->model.empty()) {
+    ODMOE_RETURN_IF_ERROR(CheckNamedFile(file, "shadow.model", t.shadow->model, true));
+  }
+  if (t.node_tls.enabled()) {
+    std::vector<std::string> ids = {kOperatorId};
+    if (t.node_tls.per_node()) {
+      for (const NodeSpec* n : t.AllNodes()) ids.push_back(n->id);
+    }
+    ODMOE_RETURN_IF_ERROR(CheckNamedFile(file, "node_tls.ca", t.node_tls.ca, true));
+    for (const std::string& id : ids) {
+      const NodeTls mine = t.node_tls.ForNode(id);
+      ODMOE_RETURN_IF_ERROR(CheckNamedFile(file, "node_tls.cert", mine.cert, true));
+      ODMOE_RETURN_IF_ERROR(CheckNamedFile(file, "node_tls.key", mine.key, true));
+    }
+  }
+  if (!t.main.tls_cert.empty()) {
+    ODMOE_RETURN_IF_ERROR(CheckNamedFile(file, "main.tls.cert", t.main.tls_cert, true));
+    ODMOE_RETURN_IF_ERROR(CheckNamedFile(file, "main.tls.key", t.main.tls_key, true));
+  }
+  if (!t.cluster_secret_file.empty()) {
+    ODMOE_RETURN_IF_ERROR(CheckNamedFile(file, "cluster_secret_file", t.cluster_secret_file, true));
   }
   return absl::OkStatus();
 }
@@ -736,6 +791,7 @@ absl::StatusOr<Topology> ParseTopology(std::string_view yaml_text, const std::st
 
 absl::Status ValidateTopologyWithModel(Topology& t) {
   const std::string file = t.path.empty() ? "<topology>" : t.path;
+  ODMOE_RETURN_IF_ERROR(CheckTopologyFiles(t, file));
   absl::StatusOr<std::unique_ptr<ModelFile>> model = ModelFile::Open(t.model);
   if (!model.ok()) {
     return absl::InvalidArgumentError(
@@ -760,11 +816,13 @@ absl::Status ValidateTopologyWithModel(Topology& t) {
 }
 
 absl::StatusOr<Topology> LoadTopology(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot read the topology file"));
-  std::stringstream text;
-  text << in.rdbuf();
-  ODMOE_ASSIGN_OR_RETURN(Topology t, ParseTopology(text.str(), path));
+  absl::StatusOr<std::string> text = ReadRegularFile(path, kMaxTopologyFileBytes);
+  if (!text.ok()) {
+    return absl::Status(
+        text.status().code(),
+        absl::StrCat(path, ": cannot read the topology file: ", text.status().message()));
+  }
+  ODMOE_ASSIGN_OR_RETURN(Topology t, ParseTopology(*text, path));
   ODMOE_RETURN_IF_ERROR(ValidateTopologyWithModel(t));
   return t;
 }

@@ -45,13 +45,14 @@
 //     address: 127.0.0.1:7700                 # required host:port
 //     backend: cpu:1                          # default cpu:1
 //     context: 512                            # KV capacity; 0 (default) = model's
-//     batch: 64                               # prefill chunk rows (default 64)
+//     batch: 64                               # prefill chunk rows (default 64; 1..4096)
 //     http: 127.0.0.1:8080                    # OpenAI-compatible HTTP API (default: none)
 //     api_key: secret                         # optional: Authorization: Bearer secret
 //     tls: { cert: server.pem, key: key.pem } # optional: HTTPS
 //     max_running: 4                          # requests generated at once, batched (1..256;
 //                                             # default 4; each holds a KV cache of `context`)
-//     max_queue: 16                           # waiting requests before 429 (default 16)
+//     max_queue: 16                           # waiting requests before 429 (default 16;
+//                                             # 0..4096)
 //     max_body_bytes: 8MiB                    # largest HTTP request body, chunked or not
 //                                             # (default 8MiB; 4KiB..1GiB); larger: 413
 //     worker_timeout_ms: 10000                # unanswered task = failed worker (default 10 s)
@@ -80,13 +81,13 @@
 //     quantization: q8_0                      # f16 | q8_0 (default) | q6_k | q5_k | q4_k | q4_0
 //     model: shadow-q8_0.gguf                 # optional pre-quantized copy
 //     alignment: { token_period: 1, kv_period: 1 }   # 0 = never (defaults 1, 1)
-//     max_run_ahead: 4                        # iterations ahead of main (default 4)
+//     max_run_ahead: 4                        # iterations ahead of main (default 4; 1..1024)
 //     draft_tokens: 0                         # speculative decoding: tokens drafted per
 //                                             # iteration (0 = off, default; up to 16)
 //     draft_wait: 0                           # longest wait for them per iteration (0 =
 //                                             # verify those ready, default; up to 10s)
 //   workers:
-//     group_size: 2                           # G >= 1; default: the model's top-k
+//     group_size: 2                           # G in 1..64; default: the model's top-k
 //     mode: on_demand                         # on_demand (default) | resident | lru_cache |
 //                                             #   lfu_cache | utility_cache
 //     cache_experts: 16                       # *_cache: experts each worker keeps (default 8)
@@ -108,7 +109,8 @@
 //                                             #   experts from a q4_0 copy; floor = retention
 //                                             #   ratio at the last layer (default 0.5)
 //     backend: cpu:1                          # default for every worker
-//     nodes:                                  # required, at least one group
+//     nodes:                                  # required, at least one group; at most
+//                                             # 1024 workers in at most 256 groups
 //       - { id: w0, address: 127.0.0.1:7710 }
 //       - { id: w1, address: 127.0.0.1:7711, memory_budget: 8MiB, backend: cpu:1 }
 //
@@ -125,6 +127,14 @@
 // Node ids, ssh targets and namespace names are plain names (letters, digits,
 // '_', '-', '.'; ssh also '@', ':'), as they name files and command arguments.
 // A key written twice in one mapping is an error.
+//
+// Every file the topology names (model, shadow.model, node_tls, main.tls,
+// cluster_secret_file) must be a regular file (a symlink to one is fine): a
+// FIFO, directory or device is refused at once with an error naming the key
+// (util/regular_file.h; opening a FIFO would block forever). The model must
+// exist; the others may be missing here (the TLS files and the secret are
+// made later by `odmoe-cluster certs` and `up`; the node that opens a missing
+// one says so), but whatever is there must be a regular file.
 //
 // Safe default between nodes: a topology with a node address that is not
 // loopback (127.0.0.0/8, ::1, localhost) and no node_tls is refused unless it
@@ -243,6 +253,28 @@ struct MainSpec : NodeSpec {
 
 /// The most tokens the shadow drafts per iteration (shadow.draft_tokens).
 inline constexpr int kMaxDraftTokens = 16;
+
+// Bounds that reflect what a cluster can serve; the check refuses a value
+// past one with an error naming the key, the value and the bound.
+/// workers.nodes: the main node keeps a stream, a reader thread and a
+/// channel per worker and fans every layer out to a group; a thousand
+/// workers is far past any MoE model's useful split (layers x top-k).
+inline constexpr int kMaxWorkers = 1024;
+/// workers.group_size: a worker of a group computes positions i, i+G, ...
+/// of a layer's top-k experts; no model has a top-k anywhere near 64.
+inline constexpr int kMaxGroupSize = 64;
+/// N_W / G: decoding gives layer l to group l mod groups; no MoE model has
+/// 128 layers, so beyond 256 groups most would only ever stand by.
+inline constexpr int kMaxGroups = 256;
+/// main.batch and prefill.mini_batch: rows of one prefill chunk / message;
+/// every worker sizes its workspace for them (rows x feed-forward width).
+inline constexpr int kMaxBatchRows = 4096;
+/// main.max_queue: waiting requests, each holding its whole body.
+inline constexpr int kMaxQueuedRequests = 4096;
+/// shadow.max_run_ahead: iterations whose predictions the shadow may hold.
+inline constexpr int kMaxRunAhead = 1024;
+/// The topology file itself (a 1024-worker file is about 60 KiB).
+inline constexpr uint64_t kMaxTopologyFileBytes = 4u << 20;
 
 struct ShadowSpec : NodeSpec {
   // kF16 | kQ8_0 | kQ6_K | kQ5_K | kQ4_K | kQ4_0: every converted tensor in
@@ -385,11 +417,13 @@ bool IsLoopbackHost(std::string_view host);
 absl::StatusOr<Topology> ParseTopology(std::string_view yaml_text, const std::string& path);
 
 /// Checks a parsed topology against the model it names: group_size defaults
-/// to the model's top-k (any G >= 1 is valid); the model must open and every
-/// worker's memory budget must hold its largest expert.
+/// to the model's top-k (any G >= 1 is valid); every named file is a regular
+/// file (see above); the model must open and every worker's memory budget
+/// must hold its largest expert.
 absl::Status ValidateTopologyWithModel(Topology& topology);
 
-/// Reads the file, ParseTopology, ValidateTopologyWithModel.
+/// Reads the file (a regular file of at most kMaxTopologyFileBytes),
+/// ParseTopology, ValidateTopologyWithModel.
 absl::StatusOr<Topology> LoadTopology(const std::string& path);
 
 /// "96MiB", "1.5GiB", "512KiB", "1000000", "64MB" (SI) -> bytes.

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "util/regular_file.h"
 
 namespace odmoe {
 namespace {
@@ -55,13 +56,13 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
 }
 
 absl::StatusOr<MappedFile> MappedFile::Open(const std::string& path) {
-  ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // O_NONBLOCK: opening a FIFO for reading would wait for a writer forever;
+  // the fstat below refuses anything but a regular file (util/regular_file.h).
+  ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (fd.get() < 0) return ErrnoStatus(path, "cannot open", errno);
+  if (absl::Status s = CheckRegularFd(fd.get(), path); !s.ok()) return s;
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return ErrnoStatus(path, "cannot stat", errno);
-  if (!S_ISREG(st.st_mode)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
-  }
   if (st.st_size == 0) return absl::InvalidArgumentError(absl::StrCat(path, ": file is empty"));
   const size_t size = static_cast<size_t>(st.st_size);
   void* addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd.get(), 0);

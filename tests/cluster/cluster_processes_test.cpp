@@ -22,7 +22,11 @@ namespace odmoe::test {
 using Result = ShellResult;
 
 TEST_CASE("processes: ten-node testbed up, complete, status, down", "[cluster][processes]") {
-  ProcessTestbed bed(SourcePath("models/tiny-mixtral-f16.gguf"), "odmoe_testbed");
+  // Without the supervisor: the killed worker and shadow stay down, and the
+  // cluster serves without them (supervisor_test.cpp restarts them).
+  TestbedSpec spec;
+  spec.up_flags = "--restarts 0";
+  ProcessTestbed bed(SourcePath("models/tiny-mixtral-f16.gguf"), "odmoe_testbed", spec);
   const TempDir& dir = bed.dir();
   const std::string run_dir = bed.run_dir();
   const int main_port = bed.main_port();

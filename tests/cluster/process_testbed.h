@@ -84,6 +84,7 @@ struct TestbedSpec {
   std::string cluster_env;  // put before odmoe-cluster, e.g. "ODMOE_SSH=/x/fake-ssh "
   std::string main_extra;   // more keys of the main section, e.g. "  api_key: k\n"
   std::string top_extra;    // more top-level keys, e.g. "node_tls: {...}\n"
+  std::string up_flags;     // after `up TOPOLOGY`, e.g. "--restarts 0" (no supervisor)
 };
 
 class ProcessTestbed {
@@ -110,6 +111,7 @@ class ProcessTestbed {
     topology_ = dir_ / "testbed.yaml";
     std::ofstream(topology_) << yaml;
     cluster_ = spec.cluster_env + Bin("odmoe-cluster") + " --run-dir " + run_dir() + " ";
+    up_flags_ = spec.up_flags;
   }
   ~ProcessTestbed() {
     if (up_) Down();
@@ -120,7 +122,7 @@ class ProcessTestbed {
   /// `odmoe-cluster up`: every node started and ready (exit 0), or none left running.
   ShellResult Up() {
     up_ = true;  // a partial start is stopped by the destructor too
-    return Sh(cluster_ + "up " + topology_);
+    return Sh(cluster_ + "up " + topology_ + " " + up_flags_);
   }
   /// `odmoe-cluster down`: every node drained and stopped.
   ShellResult Down() {
@@ -148,6 +150,7 @@ class ProcessTestbed {
   int main_port_;
   std::string topology_;
   std::string cluster_;
+  std::string up_flags_;
   bool up_ = false;
 };
 
