@@ -24,8 +24,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "main_node/byte_budget.h"
 #include "main_node/http_connection.h"
+#include "util/budget.h"
 #include "util/logging.h"
 
 namespace odmoe {
@@ -209,7 +209,7 @@ struct HttpServer::Impl {
   Routes routes;
   BeforeBody before_body;
   ErrorBody error_body;
-  std::unique_ptr<ByteBudget> bodies;  // max_buffered_body_bytes
+  std::unique_ptr<Budget> bodies;  // max_buffered_body_bytes
   int port = 0;
   std::optional<asio::ssl::context> ssl;
   asio::io_context io;
@@ -304,7 +304,7 @@ struct HttpServer::Impl {
   // no other large body is held (the last of a burst trims): glibc keeps
   // freed heap otherwise (30 requests of 8 MB left ~290 MB behind).
   void TrimAfter(size_t body_bytes) {
-    if (body_bytes < (1u << 20) || bodies->used() >= (1u << 20)) return;
+    if (body_bytes < (1u << 20) || bodies->in_use() >= (1u << 20)) return;
     malloc_trim(0);
   }
 
@@ -562,9 +562,9 @@ class Session final : public SessionLink, public std::enable_shared_from_this<Se
   // (the request refused: 503) when it cannot.
   bool HoldBody() {
     const size_t need = std::max<size_t>(conn_.body_bytes(), announced_);
-    if (need <= hold_.held()) return true;
+    if (need <= hold_.amount()) return true;
     // Chunked bodies grow by steps, not per byte.
-    const size_t step = announced_ > 0 ? need : std::max(need, hold_.held() + (64u << 10));
+    const size_t step = announced_ > 0 ? need : std::max(need, hold_.amount() + (64u << 10));
     if (hold_.GrowTo(std::min(step, server_->opt.max_body_bytes)) || hold_.GrowTo(need)) {
       return true;
     }
@@ -585,7 +585,7 @@ class Session final : public SessionLink, public std::enable_shared_from_this<Se
     request_.peer = peer_;
     request_.id = ++server_->next_request_id;
     announced_ = 0;
-    hold_ = ByteBudget::Hold(server_->bodies.get());
+    hold_ = server_->bodies->Empty();
     if (server_->before_body) {
       std::optional<HttpResponse> refusal;
       try {
@@ -688,7 +688,7 @@ class Session final : public SessionLink, public std::enable_shared_from_this<Se
                  request = std::move(request), exchange = exchange_,
                  hold = std::move(hold_)]() mutable {
       RunHandler(*server, *route, request, *exchange);
-      const size_t held = hold.held();
+      const size_t held = hold.amount();
       request = HttpRequest{};
       hold.Release();
       server->TrimAfter(held);
@@ -752,7 +752,7 @@ class Session final : public SessionLink, public std::enable_shared_from_this<Se
   std::array<char, 16384> read_buf_{};
   HttpRequest request_;  // the header of the request being read (peer, id, path_rest)
   const HttpRoute* route_ = nullptr;
-  ByteBudget::Hold hold_;
+  Budget::Share hold_;
   size_t announced_ = 0;  // the body's Content-Length, 0 for chunked
   std::shared_ptr<Exchange> exchange_;
   std::string out_;       // the write in flight
@@ -860,7 +860,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
   impl.before_body = std::move(before_body);
   impl.error_body = std::move(error_body);
   impl.opt.max_connections_per_client = std::max(1, options.max_connections_per_client);
-  impl.bodies = std::make_unique<ByteBudget>(options.max_buffered_body_bytes);
+  impl.bodies = std::make_unique<Budget>(options.max_buffered_body_bytes);
   if (!options.tls_cert.empty()) {
     impl.ssl.emplace(asio::ssl::context::tls_server);
     ErrorCode ec;

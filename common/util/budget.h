@@ -9,6 +9,10 @@
 //   if (!share) return absl::ResourceExhaustedError("4 calls run already");
 //   ... work ...                       // the share is given back when destroyed
 //
+//   static Budget bodies(64 << 20);     // bytes, grown as they arrive
+//   Budget::Share body = bodies.Empty();
+//   if (!body.GrowTo(bytes_so_far)) { /* 503 */ }
+//
 // Thread-safe.
 #pragma once
 
@@ -24,23 +28,48 @@ class Budget {
   Budget(const Budget&) = delete;
   Budget& operator=(const Budget&) = delete;
 
-  /// Holds `amount` of the budget until destroyed.
+  /// Holds `amount` of the budget until destroyed (or released); movable. A
+  /// share may grow as a need becomes known (a request body as it is read).
   class Share {
    public:
+    Share() = default;  // holds nothing, of no budget
     Share(Share&& other) noexcept : budget_(other.budget_), amount_(other.amount_) {
       other.budget_ = nullptr;
+      other.amount_ = 0;
     }
-    Share& operator=(Share&&) = delete;
-    ~Share() {
-      if (budget_ != nullptr) budget_->GiveBack(amount_);
+    Share& operator=(Share&& other) noexcept {
+      if (this != &other) {
+        Release();
+        budget_ = other.budget_;
+        amount_ = other.amount_;
+        other.budget_ = nullptr;
+        other.amount_ = 0;
+      }
+      return *this;
+    }
+    Share(const Share&) = delete;
+    Share& operator=(const Share&) = delete;
+    ~Share() { Release(); }
+
+    uint64_t amount() const { return amount_; }
+    /// Holds `total` in all, taking the difference from the budget; false,
+    /// and nothing more taken, when the budget cannot spare it.
+    bool GrowTo(uint64_t total);
+    /// Gives the whole share back now.
+    void Release() {
+      if (budget_ != nullptr && amount_ > 0) budget_->GiveBack(amount_);
+      amount_ = 0;
     }
 
    private:
     friend class Budget;
     Share(Budget* budget, uint64_t amount) : budget_(budget), amount_(amount) {}
-    Budget* budget_;
-    uint64_t amount_;
+    Budget* budget_ = nullptr;
+    uint64_t amount_ = 0;
   };
+
+  /// A share of nothing yet, to grow with Share::GrowTo.
+  Share Empty() { return Share(this, 0); }
 
   /// `amount` of the budget, or nullopt when less than that is left (an
   /// amount larger than the capacity is never granted).
@@ -51,6 +80,7 @@ class Budget {
   uint64_t in_use() const;
 
  private:
+  bool TryTake(uint64_t amount);
   void GiveBack(uint64_t amount);
 
   const uint64_t capacity_;

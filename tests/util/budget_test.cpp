@@ -29,3 +29,30 @@ TEST_CASE("budget: shares are granted whole or refused, and given back", "[util]
 }
 
 }  // namespace odmoe
+
+namespace odmoe {
+
+TEST_CASE("budget: a share grows as its need becomes known, and is released", "[util]") {
+  Budget b(100);
+  Budget::Share body = b.Empty();
+  CHECK(body.amount() == 0);
+  CHECK(body.GrowTo(40));
+  CHECK(body.GrowTo(30));  // already holds more
+  CHECK(b.in_use() == 40);
+  std::optional<Budget::Share> other = b.Take(50);
+  REQUIRE(other);
+  CHECK_FALSE(body.GrowTo(60));  // 10 left: refused, nothing more taken
+  CHECK(body.amount() == 40);
+  CHECK(b.in_use() == 90);
+  CHECK(body.GrowTo(50));
+  Budget::Share moved;
+  moved = std::move(body);  // the moved-from share holds nothing
+  CHECK(body.amount() == 0);
+  CHECK(moved.amount() == 50);
+  moved.Release();
+  CHECK(b.in_use() == 50);
+  Budget::Share none;  // of no budget: cannot grow
+  CHECK_FALSE(none.GrowTo(1));
+}
+
+}  // namespace odmoe
