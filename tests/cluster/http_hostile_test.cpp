@@ -24,6 +24,7 @@
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "raw_http_client.h"
+#include "process_watch.h"
 #include "test_cluster.h"
 #include "util/process_memory.h"
 
@@ -33,32 +34,12 @@ namespace {
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-// This process's threads (the main node runs in it).
-int ThreadCount() {
-  int n = 0;
-  if (DIR* d = opendir("/proc/self/task")) {
-    while (const dirent* e = readdir(d)) n += e->d_name[0] != '.';
-    closedir(d);
-  }
-  return n;
-}
 
 std::string Post(const std::string& path, const std::string& body) {
   return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" +
          "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 
-// The value of one metric line ("name{labels}") in the main node's metrics.
-double Metric(MainNode& node, const std::string& series) {
-  const std::string text = node.RenderMetrics();
-  const size_t at = text.find("\n" + series + " ");
-  double v = 0;
-  if (at != std::string::npos) {
-    const size_t from = at + series.size() + 2;
-    absl::SimpleAtod(text.substr(from, text.find('\n', from) - from), &v);
-  }
-  return v;
-}
 
 const char* kNormal = R"({"prompt": "Once upon a time", "max_tokens": 8, "temperature": 0})";
 
@@ -103,7 +84,7 @@ TEST_CASE("http hostile: 200 half-open and 50 slow readers do not delay a comple
   REQUIRE(baseline > 0);
   const int threads_before = ThreadCount();
   const uint64_t rss_before = ReadProcessMemory().rss_bytes;
-  const double ok_before = Metric(c.main(), "odmoe_requests_total{api=\"http\",outcome=\"ok\"}");
+  const double ok_before = MetricValue(c.main(), "odmoe_requests_total{api=\"http\",outcome=\"ok\"}");
 
   // 200 connections that send half a request header, then nothing.
   std::vector<std::unique_ptr<RawClient>> half_open;
@@ -133,7 +114,7 @@ TEST_CASE("http hostile: 200 half-open and 50 slow readers do not delay a comple
   const auto attack = Clock::now();
   double ok_now = ok_before;
   while (SecondsSince(attack) < 90) {
-    ok_now = Metric(c.main(), "odmoe_requests_total{api=\"http\",outcome=\"ok\"}");
+    ok_now = MetricValue(c.main(), "odmoe_requests_total{api=\"http\",outcome=\"ok\"}");
     if (ok_now >= ok_before + 50) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -306,13 +287,13 @@ TEST_CASE("http hostile: a reader that falls behind is cancelled, another client
   TestCluster& c = **cluster;
   const int port = c.main().http_port();
   const std::string cancelled = "odmoe_requests_total{api=\"http\",outcome=\"cancelled\"}";
-  const double cancelled_before = Metric(c.main(), cancelled);
+  const double cancelled_before = MetricValue(c.main(), cancelled);
   // A streamed completion whose client never reads.
   RawClient slow(port, /*rcvbuf=*/4096);
   REQUIRE(slow.Send(Post(
       "/v1/completions",
       R"({"prompt": "Once upon a time", "max_tokens": 480, "temperature": 1, "seed": 3, "stream": true})")));
-  for (int i = 0; i < 500 && Metric(c.main(), "odmoe_requests_running") < 1; ++i) {
+  for (int i = 0; i < 500 && MetricValue(c.main(), "odmoe_requests_running") < 1; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   // Another client's completion, queued behind it, is served once the slow
@@ -325,7 +306,7 @@ TEST_CASE("http hostile: a reader that falls behind is cancelled, another client
   REQUIRE(res);
   CHECK(res->status == 200);
   double now = 0;
-  for (int i = 0; i < 200 && (now = Metric(c.main(), cancelled)) < cancelled_before + 1; ++i) {
+  for (int i = 0; i < 200 && (now = MetricValue(c.main(), cancelled)) < cancelled_before + 1; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   WARN("the other client waited " << waited << " s for its completion");

@@ -22,6 +22,7 @@
 #include "cluster/node_server.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
+#include "process_watch.h"
 #include "test_cluster.h"
 #include "util/process_memory.h"
 
@@ -32,28 +33,6 @@ using json = nlohmann::json;
 
 constexpr uint64_t kMiB = 1u << 20;
 
-// The most this process's resident memory rose above its level before `fn`,
-// while `fn` ran: sampled every millisecond, and the kernel's high-water mark
-// where it can be reset (/proc/self/clear_refs), which catches short peaks.
-uint64_t PeakRssGrowth(const std::function<void()>& fn) {
-  const uint64_t before = ReadProcessMemory().rss_bytes;
-  const bool hwm_reset = static_cast<bool>(std::ofstream("/proc/self/clear_refs") << "5");
-  std::atomic<bool> done{false};
-  std::atomic<uint64_t> peak{before};
-  std::thread sampler([&] {
-    while (!done.load()) {
-      const uint64_t now = ReadProcessMemory().rss_bytes;
-      if (now > peak.load()) peak = now;
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-  });
-  fn();
-  done = true;
-  sampler.join();
-  uint64_t top = peak.load();
-  if (hwm_reset) top = std::max(top, ReadProcessMemory().peak_rss_bytes);
-  return top > before ? top - before : 0;
-}
 
 struct RawExchange {
   int status = 0;       // 0: no response

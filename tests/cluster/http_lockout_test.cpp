@@ -64,10 +64,7 @@ int ClosedCount(std::vector<std::unique_ptr<RawClient>>& clients) {
 TEST_CASE("http lockout: 600 idle sockets leave /health and completions answerable",
           "[cluster][http][hostile]") {
   RaiseFileLimit(4096);
-  ClusterConfig cfg;
-  cfg.workers = 2;
-  cfg.prediction = PredictionMode::kNone;
-  cfg.http = true;
+  ClusterConfig cfg = HttpClusterConfig();
   cfg.http_limits.header_timeout_ms = 120000;  // the idle sockets stay for the whole test
   auto cluster = TestCluster::Start(cfg);
   REQUIRE(cluster.ok());

@@ -1,5 +1,7 @@
 #include "test_cluster.h"
 
+#include "absl/strings/numbers.h"
+
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -78,6 +80,25 @@ std::vector<absl::StatusOr<ClusterGenerateResult>> GenerateConcurrently(
   }
   for (std::thread& t : clients) t.join();
   return got;
+}
+
+double MetricValue(const MainNode& main, const std::string& series) {
+  const std::string text = main.RenderMetrics();
+  const size_t at = text.find("\n" + series + " ");
+  double v = 0;
+  if (at != std::string::npos) {
+    const size_t from = at + series.size() + 2;
+    absl::SimpleAtod(text.substr(from, text.find('\n', from) - from), &v);
+  }
+  return v;
+}
+
+ClusterConfig HttpClusterConfig() {
+  ClusterConfig cfg;
+  cfg.workers = 2;
+  cfg.prediction = PredictionMode::kNone;
+  cfg.http = true;
+  return cfg;
 }
 
 std::vector<std::string> HeldOutPrompts(int n) {

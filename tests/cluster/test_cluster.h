@@ -104,6 +104,15 @@ absl::StatusOr<ClusterGenerateResult> GenerateUntilPredicted(
     const std::function<absl::StatusOr<ClusterGenerateResult>()>& generate,
     const std::function<void(const ClusterGenerateResult&)>& check = {});
 
+/// The value of one series ("name{labels}", as written) in `main`'s
+/// metrics; 0 when it is not there.
+///   MetricValue(main, "odmoe_requests_total{api=\"http\",outcome=\"cancelled\"}")
+double MetricValue(const MainNode& main, const std::string& series);
+
+/// The usual cluster of the HTTP tests: two workers, no prediction, the
+/// HTTP API on a free port.
+ClusterConfig HttpClusterConfig();
+
 /// The first `n` lines of tests/data/heldout.txt that have at least 24
 /// characters, cut to 80: prompts the model never trained on.
 std::vector<std::string> HeldOutPrompts(int n);
