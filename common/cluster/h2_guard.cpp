@@ -58,7 +58,7 @@ struct Buffer {
   std::unique_ptr<char[]> data;
   size_t capacity = 0, begin = 0, end = 0;
   bool empty() const { return begin == end; }
-  size_t space() const { return capacity - end; }
+  size_t space() const { return data ? capacity - end : capacity; }
 };
 
 }  // namespace
@@ -109,7 +109,7 @@ struct H2Guard::Impl {
   void Loop();
   void Accept(int listener);
   void Handle(Side& side, uint32_t events);
-  void Pump(Conn& c);
+  void Pump(Conn& c, bool read_client, bool read_server);
   void Watch(Side& side, uint32_t events);
   void Refuse(Conn& c, H2FrameScanner::Refusal why);
   void Close(Conn& c);
@@ -241,6 +241,7 @@ std::string H2Guard::PeerAddress(const std::string& grpc_peer) {
 
 void H2Guard::Impl::Loop() {
   epoll_event events[64];
+  std::vector<Conn*> touched;
   while (!stopping) {
     const int n = epoll_wait(epoll_fd, events, 64, -1);
     if (n < 0) {
@@ -249,7 +250,7 @@ void H2Guard::Impl::Loop() {
                       std::strerror(errno));
       break;
     }
-    std::vector<Conn*> touched;
+    touched.clear();
     for (int i = 0; i < n; ++i) {
       const uint64_t data = events[i].data.u64;
       if (data == 0) continue;  // the wake fd: `stopping` is checked above
@@ -303,8 +304,6 @@ void H2Guard::Impl::Accept(int listener) {
     c->grpc_fd = pair[1];
     c->peer = AddressText(from);
     c->to_server.capacity = c->to_client.capacity = options.buffer_bytes;
-    c->to_server.data.reset(new char[options.buffer_bytes]);
-    c->to_client.data.reset(new char[options.buffer_bytes]);
     conns.insert(c);
     ++accepted;
     ++open;
@@ -330,31 +329,37 @@ void H2Guard::Impl::Watch(Side& side, uint32_t want) {
 }
 
 void H2Guard::Impl::Handle(Side& side, uint32_t events) {
-  Conn& c = *side.conn;
-  if (events & (EPOLLERR | EPOLLHUP)) {
-    // Read what is left (EOF follows), write nothing more to it.
-    side.read_closed = side.read_closed || (events & EPOLLERR);
-  }
-  Pump(c);
+  // EPOLLHUP / EPOLLERR: the read that follows returns the EOF or the error.
+  const bool readable = (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0;
+  Pump(*side.conn, readable && &side == &side.conn->client,
+       readable && &side == &side.conn->server);
 }
 
-// Moves bytes both ways until nothing more can move now; updates what epoll
-// watches and closes the connection when both directions are done.
-void H2Guard::Impl::Pump(Conn& c) {
-  // Reads from `from` into `buf` (compacting it when full); recv's result,
-  // -2 when there is no room.
-  auto read_into = [](Side& from, Buffer& buf) -> ssize_t {
+// Moves bytes both ways until nothing more can move now (reading only the
+// sides epoll said were readable, until a short read drains them: each
+// message costs a read and a write); updates what epoll watches and closes
+// the connection when both directions are done or one fails.
+void H2Guard::Impl::Pump(Conn& c, bool read_client, bool read_server) {
+  // Reads from `from` into `buf` (compacting it when full); whether `from`
+  // may have more to read now. A read error closes `from` for reading.
+  auto read_into = [](Side& from, Buffer& buf, ssize_t* got) -> bool {
+    *got = 0;
+    if (!buf.data) buf.data.reset(new char[buf.capacity]);
     if (buf.empty()) buf.begin = buf.end = 0;
     if (buf.space() == 0 && buf.begin > 0) {
       std::memmove(buf.data.get(), buf.data.get() + buf.begin, buf.end - buf.begin);
       buf.end -= buf.begin;
       buf.begin = 0;
     }
-    if (buf.space() == 0) return -2;
-    const ssize_t r = recv(from.fd, buf.data.get() + buf.end, buf.space(), 0);
-    if (r == 0) from.read_closed = true;
-    if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) from.read_closed = true;
-    return r;
+    if (buf.space() == 0) return false;  // epoll reports it again once there is room
+    const size_t room = buf.space();
+    const ssize_t r = recv(from.fd, buf.data.get() + buf.end, room, 0);
+    if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      from.read_closed = true;
+      return false;
+    }
+    *got = r > 0 ? r : 0;
+    return r > 0 && static_cast<size_t>(r) == room;
   };
   auto write_from = [](Side& to, Buffer& buf) -> bool {
     while (!buf.empty()) {
@@ -364,39 +369,40 @@ void H2Guard::Impl::Pump(Conn& c) {
     }
     return true;
   };
-  for (int round = 0; round < 16; ++round) {
-    bool moved = false;
+  for (int round = 0; round < 16 && (read_client || read_server || round == 0); ++round) {
     // Client -> server, through the scanner.
-    if (!c.client.read_closed) {
-      const ssize_t r = read_into(c.client, c.to_server);
+    if (read_client && !c.client.read_closed) {
+      ssize_t r = 0;
+      read_client = read_into(c.client, c.to_server, &r);
       if (r > 0) {
         char* fresh = c.to_server.data.get() + c.to_server.end;
-        const H2FrameScanner::Verdict v = c.scanner.Scan(fresh, static_cast<size_t>(r), Clock::now());
+        const H2FrameScanner::Verdict v =
+            c.scanner.Scan(fresh, static_cast<size_t>(r), Clock::now());
         c.to_server.end += v.forward;
-        moved = true;
         if (v.refusal != H2FrameScanner::Refusal::kNone) {
           Refuse(c, v.refusal);
           return;
         }
       }
+    } else {
+      read_client = false;
     }
     if (!write_from(c.server, c.to_server)) {
       Close(c);
       return;
     }
     // Server -> client, as it is.
-    if (!c.server.read_closed) {
-      const ssize_t r = read_into(c.server, c.to_client);
-      if (r > 0) {
-        c.to_client.end += static_cast<size_t>(r);
-        moved = true;
-      }
+    if (read_server && !c.server.read_closed) {
+      ssize_t r = 0;
+      read_server = read_into(c.server, c.to_client, &r);
+      c.to_client.end += static_cast<size_t>(r);
+    } else {
+      read_server = false;
     }
     if (!write_from(c.client, c.to_client)) {
       Close(c);
       return;
     }
-    if (!moved) break;
   }
   // Half-closes: an EOF passes on once its direction's bytes are written.
   if (c.client.read_closed && c.to_server.empty() && !c.server.write_shut) {
@@ -411,6 +417,9 @@ void H2Guard::Impl::Pump(Conn& c) {
     Close(c);
     return;
   }
+  // An idle connection holds no buffer.
+  if (c.to_server.empty()) c.to_server.data.reset();
+  if (c.to_client.empty()) c.to_client.data.reset();
   auto want = [](bool read, bool write) {
     return (read ? uint32_t{EPOLLIN} : 0u) | (write ? uint32_t{EPOLLOUT} : 0u);
   };

@@ -17,9 +17,10 @@
 //   server->Shutdown(deadline);            // GOAWAY and the last replies still pass
 //   guard->Stop();                         // closes every connection, joins the thread
 //
-// The relay keeps one buffer per direction per connection (64 KiB each) and
-// copies each byte once, through it; a full buffer stops reading that side
-// (TCP's own flow control then slows the sender). gRPC sees the connection as
+// The relay keeps one buffer per direction per connection (64 KiB each, held
+// only while bytes wait in it) and copies each byte once, through it; a full
+// buffer stops reading that side (TCP's own flow control then slows the
+// sender). gRPC sees the connection as
 // a socketpair: ServerContext::peer() reads "fd:N", which PeerAddress turns
 // back into the client's address for logs.
 // With mutual TLS the node uses gRPC's own listener: nobody without a cluster
