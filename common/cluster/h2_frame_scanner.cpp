@@ -15,9 +15,9 @@ constexpr size_t kClientPrefaceBytes = sizeof(kClientPreface) - 1;  // 24
 
 void H2ResetBudget::Refill(Clock::time_point now) {
   if (last_ != Clock::time_point{} && now > last_) {
-    tokens_ = std::min(limits_.burst,
-                       tokens_ + limits_.per_second *
-                                     std::chrono::duration<double>(now - last_).count());
+    tokens_ =
+        std::min(limits_.burst,
+                 tokens_ + limits_.per_second * std::chrono::duration<double>(now - last_).count());
   }
   if (now > last_) last_ = now;
 }

@@ -61,11 +61,11 @@ class H2FrameScanner {
  public:
   enum class Refusal {
     kNone,
-    kNotHttp2,        // the bytes do not start with the client preface
-    kResetsTooFast,   // a reset beyond the connection's or the node's budget
+    kNotHttp2,       // the bytes do not start with the client preface
+    kResetsTooFast,  // a reset beyond the connection's or the node's budget
   };
   struct Verdict {
-    size_t forward = 0;             // the first `forward` bytes may be relayed
+    size_t forward = 0;  // the first `forward` bytes may be relayed
     Refusal refusal = Refusal::kNone;
   };
 
@@ -93,11 +93,11 @@ class H2FrameScanner {
 
   H2ResetBudget& node_budget_;
   H2ResetBudget connection_budget_;
-  size_t preface_seen_ = 0;     // bytes of the preface matched so far
+  size_t preface_seen_ = 0;  // bytes of the preface matched so far
   uint8_t header_[kFrameHeaderBytes] = {};
-  size_t header_seen_ = 0;      // bytes of the current frame header so far
-  uint64_t payload_left_ = 0;   // bytes of the current payload still to skip
-  uint32_t last_stream_ = 0;    // the highest stream id HEADERS opened
+  size_t header_seen_ = 0;     // bytes of the current frame header so far
+  uint64_t payload_left_ = 0;  // bytes of the current payload still to skip
+  uint32_t last_stream_ = 0;   // the highest stream id HEADERS opened
   uint64_t streams_opened_ = 0, streams_reset_ = 0, frames_ = 0;
   Refusal refusal_ = Refusal::kNone;
 };

@@ -69,9 +69,9 @@ struct H2Guard::Impl {
   struct Side {
     Conn* conn;
     int fd = -1;
-    uint32_t events = 0;  // what epoll watches now
-    bool read_closed = false;   // EOF or error read
-    bool write_shut = false;    // shutdown(SHUT_WR) done
+    uint32_t events = 0;       // what epoll watches now
+    bool read_closed = false;  // EOF or error read
+    bool write_shut = false;   // shutdown(SHUT_WR) done
   };
   struct Conn {
     Side client, server;  // client = TCP, server = the socketpair end we keep
@@ -151,7 +151,8 @@ absl::StatusOr<std::unique_ptr<H2Guard>> H2Guard::Listen(const std::string& addr
     const int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (port != 0) {  // every address on the port the first one got
-      if (a->ai_family == AF_INET) reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_port = htons(port);
+      if (a->ai_family == AF_INET)
+        reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_port = htons(port);
       if (a->ai_family == AF_INET6) {
         reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_port = htons(port);
       }
@@ -170,8 +171,7 @@ absl::StatusOr<std::unique_ptr<H2Guard>> H2Guard::Listen(const std::string& addr
   }
   freeaddrinfo(found);
   if (impl->listeners.empty()) {
-    return absl::UnavailableError(
-        absl::StrFormat("cannot listen on %s: %s", address, last_error));
+    return absl::UnavailableError(absl::StrFormat("cannot listen on %s: %s", address, last_error));
   }
   std::unique_ptr<H2Guard> guard(new H2Guard(std::move(impl)));
   guard->port_ = port;
@@ -280,8 +280,8 @@ void H2Guard::Impl::Accept(int listener) {
   for (int k = 0; k < 64; ++k) {  // then other connections' bytes get a turn
     sockaddr_storage from{};
     socklen_t len = sizeof(from);
-    const int tcp = accept4(listener, reinterpret_cast<sockaddr*>(&from), &len,
-                            SOCK_NONBLOCK | SOCK_CLOEXEC);
+    const int tcp =
+        accept4(listener, reinterpret_cast<sockaddr*>(&from), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (tcp < 0) {
       if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) {
         static LogLimiter limiter(10, std::chrono::seconds(10));
@@ -437,10 +437,10 @@ void H2Guard::Impl::Refuse(Conn& c, H2FrameScanner::Refusal why) {
   }
   uint64_t dropped = 0;
   if (log_limiter.Allow(&dropped)) {
-    ODMOE_LOG_WARN("{}: closed the gRPC connection from {}: {}{}", options.name, c.peer,
-                   c.scanner.Describe(why),
-                   dropped > 0 ? absl::StrFormat(" (%d more closings not logged)", dropped)
-                               : std::string());
+    ODMOE_LOG_WARN(
+        "{}: closed the gRPC connection from {}: {}{}", options.name, c.peer,
+        c.scanner.Describe(why),
+        dropped > 0 ? absl::StrFormat(" (%d more closings not logged)", dropped) : std::string());
   }
   Close(c);
 }

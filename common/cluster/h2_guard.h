@@ -48,10 +48,10 @@ class H2Guard {
     size_t buffer_bytes = 64 * 1024;  // per direction per connection
   };
   struct Stats {
-    uint64_t accepted = 0;             // connections accepted
-    uint64_t refused_not_http2 = 0;    // closed: no client preface
-    uint64_t refused_resets = 0;       // closed: resets beyond the budget
-    uint64_t open = 0;                 // connections relayed now
+    uint64_t accepted = 0;           // connections accepted
+    uint64_t refused_not_http2 = 0;  // closed: no client preface
+    uint64_t refused_resets = 0;     // closed: resets beyond the budget
+    uint64_t open = 0;               // connections relayed now
   };
 
   /// Binds and listens on `address` ("host:port", "[v6]:port"; every address

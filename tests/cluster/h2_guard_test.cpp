@@ -21,10 +21,15 @@ namespace {
 const std::string kPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 std::string Frame(uint8_t type, uint32_t stream, size_t payload) {
-  std::string f = {static_cast<char>(payload >> 16), static_cast<char>(payload >> 8),
-                   static_cast<char>(payload), static_cast<char>(type), 0,
-                   static_cast<char>(stream >> 24), static_cast<char>(stream >> 16),
-                   static_cast<char>(stream >> 8), static_cast<char>(stream)};
+  std::string f = {static_cast<char>(payload >> 16),
+                   static_cast<char>(payload >> 8),
+                   static_cast<char>(payload),
+                   static_cast<char>(type),
+                   0,
+                   static_cast<char>(stream >> 24),
+                   static_cast<char>(stream >> 16),
+                   static_cast<char>(stream >> 8),
+                   static_cast<char>(stream)};
   return f + std::string(payload, '\0');
 }
 
@@ -175,8 +180,7 @@ TEST_CASE("h2 guard: closes a rapid-reset connection, keeps a quiet one", "[h2gu
   // The quiet one still relays.
   const std::string ping = Frame(0x6, 0, 8);
   send(quiet, ping.data(), ping.size(), MSG_NOSIGNAL);
-  CHECK(ReadSome(quiet_end, kPreface.size() + ping.size()).size() ==
-        kPreface.size() + ping.size());
+  CHECK(ReadSome(quiet_end, kPreface.size() + ping.size()).size() == kPreface.size() + ping.size());
   // Stop closes the listener and the connections.
   const int port = (*guard)->port();
   (*guard)->Stop();
