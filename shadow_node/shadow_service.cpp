@@ -55,7 +55,7 @@ struct ShadowService::Impl final : public v1::Shadow::Service {
     }
     ShadowCore& core = *core_ptr;
     const uint64_t id = ++next_stream;
-    ODMOE_LOG_INFO("follow stream {} opened by the main node at {}", id, ctx->peer());
+    ODMOE_LOG_INFO("follow stream {} opened by the main node at {}", id, PeerForLog(*ctx));
     std::mutex write_mu;
     auto write = [stream, &write_mu](const v1::ShadowReply& r) {
       std::lock_guard<std::mutex> lock(write_mu);

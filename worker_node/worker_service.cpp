@@ -21,7 +21,7 @@ struct WorkerService::Impl final : public v1::Worker::Service {
     }
     const uint64_t id = ++next_stream;
     Track(id, ctx);
-    ODMOE_LOG_INFO("expert stream {} opened by the main node at {}", id, ctx->peer());
+    ODMOE_LOG_INFO("expert stream {} opened by the main node at {}", id, PeerForLog(*ctx));
     TakeOwnership(id, ctx, stream);
     v1::WorkerRequest req;
     {
@@ -67,7 +67,7 @@ struct WorkerService::Impl final : public v1::Worker::Service {
     Track(id, ctx);
     v1::Hint hint;
     std::atomic<uint64_t> received{0}, rejected{0};
-    const std::string peer = ctx->peer();
+    const std::string peer = PeerForLog(*ctx);
     {
       DelayLine line(delay);
       while (reader->Read(&hint)) {

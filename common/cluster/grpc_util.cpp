@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "cluster/h2_guard.h"
 #include "cluster/node_certificate.h"
 #include "util/log_limiter.h"
 #include "util/logging.h"
@@ -140,6 +141,14 @@ std::shared_ptr<grpc::ServerCredentials> ServerCredentials() {
   return grpc::SslServerCredentials(opt);
 }
 
+bool NodeTlsEnabled() {
+  TlsState& state = Tls();
+  std::lock_guard<std::mutex> lock(state.mu);
+  return state.enabled;
+}
+
+std::string PeerForLog(const grpc::ServerContext& ctx) { return H2Guard::PeerAddress(ctx.peer()); }
+
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
                                            size_t max_receive_bytes) {
   grpc::ChannelArguments args;
@@ -233,7 +242,7 @@ grpc::Status AuthorizeCall(const grpc::ServerContext& ctx, const PeerAuth* auth,
     static LogLimiter limiter(10, std::chrono::seconds(10));
     uint64_t dropped = 0;
     if (limiter.Allow(&dropped)) {
-      ODMOE_LOG_WARN("refused a call from {}: {}{}", ctx.peer(), id.status().message(),
+      ODMOE_LOG_WARN("refused a call from {}: {}{}", PeerForLog(ctx), id.status().message(),
                      dropped > 0 ? absl::StrFormat(" (%d more refusals not logged)", dropped)
                                  : std::string());
     }

@@ -61,6 +61,11 @@ grpc::Status AuthorizeCall(const grpc::ServerContext& ctx, const PeerAuth* auth,
                            PeerIdentity* who = nullptr);
 /// The server side of UseNodeTls (insecure without it).
 std::shared_ptr<grpc::ServerCredentials> ServerCredentials();
+/// Whether UseNodeTls turned mutual TLS on for this process.
+bool NodeTlsEnabled();
+/// The caller's address for logs: ServerContext::peer(), or for a connection
+/// that came through the node's H2Guard ("fd:N") the client's address.
+std::string PeerForLog(const grpc::ServerContext& ctx);
 /// Applies the same limits to a server; it accepts messages of at most
 /// `max_receive_bytes` (a node's NodeDaemon::max_receive_message_bytes).
 void ConfigureServerBuilder(grpc::ServerBuilder& builder,

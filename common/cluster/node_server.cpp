@@ -7,9 +7,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cluster/grpc_util.h"
+#include "cluster/h2_guard.h"
+#include "grpcpp/server_posix.h"
 #include "util/clip_for_message.h"
 #include "util/logging.h"
 #include "util/process_memory.h"
+#include "util/status_macros.h"
 
 namespace odmoe {
 namespace {
@@ -130,6 +133,9 @@ class NodeServiceImpl final : public v1::Node::Service {
 
 struct NodeServer::Impl {
   std::unique_ptr<NodeServiceImpl> node_service;
+  // Plain TCP: the guard accepts the connections (cluster/h2_guard.h); with
+  // mutual TLS gRPC listens itself (no frame reaches it before the handshake).
+  std::unique_ptr<H2Guard> guard;
   std::unique_ptr<grpc::Server> server;
 };
 
@@ -138,16 +144,32 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(const std::string&
   std::unique_ptr<NodeServer> s(new NodeServer());
   s->impl_ = std::make_unique<Impl>();
   s->impl_->node_service = std::make_unique<NodeServiceImpl>(daemon);
+  const std::string name = absl::StrFormat("%s %s", RoleName(daemon.role()), daemon.node_id());
   grpc::ServerBuilder builder;
   ConfigureServerBuilder(builder, daemon.max_receive_message_bytes());
-  builder.AddListeningPort(address, ServerCredentials(), &s->port_);
+  if (NodeTlsEnabled()) {
+    builder.AddListeningPort(address, ServerCredentials(), &s->port_);
+  } else {
+    absl::StatusOr<std::unique_ptr<H2Guard>> guard = H2Guard::Listen(address, {.name = name});
+    if (!guard.ok()) {
+      return absl::Status(guard.status().code(),
+                          absl::StrFormat("%s cannot listen on %s (address in use or not local?): %s",
+                                          name, address, guard.status().message()));
+    }
+    s->impl_->guard = std::move(*guard);
+    s->port_ = s->impl_->guard->port();
+  }
   builder.RegisterService(s->impl_->node_service.get());
   for (grpc::Service* service : daemon.services()) builder.RegisterService(service);
   s->impl_->server = builder.BuildAndStart();
   if (!s->impl_->server || s->port_ == 0) {
-    return absl::UnavailableError(
-        absl::StrFormat("%s %s cannot listen on %s (address in use or not local?)",
-                        RoleName(daemon.role()), daemon.node_id(), address));
+    return absl::UnavailableError(absl::StrFormat(
+        "%s cannot listen on %s (address in use or not local?)", name, address));
+  }
+  if (s->impl_->guard) {
+    grpc::Server* server = s->impl_->server.get();
+    ODMOE_RETURN_IF_ERROR(
+        s->impl_->guard->Start([server](int fd) { grpc::AddInsecureChannelFromFd(server, fd); }));
   }
   ODMOE_LOG_INFO("{} {} listening on port {}", RoleName(daemon.role()), daemon.node_id(),
                  s->port_);
@@ -157,10 +179,18 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(const std::string&
 NodeServer::~NodeServer() { Shutdown(absl::ZeroDuration()); }
 
 void NodeServer::Shutdown(absl::Duration deadline) {
-  if (impl_ && impl_->server) {
+  if (!impl_) return;
+  // Stop accepting, let gRPC finish (its GOAWAY and last replies still pass
+  // through the guard), then close what is left.
+  if (impl_->guard) impl_->guard->StopAccepting();
+  if (impl_->server) {
     impl_->server->Shutdown(DeadlineIn(deadline));
     impl_->server->Wait();
     impl_->server.reset();
+  }
+  if (impl_->guard) {
+    impl_->guard->Stop();
+    impl_->guard.reset();
   }
 }
 

@@ -5,6 +5,7 @@
 // come back as a short INVALID_ARGUMENT (not RESOURCE_EXHAUSTED "Stream
 // removed" from trailers too large to send). And finding 5: the HTTP/2 rapid
 // reset (CVE-2023-44487) on the main node's and a worker's gRPC port.
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -198,17 +199,15 @@ TEST_CASE("grpc limits: a 100 KB invalid value comes back as a short INVALID_ARG
   CHECK(r.status().message().find("(100000 bytes)") != std::string::npos);
 }
 
-// gRPC 1.51 (Debian's) has no fix for the rapid reset, and none of its
-// channel arguments bounds the calls a reset stream leaves queued inside it
-// (about 15 KB each; measured in the report of issue 32). What odmoe's server
-// settings (ConfigureServerBuilder) bound is the threads: without them the
-// synchronous server made a thread per queued call, thousands within seconds,
-// and the daemon aborted. The attack here is short (20,000 streams per
-// connection, a few hundred MB queued) so that the test stays cheap; what it
-// asserts: the node survives, its threads stay bounded, and it answers a
-// normal completion correctly once the attack ends. Whether one is answered
-// in time *during* the attack is reported (CHECK_NOFAIL): it needs a gRPC
-// whose transport limits resets (gRPC core's mitigations came with 1.60).
+// gRPC 1.51 (Debian's) has no fix for the rapid reset: every HEADERS frame
+// becomes a call queued inside it (about 15 KB each) even when RST_STREAM
+// follows at once, and none of its channel arguments bounds that. Each node's
+// plain-TCP port is therefore guarded (cluster/h2_guard.h): a connection that
+// resets streams beyond its budget, or the node's, is closed before the reset
+// reaches gRPC. Before the guard, 8 s of this attack took the process to 5.9 GB
+// and a 4-token completion took 9 s; the thread cap (ConfigureServerBuilder)
+// still bounds the threads. The attack runs 5 s (ODMOE_RAPID_RESET_SECONDS: a
+// longer one) from 4 connections, reconnecting whenever the node closes one.
 TEST_CASE("grpc limits: HTTP/2 rapid reset on a node's port leaves the node up and bounded",
           "[cluster][limits]") {
   auto cluster = TestCluster::Start(SmallCluster());
@@ -217,9 +216,8 @@ TEST_CASE("grpc limits: HTTP/2 rapid reset on a node's port leaves the node up a
   const std::string address = c.main_address();
   ExpectCompletion(address, 60);
   const double normal = ExpectCompletion(address, 60);
-  // ODMOE_RAPID_RESET_STREAMS: a longer attack, to measure.
-  const char* env = std::getenv("ODMOE_RAPID_RESET_STREAMS");
-  const uint64_t streams = env != nullptr ? std::strtoull(env, nullptr, 10) : 20000;
+  const char* env = std::getenv("ODMOE_RAPID_RESET_SECONDS");
+  const double seconds = env != nullptr ? std::strtod(env, nullptr) : 5;
   struct Target {
     const char* name;
     int port;
@@ -230,54 +228,44 @@ TEST_CASE("grpc limits: HTTP/2 rapid reset on a node's port leaves the node up a
         Target{"worker", PortOf(c.topology().workers[0].address), "/odmoe.v1.Worker/Experts"}}) {
     INFO(target.name);
     const int threads_before = ThreadCount();
-    RapidReset attack(
-        {.port = target.port, .path = target.path, .connections = 2, .max_streams = streams});
+    RapidReset attack({.port = target.port, .path = target.path, .connections = 4});
     const double cpu_before = ProcessCpuSeconds();
     RapidReset::Result r;
-    absl::StatusOr<v1::GenerateStats> during;
-    double during_seconds = 0;
-    const int peak = PeakThreads([&] {
-      attack.Start();
-      // A normal completion while the attack goes on.
-      std::this_thread::sleep_for(std::chrono::milliseconds(300));
-      v1::GenerateRequest req;
-      req.set_prompt("Once upon a time");
-      req.set_max_tokens(4);
-      req.set_ignore_eos(true);
-      const auto start = Clock::now();
-      during = GenerateOnMain(address, req, nullptr, absl::Seconds(60));
-      during_seconds = SecondsSince(start);
-      while (!attack.Done()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      r = attack.Stop();
+    std::vector<double> during;  // completions while the attack runs
+    int peak = 0;
+    const uint64_t growth = PeakRssGrowth([&] {
+      peak = PeakThreads([&] {
+        attack.Start();
+        const auto start = Clock::now();
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        // Normal completions, one after another, while the attack goes on.
+        while (SecondsSince(start) < seconds) during.push_back(ExpectCompletion(address, 10));
+        r = attack.Stop();
+      });
     });
     const double node_cpu = ProcessCpuSeconds() - cpu_before - r.cpu_seconds;
-    // Once the attack ends, the node answers again (its queue drains).
-    double after = 0;
     const auto start = Clock::now();
-    for (int i = 0; i < 12; ++i) {
-      v1::GenerateRequest req;
-      req.set_prompt("Once upon a time");
-      req.set_max_tokens(4);
-      req.set_ignore_eos(true);
-      if (GenerateOnMain(address, req, nullptr, absl::Seconds(60)).ok()) break;
-      std::this_thread::sleep_for(std::chrono::seconds(5));
-    }
-    after = ExpectCompletion(address, 60);
+    const double after = ExpectCompletion(address, 10);
+    double slowest = 0;
+    for (double t : during) slowest = std::max(slowest, t);
     WARN("rapid reset on the " << target.name << "'s port: " << r.streams << " streams ("
-                               << 2 * r.streams << " frames) in " << r.seconds << " s over "
-                               << r.connects << " connections; nodes' CPU " << node_cpu
-                               << " s; threads " << threads_before << " -> peak " << peak
-                               << "; a 4-token completion during it: "
-                               << (during.ok() ? "ok" : std::string(during.status().message()))
-                               << " in " << during_seconds << " s; answered again "
-                               << SecondsSince(start) << " s after (" << after << " s; " << normal
+                               << 2 * r.streams << " frames sent, "
+                               << static_cast<int>(2 * r.streams / r.seconds) << " frames/s) in "
+                               << r.seconds << " s over " << r.connects
+                               << " connections; nodes' CPU " << node_cpu << " s; peak RSS growth "
+                               << growth / kWatchMiB << " MiB; threads " << threads_before
+                               << " -> peak " << peak << "; " << during.size()
+                               << " 4-token completions during it, the slowest " << slowest
+                               << " s; one after it " << after << " s (answered "
+                               << SecondsSince(start) << " s after; " << normal
                                << " s without the attack)");
-    CHECK(r.streams >= 2 * streams);  // the attack did run
+    CHECK(r.connects > 100);  // the attack did run, and the node closed its connections
+    CHECK(during.size() >= 1);
+    // Far below the ~1 GB per second of attack that gRPC 1.51 alone queued.
+    CHECK(growth < 256 * kWatchMiB);
     // Three servers (main, two workers) of at most 64 threads each, and the
     // test's own: without the cap this went into the thousands.
     CHECK(peak < threads_before + 3 * 64);
-    CHECK_NOFAIL(during.ok());
-    CHECK_NOFAIL(during_seconds < 5);
   }
 }
 
