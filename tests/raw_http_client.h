@@ -102,6 +102,23 @@ class RawClient {
     }
     return std::exchange(got, std::string());
   }
+  /// Reads until `text` has arrived or `timeout_s` passes; whether it
+  /// arrived. What was read through `text` is dropped, the rest kept.
+  bool ReadUntil(const std::string& text, double timeout_s) {
+    const auto start = std::chrono::steady_clock::now();
+    while (pending_.find(text) == std::string::npos && SecondsSince(start) < timeout_s) {
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, 20) <= 0) continue;
+      char buf[4096];
+      const ssize_t n = recv(fd_, buf, sizeof(buf), 0);
+      if (n <= 0) break;
+      pending_.append(buf, static_cast<size_t>(n));
+    }
+    const size_t at = pending_.find(text);
+    if (at == std::string::npos) return false;
+    pending_.erase(0, at + text.size());
+    return true;
+  }
   /// Ends this side of the connection (the server reads the end of the stream).
   void ShutdownWrite() { shutdown(fd_, SHUT_WR); }
   /// Reads at most one byte if one is there (a slow reader's sip).

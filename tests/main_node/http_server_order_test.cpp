@@ -220,27 +220,37 @@ TEST_CASE("http server: request bodies held at once share one budget",
   opt.max_buffered_body_bytes = 1 << 20;
   Fixture f(opt);
   f.delay_ms = 500;
-  // Two 600 KB bodies announced at once: the second does not fit.
+  // Two 600 KB bodies announced at once: the second does not fit. (The
+  // server says "100 Continue" once a body's bytes are held.)
   RawClient a(f.port()), b(f.port());
   const std::string body(600000, 'x');
-  REQUIRE(a.Send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 600000\r\n\r\n"));
-  std::this_thread::sleep_for(100ms);
-  REQUIRE(b.Send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 600000\r\n\r\n"));
+  const std::string announce =
+      "POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: ";
+  REQUIRE(a.Send(announce + "600000\r\n\r\n"));
+  CHECK(a.ReadUntil("HTTP/1.1 100 Continue\r\n\r\n", 10));
+  REQUIRE(b.Send(announce + "600000\r\n\r\n"));
   bool closed = false;
   const std::string refused = b.ReadUntilClosed(5, &closed);
   CHECK(StatusOf(refused) == 503);
   CHECK(refused.find("max_buffered_body_bytes") != std::string::npos);
   CHECK(closed);
-  // The first is read and answered; its bytes return to the budget after.
+  // The first is read and answered; its bytes return to the budget once its
+  // handler is done (a moment after its answer: retried until then).
   REQUIRE(a.Send(body));
   CHECK(BodyOf(a.ReadResponse(20)) == "echo:" + body);
-  RawClient c(f.port());
-  REQUIRE(c.Send(Post("/echo", body)));
-  CHECK(BodyOf(c.ReadResponse(20)) == "echo:" + body);
+  std::string again;
+  for (int i = 0; i < 100; ++i) {
+    RawClient c(f.port());
+    REQUIRE(c.Send(Post("/echo", body)));
+    again = c.ReadResponse(20);
+    if (StatusOf(again) != 503) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  CHECK(BodyOf(again) == "echo:" + body);
   // Chunked bodies count as they grow.
   RawClient d(f.port()), e(f.port());
-  REQUIRE(d.Send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 900000\r\n\r\n"));
-  std::this_thread::sleep_for(100ms);
+  REQUIRE(d.Send(announce + "900000\r\n\r\n"));
+  CHECK(d.ReadUntil("HTTP/1.1 100 Continue\r\n\r\n", 10));
   std::string chunked = "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
   for (int i = 0; i < 4; ++i) chunked += "10000\r\n" + std::string(0x10000, 'c') + "\r\n";
   REQUIRE(e.Send(chunked));
@@ -278,10 +288,14 @@ TEST_CASE("http server: connections per client, and room made by idle ones at th
     RawClient late(f.port());
     REQUIRE(late.Send("GET /hello HTTP/1.1\r\nX-Name: late\r\n\r\n"));
     CHECK(BodyOf(late.ReadResponse(5)) == "hello late");
-    // The oldest idle connection was closed for it.
-    bool closed = false;
-    idle.front()->ReadUntilClosed(2, &closed);
-    CHECK(closed);
+    // An idle connection (the longest idle) was closed for it.
+    int closed_count = 0;
+    for (auto& c : idle) {
+      bool closed = false;
+      c->ReadUntilClosed(0.2, &closed);
+      closed_count += closed;
+    }
+    CHECK(closed_count == 1);
   }
 }
 
