@@ -16,7 +16,9 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <memory>
 #include <string>
+#include <vector>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -131,6 +133,17 @@ class RawClient {
   int fd_ = -1;
   std::string pending_;  // read past the last whole response
 };
+
+/// How many of `clients` the server has closed (each given `wait_s` to show it).
+inline int ClosedCount(std::vector<std::unique_ptr<RawClient>>& clients, double wait_s = 0.005) {
+  int n = 0;
+  for (auto& c : clients) {
+    bool closed = false;
+    c->ReadUntilClosed(wait_s, &closed);
+    n += closed;
+  }
+  return n;
+}
 
 inline int StatusOf(const std::string& response) {
   int status = 0;

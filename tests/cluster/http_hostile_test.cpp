@@ -173,13 +173,7 @@ TEST_CASE("http hostile: past the connection limit, an idle connection makes roo
   }
   // Three of the eight were closed for them (the longest idle; the
   // newcomers, idle since their answer, are younger).
-  int closed_count = 0;
-  for (auto& c : idle) {
-    bool closed = false;
-    c->ReadUntilClosed(0.3, &closed);
-    closed_count += closed;
-  }
-  CHECK(closed_count == 3);
+  CHECK(ClosedCount(idle, 0.3) == 3);
   // Eight connections in the middle of a request header are not idle: one
   // more is refused.
   idle.clear();

@@ -48,17 +48,6 @@ void ExpectAnswered(int port, double bound) {
   CHECK(took < bound);
 }
 
-// How many of `clients` the server has closed.
-int ClosedCount(std::vector<std::unique_ptr<RawClient>>& clients) {
-  int n = 0;
-  for (auto& c : clients) {
-    bool closed = false;
-    c->ReadUntilClosed(0.005, &closed);
-    n += closed;
-  }
-  return n;
-}
-
 }  // namespace
 
 TEST_CASE("http lockout: 600 idle sockets leave /health and completions answerable",

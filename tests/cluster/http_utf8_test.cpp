@@ -102,10 +102,7 @@ const char* kNormal = R"({"prompt": "Once upon a time", "max_tokens": 8, "temper
 
 TEST_CASE("http utf8: invalid bytes in every route and parameter get an answer",
           "[cluster][http][hostile]") {
-  ClusterConfig cfg;
-  cfg.workers = 2;
-  cfg.prediction = PredictionMode::kNone;
-  cfg.http = true;
+  ClusterConfig cfg = HttpClusterConfig();
   auto cluster = TestCluster::Start(cfg);
   REQUIRE(cluster.ok());
   TestCluster& c = **cluster;
@@ -235,10 +232,7 @@ TEST_CASE("http utf8: invalid bytes in every route and parameter get an answer",
 }
 
 TEST_CASE("http utf8: byte-fallback logprobs keep their bytes", "[cluster][http]") {
-  ClusterConfig cfg;
-  cfg.workers = 2;
-  cfg.prediction = PredictionMode::kNone;
-  cfg.http = true;
+  ClusterConfig cfg = HttpClusterConfig();
   auto cluster = TestCluster::Start(cfg);
   REQUIRE(cluster.ok());
   TestCluster& c = **cluster;

@@ -64,10 +64,7 @@ std::string CompletionText(httplib::Client& cli, int* status) {
 
 TEST_CASE("metrics snapshot: 40 scrape loops do not take completions' slots",
           "[cluster][http][metrics]") {
-  ClusterConfig cfg;
-  cfg.workers = 2;
-  cfg.prediction = PredictionMode::kNone;
-  cfg.http = true;
+  ClusterConfig cfg = HttpClusterConfig();
   cfg.max_queue = 4;  // few handler slots: scrapes that took one would show
   auto cluster = TestCluster::Start(cfg);
   REQUIRE(cluster.ok());
@@ -117,10 +114,7 @@ TEST_CASE("metrics snapshot: 40 scrape loops do not take completions' slots",
 
 TEST_CASE("metrics snapshot: a scrape with a silent worker answers at once",
           "[cluster][http][metrics]") {
-  ClusterConfig cfg;
-  cfg.workers = 2;
-  cfg.prediction = PredictionMode::kNone;
-  cfg.http = true;
+  ClusterConfig cfg = HttpClusterConfig();
   auto cluster = TestCluster::Start(cfg);
   REQUIRE(cluster.ok());
   TestCluster& c = **cluster;

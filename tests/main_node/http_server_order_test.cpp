@@ -289,13 +289,7 @@ TEST_CASE("http server: connections per client, and room made by idle ones at th
     REQUIRE(late.Send("GET /hello HTTP/1.1\r\nX-Name: late\r\n\r\n"));
     CHECK(BodyOf(late.ReadResponse(5)) == "hello late");
     // An idle connection (the longest idle) was closed for it.
-    int closed_count = 0;
-    for (auto& c : idle) {
-      bool closed = false;
-      c->ReadUntilClosed(0.2, &closed);
-      closed_count += closed;
-    }
-    CHECK(closed_count == 1);
+    CHECK(ClosedCount(idle, 0.2) == 1);
   }
 }
 
