@@ -263,8 +263,15 @@ void H2Guard::Impl::Loop() {
       Handle(side, events[i].events);
       touched.push_back(side.conn);
     }
+    // A connection whose two sides both had events is in `touched` twice:
+    // it is looked up before it is read, so the second entry never reads a
+    // deleted connection.
     for (Conn* c : touched) {
-      if (c->dead && conns.erase(c) > 0) delete c;
+      const auto it = conns.find(c);
+      if (it != conns.end() && c->dead) {
+        conns.erase(it);
+        delete c;
+      }
     }
   }
   for (Conn* c : conns) {
