@@ -262,7 +262,13 @@ TEST_CASE("grpc limits: HTTP/2 rapid reset on a node's port leaves the node up a
     CHECK(r.connects > 100);  // the attack did run, and the node closed its connections
     CHECK(during.size() >= 1);
     // Far below the ~1 GB per second of attack that gRPC 1.51 alone queued.
+#if defined(__SANITIZE_ADDRESS__)
+    // ASan's quarantine (256 MB) keeps what the attack's connections freed:
+    // the memory bound is the normal build's to check.
+    WARN("ASan build: the RSS bound (< 256 MiB) is not checked");
+#else
     CHECK(growth < 256 * kWatchMiB);
+#endif
     // Three servers (main, two workers) of at most 64 threads each, and the
     // test's own: without the cap this went into the thousands.
     CHECK(peak < threads_before + 3 * 64);
