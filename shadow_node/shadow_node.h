@@ -5,7 +5,7 @@
 // odmoe-quantize, whose odmoe.source_fingerprint must match the main model)
 // or, by default, the main model quantized to shadow.quantization at start-up
 // and cached next to the system's temporary files
-// ($TMPDIR/odmoe-shadow-<fingerprint>-<type>.gguf).
+// (<cache>/odmoe-shadow-<fingerprint>-<type>.gguf).
 //
 // Start() prepares that copy in the background (quantizing it if needed:
 // Node.Status then says "starting: quantizing 37 %", and handshakes are

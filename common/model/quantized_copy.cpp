@@ -17,6 +17,7 @@
 #include "model/model_quantizer.h"
 #include "model/quant_mix.h"
 #include "util/logging.h"
+#include "util/cache_dir.h"
 #include "util/status_macros.h"
 
 namespace odmoe {
@@ -27,8 +28,7 @@ absl::StatusOr<std::string> CachedQuantizedCopy(const std::string& model_path,
                                                 const std::string& purpose,
                                                 const std::function<void(double)>& on_progress,
                                                 const std::atomic<bool>* cancel) {
-  const char* tmp = std::getenv("TMPDIR");
-  const std::string dir = tmp && *tmp ? tmp : "/tmp";
+  ODMOE_ASSIGN_OR_RETURN(const std::string dir, CacheDir());
   // Every converted tensor in the one type, by the quantizer odmoe-quantize
   // uses.
   const QuantRecipe recipe = QuantRecipe::Pure(type);

@@ -1,6 +1,6 @@
 // A model file's copy with every weight matrix quantized to one type (rows
 // the type cannot hold fall back: model/quant_mix.h), made once per machine
-// and cached as $TMPDIR/odmoe-<prefix>-<source fingerprint>-<type>.gguf. The
+// and cached as <cache>/odmoe-<prefix>-<source fingerprint>-<type>.gguf. The
 // shadow node runs such a copy (prefix "shadow"); workers with
 // workers.mixed_precision load their sub-critical experts from one (prefix
 // "experts"). A cached file made from another model, or by another recipe,

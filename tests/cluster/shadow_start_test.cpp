@@ -21,7 +21,7 @@
 namespace odmoe::test {
 namespace {
 
-// TMPDIR (where the shadow caches its copy) pointed at a fresh directory.
+// ODMOE_CACHE_DIR (where the shadow caches its copy) pointed at a fresh directory.
 class FreshTmpDir {
  public:
   FreshTmpDir()
@@ -29,15 +29,15 @@ class FreshTmpDir {
              ("odmoe_shadow_start_" + std::to_string(getpid()))) {
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
-    const char* old = std::getenv("TMPDIR");
+    const char* old = std::getenv("ODMOE_CACHE_DIR");
     if (old != nullptr) old_ = old;
-    setenv("TMPDIR", dir_.c_str(), 1);
+    setenv("ODMOE_CACHE_DIR", dir_.c_str(), 1);
   }
   ~FreshTmpDir() {
     if (old_.empty()) {
-      unsetenv("TMPDIR");
+      unsetenv("ODMOE_CACHE_DIR");
     } else {
-      setenv("TMPDIR", old_.c_str(), 1);
+      setenv("ODMOE_CACHE_DIR", old_.c_str(), 1);
     }
     std::filesystem::remove_all(dir_);
   }

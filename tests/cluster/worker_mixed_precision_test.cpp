@@ -120,14 +120,14 @@ namespace odmoe::test {
 
 TEST_CASE("mixed precision: workers starting together make the low-precision copy once",
           "[cluster][policy]") {
-  // A fresh $TMPDIR: four makers at once (a testbed's workers) take turns on
+  // A fresh ODMOE_CACHE_DIR: four makers at once (a testbed's workers) take turns on
   // the lock; the first makes the copy, the others find it.
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / absl::StrCat("odmoe_copy_test_", getpid());
   std::filesystem::create_directories(dir);
-  const char* old = std::getenv("TMPDIR");
+  const char* old = std::getenv("ODMOE_CACHE_DIR");
   const std::string saved = old != nullptr ? old : "";
-  setenv("TMPDIR", dir.c_str(), 1);
+  setenv("ODMOE_CACHE_DIR", dir.c_str(), 1);
   const std::string tiny = SourcePath("models/tiny-mixtral-f16.gguf");
   const uint64_t fingerprint = SourceFingerprint(*ModelFile::Open(tiny).value());
   std::vector<absl::StatusOr<std::string>> got(4, absl::UnknownError("not run"));
@@ -139,9 +139,9 @@ TEST_CASE("mixed precision: workers starting together make the low-precision cop
   }
   for (std::thread& t : makers) t.join();
   if (old != nullptr) {
-    setenv("TMPDIR", saved.c_str(), 1);
+    setenv("ODMOE_CACHE_DIR", saved.c_str(), 1);
   } else {
-    unsetenv("TMPDIR");
+    unsetenv("ODMOE_CACHE_DIR");
   }
   for (const auto& g : got) {
     REQUIRE(g.ok());
