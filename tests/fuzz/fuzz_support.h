@@ -21,14 +21,19 @@ inline std::string SourcePath(const std::string& rel) {
   return std::string(ODMOE_SOURCE_DIR) + "/" + rel;
 }
 
-/// A file in TMPDIR (or /tmp) unique to this process.
+/// A file in TMPDIR (or /tmp) unique to this process, removed when the
+/// process exits normally.
 inline const std::string& ScratchFile(const char* tag) {
-  static const std::string path = [tag] {
+  struct Scratch {
+    std::string path;
+    ~Scratch() { std::remove(path.c_str()); }
+  };
+  static const Scratch scratch{[tag] {
     const char* dir = std::getenv("TMPDIR");
     return std::string(dir && *dir ? dir : "/tmp") + "/odmoe_fuzz_" + tag + "_" +
            std::to_string(getpid());
-  }();
-  return path;
+  }()};
+  return scratch.path;
 }
 
 inline bool WriteFile(const std::string& path, const uint8_t* data, size_t size) {

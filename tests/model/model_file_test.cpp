@@ -1,6 +1,7 @@
 #include "model/model_file.h"
 
 #include <catch2/catch.hpp>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <vector>
@@ -152,6 +153,7 @@ std::string OpenModified(const std::string& key, GgufValue value, const std::str
   const std::string path = "/tmp/odmoe_model_test_modified.gguf";
   REQUIRE(w.WriteFile(path).ok());
   auto m = ModelFile::Open(path);
+  std::remove(path.c_str());  // the open file (if any) stays readable
   REQUIRE_FALSE(m.ok());
   return std::string(m.status().message());
 }
