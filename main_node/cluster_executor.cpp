@@ -389,6 +389,10 @@ absl::Status ClusterExpertExecutor::RunVerifyOn(int layer, const RoutingPlan& pl
     }
     sent.push_back({p, worker, id});
   }
+  if (lookahead_ && !lookahead_done_) {
+    lookahead_done_ = true;
+    ODMOE_RETURN_IF_ERROR(lookahead_(layer, decode_x_));
+  }
   for (const Sent& t : sent) {
     absl::Status s = Receive(t.task_id, t.worker, static_cast<uint32_t>(layer),
                              static_cast<int64_t>(plan.experts[t.entry].rows.size()),
@@ -473,6 +477,8 @@ absl::Status ClusterExpertExecutor::RunExperts(int layer, ConstMat x, const Rout
     for (int32_t r : er.rows) per_row[static_cast<size_t>(r)].push_back(er.expert);
   }
   if (before_layer_) before_layer_(layer);
+  decode_x_ = x;
+  lookahead_done_ = false;
   if (token_ > 0 && x.rows > 1) {
     ODMOE_RETURN_IF_ERROR(Retrying(layer, [&](int* failed_worker) {
       return RunVerifyOn(layer, plan,
@@ -480,8 +486,6 @@ absl::Status ClusterExpertExecutor::RunExperts(int layer, ConstMat x, const Rout
                          failed_worker);
     }));
   } else if (token_ > 0) {
-    decode_x_ = x;
-    lookahead_done_ = false;
     ODMOE_RETURN_IF_ERROR(Retrying(layer, [&](int* failed_worker) {
       return RunDecodeOn(layer, plan, LayerGroupMembers(layer), failed_worker);
     }));

@@ -117,8 +117,8 @@ class ClusterExpertExecutor : public ExpertExecutor {
     schedule_ = schedule;
     schedule_mu_ = mu;
   }
-  /// Called once per decode layer with that layer and its MoE input (one
-  /// row, backend memory) after its tasks went out and before their results
+  /// Called once per decode layer with that layer and its MoE input (its
+  /// rows, backend memory) after its tasks went out and before their results
   /// are awaited: a gate look-ahead predicts the next layer from it while the
   /// workers compute. Empty (the default): nothing is called. An error ends
   /// the step.
@@ -194,7 +194,7 @@ class ClusterExpertExecutor : public ExpertExecutor {
   PrefillCostTracker worker_costs_;  // auto mini-batches: the workers' call / row costs
   int64_t last_messages_ = 0;  // auto: the last choice (logged when it changes)
   Lookahead lookahead_;
-  ConstMat decode_x_{nullptr, 0, 0};  // the decode layer's MoE input (for lookahead_)
+  ConstMat decode_x_{nullptr, 0, 0};  // the decode layer's MoE input rows (for lookahead_)
   bool lookahead_done_ = false;       // this layer's look-ahead ran (a retry skips it)
   std::vector<std::vector<std::vector<int32_t>>> actual_;
   std::vector<std::vector<int32_t>> step_predictions_;  // SetStepPrediction

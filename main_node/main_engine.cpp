@@ -4,6 +4,7 @@
 #include <chrono>
 #include <future>
 #include <map>
+#include <limits>
 #include <random>
 
 #include "absl/strings/str_format.h"
@@ -44,8 +45,14 @@ absl::StatusOr<std::unique_ptr<MainEngine>> MainEngine::Create(const Topology& t
   e->schedule_ = Schedule::AllGroups(topology);
   e->active_groups_ = topology.n_groups();
   e->executor_->SetSchedule(&e->schedule_, &e->schedule_mu_);
-  e->slot_free_.assign(static_cast<size_t>(topt.n_seq), true);
-  e->slot_free_[0] = false;  // Score's (ScoreTokens runs in slot 0)
+  // Slot 0 is Score's (ScoreTokens runs in slot 0); requests take 1, 2, ...
+  e->scheduler_ = std::make_unique<Scheduler>(SchedulerBudgets{
+      .slots = topt.n_seq - 1,
+      .first_slot = 1,
+      .max_rows = e->transformer_->n_batch(),
+      .prefill_chunk = e->transformer_->n_batch(),
+      .max_task_rows = topology.max_task_rows(),
+      .n_ctx = e->transformer_->n_ctx()});
   return e;
 }
 
@@ -167,9 +174,10 @@ absl::Status MainEngine::SendAlignment(uint64_t request, int n, int32_t token, i
   return absl::OkStatus();
 }
 
-absl::Status MainEngine::SendRandomHints(uint64_t request, int n) {
+std::vector<std::vector<int32_t>> MainEngine::RandomPredictions(uint64_t request, int n) const {
   const ModelConfig& c = model_.config();
   std::mt19937_64 rng(request * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(n));
+  std::vector<std::vector<int32_t>> out(static_cast<size_t>(c.n_layer));
   std::vector<int32_t> pool(static_cast<size_t>(c.n_expert));
   for (int l = c.n_dense_leading; l < c.n_layer; ++l) {
     for (int e = 0; e < c.n_expert; ++e) pool[static_cast<size_t>(e)] = e;
@@ -177,9 +185,25 @@ absl::Status MainEngine::SendRandomHints(uint64_t request, int n) {
       std::uniform_int_distribution<int> pick(j, c.n_expert - 1);
       std::swap(pool[static_cast<size_t>(j)], pool[static_cast<size_t>(pick(rng))]);
     }
-    SendHint(request, n, l, std::vector<int32_t>(pool.begin(), pool.begin() + c.n_expert_used));
+    out[static_cast<size_t>(l)].assign(pool.begin(), pool.begin() + c.n_expert_used);
+  }
+  return out;
+}
+
+absl::Status MainEngine::SendRandomHints(uint64_t request, int n) {
+  std::vector<std::vector<int32_t>> predicted = RandomPredictions(request, n);
+  for (int l = model_.config().n_dense_leading; l < model_.config().n_layer; ++l) {
+    SendHint(request, n, l, std::move(predicted[static_cast<size_t>(l)]));
   }
   return absl::OkStatus();
+}
+
+void MainEngine::PutRandomPredictions(uint64_t request, int n) {
+  std::vector<std::vector<int32_t>> predicted = RandomPredictions(request, n);
+  for (int l = model_.config().n_dense_leading; l < model_.config().n_layer; ++l) {
+    links_.predictions().Put(request, static_cast<uint32_t>(n), static_cast<uint32_t>(l),
+                             std::move(predicted[static_cast<size_t>(l)]));
+  }
 }
 
 void MainEngine::SendHint(uint64_t request, int n, int layer, std::vector<int32_t> predicted) {
@@ -259,6 +283,7 @@ struct MainEngine::Job {
   std::unique_ptr<Sequence> seq;
   std::promise<absl::StatusOr<ClusterGenerateResult>> done;
 
+  uint64_t handle = 0;  // the engine thread's name for it (the scheduler's)
   int slot = -1;
   uint64_t req = 0;
   bool started = false;      // BeginJob ran
@@ -267,8 +292,6 @@ struct MainEngine::Job {
   int kv_sent = 0;
   int aligned_n = 0;       // the last decode iteration that sent an alignment
   int forwards = 0;        // decode tokens run (the last iteration's n, plus its accepted drafts)
-  int pending_actual = 0;  // first decode token whose routing is still in the executor
-  int pending_rows = 0;    // tokens of that iteration with routing to record
   RecallCounter recall;
   LinkBytes bytes_before;
   ClusterGenerateResult out;
@@ -393,10 +416,12 @@ void MainEngine::Loop() {
   while (true) {
     {
       std::unique_lock<std::mutex> lock(jobs_mu_);
-      jobs_cv_.wait(lock, [&] { return stop_ || !submitted_.empty() || !running_.empty() ||
-                                       !waiting_.empty(); });
+      jobs_cv_.wait(lock, [&] { return stop_ || !submitted_.empty() || !jobs_.empty(); });
       while (!submitted_.empty()) {
-        waiting_.push_back(std::move(submitted_.front()));
+        const uint64_t handle = ++next_handle_;
+        submitted_.front()->handle = handle;
+        jobs_[handle] = std::move(submitted_.front());
+        scheduler_->Submit(handle);
         submitted_.pop_front();
       }
       if (stop_) break;
@@ -407,38 +432,33 @@ void MainEngine::Loop() {
   std::lock_guard<std::mutex> lock(generate_mu_);
   const absl::Status down = absl::UnavailableError("the main node is shutting down");
   while (!running_.empty()) Finish(*running_.front(), down);
-  for (auto& job : waiting_) {
-    --in_engine_;  // before the promise: its client may look at once
-    job->done.set_value(down);
-  }
-  waiting_.clear();
+  for (uint64_t handle : scheduler_->Drain()) Resolve(handle, down);
+}
+
+void MainEngine::Resolve(uint64_t handle, absl::Status status) {
+  const auto it = jobs_.find(handle);
+  if (it == jobs_.end()) return;
+  std::shared_ptr<Job> job = std::move(it->second);
+  jobs_.erase(it);
+  --in_engine_;  // before the promise: its client may look at once
+  job->done.set_value(std::move(status));
 }
 
 void MainEngine::Iterate() {
-  for (size_t s = 1; s < slot_free_.size() && !waiting_.empty(); ++s) {
-    if (!slot_free_[s]) continue;
-    slot_free_[s] = false;
-    waiting_.front()->slot = static_cast<int>(s);
-    running_.push_back(std::move(waiting_.front()));
-    waiting_.pop_front();
+  // Requests whose clients left go at this boundary; waiting ones take the
+  // free slots.
+  std::vector<uint64_t> cancelled;
+  for (const auto& [handle, job] : jobs_) {
+    if (job->cancelled && job->cancelled()) cancelled.push_back(handle);
   }
-  // Waiting requests whose clients left go at once; running ones at this boundary.
-  for (auto it = waiting_.begin(); it != waiting_.end();) {
-    if ((*it)->cancelled && (*it)->cancelled()) {
-      --in_engine_;  // before the promise: its client may look at once
-      (*it)->done.set_value(absl::CancelledError("the client cancelled the request"));
-      it = waiting_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  for (size_t i = 0; i < running_.size();) {
-    Job& job = *running_[i];
-    if (job.cancelled && job.cancelled()) {
-      Finish(job, absl::CancelledError("the client cancelled the request"));
-    } else {
-      ++i;
-    }
+  const Scheduler::Boundary boundary = scheduler_->AtBoundary(cancelled);
+  const absl::Status gone = absl::CancelledError("the client cancelled the request");
+  for (uint64_t handle : boundary.cancelled_waiting) Resolve(handle, gone);
+  for (uint64_t handle : boundary.cancelled_running) Finish(*jobs_.at(handle), gone);
+  for (const auto& [handle, slot] : boundary.admitted) {
+    std::shared_ptr<Job>& job = jobs_.at(handle);
+    job->slot = slot;
+    running_.push_back(job);
   }
   if (running_.empty()) return;
   RefreshSchedule();
@@ -453,7 +473,10 @@ void MainEngine::Iterate() {
     }
     return;
   }
-  const absl::Status st = running_.size() == 1 ? SoloStep(*running_.front()) : SharedStep();
+  for (auto& job : running_) {
+    if (!job->started) BeginJob(*job, /*alone=*/running_.size() == 1);
+  }
+  const absl::Status st = Step();
   for (size_t i = 0; i < running_.size();) {
     Job& job = *running_[i];
     if (!st.ok()) {
@@ -466,15 +489,251 @@ void MainEngine::Iterate() {
   }
 }
 
+absl::Status MainEngine::Step() {
+  // What the scheduler sees of each running request; each decoding one's
+  // alignment goes to the shadow first (its token is what the drafts follow).
+  const bool batched = running_.size() > 1;
+  std::vector<SeqState> states;
+  std::vector<bool> realigned;
+  for (const auto& job : running_) {
+    const Sequence& seq = *job->seq;
+    SeqState s;
+    s.handle = job->handle;
+    s.request = job->req;
+    s.slot = job->slot;
+    s.pos = seq.pos();
+    s.prefilling = seq.prefilling();
+    s.pending = seq.Pending(std::numeric_limits<int64_t>::max());
+    bool sent_token = false;
+    if (!s.prefilling) {
+      s.n = job->forwards + 1;
+      s.draft = job->use_shadow ? job->draft : 0;
+      s.tokens_left = seq.max_tokens() - static_cast<int>(seq.result().output_ids.size());
+      s.draft_wait = job->draft_wait > absl::ZeroDuration() && job->waits_pay;
+      sent_token = AlignShadow(*job, s.n, s.pending.front(), s.pos, batched);
+    }
+    states.push_back(s);
+    realigned.push_back(sent_token);
+  }
+  // Speculative decoding: the shadow's drafts that follow each decode token,
+  // as many as are ready (or, with a wait, as come within it).
+  for (const DraftAsk& a : scheduler_->DraftAsks(states)) {
+    Job& job = *running_[a.index];
+    SeqState& s = states[a.index];
+    const uint32_t n = static_cast<uint32_t>(s.n);
+    const int32_t token = s.pending.front();
+    s.drafts = a.wait ? links_.predictions().WaitDraftChain(job.req, n, token, a.room,
+                                                            realigned[a.index], job.draft_wait)
+                      : links_.predictions().DraftChain(job.req, n, token, a.room);
+    // A wait that found nothing (the shadow runs behind) is not repeated
+    // until drafts are ready again without one.
+    if (a.wait) {
+      job.waits_pay = !s.drafts.empty();
+    } else if (!s.drafts.empty()) {
+      job.waits_pay = true;
+    }
+  }
+  return RunPlan(scheduler_->Plan(states));
+}
+
+// One decode row of a kShared step: whose, which iteration, where in the batch.
+struct MainEngine::StepRow {
+  Job* job = nullptr;
+  int n = 0;
+  int64_t row = 0;
+  // Whether its predictor predicts `layer` (the shadow following it, random
+  // hints, or the gate look-ahead from the layer before).
+  bool Predicts(int layer, const ModelConfig& c) const {
+    switch (job->out.prediction) {
+      case PredictionMode::kShadow:
+      case PredictionMode::kRandom:
+        return true;
+      case PredictionMode::kLookahead:
+        return layer > 0 &&
+               LookaheadTarget(job->lookahead, layer - 1, c.n_layer,
+                               [&c](int l) { return c.has_experts(l); }) == layer;
+      case PredictionMode::kNone:
+        break;
+    }
+    return false;
+  }
+};
+
+void MainEngine::HintStep(const IterationPlan& plan, const std::vector<StepRow>& rows,
+                          int from_layer) {
+  const ModelConfig& c = model_.config();
+  // A layer is hinted once, when every predicted row's prediction for it has
+  // arrived (a union that grew later would move the sorted positions and the
+  // workers' prefetches with them): the complete layers now, the rest as they
+  // complete, looked at again before each layer goes out.
+  std::map<int, v1::WorkerRequest> hints;  // worker -> its hints of the step
+  for (int l = std::max(from_layer, c.n_dense_leading); l < c.n_layer; ++l) {
+    if (executor_->StepPredicted(l)) continue;  // hinted already
+    std::vector<int32_t> u;
+    bool complete = true;
+    for (const StepRow& r : rows) {
+      if (!r.Predicts(l, c)) continue;
+      const std::vector<int32_t> p = links_.predictions().Get(
+          r.job->req, static_cast<uint32_t>(r.n), static_cast<uint32_t>(l));
+      complete = complete && !p.empty();
+      for (int32_t e : p) {
+        if (std::find(u.begin(), u.end(), e) == u.end()) u.push_back(e);
+      }
+    }
+    if (!complete || static_cast<int>(u.size()) < c.n_expert_used) continue;
+    AddStepHint(plan.key_request, static_cast<int>(plan.key_token), l, u, &hints);
+    executor_->SetStepPrediction(l, std::move(u));
+  }
+  // One message per worker with its layers' hints.
+  for (auto& [worker, batch] : hints) {
+    // A failed send is the group's failure, which the layer's task finds.
+    links_.SendToWorker(worker, batch).IgnoreError();
+  }
+}
+
+absl::Status MainEngine::LookaheadRows(const std::vector<StepRow>& rows, int layer, ConstMat x) {
+  const ModelConfig& c = model_.config();
+  auto has_experts = [&c](int l) { return c.has_experts(l); };
+  for (const StepRow& r : rows) {
+    if (r.job->out.prediction != PredictionMode::kLookahead) continue;
+    const LookaheadSpec& spec = r.job->lookahead;
+    const int target = LookaheadTarget(spec, layer, c.n_layer, has_experts);
+    if (target < 0) continue;
+    // One row's own vote (the earlier layers' inputs are kept for a request
+    // alone: FIRM's votes need one kept row per voter).
+    std::vector<int32_t> predicted;
+    const ConstMat input{x.data + r.row * x.cols, 1, x.cols};
+    ODMOE_RETURN_IF_ERROR(transformer_->PredictExperts(
+        target, input, &predicted, CandidatesPerVoter(spec, c.n_expert_used, c.n_expert)));
+    if (predicted.size() > static_cast<size_t>(c.n_expert_used)) {
+      predicted.resize(static_cast<size_t>(c.n_expert_used));
+    }
+    links_.predictions().Put(r.job->req, static_cast<uint32_t>(r.n),
+                             static_cast<uint32_t>(target), std::move(predicted));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MainEngine::RunPlan(const IterationPlan& plan) {
+  using Kind = IterationPlan::Kind;
+  if (plan.kind == Kind::kIdle) return absl::OkStatus();
+  const ModelConfig& c = model_.config();
+  executor_->SetStep(plan.key_request, plan.key_token);
+  struct ClearLookahead {
+    ClusterExpertExecutor& ex;
+    ~ClearLookahead() { ex.set_lookahead({}); }
+  } clear_lookahead{*executor_};
+  std::vector<StepRow> step_rows;  // kShared: every decode row
+  if (plan.kind == Kind::kDecode || plan.kind == Kind::kVerify) {
+    Job& job = *running_[plan.segments[0].seq];
+    const int n = plan.segments[0].n;
+    if (job.out.prediction == PredictionMode::kRandom) {
+      ODMOE_RETURN_IF_ERROR(SendRandomHints(job.req, n));
+    }
+    if (plan.kind == Kind::kDecode && job.out.prediction == PredictionMode::kLookahead) {
+      // Gate look-ahead: each decode layer predicts the next one while its
+      // experts compute (the executor calls back between sending and
+      // waiting; a verification of one request's drafts runs without it).
+      const uint64_t req = job.req;
+      const LookaheadSpec spec = job.lookahead;
+      executor_->set_lookahead([this, req, n, spec](int layer, ConstMat x) {
+        return Lookahead(req, n, spec, layer, x);
+      });
+    }
+  } else if (plan.kind == Kind::kShared) {
+    int64_t row = 0;
+    bool lookahead = false;
+    for (const PlannedSegment& seg : plan.segments) {
+      Job& job = *running_[seg.seq];
+      for (int r = 0; r < static_cast<int>(seg.tokens.size()); ++r) {
+        step_rows.push_back({&job, seg.n + r, row + r});
+        if (job.out.prediction == PredictionMode::kRandom) {
+          PutRandomPredictions(job.req, seg.n + r);
+        }
+      }
+      lookahead = lookahead || job.out.prediction == PredictionMode::kLookahead;
+      row += static_cast<int64_t>(seg.tokens.size());
+    }
+    executor_->SetSharedStep(
+        [this, &plan, &step_rows](int layer) { HintStep(plan, step_rows, layer + 1); });
+    if (lookahead) {
+      executor_->set_lookahead([this, &plan, &step_rows](int layer, ConstMat x) {
+        ODMOE_RETURN_IF_ERROR(LookaheadRows(step_rows, layer, x));
+        HintStep(plan, step_rows, layer + 1);
+        return absl::OkStatus();
+      });
+    }
+    HintStep(plan, step_rows, 0);
+  }
+  // The forward of every segment, then each request's rows' logits: the last
+  // row of a segment, every row of one that verifies drafts.
+  const std::vector<int32_t> tokens = plan.tokens();
+  std::vector<Transformer::Segment> segments;
+  std::vector<int64_t> logit_rows;
+  int64_t row = 0;
+  for (const PlannedSegment& seg : plan.segments) {
+    const int64_t n = static_cast<int64_t>(seg.tokens.size());
+    segments.push_back({seg.slot, seg.pos0, n});
+    for (int64_t r = seg.drafts() > 0 ? 0 : n - 1; r < n; ++r) logit_rows.push_back(row + r);
+    row += n;
+  }
+  ODMOE_RETURN_IF_ERROR(transformer_->ForwardSegments(tokens, segments, *executor_));
+  std::vector<float> logits;
+  if (logit_rows.size() == segments.size()) {
+    ODMOE_RETURN_IF_ERROR(transformer_->SegmentLogits(&logits));
+  } else {
+    ODMOE_RETURN_IF_ERROR(transformer_->LogitsOfRows(logit_rows, &logits));
+  }
+  const size_t n_vocab = static_cast<size_t>(c.n_vocab);
+  const ExpertTaskStats stats = executor_->TakeStats();
+  if (plan.segments.size() > 1) {
+    ++shared_iterations_;
+    shared_rows_ += tokens.size();
+  }
+  // Each request takes its rows: samples, counts the routing of the rows
+  // whose inputs were right (recall) and its speculation.
+  size_t logit_row = 0;
+  row = 0;
+  for (const PlannedSegment& seg : plan.segments) {
+    Job& job = *running_[seg.seq];
+    Sequence& seq = *job.seq;
+    const int64_t n = static_cast<int64_t>(seg.tokens.size());
+    const std::span<const float> all(logits);
+    if (!seg.decode) {
+      seq.Consumed(n, all.subspan(logit_row * n_vocab, n_vocab));
+      ++logit_row;
+    } else {
+      int accepted = 0;
+      if (seg.drafts() == 0) {
+        seq.Consumed(1, all.subspan(logit_row * n_vocab, n_vocab));
+      } else {
+        accepted = seq.ConsumedDrafts(
+            std::span<const int32_t>(seg.tokens).subspan(1),
+            all.subspan(logit_row * n_vocab, static_cast<size_t>(n) * n_vocab));
+      }
+      logit_row += static_cast<size_t>(seg.drafts()) + 1;
+      // Rows 0..accepted ran on the right inputs: iterations n..n + accepted.
+      RecordActual(job, seg.n, row, accepted + 1);
+      job.forwards = seg.n + accepted;
+      SpeculationStats& spec = job.out.speculation;
+      spec.drafted += static_cast<uint64_t>(seg.drafts());
+      if (plan.segments.size() > 1) shared_drafts_ += static_cast<uint64_t>(seg.drafts());
+      spec.accepted += static_cast<uint64_t>(accepted);
+      ++spec.iterations;
+      spec.tokens += static_cast<uint64_t>(accepted) + 1;
+    }
+    // The iteration's tasks served every request in it.
+    AddStats(job.out.experts, stats);
+    row += n;
+  }
+  return absl::OkStatus();
+}
+
 void MainEngine::BeginJob(Job& job, bool alone) {
   job.started = true;
   job.req = NextRequestId();
   job.out.request_id = job.req;
-  // Shared iterations are predicted by the shadow only (its predictions for
-  // every row, hinted by this node as one union): a request that starts next
-  // to others runs without the main node's own predictors until it is alone.
-  job.out.prediction =
-      alone || job.mode == PredictionMode::kShadow ? job.mode : PredictionMode::kNone;
+  job.out.prediction = job.mode;
   job.bytes_before = links_.bytes();
   links_.predictions().Track(job.req);
   const bool wants_shadow = job.mode == PredictionMode::kShadow || job.draft > 0;
@@ -522,13 +781,6 @@ void MainEngine::RecordActual(Job& job, int n, int64_t row0, int rows) {
   }
 }
 
-void MainEngine::FlushRecall(Job& job) {
-  if (job.pending_actual == 0) return;
-  RecordActual(job, job.pending_actual, 0, job.pending_rows);
-  job.pending_actual = 0;
-  job.pending_rows = 0;
-}
-
 bool MainEngine::AlignShadow(Job& job, int n, int32_t token, int pos, bool batched) {
   if (!job.use_shadow) return false;
   TraceSpan span(trace_, "align", "shadow link", job.req, static_cast<uint32_t>(n), -1);
@@ -551,213 +803,6 @@ bool MainEngine::AlignShadow(Job& job, int n, int32_t token, int pos, bool batch
     return false;
   }
   return realigned;
-}
-
-absl::Status MainEngine::SoloStep(Job& job) {
-  if (!job.started) BeginJob(job, /*alone=*/true);
-  Sequence& seq = *job.seq;
-  const int slot = job.slot;
-  std::vector<float> logits;
-  if (seq.prefilling()) {
-    // The rest of the prompt (all of it, unless it began in shared
-    // iterations), in chunks of n_batch rows.
-    executor_->SetStep(job.req, 0);
-    while (seq.prefilling()) {
-      const std::span<const int32_t> rows = seq.Pending(transformer_->n_batch());
-      const std::vector<int32_t> tokens(rows.begin(), rows.end());
-      const Transformer::Segment segment{slot, seq.pos(), static_cast<int64_t>(tokens.size())};
-      ODMOE_RETURN_IF_ERROR(transformer_->ForwardSegments(tokens, {&segment, 1}, *executor_));
-      // Prompt rows come first, so pos() counts the prompt rows run so far.
-      if (seq.pos() + tokens.size() == seq.result().prompt_ids.size()) {
-        ODMOE_RETURN_IF_ERROR(transformer_->SegmentLogits(&logits));
-      }
-      seq.Consumed(static_cast<int64_t>(tokens.size()), logits);
-    }
-    AddStats(job.out.experts, executor_->TakeStats());
-    return absl::OkStatus();
-  }
-  const int n = job.forwards + 1;
-  FlushRecall(job);
-  const int32_t token = seq.Pending(1).front();
-  const int pos = seq.pos();
-  // Whether the shadow was sent this iteration's token.
-  const bool realigned = AlignShadow(job, n, token, pos, /*batched=*/false);
-  if (job.mode == PredictionMode::kRandom) ODMOE_RETURN_IF_ERROR(SendRandomHints(job.req, n));
-  // Speculative decoding: the shadow's drafts that follow this token, as many
-  // as are ready (or, with draft_wait, as come within it), verified in this
-  // iteration.
-  std::vector<int32_t> rows{token};
-  if (job.use_shadow && job.draft > 0) {
-    // Never past max_tokens (the token after the last draft is one more),
-    // the context, or one batch.
-    const int left = seq.max_tokens() - static_cast<int>(seq.result().output_ids.size()) - 1;
-    const int room = std::min({job.draft, left, n_ctx() - pos - 1, transformer_->n_batch() - 1});
-    if (room > 0) {
-      // A wait that found nothing (the shadow runs behind) is not repeated
-      // until drafts are ready again without one.
-      const bool wait = job.draft_wait > absl::ZeroDuration() && job.waits_pay;
-      const std::vector<int32_t> drafts =
-          wait ? links_.predictions().WaitDraftChain(job.req, static_cast<uint32_t>(n), token,
-                                                     room, realigned, job.draft_wait)
-               : links_.predictions().DraftChain(job.req, static_cast<uint32_t>(n), token, room);
-      if (wait) {
-        job.waits_pay = !drafts.empty();
-      } else if (!drafts.empty()) {
-        job.waits_pay = true;
-      }
-      rows.insert(rows.end(), drafts.begin(), drafts.end());
-    }
-  }
-  const int drafted = static_cast<int>(rows.size()) - 1;
-  // Keyed by the last row's iteration: the workers' hints for the rows
-  // before it are passed with this step.
-  executor_->SetStep(job.req, static_cast<uint32_t>(n + drafted));
-  if (job.mode == PredictionMode::kLookahead) {
-    // Gate look-ahead: each decode layer predicts the next one while its
-    // experts compute (the executor calls back between sending and waiting;
-    // a verification of several rows runs without it).
-    const uint64_t req = job.req;
-    const LookaheadSpec spec = job.lookahead;
-    executor_->set_lookahead([this, req, n, spec](int layer, ConstMat x) {
-      return Lookahead(req, n, spec, layer, x);
-    });
-  }
-  struct ClearLookahead {
-    ClusterExpertExecutor& ex;
-    ~ClearLookahead() { ex.set_lookahead({}); }
-  } clear_lookahead{*executor_};
-  const Transformer::Segment segment{slot, pos, static_cast<int64_t>(rows.size())};
-  ODMOE_RETURN_IF_ERROR(transformer_->ForwardSegments(rows, {&segment, 1}, *executor_));
-  int accepted = 0;
-  if (drafted == 0) {
-    ODMOE_RETURN_IF_ERROR(transformer_->SegmentLogits(&logits));
-    seq.Consumed(1, logits);
-  } else {
-    ODMOE_RETURN_IF_ERROR(transformer_->RowLogits(0, &logits));
-    accepted = seq.ConsumedDrafts(std::span<const int32_t>(rows).subspan(1), logits);
-  }
-  // Rows 0..accepted ran on the right inputs: tokens n..n + accepted.
-  job.pending_actual = n;
-  job.pending_rows = accepted + 1;
-  job.forwards = n + accepted;
-  SpeculationStats& spec = job.out.speculation;
-  spec.drafted += static_cast<uint64_t>(drafted);
-  spec.accepted += static_cast<uint64_t>(accepted);
-  ++spec.iterations;
-  spec.tokens += static_cast<uint64_t>(accepted) + 1;
-  AddStats(job.out.experts, executor_->TakeStats());
-  return absl::OkStatus();
-}
-
-absl::Status MainEngine::SharedStep() {
-  for (auto& job : running_) {
-    if (!job->started) BeginJob(*job, /*alone=*/false);
-  }
-  std::vector<Sequence*> seqs;
-  std::vector<int> slots;
-  for (auto& job : running_) {
-    seqs.push_back(job->seq.get());
-    slots.push_back(job->slot);
-  }
-  const BatchPlan plan =
-      PlanBatch(seqs, slots, transformer_->n_batch(), transformer_->n_batch());
-  const std::vector<int32_t>& tokens = plan.tokens;
-  const std::vector<Transformer::Segment>& segments = plan.segments;
-  // The decode rows (one per request past its prompt): each is iteration
-  // forwards + 1 of its request, and the shadow following it gets its
-  // alignment first, as a request running alone does.
-  struct DecodeRow {
-    Job* job;
-    int n;
-    int64_t row;  // in the batch
-  };
-  std::vector<DecodeRow> decode;
-  uint64_t oldest = 0;
-  int oldest_n = 0;
-  int64_t row = 0;
-  for (size_t j = 0; j < segments.size(); ++j) {
-    Job& job = *running_[plan.owners[j]];
-    if (!job.seq->prefilling()) {
-      const int n = job.forwards + 1;
-      AlignShadow(job, n, tokens[static_cast<size_t>(row)], segments[j].pos0, /*batched=*/true);
-      decode.push_back({&job, n, row});
-      if (oldest == 0 || job.req < oldest) {
-        oldest = job.req;
-        oldest_n = n;
-      }
-    }
-    row += segments[j].n;
-  }
-  const bool all_decode = decode.size() == segments.size();
-  if (all_decode && static_cast<int>(decode.size()) <= topology_.max_task_rows()) {
-    // A decode step of several requests: keyed by the oldest one's iteration
-    // (above every earlier key of the running requests: the workers take the
-    // hints as current), its experts spread over the live workers (starting
-    // with the layer's group) against the union of the rows' predictions,
-    // which the workers get as the step's hint with their positions.
-    executor_->SetStep(oldest, static_cast<uint32_t>(oldest_n));
-    const ModelConfig& c = model_.config();
-    // A layer is hinted once, when every predicted row's prediction for it
-    // has arrived (a union that grew later would move the sorted positions
-    // and the workers' prefetches with them): the complete layers now, the
-    // rest as they complete, looked at again before each layer goes out.
-    auto hint_complete = [this, &c, decode, oldest, oldest_n](int from_layer) {
-      std::map<int, v1::WorkerRequest> hints;  // worker -> its hints of the step
-      for (int l = std::max(from_layer, c.n_dense_leading); l < c.n_layer; ++l) {
-        if (executor_->StepPredicted(l)) continue;  // hinted already
-        std::vector<int32_t> u;
-        bool complete = true;
-        for (const DecodeRow& d : decode) {
-          if (!d.job->use_shadow || d.job->mode != PredictionMode::kShadow) continue;
-          const std::vector<int32_t> p = links_.predictions().Get(
-              d.job->req, static_cast<uint32_t>(d.n), static_cast<uint32_t>(l));
-          complete = complete && !p.empty();
-          for (int32_t e : p) {
-            if (std::find(u.begin(), u.end(), e) == u.end()) u.push_back(e);
-          }
-        }
-        if (!complete || static_cast<int>(u.size()) < c.n_expert_used) continue;
-        AddStepHint(oldest, oldest_n, l, u, &hints);
-        executor_->SetStepPrediction(l, std::move(u));
-      }
-      // One message per worker with its layers' hints.
-      for (auto& [worker, batch] : hints) {
-        // A failed send is the group's failure, which the layer's task finds.
-        links_.SendToWorker(worker, batch).IgnoreError();
-      }
-    };
-    executor_->SetSharedStep([hint_complete](int layer) { hint_complete(layer + 1); });
-    hint_complete(0);
-  } else {
-    // Prompt chunks in it (or more rows than a task holds): a prefill-style
-    // step, unpredicted. The oldest running request's prefill key: below
-    // every later decode key of the running requests, so none of their hints
-    // is taken as stale.
-    uint64_t key = 0;
-    for (auto& job : running_) key = key == 0 ? job->req : std::min(key, job->req);
-    executor_->SetStep(key, 0);
-  }
-  ODMOE_RETURN_IF_ERROR(transformer_->ForwardSegments(tokens, segments, *executor_));
-  std::vector<float> logits;
-  ODMOE_RETURN_IF_ERROR(transformer_->SegmentLogits(&logits));
-  const size_t n_vocab = logits.size() / segments.size();
-  const ExpertTaskStats stats = executor_->TakeStats();
-  ++shared_iterations_;
-  shared_rows_ += tokens.size();
-  // Each decode row's routing, for its request's recall.
-  for (const DecodeRow& d : decode) {
-    FlushRecall(*d.job);  // a decode iteration it ran alone before
-    RecordActual(*d.job, d.n, d.row, 1);
-  }
-  for (size_t j = 0; j < segments.size(); ++j) {
-    Job& job = *running_[plan.owners[j]];
-    if (!job.seq->prefilling()) ++job.forwards;  // a decode iteration
-    job.seq->Consumed(segments[j].n,
-                      std::span<const float>(logits).subspan(j * n_vocab, n_vocab));
-    // The iteration's tasks served every request in it.
-    AddStats(job.out.experts, stats);
-  }
-  return absl::OkStatus();
 }
 
 void MainEngine::AddStepHint(uint64_t request, int n, int layer,
@@ -800,7 +845,6 @@ void MainEngine::Finish(Job& job, absl::Status status) {
       silent_shadow_requests_ = 0;
     }
   }
-  if (status.ok()) FlushRecall(job);
   PredictionBoard::Page predictions;
   if (job.started) {
     predictions = links_.predictions().Snapshot(job.req);
@@ -810,25 +854,23 @@ void MainEngine::Finish(Job& job, absl::Status status) {
   if (job.started) out.bytes = links_.bytes() - job.bytes_before;
   out.schedule_version = schedule_.version;
   out.live_groups = static_cast<int>(schedule_.groups.size());
-  for (size_t i = 0; i < running_.size(); ++i) {
-    if (running_[i].get() != &job) continue;
-    slot_free_[static_cast<size_t>(job.slot)] = true;
-    std::shared_ptr<Job> keep = running_[i];  // alive until its promise is kept
-    running_.erase(running_.begin() + static_cast<ptrdiff_t>(i));
-    --in_engine_;  // before the promise: its client may look at once
-    if (!status.ok()) {
-      keep->done.set_value(status);
-    } else {
-      out.result = keep->seq->TakeResult();
-      for (const auto& [where, experts] : predictions) {
-        keep->recall.RecordPrediction(static_cast<int>(where.first),
-                                      static_cast<int>(where.second), experts);
-      }
-      out.recall = keep->recall.Summarize(keep->forwards);
-      keep->done.set_value(std::move(out));
-    }
+  scheduler_->Finished(job.handle);
+  const auto it = jobs_.find(job.handle);
+  std::shared_ptr<Job> keep = std::move(it->second);  // alive until its promise is kept
+  jobs_.erase(it);
+  running_.erase(std::find(running_.begin(), running_.end(), keep));
+  --in_engine_;  // before the promise: its client may look at once
+  if (!status.ok()) {
+    keep->done.set_value(status);
     return;
   }
+  out.result = keep->seq->TakeResult();
+  for (const auto& [where, experts] : predictions) {
+    keep->recall.RecordPrediction(static_cast<int>(where.first), static_cast<int>(where.second),
+                                  experts);
+  }
+  out.recall = keep->recall.Summarize(keep->forwards);
+  keep->done.set_value(std::move(out));
 }
 
 absl::Status MainEngine::ValidateScore(std::span<const int32_t> tokens,

@@ -15,30 +15,29 @@
 //                        arrived against the gate's choices.
 //
 // Several requests run at once (up to main.max_running, each in its own KV
-// slot; slot 0 is Score's): one engine thread runs iterations. While one
-// request runs alone, an iteration is exactly the above (its whole prompt, or
-// one decode token, with its prediction). While several run, an iteration
-// carries a decode row of each one past its prompt and prompt chunks of the
-// others (Transformer segments, engine/batch_generator.h's order). The shadow
-// follows every request (each in its own slot there, aligned as above, told
-// `batched` so that it sends its predictions to this node only). An
-// iteration of decode rows only (at most Topology::max_task_rows of them) is
-// a decode step keyed by the oldest request's iteration: each layer's union
-// of the rows' predictions is the step's hint, each expert any row chose is
-// one task with its rows, spread over the live workers starting with the
-// layer's group (ClusterExpertExecutor::SpreadMembers; one group holds too
-// few slots for several rows' experts) and placed against that union (a
-// predicted expert stays on the worker that prefetched it). An
-// iteration with prompt chunks is a prefill-style step: every expert a row
-// needs goes to worker e mod N_W, unpredicted. Every request's tokens stay
-// those of the single process (the rows are independent;
-// tests/cluster/concurrency_test.cpp), and its recall counts its own rows.
-//
-// Speculative decoding (shadow.draft_tokens): a request running alone
-// verifies the shadow's drafted tokens with its own in one iteration of
-// several rows (PredictionBoard::DraftChain, ClusterExpertExecutor's
-// verification, Sequence::ConsumedDrafts); the tokens stay the single
-// process's (tests/cluster/speculative_test.cpp).
+// slot; slot 0 is Score's): one engine thread runs iterations. What an
+// iteration runs is decided apart from running it (main_node/scheduler.h):
+// the Scheduler admits and drops requests at the boundary and returns an
+// IterationPlan (whose rows, which drafts, how the workers are asked, under
+// which key); this engine carries any plan out the same way:
+//   - the shadow's alignment for each decoding request (`batched` when it
+//     shares the iteration), then the drafts the scheduler asks for read off
+//     the board (PredictionBoard::DraftChain, or WaitDraftChain alone);
+//   - the hints: one decode row (kDecode) is the paper's step above (the
+//     shadow's own hints, random hints, the gate look-ahead); one request
+//     verifying drafts (kVerify) is keyed by its last row; rows of several
+//     requests (kShared, drafts included: batched speculative decoding) are
+//     one decode step keyed by the oldest request's iteration, each layer's
+//     union of the rows' predictions (the shadow's, random ones, or the gate
+//     look-ahead's from the layer before) hinted once complete, the experts
+//     spread over the live workers starting with the layer's group
+//     (ClusterExpertExecutor::SpreadMembers); an iteration with prompt rows
+//     (kPrefill) sends every expert to worker e mod N_W, unpredicted;
+//   - one forward of the plan's segments, then each request samples from its
+//     own rows (Sequence::Consumed, or ConsumedDrafts after drafts), counts its
+//     recall on its accepted rows and its speculation.
+// Every request's tokens stay those of the single process (the rows are
+// independent; tests/cluster/concurrency_test.cpp, speculative_test.cpp).
 //
 //   ODMOE_ASSIGN_OR_RETURN(auto engine, MainEngine::Create(topology, *model, *tok, *be, *links));
 //   ODMOE_ASSIGN_OR_RETURN(ClusterGenerateResult r, engine->Generate(req, on_token));
@@ -63,6 +62,7 @@
 #include "engine/scoring.h"
 #include "main_node/cluster_executor.h"
 #include "main_node/cluster_links.h"
+#include "main_node/scheduler.h"
 #include "model/model_file.h"
 #include "topology/topology.h"
 
@@ -84,7 +84,7 @@ struct SpeculationStats {
   int draft_tokens = 0;         // drafts asked for per iteration
   uint64_t drafted = 0;         // drafted tokens verified
   uint64_t accepted = 0;        // of them, taken
-  uint64_t iterations = 0;      // decode iterations run alone (verifying or not)
+  uint64_t iterations = 0;      // decode iterations (verifying or not, alone or shared)
   uint64_t tokens = 0;          // tokens those iterations produced
   double acceptance() const { return drafted ? static_cast<double>(accepted) / drafted : 0.0; }
   double tokens_per_iteration() const {
@@ -177,6 +177,8 @@ class MainEngine {
   /// Iterations that carried rows of several requests, and their rows.
   uint64_t shared_iterations() const { return shared_iterations_.load(); }
   uint64_t shared_rows() const { return shared_rows_.load(); }
+  /// Drafted tokens verified in iterations shared by several requests.
+  uint64_t shared_drafts() const { return shared_drafts_.load(); }
 
  private:
   struct Job;  // one request in the engine (main_engine.cpp)
@@ -198,7 +200,12 @@ class MainEngine {
   /// HintBatch in *hints (worker -> message).
   void AddStepHint(uint64_t request, int n, int layer, const std::vector<int32_t>& experts,
                    std::map<int, v1::WorkerRequest>* hints) const;
+  /// Random hints (prediction `random`): k experts of every MoE layer drawn
+  /// from (request, n); sent to the layers' groups (one decode row), or put
+  /// on the board for a shared step's union.
+  std::vector<std::vector<int32_t>> RandomPredictions(uint64_t request, int n) const;
   absl::Status SendRandomHints(uint64_t request, int n);
+  void PutRandomPredictions(uint64_t request, int n);
   /// Puts a prediction of (token n, layer) on the board (for the layer's
   /// assignment and recall) and sends it to the workers of the layer's group.
   void SendHint(uint64_t request, int n, int layer, std::vector<int32_t> predicted);
@@ -212,17 +219,24 @@ class MainEngine {
   // The engine thread and one iteration of it (generate_mu_ held).
   void Loop();
   void Iterate();
-  absl::Status SoloStep(Job& job);
-  absl::Status SharedStep();
+  // The running requests' states, their alignment and drafts, the plan, run.
+  absl::Status Step();
+  absl::Status RunPlan(const IterationPlan& plan);
+  // kShared: the step's hints (the union of its rows' predictions of each
+  // layer from `from_layer` on that are complete now) and the gate
+  // look-ahead of its rows from `layer`'s MoE input.
+  struct StepRow;
+  void HintStep(const IterationPlan& plan, const std::vector<StepRow>& rows, int from_layer);
+  absl::Status LookaheadRows(const std::vector<StepRow>& rows, int layer, ConstMat x);
   // Its first step: a request id, the prediction board, ShadowBegin.
   void BeginJob(Job& job, bool alone);
   // Records the gate's experts of `rows` batch rows from `row0` of the
   // executor's last step as the job's iterations n, n + 1, ...
   void RecordActual(Job& job, int n, int64_t row0, int rows);
-  // Records those of the job's last decode iteration run alone (they are in
-  // the executor until the next step).
-  void FlushRecall(Job& job);
+  // Ends a running job (its slot is free from the next boundary).
   void Finish(Job& job, absl::Status status);
+  // Ends a job that never ran.
+  void Resolve(uint64_t handle, absl::Status status);
 
   const Topology& topology_;
   const ModelFile& model_;
@@ -243,11 +257,14 @@ class MainEngine {
   std::condition_variable jobs_cv_;
   std::deque<std::shared_ptr<Job>> submitted_;
   bool stop_ = false;
-  std::deque<std::shared_ptr<Job>> waiting_;
-  std::vector<std::shared_ptr<Job>> running_;  // in arrival order
-  std::vector<bool> slot_free_;                // [1, n_seq) for requests
+  // The engine thread's: every job it holds by handle (waiting and running),
+  // the running ones in arrival order, and what decides between them.
+  uint64_t next_handle_ = 0;
+  std::map<uint64_t, std::shared_ptr<Job>> jobs_;
+  std::vector<std::shared_ptr<Job>> running_;
+  std::unique_ptr<Scheduler> scheduler_;
   std::atomic<int> in_engine_{0};
-  std::atomic<uint64_t> shared_iterations_{0}, shared_rows_{0};
+  std::atomic<uint64_t> shared_iterations_{0}, shared_rows_{0}, shared_drafts_{0};
   std::thread loop_;
   Schedule schedule_;
   // Gate look-ahead with FIRM's votes: the MoE inputs kept by Lookahead, one

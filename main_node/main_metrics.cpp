@@ -131,7 +131,7 @@ std::string MainMetrics::Render(int running, int waiting, const std::string& ext
   absl::StrAppendFormat(&o, "odmoe_draft_acceptance %.6f\n",
                         drafted_ ? static_cast<double>(accepted_) / drafted_ : 0.0);
   head("odmoe_decode_iterations_total", "counter",
-       "Decode iterations run for one request alone (with or without drafts).");
+       "Decode iterations of each request, alone or shared (with or without drafts).");
   absl::StrAppendFormat(&o, "odmoe_decode_iterations_total %d\n", iterations_);
   head("odmoe_decode_iteration_tokens_total", "counter",
        "Tokens those iterations produced (over odmoe_decode_iterations_total: tokens per "

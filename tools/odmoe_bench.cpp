@@ -177,6 +177,9 @@ int Main(int argc, char** argv) {
                  "concurrency: clients at once, one level each (default 1,2,4,8,16)");
   args.AddInt("concurrency-tokens", &o.concurrency_tokens, "N",
               "concurrency: output tokens per request (default 64)");
+  args.AddInt("concurrency-drafts", &o.concurrency_drafts, "N",
+              "concurrency: each level again with N drafted tokens per request and iteration "
+              "(default 4; 0 = not)");
   args.AddString("drafts", &drafts, "LIST",
                  "speculative: draft_tokens levels, one each (default 2,4,8)");
   args.AddInt("speculative-tokens", &o.speculative_tokens, "N",
@@ -297,6 +300,9 @@ int Main(int argc, char** argv) {
         "--prompts, --repeats, --lru-experts, --start-timeout must be >= 1, token "
         "counts >= 2, --port-base in [0, 65000]",
         2);
+  }
+  if (o.concurrency_drafts < 0 || o.concurrency_drafts > kMaxDraftTokens) {
+    return Fail(absl::StrCat("--concurrency-drafts must be in [0, ", kMaxDraftTokens, "]"), 2);
   }
   if (load_ratio < 0) return Fail("--load-ratio must be >= 0", 2);
   o.load_ratio = load_ratio;

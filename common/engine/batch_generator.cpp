@@ -1,26 +1,33 @@
 #include "engine/batch_generator.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "absl/strings/str_format.h"
 
 namespace odmoe {
 
-BatchPlan PlanBatch(std::span<Sequence* const> seqs, std::span<const int> slots,
-                    int64_t max_rows, int64_t prefill_chunk) {
+BatchCandidate CandidateOf(const Sequence& seq, int slot) {
+  return {slot, seq.pos(), seq.prefilling(), seq.Pending(std::numeric_limits<int64_t>::max())};
+}
+
+BatchPlan PlanBatch(std::span<const BatchCandidate> seqs, int64_t max_rows,
+                    int64_t prefill_chunk) {
   BatchPlan plan;
   // Decode rows first (each costs one row and keeps a stream going), then
   // prompt chunks in order while rows remain.
   for (int pass = 0; pass < 2; ++pass) {
     for (size_t i = 0; i < seqs.size(); ++i) {
-      Sequence& seq = *seqs[i];
-      if (seq.prefilling() != (pass == 1)) continue;
+      const BatchCandidate& seq = seqs[i];
+      if (seq.prefilling != (pass == 1)) continue;
       const int64_t room = max_rows - static_cast<int64_t>(plan.tokens.size());
       if (room <= 0) break;
-      const std::span<const int32_t> rows = seq.Pending(std::min(room, prefill_chunk));
+      const std::span<const int32_t> rows =
+          seq.pending.first(static_cast<size_t>(std::min<int64_t>(
+              {room, prefill_chunk, static_cast<int64_t>(seq.pending.size())})));
       if (rows.empty()) continue;
       plan.tokens.insert(plan.tokens.end(), rows.begin(), rows.end());
-      plan.segments.push_back({slots[i], seq.pos(), static_cast<int64_t>(rows.size())});
+      plan.segments.push_back({seq.slot, seq.pos, static_cast<int64_t>(rows.size())});
       plan.owners.push_back(i);
     }
   }
@@ -83,13 +90,9 @@ absl::StatusOr<int64_t> BatchGenerator::Step() {
     waiting_.pop_front();
   }
   if (running_.empty()) return 0;
-  std::vector<Sequence*> seqs;
-  std::vector<int> slots;
-  for (const Slot& r : running_) {
-    seqs.push_back(r.seq.get());
-    slots.push_back(r.slot);
-  }
-  const BatchPlan plan = PlanBatch(seqs, slots, max_rows_, prefill_chunk_);
+  std::vector<BatchCandidate> seqs;
+  for (const Slot& r : running_) seqs.push_back(CandidateOf(*r.seq, r.slot));
+  const BatchPlan plan = PlanBatch(seqs, max_rows_, prefill_chunk_);
   const std::vector<int32_t>& tokens = plan.tokens;
   const std::vector<Transformer::Segment>& segments = plan.segments;
   const std::vector<size_t>& owner = plan.owners;

@@ -28,18 +28,30 @@
 
 namespace odmoe {
 
+/// What PlanBatch sees of one sequence: its KV slot, the position of its
+/// first pending row, whether it is still in its prompt, and its pending rows
+/// (all prompt rows not run yet, or the one token to decode).
+struct BatchCandidate {
+  int slot = 0;
+  int pos = 0;
+  bool prefilling = false;
+  std::span<const int32_t> pending;
+};
+/// What PlanBatch sees of `seq` in `slot` (Sequence::Pending of every row).
+BatchCandidate CandidateOf(const Sequence& seq, int slot);
+
 /// One iteration's rows for several sequences: one decode row of every
 /// sequence past its prompt, then prompt chunks (at most `prefill_chunk`
-/// rows each) in the order given, up to `max_rows` rows in all. Sequence i
-/// runs in KV slot slots[i]; owners[j] is the index of segment j's sequence.
-/// The one way batches are formed (BatchGenerator, the main node's engine).
+/// rows each) in the order given, up to `max_rows` rows in all. owners[j] is
+/// the index of segment j's sequence in `seqs`. The one way batches are
+/// formed (BatchGenerator, the main node's Scheduler).
 struct BatchPlan {
   std::vector<int32_t> tokens;
   std::vector<Transformer::Segment> segments;
   std::vector<size_t> owners;
 };
-BatchPlan PlanBatch(std::span<Sequence* const> seqs, std::span<const int> slots,
-                    int64_t max_rows, int64_t prefill_chunk);
+BatchPlan PlanBatch(std::span<const BatchCandidate> seqs, int64_t max_rows,
+                    int64_t prefill_chunk);
 
 class BatchGenerator {
  public:

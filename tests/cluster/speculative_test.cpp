@@ -90,7 +90,7 @@ TEST_CASE("speculative: sampled requests and a batch of concurrent ones run thro
   CHECK(r->result.output_ids.size() == 32);
   CHECK(r->speculation.drafted > 0);
   CHECK(r->speculation.tokens == 31);
-  // Concurrent requests share iterations without drafts; alone, each drafts.
+  // Concurrent requests verify their drafts in shared iterations.
   std::vector<GenerateRequest> reqs = {TestRequest("Hello there", 24),
                                        TestRequest("The king said", 30),
                                        TestRequest("In the morning", 20)};

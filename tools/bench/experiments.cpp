@@ -558,9 +558,10 @@ absl::StatusOr<json> Concurrency(BenchContext& ctx) {
   ODMOE_ASSIGN_OR_RETURN(ClusterProcess * cluster, ctx.Cluster("odmoe"));
   const int most = *std::max_element(o.clients.begin(), o.clients.end());
   ODMOE_ASSIGN_OR_RETURN(auto prompts, ctx.Prompts(o.concurrency_prompt_tokens, most));
-  json levels = json::array();
-  double one_client_tps = 0;
-  for (int n : o.clients) {
+  // One level: `n` clients at once, each request verifying `drafts` of the
+  // shadow's drafted tokens per iteration (0: none; batched speculative
+  // decoding when several decode together).
+  auto run_level = [&](int n, int drafts) -> absl::StatusOr<json> {
     struct Client {
       absl::Status status;
       std::vector<int32_t> ids;
@@ -581,6 +582,8 @@ absl::StatusOr<json> Concurrency(BenchContext& ctx) {
         req.set_max_tokens(static_cast<uint32_t>(o.concurrency_tokens));
         req.set_temperature(0);
         req.set_ignore_eos(true);
+        req.mutable_experiment()->set_set_draft_tokens(true);
+        req.mutable_experiment()->set_draft_tokens(static_cast<uint32_t>(drafts));
         absl::StatusOr<v1::GenerateStats> st =
             GenerateOnMain(cluster->main_address(), req, [&](int32_t id, std::string_view) {
               if (id < 0) return;
@@ -595,6 +598,7 @@ absl::StatusOr<json> Concurrency(BenchContext& ctx) {
     const double wall = since();
     std::vector<double> ttft, gaps;
     double tokens = 0, recall = 0, hits = 0, tasks = 0;
+    uint64_t drafted = 0, accepted = 0;
     bool exact = true;
     for (int i = 0; i < n; ++i) {
       const Client& c = clients[static_cast<size_t>(i)];
@@ -607,6 +611,8 @@ absl::StatusOr<json> Concurrency(BenchContext& ctx) {
       recall += c.stats.recall() / n;
       hits += static_cast<double>(c.stats.expert_hits());
       tasks += static_cast<double>(c.stats.expert_hits() + c.stats.expert_misses());
+      drafted += c.stats.drafted_tokens();
+      accepted += c.stats.accepted_tokens();
       ODMOE_ASSIGN_OR_RETURN(
           BenchContext::Reference ref,
           ctx.ReferenceRun(prompts[static_cast<size_t>(i) % prompts.size()], o.concurrency_tokens));
@@ -618,30 +624,54 @@ absl::StatusOr<json> Concurrency(BenchContext& ctx) {
       }
     }
     const double tps = wall > 0 ? tokens / wall : 0;
+    return json{{"clients", n},
+                {"draft_tokens", drafts},
+                {"output_tps", tps},
+                {"per_client_tps", tps / n},
+                {"ttft_p50_s", Percentile(ttft, 0.5)},
+                {"ttft_p99_s", Percentile(ttft, 0.99)},
+                {"itl_p50_s", Percentile(gaps, 0.5)},
+                {"itl_p99_s", Percentile(gaps, 0.99)},
+                {"seconds", wall},
+                {"recall", recall},
+                {"hit_rate", tasks > 0 ? hits / tasks : 0.0},
+                {"acceptance", drafted ? static_cast<double>(accepted) / drafted : 0.0},
+                {"exact", exact}};
+  };
+  json levels = json::array();
+  double one_client_tps = 0;
+  for (int n : o.clients) {
+    ODMOE_ASSIGN_OR_RETURN(json level, run_level(n, 0));
+    const double tps = level["output_tps"].get<double>();
     if (n == o.clients.front()) one_client_tps = tps / n;
-    json level = {{"clients", n},
-                  {"output_tps", tps},
-                  {"per_client_tps", tps / n},
-                  {"over_one_client", one_client_tps > 0 ? tps / one_client_tps : 0.0},
-                  {"ttft_p50_s", Percentile(ttft, 0.5)},
-                  {"ttft_p99_s", Percentile(ttft, 0.99)},
-                  {"itl_p50_s", Percentile(gaps, 0.5)},
-                  {"itl_p99_s", Percentile(gaps, 0.99)},
-                  {"seconds", wall},
-                  {"recall", recall},
-                  {"hit_rate", tasks > 0 ? hits / tasks : 0.0},
-                  {"exact", exact}};
+    level["over_one_client"] = one_client_tps > 0 ? tps / one_client_tps : 0.0;
     Progress(absl::StrFormat(
         "concurrency: %d client%s: %.1f output tokens/s in all (%.2fx one client), TTFT p50 "
         "%.0f ms, inter-token p50 %.1f ms, recall %.3f, hit rate %.3f, exact %s",
         n, n == 1 ? "" : "s", tps, level["over_one_client"].get<double>(),
-        Percentile(ttft, 0.5) * 1e3, Percentile(gaps, 0.5) * 1e3, recall,
-        level["hit_rate"].get<double>(), exact ? "yes" : "NO"));
+        level["ttft_p50_s"].get<double>() * 1e3, level["itl_p50_s"].get<double>() * 1e3,
+        level["recall"].get<double>(), level["hit_rate"].get<double>(),
+        level["exact"].get<bool>() ? "yes" : "NO"));
+    if (o.concurrency_drafts > 0) {
+      // The same clients, each verifying the shadow's drafts: several
+      // requests' drafts are verified in one iteration.
+      ODMOE_ASSIGN_OR_RETURN(json with, run_level(n, o.concurrency_drafts));
+      const double dtps = with["output_tps"].get<double>();
+      with["over_no_drafts"] = tps > 0 ? dtps / tps : 0.0;
+      Progress(absl::StrFormat(
+          "concurrency: %d client%s with %d drafts: %.1f output tokens/s in all (%.2fx without "
+          "drafts), acceptance %.3f, inter-token p50 %.1f ms, exact %s",
+          n, n == 1 ? "" : "s", o.concurrency_drafts, dtps, with["over_no_drafts"].get<double>(),
+          with["acceptance"].get<double>(), with["itl_p50_s"].get<double>() * 1e3,
+          with["exact"].get<bool>() ? "yes" : "NO"));
+      level["with_drafts"] = with;
+    }
     levels.push_back(level);
   }
   return json{{"levels", levels},
               {"prompt_tokens", o.concurrency_prompt_tokens},
-              {"output_tokens", o.concurrency_tokens}};
+              {"output_tokens", o.concurrency_tokens},
+              {"draft_tokens", o.concurrency_drafts}};
 }
 
 // Runs every prompt once on `cluster` after one unmeasured request (a

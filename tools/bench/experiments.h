@@ -62,6 +62,7 @@ struct BenchOptions {
   std::vector<int> clients = {1, 2, 4, 8, 16};  // concurrency experiment: clients at once
   int concurrency_tokens = 64;                  // output tokens per client's request
   int concurrency_prompt_tokens = 16;
+  int concurrency_drafts = 4;  // each level again with this many drafts per request (0: not)
   std::vector<int> drafts = {2, 4, 8};  // speculative experiment: draft_tokens levels
   int speculative_tokens = 64;          // output tokens per request
   int64_t draft_wait_us = 20000;        // the waiting variant's shadow.draft_wait

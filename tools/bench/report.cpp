@@ -201,6 +201,21 @@ void Concurrency(const json& c, std::ostringstream& out) {
         << (l.value("exact", false) ? "yes" : "NO") << " |\n";
   }
   out << "\n";
+  if (c.value("draft_tokens", 0) <= 0) return;
+  out << "With " << c.value("draft_tokens", 0)
+      << " drafted tokens per request and iteration (the shadow drafts; several requests' drafts "
+         "verified in one iteration):\n\n"
+      << "| clients | output tok/s in all | x without drafts | acceptance | inter-token p50 ms | "
+         "exact |\n|--:|--:|--:|--:|--:|---|\n";
+  for (const json& l : c["levels"]) {
+    if (!l.contains("with_drafts")) continue;
+    const json& w = l["with_drafts"];
+    out << "| " << F(Num(l, "clients"), "%.0f") << " | " << F(Num(w, "output_tps")) << " | "
+        << F(Num(w, "over_no_drafts"), "%.2f") << " | " << F(Num(w, "acceptance"), "%.3f")
+        << " | " << F(Num(w, "itl_p50_s") * 1e3, "%.1f") << " | "
+        << (w.value("exact", false) ? "yes" : "NO") << " |\n";
+  }
+  out << "\n";
 }
 
 void Speculative(const json& c, std::ostringstream& out) {
