@@ -5,14 +5,11 @@
 #include <future>
 #include <map>
 #include <limits>
-#include <random>
 
 #include "absl/strings/str_format.h"
-#include "cluster/assignment.h"
 #include "cluster/wire.h"
 #include "engine/batch_generator.h"
 #include "engine/sequence.h"
-#include "main_node/lookahead_vote.h"
 #include "util/logging.h"
 #include "util/status_macros.h"
 
@@ -43,6 +40,8 @@ absl::StatusOr<std::unique_ptr<MainEngine>> MainEngine::Create(const Topology& t
                          ClusterExpertExecutor::Create(model.config(), backend, topology, links,
                                                        e->transformer_->n_batch()));
   e->schedule_ = Schedule::AllGroups(topology);
+  e->hints_ = std::make_unique<HintRouter>(model.config(), topology, links, *e->executor_,
+                                           *e->transformer_, &e->schedule_);
   e->active_groups_ = topology.n_groups();
   e->executor_->SetSchedule(&e->schedule_, &e->schedule_mu_);
   // Slot 0 is Score's (ScoreTokens runs in slot 0); requests take 1, 2, ...
@@ -171,94 +170,6 @@ absl::Status MainEngine::SendAlignment(uint64_t request, int n, int32_t token, i
     ODMOE_RETURN_IF_ERROR(links_.SendToShadow(req));
   } while (sent < count);
   if (send_kv) *kv_sent = pos;
-  return absl::OkStatus();
-}
-
-std::vector<std::vector<int32_t>> MainEngine::RandomPredictions(uint64_t request, int n) const {
-  const ModelConfig& c = model_.config();
-  std::mt19937_64 rng(request * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(n));
-  std::vector<std::vector<int32_t>> out(static_cast<size_t>(c.n_layer));
-  std::vector<int32_t> pool(static_cast<size_t>(c.n_expert));
-  for (int l = c.n_dense_leading; l < c.n_layer; ++l) {
-    for (int e = 0; e < c.n_expert; ++e) pool[static_cast<size_t>(e)] = e;
-    for (int j = 0; j < c.n_expert_used; ++j) {
-      std::uniform_int_distribution<int> pick(j, c.n_expert - 1);
-      std::swap(pool[static_cast<size_t>(j)], pool[static_cast<size_t>(pick(rng))]);
-    }
-    out[static_cast<size_t>(l)].assign(pool.begin(), pool.begin() + c.n_expert_used);
-  }
-  return out;
-}
-
-absl::Status MainEngine::SendRandomHints(uint64_t request, int n) {
-  std::vector<std::vector<int32_t>> predicted = RandomPredictions(request, n);
-  for (int l = model_.config().n_dense_leading; l < model_.config().n_layer; ++l) {
-    SendHint(request, n, l, std::move(predicted[static_cast<size_t>(l)]));
-  }
-  return absl::OkStatus();
-}
-
-void MainEngine::PutRandomPredictions(uint64_t request, int n) {
-  std::vector<std::vector<int32_t>> predicted = RandomPredictions(request, n);
-  for (int l = model_.config().n_dense_leading; l < model_.config().n_layer; ++l) {
-    links_.predictions().Put(request, static_cast<uint32_t>(n), static_cast<uint32_t>(l),
-                             std::move(predicted[static_cast<size_t>(l)]));
-  }
-}
-
-void MainEngine::SendHint(uint64_t request, int n, int layer, std::vector<int32_t> predicted) {
-  const ModelConfig& c = model_.config();
-  v1::WorkerRequest req;
-  v1::Hint* hint = req.mutable_hint();
-  hint->mutable_key()->set_request(request);
-  hint->mutable_key()->set_token(static_cast<uint32_t>(n));
-  hint->mutable_key()->set_layer(static_cast<uint32_t>(layer));
-  for (int32_t e : predicted) hint->add_experts(static_cast<uint32_t>(e));
-  hint->set_ranked(true);  // the look-ahead's likeliest first (random: any order)
-  links_.predictions().Put(request, static_cast<uint32_t>(n), static_cast<uint32_t>(layer),
-                           std::move(predicted));
-  const std::vector<int> members = topology_.GroupMembers(schedule_.GroupOfLayer(layer));
-  for (size_t i = 0; i < members.size(); ++i) {
-    // Only workers with positions of this layer (cluster/assignment.h).
-    if (PositionsOfWorker(static_cast<int>(i), topology_.group_size, c.n_expert_used).empty()) {
-      continue;
-    }
-    // A failed send is the group's failure, which the layer's task finds.
-    links_.SendToWorker(members[i], req).IgnoreError();
-  }
-}
-
-absl::Status MainEngine::Lookahead(uint64_t request, int n, const LookaheadSpec& spec, int layer,
-                                   ConstMat x) {
-  const ModelConfig& c = model_.config();
-  auto has_experts = [&c](int l) { return c.has_experts(l); };
-  // Keep this layer's input for the next layers' votes (FIRM), keyed by
-  // (request, iteration, layer) so a vote never reads another token's input.
-  constexpr int kSlots = Transformer::kKeptInputs;
-  static_assert(kSlots >= kMaxLookaheadLayers, "a slot per voting layer");
-  if (spec.layers > 1) {
-    ODMOE_ASSIGN_OR_RETURN(ConstMat kept, transformer_->KeepInput(layer % kSlots, x));
-    kept_inputs_[static_cast<size_t>(layer % kSlots)] = {request, n, layer, kept};
-  }
-  const int target = LookaheadTarget(spec, layer, c.n_layer, has_experts);
-  if (target < 0) return absl::OkStatus();
-  const int candidates = CandidatesPerVoter(spec, c.n_expert_used, c.n_expert);
-  std::vector<std::vector<int32_t>> sets;
-  for (int m : VotingLayers(spec, layer, has_experts)) {
-    ConstMat input = x;
-    if (m != layer) {
-      const KeptInput& k = kept_inputs_[static_cast<size_t>(m % kSlots)];
-      if (k.request != request || k.n != n || k.layer != m) break;  // not this token's
-      input = k.row;
-    }
-    sets.emplace_back();
-    ODMOE_RETURN_IF_ERROR(transformer_->PredictExperts(target, input, &sets.back(), candidates));
-  }
-  // A worker holds one expert per position: at most k of them (the latest
-  // voter's likeliest first) are hinted.
-  std::vector<int32_t> predicted = IntersectCandidates(sets);
-  if (predicted.size() > static_cast<size_t>(c.n_expert_used)) predicted.resize(c.n_expert_used);
-  if (!predicted.empty()) SendHint(request, n, target, std::move(predicted));
   return absl::OkStatus();
 }
 
@@ -536,84 +447,6 @@ absl::Status MainEngine::Step() {
   return RunPlan(scheduler_->Plan(states));
 }
 
-// One decode row of a kShared step: whose, which iteration, where in the batch.
-struct MainEngine::StepRow {
-  Job* job = nullptr;
-  int n = 0;
-  int64_t row = 0;
-  // Whether its predictor predicts `layer` (the shadow following it, random
-  // hints, or the gate look-ahead from the layer before).
-  bool Predicts(int layer, const ModelConfig& c) const {
-    switch (job->out.prediction) {
-      case PredictionMode::kShadow:
-      case PredictionMode::kRandom:
-        return true;
-      case PredictionMode::kLookahead:
-        return layer > 0 &&
-               LookaheadTarget(job->lookahead, layer - 1, c.n_layer,
-                               [&c](int l) { return c.has_experts(l); }) == layer;
-      case PredictionMode::kNone:
-        break;
-    }
-    return false;
-  }
-};
-
-void MainEngine::HintStep(const IterationPlan& plan, const std::vector<StepRow>& rows,
-                          int from_layer) {
-  const ModelConfig& c = model_.config();
-  // A layer is hinted once, when every predicted row's prediction for it has
-  // arrived (a union that grew later would move the sorted positions and the
-  // workers' prefetches with them): the complete layers now, the rest as they
-  // complete, looked at again before each layer goes out.
-  std::map<int, v1::WorkerRequest> hints;  // worker -> its hints of the step
-  for (int l = std::max(from_layer, c.n_dense_leading); l < c.n_layer; ++l) {
-    if (executor_->StepPredicted(l)) continue;  // hinted already
-    std::vector<int32_t> u;
-    bool complete = true;
-    for (const StepRow& r : rows) {
-      if (!r.Predicts(l, c)) continue;
-      const std::vector<int32_t> p = links_.predictions().Get(
-          r.job->req, static_cast<uint32_t>(r.n), static_cast<uint32_t>(l));
-      complete = complete && !p.empty();
-      for (int32_t e : p) {
-        if (std::find(u.begin(), u.end(), e) == u.end()) u.push_back(e);
-      }
-    }
-    if (!complete || static_cast<int>(u.size()) < c.n_expert_used) continue;
-    AddStepHint(plan.key_request, static_cast<int>(plan.key_token), l, u, &hints);
-    executor_->SetStepPrediction(l, std::move(u));
-  }
-  // One message per worker with its layers' hints.
-  for (auto& [worker, batch] : hints) {
-    // A failed send is the group's failure, which the layer's task finds.
-    links_.SendToWorker(worker, batch).IgnoreError();
-  }
-}
-
-absl::Status MainEngine::LookaheadRows(const std::vector<StepRow>& rows, int layer, ConstMat x) {
-  const ModelConfig& c = model_.config();
-  auto has_experts = [&c](int l) { return c.has_experts(l); };
-  for (const StepRow& r : rows) {
-    if (r.job->out.prediction != PredictionMode::kLookahead) continue;
-    const LookaheadSpec& spec = r.job->lookahead;
-    const int target = LookaheadTarget(spec, layer, c.n_layer, has_experts);
-    if (target < 0) continue;
-    // One row's own vote (the earlier layers' inputs are kept for a request
-    // alone: FIRM's votes need one kept row per voter).
-    std::vector<int32_t> predicted;
-    const ConstMat input{x.data + r.row * x.cols, 1, x.cols};
-    ODMOE_RETURN_IF_ERROR(transformer_->PredictExperts(
-        target, input, &predicted, CandidatesPerVoter(spec, c.n_expert_used, c.n_expert)));
-    if (predicted.size() > static_cast<size_t>(c.n_expert_used)) {
-      predicted.resize(static_cast<size_t>(c.n_expert_used));
-    }
-    links_.predictions().Put(r.job->req, static_cast<uint32_t>(r.n),
-                             static_cast<uint32_t>(target), std::move(predicted));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status MainEngine::RunPlan(const IterationPlan& plan) {
   using Kind = IterationPlan::Kind;
   if (plan.kind == Kind::kIdle) return absl::OkStatus();
@@ -628,7 +461,7 @@ absl::Status MainEngine::RunPlan(const IterationPlan& plan) {
     Job& job = *running_[plan.segments[0].seq];
     const int n = plan.segments[0].n;
     if (job.out.prediction == PredictionMode::kRandom) {
-      ODMOE_RETURN_IF_ERROR(SendRandomHints(job.req, n));
+      ODMOE_RETURN_IF_ERROR(hints_->SendRandomHints(job.req, n));
     }
     if (plan.kind == Kind::kDecode && job.out.prediction == PredictionMode::kLookahead) {
       // Gate look-ahead: each decode layer predicts the next one while its
@@ -637,7 +470,7 @@ absl::Status MainEngine::RunPlan(const IterationPlan& plan) {
       const uint64_t req = job.req;
       const LookaheadSpec spec = job.lookahead;
       executor_->set_lookahead([this, req, n, spec](int layer, ConstMat x) {
-        return Lookahead(req, n, spec, layer, x);
+        return hints_->Lookahead(req, n, spec, layer, x);
       });
     }
   } else if (plan.kind == Kind::kShared) {
@@ -646,24 +479,27 @@ absl::Status MainEngine::RunPlan(const IterationPlan& plan) {
     for (const PlannedSegment& seg : plan.segments) {
       Job& job = *running_[seg.seq];
       for (int r = 0; r < static_cast<int>(seg.tokens.size()); ++r) {
-        step_rows.push_back({&job, seg.n + r, row + r});
+        step_rows.push_back({job.req, seg.n + r, row + r, job.out.prediction, job.lookahead});
         if (job.out.prediction == PredictionMode::kRandom) {
-          PutRandomPredictions(job.req, seg.n + r);
+          hints_->PutRandomPredictions(job.req, seg.n + r);
         }
       }
       lookahead = lookahead || job.out.prediction == PredictionMode::kLookahead;
       row += static_cast<int64_t>(seg.tokens.size());
     }
-    executor_->SetSharedStep(
-        [this, &plan, &step_rows](int layer) { HintStep(plan, step_rows, layer + 1); });
+    const uint64_t key_request = plan.key_request;
+    const uint32_t key_token = plan.key_token;
+    executor_->SetSharedStep([this, key_request, key_token, &step_rows](int layer) {
+      hints_->HintStep(key_request, key_token, step_rows, layer + 1);
+    });
     if (lookahead) {
-      executor_->set_lookahead([this, &plan, &step_rows](int layer, ConstMat x) {
-        ODMOE_RETURN_IF_ERROR(LookaheadRows(step_rows, layer, x));
-        HintStep(plan, step_rows, layer + 1);
+      executor_->set_lookahead([this, key_request, key_token, &step_rows](int layer, ConstMat x) {
+        ODMOE_RETURN_IF_ERROR(hints_->LookaheadRows(step_rows, layer, x));
+        hints_->HintStep(key_request, key_token, step_rows, layer + 1);
         return absl::OkStatus();
       });
     }
-    HintStep(plan, step_rows, 0);
+    hints_->HintStep(key_request, key_token, step_rows, 0);
   }
   // The forward of every segment, then each request's rows' logits: the last
   // row of a segment, every row of one that verifies drafts.
@@ -803,28 +639,6 @@ bool MainEngine::AlignShadow(Job& job, int n, int32_t token, int pos, bool batch
     return false;
   }
   return realigned;
-}
-
-void MainEngine::AddStepHint(uint64_t request, int n, int layer,
-                             const std::vector<int32_t>& experts,
-                             std::map<int, v1::WorkerRequest>* hints) const {
-  v1::Hint hint;
-  hint.mutable_key()->set_request(request);
-  hint.mutable_key()->set_token(static_cast<uint32_t>(n));
-  hint.mutable_key()->set_layer(static_cast<uint32_t>(layer));
-  for (int32_t e : experts) hint.add_experts(static_cast<uint32_t>(e));
-  // The executor's placement (SpreadAssignment over SpreadMembers): the
-  // sorted union's position p on member p mod N.
-  const std::vector<int> members = executor_->SpreadMembers(layer);
-  const int n_members = static_cast<int>(members.size());
-  for (int i = 0; i < n_members; ++i) {
-    const std::vector<int> mine =
-        PositionsOfWorker(i, n_members, static_cast<int>(experts.size()));
-    if (mine.empty()) continue;
-    v1::Hint* h = (*hints)[members[static_cast<size_t>(i)]].mutable_hints()->add_hints();
-    *h = hint;
-    for (int p : mine) h->add_positions(static_cast<uint32_t>(p));
-  }
 }
 
 void MainEngine::Finish(Job& job, absl::Status status) {

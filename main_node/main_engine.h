@@ -62,6 +62,7 @@
 #include "engine/scoring.h"
 #include "main_node/cluster_executor.h"
 #include "main_node/cluster_links.h"
+#include "main_node/hint_router.h"
 #include "main_node/scheduler.h"
 #include "model/model_file.h"
 #include "topology/topology.h"
@@ -194,24 +195,6 @@ class MainEngine {
   /// Returns whether the token was sent. A broken link ends the following,
   /// not the request.
   bool AlignShadow(Job& job, int n, int32_t token, int pos, bool batched);
-  /// The hint of a shared decode step (key request / n, `layer`): the union
-  /// of its rows' predictions, for each worker the executor spreads the
-  /// layer over, with the positions it computes, added to that worker's
-  /// HintBatch in *hints (worker -> message).
-  void AddStepHint(uint64_t request, int n, int layer, const std::vector<int32_t>& experts,
-                   std::map<int, v1::WorkerRequest>* hints) const;
-  /// Random hints (prediction `random`): k experts of every MoE layer drawn
-  /// from (request, n); sent to the layers' groups (one decode row), or put
-  /// on the board for a shared step's union.
-  std::vector<std::vector<int32_t>> RandomPredictions(uint64_t request, int n) const;
-  absl::Status SendRandomHints(uint64_t request, int n);
-  void PutRandomPredictions(uint64_t request, int n);
-  /// Puts a prediction of (token n, layer) on the board (for the layer's
-  /// assignment and recall) and sends it to the workers of the layer's group.
-  void SendHint(uint64_t request, int n, int layer, std::vector<int32_t> predicted);
-  /// Gate look-ahead from `layer`'s MoE input: the next layer's prediction.
-  absl::Status Lookahead(uint64_t request, int n, const LookaheadSpec& spec, int layer,
-                         ConstMat x);
   // At a token boundary: groups whose workers are all connected take layers
   // (a group that failed comes back once its workers have rejoined).
   void RefreshSchedule();
@@ -222,12 +205,6 @@ class MainEngine {
   // The running requests' states, their alignment and drafts, the plan, run.
   absl::Status Step();
   absl::Status RunPlan(const IterationPlan& plan);
-  // kShared: the step's hints (the union of its rows' predictions of each
-  // layer from `from_layer` on that are complete now) and the gate
-  // look-ahead of its rows from `layer`'s MoE input.
-  struct StepRow;
-  void HintStep(const IterationPlan& plan, const std::vector<StepRow>& rows, int from_layer);
-  absl::Status LookaheadRows(const std::vector<StepRow>& rows, int layer, ConstMat x);
   // Its first step: a request id, the prediction board, ShadowBegin.
   void BeginJob(Job& job, bool alone);
   // Records the gate's experts of `rows` batch rows from `row0` of the
@@ -244,6 +221,7 @@ class MainEngine {
   ClusterLinks& links_;
   std::unique_ptr<Transformer> transformer_;
   std::unique_ptr<ClusterExpertExecutor> executor_;
+  std::unique_ptr<HintRouter> hints_;
   std::mutex generate_mu_;
   mutable std::mutex schedule_mu_;  // schedule_ is read by status calls
   uint64_t last_request_ = 0;
@@ -267,15 +245,6 @@ class MainEngine {
   std::atomic<uint64_t> shared_iterations_{0}, shared_rows_{0}, shared_drafts_{0};
   std::thread loop_;
   Schedule schedule_;
-  // Gate look-ahead with FIRM's votes: the MoE inputs kept by Lookahead, one
-  // slot per layer mod Transformer::kKeptInputs, with whose token they are.
-  struct KeptInput {
-    uint64_t request = 0;
-    int n = -1;
-    int layer = -1;
-    ConstMat row{nullptr, 0, 0};
-  };
-  std::array<KeptInput, Transformer::kKeptInputs> kept_inputs_;
   std::atomic<int> active_groups_{0};
   TraceRecorder* trace_ = nullptr;
 };
