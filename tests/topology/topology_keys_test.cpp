@@ -4,6 +4,7 @@
 #include "topology/topology_keys.h"
 
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -113,6 +114,28 @@ TEST_CASE("topology keys: a written topology leaves out only what is unset", "[t
   CHECK(back->main.http_limits.io_threads == 5);
   CHECK(back->main.max_queue == 0);
   CHECK(back->mixed_precision == MixedPrecisionSpec{});
+}
+
+TEST_CASE("topology keys: every shipped topology reads back as it was written",
+          "[topology][keys]") {
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(test::SourcePath("deploy"))) {
+    if (entry.path().extension() != ".yaml") continue;
+    INFO(entry.path());
+    absl::StatusOr<Topology> t = LoadTopology(entry.path().string());
+    REQUIRE(t.ok());
+    const std::string yaml = TopologyToYaml(*t);
+    INFO(yaml);
+    absl::StatusOr<Topology> back = ParseTopology(yaml, "/elsewhere/copy.yaml");
+    INFO(back.status());
+    REQUIRE(back.ok());
+    REQUIRE(ValidateTopologyWithModel(*back).ok());
+    CHECK(TopologyToYaml(*back) == yaml);
+    CHECK(back->n_workers() == t->n_workers());
+    CHECK(back->node_tls.cert == t->node_tls.cert);
+    ++files;
+  }
+  CHECK(files >= 3);
 }
 
 }  // namespace odmoe
