@@ -51,8 +51,8 @@ std::string Bounds(int64_t min, int64_t max) { return absl::StrCat(min, "..", ma
 bool IsPlainName(const std::string& s, const std::string& extra) {
   if (s.empty() || s.size() > 64 || s[0] == '-' || s[0] == '.') return false;
   return std::all_of(s.begin(), s.end(), [&](char c) {
-    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' ||
-           c == '.' || extra.find(c) != std::string::npos;
+    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' ||
+           extra.find(c) != std::string::npos;
   });
 }
 
@@ -110,18 +110,17 @@ Kind<int> IntIn(int64_t min, int64_t max, const std::string& word, int word_valu
     }
     return static_cast<int>(v);
   };
-  k.show = [=](const int& v) {
-    return !word.empty() && v == word_value ? word : absl::StrCat(v);
-  };
+  k.show = [=](const int& v) { return !word.empty() && v == word_value ? word : absl::StrCat(v); };
   return k;
 }
 
 Kind<uint64_t> ByteSize(uint64_t min, uint64_t max, const std::string& zero) {
   Kind<uint64_t> k;
   k.type = "byte size";
-  k.values = absl::StrCat(zero.empty() ? "" : absl::StrCat("`", zero, "` (0) or "),
-                          max == UINT64_MAX ? "bytes (`96MiB`, `1.5GiB`)"
-                                            : absl::StrCat(FormatBytes(min), "..", FormatBytes(max)));
+  k.values =
+      absl::StrCat(zero.empty() ? "" : absl::StrCat("`", zero, "` (0) or "),
+                   max == UINT64_MAX ? "bytes (`96MiB`, `1.5GiB`)"
+                                     : absl::StrCat(FormatBytes(min), "..", FormatBytes(max)));
   k.parse = [=](const YAML::Node& n, const Mapping&) -> absl::StatusOr<uint64_t> {
     const std::string example = zero.empty() ? FormatBytes(std::max<uint64_t>(min, 16u << 10))
                                              : absl::StrCat("96MiB or ", zero);
@@ -173,9 +172,10 @@ Kind<int64_t> DelayUpTo(int64_t max_us) {
     double x = 0;
     if (scale == 0 || !absl::SimpleAtod(v, &x) || !(x >= 0) ||
         x * scale > static_cast<double>(max_us)) {
-      return Invalid(absl::StrFormat("'%s' is not a delay (expected e.g. 250us, 1.5ms or 0; at "
-                                     "most %s)",
-                                     n.IsScalar() ? text : "<not a scalar>", FormatMicros(max_us)));
+      return Invalid(
+          absl::StrFormat("'%s' is not a delay (expected e.g. 250us, 1.5ms or 0; at "
+                          "most %s)",
+                          n.IsScalar() ? text : "<not a scalar>", FormatMicros(max_us)));
     }
     return static_cast<int64_t>(std::llround(x * scale));
   };
@@ -277,9 +277,10 @@ absl::Status SplitAddress(const std::string& address, std::string* host, int* po
   int64_t p = -1;
   if (colon == std::string::npos || colon == 0 ||
       !absl::SimpleAtoi(address.substr(colon + 1), &p) || p < 1 || p > 65535) {
-    return Invalid(absl::StrFormat("'%s' is not valid (expected host:port with a port in "
-                                   "1..65535)",
-                                   address));
+    return Invalid(
+        absl::StrFormat("'%s' is not valid (expected host:port with a port in "
+                        "1..65535)",
+                        address));
   }
   *host = address.substr(0, colon);
   if (host->size() > 2 && host->front() == '[' && host->back() == ']') {

@@ -268,8 +268,8 @@ Key<S> Field(std::string name, T S::*member, Kind<T> kind, std::string help) {
 /// "host:port" (port 1..65535) in `text`, split into `host` (brackets of an
 /// IPv6 address removed) and `port`.
 template <typename S, typename Base>
-Key<S> Address(std::string name, std::string Base::*text, std::string Base::*host,
-               int Base::*port, std::string help);
+Key<S> Address(std::string name, std::string Base::*text, std::string Base::*host, int Base::*port,
+               std::string help);
 
 /// A nested mapping: the keys of `table` read into the C that `get` returns
 /// (a member, or S itself for a mapping that groups some of S's members).
@@ -333,8 +333,8 @@ absl::Status SplitAddress(const std::string& address, std::string* host, int* po
 }  // namespace detail
 
 template <typename S, typename Base>
-Key<S> Address(std::string name, std::string Base::*text, std::string Base::*host,
-               int Base::*port, std::string help) {
+Key<S> Address(std::string name, std::string Base::*text, std::string Base::*host, int Base::*port,
+               std::string help) {
   Key<S> k = FieldOf<S, std::string, Base>(std::move(name), text, Text(), std::move(help));
   k.read = [text, host, port](const Key<S>& self, Mapping& m, S& s) -> absl::Status {
     if (!m.Has(self.name)) {
@@ -413,7 +413,7 @@ Key<S> List(std::string name, std::vector<C> S::*member, Table<C> table,
   Table<C> defaults_table;  // the inherited keys, read at the list's level
   for (const std::string& n : inherited) {
     for (const Key<C>& k : table) {
-        if (k.name == n) defaults_table.push_back(k);
+      if (k.name == n) defaults_table.push_back(k);
     }
   }
   Key<S> k;
@@ -452,8 +452,8 @@ Key<S> List(std::string name, std::vector<C> S::*member, Table<C> table,
     for (const C& c : s.*member) seq.push_back(WriteKeys(table, c));
     map[self.name] = seq;
   };
-  k.doc = [table, defaults_table, limits](const Key<S>& self, const std::string& prefix,
-                                          const S&, std::vector<DocRow>& rows) {
+  k.doc = [table, defaults_table, limits](const Key<S>& self, const std::string& prefix, const S&,
+                                          std::vector<DocRow>& rows) {
     const std::string list = prefix + self.name;
     for (const Key<C>& d : defaults_table) {
       d.doc(d, prefix, C{}, rows);

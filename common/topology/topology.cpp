@@ -57,8 +57,9 @@ absl::Status CheckStructure(const Topology& t, const std::string& file) {
     // One certificate per node or one for all: cert and key must agree, or
     // every node would present its own certificate with the same key.
     if (t.node_tls.per_node() != (t.node_tls.key.find(kNodeIdMarker) != std::string::npos)) {
-      return error("node_tls", "cert and key must both contain {id} (one certificate per node) "
-                               "or neither (one certificate for all)");
+      return error("node_tls",
+                   "cert and key must both contain {id} (one certificate per node) "
+                   "or neither (one certificate for all)");
     }
     if (t.node_tls.ca.find(kNodeIdMarker) != std::string::npos) {
       return error("node_tls.ca", "one CA for the whole cluster ({id} is for cert and key)");
@@ -76,8 +77,9 @@ absl::Status CheckStructure(const Topology& t, const std::string& file) {
                               ": the caching baselines use no prediction (expected none)"));
   }
   if (t.worker_mode == WorkerMode::kUtilityCache && t.prediction == PredictionMode::kNone) {
-    return error("prediction", "'none' with workers.mode utility_cache: the utility cache is fed "
-                               "by predictions (expected shadow, lookahead or random)");
+    return error("prediction",
+                 "'none' with workers.mode utility_cache: the utility cache is fed "
+                 "by predictions (expected shadow, lookahead or random)");
   }
   std::map<std::string, std::string> ids;
   std::map<std::pair<std::string, int>, std::string> endpoints;
@@ -103,8 +105,8 @@ absl::Status CheckStructure(const Topology& t, const std::string& file) {
     }
   }
   if (t.main.http_port != 0) {
-    const std::string host = t.main.ssh.empty() ? CanonicalHost(t.main.http_host)
-                                                : t.main.ssh + "/" + t.main.http_host;
+    const std::string host =
+        t.main.ssh.empty() ? CanonicalHost(t.main.http_host) : t.main.ssh + "/" + t.main.http_host;
     if (auto it = endpoints.find({host, t.main.http_port}); it != endpoints.end()) {
       return error("main.http", absl::StrFormat("port %d is already used by %s (the HTTP API "
                                                 "needs its own host:port)",
@@ -125,8 +127,8 @@ absl::Status CheckStructure(const Topology& t, const std::string& file) {
   }
   const int g = t.group_size > 0 ? t.group_size : 1;
   if (t.n_workers() < g) {
-    return error("workers.nodes", absl::StrFormat("%d worker(s) is fewer than one group of %d",
-                                                  t.n_workers(), g));
+    return error("workers.nodes",
+                 absl::StrFormat("%d worker(s) is fewer than one group of %d", t.n_workers(), g));
   }
   if (t.n_workers() % g != 0) {
     return error("workers.nodes",
@@ -308,8 +310,7 @@ absl::Status ValidateTopologyWithModel(Topology& t) {
   ODMOE_RETURN_IF_ERROR(CheckTopologyFiles(t, file));
   absl::StatusOr<std::unique_ptr<ModelFile>> model = ModelFile::Open(t.model);
   if (!model.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(file, ": model: ", model.status().message()));
+    return absl::InvalidArgumentError(absl::StrCat(file, ": model: ", model.status().message()));
   }
   const ModelConfig& c = (*model)->config();
   // Any group size works: worker i of a group computes the positions i, i+G,
@@ -342,8 +343,8 @@ absl::StatusOr<Topology> LoadTopology(const std::string& path) {
 }
 
 absl::StatusOr<uint64_t> ParseByteSize(std::string_view text) {
-  std::string s = absl::AsciiStrToLower(std::string(absl::StripAsciiWhitespace(
-      absl::string_view(text.data(), text.size()))));
+  std::string s = absl::AsciiStrToLower(
+      std::string(absl::StripAsciiWhitespace(absl::string_view(text.data(), text.size()))));
   static const std::vector<std::pair<std::string, double>> kUnits = {
       {"kib", 1024.0}, {"mib", 1048576.0}, {"gib", 1073741824.0}, {"tib", 1099511627776.0},
       {"kb", 1e3},     {"mb", 1e6},        {"gb", 1e9},           {"tb", 1e12},
@@ -357,8 +358,7 @@ absl::StatusOr<uint64_t> ParseByteSize(std::string_view text) {
     }
   }
   double v = 0;
-  if (s.empty() || !absl::SimpleAtod(s, &v) || !std::isfinite(v) || v < 0 ||
-      v * scale >= 1.8e19) {
+  if (s.empty() || !absl::SimpleAtod(s, &v) || !std::isfinite(v) || v < 0 || v * scale >= 1.8e19) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "'%s' is not a byte size (expected e.g. 96MiB, 1.5GiB, 512KiB, 64MB or 1048576)",
         std::string(text)));

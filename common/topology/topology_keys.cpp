@@ -46,11 +46,10 @@ const auto kWorkerModes =
     NamesOf(WorkerModeName, {WorkerMode::kOnDemand, WorkerMode::kResident, WorkerMode::kLruCache,
                              WorkerMode::kLfuCache, WorkerMode::kUtilityCache});
 const auto kWireDTypes = NamesOf(WireDTypeName, {WireDType::kF32, WireDType::kF16});
-const auto kShadowQuantizations =
-    NamesOf(DTypeKeyName, {DType::kF16, DType::kQ8_0, DType::kQ6_K, DType::kQ5_K, DType::kQ4_K,
-                           DType::kQ4_0});
-const auto kMixedPrecisionTypes = NamesOf(
-    DTypeKeyName, {DType::kQ8_0, DType::kQ6_K, DType::kQ5_K, DType::kQ4_K, DType::kQ4_0});
+const auto kShadowQuantizations = NamesOf(DTypeKeyName, {DType::kF16, DType::kQ8_0, DType::kQ6_K,
+                                                         DType::kQ5_K, DType::kQ4_K, DType::kQ4_0});
+const auto kMixedPrecisionTypes =
+    NamesOf(DTypeKeyName, {DType::kQ8_0, DType::kQ6_K, DType::kQ5_K, DType::kQ4_K, DType::kQ4_0});
 
 constexpr int kHourMs = 3600 * 1000;
 constexpr int64_t kTenSecondsUs = 10'000'000;
@@ -60,8 +59,9 @@ template <typename S>
 Table<S> NodeKeys() {
   return {
       FieldOf<S>("id", &NodeSpec::id,
-                 PlainName("", "up to 64 letters, digits, '_', '-' or '.', not starting with '-' "
-                               "or '.'"),
+                 PlainName("",
+                           "up to 64 letters, digits, '_', '-' or '.', not starting with '-' "
+                           "or '.'"),
                  "the node's name (its log and pid files are named after it)")
           .Required(),
       keys::Address<S>("address", &NodeSpec::address, &NodeSpec::host, &NodeSpec::port,
@@ -100,12 +100,13 @@ Table<HttpLimits> HttpLimitKeys() {
       Field("max_connections", &HttpLimits::max_connections, IntIn(1, 100000),
             "open at once; at the limit the longest-idle keep-alive connection is closed for a "
             "new one, else 503 + close"),
-      Field("max_connections_per_client", &HttpLimits::max_connections_per_client,
-            IntIn(1, 100000), "open at once from one address; more: 503"),
+      Field("max_connections_per_client", &HttpLimits::max_connections_per_client, IntIn(1, 100000),
+            "open at once from one address; more: 503"),
       Field("max_buffered_body_bytes", &HttpLimits::max_buffered_body_bytes,
             ByteSize(1u << 20, 64ull << 30),
             "request bodies held at once, all connections together; more: 503"),
-      Field("io_threads", &HttpLimits::io_threads, IntIn(1, 64), "threads serving every connection"),
+      Field("io_threads", &HttpLimits::io_threads, IntIn(1, 64),
+            "threads serving every connection"),
       Field("max_header_bytes", &HttpLimits::max_header_bytes, ByteSize(1u << 10, 1u << 20),
             "request line + headers; more: 431"),
       Field("header_timeout_ms", &HttpLimits::header_timeout_ms, IntIn(100, kHourMs),
@@ -116,8 +117,7 @@ Table<HttpLimits> HttpLimitKeys() {
             "keep-alive between requests"),
       Field("write_timeout_ms", &HttpLimits::write_timeout_ms, IntIn(100, kHourMs),
             "one write to a client"),
-      Field("stream_buffer_bytes", &HttpLimits::stream_buffer_bytes,
-            ByteSize(4u << 10, 1ull << 30),
+      Field("stream_buffer_bytes", &HttpLimits::stream_buffer_bytes, ByteSize(4u << 10, 1ull << 30),
             "streamed output queued for a slow reader; more: its request is cancelled"),
       Field("socket_send_buffer_bytes", &HttpLimits::socket_send_buffer_bytes,
             ByteSize(4u << 10, 64u << 20, "auto"), "SO_SNDBUF per connection; auto = the kernel's"),
@@ -125,34 +125,33 @@ Table<HttpLimits> HttpLimitKeys() {
 }
 
 Table<MainSpec> MainKeys() {
-  return With(
-      NodeKeys<MainSpec>(),
-      {
-          Field("context", &MainSpec::context, IntIn(0, 1 << 20),
-                "KV capacity in tokens; 0 = the model's training context (capped at 4096)"),
-          Field("batch", &MainSpec::batch, IntIn(1, kMaxBatchRows), "prefill chunk rows"),
-          Field("max_running", &MainSpec::max_running, IntIn(1, 256),
-                "requests generated at once, batched (each holds a KV cache of `context`)"),
-          Field("max_queue", &MainSpec::max_queue, IntIn(0, kMaxQueuedRequests),
-                "waiting requests before 429"),
-          Field("max_body_bytes", &MainSpec::max_body_bytes, ByteSize(4u << 10, 1ull << 30),
-                "largest HTTP request body, chunked or not; larger: 413"),
-          Field("worker_timeout_ms", &MainSpec::worker_timeout_ms, IntIn(50, 24 * kHourMs),
-                "an unanswered task = a failed worker"),
-          Field("api_key", &MainSpec::api_key, Text(),
-                "required as `Authorization: Bearer <key>` when set")
-              .Default("none"),
-          Section("http_limits", &MainSpec::http_limits, HttpLimitKeys(),
-                  "the HTTP server under load (docs/operations.md)"),
-          keys::Address<MainSpec>("http", &MainSpec::http, &MainSpec::http_host,
-                                  &MainSpec::http_port, "the OpenAI-compatible HTTP API")
-              .Default("none"),
-          Group<MainSpec>(
-              "tls",
-              {Field("cert", &MainSpec::tls_cert, FilePath(), "PEM certificate").Required(),
-               Field("key", &MainSpec::tls_key, FilePath(), "PEM private key").Required()},
-              "HTTPS for the HTTP API"),
-      });
+  return With(NodeKeys<MainSpec>(),
+              {
+                  Field("context", &MainSpec::context, IntIn(0, 1 << 20),
+                        "KV capacity in tokens; 0 = the model's training context (capped at 4096)"),
+                  Field("batch", &MainSpec::batch, IntIn(1, kMaxBatchRows), "prefill chunk rows"),
+                  Field("max_running", &MainSpec::max_running, IntIn(1, 256),
+                        "requests generated at once, batched (each holds a KV cache of `context`)"),
+                  Field("max_queue", &MainSpec::max_queue, IntIn(0, kMaxQueuedRequests),
+                        "waiting requests before 429"),
+                  Field("max_body_bytes", &MainSpec::max_body_bytes, ByteSize(4u << 10, 1ull << 30),
+                        "largest HTTP request body, chunked or not; larger: 413"),
+                  Field("worker_timeout_ms", &MainSpec::worker_timeout_ms, IntIn(50, 24 * kHourMs),
+                        "an unanswered task = a failed worker"),
+                  Field("api_key", &MainSpec::api_key, Text(),
+                        "required as `Authorization: Bearer <key>` when set")
+                      .Default("none"),
+                  Section("http_limits", &MainSpec::http_limits, HttpLimitKeys(),
+                          "the HTTP server under load (docs/operations.md)"),
+                  keys::Address<MainSpec>("http", &MainSpec::http, &MainSpec::http_host,
+                                          &MainSpec::http_port, "the OpenAI-compatible HTTP API")
+                      .Default("none"),
+                  Group<MainSpec>(
+                      "tls",
+                      {Field("cert", &MainSpec::tls_cert, FilePath(), "PEM certificate").Required(),
+                       Field("key", &MainSpec::tls_key, FilePath(), "PEM private key").Required()},
+                      "HTTPS for the HTTP API"),
+              });
 }
 
 Table<ShadowSpec> ShadowKeys() {
@@ -170,25 +169,25 @@ Table<ShadowSpec> ShadowKeys() {
                 "main.batch)"),
           Field("draft_wait", &ShadowSpec::draft_wait_us, DelayUpTo(kTenSecondsUs),
                 "longest wait for the drafts per iteration (0 = verify those ready)"),
-          Group<ShadowSpec>(
-              "alignment",
-              {Field("token_period", &ShadowSpec::token_period, IntIn(0, 1 << 20),
-                     "align the shadow's tokens every N iterations (0 = never)"),
-               Field("kv_period", &ShadowSpec::kv_period, IntIn(0, 1 << 20),
-                     "align the shadow's KV rows every N iterations (0 = never)")},
-              "how often the shadow is put back on the main node's path"),
+          Group<ShadowSpec>("alignment",
+                            {Field("token_period", &ShadowSpec::token_period, IntIn(0, 1 << 20),
+                                   "align the shadow's tokens every N iterations (0 = never)"),
+                             Field("kv_period", &ShadowSpec::kv_period, IntIn(0, 1 << 20),
+                                   "align the shadow's KV rows every N iterations (0 = never)")},
+                            "how often the shadow is put back on the main node's path"),
       });
 }
 
 Table<WorkerSpec> WorkerKeys() {
-  return With(NodeKeys<WorkerSpec>(),
-              {
-                  Field("memory_budget", &WorkerSpec::memory_budget, ByteSize(0, UINT64_MAX, "auto"),
-                        "as many expert slots as fit (at least one); auto = 1 slot, 2 when top-k "
-                        "> group_size"),
-                  Field("load_bandwidth", &WorkerSpec::load_bandwidth, ByteRate(),
-                        "EMULATION: cap on expert loads"),
-              });
+  return With(
+      NodeKeys<WorkerSpec>(),
+      {
+          Field("memory_budget", &WorkerSpec::memory_budget, ByteSize(0, UINT64_MAX, "auto"),
+                "as many expert slots as fit (at least one); auto = 1 slot, 2 when top-k "
+                "> group_size"),
+          Field("load_bandwidth", &WorkerSpec::load_bandwidth, ByteRate(),
+                "EMULATION: cap on expert loads"),
+      });
 }
 
 Table<UtilitySpec> UtilityKeys() {
@@ -268,8 +267,7 @@ const Table<Topology>& TopologyKeys() {
           "the links between nodes"),
       Section("node_tls", &Topology::node_tls,
               {Field("ca", &NodeTls::ca, FilePath(), "the cluster's CA").Required(),
-               Field("cert", &NodeTls::cert, FilePath(), "`{id}` = each node's own id")
-                   .Required(),
+               Field("cert", &NodeTls::cert, FilePath(), "`{id}` = each node's own id").Required(),
                Field("key", &NodeTls::key, FilePath(), "`{id}` = each node's own id").Required()},
               "mutual TLS on every link between nodes (`odmoe-cluster certs` issues them)"),
       Field("insecure", &Topology::insecure, TrueFalse(),
@@ -277,8 +275,8 @@ const Table<Topology>& TopologyKeys() {
       Field("cluster_secret_file", &Topology::cluster_secret_file, FilePath(),
             "the secret every node call is signed with (owner-only file)")
           .Default("generated by `odmoe-cluster up`"),
-      Section("main", &Topology::main, MainKeys(), "the main node").Required(
-          "the main node's settings"),
+      Section("main", &Topology::main, MainKeys(), "the main node")
+          .Required("the main node's settings"),
       keys::OptionalSection("shadow", &Topology::shadow, ShadowKeys(),
                             "the shadow node; required when prediction is shadow"),
       Group<Topology>("workers", WorkersGroupKeys(), "the workers").Required("the worker settings"),

@@ -45,12 +45,13 @@ TEST_CASE("topology keys: the reference names every key with its default and bou
   for (const char* row :
        {"| `main.http_limits.max_connections` | integer | `512` | 1..100000 |",
         "| `main.max_body_bytes` | byte size | `8MiB` | 4KiB..1GiB |",
-        "| `main.id` | name | required |", "| `workers.nodes[].memory_budget` | byte size | "
-                                           "`workers.memory_budget` |",
+        "| `main.id` | name | required |",
+        "| `workers.nodes[].memory_budget` | byte size | "
+        "`workers.memory_budget` |",
         "| `prefill.mini_batch` | integer | `auto` | 1..4096 or `auto` |",
         "| `wire.hidden_dtype` | one of | `f32` | `f32`, `f16` |",
-        "| `shadow.draft_wait` | delay | `0` | 0..10s",
-        "| `workers.mode` | one of | `on_demand` |", "| `workers.nodes` | list | required |",
+        "| `shadow.draft_wait` | delay | `0` | 0..10s", "| `workers.mode` | one of | `on_demand` |",
+        "| `workers.nodes` | list | required |",
         "| `shadow.alignment.kv_period` | integer | `1` |"}) {
     INFO(row);
     CHECK(table.find(row) != std::string::npos);
@@ -60,7 +61,8 @@ TEST_CASE("topology keys: the reference names every key with its default and bou
   absl::StatusOr<std::string> doc = WithTopologyKeys(std::string("a\n") + kTopologyKeysBegin +
                                                      "\nold\n" + kTopologyKeysEnd + "\nb\n");
   REQUIRE(doc.ok());
-  CHECK(*doc == std::string("a\n") + kTopologyKeysBegin + "\n" + table + kTopologyKeysEnd + "\nb\n");
+  CHECK(*doc ==
+        std::string("a\n") + kTopologyKeysBegin + "\n" + table + kTopologyKeysEnd + "\nb\n");
 }
 
 TEST_CASE("topology keys: a value past its declared bounds names key, value and bounds",
@@ -80,9 +82,11 @@ TEST_CASE("topology keys: a value past its declared bounds names key, value and 
   CHECK(error(Yaml("", "wire: { emulated_delay: 20s }\n")) ==
         "k.yaml: wire.emulated_delay: '20s' is not a delay (expected e.g. 250us, 1.5ms or 0; at "
         "most 10s)");
-  CHECK(error(Yaml(", http_limits: { io_thread: 2 }")).find(
-            "k.yaml: main.http_limits.io_thread: unknown key (expected one of: body_timeout_ms, "
-            "header_timeout_ms, idle_timeout_ms, io_threads,") == 0);
+  CHECK(
+      error(Yaml(", http_limits: { io_thread: 2 }"))
+          .find(
+              "k.yaml: main.http_limits.io_thread: unknown key (expected one of: body_timeout_ms, "
+              "header_timeout_ms, idle_timeout_ms, io_threads,") == 0);
   // 0 is the kernel's send buffer, outside the bounds on purpose; 1 is not.
   CHECK(ParseTopology(Yaml(", http_limits: { socket_send_buffer_bytes: 0 }"), "k.yaml").ok());
   CHECK(error(Yaml(", http_limits: { socket_send_buffer_bytes: 1 }")).find("[4KiB, 64MiB]") !=
