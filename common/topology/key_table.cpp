@@ -97,158 +97,161 @@ absl::Status Mapping::CheckNoUnknownKeys() const {
 }
 
 Kind<int> IntIn(int64_t min, int64_t max, const std::string& word, int word_value) {
-  Kind<int> k;
-  k.type = "integer";
-  k.values = Bounds(min, max) + (word.empty() ? "" : absl::StrCat(" or `", word, "`"));
-  k.parse = [=](const YAML::Node& n, const Mapping&) -> absl::StatusOr<int> {
-    if (!word.empty() && n.IsScalar() && n.Scalar() == word) return word_value;
-    int64_t v = 0;
-    if (!n.IsScalar() || !absl::SimpleAtoi(n.Scalar(), &v) || v < min || v > max) {
-      return Invalid(absl::StrFormat("'%s' is not valid (expected an integer in [%d, %d]%s)",
-                                     ScalarText(n), min, max,
-                                     word.empty() ? "" : absl::StrCat(" or ", word)));
-    }
-    return static_cast<int>(v);
+  return Kind<int>{
+      .type = "integer",
+      .values = Bounds(min, max) + (word.empty() ? "" : absl::StrCat(" or `", word, "`")),
+      .parse = [=](const YAML::Node& n, const Mapping&) -> absl::StatusOr<int> {
+        if (!word.empty() && n.IsScalar() && n.Scalar() == word) return word_value;
+        int64_t v = 0;
+        if (!n.IsScalar() || !absl::SimpleAtoi(n.Scalar(), &v) || v < min || v > max) {
+          return Invalid(absl::StrFormat("'%s' is not valid (expected an integer in [%d, %d]%s)",
+                                         ScalarText(n), min, max,
+                                         word.empty() ? "" : absl::StrCat(" or ", word)));
+        }
+        return static_cast<int>(v);
+      },
+      .show =
+          [=](const int& v) { return !word.empty() && v == word_value ? word : absl::StrCat(v); },
   };
-  k.show = [=](const int& v) { return !word.empty() && v == word_value ? word : absl::StrCat(v); };
-  return k;
 }
 
 Kind<uint64_t> ByteSize(uint64_t min, uint64_t max, const std::string& zero) {
-  Kind<uint64_t> k;
-  k.type = "byte size";
-  k.values =
-      absl::StrCat(zero.empty() ? "" : absl::StrCat("`", zero, "` (0) or "),
-                   max == UINT64_MAX ? "bytes (`96MiB`, `1.5GiB`)"
-                                     : absl::StrCat(FormatBytes(min), "..", FormatBytes(max)));
-  k.parse = [=](const YAML::Node& n, const Mapping&) -> absl::StatusOr<uint64_t> {
-    const std::string example = zero.empty() ? FormatBytes(std::max<uint64_t>(min, 16u << 10))
-                                             : absl::StrCat("96MiB or ", zero);
-    if (!n.IsScalar()) return Invalid("expected a byte size such as " + example);
-    if (!zero.empty() && n.Scalar() == zero) return uint64_t{0};
-    absl::StatusOr<uint64_t> v = ParseByteSize(n.Scalar());
-    if (!v.ok()) return v.status();
-    if ((*v < min || *v > max) && !(*v == 0 && !zero.empty())) {
-      return Invalid(absl::StrFormat(
-          "%d bytes is outside [%s, %s] = [%d, %d] (expected a byte size such as %s)", *v,
-          FormatBytes(min), FormatBytes(max), min, max, example));
-    }
-    return *v;
+  return Kind<uint64_t>{
+      .type = "byte size",
+      .values =
+          absl::StrCat(zero.empty() ? "" : absl::StrCat("`", zero, "` (0) or "),
+                       max == UINT64_MAX ? "bytes (`96MiB`, `1.5GiB`)"
+                                         : absl::StrCat(FormatBytes(min), "..", FormatBytes(max))),
+      .parse = [=](const YAML::Node& n, const Mapping&) -> absl::StatusOr<uint64_t> {
+        const std::string example = zero.empty() ? FormatBytes(std::max<uint64_t>(min, 16u << 10))
+                                                 : absl::StrCat("96MiB or ", zero);
+        if (!n.IsScalar()) return Invalid("expected a byte size such as " + example);
+        if (!zero.empty() && n.Scalar() == zero) return uint64_t{0};
+        absl::StatusOr<uint64_t> v = ParseByteSize(n.Scalar());
+        if (!v.ok()) return v.status();
+        if ((*v < min || *v > max) && !(*v == 0 && !zero.empty())) {
+          return Invalid(absl::StrFormat(
+              "%d bytes is outside [%s, %s] = [%d, %d] (expected a byte size such as %s)", *v,
+              FormatBytes(min), FormatBytes(max), min, max, example));
+        }
+        return *v;
+      },
+      .show = [=](const uint64_t& v) { return v == 0 && !zero.empty() ? zero : FormatBytes(v); },
   };
-  k.show = [=](const uint64_t& v) { return v == 0 && !zero.empty() ? zero : FormatBytes(v); };
-  return k;
 }
 
 Kind<uint64_t> ByteRate() {
-  Kind<uint64_t> k;
-  k.type = "rate";
-  k.values = "bytes/s (`2GB/s`, `800MiB/s`) or bits/s (`1Gbit/s`); `off`";
-  k.parse = [](const YAML::Node& n, const Mapping&) -> absl::StatusOr<uint64_t> {
-    if (!n.IsScalar()) return Invalid("expected a rate such as 2GB/s or off");
-    if (n.Scalar() == "off" || n.Scalar() == "0") return uint64_t{0};
-    return ParseByteRate(n.Scalar());
+  return Kind<uint64_t>{
+      .type = "rate",
+      .values = "bytes/s (`2GB/s`, `800MiB/s`) or bits/s (`1Gbit/s`); `off`",
+      .parse = [](const YAML::Node& n, const Mapping&) -> absl::StatusOr<uint64_t> {
+        if (!n.IsScalar()) return Invalid("expected a rate such as 2GB/s or off");
+        if (n.Scalar() == "off" || n.Scalar() == "0") return uint64_t{0};
+        return ParseByteRate(n.Scalar());
+      },
+      .show = [](const uint64_t& v) { return v == 0 ? std::string("off") : absl::StrCat(v); },
   };
-  k.show = [](const uint64_t& v) { return v == 0 ? std::string("off") : absl::StrCat(v); };
-  return k;
 }
 
 Kind<int64_t> DelayUpTo(int64_t max_us) {
-  Kind<int64_t> k;
-  k.type = "delay";
-  k.values = absl::StrCat("0..", FormatMicros(max_us), " (`250us`, `1.5ms`)");
-  k.parse = [max_us](const YAML::Node& n, const Mapping&) -> absl::StatusOr<int64_t> {
-    const std::string text = n.IsScalar() ? n.Scalar() : "";
-    if (text == "0") return int64_t{0};
-    std::string v = text;
-    double scale = 0;  // 0 = no unit
-    for (const auto& [unit, factor] :
-         std::vector<std::pair<std::string, double>>{{"us", 1.0}, {"ms", 1e3}, {"s", 1e6}}) {
-      if (v.size() > unit.size() && v.compare(v.size() - unit.size(), unit.size(), unit) == 0) {
-        v.resize(v.size() - unit.size());
-        scale = factor;
-        break;
-      }
-    }
-    double x = 0;
-    if (scale == 0 || !absl::SimpleAtod(v, &x) || !(x >= 0) ||
-        x * scale > static_cast<double>(max_us)) {
-      return Invalid(
-          absl::StrFormat("'%s' is not a delay (expected e.g. 250us, 1.5ms or 0; at "
-                          "most %s)",
-                          n.IsScalar() ? text : "<not a scalar>", FormatMicros(max_us)));
-    }
-    return static_cast<int64_t>(std::llround(x * scale));
+  return Kind<int64_t>{
+      .type = "delay",
+      .values = absl::StrCat("0..", FormatMicros(max_us), " (`250us`, `1.5ms`)"),
+      .parse = [max_us](const YAML::Node& n, const Mapping&) -> absl::StatusOr<int64_t> {
+        const std::string text = n.IsScalar() ? n.Scalar() : "";
+        if (text == "0") return int64_t{0};
+        std::string v = text;
+        double scale = 0;  // 0 = no unit
+        for (const auto& [unit, factor] :
+             std::vector<std::pair<std::string, double>>{{"us", 1.0}, {"ms", 1e3}, {"s", 1e6}}) {
+          if (v.size() > unit.size() && v.compare(v.size() - unit.size(), unit.size(), unit) == 0) {
+            v.resize(v.size() - unit.size());
+            scale = factor;
+            break;
+          }
+        }
+        double x = 0;
+        if (scale == 0 || !absl::SimpleAtod(v, &x) || !(x >= 0) ||
+            x * scale > static_cast<double>(max_us)) {
+          return Invalid(
+              absl::StrFormat("'%s' is not a delay (expected e.g. 250us, 1.5ms or 0; at "
+                              "most %s)",
+                              n.IsScalar() ? text : "<not a scalar>", FormatMicros(max_us)));
+        }
+        return static_cast<int64_t>(std::llround(x * scale));
+      },
+      .show = [](const int64_t& v) { return FormatMicros(v); },
   };
-  k.show = [](const int64_t& v) { return FormatMicros(v); };
-  return k;
 }
 
 Kind<bool> TrueFalse() {
-  Kind<bool> k;
-  k.type = "boolean";
-  k.values = "`true`, `false`";
-  k.parse = [](const YAML::Node& n, const Mapping&) -> absl::StatusOr<bool> {
-    if (n.IsScalar() && (n.Scalar() == "true" || n.Scalar() == "false")) {
-      return n.Scalar() == "true";
-    }
-    return Invalid(absl::StrFormat("'%s' is not valid (expected true | false)", ScalarText(n)));
+  return Kind<bool>{
+      .type = "boolean",
+      .values = "`true`, `false`",
+      .parse = [](const YAML::Node& n, const Mapping&) -> absl::StatusOr<bool> {
+        if (n.IsScalar() && (n.Scalar() == "true" || n.Scalar() == "false")) {
+          return n.Scalar() == "true";
+        }
+        return Invalid(absl::StrFormat("'%s' is not valid (expected true | false)", ScalarText(n)));
+      },
+      .show = [](const bool& v) { return std::string(v ? "true" : "false"); },
   };
-  k.show = [](const bool& v) { return std::string(v ? "true" : "false"); };
-  return k;
 }
 
 Kind<double> NumberIn(double min, double max) {
-  Kind<double> k;
-  k.type = "number";
-  k.values = absl::StrCat(FormatDouble(min), "..", FormatDouble(max));
-  k.parse = [=](const YAML::Node& n, const Mapping&) -> absl::StatusOr<double> {
-    double v = 0;
-    if (!n.IsScalar() || !absl::SimpleAtod(n.Scalar(), &v) || !(v >= min && v <= max)) {
-      return Invalid(absl::StrFormat("'%s' is not valid (expected a number in [%s, %s])",
-                                     ScalarText(n), FormatDouble(min), FormatDouble(max)));
-    }
-    return v;
+  return Kind<double>{
+      .type = "number",
+      .values = absl::StrCat(FormatDouble(min), "..", FormatDouble(max)),
+      .parse = [=](const YAML::Node& n, const Mapping&) -> absl::StatusOr<double> {
+        double v = 0;
+        if (!n.IsScalar() || !absl::SimpleAtod(n.Scalar(), &v) || !(v >= min && v <= max)) {
+          return Invalid(absl::StrFormat("'%s' is not valid (expected a number in [%s, %s])",
+                                         ScalarText(n), FormatDouble(min), FormatDouble(max)));
+        }
+        return v;
+      },
+      .show = [](const double& v) { return FormatDouble(v); },
   };
-  k.show = [](const double& v) { return FormatDouble(v); };
-  return k;
 }
 
 Kind<std::string> Text() {
-  Kind<std::string> k;
-  k.type = "string";
-  k.parse = [](const YAML::Node& n, const Mapping&) -> absl::StatusOr<std::string> {
-    if (!n.IsScalar()) return Invalid("expected a string");
-    if (n.Scalar().empty()) return Invalid("empty (expected a string)");
-    return n.Scalar();
+  return Kind<std::string>{
+      .type = "string",
+      .parse = [](const YAML::Node& n, const Mapping&) -> absl::StatusOr<std::string> {
+        if (!n.IsScalar()) return Invalid("expected a string");
+        if (n.Scalar().empty()) return Invalid("empty (expected a string)");
+        return n.Scalar();
+      },
+      .show = [](const std::string& v) { return v; },
   };
-  k.show = [](const std::string& v) { return v; };
-  return k;
 }
 
 Kind<std::string> FilePath() {
-  Kind<std::string> k = Text();
-  k.type = "path";
-  k.values = "relative to the topology file";
-  k.parse = [](const YAML::Node& n, const Mapping& where) -> absl::StatusOr<std::string> {
-    absl::StatusOr<std::string> text = Text().parse(n, where);
-    if (!text.ok()) return text;
-    std::filesystem::path p(*text);
-    if (p.is_relative()) p = std::filesystem::path(where.base_dir()) / p;
-    return std::filesystem::absolute(p).lexically_normal().string();
+  return Kind<std::string>{
+      .type = "path",
+      .values = "relative to the topology file",
+      .parse = [](const YAML::Node& n, const Mapping& where) -> absl::StatusOr<std::string> {
+        absl::StatusOr<std::string> text = Text().parse(n, where);
+        if (!text.ok()) return text;
+        std::filesystem::path p(*text);
+        if (p.is_relative()) p = std::filesystem::path(where.base_dir()) / p;
+        return std::filesystem::absolute(p).lexically_normal().string();
+      },
+      .show = Text().show,
   };
-  return k;
 }
 
 Kind<std::string> PlainName(const std::string& extra, const std::string& expected) {
-  Kind<std::string> k = Text();
-  k.type = "name";
-  k.values = expected;
-  k.parse = [=](const YAML::Node& n, const Mapping& where) -> absl::StatusOr<std::string> {
-    absl::StatusOr<std::string> text = Text().parse(n, where);
-    if (!text.ok() || IsPlainName(*text, extra)) return text;
-    return Invalid(absl::StrFormat("'%s' is not valid (expected %s)", *text, expected));
+  return Kind<std::string>{
+      .type = "name",
+      .values = expected,
+      .parse = [=](const YAML::Node& n, const Mapping& where) -> absl::StatusOr<std::string> {
+        absl::StatusOr<std::string> text = Text().parse(n, where);
+        if (!text.ok() || IsPlainName(*text, extra)) return text;
+        return Invalid(absl::StrFormat("'%s' is not valid (expected %s)", *text, expected));
+      },
+      .show = Text().show,
   };
-  return k;
 }
 
 std::string Quoted(const std::string& text) { return text.empty() ? "" : "`" + text + "`"; }

@@ -317,6 +317,13 @@ Key<S> List(std::string name, std::vector<C> S::*member, Table<C> table,
 // ---------------------------------------------------------------------------
 // The templates' bodies.
 
+/// A default-built C that lives as long as the program.
+template <typename C>
+const C& DefaultOf() {
+  static const C defaults{};
+  return defaults;
+}
+
 namespace detail {
 /// The section's own row, then its keys' rows under "<prefix><name>.".
 template <typename C>
@@ -388,15 +395,10 @@ Key<S> Nested(std::string name, std::function<C&(S&)> get, std::function<const C
 template <typename S, typename C>
 Key<S> OptionalSection(std::string name, std::optional<C> S::*member, Table<C> table,
                        std::string help) {
-  Key<S> k;
-  k.name = std::move(name);
-  k.help = std::move(help);
-  k.read = [member, table](const Key<S>& self, Mapping& m, S& s) -> absl::Status {
-    absl::StatusOr<std::optional<Mapping>> sub = detail::SubMapping(m, self.name);
-    if (!sub.ok()) return sub.status();
-    if (!sub->has_value()) return absl::OkStatus();
-    return ReadKeys(table, **sub, (s.*member).emplace());
-  };
+  // Read as a nested mapping whose struct is made when the mapping is there.
+  Key<S> k = Nested<S, C>(
+      std::move(name), [member](S& s) -> C& { return (s.*member).emplace(); },
+      [](const S&) -> const C& { return DefaultOf<C>(); }, table, std::move(help));
   k.write = [member, table](const Key<S>& self, const S& s, const S&, YAML::Node& map) {
     if (s.*member) map[self.name] = WriteKeys(table, *(s.*member));
   };
