@@ -7,112 +7,24 @@
 //   int group = t.GroupOfLayer(5);              // 5 mod (N_W / G)
 //   const std::vector<int>& members = t.GroupMembers(group);  // worker indices
 //
-// File format (every key below; unknown keys are errors; paths are relative to
-// the topology file's directory):
+// File format: a mapping of sections, e.g. (paths are relative to the
+// topology file's directory; unknown keys are errors):
 //
-//   model: ../models/tiny-mixtral-f16.gguf    # required
-//   prediction: shadow                        # shadow (default) | random | none | lookahead
-//   lookahead:                                # prediction: lookahead's variants:
-//     layers: 1                               #   FIRM's Meeting-of-Layers: the MoE inputs of the
-//                                             #   last P layers each name candidates (1..8)
-//     candidates: 0                           #   experts each names (0 = the model's top-k)
-//     from_layer: 0                           #   DAOP: layers below go unpredicted
-//   prefill:
-//     mini_batch: auto                        # rows per prefill message: auto (default:
-//                                             #   messages per expert chosen from the link,
-//                                             #   the row size and the workers' measured
-//                                             #   costs, cluster/prefill_split.h) or a count
-//     message_cost: 30us                      # auto: the fixed cost of one message
-//   wire: { link_bandwidth: 1Gbit/s }         # the main node's link (auto mini-batches;
-//                                             # default off = not the bottleneck)
-//   wire: { hidden_dtype: f32 }               # f32 (default, exact) | f16 (lossy)
-//   wire: { emulated_delay: 250us }           # EMULATION: one-way delay on every message a
-//                                             # node receives (default 0; for testbeds where
-//                                             # tc netem is missing, cluster/delay_line.h)
-//   node_tls: { ca: ca.pem, cert: node.pem, key: node-key.pem }  # optional mutual TLS
-//                                             # on every link between nodes; `{id}` in
-//                                             # cert and key is each node's own id (one
-//                                             # certificate per node, naming its role:
-//                                             # `odmoe-cluster certs` issues them)
-//   insecure: true                            # plain TCP between nodes on non-loopback
-//                                             # addresses (default false: refused)
-//   cluster_secret_file: cluster.secret       # the secret every node call is signed with
-//                                             # (cluster/peer_auth.h; owner-only file);
-//                                             # default: odmoe-cluster up generates one in
-//                                             # its run directory
-//   main:
-//     id: main                                # required
-//     address: 127.0.0.1:7700                 # required host:port
-//     backend: cpu:1                          # default cpu:1
-//     context: 512                            # KV capacity; 0 (default) = model's
-//     batch: 64                               # prefill chunk rows (default 64; 1..4096)
-//     http: 127.0.0.1:8080                    # OpenAI-compatible HTTP API (default: none)
-//     api_key: secret                         # optional: Authorization: Bearer secret
-//     tls: { cert: server.pem, key: key.pem } # optional: HTTPS
-//     max_running: 4                          # requests generated at once, batched (1..256;
-//                                             # default 4; each holds a KV cache of `context`)
-//     max_queue: 16                           # waiting requests before 429 (default 16;
-//                                             # 0..4096)
-//     max_body_bytes: 8MiB                    # largest HTTP request body, chunked or not
-//                                             # (default 8MiB; 4KiB..1GiB); larger: 413
-//     worker_timeout_ms: 10000                # unanswered task = failed worker (default 10 s)
-//     http_limits:                            # the HTTP server under load (all optional)
-//       max_connections: 512                  # open at once; at the limit the longest-idle
-//                                             # keep-alive connection is closed for a new one,
-//                                             # else 503 + close (1..100000)
-//       max_connections_per_client: 128       # open at once from one address; more: 503
-//                                             # (1..100000)
-//       max_buffered_body_bytes: 64MiB        # request bodies held at once, all connections
-//                                             # together; more: 503 (1MiB..64GiB)
-//       io_threads: 2                         # threads serving every connection (1..64)
-//       max_header_bytes: 16KiB               # request line + headers; more: 431 (1KiB..1MiB)
-//       header_timeout_ms: 10000              # a whole request header (100..3600000)
-//       body_timeout_ms: 60000                # a whole request body (100..3600000)
-//       idle_timeout_ms: 60000                # keep-alive between requests (100..3600000)
-//       write_timeout_ms: 30000               # one write to a client (100..3600000)
-//       stream_buffer_bytes: 4MiB             # streamed output queued for a slow reader;
-//                                             # more: its request is cancelled (4KiB..1GiB)
-//       socket_send_buffer_bytes: 0           # SO_SNDBUF per connection; 0 = the kernel's
-//                                             # (0 or 4KiB..64MiB)
-//   shadow:                                   # required when prediction is shadow
-//     id: shadow
-//     address: 127.0.0.1:7701
-//     backend: cpu:1
-//     quantization: q8_0                      # f16 | q8_0 (default) | q6_k | q5_k | q4_k | q4_0
-//     model: shadow-q8_0.gguf                 # optional pre-quantized copy
-//     alignment: { token_period: 1, kv_period: 1 }   # 0 = never (defaults 1, 1)
-//     max_run_ahead: 4                        # iterations ahead of main (default 4; 1..1024)
-//     draft_tokens: 0                         # speculative decoding: tokens drafted per
-//                                             # iteration (0 = off, default; up to 16)
-//     draft_wait: 0                           # longest wait for them per iteration (0 =
-//                                             # verify those ready, default; up to 10s)
+//   model: ../models/tiny-mixtral-f16.gguf
+//   prediction: shadow
+//   main: { id: main, address: 127.0.0.1:7700, http: 127.0.0.1:8080 }
+//   shadow: { id: shadow, address: 127.0.0.1:7701, quantization: q8_0 }
 //   workers:
-//     group_size: 2                           # G in 1..64; default: the model's top-k
-//     mode: on_demand                         # on_demand (default) | resident | lru_cache |
-//                                             #   lfu_cache | utility_cache
-//     cache_experts: 16                       # *_cache: experts each worker keeps (default 8)
-//     utility: { window: 8, levels: 4, threshold: 1 }   # utility_cache (MoE-SpAc Alg. 1):
-//                                             #   iterations per cycle, levels, hot threshold
-//     memory_budget: auto                     # auto | bytes ("96MiB", "1.5GiB", 1048576):
-//                                             # as many expert slots as fit (at least one);
-//                                             # auto = 1 slot, 2 when top-k > group_size
-//     load_bandwidth: 2GB/s                   # EMULATION: cap on expert loads (default off)
-//     host_compute: false                     # DAOP: a decode miss computed on the host CPU
-//                                             #   when quicker than loading it (default false)
-//     host_compute_slowdown: 1                # EMULATION: host computes take N x (default 1)
-//     sub_expert: false                       # FIRM: a miss loads gate, up, down as units and
-//                                             #   computes each as it lands (default false)
-//     degrade: false                          # DAOP (LOSSY): a decode miss of a row's lower
-//                                             #   experts computed with the expert prefetched
-//                                             #   for its position (default false)
-//     mixed_precision: { type: q4_0, floor: 0.5 }   # DyMoE (LOSSY, default off): sub-critical
-//                                             #   experts from a q4_0 copy; floor = retention
-//                                             #   ratio at the last layer (default 0.5)
-//     backend: cpu:1                          # default for every worker
-//     nodes:                                  # required, at least one group; at most
-//                                             # 1024 workers in at most 256 groups
+//     group_size: 2
+//     memory_budget: auto
+//     nodes:
 //       - { id: w0, address: 127.0.0.1:7710 }
-//       - { id: w1, address: 127.0.0.1:7711, memory_budget: 8MiB, backend: cpu:1 }
+//       - { id: w1, address: 127.0.0.1:7711, memory_budget: 8MiB }
+//
+// Every key is declared once, in topology_keys.cpp (name, member below,
+// kind, bounds, help; the default is the member's initializer); the key
+// reference in docs/cluster.md is made from those declarations
+// (odmoe-topology-keys). Adding a key: a member here and a line there.
 //
 // load_bandwidth emulates a slow host-to-device link on a CPU testbed (where a
 // "load" is a RAM copy, far faster relative to compute than PCIe to a small
@@ -431,8 +343,10 @@ absl::StatusOr<uint64_t> ParseByteSize(std::string_view text);
 /// A byte size per second: "2GB/s", "800MiB/s", "1e9" (the "/s" is optional).
 absl::StatusOr<uint64_t> ParseByteRate(std::string_view text);
 
-/// Renders a topology back to YAML (odmoe-cluster writes the topology it used
-/// into the run directory; tests round-trip it).
+/// Renders a topology back to YAML: every declared key that is set (not 0,
+/// empty or false at its default; topology_keys.cpp), paths absolute, so that
+/// ParseTopology reads back the same struct (odmoe-bench writes the topology
+/// each deployment uses; tests round-trip it).
 std::string TopologyToYaml(const Topology& topology);
 
 }  // namespace odmoe
