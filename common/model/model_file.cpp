@@ -70,19 +70,11 @@ absl::StatusOr<std::unique_ptr<ModelFile>> ModelFile::Open(const std::string& pa
 
 absl::Status ModelFile::ReadConfig() {
   const GgufFile& f = *gguf_;
-  const ArchSpec& a = *arch_;
+  const ArchDesc& a = *arch_;
   ModelConfig& c = config_;
   c.arch = std::string(a.gguf_name);
   c.name = f.GetString("general.name").value_or("");
-  c.rope_mode = a.rope_mode;
-  c.qk_norm = a.qk_norm;
-  c.attn_sinks = a.attn_sinks;
-  c.window_layers = a.window_layers;
-  c.router_bias = a.router_bias;
-  c.expert_bias = a.expert_bias;
-  c.expert_activation = a.expert_activation;
-  c.attention = a.attention;
-  c.shared_gated = a.shared_expert_gated;
+  static_cast<ArchBlocks&>(c) = a.blocks;  // what the layers are made of: the description's
   auto key = [&](std::string_view suffix) { return MetadataKey(a, suffix); };
   ODMOE_ASSIGN_OR_RETURN(c.n_embd, ReadInt(f, key("embedding_length"), 1, 1 << 16));
   ODMOE_ASSIGN_OR_RETURN(c.n_layer, ReadInt(f, key("block_count"), 1, 4096));
@@ -119,9 +111,8 @@ absl::Status ModelFile::ReadConfig() {
   ODMOE_ASSIGN_OR_RETURN(c.rope_freq_base, ReadFloat(f, key("rope.freq_base"), 1.0, 1e12, 1e4));
   ODMOE_ASSIGN_OR_RETURN(c.rms_eps,
                          ReadFloat(f, key("attention.layer_norm_rms_epsilon"), 0.0, 1.0, 1e-5));
-  if (c.window_layers != WindowLayers::kNone) {
-    ODMOE_ASSIGN_OR_RETURN(c.sliding_window,
-                           ReadInt(f, key("attention.sliding_window"), 1, 1 << 24));
+  for (const ArchKey& k : a.keys) {  // the architecture's own keys
+    ODMOE_ASSIGN_OR_RETURN(c.*k.into, ReadInt(f, key(k.suffix), k.min, k.max, k.fallback));
   }
   if (std::optional<std::string> type = f.GetString(key("rope.scaling.type"))) {
     if (*type == "yarn") {
@@ -140,10 +131,9 @@ absl::Status ModelFile::ReadConfig() {
       // instead: their rotation keeps unit magnitude (mscale / mscale_all_dim
       // = 1) and the factor moves into the attention scale (ReadMlaConfig).
       const bool deepseek_yarn = f.Find(key("rope.scaling.yarn_log_multiplier")) != nullptr;
-      ODMOE_ASSIGN_OR_RETURN(
-          y.attention_factor,
-          ReadFloat(f, key("rope.scaling.attn_factor"), 1e-6, 1e6,
-                    deepseek_yarn ? 1.0 : YarnAttentionFactor(y.factor)));
+      ODMOE_ASSIGN_OR_RETURN(y.attention_factor,
+                             ReadFloat(f, key("rope.scaling.attn_factor"), 1e-6, 1e6,
+                                       deepseek_yarn ? 1.0 : YarnAttentionFactor(y.factor)));
     } else if (*type != "none") {
       return Invalid(f.path(), absl::StrCat("unsupported RoPE scaling '", *type, "' in '",
                                             key("rope.scaling.type"), "' (supported: yarn, none)"));
@@ -195,7 +185,7 @@ absl::Status ModelFile::ReadConfig() {
 
 absl::Status ModelFile::BindTensors() {
   const GgufFile& f = *gguf_;
-  const ArchSpec& a = *arch_;
+  const ArchDesc& a = *arch_;
   ModelConfig& c = config_;
   auto name = [&](TensorRole role, int l = -1, int e = -1) { return TensorName(a, role, l, e); };
 
@@ -306,7 +296,7 @@ absl::Status ModelFile::CheckExpertStorage() {
 
 absl::Status ModelFile::BindOptionalLayerTensors(int l, LayerTensors* t) {
   const GgufFile& f = *gguf_;
-  const ArchSpec& a = *arch_;
+  const ArchDesc& a = *arch_;
   ModelConfig& c = config_;
   auto name = [&](TensorRole role) { return TensorName(a, role, l); };
   const int64_t d = c.n_embd, q = c.q_width(), kv = c.kv_width();
@@ -353,7 +343,7 @@ absl::Status ModelFile::BindOptionalLayerTensors(int l, LayerTensors* t) {
     ODMOE_ASSIGN_OR_RETURN(t->down_exps_bias,
                            Expect(f, name(TensorRole::kFfnDownExpsBias), {d, ne}, true));
   }
-  if (a.shared_expert) {
+  if (c.shared_expert) {
     ODMOE_ASSIGN_OR_RETURN(TensorView gate, f.Tensor(name(TensorRole::kFfnGateShexp)));
     if (gate.n_dims != 2 || gate.ne[0] != d || gate.ne[1] < 1 || gate.ne[1] > (1 << 20)) {
       return Invalid(f.path(), absl::StrCat("tensor '", gate.name, "' must have shape [", d,
