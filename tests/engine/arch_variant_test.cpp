@@ -26,20 +26,18 @@ const absl::Status& RegisterTestMoe() {
 }
 
 SynthSpec Spec(const std::string& arch) {
-  SynthSpec s;
-  s.arch = arch;
-  s.n_layer = 2;
-  s.n_embd = 64;
-  s.n_ff = 96;
-  s.n_ff_shared = 48;
-  s.n_expert = 8;
-  s.n_expert_used = 4;
-  s.n_head = 4;
-  s.n_head_kv = 2;
-  s.n_vocab = 300;
-  s.n_ctx = 64;
-  s.seed = 11;
-  return s;
+  return SynthSpec{.arch = arch,
+                   .n_layer = 2,
+                   .n_embd = 64,
+                   .n_ff = 96,
+                   .n_expert = 8,
+                   .n_expert_used = 4,
+                   .n_head = 4,
+                   .n_head_kv = 2,
+                   .n_ff_shared = 48,
+                   .n_vocab = 300,
+                   .n_ctx = 64,
+                   .seed = 11};
 }
 
 std::string Temp(const std::string& name) {
@@ -85,11 +83,12 @@ TEST_CASE("arch variant: a description alone adds an architecture (testmoe = qwe
   CHECK(la == lb);
 
   // And the same greedy tokens and routing through the whole engine.
-  GenerateRequest req;
-  req.prompt = "any text at all";
-  req.max_tokens = 8;
-  req.ignore_eos = true;
-  req.record_routing = true;
+  const GenerateRequest req{.prompt = "any text at all",
+                            .prompt_ids = {},
+                            .max_tokens = 8,
+                            .sampling = {},
+                            .ignore_eos = true,
+                            .record_routing = true};
   auto ra = (*a)->Generate(req);
   auto rb = (*b)->Generate(req);
   REQUIRE(ra.ok());

@@ -26,8 +26,7 @@ TEST_CASE("arch registry: the shipped descriptions, valid and in order", "[model
   CHECK(FindArch("") == nullptr);
 }
 
-TEST_CASE("arch registry: tensor names, common and the description's exceptions",
-          "[model][arch]") {
+TEST_CASE("arch registry: tensor names, common and the description's exceptions", "[model][arch]") {
   const ArchDesc& oss = *FindArch("gpt-oss");
   const ArchDesc& qwen = *FindArch("qwen3moe");
   CHECK(TensorName(oss, TensorRole::kFfnNorm, 3) == "blk.3.post_attention_norm.weight");
@@ -60,13 +59,11 @@ TEST_CASE("arch registry: a taken name and inconsistent descriptions are refused
   refused(ArchDesc{.gguf_name = "badkey",
                    .keys = {{.suffix = "x", .min = 4, .max = 2, .into = &ModelConfig::n_ff}}},
           "keys");
-  refused(ArchDesc{.gguf_name = "badfallback",
-                   .keys = {{.suffix = "x",
-                             .min = 1,
-                             .max = 8,
-                             .fallback = 9,
-                             .into = &ModelConfig::n_ff}}},
-          "fallback");
+  refused(
+      ArchDesc{
+          .gguf_name = "badfallback",
+          .keys = {{.suffix = "x", .min = 1, .max = 8, .fallback = 9, .into = &ModelConfig::n_ff}}},
+      "fallback");
   refused(ArchDesc{.gguf_name = "badclamp",
                    .blocks = {.expert_activation = {ExpertActivation::Kind::kSwiGluOai, 0, 7}}},
           "expert_activation");
