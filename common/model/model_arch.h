@@ -13,24 +13,17 @@
 // then the description's, then the tensors each block needs; ArchBlocks is
 // copied whole into ModelConfig.
 //
-// Each shipped architecture is one file, common/model/arch/<name>.cpp,
-// listed in arch/builtin_archs.h:
+// Each shipped architecture is one file, common/model/arch/<name>.cpp
+// (qwen2moe.cpp, gpt_oss.cpp, ...), listed in arch/builtin_archs.h; the
+// table of docs/models.md says what each one is.
 //
-//   llama     Mixtral: interleaved RoPE, top-k renormalised
-//   qwen3moe  Qwen3-MoE: NeoX RoPE, per-head q/k RMS norm, top-k renormalised
-//   olmoe     OLMoE: NeoX RoPE, full-width q/k RMS norm, softmax over all experts
-//   qwen2moe  Qwen1.5/Qwen2-MoE: NeoX RoPE, q/k/v biases, softmax over all
-//             experts, a shared expert with a sigmoid gate
-//   gpt-oss   gpt-oss: NeoX YaRN RoPE (untruncated), q/k/v/o biases, attention
-//             sinks, sliding windows on even layers, FFN norm named
-//             post_attention_norm, router bias, experts with biases and the
-//             clamped SwiGLU (alpha 1.702, limit 7)
-//   deepseek2 DeepSeek-V2 / V2-Lite: multi-head latent attention, leading
-//             dense layers, softmax over all experts without renormalisation
-//             times expert_weights_scale, ungated shared experts
+// Which tensors a model has follows from its blocks; their shapes from its
+// hyperparameters (ModelFile binds and checks them, block by block); their
+// names are the common GGUF ones but for the description's exceptions.
 //
-// A variant of a known family is a new description and nothing else; a test
-// or a tool may also register one at run time:
+// A variant of a known family is a new description and nothing else (its
+// file and its line in arch/builtin_archs.h); a test or a tool may also
+// register one at run time:
 //
 //   ArchDesc d = *FindArch("qwen2moe");
 //   d.gguf_name = "testmoe";
