@@ -1,17 +1,21 @@
 #include "model/model_arch.h"
 
-#include <array>
+#include <deque>
+#include <mutex>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "model/arch/builtin_archs.h"
+#include "util/status_macros.h"
 #include "util/string_view.h"
 
 namespace odmoe {
 namespace {
 
-// Tensor names as GGUF files of every architecture in the table write them
-// (the common converters share one naming). The "{l}" and "{e}" fields are
-// the layer and expert indices.
+// Tensor names as GGUF files of every architecture write them (the common
+// converters share one naming; ArchDesc::tensor_names lists the exceptions).
+// The "{l}" and "{e}" fields are the layer and expert indices.
 std::string_view GgufTensorName(TensorRole role) {
   switch (role) {
     case TensorRole::kTokenEmbd:
@@ -102,63 +106,107 @@ std::string_view GgufTensorName(TensorRole role) {
   return "";
 }
 
-// gpt-oss names its FFN norm "post_attention_norm"; everything else as above.
-std::string_view GptOssTensorName(TensorRole role) {
-  if (role == TensorRole::kFfnNorm) return "blk.{l}.post_attention_norm.weight";
-  return GgufTensorName(role);
-}
+// The registry: the shipped descriptions, then those registered at run time.
+// A deque keeps every description where it is while others are added.
+class ArchRegistry {
+ public:
+  static ArchRegistry& Get() {
+    static ArchRegistry* registry = new ArchRegistry();  // never destroyed
+    return *registry;
+  }
 
-// The routing and attention facts of each row are those of the reference
-// implementations (Hugging Face transformers' modeling files): Qwen3-MoE
-// ships norm_topk_prob = true, OLMoE and Qwen1.5/2-MoE false; gpt-oss takes
-// the top-k of the biased router logits and a softmax over those k, clamps
-// its SwiGLU at 7 with alpha 1.702 (llama.cpp hard-codes the same), slides
-// its even layers (transformers' default layer_types) and computes YaRN
-// with truncate = false.
-constexpr std::array<ArchSpec, 6> kArchTable = {{
-    // Mixtral is stored as architecture "llama" with expert_count > 0.
-    {"llama", RopeMode::kInterleaved, /*requires_experts=*/true, &GgufTensorName, QkNorm::kNone,
-     /*router_normalize=*/true, /*expert_ff_key=*/"", /*shared_expert=*/false},
-    {"qwen3moe", RopeMode::kHalf, true, &GgufTensorName, QkNorm::kPerHead, true,
-     "expert_feed_forward_length", false},
-    {"olmoe", RopeMode::kHalf, true, &GgufTensorName, QkNorm::kFull, false, "", false},
-    {"qwen2moe", RopeMode::kHalf, true, &GgufTensorName, QkNorm::kNone, false,
-     "expert_feed_forward_length", true},
-    {"gpt-oss", RopeMode::kHalf, true, &GptOssTensorName, QkNorm::kNone, true,
-     "expert_feed_forward_length", false,
-     /*expert_activation=*/{ExpertActivation::Kind::kSwiGluOai, 1.702f, 7.0f},
-     /*attn_sinks=*/true, /*window_layers=*/WindowLayers::kEven, /*router_bias=*/true,
-     /*expert_bias=*/true, /*yarn_truncate=*/false},
-    // DeepSeek-V2's routing: softmax over all experts, top-k, no
-    // renormalisation (norm_topk_prob false), times routed_scaling_factor.
-    {"deepseek2", RopeMode::kInterleaved, true, &GgufTensorName, QkNorm::kNone, false,
-     "expert_feed_forward_length", /*shared_expert=*/true, /*expert_activation=*/{},
-     /*attn_sinks=*/false, WindowLayers::kNone, /*router_bias=*/false, /*expert_bias=*/false,
-     /*yarn_truncate=*/true, AttentionKind::kMla, /*shared_expert_gated=*/false},
-}};
+  const ArchDesc* Find(std::string_view name) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const ArchDesc& d : descs_) {
+      if (d.gguf_name == name) return &d;
+    }
+    return nullptr;
+  }
+
+  std::vector<std::string_view> Names() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<std::string_view> names;
+    for (const ArchDesc& d : descs_) names.push_back(d.gguf_name);
+    return names;
+  }
+
+  absl::Status Add(const ArchDesc& desc) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const ArchDesc& d : descs_) {
+      if (d.gguf_name == desc.gguf_name) {
+        return absl::AlreadyExistsError(
+            absl::StrCat("architecture '", desc.gguf_name, "' is already described"));
+      }
+    }
+    descs_.push_back(desc);
+    return absl::OkStatus();
+  }
+
+ private:
+  ArchRegistry() {
+    for (const ArchDesc* d : kBuiltinArchs) descs_.push_back(*d);
+  }
+
+  mutable std::mutex mu_;
+  std::deque<ArchDesc> descs_;
+};
 
 }  // namespace
 
-const ArchSpec* FindArch(std::string_view gguf_name) {
-  for (const ArchSpec& spec : kArchTable) {
-    if (spec.gguf_name == gguf_name) return &spec;
+const ArchDesc* FindArch(std::string_view gguf_name) { return ArchRegistry::Get().Find(gguf_name); }
+
+std::vector<std::string_view> SupportedArchNames() { return ArchRegistry::Get().Names(); }
+
+absl::Status RegisterArch(const ArchDesc& desc) {
+  ODMOE_RETURN_IF_ERROR(ValidateArchDesc(desc));
+  return ArchRegistry::Get().Add(desc);
+}
+
+absl::Status ValidateArchDesc(const ArchDesc& d) {
+  auto bad = [&](std::string_view field, std::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("architecture '", d.gguf_name, "': ", ToAbsl(field), ": ", ToAbsl(why)));
+  };
+  if (d.gguf_name.empty()) return bad("gguf_name", "must not be empty");
+  for (const char ch : d.gguf_name) {
+    if (!absl::ascii_isalnum(ch) && ch != '-' && ch != '_' && ch != '.') {
+      return bad("gguf_name", "letters, digits, '-', '_' and '.' only");
+    }
   }
-  return nullptr;
+  bool window_key = false;
+  for (const ArchKey& k : d.keys) {
+    if (k.suffix.empty() || k.into == nullptr || k.min > k.max) {
+      return bad("keys", absl::StrCat("'", k.suffix, "' needs a suffix, a field and min <= max"));
+    }
+    if (k.fallback != -1 && (k.fallback < k.min || k.fallback > k.max)) {
+      return bad("keys", absl::StrCat("the fallback of '", k.suffix, "' is outside its bounds"));
+    }
+    window_key |= k.into == &ModelConfig::sliding_window;
+  }
+  if (d.blocks.window_layers != WindowLayers::kNone && !window_key) {
+    return bad("keys", "sliding layers need a key read into ModelConfig::sliding_window");
+  }
+  const ExpertActivation& act = d.blocks.expert_activation;
+  if (act.kind == ExpertActivation::Kind::kSwiGluOai && (act.alpha <= 0 || act.limit <= 0)) {
+    return bad("blocks.expert_activation", "the clamped SwiGLU needs alpha > 0 and limit > 0");
+  }
+  for (const ArchTensorName& t : d.tensor_names) {
+    if (t.name.empty()) return bad("tensor_names", "a name must not be empty");
+  }
+  return absl::OkStatus();
 }
 
-std::vector<std::string_view> SupportedArchNames() {
-  std::vector<std::string_view> names;
-  for (const ArchSpec& spec : kArchTable) names.push_back(spec.gguf_name);
-  return names;
-}
-
-std::string TensorName(const ArchSpec& spec, TensorRole role, int layer, int expert) {
-  return absl::StrReplaceAll(ToAbsl(spec.tensor_name(role)),
+std::string TensorName(const ArchDesc& arch, TensorRole role, int layer, int expert) {
+  std::string_view pattern = GgufTensorName(role);
+  for (const ArchTensorName& t : arch.tensor_names) {
+    if (t.role == role) pattern = t.name;
+  }
+  return absl::StrReplaceAll(ToAbsl(pattern),
                              {{"{l}", absl::StrCat(layer)}, {"{e}", absl::StrCat(expert)}});
 }
 
-std::string MetadataKey(const ArchSpec& spec, std::string_view suffix) {
-  return absl::StrCat(ToAbsl(spec.gguf_name), ".", ToAbsl(suffix));
+std::string MetadataKey(const ArchDesc& arch, std::string_view suffix) {
+  return absl::StrCat(arch.gguf_name, ".", ToAbsl(suffix));
 }
 
 }  // namespace odmoe

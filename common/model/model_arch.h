@@ -1,43 +1,47 @@
-// Table-driven model architectures: which GGUF metadata keys and tensor names
-// make up a model, per architecture.
+// Model architectures: one description per architecture, with named fields,
+// and the registry that finds one by its GGUF name.
 //
-// A row of the table says how an architecture names its hyperparameters
-// ("<arch>.block_count", ...) and tensors ("blk.%d.ffn_gate_exps.weight"),
-// which RoPE variant it uses, how its attention normalises q and k, how its
-// router turns logits into expert weights, where its expert width is stored
-// and whether it has shared experts. Adding an architecture means adding a
-// row here (and, for a new kind of block, the layer code that uses the new
-// roles). The rows today:
+// A description (ArchDesc) says everything odmoe knows about an
+// architecture that a GGUF file does not say: its name
+// (general.architecture), the blocks of its layers (ArchBlocks: attention
+// kind, RoPE layout, q/k norms, sinks, sliding layers, router and expert
+// biases, expert activation, shared expert), how its router weighs the
+// chosen experts unless the file says otherwise, where its hyperparameters
+// live beyond the keys every architecture shares, the tensors whose names
+// differ from the common GGUF naming, and the attention biases its files
+// carry. ModelFile (model_file.h) reads a file through it: the common keys,
+// then the description's, then the tensors each block needs; ArchBlocks is
+// copied whole into ModelConfig.
 //
-//   llama     Mixtral: interleaved RoPE, top-k renormalised
-//   qwen3moe  Qwen3-MoE: NeoX RoPE, per-head q/k RMS norm, top-k renormalised
-//   olmoe     OLMoE: NeoX RoPE, full-width q/k RMS norm, softmax over all experts
-//   qwen2moe  Qwen1.5/Qwen2-MoE: NeoX RoPE, q/k/v biases, softmax over all
-//             experts, a shared expert with a sigmoid gate
-//   gpt-oss   gpt-oss: NeoX YaRN RoPE (untruncated), q/k/v/o biases, attention
-//             sinks, sliding windows on even layers, FFN norm named
-//             post_attention_norm, router bias, experts with biases and the
-//             clamped SwiGLU (alpha 1.702, limit 7)
-//   deepseek2 DeepSeek-V2 / V2-Lite: multi-head latent attention (a compressed
-//             KV cache of kv_lora_rank + qk_rope floats per position), YaRN
-//             with the attention scale multiplied by mscale^2, interleaved
-//             RoPE on the qk_rope dims, leading dense layers
-//             (leading_dense_block_count), softmax over all experts without
-//             renormalisation times expert_weights_scale, ungated shared
-//             experts
+// Each shipped architecture is one file, common/model/arch/<name>.cpp
+// (qwen2moe.cpp, gpt_oss.cpp, ...), listed in arch/builtin_archs.h; the
+// table of docs/models.md says what each one is.
 //
-//   const ArchSpec* spec = FindArch("qwen3moe");
-//   std::string name = TensorName(*spec, TensorRole::kFfnGateExps, /*layer=*/3);
-//   // "blk.3.ffn_gate_exps.weight"
-//   bool per_head = spec->qk_norm == QkNorm::kPerHead;   // true
+// Which tensors a model has follows from its blocks; their shapes from its
+// hyperparameters (ModelFile binds and checks them, block by block); their
+// names are the common GGUF ones but for the description's exceptions.
+//
+// A variant of a known family is a new description and nothing else (its
+// file and its line in arch/builtin_archs.h); a test or a tool may also
+// register one at run time:
+//
+//   ArchDesc d = *FindArch("qwen2moe");
+//   d.gguf_name = "testmoe";
+//   ODMOE_RETURN_IF_ERROR(RegisterArch(d));   // ModelFile::Open now reads testmoe files
+//
+//   const ArchDesc* a = FindArch("gpt-oss");
+//   std::string n = TensorName(*a, TensorRole::kFfnNorm, /*layer=*/3);
+//   // "blk.3.post_attention_norm.weight"
 #pragma once
 
-#include <optional>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "backend/backend.h"
+#include "absl/status/status.h"
+#include "model/arch_blocks.h"
+#include "model/model_config.h"
 
 namespace odmoe {
 
@@ -92,85 +96,82 @@ enum class TensorRole {
   kAttnQB,       // [q_lora_rank, n_head * (qk_nope + qk_rope)]
 };
 
-/// The attention of an architecture.
-enum class AttentionKind {
-  kGrouped,  // q/k/v projections, grouped-query heads (every MHA/GQA model)
-  kMla,      // multi-head latent attention: a compressed latent KV cache (DeepSeek-V2)
+/// An integer hyperparameter of one architecture, "<arch>.<suffix>", read
+/// into a ModelConfig field after the keys every architecture shares.
+struct ArchKey {
+  std::string suffix = {};  // e.g. "attention.sliding_window"
+  int64_t min = 0;          // bounds of the value (inclusive)
+  int64_t max = 0;
+  int64_t fallback = -1;             // the value when the file lacks the key; -1: required
+  int ModelConfig::*into = nullptr;  // e.g. &ModelConfig::sliding_window
 };
 
-/// How attention normalises q and k (RMS norm before RoPE).
-enum class QkNorm {
+/// A tensor whose name differs from the common GGUF naming (TensorName):
+/// "{l}" stands for the layer and "{e}" for the expert.
+struct ArchTensorName {
+  TensorRole role;
+  std::string name;  // e.g. "blk.{l}.post_attention_norm.weight"
+};
+
+/// The attention biases an architecture's files carry. The loader reads
+/// whatever biases a file has (every layer alike, decided by layer 0); this
+/// says what the converters write, so odmoe-synth writes the same.
+enum class AttnBiases {
   kNone,
-  kPerHead,  // each head's head_dim values, one weight vector shared by heads (Qwen3)
-  kFull,     // the whole q (and k) row, a weight per element (OLMoE)
+  kQkv,   // attn_{q,k,v}.bias (Qwen2-MoE)
+  kQkvo,  // and attn_output.bias (gpt-oss)
 };
 
-/// The activation between an expert's gate / up and down projections.
-struct ExpertActivation {
-  enum class Kind {
-    kSwiGlu,     // silu(gate) * up (Backend::SwiGlu)
-    kSwiGluOai,  // gpt-oss's clamped SwiGLU (Backend::SwiGluOai with alpha, limit)
-  };
-  Kind kind = Kind::kSwiGlu;
-  float alpha = 0.0f;  // kSwiGluOai only
-  float limit = 0.0f;  // kSwiGluOai only
-  bool operator==(const ExpertActivation& o) const {
-    return kind == o.kind && alpha == o.alpha && limit == o.limit;
-  }
-};
+/// One architecture, described once. Fields in the order a reader needs them;
+/// every one but gguf_name has the default of a plain Mixtral-style model.
+struct ArchDesc {
+  std::string gguf_name = {};  // general.architecture
+  std::string models = {};     // the published models stored as it (docs, messages)
 
-/// Which layers use a sliding attention window (`<arch>.attention.sliding_window`).
-enum class WindowLayers {
-  kNone,  // every layer attends to every past position
-  kEven,  // layers 0, 2, 4, ... slide; odd layers are full (gpt-oss)
-};
+  /// What its layers are made of (copied whole into ModelConfig).
+  ArchBlocks blocks = {};
+  AttnBiases attn_biases = AttnBiases::kNone;
 
-/// One row of the architecture table.
-struct ArchSpec {
-  std::string_view gguf_name;  // general.architecture
-  RopeMode rope_mode;
-  bool requires_experts;  // a dense model of this arch is rejected (odmoe serves MoE only)
-  /// printf-style name per role ("" = the architecture has no such tensor).
-  std::string_view (*tensor_name)(TensorRole role);
-  QkNorm qk_norm;
-  /// RouterGating::normalize unless the file says "<arch>.expert_weights_norm".
-  bool router_normalize;
-  /// Metadata suffix of one routed expert's hidden width; "" = the
-  /// architecture stores it as "feed_forward_length".
-  std::string_view expert_ff_key;
-  /// The architecture has a shared expert per layer (ffn_*_shexp), run for
-  /// every row next to the routed ones, and its sigmoid gate.
-  bool shared_expert;
-  /// The expert activation; the architecture's constants (not in the GGUF).
-  ExpertActivation expert_activation = {};
-  /// Per-head attention sinks (blk.N.attn_sinks.weight) in every layer.
-  bool attn_sinks = false;
-  /// Which layers slide (the window size is read from the file).
-  WindowLayers window_layers = WindowLayers::kNone;
-  /// The router has a bias (blk.N.ffn_gate_inp.bias), added to its logits
-  /// before the top-k.
-  bool router_bias = false;
-  /// Every expert has gate / up / down biases (blk.N.ffn_*_exps.bias).
-  bool expert_bias = false;
+  /// Routing: the top-k weights renormalised over the chosen experts unless
+  /// the file says "<arch>.expert_weights_norm" (RouterGating::normalize).
+  bool router_normalize = true;
+  /// A file without experts (expert_count < 2) is refused: odmoe serves
+  /// Mixture-of-Experts models only.
+  bool requires_experts = true;
+
+  /// Suffix of one routed expert's hidden width when the file has it; else
+  /// (and when empty) "feed_forward_length".
+  std::string expert_ff_key = {};
+  /// Keys of this architecture beyond the shared ones (model_file.cpp).
+  std::vector<ArchKey> keys = {};
   /// YaRN's `truncate` (round the correction range outward) when the file
   /// asks for YaRN; GGUF has no key for it.
   bool yarn_truncate = true;
-  AttentionKind attention = AttentionKind::kGrouped;
-  /// The shared expert's output is scaled by sigmoid(h . ffn_gate_inp_shexp)
-  /// (Qwen2-MoE); false: added as is (DeepSeek).
-  bool shared_expert_gated = true;
+
+  /// Tensors named otherwise than the common GGUF naming.
+  std::vector<ArchTensorName> tensor_names = {};
 };
 
-/// The row for a general.architecture value, or nullptr.
-const ArchSpec* FindArch(std::string_view gguf_name);
+/// The description for a general.architecture value, or nullptr. The
+/// pointer stays valid for the life of the process.
+const ArchDesc* FindArch(std::string_view gguf_name);
 
-/// Names of every supported architecture (for error messages).
+/// Names of every known architecture, shipped ones first (for messages).
 std::vector<std::string_view> SupportedArchNames();
 
-/// The concrete tensor name for a role ("" if the architecture lacks it).
-std::string TensorName(const ArchSpec& spec, TensorRole role, int layer = -1, int expert = -1);
+/// Adds an architecture at run time (thread-safe). INVALID_ARGUMENT when the
+/// description is inconsistent (ValidateArchDesc), ALREADY_EXISTS when its
+/// name is taken.
+absl::Status RegisterArch(const ArchDesc& desc);
 
-/// "<arch>.<suffix>", e.g. MetadataKey(spec, "expert_count") = "llama.expert_count".
-std::string MetadataKey(const ArchSpec& spec, std::string_view suffix);
+/// INVALID_ARGUMENT naming the field when a description cannot describe a
+/// model odmoe runs (e.g. sliding layers without a key for the window).
+absl::Status ValidateArchDesc(const ArchDesc& desc);
+
+/// The concrete tensor name for a role ("blk.3.ffn_norm.weight").
+std::string TensorName(const ArchDesc& arch, TensorRole role, int layer = -1, int expert = -1);
+
+/// "<arch>.<suffix>", e.g. MetadataKey(arch, "expert_count") = "llama.expert_count".
+std::string MetadataKey(const ArchDesc& arch, std::string_view suffix);
 
 }  // namespace odmoe

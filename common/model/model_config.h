@@ -1,7 +1,10 @@
-// Hyperparameters of a Mixture-of-Experts transformer, read from GGUF
-// metadata and validated (model_file.h fills it in).
+// A Mixture-of-Experts model's configuration: the blocks of its
+// architecture's layers (ArchBlocks, copied whole from the architecture's
+// description in model_arch.h) and the hyperparameters its GGUF metadata and
+// tensors give, validated (model_file.h fills it in).
 //
 //   const ModelConfig& c = model->config();
+//   bool per_head = c.qk_norm == QkNorm::kPerHead;  // ArchBlocks: the architecture's
 //   int kv_width = c.n_head_kv * c.head_dim;     // K/V row width
 //   const ExpertStorage& s = c.experts_of(3);     // layer 3's expert types
 //   size_t largest = c.expert_bytes_max;            // gate + up + down, any layer
@@ -13,7 +16,7 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "model/model_arch.h"
+#include "model/arch_blocks.h"
 #include "tensor/dtype.h"
 
 namespace odmoe {
@@ -49,7 +52,8 @@ struct MlaShape {
   int qk_head() const { return qk_nope + qk_rope; }
 };
 
-struct ModelConfig {
+/// ArchBlocks (the architecture's, never the file's) plus what the file says.
+struct ModelConfig : ArchBlocks {
   std::string arch;  // general.architecture
   std::string name;  // general.name ("" if absent)
   int n_vocab = 0;
@@ -66,21 +70,13 @@ struct ModelConfig {
   int n_ctx_train = 0;
   float rope_freq_base = 10000.0f;
   float rms_eps = 1e-5f;
-  RopeMode rope_mode = RopeMode::kInterleaved;
   RopeScaling rope_scaling;  // <arch>.rope.scaling.* (type kNone without them)
-  QkNorm qk_norm = QkNorm::kNone;
-  bool attn_sinks = false;  // per-head sink logits in every layer
-  int sliding_window = 0;   // window of the sliding layers (0: none)
-  WindowLayers window_layers = WindowLayers::kNone;
-  bool router_bias = false;  // the router's logits have a bias
-  bool expert_bias = false;  // experts have gate / up / down biases
-  ExpertActivation expert_activation;
-  bool attn_bias = false;  // q/k/v (and, where present, output) projections have biases
-  RouterGating gating;     // how the router's logits become expert weights
+  int sliding_window = 0;    // window of the sliding layers (ArchBlocks::window_layers; 0: none)
+  bool attn_bias = false;    // q/k/v (and, where present, output) projections have biases
+  RouterGating gating;       // how the router's logits become expert weights
   ExpertLayout expert_layout = ExpertLayout::kStacked;
   bool output_tied = false;  // LM head shares token_embd (no output.weight)
-  AttentionKind attention = AttentionKind::kGrouped;
-  MlaShape mla;  // attention == kMla
+  MlaShape mla;              // attention == kMla
   /// Softmax scale of attention scores: 1/sqrt(head_dim), or for MLA
   /// 1/sqrt(qk_head) times YaRN's mscale^2 (model_file.cpp).
   float attn_scale = 0.0f;
@@ -88,7 +84,6 @@ struct ModelConfig {
   /// experts (DeepSeek's first layer); they run on the main node.
   int n_dense_leading = 0;
   int n_ff_dense = 0;
-  bool shared_gated = true;  // the shared expert has a sigmoid gate (ArchSpec)
 
   // Storage of the experts, per layer: every expert of a layer is stored
   // alike (validated at load), layers may differ (files from the common

@@ -46,6 +46,70 @@ uint64_t Fingerprint(const GgufFile& f) {
   return Fnv1a(h, &size, sizeof(size));
 }
 
+// <arch>.rope.scaling.*: YaRN (with the description's `truncate`) or none.
+absl::Status ReadRopeScaling(const GgufFile& f, const ArchDesc& a, RopeScaling* out) {
+  auto key = [&](std::string_view suffix) { return MetadataKey(a, suffix); };
+  if (std::optional<std::string> type = f.GetString(key("rope.scaling.type"))) {
+    if (*type == "yarn") {
+      out->type = RopeScalingType::kYarn;
+      out->truncate = a.yarn_truncate;
+      ODMOE_ASSIGN_OR_RETURN(out->factor, ReadFloat(f, key("rope.scaling.factor"), 1e-6, 1e6, 1.0));
+      ODMOE_ASSIGN_OR_RETURN(out->original_context,
+                             ReadInt(f, key("rope.scaling.original_context_length"), 1, 1 << 24));
+      ODMOE_ASSIGN_OR_RETURN(out->beta_fast,
+                             ReadFloat(f, key("rope.scaling.yarn_beta_fast"), 1e-6, 1e6, 32.0));
+      ODMOE_ASSIGN_OR_RETURN(out->beta_slow,
+                             ReadFloat(f, key("rope.scaling.yarn_beta_slow"), 1e-6, 1e6, 1.0));
+      // transformers' default attention factor unless the file gives one.
+      // DeepSeek's files carry yarn_log_multiplier (0.1 * mscale_all_dim)
+      // instead: their rotation keeps unit magnitude (mscale / mscale_all_dim
+      // = 1) and the factor moves into the attention scale (ReadMlaConfig).
+      const bool deepseek_yarn = f.Find(key("rope.scaling.yarn_log_multiplier")) != nullptr;
+      ODMOE_ASSIGN_OR_RETURN(out->attention_factor,
+                             ReadFloat(f, key("rope.scaling.attn_factor"), 1e-6, 1e6,
+                                       deepseek_yarn ? 1.0 : YarnAttentionFactor(out->factor)));
+    } else if (*type != "none") {
+      return Invalid(f.path(), absl::StrCat("unsupported RoPE scaling '", *type, "' in '",
+                                            key("rope.scaling.type"), "' (supported: yarn, none)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// How the router's logits become expert weights: the description's default
+// unless the file says otherwise; routing odmoe does not run is refused.
+absl::Status ReadRouting(const GgufFile& f, const ArchDesc& a, RouterGating* gating) {
+  auto key = [&](std::string_view suffix) { return MetadataKey(a, suffix); };
+  gating->normalize = a.router_normalize;
+  if (const GgufValue* v = f.Find(key("expert_weights_norm"))) {
+    std::optional<bool> b = v->AsBool();
+    if (!b)
+      return Invalid(
+          f.path(), absl::StrCat("metadata key '", key("expert_weights_norm"), "' must be a bool"));
+    gating->normalize = *b;
+  }
+  ODMOE_ASSIGN_OR_RETURN(gating->scale, ReadFloat(f, key("expert_weights_scale"), 0.0, 1e6, 1.0));
+  if (gating->scale == 0.0f) gating->scale = 1.0f;  // converters write 0 for "none"
+  // Routing variants odmoe does not run are refused, not approximated.
+  if (f.Find(key("expert_gating_func")) != nullptr) {
+    ODMOE_ASSIGN_OR_RETURN(int func, ReadInt(f, key("expert_gating_func"), 0, 16));
+    if (func != 1) {  // 1: softmax; 2: sigmoid (DeepSeek-V3)
+      return Invalid(f.path(), absl::StrFormat("'%s' = %d (sigmoid routing, DeepSeek-V3) is not "
+                                               "supported; odmoe routes with a softmax (1)",
+                                               key("expert_gating_func"), func));
+    }
+  }
+  ODMOE_ASSIGN_OR_RETURN(int groups, ReadInt(f, key("expert_group_count"), 0, 4096, 1));
+  ODMOE_ASSIGN_OR_RETURN(int groups_used,
+                         ReadInt(f, key("expert_group_used_count"), 0, 4096, groups));
+  if (groups > 1 && groups_used < groups) {
+    return Invalid(f.path(), absl::StrFormat("group-limited routing (%d of %d expert groups, "
+                                             "DeepSeek-V2's full model) is not supported",
+                                             groups_used, groups));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ModelFile>> ModelFile::Open(const std::string& path) {
@@ -70,19 +134,11 @@ absl::StatusOr<std::unique_ptr<ModelFile>> ModelFile::Open(const std::string& pa
 
 absl::Status ModelFile::ReadConfig() {
   const GgufFile& f = *gguf_;
-  const ArchSpec& a = *arch_;
+  const ArchDesc& a = *arch_;
   ModelConfig& c = config_;
   c.arch = std::string(a.gguf_name);
   c.name = f.GetString("general.name").value_or("");
-  c.rope_mode = a.rope_mode;
-  c.qk_norm = a.qk_norm;
-  c.attn_sinks = a.attn_sinks;
-  c.window_layers = a.window_layers;
-  c.router_bias = a.router_bias;
-  c.expert_bias = a.expert_bias;
-  c.expert_activation = a.expert_activation;
-  c.attention = a.attention;
-  c.shared_gated = a.shared_expert_gated;
+  static_cast<ArchBlocks&>(c) = a.blocks;  // what the layers are made of: the description's
   auto key = [&](std::string_view suffix) { return MetadataKey(a, suffix); };
   ODMOE_ASSIGN_OR_RETURN(c.n_embd, ReadInt(f, key("embedding_length"), 1, 1 << 16));
   ODMOE_ASSIGN_OR_RETURN(c.n_layer, ReadInt(f, key("block_count"), 1, 4096));
@@ -95,16 +151,6 @@ absl::Status ModelFile::ReadConfig() {
   } else {
     ODMOE_ASSIGN_OR_RETURN(c.n_ff, ReadInt(f, key("feed_forward_length"), 1, 1 << 20));
   }
-  c.gating.normalize = a.router_normalize;
-  if (const GgufValue* v = f.Find(key("expert_weights_norm"))) {
-    std::optional<bool> b = v->AsBool();
-    if (!b)
-      return Invalid(
-          f.path(), absl::StrCat("metadata key '", key("expert_weights_norm"), "' must be a bool"));
-    c.gating.normalize = *b;
-  }
-  ODMOE_ASSIGN_OR_RETURN(c.gating.scale, ReadFloat(f, key("expert_weights_scale"), 0.0, 1e6, 1.0));
-  if (c.gating.scale == 0.0f) c.gating.scale = 1.0f;  // converters write 0 for "none"
   ODMOE_ASSIGN_OR_RETURN(c.n_expert, ReadInt(f, key("expert_count"), 0, 4096, 0));
   ODMOE_ASSIGN_OR_RETURN(c.n_expert_used, ReadInt(f, key("expert_used_count"), 0, 4096, 0));
   if (c.n_embd % c.n_head != 0) {
@@ -119,36 +165,10 @@ absl::Status ModelFile::ReadConfig() {
   ODMOE_ASSIGN_OR_RETURN(c.rope_freq_base, ReadFloat(f, key("rope.freq_base"), 1.0, 1e12, 1e4));
   ODMOE_ASSIGN_OR_RETURN(c.rms_eps,
                          ReadFloat(f, key("attention.layer_norm_rms_epsilon"), 0.0, 1.0, 1e-5));
-  if (c.window_layers != WindowLayers::kNone) {
-    ODMOE_ASSIGN_OR_RETURN(c.sliding_window,
-                           ReadInt(f, key("attention.sliding_window"), 1, 1 << 24));
+  for (const ArchKey& k : a.keys) {  // the architecture's own keys
+    ODMOE_ASSIGN_OR_RETURN(c.*k.into, ReadInt(f, key(k.suffix), k.min, k.max, k.fallback));
   }
-  if (std::optional<std::string> type = f.GetString(key("rope.scaling.type"))) {
-    if (*type == "yarn") {
-      RopeScaling& y = c.rope_scaling;
-      y.type = RopeScalingType::kYarn;
-      y.truncate = a.yarn_truncate;
-      ODMOE_ASSIGN_OR_RETURN(y.factor, ReadFloat(f, key("rope.scaling.factor"), 1e-6, 1e6, 1.0));
-      ODMOE_ASSIGN_OR_RETURN(y.original_context,
-                             ReadInt(f, key("rope.scaling.original_context_length"), 1, 1 << 24));
-      ODMOE_ASSIGN_OR_RETURN(y.beta_fast,
-                             ReadFloat(f, key("rope.scaling.yarn_beta_fast"), 1e-6, 1e6, 32.0));
-      ODMOE_ASSIGN_OR_RETURN(y.beta_slow,
-                             ReadFloat(f, key("rope.scaling.yarn_beta_slow"), 1e-6, 1e6, 1.0));
-      // transformers' default attention factor unless the file gives one.
-      // DeepSeek's files carry yarn_log_multiplier (0.1 * mscale_all_dim)
-      // instead: their rotation keeps unit magnitude (mscale / mscale_all_dim
-      // = 1) and the factor moves into the attention scale (ReadMlaConfig).
-      const bool deepseek_yarn = f.Find(key("rope.scaling.yarn_log_multiplier")) != nullptr;
-      ODMOE_ASSIGN_OR_RETURN(
-          y.attention_factor,
-          ReadFloat(f, key("rope.scaling.attn_factor"), 1e-6, 1e6,
-                    deepseek_yarn ? 1.0 : YarnAttentionFactor(y.factor)));
-    } else if (*type != "none") {
-      return Invalid(f.path(), absl::StrCat("unsupported RoPE scaling '", *type, "' in '",
-                                            key("rope.scaling.type"), "' (supported: yarn, none)"));
-    }
-  }
+  ODMOE_RETURN_IF_ERROR(ReadRopeScaling(f, a, &c.rope_scaling));
   if (c.n_head % c.n_head_kv != 0) {
     return Invalid(f.path(), absl::StrFormat("head_count %d is not a multiple of head_count_kv %d",
                                              c.n_head, c.n_head_kv));
@@ -166,23 +186,7 @@ absl::Status ModelFile::ReadConfig() {
                    absl::StrFormat("'%s' must be in [1, %d], found %d", key("expert_used_count"),
                                    c.n_expert, c.n_expert_used));
   }
-  // Routing variants odmoe does not run are refused, not approximated.
-  if (f.Find(key("expert_gating_func")) != nullptr) {
-    ODMOE_ASSIGN_OR_RETURN(int func, ReadInt(f, key("expert_gating_func"), 0, 16));
-    if (func != 1) {  // 1: softmax; 2: sigmoid (DeepSeek-V3)
-      return Invalid(f.path(), absl::StrFormat("'%s' = %d (sigmoid routing, DeepSeek-V3) is not "
-                                               "supported; odmoe routes with a softmax (1)",
-                                               key("expert_gating_func"), func));
-    }
-  }
-  ODMOE_ASSIGN_OR_RETURN(int groups, ReadInt(f, key("expert_group_count"), 0, 4096, 1));
-  ODMOE_ASSIGN_OR_RETURN(int groups_used,
-                         ReadInt(f, key("expert_group_used_count"), 0, 4096, groups));
-  if (groups > 1 && groups_used < groups) {
-    return Invalid(f.path(), absl::StrFormat("group-limited routing (%d of %d expert groups, "
-                                             "DeepSeek-V2's full model) is not supported",
-                                             groups_used, groups));
-  }
+  ODMOE_RETURN_IF_ERROR(ReadRouting(f, a, &c.gating));
   ODMOE_ASSIGN_OR_RETURN(c.n_dense_leading,
                          ReadInt(f, key("leading_dense_block_count"), 0, c.n_layer - 1, 0));
   if (c.n_dense_leading > 0) {
@@ -195,7 +199,7 @@ absl::Status ModelFile::ReadConfig() {
 
 absl::Status ModelFile::BindTensors() {
   const GgufFile& f = *gguf_;
-  const ArchSpec& a = *arch_;
+  const ArchDesc& a = *arch_;
   ModelConfig& c = config_;
   auto name = [&](TensorRole role, int l = -1, int e = -1) { return TensorName(a, role, l, e); };
 
@@ -306,7 +310,7 @@ absl::Status ModelFile::CheckExpertStorage() {
 
 absl::Status ModelFile::BindOptionalLayerTensors(int l, LayerTensors* t) {
   const GgufFile& f = *gguf_;
-  const ArchSpec& a = *arch_;
+  const ArchDesc& a = *arch_;
   ModelConfig& c = config_;
   auto name = [&](TensorRole role) { return TensorName(a, role, l); };
   const int64_t d = c.n_embd, q = c.q_width(), kv = c.kv_width();
@@ -353,7 +357,7 @@ absl::Status ModelFile::BindOptionalLayerTensors(int l, LayerTensors* t) {
     ODMOE_ASSIGN_OR_RETURN(t->down_exps_bias,
                            Expect(f, name(TensorRole::kFfnDownExpsBias), {d, ne}, true));
   }
-  if (a.shared_expert) {
+  if (c.shared_expert) {
     ODMOE_ASSIGN_OR_RETURN(TensorView gate, f.Tensor(name(TensorRole::kFfnGateShexp)));
     if (gate.n_dims != 2 || gate.ne[0] != d || gate.ne[1] < 1 || gate.ne[1] > (1 << 20)) {
       return Invalid(f.path(), absl::StrCat("tensor '", gate.name, "' must have shape [", d,

@@ -1,10 +1,12 @@
 // A Mixture-of-Experts model file: the GGUF mapping, its validated
 // configuration, and zero-copy views of every tensor by role.
 //
-// Open() checks the architecture against the table in model_arch.h, reads
-// every hyperparameter (required ones must be present and in range), and
-// checks every tensor's presence, type and shape against the configuration,
-// so code that uses a ModelFile never meets a tensor of the wrong size.
+// Open() finds the architecture's description (model_arch.h), reads every
+// hyperparameter (required ones must be present and in range: the keys every
+// architecture shares, then the description's), and checks every tensor the
+// description's blocks need for presence, type and shape against the
+// configuration, so code that uses a ModelFile never meets a tensor of the
+// wrong size.
 //
 //   ODMOE_ASSIGN_OR_RETURN(std::unique_ptr<ModelFile> m, ModelFile::Open(path));
 //   const ModelConfig& c = m->config();
@@ -82,7 +84,7 @@ class ModelFile {
 
   const std::string& path() const { return gguf_->path(); }
   const GgufFile& gguf() const { return *gguf_; }
-  const ArchSpec& arch() const { return *arch_; }
+  const ArchDesc& arch() const { return *arch_; }
   const ModelConfig& config() const { return config_; }
 
   const TensorView& token_embd() const { return token_embd_; }
@@ -118,7 +120,7 @@ class ModelFile {
   absl::Status CheckExpertStorage();
 
   std::unique_ptr<GgufFile> gguf_;
-  const ArchSpec* arch_ = nullptr;
+  const ArchDesc* arch_ = nullptr;
   ModelConfig config_;
   TensorView token_embd_, output_norm_, output_;
   std::vector<LayerTensors> layers_;

@@ -242,7 +242,7 @@ TypeChoice ChooseType(const QuantRecipe& recipe, const MixModel& model, const Mi
   return c;
 }
 
-std::vector<NamedMixTensor> MixTensorsOf(const ArchSpec& arch, const ModelConfig& c) {
+std::vector<NamedMixTensor> MixTensorsOf(const ArchDesc& arch, const ModelConfig& c) {
   std::vector<NamedMixTensor> out;
   auto add = [&](TensorRole role, MixRole mix_role, int64_t row, int layer = -1, int e = -1) {
     out.push_back({TensorName(arch, role, layer, e), MixTensor{mix_role, layer, row}});

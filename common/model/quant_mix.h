@@ -151,6 +151,6 @@ struct NamedMixTensor {
   std::string name;
   MixTensor tensor;
 };
-std::vector<NamedMixTensor> MixTensorsOf(const ArchSpec& arch, const ModelConfig& config);
+std::vector<NamedMixTensor> MixTensorsOf(const ArchDesc& arch, const ModelConfig& config);
 
 }  // namespace odmoe

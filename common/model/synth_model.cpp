@@ -68,7 +68,8 @@ GgufWriter::Generator Rows(DType type, int64_t ne0, Fill fill) {
 absl::Status Build(const SynthSpec& s, GgufWriter* w) {
   ODMOE_RETURN_IF_ERROR(ValidateSynthSpec(s));
   const std::string& a = s.arch;
-  const ArchSpec& spec = *FindArch(a);
+  const ArchDesc& spec = *FindArch(a);
+  const ArchBlocks& blocks = spec.blocks;
   w->SetMetadata("general.architecture", GgufValue::String(a));
   w->SetMetadata("general.name", GgufValue::String(s.name));
   w->SetMetadata("odmoe.synthetic", GgufValue::Bool(true));
@@ -76,7 +77,7 @@ absl::Status Build(const SynthSpec& s, GgufWriter* w) {
   w->SetMetadata(a + ".context_length", GgufValue::U32(static_cast<uint32_t>(s.n_ctx)));
   w->SetMetadata(a + ".embedding_length", GgufValue::U32(static_cast<uint32_t>(s.n_embd)));
   w->SetMetadata(a + ".block_count", GgufValue::U32(static_cast<uint32_t>(s.n_layer)));
-  const bool mla = spec.attention == AttentionKind::kMla;
+  const bool mla = blocks.attention == AttentionKind::kMla;
   const int ff_key = s.n_dense_leading > 0 ? s.n_ff_dense : s.n_ff;
   w->SetMetadata(a + ".feed_forward_length", GgufValue::U32(static_cast<uint32_t>(ff_key)));
   if (s.n_dense_leading > 0) {
@@ -99,7 +100,7 @@ absl::Status Build(const SynthSpec& s, GgufWriter* w) {
     }
   }
   if (!spec.expert_ff_key.empty()) {
-    w->SetMetadata(absl::StrCat(a, ".", ToAbsl(spec.expert_ff_key)),
+    w->SetMetadata(MetadataKey(spec, spec.expert_ff_key),
                    GgufValue::U32(static_cast<uint32_t>(s.n_ff)));
   }
   if (s.head_dim > 0 && !mla) {
@@ -107,7 +108,7 @@ absl::Status Build(const SynthSpec& s, GgufWriter* w) {
     w->SetMetadata(a + ".attention.value_length",
                    GgufValue::U32(static_cast<uint32_t>(s.head_dim)));
   }
-  if (spec.window_layers != WindowLayers::kNone) {
+  if (blocks.window_layers != WindowLayers::kNone) {
     w->SetMetadata(a + ".attention.sliding_window",
                    GgufValue::U32(static_cast<uint32_t>(s.sliding_window)));
   }
@@ -117,7 +118,7 @@ absl::Status Build(const SynthSpec& s, GgufWriter* w) {
     w->SetMetadata(a + ".rope.scaling.original_context_length",
                    GgufValue::U32(static_cast<uint32_t>(s.yarn_original_context)));
   }
-  if (spec.shared_expert && !mla) {
+  if (blocks.shared_expert && !mla) {
     w->SetMetadata(a + ".expert_shared_feed_forward_length",
                    GgufValue::U32(static_cast<uint32_t>(s.n_ff_shared)));
   }
@@ -178,7 +179,8 @@ absl::Status Build(const SynthSpec& s, GgufWriter* w) {
       ODMOE_RETURN_IF_ERROR(weight(b + "attn_q.weight", s.type, {d, h * qk}, lin(d)));
       ODMOE_RETURN_IF_ERROR(weight(b + "attn_kv_a_mqa.weight", s.type, {d, r + s.qk_rope}, lin(d)));
       ODMOE_RETURN_IF_ERROR(ones(b + "attn_kv_a_norm.weight", r));
-      ODMOE_RETURN_IF_ERROR(weight(b + "attn_k_b.weight", s.type, {s.qk_nope, r, h}, lin(s.qk_nope)));
+      ODMOE_RETURN_IF_ERROR(
+          weight(b + "attn_k_b.weight", s.type, {s.qk_nope, r, h}, lin(s.qk_nope)));
       ODMOE_RETURN_IF_ERROR(weight(b + "attn_v_b.weight", s.type, {r, vh, h}, lin(r)));
       ODMOE_RETURN_IF_ERROR(weight(b + "attn_output.weight", s.type, {h * vh, d}, lin(h * vh)));
     } else {
@@ -195,33 +197,34 @@ absl::Status Build(const SynthSpec& s, GgufWriter* w) {
       ODMOE_RETURN_IF_ERROR(weight(b + "ffn_up.weight", s.type, {d, fd}, lin(d)));
       continue;
     }
-    if (spec.qk_norm != QkNorm::kNone) {
-      const bool per_head = spec.qk_norm == QkNorm::kPerHead;
+    if (blocks.qk_norm != QkNorm::kNone) {
+      const bool per_head = blocks.qk_norm == QkNorm::kPerHead;
       ODMOE_RETURN_IF_ERROR(ones(b + "attn_q_norm.weight", per_head ? hd : q));
       ODMOE_RETURN_IF_ERROR(ones(b + "attn_k_norm.weight", per_head ? hd : kv));
     }
-    if (spec.shared_expert && spec.shared_expert_gated) {  // Qwen2-MoE: q/k/v biases, the gate
+    if (spec.attn_biases != AttnBiases::kNone) {
       ODMOE_RETURN_IF_ERROR(weight(b + "attn_q.bias", DType::kF32, {q}, 0.1f));
       ODMOE_RETURN_IF_ERROR(weight(b + "attn_k.bias", DType::kF32, {kv}, 0.1f));
       ODMOE_RETURN_IF_ERROR(weight(b + "attn_v.bias", DType::kF32, {kv}, 0.1f));
+    }
+    if (spec.attn_biases == AttnBiases::kQkvo) {
+      ODMOE_RETURN_IF_ERROR(weight(b + "attn_output.bias", DType::kF32, {d}, 0.1f));
+    }
+    if (blocks.shared_expert && blocks.shared_gated) {
       ODMOE_RETURN_IF_ERROR(weight(b + "ffn_gate_inp_shexp.weight", DType::kF32, {d}, lin(d)));
     }
-    if (spec.shared_expert) {
+    if (blocks.shared_expert) {
       ODMOE_RETURN_IF_ERROR(weight(b + "ffn_gate_shexp.weight", s.type, {d, fs}, lin(d)));
       ODMOE_RETURN_IF_ERROR(weight(b + "ffn_down_shexp.weight", s.type, {fs, d}, lin(fs)));
       ODMOE_RETURN_IF_ERROR(weight(b + "ffn_up_shexp.weight", s.type, {d, fs}, lin(d)));
     }
-    if (spec.attn_sinks) {  // gpt-oss: o bias, sinks, router and expert biases
-      ODMOE_RETURN_IF_ERROR(weight(b + "attn_q.bias", DType::kF32, {q}, 0.1f));
-      ODMOE_RETURN_IF_ERROR(weight(b + "attn_k.bias", DType::kF32, {kv}, 0.1f));
-      ODMOE_RETURN_IF_ERROR(weight(b + "attn_v.bias", DType::kF32, {kv}, 0.1f));
-      ODMOE_RETURN_IF_ERROR(weight(b + "attn_output.bias", DType::kF32, {d}, 0.1f));
+    if (blocks.attn_sinks) {
       ODMOE_RETURN_IF_ERROR(weight(b + "attn_sinks.weight", DType::kF32, {s.n_head}, 1.0f));
     }
-    if (spec.router_bias) {
+    if (blocks.router_bias) {
       ODMOE_RETURN_IF_ERROR(weight(b + "ffn_gate_inp.bias", DType::kF32, {ne}, 0.1f));
     }
-    if (spec.expert_bias) {
+    if (blocks.expert_bias) {
       ODMOE_RETURN_IF_ERROR(weight(b + "ffn_gate_exps.bias", DType::kF32, {ff, ne}, 0.1f));
       ODMOE_RETURN_IF_ERROR(weight(b + "ffn_up_exps.bias", DType::kF32, {ff, ne}, 0.1f));
       ODMOE_RETURN_IF_ERROR(weight(b + "ffn_down_exps.bias", DType::kF32, {d, ne}, 0.1f));
@@ -378,13 +381,14 @@ absl::Status ValidateSynthSpec(const SynthSpec& s) {
   auto bad = [](const std::string& field, const std::string& why) {
     return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
   };
-  const ArchSpec* spec = FindArch(s.arch);
+  const ArchDesc* spec = FindArch(s.arch);
   if (spec == nullptr) return bad("arch", absl::StrCat("'", s.arch, "' is not in the table"));
-  if (spec->shared_expert && (s.n_ff_shared < 1 || s.n_ff_shared > 1 << 20)) {
+  const ArchBlocks& blocks = spec->blocks;
+  if (blocks.shared_expert && (s.n_ff_shared < 1 || s.n_ff_shared > 1 << 20)) {
     return bad("shared-ff", "this architecture needs a shared expert width 1..1048576");
   }
   if (s.head_dim < 0 || s.head_dim % 2 != 0) return bad("head-dim", "expected an even size");
-  if (spec->window_layers != WindowLayers::kNone && s.sliding_window < 1) {
+  if (blocks.window_layers != WindowLayers::kNone && s.sliding_window < 1) {
     return bad("window", "this architecture needs a sliding window of at least 1");
   }
   if (s.n_layer < 1 || s.n_layer > 4096) return bad("layers", "expected 1..4096");
@@ -394,20 +398,21 @@ absl::Status ValidateSynthSpec(const SynthSpec& s) {
   if (s.n_dense_leading > 0 && (s.n_ff_dense < 1 || s.n_ff_dense > 1 << 20)) {
     return bad("dense-ff", "dense layers need an FFN width 1..1048576");
   }
-  if (spec->attention == AttentionKind::kMla) {
+  if (blocks.attention == AttentionKind::kMla) {
     if (s.kv_lora_rank < 1 || s.qk_nope < 1 || s.qk_rope < 2 || s.qk_rope % 2 != 0 ||
         s.v_head < 1 || s.n_head_kv != 1) {
-      return bad("mla", "latent attention needs kv_lora_rank, qk_nope, v_head >= 1, an even "
-                        "qk_rope >= 2 and one KV head");
+      return bad("mla",
+                 "latent attention needs kv_lora_rank, qk_nope, v_head >= 1, an even "
+                 "qk_rope >= 2 and one KV head");
     }
     if (s.n_ff_shared % s.n_ff != 0) {
       return bad("shared-ff", "DeepSeek's shared experts: a multiple of the expert width");
     }
-    if (s.type == DType::kQ8_0 &&
-        (s.qk_nope % 32 != 0 || s.kv_lora_rank % 32 != 0 || s.v_head * s.n_head % 32 != 0 ||
-         s.n_ff_dense % 32 != 0)) {
-      return bad("type", "q8_0 needs qk_nope, kv_lora_rank, heads x v_head and the dense FFN "
-                         "to be multiples of 32");
+    if (s.type == DType::kQ8_0 && (s.qk_nope % 32 != 0 || s.kv_lora_rank % 32 != 0 ||
+                                   s.v_head * s.n_head % 32 != 0 || s.n_ff_dense % 32 != 0)) {
+      return bad("type",
+                 "q8_0 needs qk_nope, kv_lora_rank, heads x v_head and the dense FFN "
+                 "to be multiples of 32");
     }
   }
   if (s.n_embd < 2 || s.n_embd > 65536) return bad("embd", "expected 2..65536");
@@ -430,7 +435,8 @@ absl::Status ValidateSynthSpec(const SynthSpec& s) {
   if (s.type != DType::kF16 && s.type != DType::kQ8_0) return bad("type", "expected f16 or q8_0");
   if (s.type == DType::kQ8_0 && (s.n_embd % 32 != 0 || s.n_ff % 32 != 0 ||
                                  s.n_ff_shared % 32 != 0 || s.head_size() * s.n_head % 32 != 0)) {
-    return bad("type", "q8_0 needs embd, ff, shared ff and heads x head size to be multiples of 32");
+    return bad("type",
+               "q8_0 needs embd, ff, shared ff and heads x head size to be multiples of 32");
   }
   return absl::OkStatus();
 }

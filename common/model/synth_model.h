@@ -27,7 +27,7 @@
 namespace odmoe {
 
 struct SynthSpec {
-  std::string arch = "llama";  // general.architecture: a row of model_arch.h
+  std::string arch = "llama";  // general.architecture: a description of model_arch.h
   int n_layer = 2;
   int n_embd = 256;
   int n_ff = 512;
