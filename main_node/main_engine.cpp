@@ -15,14 +15,6 @@
 
 namespace odmoe {
 namespace {
-constexpr absl::Duration kShadowDrain = absl::Seconds(2);
-// A shadow silent for this many requests in a row has lost its channel (one
-// silent request can be a slow prefill of a long prompt).
-constexpr int kSilentShadowRequests = 2;
-
-double Since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<MainEngine>> MainEngine::Create(const Topology& topology,
@@ -40,6 +32,8 @@ absl::StatusOr<std::unique_ptr<MainEngine>> MainEngine::Create(const Topology& t
                          ClusterExpertExecutor::Create(model.config(), backend, topology, links,
                                                        e->transformer_->n_batch()));
   e->schedule_ = Schedule::AllGroups(topology);
+  e->shadow_ = std::make_unique<ShadowFollower>(model.config(), links, *e->transformer_,
+                                               &e->schedule_);
   e->hints_ = std::make_unique<HintRouter>(model.config(), topology, links, *e->executor_,
                                            *e->transformer_, &e->schedule_);
   e->active_groups_ = topology.n_groups();
@@ -101,11 +95,6 @@ void MainEngine::RefreshSchedule() {
   }
 }
 
-void MainEngine::FillSchedule(google::protobuf::RepeatedField<int32_t>* groups,
-                              uint64_t* version) const {
-  for (int g : schedule_.groups) groups->Add(g);
-  *version = schedule_.version;
-}
 
 uint64_t MainEngine::NextRequestId() {
   // Increasing across restarts of the main node too: workers and the shadow
@@ -115,63 +104,6 @@ uint64_t MainEngine::NextRequestId() {
   return last_request_;
 }
 
-absl::Status MainEngine::SendAlignment(uint64_t request, int n, int32_t token, int pos,
-                                       bool send_token, bool send_kv, bool send_schedule,
-                                       int* kv_sent, int slot, bool batched) {
-  const ModelConfig& c = model_.config();
-  const int first = *kv_sent;
-  const int count = send_kv ? pos - first : 0;
-  const int64_t w = c.kv_width();
-  const int chunk =
-      std::max<int>(1, static_cast<int>(kKvChunkBytes / (2 * c.n_layer * w * sizeof(float))));
-  int sent = 0;
-  do {
-    const int m = std::min(chunk, count - sent);
-    v1::ShadowRequest req;
-    v1::ShadowAlign* a = req.mutable_align();
-    a->set_request(request);
-    a->set_token(static_cast<uint32_t>(n));
-    a->set_batched(batched);
-    if (send_token) {
-      a->set_has_token(true);
-      a->set_token_id(token);
-    }
-    if (send_schedule && sent == 0) {
-      uint64_t version = 0;
-      FillSchedule(a->mutable_live_groups(), &version);
-      a->set_schedule_version(version);
-    }
-    if (m > 0) {
-      const size_t layer_floats = static_cast<size_t>(m * w);
-      KvCache& kv = transformer_->kv_cache(slot);
-      const bool with_v = !kv.v_in_k();  // MLA: V is inside the K rows
-      kv_k_.resize(layer_floats * c.n_layer);
-      kv_v_.resize(with_v ? layer_floats * c.n_layer : 0);
-      for (int l = 0; l < c.n_layer; ++l) {
-        ODMOE_RETURN_IF_ERROR(transformer_->backend().CopyToHost(kv_k_.data() + l * layer_floats,
-                                                                 kv.k(l).Row(first + sent),
-                                                                 layer_floats * sizeof(float)));
-        if (!with_v) continue;
-        ODMOE_RETURN_IF_ERROR(transformer_->backend().CopyToHost(kv_v_.data() + l * layer_floats,
-                                                                 kv.v(l).Row(first + sent),
-                                                                 layer_floats * sizeof(float)));
-      }
-      v1::KvRows* rows = a->mutable_kv();
-      rows->set_first_pos(static_cast<uint32_t>(first + sent));
-      rows->set_count(static_cast<uint32_t>(m));
-      EncodeRows(kv_k_.data(), int64_t{m} * c.n_layer, w, v1::WIRE_DTYPE_F32, rows->mutable_k());
-      if (with_v) {
-        EncodeRows(kv_v_.data(), int64_t{m} * c.n_layer, w, v1::WIRE_DTYPE_F32,
-                   rows->mutable_v());
-      }
-      sent += m;
-    }
-    a->set_kv_more(sent < count);
-    ODMOE_RETURN_IF_ERROR(links_.SendToShadow(req));
-  } while (sent < count);
-  if (send_kv) *kv_sent = pos;
-  return absl::OkStatus();
-}
 
 void MainEngine::set_trace(TraceRecorder* trace) {
   trace_ = trace;
@@ -185,8 +117,7 @@ absl::StatusOr<std::vector<int32_t>> MainEngine::Validate(const GenerateRequest&
 struct MainEngine::Job {
   GenerateRequest request;
   PredictionMode mode = PredictionMode::kNone;
-  int token_period = 0, kv_period = 0;
-  int draft = 0;  // tokens the shadow drafts per iteration (0 = no speculation)
+  ShadowFollow follow;  // the shadow's periods and drafts, and its alignment so far
   absl::Duration draft_wait;  // longest wait for them per iteration
   LookaheadSpec lookahead;    // prediction: lookahead's variant
   bool waits_pay = true;      // the last wait for drafts found some
@@ -198,10 +129,6 @@ struct MainEngine::Job {
   int slot = -1;
   uint64_t req = 0;
   bool started = false;      // BeginJob ran
-  bool use_shadow = false;   // the shadow follows it
-  uint64_t shadow_version = 0;
-  int kv_sent = 0;
-  int aligned_n = 0;       // the last decode iteration that sent an alignment
   int forwards = 0;        // decode tokens run (the last iteration's n, plus its accepted drafts)
   RecallCounter recall;
   LinkBytes bytes_before;
@@ -297,12 +224,12 @@ absl::StatusOr<ClusterGenerateResult> MainEngine::Generate(
   auto job = std::make_shared<Job>();
   job->request = request;
   job->mode = mode;
-  job->token_period =
+  job->follow.token_period =
       experiment.token_period.value_or(topology_.shadow ? topology_.shadow->token_period : 0);
-  job->kv_period =
+  job->follow.kv_period =
       experiment.kv_period.value_or(topology_.shadow ? topology_.shadow->kv_period : 0);
-  job->draft = experiment.draft_tokens.value_or(topology_.shadow ? topology_.shadow->draft_tokens
-                                                                    : 0);
+  job->follow.draft = experiment.draft_tokens.value_or(
+      topology_.shadow ? topology_.shadow->draft_tokens : 0);
   job->draft_wait = absl::Microseconds(experiment.draft_wait_us.value_or(
       topology_.shadow ? topology_.shadow->draft_wait_us : 0));
   job->lookahead = experiment.lookahead.value_or(topology_.lookahead);
@@ -418,7 +345,7 @@ absl::Status MainEngine::Step() {
     bool sent_token = false;
     if (!s.prefilling) {
       s.n = job->forwards + 1;
-      s.draft = job->use_shadow ? job->draft : 0;
+      s.draft = job->follow.on ? job->follow.draft : 0;
       s.tokens_left = seq.max_tokens() - static_cast<int>(seq.result().output_ids.size());
       s.draft_wait = job->draft_wait > absl::ZeroDuration() && job->waits_pay;
       sent_token = AlignShadow(*job, s.n, s.pending.front(), s.pos, batched);
@@ -572,38 +499,20 @@ void MainEngine::BeginJob(Job& job, bool alone) {
   job.out.prediction = job.mode;
   job.bytes_before = links_.bytes();
   links_.predictions().Track(job.req);
-  const bool wants_shadow = job.mode == PredictionMode::kShadow || job.draft > 0;
-  job.use_shadow = wants_shadow && links_.shadow_connected();
-  if (wants_shadow && !job.use_shadow) {
+  const bool wants_shadow = job.mode == PredictionMode::kShadow || job.follow.draft > 0;
+  if (!wants_shadow) return;
+  if (!links_.shadow_connected()) {
     ODMOE_LOG_WARN("request {}: the shadow is not connected; running without {}", job.req,
                    job.mode == PredictionMode::kShadow ? "prediction" : "drafts");
-    if (job.mode == PredictionMode::kShadow) job.out.prediction = PredictionMode::kNone;
+  } else if (shadow_->Begin(job.follow, job.req, job.seq->result().prompt_ids,
+                            job.request.max_tokens, job.mode != PredictionMode::kShadow,
+                            !alone)) {
+    job.out.speculation.draft_tokens = job.follow.draft;
+    job.out.token_period = job.follow.token_period;
+    job.out.kv_period = job.follow.kv_period;
+    return;
   }
-  if (!job.use_shadow) return;
-  job.out.speculation.draft_tokens = job.draft;
-  job.out.token_period = job.token_period;
-  job.out.kv_period = job.kv_period;
-  v1::ShadowRequest begin;
-  v1::ShadowBegin* b = begin.mutable_begin();
-  b->set_request(job.req);
-  for (int32_t id : job.seq->result().prompt_ids) b->add_prompt_ids(id);
-  b->set_max_tokens(static_cast<uint32_t>(job.request.max_tokens));
-  b->set_token_period(static_cast<uint32_t>(job.token_period));
-  b->set_kv_period(static_cast<uint32_t>(job.kv_period));
-  b->set_draft_tokens(static_cast<uint32_t>(job.draft));
-  b->set_drafts_only(job.mode != PredictionMode::kShadow);
-  b->set_batched(!alone);
-  uint64_t version = 0;
-  FillSchedule(b->mutable_live_groups(), &version);
-  b->set_schedule_version(version);
-  job.shadow_version = version;
-  if (absl::Status s = links_.SendToShadow(begin); !s.ok()) {
-    ODMOE_LOG_WARN("request {}: shadow link failed ({}); continuing without it", job.req,
-                   s.message());
-    job.use_shadow = false;
-    if (job.mode == PredictionMode::kShadow) job.out.prediction = PredictionMode::kNone;
-    job.out.speculation.draft_tokens = 0;
-  }
+  if (job.mode == PredictionMode::kShadow) job.out.prediction = PredictionMode::kNone;
 }
 
 void MainEngine::RecordActual(Job& job, int n, int64_t row0, int rows) {
@@ -618,47 +527,16 @@ void MainEngine::RecordActual(Job& job, int n, int64_t row0, int rows) {
 }
 
 bool MainEngine::AlignShadow(Job& job, int n, int32_t token, int pos, bool batched) {
-  if (!job.use_shadow) return false;
-  TraceSpan span(trace_, "align", "shadow link", job.req, static_cast<uint32_t>(n), -1);
-  const auto t0 = std::chrono::steady_clock::now();
-  // Due when a multiple of the period is among the tokens since the last
-  // alignment (one per iteration, or several after accepted drafts).
-  auto due = [&](int period) { return period > 0 && n / period > job.aligned_n / period; };
-  const bool realigned = due(job.token_period);
-  absl::Status s = SendAlignment(job.req, n, token, pos, realigned, due(job.kv_period),
-                                 schedule_.version != job.shadow_version, &job.kv_sent, job.slot,
-                                 batched);
-  job.aligned_n = n;
-  job.shadow_version = schedule_.version;
-  job.out.alignment_seconds += Since(t0);
-  if (!s.ok()) {
-    ODMOE_LOG_WARN("request {}: shadow link failed ({}); continuing without it", job.req,
-                   s.message());
-    job.use_shadow = false;
-    if (job.mode == PredictionMode::kShadow) job.out.prediction = PredictionMode::kNone;
-    return false;
+  if (!job.follow.on) return false;
+  const bool sent = shadow_->Align(job.follow, job.req, n, token, pos, job.slot, batched, trace_);
+  if (!job.follow.on && job.mode == PredictionMode::kShadow) {
+    job.out.prediction = PredictionMode::kNone;  // the link broke
   }
-  return realigned;
+  return sent;
 }
 
 void MainEngine::Finish(Job& job, absl::Status status) {
-  if (job.use_shadow) {
-    v1::ShadowRequest end;
-    end.mutable_end()->set_request(job.req);
-    bool silent = false;
-    if (links_.SendToShadow(end).ok() && !links_.predictions().WaitDone(job.req, kShadowDrain)) {
-      ODMOE_LOG_WARN("request {}: the shadow did not finish within {}", job.req,
-                     absl::FormatDuration(kShadowDrain));
-      silent = job.forwards > 0 && links_.predictions().Snapshot(job.req).empty();
-    }
-    silent_shadow_requests_ = silent ? silent_shadow_requests_ + 1 : 0;
-    if (silent_shadow_requests_ >= kSilentShadowRequests) {
-      // Open but silent: its replies go nowhere. A fresh stream re-aligns it.
-      links_.ResetShadow(absl::StrFormat(
-          "sent neither a prediction nor an end for %d requests in a row", silent_shadow_requests_));
-      silent_shadow_requests_ = 0;
-    }
-  }
+  shadow_->End(job.follow, job.req, job.forwards > 0);
   PredictionBoard::Page predictions;
   if (job.started) {
     predictions = links_.predictions().Snapshot(job.req);
@@ -666,6 +544,7 @@ void MainEngine::Finish(Job& job, absl::Status status) {
   }
   ClusterGenerateResult& out = job.out;
   if (job.started) out.bytes = links_.bytes() - job.bytes_before;
+  out.alignment_seconds = job.follow.alignment_seconds;
   out.schedule_version = schedule_.version;
   out.live_groups = static_cast<int>(schedule_.groups.size());
   scheduler_->Finished(job.handle);

@@ -64,6 +64,7 @@
 #include "main_node/cluster_links.h"
 #include "main_node/hint_router.h"
 #include "main_node/scheduler.h"
+#include "main_node/shadow_follower.h"
 #include "model/model_file.h"
 #include "topology/topology.h"
 
@@ -187,9 +188,6 @@ class MainEngine {
              ClusterLinks& links)
       : topology_(topology), model_(model), tokenizer_(tokenizer), links_(links) {}
   uint64_t NextRequestId();
-  absl::Status SendAlignment(uint64_t request, int n, int32_t token, int pos, bool send_token,
-                             bool send_kv, bool send_schedule, int* kv_sent, int slot,
-                             bool batched);
   /// The shadow's alignment for `job`'s decode iteration n (when it follows
   /// the job): token / KV rows as due, `batched` when the iteration is shared.
   /// Returns whether the token was sent. A broken link ends the following,
@@ -198,7 +196,6 @@ class MainEngine {
   // At a token boundary: groups whose workers are all connected take layers
   // (a group that failed comes back once its workers have rejoined).
   void RefreshSchedule();
-  void FillSchedule(google::protobuf::RepeatedField<int32_t>* groups, uint64_t* version) const;
   // The engine thread and one iteration of it (generate_mu_ held).
   void Loop();
   void Iterate();
@@ -222,13 +219,10 @@ class MainEngine {
   std::unique_ptr<Transformer> transformer_;
   std::unique_ptr<ClusterExpertExecutor> executor_;
   std::unique_ptr<HintRouter> hints_;
+  std::unique_ptr<ShadowFollower> shadow_;
   std::mutex generate_mu_;
   mutable std::mutex schedule_mu_;  // schedule_ is read by status calls
   uint64_t last_request_ = 0;
-  // Requests in a row for which the shadow sent neither a prediction nor an
-  // end (generate_mu_): at kSilentShadowRequests its stream is reopened.
-  int silent_shadow_requests_ = 0;
-  std::vector<float> kv_k_, kv_v_;
   // The engine thread: requests handed over by Generate (jobs_mu_), then the
   // thread's own lists.
   std::mutex jobs_mu_;
