@@ -455,13 +455,7 @@ absl::Status ParseDocument(const YAML::Node& root, const std::string& file,
   if (!workers.IsMap()) return top.Error("workers", "missing (expected the worker settings)");
   Section ws(workers, "workers", file);
   ODMOE_RETURN_IF_ERROR(ws.Int("group_size", &t->group_size, 1, kMaxGroupSize));
-  ODMOE_RETURN_IF_ERROR(ws.Enum<WorkerMode>(
-      "mode", &t->worker_mode,
-      {{"on_demand", WorkerMode::kOnDemand},
-       {"resident", WorkerMode::kResident},
-       {"lru_cache", WorkerMode::kLruCache},
-       {"lfu_cache", WorkerMode::kLfuCache},
-       {"utility_cache", WorkerMode::kUtilityCache}}));
+  ODMOE_RETURN_IF_ERROR(ws.Enum<WorkerMode>("mode", &t->worker_mode, WorkerModeChoices()));
   ODMOE_RETURN_IF_ERROR(ws.Int("cache_experts", &t->cache_experts, 1, 1 << 20));
   YAML::Node utility = Map(ws, "utility", &st);
   ODMOE_RETURN_IF_ERROR(st);
@@ -554,17 +548,8 @@ absl::Status CheckStructure(const Topology& t, const std::string& file) {
     return error("prediction",
                  "'shadow' needs a shadow section (or choose lookahead | random | none)");
   }
-  if ((t.worker_mode == WorkerMode::kLruCache || t.worker_mode == WorkerMode::kLfuCache) &&
-      t.prediction != PredictionMode::kNone) {
-    return error("prediction",
-                 absl::StrCat("'", std::string(PredictionModeName(t.prediction)),
-                              "' with workers.mode ", std::string(WorkerModeName(t.worker_mode)),
-                              ": the caching baselines use no prediction (expected none)"));
-  }
-  if (t.worker_mode == WorkerMode::kUtilityCache && t.prediction == PredictionMode::kNone) {
-    return error("prediction", "'none' with workers.mode utility_cache: the utility cache is fed "
-                               "by predictions (expected shadow, lookahead or random)");
-  }
+  absl::Status hints = CheckWorkerModeHints(t.worker_mode, PredictionModeName(t.prediction));
+  if (!hints.ok()) return error("prediction", std::string(hints.message()));
   std::map<std::string, std::string> ids;
   std::map<std::pair<std::string, int>, std::string> endpoints;
   for (const NodeSpec* n : t.AllNodes()) {
@@ -685,22 +670,6 @@ std::string_view PredictionModeName(PredictionMode m) {
       return "lookahead";
   }
   return "none";
-}
-
-std::string_view WorkerModeName(WorkerMode m) {
-  switch (m) {
-    case WorkerMode::kResident:
-      return "resident";
-    case WorkerMode::kLruCache:
-      return "lru_cache";
-    case WorkerMode::kLfuCache:
-      return "lfu_cache";
-    case WorkerMode::kUtilityCache:
-      return "utility_cache";
-    case WorkerMode::kOnDemand:
-      break;
-  }
-  return "on_demand";
 }
 
 std::string_view WireDTypeName(WireDType t) { return t == WireDType::kF16 ? "f16" : "f32"; }
