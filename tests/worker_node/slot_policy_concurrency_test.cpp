@@ -29,7 +29,7 @@ TEST_CASE("slot policy: hints on one thread, tasks on another, counters on a thi
     });
     const ModelConfig& c = w.model->config();
     const int layers = std::min(c.n_layer, 4);
-    constexpr uint32_t kTokens = 10;
+    constexpr uint32_t kTokens = 24;
     auto expert = [&](uint32_t token, int layer, int position) {
       return static_cast<uint32_t>((token * 3 + static_cast<uint32_t>(layer) * 5 +
                                     static_cast<uint32_t>(position) * 2) %
@@ -47,6 +47,8 @@ TEST_CASE("slot policy: hints on one thread, tasks on another, counters on a thi
             ++hint_errors;
           }
         }
+        // Paced, so that hints keep arriving while tasks run and counters are read.
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
       }
     });
     hints = static_cast<int>(kTokens) * layers;
@@ -67,6 +69,7 @@ TEST_CASE("slot policy: hints on one thread, tasks on another, counters on a thi
             }
           }
         }
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
       }
     });
     tasks = static_cast<int>(kTokens + 1) * layers * 2;
@@ -74,7 +77,9 @@ TEST_CASE("slot policy: hints on one thread, tasks on another, counters on a thi
       while (!done.load()) {
         const WorkerStats s = w.core->stats();
         CHECK(s.held <= s.slots);
-        (void)w.core->utility(0, 1);
+        for (int l = 0; l < layers; ++l) {
+          for (int e = 0; e < c.n_expert; ++e) CHECK(w.core->utility(l, e) >= 0);
+        }
         std::this_thread::yield();
       }
     });

@@ -27,14 +27,9 @@ class MruPolicy : public SlotPolicy {
  public:
   explicit MruPolicy(int slots) : slots_(slots) {}
   int SlotsNeeded() const override { return slots_; }
+  // (slot_policy.h's example, as it is written there.)
   int Victim(const SlotState& s) const override {
-    int victim = -1;
-    for (int i = 0; i < static_cast<int>(s.slots.size()); ++i) {
-      const SlotView& v = s.slots[static_cast<size_t>(i)];
-      if (!v.loaded || v.pinned) continue;
-      if (victim < 0 || v.last_used > s.slots[static_cast<size_t>(victim)].last_used) victim = i;
-    }
-    return victim;
+    return LowestScore(s, [&](int l, int e) { return ~s.slots[s.FindLoaded(l, e)].last_used; });
   }
 
  private:
