@@ -398,8 +398,8 @@ bool WorkerCore::IdleLoadLocked(std::unique_lock<std::mutex>& lock) {
 }
 
 void WorkerCore::LoadAhead() {
-  if (!policy_->Prefetches()) return;
   std::unique_lock<std::mutex> lock(mu_);
+  if (!policy_->Prefetches()) return;
   // The experts of the tasks already queued come first: they are certain.
   // (Only the executor thread pops tasks, so indices stay valid while the
   // lock is released for a load.)
