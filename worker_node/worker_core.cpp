@@ -441,6 +441,57 @@ void WorkerCore::Loop() {
   }
 }
 
+absl::Status WorkerCore::LoadForTask(const Task& task, int slot, bool low_ok) {
+  const v1::ExpertTask& msg = task.msg;
+  const int layer = static_cast<int>(msg.key().layer());
+  const int expert = static_cast<int>(msg.expert());
+  TraceSpan span(slots_.device() ? nullptr : options_.trace, "EL", "load", msg.key().request(),
+                 msg.key().token(), layer, expert);
+  return options_.sub_expert
+             ? slots_.LoadStreamed(slot, layer, expert, low_ok)
+             : slots_.Load(slot, layer, expert, /*prefetched=*/false, /*pinned=*/false, low_ok);
+}
+
+void WorkerCore::CountLocked(const Task& task, const Serving& serve, bool ok, double stall,
+                             double compute) {
+  const v1::ExpertTask& msg = task.msg;
+  const int layer = static_cast<int>(msg.key().layer());
+  const int expert = static_cast<int>(msg.expert());
+  const bool decode = msg.key().token() > 0;
+  const Key key{msg.key().request(), msg.key().token(), msg.key().layer()};
+  const int slot = serve.slot;
+  // Evicted at once unless resident, a cache, or more mini-batches of the
+  // same prefill expert follow.
+  const bool more = msg.mini_batch() + 1 < msg.mini_batches();
+  if (slot >= 0 && !slots_.slot(slot).pinned && !more && !keeps_experts_) slots_.Evict(slot);
+  if (ok) policy_->OnTaskDone(layer, expert);
+  last_done_ = std::max(last_done_, key);
+  ++stats_.tasks;
+  if (!ok) ++stats_.task_errors;
+  if (decode && ok) {
+    ++(serve.kind == Serving::Kind::kHost ? stats_.host_computes
+       : serve.substitute >= 0            ? stats_.substitutions
+       : serve.hit                        ? stats_.hits
+                                          : stats_.misses);
+    if (serve.reloaded) ++stats_.reloads;
+    step_tasks_ = key == step_key_ ? step_tasks_ + 1 : 1;
+    step_key_ = key;
+    stats_.step_experts_peak = std::max(stats_.step_experts_peak, step_tasks_);
+  }
+  stats_.stall_seconds += stall;
+  stats_.compute_seconds += compute;
+  SyncSlotStatsLocked();
+  slot_hint_.erase(slot);
+  // This position (and this expert, wherever it was planned) is done.
+  if (auto plan = hints_.find(key); decode && plan != hints_.end()) {
+    std::erase_if(plan->second, [&](const PlannedExpert& e) {
+      return e.position == msg.position() || e.expert == expert;
+    });
+    if (plan->second.empty()) hints_.erase(plan);
+  }
+  PruneLocked();
+}
+
 WorkerCore::Serving WorkerCore::ServeLocked(const Task& task, bool low_ok) {
   const v1::ExpertTask& msg = task.msg;
   const int layer = static_cast<int>(msg.key().layer());
@@ -499,7 +550,6 @@ void WorkerCore::Process(Task& task) {
   const int layer = static_cast<int>(msg.key().layer());
   const int expert = static_cast<int>(msg.expert());
   const bool decode = msg.key().token() > 0;
-  const Key key{msg.key().request(), msg.key().token(), msg.key().layer()};
   v1::ExpertResult result;
   result.set_task_id(msg.task_id());
   *result.mutable_key() = msg.key();
@@ -535,14 +585,7 @@ void WorkerCore::Process(Task& task) {
         "no slot for layer %d expert %d: every slot holds a resident expert", layer, expert));
   } else if (serve.kind == Kind::kLoad) {
     const auto t0 = std::chrono::steady_clock::now();
-    {
-      TraceSpan span(slots_.device() ? nullptr : options_.trace, "EL", "load",
-                     msg.key().request(), msg.key().token(), layer, expert);
-      status = options_.sub_expert
-                   ? slots_.LoadStreamed(slot, layer, expert, low_ok)
-                   : slots_.Load(slot, layer, expert, /*prefetched=*/false, /*pinned=*/false,
-                                 low_ok);
-    }
+    status = LoadForTask(task, slot, low_ok);
     if (status.ok() && slots_.slot(slot).streamed) {
       // Compute waits for each unit as it needs it (Compute adds that to
       // the stall); the load's own time is known once it is complete.
@@ -589,7 +632,6 @@ void WorkerCore::Process(Task& task) {
     estimate = estimate < 0 ? compute : 0.8 * estimate + 0.2 * compute;
   }
   const bool computed_low = !on_host && slot >= 0 && status.ok() && slots_.slot(slot).low;
-  const bool more = msg.mini_batch() + 1 < msg.mini_batches();
   const int substitute = serve.substitute;
 
   if (!status.ok()) {
@@ -609,35 +651,7 @@ void WorkerCore::Process(Task& task) {
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    // Evicted at once unless resident, a cache, or more mini-batches of the
-    // same prefill expert follow.
-    if (slot >= 0 && !slots_.slot(slot).pinned && !more && !keeps_experts_) slots_.Evict(slot);
-    if (status.ok()) policy_->OnTaskDone(layer, expert);
-    last_done_ = std::max(last_done_, key);
-    ++stats_.tasks;
-    if (!status.ok()) ++stats_.task_errors;
-    if (decode && status.ok()) {
-      ++(on_host           ? stats_.host_computes
-         : substitute >= 0 ? stats_.substitutions
-         : serve.hit       ? stats_.hits
-                           : stats_.misses);
-      if (serve.reloaded) ++stats_.reloads;
-      step_tasks_ = key == step_key_ ? step_tasks_ + 1 : 1;
-      step_key_ = key;
-      stats_.step_experts_peak = std::max(stats_.step_experts_peak, step_tasks_);
-    }
-    stats_.stall_seconds += stall;
-    stats_.compute_seconds += compute;
-    SyncSlotStatsLocked();
-    slot_hint_.erase(slot);
-    // This position (and this expert, wherever it was planned) is done.
-    if (auto plan = hints_.find(key); decode && plan != hints_.end()) {
-      std::erase_if(plan->second, [&](const PlannedExpert& e) {
-        return e.position == msg.position() || e.expert == expert;
-      });
-      if (plan->second.empty()) hints_.erase(plan);
-    }
-    PruneLocked();
+    CountLocked(task, serve, status.ok(), stall, compute);
   }
   Deliver(result);
 }

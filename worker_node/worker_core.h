@@ -206,6 +206,12 @@ class WorkerCore {
   // result is counted under it once.
   void Process(Task& task);
   Serving ServeLocked(const Task& task, bool low_ok);
+  // Starts the load of the task's expert into empty slot `slot` (streamed:
+  // workers.sub_expert).
+  absl::Status LoadForTask(const Task& task, int slot, bool low_ok);
+  // The task is done (`ok`: computed): evicts its expert unless kept, tells
+  // the policy, counts, and drops the plan of its position.
+  void CountLocked(const Task& task, const Serving& serve, bool ok, double stall, double compute);
   // Computes the task on `slot`'s expert; a streamed load's units are waited
   // for one by one, the seconds the compute waited for them added to *stall.
   absl::Status Compute(Task& task, int slot, v1::ExpertResult* result, double* stall);
