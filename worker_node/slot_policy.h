@@ -43,7 +43,9 @@
 //     explicit MruPolicy(int slots) : slots_(slots) {}
 //     int SlotsNeeded() const override { return slots_; }
 //     int Victim(const SlotState& s) const override {
-//       return LowestScore(s, [&](int l, int e) { return ~s.slots[s.FindLoaded(l, e)].last_used; });
+//       return LowestScore(s, [&](int l, int e) {
+//         return ~s.slots[s.FindLoaded(l, e)].last_used;   // the latest use scores lowest
+//       });
 //     }
 //    private:
 //     int slots_;
@@ -99,7 +101,7 @@ struct SlotView {
   bool pinned = false;      // preloaded: never evicted
   bool prefetched = false;  // loaded from a hint, not yet claimed by its task
   int layer = -1, expert = -1;
-  uint64_t last_used = 0;  // larger = used more recently (LRU)
+  uint64_t last_used = 0;          // larger = used more recently (LRU)
   std::optional<PlanRef> planned;  // the live prefetch it holds
 };
 
@@ -118,7 +120,7 @@ struct IdleLoad {
   int slot = -1;
   bool evict = false;  // the slot holds an expert to evict first
   int layer = -1, expert = -1;
-  bool low = false;              // from the low-precision copy
+  bool low = false;                 // from the low-precision copy
   std::optional<PlanRef> for_step;  // a prefetch for this step and position; none: an admission
 };
 
@@ -169,7 +171,8 @@ int FurthestPrefetch(const SlotState& state);
 std::optional<IdleLoad> FirstMissingPlanned(const SlotState& state, int slot, bool evict);
 /// The loaded, unpinned slot with the lowest (planned, score, last_used), or
 /// -1: a cache's victim by `score` (a slot planned for a pending step last).
-int LowestScore(const SlotState& state, const std::function<uint64_t(int layer, int expert)>& score);
+int LowestScore(const SlotState& state,
+                const std::function<uint64_t(int layer, int expert)>& score);
 
 // ---- The registry ----------------------------------------------------------
 /// What a factory gets.

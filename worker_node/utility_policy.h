@@ -75,12 +75,13 @@ class UtilityPolicy : public SlotPolicy {
     for (const auto& [layer, expert] : utility_.Hot()) {
       if (state.FindLoaded(layer, expert) >= 0) continue;
       int slot = state.FreeSlot();
-      if (slot >= 0) return IdleLoad{.slot = slot, .layer = layer, .expert = expert, .for_step = std::nullopt};
+      if (slot >= 0)
+        return IdleLoad{.slot = slot, .layer = layer, .expert = expert, .for_step = std::nullopt};
       slot = Victim(state);
       if (slot < 0) return std::nullopt;
       const SlotView& victim = state.slots[static_cast<size_t>(slot)];
-      if (victim.planned || utility_.utility(victim.layer, victim.expert) >=
-                                utility_.utility(layer, expert)) {
+      if (victim.planned ||
+          utility_.utility(victim.layer, victim.expert) >= utility_.utility(layer, expert)) {
         return std::nullopt;
       }
       return IdleLoad{

@@ -52,7 +52,8 @@ const WorkerModeInfo* FindLocked(Table& t, std::string_view name) {
 
 std::string ValuesLocked(Table& t) {
   std::string out;
-  for (const WorkerModeInfo& row : t.rows) absl::StrAppend(&out, out.empty() ? "" : " | ", row.name);
+  for (const WorkerModeInfo& row : t.rows)
+    absl::StrAppend(&out, out.empty() ? "" : " | ", row.name);
   return out;
 }
 
@@ -91,8 +92,8 @@ absl::Status RegisterWorkerMode(WorkerModeInfo info) {
   int next_wire = 1;
   for (const WorkerModeInfo& row : t.rows) {
     if (info.wire != 0 && row.wire == info.wire) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "worker mode '%s': wire number %d is %s's", info.name, info.wire, row.name));
+      return absl::InvalidArgumentError(absl::StrFormat("worker mode '%s': wire number %d is %s's",
+                                                        info.name, info.wire, row.name));
     }
     next_wire = std::max(next_wire, row.wire + 1);
   }
@@ -109,7 +110,8 @@ std::vector<WorkerModeInfo> WorkerModes() {
 
 std::vector<std::pair<std::string, WorkerMode>> WorkerModeChoices() {
   std::vector<std::pair<std::string, WorkerMode>> out;
-  for (const WorkerModeInfo& row : WorkerModes()) out.emplace_back(row.name, *FindWorkerMode(row.name));
+  for (const WorkerModeInfo& row : WorkerModes())
+    out.emplace_back(row.name, *FindWorkerMode(row.name));
   return out;
 }
 

@@ -5,9 +5,8 @@
 // for every built-in mode; run under TSan (scripts/sanitize.sh tsan, or the
 // build-tsan target odmoe_worker_node_tests), a race in a policy's state (the
 // LFU counts, the utilities) or in the core's plans is a report.
-#include <catch2/catch.hpp>
-
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <thread>
 #include <vector>
 
@@ -31,9 +30,9 @@ TEST_CASE("slot policy: hints on one thread, tasks on another, counters on a thi
     const int layers = std::min(c.n_layer, 4);
     constexpr uint32_t kTokens = 24;
     auto expert = [&](uint32_t token, int layer, int position) {
-      return static_cast<uint32_t>((token * 3 + static_cast<uint32_t>(layer) * 5 +
-                                    static_cast<uint32_t>(position) * 2) %
-                                   static_cast<uint32_t>(c.n_expert));
+      return static_cast<uint32_t>(
+          (token * 3 + static_cast<uint32_t>(layer) * 5 + static_cast<uint32_t>(position) * 2) %
+          static_cast<uint32_t>(c.n_expert));
     };
     std::atomic<int> hint_errors{0}, task_errors{0};
     std::atomic<bool> done{false};
@@ -41,8 +40,9 @@ TEST_CASE("slot policy: hints on one thread, tasks on another, counters on a thi
     std::thread hinter([&] {
       for (uint32_t t = 1; t <= kTokens; ++t) {
         for (int l = 0; l < layers; ++l) {
-          if (!w.core->AddHint(test::TestHint(t, static_cast<uint32_t>(l),
-                                              {expert(t, l, 0), expert(t, l, 1)}))
+          if (!w.core
+                   ->AddHint(test::TestHint(t, static_cast<uint32_t>(l),
+                                            {expert(t, l, 0), expert(t, l, 1)}))
                    .ok()) {
             ++hint_errors;
           }
@@ -62,8 +62,9 @@ TEST_CASE("slot policy: hints on one thread, tasks on another, counters on a thi
             // Every third task of position 1 asks for another expert than
             // hinted (a wrong prediction: a reload).
             const uint32_t e = p == 1 && t % 3 == 0 ? expert(t, l, 1) ^ 1u : expert(t, l, p);
-            if (!w.core->SubmitTask(test::TestTask(id++, t, static_cast<uint32_t>(l), e,
-                                                   static_cast<uint32_t>(p), x))
+            if (!w.core
+                     ->SubmitTask(test::TestTask(id++, t, static_cast<uint32_t>(l), e,
+                                                 static_cast<uint32_t>(p), x))
                      .ok()) {
               ++task_errors;
             }

@@ -7,9 +7,8 @@
 // untouched: a built-in one is the same class in worker_node/<name>_policy.h,
 // its row in topology/worker_mode.cpp and its factory in
 // worker_node/slot_policy_registry.cpp.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <string>
 
 #include "cluster/node_stats.h"
@@ -29,7 +28,9 @@ class MruPolicy : public SlotPolicy {
   int SlotsNeeded() const override { return slots_; }
   // (slot_policy.h's example, as it is written there.)
   int Victim(const SlotState& s) const override {
-    return LowestScore(s, [&](int l, int e) { return ~s.slots[s.FindLoaded(l, e)].last_used; });
+    return LowestScore(s, [&](int l, int e) {
+      return ~s.slots[s.FindLoaded(l, e)].last_used;  // the latest use scores lowest
+    });
   }
 
  private:
@@ -50,8 +51,9 @@ WorkerMode Mru() {
 }
 
 std::string Yaml(const std::string& prediction, const std::string& mode) {
-  return "model: " + test::SourcePath("models/tiny-mixtral-f16.gguf") + "\nprediction: " +
-         prediction + "\nmain: { id: main, address: 127.0.0.1:7700 }\nworkers:\n  mode: " + mode +
+  return "model: " + test::SourcePath("models/tiny-mixtral-f16.gguf") +
+         "\nprediction: " + prediction +
+         "\nmain: { id: main, address: 127.0.0.1:7700 }\nworkers:\n  mode: " + mode +
          "\n  cache_experts: 2\n  nodes:\n    - { id: w0, address: 127.0.0.1:7710 }\n"
          "    - { id: w1, address: 127.0.0.1:7711 }\n";
 }
@@ -90,8 +92,8 @@ TEST_CASE("slot policy: a worker runs a policy defined in a test", "[worker][pol
   });
   auto holds = [&](int layer, int expert) {
     const WorkerStats s = w.core->stats();
-    return std::find(s.held_experts.begin(), s.held_experts.end(),
-                     std::make_pair(layer, expert)) != s.held_experts.end();
+    return std::find(s.held_experts.begin(), s.held_experts.end(), std::make_pair(layer, expert)) !=
+           s.held_experts.end();
   };
   CHECK(!w.Task(1, 0, 1, 0).prefetched());
   CHECK(!w.Task(2, 0, 2, 0).prefetched());

@@ -2,8 +2,9 @@
 // each built-in mode's sizing, victim, prefetch and admission on hand-made
 // slot states, the registry that makes them, and the worker-mode table the
 // topology and the status read (topology/worker_mode.h).
-#include <catch2/catch.hpp>
+#include "worker_node/slot_policy.h"
 
+#include <catch2/catch.hpp>
 #include <vector>
 
 #include "model/model_config.h"
@@ -12,7 +13,6 @@
 #include "worker_node/lru_policy.h"
 #include "worker_node/on_demand_policy.h"
 #include "worker_node/resident_policy.h"
-#include "worker_node/slot_policy.h"
 #include "worker_node/utility_policy.h"
 
 namespace odmoe {
@@ -219,8 +219,7 @@ TEST_CASE("slot policy: the utility cache observes hints, prefetches, admits and
 TEST_CASE("slot policy: the registry makes every mode of the table", "[worker][policy]") {
   const ModelConfig c = Config();
   const SlotPolicyContext context{.config = c,
-                                  .placement = {.worker_index = 0, .n_workers = 2,
-                                                .group_size = 2},
+                                  .placement = {.worker_index = 0, .n_workers = 2, .group_size = 2},
                                   .cache_experts = 3,
                                   .utility = {}};
   // The built-in rows come first (a test may have registered more).
@@ -256,7 +255,8 @@ TEST_CASE("slot policy: the registry makes every mode of the table", "[worker][p
 }
 
 TEST_CASE("worker modes: one table of names, traits and wire numbers", "[worker][policy]") {
-  CHECK(WorkerModeValues().starts_with("on_demand | resident | lru_cache | lfu_cache | utility_cache"));
+  CHECK(WorkerModeValues().starts_with(
+      "on_demand | resident | lru_cache | lfu_cache | utility_cache"));
   CHECK(FindWorkerMode("lru_cache").value() == WorkerMode::kLruCache);
   CHECK(WorkerMode() == WorkerMode::kOnDemand);
   absl::StatusOr<WorkerMode> bad = FindWorkerMode("lru");
@@ -272,8 +272,10 @@ TEST_CASE("worker modes: one table of names, traits and wire numbers", "[worker]
   CHECK(IsCacheMode(WorkerMode::kUtilityCache));
   CHECK(!IsCacheMode(WorkerMode::kResident));
   // Registration: names are checked, taken once, and get the next wire number.
-  CHECK(RegisterWorkerMode({.name = "Bad Name", .help = "x"}).code() == absl::StatusCode::kInvalidArgument);
-  CHECK(RegisterWorkerMode({.name = "lru_cache", .help = "x"}).code() == absl::StatusCode::kAlreadyExists);
+  CHECK(RegisterWorkerMode({.name = "Bad Name", .help = "x"}).code() ==
+        absl::StatusCode::kInvalidArgument);
+  CHECK(RegisterWorkerMode({.name = "lru_cache", .help = "x"}).code() ==
+        absl::StatusCode::kAlreadyExists);
   CHECK(RegisterWorkerMode({.name = "wire_taken", .help = "x", .wire = 3}).code() ==
         absl::StatusCode::kInvalidArgument);
   REQUIRE(RegisterWorkerMode({.name = "table_test_mode", .help = "x"}).ok());
