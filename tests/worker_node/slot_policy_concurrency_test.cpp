@@ -74,12 +74,16 @@ TEST_CASE("slot policy: hints on one thread, tasks on another, counters on a thi
       }
     });
     tasks = static_cast<int>(kTokens + 1) * layers * 2;
+    // (Catch2's assertions are not thread-safe: the threads count, the test checks.)
+    std::atomic<int> bad_reads{0};
     std::thread reader([&] {
       while (!done.load()) {
         const WorkerStats s = w.core->stats();
-        CHECK(s.held <= s.slots);
+        if (s.held > s.slots) ++bad_reads;
         for (int l = 0; l < layers; ++l) {
-          for (int e = 0; e < c.n_expert; ++e) CHECK(w.core->utility(l, e) >= 0);
+          for (int e = 0; e < c.n_expert; ++e) {
+            if (w.core->utility(l, e) < 0) ++bad_reads;
+          }
         }
         std::this_thread::yield();
       }
@@ -95,6 +99,7 @@ TEST_CASE("slot policy: hints on one thread, tasks on another, counters on a thi
     }
     done = true;
     reader.join();
+    CHECK(bad_reads.load() == 0);
     CHECK(hint_errors.load() == 0);
     CHECK(task_errors.load() == 0);
     std::lock_guard<std::mutex> lock(w.mu);
