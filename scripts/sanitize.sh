@@ -55,10 +55,11 @@ case "$kind" in
     export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:history_size=7:suppressions=$supp/tsan.supp"
     if [ "${TSAN_TESTS:-tsan}" = all ]; then
       # The process tests start the daemons.
-      targets=(odmoe_cluster_tests odmoe_main_node_tests odmoe-main odmoe-worker odmoe-shadow odmoe-cluster)
-      ctest_args=(-R "^(cluster|main_node):")
+      targets=(odmoe_cluster_tests odmoe_main_node_tests odmoe_worker_node_tests odmoe-main
+               odmoe-worker odmoe-shadow odmoe-cluster)
+      ctest_args=(-R "^(cluster|main_node|worker_node):")
     else
-      targets=(odmoe_cluster_tests odmoe_main_node_tests odmoe_util_tests)
+      targets=(odmoe_cluster_tests odmoe_main_node_tests odmoe_util_tests odmoe_worker_node_tests)
       ctest_args=(-L tsan)
     fi
     ;;

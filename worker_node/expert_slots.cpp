@@ -348,18 +348,6 @@ absl::Status ExpertSlots::Release(int slot) {
   return device_->RecordRelease(slot);
 }
 
-int ExpertSlots::LeastRecentlyUsed() const {
-  int best = -1;
-  for (size_t i = 0; i < slots_.size(); ++i) {
-    const Slot& s = slots_[i];
-    if (!s.loaded || s.pinned) continue;
-    if (best < 0 || s.last_used < slots_[static_cast<size_t>(best)].last_used) {
-      best = static_cast<int>(i);
-    }
-  }
-  return best;
-}
-
 void ExpertSlots::Evict(int slot) {
   Slot& s = slots_[static_cast<size_t>(slot)];
   if (!s.loaded) return;

@@ -82,7 +82,7 @@ class ExpertSlots {
     std::chrono::steady_clock::time_point issued_at;  // when the load was started
     std::chrono::steady_clock::time_point loaded_at;  // when the load finished
     int64_t issued_wall_us = 0;                       // issued_at on the wall clock (trace spans)
-    uint64_t last_used = 0;  // Touch() counter: for least-recently-used eviction
+    uint64_t last_used = 0;  // Touch() counter: for least-recently-used eviction (slot_policy.h)
     // LoadStreamed: the units queued so far (device), when each unit has
     // arrived (host emulation), and where the device copies read from.
     bool streamed = false;
@@ -136,10 +136,8 @@ class ExpertSlots {
   void Evict(int slot);
   /// Marks a prefetched slot as claimed by its task.
   void ClearPrefetched(int slot) { slots_[static_cast<size_t>(slot)].prefetched = false; }
-  /// Marks a slot as used now (for LeastRecentlyUsed).
+  /// Marks a slot as used now (Slot::last_used: the slot policies' recency).
   void Touch(int slot) { slots_[static_cast<size_t>(slot)].last_used = ++use_clock_; }
-  /// The loaded, unpinned slot used longest ago, or -1.
-  int LeastRecentlyUsed() const;
 
   /// EMULATION of a slow host-to-device link: every load takes at least
   /// (its packed bytes) / bytes_per_second (the caller's thread sleeps out

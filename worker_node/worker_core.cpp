@@ -24,21 +24,6 @@ double Since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Experts a resident worker keeps: every expert of its decode layers (none
-// when it has no position of a layer's k: G > k), and its prefill expert(s)
-// of every layer.
-std::vector<std::pair<int, int>> ResidentSet(const ModelConfig& c, const WorkerPlacement& p) {
-  std::vector<std::pair<int, int>> set;
-  const bool decodes = !p.positions(c.n_expert_used).empty();
-  for (int l = c.n_dense_leading; l < c.n_layer; ++l) {
-    const bool decode_layer = decodes && l % p.n_groups() == p.group();
-    for (int e = 0; e < c.n_expert; ++e) {
-      if (decode_layer || e % p.n_workers == p.worker_index) set.emplace_back(l, e);
-    }
-  }
-  return set;
-}
-
 }  // namespace
 
 uint64_t WorkerCore::WorkspaceBytes(const ModelConfig& c, int max_rows) {
@@ -63,24 +48,17 @@ absl::StatusOr<std::unique_ptr<WorkerCore>> WorkerCore::Create(const ModelFile& 
   // Any expert may come (the schedule moves layers when a group fails), so a
   // slot is sized for the largest expert of any layer.
   const uint64_t expert = LargestPackedExpert(c);
-  const bool cache = options.cache != Options::Cache::kNone;
-  if (options.resident && cache) {
-    return absl::InvalidArgumentError("a worker is either resident or a cache, not both");
-  }
-  if (cache && options.cache_experts < 1) {
-    return absl::InvalidArgumentError("an expert cache needs at least one expert");
-  }
-  const int needed = options.resident ? static_cast<int>(ResidentSet(c, p).size())
-                     : cache          ? options.cache_experts
-                                      : 1;
+  ODMOE_ASSIGN_OR_RETURN(
+      std::unique_ptr<SlotPolicy> policy,
+      CreateSlotPolicy(options.mode, {.config = c,
+                                      .placement = p,
+                                      .cache_experts = options.cache_experts,
+                                      .utility = options.utility}));
+  const int needed = policy->SlotsNeeded();
   int slots = needed;
   uint64_t budget = options.memory_budget;
   if (budget == 0) {
-    // On demand, a worker computing several experts of a layer (k > G) gets
-    // a second slot by default: it loads the next while it computes one.
-    const bool several =
-        static_cast<int>(PositionsOfWorker(0, p.group_size, c.n_expert_used).size()) > 1;
-    if (!options.resident && !cache && several) slots = 2;
+    slots = policy->AutoSlots();
     budget = workspace + static_cast<uint64_t>(slots) * expert;
   } else {
     const uint64_t room = budget > workspace ? (budget - workspace) / expert : 0;
@@ -88,28 +66,14 @@ absl::StatusOr<std::unique_ptr<WorkerCore>> WorkerCore::Create(const ModelFile& 
       return absl::InvalidArgumentError(absl::StrFormat(
           "memory budget of %d bytes holds %d experts of %d bytes plus %d bytes of workspace; "
           "this worker needs %d (%s mode)",
-          budget, room, expert, workspace, needed,
-          options.resident ? "resident" : cache ? "cache" : "on-demand"));
+          budget, room, expert, workspace, needed, options.mode.name()));
     }
-    // Resident workers need their set (plus the spill slot, below); on-demand
-    // ones may prefetch further ahead with extra slots.
-    slots = options.resident || cache ? needed
-                                            : static_cast<int>(std::min<uint64_t>(room, 64));
+    slots = policy->SlotsInBudget(static_cast<int>(std::min<uint64_t>(room, 1 << 20)));
   }
-  // A resident worker keeps one more slot for experts outside its set, which
-  // it is asked for when the schedule moves layers after a group failed.
-  if (options.resident) {
-    if (options.memory_budget == 0) {
-      ++slots;
-      budget += expert;
-    } else if ((budget - workspace) / expert > static_cast<uint64_t>(needed)) {
-      ++slots;
-    }
-  }
-  // On a device, the experts an on-demand or caching worker is normally
-  // asked for are packed into pinned host memory once, so that a load is one
-  // asynchronous copy at the link's rate. A resident worker loads its set
-  // once (through the staging entries) and keeps no pinned copy.
+  // On a device, the experts a worker is normally asked for are packed into
+  // pinned host memory once, so that a load is one asynchronous copy at the
+  // link's rate. A worker that preloads its set (resident) loads it once
+  // (through the staging entries) and keeps no pinned copy.
   std::unique_ptr<SlotDevice> device;
   if (options.slot_device) {
     device = options.slot_device();
@@ -117,7 +81,7 @@ absl::StatusOr<std::unique_ptr<WorkerCore>> WorkerCore::Create(const ModelFile& 
     ODMOE_ASSIGN_OR_RETURN(device, CreateSlotDevice(backend));
   }
   std::vector<ExpertSlots::ExpertId> host_set;
-  if (device != nullptr && !options.resident) host_set = ResidentSet(c, p);
+  if (device != nullptr && policy->Preload().empty()) host_set = UsualExperts(c, p);
   ODMOE_ASSIGN_OR_RETURN(ExpertSlots expert_slots,
                          ExpertSlots::Create(model, backend, slots, std::move(device), host_set,
                                              options.low_model));
@@ -128,8 +92,8 @@ absl::StatusOr<std::unique_ptr<WorkerCore>> WorkerCore::Create(const ModelFile& 
   expert_slots.set_load_bandwidth(options.load_bandwidth);
   ODMOE_ASSIGN_OR_RETURN(ExpertFfnScratch scratch,
                          ExpertFfnScratch::Create(backend, c.n_ff, options.max_rows));
-  std::unique_ptr<WorkerCore> core(
-      new WorkerCore(model, backend, options, std::move(expert_slots), std::move(scratch)));
+  std::unique_ptr<WorkerCore> core(new WorkerCore(
+      model, backend, options, std::move(expert_slots), std::move(scratch), std::move(policy)));
   core->workspace_bytes_ = workspace;
   core->budget_ = budget;
   ODMOE_RETURN_IF_ERROR(core->AllocateWorkspace());
@@ -149,13 +113,7 @@ absl::StatusOr<std::unique_ptr<WorkerCore>> WorkerCore::Create(const ModelFile& 
     const size_t n = static_cast<size_t>(options.max_rows) * c.n_embd;
     ODMOE_ASSIGN_OR_RETURN(core->host_io_, core->host_->Allocate(2 * n * sizeof(float)));
   }
-  if (options.resident) ODMOE_RETURN_IF_ERROR(core->LoadResident());
-  if (options.cache == Options::Cache::kUtility) {
-    core->utility_.emplace(c.n_layer, c.n_expert, options.utility);
-  }
-  if (options.cache == Options::Cache::kLfu) {
-    core->uses_.assign(static_cast<size_t>(c.n_layer) * static_cast<size_t>(c.n_expert), 0);
-  }
+  ODMOE_RETURN_IF_ERROR(core->LoadPreloaded());
   core->stats_.slots = slots;
   core->stats_.expert_bytes = expert;
   core->stats_.workspace_bytes = workspace;
@@ -173,8 +131,9 @@ absl::Status WorkerCore::AllocateWorkspace() {
   return absl::OkStatus();
 }
 
-absl::Status WorkerCore::LoadResident() {
-  const std::vector<std::pair<int, int>> set = ResidentSet(model_.config(), options_.placement);
+absl::Status WorkerCore::LoadPreloaded() {
+  const std::vector<std::pair<int, int>> set = policy_->Preload();
+  if (set.empty()) return absl::OkStatus();
   StepProgress progress(absl::StrCat("loading the resident experts onto ", backend_.name()),
                         set.size(), "experts");
   for (const auto& [layer, expert] : set) {
@@ -261,9 +220,7 @@ absl::Status WorkerCore::AddHint(const v1::Hint& hint) {
     ++stats_.hints_stale;
     return absl::OkStatus();
   }
-  if (options_.cache == Options::Cache::kLru || options_.cache == Options::Cache::kLfu) {
-    return absl::OkStatus();  // the caching baselines predict nothing
-  }
+  if (!policy_->Prefetches()) return absl::OkStatus();  // counted, not used
   std::vector<int32_t> predicted(hint.experts().begin(), hint.experts().end());
   const std::vector<int32_t> hinted = HintedAssignment(predicted);
   std::vector<int> positions;
@@ -272,7 +229,7 @@ absl::Status WorkerCore::AddHint(const v1::Hint& hint) {
   } else {
     positions = options_.placement.positions(static_cast<int>(hinted.size()));
   }
-  std::vector<Planned> plan;
+  std::vector<PlannedExpert> plan;
   // Mixed precision: a ranked hint of one row says which experts the depth
   // schedule makes sub-critical (rank t_l and below): prefetched low.
   const int critical =
@@ -286,12 +243,7 @@ absl::Status WorkerCore::AddHint(const v1::Hint& hint) {
     plan.push_back({static_cast<uint32_t>(position), e, rank >= critical});
   }
   if (plan.empty()) return absl::OkStatus();  // G > k: nothing of this layer is ours
-  if (utility_) {
-    std::vector<int32_t> mine;
-    for (const Planned& e : plan) mine.push_back(e.expert);
-    utility_->Observe(static_cast<int>(std::get<2>(key)), {std::get<0>(key), std::get<1>(key)},
-                      mine);
-  }
+  policy_->OnHint(key, plan);
   // A corrected hint for the same step replaces the plan; prefetches of
   // experts it no longer names are dropped by PruneLocked.
   hints_[key] = std::move(plan);
@@ -363,14 +315,14 @@ void WorkerCore::PruneLocked() {
     }
     bool alive = false;
     if (auto plan = hints_.find(it->second.key); plan != hints_.end()) {
-      for (const Planned& e : plan->second) {
+      for (const PlannedExpert& e : plan->second) {
         alive = alive || (e.position == it->second.position && e.expert == s.expert);
       }
     }
     if (alive) {
       ++it;
-    } else if (utility_) {
-      // A cache keeps it, planned for nothing now (its utility decides).
+    } else if (keeps_experts_) {
+      // A cache keeps it, planned for nothing now (its policy decides).
       slots_.ClearPrefetched(it->first);
       it = slot_hint_.erase(it);
     } else {
@@ -378,11 +330,6 @@ void WorkerCore::PruneLocked() {
       it = slot_hint_.erase(it);
     }
   }
-}
-
-int WorkerCore::SubstituteFor(const Key& key, uint32_t position) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return PrefetchFor(key, position);
 }
 
 int WorkerCore::PrefetchFor(const Key& key, uint32_t position) const {
@@ -395,116 +342,64 @@ int WorkerCore::PrefetchFor(const Key& key, uint32_t position) const {
   return -1;
 }
 
-bool WorkerCore::PrefetchLocked(std::unique_lock<std::mutex>& lock) {
-  if (options_.resident || (caching() && !utility_)) return false;
-  PruneLocked();
-  int free = slots_.FreeSlot();
-  if (free < 0 && utility_) {
-    // A full cache makes room for a hinted expert: the lowest utility that
-    // no pending step is planned on.
-    free = VictimLocked();
-    if (free >= 0 && slot_hint_.count(free) > 0) free = -1;
-    bool wanted = false;
-    for (const auto& [key, plan] : hints_) {
-      for (const Planned& planned : plan) {
-        wanted = wanted ||
-                 slots_.FindLoaded(static_cast<int>(std::get<2>(key)), planned.expert) < 0;
-      }
-    }
-    if (free >= 0 && wanted) {
-      slots_.Evict(free);
-    } else {
-      free = -1;
-    }
-  }
-  if (free < 0) return AdmitHotLocked(lock);
-  for (const auto& [key, plan] : hints_) {
-    const int layer = static_cast<int>(std::get<2>(key));
-    for (const Planned& planned : plan) {
-      if (slots_.FindLoaded(layer, planned.expert) >= 0) continue;
-      const Key k = key;
-      const Planned want = planned;
-      lock.unlock();
-      absl::Status loaded;
-      {
-        // On a device the load only starts here: its span is recorded when it
-        // is waited for (TraceDeviceLoad).
-        TraceSpan span(slots_.device() ? nullptr : options_.trace, "EL", "load", std::get<0>(k),
-                       std::get<1>(k), layer, want.expert);
-        loaded = slots_.Load(free, layer, want.expert, /*prefetched=*/true, /*pinned=*/false,
-                             want.low);
-      }
-      lock.lock();
-      if (!loaded.ok()) {
-        ODMOE_LOG_ERROR("prefetch of layer {} expert {} failed: {}", layer, want.expert,
-                        loaded.message());
-        hints_.erase(k);
-        return false;
-      }
-      slot_hint_[free] = SlotHint{k, want.position};
-      SyncSlotStatsLocked();
-      return true;
-    }
-  }
-  return AdmitHotLocked(lock);
-}
-
-int WorkerCore::VictimLocked() const {
-  if (options_.cache == Options::Cache::kLru) return slots_.LeastRecentlyUsed();
-  const int n_expert = model_.config().n_expert;
-  auto rank = [&](int i) {
-    const ExpertSlots::Slot& s = slots_.slot(i);
-    const uint64_t score =
-        utility_ ? static_cast<uint64_t>(utility_->utility(s.layer, s.expert))
-                 : uses_[static_cast<size_t>(s.layer) * static_cast<size_t>(n_expert) +
-                         static_cast<size_t>(s.expert)];
-    return std::make_tuple(slot_hint_.count(i) > 0, score, s.last_used);
-  };
-  int best = -1;
+std::vector<SlotView> WorkerCore::ViewLocked() const {
+  std::vector<SlotView> view(static_cast<size_t>(slots_.size()));
   for (int i = 0; i < slots_.size(); ++i) {
-    if (!slots_.slot(i).loaded || slots_.slot(i).pinned) continue;
-    if (best < 0 || rank(i) < rank(best)) best = i;
+    const ExpertSlots::Slot& s = slots_.slot(i);
+    SlotView& v = view[static_cast<size_t>(i)];
+    v.loaded = s.loaded;
+    v.pinned = s.pinned;
+    v.prefetched = s.prefetched;
+    v.layer = s.layer;
+    v.expert = s.expert;
+    v.last_used = s.last_used;
+    if (auto h = slot_hint_.find(i); h != slot_hint_.end()) v.planned = h->second;
   }
-  return best;
+  return view;
 }
 
-bool WorkerCore::AdmitHotLocked(std::unique_lock<std::mutex>& lock) {
-  if (!utility_) return false;
-  for (const auto& [layer, expert] : utility_->Hot()) {
-    if (slots_.FindLoaded(layer, expert) >= 0) continue;
-    int slot = slots_.FreeSlot();
-    if (slot < 0) {
-      // In place of a colder one only (and never of a planned prefetch).
-      slot = VictimLocked();
-      if (slot < 0 || slot_hint_.count(slot) > 0 ||
-          utility_->utility(slots_.slot(slot).layer, slots_.slot(slot).expert) >=
-              utility_->utility(layer, expert)) {
-        return false;
-      }
-      slots_.Evict(slot);
-    }
-    lock.unlock();
-    absl::Status loaded;
-    {
-      TraceSpan span(slots_.device() ? nullptr : options_.trace, "EL", "load", 0, 0, layer, expert);
-      loaded = slots_.Load(slot, layer, expert, /*prefetched=*/false);
-    }
-    lock.lock();
-    if (!loaded.ok()) {
-      ODMOE_LOG_ERROR("admission of layer {} expert {} failed: {}", layer, expert,
-                      loaded.message());
-      return false;
-    }
-    ++stats_.admissions;
-    SyncSlotStatsLocked();
-    return true;  // the hottest first: one at a time, tasks may be waiting
+bool WorkerCore::IdleLoadLocked(std::unique_lock<std::mutex>& lock) {
+  if (!policy_->Prefetches()) return false;
+  PruneLocked();
+  const std::vector<SlotView> view = ViewLocked();
+  const std::optional<IdleLoad> next = policy_->NextLoad(SlotState{view, hints_});
+  if (!next.has_value()) return false;
+  const IdleLoad load = *next;
+  if (load.evict) {
+    slots_.Evict(load.slot);
+    slot_hint_.erase(load.slot);
   }
-  return false;
+  const bool prefetch = load.for_step.has_value();
+  const Key key = prefetch ? load.for_step->key : Key{};
+  lock.unlock();
+  absl::Status loaded;
+  {
+    // On a device the load only starts here: its span is recorded when it
+    // is waited for (TraceDeviceLoad).
+    TraceSpan span(slots_.device() ? nullptr : options_.trace, "EL", "load", std::get<0>(key),
+                   std::get<1>(key), load.layer, load.expert);
+    loaded = slots_.Load(load.slot, load.layer, load.expert, /*prefetched=*/prefetch,
+                         /*pinned=*/false, load.low);
+  }
+  lock.lock();
+  if (!loaded.ok()) {
+    ODMOE_LOG_ERROR("{} of layer {} expert {} failed: {}", prefetch ? "prefetch" : "admission",
+                    load.layer, load.expert, loaded.message());
+    if (prefetch) hints_.erase(key);
+    return false;
+  }
+  if (prefetch) {
+    slot_hint_[load.slot] = *load.for_step;
+  } else {
+    ++stats_.admissions;
+  }
+  SyncSlotStatsLocked();
+  return true;
 }
 
 void WorkerCore::LoadAhead() {
-  if (options_.resident || (caching() && !utility_)) return;
   std::unique_lock<std::mutex> lock(mu_);
+  if (!policy_->Prefetches()) return;
   // The experts of the tasks already queued come first: they are certain.
   // (Only the executor thread pops tasks, so indices stay valid while the
   // lock is released for a load.)
@@ -523,7 +418,7 @@ void WorkerCore::LoadAhead() {
     if (!loaded.ok()) return;
     SyncSlotStatsLocked();
   }
-  while (PrefetchLocked(lock)) {
+  while (IdleLoadLocked(lock)) {
   }
 }
 
@@ -541,9 +436,113 @@ void WorkerCore::Loop() {
       lock.lock();
       continue;
     }
-    if (PrefetchLocked(lock)) continue;  // loaded one; look again
+    if (IdleLoadLocked(lock)) continue;  // loaded one; look again
     cv_.wait(lock);
   }
+}
+
+absl::Status WorkerCore::LoadForTask(const Task& task, int slot, bool low_ok) {
+  const v1::ExpertTask& msg = task.msg;
+  const int layer = static_cast<int>(msg.key().layer());
+  const int expert = static_cast<int>(msg.expert());
+  TraceSpan span(slots_.device() ? nullptr : options_.trace, "EL", "load", msg.key().request(),
+                 msg.key().token(), layer, expert);
+  return options_.sub_expert
+             ? slots_.LoadStreamed(slot, layer, expert, low_ok)
+             : slots_.Load(slot, layer, expert, /*prefetched=*/false, /*pinned=*/false, low_ok);
+}
+
+void WorkerCore::CountLocked(const Task& task, const Serving& serve, bool ok, double stall,
+                             double compute) {
+  const v1::ExpertTask& msg = task.msg;
+  const int layer = static_cast<int>(msg.key().layer());
+  const int expert = static_cast<int>(msg.expert());
+  const bool decode = msg.key().token() > 0;
+  const Key key{msg.key().request(), msg.key().token(), msg.key().layer()};
+  const int slot = serve.slot;
+  // Evicted at once unless resident, a cache, or more mini-batches of the
+  // same prefill expert follow.
+  const bool more = msg.mini_batch() + 1 < msg.mini_batches();
+  if (slot >= 0 && !slots_.slot(slot).pinned && !more && !keeps_experts_) slots_.Evict(slot);
+  if (ok) policy_->OnTaskDone(layer, expert);
+  last_done_ = std::max(last_done_, key);
+  ++stats_.tasks;
+  if (!ok) ++stats_.task_errors;
+  if (decode && ok) {
+    ++(serve.kind == Serving::Kind::kHost ? stats_.host_computes
+       : serve.substitute >= 0            ? stats_.substitutions
+       : serve.hit                        ? stats_.hits
+                                          : stats_.misses);
+    if (serve.reloaded) ++stats_.reloads;
+    step_tasks_ = key == step_key_ ? step_tasks_ + 1 : 1;
+    step_key_ = key;
+    stats_.step_experts_peak = std::max(stats_.step_experts_peak, step_tasks_);
+  }
+  stats_.stall_seconds += stall;
+  stats_.compute_seconds += compute;
+  SyncSlotStatsLocked();
+  slot_hint_.erase(slot);
+  // This position (and this expert, wherever it was planned) is done.
+  if (auto plan = hints_.find(key); decode && plan != hints_.end()) {
+    std::erase_if(plan->second, [&](const PlannedExpert& e) {
+      return e.position == msg.position() || e.expert == expert;
+    });
+    if (plan->second.empty()) hints_.erase(plan);
+  }
+  PruneLocked();
+}
+
+WorkerCore::Serving WorkerCore::ServeLocked(const Task& task, bool low_ok) {
+  const v1::ExpertTask& msg = task.msg;
+  const int layer = static_cast<int>(msg.key().layer());
+  const int expert = static_cast<int>(msg.expert());
+  const bool decode = msg.key().token() > 0;
+  const Key key{msg.key().request(), msg.key().token(), msg.key().layer()};
+  Serving s;
+  // Mixed precision: the low-precision copy serves a task marked for it; a
+  // task that is not replaces a low copy it finds (one precision per expert).
+  s.slot = slots_.FindLoaded(layer, expert);
+  if (s.slot >= 0 && !low_ok && slots_.slot(s.slot).low) {
+    slots_.Evict(s.slot);
+    slot_hint_.erase(s.slot);
+    s.slot = -1;
+  }
+  if (s.slot >= 0) {
+    const ExpertSlots::Slot& held = slots_.slot(s.slot);
+    // A hit: the prediction put it there before the task arrived.
+    // In a cache, anything loaded before the task came is a hit.
+    s.hit = ((held.prefetched || keeps_experts_) && held.issued_at <= task.received) ||
+            held.pinned;
+    s.kind = Serving::Kind::kHeld;
+    return s;
+  }
+  if (decode && msg.degradable() && (s.slot = PrefetchFor(key, msg.position())) >= 0) {
+    // DAOP's graceful degradation (lossy, asked for by the main node): the
+    // expert prefetched for this position, the predictor's choice there,
+    // computes in place of the one that is not loaded.
+    s.substitute = slots_.slot(s.slot).expert;
+    s.kind = Serving::Kind::kSubstitute;
+    return s;
+  }
+  if (decode && HostComputeWins(layer)) {
+    s.kind = Serving::Kind::kHost;  // DAOP: no load; any prefetch for this position stays
+    return s;
+  }
+  // The prefetch made for this task's position holds another expert: the
+  // prediction was wrong and that worker reloads in its place (the paper's
+  // fallback). Else a free slot, else the policy's victim.
+  s.slot = decode ? PrefetchFor(key, msg.position()) : -1;
+  if (s.slot >= 0) {
+    s.reloaded = true;
+  } else if ((s.slot = slots_.FreeSlot()) < 0) {
+    const std::vector<SlotView> view = ViewLocked();
+    s.slot = policy_->Victim(SlotState{view, hints_});
+    if (s.slot >= 0) s.reloaded = slots_.slot(s.slot).prefetched;
+  }
+  if (s.slot < 0) return s;  // kNoSlot
+  if (slots_.slot(s.slot).loaded) slots_.Evict(s.slot);
+  s.kind = Serving::Kind::kLoad;
+  return s;
 }
 
 void WorkerCore::Process(Task& task) {
@@ -551,125 +550,54 @@ void WorkerCore::Process(Task& task) {
   const int layer = static_cast<int>(msg.key().layer());
   const int expert = static_cast<int>(msg.expert());
   const bool decode = msg.key().token() > 0;
-  const Key key{msg.key().request(), msg.key().token(), msg.key().layer()};
   v1::ExpertResult result;
   result.set_task_id(msg.task_id());
   *result.mutable_key() = msg.key();
   result.set_expert(msg.expert());
 
-  // Mixed precision: the low-precision copy serves a task marked for it; a
-  // task that is not replaces a low copy it finds (one precision per expert).
   const bool low_ok = msg.low_precision() && slots_.has_low();
-  int slot = slots_.FindLoaded(layer, expert);
-  if (slot >= 0 && !low_ok && slots_.slot(slot).low) {
+  Serving serve;
+  {
     std::lock_guard<std::mutex> lock(mu_);
-    slots_.Evict(slot);
-    slot_hint_.erase(slot);
-    slot = -1;
+    serve = ServeLocked(task, low_ok);
   }
-  bool hit = false, reloaded = false, on_host = false;
-  int substitute = -1;  // workers.degrade: the expert computed in this one's place
+  using Kind = Serving::Kind;
+  const int slot = serve.slot;
+  const bool on_host = serve.kind == Kind::kHost;
   double load_seconds = 0;
   std::optional<std::chrono::steady_clock::time_point> load_from;  // a streamed load's start
   absl::Status status;
   // The load stall of a task is the time it waited for its expert after it
   // arrived: the rest of a load still running then, or a load now.
   double stall = 0;
-  if (slot >= 0) {
-    const ExpertSlots::Slot& held = slots_.slot(slot);
-    // A hit: the prediction put it there before the task arrived.
-    // In a cache, anything loaded before the task came is a hit.
-    hit = ((held.prefetched || caching()) && held.issued_at <= task.received) || held.pinned;
-    const bool was_ready = held.ready;
+  if (serve.kind == Kind::kHeld || serve.kind == Kind::kSubstitute) {
+    const bool was_ready = slots_.slot(slot).ready;
     absl::StatusOr<std::chrono::steady_clock::time_point> loaded_at = slots_.WaitLoaded(slot);
     if (loaded_at.ok()) {
       stall = std::max(0.0, std::chrono::duration<double>(*loaded_at - task.received).count());
-      if (!was_ready) TraceDeviceLoad(slot, msg.key());
+      if (serve.kind == Kind::kHeld && !was_ready) TraceDeviceLoad(slot, msg.key());
     } else {
       status = loaded_at.status();
     }
     slots_.ClearPrefetched(slot);
-  } else if (decode && msg.degradable() && (slot = SubstituteFor(key, msg.position())) >= 0) {
-    // DAOP's graceful degradation (lossy, asked for by the main node): the
-    // expert prefetched for this position, the predictor's choice there,
-    // computes in place of the one that is not loaded.
-    substitute = slots_.slot(slot).expert;
-    absl::StatusOr<std::chrono::steady_clock::time_point> loaded_at = slots_.WaitLoaded(slot);
-    if (loaded_at.ok()) {
-      stall = std::max(0.0, std::chrono::duration<double>(*loaded_at - task.received).count());
-    } else {
-      status = loaded_at.status();
-    }
-    slots_.ClearPrefetched(slot);
-  } else if (decode && HostComputeWins(layer)) {
-    on_host = true;  // DAOP: no load; any prefetch for this position stays
-  } else {
-    // The prefetch made for this task's position holds another expert: the
-    // prediction was wrong and that worker reloads in its place (the
-    // paper's fallback).
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      slot = decode ? PrefetchFor(key, msg.position()) : -1;
-    }
-    if (slot >= 0) {
-      reloaded = true;
-      slots_.Evict(slot);
-    } else {
-      slot = slots_.FreeSlot();
-    }
-    if (slot < 0 && caching()) {
-      std::lock_guard<std::mutex> lock(mu_);
-      slot = VictimLocked();
-      if (slot >= 0) {
-        reloaded = slot_hint_.count(slot) > 0;
-        slots_.Evict(slot);
-      }
-    }
-    if (slot < 0) {
-      // Evict the prefetch needed furthest in the future (with one slot, the
-      // only one): a prediction for a later step, or one that came too late.
-      // A load started for a queued task (LoadAhead) goes last.
-      std::lock_guard<std::mutex> lock(mu_);
-      auto rank = [&](int i) {
-        auto h = slot_hint_.find(i);
-        return h == slot_hint_.end() ? std::make_tuple(false, Key{}, uint32_t{0})
-                                     : std::make_tuple(true, h->second.key, h->second.position);
-      };
-      for (int i = 0; i < slots_.size(); ++i) {
-        if (slots_.slot(i).pinned) continue;
-        if (slot < 0 || rank(i) > rank(slot)) slot = i;
-      }
-      if (slot >= 0) {
-        reloaded = slots_.slot(slot).prefetched;
-        slots_.Evict(slot);
-      }
-    }
-    if (slot < 0) {
-      status = absl::ResourceExhaustedError(absl::StrFormat(
-          "no slot for layer %d expert %d: every slot holds a resident expert", layer, expert));
-    } else {
-      const auto t0 = std::chrono::steady_clock::now();
-      {
-        TraceSpan span(slots_.device() ? nullptr : options_.trace, "EL", "load",
-                       msg.key().request(), msg.key().token(), layer, expert);
-        status = options_.sub_expert
-                     ? slots_.LoadStreamed(slot, layer, expert, low_ok)
-                     : slots_.Load(slot, layer, expert, /*prefetched=*/false, /*pinned=*/false,
-                                   low_ok);
-      }
-      if (status.ok() && slots_.slot(slot).streamed) {
-        // Compute waits for each unit as it needs it (Compute adds that to
-        // the stall); the load's own time is known once it is complete.
-        load_from = t0;
-      } else if (status.ok()) {
-        absl::StatusOr<std::chrono::steady_clock::time_point> loaded_at = slots_.WaitLoaded(slot);
-        if (loaded_at.ok()) {
-          load_seconds = std::chrono::duration<double>(*loaded_at - t0).count();
-          stall = load_seconds;
-          if (slots_.device()) TraceDeviceLoad(slot, msg.key());
-        } else {
-          status = loaded_at.status();
-        }
+  } else if (serve.kind == Kind::kNoSlot) {
+    status = absl::ResourceExhaustedError(absl::StrFormat(
+        "no slot for layer %d expert %d: every slot holds a resident expert", layer, expert));
+  } else if (serve.kind == Kind::kLoad) {
+    const auto t0 = std::chrono::steady_clock::now();
+    status = LoadForTask(task, slot, low_ok);
+    if (status.ok() && slots_.slot(slot).streamed) {
+      // Compute waits for each unit as it needs it (Compute adds that to
+      // the stall); the load's own time is known once it is complete.
+      load_from = t0;
+    } else if (status.ok()) {
+      absl::StatusOr<std::chrono::steady_clock::time_point> loaded_at = slots_.WaitLoaded(slot);
+      if (loaded_at.ok()) {
+        load_seconds = std::chrono::duration<double>(*loaded_at - t0).count();
+        stall = load_seconds;
+        if (slots_.device()) TraceDeviceLoad(slot, msg.key());
+      } else {
+        status = loaded_at.status();
       }
     }
   }
@@ -704,20 +632,15 @@ void WorkerCore::Process(Task& task) {
     estimate = estimate < 0 ? compute : 0.8 * estimate + 0.2 * compute;
   }
   const bool computed_low = !on_host && slot >= 0 && status.ok() && slots_.slot(slot).low;
-  const bool more = msg.mini_batch() + 1 < msg.mini_batches();
-  if (slot >= 0 && !slots_.slot(slot).pinned && !more && !caching()) slots_.Evict(slot);
-  if (!uses_.empty() && status.ok()) {
-    ++uses_[static_cast<size_t>(layer) * static_cast<size_t>(model_.config().n_expert) +
-            static_cast<size_t>(expert)];
-  }
+  const int substitute = serve.substitute;
 
   if (!status.ok()) {
     result.clear_output();
     result.set_error_code(static_cast<int>(status.code()));
     result.set_error_message(std::string(status.message()));
   } else {
-    result.set_prefetched(hit);
-    result.set_reloaded(reloaded);
+    result.set_prefetched(serve.hit);
+    result.set_reloaded(serve.reloaded);
     result.set_computed_on_host(on_host);
     result.set_substituted(substitute >= 0);
     result.set_low_precision(computed_low);
@@ -728,31 +651,7 @@ void WorkerCore::Process(Task& task) {
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    last_done_ = std::max(last_done_, key);
-    ++stats_.tasks;
-    if (!status.ok()) ++stats_.task_errors;
-    if (decode && status.ok()) {
-      ++(on_host           ? stats_.host_computes
-         : substitute >= 0 ? stats_.substitutions
-         : hit             ? stats_.hits
-                           : stats_.misses);
-      if (reloaded) ++stats_.reloads;
-      step_tasks_ = key == step_key_ ? step_tasks_ + 1 : 1;
-      step_key_ = key;
-      stats_.step_experts_peak = std::max(stats_.step_experts_peak, step_tasks_);
-    }
-    stats_.stall_seconds += stall;
-    stats_.compute_seconds += compute;
-    SyncSlotStatsLocked();
-    slot_hint_.erase(slot);
-    // This position (and this expert, wherever it was planned) is done.
-    if (auto plan = hints_.find(key); decode && plan != hints_.end()) {
-      std::erase_if(plan->second, [&](const Planned& e) {
-        return e.position == msg.position() || e.expert == expert;
-      });
-      if (plan->second.empty()) hints_.erase(plan);
-    }
-    PruneLocked();
+    CountLocked(task, serve, status.ok(), stall, compute);
   }
   Deliver(result);
 }
@@ -855,7 +754,7 @@ void WorkerCore::TraceDeviceLoad(int slot, const v1::StepKey& key) {
 
 int WorkerCore::utility(int layer, int expert) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return utility_ ? utility_->utility(layer, expert) : 0;
+  return policy_->utility(layer, expert);
 }
 
 WorkerStats WorkerCore::stats() const {

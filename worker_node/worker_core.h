@@ -23,20 +23,17 @@
 // slots it prefetches the next expert while it waits for (or, on a device
 // whose loads are asynchronous copies, while it computes) the current one;
 // on a device it also starts the loads of the tasks queued behind the one it
-// computes. Its own accounting (ExpertSlots) proves what it held. In
-// resident mode every expert the worker can be asked for (all experts
-// of its decode layers unless it has no position in them, and expert
-// e = worker index mod N_W of every layer for prefill) is loaded once at
-// start and never evicted: the "fully cached" reference deployment; one more
-// slot takes anything else it is asked for.
-// In the cache modes experts stay loaded after their task and a miss evicts
-// one: lru (the caching baseline of Mixtral-Offloading-like systems) and lfu
-// ignore hints and evict the least recently / least frequently used one;
-// utility (MoE-SpAc's utility-driven cache, worker_node/expert_utility.h)
-// prefetches from hints like on-demand, scores every expert by how its
-// hinted frequency changes, admits hot experts into free or cold slots while
-// idle, and evicts the lowest utility first (a slot planned for a pending
-// step last).
+// computes. Its own accounting (ExpertSlots) proves what it held.
+// Which slot serves a task, what a miss evicts, what a hint prefetches and
+// what an idle moment admits is the worker's slot policy
+// (worker_node/slot_policy.h), one per workers.mode: on_demand (above),
+// resident (every expert the worker can be asked for loaded once at start
+// and never evicted, the "fully cached" reference; one more slot takes
+// anything else), and the cache modes, where experts stay loaded after their
+// task: lru_cache and lfu_cache (the caching baselines: hints ignored) and
+// utility_cache (MoE-SpAc's utility-driven cache, fed by hints). WorkerCore
+// loads, computes and counts; it asks its policy under its mutex, so the
+// policy's state needs no lock of its own.
 // Which layers a worker computes is the main node's schedule
 // (cluster/schedule.h): a worker computes any valid task it is sent.
 //
@@ -72,22 +69,10 @@
 #include "model/model_file.h"
 #include "worker_node/expert_slots.h"
 #include "worker_node/expert_utility.h"
+#include "worker_node/slot_policy.h"
+#include "worker_node/worker_placement.h"
 
 namespace odmoe {
-
-/// Where a worker sits in the cluster.
-struct WorkerPlacement {
-  int worker_index = 0;  // position in the topology's worker list
-  int n_workers = 1;
-  int group_size = 1;  // G (the model's top-k by default)
-  int group() const { return worker_index / group_size; }
-  int index_in_group() const { return worker_index % group_size; }
-  int n_groups() const { return n_workers / group_size; }
-  /// The positions of a layer's k experts this worker computes.
-  std::vector<int> positions(int k) const {
-    return PositionsOfWorker(index_in_group(), group_size, k);
-  }
-};
 
 struct WorkerStats {
   uint64_t tasks = 0, task_errors = 0;
@@ -114,14 +99,9 @@ class WorkerCore {
  public:
   struct Options {
     WorkerPlacement placement;
-    bool resident = false;
-    // The caching baseline: no prefetch (hints are ignored), experts stay
-    // after their task and the least recently used one makes room.
-    // The cache modes (see above); kNone: on demand (or resident).
-    enum class Cache { kNone, kLru, kLfu, kUtility };
-    Cache cache = Cache::kNone;
-    int cache_experts = 8;       // cache modes: slots
-    ExpertUtility::Options utility;  // Cache::kUtility
+    WorkerMode mode = WorkerMode::kOnDemand;  // its slot policy (slot_policy.h)
+    int cache_experts = 8;                    // the cache modes: slots
+    ExpertUtility::Options utility;           // utility_cache
     int max_rows = 64;           // largest task (prefill mini-batch)
     // Bytes; 0 = auto: workspace plus one largest expert (two when the worker
     // computes several experts of a layer: k > G), or all resident ones.
@@ -187,14 +167,13 @@ class WorkerCore {
   int utility(int layer, int expert) const;
   const WorkerPlacement& placement() const { return options_.placement; }
   const ModelFile& model() const { return model_; }
-  bool resident() const { return options_.resident; }
-  Options::Cache cache() const { return options_.cache; }
+  WorkerMode mode() const { return options_.mode; }
 
   /// Ends the executor thread (queued tasks are dropped). Idempotent.
   void Stop();
 
  private:
-  using Key = std::tuple<uint64_t, uint32_t, uint32_t>;  // request, token, layer
+  using Key = StepKey;
   struct Task {
     v1::ExpertTask msg;  // input data already decoded into `input`
     std::vector<float> input;
@@ -202,17 +181,37 @@ class WorkerCore {
     std::chrono::steady_clock::time_point received;
   };
 
+  // What serves a task (ServeLocked's decision).
+  struct Serving {
+    enum class Kind { kHeld, kSubstitute, kHost, kLoad, kNoSlot } kind = Kind::kNoSlot;
+    int slot = -1;
+    bool hit = false, reloaded = false;
+    int substitute = -1;  // workers.degrade: the expert computed in the task's one's place
+  };
+
   WorkerCore(const ModelFile& model, Backend& backend, const Options& options, ExpertSlots slots,
-             ExpertFfnScratch scratch)
+             ExpertFfnScratch scratch, std::unique_ptr<SlotPolicy> policy)
       : model_(model),
         backend_(backend),
         options_(options),
+        keeps_experts_(IsCacheMode(options.mode)),
         slots_(std::move(slots)),
-        scratch_(std::move(scratch)) {}
+        scratch_(std::move(scratch)),
+        policy_(std::move(policy)) {}
   absl::Status AllocateWorkspace();
-  absl::Status LoadResident();
+  absl::Status LoadPreloaded();
   void Loop();
+  // Loads, computes and counts one task: what serves it is decided under the
+  // lock once (ServeLocked), the load and compute run without it, and the
+  // result is counted under it once.
   void Process(Task& task);
+  Serving ServeLocked(const Task& task, bool low_ok);
+  // Starts the load of the task's expert into empty slot `slot` (streamed:
+  // workers.sub_expert).
+  absl::Status LoadForTask(const Task& task, int slot, bool low_ok);
+  // The task is done (`ok`: computed): evicts its expert unless kept, tells
+  // the policy, counts, and drops the plan of its position.
+  void CountLocked(const Task& task, const Serving& serve, bool ok, double stall, double compute);
   // Computes the task on `slot`'s expert; a streamed load's units are waited
   // for one by one, the seconds the compute waited for them added to *stall.
   absl::Status Compute(Task& task, int slot, v1::ExpertResult* result, double* stall);
@@ -221,24 +220,17 @@ class WorkerCore {
   // and that compute.
   bool HostComputeWins(int layer) const;
   absl::Status ComputeOnHost(Task& task, int layer, int expert, v1::ExpertResult* result);
-  // Starts one prefetch from the hints into a free slot; true if it did.
-  bool PrefetchLocked(std::unique_lock<std::mutex>& lock);
+  // Starts the load the policy's NextLoad names (a prefetch from the hints,
+  // or an admission); true if it did.
+  bool IdleLoadLocked(std::unique_lock<std::mutex>& lock);
+  // The slots as the policy sees them (mu_ held).
+  std::vector<SlotView> ViewLocked() const;
   // Device path: while a task computes, starts the loads of the queued
   // tasks' experts, then prefetches, into the free slots.
   void LoadAhead();
   // The slot holding the prefetch made for (key, position), or -1.
   int PrefetchFor(const Key& key, uint32_t position) const;
-  // PrefetchFor under mu_: the substitute of a degradable task (-1: none).
-  int SubstituteFor(const Key& key, uint32_t position) const;
   void PruneLocked();
-  // Cache modes: the slot to evict for a load (-1 if every slot is pinned):
-  // the least recently used (lru), least often used (lfu), or lowest utility
-  // whose expert no pending step is planned on (utility).
-  int VictimLocked() const;
-  // Utility cache: admits one hot expert that is not loaded into a free slot
-  // or in place of a colder one; true if it did.
-  bool AdmitHotLocked(std::unique_lock<std::mutex>& lock);
-  bool caching() const { return options_.cache != Options::Cache::kNone; }
   void Deliver(const v1::ExpertResult& result);
   void SyncSlotStatsLocked();  // slot accounting -> stats_ (mu_ held)
   // The EL span of a device load, from its start to when it was seen done.
@@ -247,6 +239,7 @@ class WorkerCore {
   const ModelFile& model_;
   Backend& backend_;
   const Options options_;
+  const bool keeps_experts_;  // a cache mode: experts stay after their task
   uint64_t workspace_bytes_ = 0;
   uint64_t budget_ = 0;
 
@@ -265,32 +258,23 @@ class WorkerCore {
   std::vector<std::unique_ptr<BackendBuffer>> host_storage_;
   double device_compute_s_ = -1, host_compute_s_ = -1;
   mutable uint64_t host_lost_ = 0;  // misses the host lost (HostComputeWins probes every 32nd)
-  // A prefetched slot -> the step and position it was loaded for.
-  struct SlotHint {
-    Key key;
-    uint32_t position = 0;
-  };
-  std::map<int, SlotHint> slot_hint_;
+  // A prefetched slot -> the step and position it was loaded for (mu_).
+  std::map<int, PlanRef> slot_hint_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Task> tasks_;
   // This worker's predicted experts per step, in position order, until each
   // position's task is done (or the step has passed).
-  struct Planned {
-    uint32_t position = 0;
-    int32_t expert = -1;
-    bool low = false;  // mixed precision: sub-critical, from the low-precision copy
-  };
-  std::map<Key, std::vector<Planned>> hints_;
+  StepPlans hints_;
   Key last_done_{0, 0, 0};
   Key step_key_{0, 0, 0};    // the decode step of the last task...
   uint64_t step_tasks_ = 0;  // ...and how many of its experts this worker computed
   bool stop_ = false;
   WorkerStats stats_;
   uint64_t held_list_changes_ = ~uint64_t{0};  // slots_.changes() at the last held_experts
-  std::optional<ExpertUtility> utility_;  // Cache::kUtility (under mu_)
-  std::vector<uint64_t> uses_;            // lfu: tasks per (layer, expert)
+  // Asked under mu_ (its thread-safety: slot_policy.h); sized in Create.
+  std::unique_ptr<SlotPolicy> policy_;
 
   std::mutex sink_mu_;
   uint64_t sink_id_ = 0;

@@ -29,12 +29,7 @@ absl::StatusOr<std::unique_ptr<WorkerNode>> WorkerNode::Create(const Topology& t
   opt.placement.worker_index = index;
   opt.placement.n_workers = topology.n_workers();
   opt.placement.group_size = topology.group_size;
-  opt.resident = topology.worker_mode == WorkerMode::kResident;
-  using Cache = WorkerCore::Options::Cache;
-  opt.cache = topology.worker_mode == WorkerMode::kLruCache       ? Cache::kLru
-              : topology.worker_mode == WorkerMode::kLfuCache     ? Cache::kLfu
-              : topology.worker_mode == WorkerMode::kUtilityCache ? Cache::kUtility
-                                                                  : Cache::kNone;
+  opt.mode = topology.worker_mode;
   opt.utility = {.window = topology.utility.window,
                  .levels = topology.utility.levels,
                  .threshold = topology.utility.threshold};
@@ -108,7 +103,7 @@ void WorkerNode::FillWelcome(v1::Welcome* welcome) const {
   info->set_memory_budget_bytes(s.memory_budget);
   info->set_expert_bytes(s.expert_bytes);
   info->set_slots(s.slots);
-  info->set_resident(core_->resident());
+  info->set_resident(core_->mode() == WorkerMode::kResident);
 }
 
 void WorkerNode::FillStatus(v1::NodeStatus* status) const {
@@ -120,12 +115,8 @@ void WorkerNode::FillStatus(v1::NodeStatus* status) const {
   w->set_group_size(p.group_size);
   w->set_experts_per_layer(
       static_cast<int32_t>(p.positions(core_->model().config().n_expert_used).size()));
-  using Cache = WorkerCore::Options::Cache;
-  w->set_mode(core_->resident()                    ? v1::WORKER_MEMORY_MODE_RESIDENT
-              : core_->cache() == Cache::kLru     ? v1::WORKER_MEMORY_MODE_LRU_CACHE
-              : core_->cache() == Cache::kLfu     ? v1::WORKER_MEMORY_MODE_LFU_CACHE
-              : core_->cache() == Cache::kUtility ? v1::WORKER_MEMORY_MODE_UTILITY_CACHE
-                                                  : v1::WORKER_MEMORY_MODE_ON_DEMAND);
+  // The mode's wire number (its row, topology/worker_mode.cpp).
+  w->set_mode(static_cast<v1::WorkerMemoryMode>(core_->mode().info().wire));
   w->set_load_bandwidth_bytes_per_second(s.load_bandwidth);
   w->set_memory_budget_bytes(s.memory_budget);
   w->set_expert_bytes(s.expert_bytes);

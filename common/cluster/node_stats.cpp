@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cluster/protocol.h"
+#include "topology/worker_mode.h"
 
 namespace odmoe {
 namespace {
@@ -34,12 +35,16 @@ absl::Status ValidateWorkerStats(const v1::WorkerStats& w, const std::string& wh
   if (s.ok()) {
     s = CheckRange(who, "worker.experts_held_peak", w.experts_held_peak(), 0, w.slots());
   }
-  if (s.ok() &&
-      (w.mode() == v1::WORKER_MEMORY_MODE_UNSPECIFIED || !v1::WorkerMemoryMode_IsValid(w.mode()))) {
-    s = absl::InvalidArgumentError(
-        absl::StrFormat("%s: status field worker.mode is %d; expected on_demand, resident, "
-                        "lru_cache, lfu_cache or utility_cache",
-                        who, static_cast<int>(w.mode())));
+  // A mode is known by its row's wire number (topology/worker_mode.h); the
+  // proto enum names the built-in ones.
+  if (s.ok() && WorkerMemoryModeName(w.mode()) == "unspecified") {
+    std::string expected;
+    for (const WorkerModeInfo& m : WorkerModes()) {
+      absl::StrAppend(&expected, expected.empty() ? "" : ", ", m.name);
+    }
+    s = absl::InvalidArgumentError(absl::StrFormat(
+        "%s: status field worker.mode is %d; expected one of %s", who, static_cast<int>(w.mode()),
+        expected));
   }
   if (s.ok()) s = CheckSeconds(who, "worker.load_seconds", w.load_seconds());
   if (s.ok()) s = CheckSeconds(who, "worker.compute_seconds", w.compute_seconds());
@@ -50,20 +55,10 @@ absl::Status ValidateWorkerStats(const v1::WorkerStats& w, const std::string& wh
 }  // namespace
 
 std::string WorkerMemoryModeName(v1::WorkerMemoryMode mode) {
-  switch (mode) {
-    case v1::WORKER_MEMORY_MODE_ON_DEMAND:
-      return "on_demand";
-    case v1::WORKER_MEMORY_MODE_RESIDENT:
-      return "resident";
-    case v1::WORKER_MEMORY_MODE_LRU_CACHE:
-      return "lru_cache";
-    case v1::WORKER_MEMORY_MODE_LFU_CACHE:
-      return "lfu_cache";
-    case v1::WORKER_MEMORY_MODE_UTILITY_CACHE:
-      return "utility_cache";
-    default:
-      return "unspecified";
+  for (const WorkerModeInfo& m : WorkerModes()) {
+    if (m.wire != 0 && m.wire == static_cast<int>(mode)) return m.name;
   }
+  return "unspecified";
 }
 
 absl::Status ValidateNodeStatus(const v1::NodeStatus& status, const std::string& address) {

@@ -21,7 +21,8 @@ namespace odmoe {
 /// Key and value, as odmoe-cluster status shows them.
 using StatusText = std::vector<std::pair<std::string, std::string>>;
 
-/// "on_demand" | "resident" | "lru_cache" | "unspecified".
+/// The worker mode with this wire number (topology/worker_mode.h's table:
+/// "on_demand" | "resident" | "lru_cache" | ...), or "unspecified".
 std::string WorkerMemoryModeName(v1::WorkerMemoryMode mode);
 
 /// Checks an answer received from `address`: the protocol version, that

@@ -69,18 +69,8 @@ absl::Status CheckStructure(const Topology& t, const std::string& file) {
     return error("prediction",
                  "'shadow' needs a shadow section (or choose lookahead | random | none)");
   }
-  if ((t.worker_mode == WorkerMode::kLruCache || t.worker_mode == WorkerMode::kLfuCache) &&
-      t.prediction != PredictionMode::kNone) {
-    return error("prediction",
-                 absl::StrCat("'", std::string(PredictionModeName(t.prediction)),
-                              "' with workers.mode ", std::string(WorkerModeName(t.worker_mode)),
-                              ": the caching baselines use no prediction (expected none)"));
-  }
-  if (t.worker_mode == WorkerMode::kUtilityCache && t.prediction == PredictionMode::kNone) {
-    return error("prediction",
-                 "'none' with workers.mode utility_cache: the utility cache is fed "
-                 "by predictions (expected shadow, lookahead or random)");
-  }
+  absl::Status hints = CheckWorkerModeHints(t.worker_mode, PredictionModeName(t.prediction));
+  if (!hints.ok()) return error("prediction", std::string(hints.message()));
   std::map<std::string, std::string> ids;
   std::map<std::pair<std::string, int>, std::string> endpoints;
   for (const NodeSpec* n : t.AllNodes()) {
@@ -201,22 +191,6 @@ std::string_view PredictionModeName(PredictionMode m) {
       return "lookahead";
   }
   return "none";
-}
-
-std::string_view WorkerModeName(WorkerMode m) {
-  switch (m) {
-    case WorkerMode::kResident:
-      return "resident";
-    case WorkerMode::kLruCache:
-      return "lru_cache";
-    case WorkerMode::kLfuCache:
-      return "lfu_cache";
-    case WorkerMode::kUtilityCache:
-      return "utility_cache";
-    case WorkerMode::kOnDemand:
-      break;
-  }
-  return "on_demand";
 }
 
 std::string_view WireDTypeName(WireDType t) { return t == WireDType::kF16 ? "f16" : "f32"; }

@@ -68,6 +68,7 @@
 
 #include "absl/status/statusor.h"
 #include "tensor/dtype.h"
+#include "topology/worker_mode.h"  // WorkerMode: workers.mode's table
 
 namespace odmoe {
 
@@ -91,11 +92,6 @@ struct LookaheadSpec {
   bool operator==(const LookaheadSpec&) const = default;
 };
 inline constexpr int kMaxLookaheadLayers = 8;
-enum class WorkerMode { kOnDemand, kResident, kLruCache, kLfuCache, kUtilityCache };
-/// True for the modes that keep experts after their task (cache_experts slots).
-inline bool IsCacheMode(WorkerMode m) {
-  return m == WorkerMode::kLruCache || m == WorkerMode::kLfuCache || m == WorkerMode::kUtilityCache;
-}
 /// workers.mixed_precision: DyMoE's depth schedule (cluster/precision_schedule.h).
 struct MixedPrecisionSpec {
   DType type = DType::kQ4_0;  // the sub-critical experts' copy
@@ -113,8 +109,6 @@ struct UtilitySpec {
 enum class WireDType { kF32, kF16 };
 
 std::string_view PredictionModeName(PredictionMode m);  // "shadow" | "random" | "none" | "lookahead"
-// "on_demand" | "resident" | "lru_cache" | "lfu_cache" | "utility_cache"
-std::string_view WorkerModeName(WorkerMode m);
 std::string_view WireDTypeName(WireDType t);            // "f32" | "f16"
 
 /// What every node has.

@@ -21,6 +21,8 @@ using keys::FieldOf;
 using keys::FilePath;
 using keys::Group;
 using keys::IntIn;
+using keys::Kind;
+using keys::Mapping;
 using keys::NumberIn;
 using keys::OneOf;
 using keys::PlainName;
@@ -42,9 +44,20 @@ std::string DTypeKeyName(DType t) { return absl::AsciiStrToLower(ToAbsl(Traits(t
 const auto kPredictionModes =
     NamesOf(PredictionModeName, {PredictionMode::kShadow, PredictionMode::kRandom,
                                  PredictionMode::kNone, PredictionMode::kLookahead});
-const auto kWorkerModes =
-    NamesOf(WorkerModeName, {WorkerMode::kOnDemand, WorkerMode::kResident, WorkerMode::kLruCache,
-                             WorkerMode::kLfuCache, WorkerMode::kUtilityCache});
+// workers.mode: the live table of worker modes (topology/worker_mode.h), so
+// that a mode registered at run time (RegisterSlotPolicy) is a value too.
+Kind<WorkerMode> WorkerModeKind() {
+  Kind<WorkerMode> k = OneOf<WorkerMode>(WorkerModeChoices());
+  k.parse = [](const YAML::Node& n, const Mapping&) -> absl::StatusOr<WorkerMode> {
+    if (n.IsScalar()) {
+      if (absl::StatusOr<WorkerMode> m = FindWorkerMode(n.Scalar()); m.ok()) return m;
+    }
+    return absl::InvalidArgumentError("'" + (n.IsScalar() ? n.Scalar() : "<not a scalar>") +
+                                      "' is not valid (expected " + WorkerModeValues() + ")");
+  };
+  k.show = [](const WorkerMode& m) { return std::string(m.name()); };
+  return k;
+}
 const auto kWireDTypes = NamesOf(WireDTypeName, {WireDType::kF32, WireDType::kF16});
 const auto kShadowQuantizations = NamesOf(DTypeKeyName, {DType::kF16, DType::kQ8_0, DType::kQ6_K,
                                                          DType::kQ5_K, DType::kQ4_K, DType::kQ4_0});
@@ -213,7 +226,7 @@ Table<Topology> WorkersGroupKeys() {
       Field("group_size", &Topology::group_size, IntIn(1, kMaxGroupSize),
             "G: workers per group; the worker count is a multiple of it")
           .Default("the model's top-k"),
-      Field("mode", &Topology::worker_mode, OneOf<WorkerMode>(kWorkerModes),
+      Field("mode", &Topology::worker_mode, WorkerModeKind(),
             "how a worker keeps experts"),
       Field("cache_experts", &Topology::cache_experts, IntIn(1, 1 << 20),
             "the *_cache modes: experts each worker keeps"),

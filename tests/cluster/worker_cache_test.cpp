@@ -16,11 +16,11 @@
 namespace odmoe::test {
 namespace {
 
-using Cache = WorkerCore::Options::Cache;
+using Cache = WorkerMode;
 
 std::unique_ptr<TestWorker> CacheWorker(Cache cache, int experts) {
   return std::make_unique<TestWorker>([&](WorkerCore::Options& o) {
-    o.cache = cache;
+    o.mode = cache;
     o.cache_experts = experts;
     o.utility = {.window = 1, .levels = 4, .threshold = 1};
   });
@@ -36,8 +36,8 @@ bool Holds(const TestWorker& w, int layer, int expert) {
 
 TEST_CASE("worker: lru and lfu caches evict by recency and by frequency",
           "[cluster][worker][policy]") {
-  for (Cache cache : {Cache::kLru, Cache::kLfu}) {
-    INFO((cache == Cache::kLru ? "lru" : "lfu"));
+  for (Cache cache : {Cache::kLruCache, Cache::kLfuCache}) {
+    INFO((cache == Cache::kLruCache ? "lru" : "lfu"));
     auto w = CacheWorker(cache, 2);
     // Expert 1 twice, then 2: both held. Then 3: LRU evicts 1 (used longest
     // ago), LFU evicts 2 (used once).
@@ -46,8 +46,8 @@ TEST_CASE("worker: lru and lfu caches evict by recency and by frequency",
     CHECK(!w->Task(3, 0, 2, 0).prefetched());
     CHECK(!w->Task(4, 0, 3, 0).prefetched());
     CHECK(Holds(*w, 0, 3));
-    CHECK(Holds(*w, 0, 1) == (cache == Cache::kLfu));
-    CHECK(Holds(*w, 0, 2) == (cache == Cache::kLru));
+    CHECK(Holds(*w, 0, 1) == (cache == Cache::kLfuCache));
+    CHECK(Holds(*w, 0, 2) == (cache == Cache::kLruCache));
     const WorkerStats s = w->core->stats();
     CHECK(s.hits == 1);
     CHECK(s.misses == 3);
@@ -57,7 +57,7 @@ TEST_CASE("worker: lru and lfu caches evict by recency and by frequency",
 
 TEST_CASE("worker: the utility cache evicts the lowest utility and admits hot experts when idle",
           "[cluster][worker][policy][tsan]") {
-  auto w = CacheWorker(Cache::kUtility, 2);
+  auto w = CacheWorker(Cache::kUtilityCache, 2);
   // Iteration 1 of layer 0 is hinted {3, 5}: both rise to utility 1 (hot),
   // both are prefetched, both tasks hit.
   w->Hint(1, 0, {3, 5});
