@@ -178,11 +178,9 @@ absl::StatusOr<ClusterGenerateResult> MainEngine::Generate(
     return absl::InvalidArgumentError(
         "experiment: prediction 'shadow' needs a shadow node, and this cluster has none");
   }
-  if (mode != PredictionMode::kNone && (topology_.worker_mode == WorkerMode::kLruCache ||
-                                        topology_.worker_mode == WorkerMode::kLfuCache)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "experiment: ", std::string(WorkerModeName(topology_.worker_mode)),
-        " workers use no prediction (expected prediction none)"));
+  if (absl::Status s = CheckWorkerModeHints(topology_.worker_mode, PredictionModeName(mode));
+      !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("experiment: ", s.message()));
   }
   if (experiment.token_period.has_value() != experiment.kv_period.has_value() ||
       experiment.token_period.value_or(0) < 0 || experiment.kv_period.value_or(0) < 0 ||
