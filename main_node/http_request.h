@@ -17,17 +17,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/generation.h"
+#include "engine/request_fields.h"
 #include "main_node/chat_template.h"
 #include "nlohmann/json.hpp"
 #include "tokenizer/tokenizer.h"
 
 namespace odmoe {
-
-/// OpenAI's default max_tokens for completions.
-inline constexpr int kDefaultMaxTokens = 16;
-/// The largest max_tokens a request may ask for (the context bounds it
-/// further: MainNode::Validate).
-inline constexpr int64_t kMaxMaxTokens = int64_t{1} << 24;
 
 /// The sampling part shared by both endpoints, checked field by field.
 struct ParsedRequest {
