@@ -115,7 +115,12 @@ int main(int argc, char** argv) {
 
   request.prompt = prompt;
   request.record_routing = !dump.empty();
-  if (!logprobs_out.empty()) request.logprobs = top_logprobs;
+  if (!logprobs_out.empty()) {
+    // The request's logprobs field under this tool's name for it.
+    const absl::Status s = odmoe::SetRequestField(odmoe::RequestFieldNamed("logprobs"),
+                                                  top_logprobs, &request, "--top-logprobs");
+    if (!s.ok()) return Fail(absl::StrCat(s.message(), " alternatives per token"));
+  }
   // The prompt is echoed once the request has been accepted (with its first token).
   bool echoed = false;
   auto result = (*engine)->Generate(request, [&](int32_t, std::string_view text) {

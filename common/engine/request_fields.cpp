@@ -1,6 +1,5 @@
 #include "engine/request_fields.h"
 
-#include <array>
 #include <cassert>
 #include <cmath>
 #include <cstdlib>
@@ -19,7 +18,7 @@ constexpr unsigned kEverywhere = kRequestFieldHttp | kRequestFieldGrpc | kReques
 // The bounds the reference APIs give (OpenAI: temperature [0, 2], top_p
 // (0, 1], logprobs 0-20); max_tokens' upper bound only catches nonsense
 // early: the context bounds it further (PreparePrompt).
-const std::array<RequestField, 7> kFields = {{
+const RequestField kFields[] = {
     {.name = "max_tokens",
      .type = RequestFieldType::kInt,
      .min = 1,
@@ -75,7 +74,7 @@ const std::array<RequestField, 7> kFields = {{
      .offered = 0,  // HTTP: an integer (completions) or logprobs + top_logprobs (chat)
      .metavar = "N",
      .slot = [](GenerateRequest& r) -> RequestFieldSlot { return &r.logprobs; }},
-}};
+};
 
 std::string_view NameIn(const RequestField& f, std::string_view wire_name) {
   return wire_name.empty() ? f.name : wire_name;

@@ -89,9 +89,11 @@ void ExpectError(httplib::Client& cli, const std::string& path, const std::strin
 }
 
 // An in-process cluster of `workers` workers with the HTTP API on.
-std::unique_ptr<TestCluster> HttpCluster(int workers) {
+std::unique_ptr<TestCluster> HttpCluster(int workers,
+                                         PredictionMode prediction = ClusterConfig{}.prediction) {
   ClusterConfig cfg;
   cfg.workers = workers;
+  cfg.prediction = prediction;
   cfg.http = true;
   auto cluster = TestCluster::Start(cfg);
   REQUIRE(cluster.ok());
@@ -588,13 +590,8 @@ TEST_CASE("http: bad requests get OpenAI-style 4xx errors", "[cluster][http]") {
 // HTTP API and the gRPC service refuse the same bad value with the same
 // message (a 400 naming the field; INVALID_ARGUMENT), and accept the edges.
 TEST_CASE("http and grpc: one verdict for one bad request field", "[cluster][http]") {
-  ClusterConfig cfg;
-  cfg.workers = 2;
-  cfg.prediction = PredictionMode::kNone;
-  cfg.http = true;
-  auto cluster = TestCluster::Start(cfg);
-  REQUIRE(cluster.ok());
-  httplib::Client cli = Client(**cluster);
+  std::unique_ptr<TestCluster> cluster = HttpCluster(2, PredictionMode::kNone);
+  httplib::Client cli = Client(*cluster);
   struct Case {
     const char* field;
     double value;
@@ -619,7 +616,7 @@ TEST_CASE("http and grpc: one verdict for one bad request field", "[cluster][htt
     if (std::string(c.field) == "top_p") req.set_top_p(static_cast<float>(c.value));
     if (std::string(c.field) == "max_tokens") req.set_max_tokens(static_cast<uint32_t>(c.value));
     const absl::StatusOr<v1::GenerateStats> grpc =
-        GenerateOnMain((*cluster)->main_address(), req, nullptr);
+        GenerateOnMain(cluster->main_address(), req, nullptr);
     if (std::string(c.message).empty()) {
       CHECK(res->status == 200);
       CHECK(grpc.ok());
@@ -633,7 +630,7 @@ TEST_CASE("http and grpc: one verdict for one bad request field", "[cluster][htt
     CHECK(grpc.status().message() == c.message);
   }
   // The prompt's checks too: ids outside the vocabulary, and the context.
-  const int n_vocab = (*cluster)->main().tokenizer().n_vocab();
+  const int n_vocab = cluster->main().tokenizer().n_vocab();
   auto res = cli.Post("/v1/completions", json{{"prompt", {1, n_vocab}}}.dump(), "application/json");
   REQUIRE(res);
   CHECK(res->status == 400);
@@ -642,7 +639,7 @@ TEST_CASE("http and grpc: one verdict for one bad request field", "[cluster][htt
   ids.add_prompt_ids(1);
   ids.add_prompt_ids(n_vocab);
   ids.set_max_tokens(2);
-  absl::StatusOr<v1::GenerateStats> grpc = GenerateOnMain((*cluster)->main_address(), ids, nullptr);
+  absl::StatusOr<v1::GenerateStats> grpc = GenerateOnMain(cluster->main_address(), ids, nullptr);
   CHECK(absl::IsInvalidArgument(grpc.status()));
   CHECK(grpc.status().message() == vocab_message);
   res = cli.Post("/v1/completions", json{{"prompt", "hi"}, {"max_tokens", 100000}}.dump(),
@@ -651,7 +648,7 @@ TEST_CASE("http and grpc: one verdict for one bad request field", "[cluster][htt
   CHECK(res->status == 400);
   ids.set_max_tokens(100000);
   ids.set_prompt_ids(1, 2);
-  grpc = GenerateOnMain((*cluster)->main_address(), ids, nullptr);
+  grpc = GenerateOnMain(cluster->main_address(), ids, nullptr);
   CHECK(absl::IsOutOfRange(grpc.status()));
 }
 
