@@ -8,7 +8,8 @@
 //   absl::StatusOr<nlohmann::json> body = ParseRequestJson(request_body);  // strict
 //   ParsedRequest parsed;
 //   absl::Status st = ParseCompletionBody(*body, "tiny-mixtral", tokenizer, &parsed);
-//   // INVALID_ARGUMENT "temperature: must be between 0 and 2", NOT_FOUND for another model
+//   // INVALID_ARGUMENT "temperature: must be at most 2" (request_fields.h), NOT_FOUND for
+//   // another model
 #pragma once
 
 #include <string>
@@ -58,7 +59,8 @@ absl::Status Bad(const std::string& param, const std::string& what);
 /// Rejects parameters the server does not honour (null means "not given").
 absl::Status CheckParameters(const nlohmann::json& body, bool chat);
 
-/// The parameters both endpoints share; out->prompt_param says which one.
+/// The parameters both endpoints share (the request fields offered to HTTP,
+/// request_fields.h, read from the table); out->prompt_param says which one.
 /// NOT_FOUND when `model` names another model than `model_id`.
 absl::Status ParseCommon(const nlohmann::json& body, const std::string& model_id,
                          ParsedRequest* out);
@@ -67,8 +69,9 @@ absl::Status ParseCommon(const nlohmann::json& body, const std::string& model_id
 absl::Status ParseChatOptions(const nlohmann::json& body, ChatOptions* out);
 
 /// A /v1/completions body: the common parameters, the prompt (a string, a
-/// one-string array, or token ids in [0, n_vocab), decoded to text),
-/// logprobs and echo.
+/// one-string array, or 32-bit token ids, decoded to text), logprobs and
+/// echo. The prompt's own checks (empty, ids in the vocabulary, the context)
+/// are PreparePrompt's, when the node validates the request.
 absl::Status ParseCompletionBody(const nlohmann::json& body, const std::string& model_id,
                                  const Tokenizer& tokenizer, ParsedRequest* out);
 
