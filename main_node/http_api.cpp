@@ -38,14 +38,18 @@ HttpResponse SendError(int http_status, const std::string& message, const std::s
   return HttpResponse::Json(http_status, OpenAiErrorBody(message, type, param, code));
 }
 
-// absl status -> the HTTP status and OpenAI error type. A context overflow
-// names the request's input (`prompt_param`: "prompt" or "messages"), as the
-// reference API does.
+// absl status -> the HTTP status and OpenAI error type. A bad parameter is
+// named in `param` (the part of the message before ':'); a prompt's error
+// (and a context overflow) names the request's input (`prompt_param`:
+// "prompt" or "messages"), as the reference API does.
 HttpResponse SendStatus(const absl::Status& s, const std::string& prompt_param = "prompt") {
-  const std::string msg(s.message());
+  std::string msg(s.message());
+  if (prompt_param != "prompt" && absl::StartsWith(msg, "prompt:")) {
+    msg = prompt_param + msg.substr(6);  // the engine's "prompt: ..." of a rendered chat
+  }
   switch (s.code()) {
     case absl::StatusCode::kInvalidArgument:
-      return SendError(400, msg, "invalid_request_error");
+      return SendError(400, msg, "invalid_request_error", msg.substr(0, msg.find(':')));
     case absl::StatusCode::kOutOfRange:
       return SendError(400, msg, "invalid_request_error", prompt_param, "context_length_exceeded");
     case absl::StatusCode::kResourceExhausted:
@@ -145,14 +149,14 @@ struct HttpApi::Impl {
   }
 
   // A request that failed its checks: 404 for an unknown model, else 400
-  // naming the parameter (the part of the message before ':').
-  HttpResponse Reject(const absl::Status& st) {
+  // naming the parameter (SendStatus).
+  HttpResponse Reject(const absl::Status& st, const std::string& prompt_param = "prompt") {
     node.CountRejected("http", st);
-    const std::string message(st.message());
     if (absl::IsNotFound(st)) {
-      return SendError(404, message, "invalid_request_error", "model", "model_not_found");
+      return SendError(404, std::string(st.message()), "invalid_request_error", "model",
+                       "model_not_found");
     }
-    return SendError(400, message, "invalid_request_error", message.substr(0, message.find(':')));
+    return SendStatus(st, prompt_param);
   }
 
   // The served model as the reference API describes one; `created` is the
@@ -308,11 +312,16 @@ struct HttpApi::Impl {
 
   // Both endpoints: `prompt` is the rendered prompt; `chat` picks the shapes.
   // Runs on a handler thread of its own (the server's off-I/O routes).
-  void Serve(const ParsedRequest& parsed, HttpResponder& res, bool chat) {
-    if (absl::Status s = node.Validate(parsed.gen); !s.ok()) {
-      node.CountRejected("http", s);
-      return res.Respond(SendStatus(s, parsed.prompt_param));
-    }
+  void Serve(ParsedRequest& parsed, HttpResponder& res, bool chat) {
+    // Chat has no 16-token default in the reference API: without a limit
+    // the reply may fill the context (checked with one token, then filled).
+    const bool fill = chat && !parsed.max_tokens_given;
+    if (fill) parsed.gen.max_tokens = 1;
+    // Every check of the request (its fields, the prompt, the context), once.
+    absl::StatusOr<std::vector<int32_t>> ids = node.Validate(parsed.gen);
+    if (!ids.ok()) return res.Respond(Reject(ids.status(), parsed.prompt_param));
+    parsed.gen.prompt_ids = std::move(*ids);  // tokenized once
+    if (fill) parsed.gen.max_tokens = node.n_ctx() - static_cast<int>(parsed.gen.prompt_ids.size());
     // The server watches the connection: a client that hangs up (waiting for
     // its turn or while generating), or a streamed one whose output falls
     // too far behind (http_server.h), cancels its request within a token.
@@ -474,39 +483,16 @@ struct HttpApi::Impl {
     absl::Status st = ParseChatBody(body, node.model_id(), &parsed, &messages, &options);
     if (st.ok()) {
       absl::StatusOr<std::string> prompt = RenderChat(chat_format, messages, options);
-      GenerateRequest size_probe;  // no tokenization of a prompt that cannot fit
       if (prompt.ok()) {
-        size_probe.prompt = *prompt;
-        st = node.CheckPromptSize(size_probe);
-        if (!st.ok()) {
-          node.CountRejected("http", st);
-          return res.Respond(SendStatus(st, "messages"));
-        }
-      }
-      if (prompt.ok()) {
-        parsed.gen.prompt = *prompt;
+        parsed.gen.prompt = std::move(*prompt);
         // The template's special tokens (<|im_start|> ...) are tokens, not
         // text; the tokenizer's BOS unless the template wrote it.
-        Tokenizer::EncodeOptions encode;
-        encode.parse_special = true;
-        encode.add_bos = chat_format.bos_text.empty() ||
-                         !absl::StartsWith(parsed.gen.prompt, chat_format.bos_text);
-        absl::StatusOr<std::vector<int32_t>> ids =
-            node.tokenizer().Encode(parsed.gen.prompt, encode);
-        if (ids.ok()) {
-          parsed.gen.prompt_ids = std::move(*ids);
-        } else {
-          st = Bad("messages", std::string(ids.status().message()));
-        }
+        parsed.gen.encode.parse_special = true;
+        parsed.gen.encode.add_bos = chat_format.bos_text.empty() ||
+                                    !absl::StartsWith(parsed.gen.prompt, chat_format.bos_text);
       } else {
         st = prompt.status();
       }
-    }
-    // Chat has no 16-token default in the reference API: without a limit
-    // the reply may fill the context.
-    if (st.ok() && !parsed.max_tokens_given) {
-      parsed.gen.max_tokens =
-          std::max(1, node.n_ctx() - static_cast<int>(parsed.gen.prompt_ids.size()));
     }
     if (!st.ok()) return res.Respond(Reject(st));
     Serve(parsed, res, /*chat=*/true);

@@ -70,20 +70,39 @@ absl::StatusOr<json> ParseRequestJson(std::string_view text, size_t max_values) 
 
 namespace {
 
-// An integer parameter in [min, max]; the error says the bound it broke
-// ("must be at most 16777216"), or the range for what is not an integer
-// (1e18 and 2.5 are JSON numbers with a fraction or exponent).
-absl::StatusOr<int64_t> IntegerIn(const json& v, const std::string& key, int64_t min, int64_t max) {
-  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(max)) {
-    return Bad(key, absl::StrCat("must be at most ", max));
+// A request field's JSON value (request_fields.h), checked against its type
+// and bounds, stored into `g`; `key` is the name the client used.
+absl::Status ReadField(const RequestField& f, const json& v, std::string_view key,
+                       GenerateRequest* g) {
+  switch (f.type) {
+    case RequestFieldType::kBool:
+      if (!v.is_boolean()) return RequestFieldTypeError(f, key);
+      return SetRequestField(f, v.get<bool>() ? 1 : 0, g, key);
+    case RequestFieldType::kUInt64:
+      // Any 64-bit integer, as the reference API takes a seed; a negative one
+      // as its two's complement.
+      if (!v.is_number_integer()) return RequestFieldTypeError(f, key);
+      SetRequestFieldBits(
+          f, v.is_number_unsigned() ? v.get<uint64_t>() : static_cast<uint64_t>(v.get<int64_t>()),
+          g);
+      return absl::OkStatus();
+    case RequestFieldType::kInt:
+      // 1e18 and 2.5 are JSON numbers with a fraction or exponent: not integers.
+      if (!v.is_number_integer()) return RequestFieldTypeError(f, key);
+      return SetRequestField(f, v.get<double>(), g, key);
+    case RequestFieldType::kFloat:
+      if (!v.is_number()) return RequestFieldTypeError(f, key);
+      return SetRequestField(f, v.get<double>(), g, key);
   }
-  if (!v.is_number_integer()) {
-    return Bad(key, absl::StrCat("expected an integer from ", min, " to ", max));
-  }
-  const int64_t n = v.get<int64_t>();
-  if (n < min) return Bad(key, absl::StrCat("must be at least ", min));
-  if (n > max) return Bad(key, absl::StrCat("must be at most ", max));
-  return n;
+  return absl::OkStatus();
+}
+
+// The request field read under `key` when the body has it (null: not given).
+absl::Status ReadFieldIfGiven(const json& body, const std::string& key, const RequestField& f,
+                              GenerateRequest* g) {
+  const auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return absl::OkStatus();
+  return ReadField(f, *it, key, g);
 }
 
 }  // namespace
@@ -92,14 +111,18 @@ absl::StatusOr<int64_t> IntegerIn(const json& v, const std::string& key, int64_t
 // whose value asks for nothing (a penalty of 0, no logit bias, ...): anything
 // else is a 400 naming it, never silently ignored. null means "not given".
 absl::Status CheckParameters(const json& body, bool chat) {
-  static const std::set<std::string> kCommon = {
-      "model", "max_tokens", "max_completion_tokens", "temperature", "top_p",    "seed",
-      "n",     "stream",     "stream_options",        "stop",        "logprobs", "user"};
+  // Besides the request fields offered by name (request_fields.h).
+  static const std::set<std::string> kCommon = {"model", "max_tokens", "max_completion_tokens",
+                                                "n",     "stream",     "stream_options",
+                                                "stop",  "logprobs",   "user"};
   static const std::set<std::string> kCompletions = {"prompt", "echo"};
   static const std::set<std::string> kChat = {"messages", "top_logprobs", "reasoning_effort",
                                               "chat_template_kwargs"};
   for (const auto& [key, value] : body.items()) {
     if (value.is_null() || kCommon.count(key) || (chat ? kChat : kCompletions).count(key)) continue;
+    if (const RequestField* f = FindRequestField(key); f && (f->offered & kRequestFieldHttp)) {
+      continue;
+    }
     const bool neutral =
         ((key == "frequency_penalty" || key == "presence_penalty") && value.is_number() &&
          value.get<double>() == 0) ||
@@ -128,43 +151,29 @@ absl::Status ParseCommon(const json& body, const std::string& model_id, ParsedRe
     }
   }
   GenerateRequest& g = out->gen;
-  g.max_tokens = kDefaultMaxTokens;
-  g.sampling.temperature = 1.0f;
+  for (const RequestField& f : RequestFields()) {
+    if (f.http_default) ODMOE_RETURN_IF_ERROR(SetRequestField(f, *f.http_default, &g));
+  }
+  for (const RequestField& f : RequestFields()) {
+    if (f.offered & kRequestFieldHttp) {
+      ODMOE_RETURN_IF_ERROR(ReadFieldIfGiven(body, std::string(f.name), f, &g));
+    }
+  }
   // max_completion_tokens (the reference API's newer name) wins over
-  // max_tokens when a client sends both.
+  // max_tokens when a client sends both; 0 asks for no generation (echo).
+  const RequestField& max_tokens = RequestFieldNamed("max_tokens");
   for (const char* key : {"max_tokens", "max_completion_tokens"}) {
     if (!body.contains(key) || body[key].is_null()) continue;
     const bool echo =
         body.contains("echo") && body["echo"].is_boolean() && body["echo"].get<bool>();
-    if (!body[key].is_number_integer() || body[key].get<int64_t>() != 0) {
-      ODMOE_RETURN_IF_ERROR(IntegerIn(body[key], key, 1, kMaxMaxTokens).status());
-    }
-    const int64_t n = body[key];
-    if (n == 0 && echo) {
+    if (body[key].is_number_integer() && body[key].get<int64_t>() == 0) {
+      if (!echo) return Bad(key, "must be at least 1 (0 only with echo)");
       out->no_generation = true;  // scoring only: the prompt's logprobs
-    } else if (n == 0) {
-      return Bad(key, "must be at least 1 (0 only with echo)");
     } else {
-      g.max_tokens = static_cast<int>(n);
+      ODMOE_RETURN_IF_ERROR(ReadField(max_tokens, body[key], key, &g));
       out->no_generation = false;
     }
     out->max_tokens_given = true;
-  }
-  if (body.contains("temperature") && !body["temperature"].is_null()) {
-    if (!body["temperature"].is_number()) return Bad("temperature", "expected a number");
-    const double t = body["temperature"];
-    if (t < 0 || t > 2) return Bad("temperature", "must be between 0 and 2");
-    g.sampling.temperature = static_cast<float>(t);
-  }
-  if (body.contains("top_p") && !body["top_p"].is_null()) {
-    if (!body["top_p"].is_number()) return Bad("top_p", "expected a number");
-    const double p = body["top_p"];
-    if (p <= 0 || p > 1) return Bad("top_p", "must be in (0, 1]");
-    g.sampling.top_p = static_cast<float>(p);
-  }
-  if (body.contains("seed") && !body["seed"].is_null()) {
-    if (!body["seed"].is_number_integer()) return Bad("seed", "expected an integer");
-    g.sampling.seed = body["seed"].get<int64_t>();
   }
   if (body.contains("n") && !(body["n"].is_number_integer() && body["n"] == 1)) {
     return Bad("n", "only n = 1 is supported");
@@ -260,11 +269,13 @@ absl::Status ParseCompletionBody(const json& body, const std::string& model_id,
   } else if (p.is_array() && p.size() == 1 && p[0].is_string()) {
     out->gen.prompt = p[0];
   } else if (ids) {
+    // Their range is the vocabulary's, checked with the rest of the prompt
+    // (PreparePrompt); here only that each is a 32-bit integer. Decode
+    // skips ids outside the vocabulary.
     for (const json& t : p) {
-      if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
-          t.get<int64_t>() >= tokenizer.n_vocab()) {
-        return Bad("prompt",
-                   absl::StrCat("token ids must be integers in [0, ", tokenizer.n_vocab(), ")"));
+      if (!t.is_number_integer() || t.get<int64_t>() < INT32_MIN || t.get<int64_t>() > INT32_MAX ||
+          (t.is_number_unsigned() && t.get<uint64_t>() > INT32_MAX)) {
+        return Bad("prompt", "expected a string or an array of token ids (32-bit integers)");
       }
       out->gen.prompt_ids.push_back(t.get<int32_t>());
     }
@@ -272,14 +283,8 @@ absl::Status ParseCompletionBody(const json& body, const std::string& model_id,
   } else {
     return Bad("prompt", "expected a string or an array of token ids");
   }
-  if (out->gen.prompt.empty() && out->gen.prompt_ids.empty()) {
-    return Bad("prompt", "must not be empty");
-  }
-  if (body.contains("logprobs") && !body["logprobs"].is_null()) {
-    ODMOE_ASSIGN_OR_RETURN(const int64_t l,
-                           IntegerIn(body["logprobs"], "logprobs", 0, kMaxScoreTopN));
-    out->gen.logprobs = static_cast<int>(l);
-  }
+  ODMOE_RETURN_IF_ERROR(
+      ReadFieldIfGiven(body, "logprobs", RequestFieldNamed("logprobs"), &out->gen));
   if (body.contains("echo") && !body["echo"].is_null()) {
     if (!body["echo"].is_boolean()) return Bad("echo", "expected true or false");
     out->echo = body["echo"];
@@ -317,10 +322,10 @@ absl::Status ParseChatBody(const json& body, const std::string& model_id, Parsed
     if (body["logprobs"] == true) out->gen.logprobs = 0;
   }
   if (body.contains("top_logprobs") && !body["top_logprobs"].is_null()) {
-    ODMOE_ASSIGN_OR_RETURN(const int64_t t,
-                           IntegerIn(body["top_logprobs"], "top_logprobs", 0, kMaxScoreTopN));
-    if (out->gen.logprobs < 0) return Bad("top_logprobs", "needs logprobs: true");
-    out->gen.logprobs = static_cast<int>(t);
+    const bool asked = out->gen.logprobs >= 0;
+    ODMOE_RETURN_IF_ERROR(
+        ReadFieldIfGiven(body, "top_logprobs", RequestFieldNamed("logprobs"), &out->gen));
+    if (!asked) return Bad("top_logprobs", "needs logprobs: true");
   }
   if (out->no_generation) return Bad("max_tokens", "must be at least 1");
   return ParseChatOptions(body, options);

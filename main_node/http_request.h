@@ -8,7 +8,8 @@
 //   absl::StatusOr<nlohmann::json> body = ParseRequestJson(request_body);  // strict
 //   ParsedRequest parsed;
 //   absl::Status st = ParseCompletionBody(*body, "tiny-mixtral", tokenizer, &parsed);
-//   // INVALID_ARGUMENT "temperature: must be between 0 and 2", NOT_FOUND for another model
+//   // INVALID_ARGUMENT "temperature: must be at most 2" (request_fields.h), NOT_FOUND for
+//   // another model
 #pragma once
 
 #include <string>
@@ -17,17 +18,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/generation.h"
+#include "engine/request_fields.h"
 #include "main_node/chat_template.h"
 #include "nlohmann/json.hpp"
 #include "tokenizer/tokenizer.h"
 
 namespace odmoe {
-
-/// OpenAI's default max_tokens for completions.
-inline constexpr int kDefaultMaxTokens = 16;
-/// The largest max_tokens a request may ask for (the context bounds it
-/// further: MainNode::Validate).
-inline constexpr int64_t kMaxMaxTokens = int64_t{1} << 24;
 
 /// The sampling part shared by both endpoints, checked field by field.
 struct ParsedRequest {
@@ -63,7 +59,8 @@ absl::Status Bad(const std::string& param, const std::string& what);
 /// Rejects parameters the server does not honour (null means "not given").
 absl::Status CheckParameters(const nlohmann::json& body, bool chat);
 
-/// The parameters both endpoints share; out->prompt_param says which one.
+/// The parameters both endpoints share (the request fields offered to HTTP,
+/// request_fields.h, read from the table); out->prompt_param says which one.
 /// NOT_FOUND when `model` names another model than `model_id`.
 absl::Status ParseCommon(const nlohmann::json& body, const std::string& model_id,
                          ParsedRequest* out);
@@ -72,8 +69,9 @@ absl::Status ParseCommon(const nlohmann::json& body, const std::string& model_id
 absl::Status ParseChatOptions(const nlohmann::json& body, ChatOptions* out);
 
 /// A /v1/completions body: the common parameters, the prompt (a string, a
-/// one-string array, or token ids in [0, n_vocab), decoded to text),
-/// logprobs and echo.
+/// one-string array, or 32-bit token ids, decoded to text), logprobs and
+/// echo. The prompt's own checks (empty, ids in the vocabulary, the context)
+/// are PreparePrompt's, when the node validates the request.
 absl::Status ParseCompletionBody(const nlohmann::json& body, const std::string& model_id,
                                  const Tokenizer& tokenizer, ParsedRequest* out);
 

@@ -154,9 +154,9 @@ absl::StatusOr<RequestQueue::Turn> MainNode::Admit(const std::function<bool()>& 
   return queue_->Enter(cancelled);
 }
 
-absl::Status MainNode::Validate(const GenerateRequest& request) const {
+absl::StatusOr<std::vector<int32_t>> MainNode::Validate(const GenerateRequest& request) const {
   ODMOE_RETURN_IF_ERROR(CheckPromptSize(request));
-  return engine_->Validate(request).status();
+  return engine_->Validate(request);
 }
 
 namespace {

@@ -81,14 +81,13 @@ class MainNode : public NodeDaemon {
   absl::StatusOr<ClusterScoreResult> Score(const RequestQueue::Turn& turn,
                                            std::span<const int32_t> tokens,
                                            const ScoreOptions& options);
-  /// The request checks that need no cluster (sampling, prompt, context).
-  /// CheckPromptSize first, so an oversized prompt is never tokenized.
-  absl::Status Validate(const GenerateRequest& request) const;
-  /// OUT_OF_RANGE when the prompt cannot fit the context whatever its
-  /// tokenization: more token ids than n_ctx, or more text bytes than n_ctx
-  /// tokens of the vocabulary's longest token could spell. Costs no
-  /// tokenization.
-  absl::Status CheckPromptSize(const GenerateRequest& request) const;
+  /// Every check of a request that needs no cluster, for both APIs: its
+  /// fields, the prompt and the context (PreparePrompt, through the
+  /// engine); a prompt that cannot fit the context whatever its
+  /// tokenization is refused first (OUT_OF_RANGE), untokenized. Returns the
+  /// prompt's token ids: a caller that puts them in request.prompt_ids spares
+  /// Generate a second tokenization.
+  absl::StatusOr<std::vector<int32_t>> Validate(const GenerateRequest& request) const;
   /// Counts a request that ended before generating (bad input, busy ...).
   void CountRejected(const std::string& api, const absl::Status& status);
 
@@ -135,6 +134,12 @@ class MainNode : public NodeDaemon {
   std::unique_ptr<RequestQueue> queue_;
   std::unique_ptr<MainMetrics> metrics_;
   std::string model_id_;
+  /// OUT_OF_RANGE when the prompt cannot fit the context whatever its
+  /// tokenization: more token ids than n_ctx, or more text bytes than n_ctx
+  /// tokens of the vocabulary's longest token could spell. Costs no
+  /// tokenization (Validate's first step: a guard against work, not a rule
+  /// of the request).
+  absl::Status CheckPromptSize(const GenerateRequest& request) const;
   size_t max_token_bytes_ = 1;  // the vocabulary's longest token (text or bytes)
   std::unique_ptr<WorkerMetricsPoller> worker_metrics_;  // the workers' series
   std::atomic<bool> cancel_{false};

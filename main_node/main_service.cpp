@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cluster/grpc_util.h"
+#include "cluster/request_proto.h"
 #include "main_node/main_call_limits.h"
 #include "main_node/main_node.h"
 #include "util/clip_for_message.h"
@@ -9,22 +10,6 @@
 
 namespace odmoe {
 namespace {
-
-absl::StatusOr<GenerateRequest> FromProto(const v1::GenerateRequest& in) {
-  GenerateRequest r;
-  r.prompt = in.prompt();
-  r.prompt_ids.assign(in.prompt_ids().begin(), in.prompt_ids().end());
-  if (in.max_tokens() > static_cast<uint32_t>(1 << 30)) {
-    return absl::InvalidArgumentError("max_tokens is absurdly large");
-  }
-  r.max_tokens = static_cast<int>(in.max_tokens());
-  r.sampling.temperature = in.temperature();
-  r.sampling.top_p = in.top_p() == 0.0f ? 1.0f : in.top_p();
-  r.sampling.top_k = in.top_k();
-  r.sampling.seed = in.seed();
-  r.ignore_eos = in.ignore_eos();
-  return r;
-}
 
 absl::StatusOr<Experiment> ExperimentFromProto(const v1::Experiment& in) {
   Experiment e;
@@ -182,13 +167,16 @@ struct MainService::Impl final : public v1::Main::Service {
 
   grpc::Status Generate(grpc::ServerContext* ctx, const v1::GenerateRequest* in,
                         grpc::ServerWriter<v1::GenerateReply>* writer) override {
-    absl::StatusOr<GenerateRequest> req = FromProto(*in);
-    if (!req.ok()) return ToGrpcStatus(req.status());
-    // A prompt that cannot fit the context is refused before it is tokenized.
-    if (absl::Status s = node.CheckPromptSize(*req); !s.ok()) {
-      node.CountRejected("grpc", s);
-      return ToGrpcStatus(s);
+    // Every check of the request, once, as the HTTP API makes them
+    // (request_fields.h, MainNode::Validate); the prompt tokenized once.
+    absl::StatusOr<GenerateRequest> req = GenerateRequestFromProto(*in);
+    absl::StatusOr<std::vector<int32_t>> ids =
+        req.ok() ? node.Validate(*req) : absl::StatusOr<std::vector<int32_t>>(req.status());
+    if (!ids.ok()) {
+      node.CountRejected("grpc", ids.status());
+      return ToGrpcStatus(ids.status());
     }
+    req->prompt_ids = std::move(*ids);
     absl::StatusOr<Experiment> experiment = ExperimentFromProto(in->experiment());
     if (!experiment.ok()) return ToGrpcStatus(experiment.status());
     absl::StatusOr<std::optional<Budget::Share>> place = AdmitQueued("Main.Generate", "grpc");

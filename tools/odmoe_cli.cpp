@@ -11,6 +11,8 @@
 
 #include "cluster/grpc_util.h"
 #include "cluster/main_client.h"
+#include "cluster/request_proto.h"
+#include "engine/request_fields.h"
 #include "topology/topology.h"
 #include "util/cli_args.h"
 #include "util/regular_file.h"
@@ -25,21 +27,16 @@ int Fail(const std::string& message) {
 
 int Complete(int argc, char** argv) {
   std::string main = "127.0.0.1:7700";
-  int n = 64, top_k = 0;
-  float temperature = 0, top_p = 1;
-  uint64_t seed = 0;
-  bool ignore_eos = false, stats = false;
+  bool stats = false;
+  // -n, --temperature, --top-p, ...: one flag per request field
+  // (engine/request_fields.h), the same as odmoe-run's.
+  odmoe::GenerateRequest request;
   odmoe::CliArgs args("odmoe complete", "Send one completion request to the main node.");
   std::string topology_path;
   args.AddString("main", &main, "HOST:PORT", "the main node (default 127.0.0.1:7700)");
   args.AddString("topology", &topology_path, "FILE",
                  "take the main node's address and the node TLS files from a topology");
-  args.AddInt("n", &n, "N", "tokens to generate (default 64)");
-  args.AddFloat("temperature", &temperature, "T", "0 = greedy (default)");
-  args.AddFloat("top-p", &top_p, "P", "nucleus sampling (default 1 = off)");
-  args.AddInt("top-k", &top_k, "K", "top-k sampling (default 0 = off)");
-  args.AddUInt64("seed", &seed, "S", "sampling seed");
-  args.AddFlag("ignore-eos", &ignore_eos, "keep generating past end-of-sequence");
+  odmoe::AddRequestFlags(args, &request);
   args.AddFlag("stats", &stats, "print the request's statistics to stderr");
   args.AllowPositional("PROMPT", 1);
   if (std::optional<int> exit = args.ParseOrExit(argc, argv)) return *exit;
@@ -59,15 +56,14 @@ int Complete(int argc, char** argv) {
       return Fail(std::string(s.message()));
     }
   }
-  if (n < 1) return Fail("-n must be >= 1");
+  // Checked here as the main node checks it (the same table, the same
+  // message), before connecting.
+  if (absl::Status s = odmoe::ValidateRequestFields(request); !s.ok()) {
+    return Fail(std::string(s.message()));
+  }
+  request.prompt = args.positional()[0];
   odmoe::v1::GenerateRequest req;
-  req.set_prompt(args.positional()[0]);
-  req.set_max_tokens(static_cast<uint32_t>(n));
-  req.set_temperature(temperature);
-  req.set_top_p(top_p);
-  req.set_top_k(top_k);
-  req.set_seed(seed);
-  req.set_ignore_eos(ignore_eos);
+  odmoe::GenerateRequestToProto(request, &req);
   absl::StatusOr<odmoe::v1::GenerateStats> r = odmoe::GenerateOnMain(
       main, req, [](int32_t, std::string_view text) { std::cout << text << std::flush; });
   std::cout << std::endl;  // flushed before the statistics on stderr

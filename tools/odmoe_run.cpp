@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "engine/reference_engine.h"
+#include "engine/request_fields.h"
 #include "util/cli_args.h"
 #include "util/logging.h"
 
@@ -70,26 +71,21 @@ int main(int argc, char** argv) {
   odmoe::CliArgs args("odmoe-run",
                       "Generate text with a Mixture-of-Experts GGUF model in one process.");
   std::string model, prompt, prompt_file, backend = "cpu", dump, logprobs_out;
-  int n = 64, threads = 0, ctx = 0, batch = 512, top_k = 0, top_logprobs = 0;
-  float temp = 0.0f, top_p = 1.0f;
-  uint64_t seed = 0;
-  bool ignore_eos = false;
+  int threads = 0, ctx = 0, batch = 512, top_logprobs = 0;
+  // -n, --temperature, --top-p, ...: one flag per request field
+  // (engine/request_fields.h), checked with the request (PreparePrompt).
+  odmoe::GenerateRequest request;
   args.AddString("model", &model, "FILE", "GGUF model file", true);
   args.AddString("prompt", &prompt, "TEXT", "prompt text");
   args.AddString("prompt-file", &prompt_file, "FILE", "read the prompt from a file");
-  args.AddInt("n", &n, "N", "number of tokens to generate (default 64)");
-  args.AddFloat("temperature", &temp, "T", "sampling temperature; 0 = greedy (default)");
-  args.AddFloat("temp", &temp, "T", "the same as --temperature");
-  args.AddFloat("top-p", &top_p, "P", "nucleus sampling threshold in (0, 1] (default 1)");
-  args.AddInt("top-k", &top_k, "K", "sample among the K most likely tokens; 0 = all");
-  args.AddUInt64("seed", &seed, "S", "random seed for sampling (default 0)");
+  odmoe::AddRequestFlags(args, &request);
+  args.AddFloat("temp", &request.sampling.temperature, "T", "the same as --temperature");
   args.AddString("backend", &backend, "NAME", "compute backend: cpu, cpu:N, cuda:N (default cpu)");
   args.AddInt("threads", &threads, "N", "CPU threads (default: all cores)");
   args.AddInt("ctx", &ctx, "N", "context size in tokens (default: the model's, at most 4096)");
   args.AddInt("batch", &batch, "N",
               "prefill batch size, at most the context (default 512: every weight is packed "
               "once per batch)");
-  args.AddFlag("ignore-eos", &ignore_eos, "keep generating past the end-of-sequence token");
   args.AddString("dump-experts", &dump, "FILE",
                  "write the experts each layer selected, one JSON line per position");
   args.AddString("logprobs-out", &logprobs_out, "FILE",
@@ -117,13 +113,14 @@ int main(int argc, char** argv) {
   auto engine = odmoe::ReferenceEngine::Create(model, options);
   if (!engine.ok()) return Fail(std::string(engine.status().message()));
 
-  odmoe::GenerateRequest request;
   request.prompt = prompt;
-  request.max_tokens = n;
-  request.sampling = {temp, top_p, top_k, seed};
-  request.ignore_eos = ignore_eos;
   request.record_routing = !dump.empty();
-  if (!logprobs_out.empty()) request.logprobs = top_logprobs;
+  if (!logprobs_out.empty()) {
+    // The request's logprobs field under this tool's name for it.
+    const absl::Status s = odmoe::SetRequestField(odmoe::RequestFieldNamed("logprobs"),
+                                                  top_logprobs, &request, "--top-logprobs");
+    if (!s.ok()) return Fail(absl::StrCat(s.message(), " alternatives per token"));
+  }
   // The prompt is echoed once the request has been accepted (with its first token).
   bool echoed = false;
   auto result = (*engine)->Generate(request, [&](int32_t, std::string_view text) {

@@ -1,6 +1,8 @@
 #include "engine/generation.h"
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/request_fields.h"
 #include "engine/sequence.h"
 #include "util/status_macros.h"
 
@@ -29,14 +31,9 @@ const char* StopReasonName(GenerateResult::StopReason reason) {
 
 absl::StatusOr<std::vector<int32_t>> PreparePrompt(const GenerateRequest& request,
                                                    const Tokenizer& tokenizer, int n_ctx) {
-  ODMOE_RETURN_IF_ERROR(request.sampling.Validate());
-  if (request.max_tokens < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("max_tokens must be >= 1, got %d", request.max_tokens));
-  }
-  if (request.logprobs < -1 || request.logprobs > kMaxScoreTopN) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "logprobs: at most %d alternatives per token, got %d", kMaxScoreTopN, request.logprobs));
+  ODMOE_RETURN_IF_ERROR(ValidateRequestFields(request));
+  if (request.prompt.empty() && request.prompt_ids.empty()) {
+    return absl::InvalidArgumentError("prompt: must not be empty");
   }
   std::vector<int32_t> ids;
   if (!request.prompt_ids.empty()) {
@@ -44,15 +41,18 @@ absl::StatusOr<std::vector<int32_t>> PreparePrompt(const GenerateRequest& reques
     for (int32_t id : ids) {
       if (id < 0 || id >= tokenizer.n_vocab()) {
         return absl::InvalidArgumentError(absl::StrFormat(
-            "prompt token id %d outside the vocabulary [0, %d)", id, tokenizer.n_vocab()));
+            "prompt: token id %d outside the vocabulary [0, %d)", id, tokenizer.n_vocab()));
       }
     }
   } else {
-    ODMOE_ASSIGN_OR_RETURN(ids, tokenizer.Encode(request.prompt));
+    absl::StatusOr<std::vector<int32_t>> encoded = tokenizer.Encode(request.prompt, request.encode);
+    if (!encoded.ok()) {
+      return absl::Status(encoded.status().code(),
+                          absl::StrCat("prompt: ", encoded.status().message()));
+    }
+    ids = std::move(*encoded);
   }
-  if (ids.empty()) {
-    return absl::InvalidArgumentError("the prompt is empty and the model adds no BOS token");
-  }
+  if (ids.empty()) return absl::InvalidArgumentError("prompt: has no tokens");
   const int n_prompt = static_cast<int>(ids.size());
   if (n_prompt >= n_ctx) {
     return absl::OutOfRangeError(

@@ -25,9 +25,15 @@
 
 namespace odmoe {
 
+/// A generation's request. Its scalar fields (max_tokens, sampling, ...) are
+/// declared with their bounds in request_fields.h, where every transport
+/// reads and checks them.
 struct GenerateRequest {
   std::string prompt;
   std::vector<int32_t> prompt_ids;  // used instead of `prompt` when non-empty
+  /// How `prompt` is tokenized (a rendered chat prompt: special tokens parsed,
+  /// no second BOS).
+  Tokenizer::EncodeOptions encode;
   int max_tokens = 64;
   SamplingParams sampling;
   bool ignore_eos = false;      // keep generating past EOS
@@ -89,9 +95,12 @@ struct GenerationHooks {
   std::function<void(const RowScore&)> on_logprobs;
 };
 
-/// Validates the request (sampling parameters, max_tokens >= 1), tokenizes
-/// the prompt (unless prompt_ids are given) and checks it fits the context
-/// with max_tokens. INVALID_ARGUMENT / OUT_OF_RANGE with the reason.
+/// Every check of a request, in one place: its fields against their bounds
+/// (ValidateRequestFields), then the prompt: not empty ("prompt: must not be
+/// empty"), its token ids in the vocabulary, or its text tokenized
+/// (request.encode); then it and max_tokens within the context
+/// (OUT_OF_RANGE, naming both). INVALID_ARGUMENT "<field>: ..." otherwise.
+/// Returns the prompt's token ids.
 absl::StatusOr<std::vector<int32_t>> PreparePrompt(const GenerateRequest& request,
                                                    const Tokenizer& tokenizer, int n_ctx);
 

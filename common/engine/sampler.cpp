@@ -3,23 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "absl/strings/str_format.h"
 #include "backend/logit_scores.h"
 
 namespace odmoe {
-
-absl::Status SamplingParams::Validate() const {
-  if (!std::isfinite(temperature) || temperature < 0.0f || temperature > 100.0f) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("temperature must be in [0, 100], got %g", temperature));
-  }
-  if (!std::isfinite(top_p) || top_p <= 0.0f || top_p > 1.0f) {
-    return absl::InvalidArgumentError(absl::StrFormat("top_p must be in (0, 1], got %g", top_p));
-  }
-  if (top_k < 0)
-    return absl::InvalidArgumentError(absl::StrFormat("top_k must be >= 0, got %d", top_k));
-  return absl::OkStatus();
-}
 
 int32_t Argmax(std::span<const float> logits) {
   return logits.empty() ? 0 : ArgmaxOf(logits.data(), static_cast<int64_t>(logits.size()));

@@ -6,8 +6,12 @@
 // conversion (not std::uniform_real_distribution, whose output differs
 // between standard libraries).
 //
+// The parameters' bounds are declared with the request's other fields
+// (request_fields.h), where every transport and PreparePrompt check them; a
+// Sampler takes parameters already checked.
+//
 //   SamplingParams p{.temperature = 0.8f, .top_p = 0.95f, .seed = 42};
-//   ODMOE_RETURN_IF_ERROR(p.Validate());
+//   ODMOE_RETURN_IF_ERROR(ValidateRequestFields(GenerateRequest{.sampling = p}));
 //   Sampler s(p);
 //   int32_t next = s.Sample(logits);
 //   bool took = false;
@@ -19,19 +23,14 @@
 #include <span>
 #include <vector>
 
-#include "absl/status/status.h"
-
 namespace odmoe {
 
+/// Defaults here; bounds, names and help in request_fields.cpp (one row each).
 struct SamplingParams {
   float temperature = 0.0f;  // 0 = greedy
-  float top_p = 1.0f;        // (0, 1]
+  float top_p = 1.0f;        // 1 = off
   int top_k = 0;             // 0 = all
   uint64_t seed = 0;
-
-  /// INVALID_ARGUMENT naming the parameter when out of range
-  /// (temperature in [0, 100], top_p in (0, 1], top_k >= 0).
-  absl::Status Validate() const;
 };
 
 /// Index of the largest logit (ties: the lowest index).

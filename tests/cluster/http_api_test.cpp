@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <thread>
 
+#include "absl/strings/match.h"
+#include "cluster/main_client.h"
 #include "engine/reference_engine.h"
 #include "gguf/gguf_writer.h"
 #include "httplib.h"
@@ -88,9 +90,11 @@ void ExpectError(httplib::Client& cli, const std::string& path, const std::strin
 }
 
 // An in-process cluster of `workers` workers with the HTTP API on.
-std::unique_ptr<TestCluster> HttpCluster(int workers) {
+std::unique_ptr<TestCluster> HttpCluster(int workers,
+                                         PredictionMode prediction = ClusterConfig{}.prediction) {
   ClusterConfig cfg;
   cfg.workers = workers;
+  cfg.prediction = prediction;
   cfg.http = true;
   auto cluster = TestCluster::Start(cfg);
   REQUIRE(cluster.ok());
@@ -581,6 +585,77 @@ TEST_CASE("http: bad requests get OpenAI-style 4xx errors", "[cluster][http]") {
   REQUIRE(res);
   CHECK(res->body.find("odmoe_requests_total{api=\"http\",outcome=\"invalid\"}") !=
         std::string::npos);
+}
+
+// Each request field is checked in one place (engine/request_fields.h): the
+// HTTP API and the gRPC service refuse the same bad value with the same
+// message (a 400 naming the field; INVALID_ARGUMENT), and accept the edges.
+TEST_CASE("http and grpc: one verdict for one bad request field", "[cluster][http]") {
+  std::unique_ptr<TestCluster> cluster = HttpCluster(2, PredictionMode::kNone);
+  httplib::Client cli = Client(*cluster);
+  struct Case {
+    const char* field;
+    double value;
+    const char* message;  // empty: accepted
+  };
+  for (const Case& c : {Case{"temperature", 7, "temperature: must be at most 2"},
+                        Case{"temperature", 2.5, "temperature: must be at most 2"},
+                        Case{"temperature", -0.5, "temperature: must be at least 0"},
+                        Case{"top_p", 1.5, "top_p: must be at most 1"},
+                        Case{"max_tokens", 16777217, "max_tokens: must be at most 16777216"},
+                        Case{"temperature", 2, ""}, Case{"top_p", 1, ""}}) {
+    INFO(c.field << " = " << c.value);
+    json body = {{"prompt", "Once upon a time"}, {"max_tokens", 2}, {"seed", 3}};
+    if (c.value == static_cast<int64_t>(c.value)) {
+      body[c.field] = static_cast<int64_t>(c.value);  // an integer in JSON, as clients send it
+    } else {
+      body[c.field] = c.value;
+    }
+    auto res = cli.Post("/v1/completions", body.dump(), "application/json");
+    REQUIRE(res);
+    v1::GenerateRequest req;
+    req.set_prompt("Once upon a time");
+    req.set_max_tokens(2);
+    req.set_seed(3);
+    if (std::string(c.field) == "temperature") req.set_temperature(static_cast<float>(c.value));
+    if (std::string(c.field) == "top_p") req.set_top_p(static_cast<float>(c.value));
+    if (std::string(c.field) == "max_tokens") req.set_max_tokens(static_cast<uint32_t>(c.value));
+    const absl::StatusOr<v1::GenerateStats> grpc =
+        GenerateOnMain(cluster->main_address(), req, nullptr);
+    if (std::string(c.message).empty()) {
+      CHECK(res->status == 200);
+      CHECK(grpc.ok());
+      continue;
+    }
+    CHECK(res->status == 400);
+    const json err = json::parse(res->body)["error"];
+    CHECK(err["message"] == c.message);
+    CHECK(err["param"] == c.field);
+    CHECK(absl::IsInvalidArgument(grpc.status()));
+    // The client names the node before the node's message.
+    CHECK(absl::EndsWith(grpc.status().message(), std::string(": ") + c.message));
+  }
+  // The prompt's checks too: ids outside the vocabulary, and the context.
+  const int n_vocab = cluster->main().tokenizer().n_vocab();
+  auto res = cli.Post("/v1/completions", json{{"prompt", {1, n_vocab}}}.dump(), "application/json");
+  REQUIRE(res);
+  CHECK(res->status == 400);
+  const std::string vocab_message = json::parse(res->body)["error"]["message"];
+  v1::GenerateRequest ids;
+  ids.add_prompt_ids(1);
+  ids.add_prompt_ids(n_vocab);
+  ids.set_max_tokens(2);
+  absl::StatusOr<v1::GenerateStats> grpc = GenerateOnMain(cluster->main_address(), ids, nullptr);
+  CHECK(absl::IsInvalidArgument(grpc.status()));
+  CHECK(absl::EndsWith(grpc.status().message(), ": " + vocab_message));
+  res = cli.Post("/v1/completions", json{{"prompt", "hi"}, {"max_tokens", 100000}}.dump(),
+                 "application/json");
+  REQUIRE(res);
+  CHECK(res->status == 400);
+  ids.set_max_tokens(100000);
+  ids.set_prompt_ids(1, 2);
+  grpc = GenerateOnMain(cluster->main_address(), ids, nullptr);
+  CHECK(absl::IsOutOfRange(grpc.status()));
 }
 
 TEST_CASE("http: API key, queue limit, disconnect cancels", "[cluster][http][tsan]") {

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <map>
 
+#include "engine/request_fields.h"
+
 namespace odmoe {
 
 TEST_CASE("sampler: greedy picks the largest logit, lowest id on ties", "[sampler]") {
@@ -13,13 +15,18 @@ TEST_CASE("sampler: greedy picks the largest logit, lowest id on ties", "[sample
   CHECK(greedy.Sample(std::vector<float>{-5.0f, -4.0f, -4.5f}) == 1);
 }
 
+// The bounds live in the request's field table (request_fields.h).
+absl::Status Validate(const SamplingParams& p) {
+  return ValidateRequestFields(GenerateRequest{.sampling = p});
+}
+
 TEST_CASE("sampler: parameters are validated", "[sampler]") {
-  CHECK(SamplingParams{-0.1f}.Validate().code() == absl::StatusCode::kInvalidArgument);
-  CHECK(SamplingParams{NAN}.Validate().code() == absl::StatusCode::kInvalidArgument);
-  CHECK(SamplingParams{0.7f, 0.0f}.Validate().code() == absl::StatusCode::kInvalidArgument);
-  CHECK(SamplingParams{0.7f, 1.5f}.Validate().code() == absl::StatusCode::kInvalidArgument);
-  CHECK(SamplingParams{0.7f, 0.9f, -1}.Validate().code() == absl::StatusCode::kInvalidArgument);
-  CHECK(SamplingParams{0.7f, 0.9f, 40, 3}.Validate().ok());
+  CHECK(Validate(SamplingParams{-0.1f}).code() == absl::StatusCode::kInvalidArgument);
+  CHECK(Validate(SamplingParams{NAN}).code() == absl::StatusCode::kInvalidArgument);
+  CHECK(Validate(SamplingParams{0.7f, 0.0f}).code() == absl::StatusCode::kInvalidArgument);
+  CHECK(Validate(SamplingParams{0.7f, 1.5f}).code() == absl::StatusCode::kInvalidArgument);
+  CHECK(Validate(SamplingParams{0.7f, 0.9f, -1}).code() == absl::StatusCode::kInvalidArgument);
+  CHECK(Validate(SamplingParams{0.7f, 0.9f, 40, 3}).ok());
 }
 
 TEST_CASE("sampler: the same seed gives the same tokens", "[sampler]") {

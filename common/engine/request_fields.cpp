@@ -1,0 +1,227 @@
+#include "engine/request_fields.h"
+
+#include <cassert>
+#include <cmath>
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
+#include "engine/scoring.h"
+#include "util/cli_args.h"
+
+namespace odmoe {
+namespace {
+
+constexpr unsigned kEverywhere = kRequestFieldHttp | kRequestFieldGrpc | kRequestFieldCli;
+
+// The bounds the reference APIs give (OpenAI: temperature [0, 2], top_p
+// (0, 1], logprobs 0-20); max_tokens' upper bound only catches nonsense
+// early: the context bounds it further (PreparePrompt).
+const RequestField kFields[] = {
+    {.name = "max_tokens",
+     .type = RequestFieldType::kInt,
+     .min = 1,
+     .max = static_cast<double>(kMaxMaxTokens),
+     .help = "tokens to generate",
+     .offered = kRequestFieldGrpc | kRequestFieldCli,  // HTTP: an alias and echo's 0
+     .flag = "n",
+     .metavar = "N",
+     .http_default = 16,  // OpenAI's, for completions
+     .slot = [](GenerateRequest& r) -> RequestFieldSlot { return &r.max_tokens; }},
+    {.name = "temperature",
+     .type = RequestFieldType::kFloat,
+     .min = 0,
+     .max = 2,
+     .help = "sampling temperature; 0 = greedy",
+     .offered = kEverywhere,
+     .metavar = "T",
+     .http_default = 1,  // OpenAI's
+     .slot = [](GenerateRequest& r) -> RequestFieldSlot { return &r.sampling.temperature; }},
+    {.name = "top_p",
+     .type = RequestFieldType::kFloat,
+     .min = 0,
+     .max = 1,
+     .min_exclusive = true,
+     .help = "nucleus sampling threshold; 1 = off",
+     .offered = kEverywhere,
+     .metavar = "P",
+     .slot = [](GenerateRequest& r) -> RequestFieldSlot { return &r.sampling.top_p; }},
+    {.name = "top_k",
+     .type = RequestFieldType::kInt,
+     .min = 0,
+     .max = static_cast<double>(INT32_MAX),
+     .help = "sample among the K most likely tokens; 0 = all",
+     .offered = kRequestFieldGrpc | kRequestFieldCli,
+     .metavar = "K",
+     .slot = [](GenerateRequest& r) -> RequestFieldSlot { return &r.sampling.top_k; }},
+    {.name = "seed",
+     .type = RequestFieldType::kUInt64,
+     .help = "random seed for sampling",
+     .offered = kEverywhere,
+     .metavar = "S",
+     .slot = [](GenerateRequest& r) -> RequestFieldSlot { return &r.sampling.seed; }},
+    {.name = "ignore_eos",
+     .type = RequestFieldType::kBool,
+     .help = "keep generating past the end-of-sequence token",
+     .offered = kRequestFieldGrpc | kRequestFieldCli,
+     .slot = [](GenerateRequest& r) -> RequestFieldSlot { return &r.ignore_eos; }},
+    {.name = "logprobs",
+     .type = RequestFieldType::kInt,
+     .min = 0,
+     .max = kMaxScoreTopN,
+     .help = "each generated token's log-probability and this many alternatives",
+     .offered = 0,  // HTTP: an integer (completions) or logprobs + top_logprobs (chat)
+     .metavar = "N",
+     .slot = [](GenerateRequest& r) -> RequestFieldSlot { return &r.logprobs; }},
+};
+
+std::string_view NameIn(const RequestField& f, std::string_view wire_name) {
+  return wire_name.empty() ? f.name : wire_name;
+}
+
+// "1", "0.5", "16777216": bounds as people write them.
+std::string Number(double x) { return absl::StrFormat("%.10g", x); }
+
+absl::Status Refuse(const RequestField& f, std::string_view wire_name, std::string_view what) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(std::string(NameIn(f, wire_name)), ": ", std::string(what)));
+}
+
+double DefaultOf(const RequestField& f) {
+  static const GenerateRequest defaults;
+  return GetRequestField(f, defaults);
+}
+
+}  // namespace
+
+std::string RequestField::FlagName() const {
+  return flag.empty() ? absl::StrReplaceAll(std::string(name), {{"_", "-"}}) : std::string(flag);
+}
+
+std::span<const RequestField> RequestFields() { return kFields; }
+
+const RequestField* FindRequestField(std::string_view name) {
+  for (const RequestField& f : kFields) {
+    if (f.name == name) return &f;
+  }
+  return nullptr;
+}
+
+const RequestField& RequestFieldNamed(std::string_view name) {
+  const RequestField* f = FindRequestField(name);
+  assert(f != nullptr && "no such request field");
+  if (f == nullptr) std::abort();
+  return *f;
+}
+
+absl::Status RequestFieldTypeError(const RequestField& f, std::string_view wire_name) {
+  switch (f.type) {
+    case RequestFieldType::kBool:
+      return Refuse(f, wire_name, "expected true or false");
+    case RequestFieldType::kUInt64:
+      return Refuse(f, wire_name, "expected an integer");
+    case RequestFieldType::kInt:
+      return Refuse(
+          f, wire_name,
+          absl::StrCat("expected an integer from ", Number(f.min), " to ", Number(f.max)));
+    case RequestFieldType::kFloat:
+      break;
+  }
+  if (f.min_exclusive) {
+    return Refuse(f, wire_name,
+                  absl::StrCat("expected a number greater than ", Number(f.min), " and at most ",
+                               Number(f.max)));
+  }
+  return Refuse(f, wire_name,
+                absl::StrCat("expected a number from ", Number(f.min), " to ", Number(f.max)));
+}
+
+absl::Status CheckRequestField(const RequestField& f, double value, std::string_view wire_name) {
+  if (f.type == RequestFieldType::kBool || f.type == RequestFieldType::kUInt64) {
+    return absl::OkStatus();
+  }
+  if (std::isnan(value)) return RequestFieldTypeError(f, wire_name);
+  if (f.type == RequestFieldType::kInt && value != std::floor(value)) {
+    return RequestFieldTypeError(f, wire_name);
+  }
+  if (f.min_exclusive && value <= f.min) {
+    return Refuse(f, wire_name, absl::StrCat("must be greater than ", Number(f.min)));
+  }
+  if (value < f.min) return Refuse(f, wire_name, absl::StrCat("must be at least ", Number(f.min)));
+  if (value > f.max) return Refuse(f, wire_name, absl::StrCat("must be at most ", Number(f.max)));
+  return absl::OkStatus();
+}
+
+absl::Status SetRequestField(const RequestField& f, double value, GenerateRequest* request,
+                             std::string_view wire_name) {
+  if (absl::Status s = CheckRequestField(f, value, wire_name); !s.ok()) return s;
+  const RequestFieldSlot slot = f.slot(*request);
+  if (bool* const* b = std::get_if<bool*>(&slot)) {
+    **b = value != 0;
+  } else if (int* const* i = std::get_if<int*>(&slot)) {
+    **i = static_cast<int>(value);
+  } else if (float* const* x = std::get_if<float*>(&slot)) {
+    **x = static_cast<float>(value);
+  } else {
+    assert(false && "a kUInt64 field takes SetRequestFieldBits");
+  }
+  return absl::OkStatus();
+}
+
+void SetRequestFieldBits(const RequestField& f, uint64_t value, GenerateRequest* request) {
+  const RequestFieldSlot slot = f.slot(*request);
+  assert(std::holds_alternative<uint64_t*>(slot));
+  if (uint64_t* const* u = std::get_if<uint64_t*>(&slot)) **u = value;
+}
+
+double GetRequestField(const RequestField& f, const GenerateRequest& request) {
+  // The slot is only read here.
+  const RequestFieldSlot slot = f.slot(const_cast<GenerateRequest&>(request));
+  return std::visit([](auto* p) { return static_cast<double>(*p); }, slot);
+}
+
+uint64_t GetRequestFieldBits(const RequestField& f, const GenerateRequest& request) {
+  const RequestFieldSlot slot = f.slot(const_cast<GenerateRequest&>(request));
+  assert(std::holds_alternative<uint64_t*>(slot));
+  uint64_t* const* u = std::get_if<uint64_t*>(&slot);
+  return u ? **u : 0;
+}
+
+absl::Status ValidateRequestFields(const GenerateRequest& request) {
+  for (const RequestField& f : kFields) {
+    const double value = GetRequestField(f, request);
+    // A default is a valid setting, also where it is outside the bounds a
+    // client may send: logprobs -1 (none).
+    if (value == DefaultOf(f)) continue;
+    if (absl::Status s = CheckRequestField(f, value); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+void AddRequestFlags(CliArgs& args, GenerateRequest* request, unsigned offered) {
+  for (const RequestField& f : kFields) {
+    if ((f.offered & offered) == 0) continue;
+    const RequestFieldSlot slot = f.slot(*request);
+    const std::string name = f.FlagName();
+    const std::string metavar(f.metavar);
+    std::string help(f.help);
+    if (f.type == RequestFieldType::kFloat) {
+      absl::StrAppend(&help, " (", f.min_exclusive ? "(" : "[", Number(f.min), ", ", Number(f.max),
+                      "], default ", Number(GetRequestField(f, *request)), ")");
+    } else if (f.type != RequestFieldType::kBool) {
+      absl::StrAppend(&help, " (default ", Number(GetRequestField(f, *request)), ")");
+    }
+    if (bool* const* b = std::get_if<bool*>(&slot)) {
+      args.AddFlag(name, *b, help);
+    } else if (int* const* i = std::get_if<int*>(&slot)) {
+      args.AddInt(name, *i, metavar, help);
+    } else if (uint64_t* const* u = std::get_if<uint64_t*>(&slot)) {
+      args.AddUInt64(name, *u, metavar, help);
+    } else if (float* const* x = std::get_if<float*>(&slot)) {
+      args.AddFloat(name, *x, metavar, help);
+    }
+  }
+}
+
+}  // namespace odmoe
