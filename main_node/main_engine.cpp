@@ -211,9 +211,11 @@ absl::StatusOr<ClusterGenerateResult> MainEngine::Generate(
   }
   if (experiment.lookahead.has_value()) {
     const LookaheadSpec& l = *experiment.lookahead;
-    if (l.layers < 1 || l.layers > kMaxLookaheadLayers || l.candidates < 0 || l.from_layer < 0) {
+    if (l.layers < 1 || l.layers > kMaxLookaheadLayers || l.candidates < 0 ||
+        l.candidates > 4096 || l.from_layer < 0 || l.from_layer > 65536) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "experiment: lookahead layers must be in [1, %d], candidates and from_layer >= 0",
+          "experiment: lookahead layers must be in [1, %d], candidates in [0, 4096], from_layer "
+          "in [0, 65536]",
           kMaxLookaheadLayers));
     }
   }
