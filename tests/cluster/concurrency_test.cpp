@@ -180,7 +180,7 @@ TEST_CASE("concurrency: a worker killed during batched iterations costs no reque
 namespace odmoe::test {
 
 TEST_CASE("concurrency: look-ahead and random hints predict shared iterations too",
-          "[cluster][batching]") {
+          "[cluster][batching][tsan]") {
   const PredictionMode mode = GENERATE(PredictionMode::kLookahead, PredictionMode::kRandom);
   ClusterConfig cfg;
   cfg.workers = 4;
