@@ -551,7 +551,9 @@ void MainEngine::Finish(Job& job, absl::Status status) {
   const auto it = jobs_.find(job.handle);
   std::shared_ptr<Job> keep = std::move(it->second);  // alive until its promise is kept
   jobs_.erase(it);
-  running_.erase(std::find(running_.begin(), running_.end(), keep));
+  if (auto r = std::find(running_.begin(), running_.end(), keep); r != running_.end()) {
+    running_.erase(r);
+  }
   --in_engine_;  // before the promise: its client may look at once
   if (!status.ok()) {
     keep->done.set_value(status);
