@@ -98,22 +98,21 @@ absl::Status HintRouter::Lookahead(uint64_t request, int n, const LookaheadSpec&
 }
 
 bool StepRow::Predicts(int layer, const ModelConfig& c) const {
-    switch (mode) {
-      case PredictionMode::kShadow:
-      case PredictionMode::kRandom:
-        return true;
-      case PredictionMode::kLookahead:
-        return layer > 0 &&
-               LookaheadTarget(lookahead, layer - 1, c.n_layer,
-                               [&c](int l) { return c.has_experts(l); }) == layer;
-      case PredictionMode::kNone:
-        break;
-    }
-    return false;
+  switch (mode) {
+    case PredictionMode::kShadow:
+    case PredictionMode::kRandom:
+      return true;
+    case PredictionMode::kLookahead:
+      return layer > 0 && LookaheadTarget(lookahead, layer - 1, c.n_layer,
+                                          [&c](int l) { return c.has_experts(l); }) == layer;
+    case PredictionMode::kNone:
+      break;
+  }
+  return false;
 }
 
-void HintRouter::HintStep(uint64_t key_request, uint32_t key_token,
-                          std::span<const StepRow> rows, int from_layer) {
+void HintRouter::HintStep(uint64_t key_request, uint32_t key_token, std::span<const StepRow> rows,
+                          int from_layer) {
   const ModelConfig& c = config_;
   // A layer is hinted once, when every predicted row's prediction for it has
   // arrived (a union that grew later would move the sorted positions and the
@@ -126,8 +125,8 @@ void HintRouter::HintStep(uint64_t key_request, uint32_t key_token,
     bool complete = true;
     for (const StepRow& r : rows) {
       if (!r.Predicts(l, c)) continue;
-      const std::vector<int32_t> p = links_.predictions().Get(
-          r.request, static_cast<uint32_t>(r.n), static_cast<uint32_t>(l));
+      const std::vector<int32_t> p =
+          links_.predictions().Get(r.request, static_cast<uint32_t>(r.n), static_cast<uint32_t>(l));
       complete = complete && !p.empty();
       for (int32_t e : p) {
         if (std::find(u.begin(), u.end(), e) == u.end()) u.push_back(e);
@@ -161,8 +160,8 @@ absl::Status HintRouter::LookaheadRows(std::span<const StepRow> rows, int layer,
     if (predicted.size() > static_cast<size_t>(c.n_expert_used)) {
       predicted.resize(static_cast<size_t>(c.n_expert_used));
     }
-    links_.predictions().Put(r.request, static_cast<uint32_t>(r.n),
-                             static_cast<uint32_t>(target), std::move(predicted));
+    links_.predictions().Put(r.request, static_cast<uint32_t>(r.n), static_cast<uint32_t>(target),
+                             std::move(predicted));
   }
   return absl::OkStatus();
 }
@@ -180,8 +179,7 @@ void HintRouter::AddStepHint(uint64_t request, int n, int layer,
   const std::vector<int> members = executor_.SpreadMembers(layer);
   const int n_members = static_cast<int>(members.size());
   for (int i = 0; i < n_members; ++i) {
-    const std::vector<int> mine =
-        PositionsOfWorker(i, n_members, static_cast<int>(experts.size()));
+    const std::vector<int> mine = PositionsOfWorker(i, n_members, static_cast<int>(experts.size()));
     if (mine.empty()) continue;
     v1::Hint* h = (*hints)[members[static_cast<size_t>(i)]].mutable_hints()->add_hints();
     *h = hint;

@@ -74,8 +74,7 @@ class HintRouter {
   /// Gate look-ahead of one decode row from `layer`'s MoE input `x`: the next
   /// layer's prediction, hinted (FIRM's votes of earlier layers from the
   /// inputs it kept for the same row).
-  absl::Status Lookahead(uint64_t request, int n, const LookaheadSpec& spec, int layer,
-                         ConstMat x);
+  absl::Status Lookahead(uint64_t request, int n, const LookaheadSpec& spec, int layer, ConstMat x);
   /// A shared step's look-ahead from `layer`'s MoE input rows `x`: each
   /// look-ahead row's prediction of the next layer, on the board (each row
   /// votes with its own layer only: earlier inputs are kept for one row).

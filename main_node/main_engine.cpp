@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <future>
-#include <map>
 #include <limits>
+#include <map>
 
 #include "absl/strings/str_format.h"
 #include "cluster/wire.h"
@@ -14,8 +14,7 @@
 #include "util/status_macros.h"
 
 namespace odmoe {
-namespace {
-}  // namespace
+namespace {}  // namespace
 
 absl::StatusOr<std::unique_ptr<MainEngine>> MainEngine::Create(const Topology& topology,
                                                                const ModelFile& model,
@@ -32,20 +31,20 @@ absl::StatusOr<std::unique_ptr<MainEngine>> MainEngine::Create(const Topology& t
                          ClusterExpertExecutor::Create(model.config(), backend, topology, links,
                                                        e->transformer_->n_batch()));
   e->schedule_ = Schedule::AllGroups(topology);
-  e->shadow_ = std::make_unique<ShadowFollower>(model.config(), links, *e->transformer_,
-                                               &e->schedule_);
+  e->shadow_ =
+      std::make_unique<ShadowFollower>(model.config(), links, *e->transformer_, &e->schedule_);
   e->hints_ = std::make_unique<HintRouter>(model.config(), topology, links, *e->executor_,
                                            *e->transformer_, &e->schedule_);
   e->active_groups_ = topology.n_groups();
   e->executor_->SetSchedule(&e->schedule_, &e->schedule_mu_);
   // Slot 0 is Score's (ScoreTokens runs in slot 0); requests take 1, 2, ...
-  e->scheduler_ = std::make_unique<Scheduler>(SchedulerBudgets{
-      .slots = topt.n_seq - 1,
-      .first_slot = 1,
-      .max_rows = e->transformer_->n_batch(),
-      .prefill_chunk = e->transformer_->n_batch(),
-      .max_task_rows = topology.max_task_rows(),
-      .n_ctx = e->transformer_->n_ctx()});
+  e->scheduler_ =
+      std::make_unique<Scheduler>(SchedulerBudgets{.slots = topt.n_seq - 1,
+                                                   .first_slot = 1,
+                                                   .max_rows = e->transformer_->n_batch(),
+                                                   .prefill_chunk = e->transformer_->n_batch(),
+                                                   .max_task_rows = topology.max_task_rows(),
+                                                   .n_ctx = e->transformer_->n_ctx()});
   return e;
 }
 
@@ -95,7 +94,6 @@ void MainEngine::RefreshSchedule() {
   }
 }
 
-
 uint64_t MainEngine::NextRequestId() {
   // Increasing across restarts of the main node too: workers and the shadow
   // treat smaller request ids as finished.
@@ -103,7 +101,6 @@ uint64_t MainEngine::NextRequestId() {
   last_request_ = std::max(last_request_ + 1, now_ms);
   return last_request_;
 }
-
 
 void MainEngine::set_trace(TraceRecorder* trace) {
   trace_ = trace;
@@ -117,7 +114,7 @@ absl::StatusOr<std::vector<int32_t>> MainEngine::Validate(const GenerateRequest&
 struct MainEngine::Job {
   GenerateRequest request;
   PredictionMode mode = PredictionMode::kNone;
-  ShadowFollow follow;  // the shadow's periods and drafts, and its alignment so far
+  ShadowFollow follow;        // the shadow's periods and drafts, and its alignment so far
   absl::Duration draft_wait;  // longest wait for them per iteration
   LookaheadSpec lookahead;    // prediction: lookahead's variant
   bool waits_pay = true;      // the last wait for drafts found some
@@ -128,8 +125,8 @@ struct MainEngine::Job {
   uint64_t handle = 0;  // the engine thread's name for it (the scheduler's)
   int slot = -1;
   uint64_t req = 0;
-  bool started = false;      // BeginJob ran
-  int forwards = 0;        // decode tokens run (the last iteration's n, plus its accepted drafts)
+  bool started = false;  // BeginJob ran
+  int forwards = 0;      // decode tokens run (the last iteration's n, plus its accepted drafts)
   RecallCounter recall;
   LinkBytes bytes_before;
   ClusterGenerateResult out;
@@ -211,8 +208,8 @@ absl::StatusOr<ClusterGenerateResult> MainEngine::Generate(
   }
   if (experiment.lookahead.has_value()) {
     const LookaheadSpec& l = *experiment.lookahead;
-    if (l.layers < 1 || l.layers > kMaxLookaheadLayers || l.candidates < 0 ||
-        l.candidates > 4096 || l.from_layer < 0 || l.from_layer > 65536) {
+    if (l.layers < 1 || l.layers > kMaxLookaheadLayers || l.candidates < 0 || l.candidates > 4096 ||
+        l.from_layer < 0 || l.from_layer > 65536) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "experiment: lookahead layers must be in [1, %d], candidates in [0, 4096], from_layer "
           "in [0, 65536]",
@@ -228,10 +225,10 @@ absl::StatusOr<ClusterGenerateResult> MainEngine::Generate(
       experiment.token_period.value_or(topology_.shadow ? topology_.shadow->token_period : 0);
   job->follow.kv_period =
       experiment.kv_period.value_or(topology_.shadow ? topology_.shadow->kv_period : 0);
-  job->follow.draft = experiment.draft_tokens.value_or(
-      topology_.shadow ? topology_.shadow->draft_tokens : 0);
-  job->draft_wait = absl::Microseconds(experiment.draft_wait_us.value_or(
-      topology_.shadow ? topology_.shadow->draft_wait_us : 0));
+  job->follow.draft =
+      experiment.draft_tokens.value_or(topology_.shadow ? topology_.shadow->draft_tokens : 0);
+  job->draft_wait = absl::Microseconds(
+      experiment.draft_wait_us.value_or(topology_.shadow ? topology_.shadow->draft_wait_us : 0));
   job->lookahead = experiment.lookahead.value_or(topology_.lookahead);
   job->cancelled = cancelled;
   job->seq = std::make_unique<Sequence>(tokenizer_, request, std::move(prompt_ids), on_token,
@@ -303,11 +300,11 @@ void MainEngine::Iterate() {
   if (schedule_.empty()) {
     while (!running_.empty()) {
       Job& job = *running_.front();
-      Finish(job, absl::UnavailableError(
-                      job.started
-                          ? "no complete worker group is left; the request cannot finish"
-                          : "no complete worker group: the cluster cannot serve until workers "
-                            "rejoin"));
+      Finish(job,
+             absl::UnavailableError(
+                 job.started ? "no complete worker group is left; the request cannot finish"
+                             : "no complete worker group: the cluster cannot serve until workers "
+                               "rejoin"));
     }
     return;
   }
@@ -470,9 +467,9 @@ absl::Status MainEngine::RunPlan(const IterationPlan& plan) {
       if (seg.drafts() == 0) {
         seq.Consumed(1, all.subspan(logit_row * n_vocab, n_vocab));
       } else {
-        accepted = seq.ConsumedDrafts(
-            std::span<const int32_t>(seg.tokens).subspan(1),
-            all.subspan(logit_row * n_vocab, static_cast<size_t>(n) * n_vocab));
+        accepted =
+            seq.ConsumedDrafts(std::span<const int32_t>(seg.tokens).subspan(1),
+                               all.subspan(logit_row * n_vocab, static_cast<size_t>(n) * n_vocab));
       }
       logit_row += static_cast<size_t>(seg.drafts()) + 1;
       // Rows 0..accepted ran on the right inputs: iterations n..n + accepted.
@@ -505,8 +502,7 @@ void MainEngine::BeginJob(Job& job, bool alone) {
     ODMOE_LOG_WARN("request {}: the shadow is not connected; running without {}", job.req,
                    job.mode == PredictionMode::kShadow ? "prediction" : "drafts");
   } else if (shadow_->Begin(job.follow, job.req, job.seq->result().prompt_ids,
-                            job.request.max_tokens, job.mode != PredictionMode::kShadow,
-                            !alone)) {
+                            job.request.max_tokens, job.mode != PredictionMode::kShadow, !alone)) {
     job.out.speculation.draft_tokens = job.follow.draft;
     job.out.token_period = job.follow.token_period;
     job.out.kv_period = job.follow.kv_period;

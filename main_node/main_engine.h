@@ -83,11 +83,11 @@ struct Experiment {
 /// Speculative decoding's count for one request (all zero when it ran
 /// without drafts).
 struct SpeculationStats {
-  int draft_tokens = 0;         // drafts asked for per iteration
-  uint64_t drafted = 0;         // drafted tokens verified
-  uint64_t accepted = 0;        // of them, taken
-  uint64_t iterations = 0;      // decode iterations (verifying or not, alone or shared)
-  uint64_t tokens = 0;          // tokens those iterations produced
+  int draft_tokens = 0;     // drafts asked for per iteration
+  uint64_t drafted = 0;     // drafted tokens verified
+  uint64_t accepted = 0;    // of them, taken
+  uint64_t iterations = 0;  // decode iterations (verifying or not, alone or shared)
+  uint64_t tokens = 0;      // tokens those iterations produced
   double acceptance() const { return drafted ? static_cast<double>(accepted) / drafted : 0.0; }
   double tokens_per_iteration() const {
     return iterations ? static_cast<double>(tokens) / iterations : 0.0;

@@ -20,11 +20,16 @@ std::vector<int32_t> IterationPlan::tokens() const {
 
 const char* IterationKindName(IterationPlan::Kind kind) {
   switch (kind) {
-    case IterationPlan::Kind::kIdle: return "idle";
-    case IterationPlan::Kind::kDecode: return "decode";
-    case IterationPlan::Kind::kVerify: return "verify";
-    case IterationPlan::Kind::kShared: return "shared";
-    case IterationPlan::Kind::kPrefill: return "prefill";
+    case IterationPlan::Kind::kIdle:
+      return "idle";
+    case IterationPlan::Kind::kDecode:
+      return "decode";
+    case IterationPlan::Kind::kVerify:
+      return "verify";
+    case IterationPlan::Kind::kShared:
+      return "shared";
+    case IterationPlan::Kind::kPrefill:
+      return "prefill";
   }
   return "?";
 }
@@ -92,8 +97,8 @@ int Scheduler::SlotOf(uint64_t handle) const {
 
 std::vector<DraftAsk> Scheduler::DraftAsks(std::span<const SeqState> running) const {
   std::vector<DraftAsk> asks;
-  const bool all_decode = std::none_of(running.begin(), running.end(),
-                                       [](const SeqState& s) { return s.prefilling; });
+  const bool all_decode =
+      std::none_of(running.begin(), running.end(), [](const SeqState& s) { return s.prefilling; });
   if (!all_decode) return asks;  // drafts ride on iterations of decode rows only
   // One row each is the least an iteration of these requests carries.
   const int64_t rows = std::min<int64_t>(budgets_.max_rows, budgets_.max_task_rows);
@@ -103,9 +108,8 @@ std::vector<DraftAsk> Scheduler::DraftAsks(std::span<const SeqState> running) co
     if (s.draft <= 0) continue;
     // Never past max_tokens (the token after the last draft is one more), the
     // context, or the iteration's rows.
-    const int64_t room =
-        std::min<int64_t>({s.draft, s.tokens_left - 1, budgets_.n_ctx - s.pos - 1,
-                           running.size() == 1 ? budgets_.max_rows - 1 : spare});
+    const int64_t room = std::min<int64_t>({s.draft, s.tokens_left - 1, budgets_.n_ctx - s.pos - 1,
+                                            running.size() == 1 ? budgets_.max_rows - 1 : spare});
     if (room <= 0) continue;
     asks.push_back({i, static_cast<int>(room), s.draft_wait && running.size() == 1});
   }
@@ -115,17 +119,16 @@ std::vector<DraftAsk> Scheduler::DraftAsks(std::span<const SeqState> running) co
 IterationPlan Scheduler::Plan(std::span<const SeqState> running) const {
   IterationPlan plan;
   if (running.empty()) return plan;
-  const bool all_decode = std::none_of(running.begin(), running.end(),
-                                       [](const SeqState& s) { return s.prefilling; });
+  const bool all_decode =
+      std::none_of(running.begin(), running.end(), [](const SeqState& s) { return s.prefilling; });
   const int64_t task_rows = std::min<int64_t>(budgets_.max_rows, budgets_.max_task_rows);
   if (running.size() == 1 && all_decode) {
     // One request decoding: its row and the drafts that fit.
     const SeqState& s = running[0];
     PlannedSegment seg{0, s.slot, s.pos, {s.pending.begin(), s.pending.end()}, true, s.n};
     const int64_t room = std::min<int64_t>(budgets_.max_rows, budgets_.n_ctx - s.pos) - 1;
-    const size_t take = static_cast<size_t>(
-        std::clamp<int64_t>(std::min<int64_t>(room, s.tokens_left - 1), 0,
-                            static_cast<int64_t>(s.drafts.size())));
+    const size_t take = static_cast<size_t>(std::clamp<int64_t>(
+        std::min<int64_t>(room, s.tokens_left - 1), 0, static_cast<int64_t>(s.drafts.size())));
     seg.tokens.insert(seg.tokens.end(), s.drafts.begin(), s.drafts.begin() + take);
     plan.kind = take > 0 ? IterationPlan::Kind::kVerify : IterationPlan::Kind::kDecode;
     // Keyed by the last row's iteration: the workers' hints for the rows
@@ -178,10 +181,10 @@ IterationPlan Scheduler::Plan(std::span<const SeqState> running) const {
     const SeqState& s = running[batch.owners[j]];
     const auto first = batch.tokens.begin() + static_cast<ptrdiff_t>(row);
     row += static_cast<size_t>(batch.segments[j].n);
-    plan.segments.push_back({batch.owners[j], s.slot, s.pos,
-                             std::vector<int32_t>(first, batch.tokens.begin() +
-                                                             static_cast<ptrdiff_t>(row)),
-                             !s.prefilling, s.n});
+    plan.segments.push_back(
+        {batch.owners[j], s.slot, s.pos,
+         std::vector<int32_t>(first, batch.tokens.begin() + static_cast<ptrdiff_t>(row)),
+         !s.prefilling, s.n});
   }
   plan.kind = IterationPlan::Kind::kPrefill;
   // The oldest running request's prefill key: below every later decode key of

@@ -61,13 +61,13 @@ struct SeqState {
   uint64_t handle = 0;   // the engine's name for it (Submit's)
   uint64_t request = 0;  // its request id on the wire (orders the keys)
   int slot = 0;
-  int pos = 0;           // the position of its first pending row
+  int pos = 0;  // the position of its first pending row
   bool prefilling = false;
   /// Prompt rows not run yet, or (decoding) the one token to run.
   std::span<const int32_t> pending;
-  int n = 0;             // decoding: the iteration its decode row is
-  int draft = 0;         // drafts it asks for per iteration (0: no speculation)
-  int tokens_left = 0;   // tokens it may still emit (max_tokens - emitted)
+  int n = 0;                // decoding: the iteration its decode row is
+  int draft = 0;            // drafts it asks for per iteration (0: no speculation)
+  int tokens_left = 0;      // tokens it may still emit (max_tokens - emitted)
   bool draft_wait = false;  // it may wait for its drafts (draft_wait on and paying)
   /// Its drafts read off the board (DraftAsks), the token after pending first.
   std::vector<int32_t> drafts;
@@ -88,7 +88,7 @@ struct PlannedSegment {
   int pos0 = 0;
   std::vector<int32_t> tokens;  // prompt rows; or the decode token, then its drafts
   bool decode = false;
-  int n = 0;       // decode: the iteration of its first row
+  int n = 0;  // decode: the iteration of its first row
   int drafts() const { return decode ? static_cast<int>(tokens.size()) - 1 : 0; }
 };
 
@@ -123,8 +123,8 @@ class Scheduler {
 
   /// What changes at an iteration's boundary.
   struct Boundary {
-    std::vector<uint64_t> cancelled_waiting;  // leave the queue
-    std::vector<uint64_t> cancelled_running;  // leave their slots
+    std::vector<uint64_t> cancelled_waiting;         // leave the queue
+    std::vector<uint64_t> cancelled_running;         // leave their slots
     std::vector<std::pair<uint64_t, int>> admitted;  // (handle, slot), in arrival order
   };
   /// The requests in `cancelled` leave (waiting or running: their slots are

@@ -52,9 +52,9 @@ bool ShadowFollower::Align(ShadowFollow& follow, uint64_t request, int n, int32_
   // alignment (one per iteration, or several after accepted drafts).
   auto due = [&](int period) { return period > 0 && n / period > follow.aligned_n / period; };
   const bool realigned = due(follow.token_period);
-  absl::Status s = SendAlignment(request, n, token, pos, realigned, due(follow.kv_period),
-                                 schedule_->version != follow.schedule_version, &follow.kv_sent,
-                                 slot, batched);
+  absl::Status s =
+      SendAlignment(request, n, token, pos, realigned, due(follow.kv_period),
+                    schedule_->version != follow.schedule_version, &follow.kv_sent, slot, batched);
   follow.aligned_n = n;
   follow.schedule_version = schedule_->version;
   follow.alignment_seconds +=
@@ -127,20 +127,19 @@ absl::Status ShadowFollower::SendAlignment(uint64_t request, int n, int32_t toke
       kv_v_.resize(with_v ? layer_floats * c.n_layer : 0);
       for (int l = 0; l < c.n_layer; ++l) {
         ODMOE_RETURN_IF_ERROR(transformer_.backend().CopyToHost(kv_k_.data() + l * layer_floats,
-                                                                 kv.k(l).Row(first + sent),
-                                                                 layer_floats * sizeof(float)));
+                                                                kv.k(l).Row(first + sent),
+                                                                layer_floats * sizeof(float)));
         if (!with_v) continue;
         ODMOE_RETURN_IF_ERROR(transformer_.backend().CopyToHost(kv_v_.data() + l * layer_floats,
-                                                                 kv.v(l).Row(first + sent),
-                                                                 layer_floats * sizeof(float)));
+                                                                kv.v(l).Row(first + sent),
+                                                                layer_floats * sizeof(float)));
       }
       v1::KvRows* rows = a->mutable_kv();
       rows->set_first_pos(static_cast<uint32_t>(first + sent));
       rows->set_count(static_cast<uint32_t>(m));
       EncodeRows(kv_k_.data(), int64_t{m} * c.n_layer, w, v1::WIRE_DTYPE_F32, rows->mutable_k());
       if (with_v) {
-        EncodeRows(kv_v_.data(), int64_t{m} * c.n_layer, w, v1::WIRE_DTYPE_F32,
-                   rows->mutable_v());
+        EncodeRows(kv_v_.data(), int64_t{m} * c.n_layer, w, v1::WIRE_DTYPE_F32, rows->mutable_v());
       }
       sent += m;
     }

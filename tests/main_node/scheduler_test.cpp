@@ -2,13 +2,12 @@
 // slots, cancellation, the iteration's row budgets, fairness of prompt
 // chunks and drafts, the plans' kinds and keys, and speculative decoding's
 // drafts accepted and rejected, driven by made-up progress (FakeRun below).
-#include <catch2/catch.hpp>
+#include "main_node/scheduler.h"
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <map>
 #include <vector>
-
-#include "main_node/scheduler.h"
 
 namespace odmoe {
 namespace {
