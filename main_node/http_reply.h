@@ -16,7 +16,7 @@
 //   nlohmann::json lp = CompletionLogprobs(piece, ids, scores, /*top_n=*/5, &offset);
 //   nlohmann::json c = ChatLogprob(piece, id, row);   // {"token","logprob","bytes","top_logprobs"}
 //   std::string event = SseEvent(StreamChunk(head, /*chat=*/true, "Hi", nullptr, false, nullptr));
-//   std::string err = OpenAiErrorBody("temperature: must be between 0 and 2",
+//   std::string err = OpenAiErrorBody("temperature: must be at most 2",
 //                                     "invalid_request_error", "temperature");
 #pragma once
 

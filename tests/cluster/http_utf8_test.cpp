@@ -129,7 +129,7 @@ TEST_CASE("http utf8: invalid bytes in every route and parameter get an answer",
     requests.emplace_back(what, request);
   };
   // Token-id prompts whose pieces are not UTF-8, echoed with logprobs.
-  for (const std::string& extra :
+  for (const std::string extra :
        {R"("max_tokens": 0, "echo": true)", R"("max_tokens": 0, "echo": true, "logprobs": 0)",
         R"("max_tokens": 0, "echo": true, "logprobs": 5)",
         R"("max_tokens": 4, "echo": true, "logprobs": 20)",
@@ -158,13 +158,13 @@ TEST_CASE("http utf8: invalid bytes in every route and parameter get an answer",
     // it), the query and header values of every route.
     std::string encoded;
     for (unsigned char b : bad) encoded += absl::StrFormat("%%%02x", b);
-    for (const std::string& path : {"/", "/v1/", "/v1/models/", "/v1/completions/", "/health/",
+    for (const std::string path : {"/", "/v1/", "/v1/models/", "/v1/completions/", "/health/",
                                     "/metrics/", "/v1/chat/completions"}) {
       add("GET path " + path, Get(path + bad));
       add("GET path " + path + encoded, Get(path + encoded));
       add("POST path " + path + encoded, Post(path + encoded, kNormal));
     }
-    for (const std::string& route :
+    for (const std::string route :
          {"/v1/models", "/v1/models/tiny-mixtral-f16", "/health", "/metrics", "/nowhere"}) {
       add("GET query " + route, Get(route + "?q=" + bad));
       add("GET header " + route, Get(route, "X-Odd: " + bad + "\r\n"));
@@ -182,7 +182,7 @@ TEST_CASE("http utf8: invalid bytes in every route and parameter get an answer",
     add("POST method",
         bad + "POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     // Raw bad bytes in the body's strings (not JSON: 400).
-    for (const std::string& route : {"/v1/completions", "/v1/chat/completions"}) {
+    for (const std::string route : {"/v1/completions", "/v1/chat/completions"}) {
       add("raw model", Post(route, R"({"prompt": "x", "model": ")" + bad + R"("})"));
       add("raw key", Post(route, R"({"prompt": "x", ")" + bad + R"(": 1})"));
     }
