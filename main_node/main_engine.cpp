@@ -452,13 +452,13 @@ absl::Status MainEngine::RunPlan(const IterationPlan& plan) {
   }
   // Each request takes its rows: samples, counts the routing of the rows
   // whose inputs were right (recall) and its speculation.
+  const std::span<const float> all(logits);
   size_t logit_row = 0;
   row = 0;
   for (const PlannedSegment& seg : plan.segments) {
     Job& job = *running_[seg.seq];
     Sequence& seq = *job.seq;
     const int64_t n = static_cast<int64_t>(seg.tokens.size());
-    const std::span<const float> all(logits);
     if (!seg.decode) {
       seq.Consumed(n, all.subspan(logit_row * n_vocab, n_vocab));
       ++logit_row;

@@ -18,20 +18,10 @@ std::vector<int32_t> IterationPlan::tokens() const {
   return out;
 }
 
-const char* IterationKindName(IterationPlan::Kind kind) {
-  switch (kind) {
-    case IterationPlan::Kind::kIdle:
-      return "idle";
-    case IterationPlan::Kind::kDecode:
-      return "decode";
-    case IterationPlan::Kind::kVerify:
-      return "verify";
-    case IterationPlan::Kind::kShared:
-      return "shared";
-    case IterationPlan::Kind::kPrefill:
-      return "prefill";
-  }
-  return "?";
+int64_t Scheduler::DraftLimit(const SeqState& s) const {
+  // Never past max_tokens (the token after the last draft is one more) or the
+  // context.
+  return std::min<int64_t>(s.tokens_left - 1, budgets_.n_ctx - s.pos - 1);
 }
 
 Scheduler::Scheduler(SchedulerBudgets budgets)
@@ -106,10 +96,9 @@ std::vector<DraftAsk> Scheduler::DraftAsks(std::span<const SeqState> running) co
   for (size_t i = 0; i < running.size(); ++i) {
     const SeqState& s = running[i];
     if (s.draft <= 0) continue;
-    // Never past max_tokens (the token after the last draft is one more), the
-    // context, or the iteration's rows.
-    const int64_t room = std::min<int64_t>({s.draft, s.tokens_left - 1, budgets_.n_ctx - s.pos - 1,
-                                            running.size() == 1 ? budgets_.max_rows - 1 : spare});
+    // Within its own limit and the iteration's rows.
+    const int64_t room = std::min<int64_t>(
+        {s.draft, DraftLimit(s), running.size() == 1 ? budgets_.max_rows - 1 : spare});
     if (room <= 0) continue;
     asks.push_back({i, static_cast<int>(room), s.draft_wait && running.size() == 1});
   }
@@ -126,9 +115,9 @@ IterationPlan Scheduler::Plan(std::span<const SeqState> running) const {
     // One request decoding: its row and the drafts that fit.
     const SeqState& s = running[0];
     PlannedSegment seg{0, s.slot, s.pos, {s.pending.begin(), s.pending.end()}, true, s.n};
-    const int64_t room = std::min<int64_t>(budgets_.max_rows, budgets_.n_ctx - s.pos) - 1;
-    const size_t take = static_cast<size_t>(std::clamp<int64_t>(
-        std::min<int64_t>(room, s.tokens_left - 1), 0, static_cast<int64_t>(s.drafts.size())));
+    const size_t take = static_cast<size_t>(
+        std::clamp<int64_t>(std::min<int64_t>(DraftLimit(s), budgets_.max_rows - 1), 0,
+                            static_cast<int64_t>(s.drafts.size())));
     seg.tokens.insert(seg.tokens.end(), s.drafts.begin(), s.drafts.begin() + take);
     plan.kind = take > 0 ? IterationPlan::Kind::kVerify : IterationPlan::Kind::kDecode;
     // Keyed by the last row's iteration: the workers' hints for the rows
@@ -147,8 +136,7 @@ IterationPlan Scheduler::Plan(std::span<const SeqState> running) const {
       more = false;
       for (size_t i = 0; i < running.size() && rows < task_rows; ++i) {
         const SeqState& s = running[i];
-        const int64_t room = std::min<int64_t>(s.tokens_left - 1, budgets_.n_ctx - s.pos - 1);
-        if (take[i] < s.drafts.size() && static_cast<int64_t>(take[i]) < room) {
+        if (take[i] < s.drafts.size() && static_cast<int64_t>(take[i]) < DraftLimit(s)) {
           ++take[i];
           ++rows;
           more = true;

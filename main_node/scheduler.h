@@ -111,8 +111,6 @@ struct IterationPlan {
   std::vector<int32_t> tokens() const;
 };
 
-const char* IterationKindName(IterationPlan::Kind kind);
-
 class Scheduler {
  public:
   explicit Scheduler(SchedulerBudgets budgets);
@@ -150,6 +148,10 @@ class Scheduler {
   IterationPlan Plan(std::span<const SeqState> running) const;
 
  private:
+  // The most drafts `s` may verify by itself: within its tokens left and its
+  // context (the iteration's rows are the caller's to add).
+  int64_t DraftLimit(const SeqState& s) const;
+
   SchedulerBudgets budgets_;
   std::deque<uint64_t> waiting_;
   std::vector<std::pair<uint64_t, int>> running_;  // (handle, slot), in arrival order
