@@ -1,20 +1,35 @@
 // The HTTP API driven by the clients people use: the official `openai`
 // Python client and `langchain-openai` (tests/clients/openai_clients.py)
-// against the ten-node testbed as real processes. Development-time tools:
-// where they are not installed (CI) the case passes with a warning.
+// against the ten-node testbed as real processes. The libraries come from
+// scripts/client_venv.sh (scripts/test.sh runs it and names its python in
+// ODMOE_CLIENT_PYTHON); where they are not installed the case passes with a
+// warning.
 #include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
 
 #include "process_testbed.h"
 
 namespace odmoe::test {
 namespace {
 
+// ODMOE_CLIENT_PYTHON, else the venv scripts/client_venv.sh makes, else python3.
+std::string ClientPython() {
+  if (const char* p = std::getenv("ODMOE_CLIENT_PYTHON"); p != nullptr && *p != 0) return p;
+  if (const char* home = std::getenv("HOME"); home != nullptr) {
+    const std::string venv = absl::StrCat(home, "/.cache/odmoe/client-venv/bin/python3");
+    if (std::filesystem::exists(venv)) return venv;
+  }
+  return "python3";
+}
+
 TEST_CASE("clients: the openai client and langchain-openai against the testbed",
           "[cluster][clients]") {
-  const ShellResult probe = Sh("python3 -c 'import openai, langchain_openai' 2>&1");
+  const std::string python = ClientPython();
+  const ShellResult probe = Sh(absl::StrCat(python, " -c 'import openai, langchain_openai' 2>&1"));
   if (probe.exit_code != 0) {
-    WARN("openai / langchain-openai not installed (pip install openai langchain-openai): "
-         "client case skipped");
+    WARN("openai / langchain-openai not installed (scripts/client_venv.sh): client case skipped");
     return;
   }
   const int http = FreePort();
@@ -24,7 +39,7 @@ TEST_CASE("clients: the openai client and langchain-openai against the testbed",
   const ShellResult up = bed.Up();
   INFO(up.output);
   REQUIRE(up.exit_code == 0);
-  const ShellResult r = Sh(absl::StrCat("python3 ", SourcePath("tests/clients/openai_clients.py"),
+  const ShellResult r = Sh(absl::StrCat(python, " ", SourcePath("tests/clients/openai_clients.py"),
                                         " http://127.0.0.1:", http, "/v1 2>&1"));
   INFO(r.output);
   CHECK(r.exit_code == 0);
