@@ -39,9 +39,15 @@ JsonScanStep JsonPrefixScanner::StartValue(char c) {
       string_is_key_ = false;
       state_ = State::kString;
       return JsonScanStep::kMore;
-    case 't': literal_ = "true"; break;
-    case 'f': literal_ = "false"; break;
-    case 'n': literal_ = "null"; break;
+    case 't':
+      literal_ = "true";
+      break;
+    case 'f':
+      literal_ = "false";
+      break;
+    case 'n':
+      literal_ = "null";
+      break;
     default:
       if (c == '-' || IsDigit(c)) {
         state_ = State::kNumber;

@@ -45,17 +45,17 @@ class JsonPrefixScanner {
 
  private:
   enum class State : uint8_t {
-    kValue,        // a value must come (leading whitespace allowed)
-    kKeyOrClose,   // after '{'
-    kKey,          // after ','  in an object
+    kValue,       // a value must come (leading whitespace allowed)
+    kKeyOrClose,  // after '{'
+    kKey,         // after ','  in an object
     kColon,
-    kCommaOrClose, // after a value inside a container
-    kValueOrClose, // after '['
+    kCommaOrClose,  // after a value inside a container
+    kValueOrClose,  // after '['
     kString,
     kEscape,
-    kHex,          // hex_left_ digits of \uXXXX to go
+    kHex,  // hex_left_ digits of \uXXXX to go
     kNumber,
-    kLiteral,      // literal_ + literal_pos_
+    kLiteral,  // literal_ + literal_pos_
     kEnd,
   };
   enum class Num : uint8_t { kSign, kZero, kInt, kDot, kFrac, kExp, kExpSign, kExpDigits };

@@ -12,7 +12,8 @@
 //   // root ::= tool-calls
 //   // tool-calls ::= tool-call ("\n" tool-call)*
 //   // tool-call ::= tool-0 | tool-1
-//   // tool-0 ::= "<tool_call>\n{\"name\": \"" "get_weather" "\", \"arguments\": " tool-0-args "}\n</tool_call>"
+//   // tool-0 ::= "<tool_call>\n{\"name\": \"" "get_weather" "\", \"arguments\": " tool-0-args
+//   "}\n</tool_call>"
 //   // tool-0-args ::= ...   (schema_rules(parameters, "tool-0-args"))
 //
 // The contract with `schema_rules`: it returns GBNF rules (one per line, no
@@ -22,11 +23,11 @@
 //
 // Tagged syntaxes (qwen3_coder, glm45) get one rule per property in the
 // order of the schema's "properties" (required ones mandatory, the others
-// optional); a "string" property is raw text without "</", the others take
-// schema_rules(property, "tool-I-p-J-value"). A named choice is exactly one
-// call to that tool; "required" is one call (or, with parallel, one or more)
-// to any tool. The grammar starts at the reply's first byte: a reasoning
-// model cannot think first under it.
+// optional); a "string" property is raw text without "</" (its enum or const
+// values as literals), the others take schema_rules(property, "tool-I-p-J-value"). A named choice
+// is exactly one call to that tool; "required" is one call (or, with parallel, one or more) to any
+// tool. The grammar starts at the reply's first byte: a reasoning model cannot think first under
+// it.
 #pragma once
 
 #include <functional>
@@ -42,13 +43,14 @@
 namespace odmoe {
 
 /// JSON Schema -> GBNF rules defining `rule_prefix` (see above).
-using SchemaRulesFn =
-    std::function<absl::StatusOr<std::string>(const nlohmann::json& schema, std::string_view rule_prefix)>;
+using SchemaRulesFn = std::function<absl::StatusOr<std::string>(const nlohmann::json& schema,
+                                                                std::string_view rule_prefix)>;
 
 /// The grammar for `choice` (empty for auto and none). INVALID_ARGUMENT for a
 /// named tool that `tools` lacks, "required" without tools, or a schema that
 /// `schema_rules` refuses ("tools[1].function.parameters: ...").
-absl::StatusOr<std::string> ToolCallGrammar(ToolCallSyntax syntax, std::span<const ToolDefinition> tools,
+absl::StatusOr<std::string> ToolCallGrammar(ToolCallSyntax syntax,
+                                            std::span<const ToolDefinition> tools,
                                             const ToolChoice& choice, bool parallel,
                                             const SchemaRulesFn& schema_rules);
 

@@ -29,9 +29,12 @@ json ToolCallArgumentsDelta(int index, const std::string& fragment) {
 
 std::optional<json> ToolCallDeltaJson(const ToolCallEvent& event) {
   switch (event.kind) {
-    case ToolCallEvent::Kind::kCallBegin: return ToolCallBeginDelta(event.index, event.id, event.name);
-    case ToolCallEvent::Kind::kCallArguments: return ToolCallArgumentsDelta(event.index, event.text);
-    default: return std::nullopt;
+    case ToolCallEvent::Kind::kCallBegin:
+      return ToolCallBeginDelta(event.index, event.id, event.name);
+    case ToolCallEvent::Kind::kCallArguments:
+      return ToolCallArgumentsDelta(event.index, event.text);
+    default:
+      return std::nullopt;
   }
 }
 

@@ -10,8 +10,8 @@ namespace {
 
 using Kind = ToolCallEvent::Kind;
 
-constexpr size_t kMaxNameBytes = 256;     // a name, a tagged key
-constexpr size_t kMaxHeaderBytes = 256;   // text before args_begin (harmony, mistral_args)
+constexpr size_t kMaxNameBytes = 256;    // a name, a tagged key
+constexpr size_t kMaxHeaderBytes = 256;  // text before args_begin (harmony, mistral_args)
 
 bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
@@ -52,16 +52,18 @@ std::string Alphanumeric(uint64_t seed, int index, size_t n) {
 
 std::string ToolCallId(ToolCallIdStyle style, uint64_t id_seed, int index, std::string_view name) {
   switch (style) {
-    case ToolCallIdStyle::kMistral: return Alphanumeric(id_seed, index, 9);
+    case ToolCallIdStyle::kMistral:
+      return Alphanumeric(id_seed, index, 9);
     case ToolCallIdStyle::kKimi:
       return "functions." + std::string(name) + ":" + std::to_string(index);
-    case ToolCallIdStyle::kOpenAi: break;
+    case ToolCallIdStyle::kOpenAi:
+      break;
   }
   return "call_" + Alphanumeric(id_seed, index, 24);
 }
 
-ToolCallStreamParser::ToolCallStreamParser(ToolCallSyntax syntax, std::span<const ToolDefinition> tools,
-                                           uint64_t id_seed)
+ToolCallStreamParser::ToolCallStreamParser(ToolCallSyntax syntax,
+                                           std::span<const ToolDefinition> tools, uint64_t id_seed)
     : spec_(ToolCallSyntaxSpecOf(syntax)), tools_(tools.begin(), tools.end()), id_seed_(id_seed) {}
 
 void ToolCallStreamParser::Feed(std::string_view piece, std::vector<ToolCallEvent>* events) {
@@ -96,18 +98,42 @@ void ToolCallStreamParser::Run(bool final, std::vector<ToolCallEvent>* out) {
     if (InCall() && buf_.size() - call_start_ > kMaxToolCallBytes) Fail(pos_, out);
     bool progressed = false;
     switch (phase_) {
-      case Phase::kContent: progressed = StepContent(final, out); break;
-      case Phase::kBetween: progressed = StepBetween(final, out); break;
-      case Phase::kSection: progressed = StepSection(final, out); break;
-      case Phase::kName: progressed = StepName(final, out); break;
-      case Phase::kArgsBegin: progressed = StepArgsBegin(final, out); break;
-      case Phase::kJsonArgs: progressed = StepJsonArgs(out); break;
-      case Phase::kTagKey: progressed = StepTagKey(final, out); break;
-      case Phase::kTagName: progressed = StepTagName(final, out); break;
-      case Phase::kTagValueOpen: progressed = StepTagValueOpen(final, out); break;
-      case Phase::kTagValue: progressed = StepTagValue(final, out); break;
-      case Phase::kMember: progressed = StepMember(out); break;
-      case Phase::kCallEnd: progressed = StepCallEnd(final, out); break;
+      case Phase::kContent:
+        progressed = StepContent(final, out);
+        break;
+      case Phase::kBetween:
+        progressed = StepBetween(final, out);
+        break;
+      case Phase::kSection:
+        progressed = StepSection(final, out);
+        break;
+      case Phase::kName:
+        progressed = StepName(final, out);
+        break;
+      case Phase::kArgsBegin:
+        progressed = StepArgsBegin(final, out);
+        break;
+      case Phase::kJsonArgs:
+        progressed = StepJsonArgs(out);
+        break;
+      case Phase::kTagKey:
+        progressed = StepTagKey(final, out);
+        break;
+      case Phase::kTagName:
+        progressed = StepTagName(final, out);
+        break;
+      case Phase::kTagValueOpen:
+        progressed = StepTagValueOpen(final, out);
+        break;
+      case Phase::kTagValue:
+        progressed = StepTagValue(final, out);
+        break;
+      case Phase::kMember:
+        progressed = StepMember(out);
+        break;
+      case Phase::kCallEnd:
+        progressed = StepCallEnd(final, out);
+        break;
     }
     if (!progressed) return;
   }
@@ -121,7 +147,8 @@ ToolCallStreamParser::Match ToolCallStreamParser::MatchPattern(const ToolCallPat
   size_t i = at;
   for (size_t k = 0; k < p.pieces.size(); ++k) {
     if (k > 0) {
-      for (size_t n = 0; i < buf_.size() && IsSpace(buf_[i]) && n < kToolCallPatternMaxSpace; ++n) ++i;
+      for (size_t n = 0; i < buf_.size() && IsSpace(buf_[i]) && n < kToolCallPatternMaxSpace; ++n)
+        ++i;
     }
     for (char c : p.pieces[k]) {
       if (i == buf_.size()) return more;
@@ -138,9 +165,9 @@ ToolCallStreamParser::Match ToolCallStreamParser::MatchLiteral(std::string_view 
   return MatchPattern(ToolCallPattern{{lit}}, at, final, nullptr);
 }
 
-ToolCallStreamParser::Match ToolCallStreamParser::MatchBegin(const std::vector<ToolCallPattern>& patterns,
-                                                             size_t at, bool final, size_t* end,
-                                                             bool* consume) const {
+ToolCallStreamParser::Match ToolCallStreamParser::MatchBegin(
+    const std::vector<ToolCallPattern>& patterns, size_t at, bool final, size_t* end,
+    bool* consume) const {
   Match best = Match::kNone;
   for (const ToolCallPattern& p : patterns) {
     const Match m = MatchPattern(p, at, final, end);
@@ -226,7 +253,8 @@ void ToolCallStreamParser::StartCall(size_t start, size_t after_begin) {
   phase_ = spec_.name_shape == ToolCallNameShape::kJsonMember ? Phase::kMember : Phase::kName;
 }
 
-bool ToolCallStreamParser::AcceptName(std::string_view raw, size_t fail_at, std::vector<ToolCallEvent>* out) {
+bool ToolCallStreamParser::AcceptName(std::string_view raw, size_t fail_at,
+                                      std::vector<ToolCallEvent>* out) {
   std::string_view name = Trim(raw);
   if (!spec_.name_prefix.empty() && name.substr(0, spec_.name_prefix.size()) == spec_.name_prefix) {
     name.remove_prefix(spec_.name_prefix.size());
@@ -266,7 +294,7 @@ void ToolCallStreamParser::EndCall(size_t after, std::vector<ToolCallEvent>* out
   FlushArguments(out);
   out->push_back({.kind = Kind::kCallEnd, .index = next_index_ - 1});
   committed_ = false;
-  pos_ = after;
+  pos_ = scan_ = after;
   ++section_calls_;
   phase_ = in_section_ ? Phase::kSection : Phase::kBetween;
 }
@@ -305,7 +333,7 @@ bool ToolCallStreamParser::StepContent(bool final, std::vector<ToolCallEvent>* o
       in_section_ = true;
       section_start_ = i;
       section_calls_ = 0;
-      pos_ = end;
+      pos_ = scan_ = end;
       phase_ = Phase::kSection;
     } else {
       StartCall(i, consume ? end : i);
@@ -317,9 +345,17 @@ bool ToolCallStreamParser::StepContent(bool final, std::vector<ToolCallEvent>* o
   return false;
 }
 
+size_t ToolCallStreamParser::SkipSeparators() {
+  size_t i = std::max(pos_, scan_);
+  while (i < buf_.size() &&
+         (IsSpace(buf_[i]) || spec_.call_separator.find(buf_[i]) != std::string_view::npos))
+    ++i;
+  scan_ = i;  // a long run of whitespace is looked at once
+  return i;
+}
+
 bool ToolCallStreamParser::StepBetween(bool final, std::vector<ToolCallEvent>* out) {
-  size_t i = pos_;
-  while (i < buf_.size() && (IsSpace(buf_[i]) || spec_.call_separator.find(buf_[i]) != std::string_view::npos)) ++i;
+  const size_t i = SkipSeparators();
   if (i == buf_.size()) {
     if (final) pos_ = i;  // whitespace after the last call is dropped
     return false;
@@ -335,12 +371,12 @@ bool ToolCallStreamParser::StepBetween(bool final, std::vector<ToolCallEvent>* o
 }
 
 bool ToolCallStreamParser::StepSection(bool final, std::vector<ToolCallEvent>* out) {
-  size_t i = pos_;
-  while (i < buf_.size() && (IsSpace(buf_[i]) || spec_.call_separator.find(buf_[i]) != std::string_view::npos)) ++i;
+  const size_t i = SkipSeparators();
   if (i == buf_.size() && !final) return false;
   size_t end = 0;
   bool consume = true;
-  Match m = i == buf_.size() ? Match::kNone : MatchBegin(spec_.call_begin, i, final, &end, &consume);
+  Match m =
+      i == buf_.size() ? Match::kNone : MatchBegin(spec_.call_begin, i, final, &end, &consume);
   if (m == Match::kFull) {
     StartCall(i, consume ? end : i);
     return true;
@@ -355,7 +391,8 @@ bool ToolCallStreamParser::StepSection(bool final, std::vector<ToolCallEvent>* o
   }
   // Not a call: a section without calls is content; after calls the section
   // ends here (its end marker missing).
-  if (section_calls_ == 0) Content(std::string_view(buf_).substr(section_start_, i - section_start_), out);
+  if (section_calls_ == 0)
+    Content(std::string_view(buf_).substr(section_start_, i - section_start_), out);
   pos_ = i;
   phase_ = Phase::kContent;
   return true;
@@ -375,7 +412,7 @@ bool ToolCallStreamParser::StepName(bool final, std::vector<ToolCallEvent>* out)
       Fail(mark_, out);
       return true;
     }
-    (void)final;
+    (void) final;
     return false;
   }
   if (!AcceptName(std::string_view(buf_).substr(mark_, stop - mark_), stop, out)) return true;
@@ -421,7 +458,8 @@ bool ToolCallStreamParser::StepJsonArgs(std::vector<ToolCallEvent>* out) {
   const size_t start = pos_;
   while (pos_ < buf_.size()) {
     const char c = buf_[pos_];
-    const JsonScanStep step = (json_.first() == 0 && c != '{') ? JsonScanStep::kError : json_.Feed(c);
+    const JsonScanStep step =
+        (json_.first() == 0 && c != '{') ? JsonScanStep::kError : json_.Feed(c);
     if (step == JsonScanStep::kError) {
       Arguments(std::string_view(buf_).substr(start, pos_ - start), out);
       Fail(pos_, out);
@@ -499,7 +537,7 @@ bool ToolCallStreamParser::StepTagName(bool final, std::vector<ToolCallEvent>* o
       return true;
     }
     scan_ = std::max(mark_, buf_.size() - std::min(buf_.size(), close.size() - 1));
-    (void)final;
+    (void) final;
     return false;
   }
   key_ = std::string(Trim(std::string_view(buf_).substr(mark_, k - mark_)));
@@ -535,7 +573,7 @@ bool ToolCallStreamParser::StepTagValue(bool final, std::vector<ToolCallEvent>* 
   const size_t k = buf_.find(close, scan_);
   if (k == std::string::npos) {
     scan_ = std::max(mark_, buf_.size() - std::min(buf_.size(), close.size() - 1));
-    (void)final;
+    (void) final;
     return false;
   }
   std::string_view value = std::string_view(buf_).substr(mark_, k - mark_);
@@ -661,7 +699,8 @@ bool ToolCallStreamParser::StepMember(std::vector<ToolCallEvent>* out) {
           if (!MemberValueEnded(pos_, out)) return true;
           continue;  // `c` follows the value
         }
-        if (member_is_args_ && json_.first() == '{') Arguments(std::string_view(&buf_[pos_], 1), out);
+        if (member_is_args_ && json_.first() == '{')
+          Arguments(std::string_view(&buf_[pos_], 1), out);
         if (step == JsonScanStep::kDone) {
           ++pos_;
           if (!MemberValueEnded(pos_, out)) return true;
@@ -693,12 +732,17 @@ bool ToolCallStreamParser::StepMember(std::vector<ToolCallEvent>* out) {
 
 void ApplyToolCallEvent(const ToolCallEvent& event, ParsedReply* reply) {
   switch (event.kind) {
-    case Kind::kContent: reply->content += event.text; break;
-    case Kind::kCallBegin: reply->tool_calls.push_back({event.id, event.name, ""}); break;
+    case Kind::kContent:
+      reply->content += event.text;
+      break;
+    case Kind::kCallBegin:
+      reply->tool_calls.push_back({event.id, event.name, ""});
+      break;
     case Kind::kCallArguments:
       if (!reply->tool_calls.empty()) reply->tool_calls.back().arguments += event.text;
       break;
-    case Kind::kCallEnd: break;
+    case Kind::kCallEnd:
+      break;
     case Kind::kCallAbort:
       if (!reply->tool_calls.empty()) reply->tool_calls.pop_back();
       reply->content += event.text;

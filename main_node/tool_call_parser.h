@@ -76,7 +76,7 @@ struct ToolCallEvent {
   enum class Kind { kContent, kCallBegin, kCallArguments, kCallEnd, kCallAbort };
   Kind kind = Kind::kContent;
   std::string text{};  // kContent: text; kCallArguments: fragment; kCallAbort: raw call text
-  int index = -1;    // the call's (all but kContent)
+  int index = -1;      // the call's (all but kContent)
   std::string id{};    // kCallBegin
   std::string name{};  // kCallBegin
 };
@@ -86,7 +86,8 @@ std::string ToolCallId(ToolCallIdStyle style, uint64_t id_seed, int index, std::
 
 class ToolCallStreamParser {
  public:
-  ToolCallStreamParser(ToolCallSyntax syntax, std::span<const ToolDefinition> tools, uint64_t id_seed);
+  ToolCallStreamParser(ToolCallSyntax syntax, std::span<const ToolDefinition> tools,
+                       uint64_t id_seed);
 
   /// Appends the events that `piece` decides to `events`.
   void Feed(std::string_view piece, std::vector<ToolCallEvent>* events);
@@ -107,9 +108,9 @@ class ToolCallStreamParser {
     kTagKey,     // kTagged: the next key_open, or the end of the arguments
     kTagName,    // kTagged: a key up to key_close
     kTagValueOpen,
-    kTagValue,   // kTagged: a value up to value_close
-    kMember,     // kJsonMember: the object {"name", "arguments"}
-    kCallEnd,    // the call_end pattern
+    kTagValue,  // kTagged: a value up to value_close
+    kMember,    // kJsonMember: the object {"name", "arguments"}
+    kCallEnd,   // the call_end pattern
   };
   enum class Match { kNone, kPartial, kFull };
 
@@ -134,9 +135,11 @@ class ToolCallStreamParser {
   Match MatchPattern(const ToolCallPattern& p, size_t at, bool final, size_t* end) const;
   Match MatchLiteral(std::string_view lit, size_t at, bool final) const;
   // The first begin pattern (section or call) at `at`.
-  Match MatchBegin(const std::vector<ToolCallPattern>& patterns, size_t at, bool final,
-                   size_t* end, bool* consume) const;
+  Match MatchBegin(const std::vector<ToolCallPattern>& patterns, size_t at, bool final, size_t* end,
+                   bool* consume) const;
   size_t SkipSpace(size_t at) const;
+  // Past whitespace and call separators from pos_ (resuming at scan_).
+  size_t SkipSeparators();
 
   void StartCall(size_t start, size_t after_begin);
   bool AcceptName(std::string_view raw, size_t fail_at, std::vector<ToolCallEvent>* out);
@@ -153,15 +156,15 @@ class ToolCallStreamParser {
   std::vector<ToolDefinition> tools_;
   uint64_t id_seed_;
 
-  std::string buf_;    // unconsumed text; from call_start_ while in a call
-  size_t pos_ = 0;     // next byte to look at
+  std::string buf_;  // unconsumed text; from call_start_ while in a call
+  size_t pos_ = 0;   // next byte to look at
   Phase phase_ = Phase::kContent;
   bool in_section_ = false;
-  size_t section_start_ = 0;    // the section begin's offset (kept while it has no call)
+  size_t section_start_ = 0;  // the section begin's offset (kept while it has no call)
   int section_calls_ = 0;
   size_t call_start_ = 0;
-  size_t mark_ = 0;             // start of the name / key / value being read
-  size_t scan_ = 0;             // where a search for a stop resumes
+  size_t mark_ = 0;  // start of the name / key / value being read
+  size_t scan_ = 0;  // where a search for a stop resumes
   bool committed_ = false;
   int next_index_ = 0;
   const ToolDefinition* tool_ = nullptr;
@@ -178,9 +181,9 @@ class ToolCallStreamParser {
   bool member_is_args_ = false;
   bool member_is_name_ = false;
   bool have_args_ = false;
-  std::string pending_args_;    // arguments read before the name
-  std::string content_tail_;    // an unfinished UTF-8 character of content
-  std::string args_tail_;       // ... of an arguments fragment
+  std::string pending_args_;  // arguments read before the name
+  std::string content_tail_;  // an unfinished UTF-8 character of content
+  std::string args_tail_;     // ... of an arguments fragment
 };
 
 /// The whole reply parsed (the stream parser fed `text` in one piece).

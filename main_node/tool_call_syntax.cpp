@@ -204,7 +204,8 @@ std::optional<ToolCallSyntax> DetectToolCallSyntax(std::string_view chat_templat
   for (const ToolCallSyntaxSpec& spec : ToolCallSyntaxSpecs()) {
     for (const auto& group : spec.template_markers) {
       bool all = !group.empty();
-      for (std::string_view marker : group) all = all && chat_template.find(marker) != std::string_view::npos;
+      for (std::string_view marker : group)
+        all = all && chat_template.find(marker) != std::string_view::npos;
       if (all) return spec.syntax;
     }
   }
@@ -221,7 +222,9 @@ ToolCallSyntax ToolCallSyntaxFor(std::string_view chat_template, const HasTokenF
   return DetectToolCallSyntax(chat_template, has_token).value_or(ToolCallSyntax::kHermes);
 }
 
-std::string_view ToolCallSyntaxName(ToolCallSyntax syntax) { return ToolCallSyntaxSpecOf(syntax).name; }
+std::string_view ToolCallSyntaxName(ToolCallSyntax syntax) {
+  return ToolCallSyntaxSpecOf(syntax).name;
+}
 
 std::optional<ToolCallSyntax> ToolCallSyntaxNamed(std::string_view name) {
   for (const ToolCallSyntaxSpec& spec : ToolCallSyntaxSpecs()) {

@@ -4,16 +4,19 @@
 // grammar (tool_call_grammar.h) read only this table; a new family is a new
 // row (docs/tool_calls.md lists them with an example each):
 //
-//   hermes         <tool_call>\n{"name": N, "arguments": {...}}\n</tool_call>   (Hermes, Qwen2.5, Qwen3)
-//   qwen3_coder    <tool_call>\n<function=N>\n<parameter=P>\nV\n</parameter>\n</function>\n</tool_call>
-//   mistral        [TOOL_CALLS][{"name": N, "arguments": {...}}, ...]
-//   mistral_args   [TOOL_CALLS]N[ARGS]{...}   (tokenizer v11+; [CALL_ID]x before [ARGS] is skipped)
-//   llama3         {"name": N, "parameters": {...}}, optionally after <|python_tag|>; ';' between calls
-//   harmony        <|channel|>commentary to=functions.N <|constrain|>json<|message|>{...}<|call|>
-//   deepseek_v3    <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>N\n```json\n{...}\n```<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>
-//   deepseek_v31   <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>N<｜tool▁sep｜>{...}<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>
+//   hermes         <tool_call>\n{"name": N, "arguments": {...}}\n</tool_call>   (Hermes, Qwen2.5,
+//   Qwen3) qwen3_coder
+//   <tool_call>\n<function=N>\n<parameter=P>\nV\n</parameter>\n</function>\n</tool_call> mistral
+//   [TOOL_CALLS][{"name": N, "arguments": {...}}, ...] mistral_args   [TOOL_CALLS]N[ARGS]{...}
+//   (tokenizer v11+; [CALL_ID]x before [ARGS] is skipped) llama3         {"name": N, "parameters":
+//   {...}}, optionally after <|python_tag|>; ';' between calls harmony        <|channel|>commentary
+//   to=functions.N <|constrain|>json<|message|>{...}<|call|> deepseek_v3
+//   <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>N\n```json\n{...}\n```<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>
+//   deepseek_v31
+//   <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>N<｜tool▁sep｜>{...}<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>
 //   glm45          <tool_call>N\n<arg_key>K</arg_key>\n<arg_value>V</arg_value>\n</tool_call>
-//   kimi_k2        <|tool_calls_section_begin|><|tool_call_begin|>functions.N:0<|tool_call_argument_begin|>{...}<|tool_call_end|><|tool_calls_section_end|>
+//   kimi_k2
+//   <|tool_calls_section_begin|><|tool_call_begin|>functions.N:0<|tool_call_argument_begin|>{...}<|tool_call_end|><|tool_calls_section_end|>
 //
 // A model whose template and vocabulary show none of these gets Hermes, the
 // most widely trained syntax (ToolCallSyntaxFor): the generic fallback.
@@ -102,14 +105,14 @@ struct ToolCallSyntaxSpec {
   std::string_view call_separator{};  // besides whitespace, between calls ("," ";")
   std::vector<ToolCallPattern> call_begin{};
   ToolCallNameShape name_shape = ToolCallNameShape::kText;
-  std::string_view name_stops{};     // kText: bytes that end the name
-  std::string_view name_prefix{};    // kText: dropped from the name ("functions.")
-  bool name_index_suffix = false;  // kText: a ":N" after the name is dropped
-  std::string_view args_begin{};     // kText: between the name and the arguments
+  std::string_view name_stops{};       // kText: bytes that end the name
+  std::string_view name_prefix{};      // kText: dropped from the name ("functions.")
+  bool name_index_suffix = false;      // kText: a ":N" after the name is dropped
+  std::string_view args_begin{};       // kText: between the name and the arguments
   bool args_begin_after_text = false;  // other text may come before args_begin
   ToolCallArgsShape args_shape = ToolCallArgsShape::kJson;
-  ToolCallTags tags{};               // kTagged
-  ToolCallPattern call_end{};        // empty: the call ends with its arguments
+  ToolCallTags tags{};         // kTagged
+  ToolCallPattern call_end{};  // empty: the call ends with its arguments
   ToolCallIdStyle id_style = ToolCallIdStyle::kOpenAi;
 
   // The canonical text the grammar forces (tool_call_grammar.h), literal:

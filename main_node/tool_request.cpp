@@ -27,7 +27,8 @@ bool IsToolName(std::string_view name) {
 }
 
 absl::StatusOr<ToolDefinition> ParseTool(const json& entry, const std::string& field) {
-  if (!entry.is_object()) return Invalid(field, "expected an object {type: \"function\", function: {...}}");
+  if (!entry.is_object())
+    return Invalid(field, "expected an object {type: \"function\", function: {...}}");
   auto type = entry.find("type");
   if (type == entry.end() || !type->is_string() || *type != "function") {
     return Invalid(field + ".type", "expected \"function\"");
@@ -38,7 +39,8 @@ absl::StatusOr<ToolDefinition> ParseTool(const json& entry, const std::string& f
   }
   ToolDefinition tool;
   auto name = function->find("name");
-  if (name == function->end() || !name->is_string() || !IsToolName(name->get_ref<const std::string&>())) {
+  if (name == function->end() || !name->is_string() ||
+      !IsToolName(name->get_ref<const std::string&>())) {
     return Invalid(field + ".function.name",
                    "expected 1 to 64 characters of a-z, A-Z, 0-9, '_' and '-'");
   }
@@ -49,7 +51,8 @@ absl::StatusOr<ToolDefinition> ParseTool(const json& entry, const std::string& f
   }
   tool.parameters = json{{"type", "object"}, {"properties", json::object()}};
   if (auto p = function->find("parameters"); p != function->end() && !p->is_null()) {
-    if (!p->is_object()) return Invalid(field + ".function.parameters", "expected a JSON Schema object");
+    if (!p->is_object())
+      return Invalid(field + ".function.parameters", "expected a JSON Schema object");
     tool.parameters = *p;
   }
   if (auto s = function->find("strict"); s != function->end() && !s->is_null()) {
@@ -80,8 +83,8 @@ absl::StatusOr<ToolChoice> ParseChoice(const json& value, const ToolRequest& req
       return Invalid("tool_choice.type", "expected \"function\"");
     }
     auto function = value.find("function");
-    auto name = function != value.end() && function->is_object() ? function->find("name")
-                                                                  : value.end();
+    auto name =
+        function != value.end() && function->is_object() ? function->find("name") : value.end();
     if (function == value.end() || !function->is_object() || name == function->end() ||
         !name->is_string()) {
       return Invalid("tool_choice.function", "expected an object {name}");
@@ -89,11 +92,13 @@ absl::StatusOr<ToolChoice> ParseChoice(const json& value, const ToolRequest& req
     choice.kind = ToolChoiceKind::kNamed;
     choice.name = name->get<std::string>();
     if (request.Find(choice.name) == nullptr) {
-      return Invalid("tool_choice", absl::StrCat("no tool named '", ClipForMessage(choice.name), "'"));
+      return Invalid("tool_choice",
+                     absl::StrCat("no tool named '", ClipForMessage(choice.name), "'"));
     }
   } else {
-    return Invalid("tool_choice",
-                   "expected \"auto\", \"none\", \"required\" or {type: \"function\", function: {name}}");
+    return Invalid(
+        "tool_choice",
+        "expected \"auto\", \"none\", \"required\" or {type: \"function\", function: {name}}");
   }
   if (choice.kind == ToolChoiceKind::kRequired && request.tools.empty()) {
     return Invalid("tool_choice", "\"required\" needs at least one tool in 'tools'");
@@ -114,7 +119,8 @@ absl::StatusOr<ToolRequest> ParseToolRequest(const json& body) {
   ToolRequest request;
   if (!body.is_object()) return request;
   if (auto tools = body.find("tools"); tools != body.end() && !tools->is_null()) {
-    if (!tools->is_array()) return Invalid("tools", "expected an array of {type: \"function\", function: {...}}");
+    if (!tools->is_array())
+      return Invalid("tools", "expected an array of {type: \"function\", function: {...}}");
     if (tools->size() > kMaxTools) {
       return Invalid("tools", absl::StrCat("at most ", kMaxTools, " tools, got ", tools->size()));
     }
@@ -123,7 +129,8 @@ absl::StatusOr<ToolRequest> ParseToolRequest(const json& body) {
       auto tool = ParseTool((*tools)[i], field);
       if (!tool.ok()) return tool.status();
       if (request.Find(tool->name) != nullptr) {
-        return Invalid(field + ".function.name", absl::StrCat("'", tool->name, "' names two tools"));
+        return Invalid(field + ".function.name",
+                       absl::StrCat("'", tool->name, "' names two tools"));
       }
       request.tools.push_back(*std::move(tool));
     }
@@ -134,7 +141,8 @@ absl::StatusOr<ToolRequest> ParseToolRequest(const json& body) {
     if (!parsed.ok()) return parsed.status();
     request.choice = *std::move(parsed);
   }
-  if (auto parallel = body.find("parallel_tool_calls"); parallel != body.end() && !parallel->is_null()) {
+  if (auto parallel = body.find("parallel_tool_calls");
+      parallel != body.end() && !parallel->is_null()) {
     if (!parallel->is_boolean()) return Invalid("parallel_tool_calls", "expected a boolean");
     request.parallel = parallel->get<bool>();
   }
@@ -143,10 +151,14 @@ absl::StatusOr<ToolRequest> ParseToolRequest(const json& body) {
 
 const char* ToolChoiceKindName(ToolChoiceKind kind) {
   switch (kind) {
-    case ToolChoiceKind::kAuto: return "auto";
-    case ToolChoiceKind::kNone: return "none";
-    case ToolChoiceKind::kRequired: return "required";
-    case ToolChoiceKind::kNamed: return "function";
+    case ToolChoiceKind::kAuto:
+      return "auto";
+    case ToolChoiceKind::kNone:
+      return "none";
+    case ToolChoiceKind::kRequired:
+      return "required";
+    case ToolChoiceKind::kNamed:
+      return "function";
   }
   return "auto";
 }

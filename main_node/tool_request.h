@@ -35,8 +35,8 @@ inline constexpr size_t kMaxToolNameBytes = 64;
 /// parameters?, strict?}}.
 struct ToolDefinition {
   std::string name;
-  std::string description;     // empty when absent
-  nlohmann::json parameters;   // a JSON Schema object; {"type":"object","properties":{}} when absent
+  std::string description;    // empty when absent
+  nlohmann::json parameters;  // a JSON Schema object; {"type":"object","properties":{}} when absent
   bool strict = false;
 };
 

@@ -7,6 +7,7 @@
 #include "main_node/tool_call_parser.h"
 
 #include <catch2/catch.hpp>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -45,149 +46,225 @@ std::vector<Case> Cases() {
   const std::string q = R"({"query": "moe inference"})";
   return {
       // Hermes / Qwen2.5 / Qwen3.
-      {S::kHermes, "single",
-       "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": " + w + "}\n</tool_call>", "",
+      {S::kHermes,
+       "single",
+       "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": " + w + "}\n</tool_call>",
+       "",
        {{"get_weather", w}}},
-      {S::kHermes, "two calls",
+      {S::kHermes,
+       "two calls",
        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": " + w +
-           "}\n</tool_call>\n<tool_call>\n{\"name\": \"search\", \"arguments\": " + q + "}\n</tool_call>\n",
+           "}\n</tool_call>\n<tool_call>\n{\"name\": \"search\", \"arguments\": " + q +
+           "}\n</tool_call>\n",
        "",
        {{"get_weather", w}, {"search", q}}},
-      {S::kHermes, "text before",
-       "Météo à Paris ☀ — let me check.\n\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": " + w +
-           "}\n</tool_call>",
+      {S::kHermes,
+       "text before",
+       "Météo à Paris ☀ — let me check.\n\n<tool_call>\n{\"name\": \"get_weather\", "
+       "\"arguments\": " +
+           w + "}\n</tool_call>",
        "Météo à Paris ☀ — let me check.\n\n",
        {{"get_weather", w}}},
-      {S::kHermes, "arguments before name",
-       "<tool_call>{\"arguments\": " + q + ", \"name\": \"search\"}</tool_call>", "", {{"search", q}}},
-      {S::kHermes, "arguments as a string",
-       "<tool_call>{\"name\": \"search\", \"arguments\": \"{\\\"query\\\": \\\"x\\\"}\"}</tool_call>", "",
+      {S::kHermes,
+       "arguments before name",
+       "<tool_call>{\"arguments\": " + q + ", \"name\": \"search\"}</tool_call>",
+       "",
+       {{"search", q}}},
+      {S::kHermes,
+       "arguments as a string",
+       "<tool_call>{\"name\": \"search\", \"arguments\": \"{\\\"query\\\": "
+       "\\\"x\\\"}\"}</tool_call>",
+       "",
        {{"search", R"({"query": "x"})"}}},
-      {S::kHermes, "no arguments", "<tool_call>{\"name\": \"search\"}</tool_call>", "", {{"search", "{}"}}},
-      {S::kHermes, "then text",
-       "<tool_call>{\"name\": \"search\", \"arguments\": " + q + "}</tool_call> Done.", " Done.",
+      {S::kHermes,
+       "no arguments",
+       "<tool_call>{\"name\": \"search\"}</tool_call>",
+       "",
+       {{"search", "{}"}}},
+      {S::kHermes,
+       "then text",
+       "<tool_call>{\"name\": \"search\", \"arguments\": " + q + "}</tool_call> Done.",
+       " Done.",
        {{"search", q}}},
       Plain(S::kHermes, "bad JSON",
-            "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"\n</tool_call>"),
-      Plain(S::kHermes, "unknown tool", "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>"),
-      Plain(S::kHermes, "truncated", "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par"),
+            "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+            "\"Paris\"\n</tool_call>"),
+      Plain(S::kHermes, "unknown tool",
+            "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>"),
+      Plain(S::kHermes, "truncated",
+            "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par"),
       Plain(S::kHermes, "no call", "It is sunny in Paris. <b>Use</b> a <tool> if you like < 3."),
       // Qwen3-Coder.
-      {S::kQwen3Coder, "single",
-       "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n"
+      {S::kQwen3Coder,
+       "single",
+       "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</"
+       "parameter>\n<parameter=days>\n3\n"
        "</parameter>\n</function>\n</tool_call>",
        "",
        {{"get_weather", w}}},
-      {S::kQwen3Coder, "two calls, typed values",
-       "I'll search twice.\n<tool_call>\n<function=search>\n<parameter=query>\nmoe\ninference\n</parameter>\n"
-       "<parameter=filters>\n{\"site\": \"example.org\"}\n</parameter>\n<parameter=exact>\ntrue\n</parameter>\n"
-       "</function>\n</tool_call>\n<tool_call>\n<function=get_weather>\n<parameter=city>\n42\n</parameter>\n"
+      {S::kQwen3Coder,
+       "two calls, typed values",
+       "I'll search "
+       "twice.\n<tool_call>\n<function=search>\n<parameter=query>\nmoe\ninference\n</parameter>\n"
+       "<parameter=filters>\n{\"site\": "
+       "\"example.org\"}\n</parameter>\n<parameter=exact>\ntrue\n</parameter>\n"
+       "</function>\n</tool_call>\n<tool_call>\n<function=get_weather>\n<parameter=city>\n42\n</"
+       "parameter>\n"
        "<parameter=days>\nthree\n</parameter>\n</function>\n</tool_call>",
        "I'll search twice.\n",
-       {{"search", R"({"query": "moe\ninference", "filters": {"site":"example.org"}, "exact": true})"},
+       {{"search",
+         R"({"query": "moe\ninference", "filters": {"site":"example.org"}, "exact": true})"},
         {"get_weather", R"({"city": "42", "days": "three"})"}}},
-      {S::kQwen3Coder, "no parameters", "<tool_call>\n<function=search>\n</function>\n</tool_call>", "",
+      {S::kQwen3Coder,
+       "no parameters",
+       "<tool_call>\n<function=search>\n</function>\n</tool_call>",
+       "",
        {{"search", "{}"}}},
       Plain(S::kQwen3Coder, "no </function>",
-            "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</tool_call>"),
-      Plain(S::kQwen3Coder, "unknown tool", "<tool_call>\n<function=get_time>\n</function>\n</tool_call>"),
+            "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</"
+            "tool_call>"),
+      Plain(S::kQwen3Coder, "unknown tool",
+            "<tool_call>\n<function=get_time>\n</function>\n</tool_call>"),
       Plain(S::kQwen3Coder, "no call", "Use <function=x> in your code."),
       // Mistral, JSON array.
-      {S::kMistral, "single",
-       "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": " + w + ", \"id\": \"a1b2c3d4e\"}]", "",
+      {S::kMistral,
+       "single",
+       "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": " + w + ", \"id\": \"a1b2c3d4e\"}]",
+       "",
        {{"get_weather", w}}},
-      {S::kMistral, "two calls, text before",
+      {S::kMistral,
+       "two calls, text before",
        "Sure. [TOOL_CALLS] [{\"name\": \"get_weather\", \"arguments\": " + w +
            "}, {\"name\": \"search\", \"arguments\": " + q + "}]",
        "Sure. ",
        {{"get_weather", w}, {"search", q}}},
-      Plain(S::kMistral, "bad JSON", "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": }}]"),
+      Plain(S::kMistral, "bad JSON",
+            "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": }}]"),
       Plain(S::kMistral, "not a call", "[TOOL_CALLS] nothing"),
       Plain(S::kMistral, "no call", "Arrays like [1, 2] stay text."),
       // Mistral, [ARGS] form.
       {S::kMistralArgs, "single", "[TOOL_CALLS]get_weather[ARGS]" + w, "", {{"get_weather", w}}},
-      {S::kMistralArgs, "two calls with call ids",
-       "Checking.[TOOL_CALLS]get_weather[CALL_ID]a1b2c3d4e[ARGS]" + w + "[TOOL_CALLS]search[ARGS]" + q,
+      {S::kMistralArgs,
+       "two calls with call ids",
+       "Checking.[TOOL_CALLS]get_weather[CALL_ID]a1b2c3d4e[ARGS]" + w + "[TOOL_CALLS]search[ARGS]" +
+           q,
        "Checking.",
        {{"get_weather", w}, {"search", q}}},
       Plain(S::kMistralArgs, "bad JSON", "[TOOL_CALLS]get_weather[ARGS]{\"city\" \"Paris\"}"),
       Plain(S::kMistralArgs, "unknown tool", "[TOOL_CALLS]get_time[ARGS]{}"),
       // Llama 3.x JSON.
-      {S::kLlama3, "single", "{\"name\": \"get_weather\", \"parameters\": " + w + "}", "", {{"get_weather", w}}},
-      {S::kLlama3, "python tag", "<|python_tag|>{\"type\": \"function\", \"name\": \"search\", \"parameters\": " +
-                                     q + "}",
+      {S::kLlama3,
+       "single",
+       "{\"name\": \"get_weather\", \"parameters\": " + w + "}",
+       "",
+       {{"get_weather", w}}},
+      {S::kLlama3,
+       "python tag",
+       "<|python_tag|>{\"type\": \"function\", \"name\": \"search\", \"parameters\": " + q + "}",
        "",
        {{"search", q}}},
-      {S::kLlama3, "two calls",
-       "{\"name\": \"get_weather\", \"parameters\": " + w + "}; {\"name\": \"search\", \"parameters\": " + q + "}",
+      {S::kLlama3,
+       "two calls",
+       "{\"name\": \"get_weather\", \"parameters\": " + w +
+           "}; {\"name\": \"search\", \"parameters\": " + q + "}",
        "",
        {{"get_weather", w}, {"search", q}}},
-      {S::kLlama3, "text before", "I'll look it up: {\"name\": \"search\", \"parameters\": " + q + "}",
+      {S::kLlama3,
+       "text before",
+       "I'll look it up: {\"name\": \"search\", \"parameters\": " + q + "}",
        "I'll look it up: ",
        {{"search", q}}},
-      Plain(S::kLlama3, "JSON that is not a call", "Schema: {\"type\": \"object\", \"x\": [1, 2.5e3]} ok"),
+      Plain(S::kLlama3, "JSON that is not a call",
+            "Schema: {\"type\": \"object\", \"x\": [1, 2.5e3]} ok"),
       Plain(S::kLlama3, "builtin tool", "<|python_tag|>brave_search.call(query=\"odmoe\")"),
       Plain(S::kLlama3, "bad JSON", "{\"name\": \"search\", \"parameters\": {\"query\": tru}}"),
       // gpt-oss harmony.
-      {S::kHarmony, "single",
-       "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>" + w + "<|call|>", "",
+      {S::kHarmony,
+       "single",
+       "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>" + w +
+           "<|call|>",
+       "",
        {{"get_weather", w}}},
-      {S::kHarmony, "after analysis",
-       "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>commentary "
+      {S::kHarmony,
+       "after analysis",
+       "<|channel|>analysis<|message|>Need the "
+       "weather.<|end|><|start|>assistant<|channel|>commentary "
        "to=functions.get_weather <|constrain|>json<|message|>" +
            w + "<|call|>",
        "<|channel|>analysis<|message|>Need the weather.<|end|>",
        {{"get_weather", w}}},
-      {S::kHarmony, "recipient in the role",
-       "<|start|>assistant to=functions.search<|channel|>commentary json<|message|>" + q + "<|call|>", "",
-       {{"search", q}}},
-      {S::kHarmony, "two calls",
-       "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>" + w +
-           "<|call|><|start|>assistant<|channel|>commentary to=functions.search <|constrain|>json<|message|>" + q +
+      {S::kHarmony,
+       "recipient in the role",
+       "<|start|>assistant to=functions.search<|channel|>commentary json<|message|>" + q +
            "<|call|>",
        "",
+       {{"search", q}}},
+      {S::kHarmony,
+       "two calls",
+       "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>" + w +
+           "<|call|><|start|>assistant<|channel|>commentary to=functions.search "
+           "<|constrain|>json<|message|>" +
+           q + "<|call|>",
+       "",
        {{"get_weather", w}, {"search", q}}},
-      Plain(S::kHarmony, "bad JSON",
-            "<|channel|>commentary to=functions.search <|constrain|>json<|message|>{query}<|call|>"),
+      Plain(
+          S::kHarmony, "bad JSON",
+          "<|channel|>commentary to=functions.search <|constrain|>json<|message|>{query}<|call|>"),
       Plain(S::kHarmony, "no call", "<|channel|>final<|message|>It is sunny.<|return|>"),
       // DeepSeek-V3 (and R1).
-      {S::kDeepSeekV3, "single",
-       "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n" + w +
-           "\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+      {S::kDeepSeekV3,
+       "single",
+       "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n" +
+           w + "\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
        "",
        {{"get_weather", w}}},
-      {S::kDeepSeekV3, "two calls, text before",
-       "Let me check.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n" + w +
-           "\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>search\n```json\n" + q +
-           "\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+      {S::kDeepSeekV3,
+       "two calls, text before",
+       "Let me "
+       "check.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```"
+       "json\n" +
+           w +
+           "\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>search\n```"
+           "json\n" +
+           q + "\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
        "Let me check.",
        {{"get_weather", w}, {"search", q}}},
       Plain(S::kDeepSeekV3, "unknown tool",
-            "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_time\n```json\n{}\n```"
+            "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_time\n```json\n{}"
+            "\n```"
             "<｜tool▁call▁end｜><｜tool▁calls▁end｜>"),
       // DeepSeek-V3.1.
-      {S::kDeepSeekV31, "single",
+      {S::kDeepSeekV31,
+       "single",
        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>" + w +
            "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
        "",
        {{"get_weather", w}}},
-      {S::kDeepSeekV31, "two calls",
+      {S::kDeepSeekV31,
+       "two calls",
        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>" + w +
-           "<｜tool▁call▁end｜><｜tool▁call▁begin｜>search<｜tool▁sep｜>" + q + "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+           "<｜tool▁call▁end｜><｜tool▁call▁begin｜>search<｜tool▁sep｜>" + q +
+           "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
        "",
        {{"get_weather", w}, {"search", q}}},
       Plain(S::kDeepSeekV31, "bad JSON",
-            "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>search<｜tool▁sep｜>{\"query\": }<｜tool▁call▁end｜>"
+            "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>search<｜tool▁sep｜>{\"query\": "
+            "}<｜tool▁call▁end｜>"
             "<｜tool▁calls▁end｜>"),
       // GLM-4.5.
-      {S::kGlm45, "single",
-       "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n<arg_key>days</arg_key>\n"
+      {S::kGlm45,
+       "single",
+       "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</"
+       "arg_value>\n<arg_key>days</arg_key>\n"
        "<arg_value>3</arg_value>\n</tool_call>",
        "",
        {{"get_weather", w}}},
-      {S::kGlm45, "two calls, text before",
-       "I'll check both.\n<tool_call>search\n<arg_key>query</arg_key>\n<arg_value>moe inference</arg_value>\n"
-       "</tool_call>\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n"
+      {S::kGlm45,
+       "two calls, text before",
+       "I'll check both.\n<tool_call>search\n<arg_key>query</arg_key>\n<arg_value>moe "
+       "inference</arg_value>\n"
+       "</tool_call>\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</"
+       "arg_value>\n"
        "<arg_key>days</arg_key>\n<arg_value>3</arg_value>\n</tool_call>",
        "I'll check both.\n",
        {{"search", q}, {"get_weather", w}}},
@@ -195,20 +272,25 @@ std::vector<Case> Cases() {
             "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris\n</tool_call>"),
       Plain(S::kGlm45, "unknown tool", "<tool_call>get_time\n</tool_call>"),
       // Kimi-K2.
-      {S::kKimiK2, "single",
-       "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>" + w +
-           "<|tool_call_end|><|tool_calls_section_end|>",
+      {S::kKimiK2,
+       "single",
+       "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_"
+       "begin|>" +
+           w + "<|tool_call_end|><|tool_calls_section_end|>",
        "",
        {{"get_weather", w}}},
-      {S::kKimiK2, "two calls, text before",
+      {S::kKimiK2,
+       "two calls, text before",
        "Checking.<|tool_calls_section_begin|>\n<|tool_call_begin|>functions.get_weather:0"
        "<|tool_call_argument_begin|>" +
-           w + "<|tool_call_end|>\n<|tool_call_begin|>functions.search:1<|tool_call_argument_begin|>" + q +
-           "<|tool_call_end|>\n<|tool_calls_section_end|>",
+           w +
+           "<|tool_call_end|>\n<|tool_call_begin|>functions.search:1<|tool_call_argument_begin|>" +
+           q + "<|tool_call_end|>\n<|tool_calls_section_end|>",
        "Checking.",
        {{"get_weather", w}, {"search", q}}},
       Plain(S::kKimiK2, "bad JSON",
-            "<|tool_calls_section_begin|><|tool_call_begin|>functions.search:0<|tool_call_argument_begin|>"
+            "<|tool_calls_section_begin|><|tool_call_begin|>functions.search:0<|tool_call_argument_"
+            "begin|>"
             "{\"query\": \"x\"<|tool_call_end|><|tool_calls_section_end|>"),
   };
 }
@@ -264,7 +346,8 @@ TEST_CASE("tool calls: each family's replies parse whole", "[tool_calls]") {
   }
 }
 
-TEST_CASE("tool calls: every family has a single, a multiple and a malformed case", "[tool_calls]") {
+TEST_CASE("tool calls: every family has a single, a multiple and a malformed case",
+          "[tool_calls]") {
   for (const ToolCallSyntaxSpec& spec : ToolCallSyntaxSpecs()) {
     size_t single = 0, several = 0, malformed = 0;
     for (const Case& c : Cases()) {
@@ -295,6 +378,48 @@ TEST_CASE("tool calls: a reply split at any byte streams to its whole parse", "[
   }
 }
 
+TEST_CASE("tool calls: mutated replies stream to their whole parse, arguments always objects",
+          "[tool_calls]") {
+  std::mt19937 rng(34);
+  const std::string interesting = "<>{}[]\"\\:,;\n |=_.`\xe2\xff";
+  for (const Case& c : Cases()) {
+    INFO(ToolCallSyntaxName(c.syntax) << ": " << c.what);
+    for (int round = 0; round < 40; ++round) {
+      std::string text = c.text;
+      for (int edits = 1 + static_cast<int>(rng() % 3); edits > 0 && !text.empty(); --edits) {
+        const size_t at = rng() % text.size();
+        switch (rng() % 3) {
+          case 0:
+            text.erase(at, 1 + rng() % 4);
+            break;
+          case 1:
+            text.insert(at, 1, interesting[rng() % interesting.size()]);
+            break;
+          default:
+            text.insert(at, text.substr(rng() % text.size(), 1 + rng() % 16));
+            break;
+        }
+      }
+      INFO(text);
+      const ParsedReply whole = ParseToolCalls(c.syntax, text, TestTools(), 7);
+      for (const ToolCall& call : whole.tool_calls) {
+        if (!FindInvalidUtf8(call.arguments).has_value()) {
+          CHECK(json::parse(call.arguments, nullptr, false).is_object());
+        }
+      }
+      std::vector<std::string_view> pieces;
+      for (size_t i = 0; i < text.size();) {
+        const size_t n = 1 + rng() % 8;
+        pieces.push_back(std::string_view(text).substr(i, n));
+        i += n;
+      }
+      Case mutated = c;
+      mutated.text = text;
+      CheckSame(Stream(mutated, pieces, /*check_utf8=*/false), whole);
+    }
+  }
+}
+
 TEST_CASE("tool calls: streamed deltas rebuild message.tool_calls as a client accumulates them",
           "[tool_calls]") {
   for (const Case& c : Cases()) {
@@ -302,7 +427,8 @@ TEST_CASE("tool calls: streamed deltas rebuild message.tool_calls as a client ac
     const ParsedReply whole = ParseToolCalls(c.syntax, c.text, TestTools(), 7);
     ToolCallStreamParser parser(c.syntax, TestTools(), 7);
     std::vector<ToolCallEvent> events;
-    for (size_t i = 0; i < c.text.size(); i += 3) parser.Feed(std::string_view(c.text).substr(i, 3), &events);
+    for (size_t i = 0; i < c.text.size(); i += 3)
+      parser.Feed(std::string_view(c.text).substr(i, 3), &events);
     parser.Finish(&events);
     json calls = json::array();  // what the OpenAI SDK's stream helper keeps
     std::string content;
@@ -316,13 +442,15 @@ TEST_CASE("tool calls: streamed deltas rebuild message.tool_calls as a client ac
       if (index == calls.size()) {
         CHECK(d.at("type") == "function");
         CHECK(d.at("function").at("arguments") == "");
-        calls.push_back({{"id", d.at("id")}, {"type", "function"},
+        calls.push_back({{"id", d.at("id")},
+                         {"type", "function"},
                          {"function", {{"name", d.at("function").at("name")}, {"arguments", ""}}}});
       } else {
         REQUIRE(index + 1 == calls.size());
         CHECK_FALSE(d.contains("id"));
         calls[index]["function"]["arguments"] =
-            calls[index]["function"]["arguments"].get<std::string>() + d.at("function").at("arguments").get<std::string>();
+            calls[index]["function"]["arguments"].get<std::string>() +
+            d.at("function").at("arguments").get<std::string>();
       }
     }
     if (whole.tool_calls.size() == calls.size()) {
@@ -348,9 +476,11 @@ TEST_CASE("tool calls: ids are deterministic per seed and shaped per family", "[
   CHECK(a != ToolCallId(ToolCallIdStyle::kOpenAi, 2, 0, "f"));
   const std::string m = ToolCallId(ToolCallIdStyle::kMistral, 1, 0, "f");
   CHECK(m.size() == 9);
-  CHECK(m.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789") == std::string::npos);
+  CHECK(m.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789") ==
+        std::string::npos);
   CHECK(ToolCallId(ToolCallIdStyle::kKimi, 1, 2, "search") == "functions.search:2");
-  const ParsedReply r = ParseToolCalls(ToolCallSyntax::kMistralArgs, "[TOOL_CALLS]search[ARGS]{}", TestTools(), 5);
+  const ParsedReply r =
+      ParseToolCalls(ToolCallSyntax::kMistralArgs, "[TOOL_CALLS]search[ARGS]{}", TestTools(), 5);
   REQUIRE(r.tool_calls.size() == 1);
   CHECK(r.tool_calls[0].id == ToolCallId(ToolCallIdStyle::kMistral, 5, 0, "search"));
 }
@@ -397,14 +527,17 @@ TEST_CASE("tool calls: a call longer than the bound is content, not memory", "[t
   CHECK(r.content == text);
 }
 
-TEST_CASE("tool calls: finish_reason is tool_calls only when the model stopped with calls", "[tool_calls]") {
+TEST_CASE("tool calls: finish_reason is tool_calls only when the model stopped with calls",
+          "[tool_calls]") {
   ParsedReply r;
   CHECK(ToolCallFinishReason(r, "stop") == "stop");
   r.tool_calls.push_back({"call_x", "search", "{}"});
   CHECK(ToolCallFinishReason(r, "stop") == "tool_calls");
   CHECK(ToolCallFinishReason(r, "length") == "length");
-  CHECK(ToolCallsJson(r.tool_calls) ==
-        json::parse(R"([{"id": "call_x", "type": "function", "function": {"name": "search", "arguments": "{}"}}])"));
+  CHECK(
+      ToolCallsJson(r.tool_calls) ==
+      json::parse(
+          R"([{"id": "call_x", "type": "function", "function": {"name": "search", "arguments": "{}"}}])"));
 }
 
 }  // namespace
