@@ -188,52 +188,37 @@ size_t ToolCallStreamParser::SkipSpace(size_t at) const {
 // --- events ---------------------------------------------------------------
 
 void ToolCallStreamParser::Content(std::string_view text, std::vector<ToolCallEvent>* out) {
-  if (text.empty()) return;
-  content_tail_.append(text);
-  const size_t hold = UnfinishedUtf8(content_tail_);
-  if (content_tail_.size() == hold) return;
-  std::string ready = content_tail_.substr(0, content_tail_.size() - hold);
-  content_tail_.erase(0, content_tail_.size() - hold);
-  if (!out->empty() && out->back().kind == Kind::kContent) {
-    out->back().text += ready;
-  } else {
-    out->push_back({.kind = Kind::kContent, .text = std::move(ready)});
-  }
+  Emit(Kind::kContent, -1, text, /*flush=*/false, &content_tail_, out);
 }
 
 void ToolCallStreamParser::FlushContent(std::vector<ToolCallEvent>* out) {
-  if (content_tail_.empty()) return;
-  if (!out->empty() && out->back().kind == Kind::kContent) {
-    out->back().text += content_tail_;
-  } else {
-    out->push_back({.kind = Kind::kContent, .text = content_tail_});
-  }
-  content_tail_.clear();
+  Emit(Kind::kContent, -1, "", /*flush=*/true, &content_tail_, out);
 }
 
 void ToolCallStreamParser::Arguments(std::string_view fragment, std::vector<ToolCallEvent>* out) {
-  if (fragment.empty()) return;
   if (!committed_) {
     pending_args_.append(fragment);
     return;
   }
-  args_tail_.append(fragment);
-  const size_t hold = UnfinishedUtf8(args_tail_);
-  if (args_tail_.size() == hold) return;
-  std::string ready = args_tail_.substr(0, args_tail_.size() - hold);
-  args_tail_.erase(0, args_tail_.size() - hold);
-  const int index = next_index_ - 1;
-  if (!out->empty() && out->back().kind == Kind::kCallArguments && out->back().index == index) {
-    out->back().text += ready;
-  } else {
-    out->push_back({.kind = Kind::kCallArguments, .text = std::move(ready), .index = index});
-  }
+  Emit(Kind::kCallArguments, next_index_ - 1, fragment, /*flush=*/false, &args_tail_, out);
 }
 
 void ToolCallStreamParser::FlushArguments(std::vector<ToolCallEvent>* out) {
-  if (args_tail_.empty()) return;
-  out->push_back({.kind = Kind::kCallArguments, .text = args_tail_, .index = next_index_ - 1});
-  args_tail_.clear();
+  Emit(Kind::kCallArguments, next_index_ - 1, "", /*flush=*/true, &args_tail_, out);
+}
+
+void ToolCallStreamParser::Emit(Kind kind, int index, std::string_view text, bool flush,
+                                std::string* tail, std::vector<ToolCallEvent>* out) {
+  tail->append(text);
+  const size_t hold = flush ? 0 : UnfinishedUtf8(*tail);
+  if (tail->size() == hold) return;
+  std::string ready = tail->substr(0, tail->size() - hold);
+  tail->erase(0, tail->size() - hold);
+  if (!out->empty() && out->back().kind == kind && out->back().index == index) {
+    out->back().text += ready;
+  } else {
+    out->push_back({.kind = kind, .text = std::move(ready), .index = index});
+  }
 }
 
 // --- calls ----------------------------------------------------------------

@@ -150,6 +150,11 @@ class ToolCallStreamParser {
   void Content(std::string_view text, std::vector<ToolCallEvent>* out);
   void FlushContent(std::vector<ToolCallEvent>* out);
   void FlushArguments(std::vector<ToolCallEvent>* out);
+  // `text` after `tail` as a `kind` event (appended to the last one of the
+  // same kind and call), less an unfinished UTF-8 character kept in `tail`
+  // unless `flush`.
+  void Emit(ToolCallEvent::Kind kind, int index, std::string_view text, bool flush,
+            std::string* tail, std::vector<ToolCallEvent>* out);
   void Compact();
 
   const ToolCallSyntaxSpec& spec_;
