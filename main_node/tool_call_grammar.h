@@ -6,7 +6,8 @@
 // "none" constrain nothing: the result is empty.
 //
 //   SchemaRulesFn rules = [](const nlohmann::json& schema, std::string_view prefix)
-//       -> absl::StatusOr<std::string> { return JsonSchemaToGbnf(schema, prefix); };
+//       -> absl::StatusOr<std::string> { return JsonSchemaToGbnf(schema, prefix); };  // the schema
+//       compiler
 //   ODMOE_ASSIGN_OR_RETURN(std::string gbnf,
 //       ToolCallGrammar(ToolCallSyntax::kHermes, req.tools, req.choice, req.parallel, rules));
 //   // root ::= tool-calls

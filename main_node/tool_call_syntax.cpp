@@ -55,7 +55,7 @@ std::vector<ToolCallSyntaxSpec> MakeSpecs() {
       .section_begin = {{{"<｜tool▁calls▁begin｜>"}}},
       .section_end = "<｜tool▁calls▁end｜>",
       .call_begin = {{{"<｜tool▁call▁begin｜>", "function", "<｜tool▁sep｜>"}}},
-      .name_stops = "\n",
+      .name_stops = "\n`",
       .args_begin = "```json",
       .call_end = {{"```", "<｜tool▁call▁end｜>"}},
       .grammar_section_open = "<｜tool▁calls▁begin｜>",

@@ -21,10 +21,12 @@
 // A model whose template and vocabulary show none of these gets Hermes, the
 // most widely trained syntax (ToolCallSyntaxFor): the generic fallback.
 //
-//   ToolCallSyntax s = ToolCallSyntaxFor(gguf.GetString("tokenizer.chat_template"),
-//                                        [&](std::string_view t) { return tok.TokenId(t) >= 0; });
+//   const std::optional<std::string> tmpl = gguf.GetString("tokenizer.chat_template");
+//   ToolCallSyntax s = ToolCallSyntaxFor(tmpl.value_or(""), [&tok](std::string_view text) {
+//     return tok.TokenId(text) >= 0;
+//   });
 //   const ToolCallSyntaxSpec& spec = ToolCallSyntaxSpecOf(s);   // markers, shapes
-//   LOG_INFO("tool calls: {}", spec.name);
+//   ODMOE_LOG_INFO("tool calls: {}", spec.name);
 #pragma once
 
 #include <functional>
