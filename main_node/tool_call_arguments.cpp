@@ -1,5 +1,6 @@
 #include "main_node/tool_call_arguments.h"
 
+#include <algorithm>
 #include <optional>
 #include <vector>
 
@@ -50,19 +51,28 @@ std::string_view Trim(std::string_view s) {
   return s.substr(b, s.find_last_not_of(ws) - b + 1);
 }
 
+const json* Property(const json& parameters_schema, std::string_view key) {
+  if (!parameters_schema.is_object()) return nullptr;
+  auto props = parameters_schema.find("properties");
+  if (props == parameters_schema.end() || !props->is_object()) return nullptr;
+  auto p = props->find(std::string(key));
+  return p != props->end() && p->is_object() ? &*p : nullptr;
+}
+
 }  // namespace
+
+bool TaggedArgumentIsText(const json& parameters_schema, std::string_view key) {
+  const json* property = Property(parameters_schema, key);
+  if (property == nullptr) return true;
+  const std::vector<std::string> types = SchemaTypes(*property);
+  return !types.empty() && std::all_of(types.begin(), types.end(),
+                                       [](const std::string& t) { return t == "string"; });
+}
 
 std::string TaggedArgumentJson(const json& parameters_schema, std::string_view key,
                                std::string_view value) {
   const json text = std::string(value);
-  const json* property = nullptr;
-  if (parameters_schema.is_object()) {
-    auto props = parameters_schema.find("properties");
-    if (props != parameters_schema.end() && props->is_object()) {
-      auto p = props->find(std::string(key));
-      if (p != props->end() && p->is_object()) property = &*p;
-    }
-  }
+  const json* property = Property(parameters_schema, key);
   if (property == nullptr) return DumpJson(text);
   const std::vector<std::string> types = SchemaTypes(*property);
   std::optional<json> parsed = ParseValue(Trim(value));

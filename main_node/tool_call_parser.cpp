@@ -88,7 +88,8 @@ void ToolCallStreamParser::Compact() {
   if (in_section_ && section_calls_ == 0) keep = std::min(keep, section_start_);
   if (keep == 0) return;
   buf_.erase(0, keep);
-  for (size_t* offset : {&pos_, &call_start_, &mark_, &scan_, &value_start_, &section_start_}) {
+  for (size_t* offset :
+       {&pos_, &call_start_, &mark_, &scan_, &value_start_, &section_start_, &emit_from_}) {
     *offset = *offset >= keep ? *offset - keep : 0;
   }
 }
@@ -548,14 +549,53 @@ bool ToolCallStreamParser::StepTagValueOpen(bool final, std::vector<ToolCallEven
     }
     pos_ = at + open.size();
   }
-  mark_ = scan_ = pos_;
+  mark_ = scan_ = emit_from_ = pos_;
+  value_is_text_ = TaggedArgumentIsText(tool_->parameters, key_);
+  value_opened_ = false;
   phase_ = Phase::kTagValue;
+  return true;
+}
+
+// A text value leaves as it comes: `"key": "` first, then its escaped bytes
+// up to what may be the close tag (and qwen3_coder's last newline), whole
+// UTF-8 characters only, so that the pieces equal the value escaped at once.
+bool ToolCallStreamParser::StreamTextValue(size_t close_at, std::vector<ToolCallEvent>* out) {
+  const std::string_view close = spec_.tags.value_close;
+  const bool strip = spec_.tags.strip_newlines;
+  if (!value_opened_) {
+    if (emit_from_ == buf_.size()) return false;  // the first byte decides the leading newline
+    if (strip && emit_from_ != close_at && buf_[emit_from_] == '\n') ++emit_from_;
+    Arguments((tag_count_++ == 0 ? "{" : ", ") + DumpJson(key_) + ": \"", out);
+    value_opened_ = true;
+  }
+  size_t end = close_at;
+  if (close_at == std::string::npos) {
+    const size_t hold = close.size() - 1 + (strip ? 1 : 0);
+    end = buf_.size() > hold ? buf_.size() - hold : 0;
+    if (end > emit_from_)
+      end -= UnfinishedUtf8(std::string_view(buf_).substr(emit_from_, end - emit_from_));
+  } else if (strip && end > emit_from_ && buf_[end - 1] == '\n') {
+    --end;
+  }
+  if (end > emit_from_) {
+    const std::string escaped = DumpJson(nlohmann::json(buf_.substr(emit_from_, end - emit_from_)));
+    Arguments(std::string_view(escaped).substr(1, escaped.size() - 2), out);
+    emit_from_ = end;
+  }
+  if (close_at == std::string::npos) {
+    scan_ = std::max(mark_, buf_.size() - std::min(buf_.size(), close.size() - 1));
+    return false;
+  }
+  Arguments("\"", out);
+  pos_ = mark_ = scan_ = close_at + close.size();
+  phase_ = Phase::kTagKey;
   return true;
 }
 
 bool ToolCallStreamParser::StepTagValue(bool final, std::vector<ToolCallEvent>* out) {
   const std::string_view close = spec_.tags.value_close;
   const size_t k = buf_.find(close, scan_);
+  if (value_is_text_) return StreamTextValue(k, out);
   if (k == std::string::npos) {
     scan_ = std::max(mark_, buf_.size() - std::min(buf_.size(), close.size() - 1));
     (void) final;

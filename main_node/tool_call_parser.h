@@ -12,8 +12,9 @@
 //                   call concatenate to its whole `arguments` (an object).
 //                   JSON arguments stream as the model writes them, each byte
 //                   once it is known to keep the text a valid JSON prefix;
-//                   tagged arguments (qwen3_coder, glm45) leave one parameter
-//                   at a time, converted: {"city": "Paris"  , "days": 3  }.
+//                   tagged arguments (qwen3_coder, glm45) are converted:
+//                   {"city": "Par  is"  , "days": 3  } -- text values stream
+//                   as they come, other values leave whole at their end tag.
 //   kCallEnd        the call is complete.
 //   kCallAbort      the call turned out malformed after it began (arguments
 //                   not JSON, no end marker, the reply ended inside it):
@@ -126,6 +127,7 @@ class ToolCallStreamParser {
   bool StepTagName(bool final, std::vector<ToolCallEvent>* out);
   bool StepTagValueOpen(bool final, std::vector<ToolCallEvent>* out);
   bool StepTagValue(bool final, std::vector<ToolCallEvent>* out);
+  bool StreamTextValue(size_t close_at, std::vector<ToolCallEvent>* out);
   bool StepMember(std::vector<ToolCallEvent>* out);
   bool MemberValueEnded(size_t end, std::vector<ToolCallEvent>* out);
   void CloseTaggedArgs(std::vector<ToolCallEvent>* out);
@@ -176,6 +178,9 @@ class ToolCallStreamParser {
   std::string name_;
   std::string key_;
   int tag_count_ = 0;
+  bool value_is_text_ = false;  // kTagValue: streamed as it comes
+  bool value_opened_ = false;   // its `"key": "` has left
+  size_t emit_from_ = 0;        // its first byte not yet sent
   JsonPrefixScanner json_;
   JsonPrefixScanner key_scan_;
   // kMember: the object's state.

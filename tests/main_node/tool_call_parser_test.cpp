@@ -116,6 +116,12 @@ std::vector<Case> Cases() {
          R"({"query": "moe\ninference", "filters": {"site":"example.org"}, "exact": true})"},
         {"get_weather", R"({"city": "42", "days": "three"})"}}},
       {S::kQwen3Coder,
+       "text values with quotes, UTF-8 and newlines",
+       "<tool_call>\n<function=search>\n<parameter=query>\n\n  Grüße \"x\" \\ ☀\n\n</parameter>\n"
+       "<parameter=undeclared>\n</parameter>\n</function>\n</tool_call>",
+       "",
+       {{"search", R"({"query": "\n  Grüße \"x\" \\ ☀\n", "undeclared": ""})"}}},
+      {S::kQwen3Coder,
        "no parameters",
        "<tool_call>\n<function=search>\n</function>\n</tool_call>",
        "",
@@ -504,6 +510,27 @@ TEST_CASE("tool calls: JSON arguments stream before the call ends", "[tool_calls
   parser.Feed("_call>", &events);
   REQUIRE(events.size() == 1);
   CHECK(events[0].kind == Kind::kCallEnd);
+}
+
+TEST_CASE("tool calls: tagged text values stream before their end tag", "[tool_calls]") {
+  ToolCallStreamParser parser(ToolCallSyntax::kQwen3Coder, TestTools(), 1);
+  std::vector<ToolCallEvent> events;
+  parser.Feed("<tool_call>\n<function=search>\n<parameter=query>\nThe quick brown fox jumps",
+              &events);
+  std::string args;
+  for (const ToolCallEvent& e : events) {
+    if (e.kind == Kind::kCallArguments) args += e.text;
+  }
+  // Held back: what may be "</parameter>" and the newline before it.
+  CHECK(args == "{\"query\": \"The quick bro");
+  parser.Feed("\n</parameter>\n<parameter=exact>\ntrue\n</parameter>\n</function>\n</tool_call>",
+              &events);
+  parser.Finish(&events);
+  args.clear();
+  for (const ToolCallEvent& e : events) {
+    if (e.kind == Kind::kCallArguments) args += e.text;
+  }
+  CHECK(args == R"({"query": "The quick brown fox jumps", "exact": true})");
 }
 
 TEST_CASE("tool calls: content holds back only what may begin a marker", "[tool_calls]") {
