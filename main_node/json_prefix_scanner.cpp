@@ -77,6 +77,12 @@ JsonScanStep JsonPrefixScanner::AfterValue(char c) {
 }
 
 JsonScanStep JsonPrefixScanner::Feed(char c) {
+  const JsonScanStep step = Step(c);
+  if (step == JsonScanStep::kError) state_ = State::kFailed;
+  return step;
+}
+
+JsonScanStep JsonPrefixScanner::Step(char c) {
   switch (state_) {
     case State::kValue:
       if (IsSpace(c)) return JsonScanStep::kMore;
@@ -188,6 +194,7 @@ JsonScanStep JsonPrefixScanner::Feed(char c) {
       return AfterValue(c);
     }
     case State::kEnd:
+    case State::kFailed:
       return JsonScanStep::kError;
   }
   return JsonScanStep::kError;

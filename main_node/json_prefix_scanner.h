@@ -57,9 +57,11 @@ class JsonPrefixScanner {
     kNumber,
     kLiteral,  // literal_ + literal_pos_
     kEnd,
+    kFailed,
   };
   enum class Num : uint8_t { kSign, kZero, kInt, kDot, kFrac, kExp, kExpSign, kExpDigits };
 
+  JsonScanStep Step(char c);
   JsonScanStep ValueEnded();
   JsonScanStep StartValue(char c);
   JsonScanStep AfterValue(char c);

@@ -282,6 +282,7 @@ void ToolCallStreamParser::EndCall(size_t after, std::vector<ToolCallEvent>* out
   committed_ = false;
   pos_ = scan_ = after;
   ++section_calls_;
+  ++calls_completed_;
   phase_ = in_section_ ? Phase::kSection : Phase::kBetween;
 }
 

@@ -97,6 +97,9 @@ class ToolCallStreamParser {
 
   /// Calls begun so far (kCallBegin events).
   int calls_begun() const { return next_index_; }
+  /// Calls complete so far (kCallEnd events): a streamed reply with any has
+  /// finish_reason "tool_calls" when the model stopped on its own.
+  int calls_completed() const { return calls_completed_; }
 
  private:
   enum class Phase {
@@ -174,6 +177,7 @@ class ToolCallStreamParser {
   size_t scan_ = 0;  // where a search for a stop resumes
   bool committed_ = false;
   int next_index_ = 0;
+  int calls_completed_ = 0;
   const ToolDefinition* tool_ = nullptr;
   std::string name_;
   std::string key_;

@@ -72,6 +72,18 @@ TEST_CASE("json prefix scanner: agrees with a JSON parser", "[tool_calls]") {
   }
 }
 
+TEST_CASE("json prefix scanner: nothing follows an end or an error", "[tool_calls]") {
+  JsonPrefixScanner done;
+  CHECK(done.Feed('1') == JsonScanStep::kMore);
+  CHECK(done.Feed(' ') == JsonScanStep::kDoneBefore);
+  CHECK(done.Complete());
+  CHECK(done.Feed('1') == JsonScanStep::kError);
+  JsonPrefixScanner bad;
+  CHECK(bad.Feed('x') == JsonScanStep::kError);
+  CHECK(bad.Feed('1') == JsonScanStep::kError);
+  CHECK_FALSE(bad.Complete());
+}
+
 TEST_CASE("json prefix scanner: nesting is bounded", "[tool_calls]") {
   bool complete = true;
   CHECK(Scan(std::string(kJsonScannerMaxDepth, '[') + std::string(kJsonScannerMaxDepth, ']'),

@@ -507,9 +507,12 @@ TEST_CASE("tool calls: JSON arguments stream before the call ends", "[tool_calls
   REQUIRE(events.size() == 1);
   CHECK(events[0].text == "e\"}");
   events.clear();
+  CHECK(parser.calls_completed() == 0);
   parser.Feed("_call>", &events);
   REQUIRE(events.size() == 1);
   CHECK(events[0].kind == Kind::kCallEnd);
+  CHECK(parser.calls_begun() == 1);
+  CHECK(parser.calls_completed() == 1);
 }
 
 TEST_CASE("tool calls: tagged text values stream before their end tag", "[tool_calls]") {
