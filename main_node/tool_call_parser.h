@@ -42,7 +42,9 @@
 // Ids: ToolCallId(style, id_seed, index, name): "call_" + 24 letters and
 // digits that look random but are a hash of (id_seed, index), so a reply and
 // its stream give the same ids and a request replayed gives the same ids.
-// Give each request its own seed (its request number). Mistral's syntaxes
+// Give each request its own seed: a random value drawn once per process plus
+// the request's number, so that ids do not repeat across restarts (a client
+// keeps them in its history) yet a test can fix them. Mistral's syntaxes
 // get 9 letters and digits, the only ids their templates accept; Kimi-K2
 // gets "functions.NAME:INDEX", the form its template writes back.
 #pragma once
