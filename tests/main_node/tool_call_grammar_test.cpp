@@ -64,7 +64,7 @@ TEST_CASE("tool call grammar: kimi_k2, a named tool is one call", "[tool_calls]"
         "tool-1-args ::= \"<object>\"\n");
 }
 
-TEST_CASE("tool call grammar: qwen3_coder's parameters, typed, required first-class",
+TEST_CASE("tool call grammar: qwen3_coder's parameters typed, the required ones mandatory",
           "[tool_calls]") {
   auto g = ToolCallGrammar(ToolCallSyntax::kQwen3Coder, TestTools(),
                            Choice(ToolChoiceKind::kNamed, "get_weather"), false, FakeRules);
