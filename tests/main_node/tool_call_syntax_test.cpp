@@ -1,0 +1,79 @@
+// Which tool-call syntax a model uses (main_node/tool_call_syntax.h): from
+// markers in its chat template, else from its vocabulary's special tokens,
+// else Hermes. The template lines are written here in each family's style
+// (not copied from any model).
+#include "main_node/tool_call_syntax.h"
+
+#include <catch2/catch.hpp>
+#include <set>
+#include <string>
+
+namespace odmoe::test {
+namespace {
+
+TEST_CASE("tool call syntax: recognised from the template's markers", "[tool_calls]") {
+  using S = ToolCallSyntax;
+  const std::pair<std::string, S> cases[] = {
+      {"{{- '<tool_call>\\n' + tool_call | tojson + '\\n</tool_call>' }}", S::kHermes},
+      {"<tool_call>\n<function={{ name }}>\n<parameter={{ k }}>\n{{ v }}\n</parameter>",
+       S::kQwen3Coder},
+      {"{{ '[TOOL_CALLS]' + tool_calls | tojson }}", S::kMistral},
+      {"{{ '[TOOL_CALLS]' + name + '[ARGS]' + arguments }}", S::kMistralArgs},
+      {"{{- '<|python_tag|>' + tool_call.arguments.code }}", S::kLlama3},
+      {"<|start_header_id|>assistant<|end_header_id|>{\"name\": \"{{ n }}\", \"parameters\": {{ a "
+       "}}}",
+       S::kLlama3},
+      {"<|start|>assistant to=functions.{{ n }}<|channel|>commentary json<|message|>{{ a "
+       "}}<|call|>",
+       S::kHarmony},
+      {"<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>{{ n }}\\n```json\\n{{ a "
+       "}}\\n```",
+       S::kDeepSeekV3},
+      {"<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>{{ n }}<｜tool▁sep｜>{{ a }}<｜tool▁call▁end｜>",
+       S::kDeepSeekV31},
+      {"<tool_call>{{ n }}\n<arg_key>{{ k }}</arg_key>\n<arg_value>{{ v }}</arg_value>", S::kGlm45},
+      {"<|tool_calls_section_begin|><|tool_call_begin|>{{ id }}<|tool_call_argument_begin|>",
+       S::kKimiK2},
+  };
+  for (const auto& [tmpl, want] : cases) {
+    INFO(tmpl);
+    auto got = DetectToolCallSyntax(tmpl);
+    REQUIRE(got.has_value());
+    CHECK(ToolCallSyntaxName(*got) == ToolCallSyntaxName(want));
+  }
+}
+
+TEST_CASE("tool call syntax: the vocabulary when the template says nothing, else hermes",
+          "[tool_calls]") {
+  auto vocab = [](std::set<std::string> tokens) {
+    return [tokens](std::string_view t) { return tokens.count(std::string(t)) > 0; };
+  };
+  const std::string plain = "{% for m in messages %}{{ m.content }}{% endfor %}";
+  CHECK(DetectToolCallSyntax(plain, vocab({"<arg_key>", "<tool_call>"})) == ToolCallSyntax::kGlm45);
+  CHECK(DetectToolCallSyntax(plain, vocab({"<tool_call>"})) == ToolCallSyntax::kHermes);
+  CHECK(DetectToolCallSyntax(plain, vocab({"<|call|>"})) == ToolCallSyntax::kHarmony);
+  CHECK(DetectToolCallSyntax(plain, vocab({"[TOOL_CALLS]", "[ARGS]"})) ==
+        ToolCallSyntax::kMistralArgs);
+  CHECK(DetectToolCallSyntax(plain, vocab({"<|python_tag|>"})) == ToolCallSyntax::kLlama3);
+  CHECK_FALSE(DetectToolCallSyntax(plain, vocab({"<s>"})).has_value());
+  CHECK_FALSE(DetectToolCallSyntax(plain).has_value());
+  CHECK(ToolCallSyntaxFor(plain) == ToolCallSyntax::kHermes);
+  CHECK(ToolCallSyntaxFor("", vocab({"<|tool_calls_section_begin|>"})) == ToolCallSyntax::kKimiK2);
+}
+
+TEST_CASE("tool call syntax: every syntax has one row and a name that reads back", "[tool_calls]") {
+  std::set<std::string_view> names;
+  for (const ToolCallSyntaxSpec& spec : ToolCallSyntaxSpecs()) {
+    INFO(spec.name);
+    CHECK(names.insert(spec.name).second);
+    CHECK(ToolCallSyntaxNamed(spec.name) == spec.syntax);
+    CHECK(&ToolCallSyntaxSpecOf(spec.syntax) == &spec);
+    CHECK_FALSE(spec.call_begin.empty());
+    CHECK_FALSE(spec.template_markers.empty());
+  }
+  CHECK(names.size() == 10);
+  CHECK_FALSE(ToolCallSyntaxNamed("chatml").has_value());
+}
+
+}  // namespace
+}  // namespace odmoe::test
