@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <optional>
+#include <random>
 #include <set>
 
 #include "absl/strings/match.h"
@@ -18,6 +19,9 @@
 #include "main_node/http_server.h"
 #include "main_node/json_reply.h"
 #include "main_node/main_node.h"
+#include "main_node/reply_stream.h"
+#include "main_node/tool_call_json.h"
+#include "main_node/tool_call_syntax.h"
 #include "nlohmann/json.hpp"
 #include "util/logging.h"
 #include "util/status_macros.h"
@@ -63,52 +67,6 @@ HttpResponse SendStatus(const absl::Status& s, const std::string& prompt_param =
   }
 }
 
-// Holds back streamed text that could be the start of a stop sequence.
-class StopMatcher {
- public:
-  explicit StopMatcher(std::vector<std::string> stops) : stops_(std::move(stops)) {}
-  bool stopped() const { return stopped_; }
-  /// Adds generated text; returns what may be released now.
-  std::string Push(std::string_view piece) {
-    if (stopped_) return "";
-    pending_ += piece;
-    size_t cut = std::string::npos;
-    for (const std::string& s : stops_) {
-      const size_t at = pending_.find(s);
-      if (at != std::string::npos && at < cut) cut = at;
-    }
-    if (cut != std::string::npos) {
-      stopped_ = true;
-      std::string out = pending_.substr(0, cut);
-      pending_.clear();
-      return out;
-    }
-    // Keep the longest tail that is a prefix of some stop sequence.
-    size_t keep = 0;
-    for (const std::string& s : stops_) {
-      for (size_t n = std::min(s.size() - 1, pending_.size()); n > keep; --n) {
-        if (pending_.compare(pending_.size() - n, n, s, 0, n) == 0) {
-          keep = n;
-          break;
-        }
-      }
-    }
-    std::string out = pending_.substr(0, pending_.size() - keep);
-    pending_.erase(0, pending_.size() - keep);
-    return out;
-  }
-  std::string Flush() {
-    std::string out = stopped_ ? "" : pending_;
-    pending_.clear();
-    return out;
-  }
-
- private:
-  std::vector<std::string> stops_;
-  std::string pending_;
-  bool stopped_ = false;
-};
-
 }  // namespace
 
 struct HttpApi::Impl {
@@ -116,6 +74,9 @@ struct HttpApi::Impl {
   std::unique_ptr<HttpServer> server;
   std::atomic<uint64_t> next_id{0};
   ChatFormat chat_format;
+  ToolCallSyntax tool_syntax = ToolCallSyntax::kHermes;  // the model's (tool_call_syntax.h)
+  uint64_t id_salt = std::random_device{}() * 0x9E3779B97F4A7C15ull;
+  std::atomic<uint64_t> next_reply{0};
   int64_t model_created = 0;  // Unix seconds
   HttpGuard guard;            // body limit and API key, checked before work
 
@@ -173,6 +134,24 @@ struct HttpApi::Impl {
   TokenPieceFn Pieces() const {
     const Tokenizer& tok = node.tokenizer();
     return [&tok](int32_t id) { return tok.TokenToPiece(id); };
+  }
+
+  // The reply pipeline of a request (reply_stream.h): a chat's reasoning and
+  // tool calls apart, then its stop sequences.
+  ReplyStream::Options ReplyOptions(const ParsedRequest& parsed, bool chat) {
+    ReplyStream::Options o;
+    o.stop = parsed.stop;
+    if (!chat) return o;
+    o.format = &chat_format;
+    o.tools = &parsed.tools;
+    o.syntax = tool_syntax;
+    // Call ids differ between requests and between runs of the server.
+    o.id_seed = id_salt + next_reply.fetch_add(1);
+    const Tokenizer& tok = node.tokenizer();
+    o.special_text = [&tok](int32_t id) {
+      return id < 0 || id >= tok.n_vocab() ? std::string() : tok.vocab().tokens[id];
+    };
+    return o;
   }
 
   std::string NewId(const char* prefix) {
@@ -248,30 +227,34 @@ struct HttpApi::Impl {
     ClusterGenerateResult gen;
     std::string text;
     std::string reasoning;  // chat with a reasoning model: not part of `text`
-    bool stopped = false;
+    std::vector<ToolCall> calls;
+    std::string finish = "length";  // max_tokens 0 with echo
     if (!parsed.no_generation) {
-      StopMatcher stop(parsed.stop);
-      ChatReplySplitter split(chat ? chat_format : ChatFormat{});
-      auto take = [&](const ChatReplyPiece& p) {
-        if (!stop.stopped()) reasoning += p.reasoning;
-        text += stop.Push(p.content);
+      ReplyStream reply(ReplyOptions(parsed, chat));
+      std::vector<ReplyEvent> events;  // the whole reply is the stream's sum
+      auto on_token = [&](int32_t id, std::string_view piece) {
+        events.clear();
+        reply.Push(id, piece, &events);
       };
-      auto on_token = [&](int32_t id, std::string_view piece) { take(split.Push(id, piece)); };
       absl::StatusOr<ClusterGenerateResult> r = node.Generate(
-          turn, parsed.gen, on_token, gone, [&] { return stop.stopped(); }, "http");
+          turn, parsed.gen, on_token, gone, [&] { return reply.stopped(); }, "http");
       if (!r.ok()) return r.status();
-      take(split.Flush());
-      text += stop.Flush();
-      stopped = stop.stopped();
+      reply.Finish(&events);
+      text = reply.content();
+      reasoning = reply.reasoning();
+      calls = reply.tool_calls();
+      finish = reply.FinishReason(Finish(*r, reply.stopped()));
       gen = std::move(*r);
     } else {
       gen.result.stats.prompt_tokens = static_cast<int>(ids.size());
     }
-    json choice = {{"index", 0},
-                   {"finish_reason", parsed.no_generation ? "length" : Finish(gen, stopped)}};
+    json choice = {{"index", 0}, {"finish_reason", finish}};
     if (chat) {
-      choice["message"] = {{"role", "assistant"}, {"content", text}};
+      // A reply that only calls tools has no content (null, as OpenAI sends it).
+      choice["message"] = {{"role", "assistant"},
+                           {"content", calls.empty() || !text.empty() ? json(text) : json()}};
       if (!reasoning.empty()) choice["message"]["reasoning_content"] = reasoning;
+      if (!calls.empty()) choice["message"]["tool_calls"] = ToolCallsJson(calls);
       if (parsed.gen.logprobs >= 0) {
         json content = json::array();
         for (size_t i = 0; i < gen.result.output_ids.size(); ++i) {
@@ -393,29 +376,43 @@ struct HttpApi::Impl {
       return StreamChunk(head, chat, text, finish, reasoning, lp);
     };
     if (chat) send(chunk("", nullptr));
-    StopMatcher stop(parsed.stop);
-    // A reasoning model's reasoning streams as reasoning_content deltas;
-    // stop sequences apply to the content.
-    ChatReplySplitter split(chat ? chat_format : ChatFormat{});
-    auto emit = [&](const ChatReplyPiece& p) {
-      if (!p.reasoning.empty() && !stop.stopped()) {
-        send(chunk(p.reasoning, nullptr, /*reasoning=*/true));
+    // A reasoning model's reasoning streams as reasoning_content deltas, tool
+    // calls as delta.tool_calls; stop sequences apply to the content.
+    ReplyStream reply(ReplyOptions(parsed, chat));
+    std::vector<ReplyEvent> events;
+    auto emit = [&] {
+      for (const ReplyEvent& e : events) {
+        switch (e.kind) {
+          case ReplyEvent::Kind::kReasoning:
+            send(chunk(e.text, nullptr, /*reasoning=*/true));
+            break;
+          case ReplyEvent::Kind::kContent:
+            send(chunk(e.text, nullptr));
+            break;
+          case ReplyEvent::Kind::kToolCallBegin:
+            send(ToolCallChunk(head, ToolCallBeginDelta(e.index, e.id, e.name)));
+            break;
+          case ReplyEvent::Kind::kToolCallArguments:
+            send(ToolCallChunk(head, ToolCallArgumentsDelta(e.index, e.text)));
+            break;
+        }
       }
-      const std::string out = stop.Push(p.content);
-      if (!out.empty()) send(chunk(out, nullptr));
+      events.clear();
     };
-    auto on_token = [&](int32_t id, std::string_view piece) { emit(split.Push(id, piece)); };
+    auto on_token = [&](int32_t id, std::string_view piece) {
+      reply.Push(id, piece, &events);
+      emit();
+    };
     auto on_logprobs = [&](const RowScore& row) {
       pending_ids.push_back(row.target);
       pending_scores.push_back(row);
     };
     absl::StatusOr<ClusterGenerateResult> r = node.Generate(
-        turn, parsed.gen, on_token, gone, [&] { return stop.stopped(); }, "http", {}, on_logprobs);
+        turn, parsed.gen, on_token, gone, [&] { return reply.stopped(); }, "http", {}, on_logprobs);
     if (r.ok()) {
-      emit(split.Flush());
-      const std::string tail = stop.Flush();
-      if (!tail.empty()) send(chunk(tail, nullptr));
-      json last = chunk("", Finish(*r, stop.stopped()));
+      reply.Finish(&events);
+      emit();
+      json last = chunk("", reply.FinishReason(Finish(*r, reply.stopped())));
       last["odmoe"] = OdmoeStats(*r);
       send(last);
       if (parsed.include_usage) send(UsageChunk(head, Usage(*r)));
@@ -482,6 +479,14 @@ struct HttpApi::Impl {
     ChatOptions options;
     absl::Status st = ParseChatBody(body, node.model_id(), &parsed, &messages, &options);
     if (st.ok()) {
+      absl::StatusOr<ToolRequest> tools = ParseToolRequest(body);
+      if (tools.ok()) {
+        parsed.tools = std::move(*tools);
+      } else {
+        st = tools.status();
+      }
+    }
+    if (st.ok()) {
       absl::StatusOr<std::string> prompt = RenderChat(chat_format, messages, options);
       if (prompt.ok()) {
         parsed.gen.prompt = std::move(*prompt);
@@ -533,6 +538,9 @@ absl::StatusOr<std::unique_ptr<HttpApi>> HttpApi::Start(MainNode& node) {
         "tokenizer.chat_template is not a chat format odmoe knows (docs/chat_templates.md): "
         "chat prompts use the default format (one 'role: content' line per message)");
   }
+  impl.tool_syntax = ToolCallSyntaxFor(
+      node.model().gguf().GetString("tokenizer.chat_template").value_or(""),
+      [&tok](std::string_view t) { return tok.TokenId(t) >= 0; });
   struct stat st {};
   impl.model_created =
       stat(node.topology().model.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_mtime) : UnixNow();
@@ -588,9 +596,11 @@ absl::StatusOr<std::unique_ptr<HttpApi>> HttpApi::Start(MainNode& node) {
         "(set main.api_key, or listen on 127.0.0.1)",
         spec.http);
   }
-  ODMOE_LOG_INFO("HTTP API on {}://{}:{} (chat format {}{}; at most {} connections)",
-                 spec.tls_cert.empty() ? "http" : "https", spec.http_host, impl.server->port(),
-                 ChatFamilyName(impl.chat_format.family), spec.api_key.empty() ? "" : ", API key",
+  ODMOE_LOG_INFO(
+      "HTTP API on {}://{}:{} (chat format {}, tool calls {}{}; at most {} connections)",
+      spec.tls_cert.empty() ? "http" : "https", spec.http_host, impl.server->port(),
+      ChatFamilyName(impl.chat_format.family), ToolCallSyntaxName(impl.tool_syntax),
+      spec.api_key.empty() ? "" : ", API key",
                  limits.max_connections);
   return api;
 }

@@ -123,6 +123,12 @@ json StreamChunk(const StreamChunkHead& head, bool chat, const std::string& text
   return out;
 }
 
+json ToolCallChunk(const StreamChunkHead& head, const json& tool_calls) {
+  json out = StreamChunk(head, /*chat=*/true, "", nullptr, false, nullptr);
+  out["choices"][0]["delta"] = {{"tool_calls", tool_calls}};
+  return out;
+}
+
 json UsageChunk(const StreamChunkHead& head, const json& usage) {
   return {{"id", head.id},
           {"object", head.object},

@@ -88,6 +88,9 @@ struct StreamChunkHead {
 nlohmann::json StreamChunk(const StreamChunkHead& head, bool chat, const std::string& text,
                            const nlohmann::json& finish, bool reasoning,
                            const nlohmann::json& logprobs);
+/// A chat chunk whose delta carries `tool_calls` (tool_call_json.h's
+/// ToolCallBeginDelta / ToolCallArgumentsDelta), finish_reason null.
+nlohmann::json ToolCallChunk(const StreamChunkHead& head, const nlohmann::json& tool_calls);
 
 /// The last chunk with stream_options.include_usage: no choices, the usage.
 nlohmann::json UsageChunk(const StreamChunkHead& head, const nlohmann::json& usage);

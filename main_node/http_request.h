@@ -20,6 +20,7 @@
 #include "engine/generation.h"
 #include "engine/request_fields.h"
 #include "main_node/chat_template.h"
+#include "main_node/tool_request.h"
 #include "nlohmann/json.hpp"
 #include "tokenizer/tokenizer.h"
 
@@ -35,6 +36,9 @@ struct ParsedRequest {
   bool echo = false;              // completions: the prompt (and its logprobs) first
   bool no_generation = false;     // completions: max_tokens 0 with echo
   std::string prompt_param;       // "prompt" or "messages": named by context errors
+  /// Chat: the tools the model may call and how (tool_request.h); none for a
+  /// completion.
+  ToolRequest tools;
 };
 
 /// The JSON values a request body may hold by default (ParseRequestJson).
