@@ -9,7 +9,7 @@
 namespace odmoe {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 std::vector<std::string> SchemaTypes(const json& property) {
   std::vector<std::string> types;

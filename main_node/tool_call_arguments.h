@@ -26,10 +26,10 @@ namespace odmoe {
 /// True when every value of `key` is its raw text as a JSON string (a
 /// "string"-only property, or one the schema does not name): such a value
 /// can stream before its end.
-bool TaggedArgumentIsText(const nlohmann::json& parameters_schema, std::string_view key);
+bool TaggedArgumentIsText(const nlohmann::ordered_json& parameters_schema, std::string_view key);
 
 /// `value` as JSON text typed by parameters_schema.properties[key].
-std::string TaggedArgumentJson(const nlohmann::json& parameters_schema, std::string_view key,
+std::string TaggedArgumentJson(const nlohmann::ordered_json& parameters_schema, std::string_view key,
                                std::string_view value);
 
 }  // namespace odmoe

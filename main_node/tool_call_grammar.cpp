@@ -10,7 +10,7 @@
 namespace odmoe {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 // `text` as a literal, nothing for empty text (GBNF sequences need no "").
 std::string Lit(std::string_view text) { return text.empty() ? "" : GbnfLiteral(text) + " "; }

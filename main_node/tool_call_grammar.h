@@ -5,7 +5,7 @@
 // rules come from the JSON Schema compiler through `schema_rules`. "auto" and
 // "none" constrain nothing: the result is empty.
 //
-//   SchemaRulesFn rules = [](const nlohmann::json& schema, std::string_view prefix)
+//   SchemaRulesFn rules = [](const nlohmann::ordered_json& schema, std::string_view prefix)
 //       -> absl::StatusOr<std::string> { return JsonSchemaToGbnf(schema, prefix); };  // the schema
 //       compiler
 //   ODMOE_ASSIGN_OR_RETURN(std::string gbnf,
@@ -44,7 +44,7 @@
 namespace odmoe {
 
 /// JSON Schema -> GBNF rules defining `rule_prefix` (see above).
-using SchemaRulesFn = std::function<absl::StatusOr<std::string>(const nlohmann::json& schema,
+using SchemaRulesFn = std::function<absl::StatusOr<std::string>(const nlohmann::ordered_json& schema,
                                                                 std::string_view rule_prefix)>;
 
 /// The grammar for `choice` (empty for auto and none). INVALID_ARGUMENT for a

@@ -7,7 +7,7 @@
 namespace odmoe {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 absl::Status Invalid(std::string_view field, std::string_view what) {
   return absl::InvalidArgumentError(std::string(field) + ": " + std::string(what));

@@ -36,7 +36,7 @@ inline constexpr size_t kMaxToolNameBytes = 64;
 struct ToolDefinition {
   std::string name;
   std::string description;    // empty when absent
-  nlohmann::json parameters;  // a JSON Schema object; {"type":"object","properties":{}} when absent
+  nlohmann::ordered_json parameters;  // a JSON Schema object; {"type":"object","properties":{}} when absent
   bool strict = false;
 };
 
@@ -63,7 +63,7 @@ struct ToolRequest {
 
 /// The tool fields of a chat request body (a JSON object). A body without
 /// them gives an empty ToolRequest with choice kNone.
-absl::StatusOr<ToolRequest> ParseToolRequest(const nlohmann::json& body);
+absl::StatusOr<ToolRequest> ParseToolRequest(const nlohmann::ordered_json& body);
 
 /// "auto", "none", "required" or "function".
 const char* ToolChoiceKindName(ToolChoiceKind kind);

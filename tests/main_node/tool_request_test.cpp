@@ -34,7 +34,15 @@ TEST_CASE("tool request: the OpenAI shapes and their defaults", "[tool_calls]") 
   CHECK(r->tools[0].name == "get_weather");
   CHECK(r->tools[0].description == "Weather");
   CHECK(r->tools[0].parameters.at("properties").contains("city"));
-  CHECK(r->tools[1].parameters == json::parse(R"({"type": "object", "properties": {}})"));
+  CHECK(r->tools[1].parameters ==
+        nlohmann::ordered_json::parse(R"({"type": "object", "properties": {}})"));
+  // A body parsed in order keeps the properties' order (the grammar and the
+  // tagged syntaxes write them in it).
+  auto ordered = ParseToolRequest(nlohmann::ordered_json::parse(
+      R"({"tools": [{"type": "function", "function": {"name": "f", "parameters":
+          {"type": "object", "properties": {"zeta": {}, "alpha": {}}}}}]})"));
+  REQUIRE(ordered.ok());
+  CHECK(ordered->tools[0].parameters.at("properties").begin().key() == "zeta");
   CHECK(r->tools[1].strict);
   CHECK(r->choice.kind == ToolChoiceKind::kAuto);
   CHECK(r->Find("search") == &r->tools[1]);
