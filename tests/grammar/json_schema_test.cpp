@@ -1,0 +1,182 @@
+// JSON Schema -> GBNF (grammar/json_schema.h): the errors that name the
+// keyword, integer and number ranges checked value by value, extra keys,
+// recursion, and the bounds on hostile schemas.
+#include "grammar/json_schema.h"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "grammar/grammar.h"
+#include "grammar/grammar_matcher.h"
+#include "grammar/json_schema_regex.h"
+
+namespace odmoe {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+std::shared_ptr<const Grammar> FromSchema(const std::string& schema,
+                                          JsonSchemaOptions options = {}) {
+  auto gbnf = JsonSchemaToGbnf(std::string_view(schema), options);
+  INFO(schema << " -> " << gbnf.status());
+  REQUIRE(gbnf.ok());
+  auto g = ParseGbnf(*gbnf);
+  INFO(*gbnf << " -> " << g.status());
+  REQUIRE(g.ok());
+  return *g;
+}
+
+bool Matches(const std::shared_ptr<const Grammar>& g, const std::string& s) {
+  GrammarMatcher m(g);
+  return m.AcceptBytes(s) && m.Complete();
+}
+
+std::string ErrorOf(const std::string& schema) {
+  auto gbnf = JsonSchemaToGbnf(std::string_view(schema));
+  INFO(schema);
+  REQUIRE(!gbnf.ok());
+  CHECK(gbnf.status().code() == absl::StatusCode::kInvalidArgument);
+  return std::string(gbnf.status().message());
+}
+
+TEST_CASE("unsupported keywords are errors naming their path", "[grammar]") {
+  CHECK(ErrorOf(R"({"type":"object","properties":{"tags":{"type":"array","uniqueItems":true}}})") ==
+        "json_schema /properties/tags/uniqueItems: 'uniqueItems' is not supported");
+  CHECK(ErrorOf(R"({"not":{"type":"string"}})") == "json_schema /not: 'not' is not supported");
+  CHECK(ErrorOf(R"({"type":"integer","multipleOf":3})") ==
+        "json_schema /multipleOf: 'multipleOf' is not supported");
+  CHECK(ErrorOf(R"({"type":"object","patternProperties":{"^x":{}}})") ==
+        "json_schema /patternProperties: 'patternProperties' is not supported");
+  CHECK(ErrorOf(R"({"$ref":"https://example.com/s.json"})") ==
+        "json_schema /: $ref 'https://example.com/s.json': only references inside the schema "
+        "(#...) are supported");
+  CHECK(ErrorOf(R"({"$ref":"#/$defs/missing"})") ==
+        "json_schema /: $ref '#/$defs/missing' points at nothing");
+  CHECK(ErrorOf(R"({"type":"number","minimum":0.5})") ==
+        "json_schema /: bounds on a number must be inclusive integers (minimum/maximum); exclusive "
+        "or fractional "
+        "bounds are supported on integers only");
+  CHECK(ErrorOf(R"j({"type":"string","pattern":"(?=x)"})j") ==
+        "json_schema /pattern: pattern at 1: lookaround and named groups are not supported");
+  CHECK(ErrorOf(R"({"type":"spaceship"})") == "json_schema /type: unknown type 'spaceship'");
+  CHECK(ErrorOf(R"(false)") == "json_schema /: the schema false accepts nothing");
+  CHECK(ErrorOf(R"({"type":"array","minItems":3,"maxItems":2})") ==
+        "json_schema /: maxItems below minItems accepts nothing");
+  CHECK_THAT(ErrorOf("{not json"), Catch::Contains("not valid JSON"));
+  // Keywords that narrow nothing are fine.
+  CHECK(
+      JsonSchemaToGbnf(
+          std::string_view(R"({"type":"array","uniqueItems":false,"title":"t","minProperties":0})"))
+          .ok());
+}
+
+TEST_CASE("integer ranges accept exactly their values", "[grammar]") {
+  const std::pair<std::string, std::pair<int, int>> ranges[] = {
+      {R"("minimum":0,"maximum":150)", {0, 150}},
+      {R"("minimum":-120,"maximum":37)", {-120, 37}},
+      {R"("exclusiveMinimum":9,"exclusiveMaximum":1001)", {10, 1000}},
+      {R"("minimum":-999,"maximum":-10)", {-999, -10}},
+      {R"("minimum":7.5,"maximum":19.9)", {8, 19}},
+      {R"("minimum":1000)", {1000, 1 << 30}},
+      {R"("maximum":-3)", {-(1 << 30), -3}},
+  };
+  for (const auto& [bounds, range] : ranges) {
+    const auto g = FromSchema(R"({"type":"integer",)" + bounds + "}");
+    for (int v = -1200; v <= 1200; ++v) {
+      INFO(bounds << " " << v);
+      CHECK(Matches(g, std::to_string(v)) == (v >= range.first && v <= range.second));
+    }
+    CHECK_FALSE(Matches(g, "012"));
+    CHECK_FALSE(Matches(g, "-0"));
+    CHECK_FALSE(Matches(g, "1.0"));
+  }
+  CHECK(Matches(FromSchema(R"({"type":"integer","minimum":1000})"), "123456789012345"));
+}
+
+TEST_CASE("numbers with integer bounds", "[grammar]") {
+  const auto g = FromSchema(R"({"type":"number","minimum":-2,"maximum":100})");
+  for (const char* ok :
+       {"0", "100", "100.0", "99.999", "-2", "-2.000", "-1.5", "0.25", "-0.5", "37"}) {
+    INFO(ok);
+    CHECK(Matches(g, ok));
+  }
+  for (const char* bad : {"100.5", "101", "-2.5", "-3", "1e2", "1000", "-", "00.5"}) {
+    INFO(bad);
+    CHECK_FALSE(Matches(g, bad));
+  }
+}
+
+TEST_CASE("objects: order, optional properties, extra keys", "[grammar]") {
+  const std::string schema =
+      R"({"type":"object","properties":{"id":{"type":"integer"},"name":{"type":"string"}},"required":["id"]})";
+  const auto strict = FromSchema(schema);
+  CHECK(Matches(strict, R"({"id":1})"));
+  CHECK(Matches(strict, R"({ "id": 1, "name": "x" })"));
+  CHECK_FALSE(Matches(strict, R"({"name":"x"})"));
+  CHECK_FALSE(Matches(strict, R"({"id":1,"other":2})"));
+  CHECK_FALSE(Matches(strict, R"({"id":1,})"));
+  const auto open = FromSchema(schema, JsonSchemaOptions{.strict = false});
+  CHECK(Matches(open, R"({"id":1,"other":[2]})"));
+  CHECK(Matches(open, R"({"id":1,"i":2,"idx":3,"nam":4,"names":5})"));
+  CHECK_FALSE(Matches(open, R"({"id":1,"id":2})"));    // a declared key is not an extra one
+  CHECK_FALSE(Matches(open, R"({"id":1,"name":2})"));  // ...and keeps its schema
+  // additionalProperties as a schema.
+  const auto typed = FromSchema(R"({"type":"object","additionalProperties":{"type":"integer"}})");
+  CHECK(Matches(typed, R"({"a":1,"b":2})"));
+  CHECK_FALSE(Matches(typed, R"({"a":"x"})"));
+  // json_object: any object, nothing else.
+  const auto any = ParseGbnf(JsonObjectGbnf()).value();
+  CHECK(Matches(any, R"({"a":[1,{"b":null}],"c":"\u00e9\n"})"));
+  CHECK_FALSE(Matches(any, R"([1])"));
+  CHECK_FALSE(Matches(any, R"("x")"));
+}
+
+TEST_CASE("recursive $ref and long strings", "[grammar]") {
+  const auto tree = FromSchema(R"({"$defs":{"n":{"type":"object","properties":{"k":{"type":"array",
+      "items":{"$ref":"#/$defs/n"}}}}},"$ref":"#/$defs/n"})");
+  CHECK(Matches(tree, R"({"k":[{"k":[{}]},{}]})"));
+  CHECK_FALSE(Matches(tree, R"({"k":[1]})"));
+  const auto self = FromSchema(R"({"type":"array","items":{"$ref":"#"},"maxItems":2})");
+  CHECK(Matches(self, "[[],[[]]]"));
+  const auto long_string = FromSchema(R"({"type":"string","minLength":1500,"maxLength":2600})");
+  for (const int n : {0, 1499, 1500, 2000, 2600, 2601}) {
+    INFO(n);
+    CHECK(Matches(long_string, "\"" + std::string(n, 'x') + "\"") == (n >= 1500 && n <= 2600));
+  }
+}
+
+TEST_CASE("patterns", "[grammar]") {
+  const auto g = FromSchema(R"({"type":"string","pattern":"^[A-Z]{2}\\d?-(x|yz)+$"})");
+  CHECK(Matches(g, R"("AB-x")"));
+  CHECK(Matches(g, R"("AB7-yzx")"));
+  CHECK_FALSE(Matches(g, R"("AB-")"));
+  CHECK_FALSE(Matches(g, R"("ab-x")"));
+  CHECK_FALSE(Matches(g, R"(" AB-x")"));
+  const auto search = FromSchema(R"({"type":"string","pattern":"a\"b"})");
+  CHECK(Matches(search, R"("xxa\"byy")"));
+  CHECK_FALSE(Matches(search, R"("ab")"));
+  for (const char* bad : {"a\\1", "\\bword", "a^b", "(?<n>x)", "x**", "[z-a]"}) {
+    INFO(bad);
+    CHECK_FALSE(RegexToGbnf(bad).ok());
+  }
+}
+
+TEST_CASE("hostile schemas are refused, not followed", "[grammar]") {
+  std::string deep = R"({"type":"string"})";
+  for (int i = 0; i < 200; ++i) deep = R"({"type":"array","items":)" + deep + "}";
+  CHECK_THAT(ErrorOf(deep), Catch::Contains("nested deeper than 64"));
+  // A $ref loop without structure in between is left recursion for the grammar.
+  auto loop = JsonSchemaToGbnf(std::string_view(
+      R"({"$defs":{"a":{"$ref":"#/$defs/b"},"b":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"})"));
+  if (loop.ok()) CHECK_FALSE(ParseGbnf(*loop).ok());
+  std::string wide = R"({"type":"object","properties":{)";
+  for (int i = 0; i < 20000; ++i)
+    wide += (i ? "," : "") + std::string("\"p") + std::to_string(i) +
+            "\":{\"type\":\"string\",\"maxLength\":900}";
+  wide += "}}";
+  auto big = JsonSchemaToGbnf(std::string_view(wide));
+  if (big.ok()) CHECK_FALSE(ParseGbnf(*big).ok());
+}
+
+}  // namespace
+}  // namespace odmoe
