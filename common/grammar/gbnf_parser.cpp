@@ -30,6 +30,27 @@ struct RuleDraft {
   uint32_t origin = 0;       // the named rule a helper rule was made for
 };
 
+/// FNV-1a over the compiled grammar's arrays.
+uint64_t Fingerprint(const Grammar& g) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](const void* data, size_t n) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  };
+  for (const Grammar::Element& e : g.elements) {
+    mix(&e.kind, sizeof(e.kind));
+    mix(&e.value, sizeof(e.value));
+  }
+  for (const ByteSet& b : g.byte_sets) mix(b.bits.data(), sizeof(b.bits));
+  for (const auto& alts : g.rule_alternatives) {
+    const uint64_t n = alts.size();
+    mix(&n, sizeof(n));
+    mix(alts.data(), alts.size() * sizeof(uint32_t));
+  }
+  mix(&g.root, sizeof(g.root));
+  return h;
+}
+
 class GbnfParser {
  public:
   explicit GbnfParser(std::string_view text) : text_(text) {}
@@ -501,6 +522,7 @@ class GbnfParser {
         g->elements.push_back({Kind::kEnd, 0});
       }
     }
+    g->fingerprint = Fingerprint(*g);
     return std::shared_ptr<const Grammar>(std::move(g));
   }
 

@@ -78,6 +78,9 @@ struct Grammar {
   /// rule they occur in ("value-3").
   std::vector<std::string> rule_names;
   uint32_t root = 0;
+  /// A hash of everything above: equal grammars (the same text) have equal
+  /// fingerprints, and shared caches key on it (mask_cache.h).
+  uint64_t fingerprint = 0;
 };
 
 /// Parses and compiles GBNF text (see the top of this file).

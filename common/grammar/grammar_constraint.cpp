@@ -10,7 +10,7 @@
 namespace odmoe {
 namespace {
 
-constexpr size_t kMaskCacheBytes = 64 << 20;
+constexpr size_t kMaskCacheBytes = 16 << 20;  // per constraint: ~860 masks of 152k tokens
 
 void SetBit(std::vector<uint64_t>& bits, int32_t i) { bits[i >> 6] |= uint64_t{1} << (i & 63); }
 
@@ -18,7 +18,10 @@ void SetBit(std::vector<uint64_t>& bits, int32_t i) { bits[i >> 6] |= uint64_t{1
 
 GrammarConstraint::GrammarConstraint(std::shared_ptr<const Grammar> grammar,
                                      std::shared_ptr<const VocabTrie> trie, int32_t eos_id)
-    : matcher_(std::move(grammar)), trie_(std::move(trie)), eos_id_(eos_id) {
+    : matcher_(grammar),
+      trie_(std::move(trie)),
+      eos_id_(eos_id),
+      grammar_fingerprint_(grammar->fingerprint) {
   at_depth_.resize(trie_->max_depth + 1);
   const size_t words = (std::max(trie_->n_vocab(), eos_id_ + 1) + 63) / 64;
   eos_only_.assign(words, 0);
@@ -55,15 +58,21 @@ const std::vector<uint64_t>& GrammarConstraint::AllowedTokens() {
     masks_generation_ = matcher_.generation();
   }
   const int32_t state = matcher_.state();
-  if (const auto it = masks_.find(state); it != masks_.end()) return it->second;
-  std::vector<uint64_t> mask = ComputeMask(state);
-  const size_t limit = std::max<size_t>(1, kMaskCacheBytes / (mask.size() * 8 + 1));
+  if (const auto it = masks_.find(state); it != masks_.end()) return *it->second;
+  const std::string key =
+      MaskCache::Key(grammar_fingerprint_, trie_->id, eos_id_, matcher_.StateKey(state));
+  MaskCache::Mask mask = MaskCache::Shared().Find(key);
+  if (!mask) {
+    mask = std::make_shared<const std::vector<uint64_t>>(ComputeMask(state));
+    MaskCache::Shared().Insert(key, mask);
+  }
+  const size_t limit = std::max<size_t>(1, kMaskCacheBytes / (mask->size() * 8 + 1));
   while (mask_order_.size() >= limit) {
     masks_.erase(mask_order_.front());
     mask_order_.pop_front();
   }
   mask_order_.push_back(state);
-  return masks_.emplace(state, std::move(mask)).first->second;
+  return *masks_.emplace(state, std::move(mask)).first->second;
 }
 
 bool GrammarConstraint::Allows(int32_t token) {

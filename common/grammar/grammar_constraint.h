@@ -13,7 +13,9 @@
 // per tokenizer) over the matcher's cached byte transitions, pruning a whole
 // subtree at the first byte the grammar refuses; masks are cached per grammar
 // state (a string's content, a number's digits: the same state token after
-// token), so most tokens cost the copy of a cached bit mask onto the row.
+// token), so most tokens cost the copy of a cached bit mask onto the row;
+// the masks are shared by every constraint with the same grammar and
+// vocabulary in the process (mask_cache.h): a schema sent again is cheap.
 // Tokens never allowed: control/unknown/unused tokens and tokens with no
 // bytes; the end-of-sequence token `eos_id` only when the text so far is a
 // complete match. When nothing else is allowed (the match is complete and
@@ -31,6 +33,7 @@
 #include "engine/token_constraint.h"
 #include "grammar/grammar.h"
 #include "grammar/grammar_matcher.h"
+#include "grammar/mask_cache.h"
 #include "grammar/vocab_trie.h"
 
 namespace odmoe {
@@ -61,8 +64,10 @@ class GrammarConstraint final : public TokenConstraint {
   int32_t eos_id_;
   bool finished_ = false;  // EOS accepted
   std::vector<int32_t> at_depth_;
-  // Masks by state (first in, first out), dropped when the matcher renumbers.
-  absl::flat_hash_map<int32_t, std::vector<uint64_t>> masks_;
+  uint64_t grammar_fingerprint_;
+  // Masks by state id (first in, first out; dropped when the matcher
+  // renumbers), taken from MaskCache::Shared() or computed and put there.
+  absl::flat_hash_map<int32_t, MaskCache::Mask> masks_;
   std::deque<int32_t> mask_order_;
   uint64_t masks_generation_ = 0;
   std::vector<uint64_t> eos_only_;

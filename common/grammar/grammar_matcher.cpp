@@ -54,9 +54,10 @@ int32_t GrammarMatcher::Intern(std::vector<Stack> stacks) {
     key.append(reinterpret_cast<const char*>(&n), sizeof(n));
     key.append(reinterpret_cast<const char*>(s.data()), n * sizeof(uint32_t));
   }
-  const auto [it, added] = ids_.emplace(std::move(key), static_cast<int32_t>(states_.size()));
+  const auto [it, added] = ids_.emplace(key, static_cast<int32_t>(states_.size()));
   if (!added) return it->second;
   State st;
+  st.key = std::move(key);
   for (const Stack& s : stacks) (s.empty() ? st.complete : st.can_continue) = true;
   st.stacks = std::move(stacks);
   states_.push_back(std::move(st));

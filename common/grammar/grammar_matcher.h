@@ -61,11 +61,15 @@ class GrammarMatcher {
   /// state id must be dropped.
   uint64_t generation() const { return generation_; }
   size_t state_count() const { return states_.size(); }
+  /// The stacks of `state`, serialized: equal for equal states of equal
+  /// grammars in any matcher (a key for shared caches).
+  const std::string& StateKey(int32_t state) const { return states_[state].key; }
 
  private:
   using Stack = std::vector<uint32_t>;  // grammar positions, top at the back
   struct State {
     std::vector<Stack> stacks;
+    std::string key;
     bool complete = false;
     bool can_continue = false;
     std::unique_ptr<int32_t[]> next;  // 256 transitions, kUnknown until computed

@@ -1,6 +1,7 @@
 #include "grammar/vocab_trie.h"
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <numeric>
 
@@ -9,7 +10,9 @@
 namespace odmoe {
 
 std::shared_ptr<const VocabTrie> VocabTrie::FromPieces(std::vector<std::string> pieces) {
+  static std::atomic<uint64_t> next_id{1};
   auto trie = std::make_shared<VocabTrie>();
+  trie->id = next_id++;
   std::vector<int32_t> order;
   for (int32_t id = 0; id < static_cast<int32_t>(pieces.size()); ++id) {
     if (!pieces[id].empty()) order.push_back(id);

@@ -35,6 +35,8 @@ struct VocabTrie {
   std::vector<int32_t> token_ids;   // grouped by node
   std::vector<std::string> pieces;  // id -> bytes ("" = never allowed)
   uint32_t max_depth = 0;
+  /// Unique in the process (shared caches key on it, mask_cache.h).
+  uint64_t id = 0;
   int32_t n_vocab() const { return static_cast<int32_t>(pieces.size()); }
 
   /// From each token's bytes ("" for a token never allowed).

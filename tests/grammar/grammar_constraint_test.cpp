@@ -252,3 +252,52 @@ TEST_CASE("sampling through the mask always gives valid JSON (200 seeds per voca
 
 }  // namespace
 }  // namespace odmoe
+
+namespace odmoe {
+namespace {
+
+TEST_CASE("mask cache: least recently used masks go first, within the byte budget", "[grammar]") {
+  MaskCache cache(3 * (8 * 8 + 2));  // three masks of 8 words with 2-byte keys
+  auto mask = [](uint64_t v) { return std::make_shared<const std::vector<uint64_t>>(8, v); };
+  cache.Insert("k1", mask(1));
+  cache.Insert("k2", mask(2));
+  cache.Insert("k3", mask(3));
+  REQUIRE(cache.Find("k1"));  // k1 is now the most recent
+  cache.Insert("k4", mask(4));
+  CHECK(cache.Find("k2") == nullptr);
+  CHECK((*cache.Find("k1"))[0] == 1);
+  CHECK((*cache.Find("k4"))[0] == 4);
+  CHECK(cache.bytes() <= 3 * (8 * 8 + 2));
+}
+
+TEST_CASE("constraints with the same grammar share masks, and the shared masks are right",
+          "[grammar]") {
+  auto tok = LoadTokenizer(kVocabs[0]);
+  const std::string gbnf = R"(root ::= "[" [0-9a-z ]{0,6} "]")";
+  const auto trie = VocabTrie::ForTokenizer(*tok);
+  // Two separately compiled copies of one grammar: equal fingerprints.
+  const auto g1 = Compile(gbnf), g2 = Compile(gbnf);
+  REQUIRE(g1->fingerprint == g2->fingerprint);
+  CHECK(Compile(R"(root ::= "[" [0-9a-z ]{0,5} "]")")->fingerprint != g1->fingerprint);
+  GrammarConstraint a(g1, trie, tok->eos_id()), b(g2, trie, tok->eos_id());
+  const std::string text = "[ab12]";  // one-character tokens (no space: GPT-2 spells it \u0120)
+  for (size_t i = 0; i <= text.size(); ++i) {
+    const std::vector<uint64_t> first = a.AllowedTokens();
+    CHECK(b.AllowedTokens() == first);
+    // The same mask from scratch (no cache: a fresh trie id).
+    GrammarConstraint fresh(g1, VocabTrie::FromPieces(trie->pieces), tok->eos_id());
+    REQUIRE(fresh.Accept(tok->TokenId("[")).ok());
+    for (size_t k = 1; k < i; ++k) REQUIRE(fresh.Accept(tok->TokenId(text.substr(k, 1))).ok());
+    if (i > 0) CHECK(fresh.AllowedTokens() == first);
+    if (i == text.size()) break;
+    const int32_t id = tok->TokenId(text.substr(i, 1));
+    REQUIRE(id >= 0);
+    REQUIRE(a.Accept(id).ok());
+    REQUIRE(b.Accept(id).ok());
+  }
+  CHECK(a.Complete());
+  CHECK(MaskCache::Shared().bytes() > 0);
+}
+
+}  // namespace
+}  // namespace odmoe
