@@ -20,13 +20,16 @@
 // bytes; the end-of-sequence token `eos_id` only when the text so far is a
 // complete match. When nothing else is allowed (the match is complete and
 // cannot grow, or a bound of the matcher refused every byte) only EOS stays.
-// Ids past the trie's vocabulary (a padded logits row) are masked.
+// Ids past the trie's vocabulary (a padded logits row) are masked. One
+// constraint per request, used from one thread at a time (the trie and the
+// shared masks are thread-safe).
 #pragma once
 
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -55,6 +58,22 @@ class GrammarConstraint final : public TokenConstraint {
   const std::vector<uint64_t>& AllowedTokens();
   /// Whether `token` may come next (no mask needed: checks a draft token).
   bool Allows(int32_t token);
+
+  /// Where the constraint stands, to come back to: speculative decoding
+  /// accepts draft tokens to mask the rows after them, then restores the
+  /// snapshot and accepts the tokens it kept.
+  ///   GrammarConstraint::Snapshot before = rule.Save();
+  ///   for (int32_t t : draft) { rule.MaskLogits(row_for(t)); rule.Accept(t); }
+  ///   rule.Restore(before);
+  struct Snapshot {
+    std::string state_key;
+    bool finished = false;
+  };
+  Snapshot Save() const { return Snapshot{matcher_.StateKey(matcher_.state()), finished_}; }
+  void Restore(const Snapshot& snapshot) {
+    matcher_.RestoreState(snapshot.state_key);
+    finished_ = snapshot.finished;
+  }
 
  private:
   std::vector<uint64_t> ComputeMask(int32_t state);

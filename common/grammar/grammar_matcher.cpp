@@ -104,6 +104,24 @@ bool GrammarMatcher::AcceptBytes(std::string_view bytes) {
   return true;
 }
 
+void GrammarMatcher::RestoreState(const std::string& key) {
+  if (const auto it = ids_.find(key); it != ids_.end()) {
+    state_ = it->second;
+    return;
+  }
+  std::vector<Stack> stacks;
+  for (size_t pos = 0; pos + sizeof(uint32_t) <= key.size();) {
+    uint32_t n = 0;
+    std::memcpy(&n, key.data() + pos, sizeof(n));
+    pos += sizeof(n);
+    Stack s(n);
+    std::memcpy(s.data(), key.data() + pos, n * sizeof(uint32_t));
+    pos += n * sizeof(uint32_t);
+    stacks.push_back(std::move(s));
+  }
+  state_ = Intern(std::move(stacks));
+}
+
 void GrammarMatcher::TrimIfLarge() {
   if (states_.size() <= kMaxStates) return;
   std::vector<Stack> current = std::move(states_[state_].stacks);

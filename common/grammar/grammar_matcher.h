@@ -34,7 +34,7 @@ class GrammarMatcher {
  public:
   static constexpr int32_t kDead = -1;
   static constexpr size_t kMaxStackDepth = 2048;
-  static constexpr size_t kMaxStacks = 4096;
+  static constexpr size_t kMaxStacks = 1 << 16;  // e.g. a 60k-word alternation
   static constexpr size_t kMaxStates = 1 << 15;
 
   explicit GrammarMatcher(std::shared_ptr<const Grammar> grammar);
@@ -64,6 +64,9 @@ class GrammarMatcher {
   /// The stacks of `state`, serialized: equal for equal states of equal
   /// grammars in any matcher (a key for shared caches).
   const std::string& StateKey(int32_t state) const { return states_[state].key; }
+  /// Makes the state with this key (from StateKey, of this matcher's grammar,
+  /// possibly before a trim renumbered the states) the current one.
+  void RestoreState(const std::string& key);
 
  private:
   using Stack = std::vector<uint32_t>;  // grammar positions, top at the back

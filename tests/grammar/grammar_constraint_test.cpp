@@ -301,3 +301,38 @@ TEST_CASE("constraints with the same grammar share masks, and the shared masks a
 
 }  // namespace
 }  // namespace odmoe
+
+namespace odmoe {
+namespace {
+
+TEST_CASE("Save and Restore go back to a state, also in another constraint", "[grammar]") {
+  auto tok = LoadTokenizer(kVocabs[1]);
+  const auto g = Compile(R"g(root ::= "(" [a-c]{1,4} ")")g");
+  GrammarConstraint a(g, VocabTrie::ForTokenizer(*tok), tok->eos_id());
+  auto id = [&](const char* text) {
+    const int32_t t = tok->TokenId(text);
+    REQUIRE(t >= 0);
+    return t;
+  };
+  REQUIRE(a.Accept(id("(")).ok());
+  const GrammarConstraint::Snapshot at_open = a.Save();
+  const std::vector<uint64_t> mask_open = a.AllowedTokens();
+  REQUIRE(a.Accept(id("a")).ok());
+  REQUIRE(a.Accept(id(")")).ok());
+  REQUIRE(a.Complete());
+  REQUIRE(a.Accept(tok->eos_id()).ok());
+  a.Restore(at_open);
+  CHECK_FALSE(a.Complete());
+  CHECK(a.AllowedTokens() == mask_open);
+  CHECK(a.Accept(id("b")).ok());
+  // A snapshot works in a fresh constraint of the same grammar (whose state
+  // table never saw it).
+  GrammarConstraint b(g, VocabTrie::ForTokenizer(*tok), tok->eos_id());
+  b.Restore(at_open);
+  CHECK(b.AllowedTokens() == mask_open);
+  CHECK(b.Accept(id(")")).code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(b.Accept(id("c")).ok());
+}
+
+}  // namespace
+}  // namespace odmoe
