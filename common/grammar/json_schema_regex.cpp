@@ -190,67 +190,38 @@ class RegexParser {
     static const Ranges kDigit = {{'0', '9'}};
     static const Ranges kWord = {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}};
     static const Ranges kSpace = {{'\t', '\r'}, {' ', ' '}};
-    const Ranges* cls = nullptr;
-    bool negate = false;
-    switch (e) {
-      case 'd':
-        cls = &kDigit;
-        break;
-      case 'D':
-        cls = &kDigit, negate = true;
-        break;
-      case 'w':
-        cls = &kWord;
-        break;
-      case 'W':
-        cls = &kWord, negate = true;
-        break;
-      case 's':
-        cls = &kSpace;
-        break;
-      case 'S':
-        cls = &kSpace, negate = true;
-        break;
-      case 'n':
-        *cp = '\n';
-        return false;
-      case 'r':
-        *cp = '\r';
-        return false;
-      case 't':
-        *cp = '\t';
-        return false;
-      case 'f':
-        *cp = '\f';
-        return false;
-      case 'v':
-        *cp = '\v';
-        return false;
-      case '0':
-        *cp = 0;
-        return false;
-      case 'u': {
-        auto v = Hex(4);
-        if (!v.ok()) return v.status();
-        *cp = *v;
-        return false;
-      }
-      case 'x': {
-        auto v = Hex(2);
-        if (!v.ok()) return v.status();
-        *cp = *v;
-        return false;
-      }
-      default:
-        if ((e >= 'a' && e <= 'z') || (e >= 'A' && e <= 'Z') || (e >= '1' && e <= '9')) {
-          return Error(absl::StrCat("unsupported escape \\", std::string(1, e)));
-        }
-        *cp = static_cast<unsigned char>(e);
-        return false;
+    struct ClassEscape {
+      char letter;
+      const Ranges* ranges;
+      bool negate;
+    };
+    static const ClassEscape kClasses[] = {{'d', &kDigit, false}, {'D', &kDigit, true},
+                                           {'w', &kWord, false},  {'W', &kWord, true},
+                                           {'s', &kSpace, false}, {'S', &kSpace, true}};
+    for (const ClassEscape& c : kClasses) {
+      if (c.letter != e) continue;
+      const Ranges r = c.negate ? ComplementCodePoints(*c.ranges) : *c.ranges;
+      ranges->insert(ranges->end(), r.begin(), r.end());
+      return true;
     }
-    const Ranges r = negate ? ComplementCodePoints(*cls) : *cls;
-    ranges->insert(ranges->end(), r.begin(), r.end());
-    return true;
+    static constexpr std::pair<char, uint32_t> kChars[] = {{'n', '\n'}, {'r', '\r'}, {'t', '\t'},
+                                                           {'f', '\f'}, {'v', '\v'}, {'0', 0}};
+    for (const auto& [letter, value] : kChars) {
+      if (letter != e) continue;
+      *cp = value;
+      return false;
+    }
+    if (e == 'u' || e == 'x') {
+      auto v = Hex(e == 'u' ? 4 : 2);
+      if (!v.ok()) return v.status();
+      *cp = *v;
+      return false;
+    }
+    if ((e >= 'a' && e <= 'z') || (e >= 'A' && e <= 'Z') || (e >= '1' && e <= '9')) {
+      return Error(absl::StrCat("unsupported escape \\", std::string(1, e)));
+    }
+    *cp = static_cast<unsigned char>(e);
+    return false;
   }
 
   absl::StatusOr<std::string> Atom(int depth) {

@@ -6,20 +6,16 @@
 
 #include "grammar/grammar.h"
 #include "grammar/grammar_matcher.h"
+#include "grammar_test_util.h"
 
 namespace odmoe {
 namespace {
 
-std::shared_ptr<const Grammar> Compile(const std::string& text) {
-  auto g = ParseGbnf(text);
-  INFO(text << "\n-> " << g.status());
-  REQUIRE(g.ok());
-  return *g;
-}
+using test::MatchesAll;
 
+std::shared_ptr<const Grammar> Compile(const std::string& text) { return test::CompileGbnf(text); }
 bool Matches(const std::shared_ptr<const Grammar>& g, const std::string& s) {
-  GrammarMatcher m(g);
-  return m.AcceptBytes(s) && m.Complete();
+  return MatchesAll(g, s);
 }
 
 std::string ErrorOf(const std::string& text) {

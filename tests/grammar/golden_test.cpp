@@ -10,6 +10,7 @@
 #include "grammar/grammar.h"
 #include "grammar/grammar_matcher.h"
 #include "grammar/json_schema.h"
+#include "grammar_test_util.h"
 #include "test_paths.h"
 
 namespace odmoe {
@@ -25,10 +26,7 @@ nlohmann::ordered_json LoadCases() {
   return j;
 }
 
-bool Matches(const std::shared_ptr<const Grammar>& g, const std::string& s) {
-  GrammarMatcher m(g);
-  return m.AcceptBytes(s) && m.Complete();
-}
+using test::MatchesAll;
 
 TEST_CASE("GBNF grammars accept exactly what the reference matcher accepts", "[grammar][golden]") {
   const auto cases = LoadCases();
@@ -42,7 +40,7 @@ TEST_CASE("GBNF grammars accept exactly what the reference matcher accepts", "[g
     for (const auto& c : g.at("cases")) {
       const std::string text = c.at("text");
       INFO(name << ": \"" << text << "\"");
-      CHECK(Matches(*grammar, text) == c.at("match").get<bool>());
+      CHECK(MatchesAll(*grammar, text) == c.at("match").get<bool>());
       ++strings;
       matches += c.at("match").get<bool>();
     }
@@ -70,7 +68,7 @@ TEST_CASE("JSON Schema grammars are never looser than jsonschema, exact on canon
     for (const auto& c : s.at("cases")) {
       const std::string text = c.at("text");
       const bool valid = c.at("valid"), is_canonical = c.at("canonical");
-      const bool accepts = Matches(*grammar, text);
+      const bool accepts = MatchesAll(*grammar, text);
       INFO(name << ": " << text << " (valid " << valid << ", canonical " << is_canonical << ")");
       if (accepts) CHECK(valid);
       if (is_canonical) CHECK(accepts);

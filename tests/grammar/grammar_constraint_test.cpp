@@ -13,6 +13,7 @@
 
 #include "gguf/gguf_reader.h"
 #include "grammar/json_schema.h"
+#include "grammar_test_util.h"
 #include "test_paths.h"
 #include "tokenizer/tokenizer.h"
 
@@ -20,21 +21,9 @@ namespace odmoe {
 namespace {
 
 std::unique_ptr<Tokenizer> LoadTokenizer(const std::string& relative) {
-  auto file = GgufFile::Open(test::SourcePath(relative));
-  INFO(relative << ": " << file.status());
-  REQUIRE(file.ok());
-  auto tok = Tokenizer::FromGguf(**file);
-  INFO(tok.status());
-  REQUIRE(tok.ok());
-  return std::move(tok).value();
+  return test::TokenizerOf(relative);
 }
-
-std::shared_ptr<const Grammar> Compile(const std::string& gbnf) {
-  auto g = ParseGbnf(gbnf);
-  INFO(g.status());
-  REQUIRE(g.ok());
-  return *g;
-}
+std::shared_ptr<const Grammar> Compile(const std::string& gbnf) { return test::CompileGbnf(gbnf); }
 
 const char* const kVocabs[] = {"tests/data/gpt2-tokenizer.gguf", "models/tiny-mixtral-f16.gguf"};
 

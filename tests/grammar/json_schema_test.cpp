@@ -9,6 +9,7 @@
 #include "grammar/grammar.h"
 #include "grammar/grammar_matcher.h"
 #include "grammar/json_schema_regex.h"
+#include "grammar_test_util.h"
 
 namespace odmoe {
 namespace {
@@ -20,23 +21,19 @@ std::shared_ptr<const Grammar> FromSchema(const std::string& schema,
   auto gbnf = JsonSchemaToGbnf(std::string_view(schema), options);
   INFO(schema << " -> " << gbnf.status());
   REQUIRE(gbnf.ok());
-  auto g = ParseGbnf(*gbnf);
-  INFO(*gbnf << " -> " << g.status());
-  REQUIRE(g.ok());
-  return *g;
+  return test::CompileGbnf(*gbnf);
 }
 
 bool Matches(const std::shared_ptr<const Grammar>& g, const std::string& s) {
-  GrammarMatcher m(g);
-  return m.AcceptBytes(s) && m.Complete();
+  return test::MatchesAll(g, s);
 }
 
+/// The INVALID_ARGUMENT message converting `schema` gives.
 std::string ErrorOf(const std::string& schema) {
-  auto gbnf = JsonSchemaToGbnf(std::string_view(schema));
+  const absl::Status status = JsonSchemaToGbnf(std::string_view(schema)).status();
   INFO(schema);
-  REQUIRE(!gbnf.ok());
-  CHECK(gbnf.status().code() == absl::StatusCode::kInvalidArgument);
-  return std::string(gbnf.status().message());
+  REQUIRE(status.code() == absl::StatusCode::kInvalidArgument);
+  return std::string(status.message());
 }
 
 TEST_CASE("unsupported keywords are errors naming their path", "[grammar]") {
