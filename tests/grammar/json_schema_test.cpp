@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "grammar/grammar.h"
 #include "grammar/grammar_matcher.h"
@@ -173,6 +174,101 @@ TEST_CASE("hostile schemas are refused, not followed", "[grammar]") {
   wide += "}}";
   auto big = JsonSchemaToGbnf(std::string_view(wide));
   if (big.ok()) CHECK_FALSE(ParseGbnf(*big).ok());
+}
+
+}  // namespace
+}  // namespace odmoe
+
+namespace odmoe {
+namespace {
+
+/// A random schema from keywords this converter knows and some it refuses.
+ojson RandomSchema(std::mt19937& rng, int depth) {
+  static const char* const kTypes[] = {"object", "array",   "string", "integer",
+                                       "number", "boolean", "null"};
+  ojson s = ojson::object();
+  switch (rng() % 12) {
+    case 0:
+      s["type"] = kTypes[rng() % 7];
+      break;
+    case 1:
+      s["enum"] = ojson::array({1, "a", nullptr});
+      break;
+    case 2:
+      s["anyOf"] = ojson::array();
+      break;
+    case 3:
+      s["$ref"] = rng() % 2 ? "#" : "#/$defs/x";
+      break;
+    case 4:
+      s["type"] = ojson::array({kTypes[rng() % 7], kTypes[rng() % 7]});
+      break;
+    case 5:
+      s["not"] = ojson::object();
+      break;
+    default:
+      s["type"] = kTypes[rng() % 2];
+      break;
+  }
+  if (depth < 6) {
+    if (rng() % 2) s["properties"]["p" + std::to_string(rng() % 3)] = RandomSchema(rng, depth + 1);
+    if (rng() % 3 == 0) s["items"] = RandomSchema(rng, depth + 1);
+    if (rng() % 4 == 0) s["anyOf"].push_back(RandomSchema(rng, depth + 1));
+    if (rng() % 5 == 0) s["allOf"] = ojson::array({RandomSchema(rng, depth + 1)});
+    if (rng() % 5 == 0)
+      s["additionalProperties"] = rng() % 2 ? ojson(false) : RandomSchema(rng, depth + 1);
+  }
+  if (rng() % 4 == 0) s["minItems"] = static_cast<int>(rng() % 5) - 1;
+  if (rng() % 4 == 0) s["maxLength"] = rng() % 3000;
+  if (rng() % 4 == 0) s["minimum"] = static_cast<int>(rng() % 200) - 100;
+  if (rng() % 6 == 0) s["required"] = ojson::array({"p" + std::to_string(rng() % 3)});
+  if (rng() % 8 == 0) s["pattern"] = rng() % 2 ? "^a(b|c)*$" : "(?=x";
+  if (depth == 0 && rng() % 2) s["$defs"]["x"] = RandomSchema(rng, depth + 1);
+  return s;
+}
+
+TEST_CASE("random schemas convert or fail cleanly, and their grammars run", "[grammar]") {
+  std::mt19937 rng(34);
+  int converted = 0, compiled = 0;
+  for (int i = 0; i < 400; ++i) {
+    const ojson schema = RandomSchema(rng, 0);
+    auto gbnf = JsonSchemaToGbnf(schema);
+    if (!gbnf.ok()) {
+      INFO(schema.dump() << ": " << gbnf.status());
+      CHECK(gbnf.status().code() == absl::StatusCode::kInvalidArgument);
+      continue;
+    }
+    ++converted;
+    auto g = ParseGbnf(*gbnf);
+    if (!g.ok()) continue;  // e.g. a $ref cycle without structure: left recursion
+    ++compiled;
+    GrammarMatcher m(*g);
+    for (const char* text : {"{\"p0\": [1, \"x\"]}", "[[[[null]]]]", "\"abc\"", "-12.5e3"}) {
+      GrammarMatcher fresh(*g);
+      fresh.AcceptBytes(text);
+    }
+  }
+  CHECK(converted > 100);
+  CHECK(compiled > 100);
+}
+
+TEST_CASE("deeply nested JSON is refused at the matcher's bound, quickly", "[grammar]") {
+  const auto any = test::CompileGbnf(JsonObjectGbnf());
+  GrammarMatcher m(any);
+  REQUIRE(m.AcceptBytes("{\"a\":"));
+  int depth = 0;
+  while (depth < 100000 && m.AcceptBytes("[")) ++depth;
+  CHECK(depth > 100);
+  CHECK(depth < 100000);
+  // Random bytes never crash the matcher.
+  std::mt19937 rng(7);
+  const std::string alphabet = "{}[]\",:0123456789.-eE \\utrfalsenul\xc3\xa9\xff";
+  for (int i = 0; i < 2000; ++i) {
+    GrammarMatcher r(any);
+    std::string bytes;
+    for (int k = 0; k < 30; ++k) bytes += alphabet[rng() % alphabet.size()];
+    r.AcceptBytes(bytes);
+  }
 }
 
 }  // namespace
