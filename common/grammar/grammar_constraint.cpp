@@ -40,6 +40,20 @@ std::vector<uint64_t> GrammarConstraint::ComputeMask(int32_t state) {
       continue;
     }
     at_depth_[n.depth] = next;
+    // A byte that kept the state (a string's plain character): when every
+    // byte below keeps it too, the whole subtree is allowed without a walk.
+    if (next == at_depth_[n.depth - 1] && trie_->bytes_below[i].bits != ByteSet{}.bits) {
+      const ByteSet& loops = matcher_.SelfLoops(next);
+      const ByteSet& below = trie_->bytes_below[i];
+      bool inside = true;
+      for (int w = 0; w < 4; ++w) inside = inside && (below.bits[w] & ~loops.bits[w]) == 0;
+      if (inside) {
+        for (uint32_t t = n.subtree_tok_begin; t < n.subtree_tok_end; ++t)
+          SetBit(mask, trie_->token_ids[t]);
+        i = n.end;
+        continue;
+      }
+    }
     for (uint32_t t = n.tok_begin; t < n.tok_end; ++t) SetBit(mask, trie_->token_ids[t]);
     ++i;
   }

@@ -93,6 +93,17 @@ int32_t GrammarMatcher::StepSlow(int32_t state, uint8_t byte) {
   return next;
 }
 
+const ByteSet& GrammarMatcher::SelfLoops(int32_t state) {
+  if (!states_[state].self_loops) {
+    ByteSet loops;
+    for (int b = 0; b < 256; ++b) {
+      if (Step(state, static_cast<uint8_t>(b)) == state) loops.Add(static_cast<uint8_t>(b));
+    }
+    states_[state].self_loops = std::make_unique<ByteSet>(loops);
+  }
+  return *states_[state].self_loops;
+}
+
 bool GrammarMatcher::AcceptBytes(std::string_view bytes) {
   int32_t s = state_;
   for (const char c : bytes) {

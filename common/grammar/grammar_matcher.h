@@ -52,6 +52,9 @@ class GrammarMatcher {
   /// Whether `state` is a finished match / can take more bytes.
   bool IsComplete(int32_t state) const { return states_[state].complete; }
   bool CanContinue(int32_t state) const { return states_[state].can_continue; }
+  /// The bytes that lead from `state` back to itself (the inside of a
+  /// string: every plain character). Computed once per state.
+  const ByteSet& SelfLoops(int32_t state);
 
   /// Moves the current state past `bytes` if the grammar allows all of them
   /// (returns false and leaves the state alone otherwise).
@@ -76,6 +79,7 @@ class GrammarMatcher {
     bool complete = false;
     bool can_continue = false;
     std::unique_ptr<int32_t[]> next;  // 256 transitions, kUnknown until computed
+    std::unique_ptr<ByteSet> self_loops;
   };
   static constexpr int32_t kUnknown = -2;
 

@@ -22,23 +22,37 @@ std::shared_ptr<const VocabTrie> VocabTrie::FromPieces(std::vector<std::string> 
                    [&](int32_t a, int32_t b) { return pieces[a] < pieces[b]; });
   std::vector<uint32_t> path;  // node index per depth - 1
   auto& nodes = trie->nodes;
+  auto& below = trie->bytes_below;
+  // A node is done when the walk leaves it: its subtree ends here, and its
+  // bytes join its parent's.
+  auto close = [&]() {
+    const uint32_t n = path.back();
+    path.pop_back();
+    nodes[n].end = static_cast<uint32_t>(nodes.size());
+    nodes[n].subtree_tok_end = static_cast<uint32_t>(trie->token_ids.size());
+    if (!path.empty()) {
+      ByteSet& parent = below[path.back()];
+      for (int w = 0; w < 4; ++w) parent.bits[w] |= below[n].bits[w];
+      parent.Add(nodes[n].byte);
+    }
+  };
   std::string_view prev;
   for (const int32_t id : order) {
     const std::string& p = pieces[id];
     size_t common = 0;
     while (common < prev.size() && common < p.size() && prev[common] == p[common]) ++common;
     common = std::min(common, path.size());
-    while (path.size() > common) {
-      nodes[path.back()].end = static_cast<uint32_t>(nodes.size());
-      path.pop_back();
-    }
+    while (path.size() > common) close();
     for (size_t k = common; k < p.size(); ++k) {
       path.push_back(static_cast<uint32_t>(nodes.size()));
       nodes.push_back(Node{.end = 0,
                            .depth = static_cast<uint32_t>(k + 1),
                            .tok_begin = 0,
                            .tok_end = 0,
+                           .subtree_tok_begin = static_cast<uint32_t>(trie->token_ids.size()),
+                           .subtree_tok_end = 0,
                            .byte = static_cast<uint8_t>(p[k])});
+      below.emplace_back();
     }
     Node& at = nodes[path.back()];
     if (at.tok_begin == at.tok_end)
@@ -48,7 +62,7 @@ std::shared_ptr<const VocabTrie> VocabTrie::FromPieces(std::vector<std::string> 
     trie->max_depth = std::max<uint32_t>(trie->max_depth, static_cast<uint32_t>(p.size()));
     prev = p;
   }
-  for (const uint32_t n : path) nodes[n].end = static_cast<uint32_t>(nodes.size());
+  while (!path.empty()) close();
   trie->pieces = std::move(pieces);
   return trie;
 }

@@ -19,21 +19,26 @@
 #include <string>
 #include <vector>
 
+#include "grammar/grammar.h"
+
 namespace odmoe {
 
 class Tokenizer;
 
 struct VocabTrie {
   struct Node {
-    uint32_t end;        // one past the last node of this node's subtree (preorder)
-    uint32_t depth;      // bytes from the root (the root itself is not stored)
-    uint32_t tok_begin;  // tokens spelled exactly by the path to here:
-    uint32_t tok_end;    //   token_ids[tok_begin, tok_end)
+    uint32_t end;                // one past the last node of this node's subtree (preorder)
+    uint32_t depth;              // bytes from the root (the root itself is not stored)
+    uint32_t tok_begin;          // tokens spelled exactly by the path to here:
+    uint32_t tok_end;            //   token_ids[tok_begin, tok_end)
+    uint32_t subtree_tok_begin;  // the tokens of the whole subtree:
+    uint32_t subtree_tok_end;    //   token_ids[subtree_tok_begin, subtree_tok_end)
     uint8_t byte;
   };
-  std::vector<Node> nodes;          // preorder
-  std::vector<int32_t> token_ids;   // grouped by node
-  std::vector<std::string> pieces;  // id -> bytes ("" = never allowed)
+  std::vector<Node> nodes;           // preorder
+  std::vector<ByteSet> bytes_below;  // node -> the bytes of its descendants
+  std::vector<int32_t> token_ids;    // grouped by node
+  std::vector<std::string> pieces;   // id -> bytes ("" = never allowed)
   uint32_t max_depth = 0;
   /// Unique in the process (shared caches key on it, mask_cache.h).
   uint64_t id = 0;

@@ -41,7 +41,12 @@ std::vector<int32_t> AllowedIds(GrammarConstraint& c, int32_t n) {
 TEST_CASE("masks equal a token-by-token check on both vocabularies", "[grammar]") {
   const std::string vocab = GENERATE(kVocabs[0], kVocabs[1]);
   auto tok = LoadTokenizer(vocab);
-  const auto g = Compile(R"(root ::= "{\"name\": \"" [^"\\]{0,12} "\", \"n\": " [0-9]{1,3} "}")");
+  // Bounded (a state per character) and unbounded (one state for the whole
+  // string: masks take the self-loop shortcut) string contents.
+  const std::string content =
+      GENERATE(as<std::string>(), R"([^"\\]{0,12})", R"(([^"\\] | "\\" ["\\n])*)");
+  const auto g =
+      Compile(R"(root ::= "{\"name\": \"" )" + content + R"( "\", \"n\": " [0-9]{1,3} "}")");
   const std::string text = "{\"name\": \"Al ice\", \"n\": 42}";
   GrammarConstraint c(g, VocabTrie::ForTokenizer(*tok), tok->eos_id());
   // Feed the text byte-sized prefix by prefix through tokens the mask allows
