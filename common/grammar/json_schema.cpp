@@ -38,6 +38,7 @@ constexpr SharedRule kSharedRules[] = {
     {"json-int", R"("-"? json-digits)", "json-digits"},
     {"json-frac", R"("." [0-9]{1,24})", ""},
     {"json-exp", R"([eE] [-+]? [0-9]{1,3})", ""},
+    {"json-frac-nonzero", R"("." "0"{0,12} [1-9] [0-9]{0,11})", ""},
     {"json-number", R"("-"? json-digits json-frac? json-exp?)", "json-digits json-frac json-exp"},
     {"json-boolean", R"("true" | "false")", ""},
     {"json-null", R"("null")", ""},
@@ -587,34 +588,36 @@ class Converter {
     return NewRule(hint, absl::StrCat("\"\\\"\"", Repeat("json-char", lo, hi), " \"\\\"\""));
   }
 
-  /// Bounds as the integers [lo, hi] (nullopt: unbounded); INVALID_ARGUMENT
-  /// for a bound that is not a number. `exact`: whether every bound is an
-  /// integer (a number's bounds must be).
-  absl::Status IntegerBounds(const json& s, const std::string& path, std::optional<int64_t>* lo,
-                             std::optional<int64_t>* hi, bool* exact) {
-    *exact = true;
-    auto read = [&](const char* key, bool upper, bool exclusive) -> absl::Status {
-      if (!s.contains(key)) return absl::OkStatus();
-      const json& v = s[key];
-      if (v.is_boolean())
-        return Error(absl::StrCat(path, "/", key), "draft-4 boolean form is not supported");
-      if (!v.is_number()) return Error(absl::StrCat(path, "/", key), "must be a number");
-      const double d = v.get<double>();
-      if (std::abs(d) > 9e18) return Error(absl::StrCat(path, "/", key), "out of range");
-      if (std::floor(d) != d || exclusive) *exact = *exact && std::floor(d) == d && !exclusive;
-      int64_t b = upper ? static_cast<int64_t>(std::floor(d)) : static_cast<int64_t>(std::ceil(d));
-      if (exclusive && std::floor(d) == d) b += upper ? -1 : 1;
-      auto& slot = upper ? *hi : *lo;
-      slot = slot.has_value() ? (upper ? std::min(*slot, b) : std::max(*slot, b)) : b;
-      return absl::OkStatus();
+  /// minimum / maximum / exclusiveMinimum / exclusiveMaximum, read.
+  struct Bounds {
+    std::optional<int64_t> lo, hi;          // the integers allowed: [lo, hi]
+    std::optional<int64_t> raw_lo, raw_hi;  // the tightest bounds' values (when integral)
+    bool integral = true;                   // every bound is an integer value
+  };
+  absl::StatusOr<Bounds> ReadBounds(const json& s, const std::string& path) {
+    Bounds b;
+    auto tighten = [](std::optional<int64_t>& slot, int64_t v, bool upper) {
+      slot = slot.has_value() ? (upper ? std::min(*slot, v) : std::max(*slot, v)) : v;
     };
     for (auto [key, upper, exclusive] :
          {std::tuple{"minimum", false, false}, std::tuple{"maximum", true, false},
           std::tuple{"exclusiveMinimum", false, true},
           std::tuple{"exclusiveMaximum", true, true}}) {
-      if (absl::Status st = read(key, upper, exclusive); !st.ok()) return st;
+      if (!s.contains(key)) continue;
+      const json& v = s[key];
+      const std::string at = absl::StrCat(path, "/", key);
+      if (v.is_boolean()) return Error(at, "draft-4 boolean form is not supported");
+      if (!v.is_number()) return Error(at, "must be a number");
+      const double d = v.get<double>();
+      if (!(std::abs(d) <= 9e18)) return Error(at, "out of range");
+      const bool whole = std::floor(d) == d;
+      b.integral = b.integral && whole;
+      int64_t n = upper ? static_cast<int64_t>(std::floor(d)) : static_cast<int64_t>(std::ceil(d));
+      if (whole) tighten(upper ? b.raw_hi : b.raw_lo, n, upper);
+      if (exclusive && whole) n += upper ? -1 : 1;
+      tighten(upper ? b.hi : b.lo, n, upper);
     }
-    return absl::OkStatus();
+    return b;
   }
 
   /// Integers in [lo, hi] (either unbounded).
@@ -637,39 +640,40 @@ class Converter {
 
   absl::StatusOr<std::string> NumberRule(const json& s, const std::string& path,
                                          const std::string& hint, bool integer) {
-    std::optional<int64_t> lo, hi;
-    bool exact = true;
-    if (absl::Status st = IntegerBounds(s, path, &lo, &hi, &exact); !st.ok()) return st;
+    auto bounds = ReadBounds(s, path);
+    if (!bounds.ok()) return bounds.status();
+    const auto [lo, hi, raw_lo, raw_hi, integral] = *bounds;
     if (!lo && !hi) return Shared(integer ? "json-int" : "json-number");
-    if (lo && hi && *lo > *hi) return Error(path, "the bounds leave no integer");
-    if (integer) return NewRule(hint, IntegerRange(lo, hi));
-    if (!exact) {
+    const bool integers = !(lo && hi && *lo > *hi);
+    if (integer) {
+      if (!integers) return Error(path, "the bounds leave no integer");
+      return NewRule(hint, IntegerRange(lo, hi));
+    }
+    if (!integral)
       return Error(path,
-                   "bounds on a number must be inclusive integers (minimum/maximum); "
-                   "exclusive or fractional bounds are supported on integers only");
-    }
-    // x in [lo, hi]: integer part in [lo, hi - 1] with any fraction, or
-    // exactly an integer at the ends (a fraction of zeros) -- per sign.
-    Shared("json-frac");
+                   "bounds on a number must be integers (fractional bounds are not supported)");
+    // The integers in range, written with or without a fraction of zeros;
+    // then the other numbers by sign: +-I.F with F not all zeros, strictly
+    // inside (raw_lo, raw_hi): I in [max(raw_lo, 0), raw_hi - 1] for the
+    // positive ones, I in [max(0, -raw_hi), -raw_lo - 1] for the negative ones.
+    Shared("json-frac-nonzero");
     std::vector<std::string> alts;
-    alts.push_back(absl::StrCat("(", IntegerRange(lo, hi), ") (\".\" \"0\"{1,24})?"));
-    std::optional<int64_t> below_hi = hi ? std::optional<int64_t>(*hi - 1) : std::nullopt;
-    // Non-negative with a fraction: integer part in [max(lo,0), hi-1].
-    if (!below_hi || *below_hi >= 0) {
-      const uint64_t a = lo && *lo > 0 ? *lo : 0;
-      if (!below_hi || static_cast<int64_t>(a) <= *below_hi) {
-        alts.push_back(
-            absl::StrCat("(", NonNegativeRange(a, below_hi ? *below_hi : -1), ") json-frac"));
+    if (integers) alts.push_back(absl::StrCat("(", IntegerRange(lo, hi), ") (\".\" \"0\"{1,24})?"));
+    if (!raw_hi || *raw_hi >= 1) {
+      const uint64_t a = raw_lo && *raw_lo > 0 ? *raw_lo : 0;
+      const int64_t b = raw_hi ? *raw_hi - 1 : -1;
+      if (!raw_hi || static_cast<int64_t>(a) <= b) {
+        alts.push_back(absl::StrCat("(", NonNegativeRange(a, b), ") json-frac-nonzero"));
       }
     }
-    // Negative with a fraction: -(I.F) >= lo, I in [max(0,-hi), -lo-1].
-    if (!lo || *lo < 0) {
-      const uint64_t a = hi && *hi < 0 ? static_cast<uint64_t>(-*hi) : 0;
-      const int64_t b = lo ? -*lo - 1 : -1;
-      if (!lo || static_cast<int64_t>(a) <= b) {
-        alts.push_back(absl::StrCat("\"-\" (", NonNegativeRange(a, b), ") json-frac"));
+    if (!raw_lo || *raw_lo <= -1) {
+      const uint64_t a = raw_hi && *raw_hi < 0 ? static_cast<uint64_t>(-*raw_hi) : 0;
+      const int64_t b = raw_lo ? -*raw_lo - 1 : -1;
+      if (!raw_lo || static_cast<int64_t>(a) <= b) {
+        alts.push_back(absl::StrCat("\"-\" (", NonNegativeRange(a, b), ") json-frac-nonzero"));
       }
     }
+    if (alts.empty()) return Error(path, "the bounds leave no number");
     return NewRule(hint, absl::StrJoin(alts, " | "));
   }
 

@@ -31,7 +31,7 @@
 // \d \w \s, groups, |, * + ? {m,n}, ^ $), format (date, time, date-time, uuid,
 // email, ipv4; other formats are annotations and are ignored, as validators
 // do by default), minimum/maximum/exclusiveMinimum/exclusiveMaximum on
-// integers, and on numbers with integer bounds, anyOf, oneOf (as anyOf: the
+// integers, and on numbers when the bounds are integers, anyOf, oneOf (as anyOf: the
 // branches must not overlap for the result to be exact), allOf (merged),
 // $ref to #, #/$defs/..., #/definitions/... (recursive ones too), nullable
 // through type lists. Not supported (an error): not, if/then/else,

@@ -51,9 +51,7 @@ TEST_CASE("unsupported keywords are errors naming their path", "[grammar]") {
   CHECK(ErrorOf(R"({"$ref":"#/$defs/missing"})") ==
         "json_schema /: $ref '#/$defs/missing' points at nothing");
   CHECK(ErrorOf(R"({"type":"number","minimum":0.5})") ==
-        "json_schema /: bounds on a number must be inclusive integers (minimum/maximum); exclusive "
-        "or fractional "
-        "bounds are supported on integers only");
+        "json_schema /: bounds on a number must be integers (fractional bounds are not supported)");
   CHECK(ErrorOf(R"j({"type":"string","pattern":"(?=x)"})j") ==
         "json_schema /pattern: pattern at 1: lookaround and named groups are not supported");
   CHECK(ErrorOf(R"({"type":"spaceship"})") == "json_schema /type: unknown type 'spaceship'");
@@ -102,6 +100,27 @@ TEST_CASE("numbers with integer bounds", "[grammar]") {
     INFO(bad);
     CHECK_FALSE(Matches(g, bad));
   }
+  // Exclusive bounds: (0, 1) has no integer, only fractions.
+  const auto open = FromSchema(R"({"type":"number","exclusiveMinimum":0,"exclusiveMaximum":1})");
+  for (const char* ok : {"0.5", "0.001", "0.999", "0.10"}) {
+    INFO(ok);
+    CHECK(Matches(open, ok));
+  }
+  for (const char* bad : {"0", "0.0", "1", "1.0", "-0.5", "1.5", "0.000"}) {
+    INFO(bad);
+    CHECK_FALSE(Matches(open, bad));
+  }
+  const auto positive = FromSchema(R"({"type":"number","exclusiveMinimum":0})");
+  CHECK(Matches(positive, "12345.5"));
+  CHECK(Matches(positive, "3"));
+  CHECK_FALSE(Matches(positive, "0.00"));
+  CHECK_FALSE(Matches(positive, "-1"));
+  const auto negative = FromSchema(R"({"type":"number","maximum":-3})");
+  CHECK(Matches(negative, "-3.0"));
+  CHECK(Matches(negative, "-3.5"));
+  CHECK(Matches(negative, "-1000"));
+  CHECK_FALSE(Matches(negative, "-2.5"));
+  CHECK_FALSE(Matches(negative, "3"));
 }
 
 TEST_CASE("objects: order, optional properties, extra keys", "[grammar]") {
