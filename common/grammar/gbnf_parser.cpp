@@ -28,6 +28,7 @@ struct RuleDraft {
   bool defined = false;
   int line = 0, column = 0;  // where defined (or first referenced, while undefined)
   uint32_t origin = 0;       // the named rule a helper rule was made for
+  std::string body;          // the definition's text (named rules)
 };
 
 /// FNV-1a over the compiled grammar's arrays.
@@ -114,8 +115,12 @@ class GbnfParser {
     const auto it = ids_.find(name);
     if (it != ids_.end()) return it->second;
     const uint32_t id = static_cast<uint32_t>(rules_.size());
-    rules_.push_back(
-        RuleDraft{.name = name, .alternatives = {}, .line = line, .column = column, .origin = id});
+    rules_.push_back(RuleDraft{.name = name,
+                               .alternatives = {},
+                               .line = line,
+                               .column = column,
+                               .origin = id,
+                               .body = {}});
     ids_.emplace(name, id);
     return id;
   }
@@ -126,7 +131,8 @@ class GbnfParser {
                                .defined = true,
                                .line = line_,
                                .column = Column(),
-                               .origin = current_});
+                               .origin = current_,
+                               .body = {}});
     return id;
   }
   absl::Status Count(size_t n) {
@@ -143,29 +149,46 @@ class GbnfParser {
     return it->second;
   }
 
+  /// One rule. A rule defined again with the same text is allowed (grammars
+  /// joined from several JsonSchemaToGbnf calls repeat the shared rules);
+  /// with another text it is an error.
   absl::Status ParseRule() {
     const int line = line_, column = Column();
     const std::string name = ParseName();
     if (name.empty())
       return Error(absl::StrCat("expected a rule name, found '", std::string(1, Peek()), "'"));
+    const int name_end_line = line_, name_end_column = Column();
     const uint32_t id = RuleId(name, line, column);
-    if (rules_[id].defined) {
-      return Error(
-          absl::StrCat("rule '", name, "' defined twice (first at line ", rules_[id].line, ")"));
+    const bool again = rules_[id].defined;
+    if (!again) {
+      rules_[id].defined = true;
+      rules_[id].line = line;
+      rules_[id].column = column;
     }
-    rules_[id].defined = true;
-    rules_[id].line = line;
-    rules_[id].column = column;
     current_ = id;
-    helper_count_ = 0;
+    helper_count_ = again ? helper_count_ : 0;
     SkipSpace(false);
     if (text_.substr(pos_, 3) != "::=")
       return Error(absl::StrCat("expected '::=' after rule name '", name, "'"));
     for (int i = 0; i < 3; ++i) Advance();
     SkipSpace(true);
+    const size_t body_start = pos_;
     auto alts = ParseAlternatives(/*nested=*/false, 0);
     if (!alts.ok()) return alts.status();
-    rules_[id].alternatives = std::move(alts).value();
+    std::string_view body = text_.substr(body_start, pos_ - body_start);
+    while (!body.empty() && (body.back() == ' ' || body.back() == '\t' || body.back() == '\r')) {
+      body.remove_suffix(1);
+    }
+    if (again) {
+      if (body != rules_[id].body) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("grammar line ", name_end_line, " column ", name_end_column, ": rule '",
+                         name, "' defined twice (first at line ", rules_[id].line, ")"));
+      }
+    } else {
+      rules_[id].alternatives = std::move(alts).value();
+      rules_[id].body = std::string(body);
+    }
     SkipSpace(false);
     if (!AtEnd() && Peek() != '\n')
       return Error(absl::StrCat("unexpected '", std::string(1, Peek()), "'"));

@@ -225,7 +225,7 @@ class Converter {
   absl::StatusOr<std::string> Run() {
     auto expr = Visit(root_, "", "root", 0);
     if (!expr.ok()) return expr.status();
-    std::string out = absl::StrCat("root ::= ", *expr, "\n");
+    std::string out = absl::StrCat(options_.root_rule, " ::= ", *expr, "\n");
     for (const auto& [name, body] : rules_) absl::StrAppend(&out, name, " ::= ", body, "\n");
     if (out.size() > kMaxGbnfBytes) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -252,11 +252,12 @@ class Converter {
     return name;
   }
   std::string NewRule(const std::string& hint, const std::string& body) {
-    std::string name = RuleNamePart(hint);
-    for (int i = 2;
-         names_.contains(name) || name == "root" || name.starts_with("json-") || name == "ws";
+    const std::string base = options_.rule_prefix + RuleNamePart(hint);
+    std::string name = base;
+    for (int i = 2; names_.contains(name) || name == options_.root_rule ||
+                    name.starts_with("json-") || name == "ws";
          ++i) {
-      name = absl::StrCat(RuleNamePart(hint), "-", i);
+      name = absl::StrCat(base, "-", i);
     }
     names_.insert(name);
     rules_.emplace_back(name, body);
@@ -866,6 +867,17 @@ class Converter {
 
 absl::StatusOr<std::string> JsonSchemaToGbnf(const nlohmann::ordered_json& schema,
                                              const JsonSchemaOptions& options) {
+  const auto name_ok = [](const std::string& s, bool empty_ok) {
+    return (empty_ok || !s.empty()) && std::all_of(s.begin(), s.end(), [](char c) {
+             return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '-' || c == '_';
+           });
+  };
+  if (!name_ok(options.root_rule, false) || !name_ok(options.rule_prefix, true) ||
+      options.root_rule.starts_with("json-") || options.root_rule == "ws") {
+    return absl::InvalidArgumentError(
+        "json_schema: root_rule / rule_prefix must be GBNF rule names, not json-* or ws");
+  }
   return Converter(schema, options).Run();
 }
 

@@ -59,10 +59,21 @@ struct JsonSchemaOptions {
   /// Objects with `properties` and no `additionalProperties` take no extra
   /// properties (false: JSON Schema's default, any extra property).
   bool strict = true;
+  /// The rule the schema's value is (a grammar's start rule is `root`), and
+  /// a prefix for the names of the rules made for this schema. The shared
+  /// rules (ws, json-*) keep their names and texts, and ParseGbnf takes a
+  /// rule defined twice with the same text, so grammars of several schemas
+  /// join by concatenation (a tool call's arguments):
+  ///   std::string g = "root ::= \"<tool_call>\" (get-weather | search) \"</tool_call>\"\n";
+  ///   g += *JsonSchemaToGbnf(weather_schema, {.root_rule = "get-weather", .rule_prefix = "w-"});
+  ///   g += *JsonSchemaToGbnf(search_schema, {.root_rule = "search", .rule_prefix = "s-"});
+  std::string root_rule = "root";
+  std::string rule_prefix = "";
 };
 
 /// Takes ordered_json to keep the properties' order (a nlohmann::json
-/// converts, with its keys sorted); the text overload parses in order.
+/// converts, with its keys sorted: parse the request with ordered_json or
+/// pass the schema's text); the text overload parses in order.
 absl::StatusOr<std::string> JsonSchemaToGbnf(const nlohmann::ordered_json& schema,
                                              const JsonSchemaOptions& options = {});
 absl::StatusOr<std::string> JsonSchemaToGbnf(std::string_view schema_json,

@@ -83,6 +83,8 @@ TEST_CASE("GBNF errors name the line and column", "[grammar]") {
   CHECK(ErrorOf("root ::= \"a\"\nroot ::= \"b\"") ==
         "grammar line 2 column 5: rule 'root' defined twice (first at line 1)");
   CHECK(ErrorOf("other ::= \"a\"") == "grammar: no 'root' rule");
+  // The same definition twice is fine (joined grammars repeat shared rules).
+  CHECK(Matches(Compile("root ::= x x\nx ::= [a-c] (\"-\")?\nx ::= [a-c] (\"-\")?   \n"), "a-b"));
   CHECK(ErrorOf("root ::= (\"a\"") == "grammar line 1 column 14: expected ')'");
   CHECK(ErrorOf("root ::= \"a\" ) ") == "grammar line 1 column 14: unexpected ')'");
   CHECK(ErrorOf("root = \"a\"") ==

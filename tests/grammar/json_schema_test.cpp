@@ -292,3 +292,32 @@ TEST_CASE("deeply nested JSON is refused at the matcher's bound, quickly", "[gra
 
 }  // namespace
 }  // namespace odmoe
+
+namespace odmoe {
+namespace {
+
+TEST_CASE("grammars of several schemas join (a tool call's arguments)", "[grammar]") {
+  std::string gbnf = "root ::= \"<tool_call>\" (weather | search) \"</tool_call>\"\n";
+  auto weather = JsonSchemaToGbnf(
+      std::string_view(
+          R"({"type":"object","properties":{"city":{"type":"string"}},"required":["city"]})"),
+      JsonSchemaOptions{.root_rule = "weather", .rule_prefix = "w-"});
+  auto search = JsonSchemaToGbnf(
+      std::string_view(
+          R"({"type":"object","properties":{"q":{"type":"string"},"n":{"type":"integer"}}})"),
+      JsonSchemaOptions{.root_rule = "search", .rule_prefix = "s-"});
+  REQUIRE(weather.ok());
+  REQUIRE(search.ok());
+  const auto g = test::CompileGbnf(gbnf + *weather + *search);
+  CHECK(Matches(g, R"(<tool_call>{"city": "Paris"}</tool_call>)"));
+  CHECK(Matches(g, R"(<tool_call>{"q": "x", "n": 3}</tool_call>)"));
+  CHECK(Matches(g, R"(<tool_call>{}</tool_call>)"));  // search has no required property
+  CHECK_FALSE(Matches(g, R"(<tool_call>{"city": 1}</tool_call>)"));
+  CHECK_FALSE(
+      JsonSchemaToGbnf(std::string_view("{}"), JsonSchemaOptions{.root_rule = "json-x"}).ok());
+  CHECK_FALSE(
+      JsonSchemaToGbnf(std::string_view("{}"), JsonSchemaOptions{.rule_prefix = "a b"}).ok());
+}
+
+}  // namespace
+}  // namespace odmoe
