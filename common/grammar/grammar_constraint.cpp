@@ -77,8 +77,9 @@ const std::vector<uint64_t>& GrammarConstraint::AllowedTokens() {
       MaskCache::Key(grammar_fingerprint_, trie_->id, eos_id_, matcher_.StateKey(state));
   MaskCache::Mask mask = MaskCache::Shared().Find(key);
   if (!mask) {
+    const uint64_t refusals = matcher_.full_refusals();
     mask = std::make_shared<const std::vector<uint64_t>>(ComputeMask(state));
-    MaskCache::Shared().Insert(key, mask);
+    if (matcher_.full_refusals() == refusals) MaskCache::Shared().Insert(key, mask);
   }
   const size_t limit = std::max<size_t>(1, kMaskCacheBytes / (mask->size() * 8 + 1));
   while (mask_order_.size() >= limit) {

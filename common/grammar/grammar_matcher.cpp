@@ -87,7 +87,8 @@ int32_t GrammarMatcher::StepSlow(int32_t state, uint8_t byte) {
     }
   }
   // Past the hard bound the table stops growing: the byte is refused.
-  const bool full = states_.size() >= 8 * kMaxStates;
+  const bool full = states_.size() >= 2 * kMaxStates;
+  full_refusals_ += full;
   const int32_t next = (!ok || out.empty() || full) ? kDead : Intern(std::move(out));
   states_[state].next[byte] = next;
   return next;

@@ -16,7 +16,8 @@
 // deeper than kMaxStackDepth, or a state of more than kMaxStacks stacks, is
 // not followed (the byte is refused, so the grammar only gets stricter), and
 // the table of states is trimmed back to the current state by Accept* once it
-// holds more than kMaxStates (the caches are then rebuilt as needed).
+// holds more than kMaxStates (the caches are then rebuilt as needed); within
+// one mask's walk it stops growing at twice that (refusing the byte).
 #pragma once
 
 #include <cstdint>
@@ -35,7 +36,7 @@ class GrammarMatcher {
   static constexpr int32_t kDead = -1;
   static constexpr size_t kMaxStackDepth = 2048;
   static constexpr size_t kMaxStacks = 1 << 16;  // e.g. a 60k-word alternation
-  static constexpr size_t kMaxStates = 1 << 15;
+  static constexpr size_t kMaxStates = 1 << 14;
 
   explicit GrammarMatcher(std::shared_ptr<const Grammar> grammar);
 
@@ -64,6 +65,10 @@ class GrammarMatcher {
   /// state id must be dropped.
   uint64_t generation() const { return generation_; }
   size_t state_count() const { return states_.size(); }
+  /// Transitions refused because the table was full (2 * kMaxStates states
+  /// within one mask's walk): results since then depend on this matcher's
+  /// history and must not go to shared caches.
+  uint64_t full_refusals() const { return full_refusals_; }
   /// The stacks of `state`, serialized: equal for equal states of equal
   /// grammars in any matcher (a key for shared caches).
   const std::string& StateKey(int32_t state) const { return states_[state].key; }
@@ -95,6 +100,7 @@ class GrammarMatcher {
   absl::flat_hash_map<std::string, int32_t> ids_;  // serialized stacks -> state
   int32_t state_ = kDead;
   uint64_t generation_ = 0;
+  uint64_t full_refusals_ = 0;
 };
 
 }  // namespace odmoe

@@ -148,3 +148,25 @@ TEST_CASE("matcher state does not grow with the text (nesting is bounded)", "[gr
 
 }  // namespace
 }  // namespace odmoe
+
+namespace odmoe {
+namespace {
+
+TEST_CASE("the state table is trimmed past its bound and matching goes on", "[grammar]") {
+  std::string gbnf = "root ::= [0-9]{0,1000}";
+  for (int i = 0; i < 19; ++i) gbnf += " \".\" [0-9]{0,1000}";
+  const auto g = test::CompileGbnf(gbnf);
+  GrammarMatcher m(g);
+  const std::string block(1000, '7');
+  for (int i = 0; i < 20; ++i) {
+    if (i > 0) REQUIRE(m.AcceptBytes("."));
+    for (const char c : block) REQUIRE(m.AcceptBytes(std::string(1, c)));
+  }
+  CHECK(m.Complete());
+  CHECK(m.generation() >= 1);  // 20,000 states seen, at most kMaxStates kept
+  CHECK(m.state_count() <= GrammarMatcher::kMaxStates + 1);
+  CHECK_FALSE(m.AcceptBytes("7"));
+}
+
+}  // namespace
+}  // namespace odmoe
