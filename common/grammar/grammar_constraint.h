@@ -3,11 +3,13 @@
 // (response_format json_object / json_schema, llama-server's `grammar` and
 // `json_schema` fields) and tool calls a request requires.
 //
-//   ODMOE_ASSIGN_OR_RETURN(std::string gbnf, JsonSchemaToGbnf(schema));   // json_schema.h
+//   ODMOE_ASSIGN_OR_RETURN(std::string gbnf, JsonSchemaToGbnf(schema));  // json_schema.h
 //   ODMOE_ASSIGN_OR_RETURN(std::shared_ptr<const Grammar> g, ParseGbnf(gbnf));
-//   std::unique_ptr<TokenConstraint> rule = MakeGrammarConstraint(g, tokenizer,
-//   tokenizer.eos_id()); rule->MaskLogits(row);                      // tokens the grammar refuses
-//   -> -infinity int32_t next = sampler.Sample(row); ODMOE_RETURN_IF_ERROR(rule->Accept(next));
+//   std::unique_ptr<TokenConstraint> rule =
+//       MakeGrammarConstraint(g, tokenizer, tokenizer.eos_id());
+//   rule->MaskLogits(row);                 // tokens the grammar refuses -> -infinity
+//   int32_t next = sampler.Sample(row);
+//   ODMOE_RETURN_IF_ERROR(rule->Accept(next));
 //
 // A mask is one walk of the vocabulary's byte trie (vocab_trie.h, built once
 // per tokenizer) over the matcher's cached byte transitions, pruning a whole

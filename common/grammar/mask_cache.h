@@ -6,8 +6,12 @@
 //
 //   MaskCache& cache = MaskCache::Shared();
 //   std::string key = MaskCache::Key(grammar.fingerprint, trie.id, eos_id,
-//   matcher.StateKey(state)); std::shared_ptr<const std::vector<uint64_t>> mask = cache.Find(key);
-//   if (!mask) cache.Insert(key, mask = std::make_shared<const std::vector<uint64_t>>(Compute()));
+//                                    matcher.StateKey(state));
+//   MaskCache::Mask mask = cache.Find(key);
+//   if (!mask) {
+//     mask = std::make_shared<const std::vector<uint64_t>>(Compute());
+//     cache.Insert(key, mask);
+//   }
 //
 // Least recently used masks go first once the cache holds more than its
 // byte budget (64 MiB for Shared()). Thread-safe.

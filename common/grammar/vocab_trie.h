@@ -2,8 +2,10 @@
 // (grammar_constraint.h): a mask walks the trie once with the grammar's
 // state, and a byte the grammar refuses prunes every token under it.
 //
-//   std::shared_ptr<const VocabTrie> trie = VocabTrie::ForTokenizer(tokenizer);  // built once,
-//   cached for (size_t i = 0; i < trie->nodes.size();) { ... i = skip ? trie->nodes[i].end : i + 1;
+//   std::shared_ptr<const VocabTrie> trie = VocabTrie::ForTokenizer(tokenizer);  // cached
+//   for (size_t i = 0; i < trie->nodes.size();) {    // preorder
+//     const VocabTrie::Node& n = trie->nodes[i];
+//     i = refused(n.byte) ? n.end : i + 1;            // skip the subtree, or go down
 //   }
 //
 // A token's bytes are the tokenizer's own (Tokenizer::TokenToPiece: byte-level
