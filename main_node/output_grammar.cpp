@@ -2,7 +2,6 @@
 
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "grammar/json_schema.h"
 #include "main_node/tool_call_grammar.h"
 
@@ -11,23 +10,23 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-absl::Status Bad(std::string_view field, std::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
+absl::Status Bad(const std::string& field, const std::string& what) {
+  return absl::InvalidArgumentError(field + ": " + what);
 }
 
 // A schema's grammar, its errors under `field` ("json_schema /properties/x: ...").
-absl::StatusOr<std::string> SchemaGrammar(const json& schema, std::string_view field,
+absl::StatusOr<std::string> SchemaGrammar(const json& schema, const std::string& field,
                                           bool strict) {
   if (!schema.is_object() && !schema.is_boolean()) return Bad(field, "expected an object");
   JsonSchemaOptions options;
   options.strict = strict;
   absl::StatusOr<std::string> gbnf = JsonSchemaToGbnf(schema, options);
   if (gbnf.ok()) return gbnf;
-  std::string_view message = gbnf.status().message();
+  std::string message(gbnf.status().message());
   // JsonSchemaToGbnf names the schema "json_schema"; the request may have
   // sent it elsewhere.
-  if (message.substr(0, 11) == "json_schema") message.remove_prefix(11);
-  return absl::InvalidArgumentError(absl::StrCat(field, message));
+  if (message.rfind("json_schema", 0) == 0) message.erase(0, 11);
+  return absl::InvalidArgumentError(field + message);
 }
 
 absl::StatusOr<std::string> ResponseFormatGrammar(const json& format) {
@@ -76,7 +75,8 @@ absl::StatusOr<std::string> OutputGrammar(const json& body, const ToolRequest& t
   std::vector<Source> asked;
   if (auto g = body.find("grammar"); g != body.end() && !g->is_null()) {
     if (!g->is_string()) return Bad("grammar", "expected GBNF text");
-    if (!g->get_ref<const std::string&>().empty()) asked.push_back({"grammar", g->get<std::string>()});
+    if (!g->get_ref<const std::string&>().empty())
+      asked.push_back({"grammar", g->get<std::string>()});
   }
   if (auto s = body.find("json_schema"); s != body.end() && !s->is_null()) {
     absl::StatusOr<std::string> g = SchemaGrammar(*s, "json_schema", /*strict=*/true);
@@ -88,11 +88,12 @@ absl::StatusOr<std::string> OutputGrammar(const json& body, const ToolRequest& t
     if (!g.ok()) return g.status();
     if (!g->empty()) asked.push_back({"response_format", std::move(*g)});
   }
-  if (tools.choice.kind == ToolChoiceKind::kRequired || tools.choice.kind == ToolChoiceKind::kNamed) {
+  if (tools.choice.kind == ToolChoiceKind::kRequired ||
+      tools.choice.kind == ToolChoiceKind::kNamed) {
     auto rules = [](const json& schema, std::string_view prefix) -> absl::StatusOr<std::string> {
       JsonSchemaOptions options;
       options.root_rule = std::string(prefix);
-      options.rule_prefix = absl::StrCat(prefix, "-");
+      options.rule_prefix = std::string(prefix) + "-";
       return JsonSchemaToGbnf(schema, options);
     };
     absl::StatusOr<std::string> g =
@@ -102,8 +103,8 @@ absl::StatusOr<std::string> OutputGrammar(const json& body, const ToolRequest& t
   }
   if (asked.empty()) return std::string();
   if (asked.size() > 1) {
-    return Bad(asked[1].field, absl::StrCat("cannot be combined with ", asked[0].field,
-                                            " (each one fixes the output's form)"));
+    return Bad(asked[1].field, std::string("cannot be combined with ") + asked[0].field +
+                                   " (each one fixes the output's form)");
   }
   return std::move(asked[0].grammar);
 }
