@@ -241,8 +241,7 @@ Value Unsafe(const Value& obj, const std::string& name) {
 
 Value ItemsOf(const Value& dict) {
   ValueList items;
-  for (const auto& [k, v] : dict.AsDict().items)
-    items.push_back(Value::List({Value::String(k), v}, true));
+  for (const auto& [k, v] : dict.AsDict().items) items.push_back(Value::List({k, v}, true));
   return Value::List(std::move(items));
 }
 
@@ -478,7 +477,7 @@ absl::StatusOr<Value> SelectFilter(Interpreter& in, const std::string& name, con
                                    CallArgs& args) {
   bool attr = absl::EndsWith(name, "attr");
   bool keep_if = absl::StartsWith(name, "select");
-  JINJA_ASSIGN(ValueList items, Iterate(input));
+  JINJA_ASSIGN(ValueList items, Iterate(input.Truthy() ? input : Value()));
   ValueList rest = args.positional;
   if (!args.keyword.empty()) return Bad(absl::StrCat(name, "() takes no keyword arguments"));
   Value attribute;
@@ -508,11 +507,11 @@ absl::StatusOr<Value> SelectFilter(Interpreter& in, const std::string& name, con
     }
     if (pass == keep_if) out.push_back(item);
   }
-  return Value::List(std::move(out));
+  return Value::Generator(std::move(out));
 }
 
 absl::StatusOr<Value> MapFilter(Interpreter& in, const Value& input, CallArgs& args) {
-  JINJA_ASSIGN(ValueList items, Iterate(input));
+  JINJA_ASSIGN(ValueList items, Iterate(input.Truthy() ? input : Value()));
   ValueList out;
   const Value* attribute = nullptr;
   const Value* def = nullptr;
@@ -529,7 +528,7 @@ absl::StatusOr<Value> MapFilter(Interpreter& in, const Value& input, CallArgs& a
       if (v.is_undefined() && def != nullptr) v = *def;
       out.push_back(std::move(v));
     }
-    return Value::List(std::move(out));
+    return Value::Generator(std::move(out));
   }
   if (args.positional.empty()) return Bad("map() needs a filter name or attribute=");
   JINJA_ASSIGN(std::string filter, NeedString("map", args.positional[0]));
@@ -540,7 +539,7 @@ absl::StatusOr<Value> MapFilter(Interpreter& in, const Value& input, CallArgs& a
     JINJA_ASSIGN(Value v, in.ApplyFilter(filter, item, a));
     out.push_back(std::move(v));
   }
-  return Value::List(std::move(out));
+  return Value::Generator(std::move(out));
 }
 
 // Python's round() of a float: half to even (jinja2's "common" method).
@@ -577,17 +576,19 @@ absl::StatusOr<Value> DictSortFilter(const Value& input, CallArgs& args) {
   absl::Status error;
   bool reverse = p[2].Truthy();
   std::stable_sort(items.begin(), items.end(), [&](const auto& a, const auto& b) {
-    Value ka = SortKey(by_value ? a.second : Value::String(a.first), p[0].Truthy());
-    Value kb = SortKey(by_value ? b.second : Value::String(b.first), p[0].Truthy());
+    Value ka = SortKey(by_value ? a.second : a.first, p[0].Truthy());
+    Value kb = SortKey(by_value ? b.second : b.first, p[0].Truthy());
     auto r = reverse ? Less(kb, ka) : Less(ka, kb);
     if (!r.ok()) error = r.status();
     return r.ok() && *r;
   });
   JINJA_TRY(error);
   ValueList out;
-  for (auto& [k, v] : items) out.push_back(Value::List({Value::String(k), v}, true));
+  for (auto& [k, v] : items) out.push_back(Value::List({k, v}, true));
   return Value::List(std::move(out));
 }
+
+}  // namespace
 
 std::string HtmlEscape(const std::string& s) {
   std::string out;
@@ -615,8 +616,6 @@ std::string HtmlEscape(const std::string& s) {
   return out;
 }
 
-}  // namespace
-
 std::vector<std::string> CodePoints(const std::string& s) {
   std::vector<std::string> out;
   for (size_t i = 0; i < s.size();) {
@@ -642,7 +641,7 @@ absl::StatusOr<ValueList> Iterate(const Value& v) {
     }
     case Value::Kind::kDict: {
       ValueList out;
-      for (const auto& [k, x] : v.AsDict().items) out.push_back(Value::String(k));
+      for (const auto& [k, x] : v.AsDict().items) out.push_back(k);
       return out;
     }
     default:
@@ -676,8 +675,7 @@ absl::StatusOr<bool> Contains(const Value& container, const Value& item) {
     if (!item.is_string()) return Bad("'in <string>' requires string as left operand");
     return container.AsString().find(item.AsString()) != std::string::npos;
   }
-  if (container.is_dict())
-    return item.is_string() && container.AsDict().Find(item.AsString()) != nullptr;
+  if (container.is_dict()) return container.AsDict().FindKey(item) != nullptr;
   if (container.is_list()) {
     for (const Value& v : container.AsList()) {
       if (Equal(v, item)) return true;
@@ -702,14 +700,14 @@ std::optional<Value> Method(const Value& obj, const std::string& name) {
       return Bound(obj, name, [keys](const Value& self, CallArgs& args) -> absl::StatusOr<Value> {
         JINJA_TRY(Bind(keys ? "keys" : "values", args, {}).status());
         ValueList out;
-        for (const auto& [k, v] : self.AsDict().items) out.push_back(keys ? Value::String(k) : v);
+        for (const auto& [k, v] : self.AsDict().items) out.push_back(keys ? k : v);
         return Value::List(std::move(out));
       });
     }
     if (name == "get") {
       return Bound(obj, name, [](const Value& self, CallArgs& args) -> absl::StatusOr<Value> {
         JINJA_ASSIGN(auto p, Bind("get", args, {"key", "default"}));
-        const Value* v = p[0].is_string() ? self.AsDict().Find(p[0].AsString()) : nullptr;
+        const Value* v = self.AsDict().FindKey(p[0]);
         if (v != nullptr) return *v;
         return Given(p[1]) ? p[1] : Value::None();
       });
@@ -752,11 +750,13 @@ absl::StatusOr<Value> Filter(Interpreter& in, const std::string& name, const Val
   if (name == "tojson") return ToJsonFilter(input, args);
   if (name == "safe" || name == "string") {
     JINJA_TRY(no_args());
-    return name == "safe" ? input : Value::String(input.Str());
+    if (name == "string" && input.is_markup()) return input;
+    return name == "safe" ? Value::Markup(input.Str()) : Value::String(input.Str());
   }
   if (name == "e" || name == "escape" || name == "forceescape") {
     JINJA_TRY(no_args());
-    return Value::String(HtmlEscape(input.Str()));
+    if (input.is_markup() && name != "forceescape") return input;
+    return Value::Markup(HtmlEscape(input.Str()));
   }
   if (name == "trim") {
     JINJA_ASSIGN(auto p, Bind(name, args, {"chars"}));
@@ -772,13 +772,15 @@ absl::StatusOr<Value> Filter(Interpreter& in, const std::string& name, const Val
   }
   if (name == "length" || name == "count") {
     JINJA_TRY(no_args());
-    if (!input.is_string() && !input.is_list() && !input.is_dict() && !input.is_undefined()) {
+    if ((!input.is_string() && !input.is_list() && !input.is_dict() && !input.is_undefined()) ||
+        input.is_generator()) {
       return Bad(absl::StrCat("object of type '", input.TypeName(), "' has no len()"));
     }
     return Value::Int(Length(input));
   }
   if (name == "first" || name == "last") {
     JINJA_TRY(no_args());
+    if (name == "last" && input.is_generator()) return Bad("'generator' object is not reversible");
     JINJA_ASSIGN(ValueList items, Iterate(input));
     if (items.empty())
       return Value::Undefined(absl::StrCat("No ", name, " item, sequence was empty."));
@@ -844,9 +846,9 @@ absl::StatusOr<Value> Filter(Interpreter& in, const std::string& name, const Val
   }
   if (name == "items") {
     JINJA_TRY(no_args());
-    if (input.is_undefined()) return Value::List({});
+    if (input.is_undefined()) return Value::Generator({});
     if (!input.is_dict()) return Bad("items: expected a mapping");
-    return ItemsOf(input);
+    return Value::Generator(ItemsOf(input).AsList());
   }
   if (name == "selectattr" || name == "rejectattr" || name == "select" || name == "reject") {
     return SelectFilter(in, name, input, args);
@@ -889,7 +891,7 @@ absl::StatusOr<Value> Filter(Interpreter& in, const std::string& name, const Val
       seen.push_back(key);
       out.push_back(v);
     }
-    return Value::List(std::move(out));
+    return Value::Generator(std::move(out));
   }
   if (name == "sort") return SortFilter(in, input, args);
   if (name == "dictsort") return DictSortFilter(input, args);
@@ -901,7 +903,7 @@ absl::StatusOr<Value> Filter(Interpreter& in, const std::string& name, const Val
     }
     JINJA_ASSIGN(ValueList items, Iterate(input));
     std::reverse(items.begin(), items.end());
-    return Value::List(std::move(items));
+    return Value::Generator(std::move(items));
   }
   if (name == "batch") {
     JINJA_ASSIGN(auto p, Bind(name, args, {"linecount", "fill_with"}));
@@ -920,7 +922,7 @@ absl::StatusOr<Value> Filter(Interpreter& in, const std::string& name, const Val
       }
       out.push_back(Value::List(std::move(row)));
     }
-    return Value::List(std::move(out));
+    return Value::Generator(std::move(out));
   }
   if (name == "sum") {
     JINJA_ASSIGN(auto p, Bind(name, args, {"attribute", "start"}));
@@ -1003,7 +1005,8 @@ absl::StatusOr<bool> Test(Interpreter& in, const std::string& name, const Value&
   if (name == "mapping") return v.is_dict() && !v.AsDict().is_namespace;
   if (name == "iterable") return v.is_list() || v.is_string() || v.is_dict() || v.is_undefined();
   if (name == "sequence")
-    return v.is_list() || v.is_string() || (v.is_dict() && !v.AsDict().is_namespace);
+    return (v.is_list() && !v.is_generator()) || v.is_string() ||
+           (v.is_dict() && !v.AsDict().is_namespace);
   if (name == "callable") return v.is_callable() || (v.is_dict() && v.AsDict().call != nullptr);
   if (name == "lower" || name == "upper") {
     std::string s = v.Str();
@@ -1086,7 +1089,7 @@ void AddGlobals(Frame* globals, std::function<std::string(const std::string&)> s
       d->is_namespace = ns;
       for (const Value& p : args.positional) {
         if (!p.is_dict()) return Bad(ns ? "namespace() takes a mapping" : "dict() takes a mapping");
-        for (const auto& [k, v] : p.AsDict().items) d->Set(k, v);
+        for (const auto& [k, v] : p.AsDict().items) d->SetKey(k, v);
       }
       for (auto& [k, v] : args.keyword) d->Set(k, v);
       return Value::Dict(d);

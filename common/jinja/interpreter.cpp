@@ -49,8 +49,15 @@ absl::StatusOr<Value> ArithmeticImpl(const std::string& op, const Value& a, cons
   if (a.is_undefined()) return UndefinedError(a);
   if (b.is_undefined()) return UndefinedError(b);
   if (op == "+") {
+    if (a.is_markup() || b.is_markup()) {  // Markup + str escapes the str
+      if ((a.is_string() || a.is_markup()) && (b.is_string() || b.is_markup())) {
+        return Value::Markup((a.is_markup() ? a.AsString() : HtmlEscape(a.AsString())) +
+                             (b.is_markup() ? b.AsString() : HtmlEscape(b.AsString())));
+      }
+    }
     if (a.is_string() && b.is_string()) return Value::String(a.AsString() + b.AsString());
-    if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
+    if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple() && !a.is_generator() &&
+        !b.is_generator()) {
       ValueList items = a.AsList();
       items.insert(items.end(), b.AsList().begin(), b.AsList().end());
       return Value::List(std::move(items), a.is_tuple());
@@ -499,8 +506,10 @@ absl::StatusOr<Value> Interpreter::EvalInner(const Node& n, const std::shared_pt
       for (size_t i = 0; i < n.a.size(); ++i) {
         JINJA_ASSIGN(Value k, Eval(*n.a[i], frame));
         JINJA_ASSIGN(Value v, Eval(*n.b[i], frame));
-        if (!k.is_string()) return Bad("only string keys are supported in dict literals");
-        d.AsDict().Set(k.AsString(), std::move(v));
+        if (k.is_dict() || k.is_undefined() || (k.is_list() && !k.is_tuple())) {
+          return Bad(absl::StrCat("unhashable type: '", k.TypeName(), "'"));
+        }
+        d.AsDict().SetKey(std::move(k), std::move(v));
       }
       return d;
     }
@@ -605,7 +614,7 @@ absl::StatusOr<Value> Interpreter::EvalSlice(const Value& obj, const Node& slice
     if (!v.is_int() && !v.is_bool()) return Bad("slice indices must be integers or None");
     bounds[k] = v.AsInt();
   }
-  if (!obj.is_string() && !obj.is_list()) {
+  if ((!obj.is_string() && !obj.is_list()) || obj.is_generator()) {
     if (obj.is_undefined()) return UndefinedError(obj);
     return Bad(absl::StrCat("'", obj.TypeName(), "' object is not subscriptable"));
   }
@@ -683,9 +692,10 @@ absl::StatusOr<Value> Interpreter::GetAttr(const Value& obj, const std::string& 
 
 absl::StatusOr<Value> Interpreter::GetItem(const Value& obj, const Value& key) {
   if (obj.is_undefined()) return UndefinedError(obj);
-  if (obj.is_dict() && key.is_string()) {
-    if (const Value* v = obj.AsDict().Find(key.AsString())) return *v;
+  if (obj.is_dict()) {
+    if (const Value* v = obj.AsDict().FindKey(key)) return *v;
   }
+  if (obj.is_generator()) return Bad("'generator' object is not subscriptable");
   if ((obj.is_list() || obj.is_string()) && (key.is_int() || key.is_bool())) {
     std::vector<std::string> chars;
     if (obj.is_string()) chars = CodePoints(obj.AsString());

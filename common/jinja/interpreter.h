@@ -101,6 +101,8 @@ void AddGlobals(Frame* globals, std::function<std::string(const std::string&)> s
 absl::StatusOr<bool> Less(const Value& a, const Value& b);
 /// Python's "%" formatting of a str (%s %r %d %i %f %%); args a tuple or one value.
 absl::StatusOr<Value> PercentFormat(const std::string& fmt, const Value& args);
+/// markupsafe.escape's text: & < > " ' as entities.
+std::string HtmlEscape(const std::string& s);
 /// Python's `in`.
 absl::StatusOr<bool> Contains(const Value& container, const Value& item);
 /// A UTF-8 string's code points (Python indexes, slices and counts these).

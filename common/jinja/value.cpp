@@ -43,11 +43,21 @@ Value Value::String(std::string s) {
   v.s_ = std::move(s);
   return v;
 }
+Value Value::Markup(std::string s) {
+  Value v = String(std::move(s));
+  v.tuple_ = true;  // on a string: Markup
+  return v;
+}
 Value Value::List(ValueList items, bool tuple) {
   Value v;
   v.kind_ = Kind::kList;
   v.tuple_ = tuple;
   v.list_ = std::make_shared<ValueList>(std::move(items));
+  return v;
+}
+Value Value::Generator(ValueList items) {
+  Value v = List(std::move(items));
+  v.generator_ = true;
   return v;
 }
 Value Value::Dict(std::shared_ptr<ValueDict> dict) {
@@ -120,7 +130,7 @@ bool Value::Truthy() const {
     case Kind::kString:
       return !s_.empty();
     case Kind::kList:
-      return !list_->empty();
+      return generator_ || !list_->empty();
     case Kind::kDict:
       return dict_->is_namespace || !dict_->items.empty();
     case Kind::kCallable:
@@ -221,6 +231,7 @@ std::string Value::Repr() const {
     case Kind::kString:
       return StringRepr(s_);
     case Kind::kList: {
+      if (generator_) return "<generator object>";
       std::string out = tuple_ ? "(" : "[";
       for (size_t i = 0; i < list_->size(); ++i) {
         if (i) out += ", ";
@@ -235,7 +246,7 @@ std::string Value::Repr() const {
       for (const auto& [k, v] : dict_->items) {
         if (!first) out += ", ";
         first = false;
-        out += StringRepr(k) + ": " + v.Repr();
+        out += k.Repr() + ": " + v.Repr();
       }
       return out + (dict_->is_namespace ? "}>" : "}");
     }
@@ -260,7 +271,7 @@ const char* Value::TypeName() const {
     case Kind::kString:
       return "str";
     case Kind::kList:
-      return tuple_ ? "tuple" : "list";
+      return generator_ ? "generator" : tuple_ ? "tuple" : "list";
     case Kind::kDict:
       return dict_->is_namespace ? "Namespace" : "dict";
     case Kind::kCallable:
@@ -271,19 +282,29 @@ const char* Value::TypeName() const {
 
 const Value* ValueDict::Find(std::string_view key) const {
   for (const auto& [k, v] : items) {
-    if (k == key) return &v;
+    if (k.is_string() && k.AsString() == key) return &v;
   }
   return nullptr;
 }
 
-void ValueDict::Set(const std::string& key, Value v) {
+const Value* ValueDict::FindKey(const Value& key) const {
+  if (key.is_string()) return Find(key.AsString());
+  for (const auto& [k, v] : items) {
+    if (Equal(k, key)) return &v;
+  }
+  return nullptr;
+}
+
+void ValueDict::Set(const std::string& key, Value v) { SetKey(Value::String(key), std::move(v)); }
+
+void ValueDict::SetKey(Value key, Value v) {
   for (auto& [k, old] : items) {
-    if (k == key) {
+    if (Equal(k, key)) {
       old = std::move(v);
       return;
     }
   }
-  items.emplace_back(key, std::move(v));
+  items.emplace_back(std::move(key), std::move(v));
 }
 
 bool Equal(const Value& a, const Value& b) {
@@ -299,6 +320,7 @@ bool Equal(const Value& a, const Value& b) {
     case Value::Kind::kString:
       return a.AsString() == b.AsString();
     case Value::Kind::kList: {
+      if (a.is_generator() || b.is_generator()) return false;
       if (a.is_tuple() != b.is_tuple() || a.AsList().size() != b.AsList().size()) return false;
       for (size_t i = 0; i < a.AsList().size(); ++i) {
         if (!Equal(a.AsList()[i], b.AsList()[i])) return false;
@@ -310,7 +332,7 @@ bool Equal(const Value& a, const Value& b) {
       const auto& y = b.AsDict();
       if (x.size() != y.items.size()) return false;
       for (const auto& [k, v] : x) {
-        const Value* o = y.Find(k);
+        const Value* o = y.FindKey(k);
         if (o == nullptr || !Equal(v, *o)) return false;
       }
       return true;
@@ -411,6 +433,10 @@ absl::Status JsonValue(const Value& v, const JsonOptions& o, int level, std::str
       JsonString(v.AsString(), o.ensure_ascii, out);
       return absl::OkStatus();
     case Value::Kind::kList: {
+      if (v.is_generator()) {
+        return absl::InvalidArgumentError(
+            "tojson: Object of type generator is not JSON serializable");
+      }
       if (v.AsList().empty()) {
         *out += "[]";
         return absl::OkStatus();
@@ -436,17 +462,35 @@ absl::Status JsonValue(const Value& v, const JsonOptions& o, int level, std::str
         *out += "{}";
         return absl::OkStatus();
       }
+      // json.dumps writes keys as strings: str as is, numbers, true/false/null.
+      std::vector<std::pair<std::string, Value>> keyed;
+      for (auto& [k, x] : items) {
+        std::string key;
+        if (k.is_string()) {
+          key = k.AsString();
+        } else if (k.is_bool()) {
+          key = k.AsBool() ? "true" : "false";
+        } else if (k.is_none()) {
+          key = "null";
+        } else if (k.is_int() || k.is_float()) {
+          key = k.Repr();
+        } else {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "tojson: keys must be str, int, float, bool or None, not ", k.TypeName()));
+        }
+        keyed.emplace_back(std::move(key), x);
+      }
       if (o.sort_keys) {
-        std::stable_sort(items.begin(), items.end(),
+        std::stable_sort(keyed.begin(), keyed.end(),
                          [](const auto& a, const auto& b) { return a.first < b.first; });
       }
       *out += '{';
-      for (size_t i = 0; i < items.size(); ++i) {
+      for (size_t i = 0; i < keyed.size(); ++i) {
         if (i) *out += item_sep;
         newline(level + 1);
-        JsonString(items[i].first, o.ensure_ascii, out);
+        JsonString(keyed[i].first, o.ensure_ascii, out);
         *out += key_sep;
-        absl::Status st = JsonValue(items[i].second, o, level + 1, out);
+        absl::Status st = JsonValue(keyed[i].second, o, level + 1, out);
         if (!st.ok()) return st;
       }
       newline(level);

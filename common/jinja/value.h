@@ -67,7 +67,13 @@ class Value {
   static Value Int(int64_t i);
   static Value Float(double f);
   static Value String(std::string s);
+  /// A markupsafe.Markup string (the `safe` and `escape` filters): `+` with a
+  /// plain string HTML-escapes the plain one, as Python's Markup does.
+  static Value Markup(std::string s);
   static Value List(ValueList items, bool tuple = false);
+  /// What jinja2's map/select/unique/... return: a Python generator, which
+  /// iterates but has no len(), no index and no JSON form, and is always true.
+  static Value Generator(ValueList items);
   static Value Dict(std::shared_ptr<ValueDict> dict);
   static Value NewDict();
   static Value Function(std::string name,
@@ -85,8 +91,10 @@ class Value {
   bool is_float() const { return kind_ == Kind::kFloat; }
   bool is_number() const { return is_int() || is_float() || is_bool(); }
   bool is_string() const { return kind_ == Kind::kString; }
+  bool is_markup() const { return kind_ == Kind::kString && tuple_; }
   bool is_list() const { return kind_ == Kind::kList; }
   bool is_tuple() const { return kind_ == Kind::kList && tuple_; }
+  bool is_generator() const { return kind_ == Kind::kList && generator_; }
   bool is_dict() const { return kind_ == Kind::kDict; }
   bool is_callable() const { return kind_ == Kind::kCallable; }
 
@@ -114,6 +122,7 @@ class Value {
   Kind kind_ = Kind::kUndefined;
   bool b_ = false;
   bool tuple_ = false;
+  bool generator_ = false;
   int64_t i_ = 0;
   double f_ = 0;
   std::string s_;
@@ -122,17 +131,19 @@ class Value {
   std::shared_ptr<Callable> fn_;
 };
 
-/// A dict with Python's insertion order. Keys are strings (the only keys JSON
-/// and real templates use); a namespace() is a dict marked as one, the only
-/// value `set ns.attr = ...` may change.
+/// A dict with Python's insertion order. Keys are values (strings from JSON;
+/// a template's literal may use numbers); a namespace() is a dict marked as
+/// one, the only value `set ns.attr = ...` may change.
 struct ValueDict {
-  std::vector<std::pair<std::string, Value>> items;
+  std::vector<std::pair<Value, Value>> items;
   bool is_namespace = false;
   /// loop objects: what `loop(...)` calls (recursive loops).
   std::shared_ptr<Callable> call;
 
-  const Value* Find(std::string_view key) const;
+  const Value* Find(std::string_view key) const;  // a string key
+  const Value* FindKey(const Value& key) const;   // any key, Python's ==
   void Set(const std::string& key, Value v);
+  void SetKey(Value key, Value v);
 };
 
 /// Python ==, across int / float / bool and deep into lists and dicts.
