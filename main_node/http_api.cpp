@@ -251,7 +251,7 @@ struct HttpApi::Impl {
     bool stopped = false;
     if (!parsed.no_generation) {
       StopMatcher stop(parsed.stop);
-      ChatReplySplitter split(chat ? chat_format : ChatFormat{});
+      ChatReplySplitter split(chat ? chat_format : ChatFormat{}, parsed.gen.prompt);
       auto take = [&](const ChatReplyPiece& p) {
         if (!stop.stopped()) reasoning += p.reasoning;
         text += stop.Push(p.content);
@@ -396,7 +396,7 @@ struct HttpApi::Impl {
     StopMatcher stop(parsed.stop);
     // A reasoning model's reasoning streams as reasoning_content deltas;
     // stop sequences apply to the content.
-    ChatReplySplitter split(chat ? chat_format : ChatFormat{});
+    ChatReplySplitter split(chat ? chat_format : ChatFormat{}, parsed.gen.prompt);
     auto emit = [&](const ChatReplyPiece& p) {
       if (!p.reasoning.empty() && !stop.stopped()) {
         send(chunk(p.reasoning, nullptr, /*reasoning=*/true));
@@ -441,6 +441,20 @@ struct HttpApi::Impl {
                       }});
     routes.push_back({"POST", "/v1/chat/completions", false, /*off_io_thread=*/true,
                       [this](const HttpRequest& req, HttpResponder& res) { Chat(req, res); }});
+    // llama-server's: the prompt a chat body renders to, nothing generated.
+    routes.push_back({"POST", "/apply-template", false, /*off_io_thread=*/true,
+                      [this](const HttpRequest& req, HttpResponder& res) {
+                        json body;
+                        if (!ParseJson(req, res, &body)) return;
+                        std::vector<ChatMessage> messages;
+                        ChatOptions options;
+                        const absl::Status st = ParseChatMessages(
+                            nlohmann::ordered_json::parse(req.body, nullptr, false), &messages, &options);
+                        absl::StatusOr<std::string> prompt =
+                            st.ok() ? RenderChat(chat_format, messages, options) : absl::StatusOr<std::string>(st);
+                        if (!prompt.ok()) return res.Respond(Reject(prompt.status(), "messages"));
+                        res.Respond(HttpResponse::Json(200, DumpJson(json{{"prompt", *prompt}})));
+                      }});
     routes.push_back(
         {"GET", "/v1/models", false, false, [this](const HttpRequest& req, HttpResponder& res) {
            if (!Authorized(req, res)) return;
@@ -480,7 +494,9 @@ struct HttpApi::Impl {
     ParsedRequest parsed;
     std::vector<ChatMessage> messages;
     ChatOptions options;
-    absl::Status st = ParseChatBody(body, node.model_id(), &parsed, &messages, &options);
+    // Checked strictly above; parsed again with its key order (the template's tojson).
+    const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(req.body, nullptr, false);
+    absl::Status st = ParseChatBody(body, node.model_id(), &parsed, &messages, &options, &ordered);
     if (st.ok()) {
       absl::StatusOr<std::string> prompt = RenderChat(chat_format, messages, options);
       if (prompt.ok()) {
@@ -526,12 +542,17 @@ absl::StatusOr<std::unique_ptr<HttpApi>> HttpApi::Start(MainNode& node) {
   };
   const ChatVocab vocab{token_text(tok.bos_id()), token_text(tok.eos_id()),
                         [&tok](std::string_view t) { return tok.TokenId(t); }};
-  impl.chat_format =
-      DetectChatFormat(node.model().gguf().GetString("tokenizer.chat_template"), vocab);
-  if (impl.chat_format.has_template && impl.chat_format.family == ChatFamily::kDefault) {
+  absl::StatusOr<ChatFormat> chat_format =
+      CompileChatFormat(node.model().gguf().GetString("tokenizer.chat_template"), vocab);
+  if (!chat_format.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(node.topology().model, ": tokenizer.chat_template: ",
+                                                   chat_format.status().message()));
+  }
+  impl.chat_format = std::move(*chat_format);
+  if (!impl.chat_format.has_template) {
     ODMOE_LOG_WARN(
-        "tokenizer.chat_template is not a chat format odmoe knows (docs/chat_templates.md): "
-        "chat prompts use the default format (one 'role: content' line per message)");
+        "the model file has no tokenizer.chat_template: chat prompts use the fallback format "
+        "(one 'role: content' line per message, docs/models.md)");
   }
   struct stat st {};
   impl.model_created =
@@ -588,8 +609,9 @@ absl::StatusOr<std::unique_ptr<HttpApi>> HttpApi::Start(MainNode& node) {
         "(set main.api_key, or listen on 127.0.0.1)",
         spec.http);
   }
-  ODMOE_LOG_INFO("HTTP API on {}://{}:{} (chat format {}{}; at most {} connections)",
+  ODMOE_LOG_INFO("HTTP API on {}://{}:{} (chat template {}, replies {}{}; at most {} connections)",
                  spec.tls_cert.empty() ? "http" : "https", spec.http_host, impl.server->port(),
+                 impl.chat_format.has_template ? "the model's" : "fallback",
                  ChatFamilyName(impl.chat_format.family), spec.api_key.empty() ? "" : ", API key",
                  limits.max_connections);
   return api;
