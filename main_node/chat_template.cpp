@@ -49,7 +49,7 @@ std::string Strftime(const std::string& date, const std::string& format) {
   return jinja::StrftimeNow(format);
 }
 
-ojson MessageJson(const ChatMessage& m, bool content_parts) {
+ojson MessageJson(const ChatMessage& m, bool content_parts, bool null_as_empty) {
   ojson j = ojson::object();
   j["role"] = m.role;
   if (m.content_parts) {
@@ -66,7 +66,7 @@ ojson MessageJson(const ChatMessage& m, bool content_parts) {
       }
       j["content"] = text;
     }
-  } else if (m.content_null) {
+  } else if (m.content_null && !null_as_empty) {
     j["content"] = nullptr;
   } else {
     j["content"] = m.content;
@@ -122,6 +122,12 @@ absl::StatusOr<ChatFormat> CompileChatFormat(const std::optional<std::string>& c
   f.content_parts = true;
   absl::StatusOr<std::string> out = RenderChat(f, {probe});
   f.content_parts = out.ok() && Has(*out, kPartsProbe) && !Has(*out, "'type': 'text'");
+  // Content null on an assistant turn that calls a tool: "" where it fails or shows.
+  ChatMessage call{"assistant", "", std::nullopt};
+  call.content_null = true;
+  call.tool_calls = {{"call_0", "function", kPartsProbe, ojson::object()}};
+  out = RenderChat(f, {ChatMessage{"user", "x", std::nullopt}, call});
+  f.null_content_as_empty = !out.ok() || Has(*out, "None");
   return f;
 }
 
@@ -140,7 +146,9 @@ const char* ChatFamilyName(ChatFamily family) {
 ojson ChatContext(const ChatFormat& format, const std::vector<ChatMessage>& messages,
                   const ChatOptions& options) {
   ojson msgs = ojson::array();
-  for (const ChatMessage& m : messages) msgs.push_back(MessageJson(m, format.content_parts));
+  for (const ChatMessage& m : messages) {
+    msgs.push_back(MessageJson(m, format.content_parts, format.null_content_as_empty));
+  }
   ojson ctx = ojson::object();
   ctx["messages"] = std::move(msgs);
   ctx["tools"] = options.tools;

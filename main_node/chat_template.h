@@ -23,7 +23,10 @@
 // Llama 3.x, Mistral and Qwen3-Coder templates iterate or tojson it), else as
 // sent. Content sent as parts ([{type: "text", text}]) reaches the template
 // as a list when the template renders such lists itself (a probe at compile
-// time), else as the parts' texts joined by "\n" (vLLM's rule).
+// time), else as the parts' texts joined by "\n" (vLLM's rule). An assistant
+// turn's content null (OpenAI clients send it with tool calls) reaches the
+// template as null, or as "" where the template cannot take null (Qwen3's
+// fails on it: a probe at compile time, as llama-server does).
 //
 // The BOS text is in the prompt only where the template writes `bos_token`;
 // a caller that tokenizes the prompt adds the tokenizer's BOS only when the
@@ -101,6 +104,9 @@ struct ChatFormat {
   std::shared_ptr<const jinja::Template> jinja;
   /// The template renders content given as a list of parts itself.
   bool content_parts = false;
+  /// The template fails on (or prints "None" for) an assistant turn with
+  /// content null: such content reaches it as "" (llama-server's rule).
+  bool null_content_as_empty = false;
   std::string bos_text;
   std::string eos_text;
   HarmonyTokenIds harmony;

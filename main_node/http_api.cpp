@@ -442,19 +442,20 @@ struct HttpApi::Impl {
     routes.push_back({"POST", "/v1/chat/completions", false, /*off_io_thread=*/true,
                       [this](const HttpRequest& req, HttpResponder& res) { Chat(req, res); }});
     // llama-server's: the prompt a chat body renders to, nothing generated.
-    routes.push_back({"POST", "/apply-template", false, /*off_io_thread=*/true,
-                      [this](const HttpRequest& req, HttpResponder& res) {
-                        json body;
-                        if (!ParseJson(req, res, &body)) return;
-                        std::vector<ChatMessage> messages;
-                        ChatOptions options;
-                        const absl::Status st = ParseChatMessages(
-                            nlohmann::ordered_json::parse(req.body, nullptr, false), &messages, &options);
-                        absl::StatusOr<std::string> prompt =
-                            st.ok() ? RenderChat(chat_format, messages, options) : absl::StatusOr<std::string>(st);
-                        if (!prompt.ok()) return res.Respond(Reject(prompt.status(), "messages"));
-                        res.Respond(HttpResponse::Json(200, DumpJson(json{{"prompt", *prompt}})));
-                      }});
+    routes.push_back(
+        {"POST", "/apply-template", false, /*off_io_thread=*/true,
+         [this](const HttpRequest& req, HttpResponder& res) {
+           json body;
+           if (!ParseJson(req, res, &body)) return;
+           std::vector<ChatMessage> messages;
+           ChatOptions options;
+           const absl::Status st = ParseChatMessages(
+               nlohmann::ordered_json::parse(req.body, nullptr, false), &messages, &options);
+           absl::StatusOr<std::string> prompt = st.ok() ? RenderChat(chat_format, messages, options)
+                                                        : absl::StatusOr<std::string>(st);
+           if (!prompt.ok()) return res.Respond(Reject(prompt.status(), "messages"));
+           res.Respond(HttpResponse::Json(200, DumpJson(json{{"prompt", *prompt}})));
+         }});
     routes.push_back(
         {"GET", "/v1/models", false, false, [this](const HttpRequest& req, HttpResponder& res) {
            if (!Authorized(req, res)) return;
@@ -545,8 +546,8 @@ absl::StatusOr<std::unique_ptr<HttpApi>> HttpApi::Start(MainNode& node) {
   absl::StatusOr<ChatFormat> chat_format =
       CompileChatFormat(node.model().gguf().GetString("tokenizer.chat_template"), vocab);
   if (!chat_format.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(node.topology().model, ": tokenizer.chat_template: ",
-                                                   chat_format.status().message()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        node.topology().model, ": tokenizer.chat_template: ", chat_format.status().message()));
   }
   impl.chat_format = std::move(*chat_format);
   if (!impl.chat_format.has_template) {

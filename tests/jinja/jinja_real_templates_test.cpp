@@ -50,7 +50,9 @@ std::vector<std::pair<std::string, json>> Contexts() {
                 {"add_generation_prompt", c.value("add_generation_prompt", true)},
                 {"bos_token", "<|bos|>"},
                 {"eos_token", "<|eos|>"}};
-    if (c.contains("tools")) ctx["tools"] = c["tools"];
+    // transformers passes tools and documents always (None when not given).
+    ctx["tools"] = c.contains("tools") ? c["tools"] : json();
+    ctx["documents"] = nullptr;
     if (c.contains("kwargs")) {
       for (auto it = c["kwargs"].begin(); it != c["kwargs"].end(); ++it) ctx[it.key()] = it.value();
     }

@@ -166,7 +166,8 @@ TEST_CASE("chat templates: without a template, the documented fallback", "[main_
 }
 
 TEST_CASE("chat templates: the context is what transformers passes", "[main_node][chat]") {
-  // A template that shows what it was given.
+  // A template that shows what it was given (content null would print "None":
+  // it gets "").
   const ChatFormat f = Compile(
       "{% for m in messages %}[{{ m.role }}|{{ m.content }}|{{ m.reasoning_content }}|"
       "{% for c in m.tool_calls or [] %}{{ c.id }}:{{ c.function.name }}:{{ "
@@ -198,7 +199,7 @@ TEST_CASE("chat templates: the context is what transformers passes", "[main_node
   absl::StatusOr<std::string> r = RenderChat(f, messages, o);
   REQUIRE(r.ok());
   CHECK(*r ==
-        "[user|Weather?||||][assistant|None|need a tool|call_1:get:{\"city\": \"Paris\", \"a\": "
+        "[user|Weather?||||][assistant||need a tool|call_1:get:{\"city\": \"Paris\", \"a\": "
         "1}:True"
         "call_2:raw:\"not json\":False||][tool|21|||call_1|get]"
         "[{\"type\": \"function\", \"function\": {\"name\": \"get\", \"parameters\": "
@@ -219,6 +220,29 @@ TEST_CASE("chat templates: content parts reach templates that render lists, join
   const ChatFormat strings = Compile("{% for m in messages %}{{ m.content }}{% endfor %}");
   CHECK_FALSE(strings.content_parts);
   CHECK(RenderChat(strings, {m}).value() == "a\nb");
+}
+
+TEST_CASE("chat templates: content null reaches templates that cannot take it as an empty string",
+          "[main_node][chat]") {
+  ChatMessage call{"assistant", "", std::nullopt};
+  call.content_null = true;
+  call.tool_calls = {{"c1", "function", "get_weather", ojson::parse(R"({"city": "Paris"})")}};
+  const std::vector<ChatMessage> messages = {{"user", "Weather?", std::nullopt}, call};
+  ChatOptions o;
+  o.add_generation_prompt = false;
+  // Qwen3's template fails on content null (jinja2 too): it gets "".
+  const ChatFormat qwen3 = Compile(*GgufTemplate("tests/data/arch/tiny-qwen3moe.gguf"));
+  CHECK(qwen3.null_content_as_empty);
+  CHECK(RenderChat(qwen3, messages, o).value() ==
+        "<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n<tool_call>\n"
+        "{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+        "\"Paris\"}}\n</tool_call><|im_end|>\n");
+  // One that tests for none keeps it.
+  const ChatFormat careful = Compile(
+      "{% for m in messages %}{% if m.content is none %}(none){% else %}{{ m.content }}{% endif "
+      "%}{% endfor %}");
+  CHECK_FALSE(careful.null_content_as_empty);
+  CHECK(RenderChat(careful, messages, o).value() == "Weather?(none)");
 }
 
 // ``The header's usage example'' and the splitter cases follow.
