@@ -343,12 +343,32 @@ absl::Status ParseMessage(const ojson& m, const std::string& param, ChatMessage*
 
 }  // namespace
 
+// `body` with its objects' keys in order (sorted: nlohmann::json's order),
+// after the depth check (dump recurses).
+static absl::StatusOr<ojson> Ordered(const json& body) {
+  if (jinja::JsonDepth(body) > static_cast<size_t>(jinja::kMaxValueDepth)) {
+    return Bad("body", absl::StrCat("nested deeper than ", jinja::kMaxValueDepth, " levels"));
+  }
+  return ojson::parse(body.dump());
+}
+
 absl::Status ParseChatOptions(const json& body, ChatOptions* out) {
-  return ParseTemplateInputs(ojson::parse(body.dump()), out);
+  ODMOE_ASSIGN_OR_RETURN(ojson ordered, Ordered(body));
+  return ParseTemplateInputs(ordered, out);
 }
 
 absl::Status ParseChatMessages(const nlohmann::ordered_json& body,
                                std::vector<ChatMessage>* messages, ChatOptions* options) {
+  // The template's values nest at most jinja::kMaxValueDepth (the messages
+  // list and a message take two levels); checked before anything copies them.
+  if (body.is_object()) {
+    for (auto it = body.begin(); it != body.end(); ++it) {
+      if (jinja::JsonDepth(it.value()) + 2 > static_cast<size_t>(jinja::kMaxValueDepth)) {
+        return Bad(ClipForMessage(it.key()),
+                   absl::StrCat("nested deeper than ", jinja::kMaxValueDepth - 2, " levels"));
+      }
+    }
+  }
   const ojson& m = body.contains("messages") ? body["messages"] : ojson();
   if (!m.is_array()) return Bad("messages", "expected an array of {role, content}");
   for (size_t i = 0; i < m.size(); ++i) {
@@ -424,8 +444,9 @@ absl::Status ParseChatBody(const json& body, const std::string& model_id, Parsed
   }
   if (out->no_generation) return Bad("max_tokens", "must be at least 1");
   // The template sees objects in the order the client wrote them (tojson).
-  return ParseChatMessages(ordered != nullptr ? *ordered : ojson::parse(body.dump()), messages,
-                           options);
+  if (ordered != nullptr) return ParseChatMessages(*ordered, messages, options);
+  ODMOE_ASSIGN_OR_RETURN(ojson copy, Ordered(body));
+  return ParseChatMessages(copy, messages, options);
 }
 
 }  // namespace odmoe

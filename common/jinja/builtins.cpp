@@ -650,6 +650,8 @@ absl::StatusOr<ValueList> Iterate(const Value& v) {
 }
 
 absl::StatusOr<bool> Less(const Value& a, const Value& b) {
+  if (a.depth() > kMaxValueDepth || b.depth() > kMaxValueDepth)
+    return Bad("values nested too deeply to compare");
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return a.AsFloat() < b.AsFloat();
     return a.AsInt() < b.AsInt();

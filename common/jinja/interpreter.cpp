@@ -301,6 +301,9 @@ absl::StatusOr<Interpreter::Flow> Interpreter::Exec(const Node& n,
 
 absl::Status Interpreter::ExecSet(const Node& n, const std::shared_ptr<Frame>& frame) {
   JINJA_ASSIGN(Value v, Eval(*n.a[0], frame));
+  if (v.depth() > kMaxValueDepth) {
+    return Locate(Bad(absl::StrCat("values nested deeper than ", kMaxValueDepth)), n.line);
+  }
   if (!n.attr.empty()) {
     const Value* ns = frame->Lookup(n.names[0]);
     if (ns == nullptr || !ns->is_dict() || !ns->AsDict().is_namespace) {
@@ -499,7 +502,10 @@ absl::StatusOr<Value> Interpreter::EvalInner(const Node& n, const std::shared_pt
         JINJA_ASSIGN(Value v, Eval(*e, frame));
         items.push_back(std::move(v));
       }
-      return Value::List(std::move(items), n.kind == NodeKind::kTuple);
+      Value list = Value::List(std::move(items), n.kind == NodeKind::kTuple);
+      if (list.depth() > kMaxValueDepth)
+        return Bad(absl::StrCat("values nested deeper than ", kMaxValueDepth));
+      return list;
     }
     case NodeKind::kDict: {
       Value d = Value::NewDict();
@@ -511,6 +517,9 @@ absl::StatusOr<Value> Interpreter::EvalInner(const Node& n, const std::shared_pt
         }
         d.AsDict().SetKey(std::move(k), std::move(v));
       }
+      d = Value::Dict(d.dict_ptr());  // its depth, now that it is filled
+      if (d.depth() > kMaxValueDepth)
+        return Bad(absl::StrCat("values nested deeper than ", kMaxValueDepth));
       return d;
     }
     case NodeKind::kGetAttr: {

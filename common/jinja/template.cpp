@@ -1,6 +1,8 @@
 #include "jinja/template.h"
 
+#include <algorithm>
 #include <ctime>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -38,6 +40,10 @@ absl::StatusOr<std::string> Template::Render(const nlohmann::ordered_json& conte
                                              const RenderOptions& options) const {
   if (!context.is_object())
     return absl::InvalidArgumentError(absl::StrCat(name_, ": the context must be an object"));
+  if (JsonDepth(context) > static_cast<size_t>(kMaxValueDepth)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name_, ": the context nests deeper than ", kMaxValueDepth));
+  }
   Interpreter in(options.limits);
   AddGlobals(in.globals().get(), options.strftime_now ? options.strftime_now : StrftimeNow);
   for (auto it = context.begin(); it != context.end(); ++it) {

@@ -28,10 +28,13 @@
 //   //         "chat template line 3: raise_exception: Conversation roles must alternate"
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "jinja/interpreter.h"
@@ -67,5 +70,23 @@ class Template {
 
 /// strftime of the current local time (what strftime_now returns by default).
 std::string StrftimeNow(const std::string& format);
+
+/// How deeply arrays and objects nest in `j` (a scalar: 0), without
+/// recursion: callers check a client's JSON with it before walking it.
+/// Render refuses a context deeper than kMaxValueDepth.
+template <typename Json>
+size_t JsonDepth(const Json& j) {
+  size_t deepest = 0;
+  std::vector<std::pair<const Json*, size_t>> stack = {{&j, 0}};
+  while (!stack.empty()) {
+    auto [v, d] = stack.back();
+    stack.pop_back();
+    deepest = std::max(deepest, d);
+    if (v->is_array() || v->is_object()) {
+      for (const auto& child : *v) stack.emplace_back(&child, d + 1);
+    }
+  }
+  return deepest;
+}
 
 }  // namespace odmoe::jinja

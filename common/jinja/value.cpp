@@ -52,6 +52,8 @@ Value Value::List(ValueList items, bool tuple) {
   Value v;
   v.kind_ = Kind::kList;
   v.tuple_ = tuple;
+  for (const Value& item : items) v.depth_ = std::max(v.depth_, item.depth_ + 1);
+  if (items.empty()) v.depth_ = 1;
   v.list_ = std::make_shared<ValueList>(std::move(items));
   return v;
 }
@@ -63,6 +65,8 @@ Value Value::Generator(ValueList items) {
 Value Value::Dict(std::shared_ptr<ValueDict> dict) {
   Value v;
   v.kind_ = Kind::kDict;
+  v.depth_ = 1;
+  for (const auto& [k, x] : dict->items) v.depth_ = std::max(v.depth_, x.depth_ + 1);
   v.dict_ = std::move(dict);
   return v;
 }
@@ -216,7 +220,8 @@ std::string Value::Str() const {
   }
 }
 
-std::string Value::Repr() const {
+std::string Value::Repr(int level) const {
+  if (level > 200 && (kind_ == Kind::kList || kind_ == Kind::kDict)) return "...";
   switch (kind_) {
     case Kind::kUndefined:
       return "Undefined";
@@ -235,7 +240,7 @@ std::string Value::Repr() const {
       std::string out = tuple_ ? "(" : "[";
       for (size_t i = 0; i < list_->size(); ++i) {
         if (i) out += ", ";
-        out += (*list_)[i].Repr();
+        out += (*list_)[i].Repr(level + 1);
       }
       if (tuple_ && list_->size() == 1) out += ",";
       return out + (tuple_ ? ")" : "]");
@@ -246,7 +251,7 @@ std::string Value::Repr() const {
       for (const auto& [k, v] : dict_->items) {
         if (!first) out += ", ";
         first = false;
-        out += k.Repr() + ": " + v.Repr();
+        out += k.Repr(level + 1) + ": " + v.Repr(level + 1);
       }
       return out + (dict_->is_namespace ? "}>" : "}");
     }
@@ -307,7 +312,8 @@ void ValueDict::SetKey(Value key, Value v) {
   items.emplace_back(std::move(key), std::move(v));
 }
 
-bool Equal(const Value& a, const Value& b) {
+bool Equal(const Value& a, const Value& b, int level) {
+  if (level > 200) return false;
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return a.AsFloat() == b.AsFloat();
     return a.AsInt() == b.AsInt();
@@ -323,7 +329,7 @@ bool Equal(const Value& a, const Value& b) {
       if (a.is_generator() || b.is_generator()) return false;
       if (a.is_tuple() != b.is_tuple() || a.AsList().size() != b.AsList().size()) return false;
       for (size_t i = 0; i < a.AsList().size(); ++i) {
-        if (!Equal(a.AsList()[i], b.AsList()[i])) return false;
+        if (!Equal(a.AsList()[i], b.AsList()[i], level + 1)) return false;
       }
       return true;
     }
@@ -333,7 +339,7 @@ bool Equal(const Value& a, const Value& b) {
       if (x.size() != y.items.size()) return false;
       for (const auto& [k, v] : x) {
         const Value* o = y.FindKey(k);
-        if (o == nullptr || !Equal(v, *o)) return false;
+        if (o == nullptr || !Equal(v, *o, level + 1)) return false;
       }
       return true;
     }

@@ -113,8 +113,13 @@ class Value {
   bool Truthy() const;
   /// Python str() (undefined: "").
   std::string Str() const;
-  /// Python repr() (how a list prints its items).
-  std::string Repr() const;
+  /// Python repr() (how a list prints its items). Past 200 levels (a
+  /// namespace that holds itself) "..." stands for the rest, as Python's
+  /// "[...]" does for a cycle.
+  std::string Repr(int level = 0) const;
+  /// How deeply lists and dicts nest in this value, as built (0: a scalar;
+  /// a dict changed later keeps its first depth).
+  int depth() const { return depth_; }
   /// The Python type name in errors: "str", "int", "dict", ...
   const char* TypeName() const;
 
@@ -123,6 +128,7 @@ class Value {
   bool b_ = false;
   bool tuple_ = false;
   bool generator_ = false;
+  int depth_ = 0;
   int64_t i_ = 0;
   double f_ = 0;
   std::string s_;
@@ -146,8 +152,12 @@ struct ValueDict {
   void SetKey(Value key, Value v);
 };
 
-/// Python ==, across int / float / bool and deep into lists and dicts.
-bool Equal(const Value& a, const Value& b);
+/// Python ==, across int / float / bool and deep into lists and dicts
+/// (false past 200 levels: a cycle).
+bool Equal(const Value& a, const Value& b, int level = 0);
+
+/// The deepest nesting a template may build (interpreter) or receive (context).
+inline constexpr int kMaxValueDepth = 128;
 
 /// transformers' tojson: json.dumps(x, ensure_ascii, indent, separators, sort_keys).
 struct JsonOptions {

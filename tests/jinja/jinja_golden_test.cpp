@@ -85,6 +85,33 @@ TEST_CASE("jinja: a runaway template stops at its limits", "[jinja]") {
   CHECK_THAT(std::string(out.status().message()), Catch::Contains("output longer than 1000 bytes"));
 }
 
+TEST_CASE("jinja: values cannot nest without bound, cycles print", "[jinja]") {
+  // A namespace that holds itself prints with "..." where Python prints a cycle.
+  auto cycle = Template::Compile(
+      "{% set ns = namespace() %}{% set ns.me = ns %}{{ ns.me.me.me is defined }}{{ ns }}");
+  REQUIRE(cycle.ok());
+  auto out = cycle->Render(json::object(), TestRenderOptions());
+  REQUIRE(out.ok());
+  CHECK(out->starts_with("True<Namespace {'me': <Namespace {'me': "));
+  CHECK(out->find("...") != std::string::npos);
+  // Nesting grown in a loop stops at the bound.
+  auto grow = Template::Compile(
+      "{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor "
+      "%}");
+  REQUIRE(grow.ok());
+  out = grow->Render(json::object(), TestRenderOptions());
+  REQUIRE_FALSE(out.ok());
+  CHECK_THAT(std::string(out.status().message()), Catch::Contains("values nested deeper than 128"));
+  // A context nested past the bound is refused before it is walked.
+  json deep = json::array();
+  for (int i = 0; i < 1000; ++i) deep = json::array({std::move(deep)});
+  auto plain = Template::Compile("{{ x|length }}");
+  REQUIRE(plain.ok());
+  out = plain->Render(json{{"x", std::move(deep)}}, TestRenderOptions());
+  REQUIRE_FALSE(out.ok());
+  CHECK_THAT(std::string(out.status().message()), Catch::Contains("nests deeper than 128"));
+}
+
 TEST_CASE("jinja: deep nesting is a compile error, not a stack overflow", "[jinja]") {
   std::string deep = "{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}";
   auto t = Template::Compile(deep);
