@@ -61,6 +61,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -122,6 +123,13 @@ struct ChatToolCall {
 };
 
 struct ChatMessage {
+  ChatMessage() = default;
+  ChatMessage(std::string role_, std::string content_,
+              std::optional<std::string> reasoning = std::nullopt)
+      : role(std::move(role_)),
+        content(std::move(content_)),
+        reasoning_content(std::move(reasoning)) {}
+
   std::string role;  // system | developer | user | assistant | tool | ... (the template decides)
   std::string content;
   /// An assistant turn's reasoning as a client sent it back (templates that

@@ -299,6 +299,9 @@ absl::Status ParseMessage(const ojson& m, const std::string& param, ChatMessage*
     return Bad(param, "expected {\"role\": string, \"content\": string}");
   }
   out->role = m["role"].get<std::string>();
+  if (!m.contains("content") && !m.contains("tool_calls")) {
+    return Bad(param, "expected {\"role\": string, \"content\": string}");
+  }
   const ojson content = m.value("content", ojson());
   if (content.is_string()) {
     out->content = content.get<std::string>();

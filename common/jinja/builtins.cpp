@@ -43,7 +43,7 @@ absl::StatusOr<std::vector<Value>> Bind(const std::string& fn, CallArgs& args,
   for (size_t i = 0; i < args.positional.size(); ++i) {
     if (i < n) {
       out[i] = args.positional[i];
-    } else {
+    } else if (rest != nullptr) {
       rest->push_back(args.positional[i]);
     }
   }

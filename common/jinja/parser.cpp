@@ -380,7 +380,7 @@ class Parser {
   absl::StatusOr<NodePtr> Tuple(bool with_condexpr = true) {
     int line = Peek().line;
     ODMOE_PARSE_ASSIGN(first, with_condexpr ? Expression() : Or());
-    if (!IsOp(",")) return std::move(first);
+    if (!IsOp(",")) return first;
     NodePtr n = MakeNode(NodeKind::kTuple, line);
     n->a.push_back(std::move(first));
     while (AcceptOp(",")) {
@@ -597,7 +597,7 @@ class Parser {
           Next();
           if (AcceptOp(")")) return MakeNode(NodeKind::kTuple, t.line);
           ODMOE_PARSE_ASSIGN(first, Expression());
-          if (AcceptOp(")")) return std::move(first);
+          if (AcceptOp(")")) return first;
           NodePtr n = MakeNode(NodeKind::kTuple, t.line);
           n->a.push_back(std::move(first));
           while (AcceptOp(",")) {
@@ -710,7 +710,7 @@ class Parser {
     NodePtr start;
     if (!IsOp(":")) {
       ODMOE_PARSE_ASSIGN(e, Expression());
-      if (!IsOp(":")) return std::move(e);
+      if (!IsOp(":")) return e;
       start = std::move(e);
     }
     NodePtr n = MakeNode(NodeKind::kSlice, line);
