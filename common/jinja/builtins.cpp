@@ -9,22 +9,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "jinja/interpreter.h"
+#include "util/status_macros.h"
 
 namespace odmoe::jinja {
 namespace {
-
-#define JINJA_TRY(expr)        \
-  do {                         \
-    absl::Status _st = (expr); \
-    if (!_st.ok()) return _st; \
-  } while (0)
-#define JINJA_ASSIGN_IMPL(tmp, lhs, expr) \
-  auto tmp = (expr);                      \
-  if (!tmp.ok()) return tmp.status();     \
-  lhs = std::move(*tmp)
-#define JINJA_CONCAT_INNER(a, b) a##b
-#define JINJA_CONCAT(a, b) JINJA_CONCAT_INNER(a, b)
-#define JINJA_ASSIGN(lhs, expr) JINJA_ASSIGN_IMPL(JINJA_CONCAT(_or_, __LINE__), lhs, expr)
 
 absl::Status Bad(const std::string& what) { return absl::InvalidArgumentError(what); }
 
@@ -291,7 +279,7 @@ std::optional<Value> StringMethod(const Value& self, const std::string& name) {
   const std::string& s = self.AsString();
   auto strip = [name](bool l, bool r) {
     return [name, l, r](const Value& self, CallArgs& args) -> absl::StatusOr<Value> {
-      JINJA_ASSIGN(auto p, Bind(name, args, {"chars"}));
+      ODMOE_ASSIGN_OR_RETURN(auto p, Bind(name, args, {"chars"}));
       return Value::String(Strip(self.AsString(), p[0], l, r));
     };
   };
@@ -302,7 +290,7 @@ std::optional<Value> StringMethod(const Value& self, const std::string& name) {
     bool right = name == "rsplit";
     return Bound(
         self, name, [name, right](const Value& self, CallArgs& args) -> absl::StatusOr<Value> {
-          JINJA_ASSIGN(auto p, Bind(name, args, {"sep", "maxsplit"}));
+          ODMOE_ASSIGN_OR_RETURN(auto p, Bind(name, args, {"sep", "maxsplit"}));
           if (p[0].is_string() && p[0].AsString().empty()) return Bad("empty separator");
           return Value::List(Split(self.AsString(), p[0], Given(p[1]) ? p[1].AsInt() : -1, right));
         });
@@ -311,10 +299,10 @@ std::optional<Value> StringMethod(const Value& self, const std::string& name) {
     bool start = name == "startswith";
     return Bound(
         self, name, [name, start](const Value& self, CallArgs& args) -> absl::StatusOr<Value> {
-          JINJA_ASSIGN(auto p, Bind(name, args, {"prefix"}));
+          ODMOE_ASSIGN_OR_RETURN(auto p, Bind(name, args, {"prefix"}));
           ValueList options = p[0].is_tuple() ? p[0].AsList() : ValueList{p[0]};
           for (const Value& o : options) {
-            JINJA_ASSIGN(std::string x, NeedString(name, o));
+            ODMOE_ASSIGN_OR_RETURN(std::string x, NeedString(name, o));
             if (start ? absl::StartsWith(self.AsString(), x) : absl::EndsWith(self.AsString(), x)) {
               return Value::Bool(true);
             }
@@ -324,9 +312,9 @@ std::optional<Value> StringMethod(const Value& self, const std::string& name) {
   }
   if (name == "replace") {
     return Bound(self, name, [](const Value& self, CallArgs& args) -> absl::StatusOr<Value> {
-      JINJA_ASSIGN(auto p, Bind("replace", args, {"old", "new", "count"}));
-      JINJA_ASSIGN(std::string from, NeedString("replace", p[0]));
-      JINJA_ASSIGN(std::string to, NeedString("replace", p[1]));
+      ODMOE_ASSIGN_OR_RETURN(auto p, Bind("replace", args, {"old", "new", "count"}));
+      ODMOE_ASSIGN_OR_RETURN(std::string from, NeedString("replace", p[0]));
+      ODMOE_ASSIGN_OR_RETURN(std::string to, NeedString("replace", p[1]));
       return Value::String(Replace(self.AsString(), from, to, Given(p[2]) ? p[2].AsInt() : -1));
     });
   }
@@ -340,14 +328,14 @@ std::optional<Value> StringMethod(const Value& self, const std::string& name) {
     auto fn = it->second;
     return Bound(self, name,
                  [fn, name](const Value& self, CallArgs& args) -> absl::StatusOr<Value> {
-                   JINJA_TRY(Bind(name, args, {}).status());
+                   ODMOE_RETURN_IF_ERROR(Bind(name, args, {}).status());
                    return Value::String(fn(self.AsString()));
                  });
   }
   if (name == "find" || name == "rfind" || name == "count" || name == "index") {
     return Bound(self, name, [name](const Value& self, CallArgs& args) -> absl::StatusOr<Value> {
-      JINJA_ASSIGN(auto p, Bind(name, args, {"sub"}));
-      JINJA_ASSIGN(std::string sub, NeedString(name, p[0]));
+      ODMOE_ASSIGN_OR_RETURN(auto p, Bind(name, args, {"sub"}));
+      ODMOE_ASSIGN_OR_RETURN(std::string sub, NeedString(name, p[0]));
       const std::string& s = self.AsString();
       if (name == "count") {
         if (sub.empty()) return Value::Int(CodePoints(s).size() + 1);
@@ -371,8 +359,8 @@ std::optional<Value> StringMethod(const Value& self, const std::string& name) {
   }
   if (name == "join") {
     return Bound(self, name, [](const Value& self, CallArgs& args) -> absl::StatusOr<Value> {
-      JINJA_ASSIGN(auto p, Bind("join", args, {"iterable"}));
-      JINJA_ASSIGN(ValueList items, Iterate(p[0]));
+      ODMOE_ASSIGN_OR_RETURN(auto p, Bind("join", args, {"iterable"}));
+      ODMOE_ASSIGN_OR_RETURN(ValueList items, Iterate(p[0]));
       std::string out;
       for (size_t i = 0; i < items.size(); ++i) {
         if (!items[i].is_string()) return Bad("join: sequence item is not a str");
@@ -407,7 +395,8 @@ std::optional<Value> StringMethod(const Value& self, const std::string& name) {
 }
 
 absl::StatusOr<Value> ToJsonFilter(const Value& input, CallArgs& args) {
-  JINJA_ASSIGN(auto p, Bind("tojson", args, {"ensure_ascii", "indent", "separators", "sort_keys"}));
+  ODMOE_ASSIGN_OR_RETURN(
+      auto p, Bind("tojson", args, {"ensure_ascii", "indent", "separators", "sort_keys"}));
   JsonOptions o;
   o.ensure_ascii = p[0].Truthy();
   if (Given(p[1]) && !p[1].is_none()) {
@@ -427,7 +416,7 @@ absl::StatusOr<Value> ToJsonFilter(const Value& input, CallArgs& args) {
     o.separators = std::make_pair(p[2].AsList()[0].AsString(), p[2].AsList()[1].AsString());
   }
   o.sort_keys = p[3].Truthy();
-  JINJA_ASSIGN(std::string s, ToJson(input, o));
+  ODMOE_ASSIGN_OR_RETURN(std::string s, ToJson(input, o));
   return Value::String(std::move(s));
 }
 
@@ -443,19 +432,20 @@ absl::StatusOr<Value> Attribute(Interpreter& in, const Value& item, const Value&
   Value v = item;
   for (const std::string& part : std::vector<std::string>(absl::StrSplit(attribute.Str(), '.'))) {
     bool digits = !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit);
-    JINJA_ASSIGN(v, in.GetItem(v, digits ? Value::Int(std::stoll(part)) : Value::String(part)));
+    ODMOE_ASSIGN_OR_RETURN(
+        v, in.GetItem(v, digits ? Value::Int(std::stoll(part)) : Value::String(part)));
   }
   return v;
 }
 
 absl::StatusOr<Value> SortFilter(Interpreter& in, const Value& input, CallArgs& args) {
-  JINJA_ASSIGN(auto p, Bind("sort", args, {"reverse", "case_sensitive", "attribute"}));
-  JINJA_ASSIGN(ValueList items, Iterate(input));
+  ODMOE_ASSIGN_OR_RETURN(auto p, Bind("sort", args, {"reverse", "case_sensitive", "attribute"}));
+  ODMOE_ASSIGN_OR_RETURN(ValueList items, Iterate(input));
   std::vector<std::pair<Value, Value>> keyed;
   for (const Value& v : items) {
     Value key = v;
     if (Given(p[2]) && !p[2].is_none()) {
-      JINJA_ASSIGN(key, Attribute(in, v, p[2]));
+      ODMOE_ASSIGN_OR_RETURN(key, Attribute(in, v, p[2]));
     }
     keyed.emplace_back(SortKey(key, p[1].Truthy()), v);
   }
@@ -466,7 +456,7 @@ absl::StatusOr<Value> SortFilter(Interpreter& in, const Value& input, CallArgs& 
     if (!r.ok()) error = r.status();
     return r.ok() && *r;
   });
-  JINJA_TRY(error);
+  ODMOE_RETURN_IF_ERROR(error);
   ValueList out;
   for (auto& [k, v] : keyed) out.push_back(v);
   return Value::List(std::move(out));
@@ -477,7 +467,7 @@ absl::StatusOr<Value> SelectFilter(Interpreter& in, const std::string& name, con
                                    CallArgs& args) {
   bool attr = absl::EndsWith(name, "attr");
   bool keep_if = absl::StartsWith(name, "select");
-  JINJA_ASSIGN(ValueList items, Iterate(input.Truthy() ? input : Value()));
+  ODMOE_ASSIGN_OR_RETURN(ValueList items, Iterate(input.Truthy() ? input : Value()));
   ValueList rest = args.positional;
   if (!args.keyword.empty()) return Bad(absl::StrCat(name, "() takes no keyword arguments"));
   Value attribute;
@@ -488,22 +478,22 @@ absl::StatusOr<Value> SelectFilter(Interpreter& in, const std::string& name, con
   }
   std::string test;
   if (!rest.empty()) {
-    JINJA_ASSIGN(test, NeedString(name, rest[0]));
+    ODMOE_ASSIGN_OR_RETURN(test, NeedString(name, rest[0]));
     rest.erase(rest.begin());
   }
   ValueList out;
   for (const Value& item : items) {
-    JINJA_TRY(in.Step());
+    ODMOE_RETURN_IF_ERROR(in.Step());
     Value v = item;
     if (attr) {
-      JINJA_ASSIGN(v, Attribute(in, item, attribute));
+      ODMOE_ASSIGN_OR_RETURN(v, Attribute(in, item, attribute));
     }
     bool pass;
     if (test.empty()) {
       pass = v.Truthy();
     } else {
       CallArgs targs{rest, {}};
-      JINJA_ASSIGN(pass, in.ApplyTest(test, v, targs));
+      ODMOE_ASSIGN_OR_RETURN(pass, in.ApplyTest(test, v, targs));
     }
     if (pass == keep_if) out.push_back(item);
   }
@@ -511,7 +501,7 @@ absl::StatusOr<Value> SelectFilter(Interpreter& in, const std::string& name, con
 }
 
 absl::StatusOr<Value> MapFilter(Interpreter& in, const Value& input, CallArgs& args) {
-  JINJA_ASSIGN(ValueList items, Iterate(input.Truthy() ? input : Value()));
+  ODMOE_ASSIGN_OR_RETURN(ValueList items, Iterate(input.Truthy() ? input : Value()));
   ValueList out;
   const Value* attribute = nullptr;
   const Value* def = nullptr;
@@ -524,19 +514,19 @@ absl::StatusOr<Value> MapFilter(Interpreter& in, const Value& input, CallArgs& a
   }
   if (attribute != nullptr) {
     for (const Value& item : items) {
-      JINJA_ASSIGN(Value v, Attribute(in, item, *attribute));
+      ODMOE_ASSIGN_OR_RETURN(Value v, Attribute(in, item, *attribute));
       if (v.is_undefined() && def != nullptr) v = *def;
       out.push_back(std::move(v));
     }
     return Value::Generator(std::move(out));
   }
   if (args.positional.empty()) return Bad("map() needs a filter name or attribute=");
-  JINJA_ASSIGN(std::string filter, NeedString("map", args.positional[0]));
+  ODMOE_ASSIGN_OR_RETURN(std::string filter, NeedString("map", args.positional[0]));
   CallArgs fargs{ValueList(args.positional.begin() + 1, args.positional.end()), args.keyword};
   for (const Value& item : items) {
-    JINJA_TRY(in.Step());
+    ODMOE_RETURN_IF_ERROR(in.Step());
     CallArgs a = fargs;
-    JINJA_ASSIGN(Value v, in.ApplyFilter(filter, item, a));
+    ODMOE_ASSIGN_OR_RETURN(Value v, in.ApplyFilter(filter, item, a));
     out.push_back(std::move(v));
   }
   return Value::Generator(std::move(out));
@@ -553,7 +543,7 @@ double RoundHalfEven(double x, int64_t digits) {
 // jinja2's indent: the text plus "\n" split into lines; every line but the
 // first padded (blank ones only with blank=True; the first with first=True).
 absl::StatusOr<Value> IndentFilter(const Value& input, CallArgs& args) {
-  JINJA_ASSIGN(auto p, Bind("indent", args, {"width", "first", "blank"}));
+  ODMOE_ASSIGN_OR_RETURN(auto p, Bind("indent", args, {"width", "first", "blank"}));
   std::string pad = p[0].is_string()
                         ? p[0].AsString()
                         : std::string(Given(p[0]) ? std::max<int64_t>(0, p[0].AsInt()) : 4, ' ');
@@ -569,7 +559,7 @@ absl::StatusOr<Value> IndentFilter(const Value& input, CallArgs& args) {
 }
 
 absl::StatusOr<Value> DictSortFilter(const Value& input, CallArgs& args) {
-  JINJA_ASSIGN(auto p, Bind("dictsort", args, {"case_sensitive", "by", "reverse"}));
+  ODMOE_ASSIGN_OR_RETURN(auto p, Bind("dictsort", args, {"case_sensitive", "by", "reverse"}));
   if (!input.is_dict()) return Bad("dictsort: expected a dict");
   bool by_value = p[1].is_string() && p[1].AsString() == "value";
   auto items = input.AsDict().items;
@@ -582,7 +572,7 @@ absl::StatusOr<Value> DictSortFilter(const Value& input, CallArgs& args) {
     if (!r.ok()) error = r.status();
     return r.ok() && *r;
   });
-  JINJA_TRY(error);
+  ODMOE_RETURN_IF_ERROR(error);
   ValueList out;
   for (auto& [k, v] : items) out.push_back(Value::List({k, v}, true));
   return Value::List(std::move(out));
@@ -693,14 +683,14 @@ std::optional<Value> Method(const Value& obj, const std::string& name) {
   if (obj.is_dict() && !obj.AsDict().is_namespace) {
     if (name == "items") {
       return Bound(obj, name, [](const Value& self, CallArgs& args) -> absl::StatusOr<Value> {
-        JINJA_TRY(Bind("items", args, {}).status());
+        ODMOE_RETURN_IF_ERROR(Bind("items", args, {}).status());
         return ItemsOf(self);
       });
     }
     if (name == "keys" || name == "values") {
       bool keys = name == "keys";
       return Bound(obj, name, [keys](const Value& self, CallArgs& args) -> absl::StatusOr<Value> {
-        JINJA_TRY(Bind(keys ? "keys" : "values", args, {}).status());
+        ODMOE_RETURN_IF_ERROR(Bind(keys ? "keys" : "values", args, {}).status());
         ValueList out;
         for (const auto& [k, v] : self.AsDict().items) out.push_back(keys ? k : v);
         return Value::List(std::move(out));
@@ -708,7 +698,7 @@ std::optional<Value> Method(const Value& obj, const std::string& name) {
     }
     if (name == "get") {
       return Bound(obj, name, [](const Value& self, CallArgs& args) -> absl::StatusOr<Value> {
-        JINJA_ASSIGN(auto p, Bind("get", args, {"key", "default"}));
+        ODMOE_ASSIGN_OR_RETURN(auto p, Bind("get", args, {"key", "default"}));
         const Value* v = self.AsDict().FindKey(p[0]);
         if (v != nullptr) return *v;
         return Given(p[1]) ? p[1] : Value::None();
@@ -727,7 +717,7 @@ std::optional<Value> Method(const Value& obj, const std::string& name) {
     if (name == "index" || name == "count") {
       bool index = name == "index";
       return Bound(obj, name, [index](const Value& self, CallArgs& args) -> absl::StatusOr<Value> {
-        JINJA_ASSIGN(auto p, Bind(index ? "index" : "count", args, {"value"}));
+        ODMOE_ASSIGN_OR_RETURN(auto p, Bind(index ? "index" : "count", args, {"value"}));
         int64_t n = 0;
         for (size_t i = 0; i < self.AsList().size(); ++i) {
           if (!Equal(self.AsList()[i], p[0])) continue;
@@ -751,21 +741,21 @@ absl::StatusOr<Value> Filter(Interpreter& in, const std::string& name, const Val
   auto no_args = [&]() { return Bind(name, args, {}).status(); };
   if (name == "tojson") return ToJsonFilter(input, args);
   if (name == "safe" || name == "string") {
-    JINJA_TRY(no_args());
+    ODMOE_RETURN_IF_ERROR(no_args());
     if (name == "string" && input.is_markup()) return input;
     return name == "safe" ? Value::Markup(input.Str()) : Value::String(input.Str());
   }
   if (name == "e" || name == "escape" || name == "forceescape") {
-    JINJA_TRY(no_args());
+    ODMOE_RETURN_IF_ERROR(no_args());
     if (input.is_markup() && name != "forceescape") return input;
     return Value::Markup(HtmlEscape(input.Str()));
   }
   if (name == "trim") {
-    JINJA_ASSIGN(auto p, Bind(name, args, {"chars"}));
+    ODMOE_ASSIGN_OR_RETURN(auto p, Bind(name, args, {"chars"}));
     return Value::String(Strip(input.Str(), p[0], true, true));
   }
   if (name == "upper" || name == "lower" || name == "capitalize" || name == "title") {
-    JINJA_TRY(no_args());
+    ODMOE_RETURN_IF_ERROR(no_args());
     std::string s = input.Str();
     return Value::String(name == "upper"   ? Upper(s)
                          : name == "lower" ? Lower(s)
@@ -773,7 +763,7 @@ absl::StatusOr<Value> Filter(Interpreter& in, const std::string& name, const Val
                                            : Capitalize(s));
   }
   if (name == "length" || name == "count") {
-    JINJA_TRY(no_args());
+    ODMOE_RETURN_IF_ERROR(no_args());
     if ((!input.is_string() && !input.is_list() && !input.is_dict() && !input.is_undefined()) ||
         input.is_generator()) {
       return Bad(absl::StrCat("object of type '", input.TypeName(), "' has no len()"));
@@ -781,40 +771,40 @@ absl::StatusOr<Value> Filter(Interpreter& in, const std::string& name, const Val
     return Value::Int(Length(input));
   }
   if (name == "first" || name == "last") {
-    JINJA_TRY(no_args());
+    ODMOE_RETURN_IF_ERROR(no_args());
     if (name == "last" && input.is_generator()) return Bad("'generator' object is not reversible");
-    JINJA_ASSIGN(ValueList items, Iterate(input));
+    ODMOE_ASSIGN_OR_RETURN(ValueList items, Iterate(input));
     if (items.empty())
       return Value::Undefined(absl::StrCat("No ", name, " item, sequence was empty."));
     return name == "first" ? items.front() : items.back();
   }
   if (name == "join") {
-    JINJA_ASSIGN(auto p, Bind(name, args, {"d", "attribute"}));
-    JINJA_ASSIGN(ValueList items, Iterate(input));
+    ODMOE_ASSIGN_OR_RETURN(auto p, Bind(name, args, {"d", "attribute"}));
+    ODMOE_ASSIGN_OR_RETURN(ValueList items, Iterate(input));
     std::string out;
     for (size_t i = 0; i < items.size(); ++i) {
       if (i) out += p[0].Str();
       Value v = items[i];
       if (Given(p[1]) && !p[1].is_none()) {
-        JINJA_ASSIGN(v, Attribute(in, v, p[1]));
+        ODMOE_ASSIGN_OR_RETURN(v, Attribute(in, v, p[1]));
       }
       out += v.Str();
     }
     return Value::String(out);
   }
   if (name == "replace") {
-    JINJA_ASSIGN(auto p, Bind(name, args, {"old", "new", "count"}));
+    ODMOE_ASSIGN_OR_RETURN(auto p, Bind(name, args, {"old", "new", "count"}));
     return Value::String(Replace(input.Str(), p[0].Str(), p[1].Str(),
                                  Given(p[2]) && !p[2].is_none() ? p[2].AsInt() : -1));
   }
   if (name == "default" || name == "d") {
-    JINJA_ASSIGN(auto p, Bind(name, args, {"default_value", "boolean"}));
+    ODMOE_ASSIGN_OR_RETURN(auto p, Bind(name, args, {"default_value", "boolean"}));
     Value def = Given(p[0]) ? p[0] : Value::String("");
     if (input.is_undefined() || (p[1].Truthy() && !input.Truthy())) return def;
     return input;
   }
   if (name == "int") {
-    JINJA_ASSIGN(auto p, Bind(name, args, {"default", "base"}));
+    ODMOE_ASSIGN_OR_RETURN(auto p, Bind(name, args, {"default", "base"}));
     Value def = Given(p[0]) ? p[0] : Value::Int(0);
     if (input.is_int() || input.is_bool()) return Value::Int(input.AsInt());
     if (input.is_float()) return Value::Int(static_cast<int64_t>(input.AsFloat()));
@@ -831,7 +821,7 @@ absl::StatusOr<Value> Filter(Interpreter& in, const std::string& name, const Val
     return def;
   }
   if (name == "float") {
-    JINJA_ASSIGN(auto p, Bind(name, args, {"default"}));
+    ODMOE_ASSIGN_OR_RETURN(auto p, Bind(name, args, {"default"}));
     if (input.is_number()) return Value::Float(input.AsFloat());
     if (input.is_string()) {
       std::string s = Strip(input.AsString(), Value(), true, true);
@@ -842,12 +832,12 @@ absl::StatusOr<Value> Filter(Interpreter& in, const std::string& name, const Val
     return Given(p[0]) ? p[0] : Value::Float(0.0);
   }
   if (name == "list") {
-    JINJA_TRY(no_args());
-    JINJA_ASSIGN(ValueList items, Iterate(input));
+    ODMOE_RETURN_IF_ERROR(no_args());
+    ODMOE_ASSIGN_OR_RETURN(ValueList items, Iterate(input));
     return Value::List(std::move(items));
   }
   if (name == "items") {
-    JINJA_TRY(no_args());
+    ODMOE_RETURN_IF_ERROR(no_args());
     if (input.is_undefined()) return Value::Generator({});
     if (!input.is_dict()) return Bad("items: expected a mapping");
     return Value::Generator(ItemsOf(input).AsList());
@@ -858,7 +848,7 @@ absl::StatusOr<Value> Filter(Interpreter& in, const std::string& name, const Val
   if (name == "map") return MapFilter(in, input, args);
   if (name == "indent") return IndentFilter(input, args);
   if (name == "round") {
-    JINJA_ASSIGN(auto p, Bind(name, args, {"precision", "method"}));
+    ODMOE_ASSIGN_OR_RETURN(auto p, Bind(name, args, {"precision", "method"}));
     int64_t digits = Given(p[0]) ? p[0].AsInt() : 0;
     std::string method = Given(p[1]) ? p[1].Str() : "common";
     if (!input.is_number()) return Bad("round: expected a number");
@@ -873,19 +863,19 @@ absl::StatusOr<Value> Filter(Interpreter& in, const std::string& name, const Val
     return Bad("round: method must be common, ceil or floor");
   }
   if (name == "abs") {
-    JINJA_TRY(no_args());
+    ODMOE_RETURN_IF_ERROR(no_args());
     if (input.is_float()) return Value::Float(std::fabs(input.AsFloat()));
     if (input.is_number()) return Value::Int(std::llabs(input.AsInt()));
     return Bad(absl::StrCat("bad operand type for abs(): '", input.TypeName(), "'"));
   }
   if (name == "unique") {
-    JINJA_ASSIGN(auto p, Bind(name, args, {"case_sensitive", "attribute"}));
-    JINJA_ASSIGN(ValueList items, Iterate(input));
+    ODMOE_ASSIGN_OR_RETURN(auto p, Bind(name, args, {"case_sensitive", "attribute"}));
+    ODMOE_ASSIGN_OR_RETURN(ValueList items, Iterate(input));
     ValueList out, seen;
     for (const Value& v : items) {
       Value key = v;
       if (Given(p[1]) && !p[1].is_none()) {
-        JINJA_ASSIGN(key, Attribute(in, v, p[1]));
+        ODMOE_ASSIGN_OR_RETURN(key, Attribute(in, v, p[1]));
       }
       key = SortKey(key, p[0].Truthy());
       if (std::any_of(seen.begin(), seen.end(), [&](const Value& s) { return Equal(s, key); }))
@@ -898,20 +888,20 @@ absl::StatusOr<Value> Filter(Interpreter& in, const std::string& name, const Val
   if (name == "sort") return SortFilter(in, input, args);
   if (name == "dictsort") return DictSortFilter(input, args);
   if (name == "reverse") {
-    JINJA_TRY(no_args());
+    ODMOE_RETURN_IF_ERROR(no_args());
     if (input.is_string()) {
       std::vector<std::string> chars = CodePoints(input.AsString());
       return Value::String(absl::StrJoin(chars.rbegin(), chars.rend(), ""));
     }
-    JINJA_ASSIGN(ValueList items, Iterate(input));
+    ODMOE_ASSIGN_OR_RETURN(ValueList items, Iterate(input));
     std::reverse(items.begin(), items.end());
     return Value::Generator(std::move(items));
   }
   if (name == "batch") {
-    JINJA_ASSIGN(auto p, Bind(name, args, {"linecount", "fill_with"}));
+    ODMOE_ASSIGN_OR_RETURN(auto p, Bind(name, args, {"linecount", "fill_with"}));
     if (!p[0].is_int() || p[0].AsInt() <= 0)
       return Bad("batch: linecount must be a positive integer");
-    JINJA_ASSIGN(ValueList items, Iterate(input));
+    ODMOE_ASSIGN_OR_RETURN(ValueList items, Iterate(input));
     ValueList out, row;
     for (const Value& v : items) {
       row.push_back(v);
@@ -927,13 +917,13 @@ absl::StatusOr<Value> Filter(Interpreter& in, const std::string& name, const Val
     return Value::Generator(std::move(out));
   }
   if (name == "sum") {
-    JINJA_ASSIGN(auto p, Bind(name, args, {"attribute", "start"}));
-    JINJA_ASSIGN(ValueList items, Iterate(input));
+    ODMOE_ASSIGN_OR_RETURN(auto p, Bind(name, args, {"attribute", "start"}));
+    ODMOE_ASSIGN_OR_RETURN(ValueList items, Iterate(input));
     Value total = Given(p[1]) ? p[1] : Value::Int(0);
     for (const Value& v : items) {
       Value x = v;
       if (Given(p[0]) && !p[0].is_none()) {
-        JINJA_ASSIGN(x, Attribute(in, v, p[0]));
+        ODMOE_ASSIGN_OR_RETURN(x, Attribute(in, v, p[0]));
       }
       if (!x.is_number() || !total.is_number()) return Bad("sum: expected numbers");
       total = (x.is_float() || total.is_float()) ? Value::Float(total.AsFloat() + x.AsFloat())
@@ -942,23 +932,25 @@ absl::StatusOr<Value> Filter(Interpreter& in, const std::string& name, const Val
     return total;
   }
   if (name == "min" || name == "max") {
-    JINJA_ASSIGN(auto p, Bind(name, args, {"case_sensitive", "attribute"}));
-    JINJA_ASSIGN(ValueList items, Iterate(input));
+    ODMOE_ASSIGN_OR_RETURN(auto p, Bind(name, args, {"case_sensitive", "attribute"}));
+    ODMOE_ASSIGN_OR_RETURN(ValueList items, Iterate(input));
     if (items.empty())
       return Value::Undefined(absl::StrCat("No aggregated item, sequence was empty."));
     Value best = items[0];
     for (const Value& v : items) {
-      JINJA_ASSIGN(bool less, Less(SortKey(v, p[0].Truthy()), SortKey(best, p[0].Truthy())));
+      ODMOE_ASSIGN_OR_RETURN(bool less,
+                             Less(SortKey(v, p[0].Truthy()), SortKey(best, p[0].Truthy())));
       if (name == "min" ? less : false) best = v;
       if (name == "max") {
-        JINJA_ASSIGN(bool greater, Less(SortKey(best, p[0].Truthy()), SortKey(v, p[0].Truthy())));
+        ODMOE_ASSIGN_OR_RETURN(bool greater,
+                               Less(SortKey(best, p[0].Truthy()), SortKey(v, p[0].Truthy())));
         if (greater) best = v;
       }
     }
     return best;
   }
   if (name == "wordcount") {
-    JINJA_TRY(no_args());
+    ODMOE_RETURN_IF_ERROR(no_args());
     return Value::Int(Split(input.Str(), Value(), -1, false).size());
   }
   if (name == "format") {
@@ -967,13 +959,13 @@ absl::StatusOr<Value> Filter(Interpreter& in, const std::string& name, const Val
     return PercentFormat(input.AsString(), packed);
   }
   if (name == "attr") {
-    JINJA_ASSIGN(auto p, Bind(name, args, {"name"}));
+    ODMOE_ASSIGN_OR_RETURN(auto p, Bind(name, args, {"name"}));
     if (std::optional<Value> m = Method(input, p[0].Str())) return *m;
     return Value::Undefined(
         absl::StrCat("'", input.TypeName(), " object' has no attribute '", p[0].Str(), "'"));
   }
   if (name == "center") {
-    JINJA_ASSIGN(auto p, Bind(name, args, {"width"}));
+    ODMOE_ASSIGN_OR_RETURN(auto p, Bind(name, args, {"width"}));
     std::string s = input.Str();
     int64_t width = Given(p[0]) ? p[0].AsInt() : 80;
     int64_t len = CodePoints(s).size();
@@ -988,12 +980,12 @@ absl::StatusOr<Value> Filter(Interpreter& in, const std::string& name, const Val
 absl::StatusOr<bool> Test(Interpreter& in, const std::string& name, const Value& v,
                           CallArgs& args) {
   auto one = [&]() -> absl::StatusOr<Value> {
-    JINJA_ASSIGN(auto p, Bind(name, args, {"other"}));
+    ODMOE_ASSIGN_OR_RETURN(auto p, Bind(name, args, {"other"}));
     return p[0];
   };
   auto none = [&]() { return Bind(name, args, {}).status(); };
   if (name == "defined" || name == "undefined") {
-    JINJA_TRY(none());
+    ODMOE_RETURN_IF_ERROR(none());
     return v.is_undefined() == (name == "undefined");
   }
   if (name == "none") return v.is_none();
@@ -1020,41 +1012,41 @@ absl::StatusOr<bool> Test(Interpreter& in, const std::string& name, const Value&
     return (v.AsInt() % 2 != 0) == (name == "odd");
   }
   if (name == "divisibleby") {
-    JINJA_ASSIGN(Value d, one());
+    ODMOE_ASSIGN_OR_RETURN(Value d, one());
     if (!v.is_number() || !d.is_number()) return Bad("divisibleby: expected numbers");
     if (d.AsFloat() == 0) return Bad("integer division or modulo by zero");
     if (v.is_float() || d.is_float()) return std::fmod(v.AsFloat(), d.AsFloat()) == 0;
     return v.AsInt() % d.AsInt() == 0;
   }
   if (name == "equalto" || name == "eq" || name == "==" || name == "sameas") {
-    JINJA_ASSIGN(Value o, one());
+    ODMOE_ASSIGN_OR_RETURN(Value o, one());
     if (name == "sameas" && v.kind() != o.kind()) return false;
     return Equal(v, o);
   }
   if (name == "ne" || name == "!=") {
-    JINJA_ASSIGN(Value o, one());
+    ODMOE_ASSIGN_OR_RETURN(Value o, one());
     return !Equal(v, o);
   }
   if (name == "lt" || name == "<" || name == "lessthan") {
-    JINJA_ASSIGN(Value o, one());
+    ODMOE_ASSIGN_OR_RETURN(Value o, one());
     return Less(v, o);
   }
   if (name == "gt" || name == ">" || name == "greaterthan") {
-    JINJA_ASSIGN(Value o, one());
+    ODMOE_ASSIGN_OR_RETURN(Value o, one());
     return Less(o, v);
   }
   if (name == "le" || name == "<=") {
-    JINJA_ASSIGN(Value o, one());
-    JINJA_ASSIGN(bool gt, Less(o, v));
+    ODMOE_ASSIGN_OR_RETURN(Value o, one());
+    ODMOE_ASSIGN_OR_RETURN(bool gt, Less(o, v));
     return !gt;
   }
   if (name == "ge" || name == ">=") {
-    JINJA_ASSIGN(Value o, one());
-    JINJA_ASSIGN(bool lt, Less(v, o));
+    ODMOE_ASSIGN_OR_RETURN(Value o, one());
+    ODMOE_ASSIGN_OR_RETURN(bool lt, Less(v, o));
     return !lt;
   }
   if (name == "in") {
-    JINJA_ASSIGN(Value o, one());
+    ODMOE_ASSIGN_OR_RETURN(Value o, one());
     return Contains(o, v);
   }
   (void)in;
@@ -1064,7 +1056,7 @@ absl::StatusOr<bool> Test(Interpreter& in, const std::string& name, const Value&
 void AddGlobals(Frame* globals, std::function<std::string(const std::string&)> strftime_now) {
   globals->Set(
       "range", Value::Function("range", [](Interpreter&, CallArgs& args) -> absl::StatusOr<Value> {
-        JINJA_ASSIGN(auto p, Bind("range", args, {"a", "b", "c"}));
+        ODMOE_ASSIGN_OR_RETURN(auto p, Bind("range", args, {"a", "b", "c"}));
         for (const Value& x : p) {
           if (Given(x) && !x.is_int() && !x.is_bool()) return Bad("range: expected integers");
         }
@@ -1107,12 +1099,12 @@ void AddGlobals(Frame* globals, std::function<std::string(const std::string&)> s
       }));
   globals->Set(
       "strftime_now",
-      Value::Function("strftime_now",
-                      [strftime_now](Interpreter&, CallArgs& args) -> absl::StatusOr<Value> {
-                        JINJA_ASSIGN(auto p, Bind("strftime_now", args, {"format"}));
-                        JINJA_ASSIGN(std::string format, NeedString("strftime_now", p[0]));
-                        return Value::String(strftime_now(format));
-                      }));
+      Value::Function(
+          "strftime_now", [strftime_now](Interpreter&, CallArgs& args) -> absl::StatusOr<Value> {
+            ODMOE_ASSIGN_OR_RETURN(auto p, Bind("strftime_now", args, {"format"}));
+            ODMOE_ASSIGN_OR_RETURN(std::string format, NeedString("strftime_now", p[0]));
+            return Value::String(strftime_now(format));
+          }));
 }
 
 }  // namespace odmoe::jinja

@@ -5,24 +5,12 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "util/status_macros.h"
 
 namespace odmoe::jinja {
 namespace {
 
 absl::Status Bad(const std::string& what) { return absl::InvalidArgumentError(what); }
-
-#define JINJA_TRY(expr)        \
-  do {                         \
-    absl::Status _st = (expr); \
-    if (!_st.ok()) return _st; \
-  } while (0)
-#define JINJA_ASSIGN_IMPL(tmp, lhs, expr) \
-  auto tmp = (expr);                      \
-  if (!tmp.ok()) return tmp.status();     \
-  lhs = std::move(*tmp)
-#define JINJA_CONCAT_INNER(a, b) a##b
-#define JINJA_CONCAT(a, b) JINJA_CONCAT_INNER(a, b)
-#define JINJA_ASSIGN(lhs, expr) JINJA_ASSIGN_IMPL(JINJA_CONCAT(_or_, __LINE__), lhs, expr)
 
 // Python's floor division and modulo on integers.
 int64_t FloorDiv(int64_t a, int64_t b) {
@@ -204,7 +192,7 @@ absl::StatusOr<Interpreter::Flow> Interpreter::ExecBody(const Node& n,
                                                         const std::shared_ptr<Frame>& frame,
                                                         std::string* out) {
   for (const auto& s : n.a) {
-    JINJA_ASSIGN(Flow flow, Exec(*s, frame, out));
+    ODMOE_ASSIGN_OR_RETURN(Flow flow, Exec(*s, frame, out));
     if (flow != Flow::kNormal) return flow;
   }
   return Flow::kNormal;
@@ -217,17 +205,17 @@ absl::StatusOr<Interpreter::Flow> Interpreter::Exec(const Node& n,
     case NodeKind::kBody:
       return ExecBody(n, frame, out);
     case NodeKind::kText:
-      JINJA_TRY(Locate(Write(out, n.name), n.line));
+      ODMOE_RETURN_IF_ERROR(Locate(Write(out, n.name), n.line));
       return Flow::kNormal;
     case NodeKind::kOutput: {
-      JINJA_ASSIGN(Value v, Eval(*n.a[0], frame));
-      JINJA_TRY(Locate(Write(out, v.Str()), n.line));
+      ODMOE_ASSIGN_OR_RETURN(Value v, Eval(*n.a[0], frame));
+      ODMOE_RETURN_IF_ERROR(Locate(Write(out, v.Str()), n.line));
       return Flow::kNormal;
     }
     case NodeKind::kIf:
       for (size_t i = 0; i < n.b.size(); ++i) {
         if (i < n.a.size()) {
-          JINJA_ASSIGN(Value cond, Eval(*n.a[i], frame));
+          ODMOE_ASSIGN_OR_RETURN(Value cond, Eval(*n.a[i], frame));
           if (!cond.Truthy()) continue;
         }
         return ExecBody(*n.b[i], frame, out);
@@ -236,34 +224,22 @@ absl::StatusOr<Interpreter::Flow> Interpreter::Exec(const Node& n,
     case NodeKind::kFor:
       return ExecFor(n, frame, out);
     case NodeKind::kSet:
-      JINJA_TRY(ExecSet(n, frame));
+      ODMOE_RETURN_IF_ERROR(ExecSet(n, frame));
       return Flow::kNormal;
     case NodeKind::kSetBlock: {
       std::string text;
       auto inner = std::make_shared<Frame>();
       inner->parent = frame;
-      JINJA_TRY(ExecBody(*n.a[0], inner, &text).status());
-      Value v = Value::String(std::move(text));
-      for (const auto& f : n.b) {
-        JINJA_ASSIGN(CallArgs args, EvalArgs(*f, frame));
-        auto r = ApplyFilter(f->name, v, args);
-        if (!r.ok()) return Locate(r.status(), f->line);
-        v = std::move(*r);
-      }
+      ODMOE_RETURN_IF_ERROR(ExecBody(*n.a[0], inner, &text).status());
+      ODMOE_ASSIGN_OR_RETURN(Value v, FilterChain(n.b, Value::String(std::move(text)), frame));
       frame->Set(n.names[0], std::move(v));
       return Flow::kNormal;
     }
     case NodeKind::kFilterBlock: {
       std::string text;
-      JINJA_TRY(ExecBody(*n.a[0], frame, &text).status());
-      Value v = Value::String(std::move(text));
-      for (const auto& f : n.b) {
-        JINJA_ASSIGN(CallArgs args, EvalArgs(*f, frame));
-        auto r = ApplyFilter(f->name, v, args);
-        if (!r.ok()) return Locate(r.status(), f->line);
-        v = std::move(*r);
-      }
-      JINJA_TRY(Write(out, v.Str()));
+      ODMOE_RETURN_IF_ERROR(ExecBody(*n.a[0], frame, &text).status());
+      ODMOE_ASSIGN_OR_RETURN(Value v, FilterChain(n.b, Value::String(std::move(text)), frame));
+      ODMOE_RETURN_IF_ERROR(Write(out, v.Str()));
       return Flow::kNormal;
     }
     case NodeKind::kMacro:
@@ -273,19 +249,19 @@ absl::StatusOr<Interpreter::Flow> Interpreter::Exec(const Node& n,
       // caller() renders the block's body, with the block's parameters.
       Value caller = MakeMacro(n, frame, Value());
       const Node& call = *n.a[0];
-      JINJA_ASSIGN(Value callee, Eval(*call.a[0], frame));
-      JINJA_ASSIGN(CallArgs args, EvalArgs(call, frame));
+      ODMOE_ASSIGN_OR_RETURN(Value callee, Eval(*call.a[0], frame));
+      ODMOE_ASSIGN_OR_RETURN(CallArgs args, EvalArgs(call, frame));
       args.keyword.emplace_back("caller", caller);
       auto r = Call(callee, args);
       if (!r.ok()) return Locate(r.status(), n.line);
-      JINJA_TRY(Write(out, r->Str()));
+      ODMOE_RETURN_IF_ERROR(Write(out, r->Str()));
       return Flow::kNormal;
     }
     case NodeKind::kWith: {
       auto inner = std::make_shared<Frame>();
       inner->parent = frame;
       for (size_t i = 0; i < n.names.size(); ++i) {
-        JINJA_ASSIGN(Value v, Eval(*n.c[i], frame));
+        ODMOE_ASSIGN_OR_RETURN(Value v, Eval(*n.c[i], frame));
         inner->Set(n.names[i], std::move(v));
       }
       return ExecBody(*n.a[0], inner, out);
@@ -299,8 +275,19 @@ absl::StatusOr<Interpreter::Flow> Interpreter::Exec(const Node& n,
   }
 }
 
+absl::StatusOr<Value> Interpreter::FilterChain(const std::vector<std::unique_ptr<Node>>& filters,
+                                               Value v, const std::shared_ptr<Frame>& frame) {
+  for (const auto& f : filters) {
+    ODMOE_ASSIGN_OR_RETURN(CallArgs args, EvalArgs(*f, frame));
+    auto r = ApplyFilter(f->name, v, args);
+    if (!r.ok()) return Locate(r.status(), f->line);
+    v = std::move(*r);
+  }
+  return v;
+}
+
 absl::Status Interpreter::ExecSet(const Node& n, const std::shared_ptr<Frame>& frame) {
-  JINJA_ASSIGN(Value v, Eval(*n.a[0], frame));
+  ODMOE_ASSIGN_OR_RETURN(Value v, Eval(*n.a[0], frame));
   if (v.depth() > kMaxValueDepth) {
     return Locate(Bad(absl::StrCat("values nested deeper than ", kMaxValueDepth)), n.line);
   }
@@ -363,7 +350,7 @@ Value Interpreter::MakeMacro(const Node& n, const std::shared_ptr<Frame>& frame,
         for (size_t i = 0; i < node->names.size(); ++i) {
           if (bound[i]) continue;
           if (node->c[i]) {
-            JINJA_ASSIGN(Value d, in.Eval(*node->c[i], scope));
+            ODMOE_ASSIGN_OR_RETURN(Value d, in.Eval(*node->c[i], scope));
             scope->Set(node->names[i], std::move(d));
           } else {
             scope->Set(node->names[i],
@@ -371,7 +358,7 @@ Value Interpreter::MakeMacro(const Node& n, const std::shared_ptr<Frame>& frame,
           }
         }
         std::string text;
-        JINJA_TRY(in.ExecBody(*body, scope, &text).status());
+        ODMOE_RETURN_IF_ERROR(in.ExecBody(*body, scope, &text).status());
         return Value::String(std::move(text));
       });
 }
@@ -379,8 +366,8 @@ Value Interpreter::MakeMacro(const Node& n, const std::shared_ptr<Frame>& frame,
 absl::StatusOr<Interpreter::Flow> Interpreter::ExecFor(const Node& n,
                                                        const std::shared_ptr<Frame>& frame,
                                                        std::string* out) {
-  JINJA_ASSIGN(Value iterable, Eval(*n.a[0], frame));
-  JINJA_TRY(RunLoop(n, frame, iterable, 0, out).status());
+  ODMOE_ASSIGN_OR_RETURN(Value iterable, Eval(*n.a[0], frame));
+  ODMOE_RETURN_IF_ERROR(RunLoop(n, frame, iterable, 0, out).status());
   return Flow::kNormal;
 }
 
@@ -393,7 +380,7 @@ absl::StatusOr<Value> Interpreter::RunLoop(const Node& n, const std::shared_ptr<
       f->Set(n.names[0], item);
       return absl::OkStatus();
     }
-    JINJA_ASSIGN(ValueList parts, Iterate(item));
+    ODMOE_ASSIGN_OR_RETURN(ValueList parts, Iterate(item));
     if (parts.size() != n.names.size()) {
       return Bad(absl::StrCat("cannot unpack ", parts.size(), " values into ", n.names.size()));
     }
@@ -404,11 +391,11 @@ absl::StatusOr<Value> Interpreter::RunLoop(const Node& n, const std::shared_ptr<
   ValueList items;
   if (n.a[1]) {
     for (const Value& item : *all) {
-      JINJA_TRY(Step());
+      ODMOE_RETURN_IF_ERROR(Step());
       auto scope = std::make_shared<Frame>();
       scope->parent = frame;
-      JINJA_TRY(Locate(bind(scope.get(), item), n.line));
-      JINJA_ASSIGN(Value keep, Eval(*n.a[1], scope));
+      ODMOE_RETURN_IF_ERROR(Locate(bind(scope.get(), item), n.line));
+      ODMOE_ASSIGN_OR_RETURN(Value keep, Eval(*n.a[1], scope));
       if (keep.Truthy()) items.push_back(item);
     }
   } else {
@@ -418,10 +405,10 @@ absl::StatusOr<Value> Interpreter::RunLoop(const Node& n, const std::shared_ptr<
   std::string* sink = out != nullptr ? out : &local;
   const int64_t length = static_cast<int64_t>(items.size());
   for (int64_t i = 0; i < length; ++i) {
-    JINJA_TRY(Locate(Step(), n.line));
+    ODMOE_RETURN_IF_ERROR(Locate(Step(), n.line));
     auto scope = std::make_shared<Frame>();
     scope->parent = frame;
-    JINJA_TRY(Locate(bind(scope.get(), items[i]), n.line));
+    ODMOE_RETURN_IF_ERROR(Locate(bind(scope.get(), items[i]), n.line));
     auto loop = std::make_shared<ValueDict>();
     loop->Set("index", Value::Int(i + 1));
     loop->Set("index0", Value::Int(i));
@@ -458,10 +445,10 @@ absl::StatusOr<Value> Interpreter::RunLoop(const Node& n, const std::shared_ptr<
           }});
     }
     scope->Set("loop", Value::Dict(loop));
-    JINJA_ASSIGN(Flow flow, ExecBody(*n.a[2], scope, sink));
+    ODMOE_ASSIGN_OR_RETURN(Flow flow, ExecBody(*n.a[2], scope, sink));
     if (flow == Flow::kBreak) break;
   }
-  if (length == 0 && n.a[3]) JINJA_TRY(ExecBody(*n.a[3], frame, sink).status());
+  if (length == 0 && n.a[3]) ODMOE_RETURN_IF_ERROR(ExecBody(*n.a[3], frame, sink).status());
   return Value::String(local);
 }
 
@@ -476,11 +463,11 @@ absl::StatusOr<Value> Interpreter::Eval(const Node& n, const std::shared_ptr<Fra
 absl::StatusOr<CallArgs> Interpreter::EvalArgs(const Node& n, const std::shared_ptr<Frame>& frame) {
   CallArgs args;
   for (const auto& p : n.b) {
-    JINJA_ASSIGN(Value v, Eval(*p, frame));
+    ODMOE_ASSIGN_OR_RETURN(Value v, Eval(*p, frame));
     args.positional.push_back(std::move(v));
   }
   for (size_t i = 0; i < n.c.size(); ++i) {
-    JINJA_ASSIGN(Value v, Eval(*n.c[i], frame));
+    ODMOE_ASSIGN_OR_RETURN(Value v, Eval(*n.c[i], frame));
     args.keyword.emplace_back(n.names[i], std::move(v));
   }
   return args;
@@ -499,7 +486,7 @@ absl::StatusOr<Value> Interpreter::EvalInner(const Node& n, const std::shared_pt
     case NodeKind::kTuple: {
       ValueList items;
       for (const auto& e : n.a) {
-        JINJA_ASSIGN(Value v, Eval(*e, frame));
+        ODMOE_ASSIGN_OR_RETURN(Value v, Eval(*e, frame));
         items.push_back(std::move(v));
       }
       Value list = Value::List(std::move(items), n.kind == NodeKind::kTuple);
@@ -510,8 +497,8 @@ absl::StatusOr<Value> Interpreter::EvalInner(const Node& n, const std::shared_pt
     case NodeKind::kDict: {
       Value d = Value::NewDict();
       for (size_t i = 0; i < n.a.size(); ++i) {
-        JINJA_ASSIGN(Value k, Eval(*n.a[i], frame));
-        JINJA_ASSIGN(Value v, Eval(*n.b[i], frame));
+        ODMOE_ASSIGN_OR_RETURN(Value k, Eval(*n.a[i], frame));
+        ODMOE_ASSIGN_OR_RETURN(Value v, Eval(*n.b[i], frame));
         if (k.is_dict() || k.is_undefined() || (k.is_list() && !k.is_tuple())) {
           return Bad(absl::StrCat("unhashable type: '", k.TypeName(), "'"));
         }
@@ -523,33 +510,33 @@ absl::StatusOr<Value> Interpreter::EvalInner(const Node& n, const std::shared_pt
       return d;
     }
     case NodeKind::kGetAttr: {
-      JINJA_ASSIGN(Value obj, Eval(*n.a[0], frame));
+      ODMOE_ASSIGN_OR_RETURN(Value obj, Eval(*n.a[0], frame));
       return GetAttr(obj, n.name);
     }
     case NodeKind::kGetItem: {
-      JINJA_ASSIGN(Value obj, Eval(*n.a[0], frame));
+      ODMOE_ASSIGN_OR_RETURN(Value obj, Eval(*n.a[0], frame));
       if (n.a[1]->kind == NodeKind::kSlice) return EvalSlice(obj, *n.a[1], frame);
-      JINJA_ASSIGN(Value key, Eval(*n.a[1], frame));
+      ODMOE_ASSIGN_OR_RETURN(Value key, Eval(*n.a[1], frame));
       return GetItem(obj, key);
     }
     case NodeKind::kCall: {
-      JINJA_ASSIGN(Value callee, Eval(*n.a[0], frame));
-      JINJA_ASSIGN(CallArgs args, EvalArgs(n, frame));
+      ODMOE_ASSIGN_OR_RETURN(Value callee, Eval(*n.a[0], frame));
+      ODMOE_ASSIGN_OR_RETURN(CallArgs args, EvalArgs(n, frame));
       return Call(callee, args);
     }
     case NodeKind::kFilter: {
-      JINJA_ASSIGN(Value input, Eval(*n.a[0], frame));
-      JINJA_ASSIGN(CallArgs args, EvalArgs(n, frame));
+      ODMOE_ASSIGN_OR_RETURN(Value input, Eval(*n.a[0], frame));
+      ODMOE_ASSIGN_OR_RETURN(CallArgs args, EvalArgs(n, frame));
       return ApplyFilter(n.name, input, args);
     }
     case NodeKind::kTest: {
-      JINJA_ASSIGN(Value input, Eval(*n.a[0], frame));
-      JINJA_ASSIGN(CallArgs args, EvalArgs(n, frame));
-      JINJA_ASSIGN(bool r, ApplyTest(n.name, input, args));
+      ODMOE_ASSIGN_OR_RETURN(Value input, Eval(*n.a[0], frame));
+      ODMOE_ASSIGN_OR_RETURN(CallArgs args, EvalArgs(n, frame));
+      ODMOE_ASSIGN_OR_RETURN(bool r, ApplyTest(n.name, input, args));
       return Value::Bool(r != n.negated);
     }
     case NodeKind::kUnary: {
-      JINJA_ASSIGN(Value x, Eval(*n.a[0], frame));
+      ODMOE_ASSIGN_OR_RETURN(Value x, Eval(*n.a[0], frame));
       if (n.name == "not") return Value::Bool(!x.Truthy());
       if (x.is_undefined()) return UndefinedError(x);
       if (!x.is_number())
@@ -559,7 +546,7 @@ absl::StatusOr<Value> Interpreter::EvalInner(const Node& n, const std::shared_pt
       return Value::Int(-x.AsInt());
     }
     case NodeKind::kBinary: {
-      JINJA_ASSIGN(Value a, Eval(*n.a[0], frame));
+      ODMOE_ASSIGN_OR_RETURN(Value a, Eval(*n.a[0], frame));
       if (n.name == "and") {
         if (!a.Truthy()) return a;
         return Eval(*n.a[1], frame);
@@ -568,14 +555,14 @@ absl::StatusOr<Value> Interpreter::EvalInner(const Node& n, const std::shared_pt
         if (a.Truthy()) return a;
         return Eval(*n.a[1], frame);
       }
-      JINJA_ASSIGN(Value b, Eval(*n.a[1], frame));
+      ODMOE_ASSIGN_OR_RETURN(Value b, Eval(*n.a[1], frame));
       if (n.name == "~") return Value::String(a.Str() + b.Str());
       return ArithmeticImpl(n.name, a, b);
     }
     case NodeKind::kCompare: {
-      JINJA_ASSIGN(Value left, Eval(*n.a[0], frame));
+      ODMOE_ASSIGN_OR_RETURN(Value left, Eval(*n.a[0], frame));
       for (size_t i = 0; i < n.b.size(); ++i) {
-        JINJA_ASSIGN(Value right, Eval(*n.b[i], frame));
+        ODMOE_ASSIGN_OR_RETURN(Value right, Eval(*n.b[i], frame));
         const std::string& op = n.names[i];
         bool r = false;
         if (op == "==") {
@@ -583,17 +570,17 @@ absl::StatusOr<Value> Interpreter::EvalInner(const Node& n, const std::shared_pt
         } else if (op == "!=") {
           r = !Equal(left, right);
         } else if (op == "in" || op == "notin") {
-          JINJA_ASSIGN(r, Contains(right, left));
+          ODMOE_ASSIGN_OR_RETURN(r, Contains(right, left));
           if (op == "notin") r = !r;
         } else if (op == "<") {
-          JINJA_ASSIGN(r, Less(left, right));
+          ODMOE_ASSIGN_OR_RETURN(r, Less(left, right));
         } else if (op == ">") {
-          JINJA_ASSIGN(r, Less(right, left));
+          ODMOE_ASSIGN_OR_RETURN(r, Less(right, left));
         } else if (op == "<=") {
-          JINJA_ASSIGN(bool gt, Less(right, left));
+          ODMOE_ASSIGN_OR_RETURN(bool gt, Less(right, left));
           r = !gt;
         } else if (op == ">=") {
-          JINJA_ASSIGN(bool lt, Less(left, right));
+          ODMOE_ASSIGN_OR_RETURN(bool lt, Less(left, right));
           r = !lt;
         }
         if (!r) return Value::Bool(false);
@@ -602,7 +589,7 @@ absl::StatusOr<Value> Interpreter::EvalInner(const Node& n, const std::shared_pt
       return Value::Bool(true);
     }
     case NodeKind::kCondExpr: {
-      JINJA_ASSIGN(Value cond, Eval(*n.a[1], frame));
+      ODMOE_ASSIGN_OR_RETURN(Value cond, Eval(*n.a[1], frame));
       if (cond.Truthy()) return Eval(*n.a[0], frame);
       if (n.a[2]) return Eval(*n.a[2], frame);
       return Value::Undefined(
@@ -618,7 +605,7 @@ absl::StatusOr<Value> Interpreter::EvalSlice(const Value& obj, const Node& slice
   std::optional<int64_t> bounds[3];
   for (int k = 0; k < 3; ++k) {
     if (!slice.a[k]) continue;
-    JINJA_ASSIGN(Value v, Eval(*slice.a[k], frame));
+    ODMOE_ASSIGN_OR_RETURN(Value v, Eval(*slice.a[k], frame));
     if (v.is_none()) continue;
     if (!v.is_int() && !v.is_bool()) return Bad("slice indices must be integers or None");
     bounds[k] = v.AsInt();
@@ -666,7 +653,7 @@ absl::StatusOr<Value> Interpreter::Call(const Value& callee, CallArgs& args) {
   } else {
     return Bad(absl::StrCat("'", callee.TypeName(), "' object is not callable"));
   }
-  JINJA_TRY(Step());
+  ODMOE_RETURN_IF_ERROR(Step());
   if (++depth_ > limits_.max_call_depth) {
     --depth_;
     return Bad(absl::StrCat("calls nested deeper than ", limits_.max_call_depth));

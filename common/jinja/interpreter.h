@@ -69,6 +69,9 @@ class Interpreter {
   absl::StatusOr<Value> RunLoop(const Node& n, const std::shared_ptr<Frame>& frame,
                                 const Value& iterable, int depth, std::string* out);
   absl::Status ExecSet(const Node& n, const std::shared_ptr<Frame>& frame);
+  /// A block's text through `filters` (filter and block-set blocks).
+  absl::StatusOr<Value> FilterChain(const std::vector<std::unique_ptr<Node>>& filters, Value v,
+                                    const std::shared_ptr<Frame>& frame);
   Value MakeMacro(const Node& n, const std::shared_ptr<Frame>& frame, const Value& caller);
   absl::StatusOr<Value> Eval(const Node& n, const std::shared_ptr<Frame>& frame);
   absl::StatusOr<Value> EvalInner(const Node& n, const std::shared_ptr<Frame>& frame);

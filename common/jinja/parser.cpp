@@ -3,6 +3,7 @@
 // < <= > >= in, not in), + -, ~, * / // %, **, unary - +, then primaries with
 // their postfixes (.attr, [index], [a:b:c], (call)), filters (|f) and tests
 // (is [not] t).
+#include <algorithm>
 #include <cstdlib>
 #include <set>
 
@@ -169,6 +170,15 @@ class Parser {
         absl::StrCat("line ", line, ": unsupported tag '", name, "'"));
   }
 
+  // "%}", the statements up to {% end_tag %} (appended to n->a), its "%}".
+  absl::Status BlockBody(const char* end_tag, Node* n) {
+    ODMOE_PARSE_TRY(ExpectBlockEnd());
+    std::string end;
+    ODMOE_PARSE_ASSIGN(body, Body({end_tag}, &end));
+    n->a.push_back(std::move(body));
+    return ExpectBlockEnd();
+  }
+
   absl::StatusOr<NodePtr> If(int line) {
     NodePtr n = MakeNode(NodeKind::kIf, line);
     while (true) {
@@ -264,11 +274,7 @@ class Parser {
     NodePtr n = MakeNode(NodeKind::kSetBlock, line);
     n->names = std::move(targets);
     ODMOE_PARSE_TRY(FilterChain(&n->b));
-    ODMOE_PARSE_TRY(ExpectBlockEnd());
-    std::string end;
-    ODMOE_PARSE_ASSIGN(body, Body({"endset"}, &end));
-    n->a.push_back(std::move(body));
-    ODMOE_PARSE_TRY(ExpectBlockEnd());
+    ODMOE_PARSE_TRY(BlockBody("endset", n.get()));
     return n;
   }
 
@@ -314,11 +320,7 @@ class Parser {
     ODMOE_PARSE_ASSIGN(call, Expression());
     if (call->kind != NodeKind::kCall) return Error("expected a call");
     n->a.push_back(std::move(call));
-    ODMOE_PARSE_TRY(ExpectBlockEnd());
-    std::string end;
-    ODMOE_PARSE_ASSIGN(body, Body({"endcall"}, &end));
-    n->a.push_back(std::move(body));
-    ODMOE_PARSE_TRY(ExpectBlockEnd());
+    ODMOE_PARSE_TRY(BlockBody("endcall", n.get()));
     return n;
   }
 
@@ -338,11 +340,7 @@ class Parser {
     NodePtr n = MakeNode(NodeKind::kFilterBlock, line);
     ODMOE_PARSE_TRY(FilterChain(&n->b));
     if (n->b.empty()) return Error("expected a filter name");
-    ODMOE_PARSE_TRY(ExpectBlockEnd());
-    std::string end;
-    ODMOE_PARSE_ASSIGN(body, Body({"endfilter"}, &end));
-    n->a.push_back(std::move(body));
-    ODMOE_PARSE_TRY(ExpectBlockEnd());
+    ODMOE_PARSE_TRY(BlockBody("endfilter", n.get()));
     return n;
   }
 
@@ -356,11 +354,7 @@ class Parser {
       ODMOE_PARSE_ASSIGN(value, Expression());
       n->c.push_back(std::move(value));
     }
-    ODMOE_PARSE_TRY(ExpectBlockEnd());
-    std::string end;
-    ODMOE_PARSE_ASSIGN(body, Body({"endwith"}, &end));
-    n->a.push_back(std::move(body));
-    ODMOE_PARSE_TRY(ExpectBlockEnd());
+    ODMOE_PARSE_TRY(BlockBody("endwith", n.get()));
     return n;
   }
 
@@ -412,34 +406,30 @@ class Parser {
     return value;
   }
 
-  absl::StatusOr<NodePtr> Binary(NodePtr left, std::string op, NodePtr right, int line) {
-    NodePtr n = MakeNode(NodeKind::kBinary, line);
-    n->name = std::move(op);
-    n->a.push_back(std::move(left));
-    n->a.push_back(std::move(right));
-    return n;
+  // A left-associative level of binary operators: `next` operands joined by
+  // any of `ops` (operator tokens, or names such as "and").
+  template <typename Operand>
+  absl::StatusOr<NodePtr> LeftAssociative(std::initializer_list<const char*> ops, Operand next) {
+    ODMOE_PARSE_ASSIGN(left, next());
+    while (true) {
+      const Token& t = Peek();
+      const bool match = std::any_of(ops.begin(), ops.end(), [&](const char* op) {
+        return (t.kind == TokenKind::kOperator || t.kind == TokenKind::kName) && t.text == op;
+      });
+      if (!match) return left;
+      Next();
+      NodePtr n = MakeNode(NodeKind::kBinary, t.line);
+      n->name = t.text;
+      ODMOE_PARSE_ASSIGN(right, next());
+      n->a.push_back(std::move(left));
+      n->a.push_back(std::move(right));
+      left = std::move(n);
+    }
   }
 
   absl::StatusOr<NodePtr> Or() {
-    ODMOE_PARSE_ASSIGN(left, And());
-    while (IsName("or")) {
-      int line = Next().line;
-      ODMOE_PARSE_ASSIGN(right, And());
-      ODMOE_PARSE_ASSIGN(n, Binary(std::move(left), "or", std::move(right), line));
-      left = std::move(n);
-    }
-    return left;
-  }
-
-  absl::StatusOr<NodePtr> And() {
-    ODMOE_PARSE_ASSIGN(left, Not());
-    while (IsName("and")) {
-      int line = Next().line;
-      ODMOE_PARSE_ASSIGN(right, Not());
-      ODMOE_PARSE_ASSIGN(n, Binary(std::move(left), "and", std::move(right), line));
-      left = std::move(n);
-    }
-    return left;
+    return LeftAssociative({"or"},
+                           [this] { return LeftAssociative({"and"}, [this] { return Not(); }); });
   }
 
   absl::StatusOr<NodePtr> Not() {
@@ -488,48 +478,12 @@ class Parser {
     return first;
   }
 
+  // + - (lowest), ~, * / // %, ** (highest), then the unary operators.
   absl::StatusOr<NodePtr> Add() {
-    ODMOE_PARSE_ASSIGN(left, Concat());
-    while (IsOp("+") || IsOp("-")) {
-      const Token& t = Next();
-      ODMOE_PARSE_ASSIGN(right, Concat());
-      ODMOE_PARSE_ASSIGN(n, Binary(std::move(left), t.text, std::move(right), t.line));
-      left = std::move(n);
-    }
-    return left;
-  }
-
-  absl::StatusOr<NodePtr> Concat() {
-    ODMOE_PARSE_ASSIGN(left, Mul());
-    while (IsOp("~")) {
-      const Token& t = Next();
-      ODMOE_PARSE_ASSIGN(right, Mul());
-      ODMOE_PARSE_ASSIGN(n, Binary(std::move(left), "~", std::move(right), t.line));
-      left = std::move(n);
-    }
-    return left;
-  }
-
-  absl::StatusOr<NodePtr> Mul() {
-    ODMOE_PARSE_ASSIGN(left, Pow());
-    while (IsOp("*") || IsOp("/") || IsOp("//") || IsOp("%")) {
-      const Token& t = Next();
-      ODMOE_PARSE_ASSIGN(right, Pow());
-      ODMOE_PARSE_ASSIGN(n, Binary(std::move(left), t.text, std::move(right), t.line));
-      left = std::move(n);
-    }
-    return left;
-  }
-
-  absl::StatusOr<NodePtr> Pow() {
-    ODMOE_PARSE_ASSIGN(left, Unary(true));
-    while (IsOp("**")) {
-      const Token& t = Next();
-      ODMOE_PARSE_ASSIGN(right, Unary(true));
-      ODMOE_PARSE_ASSIGN(n, Binary(std::move(left), "**", std::move(right), t.line));
-      left = std::move(n);
-    }
-    return left;
+    auto pow = [this] { return LeftAssociative({"**"}, [this] { return Unary(true); }); };
+    auto mul = [this, pow] { return LeftAssociative({"*", "/", "//", "%"}, pow); };
+    auto concat = [this, mul] { return LeftAssociative({"~"}, mul); };
+    return LeftAssociative({"+", "-"}, concat);
   }
 
   absl::StatusOr<NodePtr> Unary(bool with_filter) {
