@@ -58,7 +58,7 @@ ojson MessageJson(const ChatMessage& m, bool content_parts, bool null_as_empty) 
     } else {
       std::string text;
       for (const ojson& p : *m.content_parts) {
-        if (!p.is_object() || p.value("type", "") != "text" || !p.contains("text") ||
+        if (!p.is_object() || p.value("type", ojson()) != "text" || !p.contains("text") ||
             !p["text"].is_string())
           continue;
         if (!text.empty()) text += "\n";

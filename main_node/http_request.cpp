@@ -308,7 +308,7 @@ absl::Status ParseMessage(const ojson& m, const std::string& param, ChatMessage*
   } else if (content.is_array()) {
     for (size_t j = 0; j < content.size(); ++j) {
       const ojson& part = content[j];
-      if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+      if (!part.is_object() || part.value("type", ojson()) != "text" || !part.contains("text") ||
           !part["text"].is_string()) {
         return Bad(absl::StrCat(param, ".content[", j, "]"),
                    "only text parts {type: \"text\", text} are supported");

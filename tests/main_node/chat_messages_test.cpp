@@ -85,6 +85,8 @@ TEST_CASE("chat messages: what cannot reach a template is a 400 naming the field
       Error(
           R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]})")
           .starts_with("messages[0].content[0]:"));
+  CHECK(Error(R"({"messages": [{"role": "user", "content": [{"type": 7, "text": "x"}]}]})")
+            .starts_with("messages[0].content[0]:"));
   CHECK(
       Error(
           R"({"messages": [{"role": "assistant", "content": "", "tool_calls": [{"function": {}}]}]})")
