@@ -158,6 +158,19 @@ const Value* Frame::Lookup(const std::string& name) const {
 Interpreter::Interpreter(const RenderLimits& limits)
     : limits_(limits), globals_(std::make_shared<Frame>()) {}
 
+Interpreter::~Interpreter() {
+  for (const auto& weak : captured_frames_) {
+    if (auto f = weak.lock()) f->vars.clear();
+  }
+  for (const auto& weak : assigned_namespaces_) {
+    if (auto d = weak.lock()) {
+      d->items.clear();
+      d->call.reset();
+    }
+  }
+  globals_->vars.clear();
+}
+
 absl::Status Interpreter::Run(const Node& root, std::string* out) {
   auto frame = std::make_shared<Frame>();
   frame->parent = globals_;
@@ -297,6 +310,7 @@ absl::Status Interpreter::ExecSet(const Node& n, const std::shared_ptr<Frame>& f
       return Locate(Bad("can only set attributes of a namespace()"), n.line);
     }
     ns->AsDict().Set(n.attr, std::move(v));
+    assigned_namespaces_.push_back(ns->dict_ptr());
     return absl::OkStatus();
   }
   if (n.names.size() == 1) {
@@ -317,6 +331,7 @@ absl::Status Interpreter::ExecSet(const Node& n, const std::shared_ptr<Frame>& f
 Value Interpreter::MakeMacro(const Node& n, const std::shared_ptr<Frame>& frame, const Value&) {
   const Node* node = &n;
   std::shared_ptr<Frame> closure = frame;
+  captured_frames_.push_back(frame);
   bool is_caller = n.kind == NodeKind::kCallBlock;
   const Node* body = is_caller ? n.a[1].get() : n.a[0].get();
   return Value::Function(
@@ -430,6 +445,7 @@ absl::StatusOr<Value> Interpreter::RunLoop(const Node& n, const std::shared_ptr<
     if (n.negated) {
       const Node* node = &n;
       std::shared_ptr<Frame> outer = frame;
+      captured_frames_.push_back(frame);
       loop->call = std::make_shared<Callable>(Callable{
           "loop", [node, outer, depth](Interpreter& in, CallArgs& args) -> absl::StatusOr<Value> {
             if (args.positional.size() != 1) return Bad("loop() takes one argument");

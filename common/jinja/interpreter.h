@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "jinja/syntax.h"
@@ -42,6 +43,11 @@ struct Frame {
 class Interpreter {
  public:
   explicit Interpreter(const RenderLimits& limits);
+  /// Breaks the reference cycles a render made (a macro's scope holds the
+  /// macro, a namespace may hold itself), so that nothing outlives it.
+  ~Interpreter();
+  Interpreter(const Interpreter&) = delete;
+  Interpreter& operator=(const Interpreter&) = delete;
 
   /// The render's outermost scope (the context and the globals).
   const std::shared_ptr<Frame>& globals() { return globals_; }
@@ -86,6 +92,10 @@ class Interpreter {
   int depth_ = 0;
   int64_t steps_ = 0;
   size_t output_bytes_ = 0;
+  // What may sit in a cycle: scopes a macro or a recursive loop captured,
+  // namespaces assigned to. Cleared by the destructor.
+  std::vector<std::weak_ptr<Frame>> captured_frames_;
+  std::vector<std::weak_ptr<ValueDict>> assigned_namespaces_;
 };
 
 /// Marks an error message as already carrying its line.
