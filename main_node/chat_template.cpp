@@ -1,289 +1,108 @@
 #include "main_node/chat_template.h"
 
 #include <algorithm>
+#include <ctime>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
-#include "absl/time/clock.h"
-#include "absl/time/time.h"
-#include "main_node/http_reply.h"  // ClipForMessage
 
 namespace odmoe {
 namespace {
 
+using ojson = nlohmann::ordered_json;
+
 constexpr std::string_view kThinkOpen = "<think>";
 constexpr std::string_view kThinkClose = "</think>";
 
-// Debian's Abseil has its own string_view.
-absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+// The renderer of a model file without a template: one "role: content" line
+// per message, then "assistant:" (content parts are joined; tool calls are
+// not shown).
+constexpr char kFallbackTemplate[] =
+    "{% for m in messages %}{{ m.role }}: {{ m.content if m.content is string else '' }}\n"
+    "{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}";
 
-bool Has(std::string_view text, std::string_view marker) {
-  return text.find(marker) != std::string_view::npos;
-}
+// A text part only a template that renders content lists itself writes out.
+constexpr char kPartsProbe[] = "odmoe-content-parts-probe";
 
-bool HasAll(std::string_view text, std::initializer_list<std::string_view> markers) {
-  for (std::string_view m : markers) {
-    if (!Has(text, m)) return false;
-  }
-  return true;
-}
-
-// The system prompt a ChatML template writes when the conversation has none:
-// a string literal "<|im_start|>system\n<text><|im_end|>" whose text is plain
-// (no quote, no concatenation), as Qwen1.5/2/2.5 write it. The newline after
-// "system" may be a real one or Jinja's escape "\n".
-std::string ChatMLDefaultSystem(std::string_view tmpl) {
-  constexpr std::string_view kHead = "<|im_start|>system";
-  constexpr std::string_view kEnd = "<|im_end|>";
-  for (size_t at = tmpl.find(kHead); at != std::string_view::npos; at = tmpl.find(kHead, at + 1)) {
-    std::string_view rest = tmpl.substr(at + kHead.size());
-    if (rest.starts_with("\\n")) {
-      rest.remove_prefix(2);
-    } else if (rest.starts_with("\n")) {
-      rest.remove_prefix(1);
-    } else {
-      continue;
-    }
-    const size_t end = rest.find(kEnd);
-    if (end == std::string_view::npos || end == 0) continue;
-    const std::string_view text = rest.substr(0, end);
-    if (text.find_first_of("'\"+{}") != std::string_view::npos) continue;
-    return absl::StrReplaceAll(Sv(text), {{"\\n", "\n"}});
-  }
-  return "";
-}
-
-// Python's str.lstrip / rstrip / strip of one character.
-std::string_view LStrip(std::string_view s, char c) {
-  while (!s.empty() && s.front() == c) s.remove_prefix(1);
-  return s;
-}
 std::string_view RStrip(std::string_view s, char c) {
   while (!s.empty() && s.back() == c) s.remove_suffix(1);
   return s;
 }
 
-absl::Status CheckRoles(const ChatFormat& format, const std::vector<ChatMessage>& messages) {
-  if (messages.empty()) return absl::InvalidArgumentError("messages: at least one is needed");
-  for (size_t i = 0; i < messages.size(); ++i) {
-    const std::string& r = messages[i].role;
-    if (r == "system" || r == "user" || r == "assistant") continue;
-    if (r == "developer" && format.family == ChatFamily::kHarmony) {
-      if (i == 0) continue;
-      return absl::InvalidArgumentError(
-          absl::StrCat("messages[", i, "].role: a developer message must come first"));
-    }
-    return absl::InvalidArgumentError(
-        absl::StrCat("messages[", i, "].role: '", ClipForMessage(r), "' is not one of system, user, assistant",
-                     format.family == ChatFamily::kHarmony ? " (or developer, first)" : ""));
-  }
-  return absl::OkStatus();
+bool Has(std::string_view text, std::string_view marker) {
+  return text.find(marker) != std::string_view::npos;
 }
 
-absl::Status CheckOptions(const ChatFormat& format, const ChatOptions& options) {
-  const char* name = ChatFamilyName(format.family);
-  if (options.enable_thinking.has_value()) {
-    const bool on = *options.enable_thinking;
-    if (format.family == ChatFamily::kHarmony && !on) {
-      return absl::InvalidArgumentError(
-          "chat_template_kwargs.enable_thinking: this model (chat format harmony) always "
-          "reasons; ask for less with reasoning_effort: \"low\"");
-    }
-    if (on && format.family != ChatFamily::kHarmony && format.family != ChatFamily::kQwen3) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("chat_template_kwargs.enable_thinking: this model's chat format (", name,
-                       ") has no thinking mode"));
-    }
+// strftime_now: of ChatOptions::date (YYYY-MM-DD) when set, else of now.
+std::string Strftime(const std::string& date, const std::string& format) {
+  std::tm tm{};
+  if (date.size() == 10 &&
+      std::sscanf(date.c_str(), "%4d-%2d-%2d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday) == 3) {
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    tm.tm_hour = 12;
+    std::mktime(&tm);  // fills the weekday
+    char buf[256];
+    size_t n = format.empty() ? 0 : std::strftime(buf, sizeof(buf), format.c_str(), &tm);
+    return std::string(buf, n);
   }
-  if (options.reasoning_effort.has_value()) {
-    if (format.family != ChatFamily::kHarmony) {
-      return absl::InvalidArgumentError(absl::StrCat("reasoning_effort: this model's chat format (",
-                                                     name, ") has no reasoning effort"));
-    }
-    const std::string& e = *options.reasoning_effort;
-    if (e != "low" && e != "medium" && e != "high") {
-      return absl::InvalidArgumentError("reasoning_effort: expected low, medium or high");
-    }
-  }
-  return absl::OkStatus();
+  return jinja::StrftimeNow(format);
 }
 
-std::string RenderChatML(const ChatFormat& format, const std::vector<ChatMessage>& messages) {
-  std::string out;
-  if (!format.default_system.empty() && messages[0].role != "system") {
-    absl::StrAppend(&out, "<|im_start|>system\n", format.default_system, "<|im_end|>\n");
-  }
-  for (const ChatMessage& m : messages) {
-    absl::StrAppend(&out, "<|im_start|>", m.role, "\n", m.content, "<|im_end|>\n");
-  }
-  absl::StrAppend(&out, "<|im_start|>assistant\n");
-  return out;
-}
-
-// Qwen3's template: reasoning of assistant turns before the last real user
-// query is dropped; after it, kept (and always shown on the last message).
-std::string RenderQwen3(const std::vector<ChatMessage>& messages, const ChatOptions& options) {
-  const size_t n = messages.size();
-  size_t last_query = n - 1;
-  for (size_t k = n; k-- > 0;) {
-    const ChatMessage& m = messages[k];
-    if (m.role == "user" && !(absl::StartsWith(m.content, "<tool_response>") &&
-                              absl::EndsWith(m.content, "</tool_response>"))) {
-      last_query = k;
-      break;
-    }
-  }
-  std::string out;
-  for (size_t i = 0; i < n; ++i) {
-    const ChatMessage& m = messages[i];
-    if (m.role == "system" || m.role == "user") {
-      absl::StrAppend(&out, "<|im_start|>", m.role, "\n", m.content, "<|im_end|>\n");
-      continue;
-    }
-    std::string_view content = m.content;
-    std::string_view reasoning;
-    if (m.reasoning_content.has_value()) {
-      reasoning = *m.reasoning_content;
-    } else if (const size_t close = content.find(kThinkClose); close != std::string_view::npos) {
-      // content.split('</think>')[-1].lstrip('\n') and
-      // content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n')
-      std::string_view before = RStrip(content.substr(0, close), '\n');
-      if (const size_t open = before.rfind(kThinkOpen); open != std::string_view::npos) {
-        before.remove_prefix(open + kThinkOpen.size());
+ojson MessageJson(const ChatMessage& m, bool content_parts, bool null_as_empty) {
+  ojson j = ojson::object();
+  j["role"] = m.role;
+  if (m.content_parts) {
+    if (content_parts) {
+      j["content"] = *m.content_parts;
+    } else {
+      std::string text;
+      for (const ojson& p : *m.content_parts) {
+        if (!p.is_object() || p.value("type", ojson()) != "text" || !p.contains("text") ||
+            !p["text"].is_string())
+          continue;
+        if (!text.empty()) text += "\n";
+        text += p["text"].get<std::string>();
       }
-      reasoning = LStrip(before, '\n');
-      content = LStrip(content.substr(content.rfind(kThinkClose) + kThinkClose.size()), '\n');
+      j["content"] = text;
     }
-    if (i > last_query && (i + 1 == n || !reasoning.empty())) {
-      absl::StrAppend(&out, "<|im_start|>assistant\n<think>\n",
-                      Sv(RStrip(LStrip(reasoning, '\n'), '\n')), "\n</think>\n\n",
-                      Sv(LStrip(content, '\n')));
-    } else {
-      absl::StrAppend(&out, "<|im_start|>assistant\n", Sv(content));
-    }
-    absl::StrAppend(&out, "<|im_end|>\n");
+  } else if (m.content_null && !null_as_empty) {
+    j["content"] = nullptr;
+  } else {
+    j["content"] = m.content;
   }
-  absl::StrAppend(&out, "<|im_start|>assistant\n");
-  if (options.enable_thinking == false) absl::StrAppend(&out, "<think>\n\n</think>\n\n");
-  return out;
-}
-
-std::string RenderDeepSeek(const ChatFormat& format, const std::vector<ChatMessage>& messages) {
-  std::string out = format.writes_bos ? format.bos_text : "";
-  for (const ChatMessage& m : messages) {
-    if (m.role == "user") {
-      absl::StrAppend(&out, "User: ", m.content, "\n\n");
-    } else if (m.role == "assistant") {
-      absl::StrAppend(&out, "Assistant: ", m.content, format.eos_text);
-    } else {
-      absl::StrAppend(&out, m.content, "\n\n");
+  if (m.reasoning_content) j["reasoning_content"] = *m.reasoning_content;
+  if (!m.tool_calls.empty()) {
+    ojson calls = ojson::array();
+    for (const ChatToolCall& c : m.tool_calls) {
+      ojson call = ojson::object();
+      if (!c.id.empty()) call["id"] = c.id;
+      call["type"] = c.type;
+      call["function"] = {{"name", c.name}, {"arguments", c.arguments}};
+      calls.push_back(std::move(call));
     }
+    j["tool_calls"] = std::move(calls);
   }
-  absl::StrAppend(&out, "Assistant:");
-  return out;
-}
-
-std::string RenderTulu(const ChatFormat& format, const std::vector<ChatMessage>& messages) {
-  std::string out = format.writes_bos ? format.bos_text : "";
-  for (size_t i = 0; i < messages.size(); ++i) {
-    const ChatMessage& m = messages[i];
-    if (m.role == "assistant") {
-      absl::StrAppend(&out, "<|assistant|>\n", m.content, format.eos_text,
-                      i + 1 < messages.size() || !format.tulu_bare_last ? "\n" : "");
-    } else {
-      absl::StrAppend(&out, "<|", m.role, "|>\n", m.content, "\n");
-    }
-  }
-  absl::StrAppend(&out, "<|assistant|>\n");
-  return out;
-}
-
-absl::StatusOr<std::string> RenderHarmony(const std::vector<ChatMessage>& messages,
-                                          const ChatOptions& options) {
-  const std::string date = options.date.empty()
-                               ? absl::FormatTime("%Y-%m-%d", absl::Now(), absl::LocalTimeZone())
-                               : options.date;
-  std::string out = absl::StrCat(
-      "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
-      "Knowledge cutoff: 2024-06\nCurrent date: ",
-      date, "\n\nReasoning: ", options.reasoning_effort.value_or("medium"),
-      "\n\n# Valid channels: analysis, commentary, final. Channel must be included for every "
-      "message.<|end|>");
-  size_t first = 0;
-  if (messages[0].role == "system" || messages[0].role == "developer") {
-    first = 1;
-    if (!messages[0].content.empty()) {
-      absl::StrAppend(&out, "<|start|>developer<|message|># Instructions\n\n", messages[0].content,
-                      "\n\n<|end|>");
-    }
-  }
-  for (size_t i = first; i < messages.size(); ++i) {
-    const ChatMessage& m = messages[i];
-    if (m.role == "user") {
-      absl::StrAppend(&out, "<|start|>user<|message|>", m.content, "<|end|>");
-    } else if (m.role == "assistant") {
-      if (absl::StrContains(m.content, "<|channel|>analysis<|message|>") ||
-          absl::StrContains(m.content, "<|channel|>final<|message|>")) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "messages[", i,
-            "].content: contains harmony <|channel|> tags; send the final answer as content "
-            "(and reasoning as reasoning_content)"));
-      }
-      // The analysis channel of earlier turns is dropped, as the template does.
-      absl::StrAppend(&out, "<|start|>assistant<|channel|>final<|message|>", m.content, "<|end|>");
-    } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("messages[", i,
-                       "].role: this model's chat format (harmony) takes a system or "
-                       "developer message only first"));
-    }
-  }
-  absl::StrAppend(&out, "<|start|>assistant");
-  return out;
-}
-
-absl::StatusOr<std::string> RenderMistral(const std::vector<ChatMessage>& messages) {
-  std::string out;
-  std::string system;
-  bool expect_user = true;
-  for (size_t i = 0; i < messages.size(); ++i) {
-    const ChatMessage& m = messages[i];
-    if (m.role == "system") {
-      if (i != 0) {
-        return absl::InvalidArgumentError("messages: a system message must come first");
-      }
-      system = m.content + "\n\n";
-      continue;
-    }
-    if ((m.role == "user") != expect_user) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "messages[", i,
-          "]: this model's chat format needs user and assistant turns to alternate, starting "
-          "with user"));
-    }
-    if (m.role == "user") {
-      absl::StrAppend(&out, "[INST] ", system, m.content, " [/INST]");
-      system.clear();
-    } else {
-      absl::StrAppend(&out, m.content, "</s>");
-    }
-    expect_user = !expect_user;
-  }
-  return out;
+  if (!m.tool_call_id.empty()) j["tool_call_id"] = m.tool_call_id;
+  if (!m.name.empty()) j["name"] = m.name;
+  return j;
 }
 
 }  // namespace
 
-ChatFormat DetectChatFormat(const std::optional<std::string>& chat_template,
-                            const ChatVocab& vocab) {
+absl::StatusOr<ChatFormat> CompileChatFormat(const std::optional<std::string>& chat_template,
+                                             const ChatVocab& vocab) {
   ChatFormat f;
   f.bos_text = vocab.bos_text;
   f.eos_text = vocab.eos_text;
-  if (!chat_template) return f;
-  f.has_template = true;
-  const std::string_view t = *chat_template;
-  if (HasAll(t, {"<|start|>", "<|channel|>", "<|message|>"})) {
+  f.has_template = chat_template.has_value();
+  absl::StatusOr<jinja::Template> t =
+      jinja::Template::Compile(f.has_template ? *chat_template : kFallbackTemplate);
+  if (!t.ok()) return t.status();
+  f.jinja = std::make_shared<const jinja::Template>(std::move(*t));
+  if (!f.has_template) return f;
+  const std::string_view text = *chat_template;
+  if (Has(text, "<|start|>") && Has(text, "<|channel|>") && Has(text, "<|message|>")) {
     f.family = ChatFamily::kHarmony;
     if (vocab.token_id) {
       HarmonyTokenIds& h = f.harmony;
@@ -294,75 +113,89 @@ ChatFormat DetectChatFormat(const std::optional<std::string>& chat_template,
       h.return_ = vocab.token_id("<|return|>");
       h.call = vocab.token_id("<|call|>");
     }
-  } else if (HasAll(t, {"<|im_start|>", "enable_thinking", "</think>"})) {
-    f.family = ChatFamily::kQwen3;
-  } else if (Has(t, "<|im_start|>")) {
-    f.family = ChatFamily::kChatML;
-    f.default_system = ChatMLDefaultSystem(t);
-  } else if (Has(t, "'Assistant: ' + message['content'] + eos_token")) {
-    f.family = ChatFamily::kDeepSeek;
-  } else if (HasAll(t, {"<|user|>", "<|assistant|>", "eos_token"}) && !Has(t, "<|end|>")) {
-    f.family = ChatFamily::kTulu;
-  } else if (Has(t, "[INST]")) {
-    f.family = ChatFamily::kMistral;
+  } else if (Has(text, kThinkClose)) {
+    f.family = ChatFamily::kThink;
   }
-  f.tulu_bare_last = f.family == ChatFamily::kTulu && Has(t, "not loop.last");
-  f.writes_bos =
-      (f.family == ChatFamily::kDeepSeek || f.family == ChatFamily::kTulu) && Has(t, "bos_token");
+  // Content parts: kept as a list where the template writes their text itself.
+  ChatMessage probe{"user", "", std::nullopt};
+  probe.content_parts = ojson::array({{{"type", "text"}, {"text", kPartsProbe}}});
+  f.content_parts = true;
+  absl::StatusOr<std::string> out = RenderChat(f, {probe});
+  f.content_parts = out.ok() && Has(*out, kPartsProbe) && !Has(*out, "'type': 'text'");
+  // Content null on an assistant turn that calls a tool: "" where it fails or shows.
+  ChatMessage call{"assistant", "", std::nullopt};
+  call.content_null = true;
+  call.tool_calls = {{"call_0", "function", kPartsProbe, ojson::object()}};
+  out = RenderChat(f, {ChatMessage{"user", "x", std::nullopt}, call});
+  f.null_content_as_empty = !out.ok() || Has(*out, "None");
   return f;
 }
 
 const char* ChatFamilyName(ChatFamily family) {
   switch (family) {
-    case ChatFamily::kMistral:
-      return "mistral";
-    case ChatFamily::kChatML:
-      return "chatml";
-    case ChatFamily::kQwen3:
-      return "qwen3";
-    case ChatFamily::kDeepSeek:
-      return "deepseek";
-    case ChatFamily::kTulu:
-      return "tulu";
+    case ChatFamily::kThink:
+      return "think";
     case ChatFamily::kHarmony:
       return "harmony";
-    case ChatFamily::kDefault:
+    case ChatFamily::kPlain:
       break;
   }
-  return "default";
+  return "plain";
+}
+
+ojson ChatContext(const ChatFormat& format, const std::vector<ChatMessage>& messages,
+                  const ChatOptions& options) {
+  ojson msgs = ojson::array();
+  for (const ChatMessage& m : messages) {
+    msgs.push_back(MessageJson(m, format.content_parts, format.null_content_as_empty));
+  }
+  ojson ctx = ojson::object();
+  ctx["messages"] = std::move(msgs);
+  ctx["tools"] = options.tools;
+  ctx["documents"] = options.documents;
+  ctx["add_generation_prompt"] = options.add_generation_prompt;
+  ctx["continue_final_message"] = false;
+  ctx["bos_token"] = format.bos_text;
+  ctx["eos_token"] = format.eos_text;
+  if (options.template_kwargs.is_object()) {
+    for (auto it = options.template_kwargs.begin(); it != options.template_kwargs.end(); ++it) {
+      ctx[it.key()] = it.value();
+    }
+  }
+  if (options.enable_thinking) ctx["enable_thinking"] = *options.enable_thinking;
+  if (options.reasoning_effort) ctx["reasoning_effort"] = *options.reasoning_effort;
+  return ctx;
 }
 
 absl::StatusOr<std::string> RenderChat(const ChatFormat& format,
                                        const std::vector<ChatMessage>& messages,
                                        const ChatOptions& options) {
-  if (absl::Status s = CheckRoles(format, messages); !s.ok()) return s;
-  if (absl::Status s = CheckOptions(format, options); !s.ok()) return s;
-  switch (format.family) {
-    case ChatFamily::kChatML:
-      return RenderChatML(format, messages);
-    case ChatFamily::kQwen3:
-      return RenderQwen3(messages, options);
-    case ChatFamily::kDeepSeek:
-      return RenderDeepSeek(format, messages);
-    case ChatFamily::kTulu:
-      return RenderTulu(format, messages);
-    case ChatFamily::kHarmony:
-      return RenderHarmony(messages, options);
-    case ChatFamily::kMistral:
-      return RenderMistral(messages);
-    case ChatFamily::kDefault:
-      break;
+  if (messages.empty())
+    return absl::InvalidArgumentError("messages: expected at least one message");
+  if (format.jinja == nullptr) return absl::FailedPreconditionError("chat format not compiled");
+  if (!format.has_template) {  // the fallback knows the OpenAI roles only
+    for (size_t i = 0; i < messages.size(); ++i) {
+      const std::string& r = messages[i].role;
+      if (r != "system" && r != "developer" && r != "user" && r != "assistant" && r != "tool") {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "messages[", i, "].role: expected system, developer, user, assistant or tool"));
+      }
+    }
   }
-  std::string out;
-  for (const ChatMessage& m : messages) absl::StrAppend(&out, m.role, ": ", m.content, "\n");
-  absl::StrAppend(&out, "assistant:");
+  jinja::RenderOptions render;
+  const std::string date = options.date;
+  render.strftime_now = [date](const std::string& fmt) { return Strftime(date, fmt); };
+  absl::StatusOr<std::string> out =
+      format.jinja->Render(ChatContext(format, messages, options), render);
+  if (!out.ok())
+    return absl::Status(out.status().code(), absl::StrCat("messages: ", out.status().message()));
   return out;
 }
 
 // ---------------------------------------------------------------------------
 // Replies.
 
-ChatReplySplitter::ChatReplySplitter(const ChatFormat& format)
+ChatReplySplitter::ChatReplySplitter(const ChatFormat& format, std::string_view prompt)
     : family_(format.family),
       harmony_(format.harmony),
       state_(format.family == ChatFamily::kHarmony ? State::kHarmonyHeader : State::kStart) {
@@ -370,6 +203,11 @@ ChatReplySplitter::ChatReplySplitter(const ChatFormat& format)
   if (family_ == ChatFamily::kHarmony && (harmony_.channel < 0 || harmony_.message < 0)) {
     state_ = State::kContent;
   }
+  // The template opened the think block (DeepSeek-R1, GLM, Qwen3-Thinking ...):
+  // the reply starts inside it.
+  while (!prompt.empty() && (prompt.back() == '\n' || prompt.back() == ' '))
+    prompt.remove_suffix(1);
+  if (family_ == ChatFamily::kThink && prompt.ends_with(kThinkOpen)) state_ = State::kReasoning;
 }
 
 ChatReplyPiece ChatReplySplitter::Push(int32_t id, std::string_view piece) {
@@ -378,7 +216,7 @@ ChatReplyPiece ChatReplySplitter::Push(int32_t id, std::string_view piece) {
     out.content.assign(piece);
   } else if (family_ == ChatFamily::kHarmony) {
     PushHarmony(id, piece, &out);
-  } else if (family_ == ChatFamily::kQwen3) {
+  } else if (family_ == ChatFamily::kThink) {
     PushThink(piece, &out);
   } else {
     out.content.assign(piece);

@@ -1,64 +1,54 @@
 // Chat messages -> prompt text, and a chat reply -> (reasoning, content).
 //
-// The model file's `tokenizer.chat_template` is a Jinja program. No maintained
-// C++ Jinja engine is packaged in Debian 12, so odmoe does not run it: it
-// recognises the template's family by distinctive markers in its text and
-// renders that family with a hand-written renderer that produces the bytes
-// the Jinja template produces (with add_generation_prompt = true). The
-// renderers are checked byte for byte against the real templates rendered by
-// Python's jinja2 (scripts/fixtures/make_chat_golden.py ->
-// tests/data/golden/chat_templates.json -> tests/main_node/chat_template_test.cpp).
+// The prompt is the model's own `tokenizer.chat_template`, run by odmoe's
+// Jinja engine (common/jinja/template.h) as Hugging Face transformers'
+// apply_chat_template runs it: the same context, the same bytes. The
+// template is compiled once, when the node starts (CompileChatFormat); a
+// construct the engine does not run is a start-up error naming the template
+// line, never a wrong prompt. A model file without a template gets a
+// documented fallback: one "{role}: {content}\n" line per message, then
+// "assistant:".
 //
-//   family    detected when the template contains            models
-//   harmony   <|start|> and <|channel|> and <|message|>      gpt-oss
-//   qwen3     <|im_start|> and enable_thinking and </think>  Qwen3 (-30B-A3B ...)
-//   chatml    <|im_start|>                                    Qwen1.5/Qwen2/Qwen2.5(-MoE)
-//   deepseek  'Assistant: ' + message['content'] + eos_token DeepSeek-V2(-Lite)-Chat
-//   tulu      <|user|> and <|assistant|> and eos_token,       OLMoE-1B-7B-0924-Instruct
-//             neither <|end|> nor <|im_start|>
-//   mistral   [INST]                                          Mixtral-Instruct
-//   default   no template, or one of none of the above        anything else
+// The context a template sees (transformers' names):
+//   messages               [{role, content, [reasoning_content], [tool_calls],
+//                            [tool_call_id], [name]}, ...] (ChatMessage)
+//   tools, documents       as the request sent them, or none
+//   add_generation_prompt  true unless the request says otherwise
+//   continue_final_message false
+//   bos_token, eos_token   the tokenizer's BOS and EOS texts
+//   <every chat_template_kwargs key>, enable_thinking, reasoning_effort
+//   raise_exception(msg), strftime_now(fmt)  (the engine's globals)
+// A tool call's `function.arguments` is passed as a dict when the client sent
+// a JSON object string (as vLLM does, and transformers' documentation asks:
+// Llama 3.x, Mistral and Qwen3-Coder templates iterate or tojson it), else as
+// sent. Content sent as parts ([{type: "text", text}]) reaches the template
+// as a list when the template renders such lists itself (a probe at compile
+// time), else as the parts' texts joined by "\n" (vLLM's rule). An assistant
+// turn's content null (OpenAI clients send it with tool calls) reaches the
+// template as null, or as "" where the template cannot take null (Qwen3's
+// fails on it: a probe at compile time, as llama-server does).
 //
-// What each renders (B = the BOS token's text, E = the EOS token's text):
-//   chatml    [<|im_start|>system\n{default system}<|im_end|>\n when the template
-//             has a default system prompt and the first message is not a system one]
-//             <|im_start|>{role}\n{content}<|im_end|>\n ... <|im_start|>assistant\n
-//   qwen3     as chatml, without a default system prompt; an assistant turn before
-//             the last user message loses its <think>...</think> part; one after it
-//             keeps it (the last one always gets a think block, empty or not); with
-//             enable_thinking = false the prompt ends <think>\n\n</think>\n\n
-//   deepseek  B then per message "User: {c}\n\n" | "Assistant: {c}E" | "{system}\n\n",
-//             then "Assistant:"
-//   tulu      B then "<|system|>\n{c}\n" | "<|user|>\n{c}\n" | "<|assistant|>\n{c}E\n"
-//             (open-instruct's variant: no "\n" after a last assistant turn), then
-//             "<|assistant|>\n"
-//   harmony   <|start|>system<|message|>{identity, knowledge cutoff, date, reasoning
-//             effort, valid channels}<|end|>, a first system/developer message as
-//             <|start|>developer<|message|># Instructions\n\n{c}\n\n<|end|>, then
-//             <|start|>user<|message|>{c}<|end|> and
-//             <|start|>assistant<|channel|>final<|message|>{c}<|end|>, then
-//             <|start|>assistant
-//   mistral   [INST] {system\n\n}{user} [/INST]{assistant}</s> ... (BOS from the tokenizer)
-//   default   {role}: {content}\n ... then "assistant:"
-// The BOS text is written only where the template writes `bos_token`; a caller
-// that tokenizes the prompt adds the tokenizer's BOS only when the text does
-// not start with it (see http_api.cpp), so the model sees one BOS either way.
+// The BOS text is in the prompt only where the template writes `bos_token`;
+// a caller that tokenizes the prompt adds the tokenizer's BOS only when the
+// text does not start with it (see http_api.cpp).
 //
-// Replies: qwen3 and harmony models reason before they answer. ChatReplySplitter
-// separates a reply's reasoning (qwen3: the <think>...</think> block; harmony:
-// the analysis and commentary channels) from its content (qwen3: the rest;
-// harmony: the final channel), so the HTTP API returns the reasoning as
-// `reasoning_content` and never inside `content`.
+// Replies: reasoning models reason before they answer. ChatReplySplitter
+// separates a reply's reasoning (think: the <think>...</think> block, or,
+// when the prompt already opened <think>, the text up to </think>; harmony:
+// the analysis and commentary channels) from its content, so the HTTP API
+// returns the reasoning as `reasoning_content` and never inside `content`.
+// The family is detected from the template's text for this purpose only.
 //
 //   const Tokenizer& tok = ...;
 //   auto text = [&tok](int32_t id) { return id < 0 ? std::string() : tok.vocab().tokens[id]; };
 //   ChatVocab vocab{text(tok.bos_id()), text(tok.eos_id()),
 //                   [&tok](std::string_view t) { return tok.TokenId(t); }};
-//   ChatFormat format = DetectChatFormat(gguf.GetString("tokenizer.chat_template"), vocab);
+//   ODMOE_ASSIGN_OR_RETURN(ChatFormat format,
+//                          CompileChatFormat(gguf.GetString("tokenizer.chat_template"), vocab));
 //   ChatOptions options;
-//   options.enable_thinking = false;                       // qwen3 only
+//   options.enable_thinking = false;                       // a chat_template_kwargs key
 //   ODMOE_ASSIGN_OR_RETURN(std::string prompt, RenderChat(format, messages, options));
-//   ChatReplySplitter split(format);
+//   ChatReplySplitter split(format, prompt);
 //   for (auto [id, piece] : generated) {
 //     ChatReplyPiece p = split.Push(id, piece);           // p.reasoning, p.content
 //   }
@@ -67,16 +57,25 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "jinja/template.h"
+#include "nlohmann/json.hpp"
 
 namespace odmoe {
 
-enum class ChatFamily { kDefault, kMistral, kChatML, kQwen3, kDeepSeek, kTulu, kHarmony };
+/// How a model's replies carry reasoning (what ChatReplySplitter looks for).
+enum class ChatFamily {
+  kPlain,    // no reasoning markup: the reply is content
+  kThink,    // the template knows </think>: Qwen3, DeepSeek-R1/V3.1, GLM-4.5+, Kimi, MiniMax ...
+  kHarmony,  // <|start|>, <|channel|>, <|message|>: gpt-oss
+};
 
 /// What a template refers to in the tokenizer.
 struct ChatVocab {
@@ -97,59 +96,87 @@ struct HarmonyTokenIds {
   int32_t call = -1;     // <|call|>
 };
 
-/// A detected chat format: the family plus what its renderer needs.
+/// A compiled chat template and what rendering and splitting need.
 struct ChatFormat {
-  ChatFamily family = ChatFamily::kDefault;
-  /// A template was present; with family kDefault it is one odmoe does not know.
+  ChatFamily family = ChatFamily::kPlain;
+  /// The model file has a template (false: the fallback renders).
   bool has_template = false;
-  /// deepseek, tulu: the template writes `bos_token` before the conversation.
-  bool writes_bos = false;
-  /// tulu: a last assistant turn ends without "\n" (open-instruct's template
-  /// has a `not loop.last` branch; OLMoE-Instruct's writes "\n" after every turn).
-  bool tulu_bare_last = false;
+  /// The template, or the fallback (never null once compiled).
+  std::shared_ptr<const jinja::Template> jinja;
+  /// The template renders content given as a list of parts itself.
+  bool content_parts = false;
+  /// The template fails on (or prints "None" for) an assistant turn with
+  /// content null: such content reaches it as "" (llama-server's rule).
+  bool null_content_as_empty = false;
   std::string bos_text;
   std::string eos_text;
-  /// chatml: the system turn the template adds when the conversation has none.
-  std::string default_system;
   HarmonyTokenIds harmony;
 };
 
-struct ChatMessage {
-  std::string role;  // system | user | assistant (harmony: also developer, first only)
-  std::string content;
-  /// An assistant turn's reasoning as a client sent it back (qwen3 renders it
-  /// where its template does; elsewhere it is dropped, as the templates do).
-  std::optional<std::string> reasoning_content;
+/// One tool call of an assistant turn (OpenAI's message.tool_calls[i]).
+struct ChatToolCall {
+  std::string id;
+  std::string type = "function";
+  std::string name;
+  /// A dict when the client sent a JSON object string, else the string as sent.
+  nlohmann::ordered_json arguments;
 };
 
-/// Per-request switches that templates read besides the messages.
+struct ChatMessage {
+  ChatMessage() = default;
+  ChatMessage(std::string role_, std::string content_,
+              std::optional<std::string> reasoning = std::nullopt)
+      : role(std::move(role_)),
+        content(std::move(content_)),
+        reasoning_content(std::move(reasoning)) {}
+
+  std::string role;  // system | developer | user | assistant | tool | ... (the template decides)
+  std::string content;
+  /// An assistant turn's reasoning as a client sent it back (templates that
+  /// know it render it; the others drop it).
+  std::optional<std::string> reasoning_content;
+  /// content as parts ([{"type": "text", "text": ...}]); replaces `content`.
+  std::optional<nlohmann::ordered_json> content_parts;
+  bool content_null = false;  // content: null (an assistant turn that only calls tools)
+  std::vector<ChatToolCall> tool_calls;
+  std::string tool_call_id;  // role tool: the call it answers
+  std::string name;          // role tool: the function's name (where sent)
+};
+
+/// Per-request values templates read besides the messages.
 struct ChatOptions {
-  /// qwen3: false renders an empty think block (the model answers without
-  /// reasoning); unset = the template's default (thinking). harmony: true is
-  /// accepted, false is INVALID_ARGUMENT (gpt-oss always reasons). Families
-  /// without reasoning: false asks for nothing and is accepted, true is
-  /// INVALID_ARGUMENT.
+  /// chat_template_kwargs.enable_thinking (unset: not in the context).
   std::optional<bool> enable_thinking;
-  /// harmony: low | medium | high (unset = medium). INVALID_ARGUMENT elsewhere.
+  /// reasoning_effort or chat_template_kwargs.reasoning_effort.
   std::optional<std::string> reasoning_effort;
-  /// harmony: the "Current date" (YYYY-MM-DD); empty = today, local time.
+  /// Every other chat_template_kwargs key, as sent (an object).
+  nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();
+  /// The request's `tools` and `documents` (null: not sent), as sent.
+  nlohmann::ordered_json tools;
+  nlohmann::ordered_json documents;
+  bool add_generation_prompt = true;
+  /// What strftime_now formats: "YYYY-MM-DD" (tests), empty = now, local time.
   std::string date;
 };
 
-/// The format of `chat_template` (nullopt: the file has none -> default).
-/// Harmony's token ids are looked up through vocab.token_id.
-ChatFormat DetectChatFormat(const std::optional<std::string>& chat_template,
-                            const ChatVocab& vocab = {});
+/// Compiles `chat_template` (nullopt: the fallback) and detects the reply
+/// family. INVALID_ARGUMENT "chat template line N: ..." for a template the
+/// engine cannot run; harmony's token ids are looked up through vocab.token_id.
+absl::StatusOr<ChatFormat> CompileChatFormat(const std::optional<std::string>& chat_template,
+                                             const ChatVocab& vocab = {});
 
-/// "harmony", "qwen3", "chatml", "deepseek", "tulu", "mistral" or "default".
+/// "plain", "think" or "harmony".
 const char* ChatFamilyName(ChatFamily family);
 
-/// The prompt for `messages`, ending where the assistant's reply begins.
-/// INVALID_ARGUMENT naming the parameter ("messages[2].role: ...",
-/// "reasoning_effort: ...") for no messages, an unknown role, an order the
-/// family cannot express (mistral: user/assistant alternation; harmony: a
-/// system message after the first; channel tags in an assistant's content),
-/// or an option the family does not have.
+/// The context RenderChat passes the template (for /apply-template's
+/// callers and tests).
+nlohmann::ordered_json ChatContext(const ChatFormat& format,
+                                   const std::vector<ChatMessage>& messages,
+                                   const ChatOptions& options);
+
+/// The prompt for `messages`. INVALID_ARGUMENT "messages: ..." for no
+/// messages or a template error at render time (raise_exception's message,
+/// with the template line).
 absl::StatusOr<std::string> RenderChat(const ChatFormat& format,
                                        const std::vector<ChatMessage>& messages,
                                        const ChatOptions& options = {});
@@ -162,14 +189,15 @@ struct ChatReplyPiece {
 
 /// Splits a streamed reply (token id + its decoded text, as generated) into
 /// reasoning and content, holding back text that may be the start of a
-/// marker ("<thi"). Families without reasoning pass everything as content.
-/// harmony: text of the final channel (or of a reply that never opens a
-/// channel) is content; analysis and commentary are reasoning; control
-/// tokens and headers are dropped. qwen3: a leading <think>...</think> block
-/// (without the newlines around it) is reasoning, the rest content.
+/// marker ("<thi"). kPlain passes everything as content. harmony: text of the
+/// final channel (or of a reply that never opens a channel) is content;
+/// analysis and commentary are reasoning; control tokens and headers are
+/// dropped. think: a leading <think>...</think> block (without the newlines
+/// around it) is reasoning, the rest content; when `prompt` ends with an open
+/// <think> (the template started the block), the reply begins as reasoning.
 class ChatReplySplitter {
  public:
-  explicit ChatReplySplitter(const ChatFormat& format);
+  explicit ChatReplySplitter(const ChatFormat& format, std::string_view prompt = {});
 
   ChatReplyPiece Push(int32_t id, std::string_view piece);
   /// The end of the reply: releases what was held back.
@@ -191,7 +219,7 @@ class ChatReplySplitter {
   ChatFamily family_;
   HarmonyTokenIds harmony_;
   State state_;
-  std::string held_;     // text not yet released (qwen3), or the header (harmony)
+  std::string held_;     // text not yet released (think), or the header (harmony)
   std::string channel_;  // harmony: the channel being read ("final", "analysis", ...)
   bool in_channel_name_ = false;
   bool saw_body_ = false;  // harmony: some message body was seen

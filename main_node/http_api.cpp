@@ -143,6 +143,7 @@ struct HttpApi::Impl {
     o.stop = parsed.stop;
     if (!chat) return o;
     o.format = &chat_format;
+    o.prompt = parsed.gen.prompt;
     o.tools = &parsed.tools;
     o.syntax = tool_syntax;
     // Call ids differ between requests and between runs of the server.
@@ -438,6 +439,21 @@ struct HttpApi::Impl {
                       }});
     routes.push_back({"POST", "/v1/chat/completions", false, /*off_io_thread=*/true,
                       [this](const HttpRequest& req, HttpResponder& res) { Chat(req, res); }});
+    // llama-server's: the prompt a chat body renders to, nothing generated.
+    routes.push_back(
+        {"POST", "/apply-template", false, /*off_io_thread=*/true,
+         [this](const HttpRequest& req, HttpResponder& res) {
+           json body;
+           if (!ParseJson(req, res, &body)) return;
+           std::vector<ChatMessage> messages;
+           ChatOptions options;
+           const absl::Status st = ParseChatMessages(
+               nlohmann::ordered_json::parse(req.body, nullptr, false), &messages, &options);
+           absl::StatusOr<std::string> prompt = st.ok() ? RenderChat(chat_format, messages, options)
+                                                        : absl::StatusOr<std::string>(st);
+           if (!prompt.ok()) return res.Respond(Reject(prompt.status(), "messages"));
+           res.Respond(HttpResponse::Json(200, DumpJson(json{{"prompt", *prompt}})));
+         }});
     routes.push_back(
         {"GET", "/v1/models", false, false, [this](const HttpRequest& req, HttpResponder& res) {
            if (!Authorized(req, res)) return;
@@ -477,9 +493,11 @@ struct HttpApi::Impl {
     ParsedRequest parsed;
     std::vector<ChatMessage> messages;
     ChatOptions options;
-    absl::Status st = ParseChatBody(body, node.model_id(), &parsed, &messages, &options);
+    // Checked strictly above; parsed again with its key order (the template's tojson).
+    const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(req.body, nullptr, false);
+    absl::Status st = ParseChatBody(body, node.model_id(), &parsed, &messages, &options, &ordered);
     if (st.ok()) {
-      absl::StatusOr<ToolRequest> tools = ParseToolRequest(body);
+      absl::StatusOr<ToolRequest> tools = ParseToolRequest(ordered);
       if (tools.ok()) {
         parsed.tools = std::move(*tools);
       } else {
@@ -531,12 +549,17 @@ absl::StatusOr<std::unique_ptr<HttpApi>> HttpApi::Start(MainNode& node) {
   };
   const ChatVocab vocab{token_text(tok.bos_id()), token_text(tok.eos_id()),
                         [&tok](std::string_view t) { return tok.TokenId(t); }};
-  impl.chat_format =
-      DetectChatFormat(node.model().gguf().GetString("tokenizer.chat_template"), vocab);
-  if (impl.chat_format.has_template && impl.chat_format.family == ChatFamily::kDefault) {
+  absl::StatusOr<ChatFormat> chat_format =
+      CompileChatFormat(node.model().gguf().GetString("tokenizer.chat_template"), vocab);
+  if (!chat_format.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        node.topology().model, ": tokenizer.chat_template: ", chat_format.status().message()));
+  }
+  impl.chat_format = std::move(*chat_format);
+  if (!impl.chat_format.has_template) {
     ODMOE_LOG_WARN(
-        "tokenizer.chat_template is not a chat format odmoe knows (docs/chat_templates.md): "
-        "chat prompts use the default format (one 'role: content' line per message)");
+        "the model file has no tokenizer.chat_template: chat prompts use the fallback format "
+        "(one 'role: content' line per message, docs/models.md)");
   }
   impl.tool_syntax = ToolCallSyntaxFor(
       node.model().gguf().GetString("tokenizer.chat_template").value_or(""),
@@ -597,8 +620,10 @@ absl::StatusOr<std::unique_ptr<HttpApi>> HttpApi::Start(MainNode& node) {
         spec.http);
   }
   ODMOE_LOG_INFO(
-      "HTTP API on {}://{}:{} (chat format {}, tool calls {}{}; at most {} connections)",
+      "HTTP API on {}://{}:{} (chat template {}, replies {}, tool calls {}{}; at most {} "
+      "connections)",
       spec.tls_cert.empty() ? "http" : "https", spec.http_host, impl.server->port(),
+      impl.chat_format.has_template ? "the model's" : "fallback",
       ChatFamilyName(impl.chat_format.family), ToolCallSyntaxName(impl.tool_syntax),
       spec.api_key.empty() ? "" : ", API key",
                  limits.max_connections);

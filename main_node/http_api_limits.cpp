@@ -15,11 +15,12 @@ bool IsBodyMethod(const std::string& method) {
 
 bool TakesBody(const HttpRequest& req) {
   return req.method == "POST" &&
-         (req.path == "/v1/completions" || req.path == "/v1/chat/completions");
+         (req.path == "/v1/completions" || req.path == "/v1/chat/completions" ||
+          req.path == "/apply-template");
 }
 
 bool NeedsApiKey(const std::string& path) {
-  return absl::StartsWith(path, "/v1/") || path == "/metrics";
+  return absl::StartsWith(path, "/v1/") || path == "/metrics" || path == "/apply-template";
 }
 
 }  // namespace
@@ -41,8 +42,8 @@ std::optional<HttpResponse> GuardBeforeBody(const HttpGuard& guard, const HttpRe
   }
   if (!TakesBody(req)) {
     const bool known = req.path == "/v1/completions" || req.path == "/v1/chat/completions" ||
-                       req.path == "/health" || req.path == "/metrics" ||
-                       absl::StartsWith(req.path, "/v1/models");
+                       req.path == "/apply-template" || req.path == "/health" ||
+                       req.path == "/metrics" || absl::StartsWith(req.path, "/v1/models");
     if (known) {
       return refuse(405,
                     absl::StrCat("Method ", ClipForMessage(req.method), " is not allowed on ",

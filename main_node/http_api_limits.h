@@ -32,8 +32,8 @@ struct HttpGuard {
 bool HasApiKey(const HttpGuard& guard, const HttpRequest& req);
 
 /// The check before the body, from the headers only. For a request with a
-/// body (POST, PUT, PATCH, DELETE): 401 without the API key (on /v1/* and
-/// /metrics), 404 / 405 for a route that takes no body, 411 without
+/// body (POST, PUT, PATCH, DELETE): 401 without the API key (on /v1/*,
+/// /apply-template and /metrics), 404 / 405 for a route that takes no body, 411 without
 /// Content-Length or chunked framing, 400 for a Content-Length that is not a
 /// number, 413 for one over the limit, 415 for multipart bodies (JSON is
 /// expected). A refusal closes the connection. nullopt = not refused.

@@ -214,37 +214,171 @@ absl::Status ParseCommon(const json& body, const std::string& model_id, ParsedRe
   return absl::OkStatus();
 }
 
-// What chat templates read besides the messages: reasoning_effort (the
-// reference API's name) and chat_template_kwargs {enable_thinking,
-// reasoning_effort} (as other servers take them); RenderChat checks that the
-// model's chat format has them.
-absl::Status ParseChatOptions(const json& body, ChatOptions* out) {
-  auto effort = [out](const json& v, const std::string& param) {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+// reasoning_effort, chat_template_kwargs (any keys, passed to the template;
+// enable_thinking must be a bool and reasoning_effort a string), tools and
+// documents (arrays, passed as sent) and add_generation_prompt (llama-server's).
+absl::Status ParseTemplateInputs(const ojson& body, ChatOptions* out) {
+  auto effort = [out](const ojson& v, const std::string& param) {
     if (!v.is_string()) return Bad(param, "expected low, medium or high");
     out->reasoning_effort = v.get<std::string>();
     return absl::OkStatus();
   };
-  if (body.contains("chat_template_kwargs") && !body["chat_template_kwargs"].is_null()) {
-    const json& k = body["chat_template_kwargs"];
+  auto given = [&body](const char* key) { return body.contains(key) && !body[key].is_null(); };
+  if (given("chat_template_kwargs")) {
+    const ojson& k = body["chat_template_kwargs"];
     if (!k.is_object()) return Bad("chat_template_kwargs", "expected an object");
-    for (const auto& [key, value] : k.items()) {
+    for (auto it = k.begin(); it != k.end(); ++it) {
+      const std::string& key = it.key();
       if (key == "enable_thinking") {
-        if (!value.is_boolean()) {
+        if (!it.value().is_boolean()) {
           return Bad("chat_template_kwargs.enable_thinking", "expected true or false");
         }
-        out->enable_thinking = value.get<bool>();
+        out->enable_thinking = it.value().get<bool>();
       } else if (key == "reasoning_effort") {
-        ODMOE_RETURN_IF_ERROR(effort(value, "chat_template_kwargs.reasoning_effort"));
+        ODMOE_RETURN_IF_ERROR(effort(it.value(), "chat_template_kwargs.reasoning_effort"));
+      } else if (key == "messages" || key == "tools" || key == "documents" || key == "bos_token" ||
+                 key == "eos_token" || key == "add_generation_prompt") {
+        return Bad("chat_template_kwargs." + ClipForMessage(key), "is set by the request itself");
       } else {
-        return Bad("chat_template_kwargs", absl::StrCat("unknown key '", ClipForMessage(key),
-                                                        "' (enable_thinking, reasoning_effort)"));
+        out->template_kwargs[key] = it.value();
       }
     }
   }
-  if (body.contains("reasoning_effort") && !body["reasoning_effort"].is_null()) {
+  if (given("reasoning_effort"))
     ODMOE_RETURN_IF_ERROR(effort(body["reasoning_effort"], "reasoning_effort"));
+  for (const char* key : {"tools", "documents"}) {
+    if (!given(key)) continue;
+    if (!body[key].is_array()) return Bad(key, "expected an array");
+    (std::string(key) == "tools" ? out->tools : out->documents) = body[key];
+  }
+  if (given("add_generation_prompt")) {
+    if (!body["add_generation_prompt"].is_boolean())
+      return Bad("add_generation_prompt", "expected true or false");
+    out->add_generation_prompt = body["add_generation_prompt"].get<bool>();
   }
   return absl::OkStatus();
+}
+
+// One assistant tool call: {id, type: "function", function: {name, arguments}}.
+absl::Status ParseToolCall(const ojson& c, const std::string& param, ChatToolCall* out) {
+  if (!c.is_object()) return Bad(param, "expected {id, type, function: {name, arguments}}");
+  if (c.contains("id") && !c["id"].is_null()) {
+    if (!c["id"].is_string()) return Bad(param + ".id", "expected a string");
+    out->id = c["id"].get<std::string>();
+  }
+  if (c.contains("type") && !c["type"].is_null()) {
+    if (c["type"] != "function") return Bad(param + ".type", "expected \"function\"");
+  }
+  const ojson f = c.value("function", ojson());
+  if (!f.is_object() || !f.contains("name") || !f["name"].is_string()) {
+    return Bad(param + ".function", "expected {name: string, arguments: string}");
+  }
+  out->name = f["name"].get<std::string>();
+  const ojson args = f.value("arguments", ojson());
+  if (args.is_string()) {
+    // A JSON object string reaches the template as a dict (vLLM's rule).
+    ojson parsed = ojson::parse(args.get<std::string>(), nullptr, /*allow_exceptions=*/false);
+    out->arguments = parsed.is_object() ? parsed : args;
+  } else if (args.is_object()) {
+    out->arguments = args;
+  } else if (args.is_null()) {
+    out->arguments = ojson::object();
+  } else {
+    return Bad(param + ".function.arguments", "expected a JSON string");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseMessage(const ojson& m, const std::string& param, ChatMessage* out) {
+  if (!m.is_object() || !m.contains("role") || !m["role"].is_string() ||
+      m["role"].get<std::string>().empty()) {
+    return Bad(param, "expected {\"role\": string, \"content\": string}");
+  }
+  out->role = m["role"].get<std::string>();
+  if (!m.contains("content") && !m.contains("tool_calls")) {
+    return Bad(param, "expected {\"role\": string, \"content\": string}");
+  }
+  const ojson content = m.value("content", ojson());
+  if (content.is_string()) {
+    out->content = content.get<std::string>();
+  } else if (content.is_array()) {
+    for (size_t j = 0; j < content.size(); ++j) {
+      const ojson& part = content[j];
+      if (!part.is_object() || part.value("type", ojson()) != "text" || !part.contains("text") ||
+          !part["text"].is_string()) {
+        return Bad(absl::StrCat(param, ".content[", j, "]"),
+                   "only text parts {type: \"text\", text} are supported");
+      }
+    }
+    out->content_parts = content;
+  } else if (content.is_null() && (m.contains("tool_calls") || out->role == "assistant")) {
+    out->content_null = true;  // an assistant turn that only calls tools
+  } else {
+    return Bad(param + ".content", "expected a string or an array of text parts");
+  }
+  const ojson r = m.value("reasoning_content", ojson());
+  if (r.is_string()) {
+    out->reasoning_content = r.get<std::string>();
+  } else if (!r.is_null()) {
+    return Bad(param + ".reasoning_content", "expected a string");
+  }
+  const ojson calls = m.value("tool_calls", ojson());
+  if (!calls.is_null()) {
+    if (!calls.is_array()) return Bad(param + ".tool_calls", "expected an array");
+    for (size_t j = 0; j < calls.size(); ++j) {
+      out->tool_calls.emplace_back();
+      ODMOE_RETURN_IF_ERROR(ParseToolCall(calls[j], absl::StrCat(param, ".tool_calls[", j, "]"),
+                                          &out->tool_calls.back()));
+    }
+  }
+  for (const char* key : {"tool_call_id", "name"}) {
+    const ojson v = m.value(key, ojson());
+    if (v.is_null()) continue;
+    if (!v.is_string()) return Bad(param + "." + key, "expected a string");
+    (std::string(key) == "name" ? out->name : out->tool_call_id) = v.get<std::string>();
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+// `body` with its objects' keys in order (sorted: nlohmann::json's order),
+// after the depth check (dump recurses).
+static absl::StatusOr<ojson> Ordered(const json& body) {
+  if (jinja::JsonDepth(body) > static_cast<size_t>(jinja::kMaxValueDepth)) {
+    return Bad("body", absl::StrCat("nested deeper than ", jinja::kMaxValueDepth, " levels"));
+  }
+  return ojson::parse(body.dump());
+}
+
+absl::Status ParseChatOptions(const json& body, ChatOptions* out) {
+  ODMOE_ASSIGN_OR_RETURN(ojson ordered, Ordered(body));
+  return ParseTemplateInputs(ordered, out);
+}
+
+absl::Status ParseChatMessages(const nlohmann::ordered_json& body,
+                               std::vector<ChatMessage>* messages, ChatOptions* options) {
+  // The template's values nest at most jinja::kMaxValueDepth (the messages
+  // list and a message take two levels); checked before anything copies them.
+  if (body.is_object()) {
+    for (auto it = body.begin(); it != body.end(); ++it) {
+      if (jinja::JsonDepth(it.value()) + 2 > static_cast<size_t>(jinja::kMaxValueDepth)) {
+        return Bad(ClipForMessage(it.key()),
+                   absl::StrCat("nested deeper than ", jinja::kMaxValueDepth - 2, " levels"));
+      }
+    }
+  }
+  const ojson& m = body.contains("messages") ? body["messages"] : ojson();
+  if (!m.is_array()) return Bad("messages", "expected an array of {role, content}");
+  for (size_t i = 0; i < m.size(); ++i) {
+    messages->emplace_back();
+    ODMOE_RETURN_IF_ERROR(ParseMessage(m[i], absl::StrCat("messages[", i, "]"), &messages->back()));
+  }
+  return ParseTemplateInputs(body, options);
 }
 
 absl::Status ParseCompletionBody(const json& body, const std::string& model_id,
@@ -296,27 +430,11 @@ absl::Status ParseCompletionBody(const json& body, const std::string& model_id,
 }
 
 absl::Status ParseChatBody(const json& body, const std::string& model_id, ParsedRequest* out,
-                           std::vector<ChatMessage>* messages, ChatOptions* options) {
+                           std::vector<ChatMessage>* messages, ChatOptions* options,
+                           const nlohmann::ordered_json* ordered) {
   if (!body.is_object()) return Bad("body", "expected a JSON object");
   out->prompt_param = "messages";
   ODMOE_RETURN_IF_ERROR(ParseCommon(body, model_id, out));
-  const json& m = body.contains("messages") ? body["messages"] : json();
-  if (!m.is_array()) return Bad("messages", "expected an array of {role, content}");
-  for (size_t i = 0; i < m.size(); ++i) {
-    if (!m[i].is_object() || !m[i].contains("role") || !m[i]["role"].is_string() ||
-        !m[i].contains("content") || !m[i]["content"].is_string()) {
-      return Bad(absl::StrCat("messages[", i, "]"),
-                 "expected {\"role\": string, \"content\": string}");
-    }
-    messages->push_back({m[i]["role"], m[i]["content"], std::nullopt});
-    // A reasoning model's earlier reply, sent back with its reasoning.
-    const json r = m[i].value("reasoning_content", json());
-    if (r.is_string()) {
-      messages->back().reasoning_content = r.get<std::string>();
-    } else if (!r.is_null()) {
-      return Bad(absl::StrCat("messages[", i, "].reasoning_content"), "expected a string");
-    }
-  }
   if (body.contains("logprobs") && !body["logprobs"].is_null()) {
     if (!body["logprobs"].is_boolean()) return Bad("logprobs", "expected true or false");
     if (body["logprobs"] == true) out->gen.logprobs = 0;
@@ -328,7 +446,10 @@ absl::Status ParseChatBody(const json& body, const std::string& model_id, Parsed
     if (!asked) return Bad("top_logprobs", "needs logprobs: true");
   }
   if (out->no_generation) return Bad("max_tokens", "must be at least 1");
-  return ParseChatOptions(body, options);
+  // The template sees objects in the order the client wrote them (tojson).
+  if (ordered != nullptr) return ParseChatMessages(*ordered, messages, options);
+  ODMOE_ASSIGN_OR_RETURN(ojson copy, Ordered(body));
+  return ParseChatMessages(copy, messages, options);
 }
 
 }  // namespace odmoe

@@ -69,8 +69,21 @@ absl::Status CheckParameters(const nlohmann::json& body, bool chat);
 absl::Status ParseCommon(const nlohmann::json& body, const std::string& model_id,
                          ParsedRequest* out);
 
-/// reasoning_effort and chat_template_kwargs.
+/// What the chat template reads besides the messages: reasoning_effort,
+/// chat_template_kwargs (any keys, passed to the template as sent;
+/// enable_thinking must be a bool, reasoning_effort a string; the keys the
+/// request sets itself, such as messages or bos_token, are refused), tools
+/// and documents (arrays, passed as sent), add_generation_prompt (a bool,
+/// llama-server's). Objects keep their order in the ordered overload only.
 absl::Status ParseChatOptions(const nlohmann::json& body, ChatOptions* out);
+
+/// The messages of a chat body (role, content as a string, null or text
+/// parts, reasoning_content, tool_calls, tool_call_id, name:
+/// "messages[2].tool_calls[0].function: ...") and ParseChatOptions' fields,
+/// from the body parsed with its key order kept (tools reach the template's
+/// tojson as the client wrote them). /apply-template's parser.
+absl::Status ParseChatMessages(const nlohmann::ordered_json& body,
+                               std::vector<ChatMessage>* messages, ChatOptions* options);
 
 /// A /v1/completions body: the common parameters, the prompt (a string, a
 /// one-string array, or 32-bit token ids, decoded to text), logprobs and
@@ -81,9 +94,10 @@ absl::Status ParseCompletionBody(const nlohmann::json& body, const std::string& 
 
 /// A /v1/chat/completions body: the common parameters, the messages,
 /// logprobs / top_logprobs and the template options (rendering and
-/// tokenizing the conversation stay with the caller).
+/// tokenizing the conversation stay with the caller). `ordered`: the same
+/// body parsed as ordered_json (null: re-made from `body`, keys then sorted).
 absl::Status ParseChatBody(const nlohmann::json& body, const std::string& model_id,
                            ParsedRequest* out, std::vector<ChatMessage>* messages,
-                           ChatOptions* options);
+                           ChatOptions* options, const nlohmann::ordered_json* ordered = nullptr);
 
 }  // namespace odmoe

@@ -32,7 +32,7 @@ std::vector<std::string> MarkerTexts(const ToolCallSyntaxSpec& spec) {
 }  // namespace
 
 ReplyStream::ReplyStream(Options options)
-    : split_(options.format != nullptr ? *options.format : ChatFormat{}),
+    : split_(options.format != nullptr ? *options.format : ChatFormat{}, options.prompt),
       stop_(std::move(options.stop)),
       special_text_(std::move(options.special_text)) {
   if (options.tools != nullptr && options.tools->choice.kind != ToolChoiceKind::kNone &&

@@ -55,6 +55,9 @@ class ReplyStream {
     /// The chat format (reasoning split by its family); null for a plain
     /// completion.
     const ChatFormat* format = nullptr;
+    /// The rendered prompt (a template that opened <think> for the model
+    /// starts the reply in its reasoning: ChatReplySplitter).
+    std::string_view prompt;
     std::vector<std::string> stop;
     /// The request's tools; null, or choice kNone: the reply is text.
     const ToolRequest* tools = nullptr;

@@ -1,7 +1,11 @@
-// odmoe: the command-line client of a running cluster.
+// odmoe: the command-line client of a running cluster, and the chat template
+// renderer (no cluster needed).
 //
 //   odmoe complete --main 127.0.0.1:7700 "Once upon a time" -n 64
 //   odmoe complete --main 127.0.0.1:7700 --temperature 0.8 --seed 7 --stats "The sea"
+//   odmoe template --model model.gguf --messages chat.json --kwargs '{"enable_thinking": false}'
+//   odmoe template --template qwen3.jinja --eos '<|im_end|>' --messages chat.json --tools
+//   tools.json
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -13,6 +17,10 @@
 #include "cluster/main_client.h"
 #include "cluster/request_proto.h"
 #include "engine/request_fields.h"
+#include "gguf/gguf_reader.h"
+#include "main_node/chat_template.h"
+#include "main_node/http_request.h"
+#include "tokenizer/tokenizer.h"
 #include "topology/topology.h"
 #include "util/cli_args.h"
 #include "util/regular_file.h"
@@ -98,6 +106,94 @@ int Complete(int argc, char** argv) {
   return 0;
 }
 
+// A JSON file (a regular file of at most 64 MiB), parsed with its key order.
+absl::StatusOr<nlohmann::ordered_json> ReadJsonFile(const std::string& path) {
+  absl::StatusOr<std::string> text = odmoe::ReadRegularFile(path, 64u << 20);
+  if (!text.ok())
+    return absl::InvalidArgumentError(path + ": " + std::string(text.status().message()));
+  nlohmann::ordered_json j =
+      nlohmann::ordered_json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return absl::InvalidArgumentError(path + ": not JSON");
+  return j;
+}
+
+// odmoe template: the prompt a conversation renders to, exactly (stdout gets
+// the prompt's bytes and nothing else).
+int Template(int argc, char** argv) {
+  std::string model, template_path, bos, eos, messages_path, tools_path, kwargs;
+  bool no_generation_prompt = false;
+  odmoe::CliArgs args(
+      "odmoe template",
+      "Print the prompt a chat conversation renders to with a model's chat template "
+      "(as the main node renders it; no cluster needed).");
+  args.AddString("model", &model, "FILE",
+                 "take tokenizer.chat_template, BOS and EOS from a GGUF model");
+  args.AddString("template", &template_path, "FILE",
+                 "a chat template file (Jinja) instead of --model");
+  args.AddString("bos", &bos, "TEXT", "with --template: the bos_token text (default empty)");
+  args.AddString("eos", &eos, "TEXT", "with --template: the eos_token text (default empty)");
+  args.AddString("messages", &messages_path, "FILE",
+                 "a JSON array of messages, or a chat request body {messages, tools, ...}",
+                 /*required=*/true);
+  args.AddString("tools", &tools_path, "FILE", "a JSON array of tools (OpenAI's format)");
+  args.AddString("kwargs", &kwargs, "JSON",
+                 "chat_template_kwargs, e.g. '{\"enable_thinking\": false}'");
+  args.AddFlag("no-generation-prompt", &no_generation_prompt,
+               "add_generation_prompt = false (the prompt ends after the last message)");
+  if (std::optional<int> exit = args.ParseOrExit(argc, argv)) return *exit;
+  if (model.empty() == template_path.empty()) return Fail("give one of --model and --template");
+  if (!model.empty() && (!bos.empty() || !eos.empty())) {
+    return Fail("--bos and --eos go with --template (--model takes them from the file)");
+  }
+  std::optional<std::string> chat_template;
+  if (!model.empty()) {
+    absl::StatusOr<std::unique_ptr<odmoe::GgufFile>> file = odmoe::GgufFile::Open(model);
+    if (!file.ok()) return Fail(std::string(file.status().message()));
+    absl::StatusOr<std::unique_ptr<odmoe::Tokenizer>> tok = odmoe::Tokenizer::FromGguf(**file);
+    if (!tok.ok()) return Fail(model + ": " + std::string(tok.status().message()));
+    auto text = [&tok](int32_t id) {
+      return id < 0 || id >= (*tok)->n_vocab() ? std::string() : (*tok)->vocab().tokens[id];
+    };
+    bos = text((*tok)->bos_id());
+    eos = text((*tok)->eos_id());
+    chat_template = (*file)->GetString("tokenizer.chat_template");
+  } else {
+    absl::StatusOr<std::string> text = odmoe::ReadRegularFile(template_path, 16u << 20);
+    if (!text.ok()) return Fail(template_path + ": " + std::string(text.status().message()));
+    chat_template = *text;
+  }
+  absl::StatusOr<odmoe::ChatFormat> format =
+      odmoe::CompileChatFormat(chat_template, {bos, eos, {}});
+  if (!format.ok()) {
+    return Fail((model.empty() ? template_path : model) + ": " +
+                std::string(format.status().message()));
+  }
+  absl::StatusOr<nlohmann::ordered_json> m = ReadJsonFile(messages_path);
+  if (!m.ok()) return Fail(std::string(m.status().message()));
+  nlohmann::ordered_json body = m->is_array() ? nlohmann::ordered_json{{"messages", *m}} : *m;
+  if (!body.is_object())
+    return Fail(messages_path + ": expected an array of messages or an object");
+  if (!tools_path.empty()) {
+    absl::StatusOr<nlohmann::ordered_json> tools = ReadJsonFile(tools_path);
+    if (!tools.ok()) return Fail(std::string(tools.status().message()));
+    body["tools"] = *tools;
+  }
+  if (!kwargs.empty()) {
+    body["chat_template_kwargs"] = nlohmann::ordered_json::parse(kwargs, nullptr, false);
+    if (body["chat_template_kwargs"].is_discarded()) return Fail("--kwargs: not JSON");
+  }
+  if (no_generation_prompt) body["add_generation_prompt"] = false;
+  std::vector<odmoe::ChatMessage> messages;
+  odmoe::ChatOptions options;
+  if (absl::Status s = odmoe::ParseChatMessages(body, &messages, &options); !s.ok()) {
+    return Fail(std::string(s.message()));
+  }
+  absl::StatusOr<std::string> prompt = odmoe::RenderChat(*format, messages, options);
+  if (!prompt.ok()) return Fail(std::string(prompt.status().message()));
+  std::cout << *prompt << std::flush;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -107,16 +203,21 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (first == "complete") return Complete(argc - 1, argv + 1);
+  if (first == "template") return Template(argc - 1, argv + 1);
   if (first == "--help" || first == "-h") {
-    // The one command's options, so that `odmoe --help` shows them all.
-    char name[] = "odmoe complete";
+    // Every command's options, so that `odmoe --help` shows them all.
+    char complete[] = "odmoe complete";
+    char tmpl[] = "odmoe template";
     char help[] = "--help";
-    char* args[] = {name, help};
-    std::cout << "usage: odmoe COMMAND [options]  (commands: complete)\n\n";
-    return Complete(2, args);
+    char* complete_args[] = {complete, help};
+    char* template_args[] = {tmpl, help};
+    std::cout << "usage: odmoe COMMAND [options]  (commands: complete, template)\n\n";
+    Complete(2, complete_args);
+    std::cout << "\n";
+    return Template(2, template_args);
   }
   std::cerr << "odmoe: error: "
             << (first.empty() ? "expected a command" : "unknown command '" + first + "'")
-            << " (commands: complete; see --help)\n";
+            << " (commands: complete, template; see --help)\n";
   return odmoe::CliArgs::kUsageExit;
 }

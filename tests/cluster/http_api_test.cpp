@@ -222,7 +222,10 @@ TEST_CASE("http: chat renders the model's template, its special tokens as tokens
   cfg.http = true;
   cfg.model = ModelWithTemplate(
       "mistral",
-      "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}"
+      "{{ bos_token }}{% for message in messages %}"
+      "{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+      "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}"
+      "{% endif %}{% if message['role'] == 'user' %}"
       "{{ '[INST] ' + message['content'] + ' [/INST]' }}{% else %}"
       "{{ message['content'] + eos_token }}{% endif %}{% endfor %}");
   auto cluster = TestCluster::Start(cfg);
@@ -245,22 +248,31 @@ TEST_CASE("http: chat renders the model's template, its special tokens as tokens
   CHECK(j["usage"]["prompt_tokens"] == ids.size());
   CHECK(j["choices"][0]["message"]["content"] == ReferenceTextIds(ids, 6));
   CHECK_FALSE(j["choices"][0]["message"].contains("reasoning_content"));
-  // Switches this format does not have are named.
-  ExpectError(cli, "/v1/chat/completions",
-              json{{"messages", messages}, {"reasoning_effort", "low"}}.dump(), 400,
-              "reasoning_effort");
-  ExpectError(
-      cli, "/v1/chat/completions",
-      json{{"messages", messages}, {"chat_template_kwargs", {{"enable_thinking", true}}}}.dump(),
-      400, "chat_template_kwargs.enable_thinking");
+  // llama-server's /apply-template: the same prompt, nothing generated.
+  const json applied = json::parse(PostOk(cli, "/apply-template", {{"messages", messages}}));
+  CHECK(applied == json{{"prompt", (*tok)->vocab().tokens[(*tok)->bos_id()] + prompt}});
+  // Switches the template does not read change nothing (as in transformers);
+  // keys the request sets itself are refused.
+  const json with_kwargs =
+      json::parse(PostOk(cli, "/apply-template",
+                         {{"messages", messages},
+                          {"reasoning_effort", "low"},
+                          {"chat_template_kwargs", {{"enable_thinking", true}}}}));
+  CHECK(with_kwargs == applied);
   ExpectError(cli, "/v1/chat/completions",
               json{{"messages", messages}, {"chat_template_kwargs", {{"tools", 1}}}}.dump(), 400,
-              "chat_template_kwargs");
-  ExpectError(cli, "/v1/chat/completions",
-              json{{"messages",
-                    {{{"role", "user"}, {"content", "a"}}, {{"role", "user"}, {"content", "b"}}}}}
-                  .dump(),
-              400, "messages[1]");
+              "chat_template_kwargs.tools");
+  // The template's raise_exception is a 400 with its message and line.
+  const json alternating = {
+      {"messages", {{{"role", "user"}, {"content", "a"}}, {{"role", "user"}, {"content", "b"}}}}};
+  for (const char* path : {"/v1/chat/completions", "/apply-template"}) {
+    ExpectError(cli, path, alternating.dump(), 400, "messages");
+    auto res = cli.Post(path, alternating.dump(), "application/json");
+    REQUIRE(res);
+    CHECK_THAT(res->body,
+               Catch::Contains(
+                   "chat template line 1: raise_exception: Conversation roles must alternate"));
+  }
   cluster->reset();
   std::filesystem::remove(cfg.model);
 }
@@ -487,17 +499,16 @@ TEST_CASE("http: logprobs and echo are the single process's numbers", "[cluster]
   CHECK(by_ids["choices"][0]["logprobs"]["token_logprobs"] == lp["token_logprobs"]);
   CHECK(by_ids["usage"]["prompt_tokens"] == ids.size());
   // A batch of one prompt (what evaluation harnesses send): that prompt.
-  json batch_of_one = json::parse(post("/v1/completions", {{"prompt", json::array({ids})},
-                                                           {"max_tokens", 0},
-                                                           {"echo", true},
-                                                           {"logprobs", 1}}));
+  json batch_of_one = json::parse(
+      post("/v1/completions",
+           {{"prompt", json::array({ids})}, {"max_tokens", 0}, {"echo", true}, {"logprobs", 1}}));
   CHECK(batch_of_one["choices"][0]["logprobs"]["token_logprobs"] == lp["token_logprobs"]);
   ExpectError(cli, "/v1/completions", json{{"prompt", {1, 2, 1 << 30}}}.dump(), 400, "prompt");
   // Prompt + one token when the model's next token is end-of-sequence (these
   // ids, from an evaluation harness's request, end so): the end token is
   // listed with its score, so the harness finds the prompt's scores where it
   // expects them, and the text ends before it.
-  const std::vector<int32_t> ends = {415, 703, 747, 413, 315, 436, 591,  337, 528, 424, 1975,
+  const std::vector<int32_t> ends = {415, 703, 747, 413, 315, 436, 591, 337,  528,  424, 1975,
                                      334, 679, 970, 821, 308, 400, 539, 1531, 1319, 321, 1975};
   GenerateRequest until_eos;
   until_eos.prompt_ids = ends;
@@ -506,9 +517,9 @@ TEST_CASE("http: logprobs and echo are the single process's numbers", "[cluster]
   const GenerateResult eos_want = engine->Generate(until_eos).value();
   REQUIRE(eos_want.stop_reason == GenerateResult::StopReason::kEos);
   REQUIRE(eos_want.eos_logprob.has_value());
-  j = json::parse(post("/v1/completions",
-                       {{"prompt", json::array({ends})}, {"max_tokens", 1}, {"echo", true},
-                        {"logprobs", 1}}));
+  j = json::parse(
+      post("/v1/completions",
+           {{"prompt", json::array({ends})}, {"max_tokens", 1}, {"echo", true}, {"logprobs", 1}}));
   lp = j["choices"][0]["logprobs"];
   REQUIRE(lp["token_logprobs"].size() == ends.size() + 1);
   CHECK(lp["tokens"].back() == tok.TokenToPiece(tok.eos_id()));
@@ -837,10 +848,11 @@ TEST_CASE("http: concurrent completions are generated together, each the single 
     clients.emplace_back([&, i] {
       httplib::Client cli = Client(**cluster);
       const bool stream = i == 1;  // one of them streams
-      auto res = cli.Post("/v1/completions",
-                          json{{"prompt", prompts[i]}, {"max_tokens", 24}, {"temperature", 0}, {"stream", stream}}
-                              .dump(),
-                          "application/json");
+      auto res = cli.Post(
+          "/v1/completions",
+          json{{"prompt", prompts[i]}, {"max_tokens", 24}, {"temperature", 0}, {"stream", stream}}
+              .dump(),
+          "application/json");
       if (!res) return;
       statuses[i] = res->status;
       if (!stream) {
@@ -881,10 +893,10 @@ TEST_CASE("http: a speculative completion reports its drafts, and /metrics count
   auto cluster = TestCluster::Start(cfg);
   REQUIRE(cluster.ok());
   httplib::Client cli = Client(**cluster);
-  auto res = cli.Post(
-      "/v1/completions",
-      json{{"prompt", "Once upon a time"}, {"max_tokens", 24}, {"temperature", 0}}.dump(),
-      "application/json");
+  auto res =
+      cli.Post("/v1/completions",
+               json{{"prompt", "Once upon a time"}, {"max_tokens", 24}, {"temperature", 0}}.dump(),
+               "application/json");
   REQUIRE(res);
   REQUIRE(res->status == 200);
   const json body = json::parse(res->body);
@@ -895,8 +907,7 @@ TEST_CASE("http: a speculative completion reports its drafts, and /metrics count
   CHECK(stats["tokens_per_iteration"].get<double>() > 1.5);
   auto metrics = cli.Get("/metrics");
   REQUIRE(metrics);
-  CHECK(metrics->body.find("odmoe_draft_tokens_total{outcome=\"accepted\"} ") !=
-        std::string::npos);
+  CHECK(metrics->body.find("odmoe_draft_tokens_total{outcome=\"accepted\"} ") != std::string::npos);
   CHECK(metrics->body.find("odmoe_draft_tokens_total{outcome=\"accepted\"} 0\n") ==
         std::string::npos);
   CHECK(metrics->body.find("odmoe_draft_acceptance 0.000000") == std::string::npos);

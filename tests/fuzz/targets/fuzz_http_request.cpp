@@ -1,7 +1,7 @@
 // Fuzz target: the HTTP API's request parsing and validation. The input is
 // parsed as JSON as the server does (ParseRequestJson: strict) and run through
 // both endpoints' body parsers, then the chat body is rendered with each
-// family's chat template; every outcome must be a status, never an exception
+// tiny model's chat template (the Jinja engine); every outcome must be a status, never an exception
 // or a crash (main_node/http_request.h, main_node/chat_template.h).
 #include <cstdint>
 #include <memory>
@@ -20,8 +20,8 @@ const odmoe::Tokenizer& Tok() {
   return *model.tokenizer;
 }
 
-// One chat format per family, each with its file's tokenizer, as the server
-// detects them (http_api.cpp).
+// The chat templates of the tiny models, each with its file's tokenizer, as
+// the server compiles them (http_api.cpp).
 const std::vector<odmoe::ChatFormat>& Formats() {
   static std::vector<std::unique_ptr<odmoe::Tokenizer>> toks;
   static const std::vector<odmoe::ChatFormat> formats = [] {
@@ -37,7 +37,8 @@ const std::vector<odmoe::ChatFormat>& Formats() {
       };
       const odmoe::ChatVocab vocab{text(tok.bos_id()), text(tok.eos_id()),
                                    [&tok](std::string_view s) { return tok.TokenId(s); }};
-      v.push_back(odmoe::DetectChatFormat(m.gguf->GetString("tokenizer.chat_template"), vocab));
+      v.push_back(
+          odmoe::CompileChatFormat(m.gguf->GetString("tokenizer.chat_template"), vocab).value());
       toks.push_back(std::move(m.tokenizer));
     }
     return v;
@@ -54,8 +55,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!parsed.ok()) return 0;
   const json& body = *parsed;
   odmoe::ParsedRequest completion;
-  odmoe::fuzz::Consume(
-      odmoe::ParseCompletionBody(body, "tiny-mixtral", Tok(), &completion).ok());
+  odmoe::fuzz::Consume(odmoe::ParseCompletionBody(body, "tiny-mixtral", Tok(), &completion).ok());
   odmoe::ParsedRequest chat;
   std::vector<odmoe::ChatMessage> messages;
   odmoe::ChatOptions options;
