@@ -37,6 +37,12 @@ struct GenerateRequest {
   int max_tokens = 64;
   SamplingParams sampling;
   bool ignore_eos = false;      // keep generating past EOS
+  /// EOS (unless ignored) and stop_token_ids may not come before this many
+  /// tokens were generated (max_tokens still ends the generation).
+  int min_tokens = 0;
+  /// Tokens that end the generation as EOS does (StopReason::kStopToken;
+  /// not part of the output).
+  std::vector<int32_t> stop_token_ids;
   bool record_routing = false;  // fill GenerateResult::routing
   /// -1: none. 0..kMaxScoreTopN: fill GenerateResult::logprobs with each
   /// generated token's log-probability and this many alternatives.
@@ -57,13 +63,18 @@ struct GenerateResult {
   std::vector<int32_t> prompt_ids;
   std::vector<int32_t> output_ids;
   std::string text;
-  enum class StopReason { kMaxTokens, kEos, kStopped } stop_reason = StopReason::kMaxTokens;
+  enum class StopReason {
+    kMaxTokens,
+    kEos,
+    kStopped,    // a stop sequence (GenerationHooks::should_stop)
+    kStopToken,  // one of GenerateRequest::stop_token_ids
+  } stop_reason = StopReason::kMaxTokens;
   /// When requested: the experts of every layer for every position that went
   /// through the model (prompt, then each generated token but the last).
   std::vector<TokenRouting> routing;
   /// When requested: entry i scores output_ids[i] against the logits it was
   /// sampled from (ScoreLogitsRow: the model's distribution, before
-  /// temperature or top-p), with the top-N alternatives.
+  /// logit_bias, penalties, bans, a constraint, temperature or top-p), with the top-N alternatives.
   std::vector<RowScore> logprobs;
   /// When logprobs were requested and generation ended with the
   /// end-of-sequence token: its score (it is not in output_ids). Completions
@@ -79,7 +90,7 @@ struct GenerateResult {
 /// replacement text.
 using GenerationCallback = std::function<void(int32_t id, std::string_view text)>;
 
-/// "max_tokens" | "eos" | "stop".
+/// "max_tokens" | "eos" | "stop" | "stop_token".
 const char* StopReasonName(GenerateResult::StopReason reason);
 
 struct GenerationHooks {

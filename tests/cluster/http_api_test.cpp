@@ -350,11 +350,15 @@ TEST_CASE("http: the OpenAI surface clients use", "[cluster][http]") {
               "max_completion_tokens");
 
   // A parameter the server does not honour is a 400 naming it; one whose value
-  // asks for nothing (a zero penalty, no tools) is fine.
+  // asks for nothing (no tools) is fine, and so are the sampling chain's
+  // parameters and those accepted as the reference APIs accept them.
   ExpectError(cli, "/v1/completions", json{{"prompt", prompt}, {"frobnicate", 1}}.dump(), 400,
               "frobnicate");
-  ExpectError(cli, "/v1/completions", json{{"prompt", prompt}, {"presence_penalty", 0.5}}.dump(),
+  ExpectError(cli, "/v1/completions", json{{"prompt", prompt}, {"presence_penalty", 2.5}}.dump(),
               400, "presence_penalty");
+  ExpectError(cli, "/v1/chat/completions",
+              json{{"messages", hello}, {"modalities", {"text", "audio"}}}.dump(), 400,
+              "modalities");
   ExpectError(cli, "/v1/completions", json{{"prompt", prompt}, {"best_of", 3}}.dump(), 400,
               "best_of");
   ExpectError(cli, "/v1/chat/completions",
@@ -364,9 +368,20 @@ TEST_CASE("http: the OpenAI surface clients use", "[cluster][http]") {
               "echo");
   post("/v1/completions", {{"prompt", prompt},
                            {"max_tokens", 2},
-                           {"presence_penalty", 0},
-                           {"frequency_penalty", 0.0},
-                           {"logit_bias", json::object()},
+                           {"presence_penalty", 0.5},
+                           {"frequency_penalty", 0.3},
+                           {"repetition_penalty", 1.1},
+                           {"min_p", 0.05},
+                           {"typical_p", 0.95},
+                           {"top_k", 40},
+                           {"logit_bias", {{"5", -100}}},
+                           {"stop_token_ids", {7}},
+                           {"min_tokens", 1},
+                           {"ignore_eos", true},
+                           {"metadata", {{"team", "a"}}},
+                           {"store", false},
+                           {"service_tier", "auto"},
+                           {"cache_prompt", true},
                            {"best_of", 1},
                            {"suffix", nullptr},
                            {"user", "someone"}});
