@@ -95,124 +95,128 @@ std::span<const float> Sampler::Process(std::span<const float> logits,
   return processed_;
 }
 
-void Sampler::SortUpTo(size_t upto) {
+template <typename Before>
+double Sampler::KeepPrefix(Before before, double target) {
   const size_t n = candidates_.size();
-  upto = std::min(upto, n);
-  if (upto <= sorted_) return;
-  const auto by_order = [](const Candidate& a, const Candidate& b) { return Before(a, b); };
-  auto first = candidates_.begin() + static_cast<std::ptrdiff_t>(sorted_);
-  auto mid = candidates_.begin() + static_cast<std::ptrdiff_t>(upto);
-  // Everything before sorted_ already comes before the rest.
-  if (upto < n) std::nth_element(first, mid, candidates_.end(), by_order);
-  std::sort(first, mid, by_order);
-  sorted_ = upto;
+  double cumulative = 0.0;
+  size_t sorted = 0;
+  for (size_t block = kFirstSorted; sorted < n; block *= kSortedGrowth) {
+    // candidates_[0, sorted) come first, in order; bring the next block.
+    const size_t upto = std::min(n, sorted + block);
+    const auto first = candidates_.begin() + static_cast<std::ptrdiff_t>(sorted);
+    const auto mid = candidates_.begin() + static_cast<std::ptrdiff_t>(upto);
+    if (upto < n) std::nth_element(first, mid, candidates_.end(), before);
+    std::sort(first, mid, before);
+    for (size_t i = sorted; i < upto; ++i) {
+      cumulative += candidates_[i].weight;
+      if (cumulative >= target) {
+        candidates_.resize(i + 1);
+        return cumulative;
+      }
+    }
+    sorted = upto;
+  }
+  return cumulative;  // rounding: all of them
 }
 
-size_t Sampler::Truncate(std::span<const float> logits) {
-  candidates_.clear();
-  sorted_ = 0;
+double Sampler::Weigh(std::span<const float> logits) {
+  const size_t n_vocab = logits.size();
   float max_logit = kMinusInf;
-  for (size_t i = 0; i < logits.size(); ++i) {
-    // Banned and masked tokens (and NaN) are never candidates.
-    if (!(logits[i] > kMinusInf)) continue;
-    candidates_.push_back({logits[i], static_cast<int32_t>(i), 0.0});
-    max_logit = std::max(max_logit, logits[i]);
-  }
-  if (candidates_.empty()) return 0;
-  // 6. top_k
-  if (params_.top_k > 0 && candidates_.size() > static_cast<size_t>(params_.top_k)) {
-    SortUpTo(static_cast<size_t>(params_.top_k));
-    candidates_.resize(static_cast<size_t>(params_.top_k));
-  }
-  // 5. temperature (on what top_k kept: the same weights, fewer of them)
-  const double inv_t = 1.0 / params_.temperature;
+  for (float l : logits) max_logit = std::max(max_logit, l);
+  if (!(max_logit > kMinusInf)) return 0.0;
+  const float inv_t = 1.0f / params_.temperature;
+  const auto weight = [max_logit, inv_t](float l) { return std::exp((l - max_logit) * inv_t); };
+  const size_t top_k = params_.top_k > 0 ? static_cast<size_t>(params_.top_k) : n_vocab;
+  weights_.assign(n_vocab, 0.0f);
   double mass = 0.0;
+  if (top_k >= n_vocab && params_.typical_p >= 1.0f && params_.top_p >= 1.0f &&
+      params_.min_p <= 0.0f) {
+    // 5 only: one pass (exp(-inf) = 0 for banned and masked tokens).
+    for (size_t i = 0; i < n_vocab; ++i) {
+      if (!(logits[i] > kMinusInf)) continue;  // and NaN
+      weights_[i] = weight(logits[i]);
+      mass += weights_[i];
+    }
+    return mass;
+  }
+  candidates_.clear();
+  const auto by_order = [](const Candidate& a, const Candidate& b) { return Before(a, b); };
+  if (top_k < n_vocab) {
+    // 6. top_k: one pass keeping the k most likely in a heap (the least on top).
+    for (size_t i = 0; i < n_vocab; ++i) {
+      if (!(logits[i] > kMinusInf)) continue;
+      const Candidate c{logits[i], static_cast<int32_t>(i), 0, 0};
+      if (candidates_.size() < top_k) {
+        candidates_.push_back(c);
+        std::push_heap(candidates_.begin(), candidates_.end(), by_order);
+      } else if (Before(c, candidates_.front())) {
+        std::pop_heap(candidates_.begin(), candidates_.end(), by_order);
+        candidates_.back() = c;
+        std::push_heap(candidates_.begin(), candidates_.end(), by_order);
+      }
+    }
+  } else {
+    // Without top_p and typical_p, min_p's cut is the most likely token's,
+    // known now: tokens far below it need no weight (the exact test is 9's;
+    // the margin only keeps this one looser than it).
+    float lowest = kMinusInf;
+    if (params_.min_p > 0.0f && params_.top_p >= 1.0f && params_.typical_p >= 1.0f) {
+      lowest = max_logit + (std::log(params_.min_p) - 1e-3f) * params_.temperature;
+    }
+    for (size_t i = 0; i < n_vocab; ++i) {
+      if (logits[i] > kMinusInf && logits[i] >= lowest) {
+        candidates_.push_back({logits[i], static_cast<int32_t>(i), 0, 0});
+      }
+    }
+  }
+  // 5. temperature, on what top_k kept
   for (Candidate& c : candidates_) {
-    c.weight = std::exp((static_cast<double>(c.logit) - max_logit) * inv_t);
+    c.weight = weight(c.logit);
     mass += c.weight;
   }
-  // 7. typical_p: by the distance of each token's information from the
-  // entropy, the smallest set reaching typical_p; then back to draw order.
+  // 7. typical_p: the tokens whose information is closest to the entropy.
   if (params_.typical_p < 1.0f && candidates_.size() > 1) {
     double entropy = 0.0;
     for (const Candidate& c : candidates_) {
       const double p = c.weight / mass;
       if (p > 0) entropy -= p * std::log(p);
     }
-    std::vector<std::pair<double, size_t>> by_typicality;
-    by_typicality.reserve(candidates_.size());
-    for (size_t i = 0; i < candidates_.size(); ++i) {
-      const double p = candidates_[i].weight / mass;
-      const double surprise = p > 0 ? -std::log(p) : std::numeric_limits<double>::infinity();
-      by_typicality.emplace_back(std::abs(surprise - entropy), i);
+    for (Candidate& c : candidates_) {
+      const double p = c.weight / mass;
+      c.key = p > 0 ? static_cast<float>(std::abs(-std::log(p) - entropy))
+                    : std::numeric_limits<float>::infinity();
     }
-    std::sort(by_typicality.begin(), by_typicality.end(), [this](const auto& a, const auto& b) {
-      return a.first < b.first ||
-             (a.first == b.first && Before(candidates_[a.second], candidates_[b.second]));
-    });
-    double cumulative = 0.0;
-    size_t keep = by_typicality.size();
-    for (size_t i = 0; i < by_typicality.size(); ++i) {
-      cumulative += candidates_[by_typicality[i].second].weight;
-      if (cumulative >= params_.typical_p * mass) {
-        keep = i + 1;
-        break;
-      }
-    }
-    std::vector<Candidate> kept;
-    kept.reserve(keep);
-    for (size_t i = 0; i < keep; ++i) kept.push_back(candidates_[by_typicality[i].second]);
-    std::sort(kept.begin(), kept.end(),
-              [](const Candidate& a, const Candidate& b) { return Before(a, b); });
-    candidates_ = std::move(kept);
-    sorted_ = candidates_.size();
-    mass = cumulative;
+    mass = KeepPrefix(
+        [](const Candidate& a, const Candidate& b) {
+          return a.key < b.key || (a.key == b.key && Before(a, b));
+        },
+        params_.typical_p * mass);
   }
-  // 8. top_p: the smallest most likely prefix reaching top_p.
-  if (params_.top_p < 1.0f) {
-    const double target = params_.top_p * mass;
-    double cumulative = 0.0;
-    size_t keep = candidates_.size();
-    for (size_t i = 0; i < candidates_.size(); ++i) {
-      if (i == sorted_) SortUpTo(std::max(kFirstSorted, sorted_ * kSortedGrowth));
-      cumulative += candidates_[i].weight;
-      if (cumulative >= target) {
-        keep = i + 1;
-        break;
-      }
-    }
-    candidates_.resize(keep);
-    sorted_ = std::min(sorted_, keep);
+  // 8. top_p: the most likely tokens up to top_p of the mass.
+  if (params_.top_p < 1.0f) mass = KeepPrefix(by_order, params_.top_p * mass);
+  // 9. min_p: against the most likely token left.
+  float top = 0.0f;
+  for (const Candidate& c : candidates_) top = std::max(top, c.weight);
+  const float floor = params_.min_p * top;
+  mass = 0.0;
+  for (const Candidate& c : candidates_) {
+    if (c.weight < floor) continue;
+    weights_[static_cast<size_t>(c.id)] = c.weight;
+    mass += c.weight;
   }
-  // 9. min_p: against the most likely token left (always kept).
-  if (params_.min_p > 0.0f) {
-    double top = 0.0;
-    for (const Candidate& c : candidates_) top = std::max(top, c.weight);
-    const double floor = params_.min_p * top;
-    size_t out = 0, sorted_left = 0;
-    for (size_t i = 0; i < candidates_.size(); ++i) {
-      if (candidates_[i].weight < floor) continue;
-      if (i < sorted_) ++sorted_left;  // order kept: the sorted ones stay first
-      candidates_[out++] = candidates_[i];
-    }
-    candidates_.resize(out);
-    sorted_ = sorted_left;
-  }
-  return candidates_.size();
+  return mass;
 }
 
-int32_t Sampler::Walk(double target, int32_t skip) {
+int32_t Sampler::Walk(double target, int32_t skip) const {
   double cumulative = 0.0;
-  size_t last = candidates_.size();
-  for (size_t i = 0; i < candidates_.size(); ++i) {
-    if (i == sorted_) SortUpTo(std::max(kFirstSorted, sorted_ * kSortedGrowth));
-    if (candidates_[i].id == skip) continue;
-    last = i;
-    cumulative += candidates_[i].weight;
-    if (target < cumulative) return candidates_[i].id;
+  int32_t last = kNoToken;
+  for (size_t i = 0; i < weights_.size(); ++i) {
+    if (weights_[i] == 0.0f || static_cast<int32_t>(i) == skip) continue;
+    last = static_cast<int32_t>(i);
+    cumulative += weights_[i];
+    if (target < cumulative) return last;
   }
-  // Rounding left the target at the top: the last candidate.
-  return last < candidates_.size() ? candidates_[last].id : kNoToken;
+  return last;  // rounding left the target at the top: the last token with weight
 }
 
 int32_t Sampler::Sample(std::span<const float> logits) {
@@ -220,9 +224,8 @@ int32_t Sampler::Sample(std::span<const float> logits) {
     const int32_t best = Argmax(logits);
     return logits.empty() || !(logits[static_cast<size_t>(best)] > kMinusInf) ? kNoToken : best;
   }
-  if (Truncate(logits) == 0) return kNoToken;
-  double mass = 0.0;
-  for (const Candidate& c : candidates_) mass += c.weight;
+  const double mass = Weigh(logits);
+  if (mass <= 0.0) return kNoToken;
   return Walk(Uniform() * mass, kNoToken);
 }
 
@@ -233,24 +236,17 @@ int32_t Sampler::SampleDraft(std::span<const float> logits, int32_t draft, bool*
     return best;
   }
   *accepted = false;
-  const size_t n = Truncate(logits);
-  if (n == 0) return kNoToken;
-  double mass = 0.0, draft_mass = 0.0;
-  size_t draft_at = n;
-  for (size_t i = 0; i < n; ++i) {
-    mass += candidates_[i].weight;
-    if (candidates_[i].id == draft) {
-      draft_mass = candidates_[i].weight;
-      draft_at = i;
-    }
-  }
+  const double mass = Weigh(logits);
+  if (mass <= 0.0) return kNoToken;
+  const bool in_vocab = draft >= 0 && static_cast<size_t>(draft) < weights_.size();
+  const double draft_mass = in_vocab ? weights_[static_cast<size_t>(draft)] : 0.0;
   // Accept with probability min(1, p(d) / q(d)) = p(d).
-  if (draft_at < n && Uniform() * mass < draft_mass) {
+  if (draft_mass > 0.0 && Uniform() * mass < draft_mass) {
     *accepted = true;
     return draft;
   }
-  // The residual max(0, p - q), normalized: p without the draft. (p all on
-  // the draft never rejects it; rounding at the top returns it below.)
+  // The residual max(0, p - q), normalized: p without the draft (p all on
+  // the draft never rejects it; rounding can: then the draft).
   const int32_t next = Walk(Uniform() * (mass - draft_mass), draft);
   return next == kNoToken ? draft : next;
 }
@@ -262,10 +258,9 @@ std::vector<double> Sampler::Probabilities(std::span<const float> logits) {
     if (best != kNoToken) p[static_cast<size_t>(best)] = 1.0;
     return p;
   }
-  const size_t n = Truncate(logits);
-  double mass = 0.0;
-  for (size_t i = 0; i < n; ++i) mass += candidates_[i].weight;
-  for (size_t i = 0; i < n; ++i) p[static_cast<size_t>(candidates_[i].id)] = candidates_[i].weight / mass;
+  const double mass = Weigh(logits);
+  if (mass <= 0.0) return p;
+  for (size_t i = 0; i < p.size(); ++i) p[i] = weights_[i] / mass;
   return p;
 }
 

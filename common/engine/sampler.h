@@ -30,13 +30,13 @@
 // Sampling is reproducible across machines: the random stream is
 // std::mt19937_64 seeded with `seed`, turned into uniforms by our own
 // conversion (not std::uniform_real_distribution, whose output differs
-// between standard libraries); the draw walks the tokens from the most likely
-// (ties: the lower id).
+// between standard libraries); the draw walks the tokens in id order.
 //
 // Cost: Process returns its input untouched (no copy) when no step applies;
 // the penalties touch only the window's distinct tokens, whose counts are kept
-// as tokens come and go (O(window) state, nothing rescanned per token). The
-// draw sorts only the most likely tokens it needs.
+// as tokens come and go (O(window) state, nothing rescanned per token).
+// Sampling with no cut is one pass (exp) and a walk over the vocabulary;
+// top_p and typical_p sort only as many tokens as their mass needs.
 //
 // The parameters' bounds are declared with the request's other fields
 // (request_fields.h), where every transport and PreparePrompt check them; a
@@ -148,23 +148,26 @@ class Sampler {
   struct Candidate {
     float logit;
     int32_t id;
-    double weight;  // exp((logit - max) / T)
+    float weight;  // exp((logit - max) / T)
+    float key;     // typical_p: the distance from the entropy
   };
-  // Steps 5-9: candidates_[0, n) with their weights; returns n (0: none).
-  // candidates_[0, sorted_) are the most likely, in draw order.
-  size_t Truncate(std::span<const float> logits);
-  // Makes candidates_[0, min(upto, n)) the most likely ones, in draw order.
-  void SortUpTo(size_t upto);
-  // The candidate at `target` of the cumulative weights in draw order,
-  // skipping the token `skip` (kNoToken: none); kNoToken when none is left.
-  int32_t Walk(double target, int32_t skip);
+  // Steps 5-9: weights_[t] the unnormalized probability of token t (0: cut);
+  // returns their sum (0: no token left).
+  double Weigh(std::span<const float> logits);
+  // Keeps the smallest prefix of candidates_ in `before`'s order whose weight
+  // reaches `target` (sorting only as far as it needs); returns its weight.
+  template <typename Before>
+  double KeepPrefix(Before before, double target);
+  // The token at `target` of the cumulative weights in id order, skipping
+  // `skip` (kNoToken: none); kNoToken when none is left.
+  int32_t Walk(double target, int32_t skip) const;
   double Uniform();  // [0, 1)
 
   SamplingParams params_;
   std::mt19937_64 rng_;
   PenaltyWindow window_;
   std::vector<Candidate> candidates_;  // reused across calls
-  size_t sorted_ = 0;
+  std::vector<float> weights_;         // one per token
   std::vector<float> processed_;
 };
 
