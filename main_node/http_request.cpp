@@ -114,16 +114,22 @@ absl::Status ReadFieldIfGiven(const json& body, const std::string& key, const Re
 // a 400 naming it, never silently ignored. null means "not given".
 absl::Status CheckParameters(const json& body, bool chat) {
   // Besides the request fields offered by name (request_fields.h).
-  static const std::set<std::string> kCommon = {
-      "model",     "max_tokens",     "max_completion_tokens", "n",        "stream",
-      "stream_options", "stop",      "logprobs",              "user",     "logit_bias",
-      "stop_token_ids", "n_predict", "cache_prompt",          "metadata", "store",
-      "service_tier",   "modalities"};
+  static const std::set<std::string> kCommon = {"model", "max_tokens", "max_completion_tokens",
+                                                "n",     "stream",     "stream_options",
+                                                "stop",  "logprobs",   "user"};
+  // The sampling chain's lists and llama-server's alias (ParseTokenLists,
+  // ParseCommon), and those accepted only (CheckAcceptedOnly).
+  static const std::set<std::string> kSampling = {"logit_bias", "stop_token_ids", "n_predict"};
+  static const std::set<std::string> kAccepted = {"metadata", "store", "service_tier", "modalities",
+                                                  "cache_prompt"};
   static const std::set<std::string> kCompletions = {"prompt", "echo"};
   static const std::set<std::string> kChat = {"messages", "top_logprobs", "reasoning_effort",
                                               "chat_template_kwargs"};
   for (const auto& [key, value] : body.items()) {
-    if (value.is_null() || kCommon.count(key) || (chat ? kChat : kCompletions).count(key)) continue;
+    if (value.is_null() || kCommon.count(key) || kSampling.count(key) || kAccepted.count(key) ||
+        (chat ? kChat : kCompletions).count(key)) {
+      continue;
+    }
     if (const RequestField* f = FindRequestField(key); f && (f->offered & kRequestFieldHttp)) {
       continue;
     }
@@ -148,8 +154,7 @@ absl::Status ParseTokenLists(const json& body, GenerateRequest* g) {
   if (const auto it = body.find("logit_bias"); it != body.end() && !it->is_null()) {
     if (!it->is_object()) return Bad("logit_bias", "expected an object of token id -> bias");
     for (const auto& [key, value] : it->items()) {
-      ODMOE_RETURN_IF_ERROR(
-          AddLogitBias(key, value.is_number() ? value.get<double>() : NAN, g));
+      ODMOE_RETURN_IF_ERROR(AddLogitBias(key, value.is_number() ? value.get<double>() : NAN, g));
     }
   }
   if (const auto it = body.find("stop_token_ids"); it != body.end() && !it->is_null()) {
@@ -157,8 +162,9 @@ absl::Status ParseTokenLists(const json& body, GenerateRequest* g) {
     for (const json& id : *it) {
       if (!id.is_number_integer()) return Bad("stop_token_ids", "expected an array of token ids");
       ODMOE_RETURN_IF_ERROR(AddStopTokenId(
-          id.is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(id.get<uint64_t>(), INT64_MAX))
-                                  : id.get<int64_t>(),
+          id.is_number_unsigned()
+              ? static_cast<int64_t>(std::min<uint64_t>(id.get<uint64_t>(), INT64_MAX))
+              : id.get<int64_t>(),
           g));
     }
   }

@@ -66,19 +66,17 @@ std::vector<Setting> Settings() {
       {"presence_penalty 0.5", with(1.0f, [](auto& r) { r.sampling.presence_penalty = 0.5f; })},
       {"frequency_penalty 0.5", with(1.0f, [](auto& r) { r.sampling.frequency_penalty = 0.5f; })},
       {"repetition_penalty 1.1", with(1.0f, [](auto& r) { r.sampling.repetition_penalty = 1.1f; })},
-      {"penalties, whole context",
-       with(1.0f,
-            [](auto& r) {
-              r.sampling.frequency_penalty = 0.5f;
-              r.sampling.repeat_last_n = -1;
-            })},
+      {"penalties, whole context", with(1.0f,
+                                        [](auto& r) {
+                                          r.sampling.frequency_penalty = 0.5f;
+                                          r.sampling.repeat_last_n = -1;
+                                        })},
       {"logit_bias (100 tokens)", with(1.0f, [&bias](auto& r) { r.sampling.logit_bias = bias; })},
-      {"min_tokens + stop_token_ids",
-       with(1.0f,
-            [](auto& r) {
-              r.min_tokens = 1 << 20;
-              r.stop_token_ids = {7, 8, 9};
-            })},
+      {"min_tokens + stop_token_ids", with(1.0f,
+                                           [](auto& r) {
+                                             r.min_tokens = 1 << 20;
+                                             r.stop_token_ids = {7, 8, 9};
+                                           })},
       {"all of them", with(1.0f, all)},
   };
 }
@@ -129,8 +127,9 @@ int main(int argc, char** argv) {
   args.SetDefaultLogLevel("warn");
   if (std::optional<int> exit = args.ParseOrExit(argc, argv)) return *exit;
   if (vocab < 16 || history < 0 || tokens < 2 || runs < 1) {
-    std::fprintf(stderr, "odmoe-bench-sampling: error: --vocab >= 16, --history >= 0, "
-                         "--tokens >= 2, --runs >= 1\n");
+    std::fprintf(stderr,
+                 "odmoe-bench-sampling: error: --vocab >= 16, --history >= 0, "
+                 "--tokens >= 2, --runs >= 1\n");
     return odmoe::CliArgs::kUsageExit;
   }
   const std::vector<Setting> settings = Settings();

@@ -36,7 +36,7 @@ struct GenerateRequest {
   Tokenizer::EncodeOptions encode;
   int max_tokens = 64;
   SamplingParams sampling;
-  bool ignore_eos = false;      // keep generating past EOS
+  bool ignore_eos = false;  // keep generating past EOS
   /// EOS (unless ignored) and stop_token_ids may not come before this many
   /// tokens were generated (max_tokens still ends the generation).
   int min_tokens = 0;

@@ -162,8 +162,8 @@ absl::Status NotATokenId(std::string_view field, int64_t token) {
 absl::Status CheckLogitBias(int64_t token, double bias) {
   if (token < 0 || token > INT32_MAX) return NotATokenId("logit_bias", token);
   if (!(bias >= -kMaxLogitBias && bias <= kMaxLogitBias)) {
-    return absl::InvalidArgumentError(absl::StrCat("logit_bias: the bias of token ", token,
-                                                   " must be from -100 to 100"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("logit_bias: the bias of token ", token, " must be from -100 to 100"));
   }
   return absl::OkStatus();
 }
@@ -310,7 +310,8 @@ absl::Status ParseLogitBiasJson(std::string_view json_text, GenerateRequest* req
         "logit_bias: expected a JSON object of token id -> bias ({\"15043\": -100})");
   }
   for (const auto& [key, value] : j.items()) {
-    ODMOE_RETURN_IF_ERROR(AddLogitBias(key, value.is_number() ? value.get<double>() : NAN, request));
+    ODMOE_RETURN_IF_ERROR(
+        AddLogitBias(key, value.is_number() ? value.get<double>() : NAN, request));
   }
   return absl::OkStatus();
 }
@@ -352,34 +353,36 @@ void AddRequestFlags(CliArgs& args, GenerateRequest* request, unsigned offered) 
   if (!(offered & kRequestFieldCli)) return;
   // The list- and map-valued fields: each occurrence adds to the list. A
   // value's bounds are checked with the request (ValidateRequestFields).
-  args.AddCustom("logit-bias", "ID=BIAS|JSON",
-                 "add BIAS (-100 to 100; -100 bans) to token ID's logit; repeatable, or a JSON "
-                 "object {\"ID\": BIAS, ...}",
-                 [request](std::string_view v) {
-                   if (!v.empty() && v.front() == '{') return ParseLogitBiasJson(v, request).ok();
-                   const std::vector<absl::string_view> kv = absl::StrSplit(A(v), '=');
-                   int64_t token = 0;
-                   double bias = 0;
-                   if (kv.size() != 2 || !absl::SimpleAtoi(kv[0], &token) ||
-                       !absl::SimpleAtod(kv[1], &bias)) {
-                     return false;
-                   }
-                   request->sampling.logit_bias[static_cast<int32_t>(std::clamp<int64_t>(
-                       token, INT32_MIN, INT32_MAX))] = static_cast<float>(bias);
-                   return true;
-                 });
-  args.AddCustom("stop-token-ids", "ID,ID,...",
-                 "token ids that end the generation as end-of-sequence does; repeatable",
-                 [request](std::string_view v) {
-                   for (absl::string_view part : absl::StrSplit(A(v), ',')) {
-                     int64_t token = 0;
-                     if (!absl::SimpleAtoi(part, &token) || token < INT32_MIN || token > INT32_MAX) {
-                       return false;
-                     }
-                     request->stop_token_ids.push_back(static_cast<int32_t>(token));
-                   }
-                   return true;
-                 });
+  args.AddCustom(
+      "logit-bias", "ID=BIAS|JSON",
+      "add BIAS (-100 to 100; -100 bans) to token ID's logit; repeatable, or a JSON "
+      "object {\"ID\": BIAS, ...}",
+      [request](std::string_view v) {
+        if (!v.empty() && v.front() == '{') return ParseLogitBiasJson(v, request).ok();
+        const std::vector<absl::string_view> kv = absl::StrSplit(A(v), '=');
+        int64_t token = 0;
+        double bias = 0;
+        if (kv.size() != 2 || !absl::SimpleAtoi(kv[0], &token) || !absl::SimpleAtod(kv[1], &bias)) {
+          return false;
+        }
+        request->sampling
+            .logit_bias[static_cast<int32_t>(std::clamp<int64_t>(token, INT32_MIN, INT32_MAX))] =
+            static_cast<float>(bias);
+        return true;
+      });
+  args.AddCustom(
+      "stop-token-ids", "ID,ID,...",
+      "token ids that end the generation as end-of-sequence does; repeatable",
+      [request](std::string_view v) {
+        for (absl::string_view part : absl::StrSplit(A(v), ',')) {
+          int64_t token = 0;
+          if (!absl::SimpleAtoi(part, &token) || token < INT32_MIN || token > INT32_MAX) {
+            return false;
+          }
+          request->stop_token_ids.push_back(static_cast<int32_t>(token));
+        }
+        return true;
+      });
 }
 
 }  // namespace odmoe

@@ -193,8 +193,8 @@ TEST_CASE("request fields: the sampling chain's flags, lists included", "[reques
     CHECK(Message(ValidateRequestFields(b)).rfind("logit_bias: ", 0) == 0);
   }
   // Unparsable: the parser's error names the flag.
-  for (const char* bad : {"--logit-bias=3", "--logit-bias=x=1", "--stop-token-ids=1,,2",
-                          "--logit-bias={\"a\": 1}"}) {
+  for (const char* bad :
+       {"--logit-bias=3", "--logit-bias=x=1", "--stop-token-ids=1,,2", "--logit-bias={\"a\": 1}"}) {
     GenerateRequest b;
     CliArgs a("tool", "test");
     AddRequestFlags(a, &b);

@@ -2,8 +2,8 @@
 // way here: every parameter alone and together, on fixed logits, compared
 // probability by probability with what Sampler draws from; greedy on the
 // processed logits; the penalty window as tokens come and go.
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -89,7 +89,8 @@ TEST_CASE("sampling chain: each parameter and their combinations match the refer
         .repeat_last_n = 4}},
       {"penalties over the whole context",
        {.temperature = 1.0f, .frequency_penalty = 1.0f, .repeat_last_n = -1}},
-      {"penalties with no window", {.temperature = 1.0f, .frequency_penalty = 1.0f, .repeat_last_n = 0}},
+      {"penalties with no window",
+       {.temperature = 1.0f, .frequency_penalty = 1.0f, .repeat_last_n = 0}},
       {"logit_bias", {.temperature = 1.0f, .logit_bias = bias}},
       {"everything",
        {.temperature = 0.9f,
@@ -113,8 +114,9 @@ TEST_CASE("sampling chain: each parameter and their combinations match the refer
   MultiplesOf even(2);
   for (const Case& c : cases) {
     INFO(c.name << ", with bans and a mask");
-    CheckClose(Chain(c.p, banned, &even), ReferenceProbabilities(kLogits, kHistory, c.p, banned,
-                                                                 [](int32_t t) { return t % 2 == 0; }));
+    CheckClose(Chain(c.p, banned, &even),
+               ReferenceProbabilities(kLogits, kHistory, c.p, banned,
+                                      [](int32_t t) { return t % 2 == 0; }));
   }
 }
 
@@ -124,13 +126,12 @@ TEST_CASE("sampling chain: the reference is not the identity (each parameter cha
   // each one changes the distribution on these logits.
   const std::vector<double> plain =
       ReferenceProbabilities(kLogits, kHistory, {.temperature = 1.0f}, {}, nullptr);
-  for (const SamplingParams& p :
-       {SamplingParams{.temperature = 1.0f, .min_p = 0.2f},
-        SamplingParams{.temperature = 1.0f, .typical_p = 0.5f},
-        SamplingParams{.temperature = 1.0f, .presence_penalty = 1.5f},
-        SamplingParams{.temperature = 1.0f, .frequency_penalty = 0.8f},
-        SamplingParams{.temperature = 1.0f, .repetition_penalty = 1.7f},
-        SamplingParams{.temperature = 1.0f, .logit_bias = {{3, 2.0f}}}}) {
+  for (const SamplingParams& p : {SamplingParams{.temperature = 1.0f, .min_p = 0.2f},
+                                  SamplingParams{.temperature = 1.0f, .typical_p = 0.5f},
+                                  SamplingParams{.temperature = 1.0f, .presence_penalty = 1.5f},
+                                  SamplingParams{.temperature = 1.0f, .frequency_penalty = 0.8f},
+                                  SamplingParams{.temperature = 1.0f, .repetition_penalty = 1.7f},
+                                  SamplingParams{.temperature = 1.0f, .logit_bias = {{3, 2.0f}}}}) {
     const std::vector<double> changed = ReferenceProbabilities(kLogits, kHistory, p, {}, nullptr);
     double distance = 0;
     for (size_t t = 0; t < plain.size(); ++t) distance += std::abs(changed[t] - plain[t]);
@@ -149,10 +150,10 @@ TEST_CASE("sampling chain: greedy takes the argmax of the processed logits", "[s
   CHECK(greedy({}) == 7);
   CHECK(greedy({.logit_bias = {{7, kLogitBiasBan}}}) == 0);
   CHECK(greedy({.logit_bias = {{11, 7.0f}}}) == 11);
-  CHECK(greedy({.presence_penalty = 1.5f}) == 0);  // 7 is in the window: 3.0 - 1.5
+  CHECK(greedy({.presence_penalty = 1.5f}) == 0);    // 7 is in the window: 3.0 - 1.5
   CHECK(greedy({.repetition_penalty = 2.0f}) == 0);  // 3.0 / 2
-  CHECK(greedy({.frequency_penalty = 1.5f, .repeat_last_n = 4}) == 0);  // once in the last 4
-  CHECK(greedy({.frequency_penalty = 1.5f, .repeat_last_n = 3}) == 7);  // not in the last 3
+  CHECK(greedy({.frequency_penalty = 1.5f, .repeat_last_n = 4}) == 0);   // once in the last 4
+  CHECK(greedy({.frequency_penalty = 1.5f, .repeat_last_n = 3}) == 7);   // not in the last 3
   CHECK(greedy({.frequency_penalty = 0.4f, .repeat_last_n = -1}) == 0);  // 3 times: 3.0 - 1.2
   const int32_t banned[] = {7};
   CHECK(greedy({}, banned) == 0);

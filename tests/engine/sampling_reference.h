@@ -50,7 +50,8 @@ inline std::vector<float> ReferenceProcess(const std::vector<float>& logits,
     l[static_cast<size_t>(id)] = bias == -100.0f ? minus_inf : l[static_cast<size_t>(id)] + bias;
   }
   const size_t n = history.size();
-  const size_t window = p.repeat_last_n < 0 ? n : std::min<size_t>(n, static_cast<size_t>(p.repeat_last_n));
+  const size_t window =
+      p.repeat_last_n < 0 ? n : std::min<size_t>(n, static_cast<size_t>(p.repeat_last_n));
   for (size_t t = 0; t < l.size(); ++t) {
     int count = 0;
     for (size_t i = n - window; i < n; ++i) count += history[i] == static_cast<int32_t>(t) ? 1 : 0;
@@ -89,7 +90,8 @@ inline std::vector<double> ReferenceDistribution(const std::vector<float>& l,
     out[static_cast<size_t>(ids.front())] = 1.0;
     return out;
   }
-  if (p.top_k > 0 && ids.size() > static_cast<size_t>(p.top_k)) ids.resize(static_cast<size_t>(p.top_k));
+  if (p.top_k > 0 && ids.size() > static_cast<size_t>(p.top_k))
+    ids.resize(static_cast<size_t>(p.top_k));
   const double top_logit = l[static_cast<size_t>(ids.front())];
   std::map<int32_t, double> w;
   auto mass = [&] {

@@ -84,13 +84,14 @@ void Enumerate(const Setup& s, Output emitted, double prob, std::map<Output, dou
   if (s.no_repeat && !emitted.empty()) {
     allowed = [last = emitted.back()](int32_t t) { return t != last; };
   }
-  const std::vector<double> p = test::ReferenceProbabilities(kRow, history, r.sampling, banned, allowed);
+  const std::vector<double> p =
+      test::ReferenceProbabilities(kRow, history, r.sampling, banned, allowed);
   for (int32_t t = 0; t < static_cast<int32_t>(p.size()); ++t) {
     if (p[static_cast<size_t>(t)] == 0) continue;
     const double q = prob * p[static_cast<size_t>(t)];
-    const bool ends = t == Tok().eos_id() ||
-                      std::find(r.stop_token_ids.begin(), r.stop_token_ids.end(), t) !=
-                          r.stop_token_ids.end();
+    const bool ends =
+        t == Tok().eos_id() ||
+        std::find(r.stop_token_ids.begin(), r.stop_token_ids.end(), t) != r.stop_token_ids.end();
     Output next = emitted;
     next.push_back(ends ? kEnd : t);
     if (ends) {
@@ -128,7 +129,8 @@ Output Speculate(const Setup& s, uint64_t seed) {
   }
   Output out = seq.result().output_ids;
   const auto reason = seq.result().stop_reason;
-  if (reason == GenerateResult::StopReason::kEos || reason == GenerateResult::StopReason::kStopToken) {
+  if (reason == GenerateResult::StopReason::kEos ||
+      reason == GenerateResult::StopReason::kStopToken) {
     out.push_back(kEnd);
   }
   return out;
@@ -174,12 +176,11 @@ Fit ChiSquare(const std::map<Output, double>& exact, const std::map<Output, int>
 TEST_CASE("sampling speculative: drafts keep every parameter's distribution exact",
           "[sampler][speculative]") {
   const std::vector<Setup> setups = {
-      {"penalties over the whole context",
-       Request({.temperature = 1.0f,
-                .presence_penalty = 1.2f,
-                .frequency_penalty = 0.7f,
-                .repetition_penalty = 1.4f,
-                .repeat_last_n = -1})},
+      {"penalties over the whole context", Request({.temperature = 1.0f,
+                                                    .presence_penalty = 1.2f,
+                                                    .frequency_penalty = 0.7f,
+                                                    .repetition_penalty = 1.4f,
+                                                    .repeat_last_n = -1})},
       {"penalties in a window of 2",
        Request({.temperature = 1.0f, .presence_penalty = 2.0f, .repeat_last_n = 2})},
       {"min_p with a penalty",

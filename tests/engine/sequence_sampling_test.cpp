@@ -113,7 +113,8 @@ TEST_CASE("sequence sampling: penalties count the prompt and every emitted token
   Sequence drafting(Tok(), r, {1, 3});
   drafting.Consumed(2, Row(4, 5));  // 4
   std::vector<float> rows;
-  for (const auto& row : {Row(6, 7), Row(6, 7), Row(7, 5)}) rows.insert(rows.end(), row.begin(), row.end());
+  for (const auto& row : {Row(6, 7), Row(6, 7), Row(7, 5)})
+    rows.insert(rows.end(), row.begin(), row.end());
   // Drafts 6 then 7: row 0 gives 6 (taken), row 1 would give 6 but 6 is
   // now seen, so 7 (taken), row 2 would give 7, seen: 5.
   CHECK(drafting.ConsumedDrafts(std::vector<int32_t>{6, 7}, rows) == 2);
@@ -129,7 +130,8 @@ TEST_CASE("sequence sampling: the constraint masks every row and hears every tok
   seq.SetConstraint(std::move(rule));
   seq.Consumed(2, Row(6, 4));  // 6 forbidden: 4
   std::vector<float> rows;
-  for (const auto& row : {Row(5), Row(7), Row(6, 3)}) rows.insert(rows.end(), row.begin(), row.end());
+  for (const auto& row : {Row(5), Row(7), Row(6, 3)})
+    rows.insert(rows.end(), row.begin(), row.end());
   CHECK(seq.ConsumedDrafts(std::vector<int32_t>{5, 7}, rows) == 2);
   CHECK(seq.result().output_ids == std::vector<int32_t>{4, 5, 7, 3});
   CHECK(seen->accepted == seq.result().output_ids);

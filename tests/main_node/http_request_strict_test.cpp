@@ -176,23 +176,21 @@ absl::StatusOr<ParsedRequest> ParsedChat(nlohmann::json body) {
 
 // These were refused with "not supported" before issue 34 (a zero penalty and
 // an empty logit_bias only were accepted); now they are read and checked.
-TEST_CASE("http request: the sampling chain's parameters are read and checked",
-          "[http][request]") {
+TEST_CASE("http request: the sampling chain's parameters are read and checked", "[http][request]") {
   using json = nlohmann::json;
-  const ParsedRequest p =
-      ParsedCompletion(json{{"prompt", "Hi"},
-                            {"top_k", 40},
-                            {"min_p", 0.05},
-                            {"typical_p", 0.9},
-                            {"presence_penalty", 0.5},
-                            {"frequency_penalty", -0.5},
-                            {"repetition_penalty", 1.2},
-                            {"repeat_last_n", -1},
-                            {"logit_bias", {{"15", -100}, {"7", 2.5}}},
-                            {"min_tokens", 3},
-                            {"ignore_eos", true},
-                            {"stop_token_ids", {2, 13}}})
-          .value();
+  const ParsedRequest p = ParsedCompletion(json{{"prompt", "Hi"},
+                                                {"top_k", 40},
+                                                {"min_p", 0.05},
+                                                {"typical_p", 0.9},
+                                                {"presence_penalty", 0.5},
+                                                {"frequency_penalty", -0.5},
+                                                {"repetition_penalty", 1.2},
+                                                {"repeat_last_n", -1},
+                                                {"logit_bias", {{"15", -100}, {"7", 2.5}}},
+                                                {"min_tokens", 3},
+                                                {"ignore_eos", true},
+                                                {"stop_token_ids", {2, 13}}})
+                              .value();
   const SamplingParams& s = p.gen.sampling;
   CHECK(s.top_k == 40);
   CHECK(s.min_p == 0.05f);
@@ -206,7 +204,8 @@ TEST_CASE("http request: the sampling chain's parameters are read and checked",
   CHECK(p.gen.ignore_eos);
   CHECK(p.gen.stop_token_ids == std::vector<int32_t>{2, 13});
   // The same on chat.
-  CHECK(ParsedChat(json{{"presence_penalty", 1}, {"logit_bias", {{"3", 1}}}}).value()
+  CHECK(ParsedChat(json{{"presence_penalty", 1}, {"logit_bias", {{"3", 1}}}})
+            .value()
             .gen.sampling.presence_penalty == 1.0f);
 
   auto message = [](const json& extra) {

@@ -129,13 +129,13 @@ TEST_CASE("request proto: HTTP and gRPC give one verdict for one bad value", "[r
     const char* key;
     double value;
   };
-  for (const Case& c : {Case{"presence_penalty", 2.5}, Case{"frequency_penalty", -3},
-                        Case{"repetition_penalty", 0}, Case{"min_p", 1.5}, Case{"typical_p", 0},
-                        Case{"repeat_last_n", -2}, Case{"min_tokens", -1}, Case{"top_k", -5},
-                        Case{"repeat_last_n", 100}, Case{"min_p", 0.5},
-                        Case{"temperature", 7}, Case{"temperature", -1}, Case{"top_p", 1.5},
-                        Case{"top_p", 0}, Case{"max_tokens", 16777217}, Case{"max_tokens", -2},
-                        Case{"temperature", 2}, Case{"top_p", 0.5}, Case{"max_tokens", 8}}) {
+  for (const Case& c :
+       {Case{"presence_penalty", 2.5}, Case{"frequency_penalty", -3}, Case{"repetition_penalty", 0},
+        Case{"min_p", 1.5}, Case{"typical_p", 0}, Case{"repeat_last_n", -2}, Case{"min_tokens", -1},
+        Case{"top_k", -5}, Case{"repeat_last_n", 100}, Case{"min_p", 0.5}, Case{"temperature", 7},
+        Case{"temperature", -1}, Case{"top_p", 1.5}, Case{"top_p", 0}, Case{"max_tokens", 16777217},
+        Case{"max_tokens", -2}, Case{"temperature", 2}, Case{"top_p", 0.5},
+        Case{"max_tokens", 8}}) {
     INFO(c.key << " = " << c.value);
     v1::GenerateRequest wire;
     wire.set_prompt("x");
@@ -174,7 +174,8 @@ TEST_CASE("request proto: HTTP and gRPC give one verdict for one bad value", "[r
   wire.add_stop_token_ids(-2);
   CHECK(GenerateRequestFromProto(wire).status().message() ==
         Http("stop_token_ids", json::array({-2})).message());
-  CHECK(GenerateRequestFromProto(wire).status().message() == "stop_token_ids: -2 is not a token id");
+  CHECK(GenerateRequestFromProto(wire).status().message() ==
+        "stop_token_ids: -2 is not a token id");
 }
 
 }  // namespace
