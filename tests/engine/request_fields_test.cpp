@@ -151,10 +151,17 @@ TEST_CASE("request fields: the tools' flags set the request", "[request]") {
   CHECK(args.Help().find("--logprobs") == std::string::npos);  // not offered as a flag
 }
 
+// The tools' flags (AddRequestFlags) parsed from `words` into `r`.
+absl::Status ParseRequestFlags(std::vector<std::string> words, GenerateRequest* r) {
+  CliArgs args("tool", "test");
+  AddRequestFlags(args, r);
+  std::vector<char*> argv;
+  for (std::string& w : words) argv.push_back(w.data());
+  return args.Parse(static_cast<int>(argv.size()), argv.data());
+}
+
 TEST_CASE("request fields: the sampling chain's flags, lists included", "[request]") {
   GenerateRequest r;
-  CliArgs args("tool", "test");
-  AddRequestFlags(args, &r);
   std::vector<std::string> words = {"tool",
                                     "--min-p=0.05",
                                     "--typical-p=0.9",
@@ -168,9 +175,7 @@ TEST_CASE("request fields: the sampling chain's flags, lists included", "[reques
                                     R"({"7": 2.5, "8": -1})",
                                     "--stop-token-ids=4,5",
                                     "--stop-token-ids=6"};
-  std::vector<char*> argv;
-  for (std::string& w : words) argv.push_back(w.data());
-  REQUIRE(args.Parse(static_cast<int>(argv.size()), argv.data()).ok());
+  REQUIRE(ParseRequestFlags(words, &r).ok());
   CHECK(r.sampling.min_p == 0.05f);
   CHECK(r.sampling.typical_p == 0.9f);
   CHECK(r.sampling.presence_penalty == 0.5f);
@@ -184,25 +189,15 @@ TEST_CASE("request fields: the sampling chain's flags, lists included", "[reques
   // A value outside its bounds is the request's error, with the request's message.
   for (const char* bad : {"--logit-bias=3=150", "--logit-bias=-2=1"}) {
     GenerateRequest b;
-    CliArgs a("tool", "test");
-    AddRequestFlags(a, &b);
-    std::vector<std::string> w = {"tool", bad};
-    std::vector<char*> v;
-    for (std::string& x : w) v.push_back(x.data());
-    REQUIRE(a.Parse(static_cast<int>(v.size()), v.data()).ok());
+    REQUIRE(ParseRequestFlags({"tool", bad}, &b).ok());
     CHECK(Message(ValidateRequestFields(b)).rfind("logit_bias: ", 0) == 0);
   }
   // Unparsable: the parser's error names the flag.
   for (const char* bad :
        {"--logit-bias=3", "--logit-bias=x=1", "--stop-token-ids=1,,2", "--logit-bias={\"a\": 1}"}) {
     GenerateRequest b;
-    CliArgs a("tool", "test");
-    AddRequestFlags(a, &b);
-    std::vector<std::string> w = {"tool", bad};
-    std::vector<char*> v;
-    for (std::string& x : w) v.push_back(x.data());
     INFO(bad);
-    CHECK(a.Parse(static_cast<int>(v.size()), v.data()).message().find("invalid value") == 0);
+    CHECK(ParseRequestFlags({"tool", bad}, &b).message().find("invalid value") == 0);
   }
 }
 
