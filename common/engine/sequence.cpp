@@ -41,8 +41,8 @@ Sequence::Sequence(const Tokenizer& tokenizer, const GenerateRequest& request,
 std::span<const int32_t> Sequence::Pending(int64_t max_rows) const {
   if (done_ || max_rows < 1) return {};
   if (prefilling()) {
-    const size_t n =
-        std::min<size_t>(static_cast<size_t>(max_rows), result_.prompt_ids.size() - prefilled_);
+    const size_t n = std::min<size_t>(static_cast<size_t>(max_rows),
+                                      result_.prompt_ids.size() - prefilled_);
     return std::span<const int32_t>(result_.prompt_ids).subspan(prefilled_, n);
   }
   return std::span<const int32_t>(&next_, 1);
@@ -102,14 +102,14 @@ void Sequence::Emit(std::span<const float> row, int32_t next) {
     Finish(eos ? GenerateResult::StopReason::kEos : GenerateResult::StopReason::kStopToken);
     return;
   }
-  result_.output_ids.push_back(next);
-  sampler_.Accept(next);
   if (constraint_ != nullptr && !constraint_->Accept(next).ok()) {
     // Only a token the mask allowed is ever sampled: a rule that refuses
     // one it allowed is broken; end here rather than continue outside it.
     Finish(GenerateResult::StopReason::kEos);
     return;
   }
+  result_.output_ids.push_back(next);
+  sampler_.Accept(next);
   if (logprobs_ >= 0) {
     result_.logprobs.push_back(ScoreLogitsRow(row, next, logprobs_));
     if (on_logprobs_) on_logprobs_(result_.logprobs.back());
@@ -139,7 +139,8 @@ GenerateResult Sequence::TakeResult() {
   if (on_token_ && !tail.empty()) on_token_(-1, tail);
   result_.stats.generated_tokens = static_cast<int>(result_.output_ids.size());
   if (!prefilling()) {
-    result_.stats.decode_seconds = SecondsBetween(decode_start_, std::chrono::steady_clock::now());
+    result_.stats.decode_seconds =
+        SecondsBetween(decode_start_, std::chrono::steady_clock::now());
   }
   return std::move(result_);
 }

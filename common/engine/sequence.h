@@ -82,7 +82,9 @@ class Sequence {
   int max_tokens() const { return max_tokens_; }
   /// Where Transformer::Forward appends routing records (null unless the
   /// request asked for them).
-  std::vector<TokenRouting>* routing() { return record_routing_ ? &result_.routing : nullptr; }
+  std::vector<TokenRouting>* routing() {
+    return record_routing_ ? &result_.routing : nullptr;
+  }
   const GenerateResult& result() const { return result_; }
   /// Flushes the streaming decoder and the timings; call once, when done.
   GenerateResult TakeResult();
