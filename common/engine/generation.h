@@ -42,7 +42,7 @@ struct GenerateRequest {
   int min_tokens = 0;
   /// Tokens that end the generation as EOS does (StopReason::kStopToken;
   /// not part of the output).
-  std::vector<int32_t> stop_token_ids;
+  std::vector<int32_t> stop_token_ids = {};
   bool record_routing = false;  // fill GenerateResult::routing
   /// -1: none. 0..kMaxScoreTopN: fill GenerateResult::logprobs with each
   /// generated token's log-probability and this many alternatives.

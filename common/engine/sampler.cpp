@@ -192,8 +192,17 @@ double Sampler::Weigh(std::span<const float> logits) {
         },
         params_.typical_p * mass);
   }
-  // 8. top_p: the most likely tokens up to top_p of the mass.
-  if (params_.top_p < 1.0f) mass = KeepPrefix(by_order, params_.top_p * mass);
+  // 8. top_p: the most likely tokens up to top_p of the mass. Tokens lighter
+  // than (1 - top_p) * mass / (2 n) weigh less together than half of what
+  // top_p leaves out: the nucleus never reaches them (had it taken one, its
+  // last token would weigh less still, and the nucleus without it would
+  // hold more than top_p already). They go before any sorting.
+  if (params_.top_p < 1.0f) {
+    const float light = static_cast<float>(0.5 * (1.0 - params_.top_p) * mass /
+                                           static_cast<double>(candidates_.size()));
+    std::erase_if(candidates_, [light](const Candidate& c) { return c.weight < light; });
+    mass = KeepPrefix(by_order, params_.top_p * mass);
+  }
   // 9. min_p: against the most likely token left.
   float top = 0.0f;
   for (const Candidate& c : candidates_) top = std::max(top, c.weight);

@@ -79,7 +79,7 @@ struct SamplingParams {
   float repetition_penalty = 1.0f;  // 1 = off
   int repeat_last_n = 64;           // the penalties' window; -1 = whole context, 0 = none
   /// Token id -> bias in [-100, 100] added to its logit; -100 bans it.
-  std::map<int32_t, float> logit_bias;
+  std::map<int32_t, float> logit_bias = {};
 
   bool penalties_on() const {
     return repeat_last_n != 0 &&

@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <random>
 #include <set>
 #include <vector>
 
@@ -117,6 +118,33 @@ TEST_CASE("sampling chain: each parameter and their combinations match the refer
     CheckClose(Chain(c.p, banned, &even),
                ReferenceProbabilities(kLogits, kHistory, c.p, banned,
                                       [](int32_t t) { return t % 2 == 0; }));
+  }
+}
+
+TEST_CASE("sampling chain: a large vocabulary matches the reference too", "[sampler][chain]") {
+  // Enough tokens for the sorted blocks to grow (top_p, typical_p) and for
+  // top_p's light tail to be dropped before sorting: a broad tail and a few
+  // dozen likely tokens, as a model's logits.
+  std::mt19937 rng(7);
+  std::normal_distribution<float> tail(0.0f, 2.0f), likely(9.0f, 1.5f);
+  std::vector<float> logits(6000);
+  for (float& l : logits) l = tail(rng);
+  for (int i = 0; i < 40; ++i) logits[rng() % logits.size()] = likely(rng);
+  const std::vector<int32_t> history = {5, 17, 5, 900, 4000};
+  for (const SamplingParams& p :
+       {SamplingParams{.temperature = 1.0f, .top_p = 0.9f},
+        SamplingParams{.temperature = 1.5f, .top_p = 0.999f},
+        SamplingParams{.temperature = 3.0f, .top_p = 0.5f},
+        SamplingParams{.temperature = 1.0f, .top_p = 0.95f, .top_k = 300},
+        SamplingParams{.temperature = 2.0f, .typical_p = 0.9f},
+        SamplingParams{.temperature = 1.0f, .min_p = 0.01f, .presence_penalty = 1.0f},
+        SamplingParams{.temperature = 1.2f, .top_p = 0.97f, .min_p = 0.001f, .typical_p = 0.99f}}) {
+    INFO("T " << p.temperature << " top_p " << p.top_p << " top_k " << p.top_k << " min_p "
+              << p.min_p << " typical_p " << p.typical_p);
+    Sampler s(p);
+    s.Accept(history);
+    CheckClose(s.Probabilities(s.Process(logits)),
+               ReferenceProbabilities(logits, history, p, {}, nullptr));
   }
 }
 
