@@ -174,17 +174,28 @@ double Sampler::Weigh(std::span<const float> logits) {
     c.weight = weight(c.logit);
     mass += c.weight;
   }
-  // 7. typical_p: the tokens whose information is closest to the entropy.
+  // 7. typical_p: the tokens whose information -log p is closest to the
+  // entropy H; log p from the logit, (l - max) / T - log(mass), no log per
+  // token. Tokens lighter than both (1 - typical_p) * mass / (2 n) and
+  // e^(-2H) * mass come last in that order (-log p > 2H, beyond every heavier
+  // token's distance) and weigh less than half of what the cut leaves out:
+  // never reached (as top_p's tail below), dropped before sorting.
   if (params_.typical_p < 1.0f && candidates_.size() > 1) {
+    const double log_mass = std::log(mass);
+    const auto log_p = [&](const Candidate& c) {
+      return (static_cast<double>(c.logit) - max_logit) * inv_t - log_mass;
+    };
     double entropy = 0.0;
     for (const Candidate& c : candidates_) {
-      const double p = c.weight / mass;
-      if (p > 0) entropy -= p * std::log(p);
+      if (c.weight > 0) entropy -= c.weight / mass * log_p(c);
     }
+    const double light =
+        std::min(0.5 * (1.0 - params_.typical_p) * mass / static_cast<double>(candidates_.size()),
+                 std::exp(-2.0 * entropy) * mass);
+    std::erase_if(candidates_, [light](const Candidate& c) { return c.weight < light; });
     for (Candidate& c : candidates_) {
-      const double p = c.weight / mass;
-      c.key = p > 0 ? static_cast<float>(std::abs(-std::log(p) - entropy))
-                    : std::numeric_limits<float>::infinity();
+      c.key = c.weight > 0 ? static_cast<float>(std::abs(-log_p(c) - entropy))
+                           : std::numeric_limits<float>::infinity();
     }
     mass = KeepPrefix(
         [](const Candidate& a, const Candidate& b) {
