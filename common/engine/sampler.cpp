@@ -127,11 +127,12 @@ double Sampler::Weigh(std::span<const float> logits) {
   const float inv_t = 1.0f / params_.temperature;
   const auto weight = [max_logit, inv_t](float l) { return std::exp((l - max_logit) * inv_t); };
   const size_t top_k = params_.top_k > 0 ? static_cast<size_t>(params_.top_k) : n_vocab;
-  weights_.assign(n_vocab, 0.0f);
   double mass = 0.0;
   if (top_k >= n_vocab && params_.typical_p >= 1.0f && params_.top_p >= 1.0f &&
       params_.min_p <= 0.0f) {
     // 5 only: one pass (exp(-inf) = 0 for banned and masked tokens).
+    dense_ = true;
+    weights_.assign(n_vocab, 0.0f);
     for (size_t i = 0; i < n_vocab; ++i) {
       if (!(logits[i] > kMinusInf)) continue;  // and NaN
       weights_[i] = weight(logits[i]);
@@ -218,23 +219,50 @@ double Sampler::Weigh(std::span<const float> logits) {
   float top = 0.0f;
   for (const Candidate& c : candidates_) top = std::max(top, c.weight);
   const float floor = params_.min_p * top;
+  std::erase_if(candidates_, [floor](const Candidate& c) { return c.weight < floor; });
   mass = 0.0;
-  for (const Candidate& c : candidates_) {
-    if (c.weight < floor) continue;
-    weights_[static_cast<size_t>(c.id)] = c.weight;
-    mass += c.weight;
+  for (const Candidate& c : candidates_) mass += c.weight;
+  // The draw walks in id order: few candidates sorted by id, many spread
+  // over one weight per token.
+  dense_ = candidates_.size() * 16 > n_vocab;
+  if (dense_) {
+    weights_.assign(n_vocab, 0.0f);
+    for (const Candidate& c : candidates_) weights_[static_cast<size_t>(c.id)] = c.weight;
+  } else {
+    std::sort(candidates_.begin(), candidates_.end(),
+              [](const Candidate& a, const Candidate& b) { return a.id < b.id; });
   }
   return mass;
+}
+
+double Sampler::WeightOf(int32_t token) const {
+  if (dense_) {
+    return token >= 0 && static_cast<size_t>(token) < weights_.size()
+               ? weights_[static_cast<size_t>(token)]
+               : 0.0;
+  }
+  const auto it = std::lower_bound(candidates_.begin(), candidates_.end(), token,
+                                   [](const Candidate& c, int32_t id) { return c.id < id; });
+  return it != candidates_.end() && it->id == token ? it->weight : 0.0;
 }
 
 int32_t Sampler::Walk(double target, int32_t skip) const {
   double cumulative = 0.0;
   int32_t last = kNoToken;
-  for (size_t i = 0; i < weights_.size(); ++i) {
-    if (weights_[i] == 0.0f || static_cast<int32_t>(i) == skip) continue;
-    last = static_cast<int32_t>(i);
-    cumulative += weights_[i];
-    if (target < cumulative) return last;
+  const auto step = [&](int32_t id, float w) {
+    if (w == 0.0f || id == skip) return false;
+    last = id;
+    cumulative += w;
+    return target < cumulative;
+  };
+  if (dense_) {
+    for (size_t i = 0; i < weights_.size(); ++i) {
+      if (step(static_cast<int32_t>(i), weights_[i])) return last;
+    }
+  } else {
+    for (const Candidate& c : candidates_) {
+      if (step(c.id, c.weight)) return last;
+    }
   }
   return last;  // rounding left the target at the top: the last token with weight
 }
@@ -258,8 +286,7 @@ int32_t Sampler::SampleDraft(std::span<const float> logits, int32_t draft, bool*
   *accepted = false;
   const double mass = Weigh(logits);
   if (mass <= 0.0) return kNoToken;
-  const bool in_vocab = draft >= 0 && static_cast<size_t>(draft) < weights_.size();
-  const double draft_mass = in_vocab ? weights_[static_cast<size_t>(draft)] : 0.0;
+  const double draft_mass = WeightOf(draft);
   // Accept with probability min(1, p(d) / q(d)) = p(d).
   if (draft_mass > 0.0 && Uniform() * mass < draft_mass) {
     *accepted = true;
@@ -280,7 +307,7 @@ std::vector<double> Sampler::Probabilities(std::span<const float> logits) {
   }
   const double mass = Weigh(logits);
   if (mass <= 0.0) return p;
-  for (size_t i = 0; i < p.size(); ++i) p[i] = weights_[i] / mass;
+  for (size_t i = 0; i < p.size(); ++i) p[i] = WeightOf(static_cast<int32_t>(i)) / mass;
   return p;
 }
 

@@ -151,9 +151,12 @@ class Sampler {
     float weight;  // exp((logit - max) / T)
     float key;     // typical_p: the distance from the entropy
   };
-  // Steps 5-9: weights_[t] the unnormalized probability of token t (0: cut);
-  // returns their sum (0: no token left).
+  // Steps 5-9: the unnormalized probability of each token left, in
+  // weights_ (one per token, 0: cut) when dense_, else in candidates_ sorted
+  // by id; returns their sum (0: no token left).
   double Weigh(std::span<const float> logits);
+  // A token's weight after Weigh (0: cut).
+  double WeightOf(int32_t token) const;
   // Keeps the smallest prefix of candidates_ in `before`'s order whose weight
   // reaches `target` (sorting only as far as it needs); returns its weight.
   template <typename Before>
@@ -167,7 +170,8 @@ class Sampler {
   std::mt19937_64 rng_;
   PenaltyWindow window_;
   std::vector<Candidate> candidates_;  // reused across calls
-  std::vector<float> weights_;         // one per token
+  std::vector<float> weights_;         // one per token, when dense_
+  bool dense_ = true;
   std::vector<float> processed_;
 };
 
