@@ -25,7 +25,12 @@
 // Bias and penalties before everything (both references); temperature before
 // the cuts as vLLM and Hugging Face apply it (llama.cpp's default chain puts it
 // last); the cuts in llama.cpp's order. Each cut renormalizes what it keeps
-// and always keeps the most likely token.
+// and keeps at least one token. Greedy sees steps 1-4 (bias, penalties and
+// bans change the argmax, as in llama-server). Log-probabilities stay the
+// model's: Sequence scores the raw row, not the processed one. SampleDraft
+// draws from the same processed distribution as Sample, so speculative
+// decoding is exact with every parameter as long as each row is processed
+// after the tokens before it were accepted (Sequence::ConsumedDrafts).
 //
 // Sampling is reproducible across machines: the random stream is
 // std::mt19937_64 seeded with `seed`, turned into uniforms by our own
