@@ -297,9 +297,9 @@ struct HttpApi::Impl {
   // Both endpoints: `prompt` is the rendered prompt; `chat` picks the shapes.
   // Runs on a handler thread of its own (the server's off-I/O routes).
   void Serve(ParsedRequest& parsed, HttpResponder& res, bool chat) {
-    // Chat has no 16-token default in the reference API: without a limit
-    // the reply may fill the context (checked with one token, then filled).
-    const bool fill = chat && !parsed.max_tokens_given;
+    // No limit (chat without max_tokens, n_predict -1): the reply may fill
+    // the context (checked with one token, then filled).
+    const bool fill = parsed.fill_context;
     if (fill) parsed.gen.max_tokens = 1;
     // Every check of the request (its fields, the prompt, the context), once.
     absl::StatusOr<std::vector<int32_t>> ids = node.Validate(parsed.gen);

@@ -107,26 +107,33 @@ absl::Status ReadFieldIfGiven(const json& body, const std::string& key, const Re
 
 }  // namespace
 
-// Every parameter a request names is either one this server honours or one
-// whose value asks for nothing (a penalty of 0, no logit bias, ...): anything
-// else is a 400 naming it, never silently ignored. null means "not given".
+// Every parameter a request names is either one this server honours, one
+// accepted as the reference APIs accept it where it changes nothing here
+// (metadata, store, service_tier, modalities ["text"], cache_prompt), or one
+// whose value asks for nothing (no tools, best_of 1, ...): anything else is
+// a 400 naming it, never silently ignored. null means "not given".
 absl::Status CheckParameters(const json& body, bool chat) {
   // Besides the request fields offered by name (request_fields.h).
   static const std::set<std::string> kCommon = {"model", "max_tokens", "max_completion_tokens",
                                                 "n",     "stream",     "stream_options",
                                                 "stop",  "logprobs",   "user"};
+  // The sampling chain's lists and llama-server's alias (ParseTokenLists,
+  // ParseCommon), and those accepted only (CheckAcceptedOnly).
+  static const std::set<std::string> kSampling = {"logit_bias", "stop_token_ids", "n_predict"};
+  static const std::set<std::string> kAccepted = {"metadata", "store", "service_tier", "modalities",
+                                                  "cache_prompt"};
   static const std::set<std::string> kCompletions = {"prompt", "echo"};
   static const std::set<std::string> kChat = {"messages", "top_logprobs", "reasoning_effort",
                                               "chat_template_kwargs"};
   for (const auto& [key, value] : body.items()) {
-    if (value.is_null() || kCommon.count(key) || (chat ? kChat : kCompletions).count(key)) continue;
+    if (value.is_null() || kCommon.count(key) || kSampling.count(key) || kAccepted.count(key) ||
+        (chat ? kChat : kCompletions).count(key)) {
+      continue;
+    }
     if (const RequestField* f = FindRequestField(key); f && (f->offered & kRequestFieldHttp)) {
       continue;
     }
     const bool neutral =
-        ((key == "frequency_penalty" || key == "presence_penalty") && value.is_number() &&
-         value.get<double>() == 0) ||
-        (key == "logit_bias" && value.is_object() && value.empty()) ||
         (!chat && key == "best_of" && value.is_number_integer() && value.get<int64_t>() == 1) ||
         (!chat && key == "suffix" && value.is_string() && value.get<std::string>().empty()) ||
         (chat && (key == "tools" || key == "functions") && value.is_array() && value.empty()) ||
@@ -139,8 +146,62 @@ absl::Status CheckParameters(const json& body, bool chat) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// logit_bias ({"token id": bias}, OpenAI's shape) and stop_token_ids ([ids],
+// vLLM's), entry by entry through the request's checks (request_fields.h).
+absl::Status ParseTokenLists(const json& body, GenerateRequest* g) {
+  if (const auto it = body.find("logit_bias"); it != body.end() && !it->is_null()) {
+    if (!it->is_object()) return Bad("logit_bias", "expected an object of token id -> bias");
+    for (const auto& [key, value] : it->items()) {
+      ODMOE_RETURN_IF_ERROR(AddLogitBias(key, value.is_number() ? value.get<double>() : NAN, g));
+    }
+  }
+  if (const auto it = body.find("stop_token_ids"); it != body.end() && !it->is_null()) {
+    if (!it->is_array()) return Bad("stop_token_ids", "expected an array of token ids");
+    for (const json& id : *it) {
+      if (!id.is_number_integer()) return Bad("stop_token_ids", "expected an array of token ids");
+      ODMOE_RETURN_IF_ERROR(AddStopTokenId(
+          id.is_number_unsigned()
+              ? static_cast<int64_t>(std::min<uint64_t>(id.get<uint64_t>(), INT64_MAX))
+              : id.get<int64_t>(),
+          g));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// What the reference APIs take and this server has no use for, checked for
+// the shape they have there: metadata (an object of strings), store (a
+// bool), service_tier ("auto" or "default": there is one tier), modalities
+// (["text"]: the output is text), cache_prompt (llama-server's; a bool:
+// odmoe keeps no prompt cache to use or skip, every prompt runs).
+absl::Status CheckAcceptedOnly(const json& body) {
+  auto given = [&body](const char* key) { return body.contains(key) && !body[key].is_null(); };
+  if (given("metadata")) {
+    const json& m = body["metadata"];
+    bool strings = m.is_object();
+    for (auto it = m.begin(); strings && it != m.end(); ++it) strings = it->is_string();
+    if (!strings) return Bad("metadata", "expected an object of strings");
+  }
+  for (const char* key : {"store", "cache_prompt"}) {
+    if (given(key) && !body[key].is_boolean()) return Bad(key, "expected true or false");
+  }
+  if (given("service_tier") && body["service_tier"] != "auto" &&
+      body["service_tier"] != "default") {
+    return Bad("service_tier", "only \"auto\" or \"default\" (this server has one tier)");
+  }
+  if (given("modalities") && body["modalities"] != json::array({"text"})) {
+    return Bad("modalities", "only [\"text\"] (this server outputs text)");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ParseCommon(const json& body, const std::string& model_id, ParsedRequest* out) {
-  ODMOE_RETURN_IF_ERROR(CheckParameters(body, out->prompt_param == "messages"));
+  const bool chat = out->prompt_param == "messages";
+  ODMOE_RETURN_IF_ERROR(CheckParameters(body, chat));
   if (body.contains("model")) {
     if (!body["model"].is_string()) return Bad("model", "expected a string");
     const std::string m = body["model"];
@@ -159,13 +220,29 @@ absl::Status ParseCommon(const json& body, const std::string& model_id, ParsedRe
       ODMOE_RETURN_IF_ERROR(ReadFieldIfGiven(body, std::string(f.name), f, &g));
     }
   }
+  ODMOE_RETURN_IF_ERROR(ParseTokenLists(body, &g));
+  ODMOE_RETURN_IF_ERROR(CheckAcceptedOnly(body));
   // max_completion_tokens (the reference API's newer name) wins over
-  // max_tokens when a client sends both; 0 asks for no generation (echo).
+  // max_tokens, and both over llama-server's n_predict, when a client sends
+  // several; 0 asks for no generation (echo); n_predict -1: until the end of
+  // the context (or EOS), as llama-server.
   const RequestField& max_tokens = RequestFieldNamed("max_tokens");
-  for (const char* key : {"max_tokens", "max_completion_tokens"}) {
+  bool until_context = false;
+  if (body.contains("n_predict") && !body["n_predict"].is_null() &&
+      body["n_predict"].is_number_integer() && body["n_predict"].get<int64_t>() == -1) {
+    until_context = true;
+  }
+  for (const char* key : {"n_predict", "max_tokens", "max_completion_tokens"}) {
+    if (until_context && std::string_view(key) == "n_predict") continue;
     if (!body.contains(key) || body[key].is_null()) continue;
     const bool echo =
         body.contains("echo") && body["echo"].is_boolean() && body["echo"].get<bool>();
+    if (std::string_view(key) == "n_predict" && body[key].is_number_integer() &&
+        body[key].get<int64_t>() < 0) {
+      return Bad(key, absl::StrCat("expected -1 (until the end of the context) or an integer from "
+                                   "1 to ",
+                                   kMaxMaxTokens));
+    }
     if (body[key].is_number_integer() && body[key].get<int64_t>() == 0) {
       if (!echo) return Bad(key, "must be at least 1 (0 only with echo)");
       out->no_generation = true;  // scoring only: the prompt's logprobs
@@ -174,7 +251,11 @@ absl::Status ParseCommon(const json& body, const std::string& model_id, ParsedRe
       out->no_generation = false;
     }
     out->max_tokens_given = true;
+    until_context = false;
   }
+  // Chat has no 16-token default in the reference API: without a limit the
+  // reply may fill the context.
+  out->fill_context = until_context || (chat && !out->max_tokens_given);
   if (body.contains("n") && !(body["n"].is_number_integer() && body["n"] == 1)) {
     return Bad("n", "only n = 1 is supported");
   }

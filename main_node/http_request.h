@@ -1,6 +1,9 @@
 // OpenAI-style request bodies, parsed and checked field by field before
 // anything runs: every parameter is one the server honours, one whose value
-// asks for nothing (a penalty of 0, no logit bias, ...), or a 400 naming it.
+// asks for nothing (no tools, best_of 1, ...), or a 400 naming it.
+// Parameters accepted because they change nothing here (metadata, store,
+// service_tier auto/default, modalities ["text"], cache_prompt) are still
+// checked for their reference shape.
 // Pure functions of the JSON (and, for token-id prompts, the tokenizer), so
 // the HTTP handlers stay thin and the parsing is fuzzed on its own
 // (tests/fuzz/fuzz_http_request.cpp).
@@ -32,7 +35,11 @@ struct ParsedRequest {
   std::vector<std::string> stop;
   bool stream = false;
   bool include_usage = false;     // stream_options.include_usage
-  bool max_tokens_given = false;  // max_tokens or max_completion_tokens
+  bool max_tokens_given = false;  // max_tokens, max_completion_tokens or n_predict
+  /// No limit asked for (chat without max_tokens) or n_predict -1: the
+  /// reply may fill the context (the caller sets max_tokens once the prompt
+  /// is tokenized).
+  bool fill_context = false;
   bool echo = false;              // completions: the prompt (and its logprobs) first
   bool no_generation = false;     // completions: max_tokens 0 with echo
   std::string prompt_param;       // "prompt" or "messages": named by context errors

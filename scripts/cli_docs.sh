@@ -13,7 +13,7 @@ BIN=${BUILD_DIR:-build}/bin
   echo "this page and the binaries disagree. Every binary also takes \`--version\`, and exits 2"
   echo "with one \`PROGRAM: error: ...\` line on a bad command line (docs/running.md)."
   for b in odmoe odmoe-run odmoe-quantize odmoe-perplexity odmoe-synth odmoe-cluster \
-           odmoe-bench odmoe-bench-ops odmoe-main odmoe-shadow odmoe-worker; do
+           odmoe-bench odmoe-bench-ops odmoe-bench-sampling odmoe-main odmoe-shadow odmoe-worker; do
     echo
     echo "## $b"
     echo

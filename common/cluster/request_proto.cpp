@@ -51,6 +51,13 @@ absl::StatusOr<GenerateRequest> GenerateRequestFromProto(const v1::GenerateReque
     }
     if (absl::Status s = SetRequestField(f, value, &r); !s.ok()) return s;
   }
+  // The map- and list-valued fields (request_fields.h), checked entry by entry.
+  for (const auto& [token, bias] : in.logit_bias()) {
+    if (absl::Status s = AddLogitBias(token, bias, &r); !s.ok()) return s;
+  }
+  for (int32_t token : in.stop_token_ids()) {
+    if (absl::Status s = AddStopTokenId(token, &r); !s.ok()) return s;
+  }
   return r;
 }
 
@@ -83,6 +90,11 @@ void GenerateRequestToProto(const GenerateRequest& request, v1::GenerateRequest*
         assert(false && "a request field's proto type has no mapping");
     }
   }
+  for (const auto& [token, bias] : request.sampling.logit_bias) {
+    (*out->mutable_logit_bias())[token] = bias;
+  }
+  out->mutable_stop_token_ids()->Assign(request.stop_token_ids.begin(),
+                                        request.stop_token_ids.end());
 }
 
 }  // namespace odmoe

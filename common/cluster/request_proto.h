@@ -2,7 +2,9 @@
 // field by field from the request's field table (engine/request_fields.h):
 // every field offered to gRPC (kRequestFieldGrpc) is the proto field of the
 // same name, read and checked by its row, so a new sampling parameter needs
-// its row and its proto field, nothing here.
+// its row and its proto field, nothing here. The map- and list-valued fields
+// (logit_bias, stop_token_ids) are read here, entry by entry, through
+// AddLogitBias / AddStopTokenId.
 //
 // A proto field declared `optional` is "not given" (the request's default)
 // when unset; a plain proto3 scalar always carries its value (max_tokens 0 is

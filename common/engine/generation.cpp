@@ -23,6 +23,8 @@ const char* StopReasonName(GenerateResult::StopReason reason) {
       return "eos";
     case GenerateResult::StopReason::kStopped:
       return "stop";
+    case GenerateResult::StopReason::kStopToken:
+      return "stop_token";
     case GenerateResult::StopReason::kMaxTokens:
       break;
   }
@@ -53,6 +55,17 @@ absl::StatusOr<std::vector<int32_t>> PreparePrompt(const GenerateRequest& reques
     ids = std::move(*encoded);
   }
   if (ids.empty()) return absl::InvalidArgumentError("prompt: has no tokens");
+  // The sampling's token ids (their other checks: ValidateRequestFields).
+  auto outside = [&tokenizer](const char* field, int32_t id) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: token id %d outside the vocabulary [0, %d)", field, id, tokenizer.n_vocab()));
+  };
+  for (const auto& [id, bias] : request.sampling.logit_bias) {
+    if (id >= tokenizer.n_vocab()) return outside("logit_bias", id);
+  }
+  for (int32_t id : request.stop_token_ids) {
+    if (id >= tokenizer.n_vocab()) return outside("stop_token_ids", id);
+  }
   const int n_prompt = static_cast<int>(ids.size());
   if (n_prompt >= n_ctx) {
     return absl::OutOfRangeError(

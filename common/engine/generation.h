@@ -36,7 +36,13 @@ struct GenerateRequest {
   Tokenizer::EncodeOptions encode;
   int max_tokens = 64;
   SamplingParams sampling;
-  bool ignore_eos = false;      // keep generating past EOS
+  bool ignore_eos = false;  // keep generating past EOS (it is a token like others)
+  /// EOS (unless ignored) and stop_token_ids may not come before this many
+  /// tokens were generated (max_tokens still ends the generation).
+  int min_tokens = 0;
+  /// Tokens that end the generation as EOS does (StopReason::kStopToken;
+  /// not part of the output).
+  std::vector<int32_t> stop_token_ids = {};
   bool record_routing = false;  // fill GenerateResult::routing
   /// -1: none. 0..kMaxScoreTopN: fill GenerateResult::logprobs with each
   /// generated token's log-probability and this many alternatives.
@@ -57,13 +63,19 @@ struct GenerateResult {
   std::vector<int32_t> prompt_ids;
   std::vector<int32_t> output_ids;
   std::string text;
-  enum class StopReason { kMaxTokens, kEos, kStopped } stop_reason = StopReason::kMaxTokens;
+  enum class StopReason {
+    kMaxTokens,
+    kEos,
+    kStopped,    // a stop sequence (GenerationHooks::should_stop)
+    kStopToken,  // one of GenerateRequest::stop_token_ids
+  } stop_reason = StopReason::kMaxTokens;
   /// When requested: the experts of every layer for every position that went
   /// through the model (prompt, then each generated token but the last).
   std::vector<TokenRouting> routing;
   /// When requested: entry i scores output_ids[i] against the logits it was
   /// sampled from (ScoreLogitsRow: the model's distribution, before
-  /// temperature or top-p), with the top-N alternatives.
+  /// the sampling chain: bias, penalties, bans, a constraint, temperature,
+  /// cuts), with the top-N alternatives.
   std::vector<RowScore> logprobs;
   /// When logprobs were requested and generation ended with the
   /// end-of-sequence token: its score (it is not in output_ids). Completions
@@ -79,7 +91,8 @@ struct GenerateResult {
 /// replacement text.
 using GenerationCallback = std::function<void(int32_t id, std::string_view text)>;
 
-/// "max_tokens" | "eos" | "stop".
+/// "max_tokens" | "eos" | "stop" | "stop_token" (the HTTP finish_reason of
+/// the last three is "stop").
 const char* StopReasonName(GenerateResult::StopReason reason);
 
 struct GenerationHooks {
@@ -98,7 +111,8 @@ struct GenerationHooks {
 /// Every check of a request, in one place: its fields against their bounds
 /// (ValidateRequestFields), then the prompt: not empty ("prompt: must not be
 /// empty"), its token ids in the vocabulary, or its text tokenized
-/// (request.encode); then it and max_tokens within the context
+/// (request.encode); the sampling's token ids (logit_bias, stop_token_ids)
+/// in the vocabulary; then it and max_tokens within the context
 /// (OUT_OF_RANGE, naming both). INVALID_ARGUMENT "<field>: ..." otherwise.
 /// Returns the prompt's token ids.
 absl::StatusOr<std::vector<int32_t>> PreparePrompt(const GenerateRequest& request,

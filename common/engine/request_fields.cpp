@@ -1,14 +1,19 @@
 #include "engine/request_fields.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <cstdlib>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "engine/scoring.h"
+#include "nlohmann/json.hpp"
 #include "util/cli_args.h"
+#include "util/status_macros.h"
 
 namespace odmoe {
 namespace {
@@ -49,12 +54,71 @@ const RequestField kFields[] = {
      .slot = [](GenerateRequest& r) -> RequestFieldSlot { return &r.sampling.top_p; }},
     {.name = "top_k",
      .type = RequestFieldType::kInt,
-     .min = 0,
+     .min = -1,
      .max = static_cast<double>(INT32_MAX),
-     .help = "sample among the K most likely tokens; 0 = all",
-     .offered = kRequestFieldGrpc | kRequestFieldCli,
+     .help = "sample among the K most likely tokens; 0 or -1 = all",
+     .offered = kEverywhere,
      .metavar = "K",
      .slot = [](GenerateRequest& r) -> RequestFieldSlot { return &r.sampling.top_k; }},
+    {.name = "min_p",
+     .type = RequestFieldType::kFloat,
+     .min = 0,
+     .max = 1,
+     .help = "keep the tokens at least P times as likely as the most likely; 0 = off",
+     .offered = kEverywhere,
+     .metavar = "P",
+     .slot = [](GenerateRequest& r) -> RequestFieldSlot { return &r.sampling.min_p; }},
+    {.name = "typical_p",
+     .type = RequestFieldType::kFloat,
+     .min = 0,
+     .max = 1,
+     .min_exclusive = true,
+     .help = "locally typical sampling: the most typical tokens up to this mass; 1 = off",
+     .offered = kEverywhere,
+     .metavar = "P",
+     .slot = [](GenerateRequest& r) -> RequestFieldSlot { return &r.sampling.typical_p; }},
+    {.name = "presence_penalty",
+     .type = RequestFieldType::kFloat,
+     .min = -2,
+     .max = 2,
+     .help = "subtracted from the logit of each token in the penalty window; 0 = off",
+     .offered = kEverywhere,
+     .metavar = "X",
+     .slot = [](GenerateRequest& r) -> RequestFieldSlot { return &r.sampling.presence_penalty; }},
+    {.name = "frequency_penalty",
+     .type = RequestFieldType::kFloat,
+     .min = -2,
+     .max = 2,
+     .help = "subtracted per occurrence of a token in the penalty window; 0 = off",
+     .offered = kEverywhere,
+     .metavar = "X",
+     .slot = [](GenerateRequest& r) -> RequestFieldSlot { return &r.sampling.frequency_penalty; }},
+    {.name = "repetition_penalty",
+     .type = RequestFieldType::kFloat,
+     .min = 0,
+     .max = 10,
+     .min_exclusive = true,
+     .help = "divides positive, multiplies negative logits of tokens in the penalty window; "
+             "1 = off",
+     .offered = kEverywhere,
+     .metavar = "R",
+     .slot = [](GenerateRequest& r) -> RequestFieldSlot { return &r.sampling.repetition_penalty; }},
+    {.name = "repeat_last_n",
+     .type = RequestFieldType::kInt,
+     .min = -1,
+     .max = static_cast<double>(kMaxMaxTokens),
+     .help = "the penalty window: the last N tokens of prompt and output; -1 = all, 0 = none",
+     .offered = kEverywhere,
+     .metavar = "N",
+     .slot = [](GenerateRequest& r) -> RequestFieldSlot { return &r.sampling.repeat_last_n; }},
+    {.name = "min_tokens",
+     .type = RequestFieldType::kInt,
+     .min = 0,
+     .max = static_cast<double>(kMaxMaxTokens),
+     .help = "no end-of-sequence or stop token before this many tokens",
+     .offered = kEverywhere,
+     .metavar = "N",
+     .slot = [](GenerateRequest& r) -> RequestFieldSlot { return &r.min_tokens; }},
     {.name = "seed",
      .type = RequestFieldType::kUInt64,
      .help = "random seed for sampling",
@@ -64,7 +128,7 @@ const RequestField kFields[] = {
     {.name = "ignore_eos",
      .type = RequestFieldType::kBool,
      .help = "keep generating past the end-of-sequence token",
-     .offered = kRequestFieldGrpc | kRequestFieldCli,
+     .offered = kEverywhere,
      .slot = [](GenerateRequest& r) -> RequestFieldSlot { return &r.ignore_eos; }},
     {.name = "logprobs",
      .type = RequestFieldType::kInt,
@@ -86,6 +150,28 @@ std::string Number(double x) { return absl::StrFormat("%.10g", x); }
 absl::Status Refuse(const RequestField& f, std::string_view wire_name, std::string_view what) {
   return absl::InvalidArgumentError(
       absl::StrCat(std::string(NameIn(f, wire_name)), ": ", std::string(what)));
+}
+
+// This absl's string_view is not std's.
+absl::string_view A(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+
+absl::Status NotATokenId(std::string_view field, int64_t token) {
+  return absl::InvalidArgumentError(absl::StrCat(A(field), ": ", token, " is not a token id"));
+}
+
+absl::Status CheckLogitBias(int64_t token, double bias) {
+  if (token < 0 || token > INT32_MAX) return NotATokenId("logit_bias", token);
+  if (!(bias >= -kMaxLogitBias && bias <= kMaxLogitBias)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("logit_bias: the bias of token ", token, " must be from -100 to 100"));
+  }
+  return absl::OkStatus();
+}
+
+// A client's key in a message: at most 64 bytes of it.
+std::string ClipKey(std::string_view key) {
+  return key.size() <= 64 ? std::string(key)
+                          : absl::StrCat(A(key.substr(0, 64)), "... (", key.size(), " bytes)");
 }
 
 double DefaultOf(const RequestField& f) {
@@ -196,7 +282,49 @@ absl::Status ValidateRequestFields(const GenerateRequest& request) {
     if (value == DefaultOf(f)) continue;
     if (absl::Status s = CheckRequestField(f, value); !s.ok()) return s;
   }
+  for (const auto& [token, bias] : request.sampling.logit_bias) {
+    if (absl::Status s = CheckLogitBias(token, bias); !s.ok()) return s;
+  }
+  for (int32_t token : request.stop_token_ids) {
+    if (token < 0) return NotATokenId("stop_token_ids", token);
+  }
   return absl::OkStatus();
+}
+
+absl::Status AddLogitBias(int64_t token, double bias, GenerateRequest* request) {
+  ODMOE_RETURN_IF_ERROR(CheckLogitBias(token, bias));
+  request->sampling.logit_bias[static_cast<int32_t>(token)] = static_cast<float>(bias);
+  return absl::OkStatus();
+}
+
+absl::Status AddStopTokenId(int64_t token, GenerateRequest* request) {
+  if (token < 0 || token > INT32_MAX) return NotATokenId("stop_token_ids", token);
+  request->stop_token_ids.push_back(static_cast<int32_t>(token));
+  return absl::OkStatus();
+}
+
+absl::Status ParseLogitBiasJson(std::string_view json_text, GenerateRequest* request) {
+  const nlohmann::json j = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) {
+    return absl::InvalidArgumentError(
+        "logit_bias: expected a JSON object of token id -> bias ({\"15043\": -100})");
+  }
+  for (const auto& [key, value] : j.items()) {
+    ODMOE_RETURN_IF_ERROR(
+        AddLogitBias(key, value.is_number() ? value.get<double>() : NAN, request));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AddLogitBias(std::string_view key, double bias, GenerateRequest* request) {
+  int64_t token = -1;
+  // Digits only (SimpleAtoi also takes "+5" and " 5").
+  if (key.empty() || key.size() > 10 || key.find_first_not_of("-0123456789") != key.npos ||
+      !absl::SimpleAtoi(A(key), &token)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("logit_bias: key '", ClipKey(key), "' is not a token id"));
+  }
+  return AddLogitBias(token, bias, request);
 }
 
 void AddRequestFlags(CliArgs& args, GenerateRequest* request, unsigned offered) {
@@ -222,6 +350,39 @@ void AddRequestFlags(CliArgs& args, GenerateRequest* request, unsigned offered) 
       args.AddFloat(name, *x, metavar, help);
     }
   }
+  if (!(offered & kRequestFieldCli)) return;
+  // The list- and map-valued fields: each occurrence adds to the list. A
+  // value's bounds are checked with the request (ValidateRequestFields).
+  args.AddCustom(
+      "logit-bias", "ID=BIAS|JSON",
+      "add BIAS (-100 to 100; -100 bans) to token ID's logit; repeatable, or a JSON "
+      "object {\"ID\": BIAS, ...}",
+      [request](std::string_view v) {
+        if (!v.empty() && v.front() == '{') return ParseLogitBiasJson(v, request).ok();
+        const std::vector<absl::string_view> kv = absl::StrSplit(A(v), '=');
+        int64_t token = 0;
+        double bias = 0;
+        if (kv.size() != 2 || !absl::SimpleAtoi(kv[0], &token) || !absl::SimpleAtod(kv[1], &bias)) {
+          return false;
+        }
+        request->sampling
+            .logit_bias[static_cast<int32_t>(std::clamp<int64_t>(token, INT32_MIN, INT32_MAX))] =
+            static_cast<float>(bias);
+        return true;
+      });
+  args.AddCustom(
+      "stop-token-ids", "ID,ID,...",
+      "token ids that end the generation as end-of-sequence does; repeatable",
+      [request](std::string_view v) {
+        for (absl::string_view part : absl::StrSplit(A(v), ',')) {
+          int64_t token = 0;
+          if (!absl::SimpleAtoi(part, &token) || token < INT32_MIN || token > INT32_MAX) {
+            return false;
+          }
+          request->stop_token_ids.push_back(static_cast<int32_t>(token));
+        }
+        return true;
+      });
 }
 
 }  // namespace odmoe

@@ -112,12 +112,36 @@ double GetRequestField(const RequestField& field, const GenerateRequest& request
 /// A kUInt64 field's value.
 uint64_t GetRequestFieldBits(const RequestField& field, const GenerateRequest& request);
 
-/// Every field of `request` against its bounds: the first one out of them.
+/// Every field of `request` against its bounds: the first one out of them,
+/// then logit_bias and stop_token_ids (as AddLogitBias, AddStopTokenId).
 /// A field at its default passes (the default may mean "none": logprobs -1).
+/// min_tokens may exceed max_tokens (max_tokens ends the generation).
 absl::Status ValidateRequestFields(const GenerateRequest& request);
 
+/// The list- and map-valued fields are not rows (their value is not one
+/// number); every transport offers them under these names, reads them with
+/// its own shape (HTTP: OpenAI's {"ID": bias} and [ids]; gRPC: a map and a
+/// repeated field; the tools: --logit-bias ID=BIAS (repeated, or a JSON
+/// object) and --stop-token-ids ID,ID,...) and adds each entry here, where it
+/// is checked. Their ids are checked against the vocabulary in PreparePrompt.
+///   logit_bias      token id -> bias in [-100, 100] (-100 bans the token)
+///   stop_token_ids  token ids that end the generation
+inline constexpr double kMaxLogitBias = 100;
+/// INVALID_ARGUMENT "logit_bias: the bias of token 5 must be from -100 to
+/// 100" / "logit_bias: -3 is not a token id"; else stores it.
+absl::Status AddLogitBias(int64_t token, double bias, GenerateRequest* request);
+/// The same with the token id as a JSON key ("15043"): "logit_bias: key 'x'
+/// is not a token id" when it is not a decimal integer.
+absl::Status AddLogitBias(std::string_view key, double bias, GenerateRequest* request);
+/// INVALID_ARGUMENT "stop_token_ids: -3 is not a token id"; else appends it.
+absl::Status AddStopTokenId(int64_t token, GenerateRequest* request);
+/// A JSON object {"ID": bias, ...} (OpenAI's logit_bias) into `request`;
+/// INVALID_ARGUMENT "logit_bias: ..." naming the bad key or value.
+absl::Status ParseLogitBiasJson(std::string_view json_text, GenerateRequest* request);
+
 /// One flag per field offered in `offered` (kRequestFieldCli), bound to
-/// `request`'s members: their defaults are the request's values.
+/// `request`'s members: their defaults are the request's values; with
+/// kRequestFieldCli also --logit-bias and --stop-token-ids.
 void AddRequestFlags(CliArgs& args, GenerateRequest* request, unsigned offered = kRequestFieldCli);
 
 }  // namespace odmoe

@@ -18,6 +18,8 @@ Sequence::Sequence(const Tokenizer& tokenizer, const GenerateRequest& request,
     : tokenizer_(tokenizer),
       max_tokens_(request.max_tokens),
       ignore_eos_(request.ignore_eos),
+      min_tokens_(request.min_tokens),
+      stop_token_ids_(request.stop_token_ids),
       logprobs_(request.logprobs),
       record_routing_(request.record_routing),
       on_token_(std::move(on_token)),
@@ -28,6 +30,12 @@ Sequence::Sequence(const Tokenizer& tokenizer, const GenerateRequest& request,
       start_(std::chrono::steady_clock::now()) {
   result_.prompt_ids = std::move(prompt_ids);
   result_.stats.prompt_tokens = static_cast<int>(result_.prompt_ids.size());
+  std::sort(stop_token_ids_.begin(), stop_token_ids_.end());
+  if (min_tokens_ > 0) {
+    min_tokens_ban_ = stop_token_ids_;
+    if (!ignore_eos_) min_tokens_ban_.push_back(tokenizer_.eos_id());
+  }
+  sampler_.Accept(result_.prompt_ids);  // the penalties count the prompt (as llama-server)
 }
 
 std::span<const int32_t> Sequence::Pending(int64_t max_rows) const {
@@ -50,7 +58,17 @@ void Sequence::Consumed(int64_t rows, std::span<const float> logits) {
     result_.stats.prefill_seconds = SecondsBetween(start_, now);
     decode_start_ = now;
   }
-  Emit(logits, sampler_.Sample(logits));
+  bool took = false;
+  Emit(logits, Next(logits, -1, &took));
+}
+
+int32_t Sequence::Next(std::span<const float> row, int32_t draft, bool* took) {
+  const bool banning = static_cast<int>(result_.output_ids.size()) < min_tokens_;
+  const std::span<const float> processed = sampler_.Process(
+      row, banning ? std::span<const int32_t>(min_tokens_ban_) : std::span<const int32_t>(),
+      constraint_.get());
+  *took = false;
+  return draft >= 0 ? sampler_.SampleDraft(processed, draft, took) : sampler_.Sample(processed);
 }
 
 int Sequence::ConsumedDrafts(std::span<const int32_t> drafts, std::span<const float> logits) {
@@ -60,9 +78,9 @@ int Sequence::ConsumedDrafts(std::span<const int32_t> drafts, std::span<const fl
   for (size_t i = 0; i <= drafts.size() && !done_; ++i) {
     const std::span<const float> row = logits.subspan(i * n_vocab, n_vocab);
     ++pos_;  // row i's input was right: its KV row stays
+    // Row i after drafts[0, i) were emitted: their history, their constraint state.
     bool took = false;
-    const int32_t next =
-        i < drafts.size() ? sampler_.SampleDraft(row, drafts[i], &took) : sampler_.Sample(row);
+    const int32_t next = Next(row, i < drafts.size() ? drafts[i] : -1, &took);
     Emit(row, next);
     if (!took) break;
     ++accepted;
@@ -74,12 +92,24 @@ void Sequence::Emit(std::span<const float> row, int32_t next) {
   if (result_.output_ids.empty() && result_.stats.ttft_seconds == 0) {
     result_.stats.ttft_seconds = SecondsBetween(start_, std::chrono::steady_clock::now());
   }
-  if (next == tokenizer_.eos_id() && !ignore_eos_) {
+  if (next == Sampler::kNoToken) {  // biases and bans left no token: nothing may follow
+    Finish(GenerateResult::StopReason::kEos);
+    return;
+  }
+  const bool eos = next == tokenizer_.eos_id() && !ignore_eos_;
+  if (eos || std::binary_search(stop_token_ids_.begin(), stop_token_ids_.end(), next)) {
     if (logprobs_ >= 0) result_.eos_logprob = ScoreLogitsRow(row, next, logprobs_);
+    Finish(eos ? GenerateResult::StopReason::kEos : GenerateResult::StopReason::kStopToken);
+    return;
+  }
+  if (constraint_ != nullptr && !constraint_->Accept(next).ok()) {
+    // Only a token the mask allowed is ever sampled: a rule that refuses
+    // one it allowed is broken; end here rather than continue outside it.
     Finish(GenerateResult::StopReason::kEos);
     return;
   }
   result_.output_ids.push_back(next);
+  sampler_.Accept(next);
   if (logprobs_ >= 0) {
     result_.logprobs.push_back(ScoreLogitsRow(row, next, logprobs_));
     if (on_logprobs_) on_logprobs_(result_.logprobs.back());

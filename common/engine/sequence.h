@@ -13,16 +13,29 @@
 //
 // Speculative decoding runs the pending token and drafted ones in one
 // forward and calls ConsumedDrafts(drafts, logits_of_every_row) instead.
+//
+// Every token is sampled through the whole chain (sampler.h): the request's
+// logit_bias and penalties on this sequence's history (the prompt, then each
+// emitted token), min_tokens' ban on EOS and stop_token_ids, the constraint
+// set with SetConstraint (a grammar), then the request's sampling. A
+// speculative row is processed after the drafts before it were emitted, so
+// it sees the history and the constraint state it would have seen without
+// speculation: the output distribution is exactly Consumed's.
+//
+//   Sequence seq(tokenizer, request, prompt_ids, on_token);
+//   seq.SetConstraint(std::move(grammar));   // optional, before the first token
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "engine/generation.h"
 #include "engine/sampler.h"
+#include "engine/token_constraint.h"
 #include "tokenizer/tokenizer.h"
 
 namespace odmoe {
@@ -36,6 +49,13 @@ class Sequence {
            std::vector<int32_t> prompt_ids, GenerationCallback on_token = {},
            std::function<bool()> should_stop = {},
            std::function<void(const RowScore&)> on_logprobs = {});
+
+  /// A rule every sampled token must follow (MaskLogits before each token,
+  /// Accept after each emitted one); null: none. Set it before the first
+  /// token is sampled (before the prompt's last Consumed).
+  void SetConstraint(std::unique_ptr<TokenConstraint> constraint) {
+    constraint_ = std::move(constraint);
+  }
 
   /// The rows to run next: up to `max_rows` prompt rows not yet run, or,
   /// once the prompt is in, the one token sampled last. Empty when done.
@@ -71,19 +91,27 @@ class Sequence {
 
  private:
   void Finish(GenerateResult::StopReason reason);
-  // Emits `next`, sampled from `row`: TTFT, EOS, logprobs, streaming, the
-  // stop rules; then it is the token to run next unless the sequence ended.
+  // The next token from one row of raw logits through the whole chain;
+  // with `draft` (>= 0) by the rejection rule (*took: the draft was taken).
+  int32_t Next(std::span<const float> row, int32_t draft, bool* took);
+  // Emits `next`, sampled from `row`: TTFT, EOS and stop tokens, logprobs,
+  // streaming, the history and the constraint, the stop rules; then it is
+  // the token to run next unless the sequence ended.
   void Emit(std::span<const float> row, int32_t next);
 
   const Tokenizer& tokenizer_;
   const int max_tokens_;
   const bool ignore_eos_;
+  const int min_tokens_;
+  std::vector<int32_t> stop_token_ids_;  // sorted
+  std::vector<int32_t> min_tokens_ban_;  // EOS (unless ignored) and stop_token_ids
   const int logprobs_;
   const bool record_routing_;
   GenerationCallback on_token_;
   std::function<bool()> should_stop_;
   std::function<void(const RowScore&)> on_logprobs_;
   Sampler sampler_;
+  std::unique_ptr<TokenConstraint> constraint_;
   IncrementalDecoder decoder_;
   GenerateResult result_;
   size_t prefilled_ = 0;  // prompt rows run

@@ -40,6 +40,12 @@ void CliArgs::AddString(std::string name, std::string* out, std::string metavar,
                       }});
 }
 
+void CliArgs::AddCustom(std::string name, std::string metavar, std::string help,
+                        std::function<bool(std::string_view)> set) {
+  options_.push_back(
+      {std::move(name), std::move(metavar), std::move(help), false, true, false, std::move(set)});
+}
+
 void CliArgs::AddInt(std::string name, int* out, std::string metavar, std::string help,
                      bool required) {
   options_.push_back({std::move(name), std::move(metavar), std::move(help), required, true, false,

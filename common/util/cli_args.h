@@ -38,6 +38,10 @@ class CliArgs {
   void AddUInt64(std::string name, uint64_t* out, std::string metavar, std::string help);
   void AddFloat(std::string name, float* out, std::string metavar, std::string help);
   void AddFlag(std::string name, bool* out, std::string help);
+  /// An option whose value `set` reads (false: unparsable), once per
+  /// occurrence: it may be given several times (a list).
+  void AddCustom(std::string name, std::string metavar, std::string help,
+                 std::function<bool(std::string_view)> set);
   /// Accept up to `max` positional arguments (named `metavar` in the help).
   void AllowPositional(std::string metavar, int max);
 

@@ -362,11 +362,15 @@ TEST_CASE("http: the OpenAI surface clients use", "[cluster][http]") {
               "max_completion_tokens");
 
   // A parameter the server does not honour is a 400 naming it; one whose value
-  // asks for nothing (a zero penalty, no tools) is fine.
+  // asks for nothing (no tools) is fine, and so are the sampling chain's
+  // parameters and those accepted as the reference APIs accept them.
   ExpectError(cli, "/v1/completions", json{{"prompt", prompt}, {"frobnicate", 1}}.dump(), 400,
               "frobnicate");
-  ExpectError(cli, "/v1/completions", json{{"prompt", prompt}, {"presence_penalty", 0.5}}.dump(),
+  ExpectError(cli, "/v1/completions", json{{"prompt", prompt}, {"presence_penalty", 2.5}}.dump(),
               400, "presence_penalty");
+  ExpectError(cli, "/v1/chat/completions",
+              json{{"messages", hello}, {"modalities", {"text", "audio"}}}.dump(), 400,
+              "modalities");
   ExpectError(cli, "/v1/completions", json{{"prompt", prompt}, {"best_of", 3}}.dump(), 400,
               "best_of");
   ExpectError(cli, "/v1/chat/completions",
@@ -376,9 +380,20 @@ TEST_CASE("http: the OpenAI surface clients use", "[cluster][http]") {
               "echo");
   post("/v1/completions", {{"prompt", prompt},
                            {"max_tokens", 2},
-                           {"presence_penalty", 0},
-                           {"frequency_penalty", 0.0},
-                           {"logit_bias", json::object()},
+                           {"presence_penalty", 0.5},
+                           {"frequency_penalty", 0.3},
+                           {"repetition_penalty", 1.1},
+                           {"min_p", 0.05},
+                           {"typical_p", 0.95},
+                           {"top_k", 40},
+                           {"logit_bias", {{"5", -100}}},
+                           {"stop_token_ids", {7}},
+                           {"min_tokens", 1},
+                           {"ignore_eos", true},
+                           {"metadata", {{"team", "a"}}},
+                           {"store", false},
+                           {"service_tier", "auto"},
+                           {"cache_prompt", true},
                            {"best_of", 1},
                            {"suffix", nullptr},
                            {"user", "someone"}});
@@ -912,6 +927,79 @@ TEST_CASE("http: a speculative completion reports its drafts, and /metrics count
         std::string::npos);
   CHECK(metrics->body.find("odmoe_draft_acceptance 0.000000") == std::string::npos);
   CHECK(metrics->body.find("odmoe_decode_iteration_tokens_total ") != std::string::npos);
+}
+
+}  // namespace odmoe::test
+
+namespace odmoe::test {
+
+// The sampling chain (engine/sampler.h) runs in the main node's Sequence as
+// in the single process: the same tokens for the same request, greedy with
+// penalties, a ban and min_tokens whether or not the shadow drafts (a row
+// processed without the drafts before it in the history would differ), and
+// seeded sampling with the cuts.
+TEST_CASE("http: the sampling chain is the single process's with drafts or without",
+          "[cluster][http][speculative]") {
+  static auto engine =
+      ReferenceEngine::Create(SourcePath("models/tiny-mixtral-f16.gguf"), {}).value();
+  const std::string prompt = "Once upon a time";
+  GenerateRequest plain;
+  plain.prompt = prompt;
+  plain.max_tokens = 24;
+  const GenerateResult unchanged = engine->Generate(plain).value();
+  REQUIRE_FALSE(unchanged.output_ids.empty());
+  const int32_t banned = unchanged.output_ids.front();
+
+  GenerateRequest greedy = plain;
+  greedy.sampling.presence_penalty = 1.5f;
+  greedy.sampling.frequency_penalty = 0.5f;
+  greedy.sampling.repetition_penalty = 1.3f;
+  greedy.sampling.repeat_last_n = -1;
+  greedy.sampling.logit_bias = {{banned, kLogitBiasBan}};
+  greedy.min_tokens = 4;
+  const GenerateResult want = engine->Generate(greedy).value();
+  CHECK(want.text != unchanged.text);
+  const json body = {{"prompt", prompt},         {"max_tokens", 24},
+                     {"temperature", 0},         {"presence_penalty", 1.5},
+                     {"frequency_penalty", 0.5}, {"repetition_penalty", 1.3},
+                     {"repeat_last_n", -1},      {"logit_bias", {{std::to_string(banned), -100}}},
+                     {"min_tokens", 4}};
+  for (const int drafts : {0, 4}) {
+    INFO("draft tokens " << drafts);
+    ClusterConfig cfg;
+    cfg.workers = 4;
+    cfg.http = true;
+    cfg.draft_tokens = drafts;
+    cfg.draft_wait_us = drafts > 0 ? 2'000'000 : 0;
+    auto cluster = TestCluster::Start(cfg);
+    REQUIRE(cluster.ok());
+    httplib::Client cli = Client(**cluster);
+    const json j = json::parse(PostOk(cli, "/v1/completions", body));
+    CHECK(j["choices"][0]["text"].get<std::string>() == want.text);
+    if (drafts > 0) {
+      // Some drafts were taken: rows after them were processed with them.
+      CHECK(j["odmoe"]["draft_tokens"].get<int>() == drafts);
+      CHECK(j["odmoe"]["draft_acceptance"].get<double>() > 0.1);
+      continue;
+    }
+    // Seeded sampling with every cut: the same random stream, the same tokens.
+    GenerateRequest sampled = greedy;
+    sampled.sampling.temperature = 0.9f;
+    sampled.sampling.seed = 11;
+    sampled.sampling.top_k = 50;
+    sampled.sampling.top_p = 0.95f;
+    sampled.sampling.min_p = 0.02f;
+    sampled.sampling.typical_p = 0.98f;
+    json seeded = body;
+    seeded.update({{"temperature", 0.9},
+                   {"seed", 11},
+                   {"top_k", 50},
+                   {"top_p", 0.95},
+                   {"min_p", 0.02},
+                   {"typical_p", 0.98}});
+    const json s = json::parse(PostOk(cli, "/v1/completions", seeded));
+    CHECK(s["choices"][0]["text"].get<std::string>() == engine->Generate(sampled).value().text);
+  }
 }
 
 }  // namespace odmoe::test

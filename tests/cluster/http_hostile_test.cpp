@@ -292,7 +292,7 @@ TEST_CASE("http hostile: a reader that falls behind is cancelled, another client
   RawClient slow(port, /*rcvbuf=*/4096);
   REQUIRE(slow.Send(Post(
       "/v1/completions",
-      R"({"prompt": "Once upon a time", "max_tokens": 480, "temperature": 1, "seed": 3, "stream": true})")));
+      R"({"prompt": "Once upon a time", "max_tokens": 480, "temperature": 1, "seed": 3, "ignore_eos": true, "stream": true})")));
   for (int i = 0; i < 500 && MetricValue(c.main(), "odmoe_requests_running") < 1; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }

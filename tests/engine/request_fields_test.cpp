@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -75,7 +76,15 @@ TEST_CASE("request fields: the bounds a user of the reference API expects", "[re
   CHECK(check("max_tokens", 0) == "max_tokens: must be at least 1");
   CHECK(check("max_tokens", 1e18) == "max_tokens: must be at most 16777216");
   CHECK(check("logprobs", 21) == "logprobs: must be at most 20");
-  CHECK(check("top_k", -1) == "top_k: must be at least 0");
+  CHECK(check("top_k", -1) == "");  // vLLM's "all"
+  CHECK(check("top_k", -2) == "top_k: must be at least -1");
+  CHECK(check("presence_penalty", -2) == "");
+  CHECK(check("frequency_penalty", 2.5) == "frequency_penalty: must be at most 2");
+  CHECK(check("repetition_penalty", 0) == "repetition_penalty: must be greater than 0");
+  CHECK(check("min_p", 1.5) == "min_p: must be at most 1");
+  CHECK(check("typical_p", 0) == "typical_p: must be greater than 0");
+  CHECK(check("repeat_last_n", -2) == "repeat_last_n: must be at least -1");
+  CHECK(check("min_tokens", -1) == "min_tokens: must be at least 0");
   CHECK(Message(RequestFieldTypeError(RequestFieldNamed("temperature"))) ==
         "temperature: expected a number from 0 to 2");
   CHECK(Message(RequestFieldTypeError(RequestFieldNamed("top_p"))) ==
@@ -142,6 +151,56 @@ TEST_CASE("request fields: the tools' flags set the request", "[request]") {
   CHECK(args.Help().find("--logprobs") == std::string::npos);  // not offered as a flag
 }
 
+// The tools' flags (AddRequestFlags) parsed from `words` into `r`.
+absl::Status ParseRequestFlags(std::vector<std::string> words, GenerateRequest* r) {
+  CliArgs args("tool", "test");
+  AddRequestFlags(args, r);
+  std::vector<char*> argv;
+  for (std::string& w : words) argv.push_back(w.data());
+  return args.Parse(static_cast<int>(argv.size()), argv.data());
+}
+
+TEST_CASE("request fields: the sampling chain's flags, lists included", "[request]") {
+  GenerateRequest r;
+  std::vector<std::string> words = {"tool",
+                                    "--min-p=0.05",
+                                    "--typical-p=0.9",
+                                    "--presence-penalty=0.5",
+                                    "--frequency-penalty=-0.5",
+                                    "--repetition-penalty=1.1",
+                                    "--repeat-last-n=-1",
+                                    "--min-tokens=3",
+                                    "--logit-bias=15=-100",
+                                    "--logit-bias",
+                                    R"({"7": 2.5, "8": -1})",
+                                    "--stop-token-ids=4,5",
+                                    "--stop-token-ids=6"};
+  REQUIRE(ParseRequestFlags(words, &r).ok());
+  CHECK(r.sampling.min_p == 0.05f);
+  CHECK(r.sampling.typical_p == 0.9f);
+  CHECK(r.sampling.presence_penalty == 0.5f);
+  CHECK(r.sampling.frequency_penalty == -0.5f);
+  CHECK(r.sampling.repetition_penalty == 1.1f);
+  CHECK(r.sampling.repeat_last_n == -1);
+  CHECK(r.min_tokens == 3);
+  CHECK(r.sampling.logit_bias == std::map<int32_t, float>{{7, 2.5f}, {8, -1.0f}, {15, -100.0f}});
+  CHECK(r.stop_token_ids == std::vector<int32_t>{4, 5, 6});
+  CHECK(ValidateRequestFields(r).ok());
+  // A value outside its bounds is the request's error, with the request's message.
+  for (const char* bad : {"--logit-bias=3=150", "--logit-bias=-2=1"}) {
+    GenerateRequest b;
+    REQUIRE(ParseRequestFlags({"tool", bad}, &b).ok());
+    CHECK(Message(ValidateRequestFields(b)).rfind("logit_bias: ", 0) == 0);
+  }
+  // Unparsable: the parser's error names the flag.
+  for (const char* bad :
+       {"--logit-bias=3", "--logit-bias=x=1", "--stop-token-ids=1,,2", "--logit-bias={\"a\": 1}"}) {
+    GenerateRequest b;
+    INFO(bad);
+    CHECK(ParseRequestFlags({"tool", bad}, &b).message().find("invalid value") == 0);
+  }
+}
+
 const Tokenizer& TinyTokenizer() {
   static const std::unique_ptr<GgufFile> file =
       std::move(*GgufFile::Open(test::SourcePath("models/tiny-mixtral-f16.gguf")));
@@ -169,6 +228,18 @@ TEST_CASE("request fields: the prompt is checked in PreparePrompt", "[request]")
   const absl::Status utf8 = PreparePrompt(r, tok, 64).status();
   CHECK(absl::IsInvalidArgument(utf8));
   CHECK(Message(utf8).rfind("prompt: ", 0) == 0);
+  // The sampling's token ids are the vocabulary's.
+  r.prompt = "Hi";
+  CHECK(PreparePrompt(r, tok, 64).ok());
+  r.sampling.logit_bias = {{tok.n_vocab(), 1.0f}};
+  CHECK(Message(PreparePrompt(r, tok, 64).status()) ==
+        "logit_bias: token id " + std::to_string(tok.n_vocab()) + " outside the vocabulary [0, " +
+            std::to_string(tok.n_vocab()) + ")");
+  r.sampling.logit_bias.clear();
+  r.stop_token_ids = {tok.n_vocab() + 5};
+  CHECK(Message(PreparePrompt(r, tok, 64).status()).rfind("stop_token_ids: token id ", 0) == 0);
+  r.stop_token_ids.clear();
+  r.prompt = "caf\xc3";
   // The fields first: a bad field with a bad prompt names the field.
   r.sampling.temperature = 9;
   CHECK(Message(PreparePrompt(r, tok, 64).status()) == "temperature: must be at most 2");

@@ -25,7 +25,8 @@ TEST_CASE("sampler: parameters are validated", "[sampler]") {
   CHECK(Validate(SamplingParams{NAN}).code() == absl::StatusCode::kInvalidArgument);
   CHECK(Validate(SamplingParams{0.7f, 0.0f}).code() == absl::StatusCode::kInvalidArgument);
   CHECK(Validate(SamplingParams{0.7f, 1.5f}).code() == absl::StatusCode::kInvalidArgument);
-  CHECK(Validate(SamplingParams{0.7f, 0.9f, -1}).code() == absl::StatusCode::kInvalidArgument);
+  CHECK(Validate(SamplingParams{0.7f, 0.9f, -2}).code() == absl::StatusCode::kInvalidArgument);
+  CHECK(Validate(SamplingParams{0.7f, 0.9f, -1}).ok());  // vLLM's "all", as 0
   CHECK(Validate(SamplingParams{0.7f, 0.9f, 40, 3}).ok());
 }
 

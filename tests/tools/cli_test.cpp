@@ -44,7 +44,7 @@ TEST_CASE("every binary answers help and version and refuses an unknown flag", "
   std::vector<std::string> binaries = {
       "odmoe",          "odmoe-run",    "odmoe-cluster",    "odmoe-bench",
       "odmoe-quantize", "odmoe-synth",  "odmoe-perplexity", "odmoe-bench-ops",
-      "odmoe-main",     "odmoe-shadow", "odmoe-worker"};
+      "odmoe-main",     "odmoe-shadow", "odmoe-worker",     "odmoe-bench-sampling"};
   if (std::filesystem::exists(test::BinaryPath("bin/odmoe-bench-load"))) {
     binaries.push_back("odmoe-bench-load");
   }
@@ -74,9 +74,9 @@ TEST_CASE("docs/cli.md is every binary's current --help", "[cli]") {
   std::ifstream in(test::SourcePath("docs/cli.md"));
   REQUIRE(in);
   const std::string page((std::istreambuf_iterator<char>(in)), {});
-  for (const char* b :
-       {"odmoe", "odmoe-run", "odmoe-quantize", "odmoe-perplexity", "odmoe-synth", "odmoe-cluster",
-        "odmoe-bench", "odmoe-bench-ops", "odmoe-main", "odmoe-shadow", "odmoe-worker"}) {
+  for (const char* b : {"odmoe", "odmoe-run", "odmoe-quantize", "odmoe-perplexity", "odmoe-synth",
+                        "odmoe-cluster", "odmoe-bench", "odmoe-bench-ops", "odmoe-bench-sampling",
+                        "odmoe-main", "odmoe-shadow", "odmoe-worker"}) {
     INFO(b << ": run scripts/cli_docs.sh after changing options");
     const Result help = Sh(test::BinaryPath(std::string("bin/") + b) + " --help");
     REQUIRE(help.exit_code == 0);
@@ -158,8 +158,9 @@ TEST_CASE("odmoe-run: greedy generation is deterministic and dumps experts", "[c
   }
   CHECK(lines > 12);  // prompt positions + 11 generated tokens fed back
   // A layer without experts (DeepSeek-V2's first) is null, the others list k ids.
-  const Result ds = Sh(Run() + " --model " + test::SourcePath("tests/data/arch/tiny-deepseek2.gguf") +
-                       " --prompt \"The old man\" -n 3 --ignore-eos --dump-experts " + dump);
+  const Result ds =
+      Sh(Run() + " --model " + test::SourcePath("tests/data/arch/tiny-deepseek2.gguf") +
+         " --prompt \"The old man\" -n 3 --ignore-eos --dump-experts " + dump);
   INFO(ds.output);
   REQUIRE(ds.exit_code == 0);
   std::ifstream ds_in(dump);
