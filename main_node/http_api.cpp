@@ -19,6 +19,7 @@
 #include "main_node/http_server.h"
 #include "main_node/json_reply.h"
 #include "main_node/main_node.h"
+#include "main_node/output_grammar.h"
 #include "main_node/reply_stream.h"
 #include "main_node/tool_call_json.h"
 #include "main_node/tool_call_syntax.h"
@@ -134,6 +135,23 @@ struct HttpApi::Impl {
   TokenPieceFn Pieces() const {
     const Tokenizer& tok = node.tokenizer();
     return [&tok](int32_t id) { return tok.TokenToPiece(id); };
+  }
+
+  // The grammar a request asks its output to follow (output_grammar.h; a
+  // chat's tools are in parsed->tools already). Schemas are read from the
+  // body parsed again in order (nlohmann::json sorts keys): a schema's
+  // properties come in the order the client declared them.
+  absl::Status SetOutputGrammar(const HttpRequest& req, const json& body, ParsedRequest* parsed) {
+    const bool asks = parsed->tools.choice.kind == ToolChoiceKind::kRequired ||
+                      parsed->tools.choice.kind == ToolChoiceKind::kNamed ||
+                      body.contains("grammar") || body.contains("json_schema") ||
+                      body.contains("response_format");
+    if (!asks) return absl::OkStatus();
+    const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(req.body, nullptr, false);
+    absl::StatusOr<std::string> grammar = OutputGrammar(ordered, parsed->tools, tool_syntax);
+    if (!grammar.ok()) return grammar.status();
+    parsed->gen.grammar = std::move(*grammar);
+    return absl::OkStatus();
   }
 
   // The reply pipeline of a request (reply_stream.h): a chat's reasoning and
@@ -432,8 +450,9 @@ struct HttpApi::Impl {
                         json body;
                         if (!ParseJson(req, res, &body)) return;
                         ParsedRequest parsed;
-                        const absl::Status st =
+                        absl::Status st =
                             ParseCompletionBody(body, node.model_id(), node.tokenizer(), &parsed);
+                        if (st.ok()) st = SetOutputGrammar(req, body, &parsed);
                         if (!st.ok()) return res.Respond(Reject(st));
                         Serve(parsed, res, /*chat=*/false);
                       }});
@@ -500,6 +519,7 @@ struct HttpApi::Impl {
       absl::StatusOr<ToolRequest> tools = ParseToolRequest(ordered);
       if (tools.ok()) {
         parsed.tools = std::move(*tools);
+        st = SetOutputGrammar(req, body, &parsed);
       } else {
         st = tools.status();
       }

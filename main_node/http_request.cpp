@@ -107,7 +107,9 @@ absl::Status ReadFieldIfGiven(const json& body, const std::string& key, const Re
 
 }  // namespace
 
-// Every parameter a request names is either one this server honours, one
+// Every parameter a request names is either one this server honours (the
+// output's form: grammar, json_schema, response_format and a chat's tools,
+// output_grammar.h), one
 // accepted as the reference APIs accept it where it changes nothing here
 // (metadata, store, service_tier, modalities ["text"], cache_prompt), or one
 // whose value asks for nothing (no tools, best_of 1, ...): anything else is
@@ -122,12 +124,21 @@ absl::Status CheckParameters(const json& body, bool chat) {
   static const std::set<std::string> kSampling = {"logit_bias", "stop_token_ids", "n_predict"};
   static const std::set<std::string> kAccepted = {"metadata", "store", "service_tier", "modalities",
                                                   "cache_prompt"};
+  // The output's form, for both endpoints (output_grammar.h).
+  static const std::set<std::string> kForm = {"grammar", "json_schema", "response_format"};
   static const std::set<std::string> kCompletions = {"prompt", "echo"};
-  static const std::set<std::string> kChat = {"messages", "top_logprobs", "reasoning_effort",
-                                              "chat_template_kwargs"};
+  static const std::set<std::string> kChat = {"messages",
+                                              "top_logprobs",
+                                              "reasoning_effort",
+                                              "chat_template_kwargs",
+                                              "tools",
+                                              "tool_choice",
+                                              "parallel_tool_calls",
+                                              "documents",
+                                              "add_generation_prompt"};
   for (const auto& [key, value] : body.items()) {
     if (value.is_null() || kCommon.count(key) || kSampling.count(key) || kAccepted.count(key) ||
-        (chat ? kChat : kCompletions).count(key)) {
+        kForm.count(key) || (chat ? kChat : kCompletions).count(key)) {
       continue;
     }
     if (const RequestField* f = FindRequestField(key); f && (f->offered & kRequestFieldHttp)) {
@@ -136,10 +147,7 @@ absl::Status CheckParameters(const json& body, bool chat) {
     const bool neutral =
         (!chat && key == "best_of" && value.is_number_integer() && value.get<int64_t>() == 1) ||
         (!chat && key == "suffix" && value.is_string() && value.get<std::string>().empty()) ||
-        (chat && (key == "tools" || key == "functions") && value.is_array() && value.empty()) ||
-        (chat && key == "tool_choice" && value == "none") ||
-        (chat && key == "response_format" && value.is_object() && value.size() == 1 &&
-         value.value("type", "") == "text");
+        (chat && key == "functions" && value.is_array() && value.empty());
     if (!neutral)
       return Bad(ClipForMessage(key), "this parameter (or this value of it) is not supported");
   }

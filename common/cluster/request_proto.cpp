@@ -58,6 +58,7 @@ absl::StatusOr<GenerateRequest> GenerateRequestFromProto(const v1::GenerateReque
   for (int32_t token : in.stop_token_ids()) {
     if (absl::Status s = AddStopTokenId(token, &r); !s.ok()) return s;
   }
+  r.grammar = in.grammar();  // checked with the prompt (PreparePrompt)
   return r;
 }
 
@@ -95,6 +96,7 @@ void GenerateRequestToProto(const GenerateRequest& request, v1::GenerateRequest*
   }
   out->mutable_stop_token_ids()->Assign(request.stop_token_ids.begin(),
                                         request.stop_token_ids.end());
+  out->set_grammar(request.grammar);
 }
 
 }  // namespace odmoe

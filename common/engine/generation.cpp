@@ -4,6 +4,7 @@
 #include "absl/strings/str_format.h"
 #include "engine/request_fields.h"
 #include "engine/sequence.h"
+#include "grammar/grammar.h"
 #include "util/status_macros.h"
 
 namespace odmoe {
@@ -34,6 +35,12 @@ const char* StopReasonName(GenerateResult::StopReason reason) {
 absl::StatusOr<std::vector<int32_t>> PreparePrompt(const GenerateRequest& request,
                                                    const Tokenizer& tokenizer, int n_ctx) {
   ODMOE_RETURN_IF_ERROR(ValidateRequestFields(request));
+  if (!request.grammar.empty()) {
+    absl::StatusOr<std::shared_ptr<const Grammar>> grammar = ParseGbnf(request.grammar);
+    if (!grammar.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("grammar: ", grammar.status().message()));
+    }
+  }
   if (request.prompt.empty() && request.prompt_ids.empty()) {
     return absl::InvalidArgumentError("prompt: must not be empty");
   }

@@ -43,6 +43,10 @@ struct GenerateRequest {
   /// Tokens that end the generation as EOS does (StopReason::kStopToken;
   /// not part of the output).
   std::vector<int32_t> stop_token_ids = {};
+  /// GBNF (grammar/grammar.h) every generated token must keep the output a
+  /// prefix of (structured output, a required tool call); empty: none. The
+  /// end-of-sequence token is allowed once the output is a whole match.
+  std::string grammar;
   bool record_routing = false;  // fill GenerateResult::routing
   /// -1: none. 0..kMaxScoreTopN: fill GenerateResult::logprobs with each
   /// generated token's log-probability and this many alternatives.
@@ -109,7 +113,8 @@ struct GenerationHooks {
 };
 
 /// Every check of a request, in one place: its fields against their bounds
-/// (ValidateRequestFields), then the prompt: not empty ("prompt: must not be
+/// (ValidateRequestFields), its grammar ("grammar: grammar line 2 column 5:
+/// ..."), then the prompt: not empty ("prompt: must not be
 /// empty"), its token ids in the vocabulary, or its text tokenized
 /// (request.encode); the sampling's token ids (logit_bias, stop_token_ids)
 /// in the vocabulary; then it and max_tokens within the context

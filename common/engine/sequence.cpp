@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <string>
 
+#include "grammar/grammar.h"
+#include "grammar/grammar_constraint.h"
+
 namespace odmoe {
 namespace {
 double SecondsBetween(std::chrono::steady_clock::time_point a,
@@ -36,6 +39,16 @@ Sequence::Sequence(const Tokenizer& tokenizer, const GenerateRequest& request,
     if (!ignore_eos_) min_tokens_ban_.push_back(tokenizer_.eos_id());
   }
   sampler_.Accept(result_.prompt_ids);  // the penalties count the prompt (as llama-server)
+  if (!request.grammar.empty()) {
+    // PreparePrompt has checked the grammar; one that fails here anyway
+    // ends the sequence before its first token rather than run unconstrained.
+    absl::StatusOr<std::shared_ptr<const Grammar>> grammar = ParseGbnf(request.grammar);
+    if (grammar.ok()) {
+      SetConstraint(MakeGrammarConstraint(*std::move(grammar), tokenizer_, tokenizer_.eos_id()));
+    } else {
+      done_ = true;
+    }
+  }
 }
 
 std::span<const int32_t> Sequence::Pending(int64_t max_rows) const {

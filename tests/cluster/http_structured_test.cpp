@@ -1,0 +1,226 @@
+// Structured output and tool calls through the HTTP API of an in-process
+// cluster: the grammar a request asks for (response_format, json_schema,
+// grammar, a required tool call) holds for every sampled reply, and the
+// cluster's tokens are the single process's with the same grammar.
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/reference_engine.h"
+#include "httplib.h"
+#include "main_node/output_grammar.h"
+#include "nlohmann/json.hpp"
+#include "test_cluster.h"
+
+namespace odmoe::test {
+namespace {
+
+using json = nlohmann::json;
+
+const char* const kWeatherSchema = R"({"type": "object",
+    "properties": {"city": {"type": "string", "maxLength": 12},
+                   "celsius": {"type": "integer", "minimum": -60, "maximum": 60},
+                   "sunny": {"type": "boolean"}},
+    "required": ["city", "celsius", "sunny"], "additionalProperties": false})";
+
+// Whether `text` is a JSON object of kWeatherSchema's shape (the checks a
+// validator makes for this schema, written out).
+bool IsWeather(const std::string& text) {
+  const json j = json::parse(text, nullptr, false);
+  if (!j.is_object() || j.size() != 3) return false;
+  if (!j.contains("city") || !j["city"].is_string()) return false;
+  if (!j.contains("celsius") || !j["celsius"].is_number_integer()) return false;
+  if (!j.contains("sunny") || !j["sunny"].is_boolean()) return false;
+  const int64_t c = j["celsius"].get<int64_t>();
+  // maxLength counts code points.
+  size_t code_points = 0;
+  for (unsigned char ch : j["city"].get<std::string>()) code_points += (ch & 0xC0) != 0x80;
+  return c >= -60 && c <= 60 && code_points <= 12;
+}
+
+std::unique_ptr<TestCluster> HttpCluster() {
+  ClusterConfig cfg;
+  cfg.workers = 4;
+  cfg.http = true;
+  auto cluster = TestCluster::Start(cfg);
+  REQUIRE(cluster.ok());
+  return std::move(*cluster);
+}
+
+// POSTs the body's text (an ordered_json's dump keeps its key order), requires 200.
+json Post(httplib::Client& cli, const std::string& path, const std::string& body) {
+  auto res = cli.Post(path, body, "application/json");
+  REQUIRE(res);
+  INFO(body << " -> " << res->body);
+  REQUIRE(res->status == 200);
+  return json::parse(res->body);
+}
+json Post(httplib::Client& cli, const std::string& path, const json& body) {
+  return Post(cli, path, body.dump());
+}
+
+TEST_CASE("structured output: every sampled reply of the tiny model validates against its schema",
+          "[engine][grammar]") {
+  // The single process, sampling at temperature 1 over many seeds: the
+  // grammar, not the model, makes each reply valid.
+  auto engine = ReferenceEngine::Create(SourcePath("models/tiny-mixtral-f16.gguf"), {});
+  REQUIRE(engine.ok());
+  const nlohmann::ordered_json body = {
+      {"response_format",
+       {{"type", "json_schema"},
+        {"json_schema",
+         {{"name", "w"},
+          {"strict", true},
+          {"schema", nlohmann::ordered_json::parse(kWeatherSchema)}}}}}};
+  absl::StatusOr<std::string> grammar = OutputGrammar(body, ToolRequest{}, ToolCallSyntax::kHermes);
+  REQUIRE(grammar.ok());
+  int complete = 0;
+  for (uint64_t seed = 1; seed <= 200; ++seed) {
+    GenerateRequest req;
+    req.prompt = "Weather report:";
+    req.max_tokens = 360;
+    req.sampling.temperature = 1.0f;
+    req.sampling.seed = seed;
+    req.grammar = *grammar;
+    absl::StatusOr<GenerateResult> r = (*engine)->Generate(req);
+    REQUIRE(r.ok());
+    INFO("seed " << seed << ": " << r->text);
+    if (r->stop_reason == GenerateResult::StopReason::kEos) {
+      CHECK(IsWeather(r->text));
+      ++complete;
+    } else {
+      // Cut by max_tokens: a prefix of a valid reply, never anything else.
+      CHECK(r->stop_reason == GenerateResult::StopReason::kMaxTokens);
+    }
+  }
+  // The bounds keep replies short: nearly all finish.
+  CHECK(complete >= 180);
+}
+
+TEST_CASE("http: response_format and tool_choice are the single process's tokens under a grammar",
+          "[cluster][http][grammar]") {
+  std::unique_ptr<TestCluster> cluster = HttpCluster();
+  httplib::Client cli("127.0.0.1", cluster->main().http_port());
+  cli.set_read_timeout(std::chrono::seconds(60));
+  auto engine = ReferenceEngine::Create(SourcePath("models/tiny-mixtral-f16.gguf"), {});
+  REQUIRE(engine.ok());
+
+  // A completion with a json_schema (llama-server's field), sampled: the
+  // cluster's text is the single process's with the same grammar and seed.
+  // (ordered_json: the request keeps the schema's property order.)
+  const nlohmann::ordered_json schema = nlohmann::ordered_json::parse(kWeatherSchema);
+  for (uint64_t seed : {3u, 11u}) {
+    nlohmann::ordered_json body = {
+        {"prompt", "Weather report:"}, {"max_tokens", 360}, {"temperature", 0.9}, {"seed", seed}};
+    body["json_schema"] = schema;
+    const json j = Post(cli, "/v1/completions", body.dump());
+    GenerateRequest req;
+    req.prompt = "Weather report:";
+    req.max_tokens = 360;
+    req.sampling.temperature = 0.9f;
+    req.sampling.seed = seed;
+    absl::StatusOr<std::string> g = OutputGrammar(
+        nlohmann::ordered_json{{"json_schema", nlohmann::ordered_json::parse(kWeatherSchema)}},
+        ToolRequest{}, ToolCallSyntax::kHermes);
+    REQUIRE(g.ok());
+    req.grammar = *g;
+    absl::StatusOr<GenerateResult> r = (*engine)->Generate(req);
+    REQUIRE(r.ok());
+    CHECK(j["choices"][0]["text"] == r->text);
+    if (j["choices"][0]["finish_reason"] == "stop") CHECK(IsWeather(r->text));
+  }
+
+  // Chat with response_format json_schema: valid JSON content.
+  nlohmann::ordered_json chat_body = {
+      {"messages", {{{"role", "user"}, {"content", "Weather in Oslo?"}}}},
+      {"max_tokens", 360},
+      {"temperature", 0}};
+  chat_body["response_format"] = {{"type", "json_schema"},
+                                  {"json_schema", {{"name", "w"}, {"schema", schema}}}};
+  const json chat = Post(cli, "/v1/chat/completions", chat_body.dump());
+  CHECK(chat["choices"][0]["finish_reason"] == "stop");
+  CHECK(IsWeather(chat["choices"][0]["message"]["content"].get<std::string>()));
+
+  // tool_choice required: a call in the model's syntax (the tiny model has no
+  // template: Hermes), parsed into message.tool_calls.
+  const json tools = json::parse(R"([
+      {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+        "properties": {"city": {"type": "string", "maxLength": 10}}, "required": ["city"]}}},
+      {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object",
+        "properties": {"zone": {"type": "string", "enum": ["UTC", "CET"]}},
+        "required": ["zone"]}}}])");
+  const json ask = {{"messages", {{{"role", "user"}, {"content", "Weather in Oslo?"}}}},
+                    {"max_tokens", 360},
+                    {"temperature", 0},
+                    {"tools", tools},
+                    {"tool_choice", "required"},
+                    {"parallel_tool_calls", false}};
+  const json called = Post(cli, "/v1/chat/completions", ask);
+  const json& message = called["choices"][0]["message"];
+  INFO(called.dump());
+  CHECK(called["choices"][0]["finish_reason"] == "tool_calls");
+  CHECK(message["content"].is_null());
+  REQUIRE(message["tool_calls"].size() == 1);
+  const json& call = message["tool_calls"][0];
+  CHECK(call["type"] == "function");
+  CHECK(call["id"].get<std::string>().rfind("call_", 0) == 0);
+  const json args = json::parse(call["function"]["arguments"].get<std::string>());
+  if (call["function"]["name"] == "get_weather") {
+    CHECK(args["city"].is_string());
+  } else {
+    CHECK(call["function"]["name"] == "get_time");
+    CHECK((args["zone"] == "UTC" || args["zone"] == "CET"));
+  }
+
+  // Streamed: the deltas add up to the same call.
+  json streamed_ask = ask;
+  streamed_ask["stream"] = true;
+  auto res = cli.Post("/v1/chat/completions", streamed_ask.dump(), "application/json");
+  REQUIRE(res);
+  REQUIRE(res->status == 200);
+  std::string name, arguments, finish;
+  size_t at = 0;
+  while ((at = res->body.find("data: ", at)) != std::string::npos) {
+    const size_t end = res->body.find("\n\n", at);
+    const std::string data = res->body.substr(at + 6, end - at - 6);
+    at = end;
+    if (data == "[DONE]") break;
+    const json e = json::parse(data);
+    const json& choice = e["choices"][0];
+    if (choice["finish_reason"].is_string()) finish = choice["finish_reason"];
+    if (!choice["delta"].contains("tool_calls")) continue;
+    const json& d = choice["delta"]["tool_calls"][0];
+    CHECK(d["index"] == 0);
+    if (d["function"].contains("name")) name += d["function"]["name"].get<std::string>();
+    if (d["function"].contains("arguments")) {
+      arguments += d["function"]["arguments"].get<std::string>();
+    }
+  }
+  CHECK(finish == "tool_calls");
+  CHECK(name == call["function"]["name"]);
+  CHECK(arguments == call["function"]["arguments"]);
+
+  // A named function is the one called.
+  json named = ask;
+  named["tool_choice"] = {{"type", "function"}, {"function", {{"name", "get_time"}}}};
+  const json t = Post(cli, "/v1/chat/completions", named);
+  CHECK(t["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "get_time");
+
+  // Errors are 400s naming the field.
+  auto bad = cli.Post("/v1/chat/completions",
+                      json{{"messages", {{{"role", "user"}, {"content", "x"}}}},
+                           {"response_format", {{"type", "yaml"}}}}
+                          .dump(),
+                      "application/json");
+  REQUIRE(bad);
+  CHECK(bad->status == 400);
+  CHECK(json::parse(bad->body)["error"]["param"] == "response_format.type");
+  bad = cli.Post("/v1/completions", json{{"prompt", "x"}, {"grammar", "root ::= missing"}}.dump(),
+                 "application/json");
+  REQUIRE(bad);
+  CHECK(bad->status == 400);
+  CHECK(json::parse(bad->body)["error"]["param"] == "grammar");
+}
+
+}  // namespace
+}  // namespace odmoe::test
