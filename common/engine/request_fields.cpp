@@ -11,8 +11,12 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "engine/scoring.h"
+#include "grammar/grammar.h"
+#include "grammar/json_schema.h"
 #include "nlohmann/json.hpp"
 #include "util/cli_args.h"
+#include "util/regular_file.h"
+#include "util/logging.h"
 #include "util/status_macros.h"
 
 namespace odmoe {
@@ -383,6 +387,31 @@ void AddRequestFlags(CliArgs& args, GenerateRequest* request, unsigned offered) 
         }
         return true;
       });
+  // Structured output: the grammar the output must match (GenerateRequest::
+  // grammar), as GBNF or as the JSON Schema it is compiled from.
+  args.AddCustom("grammar", "FILE", "GBNF grammar file the output must match (structured output)",
+                 [request](std::string_view path) {
+                   absl::StatusOr<std::string> text = ReadRegularFile(std::string(path), kMaxGbnfBytes);
+                   if (!text.ok()) {
+                     ODMOE_LOG_ERROR("--grammar: {}", text.status().message());
+                     return false;
+                   }
+                   request->grammar = std::move(*text);
+                   return true;
+                 });
+  args.AddCustom("json-schema", "FILE",
+                 "JSON Schema file the output must validate against (compiled to a grammar)",
+                 [request](std::string_view path) {
+                   absl::StatusOr<std::string> text = ReadRegularFile(std::string(path), kMaxGbnfBytes);
+                   absl::StatusOr<std::string> gbnf =
+                       text.ok() ? JsonSchemaToGbnf(std::string_view(*text)) : text.status();
+                   if (!gbnf.ok()) {
+                     ODMOE_LOG_ERROR("--json-schema {}: {}", path, gbnf.status().message());
+                     return false;
+                   }
+                   request->grammar = std::move(*gbnf);
+                   return true;
+                 });
 }
 
 }  // namespace odmoe

@@ -271,3 +271,46 @@ TEST_CASE("odmoe-quantize: bad arguments are clear errors", "[cli]") {
 }
 
 }  // namespace odmoe
+
+namespace odmoe {
+namespace {
+
+TEST_CASE("odmoe-run: --json-schema and --grammar constrain the output", "[cli][grammar]") {
+  const std::string schema = TempPath("schema.json");
+  std::ofstream(schema) << R"({"type": "object", "properties": {"answer": {"enum": ["yes", "no"]},
+      "n": {"type": "integer", "minimum": 0, "maximum": 9}}, "required": ["answer", "n"],
+      "additionalProperties": false})";
+  for (const char* seed : {"4", "9"}) {
+    const Result r = test::Sh(Run() + " --model " + Model() + " --prompt Q: -n 300 --temperature 0.9" +
+                              " --seed " + seed + " --json-schema " + schema + " 2>/dev/null");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    // The prompt, the generated text, then the statistics line.
+    REQUIRE(r.output.rfind("Q:", 0) == 0);
+    const size_t end = r.output.rfind('}');
+    REQUIRE(end != std::string::npos);
+    const nlohmann::json j = nlohmann::json::parse(r.output.substr(2, end - 1), nullptr, false);
+    REQUIRE(j.is_object());
+    CHECK((j["answer"] == "yes" || j["answer"] == "no"));
+    CHECK(j["n"].is_number_integer());
+    CHECK(j.size() == 2);
+  }
+  const std::string grammar = TempPath("yes_no.gbnf");
+  std::ofstream(grammar) << "root ::= (\"yes\" | \"no\") \".\"\n";
+  const Result r = test::Sh(Run() + " --model " + Model() + " --prompt Q: -n 20 --grammar " +
+                            grammar + " 2>/dev/null");
+  CHECK((r.output.rfind("Q:yes.\n", 0) == 0 || r.output.rfind("Q:no.\n", 0) == 0));
+
+  std::ofstream(grammar) << "root ::= missing\n";
+  ExpectError("--model " + Model() + " --prompt Q: --grammar " + grammar,
+              "grammar: grammar line 1 column 10: undefined rule 'missing'");
+  std::ofstream(schema) << R"({"type": "array", "uniqueItems": true})";
+  ExpectError("--model " + Model() + " --prompt Q: --json-schema " + schema, "uniqueItems");
+  ExpectError("--model " + Model() + " --prompt Q: --json-schema /nonexistent/s.json",
+              "/nonexistent/s.json");
+  std::filesystem::remove(schema);
+  std::filesystem::remove(grammar);
+}
+
+}  // namespace
+}  // namespace odmoe

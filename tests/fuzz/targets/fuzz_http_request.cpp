@@ -1,16 +1,20 @@
 // Fuzz target: the HTTP API's request parsing and validation. The input is
 // parsed as JSON as the server does (ParseRequestJson: strict) and run through
 // both endpoints' body parsers, then the chat body is rendered with each
-// tiny model's chat template (the Jinja engine); every outcome must be a status, never an exception
-// or a crash (main_node/http_request.h, main_node/chat_template.h).
+// tiny model's chat template (the Jinja engine), and the output's form (tools,
+// response_format, json_schema, grammar) compiled to its grammar in two tool-call
+// syntaxes; every outcome must be a status, never an exception or a crash
+// (main_node/http_request.h, main_node/chat_template.h, main_node/output_grammar.h).
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "fuzz_models.h"
+#include "grammar/grammar.h"
 #include "main_node/chat_template.h"
 #include "main_node/http_request.h"
+#include "main_node/output_grammar.h"
 #include "nlohmann/json.hpp"
 
 namespace {
@@ -63,6 +67,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const odmoe::ChatFormat& format : Formats()) {
       auto prompt = odmoe::RenderChat(format, messages, options);
       if (prompt.ok()) odmoe::fuzz::Consume(prompt->size());
+    }
+  }
+  // The output's form, from the body parsed in order as the server does.
+  const nlohmann::ordered_json ordered =
+      nlohmann::ordered_json::parse(reinterpret_cast<const char*>(data),
+                                    reinterpret_cast<const char*>(data) + size, nullptr, false);
+  absl::StatusOr<odmoe::ToolRequest> tools = odmoe::ParseToolRequest(ordered);
+  if (tools.ok()) {
+    for (odmoe::ToolCallSyntax syntax :
+         {odmoe::ToolCallSyntax::kHermes, odmoe::ToolCallSyntax::kQwen3Coder}) {
+      absl::StatusOr<std::string> g = odmoe::OutputGrammar(ordered, *tools, syntax);
+      if (g.ok() && !g->empty()) odmoe::fuzz::Consume(odmoe::ParseGbnf(*g).ok());
     }
   }
   return 0;
