@@ -5,7 +5,6 @@
 // ODMOE_CLIENT_PYTHON); where they are not installed the case passes with a
 // warning.
 #include <catch2/catch.hpp>
-
 #include <cstdlib>
 #include <filesystem>
 
@@ -44,6 +43,33 @@ TEST_CASE("clients: the openai client and langchain-openai against the testbed",
   INFO(r.output);
   CHECK(r.exit_code == 0);
   CHECK(r.output.find("every check passed") != std::string::npos);
+}
+
+TEST_CASE(
+    "clients: tool calls and structured output from the openai client and langchain and "
+    "pydantic-ai",
+    "[cluster][clients]") {
+  const std::string python = ClientPython();
+  const ShellResult probe =
+      Sh(absl::StrCat(python, " -c 'import openai, langchain_openai, pydantic_ai' 2>&1"));
+  if (probe.exit_code != 0) {
+    WARN(
+        "openai / langchain-openai / pydantic-ai not installed (scripts/client_venv.sh): "
+        "client case skipped");
+    return;
+  }
+  const int http = FreePort();
+  TestbedSpec spec;
+  spec.main_extra = absl::StrCat("  http: 127.0.0.1:", http, "\n");
+  ProcessTestbed bed(SourcePath("models/tiny-mixtral-f16.gguf"), "odmoe_agents", spec);
+  const ShellResult up = bed.Up();
+  INFO(up.output);
+  REQUIRE(up.exit_code == 0);
+  const ShellResult r = Sh(absl::StrCat(python, " ", SourcePath("tests/clients/agent_clients.py"),
+                                        " http://127.0.0.1:", http, "/v1 2>&1"));
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(r.output.find("every agent check passed") != std::string::npos);
 }
 
 }  // namespace
