@@ -17,8 +17,18 @@ constexpr std::string_view kThinkClose = "</think>";
 // The renderer of a model file without a template: one "role: content" line
 // per message, then "assistant:" (content parts are joined; tool calls are
 // not shown).
+// With tools (a file without a template has no syntax of its own; its
+// replies are parsed as Hermes calls: tool_call_syntax.h), a first line
+// lists them and says how to call one, and an assistant turn's calls are
+// written in that syntax.
 constexpr char kFallbackTemplate[] =
-    "{% for m in messages %}{{ m.role }}: {{ m.content if m.content is string else '' }}\n"
+    "{% if tools %}system: You may call these tools. To call one, answer with "
+    "<tool_call>{\"name\": NAME, \"arguments\": {...}}</tool_call>.\n"
+    "{% for t in tools %}{{ t | tojson }}\n{% endfor %}{% endif %}"
+    "{% for m in messages %}{{ m.role }}: {{ m.content if m.content is string else '' }}"
+    "{% for c in m.tool_calls or [] %}<tool_call>{\"name\": {{ c.function.name | tojson }}, "
+    "\"arguments\": {{ c.function.arguments | tojson if c.function.arguments is mapping "
+    "else c.function.arguments }}}</tool_call>{% endfor %}{{ '\\n' }}"
     "{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}";
 
 // A text part only a template that renders content lists itself writes out.
@@ -91,8 +101,14 @@ ojson MessageJson(const ChatMessage& m, bool content_parts, bool null_as_empty) 
 }  // namespace
 
 absl::StatusOr<ChatFormat> CompileChatFormat(const std::optional<std::string>& chat_template,
-                                             const ChatVocab& vocab) {
+                                             const ChatVocab& vocab,
+                                             const std::optional<std::string>& tool_use_template) {
   ChatFormat f;
+  if (tool_use_template.has_value()) {
+    absl::StatusOr<jinja::Template> t = jinja::Template::Compile(*tool_use_template, "tool_use template");
+    if (!t.ok()) return t.status();
+    f.tool_use = std::make_shared<const jinja::Template>(std::move(*t));
+  }
   f.bos_text = vocab.bos_text;
   f.eos_text = vocab.eos_text;
   f.has_template = chat_template.has_value();
@@ -185,8 +201,12 @@ absl::StatusOr<std::string> RenderChat(const ChatFormat& format,
   jinja::RenderOptions render;
   const std::string date = options.date;
   render.strftime_now = [date](const std::string& fmt) { return Strftime(date, fmt); };
-  absl::StatusOr<std::string> out =
-      format.jinja->Render(ChatContext(format, messages, options), render);
+  // transformers' rule: the named template "tool_use" when the request has tools.
+  const jinja::Template& tmpl =
+      format.tool_use != nullptr && !options.tools.is_null() && !options.tools.empty()
+          ? *format.tool_use
+          : *format.jinja;
+  absl::StatusOr<std::string> out = tmpl.Render(ChatContext(format, messages, options), render);
   if (!out.ok())
     return absl::Status(out.status().code(), absl::StrCat("messages: ", out.status().message()));
   return out;

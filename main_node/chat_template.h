@@ -7,7 +7,9 @@
 // construct the engine does not run is a start-up error naming the template
 // line, never a wrong prompt. A model file without a template gets a
 // documented fallback: one "{role}: {content}\n" line per message, then
-// "assistant:".
+// "assistant:" (with tools, a first line lists them and asks for Hermes-style
+// <tool_call> calls, the syntax a file without a template is parsed in). A
+// file's named template "tool_use" renders requests that carry tools.
 //
 // The context a template sees (transformers' names):
 //   messages               [{role, content, [reasoning_content], [tool_calls],
@@ -103,6 +105,9 @@ struct ChatFormat {
   bool has_template = false;
   /// The template, or the fallback (never null once compiled).
   std::shared_ptr<const jinja::Template> jinja;
+  /// The file's named template "tool_use" (tokenizer.chat_template.tool_use),
+  /// rendered instead when a request has tools (transformers' rule); null: none.
+  std::shared_ptr<const jinja::Template> tool_use;
   /// The template renders content given as a list of parts itself.
   bool content_parts = false;
   /// The template fails on (or prints "None" for) an assistant turn with
@@ -159,11 +164,14 @@ struct ChatOptions {
   std::string date;
 };
 
-/// Compiles `chat_template` (nullopt: the fallback) and detects the reply
-/// family. INVALID_ARGUMENT "chat template line N: ..." for a template the
-/// engine cannot run; harmony's token ids are looked up through vocab.token_id.
-absl::StatusOr<ChatFormat> CompileChatFormat(const std::optional<std::string>& chat_template,
-                                             const ChatVocab& vocab = {});
+/// Compiles `chat_template` (nullopt: the fallback) and, when the file has
+/// one, its named template `tool_use_template` (tokenizer.chat_template.tool_use),
+/// and detects the reply family. INVALID_ARGUMENT "chat template line N: ..."
+/// ("tool_use template line N: ...") for a template the engine cannot run;
+/// harmony's token ids are looked up through vocab.token_id.
+absl::StatusOr<ChatFormat> CompileChatFormat(
+    const std::optional<std::string>& chat_template, const ChatVocab& vocab = {},
+    const std::optional<std::string>& tool_use_template = std::nullopt);
 
 /// "plain", "think" or "harmony".
 const char* ChatFamilyName(ChatFamily family);

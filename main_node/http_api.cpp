@@ -570,7 +570,8 @@ absl::StatusOr<std::unique_ptr<HttpApi>> HttpApi::Start(MainNode& node) {
   const ChatVocab vocab{token_text(tok.bos_id()), token_text(tok.eos_id()),
                         [&tok](std::string_view t) { return tok.TokenId(t); }};
   absl::StatusOr<ChatFormat> chat_format =
-      CompileChatFormat(node.model().gguf().GetString("tokenizer.chat_template"), vocab);
+      CompileChatFormat(node.model().gguf().GetString("tokenizer.chat_template"), vocab,
+                        node.model().gguf().GetString("tokenizer.chat_template.tool_use"));
   if (!chat_format.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
         node.topology().model, ": tokenizer.chat_template: ", chat_format.status().message()));

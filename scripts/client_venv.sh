@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Installs the client libraries the test suite drives the HTTP API with (the
-# official `openai` client, langchain-openai, pydantic-ai: tests/clients/)
-# into a virtual environment in the cache folder, from PyPI, at pinned
-# versions. Idempotent: a stamp of the requirements skips a second install.
+# Installs the Python packages the test suite uses: the client libraries it
+# drives the HTTP API with (the official `openai` client, langchain-openai,
+# pydantic-ai: tests/clients/) and jinja2, the reference real chat templates
+# are rendered against (tests/jinja/), into a virtual environment in the
+# cache folder, from PyPI, at pinned versions. Idempotent: a stamp of the
+# requirements skips a second install.
 # These are development-time tools: the product never imports them, and
 # where PyPI is out of reach the client tests pass with a warning.
 #
@@ -14,6 +16,7 @@ REQUIREMENTS=(
   "openai==3.63.0"
   "langchain-openai==1.8.1"
   "pydantic-ai-slim[openai]==2.78.0"
+  "jinja2==3.1.6"
 )
 stamp="$VENV/odmoe-requirements"
 want=$(printf '%s\n' "${REQUIREMENTS[@]}")

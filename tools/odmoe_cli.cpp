@@ -145,7 +145,7 @@ int Template(int argc, char** argv) {
   if (!model.empty() && (!bos.empty() || !eos.empty())) {
     return Fail("--bos and --eos go with --template (--model takes them from the file)");
   }
-  std::optional<std::string> chat_template;
+  std::optional<std::string> chat_template, tool_use_template;
   if (!model.empty()) {
     absl::StatusOr<std::unique_ptr<odmoe::GgufFile>> file = odmoe::GgufFile::Open(model);
     if (!file.ok()) return Fail(std::string(file.status().message()));
@@ -157,13 +157,14 @@ int Template(int argc, char** argv) {
     bos = text((*tok)->bos_id());
     eos = text((*tok)->eos_id());
     chat_template = (*file)->GetString("tokenizer.chat_template");
+    tool_use_template = (*file)->GetString("tokenizer.chat_template.tool_use");
   } else {
     absl::StatusOr<std::string> text = odmoe::ReadRegularFile(template_path, 16u << 20);
     if (!text.ok()) return Fail(template_path + ": " + std::string(text.status().message()));
     chat_template = *text;
   }
   absl::StatusOr<odmoe::ChatFormat> format =
-      odmoe::CompileChatFormat(chat_template, {bos, eos, {}});
+      odmoe::CompileChatFormat(chat_template, {bos, eos, {}}, tool_use_template);
   if (!format.ok()) {
     return Fail((model.empty() ? template_path : model) + ": " +
                 std::string(format.status().message()));

@@ -75,8 +75,12 @@ TEST_CASE("jinja: real chat templates render as jinja2 renders them", "[jinja]")
                                  << " (scripts/fetch_chat_templates.sh fetches them): skipped");
     return;
   }
-  if (std::system("python3 -c 'import jinja2' > /dev/null 2>&1") != 0) {
-    WARN("python3 with jinja2 is not available: skipped");
+  // scripts/test.sh names the client venv's python (scripts/client_venv.sh,
+  // which installs jinja2); else python3.
+  const char* venv = std::getenv("ODMOE_CLIENT_PYTHON");
+  const std::string python = venv != nullptr && *venv != 0 ? venv : "python3";
+  if (std::system((python + " -c 'import jinja2' > /dev/null 2>&1").c_str()) != 0) {
+    WARN(python << " with jinja2 is not available: skipped");
     return;
   }
   const auto contexts = Contexts();
@@ -89,7 +93,7 @@ TEST_CASE("jinja: real chat templates render as jinja2 renders them", "[jinja]")
   const fs::path work = fs::path(test::BinaryPath("test-cache")) / "jinja-real";
   fs::create_directories(work);
   std::ofstream(work / "requests.json") << requests.dump();
-  std::string cmd = "python3 '" + test::SourcePath("tests/jinja/render_reference.py") + "' '" +
+  std::string cmd = python + " '" + test::SourcePath("tests/jinja/render_reference.py") + "' '" +
                     (work / "requests.json").string() + "' '" + (work / "reference.json").string() +
                     "'";
   int rc = std::system(cmd.c_str());

@@ -163,6 +163,42 @@ TEST_CASE("chat templates: without a template, the documented fallback", "[main_
   r = RenderChat(*f, {{"wizard", "x", std::nullopt}});
   REQUIRE_FALSE(r.ok());
   CHECK(std::string(r.status().message()).starts_with("messages[0].role:"));
+
+  // With tools: a first line lists them and asks for the Hermes syntax the
+  // reply is parsed in; an assistant turn's calls are written in it.
+  ChatOptions with_tools;
+  with_tools.tools = nlohmann::ordered_json::parse(
+      R"([{"type": "function", "function": {"name": "get_time", "parameters": {}}}])");
+  ChatMessage call{"assistant", "", std::nullopt};
+  call.content_null = true;
+  call.tool_calls = {{"call_1", "function", "get_time", nlohmann::ordered_json{{"zone", "UTC"}}}};
+  ChatMessage result{"tool", "12:00", std::nullopt};
+  result.tool_call_id = "call_1";
+  r = RenderChat(*f, {{"user", "Time?", std::nullopt}, call, result}, with_tools);
+  REQUIRE(r.ok());
+  CHECK(*r ==
+        "system: You may call these tools. To call one, answer with <tool_call>{\"name\": NAME, "
+        "\"arguments\": {...}}</tool_call>.\n"
+        "{\"type\": \"function\", \"function\": {\"name\": \"get_time\", \"parameters\": {}}}\n"
+        "user: Time?\nassistant: <tool_call>{\"name\": \"get_time\", \"arguments\": {\"zone\": "
+        "\"UTC\"}}</tool_call>\ntool: 12:00\nassistant:");
+}
+
+TEST_CASE("chat templates: a file's tool_use template renders requests with tools",
+          "[main_node][chat]") {
+  absl::StatusOr<ChatFormat> f = CompileChatFormat(
+      std::string("plain:{{ messages[0].content }}"), ChatVocab{},
+      std::string("tools:{{ tools | length }}:{{ messages[0].content }}"));
+  REQUIRE(f.ok());
+  ChatOptions options;
+  CHECK(RenderChat(*f, {{"user", "Hi", std::nullopt}}, options).value() == "plain:Hi");
+  options.tools = nlohmann::ordered_json::parse(R"([{"type": "function", "function": {"name": "f"}}])");
+  CHECK(RenderChat(*f, {{"user", "Hi", std::nullopt}}, options).value() == "tools:1:Hi");
+  // Its errors name it.
+  absl::StatusOr<ChatFormat> bad =
+      CompileChatFormat(std::string("ok"), ChatVocab{}, std::string("{% include 'x' %}"));
+  REQUIRE_FALSE(bad.ok());
+  CHECK(std::string(bad.status().message()).starts_with("tool_use template line 1:"));
 }
 
 TEST_CASE("chat templates: the context is what transformers passes", "[main_node][chat]") {
