@@ -105,7 +105,8 @@ absl::StatusOr<ChatFormat> CompileChatFormat(const std::optional<std::string>& c
                                              const std::optional<std::string>& tool_use_template) {
   ChatFormat f;
   if (tool_use_template.has_value()) {
-    absl::StatusOr<jinja::Template> t = jinja::Template::Compile(*tool_use_template, "tool_use template");
+    absl::StatusOr<jinja::Template> t =
+        jinja::Template::Compile(*tool_use_template, "tool_use template");
     if (!t.ok()) return t.status();
     f.tool_use = std::make_shared<const jinja::Template>(std::move(*t));
   }

@@ -582,9 +582,9 @@ absl::StatusOr<std::unique_ptr<HttpApi>> HttpApi::Start(MainNode& node) {
         "the model file has no tokenizer.chat_template: chat prompts use the fallback format "
         "(one 'role: content' line per message, docs/models.md)");
   }
-  impl.tool_syntax = ToolCallSyntaxFor(
-      node.model().gguf().GetString("tokenizer.chat_template").value_or(""),
-      [&tok](std::string_view t) { return tok.TokenId(t) >= 0; });
+  impl.tool_syntax =
+      ToolCallSyntaxFor(node.model().gguf().GetString("tokenizer.chat_template").value_or(""),
+                        [&tok](std::string_view t) { return tok.TokenId(t) >= 0; });
   struct stat st {};
   impl.model_created =
       stat(node.topology().model.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_mtime) : UnixNow();
@@ -646,8 +646,7 @@ absl::StatusOr<std::unique_ptr<HttpApi>> HttpApi::Start(MainNode& node) {
       spec.tls_cert.empty() ? "http" : "https", spec.http_host, impl.server->port(),
       impl.chat_format.has_template ? "the model's" : "fallback",
       ChatFamilyName(impl.chat_format.family), ToolCallSyntaxName(impl.tool_syntax),
-      spec.api_key.empty() ? "" : ", API key",
-                 limits.max_connections);
+      spec.api_key.empty() ? "" : ", API key", limits.max_connections);
   return api;
 }
 

@@ -42,6 +42,9 @@ std::unique_ptr<TestCluster> HttpCluster() {
   ClusterConfig cfg;
   cfg.workers = 4;
   cfg.http = true;
+  // Room for the tools the fallback template lists and a reply whose JSON
+  // the tiny model pads with whitespace.
+  cfg.context = 2048;
   auto cluster = TestCluster::Start(cfg);
   REQUIRE(cluster.ok());
   return std::move(*cluster);

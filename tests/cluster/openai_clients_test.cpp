@@ -61,6 +61,9 @@ TEST_CASE(
   const int http = FreePort();
   TestbedSpec spec;
   spec.main_extra = absl::StrCat("  http: 127.0.0.1:", http, "\n");
+  // Room for the tools the fallback template lists and replies whose JSON the
+  // tiny model pads with whitespace.
+  spec.main_extra += "  context: 2048\n";
   ProcessTestbed bed(SourcePath("models/tiny-mixtral-f16.gguf"), "odmoe_agents", spec);
   const ShellResult up = bed.Up();
   INFO(up.output);

@@ -164,7 +164,7 @@ Topology MakeTopology(const ClusterConfig& c) {
   t.main.address = "127.0.0.1:0";
   t.main.backend = c.backend;
   t.main.batch = c.batch;
-  t.main.context = 512;
+  t.main.context = c.context;
   t.main.max_queue = c.max_queue;
   t.main.max_running = c.max_running;
   t.main.worker_timeout_ms = c.worker_timeout_ms;

@@ -38,6 +38,7 @@ struct ClusterConfig {
   int kv_period = 1;
   int mini_batch = 16;
   int batch = 64;
+  int context = 512;  // main.context (the tiny model's training context)
   WireDType wire = WireDType::kF32;
   std::string model = SourcePath("models/tiny-mixtral-f16.gguf");
   bool http = false;  // serve the HTTP API on a free port
