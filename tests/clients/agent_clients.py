@@ -19,6 +19,8 @@ testbed.
 import json
 import sys
 
+from client_checks import check, skip
+
 try:
     import openai
     from langchain_core.messages import HumanMessage
@@ -28,14 +30,7 @@ try:
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
 except ImportError as e:  # not installed: skip
-    print(f"skipped: {e}")
-    sys.exit(77)
-
-
-def check(cond, what):
-    if not cond:
-        print(f"FAILED: {what}")
-        sys.exit(1)
+    skip(e)
 
 
 class Weather(BaseModel):

@@ -11,18 +11,13 @@ tests/cluster/openai_clients_test.cpp against the process testbed.
 """
 import sys
 
+from client_checks import check, skip
+
 try:
     import openai
     from langchain_openai import ChatOpenAI
 except ImportError as e:  # not installed: skip
-    print(f"skipped: {e}")
-    sys.exit(77)
-
-
-def check(cond, what):
-    if not cond:
-        print(f"FAILED: {what}")
-        sys.exit(1)
+    skip(e)
 
 
 def main(base_url):
