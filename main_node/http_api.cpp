@@ -8,6 +8,7 @@
 #include <optional>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -328,6 +329,7 @@ struct HttpApi::Impl {
     // its turn or while generating), or a streamed one whose output falls
     // too far behind (http_server.h), cancels its request within a token.
     auto gone = [&res] { return res.ClientGone(); };
+    if (parsed.n > 1) return ServeChoices(parsed, res, chat);
     absl::StatusOr<RequestQueue::Turn> turn = node.Admit(gone);
     if (!turn.ok()) {
       node.CountRejected("http", turn.status());
@@ -349,8 +351,84 @@ struct HttpApi::Impl {
     // thread); a client that cannot keep up loses its connection and the
     // generation stops (ClientGone).
     if (!res.StartStream(200, "text/event-stream", {{"Cache-Control", "no-cache"}})) return;
-    StreamCompletion(*turn, parsed, chat, id, created, res);
+    (void)StreamCompletion(*turn, parsed, chat, id, created, res);
     PassTurn(std::move(*turn));
+    res.Write("data: [DONE]\n\n");
+    res.EndStream();
+  }
+
+  // n > 1: choice i is the request with seed + i (greedy choices are alike,
+  // as in the reference API), each generated in a turn of its own on a
+  // thread of its own, so the choices run batched together (up to
+  // main.max_running at once; the others wait in the queue like requests).
+  // A choice that cannot run (the queue is full, the cluster fails) fails
+  // the whole request: non-streamed with its status, streamed with an error
+  // event. Usage counts the prompt once and every choice's tokens.
+  void ServeChoices(const ParsedRequest& parsed, HttpResponder& res, bool chat) {
+    const std::string id = NewId(chat ? "chatcmpl" : "cmpl");
+    const int64_t created = UnixNow();
+    const std::string object = chat ? "chat.completion" : "text_completion";
+    auto gone = [&res] { return res.ClientGone(); };
+    const int n = parsed.n;
+    std::vector<ParsedRequest> each(static_cast<size_t>(n), parsed);
+    for (int i = 0; i < n; ++i) each[i].gen.sampling.seed += static_cast<uint64_t>(i);
+    if (parsed.stream &&
+        !res.StartStream(200, "text/event-stream", {{"Cache-Control", "no-cache"}})) {
+      return;
+    }
+    std::vector<absl::StatusOr<json>> results(static_cast<size_t>(n), json());
+    std::vector<std::thread> threads;
+    threads.reserve(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) {
+      threads.emplace_back([&, i] {
+        absl::StatusOr<RequestQueue::Turn> turn = node.Admit(gone);
+        if (!turn.ok()) {
+          node.CountRejected("http", turn.status());
+          results[i] = turn.status();
+          if (parsed.stream && !res.ClientGone())
+            res.Write(SseEvent(StreamErrorBody(turn.status())));
+          return;
+        }
+        if (parsed.stream) {
+          results[i] = StreamCompletion(*turn, each[i], chat, id, created, res, i);
+        } else {
+          results[i] = Complete(*turn, each[i], chat, id, created, object, gone);
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    json usage = {{"prompt_tokens", 0}, {"completion_tokens", 0}, {"total_tokens", 0}};
+    json body;
+    for (int i = 0; i < n; ++i) {
+      if (!results[i].ok()) {
+        if (!parsed.stream)
+          return res.Respond(SendStatus(results[i].status(), parsed.prompt_param));
+        continue;
+      }
+      const json& u = parsed.stream ? *results[i] : (*results[i])["usage"];
+      usage["prompt_tokens"] = u["prompt_tokens"];
+      usage["completion_tokens"] =
+          usage["completion_tokens"].get<int>() + u["completion_tokens"].get<int>();
+      if (parsed.stream) continue;
+      if (i == 0) {
+        body = std::move(*results[0]);
+      } else {
+        json choice = std::move((*results[i])["choices"][0]);
+        choice["index"] = i;
+        body["choices"].push_back(std::move(choice));
+      }
+    }
+    usage["total_tokens"] =
+        usage["prompt_tokens"].get<int>() + usage["completion_tokens"].get<int>();
+    if (!parsed.stream) {
+      body["usage"] = usage;
+      return res.Respond(HttpResponse::Json(200, DumpJson(body)));
+    }
+    if (parsed.include_usage) {
+      const StreamChunkHead head{id, chat ? "chat.completion.chunk" : "text_completion", created,
+                                 node.model_id(), true};
+      res.Write(SseEvent(UsageChunk(head, usage)));
+    }
     res.Write("data: [DONE]\n\n");
     res.EndStream();
   }
@@ -363,14 +441,23 @@ struct HttpApi::Impl {
   // A streamed completion in the caller's turn, as server-sent events (an
   // error after the status line: an error event); the caller ends the stream
   // with "data: [DONE]".
-  void StreamCompletion(const RequestQueue::Turn& turn, const ParsedRequest& parsed, bool chat,
-                        const std::string& id, int64_t created, HttpResponder& res) {
+  // `index`: the choice's (n > 1: ServeChoices sends the usage chunk once for
+  // all, from the usage each choice returns). Returns the choice's usage, or
+  // why it failed (already sent as an error event).
+  absl::StatusOr<json> StreamCompletion(const RequestQueue::Turn& turn, const ParsedRequest& parsed,
+                                        bool chat, const std::string& id, int64_t created,
+                                        HttpResponder& res, int index = -1) {
     const TokenPieceFn pieces = Pieces();
     const int top_n = std::max(0, parsed.gen.logprobs);
     const StreamChunkHead head{id, chat ? "chat.completion.chunk" : "text_completion", created,
                                node.model_id(), parsed.include_usage};
     auto gone = [&res] { return res.ClientGone(); };
-    auto send = [&](const json& j) { res.Write(SseEvent(j)); };
+    auto send = [&](json j) {
+      if (index > 0 && j.contains("choices") && !j["choices"].empty()) {
+        j["choices"][0]["index"] = index;
+      }
+      res.Write(SseEvent(j));
+    };
     // Tokens generated since the last chunk, with their scores: each
     // chunk carries the logprobs of the tokens whose text it releases
     // (a stop sequence's held-back text releases with a later chunk).
@@ -434,10 +521,11 @@ struct HttpApi::Impl {
       json last = chunk("", reply.FinishReason(Finish(*r, reply.stopped())));
       last["odmoe"] = OdmoeStats(*r);
       send(last);
-      if (parsed.include_usage) send(UsageChunk(head, Usage(*r)));
-    } else if (!res.ClientGone()) {
-      send(StreamErrorBody(r.status()));
+      if (parsed.include_usage && index < 0) send(UsageChunk(head, Usage(*r)));
+      return Usage(*r);
     }
+    if (!res.ClientGone()) send(StreamErrorBody(r.status()));
+    return r.status();
   }
 
   HttpServer::Routes Routes() {

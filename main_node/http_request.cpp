@@ -127,15 +127,9 @@ absl::Status CheckParameters(const json& body, bool chat) {
   // The output's form, for both endpoints (output_grammar.h).
   static const std::set<std::string> kForm = {"grammar", "json_schema", "response_format"};
   static const std::set<std::string> kCompletions = {"prompt", "echo"};
-  static const std::set<std::string> kChat = {"messages",
-                                              "top_logprobs",
-                                              "reasoning_effort",
-                                              "chat_template_kwargs",
-                                              "tools",
-                                              "tool_choice",
-                                              "parallel_tool_calls",
-                                              "documents",
-                                              "add_generation_prompt"};
+  static const std::set<std::string> kChat = {
+      "messages",    "top_logprobs",        "reasoning_effort", "chat_template_kwargs", "tools",
+      "tool_choice", "parallel_tool_calls", "documents",        "add_generation_prompt"};
   for (const auto& [key, value] : body.items()) {
     if (value.is_null() || kCommon.count(key) || kSampling.count(key) || kAccepted.count(key) ||
         kForm.count(key) || (chat ? kChat : kCompletions).count(key)) {
@@ -264,8 +258,12 @@ absl::Status ParseCommon(const json& body, const std::string& model_id, ParsedRe
   // Chat has no 16-token default in the reference API: without a limit the
   // reply may fill the context.
   out->fill_context = until_context || (chat && !out->max_tokens_given);
-  if (body.contains("n") && !(body["n"].is_number_integer() && body["n"] == 1)) {
-    return Bad("n", "only n = 1 is supported");
+  if (body.contains("n") && !body["n"].is_null()) {
+    const json& n = body["n"];
+    if (!n.is_number_integer() || n.get<int64_t>() < 1 || n.get<int64_t>() > kMaxChoices) {
+      return Bad("n", "expected an integer from 1 to " + std::to_string(kMaxChoices));
+    }
+    out->n = static_cast<int>(n.get<int64_t>());
   }
   if (body.contains("stream") && !body["stream"].is_null()) {
     if (!body["stream"].is_boolean()) return Bad("stream", "expected true or false");

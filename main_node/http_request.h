@@ -29,11 +29,17 @@
 
 namespace odmoe {
 
+/// The most choices one request may ask for (`n`).
+inline constexpr int kMaxChoices = 16;
+
 /// The sampling part shared by both endpoints, checked field by field.
 struct ParsedRequest {
   GenerateRequest gen;
   std::vector<std::string> stop;
   bool stream = false;
+  /// `n`: choices generated for the prompt, choice i with seed + i (each a
+  /// generation of its own, batched with the others up to main.max_running).
+  int n = 1;
   bool include_usage = false;     // stream_options.include_usage
   bool max_tokens_given = false;  // max_tokens, max_completion_tokens or n_predict
   /// No limit asked for (chat without max_tokens) or n_predict -1: the

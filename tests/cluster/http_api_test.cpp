@@ -378,7 +378,7 @@ TEST_CASE("http: the OpenAI surface clients use", "[cluster][http]") {
   ExpectError(cli, "/v1/chat/completions",
               json{{"messages", hello}, {"response_format", {{"type", "json_yaml"}}}}.dump(), 400,
               "response_format.type");
-  ExpectError(cli, "/v1/chat/completions", json{{"messages", hello}, {"n", 2}}.dump(), 400, "n");
+  ExpectError(cli, "/v1/chat/completions", json{{"messages", hello}, {"n", 17}}.dump(), 400, "n");
   ExpectError(cli, "/v1/chat/completions", json{{"messages", hello}, {"echo", true}}.dump(), 400,
               "echo");
   post("/v1/completions", {{"prompt", prompt},
