@@ -149,7 +149,14 @@ struct HttpApi::Impl {
                       body.contains("response_format");
     if (!asks) return absl::OkStatus();
     const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(req.body, nullptr, false);
-    absl::StatusOr<std::string> grammar = OutputGrammar(ordered, parsed->tools, tool_syntax);
+    const Tokenizer& tok = node.tokenizer();
+    auto is_control = [&tok](std::string_view text) {
+      const int32_t id = tok.TokenId(text);
+      return id >= 0 && static_cast<size_t>(id) < tok.vocab().token_types.size() &&
+             tok.vocab().token_types[id] == TokenType::kControl;
+    };
+    absl::StatusOr<std::string> grammar =
+        OutputGrammar(ordered, parsed->tools, tool_syntax, is_control);
     if (!grammar.ok()) return grammar.status();
     parsed->gen.grammar = std::move(*grammar);
     return absl::OkStatus();

@@ -67,7 +67,7 @@ absl::StatusOr<std::string> ResponseFormatGrammar(const json& format) {
 }  // namespace
 
 absl::StatusOr<std::string> OutputGrammar(const json& body, const ToolRequest& tools,
-                                          ToolCallSyntax syntax) {
+                                          ToolCallSyntax syntax, const HasTokenFn& is_control) {
   struct Source {
     const char* field;
     std::string grammar;
@@ -97,7 +97,8 @@ absl::StatusOr<std::string> OutputGrammar(const json& body, const ToolRequest& t
       return JsonSchemaToGbnf(schema, options);
     };
     absl::StatusOr<std::string> g =
-        ToolCallGrammar(syntax, tools.tools, tools.choice, tools.parallel, rules);
+        ToolCallGrammar(syntax, tools.tools, tools.choice, tools.parallel, rules,
+                        ToolCallControlMarkers(syntax, is_control));
     if (!g.ok()) return g.status();
     asked.push_back({"tool_choice", std::move(*g)});
   }

@@ -32,8 +32,11 @@
 namespace odmoe {
 
 /// The grammar `body` asks for (empty: none). `tools` is the body's
-/// ParseToolRequest (empty for a completion); `syntax` the model's call syntax.
+/// ParseToolRequest (empty for a completion); `syntax` the model's call
+/// syntax; `is_control` says which texts are control tokens of the model's
+/// vocabulary (a required call names its control-token markers as tokens).
 absl::StatusOr<std::string> OutputGrammar(const nlohmann::ordered_json& body,
-                                          const ToolRequest& tools, ToolCallSyntax syntax);
+                                          const ToolRequest& tools, ToolCallSyntax syntax,
+                                          const HasTokenFn& is_control = {});
 
 }  // namespace odmoe

@@ -6,30 +6,6 @@
 #include "main_node/tool_call_syntax.h"
 
 namespace odmoe {
-namespace {
-
-// Every literal a syntax's calls are written with: a control token whose
-// text is one of them belongs to a call.
-std::vector<std::string> MarkerTexts(const ToolCallSyntaxSpec& spec) {
-  std::vector<std::string> out;
-  auto add = [&out](std::string_view s) {
-    if (!s.empty()) out.emplace_back(s);
-  };
-  auto add_patterns = [&](const std::vector<ToolCallPattern>& ps) {
-    for (const ToolCallPattern& p : ps) {
-      for (std::string_view piece : p.pieces) add(piece);
-    }
-  };
-  add_patterns(spec.section_begin);
-  add_patterns(spec.call_begin);
-  add_patterns({spec.call_end});
-  add(spec.section_end);
-  add(spec.args_begin);
-  for (std::string_view t : spec.vocabulary_tokens) add(t);
-  return out;
-}
-
-}  // namespace
 
 ReplyStream::ReplyStream(Options options)
     : split_(options.format != nullptr ? *options.format : ChatFormat{}, options.prompt),
@@ -39,7 +15,7 @@ ReplyStream::ReplyStream(Options options)
       !options.tools->tools.empty()) {
     parser_ = std::make_unique<ToolCallStreamParser>(options.syntax, options.tools->tools,
                                                      options.id_seed);
-    markers_ = MarkerTexts(ToolCallSyntaxSpecOf(options.syntax));
+    markers_ = ToolCallMarkerTexts(ToolCallSyntaxSpecOf(options.syntax));
   }
 }
 

@@ -12,8 +12,30 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-// `text` as a literal, nothing for empty text (GBNF sequences need no "").
-std::string Lit(std::string_view text) { return text.empty() ? "" : GbnfLiteral(text) + " "; }
+// `text` as GBNF, nothing for empty text (GBNF sequences need no ""):
+// literals, and a token reference <T> (grammar.h) for each marker T in it
+// that is a control token of the vocabulary (`control`).
+std::string Lit(std::string_view text, std::span<const std::string> control = {}) {
+  std::string out;
+  size_t plain = 0;
+  for (size_t i = 0; i < text.size();) {
+    const std::string* hit = nullptr;
+    for (const std::string& m : control) {
+      if (!m.empty() && text.substr(i, m.size()) == m && (hit == nullptr || m.size() > hit->size()))
+        hit = &m;
+    }
+    if (hit == nullptr) {
+      ++i;
+      continue;
+    }
+    if (i > plain) absl::StrAppend(&out, GbnfLiteral(text.substr(plain, i - plain)), " ");
+    absl::StrAppend(&out, *hit, " ");
+    i += hit->size();
+    plain = i;
+  }
+  if (plain < text.size()) absl::StrAppend(&out, GbnfLiteral(text.substr(plain)), " ");
+  return out;
+}
 
 // The rule body of a "string" property written raw between tags: its enum
 // or const as literals, else any text without "</". Empty for other types.
@@ -39,7 +61,8 @@ std::string RawStringRule(const json& property) {
 // The rules of tool `index`'s arguments, defining tool-I-args.
 absl::StatusOr<std::string> ArgumentRules(const ToolCallSyntaxSpec& spec,
                                           const ToolDefinition& tool, size_t index,
-                                          const SchemaRulesFn& schema_rules) {
+                                          const SchemaRulesFn& schema_rules,
+                                          std::span<const std::string> control) {
   const std::string prefix = absl::StrCat("tool-", index, "-args");
   const std::string field = absl::StrCat("tools[", index, "].function.parameters");
   if (spec.args_shape == ToolCallArgsShape::kJson ||
@@ -77,8 +100,9 @@ absl::StatusOr<std::string> ArgumentRules(const ToolCallSyntaxSpec& spec,
         absl::StrAppend(&rules, *sub);
         if (!rules.empty() && rules.back() != '\n') rules += '\n';
       }
-      absl::StrAppend(&rules, param, " ::= ", Lit(tags.key_open), GbnfLiteral(it.key()), " ",
-                      Lit(tags.grammar_after_key), value, " ", Lit(tags.grammar_after_value), "\n");
+      absl::StrAppend(&rules, param, " ::= ", Lit(tags.key_open, control), GbnfLiteral(it.key()),
+                      " ", Lit(tags.grammar_after_key, control), value, " ",
+                      Lit(tags.grammar_after_value, control), "\n");
       const bool needed = std::find(required.begin(), required.end(), it.key()) != required.end();
       absl::StrAppend(&sequence, " ", param, needed ? "" : "?");
     }
@@ -118,7 +142,8 @@ std::string GbnfLiteral(std::string_view text) {
 absl::StatusOr<std::string> ToolCallGrammar(ToolCallSyntax syntax,
                                             std::span<const ToolDefinition> tools,
                                             const ToolChoice& choice, bool parallel,
-                                            const SchemaRulesFn& schema_rules) {
+                                            const SchemaRulesFn& schema_rules,
+                                            std::span<const std::string> control_markers) {
   if (choice.kind == ToolChoiceKind::kAuto || choice.kind == ToolChoiceKind::kNone)
     return std::string();
   if (tools.empty())
@@ -132,12 +157,13 @@ absl::StatusOr<std::string> ToolCallGrammar(ToolCallSyntax syntax,
     const ToolDefinition& tool = tools[i];
     if (choice.kind == ToolChoiceKind::kNamed && tool.name != choice.name) continue;
     found = true;
-    auto args = ArgumentRules(spec, tool, i, schema_rules);
+    auto args = ArgumentRules(spec, tool, i, schema_rules, control_markers);
     if (!args.ok()) return args.status();
     const std::string name = absl::StrCat("tool-", i);
-    absl::StrAppend(&rules, name, " ::= ", Lit(spec.grammar_call_open), GbnfLiteral(tool.name), " ",
-                    spec.grammar_name_index ? "\":\" [0-9]+ " : "", Lit(spec.grammar_name_close),
-                    name, "-args ", Lit(spec.grammar_call_close), "\n");
+    absl::StrAppend(&rules, name, " ::= ", Lit(spec.grammar_call_open, control_markers),
+                    GbnfLiteral(tool.name), " ", spec.grammar_name_index ? "\":\" [0-9]+ " : "",
+                    Lit(spec.grammar_name_close, control_markers), name, "-args ",
+                    Lit(spec.grammar_call_close, control_markers), "\n");
     absl::StrAppend(&rules, *args);
     if (!rules.empty() && rules.back() != '\n') rules += '\n';
     absl::StrAppend(&alternatives, alternatives.empty() ? "" : " | ", name);
@@ -147,10 +173,13 @@ absl::StatusOr<std::string> ToolCallGrammar(ToolCallSyntax syntax,
         absl::StrCat("tool_choice: no tool named '", ClipForMessage(choice.name), "'"));
   }
   const bool many = parallel && choice.kind == ToolChoiceKind::kRequired;
-  std::string head = absl::StrCat("root ::= ", Lit(spec.grammar_section_open), "tool-calls ",
-                                  Lit(spec.grammar_section_close), "\n");
-  absl::StrAppend(&head, "tool-calls ::= tool-call",
-                  many ? absl::StrCat(" (", Lit(spec.grammar_separator), "tool-call)*") : "", "\n");
+  std::string head =
+      absl::StrCat("root ::= ", Lit(spec.grammar_section_open, control_markers), "tool-calls ",
+                   Lit(spec.grammar_section_close, control_markers), "\n");
+  absl::StrAppend(
+      &head, "tool-calls ::= tool-call",
+      many ? absl::StrCat(" (", Lit(spec.grammar_separator, control_markers), "tool-call)*") : "",
+      "\n");
   absl::StrAppend(&head, "tool-call ::= ", alternatives, "\n");
   std::string grammar = head + rules;
   // Lit's separating spaces at the ends of lines.

@@ -50,10 +50,15 @@ using SchemaRulesFn = std::function<absl::StatusOr<std::string>(const nlohmann::
 /// The grammar for `choice` (empty for auto and none). INVALID_ARGUMENT for a
 /// named tool that `tools` lacks, "required" without tools, or a schema that
 /// `schema_rules` refuses ("tools[1].function.parameters: ...").
+/// `control_markers`: the syntax's markers that are control tokens of the
+/// model's vocabulary (ToolCallControlMarkers): the grammar names those
+/// tokens (`<|tool_call_begin|>`, grammar/grammar.h) where it would otherwise
+/// spell their text, so the model writes its own marker tokens.
 absl::StatusOr<std::string> ToolCallGrammar(ToolCallSyntax syntax,
                                             std::span<const ToolDefinition> tools,
                                             const ToolChoice& choice, bool parallel,
-                                            const SchemaRulesFn& schema_rules);
+                                            const SchemaRulesFn& schema_rules,
+                                            std::span<const std::string> control_markers = {});
 
 /// `text` as one GBNF string literal ("\"a\\nb\"" for a, newline, b).
 std::string GbnfLiteral(std::string_view text);

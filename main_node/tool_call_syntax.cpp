@@ -1,5 +1,7 @@
 #include "main_node/tool_call_syntax.h"
 
+#include <algorithm>
+
 namespace odmoe {
 namespace {
 
@@ -231,6 +233,42 @@ std::optional<ToolCallSyntax> ToolCallSyntaxNamed(std::string_view name) {
     if (spec.name == name) return spec.syntax;
   }
   return std::nullopt;
+}
+
+std::vector<std::string> ToolCallMarkerTexts(const ToolCallSyntaxSpec& spec) {
+  std::vector<std::string> out;
+  auto add = [&out](std::string_view s) {
+    if (!s.empty() && std::find(out.begin(), out.end(), s) == out.end()) out.emplace_back(s);
+  };
+  auto add_patterns = [&](const std::vector<ToolCallPattern>& ps) {
+    for (const ToolCallPattern& p : ps) {
+      for (std::string_view piece : p.pieces) add(piece);
+    }
+  };
+  add_patterns(spec.section_begin);
+  add_patterns(spec.call_begin);
+  add_patterns({spec.call_end});
+  add(spec.section_end);
+  add(spec.args_begin);
+  add(spec.tags.key_open);
+  add(spec.tags.key_close);
+  add(spec.tags.value_open);
+  add(spec.tags.value_close);
+  for (std::string_view t : spec.vocabulary_tokens) add(t);
+  return out;
+}
+
+std::vector<std::string> ToolCallControlMarkers(ToolCallSyntax syntax,
+                                                const HasTokenFn& is_control) {
+  std::vector<std::string> out;
+  if (!is_control) return out;
+  for (std::string& m : ToolCallMarkerTexts(ToolCallSyntaxSpecOf(syntax))) {
+    const bool nameable = m.size() >= 3 && m.front() == '<' && m.back() == '>' &&
+                          m.find_first_of(" \t\n\"") == std::string::npos &&
+                          m.find('>') == m.size() - 1;
+    if (nameable && is_control(m)) out.push_back(std::move(m));
+  }
+  return out;
 }
 
 }  // namespace odmoe

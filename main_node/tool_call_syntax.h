@@ -145,6 +145,14 @@ std::optional<ToolCallSyntax> DetectToolCallSyntax(std::string_view chat_templat
 /// DetectToolCallSyntax, Hermes when it finds nothing (the generic fallback).
 ToolCallSyntax ToolCallSyntaxFor(std::string_view chat_template, const HasTokenFn& has_token = {});
 
+/// Every literal a syntax's calls are written with (section and call
+/// markers, the vocabulary tokens it is recognised by): a control token whose
+/// text is one of them belongs to a call (reply_stream.h, tool_call_grammar.h).
+std::vector<std::string> ToolCallMarkerTexts(const ToolCallSyntaxSpec& spec);
+/// The markers of `syntax` that are control tokens of the model's vocabulary
+/// (`is_control`) and can be named in a grammar (`<...>` without spaces).
+std::vector<std::string> ToolCallControlMarkers(ToolCallSyntax syntax, const HasTokenFn& is_control);
+
 /// "hermes", ... (the table's names).
 std::string_view ToolCallSyntaxName(ToolCallSyntax syntax);
 /// The syntax named `name` (a config or flag value), nullopt if none.

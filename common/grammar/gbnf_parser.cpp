@@ -222,6 +222,9 @@ class GbnfParser {
       } else if (c == '[') {
         auto s = ParseClass(&atom);
         if (!s.ok()) return s;
+      } else if (c == '<') {
+        auto s = ParseTokenRef(&atom);
+        if (!s.ok()) return s;
       } else if (c == '.') {
         Advance();
         atom.push_back(ClassSymbol({{0, kMaxCodePoint}}));
@@ -303,6 +306,27 @@ class GbnfParser {
     if (cp.state != Utf8State::kValid) return Error("invalid UTF-8");
     for (size_t i = 0; i < cp.length; ++i) Advance();
     return static_cast<uint32_t>(cp.codepoint);
+  }
+  // <text>: the control token of that text, as kTokenMark + text + kTokenMark.
+  absl::Status ParseTokenRef(Sequence* out) {
+    std::string bytes(1, kTokenMark);
+    while (true) {
+      if (AtEnd() || Peek() == '\n' || Peek() == ' ' || Peek() == '\t' || Peek() == '"') {
+        return Error("unterminated token reference (expected '>')");
+      }
+      const char c = Peek();
+      Advance();
+      bytes += c;
+      if (c == '>') break;
+      if (bytes.size() > kMaxTokenRefBytes) return Error("token reference too long");
+    }
+    bytes += kTokenMark;
+    for (const char b : bytes) {
+      ByteSet set;
+      set.Add(static_cast<uint8_t>(b));
+      out->push_back({Kind::kBytes, ByteSetId(set)});
+    }
+    return absl::OkStatus();
   }
   absl::Status ParseLiteral(Sequence* out) {
     Advance();  // "

@@ -45,6 +45,16 @@ inline constexpr int kMaxRepetition = 1000;      // m and n of x{m,n}
 inline constexpr size_t kMaxElements = 1 << 20;  // after repetitions are expanded
 inline constexpr int kMaxGbnfNesting = 100;      // parentheses inside each other
 
+/// A token reference `<|call|>` in GBNF matches the vocabulary's control
+/// token of that text (the token itself, never text spelling it): it is
+/// compiled to kTokenMark + text + kTokenMark, the bytes the vocabulary trie
+/// gives each control token (vocab_trie.h). 0xFF never occurs in UTF-8, so no
+/// literal, class or `.` can match these bytes, and a control token can only
+/// come where a grammar names it.
+inline constexpr char kTokenMark = '\xFF';
+/// The longest text of a token reference.
+inline constexpr size_t kMaxTokenRefBytes = 256;
+
 /// A set of bytes (256 bits).
 struct ByteSet {
   std::array<uint64_t, 4> bits{};

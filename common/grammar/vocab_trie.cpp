@@ -72,9 +72,21 @@ std::shared_ptr<const VocabTrie> VocabTrie::Build(const Tokenizer& tokenizer) {
   std::vector<std::string> pieces(tokenizer.n_vocab());
   for (int32_t id = 0; id < tokenizer.n_vocab(); ++id) {
     const TokenType type = vocab.token_types.empty() ? TokenType::kNormal : vocab.token_types[id];
-    if (type == TokenType::kControl || type == TokenType::kUnknown || type == TokenType::kUnused)
+    if (type == TokenType::kUnknown || type == TokenType::kUnused) continue;
+    if (type == TokenType::kControl) {
+      // Allowed only where a grammar names it (<text>: grammar.h kTokenMark).
+      const std::string& text = vocab.tokens[id];
+      if (!text.empty() && text.size() <= kMaxTokenRefBytes) {
+        pieces[id] = std::string(1, kTokenMark) + text + kTokenMark;
+      }
       continue;
-    pieces[id] = tokenizer.TokenToPiece(id);
+    }
+    std::string piece = tokenizer.TokenToPiece(id);
+    // A byte 0xFF (a byte-fallback or byte-level token of that byte) is never
+    // UTF-8 text, so no grammar text matches it; it could only spell a token
+    // reference's kTokenMark, which is the control token's alone.
+    if (piece.find(kTokenMark) != std::string::npos) continue;
+    pieces[id] = std::move(piece);
   }
   return FromPieces(std::move(pieces));
 }

@@ -10,9 +10,12 @@
 //
 // A token's bytes are the tokenizer's own (Tokenizer::TokenToPiece: byte-level
 // BPE's code points mapped back to bytes, SentencePiece's U+2581 as a space
-// and <0xNN> as the byte). Control, unknown and unused tokens, and tokens
-// whose bytes are empty, are in no node: a grammar never allows them (the end
-// of sequence is the constraint's business). User-defined tokens (added
+// and <0xNN> as the byte). A control token is kTokenMark + its text +
+// kTokenMark (grammar.h): a grammar allows it only where it names it
+// (`<|call|>`). Unknown and unused tokens, tokens whose bytes are empty, and
+// tokens holding the byte 0xFF (never UTF-8 text, so no grammar text matches
+// them; they could only spell a kTokenMark) are in no node: a grammar never allows them (the end of sequence is the
+// constraint's business). User-defined tokens (added
 // tokens such as "<tool_call>") count as their text, as in llama.cpp.
 #pragma once
 

@@ -330,3 +330,58 @@ TEST_CASE("Save and Restore go back to a state, also in another constraint", "[g
 
 }  // namespace
 }  // namespace odmoe
+
+std::string testing_ids(const std::vector<int32_t>& ids, const odmoe::Tokenizer& tok) {
+  std::string out;
+  for (int32_t id : ids) out += std::to_string(id) + "='" + tok.vocab().tokens[id] + "' ";
+  return out;
+}
+
+namespace odmoe {
+namespace {
+
+TEST_CASE("grammar constraint: a token reference allows that control token and nothing spelling it",
+          "[grammar]") {
+  std::unique_ptr<Tokenizer> tok = test::TokenizerOf("models/tiny-mixtral-f16.gguf");
+  const int32_t bos = tok->bos_id();
+  REQUIRE(bos >= 0);
+  REQUIRE(tok->vocab().tokens[bos] == "<s>");
+  // BOS is a control token: named by <s> it may come, and only there.
+  std::unique_ptr<GrammarConstraint> rule =
+      MakeGrammarConstraint(test::CompileGbnf("root ::= \"a\" <s> \"b\""), *tok, tok->eos_id());
+  const int32_t a = tok->TokenId("a");
+  REQUIRE(a >= 0);
+  CHECK_FALSE(rule->Allows(bos));
+  REQUIRE(rule->Accept(a).ok());
+  CHECK(rule->Allows(bos));
+  // Text that spells "<s>" is not the token.
+  for (const char* piece : {"<", "▁<"}) {
+    const int32_t id = tok->TokenId(piece);
+    if (id >= 0) CHECK_FALSE(rule->Allows(id));
+  }
+  std::vector<float> logits(static_cast<size_t>(tok->n_vocab()), 0.0f);
+  rule->MaskLogits(logits);
+  std::vector<int32_t> allowed;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (logits[i] == 0.0f) allowed.push_back(static_cast<int32_t>(i));
+  }
+  INFO("allowed: " << ::testing_ids(allowed, *tok));
+  CHECK(allowed == std::vector<int32_t>{bos});
+  CHECK(logits[static_cast<size_t>(bos)] == 0.0f);
+  REQUIRE(rule->Accept(bos).ok());
+  CHECK(rule->Allows(tok->TokenId("b")));
+
+  // A grammar that does not name it never allows it, even where any text may come.
+  std::unique_ptr<GrammarConstraint> any =
+      MakeGrammarConstraint(test::CompileGbnf("root ::= .*"), *tok, tok->eos_id());
+  CHECK_FALSE(any->Allows(bos));
+
+  // Errors name the reference.
+  absl::StatusOr<std::shared_ptr<const Grammar>> bad = ParseGbnf("root ::= <s \"b\"");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(std::string(bad.status().message()).find("unterminated token reference") !=
+        std::string::npos);
+}
+
+}  // namespace
+}  // namespace odmoe

@@ -230,8 +230,12 @@ TEST_CASE("http request: the sampling chain's parameters are read and checked", 
   CHECK(message({{"stop_token_ids", 2}}) == "stop_token_ids: expected an array of token ids");
   CHECK(message({{"stop_token_ids", {"2"}}}) == "stop_token_ids: expected an array of token ids");
   CHECK(message({{"stop_token_ids", {-4}}}) == "stop_token_ids: -4 is not a token id");
-  // Still refused: n > 1 (one sequence per request).
-  CHECK(message({{"n", 2}}) == "n: only n = 1 is supported");
+  // n: 1 to 16 choices (tests/cluster/http_choices_test.cpp runs them).
+  CHECK(message({{"n", 2}}).empty());
+  CHECK(message({{"n", 16}}).empty());
+  CHECK(message({{"n", 17}}) == "n: expected an integer from 1 to 16");
+  CHECK(message({{"n", 0}}) == "n: expected an integer from 1 to 16");
+  CHECK(message({{"n", 1.5}}) == "n: expected an integer from 1 to 16");
 }
 
 TEST_CASE("http request: parameters accepted as the reference APIs accept them",

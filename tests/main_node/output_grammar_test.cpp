@@ -129,3 +129,44 @@ TEST_CASE("output grammar: errors name the field", "[output_grammar]") {
 
 }  // namespace
 }  // namespace odmoe
+
+namespace odmoe {
+namespace {
+
+TEST_CASE("output grammar: markers that are control tokens are named as tokens",
+          "[output_grammar]") {
+  // Kimi-K2's markers are control tokens of its vocabulary: a required call
+  // names them (<|...|>), so only the tokens themselves match, never text
+  // spelling them (grammar.h kTokenMark).
+  const nlohmann::ordered_json body = nlohmann::ordered_json::parse(R"({"tools": [
+      {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object",
+        "properties": {"zone": {"enum": ["UTC"]}}, "required": ["zone"]}}}],
+      "tool_choice": "required", "parallel_tool_calls": false})");
+  absl::StatusOr<ToolRequest> tools = ParseToolRequest(body);
+  REQUIRE(tools.ok());
+  auto is_control = [](std::string_view t) { return t.size() > 4 && t.substr(0, 2) == "<|"; };
+  absl::StatusOr<std::string> g = OutputGrammar(body, *tools, ToolCallSyntax::kKimiK2, is_control);
+  REQUIRE(g.ok());
+  INFO(*g);
+  CHECK(g->find("<|tool_calls_section_begin|>") != std::string::npos);
+  CHECK(g->find("\"<|tool_calls_section_begin|>\"") == std::string::npos);
+  auto token = [](std::string_view text) {
+    return std::string(1, kTokenMark) + std::string(text) + kTokenMark;
+  };
+  const std::string as_tokens = token("<|tool_calls_section_begin|>") +
+                                token("<|tool_call_begin|>") + "functions.get_time:0" +
+                                token("<|tool_call_argument_begin|>") + "{\"zone\": \"UTC\"}" +
+                                token("<|tool_call_end|>") + token("<|tool_calls_section_end|>");
+  CHECK(Matches(*g, as_tokens));
+  CHECK_FALSE(Matches(*g,
+                      "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_time:0"
+                      "<|tool_call_argument_begin|>{\"zone\": \"UTC\"}<|tool_call_end|>"
+                      "<|tool_calls_section_end|>"));
+  // Without the vocabulary's word, the markers are text.
+  g = OutputGrammar(body, *tools, ToolCallSyntax::kKimiK2);
+  REQUIRE(g.ok());
+  CHECK_FALSE(Matches(*g, as_tokens));
+}
+
+}  // namespace
+}  // namespace odmoe
