@@ -18,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
-all=(gguf tokenizer topology wire http_request http_reply http_connection)
+all=(gguf tokenizer topology wire http_request http_reply http_connection jinja)
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=("${all[@]}")
 for t in "${targets[@]}"; do
