@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Python packages the test suite uses: the client libraries it
 # drives the HTTP API with (the official `openai` client, langchain-openai,
-# pydantic-ai: tests/clients/) and jinja2, the reference real chat templates
-# are rendered against (tests/jinja/), into a virtual environment in the
+# pydantic-ai: tests/clients/), jinja2, the reference real chat templates are
+# rendered against (tests/jinja/), and jsonschema, the validator structured
+# output is checked with (tests/cluster/http_structured_test.cpp), into a
+# virtual environment in the
 # cache folder, from PyPI, at pinned versions. Idempotent: a stamp of the
 # requirements skips a second install.
 # These are development-time tools: the product never imports them, and
@@ -17,6 +19,7 @@ REQUIREMENTS=(
   "langchain-openai==1.8.1"
   "pydantic-ai-slim[openai]==2.78.0"
   "jinja2==3.1.6"
+  "jsonschema==4.26.0"
 )
 stamp="$VENV/odmoe-requirements"
 want=$(printf '%s\n' "${REQUIREMENTS[@]}")

@@ -3,13 +3,17 @@
 // grammar, a required tool call) holds for every sampled reply, and the
 // cluster's tokens are the single process's with the same grammar.
 #include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
+#include "client_python.h"
 #include "engine/reference_engine.h"
 #include "httplib.h"
 #include "main_node/output_grammar.h"
 #include "nlohmann/json.hpp"
+#include "shell.h"
 #include "test_cluster.h"
 
 namespace odmoe::test {
@@ -78,6 +82,7 @@ TEST_CASE("structured output: every sampled reply of the tiny model validates ag
   absl::StatusOr<std::string> grammar = OutputGrammar(body, ToolRequest{}, ToolCallSyntax::kHermes);
   REQUIRE(grammar.ok());
   int complete = 0;
+  json finished = json::array();  // the replies that ended on their own
   for (uint64_t seed = 1; seed <= 200; ++seed) {
     GenerateRequest req;
     req.prompt = "Weather report:";
@@ -90,6 +95,7 @@ TEST_CASE("structured output: every sampled reply of the tiny model validates ag
     INFO("seed " << seed << ": " << r->text);
     if (r->stop_reason == GenerateResult::StopReason::kEos) {
       CHECK(IsWeather(r->text));
+      finished.push_back(r->text);
       ++complete;
     } else {
       // Cut by max_tokens: a prefix of a valid reply, never anything else.
@@ -98,6 +104,25 @@ TEST_CASE("structured output: every sampled reply of the tiny model validates ag
   }
   // The bounds keep replies short: nearly all finish.
   CHECK(complete >= 180);
+
+  // The reference validator agrees (Python's jsonschema, from the client venv).
+  const std::string python = ClientPython();
+  if (Sh(python + " -c 'import jsonschema' 2>&1").exit_code != 0) {
+    WARN("jsonschema not installed (scripts/client_venv.sh): the reference validation skipped");
+    return;
+  }
+  const std::filesystem::path dir = std::filesystem::path(BinaryPath("test-cache")) / "structured";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "schema.json") << kWeatherSchema;
+  std::ofstream(dir / "replies.json") << finished.dump();
+  const ShellResult v =
+      Sh(python + " " + SourcePath("tests/clients/validate_json.py") + " " +
+         (dir / "schema.json").string() + " " + (dir / "replies.json").string() + " 2>&1");
+  INFO(v.output);
+  CHECK(v.exit_code == 0);
+  CHECK(v.output.find(std::to_string(complete) + " valid of " + std::to_string(complete)) !=
+        std::string::npos);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("http: response_format and tool_choice are the single process's tokens under a grammar",

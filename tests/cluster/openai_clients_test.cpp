@@ -5,23 +5,12 @@
 // ODMOE_CLIENT_PYTHON); where they are not installed the case passes with a
 // warning.
 #include <catch2/catch.hpp>
-#include <cstdlib>
-#include <filesystem>
 
+#include "client_python.h"
 #include "process_testbed.h"
 
 namespace odmoe::test {
 namespace {
-
-// ODMOE_CLIENT_PYTHON, else the venv scripts/client_venv.sh makes, else python3.
-std::string ClientPython() {
-  if (const char* p = std::getenv("ODMOE_CLIENT_PYTHON"); p != nullptr && *p != 0) return p;
-  if (const char* home = std::getenv("HOME"); home != nullptr) {
-    const std::string venv = absl::StrCat(home, "/.cache/odmoe/client-venv/bin/python3");
-    if (std::filesystem::exists(venv)) return venv;
-  }
-  return "python3";
-}
 
 // Runs tests/clients/<script> against a testbed serving HTTP (main.context
 // `context`, 0: the model's), when `modules` import; "every ... passed" is

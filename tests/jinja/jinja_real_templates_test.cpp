@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "client_python.h"
 #include "jinja/template.h"
 #include "jinja_test_util.h"
 #include "test_paths.h"
@@ -75,10 +76,8 @@ TEST_CASE("jinja: real chat templates render as jinja2 renders them", "[jinja]")
                                  << " (scripts/fetch_chat_templates.sh fetches them): skipped");
     return;
   }
-  // scripts/test.sh names the client venv's python (scripts/client_venv.sh,
-  // which installs jinja2); else python3.
-  const char* venv = std::getenv("ODMOE_CLIENT_PYTHON");
-  const std::string python = venv != nullptr && *venv != 0 ? venv : "python3";
+  // The client venv's python (scripts/client_venv.sh installs jinja2).
+  const std::string python = test::ClientPython();
   if (std::system((python + " -c 'import jinja2' > /dev/null 2>&1").c_str()) != 0) {
     WARN(python << " with jinja2 is not available: skipped");
     return;
