@@ -14,6 +14,7 @@
 #include "gguf/gguf_writer.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
+#include "sse_events.h"
 #include "test_cluster.h"
 #include "tokenizer/tokenizer.h"
 
@@ -60,18 +61,6 @@ httplib::Client Client(TestCluster& c) {
   httplib::Client cli("127.0.0.1", c.main().http_port());
   cli.set_read_timeout(std::chrono::seconds(60));
   return cli;
-}
-
-// The data events of an SSE body, [DONE] included.
-std::vector<std::string> Events(const std::string& body) {
-  std::vector<std::string> out;
-  size_t at = 0;
-  while ((at = body.find("data: ", at)) != std::string::npos) {
-    const size_t end = body.find("\n\n", at);
-    out.push_back(body.substr(at + 6, end - at - 6));
-    at = end;
-  }
-  return out;
 }
 
 void ExpectError(httplib::Client& cli, const std::string& path, const std::string& body, int status,
@@ -140,7 +129,7 @@ TEST_CASE("http: completions, streaming, chat, models, health, metrics", "[clust
   REQUIRE(res);
   CHECK(res->status == 200);
   CHECK(res->get_header_value("Content-Type").find("text/event-stream") == 0);
-  std::vector<std::string> events = Events(res->body);
+  std::vector<std::string> events = SseEvents(res->body);
   REQUIRE(events.size() >= 3);
   CHECK(events.back() == "[DONE]");
   std::string streamed;
@@ -173,7 +162,7 @@ TEST_CASE("http: completions, streaming, chat, models, health, metrics", "[clust
                      .dump(),
                  "application/json");
   REQUIRE(res);
-  events = Events(res->body);
+  events = SseEvents(res->body);
   REQUIRE(events.size() >= 3);
   CHECK(json::parse(events[0])["choices"][0]["delta"]["role"] == "assistant");
   CHECK(json::parse(events[0])["object"] == "chat.completion.chunk");
@@ -331,7 +320,7 @@ TEST_CASE("http: the OpenAI surface clients use", "[cluster][http]") {
   for (bool include : {true, false}) {
     json body = {{"prompt", prompt}, {"max_tokens", 6}, {"temperature", 0}, {"stream", true}};
     if (include) body["stream_options"] = {{"include_usage", true}};
-    const std::vector<std::string> events = Events(post("/v1/completions", body));
+    const std::vector<std::string> events = SseEvents(post("/v1/completions", body));
     REQUIRE(events.size() >= 3);
     CHECK(events.back() == "[DONE]");
     std::string text;
@@ -465,11 +454,11 @@ TEST_CASE("http: logprobs and echo are the single process's numbers", "[cluster]
 
   // Streamed, the same numbers chunk by chunk.
   std::vector<double> streamed;
-  for (const std::string& e : Events(post("/v1/completions", {{"prompt", prompt},
-                                                              {"max_tokens", 8},
-                                                              {"temperature", 0},
-                                                              {"logprobs", 0},
-                                                              {"stream", true}}))) {
+  for (const std::string& e : SseEvents(post("/v1/completions", {{"prompt", prompt},
+                                                                 {"max_tokens", 8},
+                                                                 {"temperature", 0},
+                                                                 {"logprobs", 0},
+                                                                 {"stream", true}}))) {
     if (e == "[DONE]") break;
     const json c = json::parse(e)["choices"][0]["logprobs"];
     if (c.is_null()) continue;
@@ -778,7 +767,7 @@ TEST_CASE("http: concurrent requests are all served, in order, none lost",
       if (i % 2 == 0) {
         got[i] = json::parse(res->body)["choices"][0]["text"];
       } else {
-        for (const std::string& e : Events(res->body)) {
+        for (const std::string& e : SseEvents(res->body)) {
           if (e != "[DONE]") got[i] += json::parse(e)["choices"][0]["text"].get<std::string>();
         }
       }
@@ -877,7 +866,7 @@ TEST_CASE("http: concurrent completions are generated together, each the single 
         texts[i] = json::parse(res->body)["choices"][0]["text"].get<std::string>();
         return;
       }
-      for (const std::string& e : Events(res->body)) {
+      for (const std::string& e : SseEvents(res->body)) {
         if (e == "[DONE]") break;
         texts[i] += json::parse(e)["choices"][0]["text"].get<std::string>();
       }

@@ -8,6 +8,7 @@
 #include "engine/reference_engine.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
+#include "sse_events.h"
 #include "test_cluster.h"
 
 namespace odmoe::test {
@@ -69,11 +70,7 @@ TEST_CASE("http: n choices are the single process's generations with seed + i", 
   std::map<int, std::string> texts;
   std::map<int, std::string> finish;
   int usage_chunks = 0;
-  size_t at = 0;
-  while ((at = res->body.find("data: ", at)) != std::string::npos) {
-    const size_t end = res->body.find("\n\n", at);
-    const std::string data = res->body.substr(at + 6, end - at - 6);
-    at = end;
+  for (const std::string& data : SseEvents(res->body)) {
     if (data == "[DONE]") break;
     const json e = json::parse(data);
     if (e["choices"].empty()) {

@@ -14,6 +14,7 @@
 #include "main_node/output_grammar.h"
 #include "nlohmann/json.hpp"
 #include "shell.h"
+#include "sse_events.h"
 #include "test_cluster.h"
 
 namespace odmoe::test {
@@ -207,11 +208,7 @@ TEST_CASE("http: response_format and tool_choice are the single process's tokens
   REQUIRE(res);
   REQUIRE(res->status == 200);
   std::string name, arguments, finish;
-  size_t at = 0;
-  while ((at = res->body.find("data: ", at)) != std::string::npos) {
-    const size_t end = res->body.find("\n\n", at);
-    const std::string data = res->body.substr(at + 6, end - at - 6);
-    at = end;
+  for (const std::string& data : SseEvents(res->body)) {
     if (data == "[DONE]") break;
     const json e = json::parse(data);
     const json& choice = e["choices"][0];
