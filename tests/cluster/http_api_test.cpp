@@ -584,7 +584,7 @@ TEST_CASE("http: bad requests get OpenAI-style 4xx errors", "[cluster][http]") {
   ExpectError(cli, c, R"({"prompt": "hi", "stop": [1]})", 400, "stop");
   ExpectError(cli, c, R"({"prompt": "hi", "stop": ["a","b","c","d","e"]})", 400, "stop");
   ExpectError(cli, c, R"({"prompt": "hi", "stream": "yes"})", 400, "stream");
-  ExpectError(cli, c, R"({"prompt": "hi", "n": 3})", 400, "n");
+  ExpectError(cli, c, R"({"prompt": "hi", "n": 17})", 400, "n");
   ExpectError(cli, c, R"({"prompt": "hi", "model": "gpt-4"})", 404, "model_not_found");
   const std::string chat = "/v1/chat/completions";
   ExpectError(cli, chat, R"({"messages": "hi"})", 400, "messages");
