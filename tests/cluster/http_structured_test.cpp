@@ -247,5 +247,49 @@ TEST_CASE("http: response_format and tool_choice are the single process's tokens
   CHECK(json::parse(bad->body)["error"]["param"] == "grammar");
 }
 
+TEST_CASE("http: a grammar with speculative decoding gives the single process's tokens",
+          "[cluster][http][grammar][speculative]") {
+  // The shadow drafts without knowing the grammar; each row is masked before
+  // the rejection rule, so drafts the grammar forbids are refused and the
+  // tokens stay the single process's.
+  ClusterConfig cfg;
+  cfg.workers = 4;
+  cfg.http = true;
+  cfg.draft_tokens = 3;
+  cfg.context = 2048;
+  auto cluster = TestCluster::Start(cfg);
+  REQUIRE(cluster.ok());
+  httplib::Client cli("127.0.0.1", (*cluster)->main().http_port());
+  cli.set_read_timeout(std::chrono::seconds(60));
+  auto engine = ReferenceEngine::Create(SourcePath("models/tiny-mixtral-f16.gguf"), {});
+  REQUIRE(engine.ok());
+  absl::StatusOr<std::string> grammar = OutputGrammar(
+      nlohmann::ordered_json{{"json_schema", nlohmann::ordered_json::parse(kWeatherSchema)}},
+      ToolRequest{}, ToolCallSyntax::kHermes);
+  REQUIRE(grammar.ok());
+  int drafts = 0;
+  for (const auto& [temperature, seed] :
+       {std::pair{0.0, 0}, std::pair{0.9, 3}, std::pair{0.9, 7}}) {
+    nlohmann::ordered_json body = {{"prompt", "Weather report:"},
+                                   {"max_tokens", 360},
+                                   {"temperature", temperature},
+                                   {"seed", seed}};
+    body["json_schema"] = nlohmann::ordered_json::parse(kWeatherSchema);
+    const json j = Post(cli, "/v1/completions", body.dump());
+    GenerateRequest req;
+    req.prompt = "Weather report:";
+    req.max_tokens = 360;
+    req.sampling.temperature = static_cast<float>(temperature);
+    req.sampling.seed = static_cast<uint64_t>(seed);
+    req.grammar = *grammar;
+    absl::StatusOr<GenerateResult> r = (*engine)->Generate(req);
+    REQUIRE(r.ok());
+    INFO("temperature " << temperature << " seed " << seed);
+    CHECK(j["choices"][0]["text"] == r->text);
+    drafts += j["odmoe"]["draft_tokens"].get<int>();
+  }
+  CHECK(drafts > 0);  // the shadow did draft
+}
+
 }  // namespace
 }  // namespace odmoe::test
