@@ -6,6 +6,7 @@
 #include <string>
 
 #include "engine/reference_engine.h"
+#include "http_cluster.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "sse_events.h"
@@ -19,14 +20,9 @@ using json = nlohmann::json;
 TEST_CASE("http: n choices are the single process's generations with seed + i", "[cluster][http]") {
   ClusterConfig cfg;
   cfg.workers = 4;
-  cfg.http = true;
   cfg.max_running = 2;  // three choices: two batched, one waiting its turn
-  auto cluster = TestCluster::Start(cfg);
-  REQUIRE(cluster.ok());
-  httplib::Client cli("127.0.0.1", (*cluster)->main().http_port());
-  cli.set_read_timeout(std::chrono::seconds(60));
-  auto engine = ReferenceEngine::Create(SourcePath("models/tiny-mixtral-f16.gguf"), {});
-  REQUIRE(engine.ok());
+  std::unique_ptr<TestCluster> cluster = StartHttpCluster(cfg);
+  httplib::Client cli = HttpClientOf(*cluster);
 
   const json ask = {{"prompt", "Once upon a time"},
                     {"max_tokens", 10},
@@ -48,7 +44,7 @@ TEST_CASE("http: n choices are the single process's generations with seed + i", 
     req.ignore_eos = true;
     req.sampling.temperature = 0.9f;
     req.sampling.seed = 5 + i;
-    absl::StatusOr<GenerateResult> r = (*engine)->Generate(req);
+    absl::StatusOr<GenerateResult> r = TinyReference().Generate(req);
     REQUIRE(r.ok());
     CHECK(j["choices"][i]["index"] == i);
     CHECK(j["choices"][i]["text"] == r->text);

@@ -10,6 +10,7 @@
 
 #include "client_python.h"
 #include "engine/reference_engine.h"
+#include "http_cluster.h"
 #include "httplib.h"
 #include "main_node/output_grammar.h"
 #include "nlohmann/json.hpp"
@@ -43,16 +44,14 @@ bool IsWeather(const std::string& text) {
   return c >= -60 && c <= 60 && code_points <= 12;
 }
 
-std::unique_ptr<TestCluster> HttpCluster() {
+// Room for the tools the fallback template lists and a reply whose JSON the
+// tiny model pads with whitespace.
+ClusterConfig StructuredConfig(int draft_tokens = 0) {
   ClusterConfig cfg;
   cfg.workers = 4;
-  cfg.http = true;
-  // Room for the tools the fallback template lists and a reply whose JSON
-  // the tiny model pads with whitespace.
   cfg.context = 2048;
-  auto cluster = TestCluster::Start(cfg);
-  REQUIRE(cluster.ok());
-  return std::move(*cluster);
+  cfg.draft_tokens = draft_tokens;
+  return cfg;
 }
 
 // POSTs the body's text (an ordered_json's dump keeps its key order), requires 200.
@@ -71,8 +70,7 @@ TEST_CASE("structured output: every sampled reply of the tiny model validates ag
           "[engine][grammar]") {
   // The single process, sampling at temperature 1 over many seeds: the
   // grammar, not the model, makes each reply valid.
-  auto engine = ReferenceEngine::Create(SourcePath("models/tiny-mixtral-f16.gguf"), {});
-  REQUIRE(engine.ok());
+  ReferenceEngine& engine = TinyReference();
   const nlohmann::ordered_json body = {
       {"response_format",
        {{"type", "json_schema"},
@@ -91,7 +89,7 @@ TEST_CASE("structured output: every sampled reply of the tiny model validates ag
     req.sampling.temperature = 1.0f;
     req.sampling.seed = seed;
     req.grammar = *grammar;
-    absl::StatusOr<GenerateResult> r = (*engine)->Generate(req);
+    absl::StatusOr<GenerateResult> r = engine.Generate(req);
     REQUIRE(r.ok());
     INFO("seed " << seed << ": " << r->text);
     if (r->stop_reason == GenerateResult::StopReason::kEos) {
@@ -128,11 +126,9 @@ TEST_CASE("structured output: every sampled reply of the tiny model validates ag
 
 TEST_CASE("http: response_format and tool_choice are the single process's tokens under a grammar",
           "[cluster][http][grammar]") {
-  std::unique_ptr<TestCluster> cluster = HttpCluster();
-  httplib::Client cli("127.0.0.1", cluster->main().http_port());
-  cli.set_read_timeout(std::chrono::seconds(60));
-  auto engine = ReferenceEngine::Create(SourcePath("models/tiny-mixtral-f16.gguf"), {});
-  REQUIRE(engine.ok());
+  std::unique_ptr<TestCluster> cluster = StartHttpCluster(StructuredConfig());
+  httplib::Client cli = HttpClientOf(*cluster);
+  ReferenceEngine& engine = TinyReference();
 
   // A completion with a json_schema (llama-server's field), sampled: the
   // cluster's text is the single process's with the same grammar and seed.
@@ -153,7 +149,7 @@ TEST_CASE("http: response_format and tool_choice are the single process's tokens
         ToolRequest{}, ToolCallSyntax::kHermes);
     REQUIRE(g.ok());
     req.grammar = *g;
-    absl::StatusOr<GenerateResult> r = (*engine)->Generate(req);
+    absl::StatusOr<GenerateResult> r = engine.Generate(req);
     REQUIRE(r.ok());
     CHECK(j["choices"][0]["text"] == r->text);
     if (j["choices"][0]["finish_reason"] == "stop") CHECK(IsWeather(r->text));
@@ -252,17 +248,9 @@ TEST_CASE("http: a grammar with speculative decoding gives the single process's 
   // The shadow drafts without knowing the grammar; each row is masked before
   // the rejection rule, so drafts the grammar forbids are refused and the
   // tokens stay the single process's.
-  ClusterConfig cfg;
-  cfg.workers = 4;
-  cfg.http = true;
-  cfg.draft_tokens = 3;
-  cfg.context = 2048;
-  auto cluster = TestCluster::Start(cfg);
-  REQUIRE(cluster.ok());
-  httplib::Client cli("127.0.0.1", (*cluster)->main().http_port());
-  cli.set_read_timeout(std::chrono::seconds(60));
-  auto engine = ReferenceEngine::Create(SourcePath("models/tiny-mixtral-f16.gguf"), {});
-  REQUIRE(engine.ok());
+  std::unique_ptr<TestCluster> cluster = StartHttpCluster(StructuredConfig(/*draft_tokens=*/3));
+  httplib::Client cli = HttpClientOf(*cluster);
+  ReferenceEngine& engine = TinyReference();
   absl::StatusOr<std::string> grammar = OutputGrammar(
       nlohmann::ordered_json{{"json_schema", nlohmann::ordered_json::parse(kWeatherSchema)}},
       ToolRequest{}, ToolCallSyntax::kHermes);
@@ -282,7 +270,7 @@ TEST_CASE("http: a grammar with speculative decoding gives the single process's 
     req.sampling.temperature = static_cast<float>(temperature);
     req.sampling.seed = static_cast<uint64_t>(seed);
     req.grammar = *grammar;
-    absl::StatusOr<GenerateResult> r = (*engine)->Generate(req);
+    absl::StatusOr<GenerateResult> r = engine.Generate(req);
     REQUIRE(r.ok());
     INFO("temperature " << temperature << " seed " << seed);
     CHECK(j["choices"][0]["text"] == r->text);
