@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Fetches real models' chat templates for tests/jinja/jinja_real_templates_test.cpp
-# (other projects' files: cached on this machine, never committed).
+# and llama.cpp's tokenizer test vocabularies (models/ggml-vocab-*.gguf with
+# their .inp texts and .out reference ids) for
+# tests/tokenizer/llama_vocab_test.cpp (other projects' files: cached on this
+# machine, never committed).
 #
 # llama-cpp-python's source distribution carries llama.cpp's
 # models/templates/*.jinja (Qwen, GLM, DeepSeek, Kimi, gpt-oss, Llama, Mistral,
@@ -23,3 +26,8 @@ fi
 tar -xzf "$sdist" -C "$out" --wildcards --strip-components=5 \
   "llama_cpp_python-$version/vendor/llama.cpp/models/templates/*.jinja"
 echo "$(ls "$out"/*.jinja | wc -l) templates in $out"
+vocabs="${ODMOE_LLAMA_VOCABS:-$cache/llama-vocabs}"
+mkdir -p "$vocabs"
+tar -xzf "$sdist" -C "$vocabs" --wildcards --strip-components=4 \
+  "llama_cpp_python-$version/vendor/llama.cpp/models/ggml-vocab-*"
+echo "$(ls "$vocabs"/*.gguf | wc -l) vocabularies in $vocabs"

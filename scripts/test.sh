@@ -19,10 +19,11 @@ if ODMOE_CLIENT_PYTHON=$(scripts/client_venv.sh); then
 else
   echo "test: WARNING: scripts/client_venv.sh failed; the client tests will skip"
 fi
-# Real models' chat templates (llama.cpp's, from llama-cpp-python's source on
-# PyPI; cached, never committed) for the Jinja engine's comparison with jinja2.
+# Real models' chat templates and llama.cpp's tokenizer test vocabularies (from
+# llama-cpp-python's source on PyPI; cached, never committed) for the Jinja
+# engine's comparison with jinja2 and the tokenizer's with llama.cpp's vectors.
 scripts/fetch_chat_templates.sh ||
-  echo "test: WARNING: scripts/fetch_chat_templates.sh failed; the real-template test will skip"
+  echo "test: WARNING: scripts/fetch_chat_templates.sh failed; the real-template and llama.cpp vocabulary tests will skip"
 BUILD_DIR=${BUILD_DIR:-build}
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$(nproc)" --timeout 600 "$@"
 if [ "${CI:-}" = true ] || [ "${ODMOE_SANITIZE:-0}" = 1 ]; then

@@ -90,6 +90,12 @@ class Gpt2Tokenizer final : public Tokenizer {
       starts.push_back(mapped.size());
       mapped += byte_text_[static_cast<uint8_t>(c)];
     }
+    if (pre_tokenizer_->ignore_merges()) {
+      if (const auto it = token_to_id_.find(mapped); it != token_to_id_.end()) {
+        out->push_back(it->second);
+        return absl::OkStatus();
+      }
+    }
     std::string key;
     const BpeMergeResult r = BpeMerge(
         mapped, starts, [&](std::string_view l, std::string_view r) -> std::optional<double> {

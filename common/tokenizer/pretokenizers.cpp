@@ -83,6 +83,9 @@ constexpr const char* kWhiteSpaceClass =
 struct TableEntry {
   std::string_view name;
   std::span<const std::string_view> patterns;
+  // A pre-token that is one token of the vocabulary is that token, without
+  // merges (Hugging Face's BPE ignore_merges; llama.cpp sets it for Llama 3).
+  bool ignore_merges = false;
 };
 
 constexpr TableEntry kTable[] = {
@@ -91,7 +94,7 @@ constexpr TableEntry kTable[] = {
     {"olmo", kGpt2Splits},
     {"mpt", kGpt2Splits},
     {"starcoder", kStarcoderSplits},
-    {"llama-bpe", kLlama3Splits},
+    {"llama-bpe", kLlama3Splits, /*ignore_merges=*/true},
     {"dbrx", kLlama3Splits},
     {"smaug-bpe", kLlama3Splits},
     {"qwen2", kQwen2Splits},
@@ -176,8 +179,9 @@ absl::StatusOr<std::string> ToPcre2Pattern(std::string_view pattern) {
   return out;
 }
 
-PreTokenizer::PreTokenizer(std::string name, std::vector<std::unique_ptr<CompiledPattern>> patterns)
-    : name_(std::move(name)), patterns_(std::move(patterns)) {}
+PreTokenizer::PreTokenizer(std::string name, std::vector<std::unique_ptr<CompiledPattern>> patterns,
+                           bool ignore_merges)
+    : name_(std::move(name)), patterns_(std::move(patterns)), ignore_merges_(ignore_merges) {}
 
 PreTokenizer::~PreTokenizer() = default;
 
@@ -222,7 +226,7 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> PreTokenizer::Create(std::string_v
     compiled.push_back(std::move(p));
   }
   return std::unique_ptr<PreTokenizer>(
-      new PreTokenizer(std::string(entry->name), std::move(compiled)));
+      new PreTokenizer(std::string(entry->name), std::move(compiled), entry->ignore_merges));
 }
 
 absl::Status PreTokenizer::CompiledPattern::SplitIsolated(

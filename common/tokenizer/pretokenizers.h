@@ -60,6 +60,10 @@ class PreTokenizer {
 
   /// The table name this was created from.
   const std::string& name() const { return name_; }
+  /// A pre-token that is one token of the vocabulary is encoded as that
+  /// token, without merges (Hugging Face's BPE `ignore_merges`: Llama 3's
+  /// "llama-bpe"), where merging could split it ("Cửa Việt").
+  bool ignore_merges() const { return ignore_merges_; }
 
   /// Splits `text` into consecutive non-empty views of it that cover it.
   /// Invalid UTF-8 is INVALID_ARGUMENT with the byte offset (nothing reaches
@@ -69,10 +73,12 @@ class PreTokenizer {
 
  private:
   struct CompiledPattern;
-  PreTokenizer(std::string name, std::vector<std::unique_ptr<CompiledPattern>> patterns);
+  PreTokenizer(std::string name, std::vector<std::unique_ptr<CompiledPattern>> patterns,
+               bool ignore_merges);
 
   std::string name_;
   std::vector<std::unique_ptr<CompiledPattern>> patterns_;
+  bool ignore_merges_ = false;
 };
 
 /// Rewrites a tokenizer.json (Oniguruma) pattern for PCRE2: \s becomes the
