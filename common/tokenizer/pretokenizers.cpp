@@ -22,6 +22,10 @@ constexpr std::string_view kLlama3 =
     R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
 constexpr std::string_view kQwen2 =
     R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
+// Qwen3.5 / 3.6: Qwen2's with combining marks (\p{M}) in words, and kept out
+// of punctuation runs.
+constexpr std::string_view kQwen35 =
+    R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
 constexpr std::string_view kO200k =
     R"re([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?)re"
     R"re(|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?)re"
@@ -67,6 +71,7 @@ constexpr std::array kGpt2Splits = {kGpt2};
 constexpr std::array kStarcoderSplits = {kDigit, kGpt2};
 constexpr std::array kLlama3Splits = {kLlama3};
 constexpr std::array kQwen2Splits = {kQwen2};
+constexpr std::array kQwen35Splits = {kQwen35};
 constexpr std::array kO200kSplits = {kO200k};
 constexpr std::array kTekkenSplits = {kTekken};
 constexpr std::array kDeepSeekLlmSplits = {kNewline,       kDeepSeekLetters, kDeepSeekPunct,
@@ -99,6 +104,7 @@ constexpr TableEntry kTable[] = {
     {"smaug-bpe", kLlama3Splits},
     {"qwen2", kQwen2Splits},
     {"deepseek-r1-qwen", kQwen2Splits},
+    {"qwen35", kQwen35Splits},
     {"gpt-4o", kO200kSplits},
     {"llama4", kO200kSplits},
     {"tekken", kTekkenSplits},
