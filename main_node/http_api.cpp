@@ -142,13 +142,19 @@ struct HttpApi::Impl {
   // chat's tools are in parsed->tools already). Schemas are read from the
   // body parsed again in order (nlohmann::json sorts keys): a schema's
   // properties come in the order the client declared them.
-  absl::Status SetOutputGrammar(const HttpRequest& req, const json& body, ParsedRequest* parsed) {
+  // `ordered`: the body already parsed in order (chat), else null.
+  absl::Status SetOutputGrammar(const HttpRequest& req, const json& body, ParsedRequest* parsed,
+                                const nlohmann::ordered_json* ordered = nullptr) {
     const bool asks = parsed->tools.choice.kind == ToolChoiceKind::kRequired ||
                       parsed->tools.choice.kind == ToolChoiceKind::kNamed ||
                       body.contains("grammar") || body.contains("json_schema") ||
                       body.contains("response_format");
     if (!asks) return absl::OkStatus();
-    const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(req.body, nullptr, false);
+    nlohmann::ordered_json parsed_here;
+    if (ordered == nullptr) {
+      parsed_here = nlohmann::ordered_json::parse(req.body, nullptr, false);
+      ordered = &parsed_here;
+    }
     const Tokenizer& tok = node.tokenizer();
     auto is_control = [&tok](std::string_view text) {
       const int32_t id = tok.TokenId(text);
@@ -156,7 +162,7 @@ struct HttpApi::Impl {
              tok.vocab().token_types[id] == TokenType::kControl;
     };
     absl::StatusOr<std::string> grammar =
-        OutputGrammar(ordered, parsed->tools, tool_syntax, is_control);
+        OutputGrammar(*ordered, parsed->tools, tool_syntax, is_control);
     if (!grammar.ok()) return grammar.status();
     parsed->gen.grammar = std::move(*grammar);
     return absl::OkStatus();
@@ -614,7 +620,7 @@ struct HttpApi::Impl {
       absl::StatusOr<ToolRequest> tools = ParseToolRequest(ordered);
       if (tools.ok()) {
         parsed.tools = std::move(*tools);
-        st = SetOutputGrammar(req, body, &parsed);
+        st = SetOutputGrammar(req, body, &parsed, &ordered);
       } else {
         st = tools.status();
       }

@@ -36,7 +36,7 @@ absl::StatusOr<std::vector<int32_t>> PreparePrompt(const GenerateRequest& reques
                                                    const Tokenizer& tokenizer, int n_ctx) {
   ODMOE_RETURN_IF_ERROR(ValidateRequestFields(request));
   if (!request.grammar.empty()) {
-    absl::StatusOr<std::shared_ptr<const Grammar>> grammar = ParseGbnf(request.grammar);
+    absl::StatusOr<std::shared_ptr<const Grammar>> grammar = ParseGbnfCached(request.grammar);
     if (!grammar.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("grammar: ", grammar.status().message()));
     }

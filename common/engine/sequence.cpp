@@ -42,7 +42,7 @@ Sequence::Sequence(const Tokenizer& tokenizer, const GenerateRequest& request,
   if (!request.grammar.empty()) {
     // PreparePrompt has checked the grammar; one that fails here anyway
     // ends the sequence before its first token rather than run unconstrained.
-    absl::StatusOr<std::shared_ptr<const Grammar>> grammar = ParseGbnf(request.grammar);
+    absl::StatusOr<std::shared_ptr<const Grammar>> grammar = ParseGbnfCached(request.grammar);
     if (grammar.ok()) {
       SetConstraint(MakeGrammarConstraint(*std::move(grammar), tokenizer_, tokenizer_.eos_id()));
     } else {

@@ -96,4 +96,12 @@ struct Grammar {
 /// Parses and compiles GBNF text (see the top of this file).
 absl::StatusOr<std::shared_ptr<const Grammar>> ParseGbnf(std::string_view text);
 
+/// ParseGbnf, remembered: the grammars of the last kCachedGrammars texts
+/// parsed this way are kept (by their text), so a request's grammar is parsed
+/// once for its check (PreparePrompt) and its use (Sequence), and an app that
+/// sends the same schema again does not pay for it again. Errors are not kept.
+/// Thread-safe.
+inline constexpr size_t kCachedGrammars = 16;
+absl::StatusOr<std::shared_ptr<const Grammar>> ParseGbnfCached(std::string_view text);
+
 }  // namespace odmoe

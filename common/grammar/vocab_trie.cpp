@@ -94,25 +94,20 @@ std::shared_ptr<const VocabTrie> VocabTrie::Build(const Tokenizer& tokenizer) {
 std::shared_ptr<const VocabTrie> VocabTrie::ForTokenizer(const Tokenizer& tokenizer) {
   constexpr size_t kCachedTries = 4;
   struct Entry {
-    const Tokenizer* tokenizer;
-    size_t fingerprint;
+    uint64_t tokenizer;  // Tokenizer::instance_id(): never reused, unlike an address
     std::shared_ptr<const VocabTrie> trie;
   };
   static std::mutex mu;
   static std::vector<Entry> cache;
-  size_t fingerprint = static_cast<size_t>(tokenizer.n_vocab());
-  for (const std::string& t : tokenizer.vocab().tokens) {
-    fingerprint = fingerprint * 1099511628211ull ^ std::hash<std::string>{}(t);
-  }
   std::lock_guard<std::mutex> lock(mu);
   for (auto it = cache.begin(); it != cache.end(); ++it) {
-    if (it->tokenizer == &tokenizer && it->fingerprint == fingerprint) {
+    if (it->tokenizer == tokenizer.instance_id()) {
       std::rotate(cache.begin(), it, it + 1);  // most recent first
       return cache.front().trie;
     }
   }
   std::shared_ptr<const VocabTrie> trie = Build(tokenizer);
-  cache.insert(cache.begin(), Entry{&tokenizer, fingerprint, trie});
+  cache.insert(cache.begin(), Entry{tokenizer.instance_id(), trie});
   if (cache.size() > kCachedTries) cache.pop_back();
   return trie;
 }

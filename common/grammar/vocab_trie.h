@@ -53,8 +53,9 @@ struct VocabTrie {
   static std::shared_ptr<const VocabTrie> FromPieces(std::vector<std::string> pieces);
   /// From a tokenizer (see the top of this file).
   static std::shared_ptr<const VocabTrie> Build(const Tokenizer& tokenizer);
-  /// Build, cached per tokenizer (keyed by the tokenizer's address and a hash
-  /// of its vocabulary; the four most recently used are kept). Thread-safe.
+  /// Build, cached per tokenizer (keyed by Tokenizer::instance_id(): a lookup
+  /// costs nothing per request; the four most recently used are kept).
+  /// Thread-safe.
   static std::shared_ptr<const VocabTrie> ForTokenizer(const Tokenizer& tokenizer);
 };
 

@@ -1,5 +1,6 @@
 #include "tokenizer/tokenizer.h"
 
+#include <atomic>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -11,6 +12,8 @@
 namespace odmoe {
 
 Tokenizer::Tokenizer(TokenizerVocab vocab) : vocab_(std::move(vocab)) {
+  static std::atomic<uint64_t> next_instance{1};
+  instance_id_ = next_instance.fetch_add(1, std::memory_order_relaxed);
   token_to_id_.reserve(vocab_.tokens.size());
   for (size_t i = 0; i < vocab_.tokens.size(); ++i) {
     token_to_id_.emplace(vocab_.tokens[i], static_cast<int32_t>(i));

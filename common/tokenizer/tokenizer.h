@@ -120,6 +120,10 @@ class Tokenizer {
   bool IsControl(int32_t id) const;
   /// The id of an exact token text, or -1.
   int32_t TokenId(std::string_view text) const;
+  /// Unique among the tokenizers this process has made (never reused), so a
+  /// cache of what is derived from a tokenizer (grammar/vocab_trie.h) can key
+  /// on it instead of on an address that a later tokenizer may take.
+  uint64_t instance_id() const { return instance_id_; }
 
  protected:
   explicit Tokenizer(TokenizerVocab vocab);
@@ -132,6 +136,7 @@ class Tokenizer {
 
   TokenizerVocab vocab_;
   std::unordered_map<std::string, int32_t> token_to_id_;  // first id wins on duplicates
+  uint64_t instance_id_;
 
  private:
   friend class IncrementalDecoder;

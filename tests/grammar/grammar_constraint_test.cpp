@@ -385,3 +385,27 @@ TEST_CASE("grammar constraint: a token reference allows that control token and n
 
 }  // namespace
 }  // namespace odmoe
+
+namespace odmoe {
+namespace {
+
+TEST_CASE("grammar caches: a grammar text parsed once, a trie per tokenizer instance",
+          "[grammar]") {
+  auto a = ParseGbnfCached("root ::= \"cached\" [0-9]");
+  auto b = ParseGbnfCached("root ::= \"cached\" [0-9]");
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK(a->get() == b->get());  // the same compiled grammar
+  CHECK(ParseGbnfCached("root ::= \"other\"")->get() != a->get());
+  CHECK_FALSE(ParseGbnfCached("root ::= missing").ok());
+  CHECK_FALSE(ParseGbnfCached("root ::= missing").ok());  // errors are not kept
+
+  std::unique_ptr<Tokenizer> first = test::TokenizerOf("models/tiny-mixtral-f16.gguf");
+  std::unique_ptr<Tokenizer> second = test::TokenizerOf("models/tiny-mixtral-f16.gguf");
+  CHECK(first->instance_id() != second->instance_id());
+  CHECK(VocabTrie::ForTokenizer(*first) == VocabTrie::ForTokenizer(*first));
+  CHECK(VocabTrie::ForTokenizer(*first) != VocabTrie::ForTokenizer(*second));
+}
+
+}  // namespace
+}  // namespace odmoe
