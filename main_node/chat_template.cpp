@@ -314,32 +314,47 @@ void ChatReplySplitter::PushHarmony(int32_t id, std::string_view piece, ChatRepl
   if (id == h.start) {
     state_ = State::kHarmonyHeader;
     held_.clear();
+    header_.clear();
     channel_.clear();
     in_channel_name_ = false;
     return;
   }
   if (id == h.end || id == h.return_ || id == h.call) {
+    // A tool call's message ends with <|call|>, which the call's text needs.
+    if (state_ == State::kHarmonyBody && in_call_ && id == h.call) out->content.append("<|call|>");
     state_ = State::kHarmonyIdle;
+    in_call_ = false;
     return;
   }
   switch (state_) {
     case State::kHarmonyHeader:
       if (id == h.message) {
-        // "final commentary to=..." -> the first word; no channel = content.
+        // A message with a recipient ("commentary to=functions.NAME") is a
+        // tool call: its header and body go out as harmony text, for the
+        // tool-call parser (tool_call_syntax.h's harmony row). Otherwise the
+        // channel is the header's first word; no channel = content.
+        in_call_ = header_.find("to=") != std::string::npos;
+        if (in_call_) {
+          out->content.append(header_.starts_with("<|channel|>") ? "" : "<|start|>");
+          out->content.append(header_).append("<|message|>");
+        }
         const size_t word = channel_.find_first_of(" <");
         channel_ = channel_.substr(0, word);
         state_ = State::kHarmonyBody;
         saw_body_ = true;
         held_.clear();
+        header_.clear();
       } else if (id == h.channel) {
         in_channel_name_ = true;
+        header_.append("<|channel|>");
       } else {
         held_.append(piece);
+        header_.append(piece);
         if (in_channel_name_) channel_.append(piece);
       }
       return;
     case State::kHarmonyBody:
-      if (channel_.empty() || channel_ == "final") {
+      if (in_call_ || channel_.empty() || channel_ == "final") {
         out->content.append(piece);
       } else {
         out->reasoning.append(piece);

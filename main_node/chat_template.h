@@ -231,6 +231,8 @@ class ChatReplySplitter {
   std::string channel_;  // harmony: the channel being read ("final", "analysis", ...)
   bool in_channel_name_ = false;
   bool saw_body_ = false;  // harmony: some message body was seen
+  bool in_call_ = false;   // harmony: the message has a recipient (a tool call)
+  std::string header_;     // harmony: the header as text, <|channel|> included
   bool reasoning_started_ = false;
 };
 

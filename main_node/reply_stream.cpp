@@ -16,6 +16,9 @@ ReplyStream::ReplyStream(Options options)
     parser_ = std::make_unique<ToolCallStreamParser>(options.syntax, options.tools->tools,
                                                      options.id_seed);
     markers_ = ToolCallMarkerTexts(ToolCallSyntaxSpecOf(options.syntax));
+    // Harmony's splitter writes a call's message out as harmony text itself
+    // (its headers are control tokens the splitter reads).
+    harmony_ = options.format != nullptr && options.format->family == ChatFamily::kHarmony;
   }
 }
 
@@ -23,7 +26,7 @@ void ReplyStream::Push(int32_t id, std::string_view piece, std::vector<ReplyEven
   ChatReplyPiece p = split_.Push(id, piece);
   // A tool-call marker that is a control token decodes to nothing: the
   // parser gets its text (after any reasoning the splitter released).
-  if (parser_ != nullptr && piece.empty() && special_text_ && id >= 0) {
+  if (parser_ != nullptr && !harmony_ && piece.empty() && special_text_ && id >= 0) {
     std::string text = special_text_(id);
     if (!text.empty() && std::find(markers_.begin(), markers_.end(), text) != markers_.end()) {
       p.content += text;

@@ -96,6 +96,7 @@ class ReplyStream {
   StopMatcher stop_;
   std::unique_ptr<ToolCallStreamParser> parser_;  // null: no tool calls
   std::vector<std::string> markers_;              // the syntax's marker texts
+  bool harmony_ = false;  // the splitter writes tool calls out (ChatReplySplitter)
   std::function<std::string(int32_t)> special_text_;
   std::string content_, reasoning_;
   ParsedReply calls_;

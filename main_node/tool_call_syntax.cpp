@@ -255,6 +255,20 @@ std::vector<std::string> ToolCallMarkerTexts(const ToolCallSyntaxSpec& spec) {
   add(spec.tags.value_open);
   add(spec.tags.value_close);
   for (std::string_view t : spec.vocabulary_tokens) add(t);
+  // The special-token-shaped pieces ("<|channel|>", "<｜tool▁sep｜>") of the
+  // canonical text a grammar writes, which the patterns may hold only as part
+  // of a longer literal ("<|channel|>commentary").
+  for (std::string_view text :
+       {spec.grammar_section_open, spec.grammar_section_close, spec.grammar_separator,
+        spec.grammar_call_open, spec.grammar_name_close, spec.grammar_call_close}) {
+    for (size_t open = text.find('<'); open != std::string_view::npos;
+         open = text.find('<', open + 1)) {
+      const size_t close = text.find('>', open);
+      if (close == std::string_view::npos) break;
+      const std::string_view token = text.substr(open, close - open + 1);
+      if (token.find_first_of(" \t\n<", 1) == std::string_view::npos) add(token);
+    }
+  }
   return out;
 }
 

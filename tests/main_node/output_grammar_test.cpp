@@ -162,6 +162,18 @@ TEST_CASE("output grammar: markers that are control tokens are named as tokens",
                       "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_time:0"
                       "<|tool_call_argument_begin|>{\"zone\": \"UTC\"}<|tool_call_end|>"
                       "<|tool_calls_section_end|>"));
+  // gpt-oss: <|channel|>, <|constrain|>, <|message|> and <|call|> are tokens
+  // inside the canonical call text; each is named as the token.
+  g = OutputGrammar(body, *tools, ToolCallSyntax::kHarmony, is_control);
+  REQUIRE(g.ok());
+  CHECK(Matches(*g, token("<|channel|>") + "commentary to=functions.get_time " +
+                        token("<|constrain|>") + "json" + token("<|message|>") +
+                        "{\"zone\": \"UTC\"}" + token("<|call|>")));
+  CHECK_FALSE(Matches(*g,
+                      "<|channel|>commentary to=functions.get_time <|constrain|>json"
+                      "<|message|>{\"zone\": \"UTC\"}<|call|>"));
+  g = OutputGrammar(body, *tools, ToolCallSyntax::kKimiK2, is_control);
+  REQUIRE(g.ok());
   // Without the vocabulary's word, the markers are text.
   g = OutputGrammar(body, *tools, ToolCallSyntax::kKimiK2);
   REQUIRE(g.ok());

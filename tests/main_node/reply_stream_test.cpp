@@ -149,3 +149,56 @@ TEST_CASE("reply stream: a malformed call comes back as content in both shapes",
 
 }  // namespace
 }  // namespace odmoe
+
+namespace odmoe {
+namespace {
+
+TEST_CASE("reply stream: gpt-oss's tool call in its commentary channel reaches the parser",
+          "[reply][tool_calls]") {
+  // Harmony's headers are control tokens the splitter reads (ids 200..205
+  // here, their pieces empty); a message with a recipient is a call.
+  ChatFormat format;
+  format.family = ChatFamily::kHarmony;
+  format.harmony = {200, 201, 202, 203, 204, 205};  // start channel message end return call
+  const ToolRequest tools{test::TestTools(), {ToolChoiceKind::kAuto, ""}, true};
+  ReplyStream::Options o;
+  o.format = &format;
+  o.tools = &tools;
+  o.syntax = ToolCallSyntax::kHarmony;
+  ReplyStream reply(o);
+  std::vector<std::pair<int32_t, std::string>> pieces = {{201, ""}};  // <|channel|>
+  for (auto& p : Bytes("analysis")) pieces.push_back(p);
+  pieces.emplace_back(202, "");  // <|message|>
+  for (auto& p : Bytes("Need the weather.")) pieces.push_back(p);
+  pieces.emplace_back(203, "");  // <|end|>
+  pieces.emplace_back(200, "");  // <|start|>
+  for (auto& p : Bytes("assistant")) pieces.push_back(p);
+  pieces.emplace_back(201, "");
+  for (auto& p : Bytes("commentary to=functions.get_weather ")) pieces.push_back(p);
+  pieces.emplace_back(206, "");  // <|constrain|>: another control token
+  for (auto& p : Bytes("json")) pieces.push_back(p);
+  pieces.emplace_back(202, "");
+  for (auto& p : Bytes("{\"city\": \"Oslo\"}")) pieces.push_back(p);
+  pieces.emplace_back(205, "");  // <|call|>
+  const Whole w = Run(reply, pieces);
+  CHECK(w.reasoning == "Need the weather.");
+  CHECK(w.content.empty());
+  REQUIRE(w.calls.size() == 1);
+  CHECK(w.calls[0].name == "get_weather");
+  CHECK(w.calls[0].arguments == "{\"city\": \"Oslo\"}");
+  CHECK(reply.FinishReason("stop") == "tool_calls");
+
+  // A final answer with tools offered: its text only, no header text.
+  ReplyStream answer(o);
+  std::vector<std::pair<int32_t, std::string>> final_pieces = {{201, ""}};
+  for (auto& p : Bytes("final")) final_pieces.push_back(p);
+  final_pieces.emplace_back(202, "");
+  for (auto& p : Bytes("Sunny.")) final_pieces.push_back(p);
+  final_pieces.emplace_back(204, "");
+  const Whole a = Run(answer, final_pieces);
+  CHECK(a.content == "Sunny.");
+  CHECK(a.calls.empty());
+}
+
+}  // namespace
+}  // namespace odmoe
