@@ -175,7 +175,10 @@ struct HttpApi::Impl {
     o.stop = parsed.stop;
     if (!chat) return o;
     o.format = &chat_format;
-    o.prompt = parsed.gen.prompt;
+    // A template that opened <think> starts the reply in its reasoning, unless
+    // a grammar fixes the reply (a required call, structured output): then the
+    // reply is what the grammar writes, from its first byte.
+    if (parsed.gen.grammar.empty()) o.prompt = parsed.gen.prompt;
     o.tools = &parsed.tools;
     o.syntax = tool_syntax;
     // Call ids differ between requests and between runs of the server.

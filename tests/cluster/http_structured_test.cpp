@@ -2,6 +2,8 @@
 // cluster: the grammar a request asks for (response_format, json_schema,
 // grammar, a required tool call) holds for every sampled reply, and the
 // cluster's tokens are the single process's with the same grammar.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +12,8 @@
 
 #include "client_python.h"
 #include "engine/reference_engine.h"
+#include "gguf/gguf_reader.h"
+#include "gguf/gguf_writer.h"
 #include "http_cluster.h"
 #include "httplib.h"
 #include "main_node/output_grammar.h"
@@ -287,6 +291,47 @@ TEST_CASE("http: a grammar with speculative decoding keeps greedy tokens and val
     }
   }
   CHECK(drafts > 0);  // the shadow did draft
+}
+
+TEST_CASE("http: a required call on a template that opened <think> is a call and not reasoning",
+          "[cluster][http][grammar]") {
+  // The template ends the prompt inside a think block (as DeepSeek-R1's and
+  // GLM's do); under the call's grammar the reply is the call from its first
+  // byte, so it must not be read as reasoning.
+  const std::string model = (std::filesystem::path(BinaryPath("test-cache")) /
+                             ("think_template_" + std::to_string(getpid()) + ".gguf"))
+                                .string();
+  {
+    auto f = GgufFile::Open(SourcePath("models/tiny-mixtral-f16.gguf"));
+    REQUIRE(f.ok());
+    GgufWriter w;
+    for (const auto& [key, value] : (*f)->metadata()) w.SetMetadata(key, value);
+    w.SetMetadata("tokenizer.chat_template",
+                  GgufValue::String("{% for m in messages %}{{ m.role }}: {{ m.content }}\n"
+                                    "{% endfor %}assistant: <think>\n{# </think> #}"));
+    for (const TensorView& t : (*f)->tensors()) REQUIRE(w.AddTensorView(t).ok());
+    REQUIRE(w.WriteFile(model).ok());
+  }
+  ClusterConfig cfg = StructuredConfig();
+  cfg.model = model;
+  std::unique_ptr<TestCluster> cluster = StartHttpCluster(cfg);
+  httplib::Client cli = HttpClientOf(*cluster);
+  const json called = Post(cli, "/v1/chat/completions",
+                           json{{"messages", {{{"role", "user"}, {"content", "Time?"}}}},
+                                {"max_tokens", 200},
+                                {"temperature", 0},
+                                {"tools", json::parse(R"([{"type": "function", "function":
+                                    {"name": "get_time", "parameters": {"type": "object",
+                                    "properties": {"zone": {"enum": ["UTC"]}},
+                                    "required": ["zone"]}}}])")},
+                                {"tool_choice", "required"}});
+  INFO(called.dump());
+  CHECK(called["choices"][0]["finish_reason"] == "tool_calls");
+  REQUIRE(called["choices"][0]["message"]["tool_calls"].size() >= 1);
+  CHECK(called["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "get_time");
+  CHECK_FALSE(called["choices"][0]["message"].contains("reasoning_content"));
+  cluster.reset();
+  std::filesystem::remove(model);
 }
 
 }  // namespace
