@@ -6,6 +6,7 @@
 //   odmoe template --model model.gguf --messages chat.json --kwargs '{"enable_thinking": false}'
 //   odmoe template --template qwen3.jinja --eos '<|im_end|>' --messages chat.json --tools
 //   tools.json
+//   odmoe tokenize --model model.gguf --special "<|im_start|>user Hi"   # ids, one line
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -195,6 +196,54 @@ int Template(int argc, char** argv) {
   return 0;
 }
 
+// odmoe tokenize: a text's token ids with a model's tokenizer (as the main
+// node encodes a prompt), on one line; --pieces adds each id's text.
+int Tokenize(int argc, char** argv) {
+  std::string model, text_path;
+  bool special = false, no_bos = false, pieces = false;
+  odmoe::CliArgs args("odmoe tokenize",
+                      "Print the token ids a text encodes to with a GGUF model's tokenizer "
+                      "(TEXT, or --file; no cluster needed).");
+  args.AddString("model", &model, "FILE", "the GGUF model (only its tokenizer is read)",
+                 /*required=*/true);
+  args.AddString("file", &text_path, "FILE", "tokenize this file's bytes instead of TEXT");
+  args.AddFlag("special", &special, "recognise special-token texts (e.g. <|im_start|>)");
+  args.AddFlag("no-bos", &no_bos, "never prepend BOS (default: as the tokenizer says)");
+  args.AddFlag("pieces", &pieces, "print id:'text' pairs, one per line");
+  args.AllowPositional("TEXT", 1);
+  if (std::optional<int> exit = args.ParseOrExit(argc, argv)) return *exit;
+  const std::vector<std::string>& positional = args.positional();
+  if (positional.empty() == text_path.empty()) return Fail("give one of TEXT and --file");
+  std::string text;
+  if (!text_path.empty()) {
+    absl::StatusOr<std::string> t = odmoe::ReadRegularFile(text_path, 256u << 20);
+    if (!t.ok()) return Fail(text_path + ": " + std::string(t.status().message()));
+    text = *std::move(t);
+  } else {
+    text = positional[0];
+  }
+  absl::StatusOr<std::unique_ptr<odmoe::GgufFile>> file = odmoe::GgufFile::Open(model);
+  if (!file.ok()) return Fail(std::string(file.status().message()));
+  absl::StatusOr<std::unique_ptr<odmoe::Tokenizer>> tok = odmoe::Tokenizer::FromGguf(**file);
+  if (!tok.ok()) return Fail(model + ": " + std::string(tok.status().message()));
+  odmoe::Tokenizer::EncodeOptions options;
+  options.add_bos = !no_bos;
+  options.parse_special = special;
+  absl::StatusOr<std::vector<int32_t>> ids = (*tok)->Encode(text, options);
+  if (!ids.ok()) return Fail(std::string(ids.status().message()));
+  std::string out;
+  for (size_t i = 0; i < ids->size(); ++i) {
+    const int32_t id = (*ids)[i];
+    if (pieces) {
+      out += std::to_string(id) + ":" + nlohmann::json((*tok)->vocab().tokens[id]).dump() + "\n";
+    } else {
+      out += (i == 0 ? "" : " ") + std::to_string(id);
+    }
+  }
+  std::cout << out << (pieces ? "" : "\n") << std::flush;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -205,20 +254,25 @@ int main(int argc, char** argv) {
   }
   if (first == "complete") return Complete(argc - 1, argv + 1);
   if (first == "template") return Template(argc - 1, argv + 1);
+  if (first == "tokenize") return Tokenize(argc - 1, argv + 1);
   if (first == "--help" || first == "-h") {
     // Every command's options, so that `odmoe --help` shows them all.
     char complete[] = "odmoe complete";
     char tmpl[] = "odmoe template";
     char help[] = "--help";
     char* complete_args[] = {complete, help};
+    char tokenize[] = "odmoe tokenize";
     char* template_args[] = {tmpl, help};
-    std::cout << "usage: odmoe COMMAND [options]  (commands: complete, template)\n\n";
+    char* tokenize_args[] = {tokenize, help};
+    std::cout << "usage: odmoe COMMAND [options]  (commands: complete, template, tokenize)\n\n";
     Complete(2, complete_args);
     std::cout << "\n";
-    return Template(2, template_args);
+    Template(2, template_args);
+    std::cout << "\n";
+    return Tokenize(2, tokenize_args);
   }
   std::cerr << "odmoe: error: "
             << (first.empty() ? "expected a command" : "unknown command '" + first + "'")
-            << " (commands: complete, template; see --help)\n";
+            << " (commands: complete, template, tokenize; see --help)\n";
   return odmoe::CliArgs::kUsageExit;
 }

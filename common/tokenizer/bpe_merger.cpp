@@ -1,6 +1,7 @@
 #include "tokenizer/bpe_merger.h"
 
 #include <queue>
+#include <string>
 
 namespace odmoe {
 namespace {
@@ -85,6 +86,20 @@ class Merger {
 BpeMergeResult BpeMerge(std::string_view text, const std::vector<size_t>& starts,
                         BpePairPriority priority) {
   return Merger(text, starts, priority).Run();
+}
+
+BpeMergeRanks::BpeMergeRanks(const std::vector<std::string>& merges) {
+  for (size_t i = 0; i < merges.size(); ++i) rank_.emplace(merges[i], static_cast<int32_t>(i));
+}
+
+BpeMergeResult BpeMergeRanks::Merge(std::string_view text, const std::vector<size_t>& starts) const {
+  std::string key;
+  return BpeMerge(text, starts, [&](std::string_view l, std::string_view r) -> std::optional<double> {
+    key.assign(l).append(" ").append(r);
+    const auto it = rank_.find(key);
+    if (it == rank_.end()) return std::nullopt;
+    return -static_cast<double>(it->second);
+  });
 }
 
 }  // namespace odmoe

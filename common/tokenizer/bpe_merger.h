@@ -18,9 +18,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
 
 namespace odmoe {
@@ -43,5 +45,20 @@ using BpePairPriority =
 /// first one 0 (each symbol runs to the next start or the end of `text`).
 BpeMergeResult BpeMerge(std::string_view text, const std::vector<size_t>& starts,
                         BpePairPriority priority);
+
+/// Ranked merges ("left right", highest priority first: tokenizer.ggml.merges)
+/// and the merge loop over them, as byte-level and SentencePiece-style BPE
+/// use them (the first occurrence of a pair keeps its rank).
+///
+///   BpeMergeRanks ranks(vocab.merges);
+///   BpeMergeResult r = ranks.Merge(word, starts);
+class BpeMergeRanks {
+ public:
+  explicit BpeMergeRanks(const std::vector<std::string>& merges);
+  BpeMergeResult Merge(std::string_view text, const std::vector<size_t>& starts) const;
+
+ private:
+  absl::flat_hash_map<std::string, int32_t> rank_;
+};
 
 }  // namespace odmoe

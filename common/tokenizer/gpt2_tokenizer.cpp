@@ -32,15 +32,12 @@ class Gpt2Tokenizer final : public Tokenizer {
       : Tokenizer(std::move(vocab)),
         pre_tokenizer_(std::move(pre_tokenizer)),
         plain_matcher_(vocab_, /*include_control=*/false),
-        special_matcher_(vocab_, /*include_control=*/true) {
+        special_matcher_(vocab_, /*include_control=*/true),
+        merge_ranks_(vocab_.merges) {
     const std::array<char32_t, 256> cps = MakeByteToCodepoint();
     for (int b = 0; b < 256; ++b) {
       AppendUtf8(cps[b], &byte_text_[b]);
       codepoint_to_byte_.emplace(cps[b], static_cast<uint8_t>(b));
-    }
-    // Validated merges; the first occurrence of a pair keeps its rank.
-    for (size_t i = 0; i < vocab_.merges.size(); ++i) {
-      merge_rank_.emplace(vocab_.merges[i], static_cast<int32_t>(i));
     }
   }
 
@@ -96,14 +93,7 @@ class Gpt2Tokenizer final : public Tokenizer {
         return absl::OkStatus();
       }
     }
-    std::string key;
-    const BpeMergeResult r = BpeMerge(
-        mapped, starts, [&](std::string_view l, std::string_view r) -> std::optional<double> {
-          key.assign(l).append(" ").append(r);
-          const auto it = merge_rank_.find(key);
-          if (it == merge_rank_.end()) return std::nullopt;
-          return -static_cast<double>(it->second);
-        });
+    const BpeMergeResult r = merge_ranks_.Merge(mapped, starts);
     for (int32_t node : r.final_symbols) {
       const auto it = token_to_id_.find(std::string(r.nodes[node].text));
       if (it != token_to_id_.end()) {
@@ -124,7 +114,7 @@ class Gpt2Tokenizer final : public Tokenizer {
   SpecialTokenMatcher special_matcher_;
   std::array<std::string, 256> byte_text_;
   absl::flat_hash_map<char32_t, uint8_t> codepoint_to_byte_;
-  absl::flat_hash_map<std::string, int32_t> merge_rank_;
+  BpeMergeRanks merge_ranks_;  // validated merges
 };
 
 }  // namespace

@@ -34,6 +34,25 @@ constexpr std::string_view kTekken =
     R"re([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+)re"
     R"re(|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*)re"
     R"re(|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
+// Kimi-K2 (tiktoken's pattern): Han runs first; o200k's letter classes
+// without Han; 1-3 digit numbers; no '/' after punctuation. The source's
+// intersections [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]] are spelled as
+// negated classes: every code point is in exactly one of L, M, N, P, S, Z, C,
+// so "L or M, not Ll, not Han" is [^\p{C}\p{N}\p{P}\p{S}\p{Z}\p{Ll}\p{sc:Han}]
+// (one class, no per-character group: long runs need no backtracking
+// stack). Han is the Script property (sc:), as tiktoken's Rust regex and
+// Python's regex read \p{Han}; PCRE2's bare \p{Han} is Script_Extensions,
+// which would also take 、 and 。.
+constexpr std::string_view kKimiK2 =
+    R"re(\p{sc:Han}+)re"
+    R"re(|[^\r\n\p{L}\p{N}]?[^\p{C}\p{N}\p{P}\p{S}\p{Z}\p{Ll}\p{sc:Han}]*)re"
+    R"re([^\p{C}\p{N}\p{P}\p{S}\p{Z}\p{Lu}\p{Lt}\p{sc:Han}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?)re"
+    R"re(|[^\r\n\p{L}\p{N}]?[^\p{C}\p{N}\p{P}\p{S}\p{Z}\p{Ll}\p{sc:Han}]+)re"
+    R"re([^\p{C}\p{N}\p{P}\p{S}\p{Z}\p{Lu}\p{Lt}\p{sc:Han}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?)re"
+    R"re(|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
+// SentencePiece-style BPE (Gemma 4): no word splitting, only newline runs
+// apart from the rest (spaces are already U+2581).
+constexpr std::string_view kNewlineRuns = R"re([^\n]+|\n+)re";
 constexpr std::string_view kDigit = R"re(\p{N})re";
 constexpr std::string_view kNewline = R"re([\r\n])re";
 constexpr std::string_view kDeepSeekLetters =
@@ -74,6 +93,8 @@ constexpr std::array kQwen2Splits = {kQwen2};
 constexpr std::array kQwen35Splits = {kQwen35};
 constexpr std::array kO200kSplits = {kO200k};
 constexpr std::array kTekkenSplits = {kTekken};
+constexpr std::array kKimiK2Splits = {kKimiK2};
+constexpr std::array kNewlineRunSplits = {kNewlineRuns};
 constexpr std::array kDeepSeekLlmSplits = {kNewline,       kDeepSeekLetters, kDeepSeekPunct,
                                            kTrailingSpace, kDeepSeekCjk,     kDigit};
 constexpr std::array kDeepSeekCoderSplits = {kNewline, kDeepSeekCoderLetters, kDeepSeekCoderPunct,
@@ -91,6 +112,10 @@ struct TableEntry {
   // A pre-token that is one token of the vocabulary is that token, without
   // merges (Hugging Face's BPE ignore_merges; llama.cpp sets it for Llama 3).
   bool ignore_merges = false;
+  // BOS is prepended unless the file's tokenizer.ggml.add_bos_token says
+  // otherwise (Llama 3 and Mistral files that lack the key; llama.cpp's
+  // defaults).
+  bool bos_by_default = false;
 };
 
 constexpr TableEntry kTable[] = {
@@ -99,7 +124,7 @@ constexpr TableEntry kTable[] = {
     {"olmo", kGpt2Splits},
     {"mpt", kGpt2Splits},
     {"starcoder", kStarcoderSplits},
-    {"llama-bpe", kLlama3Splits, /*ignore_merges=*/true},
+    {"llama-bpe", kLlama3Splits, /*ignore_merges=*/true, /*bos_by_default=*/true},
     {"dbrx", kLlama3Splits},
     {"smaug-bpe", kLlama3Splits},
     {"qwen2", kQwen2Splits},
@@ -107,10 +132,17 @@ constexpr TableEntry kTable[] = {
     {"qwen35", kQwen35Splits},
     {"gpt-4o", kO200kSplits},
     {"llama4", kO200kSplits},
-    {"tekken", kTekkenSplits},
+    {"tekken", kTekkenSplits, /*ignore_merges=*/true, /*bos_by_default=*/true},
     {"deepseek-llm", kDeepSeekLlmSplits},
     {"deepseek-coder", kDeepSeekCoderSplits},
     {"deepseek-v3", kDeepSeekV3Splits},
+    // GLM-4.5 .. 4.7 / GLM-5: Llama 3's regex, whole-word tokens kept.
+    {"glm4", kLlama3Splits, /*ignore_merges=*/true},
+    {"glm5", kLlama3Splits, /*ignore_merges=*/true},
+    {"chatglm-bpe", kLlama3Splits},
+    {"minimax-m2", kO200kSplits},
+    {"kimi-k2", kKimiK2Splits},
+    {"gemma4", kNewlineRunSplits},
 };
 
 const TableEntry* FindEntry(std::string_view name) {
@@ -192,6 +224,11 @@ PreTokenizer::PreTokenizer(std::string name, std::vector<std::unique_ptr<Compile
 PreTokenizer::~PreTokenizer() = default;
 
 bool PreTokenizer::IsSupported(std::string_view name) { return FindEntry(name) != nullptr; }
+
+bool PreTokenizer::AddsBosByDefault(std::string_view name) {
+  const TableEntry* entry = FindEntry(name);
+  return entry != nullptr && entry->bos_by_default;
+}
 
 std::string PreTokenizer::SupportedNames() {
   std::string names;

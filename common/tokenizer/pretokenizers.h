@@ -51,6 +51,11 @@ class PreTokenizer {
   /// True when Create(name) finds a table entry ("" counts as "default").
   static bool IsSupported(std::string_view name);
 
+  /// True when a vocabulary with this pre-tokenizer prepends BOS unless its
+  /// tokenizer.ggml.add_bos_token says otherwise (Llama 3's "llama-bpe",
+  /// Mistral's "tekken"; every other byte-level vocabulary: only if it says so).
+  static bool AddsBosByDefault(std::string_view name);
+
   /// The supported names, quoted and comma-separated, for error messages.
   static std::string SupportedNames();
 

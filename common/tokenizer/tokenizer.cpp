@@ -27,6 +27,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(TokenizerVocab voca
       return CreateSentencePieceTokenizer(std::move(vocab));
     case TokenizerModel::kGpt2:
       return CreateGpt2Tokenizer(std::move(vocab));
+    case TokenizerModel::kSentencePieceBpe:
+      return CreateSentencePieceBpeTokenizer(std::move(vocab));
   }
   return absl::InvalidArgumentError("unknown tokenizer model");
 }

@@ -10,6 +10,10 @@
 //             the regex pre-tokenizer tokenizer.ggml.pre names
 //             (pretokenizers.h), bytes mapped to printable code points,
 //             merges by rank (tokenizer.ggml.merges).
+//   "gemma4" - SentencePiece-style BPE (Gemma 4): spaces become U+2581, merges
+//             by rank over UTF-8 characters (no byte alphabet), only newline
+//             runs split apart, <0xNN> byte tokens for what no token spells;
+//             no dummy prefix, BOS always.
 //
 //   ODMOE_ASSIGN_OR_RETURN(auto tok, Tokenizer::FromGguf(*file));
 //   ODMOE_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tok->Encode("Hello world"));
@@ -48,7 +52,11 @@ enum class TokenType : int32_t {
   kByte = 6,
 };
 
-enum class TokenizerModel { kSentencePiece /* "llama" */, kGpt2 /* "gpt2" */ };
+enum class TokenizerModel {
+  kSentencePiece,     // "llama"
+  kGpt2,              // "gpt2"
+  kSentencePieceBpe,  // "gemma4"
+};
 
 /// Everything the tokenizer needs, as read from GGUF metadata.
 struct TokenizerVocab {
@@ -56,7 +64,7 @@ struct TokenizerVocab {
   std::vector<std::string> tokens;
   std::vector<float> scores;           // SentencePiece: merge priority (higher first)
   std::vector<TokenType> token_types;  // empty = all normal
-  std::vector<std::string> merges;     // GPT-2: "left right", highest priority first
+  std::vector<std::string> merges;     // BPE by rank: "left right", highest priority first
   std::string pre;                     // byte-level BPE pre-tokenizer ("" = "default")
   int32_t bos_id = -1;
   int32_t eos_id = -1;

@@ -1,4 +1,4 @@
-// Internal: the two tokenizer models behind Tokenizer::Create, and the
+// Internal: the three tokenizer models behind Tokenizer::Create, and the
 // encoding steps they share (UTF-8 check, BOS/EOS, special-token splitting).
 //
 //   ODMOE_ASSIGN_OR_RETURN(auto tok, CreateSentencePieceTokenizer(std::move(vocab)));
@@ -20,6 +20,7 @@ namespace odmoe {
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> CreateSentencePieceTokenizer(TokenizerVocab vocab);
 absl::StatusOr<std::unique_ptr<Tokenizer>> CreateGpt2Tokenizer(TokenizerVocab vocab);
+absl::StatusOr<std::unique_ptr<Tokenizer>> CreateSentencePieceBpeTokenizer(TokenizerVocab vocab);
 
 /// Encodes one run of plain text (no special tokens in it). `at_start` is true
 /// for the first fragment and for a fragment right after a special token.

@@ -83,8 +83,8 @@ absl::Status ReadArrays(const GgufFile& f, TokenizerVocab* vocab) {
       vocab->token_types.push_back(static_cast<TokenType>(t));
     }
   }
-  const bool gpt2 = vocab->model == TokenizerModel::kGpt2;
-  ODMOE_ASSIGN_OR_RETURN(vocab->merges, ReadStrings(f, kMergesKey, /*required=*/gpt2));
+  const bool ranked = vocab->model != TokenizerModel::kSentencePiece;
+  ODMOE_ASSIGN_OR_RETURN(vocab->merges, ReadStrings(f, kMergesKey, /*required=*/ranked));
   return absl::OkStatus();
 }
 
@@ -143,13 +143,13 @@ absl::Status ValidateTokenizerVocab(const TokenizerVocab& vocab) {
   ODMOE_RETURN_IF_ERROR(CheckId(kEosKey, vocab.eos_id, n));
   ODMOE_RETURN_IF_ERROR(CheckId(kUnkKey, vocab.unk_id, n));
   ODMOE_RETURN_IF_ERROR(CheckId(kPadKey, vocab.pad_id, n));
-  if (vocab.model == TokenizerModel::kSentencePiece) {
+  if (vocab.model != TokenizerModel::kGpt2) {
     for (size_t i = 0; i < vocab.token_types.size(); ++i) {
       if (vocab.token_types[i] == TokenType::kByte && !IsByteTokenText(vocab.tokens[i])) {
         return KeyError(Indexed(kTokensKey, i), "a byte token must be spelled <0xNN>");
       }
     }
-    return absl::OkStatus();
+    if (vocab.model == TokenizerModel::kSentencePiece) return absl::OkStatus();
   }
   if (!PreTokenizer::IsSupported(vocab.pre)) {
     return KeyError(kPreKey, absl::StrCat("unsupported pre-tokenizer \"", vocab.pre,
@@ -169,15 +169,19 @@ absl::StatusOr<TokenizerVocab> ReadTokenizerVocab(const GgufFile& file) {
   } else if (name == "gpt2") {
     vocab.model = TokenizerModel::kGpt2;
     vocab.add_bos = false;
+  } else if (name == "gemma4") {
+    vocab.model = TokenizerModel::kSentencePieceBpe;
+    vocab.add_space_prefix = false;
   } else {
     return KeyError(kModelKey, absl::StrCat("unsupported tokenizer \"", name,
-                                            "\" (supported: \"llama\", \"gpt2\")"));
+                                            "\" (supported: \"llama\", \"gpt2\", \"gemma4\")"));
   }
   ODMOE_RETURN_IF_ERROR(ReadArrays(file, &vocab));
   if (const GgufValue* pre = file.Find(kPreKey)) {
     if (pre->AsString() == nullptr) return KeyError(kPreKey, "expected a string");
     vocab.pre = *pre->AsString();
   }
+  if (vocab.model == TokenizerModel::kGpt2) vocab.add_bos = PreTokenizer::AddsBosByDefault(vocab.pre);
   ODMOE_RETURN_IF_ERROR(ReadId(file, kBosKey, &vocab.bos_id));
   ODMOE_RETURN_IF_ERROR(ReadId(file, kEosKey, &vocab.eos_id));
   ODMOE_RETURN_IF_ERROR(ReadId(file, kUnkKey, &vocab.unk_id));
@@ -188,6 +192,19 @@ absl::StatusOr<TokenizerVocab> ReadTokenizerVocab(const GgufFile& file) {
   ODMOE_RETURN_IF_ERROR(ReadBool(file, kAddSpaceKey, &vocab.add_space_prefix));
   if (add_bos_given && vocab.add_bos && vocab.bos_id < 0) {
     return KeyError(kAddBosKey, "true but tokenizer.ggml.bos_token_id is missing");
+  }
+  if (vocab.pre == "glm4" || vocab.pre == "glm5" || vocab.pre == "chatglm-bpe") {
+    // GLM's bos_token_id is [gMASK], which its chat template writes itself:
+    // never prepended (as llama.cpp encodes these files).
+    vocab.add_bos = false;
+  }
+  if (vocab.model == TokenizerModel::kSentencePieceBpe) {
+    // Gemma 4: its own pre-tokenizer whatever the file names, and BOS even
+    // where a converter wrote add_bos_token false (as Gemma's tokenizer and
+    // llama.cpp encode).
+    vocab.pre = "gemma4";
+    vocab.add_bos = vocab.bos_id >= 0;
+    vocab.add_space_prefix = false;
   }
   ODMOE_RETURN_IF_ERROR(ValidateTokenizerVocab(vocab));
   return vocab;
