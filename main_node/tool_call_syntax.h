@@ -15,6 +15,8 @@
 //   deepseek_v31
 //   <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>N<｜tool▁sep｜>{...}<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>
 //   glm45          <tool_call>N\n<arg_key>K</arg_key>\n<arg_value>V</arg_value>\n</tool_call>
+//   minimax_m2
+//   <minimax:tool_call>\n<invoke name="N">\n<parameter name="K">V</parameter>\n</invoke>\n</minimax:tool_call>
 //   kimi_k2
 //   <|tool_calls_section_begin|><|tool_call_begin|>functions.N:0<|tool_call_argument_begin|>{...}<|tool_call_end|><|tool_calls_section_end|>
 //
@@ -48,6 +50,7 @@ enum class ToolCallSyntax {
   kDeepSeekV31,
   kGlm45,
   kKimiK2,
+  kMiniMaxM2,
 };
 
 /// Literal pieces matched in order; any run of up to kToolCallPatternMaxSpace

@@ -298,6 +298,27 @@ std::vector<Case> Cases() {
             "<|tool_calls_section_begin|><|tool_call_begin|>functions.search:0<|tool_call_argument_"
             "begin|>"
             "{\"query\": \"x\"<|tool_call_end|><|tool_calls_section_end|>"),
+      // MiniMax-M2.
+      {S::kMiniMaxM2,
+       "single",
+       "<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter "
+       "name=\"city\">Paris</parameter>\n<parameter name=\"days\">3</parameter>\n</invoke>\n"
+       "</minimax:tool_call>",
+       "",
+       {{"get_weather", w}}},
+      {S::kMiniMaxM2,
+       "two calls, thinking and text before",
+       "<think>\nweather first\n</think>\n\nChecking.\n<minimax:tool_call>\n<invoke "
+       "name=\"get_weather\">\n<parameter name=\"city\">Paris</parameter>\n<parameter "
+       "name=\"days\">3</parameter>\n</invoke>\n<invoke name=\"search\">\n<parameter "
+       "name=\"query\">moe inference</parameter>\n</invoke>\n</minimax:tool_call>",
+       "<think>\nweather first\n</think>\n\nChecking.\n",
+       {{"get_weather", w}, {"search", q}}},
+      Plain(S::kMiniMaxM2, "no </parameter>",
+            "<minimax:tool_call>\n<invoke name=\"search\">\n<parameter name=\"query\">x\n"
+            "</invoke>\n</minimax:tool_call>"),
+      Plain(S::kMiniMaxM2, "unknown tool",
+            "<minimax:tool_call>\n<invoke name=\"get_time\">\n</invoke>\n</minimax:tool_call>"),
   };
 }
 

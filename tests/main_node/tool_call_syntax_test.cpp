@@ -5,7 +5,11 @@
 #include "main_node/tool_call_syntax.h"
 
 #include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <set>
+#include <sstream>
 #include <string>
 
 namespace odmoe::test {
@@ -34,6 +38,8 @@ TEST_CASE("tool call syntax: recognised from the template's markers", "[tool_cal
       {"<tool_call>{{ n }}\n<arg_key>{{ k }}</arg_key>\n<arg_value>{{ v }}</arg_value>", S::kGlm45},
       {"<|tool_calls_section_begin|><|tool_call_begin|>{{ id }}<|tool_call_argument_begin|>",
        S::kKimiK2},
+      {"{{ '<minimax:tool_call>' }}\n<invoke name=\"{{ n }}\">\n<parameter name=\"{{ k }}\">",
+       S::kMiniMaxM2},
   };
   for (const auto& [tmpl, want] : cases) {
     INFO(tmpl);
@@ -71,8 +77,40 @@ TEST_CASE("tool call syntax: every syntax has one row and a name that reads back
     CHECK_FALSE(spec.call_begin.empty());
     CHECK_FALSE(spec.template_markers.empty());
   }
-  CHECK(names.size() == 10);
+  CHECK(names.size() == 11);
   CHECK_FALSE(ToolCallSyntaxNamed("chatml").has_value());
+}
+
+TEST_CASE("tool call syntax: the published templates of the MoE families pick theirs",
+          "[tool_calls]") {
+  // Other projects' templates, fetched at test time by scripts/fetch_chat_templates.sh
+  // (never committed); a missing one is skipped with a warning.
+  const char* dir = std::getenv("ODMOE_TEMPLATES_DIR");
+  const char* home = std::getenv("HOME");
+  const std::filesystem::path base =
+      dir != nullptr ? std::filesystem::path(dir)
+                     : std::filesystem::path(home != nullptr ? home : "") / ".cache/odmoe/chat-templates";
+  const std::pair<std::string, std::string_view> cases[] = {
+      {"Qwen3.5-4B.jinja", "qwen3_coder"},
+      {"NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.jinja", "qwen3_coder"},
+      {"GLM-4.6.jinja", "glm45"},
+      {"GLM-4.7-Flash.jinja", "glm45"},
+      {"MiniMax-M2.jinja", "minimax_m2"},
+      {"Kimi-K2-Instruct.jinja", "kimi_k2"},
+      {"deepseek-ai-DeepSeek-V3.1.jinja", "deepseek_v31"},
+      {"openai-gpt-oss-120b.jinja", "harmony"},
+  };
+  for (const auto& [file, want] : cases) {
+    std::ifstream in(base / file);
+    if (!in.good()) {
+      WARN(file << ": not fetched, skipped");
+      continue;
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    INFO(file);
+    CHECK(ToolCallSyntaxName(ToolCallSyntaxFor(text.str())) == want);
+  }
 }
 
 }  // namespace
