@@ -11,8 +11,16 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-constexpr std::string_view kThinkOpen = "<think>";
-constexpr std::string_view kThinkClose = "</think>";
+// The reasoning markers of the kThink family, by the close marker the
+// template writes (the first row whose markers it has wins).
+struct ThinkMarkers {
+  std::string_view open;
+  std::string_view close;
+};
+constexpr ThinkMarkers kThinkMarkers[] = {
+    {"<think>", "</think>"},
+    {"<|channel>thought", "<channel|>"},  // Gemma 4's thought channel
+};
 
 // The renderer of a model file without a template: one "role: content" line
 // per message, then "assistant:" (content parts are joined; tool calls are
@@ -130,8 +138,15 @@ absl::StatusOr<ChatFormat> CompileChatFormat(const std::optional<std::string>& c
       h.return_ = vocab.token_id("<|return|>");
       h.call = vocab.token_id("<|call|>");
     }
-  } else if (Has(text, kThinkClose)) {
-    f.family = ChatFamily::kThink;
+  } else {
+    for (const ThinkMarkers& m : kThinkMarkers) {
+      if (Has(text, m.close)) {
+        f.family = ChatFamily::kThink;
+        f.think_open = m.open;
+        f.think_close = m.close;
+        break;
+      }
+    }
   }
   // Content parts: kept as a list where the template writes their text itself.
   ChatMessage probe{"user", "", std::nullopt};
@@ -219,6 +234,8 @@ absl::StatusOr<std::string> RenderChat(const ChatFormat& format,
 ChatReplySplitter::ChatReplySplitter(const ChatFormat& format, std::string_view prompt)
     : family_(format.family),
       harmony_(format.harmony),
+      think_open_(format.think_open),
+      think_close_(format.think_close),
       state_(format.family == ChatFamily::kHarmony ? State::kHarmonyHeader : State::kStart) {
   // Without its control tokens harmony's channels cannot be seen: pass through.
   if (family_ == ChatFamily::kHarmony && (harmony_.channel < 0 || harmony_.message < 0)) {
@@ -228,7 +245,7 @@ ChatReplySplitter::ChatReplySplitter(const ChatFormat& format, std::string_view 
   // the reply starts inside it.
   while (!prompt.empty() && (prompt.back() == '\n' || prompt.back() == ' '))
     prompt.remove_suffix(1);
-  if (family_ == ChatFamily::kThink && prompt.ends_with(kThinkOpen)) state_ = State::kReasoning;
+  if (family_ == ChatFamily::kThink && prompt.ends_with(think_open_)) state_ = State::kReasoning;
 }
 
 ChatReplyPiece ChatReplySplitter::Push(int32_t id, std::string_view piece) {
@@ -265,12 +282,12 @@ void ChatReplySplitter::PushThink(std::string_view piece, ChatReplyPiece* out) {
         const size_t text = held_.find_first_not_of(" \t\r\n");
         if (text == std::string::npos) return;  // only whitespace so far
         const std::string_view rest = std::string_view(held_).substr(text);
-        if (rest.starts_with(kThinkOpen)) {
-          held_.erase(0, text + kThinkOpen.size());
+        if (rest.starts_with(std::string_view(think_open_))) {
+          held_.erase(0, text + think_open_.size());
           state_ = State::kReasoning;
           continue;
         }
-        if (kThinkOpen.starts_with(rest)) return;  // "<thi": wait
+        if (std::string_view(think_open_).starts_with(rest)) return;  // "<thi": wait
         state_ = State::kContent;
         continue;
       }
@@ -280,17 +297,17 @@ void ChatReplySplitter::PushThink(std::string_view piece, ChatReplyPiece* out) {
           if (held_.empty()) return;
           reasoning_started_ = true;
         }
-        const size_t close = held_.find(kThinkClose);
+        const size_t close = held_.find(std::string_view(think_close_));
         if (close != std::string::npos) {
           out->reasoning.append(RStrip(std::string_view(held_).substr(0, close), '\n'));
-          held_.erase(0, close + kThinkClose.size());
+          held_.erase(0, close + think_close_.size());
           state_ = State::kAfterReasoning;
           continue;
         }
         // Release all but a possible start of </think> and the newlines
         // before it (stripped when the block closes).
         std::string_view ready = std::string_view(held_);
-        ready.remove_suffix(PartialTail(ready, kThinkClose));
+        ready.remove_suffix(PartialTail(ready, std::string_view(think_close_)));
         ready = RStrip(ready, '\n');
         out->reasoning.append(ready);
         held_.erase(0, ready.size());

@@ -75,7 +75,9 @@ namespace odmoe {
 /// How a model's replies carry reasoning (what ChatReplySplitter looks for).
 enum class ChatFamily {
   kPlain,    // no reasoning markup: the reply is content
-  kThink,    // the template knows </think>: Qwen3, DeepSeek-R1/V3.1, GLM-4.5+, Kimi, MiniMax ...
+  kThink,    // a reasoning block between two markers (ChatFormat::think_open / think_close):
+             // <think>...</think> (Qwen3, DeepSeek-R1/V3.1, GLM-4.5+, Kimi, MiniMax ...),
+             // <|channel>thought ... <channel|> (Gemma 4)
   kHarmony,  // <|start|>, <|channel|>, <|message|>: gpt-oss
 };
 
@@ -116,6 +118,10 @@ struct ChatFormat {
   std::string bos_text;
   std::string eos_text;
   HarmonyTokenIds harmony;
+  /// kThink: the markers around a reply's reasoning (a table in
+  /// chat_template.cpp, chosen by which close marker the template writes).
+  std::string think_open = "<think>";
+  std::string think_close = "</think>";
 };
 
 /// One tool call of an assistant turn (OpenAI's message.tool_calls[i]).
@@ -226,6 +232,7 @@ class ChatReplySplitter {
 
   ChatFamily family_;
   HarmonyTokenIds harmony_;
+  std::string think_open_, think_close_;
   State state_;
   std::string held_;     // text not yet released (think), or the header (harmony)
   std::string channel_;  // harmony: the channel being read ("final", "analysis", ...)

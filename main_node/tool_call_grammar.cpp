@@ -5,7 +5,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "main_node/gemma_call_args.h"
 #include "util/clip_for_message.h"
+#include "util/status_macros.h"
 
 namespace odmoe {
 namespace {
@@ -37,9 +39,13 @@ std::string Lit(std::string_view text, std::span<const std::string> control = {}
   return out;
 }
 
-// The rule body of a "string" property written raw between tags: its enum
-// or const as literals, else any text without "</". Empty for other types.
-std::string RawStringRule(const json& property) {
+// Any text without "</" (between tags), without "<|" (between Gemma's marks).
+constexpr std::string_view kTagFreeText = "([^<] | \"<\" [^/])*";
+constexpr std::string_view kGemmaFreeText = "([^<] | \"<\" [^|])*";
+
+// The rule body of a "string" property written raw between marks: its enum
+// or const as literals, else `free_text`. Empty for other types.
+std::string RawStringRule(const json& property, std::string_view free_text) {
   auto type = property.find("type");
   if (type == property.end() || !type->is_string() || *type != "string") return "";
   std::vector<std::string> literals;
@@ -51,11 +57,88 @@ std::string RawStringRule(const json& property) {
       literals.push_back(GbnfLiteral(v.get<std::string>()));
     }
   }
-  if (literals.empty()) return "([^<] | \"<\" [^/])*";
+  if (literals.empty()) return std::string(free_text);
   std::string alternatives;
   for (const std::string& l : literals)
     absl::StrAppend(&alternatives, alternatives.empty() ? "(" : " | ", l);
   return alternatives + ")";
+}
+
+// The names a schema's "required" lists.
+std::vector<std::string> RequiredOf(const json& parameters) {
+  std::vector<std::string> out;
+  if (auto r = parameters.find("required"); r != parameters.end() && r->is_array()) {
+    for (const json& name : *r) {
+      if (name.is_string()) out.push_back(name.get<std::string>());
+    }
+  }
+  return out;
+}
+
+// A property's value rule `value` (its rules appended to `rules`): a string
+// raw between `open` and `close` marks (RawStringRule), else the schema's
+// JSON rules.
+absl::Status ValueRule(const json& property, const std::string& value, std::string_view open,
+                       std::string_view close, std::string_view free_text,
+                       const SchemaRulesFn& schema_rules, std::span<const std::string> control,
+                       const std::string& field, std::string* rules) {
+  if (const std::string raw = RawStringRule(property, free_text); !raw.empty()) {
+    absl::StrAppend(rules, value, " ::= ", Lit(open, control), "(", raw, ") ", Lit(close, control),
+                    "\n");
+    return absl::OkStatus();
+  }
+  auto sub = schema_rules(property, value);
+  if (!sub.ok()) return absl::InvalidArgumentError(absl::StrCat(field, ": ", sub.status().message()));
+  absl::StrAppend(rules, *sub);
+  if (!rules->empty() && rules->back() != '\n') *rules += '\n';
+  return absl::OkStatus();
+}
+
+// Gemma 4's arguments: {key:value,...} with the properties in sorted order
+// (as its template writes them), the required ones always, the others
+// optional; string values between <|"|> marks, other values as JSON (which
+// the parser reads too: gemma_call_args.h). Rules prefix-t-J: the members
+// from J on while none has been written, prefix-u-J: after one has.
+absl::StatusOr<std::string> GemmaArgumentRules(const ToolDefinition& tool, size_t index,
+                                               const SchemaRulesFn& schema_rules,
+                                               std::span<const std::string> control) {
+  const std::string prefix = absl::StrCat("tool-", index, "-args");
+  const std::string field = absl::StrCat("tools[", index, "].function.parameters");
+  const std::vector<std::string> required = RequiredOf(tool.parameters);
+  std::vector<std::pair<std::string, const json*>> props;
+  if (auto p = tool.parameters.find("properties"); p != tool.parameters.end() && p->is_object()) {
+    for (auto it = p->begin(); it != p->end(); ++it) props.emplace_back(it.key(), &*it);
+  }
+  std::sort(props.begin(), props.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::string rules;
+  const size_t n = props.size();
+  for (size_t j = 0; j < n; ++j) {
+    const std::string& key = props[j].first;
+    const std::string member = absl::StrCat(prefix, "-m-", j);
+    const std::string value = member + "-value";
+    ODMOE_RETURN_IF_ERROR(ValueRule(*props[j].second, value, kGemmaQuote, kGemmaQuote,
+                                    kGemmaFreeText, schema_rules, control,
+                                    absl::StrCat(field, ".properties.", ClipForMessage(key)),
+                                    &rules));
+    // A key Gemma can write bare, else between marks.
+    const bool bare = !key.empty() && key.find_first_of(":,{}[]\"<> \t\n") == std::string::npos;
+    std::string key_rule = bare ? GbnfLiteral(key)
+                                : absl::StrCat(Lit(kGemmaQuote, control), GbnfLiteral(key), " ",
+                                               Lit(kGemmaQuote, control));
+    while (key_rule.back() == ' ') key_rule.pop_back();
+    absl::StrAppend(&rules, member, " ::= ", key_rule, " \":\" ", value, "\n");
+    const bool needed = std::find(required.begin(), required.end(), key) != required.end();
+    const std::string t = absl::StrCat(prefix, "-t-", j), u = absl::StrCat(prefix, "-u-", j);
+    const std::string t_next = absl::StrCat(prefix, "-t-", j + 1);
+    const std::string u_next = absl::StrCat(prefix, "-u-", j + 1);
+    absl::StrAppend(&rules, t, " ::= ", member, " ", u_next, needed ? "" : " | " + t_next, "\n");
+    absl::StrAppend(&rules, u, " ::= ", needed ? "" : "(", "\",\" ", member, needed ? " " : ")? ",
+                    u_next, "\n");
+  }
+  absl::StrAppend(&rules, prefix, "-t-", n, " ::= \"\"\n", prefix, "-u-", n, " ::= \"\"\n");
+  absl::StrAppend(&rules, prefix, " ::= \"{\" ", prefix, "-t-0 \"}\"\n");
+  return rules;
 }
 
 // The rules of tool `index`'s arguments, defining tool-I-args.
@@ -63,6 +146,9 @@ absl::StatusOr<std::string> ArgumentRules(const ToolCallSyntaxSpec& spec,
                                           const ToolDefinition& tool, size_t index,
                                           const SchemaRulesFn& schema_rules,
                                           std::span<const std::string> control) {
+  if (spec.args_shape == ToolCallArgsShape::kGemma) {
+    return GemmaArgumentRules(tool, index, schema_rules, control);
+  }
   const std::string prefix = absl::StrCat("tool-", index, "-args");
   const std::string field = absl::StrCat("tools[", index, "].function.parameters");
   if (spec.args_shape == ToolCallArgsShape::kJson ||
@@ -75,31 +161,16 @@ absl::StatusOr<std::string> ArgumentRules(const ToolCallSyntaxSpec& spec,
   const ToolCallTags& tags = spec.tags;
   std::string rules;
   std::string sequence;
-  std::vector<std::string> required;
-  if (auto r = tool.parameters.find("required"); r != tool.parameters.end() && r->is_array()) {
-    for (const json& name : *r) {
-      if (name.is_string()) required.push_back(name.get<std::string>());
-    }
-  }
+  const std::vector<std::string> required = RequiredOf(tool.parameters);
   auto props = tool.parameters.find("properties");
   size_t j = 0;
   if (props != tool.parameters.end() && props->is_object()) {
     for (auto it = props->begin(); it != props->end(); ++it, ++j) {
       const std::string param = absl::StrCat("tool-", index, "-p-", j);
-      std::string value;
-      if (const std::string raw = RawStringRule(*it); !raw.empty()) {
-        value = param + "-text";
-        absl::StrAppend(&rules, value, " ::= ", raw, "\n");
-      } else {
-        value = param + "-value";
-        auto sub = schema_rules(*it, value);
-        if (!sub.ok()) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              field, ".properties.", ClipForMessage(it.key()), ": ", sub.status().message()));
-        }
-        absl::StrAppend(&rules, *sub);
-        if (!rules.empty() && rules.back() != '\n') rules += '\n';
-      }
+      const std::string value = param + "-value";
+      ODMOE_RETURN_IF_ERROR(ValueRule(*it, value, "", "", kTagFreeText, schema_rules, control,
+                                      absl::StrCat(field, ".properties.", ClipForMessage(it.key())),
+                                      &rules));
       absl::StrAppend(&rules, param, " ::= ", Lit(tags.key_open, control), GbnfLiteral(it.key()),
                       " ", Lit(tags.grammar_after_key, control), value, " ",
                       Lit(tags.grammar_after_value, control), "\n");

@@ -117,6 +117,9 @@ void ToolCallStreamParser::Run(bool final, std::vector<ToolCallEvent>* out) {
       case Phase::kJsonArgs:
         progressed = StepJsonArgs(out);
         break;
+      case Phase::kGemmaArgs:
+        progressed = StepGemmaArgs(out);
+        break;
       case Phase::kTagKey:
         progressed = StepTagKey(final, out);
         break;
@@ -431,13 +434,44 @@ bool ToolCallStreamParser::StepArgsBegin(bool final, std::vector<ToolCallEvent>*
       }
       pos_ = at + begin.size();
     }
-  } else if (spec_.args_shape == ToolCallArgsShape::kJson) {
+  } else if (spec_.args_shape != ToolCallArgsShape::kTagged) {
     pos_ = at;
   }
   Commit(out);
   json_ = JsonPrefixScanner();
-  phase_ = spec_.args_shape == ToolCallArgsShape::kJson ? Phase::kJsonArgs : Phase::kTagKey;
+  gemma_ = GemmaArgsTranslator();
+  switch (spec_.args_shape) {
+    case ToolCallArgsShape::kJson:
+      phase_ = Phase::kJsonArgs;
+      break;
+    case ToolCallArgsShape::kGemma:
+      phase_ = Phase::kGemmaArgs;
+      break;
+    case ToolCallArgsShape::kTagged:
+      phase_ = Phase::kTagKey;
+      break;
+  }
   return true;
+}
+
+bool ToolCallStreamParser::StepGemmaArgs(std::vector<ToolCallEvent>* out) {
+  std::string json;
+  while (pos_ < buf_.size()) {
+    const GemmaArgsTranslator::Step step = gemma_.Feed(buf_[pos_], &json);
+    if (step == GemmaArgsTranslator::Step::kError) {
+      Arguments(json, out);
+      Fail(pos_, out);
+      return true;
+    }
+    ++pos_;
+    if (step == GemmaArgsTranslator::Step::kDone) {
+      Arguments(json, out);
+      phase_ = Phase::kCallEnd;
+      return true;
+    }
+  }
+  Arguments(json, out);
+  return false;
 }
 
 bool ToolCallStreamParser::StepJsonArgs(std::vector<ToolCallEvent>* out) {

@@ -55,6 +55,7 @@
 #include <string_view>
 #include <vector>
 
+#include "main_node/gemma_call_args.h"
 #include "main_node/json_prefix_scanner.h"
 #include "main_node/tool_call_syntax.h"
 #include "main_node/tool_request.h"
@@ -111,6 +112,7 @@ class ToolCallStreamParser {
     kName,       // kText: reading the name
     kArgsBegin,  // kText: up to args_begin
     kJsonArgs,   // kText + kJson: the arguments object
+    kGemmaArgs,  // kText + kGemma: the arguments in Gemma's notation
     kTagKey,     // kTagged: the next key_open, or the end of the arguments
     kTagName,    // kTagged: a key up to key_close
     kTagValueOpen,
@@ -128,6 +130,7 @@ class ToolCallStreamParser {
   bool StepName(bool final, std::vector<ToolCallEvent>* out);
   bool StepArgsBegin(bool final, std::vector<ToolCallEvent>* out);
   bool StepJsonArgs(std::vector<ToolCallEvent>* out);
+  bool StepGemmaArgs(std::vector<ToolCallEvent>* out);
   bool StepTagKey(bool final, std::vector<ToolCallEvent>* out);
   bool StepTagName(bool final, std::vector<ToolCallEvent>* out);
   bool StepTagValueOpen(bool final, std::vector<ToolCallEvent>* out);
@@ -188,6 +191,7 @@ class ToolCallStreamParser {
   bool value_opened_ = false;   // its `"key": "` has left
   size_t emit_from_ = 0;        // its first byte not yet sent
   JsonPrefixScanner json_;
+  GemmaArgsTranslator gemma_;
   JsonPrefixScanner key_scan_;
   // kMember: the object's state.
   enum class Member { kOpen, kKeyOrEnd, kKey, kColon, kValue, kAfterValue, kDone };

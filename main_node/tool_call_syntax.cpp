@@ -150,6 +150,18 @@ std::vector<ToolCallSyntaxSpec> MakeSpecs() {
       .grammar_call_close = "</invoke>\n",
   });
   specs.push_back({
+      .syntax = ToolCallSyntax::kGemma4,
+      .name = "gemma4",
+      .template_markers = {{"<|tool_call>call:"}},
+      .vocabulary_tokens = {"<tool_call|>"},
+      .call_begin = {{{"<|tool_call>", "call:"}}},
+      .name_stops = "{ \n<",
+      .args_shape = Args::kGemma,
+      .call_end = {{"<tool_call|>"}},
+      .grammar_call_open = "<|tool_call>call:",
+      .grammar_call_close = "<tool_call|>",
+  });
+  specs.push_back({
       .syntax = ToolCallSyntax::kMistralArgs,
       .name = "mistral_args",
       .template_markers = {{"[TOOL_CALLS]", "[ARGS]"}},

@@ -17,6 +17,7 @@
 //   glm45          <tool_call>N\n<arg_key>K</arg_key>\n<arg_value>V</arg_value>\n</tool_call>
 //   minimax_m2
 //   <minimax:tool_call>\n<invoke name="N">\n<parameter name="K">V</parameter>\n</invoke>\n</minimax:tool_call>
+//   gemma4         <|tool_call>call:N{key:<|"|>text<|"|>,n:3}<tool_call|>
 //   kimi_k2
 //   <|tool_calls_section_begin|><|tool_call_begin|>functions.N:0<|tool_call_argument_begin|>{...}<|tool_call_end|><|tool_calls_section_end|>
 //
@@ -51,6 +52,7 @@ enum class ToolCallSyntax {
   kGlm45,
   kKimiK2,
   kMiniMaxM2,
+  kGemma4,
 };
 
 /// Literal pieces matched in order; any run of up to kToolCallPatternMaxSpace
@@ -72,6 +74,7 @@ enum class ToolCallNameShape {
 enum class ToolCallArgsShape {
   kJson,    // a JSON object
   kTagged,  // key/value tags (ToolCallTags), values typed by the tool's schema
+  kGemma,   // Gemma 4's object notation: bare keys, <|"|> strings (gemma_call_args.h)
 };
 
 /// kTagged arguments: key_open K key_close [value_open] V value_close, repeated,

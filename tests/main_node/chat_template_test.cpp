@@ -341,6 +341,26 @@ TEST_CASE("chat templates: qwen3 replies split into reasoning and content howeve
         std::pair<std::string, std::string>{"", reply});
 }
 
+TEST_CASE("chat templates: gemma 4's thought channel splits as reasoning", "[main_node][chat]") {
+  // A template that writes Gemma 4's markers picks them.
+  const ChatFormat gemma =
+      Compile("{{ '<|turn>model\\n' }}{% if not enable_thinking %}{{ '<|channel>thought\\n<channel|>' "
+              "}}{% endif %}");
+  REQUIRE(gemma.family == ChatFamily::kThink);
+  CHECK(gemma.think_open == "<|channel>thought");
+  CHECK(gemma.think_close == "<channel|>");
+  const std::string reply = "<|channel>thought\nWeigh it.\n<channel|>It is 4.";
+  for (size_t n = 1; n <= reply.size(); ++n) {
+    INFO("pieces of " << n);
+    CHECK(Split(gemma, Pieces(reply, n)) ==
+          std::pair<std::string, std::string>{"Weigh it.", "It is 4."});
+  }
+  // Thinking off: the prompt closed an empty channel, the reply is content.
+  CHECK(Split(gemma, Pieces("It is 4.", 2), "<|turn>model\n<|channel>thought\n<channel|>") ==
+        std::pair<std::string, std::string>{"", "It is 4."});
+  CHECK(Compile("{{ '</think>' }}").think_open == "<think>");
+}
+
 TEST_CASE("chat templates: harmony replies split by channel, control tokens dropped",
           "[main_node][chat]") {
   ChatFormat harmony = Format(ChatFamily::kHarmony);

@@ -7,6 +7,7 @@
 
 #include "grammar/grammar.h"
 #include "grammar/grammar_matcher.h"
+#include "main_node/tool_call_parser.h"
 
 namespace odmoe {
 namespace {
@@ -107,6 +108,33 @@ TEST_CASE("output grammar: a required or named tool call in the model's syntax",
   CHECK(Matches(xml,
                 "<tool_call>\n<function=get_weather>\n<parameter=city>\nRome\n</parameter>\n"
                 "</function>\n</tool_call>"));
+
+  // Gemma 4's notation, with the real JSON Schema compiler for other values:
+  // what its template writes for the call matches, and it parses back.
+  const std::string gemma_tools = R"("tools": [
+      {"type": "function", "function": {"name": "plan", "parameters": {"type": "object",
+        "properties": {"city": {"type": "string"}, "days": {"type": "integer"},
+                       "opts": {"type": "object", "properties": {"metric": {"type": "boolean"}}},
+                       "tags": {"type": "array", "items": {"type": "string"}}},
+        "required": ["city", "days"]}}}])";
+  const std::string gemma =
+      GrammarOf("{" + gemma_tools + R"(, "tool_choice": "required"})", ToolCallSyntax::kGemma4);
+  const std::string call = "<|tool_call>call:plan{city:<|\"|>Rome<|\"|>,days:3}<tool_call|>";
+  CHECK(Matches(gemma, call));
+  CHECK(Matches(gemma,
+                "<|tool_call>call:plan{city:<|\"|>Rome, <it>|<|\"|>,days:-2,opts:{\"metric\": "
+                "true},tags:[\"a\", \"b\"]}<tool_call|>"));
+  CHECK_FALSE(Matches(gemma, "<|tool_call>call:plan{days:3,city:<|\"|>Rome<|\"|>}<tool_call|>"));
+  CHECK_FALSE(Matches(gemma, "<|tool_call>call:plan{city:<|\"|>Rome<|\"|>}<tool_call|>"));
+  CHECK_FALSE(Matches(gemma, "<|tool_call>call:plan{city:<|\"|>Ro<|me<|\"|>,days:3}<tool_call|>"));
+  ToolRequest parsed_tools = *ParseToolRequest(ojson::parse("{" + gemma_tools + "}"));
+  const ParsedReply r = ParseToolCalls(ToolCallSyntax::kGemma4,
+                                       "<|tool_call>call:plan{city:<|\"|>Rome, <it>|<|\"|>,days:-2,"
+                                       "opts:{\"metric\": true},tags:[\"a\", \"b\"]}<tool_call|>",
+                                       parsed_tools.tools, 1);
+  REQUIRE(r.tool_calls.size() == 1);
+  CHECK(r.tool_calls[0].arguments ==
+        R"({"city": "Rome, <it>|", "days": -2, "opts": {"metric": true}, "tags": ["a", "b"]})");
 }
 
 TEST_CASE("output grammar: errors name the field", "[output_grammar]") {

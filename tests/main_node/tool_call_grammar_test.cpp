@@ -75,13 +75,46 @@ TEST_CASE("tool call grammar: qwen3_coder's parameters typed, the required ones 
         "tool-call ::= tool-0\n"
         "tool-0 ::= \"<tool_call>\\n<function=\" \"get_weather\" \">\\n\" tool-0-args "
         "\"</function>\\n</tool_call>\"\n"
-        "tool-0-p-0-text ::= ([^<] | \"<\" [^/])*\n"
-        "tool-0-p-0 ::= \"<parameter=\" \"city\" \">\\n\" tool-0-p-0-text \"\\n</parameter>\\n\"\n"
+        "tool-0-p-0-value ::= (([^<] | \"<\" [^/])*)\n"
+        "tool-0-p-0 ::= \"<parameter=\" \"city\" \">\\n\" tool-0-p-0-value \"\\n</parameter>\\n\"\n"
         "tool-0-p-1-value ::= \"<integer>\"\n"
         "tool-0-p-1 ::= \"<parameter=\" \"days\" \">\\n\" tool-0-p-1-value \"\\n</parameter>\\n\"\n"
-        "tool-0-p-2-text ::= (\"C\" | \"F\")\n"
-        "tool-0-p-2 ::= \"<parameter=\" \"unit\" \">\\n\" tool-0-p-2-text \"\\n</parameter>\\n\"\n"
+        "tool-0-p-2-value ::= ((\"C\" | \"F\"))\n"
+        "tool-0-p-2 ::= \"<parameter=\" \"unit\" \">\\n\" tool-0-p-2-value \"\\n</parameter>\\n\"\n"
         "tool-0-args ::= tool-0-p-0 tool-0-p-1? tool-0-p-2?\n");
+}
+
+TEST_CASE("tool call grammar: gemma4's notation, keys sorted, commas only between members",
+          "[tool_calls][gemma]") {
+  std::vector<ToolDefinition> tools = TestTools();
+  tools[0].parameters["properties"]["a b"] = {{"type", "string"}};  // not a bare key
+  auto g = ToolCallGrammar(ToolCallSyntax::kGemma4, tools,
+                           Choice(ToolChoiceKind::kNamed, "get_weather"), false, FakeRules);
+  REQUIRE(g.ok());
+  CHECK(*g ==
+        "root ::= tool-calls\n"
+        "tool-calls ::= tool-call\n"
+        "tool-call ::= tool-0\n"
+        "tool-0 ::= \"<|tool_call>call:\" \"get_weather\" tool-0-args \"<tool_call|>\"\n"
+        "tool-0-args-m-0-value ::= \"<|\\\"|>\" (([^<] | \"<\" [^|])*) \"<|\\\"|>\"\n"
+        "tool-0-args-m-0 ::= \"<|\\\"|>\" \"a b\" \"<|\\\"|>\" \":\" tool-0-args-m-0-value\n"
+        "tool-0-args-t-0 ::= tool-0-args-m-0 tool-0-args-u-1 | tool-0-args-t-1\n"
+        "tool-0-args-u-0 ::= (\",\" tool-0-args-m-0)? tool-0-args-u-1\n"
+        "tool-0-args-m-1-value ::= \"<|\\\"|>\" (([^<] | \"<\" [^|])*) \"<|\\\"|>\"\n"
+        "tool-0-args-m-1 ::= \"city\" \":\" tool-0-args-m-1-value\n"
+        "tool-0-args-t-1 ::= tool-0-args-m-1 tool-0-args-u-2\n"
+        "tool-0-args-u-1 ::= \",\" tool-0-args-m-1 tool-0-args-u-2\n"
+        "tool-0-args-m-2-value ::= \"<integer>\"\n"
+        "tool-0-args-m-2 ::= \"days\" \":\" tool-0-args-m-2-value\n"
+        "tool-0-args-t-2 ::= tool-0-args-m-2 tool-0-args-u-3 | tool-0-args-t-3\n"
+        "tool-0-args-u-2 ::= (\",\" tool-0-args-m-2)? tool-0-args-u-3\n"
+        "tool-0-args-m-3-value ::= \"<|\\\"|>\" ((\"C\" | \"F\")) \"<|\\\"|>\"\n"
+        "tool-0-args-m-3 ::= \"unit\" \":\" tool-0-args-m-3-value\n"
+        "tool-0-args-t-3 ::= tool-0-args-m-3 tool-0-args-u-4 | tool-0-args-t-4\n"
+        "tool-0-args-u-3 ::= (\",\" tool-0-args-m-3)? tool-0-args-u-4\n"
+        "tool-0-args-t-4 ::= \"\"\n"
+        "tool-0-args-u-4 ::= \"\"\n"
+        "tool-0-args ::= \"{\" tool-0-args-t-0 \"}\"\n");
 }
 
 TEST_CASE("tool call grammar: auto and none constrain nothing, errors name the field",

@@ -317,6 +317,21 @@ std::vector<Case> Cases() {
       Plain(S::kMiniMaxM2, "no </parameter>",
             "<minimax:tool_call>\n<invoke name=\"search\">\n<parameter name=\"query\">x\n"
             "</invoke>\n</minimax:tool_call>"),
+      // Gemma 4: its own object notation (gemma_call_args.h).
+      {S::kGemma4,
+       "single",
+       "<|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>,days:3}<tool_call|>",
+       "",
+       {{"get_weather", w}}},
+      {S::kGemma4,
+       "two calls, text before",
+       "Let me look.<|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>,days:3}<tool_call|>"
+       "<|tool_call>call:search{query:<|\"|>moe inference<|\"|>}<tool_call|>",
+       "Let me look.",
+       {{"get_weather", w}, {"search", q}}},
+      Plain(S::kGemma4, "no closing mark",
+            "<|tool_call>call:search{query:<|\"|>x}<tool_call|>"),
+      Plain(S::kGemma4, "unknown tool", "<|tool_call>call:get_time{}<tool_call|>"),
       Plain(S::kMiniMaxM2, "unknown tool",
             "<minimax:tool_call>\n<invoke name=\"get_time\">\n</invoke>\n</minimax:tool_call>"),
   };

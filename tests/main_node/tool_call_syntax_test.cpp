@@ -40,6 +40,7 @@ TEST_CASE("tool call syntax: recognised from the template's markers", "[tool_cal
        S::kKimiK2},
       {"{{ '<minimax:tool_call>' }}\n<invoke name=\"{{ n }}\">\n<parameter name=\"{{ k }}\">",
        S::kMiniMaxM2},
+      {"{{- '<|tool_call>call:' + function['name'] + '{' -}}", S::kGemma4},
   };
   for (const auto& [tmpl, want] : cases) {
     INFO(tmpl);
@@ -77,7 +78,7 @@ TEST_CASE("tool call syntax: every syntax has one row and a name that reads back
     CHECK_FALSE(spec.call_begin.empty());
     CHECK_FALSE(spec.template_markers.empty());
   }
-  CHECK(names.size() == 11);
+  CHECK(names.size() == 12);
   CHECK_FALSE(ToolCallSyntaxNamed("chatml").has_value());
 }
 
@@ -96,6 +97,7 @@ TEST_CASE("tool call syntax: the published templates of the MoE families pick th
       {"GLM-4.6.jinja", "glm45"},
       {"GLM-4.7-Flash.jinja", "glm45"},
       {"MiniMax-M2.jinja", "minimax_m2"},
+      {"google-gemma-4-31B-it.jinja", "gemma4"},
       {"Kimi-K2-Instruct.jinja", "kimi_k2"},
       {"deepseek-ai-DeepSeek-V3.1.jinja", "deepseek_v31"},
       {"openai-gpt-oss-120b.jinja", "harmony"},
