@@ -184,7 +184,9 @@ absl::Status ModelFile::ReadConfig() {
   }
   ODMOE_ASSIGN_OR_RETURN(c.n_expert, ReadInt(f, key("expert_count"), 0, 4096, 0));
   ODMOE_ASSIGN_OR_RETURN(c.n_expert_used, ReadInt(f, key("expert_used_count"), 0, 4096, 0));
-  if (c.n_embd % c.n_head != 0) {
+  // With attention.key_length the heads need not split the hidden size
+  // (GLM-4.5-Air: 96 heads of 128 over 4096).
+  if (c.n_embd % c.n_head != 0 && f.Find(key("attention.key_length")) == nullptr) {
     return Invalid(f.path(), absl::StrFormat("embedding_length %d is not a multiple of "
                                              "head_count %d",
                                              c.n_embd, c.n_head));

@@ -109,6 +109,29 @@ std::vector<double> AsDoubles(const std::vector<T>& v) {
   return std::vector<double>(v.begin(), v.end());
 }
 
+/// RouterTopK on `be` over n rows of logits (with a correction bias unless
+/// it is empty): the ids as floats, then the weights.
+std::vector<float> RunRouterTopK(Backend& be, const std::vector<float>& logits, int64_t n, int k,
+                                 RouterGating gating, const std::vector<float>& bias) {
+  DeviceData d(be);
+  const int64_t n_expert = static_cast<int64_t>(logits.size()) / n;
+  int32_t* ids = d.Ints(std::vector<int32_t>(n * k, -1));
+  float* w = d.Zeros(n * k);
+  if (!bias.empty()) gating.selection_bias = d.Floats(bias);
+  be.RouterTopK(ConstMat(d.Floats(logits), n, n_expert), k, gating, ids, w);
+  std::vector<float> out;
+  for (int32_t id : d.ReadInts(ids, n * k)) out.push_back(static_cast<float>(id));
+  for (float f : d.Read(w, n * k)) out.push_back(f);
+  return out;
+}
+
+/// The reference's ids, then its weights (RunRouterTopK's order).
+std::vector<double> IdsThenWeights(const std::vector<int32_t>& ids, const std::vector<double>& w) {
+  std::vector<double> out(ids.begin(), ids.end());
+  out.insert(out.end(), w.begin(), w.end());
+  return out;
+}
+
 void AddMatMulCases(std::vector<OpCase>& cases) {
   struct Shape {
     int64_t k, out, n;
@@ -522,23 +545,12 @@ void AddActivationCases(std::vector<OpCase>& cases) {
     (*l)[3 * n_expert + 0] = (*l)[3 * n_expert + 7] = 5.0f;
     OpCase c{absl::StrCat("RouterTopK n=4 ", g.name, " (ids as floats, then weights)"), kNmseF32,
              kRelF32, nullptr, nullptr};
-    c.run = [=](Backend& be) {
-      DeviceData d(be);
-      int32_t* ids = d.Ints(std::vector<int32_t>(n * k, -1));
-      float* w = d.Zeros(n * k);
-      be.RouterTopK(ConstMat(d.Floats(*l), n, n_expert), k, gating, ids, w);
-      std::vector<float> out;
-      for (int32_t id : d.ReadInts(ids, n * k)) out.push_back(static_cast<float>(id));
-      for (float f : d.Read(w, n * k)) out.push_back(f);
-      return out;
-    };
+    c.run = [=](Backend& be) { return RunRouterTopK(be, *l, n, k, gating, {}); };
     c.reference = [=] {
       std::vector<int32_t> ids;
       std::vector<double> w;
       ref::RouterTopK(*l, n, n_expert, k, gating.normalize, gating.scale, &ids, &w);
-      std::vector<double> out(ids.begin(), ids.end());
-      out.insert(out.end(), w.begin(), w.end());
-      return out;
+      return IdsThenWeights(ids, w);
     };
     cases.push_back(std::move(c));
   }
@@ -576,26 +588,13 @@ void AddActivationCases(std::vector<OpCase>& cases) {
     if (g.bias) (*bias)[5] = (*bias)[2];
     OpCase c{absl::StrCat("RouterTopK sigmoid n=4 ", g.name, " (ids as floats, then weights)"),
              kNmseF32, kRelF32, nullptr, nullptr};
-    c.run = [=](Backend& be) {
-      DeviceData d(be);
-      int32_t* ids = d.Ints(std::vector<int32_t>(n * k, -1));
-      float* w = d.Zeros(n * k);
-      RouterGating on_backend = gating;
-      if (!bias->empty()) on_backend.selection_bias = d.Floats(*bias);
-      be.RouterTopK(ConstMat(d.Floats(*l), n, n_expert), k, on_backend, ids, w);
-      std::vector<float> out;
-      for (int32_t id : d.ReadInts(ids, n * k)) out.push_back(static_cast<float>(id));
-      for (float f : d.Read(w, n * k)) out.push_back(f);
-      return out;
-    };
+    c.run = [=](Backend& be) { return RunRouterTopK(be, *l, n, k, gating, *bias); };
     c.reference = [=] {
       std::vector<int32_t> ids;
       std::vector<double> w;
       ref::RouterTopKSigmoid(*l, n, n_expert, k, gating.normalize, gating.scale, gating.n_group,
                              gating.n_group_used, *bias, &ids, &w);
-      std::vector<double> out(ids.begin(), ids.end());
-      out.insert(out.end(), w.begin(), w.end());
-      return out;
+      return IdsThenWeights(ids, w);
     };
     cases.push_back(std::move(c));
   }

@@ -2,35 +2,18 @@
 // MiniMax-M2): what model_file.cpp reads from them, and the clear errors for
 // files it cannot run (a key or tensor named, never a crash).
 #include <catch2/catch.hpp>
-#include <cstdio>
-#include <filesystem>
 #include <string>
 
-#include "gguf/gguf_writer.h"
 #include "model/model_file.h"
+#include "modified_model.h"
 #include "test_paths.h"
 
 namespace odmoe {
 namespace {
 
-// Opens a copy of a fixture with `key` set to `value` (unless key is empty)
-// and the tensor `drop` left out; the error message, or "" when it opens.
 std::string OpenChanged(const std::string& fixture, const std::string& key, GgufValue value,
                         const std::string& drop = "") {
-  auto src = GgufFile::Open(test::SourcePath(fixture));
-  REQUIRE(src.ok());
-  GgufWriter w;
-  for (const auto& [k, v] : (*src)->metadata()) w.SetMetadata(k, k == key ? value : v);
-  if (!key.empty() && !(*src)->Find(key)) w.SetMetadata(key, value);
-  for (const TensorView& t : (*src)->tensors()) {
-    if (t.name != drop) REQUIRE(w.AddTensorView(t).ok());
-  }
-  const std::string path =
-      (std::filesystem::temp_directory_path() / "odmoe_sigmoid_routing_test.gguf").string();
-  REQUIRE(w.WriteFile(path).ok());
-  auto m = ModelFile::Open(path);
-  std::remove(path.c_str());  // the open file (if any) stays readable
-  return m.ok() ? std::string() : std::string(m.status().message());
+  return test::OpenModifiedModel(test::SourcePath(fixture), key, value, drop);
 }
 
 constexpr char kDeepSeek3[] = "tests/data/arch/tiny-deepseek3.gguf";
