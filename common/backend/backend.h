@@ -142,6 +142,13 @@ struct BackendWeight {
   std::unique_ptr<BackendBuffer> storage;
 };
 
+/// How the router scores each expert from its logit (GGUF
+/// `<arch>.expert_gating_func`: 1 softmax, 2 sigmoid).
+enum class RouterScore {
+  kSoftmax,  // the softmax over the experts (Mixtral ... DeepSeek-V2)
+  kSigmoid,  // sigmoid(l) per expert (DeepSeek-V3, GLM-4.5, MiniMax-M2)
+};
+
 /// How RouterTopK turns the selected logits into expert weights (the
 /// architecture table says which a model uses).
 struct RouterGating {
@@ -153,6 +160,21 @@ struct RouterGating {
   /// Multiplies every weight after the above (DeepSeek's routed scaling);
   /// 1 leaves the weights untouched.
   float scale = 1.0f;
+
+  // DeepSeek-V3's routing (score kSigmoid only; the softmax rule ignores the
+  // fields below): experts are chosen on s_e + selection_bias[e] with
+  // s_e = sigmoid(l_e), among the n_group_used best of n_group equal groups
+  // of consecutive experts (a group ranked by the sum of its two largest
+  // biased scores); an expert's weight is its unbiased s_e (normalize: over
+  // the sum of the k chosen), times scale.
+  RouterScore score = RouterScore::kSoftmax;
+  int n_group = 1;       // groups of n_expert / n_group experts (>= 2 each when limited)
+  int n_group_used = 1;  // groups kept per row; n_group_used >= n_group: no limit
+  /// The layer's correction bias (n_expert floats in backend memory, the
+  /// caller's per call: GGUF blk.N.exp_probs_b.bias); null: none.
+  const float* selection_bias = nullptr;
+  /// True when rows choose among some groups only.
+  bool group_limited() const { return n_group > 1 && n_group_used < n_group; }
 };
 
 /// Options of Backend::Attention; the defaults are plain causal attention
@@ -304,6 +326,15 @@ class Backend {
   /// normalize: w_j = e_j / (sum of the k selected e, in selection order);
   /// otherwise w_j = e_j / (sum of all n_expert e, in expert order); then
   /// w_j = w_j * scale when scale != 1.
+  /// gating.score == kSigmoid: s_e = 1 / (1 + ExpF(-l_e)), b_e = s_e +
+  /// selection_bias[e] (s_e without a bias); when group_limited(), group g's
+  /// rank is the sum of its two largest b (larger + smaller), the
+  /// n_group_used largest ranks are kept (ties: lower group) and the b of the
+  /// other groups' experts count as -inf; the k largest b are chosen (ties:
+  /// lower id); w_j = s of the chosen, ordered by descending w (ties: lower
+  /// id); normalize: w_j = w_j / (sum of the k w in that order + 1e-20f);
+  /// then w_j * scale when scale != 1. In every case ids[t*k..] are in
+  /// descending weight.
   virtual void RouterTopK(ConstMat logits, int k, RouterGating gating, int32_t* ids,
                           float* weights) = 0;
 

@@ -110,6 +110,9 @@ absl::Status DenseWeights::LoadFfn(const ModelFile& model, Backend& backend, int
   if (c.router_bias) {
     ODMOE_ASSIGN_OR_RETURN(d->router_bias, LoadFloats(backend, t.router_bias));
   }
+  if (c.router_selection_bias) {
+    ODMOE_ASSIGN_OR_RETURN(d->selection_bias, LoadFloats(backend, t.exp_probs_b));
+  }
   if (c.n_ff_shared > 0) {
     ODMOE_ASSIGN_OR_RETURN(d->shared_expert.gate, Load(backend, t.shexp_gate));
     ODMOE_ASSIGN_OR_RETURN(d->shared_expert.up, Load(backend, t.shexp_up));

@@ -31,6 +31,7 @@ struct DenseLayerWeights {
   const float* attn_output_bias = nullptr;  // n_embd floats, or nullptr
   const float* attn_sinks = nullptr;        // n_head floats (attn_sinks)
   const float* router_bias = nullptr;       // n_expert floats (router_bias)
+  const float* selection_bias = nullptr;    // n_expert floats (router_selection_bias)
   ExpertWeights shared_expert;              // n_ff_shared > 0: gate, up, down
   WeightRef shared_gate;                    // rows 1, cols n_embd (shared_gated only)
   ExpertWeights dense_ffn;                  // a layer without experts: its FFN

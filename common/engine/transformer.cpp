@@ -243,6 +243,12 @@ void Transformer::GroupedAttention(int layer) {
   AddToX(o_);
 }
 
+RouterGating Transformer::LayerGating(int layer) const {
+  RouterGating g = config_.gating;
+  g.selection_bias = weights_->layer(layer).selection_bias;  // null without one
+  return g;
+}
+
 void Transformer::RouterBlock(int layer, int32_t* ids, float* weights) {
   const DenseLayerWeights& w = weights_->layer(layer);
   const ModelConfig& c = config_;
@@ -251,7 +257,7 @@ void Transformer::RouterBlock(int layer, int32_t* ids, float* weights) {
   NormX(w.ffn_norm, h);
   backend_.MatMul(w.router, h, router);
   if (w.router_bias != nullptr) backend_.AddBias(router, w.router_bias);
-  backend_.RouterTopK(router, c.n_expert_used, c.gating, ids, weights);
+  backend_.RouterTopK(router, c.n_expert_used, LayerGating(layer), ids, weights);
 }
 
 absl::StatusOr<RoutingPlan> Transformer::RouteBlock(int layer) {
@@ -294,7 +300,7 @@ absl::Status Transformer::PredictExperts(int layer, ConstMat input, std::vector<
   const Mat logits{router, 1, c.n_expert};
   backend_.MatMul(w.router, input, logits);
   if (w.router_bias != nullptr) backend_.AddBias(logits, w.router_bias);
-  backend_.RouterTopK(logits, k, c.gating, out, weights);
+  backend_.RouterTopK(logits, k, LayerGating(layer), out, weights);
   ids->resize(static_cast<size_t>(k));
   return backend_.CopyToHost(ids->data(), out, static_cast<size_t>(k) * sizeof(int32_t));
 }

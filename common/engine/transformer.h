@@ -199,6 +199,8 @@ class Transformer {
   /// The ffn-normed input and RouterTopK's [n, k] ids / weights of `layer`
   /// into `ids` / `weights` (backend memory).
   void RouterBlock(int layer, int32_t* ids, float* weights);
+  /// The model's gating with `layer`'s correction bias (sigmoid routing).
+  RouterGating LayerGating(int layer) const;
   ConstMat moe_input() const { return {h_, rows_, config_.n_embd}; }
   Mat moe_output() const { return {moe_, rows_, config_.n_embd}; }
   /// The shared expert of `layer` (computed here, on this node, when the

@@ -102,6 +102,8 @@ std::string_view GgufTensorName(TensorRole role) {
       return "blk.{l}.attn_q_a_norm.weight";
     case TensorRole::kAttnQB:
       return "blk.{l}.attn_q_b.weight";
+    case TensorRole::kFfnExpProbsB:
+      return "blk.{l}.exp_probs_b.bias";
   }
   return "";
 }

@@ -94,6 +94,9 @@ enum class TensorRole {
   kAttnQA,       // [n_embd, q_lora_rank] (q through a low-rank bottleneck)
   kAttnQANorm,   // [q_lora_rank]
   kAttnQB,       // [q_lora_rank, n_head * (qk_nope + qk_rope)]
+  // DeepSeek-V3's routing: a per-expert bias added to the sigmoid scores for
+  // the choice only (HF e_score_correction_bias).
+  kFfnExpProbsB,  // [n_expert]
 };
 
 /// An integer hyperparameter of one architecture, "<arch>.<suffix>", read
@@ -135,6 +138,10 @@ struct ArchDesc {
   /// Routing: the top-k weights renormalised over the chosen experts unless
   /// the file says "<arch>.expert_weights_norm" (RouterGating::normalize).
   bool router_normalize = true;
+  /// The router's scores unless the file says "<arch>.expert_gating_func"
+  /// (1 softmax, 2 sigmoid: RouterGating::score). With sigmoid scores a
+  /// file's blk.N.exp_probs_b.bias and expert groups are used (model_file.cpp).
+  RouterScore router_score = RouterScore::kSoftmax;
   /// A file without experts (expert_count < 2) is refused: odmoe serves
   /// Mixture-of-Experts models only.
   bool requires_experts = true;
@@ -144,6 +151,9 @@ struct ArchDesc {
   std::string expert_ff_key = {};
   /// Keys of this architecture beyond the shared ones (model_file.cpp).
   std::vector<ArchKey> keys = {};
+  /// The q/k norms of blocks.qk_norm may be absent from a file (GLM-4.5's
+  /// use_qk_norm): decided by layer 0, every layer alike; absent: none.
+  bool qk_norm_optional = false;
   /// YaRN's `truncate` (round the correction range outward) when the file
   /// asks for YaRN; GGUF has no key for it.
   bool yarn_truncate = true;

@@ -74,6 +74,13 @@ struct ModelConfig : ArchBlocks {
   int sliding_window = 0;    // window of the sliding layers (ArchBlocks::window_layers; 0: none)
   bool attn_bias = false;    // q/k/v (and, where present, output) projections have biases
   RouterGating gating;       // how the router's logits become expert weights
+  /// The MoE layers carry blk.N.exp_probs_b.bias (sigmoid routing's
+  /// correction bias, RouterGating::selection_bias).
+  bool router_selection_bias = false;
+  /// Trailing layers of the file that predict further tokens (GLM-4.5's
+  /// NextN / MTP, `<arch>.nextn_predict_layers`): counted in block_count, not
+  /// in n_layer; odmoe neither reads nor runs them.
+  int n_layer_nextn = 0;
   ExpertLayout expert_layout = ExpertLayout::kStacked;
   bool output_tied = false;  // LM head shares token_embd (no output.weight)
   MlaShape mla;              // attention == kMla

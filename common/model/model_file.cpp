@@ -76,6 +76,35 @@ absl::Status ReadRopeScaling(const GgufFile& f, const ArchDesc& a, RopeScaling* 
   return absl::OkStatus();
 }
 
+// Sigmoid routing's expert groups (DeepSeek-V3): n_group equal groups of
+// at least two experts (a group ranks by its two best), enough experts in
+// the kept groups for the top-k, at most 64 groups (the backends' mask).
+absl::Status CheckExpertGroups(const GgufFile& f, const ArchDesc& a, const ModelConfig& c) {
+  const RouterGating& g = c.gating;
+  if (!g.group_limited()) return absl::OkStatus();
+  const std::string key = MetadataKey(a, "expert_group_count");
+  if (g.score != RouterScore::kSigmoid) {
+    return Invalid(f.path(), absl::StrFormat("group-limited routing (%d of %d expert groups) with "
+                                             "a softmax (DeepSeek-V2's group_limited_greedy) is "
+                                             "not supported; with sigmoid scores "
+                                             "(expert_gating_func 2) it is",
+                                             g.n_group_used, g.n_group));
+  }
+  const int per_group = c.n_expert / g.n_group;
+  if (g.n_group > 64 || c.n_expert % g.n_group != 0 || per_group < 2) {
+    return Invalid(f.path(), absl::StrFormat("'%s' = %d must divide expert_count %d into at most "
+                                             "64 groups of at least 2 experts",
+                                             key, g.n_group, c.n_expert));
+  }
+  if (g.n_group_used < 1 || g.n_group_used * per_group < c.n_expert_used) {
+    return Invalid(f.path(),
+                   absl::StrFormat("'%s' = %d keeps %d experts, fewer than the top-%d",
+                                   MetadataKey(a, "expert_group_used_count"), g.n_group_used,
+                                   g.n_group_used * per_group, c.n_expert_used));
+  }
+  return absl::OkStatus();
+}
+
 // How the router's logits become expert weights: the description's default
 // unless the file says otherwise; routing odmoe does not run is refused.
 absl::Status ReadRouting(const GgufFile& f, const ArchDesc& a, RouterGating* gating) {
@@ -91,22 +120,21 @@ absl::Status ReadRouting(const GgufFile& f, const ArchDesc& a, RouterGating* gat
   ODMOE_ASSIGN_OR_RETURN(gating->scale, ReadFloat(f, key("expert_weights_scale"), 0.0, 1e6, 1.0));
   if (gating->scale == 0.0f) gating->scale = 1.0f;  // converters write 0 for "none"
   // Routing variants odmoe does not run are refused, not approximated.
+  gating->score = a.router_score;
   if (f.Find(key("expert_gating_func")) != nullptr) {
     ODMOE_ASSIGN_OR_RETURN(int func, ReadInt(f, key("expert_gating_func"), 0, 16));
-    if (func != 1) {  // 1: softmax; 2: sigmoid (DeepSeek-V3)
-      return Invalid(f.path(), absl::StrFormat("'%s' = %d (sigmoid routing, DeepSeek-V3) is not "
-                                               "supported; odmoe routes with a softmax (1)",
+    if (func != 1 && func != 2) {
+      return Invalid(f.path(), absl::StrFormat("'%s' = %d is not supported (1: softmax, "
+                                               "2: sigmoid)",
                                                key("expert_gating_func"), func));
     }
+    gating->score = func == 2 ? RouterScore::kSigmoid : RouterScore::kSoftmax;
   }
   ODMOE_ASSIGN_OR_RETURN(int groups, ReadInt(f, key("expert_group_count"), 0, 4096, 1));
   ODMOE_ASSIGN_OR_RETURN(int groups_used,
                          ReadInt(f, key("expert_group_used_count"), 0, 4096, groups));
-  if (groups > 1 && groups_used < groups) {
-    return Invalid(f.path(), absl::StrFormat("group-limited routing (%d of %d expert groups, "
-                                             "DeepSeek-V2's full model) is not supported",
-                                             groups_used, groups));
-  }
+  gating->n_group = std::max(groups, 1);  // converters may write 0 for "none"
+  gating->n_group_used = groups_used;
   return absl::OkStatus();
 }
 
@@ -142,6 +170,9 @@ absl::Status ModelFile::ReadConfig() {
   auto key = [&](std::string_view suffix) { return MetadataKey(a, suffix); };
   ODMOE_ASSIGN_OR_RETURN(c.n_embd, ReadInt(f, key("embedding_length"), 1, 1 << 16));
   ODMOE_ASSIGN_OR_RETURN(c.n_layer, ReadInt(f, key("block_count"), 1, 4096));
+  ODMOE_ASSIGN_OR_RETURN(c.n_layer_nextn,
+                         ReadInt(f, key("nextn_predict_layers"), 0, c.n_layer - 1, 0));
+  c.n_layer -= c.n_layer_nextn;  // the NextN / MTP layers at the end are not run
   ODMOE_ASSIGN_OR_RETURN(c.n_head, ReadInt(f, key("attention.head_count"), 1, 4096));
   ODMOE_ASSIGN_OR_RETURN(c.n_head_kv,
                          ReadInt(f, key("attention.head_count_kv"), 1, 4096, c.n_head));
@@ -153,7 +184,9 @@ absl::Status ModelFile::ReadConfig() {
   }
   ODMOE_ASSIGN_OR_RETURN(c.n_expert, ReadInt(f, key("expert_count"), 0, 4096, 0));
   ODMOE_ASSIGN_OR_RETURN(c.n_expert_used, ReadInt(f, key("expert_used_count"), 0, 4096, 0));
-  if (c.n_embd % c.n_head != 0) {
+  // With attention.key_length the heads need not split the hidden size
+  // (GLM-4.5-Air: 96 heads of 128 over 4096).
+  if (c.n_embd % c.n_head != 0 && f.Find(key("attention.key_length")) == nullptr) {
     return Invalid(f.path(), absl::StrFormat("embedding_length %d is not a multiple of "
                                              "head_count %d",
                                              c.n_embd, c.n_head));
@@ -187,6 +220,7 @@ absl::Status ModelFile::ReadConfig() {
                                    c.n_expert, c.n_expert_used));
   }
   ODMOE_RETURN_IF_ERROR(ReadRouting(f, a, &c.gating));
+  ODMOE_RETURN_IF_ERROR(CheckExpertGroups(f, a, c));
   ODMOE_ASSIGN_OR_RETURN(c.n_dense_leading,
                          ReadInt(f, key("leading_dense_block_count"), 0, c.n_layer - 1, 0));
   if (c.n_dense_leading > 0) {
@@ -314,6 +348,15 @@ absl::Status ModelFile::BindOptionalLayerTensors(int l, LayerTensors* t) {
   ModelConfig& c = config_;
   auto name = [&](TensorRole role) { return TensorName(a, role, l); };
   const int64_t d = c.n_embd, q = c.q_width(), kv = c.kv_width();
+  if (a.qk_norm_optional && a.blocks.qk_norm != QkNorm::kNone) {  // GLM-4.5's use_qk_norm
+    const bool has = f.HasTensor(name(TensorRole::kAttnQNorm));
+    if (l == 0) c.qk_norm = has ? a.blocks.qk_norm : QkNorm::kNone;
+    if (has != (c.qk_norm != QkNorm::kNone)) {
+      return Invalid(f.path(),
+                     absl::StrFormat("layer %d %s q/k norms but layer 0 %s", l,
+                                     has ? "has" : "lacks", has ? "does not" : "has them"));
+    }
+  }
   if (c.qk_norm != QkNorm::kNone) {
     const bool per_head = c.qk_norm == QkNorm::kPerHead;
     ODMOE_ASSIGN_OR_RETURN(
@@ -348,6 +391,7 @@ absl::Status ModelFile::BindOptionalLayerTensors(int l, LayerTensors* t) {
     ODMOE_ASSIGN_OR_RETURN(t->router_bias,
                            Expect(f, name(TensorRole::kFfnGateInpBias), {c.n_expert}, true));
   }
+  ODMOE_RETURN_IF_ERROR(BindSelectionBias(l, t));
   if (c.expert_bias) {
     const int64_t ff = c.n_ff, ne = c.n_expert;
     ODMOE_ASSIGN_OR_RETURN(t->gate_exps_bias,
@@ -377,6 +421,30 @@ absl::Status ModelFile::BindOptionalLayerTensors(int l, LayerTensors* t) {
         Expect(f, gate_inp, g.n_dims == 2 ? std::vector<int64_t>{d, 1} : std::vector<int64_t>{d},
                true));
   }
+  return absl::OkStatus();
+}
+
+// Sigmoid routing's correction bias: read wherever a file has it (every MoE
+// layer alike, decided by the first); only with sigmoid scores.
+absl::Status ModelFile::BindSelectionBias(int l, LayerTensors* t) {
+  const GgufFile& f = *gguf_;
+  ModelConfig& c = config_;
+  const std::string bias = TensorName(*arch_, TensorRole::kFfnExpProbsB, l);
+  const bool has = f.HasTensor(bias);
+  if (l == c.n_dense_leading) c.router_selection_bias = has;
+  if (has != c.router_selection_bias) {
+    return Invalid(f.path(),
+                   absl::StrFormat("layer %d %s '%s' but layer %d %s", l, has ? "has" : "lacks",
+                                   bias, c.n_dense_leading, has ? "does not" : "has it"));
+  }
+  if (!has) return absl::OkStatus();
+  if (c.gating.score != RouterScore::kSigmoid) {
+    return Invalid(f.path(), absl::StrCat("'", bias,
+                                          "' (a correction bias of the expert choice) "
+                                          "is supported with sigmoid routing only ('",
+                                          MetadataKey(*arch_, "expert_gating_func"), "' = 2)"));
+  }
+  ODMOE_ASSIGN_OR_RETURN(t->exp_probs_b, Expect(f, bias, {c.n_expert}, true));
   return absl::OkStatus();
 }
 

@@ -55,6 +55,7 @@ struct LayerTensors {
   TensorView shexp_gate, shexp_up, shexp_down;  // {n_embd, n_ff_shared} x2, {n_ff_shared, n_embd}
   TensorView attn_sinks;                        // attn_sinks: F32 {n_head}
   TensorView router_bias;                       // router_bias: F32 {n_expert}
+  TensorView exp_probs_b;                       // router_selection_bias: F32 {n_expert}
   // expert_bias: F32 {n_ff, n_expert} x2, {n_embd, n_expert} (a row per expert).
   TensorView gate_exps_bias, up_exps_bias, down_exps_bias;
   // kStacked: 3-D {in, out, n_expert}; kPerExpert: empty (see per_expert).
@@ -109,6 +110,7 @@ class ModelFile {
   /// q/k norms, attention biases and the shared expert of layer `l`, as the
   /// architecture and the file have them.
   absl::Status BindOptionalLayerTensors(int l, LayerTensors* t);
+  absl::Status BindSelectionBias(int l, LayerTensors* t);
   /// Multi-head latent attention's shapes (model_mla.cpp).
   absl::Status ReadMlaConfig();
   /// Layer `l`'s attention tensors: q/k/v/output, or MLA's (model_mla.cpp).

@@ -94,10 +94,28 @@ absl::Status Build(const SynthSpec& s, GgufWriter* w) {
     w->SetMetadata(a + ".rope.dimension_count", u32(s.qk_rope));
     w->SetMetadata(a + ".expert_shared_count", u32(s.n_ff_shared / s.n_ff));
     w->SetMetadata(a + ".expert_weights_scale", GgufValue::F32(1.0f));
-    w->SetMetadata(a + ".expert_gating_func", u32(1));
+    w->SetMetadata(a + ".expert_gating_func", u32(s.sigmoid_routing ? 2 : 1));
     if (s.yarn_factor > 0) {  // 0.1 * mscale_all_dim (0.707)
       w->SetMetadata(a + ".rope.scaling.yarn_log_multiplier", GgufValue::F32(0.0707f));
     }
+  }
+  if (s.sigmoid_routing) {  // DeepSeek-V3's routing keys, as the converters write them
+    w->SetMetadata(a + ".expert_gating_func", GgufValue::U32(2));
+    w->SetMetadata(a + ".expert_weights_norm", GgufValue::Bool(true));
+    if (s.routed_scale > 0)
+      w->SetMetadata(a + ".expert_weights_scale", GgufValue::F32(s.routed_scale));
+    if (s.n_group > 0) {
+      w->SetMetadata(a + ".expert_group_count", GgufValue::U32(static_cast<uint32_t>(s.n_group)));
+      w->SetMetadata(a + ".expert_group_used_count",
+                     GgufValue::U32(static_cast<uint32_t>(s.n_group_used)));
+    }
+  }
+  if (s.rope_dims > 0 && !mla) {
+    w->SetMetadata(a + ".rope.dimension_count", GgufValue::U32(static_cast<uint32_t>(s.rope_dims)));
+  }
+  if (blocks.shared_expert && !blocks.shared_gated && !mla) {  // GLM-4.5: in expert widths
+    w->SetMetadata(a + ".expert_shared_count",
+                   GgufValue::U32(static_cast<uint32_t>(s.n_ff_shared / s.n_ff)));
   }
   if (!spec.expert_ff_key.empty()) {
     w->SetMetadata(MetadataKey(spec, spec.expert_ff_key),
@@ -189,15 +207,7 @@ absl::Status Build(const SynthSpec& s, GgufWriter* w) {
       ODMOE_RETURN_IF_ERROR(weight(b + "attn_v.weight", s.type, {d, kv}, lin(d)));
       ODMOE_RETURN_IF_ERROR(weight(b + "attn_output.weight", s.type, {q, d}, lin(q)));
     }
-    if (l < s.n_dense_leading) {  // a dense layer: its FFN, no router, no experts
-      const int64_t fd = s.n_ff_dense;
-      ODMOE_RETURN_IF_ERROR(ones(TensorName(spec, TensorRole::kFfnNorm, l), d));
-      ODMOE_RETURN_IF_ERROR(weight(b + "ffn_gate.weight", s.type, {d, fd}, lin(d)));
-      ODMOE_RETURN_IF_ERROR(weight(b + "ffn_down.weight", s.type, {fd, d}, lin(fd)));
-      ODMOE_RETURN_IF_ERROR(weight(b + "ffn_up.weight", s.type, {d, fd}, lin(d)));
-      continue;
-    }
-    if (blocks.qk_norm != QkNorm::kNone) {
+    if (blocks.qk_norm != QkNorm::kNone && !spec.qk_norm_optional) {  // optional: left out
       const bool per_head = blocks.qk_norm == QkNorm::kPerHead;
       ODMOE_RETURN_IF_ERROR(ones(b + "attn_q_norm.weight", per_head ? hd : q));
       ODMOE_RETURN_IF_ERROR(ones(b + "attn_k_norm.weight", per_head ? hd : kv));
@@ -209,6 +219,15 @@ absl::Status Build(const SynthSpec& s, GgufWriter* w) {
     }
     if (spec.attn_biases == AttnBiases::kQkvo) {
       ODMOE_RETURN_IF_ERROR(weight(b + "attn_output.bias", DType::kF32, {d}, 0.1f));
+    }
+    // The attention of a dense layer is as any other's (q/k norms and biases above).
+    if (l < s.n_dense_leading) {  // a dense layer: its FFN, no router, no experts
+      const int64_t fd = s.n_ff_dense;
+      ODMOE_RETURN_IF_ERROR(ones(TensorName(spec, TensorRole::kFfnNorm, l), d));
+      ODMOE_RETURN_IF_ERROR(weight(b + "ffn_gate.weight", s.type, {d, fd}, lin(d)));
+      ODMOE_RETURN_IF_ERROR(weight(b + "ffn_down.weight", s.type, {fd, d}, lin(fd)));
+      ODMOE_RETURN_IF_ERROR(weight(b + "ffn_up.weight", s.type, {d, fd}, lin(d)));
+      continue;
     }
     if (blocks.shared_expert && blocks.shared_gated) {
       ODMOE_RETURN_IF_ERROR(weight(b + "ffn_gate_inp_shexp.weight", DType::kF32, {d}, lin(d)));
@@ -231,6 +250,9 @@ absl::Status Build(const SynthSpec& s, GgufWriter* w) {
     }
     ODMOE_RETURN_IF_ERROR(ones(TensorName(spec, TensorRole::kFfnNorm, l), d));
     ODMOE_RETURN_IF_ERROR(weight(b + "ffn_gate_inp.weight", DType::kF32, {d, ne}, lin(d)));
+    if (s.sigmoid_routing) {
+      ODMOE_RETURN_IF_ERROR(weight(b + "exp_probs_b.bias", DType::kF32, {ne}, 0.05f));
+    }
     ODMOE_RETURN_IF_ERROR(weight(b + "ffn_gate_exps.weight", s.type, {d, ff, ne}, lin(d)));
     ODMOE_RETURN_IF_ERROR(weight(b + "ffn_down_exps.weight", s.type, {ff, d, ne}, lin(ff)));
     ODMOE_RETURN_IF_ERROR(weight(b + "ffn_up_exps.weight", s.type, {d, ff, ne}, lin(d)));
@@ -363,6 +385,64 @@ SynthSpec SynthSpec::DeepSeekV2Lite() {
   return s;
 }
 
+SynthSpec SynthSpec::DeepSeekV3Lite() {
+  SynthSpec s = DeepSeekV2Lite();
+  s.sigmoid_routing = true;
+  s.routed_scale = 2.5f;
+  s.n_group = 8;
+  s.n_group_used = 4;
+  s.name = "synthetic-deepseek-v3-lite";
+  return s;
+}
+
+SynthSpec SynthSpec::Glm45Air() {
+  SynthSpec s;
+  s.arch = "glm4moe";
+  s.n_layer = 46;
+  s.n_embd = 4096;
+  s.n_ff = 1408;
+  s.n_ff_shared = 1408;
+  s.n_dense_leading = 1;
+  s.n_ff_dense = 10944;
+  s.n_expert = 128;
+  s.n_expert_used = 8;
+  s.n_head = 96;
+  s.n_head_kv = 8;
+  s.head_dim = 128;
+  s.rope_dims = 64;
+  s.n_vocab = 151552;
+  s.n_ctx = 131072;
+  s.rope_theta = 1e6f;
+  s.rms_eps = 1e-5f;
+  s.sigmoid_routing = true;
+  s.routed_scale = 1.0f;
+  s.n_group = 1;
+  s.n_group_used = 1;
+  s.name = "synthetic-glm-4.5-air";
+  return s;
+}
+
+SynthSpec SynthSpec::MiniMaxM2() {
+  SynthSpec s;
+  s.arch = "minimax-m2";
+  s.n_layer = 62;
+  s.n_embd = 3072;
+  s.n_ff = 1536;
+  s.n_expert = 256;
+  s.n_expert_used = 8;
+  s.n_head = 48;
+  s.n_head_kv = 8;
+  s.head_dim = 128;
+  s.rope_dims = 64;
+  s.n_vocab = 200064;
+  s.n_ctx = 196608;
+  s.rope_theta = 5e6f;
+  s.rms_eps = 1e-6f;
+  s.sigmoid_routing = true;
+  s.name = "synthetic-minimax-m2";
+  return s;
+}
+
 absl::StatusOr<SynthSpec> SynthSpec::Preset(const std::string& name) {
   if (name == "mixtral-8x7b" || name == "llama") return Mixtral8x7B();
   if (name == "qwen3-30b-a3b" || name == "qwen3moe") return Qwen3_30B_A3B();
@@ -370,11 +450,14 @@ absl::StatusOr<SynthSpec> SynthSpec::Preset(const std::string& name) {
   if (name == "qwen1.5-moe-a2.7b" || name == "qwen2moe") return Qwen15MoeA27B();
   if (name == "gpt-oss-20b" || name == "gpt-oss") return GptOss20B();
   if (name == "deepseek-v2-lite" || name == "deepseek2") return DeepSeekV2Lite();
+  if (name == "deepseek-v3-lite") return DeepSeekV3Lite();
+  if (name == "glm-4.5-air" || name == "glm4moe") return Glm45Air();
+  if (name == "minimax-m2") return MiniMaxM2();
   return absl::InvalidArgumentError(absl::StrCat(
       "'", name,
       "' is not a preset (mixtral-8x7b, qwen3-30b-a3b, olmoe-1b-7b, qwen1.5-moe-a2.7b, "
-      "gpt-oss-20b, deepseek-v2-lite) or an architecture (llama, qwen3moe, olmoe, qwen2moe, "
-      "gpt-oss, deepseek2)"));
+      "gpt-oss-20b, deepseek-v2-lite, deepseek-v3-lite, glm-4.5-air, minimax-m2) or an "
+      "architecture (llama, qwen3moe, olmoe, qwen2moe, gpt-oss, deepseek2, glm4moe, minimax-m2)"));
 }
 
 absl::Status ValidateSynthSpec(const SynthSpec& s) {
@@ -414,6 +497,16 @@ absl::Status ValidateSynthSpec(const SynthSpec& s) {
                  "q8_0 needs qk_nope, kv_lora_rank, heads x v_head and the dense FFN "
                  "to be multiples of 32");
     }
+  }
+  if (s.rope_dims < 0 || s.rope_dims % 2 != 0 || s.rope_dims > s.head_size()) {
+    return bad("rope-dims", "expected an even count up to the head size");
+  }
+  if (s.sigmoid_routing && s.n_group > 1 && s.n_group_used < s.n_group &&
+      (s.n_expert % s.n_group != 0 || s.n_expert / s.n_group < 2 || s.n_group > 64 ||
+       s.n_group_used < 1 || s.n_group_used * (s.n_expert / s.n_group) < s.n_expert_used)) {
+    return bad("groups",
+               "expert groups must split the experts evenly (2 or more each, at "
+               "most 64 groups) and keep at least top-k of them");
   }
   if (s.n_embd < 2 || s.n_embd > 65536) return bad("embd", "expected 2..65536");
   if (s.n_ff < 1 || s.n_ff > 1 << 20) return bad("ff", "expected 1..1048576");

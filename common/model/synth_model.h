@@ -48,6 +48,14 @@ struct SynthSpec {
   int sliding_window = 0;         // architectures with sliding-window layers (gpt-oss)
   float yarn_factor = 0;          // > 0: YaRN RoPE scaling with this factor
   int yarn_original_context = 0;  // and this original context
+  int rope_dims = 0;              // > 0: RoPE on the first rope_dims of each head (GLM, MiniMax)
+  // Sigmoid routing (DeepSeek-V3, GLM-4.5, MiniMax-M2): expert_gating_func 2,
+  // a correction bias per layer (exp_probs_b), renormalised weights times
+  // routed_scale (> 0), n_group_used of n_group expert groups (> 1: limited).
+  bool sigmoid_routing = false;
+  float routed_scale = 0;
+  int n_group = 0;
+  int n_group_used = 0;
   int n_vocab = 512;
   int n_ctx = 512;
   float rope_theta = 10000.0f;
@@ -77,10 +85,24 @@ struct SynthSpec {
   /// attention (kv_lora_rank 512, qk 128 + 64, v 128), YaRN x40, vocabulary
   /// 102400.
   static SynthSpec DeepSeekV2Lite();
+  /// DeepSeek-V2-Lite's shapes with DeepSeek-V3's routing: sigmoid scores,
+  /// a correction bias, 8 groups of 8 experts of which 4 are searched,
+  /// renormalised, times 2.5 (a deepseek2 file, as V3 / R1 / Kimi-K2 files are).
+  static SynthSpec DeepSeekV3Lite();
+  /// GLM-4.5-Air: 46 layers (the first dense, FFN 10944), 4096, experts of
+  /// 1408, 128 experts top-8, a shared expert, 96 heads of 128 / 8 KV with
+  /// q/k/v biases, RoPE on 64 of 128, sigmoid routing with the correction
+  /// bias, vocabulary 151552 (no MTP layer).
+  static SynthSpec Glm45Air();
+  /// MiniMax-M2: 62 layers, 3072, experts of 1536, 256 experts top-8, 48
+  /// heads of 128 / 8 KV, full-row q/k norms, RoPE on 64 of 128, sigmoid
+  /// routing with the correction bias, vocabulary 200064.
+  static SynthSpec MiniMaxM2();
   /// By name: "mixtral-8x7b", "qwen3-30b-a3b", "olmoe-1b-7b",
-  /// "qwen1.5-moe-a2.7b", "gpt-oss-20b", "deepseek-v2-lite", or an
-  /// architecture name for its preset ("llama", "qwen3moe", "olmoe",
-  /// "qwen2moe", "gpt-oss", "deepseek2").
+  /// "qwen1.5-moe-a2.7b", "gpt-oss-20b", "deepseek-v2-lite",
+  /// "deepseek-v3-lite", "glm-4.5-air", "minimax-m2", or an architecture
+  /// name for its preset ("llama", "qwen3moe", "olmoe", "qwen2moe",
+  /// "gpt-oss", "deepseek2", "glm4moe", "minimax-m2").
   /// INVALID_ARGUMENT listing the names.
   static absl::StatusOr<SynthSpec> Preset(const std::string& name);
   int head_size() const { return head_dim > 0 ? head_dim : n_embd / n_head; }

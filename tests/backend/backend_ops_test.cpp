@@ -60,6 +60,10 @@ TEST_CASE("cpu Attention with sinks, sliding windows and V head sizes matches th
     CheckCpuOp(op);
   }
 }
+TEST_CASE("cpu RouterTopK with sigmoid scores and groups matches DeepSeek-V3's router",
+          "[backend]") {
+  CheckCpuOp("RouterTopK sigmoid");
+}
 TEST_CASE("cpu SwiGluOai matches transformers' clamped SwiGLU", "[backend]") {
   CheckCpuOp("SwiGluOai");
 }

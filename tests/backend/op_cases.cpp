@@ -109,6 +109,29 @@ std::vector<double> AsDoubles(const std::vector<T>& v) {
   return std::vector<double>(v.begin(), v.end());
 }
 
+/// RouterTopK on `be` over n rows of logits (with a correction bias unless
+/// it is empty): the ids as floats, then the weights.
+std::vector<float> RunRouterTopK(Backend& be, const std::vector<float>& logits, int64_t n, int k,
+                                 RouterGating gating, const std::vector<float>& bias) {
+  DeviceData d(be);
+  const int64_t n_expert = static_cast<int64_t>(logits.size()) / n;
+  int32_t* ids = d.Ints(std::vector<int32_t>(n * k, -1));
+  float* w = d.Zeros(n * k);
+  if (!bias.empty()) gating.selection_bias = d.Floats(bias);
+  be.RouterTopK(ConstMat(d.Floats(logits), n, n_expert), k, gating, ids, w);
+  std::vector<float> out;
+  for (int32_t id : d.ReadInts(ids, n * k)) out.push_back(static_cast<float>(id));
+  for (float f : d.Read(w, n * k)) out.push_back(f);
+  return out;
+}
+
+/// The reference's ids, then its weights (RunRouterTopK's order).
+std::vector<double> IdsThenWeights(const std::vector<int32_t>& ids, const std::vector<double>& w) {
+  std::vector<double> out(ids.begin(), ids.end());
+  out.insert(out.end(), w.begin(), w.end());
+  return out;
+}
+
 void AddMatMulCases(std::vector<OpCase>& cases) {
   struct Shape {
     int64_t k, out, n;
@@ -522,23 +545,56 @@ void AddActivationCases(std::vector<OpCase>& cases) {
     (*l)[3 * n_expert + 0] = (*l)[3 * n_expert + 7] = 5.0f;
     OpCase c{absl::StrCat("RouterTopK n=4 ", g.name, " (ids as floats, then weights)"), kNmseF32,
              kRelF32, nullptr, nullptr};
-    c.run = [=](Backend& be) {
-      DeviceData d(be);
-      int32_t* ids = d.Ints(std::vector<int32_t>(n * k, -1));
-      float* w = d.Zeros(n * k);
-      be.RouterTopK(ConstMat(d.Floats(*l), n, n_expert), k, gating, ids, w);
-      std::vector<float> out;
-      for (int32_t id : d.ReadInts(ids, n * k)) out.push_back(static_cast<float>(id));
-      for (float f : d.Read(w, n * k)) out.push_back(f);
-      return out;
-    };
+    c.run = [=](Backend& be) { return RunRouterTopK(be, *l, n, k, gating, {}); };
     c.reference = [=] {
       std::vector<int32_t> ids;
       std::vector<double> w;
       ref::RouterTopK(*l, n, n_expert, k, gating.normalize, gating.scale, &ids, &w);
-      std::vector<double> out(ids.begin(), ids.end());
-      out.insert(out.end(), w.begin(), w.end());
-      return out;
+      return IdsThenWeights(ids, w);
+    };
+    cases.push_back(std::move(c));
+  }
+  // DeepSeek-V3's sigmoid routing (RouterScore::kSigmoid): a correction bias,
+  // groups (DeepSeek-V3's 8 of 32 keeping 4; k beyond the kept groups' experts;
+  // one group of all), renormalised or not, scaled. Row 1 ties two biased
+  // scores (ids 2 and 5: same logit, same bias).
+  struct SigmoidGate {
+    const char* name;
+    int64_t n_expert;
+    int k;
+    bool normalize;
+    float scale;
+    int n_group, n_group_used;
+    bool bias;
+  };
+  for (const SigmoidGate& g :
+       {SigmoidGate{"experts=256 k=8 groups 4 of 8 bias scale 2.5", 256, 8, true, 2.5f, 8, 4, true},
+        SigmoidGate{"experts=16 k=4 bias (MiniMax-M2)", 16, 4, true, 1.0f, 1, 1, true},
+        SigmoidGate{"experts=16 k=6 groups 1 of 8 (k beyond them) not renormalised", 16, 6, false,
+                    1.0f, 8, 1, true},
+        SigmoidGate{"experts=32 k=4 groups 2 of 4 no bias", 32, 4, true, 1.0f, 4, 2, false},
+        SigmoidGate{"experts=64 k=8 groups 8 of 8 bias scale 1.8", 64, 8, true, 1.8f, 8, 8,
+                    true}}) {
+    const int64_t n = 4, n_expert = g.n_expert;
+    const int k = g.k;
+    RouterGating gating{g.normalize, g.scale};
+    gating.score = RouterScore::kSigmoid;
+    gating.n_group = g.n_group;
+    gating.n_group_used = g.n_group_used;
+    auto l = std::make_shared<std::vector<float>>(ref::RandomFloats(n * n_expert, 38, -4, 4));
+    auto bias = std::make_shared<std::vector<float>>(
+        g.bias ? ref::RandomFloats(n_expert, 39, -0.3f, 0.3f) : std::vector<float>{});
+    (*l)[n_expert + 5] = (*l)[n_expert + 2] = 6.0f;
+    if (g.bias) (*bias)[5] = (*bias)[2];
+    OpCase c{absl::StrCat("RouterTopK sigmoid n=4 ", g.name, " (ids as floats, then weights)"),
+             kNmseF32, kRelF32, nullptr, nullptr};
+    c.run = [=](Backend& be) { return RunRouterTopK(be, *l, n, k, gating, *bias); };
+    c.reference = [=] {
+      std::vector<int32_t> ids;
+      std::vector<double> w;
+      ref::RouterTopKSigmoid(*l, n, n_expert, k, gating.normalize, gating.scale, gating.n_group,
+                             gating.n_group_used, *bias, &ids, &w);
+      return IdsThenWeights(ids, w);
     };
     cases.push_back(std::move(c));
   }

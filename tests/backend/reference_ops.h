@@ -12,6 +12,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -277,6 +279,59 @@ inline void RouterTopK(const std::vector<float>& logits, int64_t n, int64_t n_ex
     for (double v : w) sum += v;
     for (double& v : w) v = (normalize ? v / sum : v) * scale;
     weights->insert(weights->end(), w.begin(), w.end());
+  }
+}
+
+/// DeepSeek-V3's routing as transformers' DeepseekV3TopkRouter computes it,
+/// in double: s = sigmoid(l), b = s + bias; groups ranked by the sum of
+/// their two largest b (stable: lower group on ties), the other groups'
+/// experts at -inf; the k largest b (lower id on ties); weights s of the
+/// chosen, in descending order (ties: lower id), normalised by their sum,
+/// times `scale`. bias: n_expert values or empty.
+inline void RouterTopKSigmoid(const std::vector<float>& logits, int64_t n, int64_t n_expert, int k,
+                              bool normalize, double scale, int n_group, int n_group_used,
+                              const std::vector<float>& bias, std::vector<int32_t>* ids,
+                              std::vector<double>* weights) {
+  ids->clear();
+  weights->clear();
+  const bool limited = n_group > 1 && n_group_used < n_group;
+  const int64_t per = limited ? n_expert / n_group : n_expert;
+  for (int64_t t = 0; t < n; ++t) {
+    const float* l = logits.data() + t * n_expert;
+    std::vector<double> s(static_cast<size_t>(n_expert)), b(static_cast<size_t>(n_expert));
+    for (int64_t e = 0; e < n_expert; ++e) {
+      s[e] = 1.0 / (1.0 + std::exp(-static_cast<double>(l[e])));
+      b[e] = s[e] + (bias.empty() ? 0.0 : bias[e]);
+    }
+    if (limited) {
+      std::vector<double> rank(static_cast<size_t>(n_group));
+      for (int g = 0; g < n_group; ++g) {
+        std::vector<double> v(b.begin() + g * per, b.begin() + (g + 1) * per);
+        std::sort(v.begin(), v.end(), std::greater<double>());
+        rank[g] = v[0] + v[1];
+      }
+      std::vector<int> groups(static_cast<size_t>(n_group));
+      std::iota(groups.begin(), groups.end(), 0);
+      std::stable_sort(groups.begin(), groups.end(),
+                       [&](int x, int y) { return rank[x] > rank[y]; });
+      for (int r = n_group_used; r < n_group; ++r) {
+        for (int64_t e = groups[r] * per; e < (groups[r] + 1) * per; ++e) {
+          b[e] = -std::numeric_limits<double>::infinity();
+        }
+      }
+    }
+    std::vector<int32_t> order(static_cast<size_t>(n_expert));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int32_t x, int32_t y) { return b[x] > b[y]; });
+    order.resize(static_cast<size_t>(k));
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int32_t x, int32_t y) { return s[x] > s[y] || (s[x] == s[y] && x < y); });
+    double sum = 0;
+    for (int32_t e : order) sum += s[e];
+    for (int32_t e : order) {
+      ids->push_back(e);
+      weights->push_back((normalize ? s[e] / sum : s[e]) * scale);
+    }
   }
 }
 

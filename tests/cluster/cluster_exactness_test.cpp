@@ -349,12 +349,15 @@ TEST_CASE("cluster: identical tokens with every node on the GPU", "[cluster][gpu
   // The architectures of the table: their main-node layer code (latent
   // attention, dense layers, shared experts, sinks, windows, YaRN) and their
   // experts on the GPU, against the single process on the CPU.
-  for (const auto& [file, workers] : std::vector<std::pair<const char*, int>>{
-           {"tests/data/arch/tiny-qwen3moe.gguf", 8},
-           {"tests/data/arch/tiny-qwen2moe.gguf", 4},
-           {"tests/data/arch/tiny-gpt-oss.gguf", 4},
-           {"tests/data/arch/tiny-deepseek2.gguf", 6},
-           {"tests/data/arch/tiny-deepseek2-qlora.gguf", 6}}) {
+  for (const auto& [file, workers] :
+       std::vector<std::pair<const char*, int>>{{"tests/data/arch/tiny-qwen3moe.gguf", 8},
+                                                {"tests/data/arch/tiny-qwen2moe.gguf", 4},
+                                                {"tests/data/arch/tiny-gpt-oss.gguf", 4},
+                                                {"tests/data/arch/tiny-deepseek2.gguf", 6},
+                                                {"tests/data/arch/tiny-deepseek2-qlora.gguf", 6},
+                                                {"tests/data/arch/tiny-deepseek3.gguf", 4},
+                                                {"tests/data/arch/tiny-glm4moe.gguf", 4},
+                                                {"tests/data/arch/tiny-minimax-m2.gguf", 4}}) {
     ClusterConfig cfg;
     cfg.backend = "cuda:0";
     cfg.model = SourcePath(file);
@@ -406,17 +409,22 @@ TEST_CASE("cluster: identical tokens for every architecture of the table", "[clu
   // workers; sinks, sliding windows, YaRN and the router bias on the main node),
   // DeepSeek-V2 (top-6 of 16; latent attention, its latent KV cache sent to
   // the shadow as K rows only, the dense first layer and the shared experts on
-  // the main node).
+  // the main node), and the sigmoid-routed ones, top-4 of 16 (the correction
+  // bias and expert groups in the main node's router): DeepSeek-V3, GLM-4.5
+  // (q/k/v biases, partial RoPE, a dense layer, a shared expert, a NextN layer
+  // in the file) and MiniMax-M2 (full-row q/k norms, partial RoPE).
   struct Arch {
     const char* file;
     int workers;
   };
   for (const Arch& a :
        {Arch{"tests/data/arch/tiny-qwen3moe.gguf", 8}, Arch{"tests/data/arch/tiny-olmoe.gguf", 8},
-        Arch{"tests/data/arch/tiny-qwen2moe.gguf", 8},
-        Arch{"tests/data/arch/tiny-gpt-oss.gguf", 4},
+        Arch{"tests/data/arch/tiny-qwen2moe.gguf", 8}, Arch{"tests/data/arch/tiny-gpt-oss.gguf", 4},
         Arch{"tests/data/arch/tiny-deepseek2.gguf", 6},
-        Arch{"tests/data/arch/tiny-deepseek2-qlora.gguf", 6}}) {
+        Arch{"tests/data/arch/tiny-deepseek2-qlora.gguf", 6},
+        Arch{"tests/data/arch/tiny-deepseek3.gguf", 4},
+        Arch{"tests/data/arch/tiny-glm4moe.gguf", 4},
+        Arch{"tests/data/arch/tiny-minimax-m2.gguf", 4}}) {
     ClusterConfig shadow;  // aligned shadow, prefill in mini-batches of 3
     shadow.model = SourcePath(a.file);
     shadow.workers = a.workers;
@@ -476,6 +484,14 @@ TEST_CASE("cluster: identical tokens for the architectures on any group size", "
        WorkerMode::kOnDemand},
       {"tests/data/arch/tiny-deepseek2.gguf", 4, 2, 0, PredictionMode::kNone,
        WorkerMode::kResident},
+      // The sigmoid-routed models, top-4 of 16: DeepSeek-V3's groups on one
+      // worker with one slot, GLM-4.5 on groups of 2, MiniMax-M2 on a group of 8.
+      {"tests/data/arch/tiny-deepseek3.gguf", 2, 1, 1, PredictionMode::kNone,
+       WorkerMode::kOnDemand},
+      {"tests/data/arch/tiny-glm4moe.gguf", 4, 2, 0, PredictionMode::kShadow,
+       WorkerMode::kOnDemand},
+      {"tests/data/arch/tiny-minimax-m2.gguf", 8, 8, 0, PredictionMode::kShadow,
+       WorkerMode::kOnDemand},
   };
   for (const Case& c : cases) {
     ExpectIdenticalOnGroups({c.workers, c.group_size, c.slots, c.prediction, c.mode, 1, 5},

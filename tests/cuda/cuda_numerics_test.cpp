@@ -365,6 +365,39 @@ TEST_CASE("cuda RouterTopKRow equals the CPU's for every gating, ties to the low
   }
 }
 
+TEST_CASE("cuda RouterTopKSigmoidRow equals the CPU's with groups and a correction bias",
+          "[cuda][numerics]") {
+  CpuBackend cpu(1);
+  const int64_t n = 6, n_expert = 32;
+  const int k = 6;
+  std::vector<float> l = ref::RandomFloats(n * n_expert, 48, -4.0f, 4.0f);
+  const std::vector<float> bias = ref::RandomFloats(n_expert, 50, -0.3f, 0.3f);
+  l[n_expert + 2] = l[n_expert + 3] = 6.0f;  // a tie of biased scores needs equal biases too
+  struct Groups {
+    int n_group, n_group_used;
+    bool normalize, with_bias;
+  };
+  for (const Groups g : {Groups{8, 3, true, true}, Groups{4, 2, false, true},
+                         Groups{1, 1, true, true}, Groups{16, 1, true, false}}) {
+    INFO("groups " << g.n_group_used << " of " << g.n_group << " bias " << g.with_bias);
+    RouterGating gating{g.normalize, 2.5f};
+    gating.score = RouterScore::kSigmoid;
+    gating.n_group = g.n_group;
+    gating.n_group_used = g.n_group_used;
+    gating.selection_bias = g.with_bias ? bias.data() : nullptr;
+    std::vector<int32_t> want_ids(n * k), got_ids(n * k);
+    std::vector<float> want_w(n * k), got_w(n * k);
+    cpu.RouterTopK(ConstMat(l.data(), n, n_expert), k, gating, want_ids.data(), want_w.data());
+    for (int64_t t = 0; t < n; ++t) {
+      num::RouterTopKSigmoidRow(l.data() + t * n_expert, n_expert, k, gating.normalize,
+                                gating.scale, g.n_group, g.n_group_used, gating.selection_bias,
+                                got_ids.data() + t * k, got_w.data() + t * k);
+    }
+    CHECK(got_ids == want_ids);
+    CHECK(SameBits(got_w, want_w));
+  }
+}
+
 TEST_CASE("cuda Sigmoid equals the CPU's", "[cuda][numerics]") {
   CpuBackend cpu(1);
   std::vector<float> x = ref::RandomFloats(999, 49, -40.0f, 40.0f);

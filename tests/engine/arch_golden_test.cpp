@@ -30,8 +30,9 @@ using nlohmann::json;
 
 // The architectures whose fixtures must be present (a missing one fails).
 const std::vector<std::string>& Archs() {
-  static const std::vector<std::string> archs = {"qwen3moe", "olmoe", "qwen2moe", "gpt-oss",
-                                                "deepseek2", "deepseek2-qlora"};
+  static const std::vector<std::string> archs = {"qwen3moe",  "olmoe",     "qwen2moe",
+                                                 "gpt-oss",   "deepseek2", "deepseek2-qlora",
+                                                 "deepseek3", "glm4moe",   "minimax-m2"};
   return archs;
 }
 
@@ -64,7 +65,8 @@ TEST_CASE("arch golden: the file's configuration is transformers' configuration"
     auto engine = Engine(g);
     const ModelConfig& c = engine->model().config();
     const json& hf = g["hf_config"];
-    CHECK(arch.rfind(c.arch, 0) == 0);  // "deepseek2-qlora" is a deepseek2
+    // "deepseek2-qlora" is a deepseek2, and so is DeepSeek-V3 ("deepseek3").
+    CHECK((arch.rfind(c.arch, 0) == 0 || (arch == "deepseek3" && c.arch == "deepseek2")));
     CHECK(c.n_layer == hf["num_hidden_layers"].get<int>());
     CHECK(c.n_embd == hf["hidden_size"].get<int>());
     CHECK(c.n_head == hf["num_attention_heads"].get<int>());
@@ -94,6 +96,32 @@ TEST_CASE("arch golden: the file's configuration is transformers' configuration"
     }
     if (hf.contains("norm_topk_prob")) {
       CHECK(c.gating.normalize == hf["norm_topk_prob"].get<bool>());
+    }
+    // Sigmoid routing with the correction bias and expert groups; partial
+    // RoPE; GLM's optional q/k norms and its NextN layer (not run).
+    const bool sigmoid = arch == "deepseek3" || arch == "glm4moe" || arch == "minimax-m2";
+    CHECK((c.gating.score == RouterScore::kSigmoid) == sigmoid);
+    CHECK(c.router_selection_bias == sigmoid);
+    if (hf.contains("n_group") && sigmoid) {
+      CHECK(c.gating.n_group == hf["n_group"].get<int>());
+      CHECK(c.gating.n_group_used == hf["topk_group"].get<int>());
+    }
+    if (hf.contains("routed_scaling_factor")) {
+      CHECK(c.gating.scale == hf["routed_scaling_factor"].get<float>());
+    }
+    if (hf.contains("rope_parameters") && hf["rope_parameters"].contains("partial_rotary_factor")) {
+      CHECK(c.rope_dims ==
+            static_cast<int>(c.head_dim *
+                             hf["rope_parameters"]["partial_rotary_factor"].get<double>()));
+    }
+    if (hf.contains("use_qk_norm")) {
+      CHECK((c.qk_norm == QkNorm::kPerHead) == hf["use_qk_norm"].get<bool>());
+    }
+    if (arch == "glm4moe") {
+      CHECK(c.n_layer_nextn == hf["num_nextn_predict_layers"].get<int>());
+      CHECK(c.n_ff_shared == hf["n_shared_experts"].get<int>() * c.n_ff);
+      CHECK(c.n_dense_leading == hf["first_k_dense_replace"].get<int>());
+      CHECK(c.attn_bias);
     }
     // gpt-oss: which layers slide and by how much, the clamped SwiGLU, YaRN.
     if (hf.contains("layer_types")) {

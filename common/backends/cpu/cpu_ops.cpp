@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "cpu_kquant.h"
@@ -101,7 +102,92 @@ void CpuSoftmax(const CpuOpContext& ctx, Mat x) {
   });
 }
 
+namespace {
+
+/// Index of the largest v[i] not yet taken (strict '>': the lowest index on
+/// ties, -inf included); marks it taken.
+int64_t TakeLargest(const float* v, int64_t n, std::vector<char>& taken) {
+  int64_t best = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!taken[i] && (best < 0 || v[i] > v[best])) best = i;
+  }
+  taken[best] = 1;
+  return best;
+}
+
+/// RouterTopK's sigmoid rule (backend.h) for every row: DeepSeek-V3's
+/// biased, group-limited selection, unbiased weights in descending order.
+void CpuRouterTopKSigmoid(ConstMat logits, int k, const RouterGating& gating, int32_t* ids,
+                          float* weights) {
+  const int64_t n_expert = logits.cols;
+  const int64_t per_group = gating.group_limited() ? n_expert / gating.n_group : n_expert;
+  std::vector<float> s(static_cast<size_t>(n_expert)), b(static_cast<size_t>(n_expert));
+  std::vector<float> group_rank(static_cast<size_t>(gating.n_group));
+  std::vector<char> taken(static_cast<size_t>(n_expert));
+  std::vector<char> kept(static_cast<size_t>(gating.n_group));
+  for (int64_t t = 0; t < logits.rows; ++t) {
+    const float* l = logits.Row(t);
+    int32_t* id = ids + t * k;
+    float* wt = weights + t * k;
+    for (int64_t e = 0; e < n_expert; ++e) {
+      s[e] = 1.0f / (1.0f + ExpF(-l[e]));
+      b[e] = gating.selection_bias != nullptr ? s[e] + gating.selection_bias[e] : s[e];
+    }
+    if (gating.group_limited()) {
+      for (int g = 0; g < gating.n_group; ++g) {  // the sum of the group's two largest
+        float top1 = -std::numeric_limits<float>::infinity(), top2 = top1;
+        for (int64_t e = g * per_group; e < (g + 1) * per_group; ++e) {
+          if (b[e] > top1) {
+            top2 = top1;
+            top1 = b[e];
+          } else if (b[e] > top2) {
+            top2 = b[e];
+          }
+        }
+        group_rank[g] = top1 + top2;
+      }
+      std::fill(kept.begin(), kept.end(), 0);
+      for (int r = 0; r < gating.n_group_used; ++r) {
+        TakeLargest(group_rank.data(), gating.n_group, kept);
+      }
+      for (int g = 0; g < gating.n_group; ++g) {
+        if (kept[g]) continue;
+        std::fill(b.begin() + g * per_group, b.begin() + (g + 1) * per_group,
+                  -std::numeric_limits<float>::infinity());
+      }
+    }
+    std::fill(taken.begin(), taken.end(), 0);
+    for (int j = 0; j < k; ++j) {
+      const int64_t e = TakeLargest(b.data(), n_expert, taken);
+      // Insert by descending unbiased score (ties: lower id).
+      int p = j;
+      while (p > 0 && (s[e] > wt[p - 1] || (s[e] == wt[p - 1] && e < id[p - 1]))) {
+        id[p] = id[p - 1];
+        wt[p] = wt[p - 1];
+        --p;
+      }
+      id[p] = static_cast<int32_t>(e);
+      wt[p] = s[e];
+    }
+    if (gating.normalize) {
+      float sum = 0.0f;
+      for (int j = 0; j < k; ++j) sum += wt[j];
+      sum = sum + 1e-20f;
+      for (int j = 0; j < k; ++j) wt[j] = wt[j] / sum;
+    }
+    if (gating.scale != 1.0f) {
+      for (int j = 0; j < k; ++j) wt[j] = wt[j] * gating.scale;
+    }
+  }
+}
+
+}  // namespace
+
 void CpuRouterTopK(ConstMat logits, int k, RouterGating gating, int32_t* ids, float* weights) {
+  if (gating.score == RouterScore::kSigmoid) {
+    CpuRouterTopKSigmoid(logits, k, gating, ids, weights);
+    return;
+  }
   const int64_t n_expert = logits.cols;
   std::vector<char> taken(static_cast<size_t>(n_expert));
   for (int64_t t = 0; t < logits.rows; ++t) {

@@ -365,6 +365,83 @@ ODMOE_HD void RouterTopKRow(const float* logits, int n_expert, int k, bool norma
   }
 }
 
+/// RouterTopK's sigmoid rule (DeepSeek-V3; backend.h) of one row, as the CPU
+/// backend computes it, without scratch memory: s_e = Sigmoid(l_e) and the
+/// biased b_e = s_e + bias[e] are recomputed where needed (the same bits),
+/// the kept groups are a bit mask (n_group <= 64), the k chosen are inserted
+/// into ids / weights by descending s (ties: lower id).
+ODMOE_HD float BiasedScore(const float* logits, const float* bias, int e) {
+  const float s = 1.0f / (1.0f + ExpF(-logits[e]));
+  return bias != nullptr ? s + bias[e] : s;
+}
+
+ODMOE_HD void RouterTopKSigmoidRow(const float* logits, int n_expert, int k, bool normalize,
+                                   float scale, int n_group, int n_group_used, const float* bias,
+                                   int32_t* ids, float* weights) {
+  const bool limited = n_group > 1 && n_group_used < n_group;
+  const int per_group = limited ? n_expert / n_group : n_expert;
+  const float neg_inf = -INFINITY;
+  uint64_t kept = ~0ull;
+  if (limited) {
+    kept = 0;
+    for (int r = 0; r < n_group_used; ++r) {
+      int best = -1;
+      float best_rank = neg_inf;
+      for (int g = 0; g < n_group; ++g) {
+        if ((kept >> g) & 1ull) continue;
+        float top1 = neg_inf, top2 = neg_inf;
+        for (int e = g * per_group; e < (g + 1) * per_group; ++e) {
+          const float b = BiasedScore(logits, bias, e);
+          if (b > top1) {
+            top2 = top1;
+            top1 = b;
+          } else if (b > top2) {
+            top2 = b;
+          }
+        }
+        const float rank = top1 + top2;
+        if (best < 0 || rank > best_rank) {
+          best = g;
+          best_rank = rank;
+        }
+      }
+      kept |= 1ull << best;
+    }
+  }
+  for (int j = 0; j < k; ++j) {
+    int best = -1;
+    float best_b = neg_inf;
+    for (int e = 0; e < n_expert; ++e) {
+      bool taken = false;
+      for (int p = 0; p < j; ++p) taken = taken || ids[p] == e;
+      if (taken) continue;
+      const float b = ((kept >> (e / per_group)) & 1ull) ? BiasedScore(logits, bias, e) : neg_inf;
+      if (best < 0 || b > best_b) {
+        best = e;
+        best_b = b;
+      }
+    }
+    const float s = 1.0f / (1.0f + ExpF(-logits[best]));
+    int p = j;
+    while (p > 0 && (s > weights[p - 1] || (s == weights[p - 1] && best < ids[p - 1]))) {
+      ids[p] = ids[p - 1];
+      weights[p] = weights[p - 1];
+      --p;
+    }
+    ids[p] = best;
+    weights[p] = s;
+  }
+  if (normalize) {
+    float sum = 0.0f;
+    for (int j = 0; j < k; ++j) sum += weights[j];
+    sum = sum + 1e-20f;
+    for (int j = 0; j < k; ++j) weights[j] = weights[j] / sum;
+  }
+  if (scale != 1.0f) {
+    for (int j = 0; j < k; ++j) weights[j] = weights[j] * scale;
+  }
+}
+
 // ---- Attention ----------------------------------------------------------------
 
 /// The softmax maximum of one attention row: the scores' maximum `m`, then

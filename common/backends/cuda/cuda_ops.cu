@@ -237,6 +237,17 @@ __global__ void RouterTopKKernel(const float* __restrict__ logits, int64_t rows,
   }
 }
 
+__global__ void RouterTopKSigmoidKernel(const float* __restrict__ logits, int64_t rows,
+                                        int n_expert, int k, RouterGating gating, int32_t* ids,
+                                        float* weights) {
+  AfterPriorKernels();
+  for (int64_t t = GlobalThread(); t < rows; t += GridThreads()) {
+    num::RouterTopKSigmoidRow(logits + t * n_expert, n_expert, k, gating.normalize, gating.scale,
+                              gating.n_group, gating.n_group_used, gating.selection_bias,
+                              ids + t * k, weights + t * k);
+  }
+}
+
 __global__ void AddBiasKernel(float* x, const float* bias, int64_t cols, int64_t total) {
   AfterPriorKernels();
   for (int64_t i = GlobalThread(); i < total; i += GridThreads()) x[i] = x[i] + bias[i % cols];
@@ -411,6 +422,11 @@ cudaError_t LaunchSoftmax(cudaStream_t stream, Mat x) {
 cudaError_t LaunchRouterTopK(cudaStream_t stream, ConstMat logits, int k, RouterGating gating,
                              int32_t* ids, float* weights) {
   if (logits.rows == 0) return cudaSuccess;
+  if (gating.score == RouterScore::kSigmoid) {
+    Launch(RouterTopKSigmoidKernel, GridFor(logits.rows, 64), 64, 0, stream, logits.data,
+           logits.rows, static_cast<int>(logits.cols), k, gating, ids, weights);
+    return cudaGetLastError();
+  }
   Launch(RouterTopKKernel, GridFor(logits.rows, 64), 64, 0, stream, logits.data, logits.rows,
          static_cast<int>(logits.cols), k, gating.normalize, gating.scale, ids, weights);
   return cudaGetLastError();
