@@ -94,6 +94,18 @@ enum class TensorRole {
   kAttnQA,       // [n_embd, q_lora_rank] (q through a low-rank bottleneck)
   kAttnQANorm,   // [q_lora_rank]
   kAttnQB,       // [q_lora_rank, n_head * (qk_nope + qk_rope)]
+  // Gemma 4: the sandwich norms, the dense FFN beside the experts, the
+  // router's scales, the layer's output scale, the full layers' RoPE factors.
+  kAttnPostNorm,      // [n_embd]
+  kFfnPostNorm,       // [n_embd]
+  kFfnPostNorm1,      // [n_embd]: after the dense FFN
+  kFfnPreNorm2,       // [n_embd]: the experts' input norm
+  kFfnPostNorm2,      // [n_embd]: after the experts
+  kFfnGateInpScale,   // [n_embd]: the router's input scale
+  kFfnDownExpsScale,  // [n_expert]: a weight factor per expert
+  kLayerOutputScale,  // [1]
+  kRopeFreqs,         // [head_dim / 2] (one tensor, not per layer)
+  kFfnGateUpExps,     // [n_embd, 2 n_ff, n_expert]: gate rows, then up rows, per expert
 };
 
 /// An integer hyperparameter of one architecture, "<arch>.<suffix>", read

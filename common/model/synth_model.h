@@ -48,6 +48,13 @@ struct SynthSpec {
   int sliding_window = 0;         // architectures with sliding-window layers (gpt-oss)
   float yarn_factor = 0;          // > 0: YaRN RoPE scaling with this factor
   int yarn_original_context = 0;  // and this original context
+  // Gemma 4 (FfnLayout::kDenseBesideExperts): head_dim / n_head_kv are the
+  // sliding layers'; every window_period-th layer is full, with these.
+  int head_dim_full = 0;
+  int n_head_kv_full = 0;
+  int window_period = 0;
+  int n_ff_beside = 0;            // the dense FFN beside the experts
+  float final_logit_softcap = 0;  // > 0: final_logit_softcapping
   int n_vocab = 512;
   int n_ctx = 512;
   float rope_theta = 10000.0f;
@@ -77,8 +84,13 @@ struct SynthSpec {
   /// attention (kv_lora_rank 512, qk 128 + 64, v 128), YaRN x40, vocabulary
   /// 102400.
   static SynthSpec DeepSeekV2Lite();
+  /// gemma-4-26B-A4B: 30 layers, 2816, experts of 704 and a dense FFN of
+  /// 2112 in every layer, 128 experts top-8, 16 heads; sliding layers
+  /// (window 1024) of head 256 with 8 KV heads, every sixth layer full with
+  /// head 512 and 2 KV heads (V = K); vocabulary 262144.
+  static SynthSpec Gemma4_26B_A4B();
   /// By name: "mixtral-8x7b", "qwen3-30b-a3b", "olmoe-1b-7b",
-  /// "qwen1.5-moe-a2.7b", "gpt-oss-20b", "deepseek-v2-lite", or an
+  /// "qwen1.5-moe-a2.7b", "gpt-oss-20b", "deepseek-v2-lite", "gemma-4-26b-a4b", or an
   /// architecture name for its preset ("llama", "qwen3moe", "olmoe",
   /// "qwen2moe", "gpt-oss", "deepseek2").
   /// INVALID_ARGUMENT listing the names.

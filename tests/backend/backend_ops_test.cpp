@@ -63,6 +63,12 @@ TEST_CASE("cpu Attention with sinks, sliding windows and V head sizes matches th
 TEST_CASE("cpu SwiGluOai matches transformers' clamped SwiGLU", "[backend]") {
   CheckCpuOp("SwiGluOai");
 }
+TEST_CASE("cpu GeGlu SoftCap and Scale match their definitions (Gemma 4)", "[backend]") {
+  CheckCpuOp("GeGlu");
+  CheckCpuOp("SoftCap");
+  CheckCpuOp("Scale");
+  CheckCpuOp("Rope proportional");
+}
 
 TEST_CASE("RopeInverseFrequencies equals transformers' YaRN for the golden models' configs",
           "[backend]") {
