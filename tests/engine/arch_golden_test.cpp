@@ -418,4 +418,34 @@ TEST_CASE("arch golden: gemma4 greedy tokens routing and logits on the model", "
   WARN("gemma4: largest logit difference from transformers: " << tol.worst);
 }
 
+TEST_CASE("arch golden: gemma4 through odmoe-quantize keeps its greedy tokens", "[golden][arch]") {
+  // Q8_0 (rows too short for whole blocks stay F16): the fused gate / up
+  // experts, the dense FFN and attention quantized, norms and scales kept.
+  const json g = Golden("gemma4");
+  const std::string q8 =
+      (std::filesystem::temp_directory_path() / "odmoe-tiny-gemma4-q8_0.gguf").string();
+  QuantizeOptions opt;
+  opt.recipe = QuantRecipe::Pure(DType::kQ8_0);
+  opt.threads = 1;
+  auto report = QuantizeModelFile(test::SourcePath(g["gguf_file"].get<std::string>()), q8, opt);
+  INFO((report.ok() ? "" : std::string(report.status().message())));
+  REQUIRE(report.ok());
+  auto model = ModelFile::Open(q8);
+  REQUIRE(model.ok());
+  CHECK((*model)->config().experts_of(0).gate_type == DType::kQ8_0);
+  test::LocalForward local = test::MakeLocalForward(**model);
+  int equal = 0;
+  for (const json& gc : g["cases"]) {
+    std::vector<float> logits;
+    REQUIRE(local.tf->Forward(gc["prompt_ids"].get<std::vector<int32_t>>(), 0, *local.experts,
+                              &logits, nullptr)
+                .ok());
+    const int32_t first = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) -
+                                               logits.begin());
+    equal += first == gc["greedy_ids"][0].get<int32_t>();
+  }
+  CHECK(equal == static_cast<int>(g["cases"].size()));  // the first token of every case
+  std::filesystem::remove(q8);
+}
+
 }  // namespace odmoe

@@ -255,6 +255,7 @@ TEST_CASE("synth: gemma4 with sliding and full layers of their own shapes genera
   s.sliding_window = 4;
   s.n_ff_beside = 48;
   s.final_logit_softcap = 30.0f;
+  s.n_ctx = 128;  // the prompt's spaces are 3 byte tokens each in the synthetic vocabulary
   const std::string path = Temp("gemma4.gguf");
   REQUIRE(WriteSynthModel(s, path).ok());
   auto model = ModelFile::Open(path);
@@ -278,10 +279,11 @@ TEST_CASE("synth: gemma4 with sliding and full layers of their own shapes genera
   auto engine = ReferenceEngine::Create(path, {});
   REQUIRE(engine.ok());
   GenerateRequest req;
-  req.prompt = "any text at all, long enough to pass the window";
+  req.prompt = "any text at all, longer than the window";
   req.max_tokens = 6;
   req.ignore_eos = true;
   auto r = (*engine)->Generate(req);
+  INFO((r.ok() ? "" : std::string(r.status().message())));
   REQUIRE(r.ok());
   CHECK(r->output_ids.size() == 6);
   std::filesystem::remove(path);
