@@ -437,11 +437,12 @@ TEST_CASE("arch golden: gemma4 through odmoe-quantize keeps its greedy tokens", 
   int equal = 0;
   for (const json& gc : g["cases"]) {
     std::vector<float> logits;
-    REQUIRE(local.tf->Forward(gc["prompt_ids"].get<std::vector<int32_t>>(), 0, *local.experts,
-                              &logits, nullptr)
+    REQUIRE(local.tf
+                ->Forward(gc["prompt_ids"].get<std::vector<int32_t>>(), 0, *local.experts, &logits,
+                          nullptr)
                 .ok());
-    const int32_t first = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) -
-                                               logits.begin());
+    const int32_t first =
+        static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     equal += first == gc["greedy_ids"][0].get<int32_t>();
   }
   CHECK(equal == static_cast<int>(g["cases"].size()));  // the first token of every case
