@@ -125,14 +125,25 @@ absl::Status ShadowFollower::SendAlignment(uint64_t request, int n, int32_t toke
       const bool with_v = !kv.v_in_k();  // MLA: V is inside the K rows
       kv_k_.resize(layer_floats * c.n_layer);
       kv_v_.resize(with_v ? layer_floats * c.n_layer : 0);
+      // Rows of every layer travel kv_width() wide; a narrower layer's
+      // (Gemma 4's sliding and full layers differ) are padded with zeros.
+      auto copy_layer = [&](const Mat& cache, float* dst) -> absl::Status {
+        const int64_t wl = cache.cols;
+        if (wl == w) {
+          return transformer_.backend().CopyToHost(dst, cache.Row(first + sent),
+                                                   layer_floats * sizeof(float));
+        }
+        std::fill(dst, dst + layer_floats, 0.0f);
+        for (int r = 0; r < m; ++r) {
+          ODMOE_RETURN_IF_ERROR(transformer_.backend().CopyToHost(
+              dst + r * w, cache.Row(first + sent + r), static_cast<size_t>(wl) * sizeof(float)));
+        }
+        return absl::OkStatus();
+      };
       for (int l = 0; l < c.n_layer; ++l) {
-        ODMOE_RETURN_IF_ERROR(transformer_.backend().CopyToHost(kv_k_.data() + l * layer_floats,
-                                                                kv.k(l).Row(first + sent),
-                                                                layer_floats * sizeof(float)));
+        ODMOE_RETURN_IF_ERROR(copy_layer(kv.k(l), kv_k_.data() + l * layer_floats));
         if (!with_v) continue;
-        ODMOE_RETURN_IF_ERROR(transformer_.backend().CopyToHost(kv_v_.data() + l * layer_floats,
-                                                                kv.v(l).Row(first + sent),
-                                                                layer_floats * sizeof(float)));
+        ODMOE_RETURN_IF_ERROR(copy_layer(kv.v(l), kv_v_.data() + l * layer_floats));
       }
       v1::KvRows* rows = a->mutable_kv();
       rows->set_first_pos(static_cast<uint32_t>(first + sent));

@@ -537,9 +537,17 @@ absl::Status ShadowCore::ApplyKv(int slot, const v1::KvRows& kv) {
                               .status());
     for (int l = 0; l < c.n_layer; ++l) {
       const Mat dst = (which == 0 ? cache.k(l) : cache.v(l)).RowRange(kv.first_pos(), n);
-      ODMOE_RETURN_IF_ERROR(backend_.CopyToBackend(
-          dst.data, kv_host_.data() + static_cast<size_t>(l * n * c.kv_width()),
-          static_cast<size_t>(n * c.kv_width()) * sizeof(float)));
+      const float* src = kv_host_.data() + static_cast<size_t>(l * n * c.kv_width());
+      if (dst.cols == c.kv_width()) {
+        ODMOE_RETURN_IF_ERROR(backend_.CopyToBackend(
+            dst.data, src, static_cast<size_t>(n * c.kv_width()) * sizeof(float)));
+        continue;
+      }
+      // A narrower layer (Gemma 4): the first kv_width_of(l) floats of each row.
+      for (int64_t r = 0; r < n; ++r) {
+        ODMOE_RETURN_IF_ERROR(backend_.CopyToBackend(
+            dst.Row(r), src + r * c.kv_width(), static_cast<size_t>(dst.cols) * sizeof(float)));
+      }
     }
   }
   return absl::OkStatus();

@@ -352,6 +352,19 @@ class Backend {
   /// out = g / (1 + ExpF(-(alpha * g))) * (u + 1). gpt-oss: alpha 1.702, limit 7.
   virtual void SwiGluOai(ConstMat gate, ConstMat up, float alpha, float limit, Mat out) = 0;
 
+  /// Gemma's GeGLU, elementwise (out may alias either input):
+  /// out = gelu_tanh(gate) * up, gelu_tanh(g) = 0.5 g (1 + tanh(sqrt(2/pi)
+  /// (g + 0.044715 g^3))), tanh(y) = 1 - 2 / (ExpF(2y) + 1).
+  virtual void GeGlu(ConstMat gate, ConstMat up, Mat out) = 0;
+
+  /// x = x * factor[0], elementwise, in place (factor: one float in backend
+  /// memory: Gemma's embedding scale, a layer's output scale).
+  virtual void Scale(Mat x, const float* factor) = 0;
+
+  /// x = cap * tanh(x / cap), elementwise, in place (logit soft-capping;
+  /// tanh as GeGlu's); cap > 0.
+  virtual void SoftCap(Mat x, float cap) = 0;
+
   /// out = a + b, elementwise; out may alias either input.
   virtual void Add(ConstMat a, ConstMat b, Mat out) = 0;
 

@@ -70,6 +70,10 @@ struct RopeParams {
   float freq_base = 10000.0f;
   RopeMode mode = RopeMode::kInterleaved;
   RopeScaling scaling;
+  /// > 0: only pairs [0, rotated_pairs) rotate, the others keep their values
+  /// (inverse frequency 0; Gemma 4's "proportional" RoPE, which llama.cpp
+  /// writes as rope_freqs factors 1 and 1e30); 0: every pair rotates.
+  int rotated_pairs = 0;
 };
 
 /// transformers' default YaRN attention factor when the config gives none:
@@ -97,6 +101,9 @@ inline std::vector<double> RopeInverseFrequencies(const RopeParams& p) {
   std::vector<double> inv(static_cast<size_t>(std::max(half, 0)));
   const double base = p.freq_base;
   for (int i = 0; i < half; ++i) inv[i] = std::pow(base, -2.0 * i / p.dims);
+  if (p.rotated_pairs > 0) {
+    for (int i = p.rotated_pairs; i < half; ++i) inv[i] = 0.0;
+  }
   if (p.scaling.type != RopeScalingType::kYarn) return inv;
   const RopeScaling& s = p.scaling;
   const double pi = 3.14159265358979323846;

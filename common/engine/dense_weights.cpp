@@ -1,5 +1,7 @@
 #include "engine/dense_weights.h"
 
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 #include "util/status_macros.h"
 #include "util/step_progress.h"
@@ -32,6 +34,15 @@ absl::StatusOr<std::unique_ptr<DenseWeights>> DenseWeights::Load(const ModelFile
     ODMOE_ASSIGN_OR_RETURN(w->output_, w->Load(backend, model.output()));
   }
   ODMOE_ASSIGN_OR_RETURN(w->output_norm_, w->LoadFloats(backend, model.output_norm()));
+  const ModelConfig& c = model.config();
+  if (c.embd_scaled) {
+    ODMOE_ASSIGN_OR_RETURN(w->embd_scale_,
+                           w->UploadFloats(backend, {std::sqrt(static_cast<float>(c.n_embd))}));
+  }
+  if (c.v_norm) {
+    ODMOE_ASSIGN_OR_RETURN(w->ones_,
+                           w->UploadFloats(backend, std::vector<float>(c.head_dim, 1.0f)));
+  }
   uint64_t reported = w->copied_bytes_;
   progress.Advance(1, reported);  // the embeddings and the output head
   for (int l = 0; l < n_layer; ++l) {
@@ -41,6 +52,7 @@ absl::StatusOr<std::unique_ptr<DenseWeights>> DenseWeights::Load(const ModelFile
     ODMOE_ASSIGN_OR_RETURN(d.ffn_norm, w->LoadFloats(backend, t.ffn_norm));
     ODMOE_RETURN_IF_ERROR(w->LoadAttention(model, backend, l, &d));
     ODMOE_RETURN_IF_ERROR(w->LoadFfn(model, backend, l, &d));
+    ODMOE_RETURN_IF_ERROR(w->LoadGemmaLayer(model, backend, l, &d));
     w->layers_.push_back(std::move(d));
     progress.Advance(1, w->copied_bytes_ - reported);
     reported = w->copied_bytes_;

@@ -35,6 +35,20 @@ struct DenseLayerWeights {
   ExpertWeights shared_expert;              // n_ff_shared > 0: gate, up, down
   WeightRef shared_gate;                    // rows 1, cols n_embd (shared_gated only)
   ExpertWeights dense_ffn;                  // a layer without experts: its FFN
+  // Gemma 4's blocks (null / empty where the architecture has none):
+  const float* attn_post_norm = nullptr;  // post_norms: n_embd floats
+  const float* ffn_post_norm = nullptr;
+  // FfnLayout::kDenseBesideExperts: dense_ffn (above) runs beside the experts.
+  const float* ffn_post_norm_1 = nullptr;
+  const float* ffn_pre_norm_2 = nullptr;
+  const float* ffn_post_norm_2 = nullptr;
+  /// RouterInput::kScaledRms: ffn_gate_inp.scale / sqrt(n_embd), the weight
+  /// of the router's RMS norm (n_embd floats).
+  const float* router_input_norm = nullptr;
+  /// expert_weight_scale: one factor per expert, in host memory (applied to
+  /// the routing weights the host holds).
+  std::vector<float> expert_scale;
+  const float* layer_output_scale = nullptr;  // one float, or null
   // Multi-head latent attention (AttentionKind::kMla): attn_q (or q_a, its
   // norm and q_b with q_lora_rank), the latent projection and its norm, and
   // per head the absorbed k_b (rows kv_lora_rank, cols qk_nope) and v_b
@@ -57,12 +71,21 @@ class DenseWeights {
   const WeightRef& token_embd() const { return token_embd_; }
   const WeightRef& output() const { return output_; }
   const float* output_norm() const { return output_norm_; }
+  /// sqrt(n_embd), one float in backend memory (ArchBlocks::embd_scaled).
+  const float* embd_scale() const { return embd_scale_; }
+  /// head_dim ones in backend memory: the weight of a norm without one (v_norm).
+  const float* ones() const { return ones_; }
   const DenseLayerWeights& layer(int l) const { return layers_[static_cast<size_t>(l)]; }
 
  private:
   DenseWeights() = default;
   absl::StatusOr<WeightRef> Load(Backend& backend, const TensorView& view);
   absl::StatusOr<const float*> LoadFloats(Backend& backend, const TensorView& view);
+  /// Host floats copied into a buffer of the backend's, kept with the weights.
+  absl::StatusOr<const float*> UploadFloats(Backend& backend, const std::vector<float>& values);
+  /// Gemma 4's norms and scales of layer `l` (dense_weights_gemma.cpp).
+  absl::Status LoadGemmaLayer(const ModelFile& model, Backend& backend, int l,
+                              DenseLayerWeights* d);
   /// Layer `l`'s attention weights (q/k/v/output or MLA's), into `d`.
   absl::Status LoadAttention(const ModelFile& model, Backend& backend, int l, DenseLayerWeights* d);
   /// Layer `l`'s router, biases and shared expert, or its dense FFN.
@@ -70,6 +93,8 @@ class DenseWeights {
 
   WeightRef token_embd_, output_;
   const float* output_norm_ = nullptr;
+  const float* embd_scale_ = nullptr;
+  const float* ones_ = nullptr;
   std::vector<DenseLayerWeights> layers_;
   std::vector<std::unique_ptr<BackendBuffer>> storage_;  // device copies, if any
   uint64_t copied_bytes_ = 0;                            // bytes of those copies

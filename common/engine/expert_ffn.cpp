@@ -27,6 +27,9 @@ void Activate(Backend& backend, const ExpertWeights& w, Mat gate, Mat up) {
     case ExpertActivation::Kind::kSwiGluOai:
       backend.SwiGluOai(gate, up, w.activation.alpha, w.activation.limit, gate);
       break;
+    case ExpertActivation::Kind::kGeGlu:
+      backend.GeGlu(gate, up, gate);
+      break;
   }
 }
 

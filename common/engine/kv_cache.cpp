@@ -10,7 +10,15 @@ absl::StatusOr<KvCache> KvCache::Create(Backend& backend, const ModelConfig& con
   KvCache kv;
   kv.capacity_ = capacity;
   kv.width_ = config.kv_width();
-  const size_t per_side = static_cast<size_t>(config.n_layer) * capacity * kv.width_;
+  size_t per_side = static_cast<size_t>(config.n_layer) * capacity * kv.width_;
+  if (!config.layer_attention.empty()) {  // layers of different widths, packed
+    per_side = 0;
+    for (int l = 0; l < config.n_layer; ++l) {
+      kv.offsets_.push_back(static_cast<int64_t>(per_side));
+      kv.widths_.push_back(config.kv_width_of(l));
+      per_side += static_cast<size_t>(capacity) * config.kv_width_of(l);
+    }
+  }
   // MLA's latent cache: V is the head of every K row, nothing to store twice.
   const size_t sides = config.v_in_k() ? 1 : 2;
   ODMOE_ASSIGN_OR_RETURN(kv.buffer_, backend.Allocate(sides * per_side * sizeof(float)));

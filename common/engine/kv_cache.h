@@ -22,13 +22,22 @@ class KvCache {
   static absl::StatusOr<KvCache> Create(Backend& backend, const ModelConfig& config, int capacity);
 
   int capacity() const { return capacity_; }
-  Mat k(int layer) const { return {k_base_ + LayerOffset(layer), capacity_, width_}; }
-  Mat v(int layer) const { return {v_base_ + LayerOffset(layer), capacity_, width_}; }
+  /// Layer `layer`'s rows: ModelConfig::kv_width_of(layer) floats each
+  /// (layers may differ: Gemma 4's sliding and full layers).
+  Mat k(int layer) const { return {k_base_ + LayerOffset(layer), capacity_, WidthOf(layer)}; }
+  Mat v(int layer) const { return {v_base_ + LayerOffset(layer), capacity_, WidthOf(layer)}; }
   /// True when v(layer) is k(layer) (MLA): writers fill K only.
   bool v_in_k() const { return v_in_k_; }
 
  private:
-  int64_t LayerOffset(int layer) const { return static_cast<int64_t>(layer) * capacity_ * width_; }
+  int64_t LayerOffset(int layer) const {
+    if (!offsets_.empty()) return offsets_[static_cast<size_t>(layer)];
+    return static_cast<int64_t>(layer) * capacity_ * width_;
+  }
+  int64_t WidthOf(int layer) const {
+    return widths_.empty() ? width_ : widths_[static_cast<size_t>(layer)];
+  }
+  std::vector<int64_t> offsets_, widths_;  // per layer where widths differ; else empty
   std::unique_ptr<BackendBuffer> buffer_;
   float* k_base_ = nullptr;
   float* v_base_ = nullptr;

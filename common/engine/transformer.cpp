@@ -48,8 +48,10 @@ absl::Status Transformer::AllocateBuffers() {
   // routed ids [layers*b*k]; with a shared expert also shared_out [b*d]
   // shared_gate [b] row_index [b].
   const bool shared = config_.n_ff_shared > 0;
+  const bool beside = config_.ffn_layout == FfnLayout::kDenseBesideExperts;
   const size_t layers = static_cast<size_t>(config_.n_layer);
-  const size_t floats = b * (4 * d + 2 * qw + 2 * kvw + e + k) + v + (shared ? b * (d + 1) : 0);
+  const size_t floats = b * (4 * d + 2 * qw + 2 * kvw + e + k) + v + (shared ? b * (d + 1) : 0) +
+                        (beside ? b * d : 0);
   const size_t ints = b * (2 + k) + layers * b * k + (shared ? b : 0);
   ODMOE_ASSIGN_OR_RETURN(buffer_, backend_.Allocate((floats + ints) * 4));
   float* p = static_cast<float*>(buffer_->data());
@@ -85,11 +87,13 @@ absl::Status Transformer::AllocateBuffers() {
                            ExpertFfnScratch::Create(backend_, config_.n_ff_shared, n_batch_));
     shared_scratch_ = std::make_unique<ExpertFfnScratch>(std::move(scratch));
   }
-  if (config_.n_dense_leading > 0) {
+  if (config_.n_dense_leading > 0 || beside) {
+    const int n_ff = beside ? config_.n_ff_beside : config_.n_ff_dense;
     ODMOE_ASSIGN_OR_RETURN(ExpertFfnScratch scratch,
-                           ExpertFfnScratch::Create(backend_, config_.n_ff_dense, n_batch_));
+                           ExpertFfnScratch::Create(backend_, n_ff, n_batch_));
     dense_scratch_ = std::make_unique<ExpertFfnScratch>(std::move(scratch));
   }
+  if (beside) beside_out_ = take(b * d);
   if (config_.attention == AttentionKind::kMla) return AllocateMlaBuffers();
   return absl::OkStatus();
 }
@@ -146,6 +150,7 @@ absl::Status Transformer::BeginSegments(std::span<const int32_t> tokens,
   ODMOE_RETURN_IF_ERROR(backend_.CopyToBackend(tokens_, host_upload_.data(),
                                                (n_batch_ + n) * sizeof(int32_t)));
   backend_.GetRows(weights_->token_embd(), tokens_, Mat{x_, n, config_.n_embd});
+  if (config_.embd_scaled) backend_.Scale(Mat{x_, n, config_.n_embd}, weights_->embd_scale());
   pending_ = nullptr;  // a batch cut short by an error leaves nothing to add
   return absl::OkStatus();
 }
@@ -191,38 +196,48 @@ void Transformer::GroupedAttention(int layer) {
   const DenseLayerWeights& w = weights_->layer(layer);
   const ModelConfig& c = config_;
   const int64_t n = rows_;
+  const LayerAttention la = c.attention_of(layer);  // head size, KV heads, RoPE of this layer
+  const int hd = la.head_dim, kvw = c.kv_width_of(layer);
   const Mat h{h_, n, c.n_embd}, o{o_, n, c.n_embd};
-  const Mat q{q_, n, c.q_width()}, attn{attn_, n, c.q_width()};
+  const Mat q{q_, n, int64_t{c.n_head} * hd}, attn{attn_, n, int64_t{c.n_head} * hd};
   // One sequence writes its new K/V rows straight into its cache; several
   // write them here first, then each segment's rows go to its own slot.
   const bool one = segments_.size() == 1;
   const KvCache& first = kv_[static_cast<size_t>(segments_.front().slot)];
-  const Mat k_new =
-      one ? first.k(layer).RowRange(segments_.front().pos0, n) : Mat{k_, n, c.kv_width()};
-  const Mat v_new =
-      one ? first.v(layer).RowRange(segments_.front().pos0, n) : Mat{v_, n, c.kv_width()};
+  const Mat k_new = one ? first.k(layer).RowRange(segments_.front().pos0, n) : Mat{k_, n, kvw};
+  const Mat v_new = one ? first.v(layer).RowRange(segments_.front().pos0, n) : Mat{v_, n, kvw};
   NormX(w.attn_norm, h);
   backend_.MatMul(w.attn_q, h, q);
-  backend_.MatMulPair(w.attn_k, w.attn_v, h, k_new, v_new);
+  if (la.v_from_k) {  // V is K's projection, before K's norm and RoPE
+    backend_.MatMul(w.attn_k, h, k_new);
+    backend_.Copy(k_new, v_new);
+  } else {
+    backend_.MatMulPair(w.attn_k, w.attn_v, h, k_new, v_new);
+  }
   if (c.attn_bias) {
     backend_.AddBias(q, w.attn_q_bias);
     backend_.AddBias(k_new, w.attn_k_bias);
     backend_.AddBias(v_new, w.attn_v_bias);
   }
   if (c.qk_norm == QkNorm::kPerHead) {  // each head's row of head_dim values
-    const Mat qh{q.data, n * c.n_head, c.head_dim}, kh{k_new.data, n * c.n_head_kv, c.head_dim};
+    const Mat qh{q.data, n * c.n_head, hd}, kh{k_new.data, n * la.n_head_kv, hd};
     backend_.RmsNorm(qh, w.attn_q_norm, c.rms_eps, qh);
     backend_.RmsNorm(kh, w.attn_k_norm, c.rms_eps, kh);
   } else if (c.qk_norm == QkNorm::kFull) {
     backend_.RmsNorm(q, w.attn_q_norm, c.rms_eps, q);
     backend_.RmsNorm(k_new, w.attn_k_norm, c.rms_eps, k_new);
   }
+  if (c.v_norm) {  // each V head RMS-normed, no weight
+    const Mat vh{v_new.data, n * la.n_head_kv, hd};
+    backend_.RmsNorm(vh, weights_->ones(), c.rms_eps, vh);
+  }
   RopeParams rope;
-  rope.dims = c.rope_dims;
-  rope.freq_base = c.rope_freq_base;
+  rope.dims = la.rope_dims;
+  rope.freq_base = la.rope_freq_base;
+  rope.rotated_pairs = la.rope_pairs;
   rope.mode = c.rope_mode;
   rope.scaling = c.rope_scaling;
-  backend_.RopePair(q, k_new, c.head_dim, positions_, rope);
+  backend_.RopePair(q, k_new, hd, positions_, rope);
   const float scale = c.attn_scale;
   AttentionOptions options;
   options.sinks = w.attn_sinks;  // null without sinks
@@ -234,12 +249,13 @@ void Transformer::GroupedAttention(int layer) {
       backend_.Copy(k_new.RowRange(row, s.n), kv.k(layer).RowRange(s.pos0, s.n));
       backend_.Copy(v_new.RowRange(row, s.n), kv.v(layer).RowRange(s.pos0, s.n));
     }
-    backend_.Attention(q.RowRange(row, s.n), kv.k(layer), kv.v(layer), c.n_head, c.n_head_kv,
-                       c.head_dim, s.pos0, scale, options, attn.RowRange(row, s.n));
+    backend_.Attention(q.RowRange(row, s.n), kv.k(layer), kv.v(layer), c.n_head, la.n_head_kv, hd,
+                       s.pos0, scale, options, attn.RowRange(row, s.n));
     row += s.n;
   }
   backend_.MatMul(w.attn_output, attn, o);
   if (w.attn_output_bias != nullptr) backend_.AddBias(o, w.attn_output_bias);
+  if (w.attn_post_norm != nullptr) backend_.RmsNorm(o, w.attn_post_norm, c.rms_eps, o);
   AddToX(o_);
 }
 
@@ -254,6 +270,14 @@ void Transformer::RouterBlock(int layer, int32_t* ids, float* weights) {
   const ModelConfig& c = config_;
   const int64_t n = rows_;
   const Mat h{h_, n, c.n_embd}, router{router_, n, c.n_expert};
+  if (c.ffn_layout == FfnLayout::kDenseBesideExperts) {
+    // Gemma 4: the dense FFN now, the router's input into o, the experts' into h.
+    DenseBesideExperts(layer);
+    backend_.MatMul(w.router, ConstMat(o_, n, c.n_embd), router);
+    if (w.router_bias != nullptr) backend_.AddBias(router, w.router_bias);
+    backend_.RouterTopK(router, c.n_expert_used, c.gating, ids, weights);
+    return;
+  }
   NormX(w.ffn_norm, h);
   backend_.MatMul(w.router, h, router);
   if (w.router_bias != nullptr) backend_.AddBias(router, w.router_bias);
@@ -270,9 +294,10 @@ absl::StatusOr<RoutingPlan> Transformer::RouteBlock(int layer) {
   host_route_.resize(bk + nk);
   ODMOE_RETURN_IF_ERROR(
       backend_.CopyToHost(host_route_.data(), weights_out_, (bk + nk) * sizeof(float)));
-  host_weights_.assign(host_route_.begin(), host_route_.begin() + static_cast<int64_t>(nk));
   host_ids_.resize(nk);
   std::memcpy(host_ids_.data(), host_route_.data() + bk, nk * sizeof(int32_t));
+  if (c.expert_weight_scale) ODMOE_RETURN_IF_ERROR(ScaleExpertWeights(layer, nk));
+  host_weights_.assign(host_route_.begin(), host_route_.begin() + static_cast<int64_t>(nk));
   ODMOE_ASSIGN_OR_RETURN(RoutingPlan plan,
                          RoutingPlan::Build(host_ids_, host_weights_, k, c.n_expert));
   plan.backend_weights = weights_out_;
@@ -291,13 +316,19 @@ absl::Status Transformer::PredictExperts(int layer, ConstMat input, std::vector<
   if (candidates < 0) return absl::InvalidArgumentError("negative candidate count");
   const int k = std::min(candidates == 0 ? c.n_expert_used : candidates, c.n_expert);
   if (lookahead_ == nullptr) {
-    ODMOE_ASSIGN_OR_RETURN(lookahead_, backend_.Allocate(static_cast<size_t>(3 * c.n_expert) * 4));
+    ODMOE_ASSIGN_OR_RETURN(lookahead_,
+                           backend_.Allocate(static_cast<size_t>(3 * c.n_expert + c.n_embd) * 4));
   }
   float* router = static_cast<float*>(lookahead_->data());
   float* weights = router + c.n_expert;
   int32_t* out = reinterpret_cast<int32_t*>(weights + c.n_expert);
   const DenseLayerWeights& w = weights_->layer(layer);
   const Mat logits{router, 1, c.n_expert};
+  if (c.router_input == RouterInput::kScaledRms) {  // the router's own input norm
+    const Mat normed{reinterpret_cast<float*>(out + c.n_expert), 1, c.n_embd};
+    backend_.RmsNorm(input, w.router_input_norm, c.rms_eps, normed);
+    input = normed;
+  }
   backend_.MatMul(w.router, input, logits);
   if (w.router_bias != nullptr) backend_.AddBias(logits, w.router_bias);
   backend_.RouterTopK(logits, k, LayerGating(layer), out, weights);
@@ -320,6 +351,10 @@ absl::StatusOr<ConstMat> Transformer::KeepInput(int slot, ConstMat input) {
 }
 
 void Transformer::FinishMoe(int layer) {
+  if (config_.ffn_layout == FfnLayout::kDenseBesideExperts) {
+    FinishDenseBesideExperts(layer);
+    return;
+  }
   if (config_.n_ff_shared > 0) {
     // moe += sigmoid(h . g) * shared(h), row by row (h is still the ffn-normed input).
     const DenseLayerWeights& w = weights_->layer(layer);
@@ -351,6 +386,7 @@ void Transformer::HeadRows(std::span<const int64_t> rows, Mat out) {
   const Mat h{h_, n, c.n_embd};
   backend_.RmsNorm(in, weights_->output_norm(), c.rms_eps, h);
   backend_.MatMul(weights_->output(), h, out);
+  if (c.final_logit_softcap > 0) backend_.SoftCap(out, c.final_logit_softcap);
 }
 
 absl::Status Transformer::SegmentLogits(std::vector<float>* logits) {
@@ -419,6 +455,8 @@ absl::Status Transformer::Logits(std::vector<float>* logits) {
   const Mat h{h_, 1, c.n_embd};
   backend_.RmsNorm(last, weights_->output_norm(), c.rms_eps, h);
   backend_.MatMul(weights_->output(), h, Mat{logits_, 1, c.n_vocab});
+  if (c.final_logit_softcap > 0)
+    backend_.SoftCap(Mat{logits_, 1, c.n_vocab}, c.final_logit_softcap);
   logits->resize(static_cast<size_t>(c.n_vocab));
   return backend_.CopyToHost(logits->data(), logits_, c.n_vocab * sizeof(float));
 }
@@ -463,9 +501,11 @@ absl::Status Transformer::RunLayers(ExpertExecutor& experts, std::vector<TokenRo
     AttentionBlock(l);
     if (!config_.has_experts(l)) {
       DenseFfnBlock(l);
+      ScaleLayerOutput(l);
       continue;
     }
-    if (experts.CanRunRouted(backend_, l, rows_)) {
+    // Per-expert weight scales are applied to the routing on the host.
+    if (!config_.expert_weight_scale && experts.CanRunRouted(backend_, l, rows_)) {
       int32_t* ids = routed_ids_ + l * layer_ids;
       RouterBlock(l, ids, weights_out_);
       ODMOE_RETURN_IF_ERROR(experts.RunRouted(l, moe_input(), ids, weights_out_, k, moe_output()));
@@ -476,6 +516,7 @@ absl::Status Transformer::RunLayers(ExpertExecutor& experts, std::vector<TokenRo
     ODMOE_ASSIGN_OR_RETURN(RoutingPlan plan, RouteBlock(l));
     ODMOE_RETURN_IF_ERROR(experts.Run(l, moe_input(), plan, moe_output()));
     FinishMoe(l);
+    ScaleLayerOutput(l);
     if (routing) {
       for (int64_t t = 0; t < rows_; ++t) {
         std::copy_n(host_ids_.begin() + t * k, k,

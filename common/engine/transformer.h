@@ -223,6 +223,19 @@ class Transformer {
   /// Adds the pending residual to x now (after the last layer).
   void SettleX();
   absl::Status AllocateMlaBuffers();
+  // Gemma 4's blocks (transformer_gemma.cpp).
+  /// FfnLayout::kDenseBesideExperts, before the router: the dense FFN of the
+  /// ffn-normed x into beside_out_ (then post_ffw_norm_1), the router's
+  /// input into o_ and the experts' (pre_ffw_norm_2) into h_.
+  void DenseBesideExperts(int layer);
+  /// After the experts: moe = post_ffw_norm(post_ffw_norm_2(moe) +
+  /// beside_out_), then the residual add (pending).
+  void FinishDenseBesideExperts(int layer);
+  /// x *= the layer's output scale, where the file has one.
+  void ScaleLayerOutput(int layer);
+  /// The host's routing weights (host_route_, the first `nk`) times their
+  /// experts' scales, copied back to the backend's weights.
+  absl::Status ScaleExpertWeights(int layer, size_t nk);
   void GroupedAttention(int layer);
   /// DeepSeek-V2's attention over the latent cache (transformer_mla.cpp).
   void MlaAttention(int layer);
@@ -242,6 +255,7 @@ class Transformer {
   float *attn_ = nullptr, *o_ = nullptr, *moe_ = nullptr, *router_ = nullptr;
   float *logits_ = nullptr, *weights_out_ = nullptr;
   float *shared_out_ = nullptr, *shared_gate_ = nullptr;  // shared expert only
+  float* beside_out_ = nullptr;  // FfnLayout::kDenseBesideExperts: the dense FFN's output
   int32_t *tokens_ = nullptr, *positions_ = nullptr, *ids_out_ = nullptr;
   int32_t* routed_ids_ = nullptr;  // [n_layer][n_batch * k]: routed layers' ids, one copy a step
   int32_t* row_index_ = nullptr;   // 0, 1, ..., n_batch - 1 (shared expert only)

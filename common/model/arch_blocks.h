@@ -36,6 +36,7 @@ struct ExpertActivation {
   enum class Kind {
     kSwiGlu,     // silu(gate) * up (Backend::SwiGlu)
     kSwiGluOai,  // gpt-oss's clamped SwiGLU (Backend::SwiGluOai with alpha, limit)
+    kGeGlu,      // gelu_tanh(gate) * up (Backend::GeGlu; Gemma's "gelu_pytorch_tanh")
   };
   Kind kind = Kind::kSwiGlu;
   float alpha = 0.0f;  // kSwiGluOai only
@@ -49,6 +50,28 @@ struct ExpertActivation {
 enum class WindowLayers {
   kNone,  // every layer attends to every past position
   kEven,  // layers 0, 2, 4, ... slide; odd layers are full (gpt-oss)
+  /// The file says, one bool per layer in `<arch>.attention.sliding_window_pattern`
+  /// (Gemma 4: five sliding layers, then a full one).
+  kFromFile,
+};
+
+/// The FFN block of a layer with experts.
+enum class FfnLayout {
+  /// ffn_norm, the router and the experts (and a shared expert where the
+  /// architecture has one); the sum is the block's output.
+  kExperts,
+  /// Gemma 4: a dense FFN (ffn_gate / ffn_up / ffn_down behind ffn_norm,
+  /// then post_ffw_norm_1) beside the experts (behind pre_ffw_norm_2, then
+  /// post_ffw_norm_2); their sum goes through post_ffw_norm.
+  kDenseBesideExperts,
+};
+
+/// What the router reads.
+enum class RouterInput {
+  kFfnNorm,  // the FFN norm's output, the experts' input
+  /// Gemma 4: rms_norm(x) * ffn_gate_inp.scale / sqrt(n_embd) of the residual
+  /// stream x (no learned norm of its own).
+  kScaledRms,
 };
 
 /// The blocks of an architecture's layers. The defaults are the plain
@@ -61,8 +84,41 @@ struct ArchBlocks {
   QkNorm qk_norm = QkNorm::kNone;
   bool attn_sinks = false;  // per-head sink logits (blk.N.attn_sinks.weight) in every layer
   WindowLayers window_layers = WindowLayers::kNone;  // the window's length comes from the file
+  /// The sliding layers have a shape of their own (Gemma 4): head size
+  /// `attention.key_length_swa`, RoPE `rope.dimension_count_swa` and
+  /// `rope.freq_base_swa`; `attention.head_count_kv` may be one value per
+  /// layer. The full layers read the common keys.
+  bool window_layer_shape = false;
+  /// The full layers' RoPE rotates only the pairs whose factor in
+  /// `rope_freqs.weight` is 1 (the others, 1e30, stay as they are: Gemma 4's
+  /// "proportional" RoPE, a quarter of the pairs over the whole head).
+  bool rope_freq_factors = false;
+  /// Scores are q.k unscaled (q and k are RMS-normed: Gemma 4); false:
+  /// q.k / sqrt(head_dim).
+  bool attn_unscaled = false;
+  /// V is RMS-normed per head without a weight (Gemma 4's v_norm).
+  bool v_norm = false;
+  /// A layer without attn_v uses K's projection as V (before K's norm and
+  /// RoPE; Gemma 4's attention_k_eq_v full layers).
+  bool v_optional = false;
+
+  // The residual stream.
+  /// Token embeddings are multiplied by sqrt(n_embd) (Gemma).
+  bool embd_scaled = false;
+  /// The attention's and the FFN's outputs are RMS-normed before they join
+  /// the residual stream (post_attention_norm, post_ffw_norm: Gemma's
+  /// "sandwich" norms).
+  bool post_norms = false;
+  /// A layer's output (residual included) is multiplied by
+  /// blk.N.layer_output_scale.weight where the file has it (Gemma 4).
+  bool layer_output_scale = false;
 
   // The FFN of the layers with experts.
+  FfnLayout ffn_layout = FfnLayout::kExperts;
+  RouterInput router_input = RouterInput::kFfnNorm;
+  /// Each chosen expert's weight is multiplied by its entry of
+  /// blk.N.ffn_down_exps.scale (Gemma 4's per_expert_scale), after the top-k.
+  bool expert_weight_scale = false;
   bool router_bias = false;  // blk.N.ffn_gate_inp.bias, added to the logits before the top-k
   ExpertActivation expert_activation =
       {};                    // its constants are the architecture's (not in the GGUF)

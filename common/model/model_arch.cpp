@@ -104,6 +104,26 @@ std::string_view GgufTensorName(TensorRole role) {
       return "blk.{l}.attn_q_b.weight";
     case TensorRole::kFfnExpProbsB:
       return "blk.{l}.exp_probs_b.bias";
+    case TensorRole::kAttnPostNorm:
+      return "blk.{l}.post_attention_norm.weight";
+    case TensorRole::kFfnPostNorm:
+      return "blk.{l}.post_ffw_norm.weight";
+    case TensorRole::kFfnPostNorm1:
+      return "blk.{l}.post_ffw_norm_1.weight";
+    case TensorRole::kFfnPreNorm2:
+      return "blk.{l}.pre_ffw_norm_2.weight";
+    case TensorRole::kFfnPostNorm2:
+      return "blk.{l}.post_ffw_norm_2.weight";
+    case TensorRole::kFfnGateInpScale:
+      return "blk.{l}.ffn_gate_inp.scale";
+    case TensorRole::kFfnDownExpsScale:
+      return "blk.{l}.ffn_down_exps.scale";
+    case TensorRole::kLayerOutputScale:
+      return "blk.{l}.layer_output_scale.weight";
+    case TensorRole::kRopeFreqs:
+      return "rope_freqs.weight";
+    case TensorRole::kFfnGateUpExps:
+      return "blk.{l}.ffn_gate_up_exps.weight";
   }
   return "";
 }
@@ -184,6 +204,9 @@ absl::Status ValidateArchDesc(const ArchDesc& d) {
       return bad("keys", absl::StrCat("the fallback of '", k.suffix, "' is outside its bounds"));
     }
     window_key |= k.into == &ModelConfig::sliding_window;
+  }
+  if (d.blocks.window_layer_shape && d.blocks.window_layers == WindowLayers::kNone) {
+    return bad("blocks.window_layer_shape", "a shape of the sliding layers needs sliding layers");
   }
   if (d.blocks.window_layers != WindowLayers::kNone && !window_key) {
     return bad("keys", "sliding layers need a key read into ModelConfig::sliding_window");

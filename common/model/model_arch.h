@@ -97,6 +97,18 @@ enum class TensorRole {
   // DeepSeek-V3's routing: a per-expert bias added to the sigmoid scores for
   // the choice only (HF e_score_correction_bias).
   kFfnExpProbsB,  // [n_expert]
+  // Gemma 4: the sandwich norms, the dense FFN beside the experts, the
+  // router's scales, the layer's output scale, the full layers' RoPE factors.
+  kAttnPostNorm,      // [n_embd]
+  kFfnPostNorm,       // [n_embd]
+  kFfnPostNorm1,      // [n_embd]: after the dense FFN
+  kFfnPreNorm2,       // [n_embd]: the experts' input norm
+  kFfnPostNorm2,      // [n_embd]: after the experts
+  kFfnGateInpScale,   // [n_embd]: the router's input scale
+  kFfnDownExpsScale,  // [n_expert]: a weight factor per expert
+  kLayerOutputScale,  // [1]
+  kRopeFreqs,         // [head_dim / 2] (one tensor, not per layer)
+  kFfnGateUpExps,     // [n_embd, 2 n_ff, n_expert]: gate rows, then up rows, per expert
 };
 
 /// An integer hyperparameter of one architecture, "<arch>.<suffix>", read

@@ -10,6 +10,7 @@
 //   size_t largest = c.expert_bytes_max;            // gate + up + down, any layer
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -25,6 +26,9 @@ namespace odmoe {
 enum class ExpertLayout {
   kStacked,    // 3-D tensors blk.N.ffn_{gate,up,down}_exps (current converters)
   kPerExpert,  // 2-D tensors blk.N.ffn_{gate,up,down}.E (older converters)
+  /// 3-D blk.N.ffn_gate_up_exps {n_embd, 2 n_ff, n_expert}: each expert's
+  /// gate rows, then its up rows (Gemma 4's converter), and ffn_down_exps.
+  kStackedGateUp,
 };
 
 /// How one expert of a layer is stored in the file: the types of its three
@@ -50,6 +54,17 @@ struct MlaShape {
   int qk_rope = 0;
   int v_head = 0;
   int qk_head() const { return qk_nope + qk_rope; }
+};
+
+/// The attention shape of one layer where layers differ
+/// (ArchBlocks::window_layer_shape: Gemma 4's sliding and full layers).
+struct LayerAttention {
+  int head_dim = 0;
+  int n_head_kv = 0;
+  int rope_dims = 0;   // RopeParams::dims
+  int rope_pairs = 0;  // RopeParams::rotated_pairs (0: every pair)
+  float rope_freq_base = 10000.0f;
+  bool v_from_k = false;  // no attn_v: V is K's projection (ArchBlocks::v_optional)
 };
 
 /// ArchBlocks (the architecture's, never the file's) plus what the file says.
@@ -91,6 +106,16 @@ struct ModelConfig : ArchBlocks {
   /// experts (DeepSeek's first layer); they run on the main node.
   int n_dense_leading = 0;
   int n_ff_dense = 0;
+  /// FfnLayout::kDenseBesideExperts: the width of the dense FFN next to the
+  /// experts of every layer (`feed_forward_length`).
+  int n_ff_beside = 0;
+  /// > 0: logits = cap * tanh(logits / cap) (`final_logit_softcapping`).
+  float final_logit_softcap = 0.0f;
+  /// WindowLayers::kFromFile: 1 where a layer slides (one per layer).
+  std::vector<uint8_t> window_pattern;
+  /// window_layer_shape: every layer's attention shape (one per layer);
+  /// empty: every layer has head_dim, n_head_kv, rope_dims, rope_freq_base.
+  std::vector<LayerAttention> layer_attention;
 
   // Storage of the experts, per layer: every expert of a layer is stored
   // alike (validated at load), layers may differ (files from the common
@@ -99,7 +124,17 @@ struct ModelConfig : ArchBlocks {
   std::vector<ExpertStorage> expert_storage;  // one per layer
   size_t expert_bytes_max = 0;                // the largest expert of any layer
 
+  /// Width of q rows (the widest layer's where layers differ: buffers).
   int q_width() const { return n_head * head_dim; }
+  /// Layer `layer`'s attention shape (layer_attention, or the uniform one).
+  LayerAttention attention_of(int layer) const {
+    if (!layer_attention.empty()) return layer_attention[static_cast<size_t>(layer)];
+    return LayerAttention{head_dim, n_head_kv, rope_dims, 0, rope_freq_base, false};
+  }
+  int kv_width_of(int layer) const {
+    const LayerAttention a = attention_of(layer);
+    return a.n_head_kv * a.head_dim;
+  }
   /// True when `layer` routes to experts (false: a dense layer).
   bool has_experts(int layer) const { return layer >= n_dense_leading; }
   /// Layers with experts.
@@ -111,10 +146,18 @@ struct ModelConfig : ArchBlocks {
   int v_head_dim() const { return v_in_k() ? mla.kv_lora_rank : head_dim; }
   /// The attention window of `layer` (0: every past position).
   int window_of(int layer) const {
+    if (window_layers == WindowLayers::kFromFile) {
+      return window_pattern[static_cast<size_t>(layer)] != 0 ? sliding_window : 0;
+    }
     const bool slides = window_layers == WindowLayers::kEven && layer % 2 == 0;
     return slides ? sliding_window : 0;
   }
-  int kv_width() const { return n_head_kv * head_dim; }
+  /// K/V row width (the widest layer's where layers differ).
+  int kv_width() const {
+    int w = n_head_kv * head_dim;
+    for (const LayerAttention& a : layer_attention) w = std::max(w, a.n_head_kv * a.head_dim);
+    return w;
+  }
   /// Storage of the experts of `layer` (in [0, n_layer)).
   const ExpertStorage& experts_of(int layer) const {
     return expert_storage[static_cast<size_t>(layer)];

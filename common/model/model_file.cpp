@@ -174,8 +174,13 @@ absl::Status ModelFile::ReadConfig() {
                          ReadInt(f, key("nextn_predict_layers"), 0, c.n_layer - 1, 0));
   c.n_layer -= c.n_layer_nextn;  // the NextN / MTP layers at the end are not run
   ODMOE_ASSIGN_OR_RETURN(c.n_head, ReadInt(f, key("attention.head_count"), 1, 4096));
-  ODMOE_ASSIGN_OR_RETURN(c.n_head_kv,
-                         ReadInt(f, key("attention.head_count_kv"), 1, 4096, c.n_head));
+  const GgufValue* kv_heads = f.Find(key("attention.head_count_kv"));
+  if (c.window_layer_shape && kv_heads != nullptr && kv_heads->type() == GgufType::kArray) {
+    c.n_head_kv = c.n_head;  // one per layer: ReadWindowLayerShapes
+  } else {
+    ODMOE_ASSIGN_OR_RETURN(c.n_head_kv,
+                           ReadInt(f, key("attention.head_count_kv"), 1, 4096, c.n_head));
+  }
   ODMOE_ASSIGN_OR_RETURN(c.n_ctx_train, ReadInt(f, key("context_length"), 1, 1 << 24));
   if (!a.expert_ff_key.empty() && f.Find(key(a.expert_ff_key)) != nullptr) {
     ODMOE_ASSIGN_OR_RETURN(c.n_ff, ReadInt(f, key(a.expert_ff_key), 1, 1 << 20));
@@ -202,6 +207,9 @@ absl::Status ModelFile::ReadConfig() {
     ODMOE_ASSIGN_OR_RETURN(c.*k.into, ReadInt(f, key(k.suffix), k.min, k.max, k.fallback));
   }
   ODMOE_RETURN_IF_ERROR(ReadRopeScaling(f, a, &c.rope_scaling));
+  if (c.window_layers == WindowLayers::kFromFile || c.window_layer_shape) {
+    ODMOE_RETURN_IF_ERROR(ReadWindowLayerShapes());
+  }
   if (c.n_head % c.n_head_kv != 0) {
     return Invalid(f.path(), absl::StrFormat("head_count %d is not a multiple of head_count_kv %d",
                                              c.n_head, c.n_head_kv));
@@ -226,7 +234,10 @@ absl::Status ModelFile::ReadConfig() {
   if (c.n_dense_leading > 0) {
     ODMOE_ASSIGN_OR_RETURN(c.n_ff_dense, ReadInt(f, key("feed_forward_length"), 1, 1 << 20));
   }
-  c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  if (c.ffn_layout == FfnLayout::kDenseBesideExperts) {
+    ODMOE_ASSIGN_OR_RETURN(c.n_ff_beside, ReadInt(f, key("feed_forward_length"), 1, 1 << 20));
+  }
+  c.attn_scale = c.attn_unscaled ? 1.0f : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   if (c.attention == AttentionKind::kMla) ODMOE_RETURN_IF_ERROR(ReadMlaConfig());
   return absl::OkStatus();
 }
@@ -256,6 +267,10 @@ absl::Status ModelFile::BindTensors() {
   c.expert_layout = f.HasTensor(name(TensorRole::kFfnGateExps, c.n_dense_leading))
                         ? ExpertLayout::kStacked
                         : ExpertLayout::kPerExpert;
+  if (c.expert_layout == ExpertLayout::kPerExpert &&
+      f.HasTensor(name(TensorRole::kFfnGateUpExps, c.n_dense_leading))) {
+    c.expert_layout = ExpertLayout::kStackedGateUp;
+  }
   layers_.resize(static_cast<size_t>(c.n_layer));
   for (int l = 0; l < c.n_layer; ++l) {
     LayerTensors& t = layers_[static_cast<size_t>(l)];
@@ -264,6 +279,7 @@ absl::Status ModelFile::BindTensors() {
     ODMOE_ASSIGN_OR_RETURN(t.ffn_norm, Expect(f, name(TensorRole::kFfnNorm, l), {d}, true));
     ODMOE_RETURN_IF_ERROR(BindOptionalLayerTensors(l, &t));
     ODMOE_RETURN_IF_ERROR(BindFfnTensors(l, &t));
+    ODMOE_RETURN_IF_ERROR(BindGemmaLayerTensors(l, &t));
   }
   return CheckExpertStorage();
 }
@@ -273,10 +289,16 @@ absl::Status ModelFile::BindAttentionTensors(int l, LayerTensors* t) {
   const GgufFile& f = *gguf_;
   const ModelConfig& c = config_;
   auto name = [&](TensorRole role) { return TensorName(*arch_, role, l); };
-  const int64_t d = c.n_embd, q = c.q_width(), kv = c.kv_width();
+  const LayerAttention la = c.attention_of(l);
+  const int64_t d = c.n_embd, q = int64_t{c.n_head} * la.head_dim, kv = c.kv_width_of(l);
   ODMOE_ASSIGN_OR_RETURN(t->attn_q, Expect(f, name(TensorRole::kAttnQ), {d, q}));
   ODMOE_ASSIGN_OR_RETURN(t->attn_k, Expect(f, name(TensorRole::kAttnK), {d, kv}));
-  ODMOE_ASSIGN_OR_RETURN(t->attn_v, Expect(f, name(TensorRole::kAttnV), {d, kv}));
+  if (c.v_optional && !f.HasTensor(name(TensorRole::kAttnV))) {
+    config_.layer_attention[static_cast<size_t>(l)].v_from_k = true;  // V is K's projection
+    t->attn_v = t->attn_k;
+  } else {
+    ODMOE_ASSIGN_OR_RETURN(t->attn_v, Expect(f, name(TensorRole::kAttnV), {d, kv}));
+  }
   ODMOE_ASSIGN_OR_RETURN(t->attn_output, Expect(f, name(TensorRole::kAttnOutput), {q, d}));
   return absl::OkStatus();
 }
@@ -297,6 +319,12 @@ absl::Status ModelFile::BindFfnTensors(int l, LayerTensors* t) {
   if (c.expert_layout == ExpertLayout::kStacked) {
     ODMOE_ASSIGN_OR_RETURN(t->gate_exps, Expect(f, name(TensorRole::kFfnGateExps), {d, ff, ne}));
     ODMOE_ASSIGN_OR_RETURN(t->up_exps, Expect(f, name(TensorRole::kFfnUpExps), {d, ff, ne}));
+    ODMOE_ASSIGN_OR_RETURN(t->down_exps, Expect(f, name(TensorRole::kFfnDownExps), {ff, d, ne}));
+    return absl::OkStatus();
+  }
+  if (c.expert_layout == ExpertLayout::kStackedGateUp) {
+    ODMOE_ASSIGN_OR_RETURN(t->gate_up_exps,
+                           Expect(f, name(TensorRole::kFfnGateUpExps), {d, 2 * ff, ne}));
     ODMOE_ASSIGN_OR_RETURN(t->down_exps, Expect(f, name(TensorRole::kFfnDownExps), {ff, d, ne}));
     return absl::OkStatus();
   }
@@ -347,7 +375,8 @@ absl::Status ModelFile::BindOptionalLayerTensors(int l, LayerTensors* t) {
   const ArchDesc& a = *arch_;
   ModelConfig& c = config_;
   auto name = [&](TensorRole role) { return TensorName(a, role, l); };
-  const int64_t d = c.n_embd, q = c.q_width(), kv = c.kv_width();
+  const int head_dim = c.attention_of(l).head_dim;
+  const int64_t d = c.n_embd, q = int64_t{c.n_head} * head_dim, kv = c.kv_width_of(l);
   if (a.qk_norm_optional && a.blocks.qk_norm != QkNorm::kNone) {  // GLM-4.5's use_qk_norm
     const bool has = f.HasTensor(name(TensorRole::kAttnQNorm));
     if (l == 0) c.qk_norm = has ? a.blocks.qk_norm : QkNorm::kNone;
@@ -360,9 +389,9 @@ absl::Status ModelFile::BindOptionalLayerTensors(int l, LayerTensors* t) {
   if (c.qk_norm != QkNorm::kNone) {
     const bool per_head = c.qk_norm == QkNorm::kPerHead;
     ODMOE_ASSIGN_OR_RETURN(
-        t->attn_q_norm, Expect(f, name(TensorRole::kAttnQNorm), {per_head ? c.head_dim : q}, true));
-    ODMOE_ASSIGN_OR_RETURN(t->attn_k_norm, Expect(f, name(TensorRole::kAttnKNorm),
-                                                  {per_head ? c.head_dim : kv}, true));
+        t->attn_q_norm, Expect(f, name(TensorRole::kAttnQNorm), {per_head ? head_dim : q}, true));
+    ODMOE_ASSIGN_OR_RETURN(
+        t->attn_k_norm, Expect(f, name(TensorRole::kAttnKNorm), {per_head ? head_dim : kv}, true));
   }
   // Biases: any architecture may carry them (Qwen2-MoE does); every layer
   // alike, decided by layer 0.
@@ -453,6 +482,17 @@ ExpertTensors ModelFile::Expert(int layer, int expert) const {
   ExpertTensors x;
   if (config_.expert_layout == ExpertLayout::kPerExpert) {
     x = t.per_expert[static_cast<size_t>(expert)];
+  } else if (config_.expert_layout == ExpertLayout::kStackedGateUp) {
+    // The expert's 2 n_ff rows: gate's, then up's (whole rows: any type).
+    const TensorView both = t.gate_up_exps.Slice2D(expert);
+    const int64_t ff = config_.n_ff;
+    x.gate = both;
+    x.gate.ne[1] = ff;
+    x.gate.name = both.name + ".gate";
+    x.up = x.gate;
+    x.up.data = both.Row(ff);
+    x.up.name = both.name + ".up";
+    x.down = t.down_exps.Slice2D(expert);
   } else {
     x.gate = t.gate_exps.Slice2D(expert);
     x.up = t.up_exps.Slice2D(expert);

@@ -61,6 +61,7 @@ struct LayerTensors {
   // kStacked: 3-D {in, out, n_expert}; kPerExpert: empty (see per_expert).
   // A dense layer (ModelConfig::has_experts false) has no router and no experts.
   TensorView gate_exps, up_exps, down_exps;
+  TensorView gate_up_exps;  // kStackedGateUp: {n_embd, 2 n_ff, n_expert} (gate_exps, up_exps empty)
   std::vector<ExpertTensors> per_expert;  // kPerExpert only
   // A dense layer's FFN: {n_embd, n_ff_dense} x2, {n_ff_dense, n_embd}.
   TensorView ffn_gate, ffn_up, ffn_down;
@@ -75,6 +76,15 @@ struct LayerTensors {
   TensorView attn_q_a;        // {n_embd, q_lora_rank}
   TensorView attn_q_a_norm;   // F32 {q_lora_rank}
   TensorView attn_q_b;        // {q_lora_rank, n_head * qk_head}
+  // Gemma 4 (model_window_layers.cpp): the sandwich norms (post_norms), the
+  // dense FFN beside the experts (ffn_gate / ffn_up / ffn_down above, with
+  // n_ff_beside) and its norms, the router's input scale, the per-expert
+  // weight scale, the layer's output scale; all F32.
+  TensorView attn_post_norm, ffn_post_norm;                     // {n_embd}
+  TensorView ffn_post_norm_1, ffn_pre_norm_2, ffn_post_norm_2;  // {n_embd}
+  TensorView router_scale;                                      // {n_embd}
+  TensorView expert_scale;                                      // {n_expert}
+  TensorView layer_output_scale;                                // {1}; may be absent
 };
 
 class ModelFile {
@@ -118,6 +128,12 @@ class ModelFile {
   absl::Status BindMlaTensors(int l, LayerTensors* t);
   /// Layer `l`'s router and experts, or its dense FFN.
   absl::Status BindFfnTensors(int l, LayerTensors* t);
+  /// The sliding-layer pattern, the per-layer attention shapes and what
+  /// Gemma 4's files say beyond them (model_window_layers.cpp).
+  absl::Status ReadWindowLayerShapes();
+  /// Layer `l`'s sandwich norms, dense FFN beside the experts, router and
+  /// expert scales, output scale, as the blocks have them.
+  absl::Status BindGemmaLayerTensors(int l, LayerTensors* t);
   /// Every expert of a layer stored alike; fills ModelConfig::expert_storage.
   absl::Status CheckExpertStorage();
 

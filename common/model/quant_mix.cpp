@@ -275,6 +275,9 @@ std::vector<NamedMixTensor> MixTensorsOf(const ArchDesc& arch, const ModelConfig
       add(TensorRole::kFfnGateExps, MixRole::kFfnGate, c.n_embd, l);
       add(TensorRole::kFfnUpExps, MixRole::kFfnUp, c.n_embd, l);
       add(TensorRole::kFfnDownExps, MixRole::kFfnDown, c.n_ff, l);
+    } else if (c.expert_layout == ExpertLayout::kStackedGateUp) {
+      add(TensorRole::kFfnGateUpExps, MixRole::kFfnUp, c.n_embd, l);
+      add(TensorRole::kFfnDownExps, MixRole::kFfnDown, c.n_ff, l);
     } else {
       for (int e = 0; e < c.n_expert; ++e) {
         add(TensorRole::kFfnGateExpert, MixRole::kFfnGate, c.n_embd, l, e);

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -15,6 +16,14 @@
 #include "util/string_view.h"
 
 namespace odmoe {
+
+// Gemma 4's keys and layers (synth_gemma4.cpp).
+absl::Status AddGemma4Keys(const SynthSpec& s, GgufWriter* w);
+absl::Status AddGemma4Layer(const SynthSpec& s, int l,
+                            const std::function<absl::Status(const std::string&, DType,
+                                                             std::vector<int64_t>, float)>& weight,
+                            const std::function<absl::Status(const std::string&, int64_t)>& ones);
+
 namespace {
 
 uint64_t SplitMix(uint64_t x) {
@@ -189,8 +198,15 @@ absl::Status Build(const SynthSpec& s, GgufWriter* w) {
   };
   auto lin = [](int64_t fan_in) { return static_cast<float>(std::sqrt(3.0 / fan_in)); };
   ODMOE_RETURN_IF_ERROR(weight("token_embd.weight", s.type, {d, s.n_vocab}, 1.0f));
+  if (blocks.ffn_layout == FfnLayout::kDenseBesideExperts) {
+    ODMOE_RETURN_IF_ERROR(AddGemma4Keys(s, w));
+  }
   for (int l = 0; l < s.n_layer; ++l) {
     const std::string b = absl::StrCat("blk.", l, ".");
+    if (blocks.ffn_layout == FfnLayout::kDenseBesideExperts) {  // synth_gemma4.cpp
+      ODMOE_RETURN_IF_ERROR(AddGemma4Layer(s, l, weight, ones));
+      continue;
+    }
     ODMOE_RETURN_IF_ERROR(ones(b + "attn_norm.weight", d));
     if (mla) {
       const int64_t h = s.n_head, r = s.kv_lora_rank, qk = s.qk_nope + s.qk_rope, vh = s.v_head;
@@ -453,11 +469,13 @@ absl::StatusOr<SynthSpec> SynthSpec::Preset(const std::string& name) {
   if (name == "deepseek-v3-lite") return DeepSeekV3Lite();
   if (name == "glm-4.5-air" || name == "glm4moe") return Glm45Air();
   if (name == "minimax-m2") return MiniMaxM2();
+  if (name == "gemma-4-26b-a4b" || name == "gemma4") return Gemma4_26B_A4B();
   return absl::InvalidArgumentError(absl::StrCat(
       "'", name,
       "' is not a preset (mixtral-8x7b, qwen3-30b-a3b, olmoe-1b-7b, qwen1.5-moe-a2.7b, "
-      "gpt-oss-20b, deepseek-v2-lite, deepseek-v3-lite, glm-4.5-air, minimax-m2) or an "
-      "architecture (llama, qwen3moe, olmoe, qwen2moe, gpt-oss, deepseek2, glm4moe, minimax-m2)"));
+      "gpt-oss-20b, deepseek-v2-lite, deepseek-v3-lite, glm-4.5-air, minimax-m2, "
+      "gemma-4-26b-a4b) or an architecture (llama, qwen3moe, olmoe, qwen2moe, gpt-oss, "
+      "deepseek2, glm4moe, minimax-m2, gemma4)"));
 }
 
 absl::Status ValidateSynthSpec(const SynthSpec& s) {
@@ -507,6 +525,13 @@ absl::Status ValidateSynthSpec(const SynthSpec& s) {
     return bad("groups",
                "expert groups must split the experts evenly (2 or more each, at "
                "most 64 groups) and keep at least top-k of them");
+  }
+  if (blocks.ffn_layout == FfnLayout::kDenseBesideExperts &&
+      (s.head_dim < 2 || s.head_dim_full < 2 || s.head_dim_full % 2 != 0 || s.n_head_kv_full < 1 ||
+       s.n_head % s.n_head_kv_full != 0 || s.window_period < 1 || s.n_ff_beside < 1)) {
+    return bad("gemma4",
+               "needs the sliding and full layers' head sizes (even) and KV heads, a period "
+               "of full layers and the dense FFN's width");
   }
   if (s.n_embd < 2 || s.n_embd > 65536) return bad("embd", "expected 2..65536");
   if (s.n_ff < 1 || s.n_ff > 1 << 20) return bad("ff", "expected 1..1048576");

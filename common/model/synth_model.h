@@ -56,6 +56,13 @@ struct SynthSpec {
   float routed_scale = 0;
   int n_group = 0;
   int n_group_used = 0;
+  // Gemma 4 (FfnLayout::kDenseBesideExperts): head_dim / n_head_kv are the
+  // sliding layers'; every window_period-th layer is full, with these.
+  int head_dim_full = 0;
+  int n_head_kv_full = 0;
+  int window_period = 0;
+  int n_ff_beside = 0;            // the dense FFN beside the experts
+  float final_logit_softcap = 0;  // > 0: final_logit_softcapping
   int n_vocab = 512;
   int n_ctx = 512;
   float rope_theta = 10000.0f;
@@ -98,11 +105,16 @@ struct SynthSpec {
   /// heads of 128 / 8 KV, full-row q/k norms, RoPE on 64 of 128, sigmoid
   /// routing with the correction bias, vocabulary 200064.
   static SynthSpec MiniMaxM2();
+  /// gemma-4-26B-A4B: 30 layers, 2816, experts of 704 and a dense FFN of
+  /// 2112 in every layer, 128 experts top-8, 16 heads; sliding layers
+  /// (window 1024) of head 256 with 8 KV heads, every sixth layer full with
+  /// head 512 and 2 KV heads (V = K); vocabulary 262144.
+  static SynthSpec Gemma4_26B_A4B();
   /// By name: "mixtral-8x7b", "qwen3-30b-a3b", "olmoe-1b-7b",
   /// "qwen1.5-moe-a2.7b", "gpt-oss-20b", "deepseek-v2-lite",
-  /// "deepseek-v3-lite", "glm-4.5-air", "minimax-m2", or an architecture
-  /// name for its preset ("llama", "qwen3moe", "olmoe", "qwen2moe",
-  /// "gpt-oss", "deepseek2", "glm4moe", "minimax-m2").
+  /// "deepseek-v3-lite", "glm-4.5-air", "minimax-m2", "gemma-4-26b-a4b", or
+  /// an architecture name for its preset ("llama", "qwen3moe", "olmoe",
+  /// "qwen2moe", "gpt-oss", "deepseek2", "glm4moe", "minimax-m2", "gemma4").
   /// INVALID_ARGUMENT listing the names.
   static absl::StatusOr<SynthSpec> Preset(const std::string& name);
   int head_size() const { return head_dim > 0 ? head_dim : n_embd / n_head; }

@@ -67,6 +67,12 @@ TEST_CASE("cpu RouterTopK with sigmoid scores and groups matches DeepSeek-V3's r
 TEST_CASE("cpu SwiGluOai matches transformers' clamped SwiGLU", "[backend]") {
   CheckCpuOp("SwiGluOai");
 }
+TEST_CASE("cpu GeGlu SoftCap and Scale match their definitions (Gemma 4)", "[backend]") {
+  CheckCpuOp("GeGlu");
+  CheckCpuOp("SoftCap");
+  CheckCpuOp("Scale");
+  CheckCpuOp("Rope proportional");
+}
 
 TEST_CASE("RopeInverseFrequencies equals transformers' YaRN for the golden models' configs",
           "[backend]") {

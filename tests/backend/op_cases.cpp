@@ -359,10 +359,16 @@ void AddRopeScalingCases(std::vector<OpCase>& cases) {
   k_pe.dims = 8;
   k_pe.offset = 32;
   k_pe.freq_base = 10000.0f;
+  RopeParams proportional;  // Gemma 4's full layers: a quarter of the pairs rotate
+  proportional.dims = 64;
+  proportional.freq_base = 1000000.0f;
+  proportional.mode = RopeMode::kHalf;
+  proportional.rotated_pairs = 8;
   for (const Spec& spec :
        {Spec{"yarn half (gpt-oss) hd=64", 3, 64, gpt_oss},
         Spec{"yarn interleaved truncated offset=64 dims=32 hd=96", 4, 96, deepseek},
-        Spec{"offset=32 dims=8 hd=40 one head", 1, 40, k_pe}}) {
+        Spec{"offset=32 dims=8 hd=40 one head", 1, 40, k_pe},
+        Spec{"proportional half (gemma4) rotated_pairs=8 hd=64", 2, 64, proportional}}) {
     const int64_t n = 6, cols = spec.heads * spec.head_dim;
     const int hd = spec.head_dim;
     const RopeParams rope = spec.rope;
@@ -378,10 +384,16 @@ void AddRopeScalingCases(std::vector<OpCase>& cases) {
     c.reference = [=] {
       const RopeScaling& s = rope.scaling;
       const bool yarn = s.type == RopeScalingType::kYarn;
-      const std::vector<double> inv =
+      std::vector<double> inv =
           yarn ? ref::YarnInvFreq(rope.dims, rope.freq_base, s.factor, s.original_context,
                                   s.beta_fast, s.beta_slow, s.truncate)
                : std::vector<double>{};
+      if (rope.rotated_pairs > 0) {  // transformers' "proportional": the rest do not turn
+        inv.assign(static_cast<size_t>(rope.dims / 2), 0.0);
+        for (int i = 0; i < rope.rotated_pairs; ++i) {
+          inv[i] = std::pow(double{rope.freq_base}, -2.0 * i / rope.dims);
+        }
+      }
       return ref::Rope(*x, n, cols, hd, rope.dims, pos, rope.freq_base, rope.mode, rope.offset, inv,
                        yarn ? s.attention_factor : 1.0);
     };
@@ -522,6 +534,69 @@ void AddActivationCases(std::vector<OpCase>& cases) {
       return d.Read(ud, n * dim);
     };
     c.reference = [=] { return ref::SwiGluOai(*g, *u, 1.702f, 7.0f); };
+    cases.push_back(std::move(c));
+  }
+  {
+    // Gemma's GeGLU (gelu_pytorch_tanh(gate) * up), gates far into both tails.
+    const int64_t n = 3, dim = 700;
+    auto g = std::make_shared<std::vector<float>>(ref::RandomFloats(n * dim, 38, -12, 12));
+    auto u = std::make_shared<std::vector<float>>(ref::RandomFloats(n * dim, 39, -4, 4));
+    (*g)[0] = 0.0f;
+    (*g)[1] = 1e-4f;
+    OpCase c{"GeGlu out aliases gate", kNmseF32, kRelF32, nullptr, nullptr};
+    c.run = [=](Backend& be) {
+      DeviceData d(be);
+      float* gd = d.Floats(*g);
+      be.GeGlu(ConstMat(gd, n, dim), ConstMat(d.Floats(*u), n, dim), Mat{gd, n, dim});
+      return d.Read(gd, n * dim);
+    };
+    c.reference = [=] {
+      std::vector<double> y(g->size());
+      for (size_t i = 0; i < y.size(); ++i) {
+        const double x = (*g)[i];
+        y[i] = 0.5 * x *
+               (1.0 +
+                std::tanh(std::sqrt(2.0 / 3.14159265358979323846) * (x + 0.044715 * x * x * x))) *
+               (*u)[i];
+      }
+      return y;
+    };
+    cases.push_back(std::move(c));
+  }
+  {
+    // Logit soft-capping at 30 (Gemma 4), values well past the cap.
+    const int64_t n = 2, dim = 900;
+    auto x = std::make_shared<std::vector<float>>(ref::RandomFloats(n * dim, 40, -120, 120));
+    OpCase c{"SoftCap cap=30", kNmseF32, kRelF32, nullptr, nullptr};
+    c.run = [=](Backend& be) {
+      DeviceData d(be);
+      float* xd = d.Floats(*x);
+      be.SoftCap(Mat{xd, n, dim}, 30.0f);
+      return d.Read(xd, n * dim);
+    };
+    c.reference = [=] {
+      std::vector<double> y(x->size());
+      for (size_t i = 0; i < y.size(); ++i) y[i] = 30.0 * std::tanh((*x)[i] / 30.0);
+      return y;
+    };
+    cases.push_back(std::move(c));
+  }
+  {
+    // A factor in backend memory (Gemma's embedding and layer output scales).
+    const int64_t n = 3, dim = 500;
+    auto x = std::make_shared<std::vector<float>>(ref::RandomFloats(n * dim, 41));
+    OpCase c{"Scale by a factor in backend memory", kNmseF32, kRelF32, nullptr, nullptr};
+    c.run = [=](Backend& be) {
+      DeviceData d(be);
+      float* xd = d.Floats(*x);
+      be.Scale(Mat{xd, n, dim}, d.Floats(std::vector<float>{0.37f}));
+      return d.Read(xd, n * dim);
+    };
+    c.reference = [=] {
+      std::vector<double> y(x->size());
+      for (size_t i = 0; i < y.size(); ++i) y[i] = double{(*x)[i]} * double{0.37f};
+      return y;
+    };
     cases.push_back(std::move(c));
   }
   // Row 1 has ties (ids 2 and 5 share the top logit, 0 and 7 the next).

@@ -500,3 +500,71 @@ TEST_CASE("cluster: identical tokens for the architectures on any group size", "
 }
 
 }  // namespace odmoe::test
+
+namespace odmoe::test {
+
+TEST_CASE("cluster: identical tokens for gemma4", "[cluster][arch]") {
+  // Gemma 4's MoE layer on a synthesized file (odmoe's tokenizer does not
+  // read the vocabulary of tests/data/arch/tiny-gemma4.gguf yet; odmoe-synth
+  // writes a SentencePiece one): sliding and full layers of their own head
+  // sizes and KV heads (V = K in the full ones, their KV rows padded to the
+  // widest layer's on the way to the shadow), the dense GeGLU FFN beside the
+  // experts and the per-expert weight scales on the main node, GeGLU experts
+  // with gate and up fused in the file on the workers.
+  SynthSpec s;
+  s.arch = "gemma4";
+  s.n_layer = 4;
+  s.n_embd = 64;
+  s.n_ff = 32;
+  s.n_ff_beside = 48;
+  s.n_expert = 16;
+  s.n_expert_used = 4;
+  s.n_head = 4;
+  s.n_head_kv = 2;
+  s.head_dim = 16;
+  s.n_head_kv_full = 1;
+  s.head_dim_full = 64;  // full layers' KV rows (64) wider than the sliding ones' (32)
+  s.window_period = 2;
+  s.sliding_window = 4;
+  s.final_logit_softcap = 30.0f;
+  s.n_vocab = 300;
+  s.n_ctx = 256;
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "odmoe_cluster_gemma4.gguf").string();
+  REQUIRE(WriteSynthModel(s, path).ok());
+  ClusterConfig shadow;  // aligned shadow, prefill in mini-batches of 3
+  shadow.model = path;
+  shadow.workers = 4;
+  shadow.mini_batch = 3;
+  ExpectIdentical(shadow);
+  ClusterConfig none = shadow;
+  none.prediction = PredictionMode::kNone;
+  none.mini_batch = 16;
+  ExpectIdentical(none);
+  ClusterConfig resident = none;
+  resident.worker_mode = WorkerMode::kResident;
+  ExpectIdentical(resident);
+  ClusterConfig groups = shadow;  // groups of 2: two experts a worker
+  groups.group_size = 2;
+  ExpectIdentical(groups);
+  // Three requests decoding together with the shadow's drafts verified.
+  ClusterConfig spec = shadow;
+  spec.draft_tokens = 3;
+  spec.max_running = 3;
+  auto cluster = TestCluster::Start(spec);
+  REQUIRE(cluster.ok());
+  std::vector<GenerateRequest> reqs(Prompts().size());
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    reqs[i].prompt = Prompts()[i];
+    reqs[i].max_tokens = kTokens;
+    reqs[i].ignore_eos = true;
+  }
+  const auto got = GenerateConcurrently((*cluster)->main(), reqs);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    REQUIRE(got[i].ok());
+    CHECK(got[i]->result.output_ids == Reference(path)[i]);
+  }
+  std::filesystem::remove(path);
+}
+
+}  // namespace odmoe::test

@@ -78,6 +78,9 @@ class WaitCountingBackend final : public Backend {
   void SwiGluOai(ConstMat g, ConstMat u, float a, float l, Mat out) override {
     cpu_.SwiGluOai(g, u, a, l, out);
   }
+  void GeGlu(ConstMat g, ConstMat u, Mat out) override { cpu_.GeGlu(g, u, out); }
+  void Scale(Mat x, const float* f) override { cpu_.Scale(x, f); }
+  void SoftCap(Mat x, float cap) override { cpu_.SoftCap(x, cap); }
   void Add(ConstMat a, ConstMat b, Mat out) override { cpu_.Add(a, b, out); }
   void Copy(ConstMat src, Mat dst) override { cpu_.Copy(src, dst); }
   void CopyColumns(ConstMat src, int64_t sc, Mat dst, int64_t dc, int64_t cols) override {

@@ -142,9 +142,9 @@ namespace {
 
 // Rewrites the 2-layer fixture with one metadata key changed or one tensor
 // removed, and returns the error Open() gives.
-std::string OpenModified(const std::string& key, GgufValue value, const std::string& drop = "") {
-  const std::string why = test::OpenModifiedModel(
-      test::SourcePath("tests/data/tiny-mixtral-2layer.gguf"), key, value, drop);
+std::string OpenModified(const std::string& key, GgufValue value, const std::string& drop = "",
+                         const std::string& source = "tests/data/tiny-mixtral-2layer.gguf") {
+  const std::string why = test::OpenModifiedModel(test::SourcePath(source), key, value, drop);
   REQUIRE_FALSE(why.empty());
   return why;
 }
@@ -168,6 +168,30 @@ TEST_CASE("model: invalid model files are clear errors", "[model]") {
              Catch::Contains("blk.0.ffn_down_exps.weight"));
   auto missing = ModelFile::Open("/nonexistent/dir/model.gguf");
   CHECK(missing.status().code() == absl::StatusCode::kNotFound);
+}
+
+TEST_CASE("model: gemma4 files odmoe cannot run are clear errors", "[model]") {
+  const std::string g4 = "tests/data/arch/tiny-gemma4.gguf";
+  auto bad = [&](const std::string& key, GgufValue v, const std::string& drop = "") {
+    return OpenModified(key, std::move(v), drop, g4);
+  };
+  CHECK_THAT(bad("gemma4.embedding_length_per_layer_input", GgufValue::U32(256)),
+             Catch::Contains("per-layer embeddings"));
+  CHECK_THAT(bad("gemma4.attention.shared_kv_layers", GgufValue::U32(2)),
+             Catch::Contains("gemma4.attention.shared_kv_layers"));
+  CHECK_THAT(bad("gemma4.attention.sliding_window_pattern", GgufValue::U32(1)),
+             Catch::Contains("gemma4.attention.sliding_window_pattern"));
+  CHECK_THAT(bad("gemma4.attention.head_count_kv", GgufValue::I32Array({2, 1})),
+             Catch::Contains("gemma4.attention.head_count_kv"));
+  CHECK_THAT(bad("gemma4.attention.value_length_swa", GgufValue::U32(8)),
+             Catch::Contains("value_length_swa"));
+  CHECK_THAT(bad("", GgufValue(), "rope_freqs.weight"), Catch::Contains("rope_freqs.weight"));
+  CHECK_THAT(bad("", GgufValue(), "blk.1.ffn_gate_inp.scale"),
+             Catch::Contains("blk.1.ffn_gate_inp.scale"));
+  CHECK_THAT(bad("", GgufValue(), "blk.2.ffn_gate_up_exps.weight"),
+             Catch::Contains("blk.2.ffn_gate_up_exps.weight"));
+  CHECK_THAT(bad("", GgufValue(), "blk.0.pre_ffw_norm_2.weight"),
+             Catch::Contains("blk.0.pre_ffw_norm_2.weight"));
 }
 
 }  // namespace odmoe

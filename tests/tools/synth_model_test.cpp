@@ -241,6 +241,54 @@ TEST_CASE("synth: deepseek2 with latent attention, a dense first layer and share
   std::filesystem::remove(path);
 }
 
+TEST_CASE("synth: gemma4 with sliding and full layers of their own shapes generates",
+          "[tools][arch]") {
+  SynthSpec s = Small(DType::kF16);
+  s.arch = "gemma4";
+  s.n_layer = 4;  // sliding, full, sliding, full
+  s.n_expert = 8;
+  s.n_expert_used = 4;
+  s.head_dim = 16;
+  s.head_dim_full = 32;
+  s.n_head_kv_full = 1;
+  s.window_period = 2;
+  s.sliding_window = 4;
+  s.n_ff_beside = 48;
+  s.final_logit_softcap = 30.0f;
+  s.n_ctx = 128;  // the prompt's spaces are 3 byte tokens each in the synthetic vocabulary
+  const std::string path = Temp("gemma4.gguf");
+  REQUIRE(WriteSynthModel(s, path).ok());
+  auto model = ModelFile::Open(path);
+  INFO((model.ok() ? "" : std::string(model.status().message())));
+  REQUIRE(model.ok());
+  const ModelConfig& c = (*model)->config();
+  CHECK(c.ffn_layout == FfnLayout::kDenseBesideExperts);
+  CHECK(c.expert_layout == ExpertLayout::kStackedGateUp);
+  CHECK(c.n_ff_beside == 48);
+  CHECK(c.final_logit_softcap == 30.0f);
+  REQUIRE(c.layer_attention.size() == 4);
+  for (int l = 0; l < 4; ++l) {
+    INFO("layer " << l);
+    const bool full = l % 2 == 1;
+    CHECK(c.window_of(l) == (full ? 0 : 4));
+    CHECK(c.layer_attention[l].head_dim == (full ? 32 : 16));
+    CHECK(c.layer_attention[l].n_head_kv == (full ? 1 : 2));
+    CHECK(c.layer_attention[l].v_from_k == full);
+    CHECK(c.layer_attention[l].rope_pairs == (full ? 4 : 0));
+  }
+  auto engine = ReferenceEngine::Create(path, {});
+  REQUIRE(engine.ok());
+  GenerateRequest req;
+  req.prompt = "any text at all, longer than the window";
+  req.max_tokens = 6;
+  req.ignore_eos = true;
+  auto r = (*engine)->Generate(req);
+  INFO((r.ok() ? "" : std::string(r.status().message())));
+  REQUIRE(r.ok());
+  CHECK(r->output_ids.size() == 6);
+  std::filesystem::remove(path);
+}
+
 TEST_CASE("synth: the presets of every architecture are valid and sized like the real models",
           "[tools][arch]") {
   const SynthSpec q3 = SynthSpec::Preset("qwen3moe").value();
@@ -253,7 +301,7 @@ TEST_CASE("synth: the presets of every architecture are valid and sized like the
   CHECK(q3_bytes > 60'000'000'000ull);
   CHECK(q3_bytes < 62'000'000'000ull);
   for (const char* name : {"olmoe-1b-7b", "qwen1.5-moe-a2.7b", "mixtral-8x7b", "olmoe",
-                           "gpt-oss-20b", "deepseek-v2-lite", "deepseek2"}) {
+                           "gpt-oss-20b", "deepseek-v2-lite", "deepseek2", "gemma-4-26b-a4b"}) {
     INFO(name);
     absl::StatusOr<SynthSpec> s = SynthSpec::Preset(name);
     REQUIRE(s.ok());
@@ -263,6 +311,10 @@ TEST_CASE("synth: the presets of every architecture are valid and sized like the
   const uint64_t ds_bytes = SynthModelBytes(SynthSpec::Preset("deepseek2").value()).value();
   CHECK(ds_bytes > 30'500'000'000ull);
   CHECK(ds_bytes < 32'500'000'000ull);
+  // gemma-4-26B-A4B holds ~25.9 G parameters (30 layers): ~52 GB in F16.
+  const uint64_t g4_bytes = SynthModelBytes(SynthSpec::Preset("gemma4").value()).value();
+  CHECK(g4_bytes > 50'000'000'000ull);
+  CHECK(g4_bytes < 54'000'000'000ull);
   CHECK(SynthSpec::Preset("gpt-5").status().code() == absl::StatusCode::kInvalidArgument);
   SynthSpec s = Small(DType::kF16);
   s.arch = "qwen2moe";  // a shared expert needs its width

@@ -275,6 +275,23 @@ void CpuBackend::SwiGluOai(ConstMat gate, ConstMat up, float alpha, float limit,
   CpuSwiGluOai({kernels_, &pool_}, gate, up, alpha, limit, out);
 }
 
+void CpuBackend::GeGlu(ConstMat gate, ConstMat up, Mat out) {
+  op_checks::SameShape("GeGlu", gate, up);
+  op_checks::SameShape("GeGlu", gate, out);
+  CpuGeGlu({kernels_, &pool_}, gate, up, out);
+}
+
+void CpuBackend::Scale(Mat x, const float* factor) {
+  const int64_t n = x.rows * x.cols;
+  const float f = factor[0];
+  for (int64_t i = 0; i < n; ++i) x.data[i] = x.data[i] * f;
+}
+
+void CpuBackend::SoftCap(Mat x, float cap) {
+  const int64_t n = x.rows * x.cols;
+  for (int64_t i = 0; i < n; ++i) x.data[i] = cap * cpu_math::TanhF(x.data[i] / cap);
+}
+
 void CpuBackend::Add(ConstMat a, ConstMat b, Mat out) {
   op_checks::SameShape("Add", a, b);
   op_checks::SameShape("Add", a, out);

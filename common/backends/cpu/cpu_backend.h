@@ -117,6 +117,9 @@
 //   SwiGluOai: g = gate > limit ? limit : gate;
 //              u = up < -limit ? -limit : (up > limit ? limit : up);
 //              out = (g / (1 + ExpF(-(alpha * g)))) * (u + 1).
+//   GeGlu:     (0.5 * g * (1 + TanhF(0.7978845608 * (g + 0.044715 * (g*g*g))))) * u
+//              with TanhF(y) = 1 - 2 / (ExpF(2y) + 1).  SoftCap: cap * TanhF(x / cap).
+//   Scale:     x * factor.
 //   ScatterAddScaled: dst = dst + (scale * src), rows in order.
 //   CombineExperts: out = 0, then out = out + (w * y) per slot in
 //              NextExpertSlot's order (ScatterAddScaled's steps from zeros).
@@ -186,6 +189,9 @@ class CpuBackend final : public Backend {
   void Sigmoid(Mat x) override;
   void SwiGlu(ConstMat gate, ConstMat up, Mat out) override;
   void SwiGluOai(ConstMat gate, ConstMat up, float alpha, float limit, Mat out) override;
+  void GeGlu(ConstMat gate, ConstMat up, Mat out) override;
+  void Scale(Mat x, const float* factor) override;
+  void SoftCap(Mat x, float cap) override;
   void Add(ConstMat a, ConstMat b, Mat out) override;
   void Copy(ConstMat src, Mat dst) override;
   void CopyColumns(ConstMat src, int64_t src_col, Mat dst, int64_t dst_col, int64_t cols) override;

@@ -56,6 +56,15 @@ inline float ExpF(float x) {
 /// silu(x) = x / (1 + e^-x).
 inline float Silu(float x) { return x / (1.0f + ExpF(-x)); }
 
+/// tanh(y) = 1 - 2 / (ExpF(2y) + 1) (saturates to +-1; NaN stays NaN).
+inline float TanhF(float y) { return 1.0f - 2.0f / (ExpF(2.0f * y) + 1.0f); }
+
+/// GeGLU of one element: 0.5 g (1 + tanh(0.7978845608 (g + 0.044715 g^3))) * up.
+inline float GeGlu(float gate, float up) {
+  const float inner = 0.7978845608028654f * (gate + 0.044715f * (gate * gate * gate));
+  return (0.5f * gate * (1.0f + TanhF(inner))) * up;
+}
+
 /// gpt-oss's clamped SwiGLU of one element: g = min(gate, limit),
 /// u = clamp(up, -limit, limit), g / (1 + e^-(alpha g)) * (u + 1); a NaN
 /// input stays NaN.

@@ -242,4 +242,15 @@ void CpuSwiGluOai(const CpuOpContext& ctx, ConstMat gate, ConstMat up, float alp
   });
 }
 
+void CpuGeGlu(const CpuOpContext& ctx, ConstMat gate, ConstMat up, Mat out) {
+  ctx.pool->ParallelFor(out.rows, CpuRowGrain(8 * out.cols), [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      const float* g = gate.Row(t);
+      const float* u = up.Row(t);
+      float* o = out.Row(t);
+      for (int64_t i = 0; i < out.cols; ++i) o[i] = cpu_math::GeGlu(g[i], u[i]);
+    }
+  });
+}
+
 }  // namespace odmoe

@@ -68,6 +68,7 @@ void CpuRouterTopK(ConstMat logits, int k, RouterGating gating, int32_t* ids, fl
 void CpuSwiGlu(const CpuOpContext& ctx, ConstMat gate, ConstMat up, Mat out);
 void CpuSwiGluOai(const CpuOpContext& ctx, ConstMat gate, ConstMat up, float alpha, float limit,
                   Mat out);
+void CpuGeGlu(const CpuOpContext& ctx, ConstMat gate, ConstMat up, Mat out);
 
 /// Rows per parallel chunk so that a chunk has at least ~256k elements of
 /// work: waking a pool thread cost tens of microseconds, more than a small op

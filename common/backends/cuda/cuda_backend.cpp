@@ -164,7 +164,8 @@ const double* CudaBackend::RopeTable(const RopeParams& rope) {
                          yarn ? rope.scaling.original_context : 0,
                          yarn ? bits(rope.scaling.beta_fast) : 0u,
                          yarn ? bits(rope.scaling.beta_slow) : 0u,
-                         yarn && rope.scaling.truncate};
+                         yarn && rope.scaling.truncate,
+                         rope.rotated_pairs};
   if (auto it = rope_tables_.find(key); it != rope_tables_.end()) {
     return static_cast<const double*>(it->second.data());
   }
@@ -558,6 +559,20 @@ void CudaBackend::SwiGlu(ConstMat gate, ConstMat up, Mat out) {
   op_checks::SameShape("SwiGlu", gate, up);
   op_checks::SameShape("SwiGlu", gate, out);
   if (Enter()) RecordCuda(cuda::LaunchSwiGlu(stream(), gate, up, out), "SwiGlu");
+}
+
+void CudaBackend::GeGlu(ConstMat gate, ConstMat up, Mat out) {
+  op_checks::SameShape("GeGlu", gate, up);
+  op_checks::SameShape("GeGlu", gate, out);
+  if (Enter()) RecordCuda(cuda::LaunchGeGlu(stream(), gate, up, out), "GeGlu");
+}
+
+void CudaBackend::Scale(Mat x, const float* factor) {
+  if (Enter()) RecordCuda(cuda::LaunchScale(stream(), x, factor), "Scale");
+}
+
+void CudaBackend::SoftCap(Mat x, float cap) {
+  if (Enter()) RecordCuda(cuda::LaunchSoftCap(stream(), x, cap), "SoftCap");
 }
 
 void CudaBackend::SwiGluOai(ConstMat gate, ConstMat up, float alpha, float limit, Mat out) {

@@ -116,6 +116,9 @@ class CudaBackend final : public Backend {
   void Sigmoid(Mat x) override;
   void SwiGlu(ConstMat gate, ConstMat up, Mat out) override;
   void SwiGluOai(ConstMat gate, ConstMat up, float alpha, float limit, Mat out) override;
+  void GeGlu(ConstMat gate, ConstMat up, Mat out) override;
+  void Scale(Mat x, const float* factor) override;
+  void SoftCap(Mat x, float cap) override;
   void Add(ConstMat a, ConstMat b, Mat out) override;
   void Copy(ConstMat src, Mat dst) override;
   void CopyColumns(ConstMat src, int64_t src_col, Mat dst, int64_t dst_col,
@@ -176,7 +179,8 @@ class CudaBackend final : public Backend {
   void NormFilled(const cuda::NormQuantOut& q, const float* weight, Mat y);
   /// What a RoPE frequency table depends on: dims, the bits of base, YaRN
   /// or not and, with YaRN, its factor, original context, betas, truncate.
-  using RopeTableKey = std::tuple<int, uint32_t, bool, uint32_t, int, uint32_t, uint32_t, bool>;
+  using RopeTableKey =
+      std::tuple<int, uint32_t, bool, uint32_t, int, uint32_t, uint32_t, bool, int>;
   /// The device table RopeInverseFrequencies(rope); null after an error.
   const double* RopeTable(const RopeParams& rope);
   void CublasMatMul(const WeightRef& w, ConstMat x, Mat y, const MatMulPlan& plan);

@@ -157,6 +157,12 @@ cudaError_t LaunchSwiGlu(cudaStream_t stream, ConstMat gate, ConstMat up, Mat ou
 /// Backend::SwiGluOai (cuda_numerics::SwiGluOai per element).
 cudaError_t LaunchSwiGluOai(cudaStream_t stream, ConstMat gate, ConstMat up, float alpha,
                             float limit, Mat out);
+/// Backend::GeGlu (cuda_numerics::GeGlu per element).
+cudaError_t LaunchGeGlu(cudaStream_t stream, ConstMat gate, ConstMat up, Mat out);
+/// x = x * factor[0] in place (factor in device memory).
+cudaError_t LaunchScale(cudaStream_t stream, Mat x, const float* factor);
+/// x = cap * TanhF(x / cap) in place.
+cudaError_t LaunchSoftCap(cudaStream_t stream, Mat x, float cap);
 cudaError_t LaunchAdd(cudaStream_t stream, ConstMat a, ConstMat b, Mat out);
 cudaError_t LaunchGatherRows(cudaStream_t stream, ConstMat src, const int32_t* idx, Mat dst);
 cudaError_t LaunchScatterAddScaled(cudaStream_t stream, ConstMat src, const int32_t* idx,

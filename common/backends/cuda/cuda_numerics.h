@@ -212,6 +212,15 @@ ODMOE_HD float ExpF(float x) {
 /// silu(x) = x / (1 + e^-x), as cpu_math::Silu.
 ODMOE_HD float Silu(float x) { return x / (1.0f + ExpF(-x)); }
 
+/// tanh(y) = 1 - 2 / (ExpF(2y) + 1), as cpu_math::TanhF.
+ODMOE_HD float TanhF(float y) { return 1.0f - 2.0f / (ExpF(2.0f * y) + 1.0f); }
+
+/// GeGLU of one element, as cpu_math::GeGlu.
+ODMOE_HD float GeGlu(float gate, float up) {
+  const float inner = 0.7978845608028654f * (gate + 0.044715f * (gate * gate * gate));
+  return (0.5f * gate * (1.0f + TanhF(inner))) * up;
+}
+
 /// gpt-oss's clamped SwiGLU of one element, as cpu_math::SwiGluOai:
 /// g = min(gate, limit), u = clamp(up, -limit, limit),
 /// g / (1 + e^-(alpha g)) * (u + 1).

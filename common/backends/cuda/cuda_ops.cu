@@ -265,6 +265,26 @@ __global__ void SwiGluKernel(const float* gate, const float* up, float* out, int
   }
 }
 
+__global__ void GeGluKernel(const float* gate, const float* up, float* out, int64_t total) {
+  AfterPriorKernels();
+  for (int64_t i = GlobalThread(); i < total; i += GridThreads()) {
+    out[i] = num::GeGlu(gate[i], up[i]);
+  }
+}
+
+__global__ void ScaleKernel(float* x, const float* factor, int64_t total) {
+  AfterPriorKernels();
+  const float f = factor[0];
+  for (int64_t i = GlobalThread(); i < total; i += GridThreads()) x[i] = x[i] * f;
+}
+
+__global__ void SoftCapKernel(float* x, float cap, int64_t total) {
+  AfterPriorKernels();
+  for (int64_t i = GlobalThread(); i < total; i += GridThreads()) {
+    x[i] = cap * num::TanhF(x[i] / cap);
+  }
+}
+
 __global__ void SwiGluOaiKernel(const float* gate, const float* up, float alpha, float limit,
                                 float* out, int64_t total) {
   AfterPriorKernels();
@@ -451,6 +471,28 @@ cudaError_t LaunchSwiGlu(cudaStream_t stream, ConstMat gate, ConstMat up, Mat ou
   if (total == 0) return cudaSuccess;
   Launch(SwiGluKernel, GridFor(total, kThreads), kThreads, 0, stream, gate.data, up.data, out.data,
          total);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchGeGlu(cudaStream_t stream, ConstMat gate, ConstMat up, Mat out) {
+  const int64_t total = out.rows * out.cols;
+  if (total == 0) return cudaSuccess;
+  Launch(GeGluKernel, GridFor(total, kThreads), kThreads, 0, stream, gate.data, up.data, out.data,
+         total);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchScale(cudaStream_t stream, Mat x, const float* factor) {
+  const int64_t total = x.rows * x.cols;
+  if (total == 0) return cudaSuccess;
+  Launch(ScaleKernel, GridFor(total, kThreads), kThreads, 0, stream, x.data, factor, total);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchSoftCap(cudaStream_t stream, Mat x, float cap) {
+  const int64_t total = x.rows * x.cols;
+  if (total == 0) return cudaSuccess;
+  Launch(SoftCapKernel, GridFor(total, kThreads), kThreads, 0, stream, x.data, cap, total);
   return cudaGetLastError();
 }
 

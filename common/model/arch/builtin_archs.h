@@ -17,11 +17,13 @@ extern const ArchDesc kGptOssArch;     // gpt_oss.cpp
 extern const ArchDesc kDeepSeek2Arch;  // deepseek2.cpp
 extern const ArchDesc kGlm4MoeArch;    // glm4moe.cpp
 extern const ArchDesc kMiniMaxM2Arch;  // minimax_m2.cpp
+extern const ArchDesc kGemma4Arch;     // gemma4.cpp
 
 /// In the order messages list them.
 inline const ArchDesc* const kBuiltinArchs[] = {
     &kLlamaArch, &kQwen3MoeArch, &kOlmoeArch, &kQwen2MoeArch, &kGptOssArch, &kDeepSeek2Arch,
     &kGlm4MoeArch, &kMiniMaxM2Arch,
+    &kGemma4Arch,
 };
 
 }  // namespace odmoe
