@@ -35,6 +35,7 @@ absl::StatusOr<std::unique_ptr<Transformer>> Transformer::Create(const ModelFile
   tf->max_logit_rows_ = std::clamp<int64_t>(
       options.logit_buffer_bytes / (int64_t{c.n_vocab} * 4), 1, tf->n_batch_);
   ODMOE_ASSIGN_OR_RETURN(tf->weights_, DenseWeights::Load(model, backend));
+  ODMOE_ASSIGN_OR_RETURN(tf->recurrent_, RecurrentState::Create(backend, c, options.n_seq));
   ODMOE_RETURN_IF_ERROR(tf->AllocateBuffers());
   return tf;
 }
@@ -91,6 +92,7 @@ absl::Status Transformer::AllocateBuffers() {
     dense_scratch_ = std::make_unique<ExpertFfnScratch>(std::move(scratch));
   }
   if (config_.attention == AttentionKind::kMla) return AllocateMlaBuffers();
+  if (config_.delta_net || config_.attn_output_gate) return AllocateDeltaNetBuffers();
   return absl::OkStatus();
 }
 
@@ -127,6 +129,7 @@ absl::Status Transformer::BeginSegments(std::span<const int32_t> tokens,
     return absl::InvalidArgumentError(
         absl::StrFormat("segments of %d rows for a batch of %d tokens", total, n));
   }
+  for (const Segment& s : segments) ODMOE_RETURN_IF_ERROR(recurrent_.Check(s.slot, s.pos0));
   for (int32_t t : tokens) {
     if (t < 0 || t >= config_.n_vocab) {
       return absl::InvalidArgumentError(
@@ -135,6 +138,7 @@ absl::Status Transformer::BeginSegments(std::span<const int32_t> tokens,
   }
   rows_ = n;
   segments_.assign(segments.begin(), segments.end());
+  for (const Segment& s : segments_) recurrent_.Begin(s.slot, s.pos0, static_cast<int>(s.n));
   // Tokens and positions in one upload (one wait for the device): positions_
   // follows tokens_ at n_batch words.
   std::copy(tokens.begin(), tokens.end(), host_upload_.begin());
@@ -173,7 +177,9 @@ void Transformer::SettleX() {
 }
 
 void Transformer::AttentionBlock(int layer) {
-  if (config_.attention == AttentionKind::kMla) {
+  if (config_.is_recurrent(layer)) {
+    DeltaNetBlock(layer);
+  } else if (config_.attention == AttentionKind::kMla) {
     MlaAttention(layer);
   } else {
     GroupedAttention(layer);
@@ -202,7 +208,11 @@ void Transformer::GroupedAttention(int layer) {
   const Mat v_new =
       one ? first.v(layer).RowRange(segments_.front().pos0, n) : Mat{v_, n, c.kv_width()};
   NormX(w.attn_norm, h);
-  backend_.MatMul(w.attn_q, h, q);
+  if (c.attn_output_gate) {
+    GatedQuery(w, h, q);
+  } else {
+    backend_.MatMul(w.attn_q, h, q);
+  }
   backend_.MatMulPair(w.attn_k, w.attn_v, h, k_new, v_new);
   if (c.attn_bias) {
     backend_.AddBias(q, w.attn_q_bias);
@@ -238,6 +248,7 @@ void Transformer::GroupedAttention(int layer) {
                        c.head_dim, s.pos0, scale, options, attn.RowRange(row, s.n));
     row += s.n;
   }
+  if (c.attn_output_gate) ApplyOutputGate(attn);
   backend_.MatMul(w.attn_output, attn, o);
   if (w.attn_output_bias != nullptr) backend_.AddBias(o, w.attn_output_bias);
   AddToX(o_);
@@ -479,6 +490,7 @@ absl::Status Transformer::RunLayers(ExpertExecutor& experts, std::vector<TokenRo
     }
   }
   SettleX();  // the last block's residual: x is read by the head and the caller
+  for (const Segment& s : segments_) recurrent_.Commit(s.slot);
   if (routing != nullptr && !routed.empty()) {
     // The routed layers' records, in one copy after the whole step.
     std::vector<int32_t> ids(static_cast<size_t>(config_.n_layer * layer_ids));

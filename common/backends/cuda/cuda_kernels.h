@@ -158,6 +158,14 @@ cudaError_t LaunchSwiGlu(cudaStream_t stream, ConstMat gate, ConstMat up, Mat ou
 cudaError_t LaunchSwiGluOai(cudaStream_t stream, ConstMat gate, ConstMat up, float alpha,
                             float limit, Mat out);
 cudaError_t LaunchAdd(cudaStream_t stream, ConstMat a, ConstMat b, Mat out);
+// Linear attention (cuda_delta_net.cu): Backend::Mul, CausalConvSilu (at
+// most 8 taps) and GatedDeltaNet, the CPU backend's bits.
+cudaError_t LaunchMul(cudaStream_t stream, ConstMat a, ConstMat b, Mat out);
+cudaError_t LaunchCausalConvSilu(cudaStream_t stream, ConstMat x, const float* weight, int kernel,
+                                 const float* state_in, float* state_out, Mat out);
+cudaError_t LaunchGatedDeltaNet(cudaStream_t stream, ConstMat qkv, ConstMat alpha, ConstMat beta,
+                                const float* a, const float* dt_bias, const DeltaNetParams& p,
+                                const float* state_in, float* state_out, Mat out);
 cudaError_t LaunchGatherRows(cudaStream_t stream, ConstMat src, const int32_t* idx, Mat dst);
 cudaError_t LaunchScatterAddScaled(cudaStream_t stream, ConstMat src, const int32_t* idx,
                                    const float* scale, Mat dst);

@@ -15,10 +15,13 @@ extern const ArchDesc kOlmoeArch;      // olmoe.cpp
 extern const ArchDesc kQwen2MoeArch;   // qwen2moe.cpp
 extern const ArchDesc kGptOssArch;     // gpt_oss.cpp
 extern const ArchDesc kDeepSeek2Arch;  // deepseek2.cpp
+extern const ArchDesc kQwen3NextArch;  // qwen3next.cpp
+extern const ArchDesc kQwen35MoeArch;  // qwen35moe.cpp
 
 /// In the order messages list them.
 inline const ArchDesc* const kBuiltinArchs[] = {
     &kLlamaArch, &kQwen3MoeArch, &kOlmoeArch, &kQwen2MoeArch, &kGptOssArch, &kDeepSeek2Arch,
+    &kQwen3NextArch, &kQwen35MoeArch,
 };
 
 }  // namespace odmoe
