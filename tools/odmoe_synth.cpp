@@ -30,10 +30,11 @@ int main(int argc, char** argv) {
   args.AddString("out", &out, "FILE", "the GGUF to write", true);
   args.AddString("preset", &preset, "NAME",
                  "shapes to start from: mixtral-8x7b (default), qwen3-30b-a3b, olmoe-1b-7b, "
-                 "qwen1.5-moe-a2.7b, gpt-oss-20b, deepseek-v2-lite");
+                 "qwen1.5-moe-a2.7b, gpt-oss-20b, deepseek-v2-lite, qwen3.5-35b-a3b, "
+                 "qwen3-next-80b-a3b");
   args.AddString("arch", &arch, "ARCH",
                  "architecture, with its preset's shapes: llama (Mixtral), qwen3moe, olmoe, "
-                 "qwen2moe, gpt-oss, deepseek2 (overrides --preset)");
+                 "qwen2moe, gpt-oss, deepseek2, qwen35moe, qwen3next (overrides --preset)");
   args.AddString("type", &type, "T", "weight type: f16 (default) or q8_0");
   args.AddInt("layers", &layers, "N", "layers (default: the preset's)");
   args.AddInt("embd", &embd, "N", "hidden size");
