@@ -16,7 +16,8 @@
 //     node's rejected drafts), at no cost;
 // anything else is FAILED_PRECONDITION. To roll back to a position p inside
 // the last forward (accepted drafts), re-forward its tokens [checkpoint, p)
-// from the checkpoint: the recompute costs those rows, nothing is copied.
+// from the checkpoint: the recompute costs those rows, nothing is copied
+// (they may lead the next verify batch: [t, d1, bonus, new drafts] from p0).
 //
 //   // speculative decoding of one slot, state at p0 after the last token t:
 //   tf->ForwardSegments({t, d1, d2, d3, d4}, {{slot, p0, 5}}, experts);  // checkpoint = p0

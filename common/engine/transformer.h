@@ -17,6 +17,8 @@
 //                                          sliding window (ModelConfig::window_of)
 //                                          and YaRN where the architecture has them
 //                                          (model_arch.h)
+//     (a recurrent layer: DeltaNetBlock(l), Gated DeltaNet on the slot's
+//                                          RecurrentState: transformer_delta_net.cpp)
 //     RouteBlock(l)                        h = rmsnorm(x) * ffn_norm; top-k of router(h)
 //                                          (+ router bias) with the architecture's gating
 //     ... experts(h) -> moe_output() ...   (ExpertExecutor::Run, or RunRouted from

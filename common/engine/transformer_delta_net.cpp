@@ -30,22 +30,18 @@ absl::Status Transformer::AllocateDeltaNetBuffers() {
   const size_t gated = config_.attn_output_gate ? 3 * qw : 0;
   const size_t floats = b * (2 * conv + 2 * vd + 4 * nv + gated);
   ODMOE_ASSIGN_OR_RETURN(delta_buffer_, backend_.Allocate(std::max<size_t>(floats, 1) * 4));
-  float* p = static_cast<float*>(delta_buffer_->data());
-  auto take = [&p](size_t n) {
-    float* r = p;
-    p += n;
-    return r;
-  };
-  dn_qkv_ = take(b * conv);
-  dn_conv_ = take(b * conv);
-  dn_z_ = take(b * vd);
-  dn_core_ = take(b * vd);
-  dn_ba_ = take(b * 2 * nv);
-  dn_beta_ = take(b * nv);
-  dn_alpha_ = take(b * nv);
+  // Layout (floats): qkv conv [b*conv each] z core [b*vd each] ba [b*2nv] beta alpha
+  // [b*nv each], then q_full [b*2qw] gate [b*qw] (attn_output_gate).
+  dn_qkv_ = static_cast<float*>(delta_buffer_->data());
+  dn_conv_ = dn_qkv_ + b * conv;
+  dn_z_ = dn_conv_ + b * conv;
+  dn_core_ = dn_z_ + b * vd;
+  dn_ba_ = dn_core_ + b * vd;
+  dn_beta_ = dn_ba_ + b * 2 * nv;
+  dn_alpha_ = dn_beta_ + b * nv;
   if (config_.attn_output_gate) {
-    q_full_ = take(b * 2 * qw);
-    gate_ = take(b * qw);
+    q_full_ = dn_alpha_ + b * nv;
+    gate_ = q_full_ + b * 2 * qw;
   }
   return absl::OkStatus();
 }

@@ -2,10 +2,9 @@
 // recurrent layers, odmoe-synth's files of both architectures, and bad
 // files refused with errors naming the key or tensor.
 #include <catch2/catch.hpp>
-#include <cstdio>
 #include <filesystem>
 
-#include "gguf/gguf_writer.h"
+#include "modified_gguf.h"
 #include "model/model_file.h"
 #include "model/synth_model.h"
 #include "test_paths.h"
@@ -16,21 +15,8 @@ namespace {
 // The tiny Qwen3.5 fixture with one metadata key changed (or added) or one
 // tensor dropped; the error Open() gives.
 std::string OpenBroken(const std::string& key, GgufValue value, const std::string& drop = "") {
-  auto src = GgufFile::Open(test::SourcePath("tests/data/arch/tiny-qwen35moe.gguf"));
-  REQUIRE(src.ok());
-  GgufWriter w;
-  for (const auto& [k, v] : (*src)->metadata()) w.SetMetadata(k, k == key ? value : v);
-  if (!key.empty() && !(*src)->Find(key)) w.SetMetadata(key, value);
-  for (const TensorView& t : (*src)->tensors()) {
-    if (t.name != drop) REQUIRE(w.AddTensorView(t).ok());
-  }
-  const std::string path =
-      (std::filesystem::temp_directory_path() / "odmoe_delta_net_broken.gguf").string();
-  REQUIRE(w.WriteFile(path).ok());
-  auto m = ModelFile::Open(path);
-  std::remove(path.c_str());
-  REQUIRE_FALSE(m.ok());
-  return std::string(m.status().message());
+  return test::OpenModifiedError(test::SourcePath("tests/data/arch/tiny-qwen35moe.gguf"), key,
+                                 std::move(value), drop);
 }
 
 TEST_CASE("model: Qwen3-Next and Qwen3.5 files give their Gated DeltaNet shapes",

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "gguf/gguf_writer.h"
 #include "model/expert_pack.h"
+#include "modified_gguf.h"
 #include "retyped_model.h"
 #include "test_paths.h"
 
@@ -142,20 +143,8 @@ namespace {
 // Rewrites the 2-layer fixture with one metadata key changed or one tensor
 // removed, and returns the error Open() gives.
 std::string OpenModified(const std::string& key, GgufValue value, const std::string& drop = "") {
-  auto src = GgufFile::Open(test::SourcePath("tests/data/tiny-mixtral-2layer.gguf"));
-  REQUIRE(src.ok());
-  GgufWriter w;
-  for (const auto& [k, v] : (*src)->metadata()) w.SetMetadata(k, k == key ? value : v);
-  if (!key.empty() && !(*src)->Find(key)) w.SetMetadata(key, value);
-  for (const TensorView& t : (*src)->tensors()) {
-    if (t.name != drop) REQUIRE(w.AddTensorView(t).ok());
-  }
-  const std::string path = "/tmp/odmoe_model_test_modified.gguf";
-  REQUIRE(w.WriteFile(path).ok());
-  auto m = ModelFile::Open(path);
-  std::remove(path.c_str());  // the open file (if any) stays readable
-  REQUIRE_FALSE(m.ok());
-  return std::string(m.status().message());
+  return test::OpenModifiedError(test::SourcePath("tests/data/tiny-mixtral-2layer.gguf"), key,
+                                 std::move(value), drop);
 }
 
 }  // namespace

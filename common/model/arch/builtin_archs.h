@@ -17,6 +17,8 @@ extern const ArchDesc kGptOssArch;     // gpt_oss.cpp
 extern const ArchDesc kDeepSeek2Arch;  // deepseek2.cpp
 extern const ArchDesc kQwen3NextArch;  // qwen3next.cpp
 extern const ArchDesc kQwen35MoeArch;  // qwen35moe.cpp
+/// Qwen3-Next's description, which Qwen3.5's starts from (qwen3next.cpp).
+ArchDesc Qwen3NextDescription();
 
 /// In the order messages list them.
 inline const ArchDesc* const kBuiltinArchs[] = {

@@ -9,23 +9,13 @@
 
 namespace odmoe {
 
-const ArchDesc kQwen35MoeArch = {
-    .gguf_name = "qwen35moe",
-    .models = "Qwen3.5-35B-A3B, Qwen3.5-122B-A10B, Qwen3.6-35B-A3B",
-    .blocks =
-        {
-            .rope_mode = RopeMode::kHalf,
-            .qk_norm = QkNorm::kPerHead,
-            .shared_expert = true,
-            .shared_gated = true,
-            .delta_net = true,
-            .delta_net_heads = DeltaNetHeadOrder::kTiled,
-            .delta_net_ba_fused = false,
-            .attn_output_gate = true,
-        },
-    .router_normalize = true,
-    .expert_ff_key = "expert_feed_forward_length",
-    .tensor_names = {{TensorRole::kFfnNorm, "blk.{l}.post_attention_norm.weight"}},
-};
+const ArchDesc kQwen35MoeArch = [] {
+  ArchDesc d = Qwen3NextDescription();
+  d.gguf_name = "qwen35moe";
+  d.models = "Qwen3.5-35B-A3B, Qwen3.5-122B-A10B, Qwen3.6-35B-A3B";
+  d.blocks.delta_net_heads = DeltaNetHeadOrder::kTiled;
+  d.blocks.delta_net_ba_fused = false;
+  return d;
+}();
 
 }  // namespace odmoe

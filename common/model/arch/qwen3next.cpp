@@ -11,23 +11,27 @@
 
 namespace odmoe {
 
-const ArchDesc kQwen3NextArch = {
-    .gguf_name = "qwen3next",
-    .models = "Qwen3-Next-80B-A3B",
-    .blocks =
-        {
-            .rope_mode = RopeMode::kHalf,
-            .qk_norm = QkNorm::kPerHead,
-            .shared_expert = true,
-            .shared_gated = true,
-            .delta_net = true,
-            .delta_net_heads = DeltaNetHeadOrder::kGrouped,
-            .delta_net_ba_fused = true,
-            .attn_output_gate = true,
-        },
-    .router_normalize = true,
-    .expert_ff_key = "expert_feed_forward_length",
-    .tensor_names = {{TensorRole::kFfnNorm, "blk.{l}.post_attention_norm.weight"}},
-};
+ArchDesc Qwen3NextDescription() {
+  return {
+      .gguf_name = "qwen3next",
+      .models = "Qwen3-Next-80B-A3B",
+      .blocks =
+          {
+              .rope_mode = RopeMode::kHalf,
+              .qk_norm = QkNorm::kPerHead,
+              .shared_expert = true,
+              .shared_gated = true,
+              .delta_net = true,
+              .delta_net_heads = DeltaNetHeadOrder::kGrouped,
+              .delta_net_ba_fused = true,
+              .attn_output_gate = true,
+          },
+      .router_normalize = true,
+      .expert_ff_key = "expert_feed_forward_length",
+      .tensor_names = {{TensorRole::kFfnNorm, "blk.{l}.post_attention_norm.weight"}},
+  };
+}
+
+const ArchDesc kQwen3NextArch = Qwen3NextDescription();
 
 }  // namespace odmoe
