@@ -19,11 +19,15 @@
 // from the checkpoint: the recompute costs those rows, nothing is copied
 // (they may lead the next verify batch: [t, d1, bonus, new drafts] from p0).
 //
-//   // speculative decoding of one slot, state at p0 after the last token t:
-//   tf->ForwardSegments({t, d1, d2, d3, d4}, {{slot, p0, 5}}, experts);  // checkpoint = p0
-//   // accepted d1 only: roll back and feed the accepted rows again
-//   tf->ForwardSegments({t, d1}, {{slot, p0, 2}}, experts);              // state at p0 + 2
-//   tf->ClearSequence(slot);        // a cancelled request: the next one starts at 0
+//   // Speculative decoding of one slot whose state is at p0, t its last token:
+//   const std::vector<int32_t> verify = {t, d1, d2, d3, d4};
+//   const Transformer::Segment at_p0[] = {{slot, p0, 5}};
+//   ODMOE_RETURN_IF_ERROR(tf->ForwardSegments(verify, at_p0, experts));  // checkpoint: p0
+//   // d1 accepted, d2 rejected, b the bonus token: start again at the checkpoint
+//   const std::vector<int32_t> next = {t, d1, b};
+//   const Transformer::Segment again[] = {{slot, p0, 3}};
+//   ODMOE_RETURN_IF_ERROR(tf->ForwardSegments(next, again, experts));    // state at p0 + 3
+//   tf->ClearSequence(slot);  // a cancelled request: the next one starts at 0
 //
 // Memory: 2 x n_recurrent x (conv + delta) floats per slot (Qwen3.5-35B-A3B:
 // 2 x 30 x (3 x 8192 + 32 x 128 x 128) x 4 bytes = 126 MiB per slot). Cost
