@@ -433,8 +433,8 @@ class Backend {
   /// alpha, beta: [n, n_v_heads]; a (-exp(A_log)), dt_bias: n_v_heads floats;
   /// out: [n, n_v_heads * head_v].
   virtual void GatedDeltaNet(ConstMat qkv, ConstMat alpha, ConstMat beta, const float* a,
-                             const float* dt_bias, const DeltaNetParams& p,
-                             const float* state_in, float* state_out, Mat out) = 0;
+                             const float* dt_bias, const DeltaNetParams& p, const float* state_in,
+                             float* state_out, Mat out) = 0;
 
  protected:
   /// MakeWeightTable's check, for backends that override it.

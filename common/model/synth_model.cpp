@@ -87,8 +87,8 @@ absl::Status AddDeltaNetTensors(const SynthSpec& s, const ArchDesc& spec, int l,
     ODMOE_RETURN_IF_ERROR(weight(name(TensorRole::kSsmBeta), s.type, {d, nv}, lin(d)));
     ODMOE_RETURN_IF_ERROR(weight(name(TensorRole::kSsmAlpha), s.type, {d, nv}, lin(d)));
   }
-  ODMOE_RETURN_IF_ERROR(weight(name(TensorRole::kSsmConv1d), DType::kF32,
-                               {s.ssm_conv_kernel, conv}, lin(s.ssm_conv_kernel)));
+  ODMOE_RETURN_IF_ERROR(weight(name(TensorRole::kSsmConv1d), DType::kF32, {s.ssm_conv_kernel, conv},
+                               lin(s.ssm_conv_kernel)));
   ODMOE_RETURN_IF_ERROR(weight(name(TensorRole::kSsmDtBias), DType::kF32, {nv}, 0.5f));
   ODMOE_RETURN_IF_ERROR(weight(name(TensorRole::kSsmA), DType::kF32, {nv}, -1.0f));
   ODMOE_RETURN_IF_ERROR(weight(name(TensorRole::kSsmNorm), DType::kF32, {hk}, 1.0f));
@@ -165,8 +165,7 @@ absl::Status Build(const SynthSpec& s, GgufWriter* w) {
     }
   }
   if (s.rope_dims > 0) {
-    w->SetMetadata(a + ".rope.dimension_count",
-                   GgufValue::U32(static_cast<uint32_t>(s.rope_dims)));
+    w->SetMetadata(a + ".rope.dimension_count", GgufValue::U32(static_cast<uint32_t>(s.rope_dims)));
   }
   w->SetMetadata(a + ".attention.head_count", GgufValue::U32(static_cast<uint32_t>(s.n_head)));
   w->SetMetadata(a + ".attention.head_count_kv",
@@ -506,8 +505,7 @@ absl::Status ValidateSynthSpec(const SynthSpec& s) {
   }
   if (blocks.delta_net) {
     if (s.ssm_conv_kernel < 2 || s.ssm_conv_kernel > 8 || s.ssm_k_heads < 1 || s.ssm_head < 1 ||
-        s.ssm_v_heads < 1 || s.ssm_v_heads % s.ssm_k_heads != 0 ||
-        s.full_attention_interval < 1) {
+        s.ssm_v_heads < 1 || s.ssm_v_heads % s.ssm_k_heads != 0 || s.full_attention_interval < 1) {
       return bad("ssm",
                  "Gated DeltaNet needs 2..8 conv taps, key heads >= 1, value heads a multiple "
                  "of them, a head size >= 1 and a full-attention interval >= 1");

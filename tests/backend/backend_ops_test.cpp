@@ -119,9 +119,10 @@ TEST_CASE("cpu Add, Copy, CopyColumns, GatherRows, ScatterAddScaled match the re
   }
 }
 
-TEST_CASE("cpu Mul and the linear-attention ops (CausalConvSilu and GatedDeltaNet) match the "
-          "reference",
-          "[backend]") {
+TEST_CASE(
+    "cpu Mul and the linear-attention ops (CausalConvSilu and GatedDeltaNet) match the "
+    "reference",
+    "[backend]") {
   for (const char* op : {"Mul", "CausalConvSilu", "GatedDeltaNet"}) CheckCpuOp(op);
 }
 

@@ -4,9 +4,9 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 
-#include "modified_gguf.h"
 #include "model/model_file.h"
 #include "model/synth_model.h"
+#include "modified_gguf.h"
 #include "test_paths.h"
 
 namespace odmoe {

@@ -269,15 +269,15 @@ void CpuBackend::Mul(ConstMat a, ConstMat b, Mat out) {
   CpuMul({kernels_, &pool_}, a, b, out);
 }
 
-void CpuBackend::CausalConvSilu(ConstMat x, const float* weight, int kernel,
-                                const float* state_in, float* state_out, Mat out) {
+void CpuBackend::CausalConvSilu(ConstMat x, const float* weight, int kernel, const float* state_in,
+                                float* state_out, Mat out) {
   op_checks::SameShape("CausalConvSilu", x, out);
   CpuCausalConvSilu({kernels_, &pool_}, x, weight, kernel, state_in, state_out, out);
 }
 
 void CpuBackend::GatedDeltaNet(ConstMat qkv, ConstMat alpha, ConstMat beta, const float* a,
-                               const float* dt_bias, const DeltaNetParams& p,
-                               const float* state_in, float* state_out, Mat out) {
+                               const float* dt_bias, const DeltaNetParams& p, const float* state_in,
+                               float* state_out, Mat out) {
   CpuGatedDeltaNet({kernels_, &pool_}, qkv, alpha, beta, a, dt_bias, p, state_in, state_out, out);
 }
 

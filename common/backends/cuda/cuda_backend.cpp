@@ -560,8 +560,8 @@ void CudaBackend::Mul(ConstMat a, ConstMat b, Mat out) {
   if (Enter()) RecordCuda(cuda::LaunchMul(stream(), a, b, out), "Mul");
 }
 
-void CudaBackend::CausalConvSilu(ConstMat x, const float* weight, int kernel,
-                                 const float* state_in, float* state_out, Mat out) {
+void CudaBackend::CausalConvSilu(ConstMat x, const float* weight, int kernel, const float* state_in,
+                                 float* state_out, Mat out) {
   op_checks::SameShape("CausalConvSilu", x, out);
   if (Enter()) {
     RecordCuda(cuda::LaunchCausalConvSilu(stream(), x, weight, kernel, state_in, state_out, out),
