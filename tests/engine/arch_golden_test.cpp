@@ -30,9 +30,9 @@ using nlohmann::json;
 
 // The architectures whose fixtures must be present (a missing one fails).
 const std::vector<std::string>& Archs() {
-  static const std::vector<std::string> archs = {"qwen3moe",  "olmoe",     "qwen2moe",
-                                                 "gpt-oss",   "deepseek2", "deepseek2-qlora",
-                                                 "qwen3next", "qwen35moe"};
+  static const std::vector<std::string> archs = {"qwen3moe", "olmoe", "qwen2moe", "gpt-oss",
+                                                "deepseek2", "deepseek2-qlora",
+                                                "qwen3next", "qwen35moe"};
   return archs;
 }
 

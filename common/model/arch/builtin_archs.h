@@ -22,8 +22,8 @@ ArchDesc Qwen3NextDescription();
 
 /// In the order messages list them.
 inline const ArchDesc* const kBuiltinArchs[] = {
-    &kLlamaArch,  &kQwen3MoeArch,  &kOlmoeArch,     &kQwen2MoeArch,
-    &kGptOssArch, &kDeepSeek2Arch, &kQwen3NextArch, &kQwen35MoeArch,
+    &kLlamaArch, &kQwen3MoeArch, &kOlmoeArch, &kQwen2MoeArch, &kGptOssArch, &kDeepSeek2Arch,
+    &kQwen3NextArch, &kQwen35MoeArch,
 };
 
 }  // namespace odmoe
