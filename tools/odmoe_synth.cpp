@@ -31,10 +31,12 @@ int main(int argc, char** argv) {
   args.AddString("preset", &preset, "NAME",
                  "shapes to start from: mixtral-8x7b (default), qwen3-30b-a3b, olmoe-1b-7b, "
                  "qwen1.5-moe-a2.7b, gpt-oss-20b, deepseek-v2-lite, deepseek-v3-lite (V2-Lite's "
-                 "shapes, DeepSeek-V3's routing), glm-4.5-air, minimax-m2, gemma-4-26b-a4b");
+                 "shapes, DeepSeek-V3's routing), glm-4.5-air, minimax-m2, gemma-4-26b-a4b, "
+                 "qwen3.5-35b-a3b, qwen3-next-80b-a3b");
   args.AddString("arch", &arch, "ARCH",
                  "architecture, with its preset's shapes: llama (Mixtral), qwen3moe, olmoe, "
-                 "qwen2moe, gpt-oss, deepseek2, glm4moe, minimax-m2, gemma4 (overrides --preset)");
+                 "qwen2moe, gpt-oss, deepseek2, glm4moe, minimax-m2, gemma4, qwen35moe, "
+                 "qwen3next (overrides --preset)");
   args.AddString("type", &type, "T", "weight type: f16 (default) or q8_0");
   args.AddInt("layers", &layers, "N", "layers (default: the preset's)");
   args.AddInt("embd", &embd, "N", "hidden size");

@@ -193,6 +193,24 @@ struct AttentionOptions {
   int v_head_dim = 0;
 };
 
+/// Gated DeltaNet's head shapes for Backend::GatedDeltaNet (Qwen3-Next,
+/// Qwen3.5; model_config.h's DeltaNetShape). A row of its `qkv` input holds
+/// q (n_k_heads x head_k), k (the same) and v (n_v_heads x head_v).
+struct DeltaNetParams {
+  int n_k_heads = 0;
+  int n_v_heads = 0;  // a multiple of n_k_heads
+  int head_k = 0;
+  int head_v = 0;
+  /// Which key head value head j reads: j % n_k_heads (true), or
+  /// j / (n_v_heads / n_k_heads) (false).
+  bool v_heads_tiled = false;
+  float l2_eps = 1e-6f;  // q and k are divided by sqrt(sum of squares + l2_eps)
+  int key_head_of(int j) const {
+    return v_heads_tiled ? j % n_k_heads : j / (n_v_heads / n_k_heads);
+  }
+  int64_t state_floats() const { return int64_t{n_v_heads} * head_v * head_k; }
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -426,6 +444,41 @@ class Backend {
   /// memory (RouterTopK's). out must not overlap ys.
   virtual void CombineExperts(ConstMat ys, const int32_t* ids, const float* weights, int k,
                               Mat out) = 0;
+
+  // ---- Linear attention (Gated DeltaNet: common/engine/transformer_delta_net.cpp)
+  // Rows of ONE sequence, in order; each op computes a row from the state the
+  // rows before it left, one row at a time, so a sequence's results do not
+  // depend on how its rows are split into calls (a prefill in chunks of any
+  // size and a decode of one row at a time give the same bits). The state
+  // is read from `state_in` (null: zeros, a sequence's start) and the state
+  // after the last row written to `state_out` (may equal state_in).
+
+  /// out = a * b, elementwise; out may alias either input.
+  virtual void Mul(ConstMat a, ConstMat b, Mat out) = 0;
+
+  /// Causal depthwise convolution of `kernel` taps, then SiLU: with w the
+  /// rows of state_in ([kernel - 1, x.cols], oldest first) followed by the
+  /// rows of x, out[t][c] = silu(acc), acc = 0, then for j in [0, kernel):
+  /// acc = acc + weight[c * kernel + j] * w[t + j][c]. state_out receives
+  /// the last kernel - 1 rows of w. weight: x.cols * kernel floats; out must
+  /// not overlap x.
+  virtual void CausalConvSilu(ConstMat x, const float* weight, int kernel, const float* state_in,
+                              float* state_out, Mat out) = 0;
+
+  /// The gated delta rule. Row t of qkv holds q, k, v (DeltaNetParams); per
+  /// value head j (key head kh = p.key_head_of(j)), with S_j its state
+  /// (head_v rows of head_k floats, state_in / state_out: n_v_heads such
+  /// matrices back to back):
+  ///   q = l2norm(q_kh) / sqrt(head_k), k = l2norm(k_kh)
+  ///   u = alpha[t][j] + dt_bias[j]; g = a[j] * (u > 20 ? u : log1p(exp(u)))
+  ///   b = sigmoid(beta[t][j])
+  ///   per row i of S_j: s = s * exp(g); d = (v[i] - dot(s, k)) * b;
+  ///                     s = s + k * d; out[t][j * head_v + i] = dot(s, q)
+  /// alpha, beta: [n, n_v_heads]; a (-exp(A_log)), dt_bias: n_v_heads floats;
+  /// out: [n, n_v_heads * head_v].
+  virtual void GatedDeltaNet(ConstMat qkv, ConstMat alpha, ConstMat beta, const float* a,
+                             const float* dt_bias, const DeltaNetParams& p, const float* state_in,
+                             float* state_out, Mat out) = 0;
 
  protected:
   /// MakeWeightTable's check, for backends that override it.

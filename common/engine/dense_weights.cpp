@@ -65,6 +65,7 @@ absl::Status DenseWeights::LoadAttention(const ModelFile& model, Backend& backen
                                          DenseLayerWeights* d) {
   const ModelConfig& c = model.config();
   const LayerTensors& t = model.layer(l);
+  if (c.is_recurrent(l)) return LoadDeltaNet(model, backend, l, d);
   ODMOE_ASSIGN_OR_RETURN(d->attn_output, Load(backend, t.attn_output));
   if (c.attention == AttentionKind::kMla) {
     if (c.mla.q_lora_rank > 0) {
@@ -105,6 +106,25 @@ absl::Status DenseWeights::LoadAttention(const ModelFile& model, Backend& backen
   if (c.attn_sinks) {
     ODMOE_ASSIGN_OR_RETURN(d->attn_sinks, LoadFloats(backend, t.attn_sinks));
   }
+  return absl::OkStatus();
+}
+
+absl::Status DenseWeights::LoadDeltaNet(const ModelFile& model, Backend& backend, int l,
+                                        DenseLayerWeights* d) {
+  const LayerTensors& t = model.layer(l);
+  ODMOE_ASSIGN_OR_RETURN(d->attn_qkv, Load(backend, t.attn_qkv));
+  ODMOE_ASSIGN_OR_RETURN(d->attn_gate, Load(backend, t.attn_gate));
+  if (model.config().delta_net_ba_fused) {
+    ODMOE_ASSIGN_OR_RETURN(d->ssm_ba, Load(backend, t.ssm_ba));
+  } else {
+    ODMOE_ASSIGN_OR_RETURN(d->ssm_beta, Load(backend, t.ssm_beta));
+    ODMOE_ASSIGN_OR_RETURN(d->ssm_alpha, Load(backend, t.ssm_alpha));
+  }
+  ODMOE_ASSIGN_OR_RETURN(d->ssm_out, Load(backend, t.ssm_out));
+  ODMOE_ASSIGN_OR_RETURN(d->ssm_conv1d, LoadFloats(backend, t.ssm_conv1d));
+  ODMOE_ASSIGN_OR_RETURN(d->ssm_dt_bias, LoadFloats(backend, t.ssm_dt_bias));
+  ODMOE_ASSIGN_OR_RETURN(d->ssm_a, LoadFloats(backend, t.ssm_a));
+  ODMOE_ASSIGN_OR_RETURN(d->ssm_norm, LoadFloats(backend, t.ssm_norm));
   return absl::OkStatus();
 }
 

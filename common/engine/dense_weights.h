@@ -61,6 +61,15 @@ struct DenseLayerWeights {
   // The same per-head weights as tables (a one-row step's heads in one
   // MatMulById each).
   WeightTable attn_k_b_table, attn_v_b_table;
+  // Gated DeltaNet (a recurrent layer: ModelConfig::is_recurrent): the in
+  // projections (ssm_ba, or ssm_beta and ssm_alpha), the out projection, and
+  // F32 vectors: conv taps [conv_dim][conv_kernel], dt_bias, a (-exp(A_log)),
+  // the gated norm's weight.
+  WeightRef attn_qkv, attn_gate, ssm_ba, ssm_beta, ssm_alpha, ssm_out;
+  const float* ssm_conv1d = nullptr;
+  const float* ssm_dt_bias = nullptr;
+  const float* ssm_a = nullptr;
+  const float* ssm_norm = nullptr;
 };
 
 class DenseWeights {
@@ -88,6 +97,8 @@ class DenseWeights {
                               DenseLayerWeights* d);
   /// Layer `l`'s attention weights (q/k/v/output or MLA's), into `d`.
   absl::Status LoadAttention(const ModelFile& model, Backend& backend, int l, DenseLayerWeights* d);
+  /// A recurrent layer's Gated DeltaNet weights, into `d`.
+  absl::Status LoadDeltaNet(const ModelFile& model, Backend& backend, int l, DenseLayerWeights* d);
   /// Layer `l`'s router, biases and shared expert, or its dense FFN.
   absl::Status LoadFfn(const ModelFile& model, Backend& backend, int l, DenseLayerWeights* d);
 

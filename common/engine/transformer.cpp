@@ -35,6 +35,7 @@ absl::StatusOr<std::unique_ptr<Transformer>> Transformer::Create(const ModelFile
   tf->max_logit_rows_ = std::clamp<int64_t>(
       options.logit_buffer_bytes / (int64_t{c.n_vocab} * 4), 1, tf->n_batch_);
   ODMOE_ASSIGN_OR_RETURN(tf->weights_, DenseWeights::Load(model, backend));
+  ODMOE_ASSIGN_OR_RETURN(tf->recurrent_, RecurrentState::Create(backend, c, options.n_seq));
   ODMOE_RETURN_IF_ERROR(tf->AllocateBuffers());
   return tf;
 }
@@ -95,6 +96,7 @@ absl::Status Transformer::AllocateBuffers() {
   }
   if (beside) beside_out_ = take(b * d);
   if (config_.attention == AttentionKind::kMla) return AllocateMlaBuffers();
+  if (config_.delta_net || config_.attn_output_gate) return AllocateDeltaNetBuffers();
   return absl::OkStatus();
 }
 
@@ -131,6 +133,7 @@ absl::Status Transformer::BeginSegments(std::span<const int32_t> tokens,
     return absl::InvalidArgumentError(
         absl::StrFormat("segments of %d rows for a batch of %d tokens", total, n));
   }
+  for (const Segment& s : segments) ODMOE_RETURN_IF_ERROR(recurrent_.Check(s.slot, s.pos0));
   for (int32_t t : tokens) {
     if (t < 0 || t >= config_.n_vocab) {
       return absl::InvalidArgumentError(
@@ -139,6 +142,7 @@ absl::Status Transformer::BeginSegments(std::span<const int32_t> tokens,
   }
   rows_ = n;
   segments_.assign(segments.begin(), segments.end());
+  for (const Segment& s : segments_) recurrent_.Begin(s.slot, s.pos0, static_cast<int>(s.n));
   // Tokens and positions in one upload (one wait for the device): positions_
   // follows tokens_ at n_batch words.
   std::copy(tokens.begin(), tokens.end(), host_upload_.begin());
@@ -178,7 +182,9 @@ void Transformer::SettleX() {
 }
 
 void Transformer::AttentionBlock(int layer) {
-  if (config_.attention == AttentionKind::kMla) {
+  if (config_.is_recurrent(layer)) {
+    DeltaNetBlock(layer);
+  } else if (config_.attention == AttentionKind::kMla) {
     MlaAttention(layer);
   } else {
     GroupedAttention(layer);
@@ -207,7 +213,11 @@ void Transformer::GroupedAttention(int layer) {
   const Mat k_new = one ? first.k(layer).RowRange(segments_.front().pos0, n) : Mat{k_, n, kvw};
   const Mat v_new = one ? first.v(layer).RowRange(segments_.front().pos0, n) : Mat{v_, n, kvw};
   NormX(w.attn_norm, h);
-  backend_.MatMul(w.attn_q, h, q);
+  if (c.attn_output_gate) {
+    GatedQuery(w, h, q);
+  } else {
+    backend_.MatMul(w.attn_q, h, q);
+  }
   if (la.v_from_k) {  // V is K's projection, before K's norm and RoPE
     backend_.MatMul(w.attn_k, h, k_new);
     backend_.Copy(k_new, v_new);
@@ -253,6 +263,7 @@ void Transformer::GroupedAttention(int layer) {
                        s.pos0, scale, options, attn.RowRange(row, s.n));
     row += s.n;
   }
+  if (c.attn_output_gate) ApplyOutputGate(attn);
   backend_.MatMul(w.attn_output, attn, o);
   if (w.attn_output_bias != nullptr) backend_.AddBias(o, w.attn_output_bias);
   if (w.attn_post_norm != nullptr) backend_.RmsNorm(o, w.attn_post_norm, c.rms_eps, o);
@@ -526,6 +537,7 @@ absl::Status Transformer::RunLayers(ExpertExecutor& experts, std::vector<TokenRo
     }
   }
   SettleX();  // the last block's residual: x is read by the head and the caller
+  for (const Segment& s : segments_) recurrent_.Commit(s.slot);
   if (routing != nullptr && !routed.empty()) {
     // The routed layers' records, in one copy after the whole step.
     std::vector<int32_t> ids(static_cast<size_t>(config_.n_layer * layer_ids));

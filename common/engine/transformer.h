@@ -17,6 +17,8 @@
 //                                          sliding window (ModelConfig::window_of)
 //                                          and YaRN where the architecture has them
 //                                          (model_arch.h)
+//     (a recurrent layer: DeltaNetBlock(l), Gated DeltaNet on the slot's
+//                                          RecurrentState: transformer_delta_net.cpp)
 //     RouteBlock(l)                        h = rmsnorm(x) * ffn_norm; top-k of router(h)
 //                                          (+ router bias) with the architecture's gating
 //     ... experts(h) -> moe_output() ...   (ExpertExecutor::Run, or RunRouted from
@@ -62,6 +64,7 @@
 #include "engine/expert_executor.h"
 #include "engine/expert_ffn.h"
 #include "engine/kv_cache.h"
+#include "engine/recurrent_state.h"
 #include "model/model_file.h"
 
 namespace odmoe {
@@ -99,6 +102,13 @@ class Transformer {
   int n_seq() const { return static_cast<int>(kv_.size()); }
   /// The KV cache of slot `slot` (0 for a single sequence).
   KvCache& kv_cache(int slot = 0) { return kv_[static_cast<size_t>(slot)]; }
+  /// The recurrent layers' per-slot state (empty for a model without them;
+  /// recurrent_state.h says how a slot's rows may continue, roll back and
+  /// what it costs).
+  const RecurrentState& recurrent_state() const { return recurrent_; }
+  /// Forgets the sequence of `slot` (a cancelled request): its next forward
+  /// must start at position 0. KV rows need no clearing; free.
+  void ClearSequence(int slot) { recurrent_.Clear(slot); }
 
   /// Runs `tokens` at positions [pos0, pos0 + n). If `logits` is non-null it
   /// receives the n_vocab logits of the last token; if `routing` is non-null
@@ -239,6 +249,15 @@ class Transformer {
   void GroupedAttention(int layer);
   /// DeepSeek-V2's attention over the latent cache (transformer_mla.cpp).
   void MlaAttention(int layer);
+  /// Gated DeltaNet in a recurrent layer (transformer_delta_net.cpp), then
+  /// the residual add (pending).
+  void DeltaNetBlock(int layer);
+  absl::Status AllocateDeltaNetBuffers();
+  /// With ArchBlocks::attn_output_gate: q and the gate from the doubled q
+  /// projection of h (per head [q | gate]) into q_ / gate_.
+  void GatedQuery(const DenseLayerWeights& w, ConstMat h, Mat q);
+  /// attn *= sigmoid(gate) (attn_output_gate).
+  void ApplyOutputGate(Mat attn);
 
   const ModelConfig config_;
   Backend& backend_;
@@ -270,6 +289,13 @@ class Transformer {
   float *o_heads_ = nullptr, *q_lat_ = nullptr;
   float *heads_nope_ = nullptr, *heads_absorbed_ = nullptr;
   int32_t* head_ids_ = nullptr;
+  // Gated DeltaNet and the gated attention (transformer_delta_net.cpp):
+  // [n_batch, width] each.
+  RecurrentState recurrent_;
+  std::unique_ptr<BackendBuffer> delta_buffer_;
+  float *dn_qkv_ = nullptr, *dn_conv_ = nullptr, *dn_z_ = nullptr, *dn_ba_ = nullptr;
+  float *dn_beta_ = nullptr, *dn_alpha_ = nullptr, *dn_core_ = nullptr;
+  float *q_full_ = nullptr, *gate_ = nullptr;  // attn_output_gate
   // [row_logits_rows_ <= max_logit_rows, n_vocab], LogitsOfRows / ScoresOfRows only.
   std::unique_ptr<BackendBuffer> row_logits_buffer_;
   int64_t row_logits_rows_ = 0;

@@ -74,6 +74,13 @@ enum class RouterInput {
   kScaledRms,
 };
 
+/// How Gated DeltaNet's value heads read the key heads when there are more
+/// of them (ssm.time_step_rank > ssm.group_count; r = n_v / n_k).
+enum class DeltaNetHeadOrder {
+  kGrouped,  // v head j reads k head j / r (Qwen3-Next's files: the checkpoint's order)
+  kTiled,    // v head j reads k head j % n_k (Qwen3.5's files: the converter reorders V heads)
+};
+
 /// The blocks of an architecture's layers. The defaults are the plain
 /// Mixtral-style layer: grouped-query attention with interleaved RoPE, no q/k
 /// norm, a bias-free router over SwiGLU experts, no shared expert.
@@ -129,6 +136,19 @@ struct ArchBlocks {
   /// The shared expert's output is scaled by sigmoid(h . ffn_gate_inp_shexp)
   /// (Qwen2-MoE); false: added as is (DeepSeek).
   bool shared_gated = true;
+
+  // Linear attention (Qwen3-Next, Qwen3.5): Gated DeltaNet in the layers the
+  // file marks recurrent (attention.recurrent_layers, or all but every
+  // full_attention_interval-th), grouped-query attention in the others
+  // (common/engine/transformer_delta_net.cpp, model/model_delta_net.cpp).
+  bool delta_net = false;
+  DeltaNetHeadOrder delta_net_heads = DeltaNetHeadOrder::kGrouped;
+  /// b and a in one projection, per key head [b (r values) | a (r values)]
+  /// (blk.N.ssm_ba, Qwen3-Next); false: ssm_beta and ssm_alpha (Qwen3.5).
+  bool delta_net_ba_fused = false;
+  /// The attention layers' q projection is doubled: per head [q | gate], and
+  /// the attention output is multiplied by sigmoid(gate) before attn_output.
+  bool attn_output_gate = false;
 };
 
 }  // namespace odmoe

@@ -124,6 +124,26 @@ std::string_view GgufTensorName(TensorRole role) {
       return "rope_freqs.weight";
     case TensorRole::kFfnGateUpExps:
       return "blk.{l}.ffn_gate_up_exps.weight";
+    case TensorRole::kAttnQkv:
+      return "blk.{l}.attn_qkv.weight";
+    case TensorRole::kAttnGate:
+      return "blk.{l}.attn_gate.weight";
+    case TensorRole::kSsmBa:
+      return "blk.{l}.ssm_ba.weight";
+    case TensorRole::kSsmBeta:
+      return "blk.{l}.ssm_beta.weight";
+    case TensorRole::kSsmAlpha:
+      return "blk.{l}.ssm_alpha.weight";
+    case TensorRole::kSsmConv1d:
+      return "blk.{l}.ssm_conv1d.weight";
+    case TensorRole::kSsmDtBias:
+      return "blk.{l}.ssm_dt.bias";
+    case TensorRole::kSsmA:
+      return "blk.{l}.ssm_a";
+    case TensorRole::kSsmNorm:
+      return "blk.{l}.ssm_norm.weight";
+    case TensorRole::kSsmOut:
+      return "blk.{l}.ssm_out.weight";
   }
   return "";
 }

@@ -109,6 +109,17 @@ enum class TensorRole {
   kLayerOutputScale,  // [1]
   kRopeFreqs,         // [head_dim / 2] (one tensor, not per layer)
   kFfnGateUpExps,     // [n_embd, 2 n_ff, n_expert]: gate rows, then up rows, per expert
+  // Gated DeltaNet (ArchBlocks::delta_net), in the recurrent layers.
+  kAttnQkv,    // [n_embd, conv_dim]: q (all k heads), k, v (all v heads)
+  kAttnGate,   // [n_embd, value_dim]: z, the output norm's gate
+  kSsmBa,      // [n_embd, 2 * n_v_heads]: per k head [b | a] (delta_net_ba_fused)
+  kSsmBeta,    // [n_embd, n_v_heads]: b (beta = sigmoid(b))
+  kSsmAlpha,   // [n_embd, n_v_heads]: a (the decay's input)
+  kSsmConv1d,  // F32 [conv_kernel, conv_dim]
+  kSsmDtBias,  // F32 [n_v_heads]: added to a before the softplus
+  kSsmA,       // F32 [n_v_heads]: -exp(A_log), as the converter stores it
+  kSsmNorm,    // F32 [head_v]: the gated output norm's weight
+  kSsmOut,     // [value_dim, n_embd]
 };
 
 /// An integer hyperparameter of one architecture, "<arch>.<suffix>", read

@@ -67,6 +67,26 @@ struct LayerAttention {
   bool v_from_k = false;  // no attn_v: V is K's projection (ArchBlocks::v_optional)
 };
 
+/// The shapes of Gated DeltaNet (ArchBlocks::delta_net; all 0 otherwise),
+/// from the file's ssm.* keys. Per row the input projection gives q and k
+/// (n_k_heads x head_k each) and v (n_v_heads x head_v): conv_dim() channels
+/// through a causal depthwise convolution of conv_kernel taps; per value head
+/// the recurrent state is head_v x head_k floats.
+struct DeltaNetShape {
+  int conv_kernel = 0;  // ssm.conv_kernel
+  int n_k_heads = 0;    // ssm.group_count
+  int n_v_heads = 0;    // ssm.time_step_rank
+  int head_k = 0;       // ssm.state_size
+  int head_v = 0;       // ssm.inner_size / n_v_heads
+  int key_dim() const { return n_k_heads * head_k; }
+  int value_dim() const { return n_v_heads * head_v; }
+  int conv_dim() const { return 2 * key_dim() + value_dim(); }
+  /// Floats of one layer's state: the last conv_kernel - 1 inputs, then the
+  /// per-head matrices.
+  int64_t conv_state_floats() const { return int64_t{conv_kernel - 1} * conv_dim(); }
+  int64_t delta_state_floats() const { return int64_t{n_v_heads} * head_v * head_k; }
+};
+
 /// ArchBlocks (the architecture's, never the file's) plus what the file says.
 struct ModelConfig : ArchBlocks {
   std::string arch;  // general.architecture
@@ -116,6 +136,10 @@ struct ModelConfig : ArchBlocks {
   /// window_layer_shape: every layer's attention shape (one per layer);
   /// empty: every layer has head_dim, n_head_kv, rope_dims, rope_freq_base.
   std::vector<LayerAttention> layer_attention;
+  /// ArchBlocks::delta_net: the linear-attention shapes and, per layer, 1 for
+  /// a recurrent (Gated DeltaNet) layer, 0 for an attention layer.
+  DeltaNetShape delta;
+  std::vector<uint8_t> recurrent_layers;
 
   // Storage of the experts, per layer: every expert of a layer is stored
   // alike (validated at load), layers may differ (files from the common
@@ -134,6 +158,16 @@ struct ModelConfig : ArchBlocks {
   int kv_width_of(int layer) const {
     const LayerAttention a = attention_of(layer);
     return a.n_head_kv * a.head_dim;
+  }
+  /// True when `layer` mixes tokens with Gated DeltaNet instead of attention.
+  bool is_recurrent(int layer) const {
+    return !recurrent_layers.empty() && recurrent_layers[static_cast<size_t>(layer)] != 0;
+  }
+  /// Recurrent layers (each has a state per sequence: RecurrentState).
+  int n_recurrent() const {
+    int n = 0;
+    for (uint8_t r : recurrent_layers) n += r;
+    return n;
   }
   /// True when `layer` routes to experts (false: a dense layer).
   bool has_experts(int layer) const { return layer >= n_dense_leading; }

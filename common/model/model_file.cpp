@@ -239,6 +239,7 @@ absl::Status ModelFile::ReadConfig() {
   }
   c.attn_scale = c.attn_unscaled ? 1.0f : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   if (c.attention == AttentionKind::kMla) ODMOE_RETURN_IF_ERROR(ReadMlaConfig());
+  if (c.delta_net) ODMOE_RETURN_IF_ERROR(ReadDeltaNetConfig());
   return absl::OkStatus();
 }
 
@@ -286,12 +287,15 @@ absl::Status ModelFile::BindTensors() {
 
 absl::Status ModelFile::BindAttentionTensors(int l, LayerTensors* t) {
   if (config_.attention == AttentionKind::kMla) return BindMlaTensors(l, t);
+  if (config_.is_recurrent(l)) return BindDeltaNetTensors(l, t);
   const GgufFile& f = *gguf_;
   const ModelConfig& c = config_;
   auto name = [&](TensorRole role) { return TensorName(*arch_, role, l); };
   const LayerAttention la = c.attention_of(l);
   const int64_t d = c.n_embd, q = int64_t{c.n_head} * la.head_dim, kv = c.kv_width_of(l);
-  ODMOE_ASSIGN_OR_RETURN(t->attn_q, Expect(f, name(TensorRole::kAttnQ), {d, q}));
+  // With an output gate q's projection holds [q | gate] per head.
+  const int64_t q_out = c.attn_output_gate ? 2 * q : q;
+  ODMOE_ASSIGN_OR_RETURN(t->attn_q, Expect(f, name(TensorRole::kAttnQ), {d, q_out}));
   ODMOE_ASSIGN_OR_RETURN(t->attn_k, Expect(f, name(TensorRole::kAttnK), {d, kv}));
   if (c.v_optional && !f.HasTensor(name(TensorRole::kAttnV))) {
     config_.layer_attention[static_cast<size_t>(l)].v_from_k = true;  // V is K's projection
@@ -386,7 +390,7 @@ absl::Status ModelFile::BindOptionalLayerTensors(int l, LayerTensors* t) {
                                      has ? "has" : "lacks", has ? "does not" : "has them"));
     }
   }
-  if (c.qk_norm != QkNorm::kNone) {
+  if (c.qk_norm != QkNorm::kNone && !c.is_recurrent(l)) {
     const bool per_head = c.qk_norm == QkNorm::kPerHead;
     ODMOE_ASSIGN_OR_RETURN(
         t->attn_q_norm, Expect(f, name(TensorRole::kAttnQNorm), {per_head ? head_dim : q}, true));

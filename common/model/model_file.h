@@ -85,6 +85,18 @@ struct LayerTensors {
   TensorView router_scale;                                      // {n_embd}
   TensorView expert_scale;                                      // {n_expert}
   TensorView layer_output_scale;                                // {1}; may be absent
+  // Gated DeltaNet (ModelConfig::is_recurrent(l); attn_q/k/v/output are then
+  // empty). Shapes in DeltaNetShape's terms (model_delta_net.cpp).
+  TensorView attn_qkv;     // {n_embd, conv_dim}
+  TensorView attn_gate;    // {n_embd, value_dim}: z
+  TensorView ssm_ba;       // {n_embd, 2 * n_v_heads} (delta_net_ba_fused)
+  TensorView ssm_beta;     // {n_embd, n_v_heads} (otherwise)
+  TensorView ssm_alpha;    // {n_embd, n_v_heads}
+  TensorView ssm_conv1d;   // F32 {conv_kernel, conv_dim}
+  TensorView ssm_dt_bias;  // F32 {n_v_heads}
+  TensorView ssm_a;        // F32 {n_v_heads}: -exp(A_log)
+  TensorView ssm_norm;     // F32 {head_v}
+  TensorView ssm_out;      // {value_dim, n_embd}
 };
 
 class ModelFile {
@@ -126,6 +138,10 @@ class ModelFile {
   /// Layer `l`'s attention tensors: q/k/v/output, or MLA's (model_mla.cpp).
   absl::Status BindAttentionTensors(int l, LayerTensors* t);
   absl::Status BindMlaTensors(int l, LayerTensors* t);
+  /// Gated DeltaNet's shapes and which layers are recurrent
+  /// (model_delta_net.cpp).
+  absl::Status ReadDeltaNetConfig();
+  absl::Status BindDeltaNetTensors(int l, LayerTensors* t);
   /// Layer `l`'s router and experts, or its dense FFN.
   absl::Status BindFfnTensors(int l, LayerTensors* t);
   /// The sliding-layer pattern, the per-layer attention shapes and what

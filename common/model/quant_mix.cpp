@@ -266,6 +266,9 @@ std::vector<NamedMixTensor> MixTensorsOf(const ArchDesc& arch, const ModelConfig
       add(TensorRole::kAttnKNorm, MixRole::kKept, 0, l);
     }
     if (c.n_ff_shared > 0) add(TensorRole::kFfnGateInpShexp, MixRole::kKept, c.n_embd, l);
+    // Gated DeltaNet's conv taps stay f32 (rows of conv_kernel floats, as
+    // llama.cpp keeps them); its projections are dense matrices (kOther).
+    if (c.is_recurrent(l)) add(TensorRole::kSsmConv1d, MixRole::kKept, 0, l);
     if (c.expert_bias) {  // 2-D [n_ff or n_embd, n_expert], f32 like every bias
       add(TensorRole::kFfnGateExpsBias, MixRole::kKept, c.n_ff, l);
       add(TensorRole::kFfnUpExpsBias, MixRole::kKept, c.n_ff, l);

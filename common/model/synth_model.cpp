@@ -39,7 +39,8 @@ uint64_t NameHash(const std::string& name) {
   return h;
 }
 
-// How one tensor's values are made: uniform in [-scale, scale] from a
+// How one tensor's values are made: uniform in [-scale, scale] (a negative
+// scale: in (scale, 0]) from a
 // counter-based generator (the same bytes whatever the chunking), or constant.
 struct Fill {
   uint64_t stream = 0;
@@ -49,6 +50,7 @@ struct Fill {
   float At(uint64_t i) const {
     if (!random) return constant;
     const double u = static_cast<double>(SplitMix(stream + i) >> 11) * 0x1.0p-53;  // [0, 1)
+    if (scale < 0) return static_cast<float>(u * scale);  // one-sided: (scale, 0]
     return static_cast<float>((2 * u - 1) * scale);
   }
 };
@@ -72,6 +74,33 @@ GgufWriter::Generator Rows(DType type, int64_t ne0, Fill fill) {
       }
     }
   };
+}
+
+using WeightFn =
+    std::function<absl::Status(const std::string&, DType, std::vector<int64_t>, float)>;
+
+// A Gated DeltaNet layer's tensors as llama.cpp's converter names them; the
+// decays' a (-exp(A_log)) uniform in [-1, 0), so exp(a * softplus) < 1.
+absl::Status AddDeltaNetTensors(const SynthSpec& s, const ArchDesc& spec, int l,
+                                const WeightFn& weight) {
+  const int64_t d = s.n_embd, nv = s.ssm_v_heads, hk = s.ssm_head;
+  const int64_t value = nv * hk, conv = 2 * s.ssm_k_heads * hk + value;
+  auto name = [&](TensorRole role) { return TensorName(spec, role, l); };
+  auto lin = [](int64_t fan_in) { return static_cast<float>(std::sqrt(3.0 / fan_in)); };
+  ODMOE_RETURN_IF_ERROR(weight(name(TensorRole::kAttnQkv), s.type, {d, conv}, lin(d)));
+  ODMOE_RETURN_IF_ERROR(weight(name(TensorRole::kAttnGate), s.type, {d, value}, lin(d)));
+  if (spec.blocks.delta_net_ba_fused) {
+    ODMOE_RETURN_IF_ERROR(weight(name(TensorRole::kSsmBa), s.type, {d, 2 * nv}, lin(d)));
+  } else {
+    ODMOE_RETURN_IF_ERROR(weight(name(TensorRole::kSsmBeta), s.type, {d, nv}, lin(d)));
+    ODMOE_RETURN_IF_ERROR(weight(name(TensorRole::kSsmAlpha), s.type, {d, nv}, lin(d)));
+  }
+  ODMOE_RETURN_IF_ERROR(weight(name(TensorRole::kSsmConv1d), DType::kF32, {s.ssm_conv_kernel, conv},
+                               lin(s.ssm_conv_kernel)));
+  ODMOE_RETURN_IF_ERROR(weight(name(TensorRole::kSsmDtBias), DType::kF32, {nv}, 0.5f));
+  ODMOE_RETURN_IF_ERROR(weight(name(TensorRole::kSsmA), DType::kF32, {nv}, -1.0f));
+  ODMOE_RETURN_IF_ERROR(weight(name(TensorRole::kSsmNorm), DType::kF32, {hk}, 1.0f));
+  return weight(name(TensorRole::kSsmOut), s.type, {value, d}, lin(value));
 }
 
 absl::Status Build(const SynthSpec& s, GgufWriter* w) {
@@ -149,6 +178,21 @@ absl::Status Build(const SynthSpec& s, GgufWriter* w) {
     w->SetMetadata(a + ".expert_shared_feed_forward_length",
                    GgufValue::U32(static_cast<uint32_t>(s.n_ff_shared)));
   }
+  if (blocks.delta_net) {  // the keys llama.cpp's converter writes for Qwen3-Next / Qwen3.5
+    auto u32 = [](int v) { return GgufValue::U32(static_cast<uint32_t>(v)); };
+    w->SetMetadata(a + ".ssm.conv_kernel", u32(s.ssm_conv_kernel));
+    w->SetMetadata(a + ".ssm.state_size", u32(s.ssm_head));
+    w->SetMetadata(a + ".ssm.group_count", u32(s.ssm_k_heads));
+    w->SetMetadata(a + ".ssm.time_step_rank", u32(s.ssm_v_heads));
+    w->SetMetadata(a + ".ssm.inner_size", u32(s.ssm_head * s.ssm_v_heads));
+    w->SetMetadata(a + ".full_attention_interval", u32(s.full_attention_interval));
+    if (blocks.delta_net_heads == DeltaNetHeadOrder::kTiled) {  // Qwen3.5's M-RoPE sections
+      w->SetMetadata(a + ".rope.dimension_sections", GgufValue::I32Array({11, 11, 10, 0}));
+    }
+  }
+  if (s.rope_dims > 0) {
+    w->SetMetadata(a + ".rope.dimension_count", GgufValue::U32(static_cast<uint32_t>(s.rope_dims)));
+  }
   w->SetMetadata(a + ".attention.head_count", GgufValue::U32(static_cast<uint32_t>(s.n_head)));
   w->SetMetadata(a + ".attention.head_count_kv",
                  GgufValue::U32(static_cast<uint32_t>(mla ? 1 : s.n_head_kv)));
@@ -217,13 +261,18 @@ absl::Status Build(const SynthSpec& s, GgufWriter* w) {
           weight(b + "attn_k_b.weight", s.type, {s.qk_nope, r, h}, lin(s.qk_nope)));
       ODMOE_RETURN_IF_ERROR(weight(b + "attn_v_b.weight", s.type, {r, vh, h}, lin(r)));
       ODMOE_RETURN_IF_ERROR(weight(b + "attn_output.weight", s.type, {h * vh, d}, lin(h * vh)));
+    } else if (blocks.delta_net && (l + 1) % s.full_attention_interval != 0) {
+      ODMOE_RETURN_IF_ERROR(AddDeltaNetTensors(s, spec, l, weight));
     } else {
-      ODMOE_RETURN_IF_ERROR(weight(b + "attn_q.weight", s.type, {d, q}, lin(d)));
+      ODMOE_RETURN_IF_ERROR(
+          weight(b + "attn_q.weight", s.type, {d, blocks.attn_output_gate ? 2 * q : q}, lin(d)));
       ODMOE_RETURN_IF_ERROR(weight(b + "attn_k.weight", s.type, {d, kv}, lin(d)));
       ODMOE_RETURN_IF_ERROR(weight(b + "attn_v.weight", s.type, {d, kv}, lin(d)));
       ODMOE_RETURN_IF_ERROR(weight(b + "attn_output.weight", s.type, {q, d}, lin(q)));
     }
-    if (blocks.qk_norm != QkNorm::kNone && !spec.qk_norm_optional) {  // optional: left out
+    const bool recurrent = blocks.delta_net && (l + 1) % s.full_attention_interval != 0;
+    // q/k norms: not in recurrent layers; an optional one (GLM-4.5) left out.
+    if (blocks.qk_norm != QkNorm::kNone && !spec.qk_norm_optional && !recurrent) {
       const bool per_head = blocks.qk_norm == QkNorm::kPerHead;
       ODMOE_RETURN_IF_ERROR(ones(b + "attn_q_norm.weight", per_head ? hd : q));
       ODMOE_RETURN_IF_ERROR(ones(b + "attn_k_norm.weight", per_head ? hd : kv));
@@ -459,6 +508,43 @@ SynthSpec SynthSpec::MiniMaxM2() {
   return s;
 }
 
+SynthSpec SynthSpec::Qwen35_35B_A3B() {
+  SynthSpec s;
+  s.arch = "qwen35moe";
+  s.n_layer = 40;
+  s.n_embd = 2048;
+  s.n_ff = 512;
+  s.n_ff_shared = 512;
+  s.n_expert = 256;
+  s.n_expert_used = 8;
+  s.n_head = 16;
+  s.n_head_kv = 2;
+  s.head_dim = 256;
+  s.rope_dims = 64;
+  s.ssm_conv_kernel = 4;
+  s.ssm_k_heads = 16;
+  s.ssm_v_heads = 32;
+  s.ssm_head = 128;
+  s.full_attention_interval = 4;
+  s.n_vocab = 248320;
+  s.n_ctx = 262144;
+  s.rope_theta = 1e7f;
+  s.rms_eps = 1e-6f;
+  s.name = "synthetic-qwen3.5-35b-a3b";
+  return s;
+}
+
+SynthSpec SynthSpec::Qwen3Next80B_A3B() {
+  SynthSpec s = Qwen35_35B_A3B();
+  s.arch = "qwen3next";
+  s.n_layer = 48;
+  s.n_expert = 512;
+  s.n_expert_used = 10;
+  s.n_vocab = 151936;
+  s.name = "synthetic-qwen3-next-80b-a3b";
+  return s;
+}
+
 absl::StatusOr<SynthSpec> SynthSpec::Preset(const std::string& name) {
   if (name == "mixtral-8x7b" || name == "llama") return Mixtral8x7B();
   if (name == "qwen3-30b-a3b" || name == "qwen3moe") return Qwen3_30B_A3B();
@@ -470,12 +556,15 @@ absl::StatusOr<SynthSpec> SynthSpec::Preset(const std::string& name) {
   if (name == "glm-4.5-air" || name == "glm4moe") return Glm45Air();
   if (name == "minimax-m2") return MiniMaxM2();
   if (name == "gemma-4-26b-a4b" || name == "gemma4") return Gemma4_26B_A4B();
+  if (name == "qwen3.5-35b-a3b" || name == "qwen35moe") return Qwen35_35B_A3B();
+  if (name == "qwen3-next-80b-a3b" || name == "qwen3next") return Qwen3Next80B_A3B();
   return absl::InvalidArgumentError(absl::StrCat(
       "'", name,
       "' is not a preset (mixtral-8x7b, qwen3-30b-a3b, olmoe-1b-7b, qwen1.5-moe-a2.7b, "
       "gpt-oss-20b, deepseek-v2-lite, deepseek-v3-lite, glm-4.5-air, minimax-m2, "
-      "gemma-4-26b-a4b) or an architecture (llama, qwen3moe, olmoe, qwen2moe, gpt-oss, "
-      "deepseek2, glm4moe, minimax-m2, gemma4)"));
+      "gemma-4-26b-a4b, qwen3.5-35b-a3b, qwen3-next-80b-a3b) or an architecture (llama, "
+      "qwen3moe, olmoe, qwen2moe, gpt-oss, deepseek2, glm4moe, minimax-m2, gemma4, qwen35moe, "
+      "qwen3next)"));
 }
 
 absl::Status ValidateSynthSpec(const SynthSpec& s) {
@@ -514,6 +603,14 @@ absl::Status ValidateSynthSpec(const SynthSpec& s) {
       return bad("type",
                  "q8_0 needs qk_nope, kv_lora_rank, heads x v_head and the dense FFN "
                  "to be multiples of 32");
+    }
+  }
+  if (blocks.delta_net) {
+    if (s.ssm_conv_kernel < 2 || s.ssm_conv_kernel > 8 || s.ssm_k_heads < 1 || s.ssm_head < 1 ||
+        s.ssm_v_heads < 1 || s.ssm_v_heads % s.ssm_k_heads != 0 || s.full_attention_interval < 1) {
+      return bad("ssm",
+                 "Gated DeltaNet needs 2..8 conv taps, key heads >= 1, value heads a multiple "
+                 "of them, a head size >= 1 and a full-attention interval >= 1");
     }
   }
   if (s.rope_dims < 0 || s.rope_dims % 2 != 0 || s.rope_dims > s.head_size()) {

@@ -45,6 +45,15 @@ struct SynthSpec {
   int qk_nope = 0;
   int qk_rope = 0;
   int v_head = 0;
+  // Gated DeltaNet (qwen3next, qwen35moe): the recurrent layers' shapes
+  // (ssm.*), every full_attention_interval-th layer attention; rope_dims
+  // rotated dims per attention head (0: the whole head).
+  int ssm_conv_kernel = 4;
+  int ssm_k_heads = 0;
+  int ssm_v_heads = 0;
+  int ssm_head = 0;
+  int full_attention_interval = 4;
+  int rope_dims = 0;
   int sliding_window = 0;         // architectures with sliding-window layers (gpt-oss)
   float yarn_factor = 0;          // > 0: YaRN RoPE scaling with this factor
   int yarn_original_context = 0;  // and this original context
@@ -110,11 +119,20 @@ struct SynthSpec {
   /// (window 1024) of head 256 with 8 KV heads, every sixth layer full with
   /// head 512 and 2 KV heads (V = K); vocabulary 262144.
   static SynthSpec Gemma4_26B_A4B();
+  /// Qwen3.5-35B-A3B: 40 layers (Gated DeltaNet, every 4th gated attention),
+  /// 2048, 256 experts of 512 top-8, a shared expert of 512, 16 heads of 256
+  /// (2 KV heads, 64 rotated dims), linear attention 16 key / 32 value heads
+  /// of 128, vocabulary 248320.
+  static SynthSpec Qwen35_35B_A3B();
+  /// Qwen3-Next-80B-A3B: 48 layers as above, 512 experts of 512 top-10, a
+  /// shared expert of 512, vocabulary 151936.
+  static SynthSpec Qwen3Next80B_A3B();
   /// By name: "mixtral-8x7b", "qwen3-30b-a3b", "olmoe-1b-7b",
   /// "qwen1.5-moe-a2.7b", "gpt-oss-20b", "deepseek-v2-lite",
-  /// "deepseek-v3-lite", "glm-4.5-air", "minimax-m2", "gemma-4-26b-a4b", or
-  /// an architecture name for its preset ("llama", "qwen3moe", "olmoe",
-  /// "qwen2moe", "gpt-oss", "deepseek2", "glm4moe", "minimax-m2", "gemma4").
+  /// "deepseek-v3-lite", "glm-4.5-air", "minimax-m2", "gemma-4-26b-a4b",
+  /// "qwen3.5-35b-a3b", "qwen3-next-80b-a3b", or an architecture name for its
+  /// preset ("llama", "qwen3moe", "olmoe", "qwen2moe", "gpt-oss", "deepseek2",
+  /// "glm4moe", "minimax-m2", "gemma4", "qwen35moe", "qwen3next").
   /// INVALID_ARGUMENT listing the names.
   static absl::StatusOr<SynthSpec> Preset(const std::string& name);
   int head_size() const { return head_dim > 0 ? head_dim : n_embd / n_head; }

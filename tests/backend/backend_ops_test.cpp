@@ -129,6 +129,13 @@ TEST_CASE("cpu Add, Copy, CopyColumns, GatherRows, ScatterAddScaled match the re
   }
 }
 
+TEST_CASE(
+    "cpu Mul and the linear-attention ops (CausalConvSilu and GatedDeltaNet) match the "
+    "reference",
+    "[backend]") {
+  for (const char* op : {"Mul", "CausalConvSilu", "GatedDeltaNet"}) CheckCpuOp(op);
+}
+
 TEST_CASE("the reference catches a wrong result", "[backend]") {
   // Guards the guard: a MatMul case checked against another case's reference
   // must fail the tolerance.

@@ -805,6 +805,7 @@ std::vector<OpCase> MakeOpCases() {
   AddAttentionOptionCases(cases);
   AddActivationCases(cases);
   AddRowOpCases(cases);
+  AddDeltaNetCases(cases);
   return cases;
 }
 

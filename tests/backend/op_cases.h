@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,21 @@ struct OpCase {
 std::vector<DType> WeightTypesUnderTest();
 
 std::vector<OpCase> MakeOpCases();
+/// The linear-attention ops' cases (op_cases_delta_net.cpp; in MakeOpCases).
+void AddDeltaNetCases(std::vector<OpCase>& cases);
+
+/// Gated DeltaNet's inputs for a test: `rows` rows of random q/k/v, decay
+/// and gate inputs, and a random starting state.
+struct DeltaInputs {
+  DeltaNetParams p;
+  int64_t rows = 0;
+  std::vector<float> qkv, alpha, beta, a, dt_bias, state;
+};
+/// GatedDeltaNet on `be` over the rows in calls of `chunks` rows each (in
+/// order), from the inputs' state (or zeros); the outputs, then the state.
+std::vector<float> RunDeltaNet(Backend& be, const DeltaInputs& in, bool with_state,
+                               std::span<const int64_t> chunks);
+DeltaInputs MakeDeltaInputs(int nk, int nv, int hk, int64_t rows, bool tiled, uint32_t seed);
 
 /// "cpu", "cpu:3" (another thread count of the reference) and every other
 /// backend this machine offers (AvailableBackends()): the names the

@@ -31,9 +31,9 @@ using nlohmann::json;
 
 // The architectures whose fixtures must be present (a missing one fails).
 const std::vector<std::string>& Archs() {
-  static const std::vector<std::string> archs = {"qwen3moe",  "olmoe",     "qwen2moe",
-                                                 "gpt-oss",   "deepseek2", "deepseek2-qlora",
-                                                 "deepseek3", "glm4moe",   "minimax-m2"};
+  static const std::vector<std::string> archs = {
+      "qwen3moe",  "olmoe",   "qwen2moe",   "gpt-oss",   "deepseek2", "deepseek2-qlora",
+      "deepseek3", "glm4moe", "minimax-m2", "qwen3next", "qwen35moe", "gemma4"};
   return archs;
 }
 
@@ -167,7 +167,22 @@ TEST_CASE("arch golden: the file's configuration is transformers' configuration"
         INFO("layer " << l);
         CHECK(c.window_of(l) ==
               (types[l] == "sliding_attention" ? hf["sliding_window"].get<int>() : 0));
+        // Qwen3-Next / Qwen3.5: Gated DeltaNet where transformers has linear attention.
+        CHECK(c.is_recurrent(l) == (types[l] == "linear_attention"));
       }
+    }
+    if (hf.contains("linear_num_value_heads")) {
+      CHECK(c.delta_net);
+      CHECK(c.attn_output_gate);
+      CHECK(c.delta.conv_kernel == hf["linear_conv_kernel_dim"].get<int>());
+      CHECK(c.delta.n_k_heads == hf["linear_num_key_heads"].get<int>());
+      CHECK(c.delta.n_v_heads == hf["linear_num_value_heads"].get<int>());
+      CHECK(c.delta.head_k == hf["linear_key_head_dim"].get<int>());
+      CHECK(c.delta.head_v == hf["linear_value_head_dim"].get<int>());
+      CHECK(c.rope_dims ==
+            static_cast<int>(c.head_dim *
+                             hf["rope_parameters"]["partial_rotary_factor"].get<double>()));
+      CHECK(c.n_ff_shared == hf["shared_expert_intermediate_size"].get<int>());
     }
     if (hf.contains("swiglu_limit")) {
       CHECK(c.expert_activation.kind == ExpertActivation::Kind::kSwiGluOai);

@@ -74,6 +74,16 @@ class WaitCountingBackend final : public Backend {
   }
   void AddBias(Mat x, const float* b) override { cpu_.AddBias(x, b); }
   void Sigmoid(Mat x) override { cpu_.Sigmoid(x); }
+  void Mul(ConstMat a, ConstMat b, Mat out) override { cpu_.Mul(a, b, out); }
+  void CausalConvSilu(ConstMat x, const float* w, int kernel, const float* in, float* out_state,
+                      Mat out) override {
+    cpu_.CausalConvSilu(x, w, kernel, in, out_state, out);
+  }
+  void GatedDeltaNet(ConstMat qkv, ConstMat alpha, ConstMat beta, const float* a,
+                     const float* dt_bias, const DeltaNetParams& p, const float* in,
+                     float* out_state, Mat out) override {
+    cpu_.GatedDeltaNet(qkv, alpha, beta, a, dt_bias, p, in, out_state, out);
+  }
   void SwiGlu(ConstMat g, ConstMat u, Mat out) override { cpu_.SwiGlu(g, u, out); }
   void SwiGluOai(ConstMat g, ConstMat u, float a, float l, Mat out) override {
     cpu_.SwiGluOai(g, u, a, l, out);

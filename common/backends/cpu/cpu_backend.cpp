@@ -263,6 +263,24 @@ void CpuBackend::Sigmoid(Mat x) {
   for (int64_t i = 0; i < n; ++i) x.data[i] = 1.0f / (1.0f + cpu_math::ExpF(-x.data[i]));
 }
 
+void CpuBackend::Mul(ConstMat a, ConstMat b, Mat out) {
+  op_checks::SameShape("Mul", a, b);
+  op_checks::SameShape("Mul", a, out);
+  CpuMul({kernels_, &pool_}, a, b, out);
+}
+
+void CpuBackend::CausalConvSilu(ConstMat x, const float* weight, int kernel, const float* state_in,
+                                float* state_out, Mat out) {
+  op_checks::SameShape("CausalConvSilu", x, out);
+  CpuCausalConvSilu({kernels_, &pool_}, x, weight, kernel, state_in, state_out, out);
+}
+
+void CpuBackend::GatedDeltaNet(ConstMat qkv, ConstMat alpha, ConstMat beta, const float* a,
+                               const float* dt_bias, const DeltaNetParams& p, const float* state_in,
+                               float* state_out, Mat out) {
+  CpuGatedDeltaNet({kernels_, &pool_}, qkv, alpha, beta, a, dt_bias, p, state_in, state_out, out);
+}
+
 void CpuBackend::SwiGlu(ConstMat gate, ConstMat up, Mat out) {
   op_checks::SameShape("SwiGlu", gate, up);
   op_checks::SameShape("SwiGlu", gate, out);

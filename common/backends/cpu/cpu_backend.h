@@ -199,6 +199,13 @@ class CpuBackend final : public Backend {
   void ScatterAddScaled(ConstMat src, const int32_t* idx, const float* scale, Mat dst) override;
   void CombineExperts(ConstMat ys, const int32_t* ids, const float* weights, int k,
                       Mat out) override;
+  // Linear attention (cpu_delta_net.cpp).
+  void Mul(ConstMat a, ConstMat b, Mat out) override;
+  void CausalConvSilu(ConstMat x, const float* weight, int kernel, const float* state_in,
+                      float* state_out, Mat out) override;
+  void GatedDeltaNet(ConstMat qkv, ConstMat alpha, ConstMat beta, const float* a,
+                     const float* dt_bias, const DeltaNetParams& p, const float* state_in,
+                     float* state_out, Mat out) override;
 
  private:
   /// True for the weights LoadWeight copies: the K-family types of 16 rows

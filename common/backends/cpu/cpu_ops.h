@@ -69,6 +69,13 @@ void CpuSwiGlu(const CpuOpContext& ctx, ConstMat gate, ConstMat up, Mat out);
 void CpuSwiGluOai(const CpuOpContext& ctx, ConstMat gate, ConstMat up, float alpha, float limit,
                   Mat out);
 void CpuGeGlu(const CpuOpContext& ctx, ConstMat gate, ConstMat up, Mat out);
+// Linear attention (cpu_delta_net.cpp).
+void CpuMul(const CpuOpContext& ctx, ConstMat a, ConstMat b, Mat out);
+void CpuCausalConvSilu(const CpuOpContext& ctx, ConstMat x, const float* weight, int kernel,
+                       const float* state_in, float* state_out, Mat out);
+void CpuGatedDeltaNet(const CpuOpContext& ctx, ConstMat qkv, ConstMat alpha, ConstMat beta,
+                      const float* a, const float* dt_bias, const DeltaNetParams& p,
+                      const float* state_in, float* state_out, Mat out);
 
 /// Rows per parallel chunk so that a chunk has at least ~256k elements of
 /// work: waking a pool thread cost tens of microseconds, more than a small op

@@ -555,6 +555,31 @@ void CudaBackend::Sigmoid(Mat x) {
   if (Enter()) RecordCuda(cuda::LaunchSigmoid(stream(), x), "Sigmoid");
 }
 
+void CudaBackend::Mul(ConstMat a, ConstMat b, Mat out) {
+  op_checks::SameShape("Mul", a, b);
+  op_checks::SameShape("Mul", a, out);
+  if (Enter()) RecordCuda(cuda::LaunchMul(stream(), a, b, out), "Mul");
+}
+
+void CudaBackend::CausalConvSilu(ConstMat x, const float* weight, int kernel, const float* state_in,
+                                 float* state_out, Mat out) {
+  op_checks::SameShape("CausalConvSilu", x, out);
+  if (Enter()) {
+    RecordCuda(cuda::LaunchCausalConvSilu(stream(), x, weight, kernel, state_in, state_out, out),
+               "CausalConvSilu");
+  }
+}
+
+void CudaBackend::GatedDeltaNet(ConstMat qkv, ConstMat alpha, ConstMat beta, const float* a,
+                                const float* dt_bias, const DeltaNetParams& p,
+                                const float* state_in, float* state_out, Mat out) {
+  if (Enter()) {
+    RecordCuda(cuda::LaunchGatedDeltaNet(stream(), qkv, alpha, beta, a, dt_bias, p, state_in,
+                                         state_out, out),
+               "GatedDeltaNet");
+  }
+}
+
 void CudaBackend::SwiGlu(ConstMat gate, ConstMat up, Mat out) {
   op_checks::SameShape("SwiGlu", gate, up);
   op_checks::SameShape("SwiGlu", gate, out);

@@ -125,6 +125,13 @@ class CudaBackend final : public Backend {
                    int64_t cols) override;
   void GatherRows(ConstMat src, const int32_t* idx, Mat dst) override;
   void ScatterAddScaled(ConstMat src, const int32_t* idx, const float* scale, Mat dst) override;
+  // Linear attention (cuda_delta_net.cu).
+  void Mul(ConstMat a, ConstMat b, Mat out) override;
+  void CausalConvSilu(ConstMat x, const float* weight, int kernel, const float* state_in,
+                      float* state_out, Mat out) override;
+  void GatedDeltaNet(ConstMat qkv, ConstMat alpha, ConstMat beta, const float* a,
+                     const float* dt_bias, const DeltaNetParams& p, const float* state_in,
+                     float* state_out, Mat out) override;
   // Products by ids (cuda_backend_by_id.cpp): one launch per product for all
   // picked weights (a grid slice each), the ids read on the device.
   absl::StatusOr<WeightTable> MakeWeightTable(std::span<const WeightRef> entries) override;

@@ -164,6 +164,14 @@ cudaError_t LaunchScale(cudaStream_t stream, Mat x, const float* factor);
 /// x = cap * TanhF(x / cap) in place.
 cudaError_t LaunchSoftCap(cudaStream_t stream, Mat x, float cap);
 cudaError_t LaunchAdd(cudaStream_t stream, ConstMat a, ConstMat b, Mat out);
+// Linear attention (cuda_delta_net.cu): Backend::Mul, CausalConvSilu (at
+// most 8 taps) and GatedDeltaNet, the CPU backend's bits.
+cudaError_t LaunchMul(cudaStream_t stream, ConstMat a, ConstMat b, Mat out);
+cudaError_t LaunchCausalConvSilu(cudaStream_t stream, ConstMat x, const float* weight, int kernel,
+                                 const float* state_in, float* state_out, Mat out);
+cudaError_t LaunchGatedDeltaNet(cudaStream_t stream, ConstMat qkv, ConstMat alpha, ConstMat beta,
+                                const float* a, const float* dt_bias, const DeltaNetParams& p,
+                                const float* state_in, float* state_out, Mat out);
 cudaError_t LaunchGatherRows(cudaStream_t stream, ConstMat src, const int32_t* idx, Mat dst);
 cudaError_t LaunchScatterAddScaled(cudaStream_t stream, ConstMat src, const int32_t* idx,
                                    const float* scale, Mat dst);

@@ -18,12 +18,17 @@ extern const ArchDesc kDeepSeek2Arch;  // deepseek2.cpp
 extern const ArchDesc kGlm4MoeArch;    // glm4moe.cpp
 extern const ArchDesc kMiniMaxM2Arch;  // minimax_m2.cpp
 extern const ArchDesc kGemma4Arch;     // gemma4.cpp
+extern const ArchDesc kQwen3NextArch;  // qwen3next.cpp
+extern const ArchDesc kQwen35MoeArch;  // qwen35moe.cpp
+/// Qwen3-Next's description, which Qwen3.5's starts from (qwen3next.cpp).
+ArchDesc Qwen3NextDescription();
 
 /// In the order messages list them.
 inline const ArchDesc* const kBuiltinArchs[] = {
     &kLlamaArch, &kQwen3MoeArch, &kOlmoeArch, &kQwen2MoeArch, &kGptOssArch, &kDeepSeek2Arch,
     &kGlm4MoeArch, &kMiniMaxM2Arch,
     &kGemma4Arch,
+    &kQwen3NextArch, &kQwen35MoeArch,
 };
 
 }  // namespace odmoe
