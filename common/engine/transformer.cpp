@@ -286,7 +286,7 @@ void Transformer::RouterBlock(int layer, int32_t* ids, float* weights) {
     DenseBesideExperts(layer);
     backend_.MatMul(w.router, ConstMat(o_, n, c.n_embd), router);
     if (w.router_bias != nullptr) backend_.AddBias(router, w.router_bias);
-    backend_.RouterTopK(router, c.n_expert_used, c.gating, ids, weights);
+    backend_.RouterTopK(router, c.n_expert_used, LayerGating(layer), ids, weights);
     return;
   }
   NormX(w.ffn_norm, h);

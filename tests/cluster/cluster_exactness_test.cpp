@@ -428,7 +428,8 @@ TEST_CASE("cluster: identical tokens for every architecture of the table", "[clu
         // Qwen3-Next / Qwen3.5 (top-4 of 16): Gated DeltaNet layers and their
         // per-sequence state, gated attention, shared expert on the main node.
         Arch{"tests/data/arch/tiny-qwen3next.gguf", 4},
-        Arch{"tests/data/arch/tiny-qwen35moe.gguf", 4}}) {
+        Arch{"tests/data/arch/tiny-qwen35moe.gguf", 4},
+        Arch{"tests/data/arch/tiny-gemma4.gguf", 4}}) {
     ClusterConfig shadow;  // aligned shadow, prefill in mini-batches of 3
     shadow.model = SourcePath(a.file);
     shadow.workers = a.workers;

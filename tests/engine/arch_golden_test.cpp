@@ -376,14 +376,10 @@ TEST_CASE("arch golden: gpt-oss with MXFP4 experts", "[golden][arch]") {
 
 namespace odmoe {
 
-// Gemma 4's MoE variant (tiny-gemma4: gemma-4-26B-A4B's layer). odmoe's
-// tokenizer does not read Gemma 4's vocabulary yet (tokenizer.ggml.model
-// "gemma4": BPE over raw UTF-8 with byte fallback), so ReferenceEngine
-// cannot open the file and the cases above cannot run it; these run the
-// same checks on the model itself (Transformer and local experts, the
-// prompt ids from the golden file). When the tokenizer reads it, "gemma4"
-// joins Archs() (whose checks know its configuration) and this goes.
-TEST_CASE("arch golden: gemma4 configuration and its tokenizer refused", "[golden][arch]") {
+// Gemma 4's MoE variant (tiny-gemma4: gemma-4-26B-A4B's layer): beyond the
+// checks every architecture of Archs() gets, its layer shapes and the
+// SentencePiece-style BPE vocabulary (tokenizer.ggml.model "gemma4").
+TEST_CASE("arch golden: gemma4 configuration and its tokenizer", "[golden][arch]") {
   const json g = Golden("gemma4");
   auto model = ModelFile::Open(test::SourcePath(g["gguf_file"].get<std::string>()));
   REQUIRE(model.ok());
@@ -400,65 +396,9 @@ TEST_CASE("arch golden: gemma4 configuration and its tokenizer refused", "[golde
   CHECK(c.output_tied);
   CheckGemma4Shapes(c, hf);
   auto tok = Tokenizer::FromGguf((*model)->gguf());
-  REQUIRE_FALSE(tok.ok());
-  CHECK(std::string(tok.status().message()).find("gemma4") != std::string::npos);
-}
-
-TEST_CASE("arch golden: gemma4 greedy tokens routing and logits on the model", "[golden][arch]") {
-  const json g = Golden("gemma4");
-  auto model = ModelFile::Open(test::SourcePath(g["gguf_file"].get<std::string>()));
-  REQUIRE(model.ok());
-  const int k = (*model)->config().n_expert_used;
-  test::LocalForward local = test::MakeLocalForward(**model);
-  test::LogitTolerance tol{kLogitAbsTol, kLogitRelTol};
-  for (const json& gc : g["cases"]) {
-    INFO("prompt: " << gc["prompt"].get<std::string>());
-    // Greedy generation on the model, every position's routing recorded.
-    std::vector<int32_t> ids = gc["prompt_ids"].get<std::vector<int32_t>>();
-    const auto expected = gc["greedy_ids"].get<std::vector<int32_t>>();
-    std::vector<TokenRouting> routing;
-    std::vector<float> logits;
-    std::vector<int32_t> out;
-    REQUIRE(local.tf->Forward(ids, 0, *local.experts, &logits, &routing).ok());
-    for (size_t step = 0; step < expected.size(); ++step) {
-      const int32_t next =
-          static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-      out.push_back(next);
-      if (step + 1 == expected.size()) break;
-      const int32_t one[1] = {next};
-      REQUIRE(
-          local.tf
-              ->Forward(one, static_cast<int>(ids.size() + step), *local.experts, &logits, &routing)
-              .ok());
-    }
-    CHECK(out == expected);
-    CHECK(out == gc["peer_greedy_ids"].get<std::vector<int32_t>>());  // llama.cpp's
-    const json& experts = gc["experts"];
-    int compared = 0, mismatches = 0;
-    for (size_t l = 0; l < experts.size(); ++l) {
-      for (size_t pos = 0; pos < experts[l].size() && pos < routing.size(); ++pos) {
-        const auto want = experts[l][pos].get<std::vector<int32_t>>();
-        const std::vector<int32_t> got(routing[pos].begin() + l * k,
-                                       routing[pos].begin() + (l + 1) * k);
-        ++compared;
-        mismatches += got != want;
-      }
-    }
-    CHECK(compared > 0);
-    CHECK(mismatches == 0);
-    // The prompt's last-position logits (whole vocabulary) and every step's top-5.
-    const auto last = gc["last_logits"].get<std::vector<double>>();
-    REQUIRE(last.size() == static_cast<size_t>((*model)->config().n_vocab));
-    test::ReplayGreedySteps(*local.tf, *local.experts, gc,
-                            [&](size_t step, const std::vector<float>& l) {
-                              if (step == 0) {
-                                for (size_t i = 0; i < last.size(); ++i) tol.Check(l[i], last[i]);
-                              }
-                              for (const json& pair : gc["top5"][step])
-                                tol.Check(l[pair[0].get<size_t>()], pair[1].get<double>());
-                            });
-  }
-  WARN("gemma4: largest logit difference from transformers: " << tol.worst);
+  INFO((tok.ok() ? "" : std::string(tok.status().message())));
+  REQUIRE(tok.ok());
+  CHECK((*tok)->vocab().model == TokenizerModel::kSentencePieceBpe);
 }
 
 TEST_CASE("arch golden: gemma4 through odmoe-quantize keeps its greedy tokens", "[golden][arch]") {
