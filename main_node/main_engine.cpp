@@ -455,6 +455,10 @@ absl::Status MainEngine::RunPlan(const IterationPlan& plan) {
   const std::span<const float> all(logits);
   size_t logit_row = 0;
   row = 0;
+  // Recurrent layers' state cannot be cut at a position: where fewer drafts
+  // were accepted than verified, the accepted rows run again (Replay).
+  std::vector<int32_t> replay_tokens;
+  std::vector<Transformer::Segment> replay;
   for (const PlannedSegment& seg : plan.segments) {
     Job& job = *running_[seg.seq];
     Sequence& seq = *job.seq;
@@ -472,6 +476,11 @@ absl::Status MainEngine::RunPlan(const IterationPlan& plan) {
                                all.subspan(logit_row * n_vocab, static_cast<size_t>(n) * n_vocab));
       }
       logit_row += static_cast<size_t>(seg.drafts()) + 1;
+      if (accepted < seg.drafts() && !transformer_->recurrent_state().empty() && !seq.done()) {
+        replay.push_back({seg.slot, seg.pos0, accepted + 1});
+        replay_tokens.insert(replay_tokens.end(), seg.tokens.begin(),
+                             seg.tokens.begin() + accepted + 1);
+      }
       // Rows 0..accepted ran on the right inputs: iterations n..n + accepted.
       RecordActual(job, seg.n, row, accepted + 1);
       job.forwards = seg.n + accepted;
@@ -486,6 +495,21 @@ absl::Status MainEngine::RunPlan(const IterationPlan& plan) {
     AddStats(job.out.experts, stats);
     row += n;
   }
+  return Replay(plan, replay_tokens, replay);
+}
+
+absl::Status MainEngine::Replay(const IterationPlan& plan, std::span<const int32_t> tokens,
+                                std::span<const Transformer::Segment> segments) {
+  if (segments.empty()) return absl::OkStatus();
+  // The state before the verification is each slot's checkpoint
+  // (engine/recurrent_state.h): from it, the decode token and the accepted
+  // drafts bring the state to the sequence's position, at the cost of those
+  // rows' experts once more. Nothing is sampled; the step's key stays (no
+  // look-ahead, no shared-step hints: the rows were hinted already).
+  executor_->set_lookahead({});
+  executor_->SetStep(plan.key_request, plan.key_token);
+  ODMOE_RETURN_IF_ERROR(transformer_->ForwardSegments(tokens, segments, *executor_));
+  replayed_rows_ += tokens.size();
   return absl::OkStatus();
 }
 

@@ -181,6 +181,9 @@ class MainEngine {
   uint64_t shared_rows() const { return shared_rows_.load(); }
   /// Drafted tokens verified in iterations shared by several requests.
   uint64_t shared_drafts() const { return shared_drafts_.load(); }
+  /// Rows run again to bring a recurrent model's state to the accepted
+  /// drafts (Replay).
+  uint64_t replayed_rows() const { return replayed_rows_.load(); }
 
  private:
   struct Job;  // one request in the engine (main_engine.cpp)
@@ -202,6 +205,10 @@ class MainEngine {
   // The running requests' states, their alignment and drafts, the plan, run.
   absl::Status Step();
   absl::Status RunPlan(const IterationPlan& plan);
+  /// Runs `tokens` again at `segments` (each from its slot's recurrent-state
+  /// checkpoint) after a verification that accepted fewer drafts than it ran.
+  absl::Status Replay(const IterationPlan& plan, std::span<const int32_t> tokens,
+                      std::span<const Transformer::Segment> segments);
   // Its first step: a request id, the prediction board, ShadowBegin.
   void BeginJob(Job& job, bool alone);
   // Records the gate's experts of `rows` batch rows from `row0` of the
@@ -237,6 +244,7 @@ class MainEngine {
   std::unique_ptr<Scheduler> scheduler_;
   std::atomic<int> in_engine_{0};
   std::atomic<uint64_t> shared_iterations_{0}, shared_rows_{0}, shared_drafts_{0};
+  std::atomic<uint64_t> replayed_rows_{0};
   std::thread loop_;
   Schedule schedule_;
   std::atomic<int> active_groups_{0};

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <map>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cluster/wire.h"
 #include "engine/sampler.h"
@@ -409,7 +410,10 @@ bool ShadowCore::Ready(Seq& seq) {
     }
     it = seq.aligned.erase(it);
   }
-  if (seq.begin.token_period() == 1 && seq.begin.kv_period() == 1 && seq.main_progress > seq.n) {
+  // (Never with recurrent layers: a skipped row would be missing from their
+  // state, which no KV row can bring.)
+  if (seq.begin.token_period() == 1 && seq.begin.kv_period() == 1 && seq.main_progress > seq.n &&
+      transformer_->recurrent_state().empty()) {
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.iterations_skipped;
     ++seq.n;
@@ -424,7 +428,42 @@ bool ShadowCore::Ready(Seq& seq) {
   return seq.token >= 0;
 }
 
+absl::Status ShadowCore::Resync(Seq& seq) {
+  const RecurrentState& state = transformer_->recurrent_state();
+  const int pos = seq.prompt + static_cast<int>(seq.n) - 1;
+  if (state.empty() || state.Check(seq.slot, pos).ok()) return absl::OkStatus();
+  const int checkpoint = state.checkpoint(seq.slot);
+  const int from = checkpoint >= 0 && checkpoint <= pos ? checkpoint : 0;
+  std::vector<int32_t> tokens;
+  tokens.reserve(static_cast<size_t>(pos - from));
+  for (int p = from; p < pos; ++p) {
+    if (p < seq.prompt) {
+      tokens.push_back(seq.begin.prompt_ids(p));
+      continue;
+    }
+    const size_t iteration = static_cast<size_t>(p - seq.prompt + 1);
+    if (iteration >= seq.used.size() || seq.used[iteration] < 0) {
+      return absl::InternalError(absl::StrCat("request ", seq.req, ": iteration ", iteration,
+                                              " has no token to bring the recurrent state back"));
+    }
+    tokens.push_back(seq.used[iteration]);
+  }
+  for (int done = 0; done < static_cast<int>(tokens.size());) {
+    const int m = std::min(transformer_->n_batch(), static_cast<int>(tokens.size()) - done);
+    const Transformer::Segment segment{seq.slot, from + done, m};
+    ODMOE_RETURN_IF_ERROR(transformer_->ForwardSegments(
+        std::span<const int32_t>(tokens).subspan(static_cast<size_t>(done), static_cast<size_t>(m)),
+        {&segment, 1}, *experts_));
+    done += m;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.recurrent_resyncs;
+  stats_.recurrent_rows_replayed += tokens.size();
+  return absl::OkStatus();
+}
+
 absl::Status ShadowCore::Decode(const std::vector<Seq*>& rows) {
+  for (Seq* seq : rows) ODMOE_RETURN_IF_ERROR(Resync(*seq));
   std::vector<int32_t> tokens;
   std::vector<Transformer::Segment> segments;
   for (const Seq* seq : rows) {

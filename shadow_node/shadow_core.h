@@ -72,6 +72,11 @@ struct ShadowStats {
   uint64_t kv_rows_aligned = 0;
   uint64_t iterations_skipped = 0;  // caught up with the main node
   uint64_t speculation_misses = 0;  // own token guess was wrong: iteration computed again
+  // Recurrent layers (Gated DeltaNet): their state cannot go back to any
+  // position; a recompute from further back than the last forward runs the
+  // sequence's tokens again from the nearest state it has (Resync).
+  uint64_t recurrent_resyncs = 0;
+  uint64_t recurrent_rows_replayed = 0;
   uint64_t rejected_messages = 0;
   double alignment_seconds = 0;  // applying KV rows
   double forward_seconds = 0;
@@ -123,6 +128,10 @@ class ShadowCore {
   absl::Status Prefill(Seq& seq);
   // One iteration of every sequence in `rows`, as one forward.
   absl::Status Decode(const std::vector<Seq*>& rows);
+  // Brings the recurrent state of seq's slot to its next row's position when
+  // it cannot continue there: the prompt and the tokens its iterations ran
+  // with, again from the slot's checkpoint (or from position 0).
+  absl::Status Resync(Seq& seq);
   // ShadowDone for `request`, its slot freed (FinishLocked: mu_ held).
   void Finish(uint64_t request);
   void FinishLocked(uint64_t request);

@@ -151,6 +151,8 @@ void ShadowNode::FillStatus(v1::NodeStatus* status) const {
   add("iterations", absl::StrCat(s.iterations));
   add("iterations_skipped", absl::StrCat(s.iterations_skipped));
   add("speculation_misses", absl::StrCat(s.speculation_misses));
+  add("recurrent_resyncs", absl::StrCat(s.recurrent_resyncs));
+  add("recurrent_rows_replayed", absl::StrCat(s.recurrent_rows_replayed));
   add("predictions", absl::StrCat(s.predictions));
   add("drafts", absl::StrCat(s.drafts));
   add("hints_sent", absl::StrCat(service_->hints_sent()));

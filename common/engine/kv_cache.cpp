@@ -11,12 +11,15 @@ absl::StatusOr<KvCache> KvCache::Create(Backend& backend, const ModelConfig& con
   kv.capacity_ = capacity;
   kv.width_ = config.kv_width();
   size_t per_side = static_cast<size_t>(config.n_layer) * capacity * kv.width_;
-  if (!config.layer_attention.empty()) {  // layers of different widths, packed
+  // Layers of different widths, packed: Gemma 4's sliding and full layers;
+  // recurrent layers (Gated DeltaNet) keep no rows (RecurrentState instead).
+  if (!config.layer_attention.empty() || config.n_recurrent() > 0) {
     per_side = 0;
     for (int l = 0; l < config.n_layer; ++l) {
+      const int64_t width = config.is_recurrent(l) ? 0 : config.kv_width_of(l);
       kv.offsets_.push_back(static_cast<int64_t>(per_side));
-      kv.widths_.push_back(config.kv_width_of(l));
-      per_side += static_cast<size_t>(capacity) * config.kv_width_of(l);
+      kv.widths_.push_back(width);
+      per_side += static_cast<size_t>(capacity) * width;
     }
   }
   // MLA's latent cache: V is the head of every K row, nothing to store twice.

@@ -23,7 +23,8 @@ class KvCache {
 
   int capacity() const { return capacity_; }
   /// Layer `layer`'s rows: ModelConfig::kv_width_of(layer) floats each
-  /// (layers may differ: Gemma 4's sliding and full layers).
+  /// (layers may differ: Gemma 4's sliding and full layers); none (0 columns)
+  /// for a recurrent layer, whose state is RecurrentState's.
   Mat k(int layer) const { return {k_base_ + LayerOffset(layer), capacity_, WidthOf(layer)}; }
   Mat v(int layer) const { return {v_base_ + LayerOffset(layer), capacity_, WidthOf(layer)}; }
   /// True when v(layer) is k(layer) (MLA): writers fill K only.

@@ -190,9 +190,6 @@ absl::Status Build(const SynthSpec& s, GgufWriter* w) {
       w->SetMetadata(a + ".rope.dimension_sections", GgufValue::I32Array({11, 11, 10, 0}));
     }
   }
-  if (s.rope_dims > 0) {
-    w->SetMetadata(a + ".rope.dimension_count", GgufValue::U32(static_cast<uint32_t>(s.rope_dims)));
-  }
   w->SetMetadata(a + ".attention.head_count", GgufValue::U32(static_cast<uint32_t>(s.n_head)));
   w->SetMetadata(a + ".attention.head_count_kv",
                  GgufValue::U32(static_cast<uint32_t>(mla ? 1 : s.n_head_kv)));

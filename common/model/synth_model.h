@@ -46,14 +46,13 @@ struct SynthSpec {
   int qk_rope = 0;
   int v_head = 0;
   // Gated DeltaNet (qwen3next, qwen35moe): the recurrent layers' shapes
-  // (ssm.*), every full_attention_interval-th layer attention; rope_dims
-  // rotated dims per attention head (0: the whole head).
+  // (ssm.*), every full_attention_interval-th layer attention (rope_dims
+  // below: the rotated dims per attention head).
   int ssm_conv_kernel = 4;
   int ssm_k_heads = 0;
   int ssm_v_heads = 0;
   int ssm_head = 0;
   int full_attention_interval = 4;
-  int rope_dims = 0;
   int sliding_window = 0;         // architectures with sliding-window layers (gpt-oss)
   float yarn_factor = 0;          // > 0: YaRN RoPE scaling with this factor
   int yarn_original_context = 0;  // and this original context

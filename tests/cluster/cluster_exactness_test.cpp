@@ -572,4 +572,51 @@ TEST_CASE("cluster: identical tokens for gemma4", "[cluster][arch]") {
   std::filesystem::remove(path);
 }
 
+TEST_CASE("cluster: a recurrent model's state follows speculative decoding and its shadow",
+          "[cluster][arch]") {
+  // Qwen3.5's Gated DeltaNet layers keep a state per sequence that cannot be
+  // cut at a position: where the main node verified more drafts than it
+  // accepted it runs the accepted rows again from the state before the
+  // verification (MainEngine::Replay), and the shadow, whose guesses go
+  // wrong, brings its own state back (ShadowCore::Resync). A Q4_0 shadow
+  // (its drafts often wrong) drafts 3 tokens, waited for: the tokens are the
+  // single process's, and rejected drafts were replayed. Then three requests
+  // decode together on whatever drafts are ready.
+  const std::string path = SourcePath("tests/data/arch/tiny-qwen35moe.gguf");
+  ClusterConfig spec;
+  spec.model = path;
+  spec.workers = 4;
+  spec.quantization = DType::kQ4_0;
+  spec.draft_tokens = 3;
+  spec.draft_wait_us = 2'000'000;
+  auto cluster = TestCluster::Start(spec);
+  REQUIRE(cluster.ok());
+  std::vector<GenerateRequest> reqs(Prompts().size());
+  uint64_t drafted = 0, accepted = 0;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    reqs[i].prompt = Prompts()[i];
+    reqs[i].max_tokens = kTokens;
+    reqs[i].ignore_eos = true;
+    absl::StatusOr<ClusterGenerateResult> r = (*cluster)->main().Generate(reqs[i], nullptr);
+    REQUIRE(r.ok());
+    CHECK(r->result.output_ids == Reference(path)[i]);
+    drafted += r->speculation.drafted;
+    accepted += r->speculation.accepted;
+  }
+  INFO("drafted " << drafted << " accepted " << accepted);
+  CHECK(drafted > accepted);  // some drafts were rejected ...
+  CHECK((*cluster)->main().engine().replayed_rows() > 0);  // ... and the state replayed
+  cluster->reset();
+
+  spec.draft_wait_us = 0;
+  spec.max_running = 3;
+  cluster = TestCluster::Start(spec);
+  REQUIRE(cluster.ok());
+  const auto got = GenerateConcurrently((*cluster)->main(), reqs);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    REQUIRE(got[i].ok());
+    CHECK(got[i]->result.output_ids == Reference(path)[i]);
+  }
+}
+
 }  // namespace odmoe::test
