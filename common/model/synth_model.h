@@ -39,6 +39,13 @@ struct SynthSpec {
   int n_ff_shared = 0;  // the shared expert's width (architectures that have one)
   int n_dense_leading = 0;  // layers [0, n) have a dense FFN of n_ff_dense (DeepSeek)
   int n_ff_dense = 0;
+  /// > 1: only layers with (l + 1) % moe_layer_step == 0 have experts, the
+  /// others a dense FFN of n_ff_dense (llama4's interleave_moe_layer_step).
+  int moe_layer_step = 0;
+  /// Whether layer `l` has experts.
+  bool has_experts(int l) const {
+    return l >= n_dense_leading && (moe_layer_step <= 1 || (l + 1) % moe_layer_step == 0);
+  }
   // Multi-head latent attention (deepseek2): the latent width and the
   // per-head sizes (n_head_kv is then 1: one latent "head").
   int kv_lora_rank = 0;
@@ -77,6 +84,14 @@ struct SynthSpec {
   /// attention (kv_lora_rank 512, qk 128 + 64, v 128), YaRN x40, vocabulary
   /// 102400.
   static SynthSpec DeepSeekV2Lite();
+  /// Llama-4-Scout-17B-16E: 48 layers, 5120, experts of 8192, 16 experts
+  /// top-1, a shared expert of 8192 in every layer, 40 heads of 128, 8 KV
+  /// heads, vocabulary 202048, RoPE theta 5e5 (without the file's llama3
+  /// RoPE factors, which odmoe does not apply yet).
+  static SynthSpec Llama4Scout();
+  /// Llama-4-Maverick-17B-128E: Scout's widths with 128 experts in every
+  /// second layer and a dense FFN of 16384 in the others.
+  static SynthSpec Llama4Maverick();
   /// By name: "mixtral-8x7b", "qwen3-30b-a3b", "olmoe-1b-7b",
   /// "qwen1.5-moe-a2.7b", "gpt-oss-20b", "deepseek-v2-lite", or an
   /// architecture name for its preset ("llama", "qwen3moe", "olmoe",

@@ -354,7 +354,8 @@ TEST_CASE("cluster: identical tokens with every node on the GPU", "[cluster][gpu
            {"tests/data/arch/tiny-qwen2moe.gguf", 4},
            {"tests/data/arch/tiny-gpt-oss.gguf", 4},
            {"tests/data/arch/tiny-deepseek2.gguf", 6},
-           {"tests/data/arch/tiny-deepseek2-qlora.gguf", 6}}) {
+           {"tests/data/arch/tiny-deepseek2-qlora.gguf", 6},
+           {"tests/data/arch/tiny-llama4.gguf", 2}}) {
     ClusterConfig cfg;
     cfg.backend = "cuda:0";
     cfg.model = SourcePath(file);
@@ -416,7 +417,11 @@ TEST_CASE("cluster: identical tokens for every architecture of the table", "[clu
         Arch{"tests/data/arch/tiny-qwen2moe.gguf", 8},
         Arch{"tests/data/arch/tiny-gpt-oss.gguf", 4},
         Arch{"tests/data/arch/tiny-deepseek2.gguf", 6},
-        Arch{"tests/data/arch/tiny-deepseek2-qlora.gguf", 6}}) {
+        Arch{"tests/data/arch/tiny-deepseek2-qlora.gguf", 6},
+        // Llama 4 (top-1 of 16; MoE and dense layers interleaved, chunks, a
+        // NoPE layer with its temperature, the expert's input scaled on the
+        // main node before the workers see it).
+        Arch{"tests/data/arch/tiny-llama4.gguf", 4}}) {
     ClusterConfig shadow;  // aligned shadow, prefill in mini-batches of 3
     shadow.model = SourcePath(a.file);
     shadow.workers = a.workers;

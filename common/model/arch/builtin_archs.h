@@ -15,10 +15,12 @@ extern const ArchDesc kOlmoeArch;      // olmoe.cpp
 extern const ArchDesc kQwen2MoeArch;   // qwen2moe.cpp
 extern const ArchDesc kGptOssArch;     // gpt_oss.cpp
 extern const ArchDesc kDeepSeek2Arch;  // deepseek2.cpp
+extern const ArchDesc kLlama4Arch;     // llama4.cpp
 
 /// In the order messages list them.
 inline const ArchDesc* const kBuiltinArchs[] = {
     &kLlamaArch, &kQwen3MoeArch, &kOlmoeArch, &kQwen2MoeArch, &kGptOssArch, &kDeepSeek2Arch,
+    &kLlama4Arch,
 };
 
 }  // namespace odmoe
