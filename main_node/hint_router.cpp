@@ -15,6 +15,7 @@ std::vector<std::vector<int32_t>> HintRouter::RandomPredictions(uint64_t request
   std::vector<std::vector<int32_t>> out(static_cast<size_t>(c.n_layer));
   std::vector<int32_t> pool(static_cast<size_t>(c.n_expert));
   for (int l = c.n_dense_leading; l < c.n_layer; ++l) {
+    if (!c.has_experts(l)) continue;  // interleaved dense layers (Llama 4)
     for (int e = 0; e < c.n_expert; ++e) pool[static_cast<size_t>(e)] = e;
     for (int j = 0; j < c.n_expert_used; ++j) {
       std::uniform_int_distribution<int> pick(j, c.n_expert - 1);
@@ -28,6 +29,7 @@ std::vector<std::vector<int32_t>> HintRouter::RandomPredictions(uint64_t request
 absl::Status HintRouter::SendRandomHints(uint64_t request, int n) {
   std::vector<std::vector<int32_t>> predicted = RandomPredictions(request, n);
   for (int l = config_.n_dense_leading; l < config_.n_layer; ++l) {
+    if (!config_.has_experts(l)) continue;
     SendHint(request, n, l, std::move(predicted[static_cast<size_t>(l)]));
   }
   return absl::OkStatus();
@@ -36,6 +38,7 @@ absl::Status HintRouter::SendRandomHints(uint64_t request, int n) {
 void HintRouter::PutRandomPredictions(uint64_t request, int n) {
   std::vector<std::vector<int32_t>> predicted = RandomPredictions(request, n);
   for (int l = config_.n_dense_leading; l < config_.n_layer; ++l) {
+    if (!config_.has_experts(l)) continue;
     links_.predictions().Put(request, static_cast<uint32_t>(n), static_cast<uint32_t>(l),
                              std::move(predicted[static_cast<size_t>(l)]));
   }
@@ -120,6 +123,7 @@ void HintRouter::HintStep(uint64_t key_request, uint32_t key_token, std::span<co
   // complete, looked at again before each layer goes out.
   std::map<int, v1::WorkerRequest> hints;  // worker -> its hints of the step
   for (int l = std::max(from_layer, c.n_dense_leading); l < c.n_layer; ++l) {
+    if (!c.has_experts(l)) continue;           // interleaved dense layers (Llama 4)
     if (executor_.StepPredicted(l)) continue;  // hinted already
     std::vector<int32_t> u;
     bool complete = true;

@@ -538,6 +538,7 @@ void MainEngine::BeginJob(Job& job, bool alone) {
 void MainEngine::RecordActual(Job& job, int n, int64_t row0, int rows) {
   const ModelConfig& c = model_.config();
   for (int l = c.n_dense_leading; l < c.n_layer; ++l) {
+    if (!c.has_experts(l)) continue;  // interleaved dense layers (Llama 4)
     const auto& actual = executor_->actual()[static_cast<size_t>(l)];
     for (int r = 0; r < rows; ++r) {
       const size_t row = static_cast<size_t>(row0 + r);

@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
   std::string out, preset = "mixtral-8x7b", arch, type = "f16";
   int layers = 0, embd = 0, ff = 0, experts = 0, top_k = 0, heads = 0, kv_heads = 0, vocab = 0,
       ctx = 0, head_dim = 0, shared_ff = 0, dense_layers = 0, dense_ff = 0, kv_lora = 0,
-      qk_nope = 0, qk_rope = 0, v_head = 0;
+      qk_nope = 0, qk_rope = 0, v_head = 0, moe_step = 0;
   uint64_t seed = 1;
   bool dry_run = false;
   args.AddString("out", &out, "FILE", "the GGUF to write", true);
@@ -32,11 +32,11 @@ int main(int argc, char** argv) {
                  "shapes to start from: mixtral-8x7b (default), qwen3-30b-a3b, olmoe-1b-7b, "
                  "qwen1.5-moe-a2.7b, gpt-oss-20b, deepseek-v2-lite, deepseek-v3-lite (V2-Lite's "
                  "shapes, DeepSeek-V3's routing), glm-4.5-air, minimax-m2, gemma-4-26b-a4b, "
-                 "qwen3.5-35b-a3b, qwen3-next-80b-a3b");
+                 "qwen3.5-35b-a3b, qwen3-next-80b-a3b, llama-4-scout, llama-4-maverick");
   args.AddString("arch", &arch, "ARCH",
                  "architecture, with its preset's shapes: llama (Mixtral), qwen3moe, olmoe, "
                  "qwen2moe, gpt-oss, deepseek2, glm4moe, minimax-m2, gemma4, qwen35moe, "
-                 "qwen3next (overrides --preset)");
+                 "qwen3next, llama4 (overrides --preset)");
   args.AddString("type", &type, "T", "weight type: f16 (default) or q8_0");
   args.AddInt("layers", &layers, "N", "layers (default: the preset's)");
   args.AddInt("embd", &embd, "N", "hidden size");
@@ -49,6 +49,8 @@ int main(int argc, char** argv) {
   args.AddInt("shared-ff", &shared_ff, "N", "shared expert FFN size (qwen2moe, deepseek2)");
   args.AddInt("dense-layers", &dense_layers, "N", "leading layers with a dense FFN (deepseek2)");
   args.AddInt("dense-ff", &dense_ff, "N", "FFN size of the dense layers (deepseek2)");
+  args.AddInt("moe-step", &moe_step, "N",
+              "experts in every N-th layer, a dense FFN in the others (llama4)");
   args.AddInt("kv-lora", &kv_lora, "N", "latent attention: latent KV width (deepseek2)");
   args.AddInt("qk-nope", &qk_nope, "N", "latent attention: per-head q/k dims without RoPE");
   args.AddInt("qk-rope", &qk_rope, "N", "latent attention: per-head q/k dims with RoPE");
@@ -91,6 +93,7 @@ int main(int argc, char** argv) {
   set("shared-ff", shared_ff, &s.n_ff_shared);
   set("dense-layers", dense_layers, &s.n_dense_leading);
   set("dense-ff", dense_ff, &s.n_ff_dense);
+  set("moe-step", moe_step, &s.moe_layer_step);
   set("kv-lora", kv_lora, &s.kv_lora_rank);
   set("qk-nope", qk_nope, &s.qk_nope);
   set("qk-rope", qk_rope, &s.qk_rope);

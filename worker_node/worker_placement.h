@@ -39,6 +39,7 @@ inline std::vector<std::pair<int, int>> UsualExperts(const ModelConfig& c,
   std::vector<std::pair<int, int>> set;
   const bool decodes = !p.positions(c.n_expert_used).empty();
   for (int l = c.n_dense_leading; l < c.n_layer; ++l) {
+    if (!c.has_experts(l)) continue;  // interleaved dense layers (Llama 4)
     const bool decode_layer = decodes && l % p.n_groups() == p.group();
     for (int e = 0; e < c.n_expert; ++e) {
       if (decode_layer || e % p.n_workers == p.worker_index) set.emplace_back(l, e);

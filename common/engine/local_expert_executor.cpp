@@ -169,6 +169,10 @@ absl::Status LocalExpertExecutor::Run(int layer, ConstMat x, const RoutingPlan& 
 absl::Status LocalExpertExecutor::MakeTables(const ModelConfig& c) {
   std::vector<WeightRef> gate(static_cast<size_t>(n_expert_)), up(gate.size()), down(gate.size());
   for (int l = c.n_dense_leading; l < c.n_layer; ++l) {
+    if (!c.has_experts(l)) {  // an interleaved dense layer (Llama 4): no tables
+      tables_.emplace_back();
+      continue;
+    }
     for (int e = 0; e < n_expert_; ++e) {
       const ExpertWeights& w = experts_[static_cast<size_t>(l * n_expert_ + e)];
       gate[static_cast<size_t>(e)] = w.gate;
@@ -186,7 +190,8 @@ absl::Status LocalExpertExecutor::MakeTables(const ModelConfig& c) {
 
 bool LocalExpertExecutor::CanRunRouted(const Backend& backend, int layer, int64_t rows) const {
   return &backend == &backend_ && rows == 1 && layer >= n_dense_leading_ &&
-         layer - n_dense_leading_ < static_cast<int>(tables_.size());
+         layer - n_dense_leading_ < static_cast<int>(tables_.size()) &&
+         tables_[static_cast<size_t>(layer - n_dense_leading_)].gate.size() > 0;
 }
 
 absl::Status LocalExpertExecutor::RunRouted(int layer, ConstMat x, const int32_t* ids,

@@ -88,13 +88,22 @@ absl::Status Transformer::AllocateBuffers() {
                            ExpertFfnScratch::Create(backend_, config_.n_ff_shared, n_batch_));
     shared_scratch_ = std::make_unique<ExpertFfnScratch>(std::move(scratch));
   }
-  if (config_.n_dense_leading > 0 || beside) {
+  if (config_.has_dense_layers() || beside) {
     const int n_ff = beside ? config_.n_ff_beside : config_.n_ff_dense;
     ODMOE_ASSIGN_OR_RETURN(ExpertFfnScratch scratch,
                            ExpertFfnScratch::Create(backend_, n_ff, n_batch_));
     dense_scratch_ = std::make_unique<ExpertFfnScratch>(std::move(scratch));
   }
   if (beside) beside_out_ = take(b * d);
+  if (config_.router_input_scaled || config_.rope_qk_rms_norm) {
+    const size_t hd = static_cast<size_t>(config_.head_dim);
+    ODMOE_ASSIGN_OR_RETURN(llama4_buffer_, backend_.Allocate((b * d + b + hd) * 4));
+    scaled_in_ = static_cast<float*>(llama4_buffer_->data());
+    row_scales_ = scaled_in_ + b * d;
+    ones_ = row_scales_ + b;
+    const std::vector<float> ones(hd, 1.0f);
+    ODMOE_RETURN_IF_ERROR(backend_.CopyToBackend(ones_, ones.data(), hd * 4));
+  }
   if (config_.attention == AttentionKind::kMla) return AllocateMlaBuffers();
   if (config_.delta_net || config_.attn_output_gate) return AllocateDeltaNetBuffers();
   return absl::OkStatus();
@@ -247,7 +256,12 @@ void Transformer::GroupedAttention(int layer) {
   rope.rotated_pairs = la.rope_pairs;
   rope.mode = c.rope_mode;
   rope.scaling = c.rope_scaling;
-  backend_.RopePair(q, k_new, hd, positions_, rope);
+  if (c.rope_of(layer)) backend_.RopePair(q, k_new, hd, positions_, rope);
+  if (c.rope_qk_rms_norm && c.rope_of(layer)) {  // Llama 4: weightless, after RoPE
+    const Mat qh{q.data, n * c.n_head, hd}, kh{k_new.data, n * la.n_head_kv, hd};
+    backend_.RmsNorm(qh, ones_, c.rms_eps, qh);
+    backend_.RmsNorm(kh, ones_, c.rms_eps, kh);
+  }
   const float scale = c.attn_scale;
   AttentionOptions options;
   options.sinks = w.attn_sinks;  // null without sinks
@@ -259,8 +273,12 @@ void Transformer::GroupedAttention(int layer) {
       backend_.Copy(k_new.RowRange(row, s.n), kv.k(layer).RowRange(s.pos0, s.n));
       backend_.Copy(v_new.RowRange(row, s.n), kv.v(layer).RowRange(s.pos0, s.n));
     }
-    backend_.Attention(q.RowRange(row, s.n), kv.k(layer), kv.v(layer), c.n_head, la.n_head_kv, hd,
-                       s.pos0, scale, options, attn.RowRange(row, s.n));
+    if (c.nope_layer_step > 0) {
+      AttendRuns(layer, kv, q.RowRange(row, s.n), s.pos0, options, attn.RowRange(row, s.n));
+    } else {
+      backend_.Attention(q.RowRange(row, s.n), kv.k(layer), kv.v(layer), c.n_head, la.n_head_kv,
+                         hd, s.pos0, scale, options, attn.RowRange(row, s.n));
+    }
     row += s.n;
   }
   if (c.attn_output_gate) ApplyOutputGate(attn);
@@ -515,8 +533,10 @@ absl::Status Transformer::RunLayers(ExpertExecutor& experts, std::vector<TokenRo
       ScaleLayerOutput(l);
       continue;
     }
-    // Per-expert weight scales are applied to the routing on the host.
-    if (!config_.expert_weight_scale && experts.CanRunRouted(backend_, l, rows_)) {
+    // Per-expert weight scales are applied to the routing on the host; a
+    // router that scales the experts' input (Llama 4) runs the plan.
+    if (!config_.expert_weight_scale && !config_.router_input_scaled &&
+        experts.CanRunRouted(backend_, l, rows_)) {
       int32_t* ids = routed_ids_ + l * layer_ids;
       RouterBlock(l, ids, weights_out_);
       ODMOE_RETURN_IF_ERROR(experts.RunRouted(l, moe_input(), ids, weights_out_, k, moe_output()));
@@ -525,7 +545,8 @@ absl::Status Transformer::RunLayers(ExpertExecutor& experts, std::vector<TokenRo
       continue;
     }
     ODMOE_ASSIGN_OR_RETURN(RoutingPlan plan, RouteBlock(l));
-    ODMOE_RETURN_IF_ERROR(experts.Run(l, moe_input(), plan, moe_output()));
+    if (config_.router_input_scaled) ODMOE_RETURN_IF_ERROR(ScaleRoutedInput());
+    ODMOE_RETURN_IF_ERROR(experts.Run(l, routed_input(), plan, moe_output()));
     FinishMoe(l);
     ScaleLayerOutput(l);
     if (routing) {

@@ -212,6 +212,21 @@ class Transformer {
   /// The model's gating with `layer`'s correction bias (sigmoid routing).
   RouterGating LayerGating(int layer) const;
   ConstMat moe_input() const { return {h_, rows_, config_.n_embd}; }
+  /// What the executors read: moe_input(), or with a router that scales the
+  /// expert's input (ArchBlocks::router_input_scaled) its rows times their
+  /// weights (ScaleRoutedInput).
+  ConstMat routed_input() const {
+    return config_.router_input_scaled ? ConstMat{scaled_in_, rows_, config_.n_embd}
+                                       : moe_input();
+  }
+  /// routed_input() = each row of moe_input() times sigmoid(its chosen
+  /// logit), from the router's logits and RouteBlock's ids (Llama 4).
+  absl::Status ScaleRoutedInput();
+  /// Backend::Attention of rows [row, row + n) at positions [pos0, pos0 + n)
+  /// of one sequence, in runs of one chunk and one temperature where the
+  /// layer has them (Llama 4: ModelConfig::chunk_of, attn_temperature_of).
+  void AttendRuns(int layer, const KvCache& kv, ConstMat q, int pos0,
+                  const AttentionOptions& options, Mat out);
   Mat moe_output() const { return {moe_, rows_, config_.n_embd}; }
   /// The shared expert of `layer` (computed here, on this node, when the
   /// model has one), then the residual add (pending).
@@ -285,6 +300,11 @@ class Transformer {
   // step every head's q_nope [n_head, qk_nope] and k_b product [n_head,
   // kv_lora_rank], and the head numbers 0 .. n_head - 1 (MatMulById's ids).
   std::unique_ptr<BackendBuffer> mla_buffer_;
+  // Llama 4: the routed rows scaled by their weights [b*d], the weights [b],
+  // ones [head_dim] (the weightless q/k norm); the router's logits on the host.
+  std::unique_ptr<BackendBuffer> llama4_buffer_;
+  float *scaled_in_ = nullptr, *row_scales_ = nullptr, *ones_ = nullptr;
+  std::vector<float> host_logits_;
   float *q_abs_ = nullptr, *head_in_ = nullptr, *head_out_ = nullptr;
   float *o_heads_ = nullptr, *q_lat_ = nullptr;
   float *heads_nope_ = nullptr, *heads_absorbed_ = nullptr;

@@ -149,6 +149,21 @@ struct ArchBlocks {
   /// The attention layers' q projection is doubled: per head [q | gate], and
   /// the attention output is multiplied by sigmoid(gate) before attn_output.
   bool attn_output_gate = false;
+  // Llama 4.
+  /// Every nope_layer_step-th layer ((l + 1) % step == 0) has no RoPE and
+  /// scales its queries by the attention temperature
+  /// (ModelConfig::attn_temperature_of); the other layers rotate and attend
+  /// within chunks of ModelConfig::attn_chunk positions (ModelConfig::chunk_of).
+  /// 0: every layer rotates, no chunks.
+  int nope_layer_step = 0;
+  /// q and k of the rotating layers are RMS-normed without a weight after
+  /// RoPE (Llama 4's "L2 norm"; off where ModelConfig says so).
+  bool rope_qk_rms_norm = false;
+  /// The router picks the top-k logits and the chosen expert's weight,
+  /// sigmoid(logit), scales the expert's input instead of its output
+  /// (Llama 4). Top-1 only: the transformer scales the row before any
+  /// executor sees it, and the executors combine with weight 1.
+  bool router_input_scaled = false;
 };
 
 }  // namespace odmoe

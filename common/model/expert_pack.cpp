@@ -59,7 +59,9 @@ size_t LargestPackedExpert(const ModelConfig& c, const std::vector<int>& layers)
 double MeanPackedExpert(const ModelConfig& c) {
   if (c.n_moe_layer() < 1) return 0;
   double sum = 0;
-  for (int l = c.n_dense_leading; l < c.n_layer; ++l) sum += ExpertPackLayout::For(c, l).total_bytes;
+  for (int l = c.n_dense_leading; l < c.n_layer; ++l) {
+    if (c.has_experts(l)) sum += ExpertPackLayout::For(c, l).total_bytes;
+  }
   return sum / c.n_moe_layer();
 }
 

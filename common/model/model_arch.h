@@ -183,6 +183,13 @@ struct ArchDesc {
 
   /// Tensors named otherwise than the common GGUF naming.
   std::vector<ArchTensorName> tensor_names = {};
+
+  /// With ArchBlocks::nope_layer_step: "<arch>.attention.temperature_scale"
+  /// when the file lacks it (Llama 4: 0.1).
+  float attn_temp_scale = 0.0f;
+  /// Files with this many experts have no rope_qk_rms_norm (Llama 4
+  /// Maverick, as llama.cpp decides); 0: none.
+  int rope_qk_norm_off_expert_count = 0;
 };
 
 /// The description for a general.architecture value, or nullptr. The

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -140,6 +141,17 @@ struct ModelConfig : ArchBlocks {
   /// a recurrent (Gated DeltaNet) layer, 0 for an attention layer.
   DeltaNetShape delta;
   std::vector<uint8_t> recurrent_layers;
+  /// > 1: after the leading dense layers only the layers with
+  /// (l + 1) % moe_layer_step == 0 have experts, the others the dense FFN of
+  /// n_ff_dense (Llama 4's interleave_moe_layer_step); 0 or 1: every layer.
+  int moe_layer_step = 0;
+  /// Llama 4 (ArchBlocks::nope_layer_step): the rotating layers attend within
+  /// chunks of attn_chunk positions (0: no chunks); the NoPE layers scale a
+  /// query at position p by log(floor((p + 1) / attn_temp_length) + 1) *
+  /// attn_temp_scale + 1 (attn_temp_length 0: no scaling).
+  int attn_chunk = 0;
+  int attn_temp_length = 0;
+  float attn_temp_scale = 0.0f;
 
   // Storage of the experts, per layer: every expert of a layer is stored
   // alike (validated at load), layers may differ (files from the common
@@ -170,9 +182,37 @@ struct ModelConfig : ArchBlocks {
     return n;
   }
   /// True when `layer` routes to experts (false: a dense layer).
-  bool has_experts(int layer) const { return layer >= n_dense_leading; }
+  bool has_experts(int layer) const {
+    return layer >= n_dense_leading && (moe_layer_step <= 1 || (layer + 1) % moe_layer_step == 0);
+  }
   /// Layers with experts.
-  int n_moe_layer() const { return n_layer - n_dense_leading; }
+  int n_moe_layer() const {
+    int n = 0;
+    for (int l = 0; l < n_layer; ++l) n += has_experts(l) ? 1 : 0;
+    return n;
+  }
+  /// The first layer with experts (n_layer if none).
+  int first_moe_layer() const {
+    int l = n_dense_leading;
+    while (l < n_layer && !has_experts(l)) ++l;
+    return l;
+  }
+  /// True when some layer has the dense FFN.
+  bool has_dense_layers() const { return n_moe_layer() < n_layer; }
+  /// Whether `layer` rotates q and k (false: a NoPE layer).
+  bool rope_of(int layer) const {
+    return nope_layer_step <= 0 || (layer + 1) % nope_layer_step != 0;
+  }
+  /// The attention chunk of `layer` (0: none): a query at p sees the keys at
+  /// [p - p % chunk, p] only.
+  int chunk_of(int layer) const { return nope_layer_step > 0 && rope_of(layer) ? attn_chunk : 0; }
+  /// The factor of a query at `pos` in `layer` (1 outside the NoPE layers).
+  float attn_temperature_of(int layer, int pos) const {
+    if (rope_of(layer) || attn_temp_length <= 0) return 1.0f;
+    return std::log(std::floor((static_cast<float>(pos) + 1.0f) / attn_temp_length) + 1.0f) *
+               attn_temp_scale +
+           1.0f;
+  }
   /// V rows are the first (kv_lora_rank) floats of the K rows (MLA's latent
   /// cache): the KV cache stores K only.
   bool v_in_k() const { return attention == AttentionKind::kMla; }
@@ -199,7 +239,8 @@ struct ModelConfig : ArchBlocks {
   /// True when every layer stores its experts alike.
   bool expert_storage_uniform() const {
     for (int l = n_dense_leading; l < n_layer; ++l) {
-      if (!(experts_of(l) == experts_of(n_dense_leading))) return false;
+      if (!has_experts(l)) continue;
+      if (!(experts_of(l) == experts_of(first_moe_layer()))) return false;
     }
     return true;
   }

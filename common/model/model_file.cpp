@@ -231,11 +231,14 @@ absl::Status ModelFile::ReadConfig() {
   ODMOE_RETURN_IF_ERROR(CheckExpertGroups(f, a, c));
   ODMOE_ASSIGN_OR_RETURN(c.n_dense_leading,
                          ReadInt(f, key("leading_dense_block_count"), 0, c.n_layer - 1, 0));
-  if (c.n_dense_leading > 0) {
+  if (c.n_dense_leading > 0 || c.moe_layer_step > 1) {
     ODMOE_ASSIGN_OR_RETURN(c.n_ff_dense, ReadInt(f, key("feed_forward_length"), 1, 1 << 20));
   }
   if (c.ffn_layout == FfnLayout::kDenseBesideExperts) {
     ODMOE_ASSIGN_OR_RETURN(c.n_ff_beside, ReadInt(f, key("feed_forward_length"), 1, 1 << 20));
+  }
+  if (c.nope_layer_step > 0 || c.router_input_scaled || c.rope_qk_rms_norm) {
+    ODMOE_RETURN_IF_ERROR(ReadLlama4Config());
   }
   c.attn_scale = c.attn_unscaled ? 1.0f : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   if (c.attention == AttentionKind::kMla) ODMOE_RETURN_IF_ERROR(ReadMlaConfig());
@@ -265,7 +268,7 @@ absl::Status ModelFile::BindTensors() {
     c.output_tied = true;
   }
 
-  c.expert_layout = f.HasTensor(name(TensorRole::kFfnGateExps, c.n_dense_leading))
+  c.expert_layout = f.HasTensor(name(TensorRole::kFfnGateExps, c.first_moe_layer()))
                         ? ExpertLayout::kStacked
                         : ExpertLayout::kPerExpert;
   if (c.expert_layout == ExpertLayout::kPerExpert &&
@@ -350,6 +353,7 @@ absl::Status ModelFile::CheckExpertStorage() {
   c.expert_storage.assign(static_cast<size_t>(c.n_layer), ExpertStorage{});
   c.expert_bytes_max = 0;
   for (int l = c.n_dense_leading; l < c.n_layer; ++l) {
+    if (!c.has_experts(l)) continue;  // interleaved dense layers (Llama 4)
     const ExpertTensors first = Expert(l, 0);
     ExpertStorage& s = c.expert_storage[static_cast<size_t>(l)];
     s.gate_type = first.gate.type;
@@ -440,7 +444,7 @@ absl::Status ModelFile::BindOptionalLayerTensors(int l, LayerTensors* t) {
       return Invalid(f.path(), absl::StrCat("tensor '", gate.name, "' must have shape [", d,
                                             ", n_ff_shared]"));
     }
-    if (l == c.n_dense_leading) c.n_ff_shared = static_cast<int>(gate.ne[1]);
+    if (l == c.first_moe_layer()) c.n_ff_shared = static_cast<int>(gate.ne[1]);
     const int64_t fs = c.n_ff_shared;
     ODMOE_ASSIGN_OR_RETURN(t->shexp_gate, Expect(f, name(TensorRole::kFfnGateShexp), {d, fs}));
     ODMOE_ASSIGN_OR_RETURN(t->shexp_up, Expect(f, name(TensorRole::kFfnUpShexp), {d, fs}));

@@ -135,6 +135,8 @@ class ModelFile {
   absl::Status BindSelectionBias(int l, LayerTensors* t);
   /// Multi-head latent attention's shapes (model_mla.cpp).
   absl::Status ReadMlaConfig();
+  /// Llama 4's layer pattern, temperature and router (model_llama4.cpp).
+  absl::Status ReadLlama4Config();
   /// Layer `l`'s attention tensors: q/k/v/output, or MLA's (model_mla.cpp).
   absl::Status BindAttentionTensors(int l, LayerTensors* t);
   absl::Status BindMlaTensors(int l, LayerTensors* t);

@@ -116,11 +116,15 @@ absl::Status Build(const SynthSpec& s, GgufWriter* w) {
   w->SetMetadata(a + ".embedding_length", GgufValue::U32(static_cast<uint32_t>(s.n_embd)));
   w->SetMetadata(a + ".block_count", GgufValue::U32(static_cast<uint32_t>(s.n_layer)));
   const bool mla = blocks.attention == AttentionKind::kMla;
-  const int ff_key = s.n_dense_leading > 0 ? s.n_ff_dense : s.n_ff;
+  const int ff_key = s.n_dense_leading > 0 || s.moe_layer_step > 1 ? s.n_ff_dense : s.n_ff;
   w->SetMetadata(a + ".feed_forward_length", GgufValue::U32(static_cast<uint32_t>(ff_key)));
   if (s.n_dense_leading > 0) {
     w->SetMetadata(a + ".leading_dense_block_count",
                    GgufValue::U32(static_cast<uint32_t>(s.n_dense_leading)));
+  }
+  if (s.moe_layer_step > 0) {  // llama4
+    w->SetMetadata(a + ".interleave_moe_layer_step",
+                   GgufValue::U32(static_cast<uint32_t>(s.moe_layer_step)));
   }
   if (mla) {  // the keys current llama.cpp converters write for DeepSeek-V2
     auto u32 = [](int v) { return GgufValue::U32(static_cast<uint32_t>(v)); };
@@ -283,7 +287,7 @@ absl::Status Build(const SynthSpec& s, GgufWriter* w) {
       ODMOE_RETURN_IF_ERROR(weight(b + "attn_output.bias", DType::kF32, {d}, 0.1f));
     }
     // The attention of a dense layer is as any other's (q/k norms and biases above).
-    if (l < s.n_dense_leading) {  // a dense layer: its FFN, no router, no experts
+    if (!s.has_experts(l)) {  // a dense layer: its FFN, no router, no experts
       const int64_t fd = s.n_ff_dense;
       ODMOE_RETURN_IF_ERROR(ones(TensorName(spec, TensorRole::kFfnNorm, l), d));
       ODMOE_RETURN_IF_ERROR(weight(b + "ffn_gate.weight", s.type, {d, fd}, lin(d)));
@@ -542,6 +546,37 @@ SynthSpec SynthSpec::Qwen3Next80B_A3B() {
   return s;
 }
 
+SynthSpec SynthSpec::Llama4Scout() {
+  SynthSpec s;
+  s.arch = "llama4";
+  s.n_layer = 48;
+  s.n_embd = 5120;
+  s.n_ff = 8192;
+  s.n_ff_shared = 8192;
+  s.moe_layer_step = 1;
+  s.n_ff_dense = 16384;
+  s.n_expert = 16;
+  s.n_expert_used = 1;
+  s.n_head = 40;
+  s.n_head_kv = 8;
+  s.head_dim = 128;
+  s.n_vocab = 202048;
+  s.n_ctx = 10485760;
+  s.rope_theta = 500000.0f;
+  s.rms_eps = 1e-5f;
+  s.name = "synthetic-llama-4-scout-17b-16e";
+  return s;
+}
+
+SynthSpec SynthSpec::Llama4Maverick() {
+  SynthSpec s = Llama4Scout();
+  s.n_expert = 128;
+  s.moe_layer_step = 2;
+  s.n_ctx = 1048576;
+  s.name = "synthetic-llama-4-maverick-17b-128e";
+  return s;
+}
+
 absl::StatusOr<SynthSpec> SynthSpec::Preset(const std::string& name) {
   if (name == "mixtral-8x7b" || name == "llama") return Mixtral8x7B();
   if (name == "qwen3-30b-a3b" || name == "qwen3moe") return Qwen3_30B_A3B();
@@ -555,13 +590,15 @@ absl::StatusOr<SynthSpec> SynthSpec::Preset(const std::string& name) {
   if (name == "gemma-4-26b-a4b" || name == "gemma4") return Gemma4_26B_A4B();
   if (name == "qwen3.5-35b-a3b" || name == "qwen35moe") return Qwen35_35B_A3B();
   if (name == "qwen3-next-80b-a3b" || name == "qwen3next") return Qwen3Next80B_A3B();
+  if (name == "llama-4-scout" || name == "llama4") return Llama4Scout();
+  if (name == "llama-4-maverick") return Llama4Maverick();
   return absl::InvalidArgumentError(absl::StrCat(
       "'", name,
       "' is not a preset (mixtral-8x7b, qwen3-30b-a3b, olmoe-1b-7b, qwen1.5-moe-a2.7b, "
       "gpt-oss-20b, deepseek-v2-lite, deepseek-v3-lite, glm-4.5-air, minimax-m2, "
-      "gemma-4-26b-a4b, qwen3.5-35b-a3b, qwen3-next-80b-a3b) or an architecture (llama, "
-      "qwen3moe, olmoe, qwen2moe, gpt-oss, deepseek2, glm4moe, minimax-m2, gemma4, qwen35moe, "
-      "qwen3next)"));
+      "gemma-4-26b-a4b, qwen3.5-35b-a3b, qwen3-next-80b-a3b, llama-4-scout, llama-4-maverick) "
+      "or an architecture (llama, qwen3moe, olmoe, qwen2moe, gpt-oss, deepseek2, glm4moe, "
+      "minimax-m2, gemma4, qwen35moe, qwen3next, llama4)"));
 }
 
 absl::Status ValidateSynthSpec(const SynthSpec& s) {
@@ -582,7 +619,14 @@ absl::Status ValidateSynthSpec(const SynthSpec& s) {
   if (s.n_dense_leading < 0 || s.n_dense_leading >= s.n_layer) {
     return bad("dense-layers", "expected 0..layers-1 (at least one layer has experts)");
   }
-  if (s.n_dense_leading > 0 && (s.n_ff_dense < 1 || s.n_ff_dense > 1 << 20)) {
+  if (s.moe_layer_step < 0 || s.moe_layer_step > s.n_layer) {
+    return bad("moe-step", "expected 0..layers (0 or 1: every layer has experts)");
+  }
+  if (blocks.router_input_scaled && s.n_expert_used != 1) {
+    return bad("top-k", "this architecture's router scales one expert's input: top-1 only");
+  }
+  if ((s.n_dense_leading > 0 || s.moe_layer_step > 1) &&
+      (s.n_ff_dense < 1 || s.n_ff_dense > 1 << 20)) {
     return bad("dense-ff", "dense layers need an FFN width 1..1048576");
   }
   if (blocks.attention == AttentionKind::kMla) {

@@ -39,6 +39,13 @@ struct SynthSpec {
   int n_ff_shared = 0;  // the shared expert's width (architectures that have one)
   int n_dense_leading = 0;  // layers [0, n) have a dense FFN of n_ff_dense (DeepSeek)
   int n_ff_dense = 0;
+  /// > 1: only layers with (l + 1) % moe_layer_step == 0 have experts, the
+  /// others a dense FFN of n_ff_dense (llama4's interleave_moe_layer_step).
+  int moe_layer_step = 0;
+  /// Whether layer `l` has experts.
+  bool has_experts(int l) const {
+    return l >= n_dense_leading && (moe_layer_step <= 1 || (l + 1) % moe_layer_step == 0);
+  }
   // Multi-head latent attention (deepseek2): the latent width and the
   // per-head sizes (n_head_kv is then 1: one latent "head").
   int kv_lora_rank = 0;
@@ -126,12 +133,21 @@ struct SynthSpec {
   /// Qwen3-Next-80B-A3B: 48 layers as above, 512 experts of 512 top-10, a
   /// shared expert of 512, vocabulary 151936.
   static SynthSpec Qwen3Next80B_A3B();
+  /// Llama-4-Scout-17B-16E: 48 layers, 5120, experts of 8192, 16 experts
+  /// top-1, a shared expert of 8192 in every layer, 40 heads of 128, 8 KV
+  /// heads, vocabulary 202048, RoPE theta 5e5 (without the file's llama3
+  /// RoPE factors, which odmoe does not apply yet).
+  static SynthSpec Llama4Scout();
+  /// Llama-4-Maverick-17B-128E: Scout's widths with 128 experts in every
+  /// second layer and a dense FFN of 16384 in the others.
+  static SynthSpec Llama4Maverick();
   /// By name: "mixtral-8x7b", "qwen3-30b-a3b", "olmoe-1b-7b",
   /// "qwen1.5-moe-a2.7b", "gpt-oss-20b", "deepseek-v2-lite",
   /// "deepseek-v3-lite", "glm-4.5-air", "minimax-m2", "gemma-4-26b-a4b",
-  /// "qwen3.5-35b-a3b", "qwen3-next-80b-a3b", or an architecture name for its
-  /// preset ("llama", "qwen3moe", "olmoe", "qwen2moe", "gpt-oss", "deepseek2",
-  /// "glm4moe", "minimax-m2", "gemma4", "qwen35moe", "qwen3next").
+  /// "qwen3.5-35b-a3b", "qwen3-next-80b-a3b", "llama-4-scout",
+  /// "llama-4-maverick", or an architecture name for its preset ("llama",
+  /// "qwen3moe", "olmoe", "qwen2moe", "gpt-oss", "deepseek2", "glm4moe",
+  /// "minimax-m2", "gemma4", "qwen35moe", "qwen3next", "llama4").
   /// INVALID_ARGUMENT listing the names.
   static absl::StatusOr<SynthSpec> Preset(const std::string& name);
   int head_size() const { return head_dim > 0 ? head_dim : n_embd / n_head; }

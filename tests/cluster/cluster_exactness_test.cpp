@@ -357,7 +357,8 @@ TEST_CASE("cluster: identical tokens with every node on the GPU", "[cluster][gpu
                                                 {"tests/data/arch/tiny-deepseek2-qlora.gguf", 6},
                                                 {"tests/data/arch/tiny-deepseek3.gguf", 4},
                                                 {"tests/data/arch/tiny-glm4moe.gguf", 4},
-                                                {"tests/data/arch/tiny-minimax-m2.gguf", 4}}) {
+                                                {"tests/data/arch/tiny-minimax-m2.gguf", 4},
+                                                {"tests/data/arch/tiny-llama4.gguf", 2}}) {
     ClusterConfig cfg;
     cfg.backend = "cuda:0";
     cfg.model = SourcePath(file);
@@ -429,7 +430,11 @@ TEST_CASE("cluster: identical tokens for every architecture of the table", "[clu
         // per-sequence state, gated attention, shared expert on the main node.
         Arch{"tests/data/arch/tiny-qwen3next.gguf", 4},
         Arch{"tests/data/arch/tiny-qwen35moe.gguf", 4},
-        Arch{"tests/data/arch/tiny-gemma4.gguf", 4}}) {
+        Arch{"tests/data/arch/tiny-gemma4.gguf", 4},
+        // Llama 4 (top-1 of 16; MoE and dense layers interleaved, chunks, a
+        // NoPE layer with its temperature, the expert's input scaled on the
+        // main node before the workers see it).
+        Arch{"tests/data/arch/tiny-llama4.gguf", 4}}) {
     ClusterConfig shadow;  // aligned shadow, prefill in mini-batches of 3
     shadow.model = SourcePath(a.file);
     shadow.workers = a.workers;

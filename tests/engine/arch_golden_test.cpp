@@ -33,7 +33,8 @@ using nlohmann::json;
 const std::vector<std::string>& Archs() {
   static const std::vector<std::string> archs = {
       "qwen3moe",  "olmoe",   "qwen2moe",   "gpt-oss",   "deepseek2", "deepseek2-qlora",
-      "deepseek3", "glm4moe", "minimax-m2", "qwen3next", "qwen35moe", "gemma4"};
+      "deepseek3", "glm4moe", "minimax-m2", "qwen3next", "qwen35moe", "gemma4",
+      "llama4"};
   return archs;
 }
 
@@ -158,6 +159,24 @@ TEST_CASE("arch golden: the file's configuration is transformers' configuration"
       CHECK(c.n_ff_shared == hf["n_shared_experts"].get<int>() * c.n_ff);
       CHECK(c.n_dense_leading == hf["first_k_dense_replace"].get<int>());
       CHECK(c.attn_bias);
+    }
+    if (hf.contains("interleave_moe_layer_step")) {
+      // Llama 4: MoE / dense layers, NoPE layers, chunks, temperature, the router.
+      const auto moe = hf["moe_layers"].get<std::vector<int>>();
+      const auto rope = hf["no_rope_layers"].get<std::vector<int>>();
+      for (int l = 0; l < c.n_layer; ++l) {
+        INFO("layer " << l);
+        CHECK(c.has_experts(l) == (std::find(moe.begin(), moe.end(), l) != moe.end()));
+        CHECK(c.rope_of(l) == (rope[static_cast<size_t>(l)] != 0));
+        CHECK(c.chunk_of(l) == (c.rope_of(l) ? hf["attention_chunk_size"].get<int>() : 0));
+      }
+      CHECK(c.n_ff_dense == hf["intermediate_size_mlp"].get<int>());
+      CHECK(c.n_ff_shared == c.n_ff);
+      CHECK(c.attn_temp_length == hf["floor_scale"].get<int>());
+      CHECK(c.attn_temp_scale == hf["attn_scale"].get<float>());
+      CHECK(c.rope_qk_rms_norm == hf["use_qk_norm"].get<bool>());
+      CHECK(c.router_input_scaled);
+      CHECK(!c.shared_gated);
     }
     // gpt-oss: which layers slide and by how much, the clamped SwiGLU, YaRN.
     if (hf.contains("layer_types")) {
@@ -370,6 +389,31 @@ TEST_CASE("arch golden: gpt-oss with MXFP4 experts", "[golden][arch]") {
   WARN("gpt-oss-mxfp4 dequantized to F32: largest logit difference from transformers: "
        << tol.worst);
   std::filesystem::remove(f32);
+}
+
+TEST_CASE("arch golden: llama4 on llama.cpp's constants gives llama.cpp's greedy tokens",
+          "[golden][arch]") {
+  // llama.cpp fixes Llama 4's chunk and temperature length at 8192 and reads
+  // no key for them; the converter's file without odmoe's keys runs with the
+  // same constants here, so llama.cpp's tokens on that file are odmoe's.
+  const json g = Golden("llama4");
+  REQUIRE(g["peer"]["ran_on_defaults"].get<bool>());
+  json defaults = g;
+  defaults["gguf_file"] = g["peer"]["defaults_file"];
+  auto engine = Engine(defaults);
+  CHECK(engine->model().config().attn_chunk == 8192);
+  CHECK(engine->model().config().attn_temp_length == 8192);
+  for (const json& gc : g["cases"]) {
+    INFO("prompt: " << gc["prompt"].get<std::string>());
+    const auto expected = gc["peer_defaults_greedy_ids"].get<std::vector<int32_t>>();
+    GenerateRequest req;
+    req.prompt_ids = gc["prompt_ids"].get<std::vector<int32_t>>();
+    req.max_tokens = static_cast<int>(expected.size());
+    req.ignore_eos = true;
+    auto r = engine->Generate(req);
+    REQUIRE(r.ok());
+    CHECK(r->output_ids == expected);
+  }
 }
 
 }  // namespace odmoe

@@ -325,5 +325,76 @@ TEST_CASE("synth: the presets of every architecture are valid and sized like the
   CHECK(std::string(ValidateSynthSpec(s).message()).find("arch") == 0);
 }
 
+TEST_CASE("synth: llama4 with interleaved dense layers, NoPE and a top-1 input-scaled router",
+          "[tools][arch]") {
+  SynthSpec s = Small(DType::kQ8_0);
+  s.arch = "llama4";
+  s.n_layer = 4;
+  s.n_ff = 32;
+  s.n_ff_shared = 32;
+  s.moe_layer_step = 2;
+  s.n_ff_dense = 64;
+  s.n_expert = 8;
+  s.n_expert_used = 2;
+  CHECK(std::string(ValidateSynthSpec(s).message()).find("top-k") == 0);
+  s.n_expert_used = 1;
+  REQUIRE(ValidateSynthSpec(s).ok());
+  const std::string path = Temp("llama4.gguf");
+  REQUIRE(WriteSynthModel(s, path).ok());
+  auto model = ModelFile::Open(path);
+  INFO((model.ok() ? "" : std::string(model.status().message())));
+  REQUIRE(model.ok());
+  const ModelConfig& c = (*model)->config();
+  CHECK(c.moe_layer_step == 2);
+  CHECK(c.n_moe_layer() == 2);
+  CHECK(!c.has_experts(0));
+  CHECK(c.has_experts(1));
+  CHECK(!c.has_experts(2));
+  CHECK(c.has_experts(3));
+  CHECK(c.first_moe_layer() == 1);
+  CHECK(c.n_ff_dense == 64);
+  CHECK(c.n_ff_shared == 32);
+  CHECK(c.rope_of(0));
+  CHECK(!c.rope_of(3));  // NoPE: no chunks, the temperature instead
+  CHECK(c.chunk_of(0) == 8192);
+  CHECK(c.chunk_of(3) == 0);
+  CHECK(c.attn_temperature_of(3, 8190) == 1.0f);
+  CHECK(c.attn_temperature_of(3, 8191) == Approx(std::log(2.0) * 0.1 + 1.0));
+  CHECK(c.attn_temperature_of(0, 8191) == 1.0f);
+  CHECK(c.rope_qk_rms_norm);
+  CHECK(c.router_input_scaled);
+  CHECK(c.experts_of(0).bytes == 0);
+  CHECK(c.experts_of(1).bytes > 0);
+  auto engine = ReferenceEngine::Create(path, {});
+  REQUIRE(engine.ok());
+  GenerateRequest req;
+  req.prompt = "any text at all";
+  req.max_tokens = 6;
+  req.ignore_eos = true;
+  req.record_routing = true;
+  auto r = (*engine)->Generate(req);
+  REQUIRE(r.ok());
+  CHECK(r->output_ids.size() == 6);
+  for (const TokenRouting& t : r->routing) {  // one expert per MoE layer, none in dense ones
+    CHECK(t[0] == -1);
+    CHECK(t[1] >= 0);
+    CHECK(t[2] == -1);
+    CHECK(t[3] >= 0);
+  }
+  std::filesystem::remove(path);
+  // Scout holds ~108 G parameters in its text layers (~216 GB in F16);
+  // Maverick ~400 G.
+  const SynthSpec scout = SynthSpec::Preset("llama-4-scout").value();
+  REQUIRE(ValidateSynthSpec(scout).ok());
+  const uint64_t scout_bytes = SynthModelBytes(scout).value();
+  CHECK(scout_bytes > 210'000'000'000ull);
+  CHECK(scout_bytes < 220'000'000'000ull);
+  const SynthSpec maverick = SynthSpec::Preset("llama-4-maverick").value();
+  REQUIRE(ValidateSynthSpec(maverick).ok());
+  const uint64_t maverick_bytes = SynthModelBytes(maverick).value();
+  CHECK(maverick_bytes > 790'000'000'000ull);
+  CHECK(maverick_bytes < 810'000'000'000ull);
+}
+
 }  // namespace
 }  // namespace odmoe

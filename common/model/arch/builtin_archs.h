@@ -22,6 +22,7 @@ extern const ArchDesc kQwen3NextArch;  // qwen3next.cpp
 extern const ArchDesc kQwen35MoeArch;  // qwen35moe.cpp
 /// Qwen3-Next's description, which Qwen3.5's starts from (qwen3next.cpp).
 ArchDesc Qwen3NextDescription();
+extern const ArchDesc kLlama4Arch;     // llama4.cpp
 
 /// In the order messages list them.
 inline const ArchDesc* const kBuiltinArchs[] = {
@@ -29,6 +30,7 @@ inline const ArchDesc* const kBuiltinArchs[] = {
     &kGlm4MoeArch, &kMiniMaxM2Arch,
     &kGemma4Arch,
     &kQwen3NextArch, &kQwen35MoeArch,
+    &kLlama4Arch,
 };
 
 }  // namespace odmoe
