@@ -675,6 +675,7 @@ std::vector<OpCase> MakeOpCases() {
   AddActivationCases(cases);
   AddRowOpCases(cases);
   AddDeltaNetCases(cases);
+  AddMamba2Cases(cases);
   return cases;
 }
 
