@@ -92,6 +92,7 @@ absl::Status Transformer::AllocateBuffers() {
     dense_scratch_ = std::make_unique<ExpertFfnScratch>(std::move(scratch));
   }
   if (config_.attention == AttentionKind::kMla) return AllocateMlaBuffers();
+  if (config_.mamba2) return AllocateMamba2Buffers();
   if (config_.delta_net || config_.attn_output_gate) return AllocateDeltaNetBuffers();
   return absl::OkStatus();
 }
@@ -177,7 +178,9 @@ void Transformer::SettleX() {
 }
 
 void Transformer::AttentionBlock(int layer) {
-  if (config_.is_recurrent(layer)) {
+  if (config_.mamba2 && config_.is_recurrent(layer)) {
+    Mamba2Block(layer);
+  } else if (config_.is_recurrent(layer)) {
     DeltaNetBlock(layer);
   } else if (config_.attention == AttentionKind::kMla) {
     MlaAttention(layer);
@@ -232,7 +235,7 @@ void Transformer::GroupedAttention(int layer) {
   rope.freq_base = c.rope_freq_base;
   rope.mode = c.rope_mode;
   rope.scaling = c.rope_scaling;
-  backend_.RopePair(q, k_new, c.head_dim, positions_, rope);
+  if (!c.no_rope) backend_.RopePair(q, k_new, c.head_dim, positions_, rope);
   const float scale = c.attn_scale;
   AttentionOptions options;
   options.sinks = w.attn_sinks;  // null without sinks
@@ -465,7 +468,8 @@ absl::Status Transformer::RunLayers(ExpertExecutor& experts, std::vector<TokenRo
   const int64_t layer_ids = static_cast<int64_t>(n_batch_) * k;  // routed ids per layer
   std::vector<int> routed;  // with records asked for: layers whose routing stayed on the backend
   for (int l = 0; l < config_.n_layer; ++l) {
-    AttentionBlock(l);
+    if (config_.has_mixer(l)) AttentionBlock(l);
+    if (!config_.has_ffn(l)) continue;  // a hybrid's mixer layer
     if (!config_.has_experts(l)) {
       DenseFfnBlock(l);
       continue;

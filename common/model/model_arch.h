@@ -105,6 +105,12 @@ enum class TensorRole {
   kSsmA,        // F32 [n_v_heads]: -exp(A_log), as the converter stores it
   kSsmNorm,     // F32 [head_v]: the gated output norm's weight
   kSsmOut,      // [value_dim, n_embd]
+  // Mamba-2 (ArchBlocks::mamba2), in its kMamba2 layers; also kSsmConv1d
+  // (F32 [conv_kernel, conv_dim]), kSsmDtBias, kSsmA ([1, n_heads]),
+  // kSsmNorm ([inner / n_groups, n_groups]) and kSsmOut ([inner, n_embd]).
+  kSsmIn,          // [n_embd, in_proj]: z, x, B, C, dt
+  kSsmConv1dBias,  // F32 [conv_dim]
+  kSsmD,           // F32 [1, n_heads]: the skip connection's weight per head
 };
 
 /// An integer hyperparameter of one architecture, "<arch>.<suffix>", read

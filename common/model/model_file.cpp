@@ -144,7 +144,8 @@ absl::Status ModelFile::ReadConfig() {
   ODMOE_ASSIGN_OR_RETURN(c.n_layer, ReadInt(f, key("block_count"), 1, 4096));
   ODMOE_ASSIGN_OR_RETURN(c.n_head, ReadInt(f, key("attention.head_count"), 1, 4096));
   ODMOE_ASSIGN_OR_RETURN(c.n_head_kv,
-                         ReadInt(f, key("attention.head_count_kv"), 1, 4096, c.n_head));
+                         c.mamba2 ? Mamba2HeadCountKv()  // per layer: model_mamba2.cpp
+                                  : ReadInt(f, key("attention.head_count_kv"), 1, 4096, c.n_head));
   ODMOE_ASSIGN_OR_RETURN(c.n_ctx_train, ReadInt(f, key("context_length"), 1, 1 << 24));
   if (!a.expert_ff_key.empty() && f.Find(key(a.expert_ff_key)) != nullptr) {
     ODMOE_ASSIGN_OR_RETURN(c.n_ff, ReadInt(f, key(a.expert_ff_key), 1, 1 << 20));
@@ -195,6 +196,7 @@ absl::Status ModelFile::ReadConfig() {
   c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   if (c.attention == AttentionKind::kMla) ODMOE_RETURN_IF_ERROR(ReadMlaConfig());
   if (c.delta_net) ODMOE_RETURN_IF_ERROR(ReadDeltaNetConfig());
+  if (c.mamba2) ODMOE_RETURN_IF_ERROR(ReadMamba2Config());
   return absl::OkStatus();
 }
 
@@ -237,6 +239,8 @@ absl::Status ModelFile::BindTensors() {
 
 absl::Status ModelFile::BindAttentionTensors(int l, LayerTensors* t) {
   if (config_.attention == AttentionKind::kMla) return BindMlaTensors(l, t);
+  if (!config_.has_mixer(l)) return absl::OkStatus();  // a hybrid's FFN layer
+  if (config_.mamba2 && config_.is_recurrent(l)) return BindMamba2Tensors(l, t);
   if (config_.is_recurrent(l)) return BindDeltaNetTensors(l, t);
   const GgufFile& f = *gguf_;
   const ModelConfig& c = config_;
@@ -256,6 +260,7 @@ absl::Status ModelFile::BindFfnTensors(int l, LayerTensors* t) {
   ModelConfig& c = config_;
   auto name = [&](TensorRole role, int e = -1) { return TensorName(*arch_, role, l, e); };
   const int64_t d = c.n_embd, ff = c.n_ff, ne = c.n_expert;
+  if (!c.has_ffn(l)) return absl::OkStatus();  // a hybrid's mixer layer
   if (!c.has_experts(l)) {
     const int64_t fd = c.n_ff_dense;
     ODMOE_ASSIGN_OR_RETURN(t->ffn_gate, Expect(f, name(TensorRole::kFfnGate), {d, fd}));
@@ -288,6 +293,7 @@ absl::Status ModelFile::CheckExpertStorage() {
   c.expert_storage.assign(static_cast<size_t>(c.n_layer), ExpertStorage{});
   c.expert_bytes_max = 0;
   for (int l = c.n_dense_leading; l < c.n_layer; ++l) {
+    if (!c.has_experts(l)) continue;  // a hybrid's mixer layer
     const ExpertTensors first = Expert(l, 0);
     ExpertStorage& s = c.expert_storage[static_cast<size_t>(l)];
     s.gate_type = first.gate.type;

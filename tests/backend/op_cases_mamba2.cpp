@@ -85,8 +85,8 @@ std::vector<float> RunMamba2Scan(Backend& be, const Mamba2Inputs& in, bool with_
   int64_t row = 0;
   bool first = true;
   for (int64_t n : chunks) {
-    be.Mamba2Scan(ConstMat{xbc + row * cols, n, cols}, ConstMat{dt + row * nh, n, nh}, a, dd,
-                  bias, in.p, first && !with_state ? nullptr : state, state,
+    be.Mamba2Scan(ConstMat{xbc + row * cols, n, cols}, ConstMat{dt + row * nh, n, nh}, a, dd, bias,
+                  in.p, first && !with_state ? nullptr : state, state,
                   Mat{out + row * inner, n, inner});
     first = false;
     row += n;

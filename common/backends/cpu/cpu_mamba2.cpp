@@ -15,8 +15,8 @@
 namespace odmoe {
 
 void CpuCausalConvBiasSilu(const CpuOpContext& ctx, ConstMat x, const float* weight,
-                           const float* bias, int kernel, const float* state_in,
-                           float* state_out, Mat out) {
+                           const float* bias, int kernel, const float* state_in, float* state_out,
+                           Mat out) {
   const int64_t channels = x.cols, hist = kernel - 1;
   ctx.pool->ParallelFor(channels, CpuRowGrain(8 * x.rows * kernel), [&](int64_t cb, int64_t ce) {
     std::vector<float> w(static_cast<size_t>(hist + x.rows));

@@ -101,8 +101,7 @@ __global__ void GroupRmsNormGatedKernel(const float* __restrict__ y, const float
       const float v = __fmul_rn(y[base + i], num::Silu(z[base + i]));
       sum_sq = Mad(sum_sq, v, v);
     }
-    const float scale =
-        1.0f / sqrtf(__fadd_rn(sum_sq / static_cast<float>(group), eps));
+    const float scale = 1.0f / sqrtf(__fadd_rn(sum_sq / static_cast<float>(group), eps));
     for (int i = 0; i < group; ++i) {
       const float v = __fmul_rn(y[base + i], num::Silu(z[base + i]));
       out[base + i] = __fmul_rn(__fmul_rn(v, scale), weight[wbase + i]);
@@ -117,8 +116,8 @@ cudaError_t LaunchCausalConvBiasSilu(cudaStream_t stream, ConstMat x, const floa
                                      float* state_out, Mat out) {
   if (kernel < 1 || kernel > kMaxConvKernel) return cudaErrorInvalidValue;
   if (x.cols == 0) return cudaSuccess;
-  Launch(CausalConvBiasSiluKernel, GridFor(x.cols, kThreads), kThreads, 0, stream, x.data,
-         x.rows, x.cols, weight, bias, kernel, state_in, state_out, out.data);
+  Launch(CausalConvBiasSiluKernel, GridFor(x.cols, kThreads), kThreads, 0, stream, x.data, x.rows,
+         x.cols, weight, bias, kernel, state_in, state_out, out.data);
   return cudaGetLastError();
 }
 
@@ -127,8 +126,8 @@ cudaError_t LaunchMamba2Scan(cudaStream_t stream, ConstMat xbc, ConstMat dt, con
                              const float* state_in, float* state_out, Mat out) {
   if (p.n_heads == 0) return cudaSuccess;
   const int threads = p.head_dim < kThreads ? ((p.head_dim + 31) / 32) * 32 : kThreads;
-  Launch(Mamba2ScanKernel, p.n_heads, threads, 0, stream, xbc.data, xbc.rows, xbc.cols, dt.data,
-         a, d, dt_bias, p, state_in, state_out, out.data);
+  Launch(Mamba2ScanKernel, p.n_heads, threads, 0, stream, xbc.data, xbc.rows, xbc.cols, dt.data, a,
+         d, dt_bias, p, state_in, state_out, out.data);
   return cudaGetLastError();
 }
 

@@ -17,11 +17,13 @@ extern const ArchDesc kGptOssArch;     // gpt_oss.cpp
 extern const ArchDesc kDeepSeek2Arch;  // deepseek2.cpp
 extern const ArchDesc kQwen3NextArch;  // qwen3next.cpp
 extern const ArchDesc kQwen35MoeArch;  // qwen35moe.cpp
+extern const ArchDesc kNemotronHMoeArch;  // nemotron_h_moe.cpp
 
 /// In the order messages list them.
 inline const ArchDesc* const kBuiltinArchs[] = {
     &kLlamaArch, &kQwen3MoeArch, &kOlmoeArch, &kQwen2MoeArch, &kGptOssArch, &kDeepSeek2Arch,
     &kQwen3NextArch, &kQwen35MoeArch,
+    &kNemotronHMoeArch,
 };
 
 }  // namespace odmoe
