@@ -1,5 +1,6 @@
-// The CPU backend's Mamba-2 ops (backend.h: CausalConvBiasSilu, Mamba2Scan,
-// GroupRmsNormGated), the reference for every backend. The scan runs one
+// The CPU backend's Mamba-2 ops (backend.h: CausalConvBiasSilu, also
+// CausalConvSilu's body with no bias, Mamba2Scan, GroupRmsNormGated), the
+// reference for every backend. The scan runs one
 // row at a time in each head (heads spread over the threads, rows in
 // order), so the result does not depend on the thread count nor on how a
 // sequence's rows were split into calls. Sums over the state and over a
@@ -29,7 +30,7 @@ void CpuCausalConvBiasSilu(const CpuOpContext& ctx, ConstMat x, const float* wei
       for (int64_t t = 0; t < x.rows; ++t) {
         float acc = 0.0f;
         for (int j = 0; j < kernel; ++j) acc = acc + wc[j] * w[static_cast<size_t>(t + j)];
-        out.Row(t)[c] = cpu_math::Silu(acc + bias[c]);
+        out.Row(t)[c] = cpu_math::Silu(bias ? acc + bias[c] : acc);
       }
       for (int64_t j = 0; j < hist; ++j) {
         state_out[j * channels + c] = w[static_cast<size_t>(x.rows + j)];

@@ -75,7 +75,8 @@ void CpuCausalConvSilu(const CpuOpContext& ctx, ConstMat x, const float* weight,
 void CpuGatedDeltaNet(const CpuOpContext& ctx, ConstMat qkv, ConstMat alpha, ConstMat beta,
                       const float* a, const float* dt_bias, const DeltaNetParams& p,
                       const float* state_in, float* state_out, Mat out);
-// Mamba-2 (cpu_mamba2.cpp).
+// Mamba-2 (cpu_mamba2.cpp). CpuCausalConvBiasSilu with a null bias is
+// CpuCausalConvSilu.
 void CpuCausalConvBiasSilu(const CpuOpContext& ctx, ConstMat x, const float* weight,
                            const float* bias, int kernel, const float* state_in,
                            float* state_out, Mat out);

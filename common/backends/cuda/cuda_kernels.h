@@ -166,7 +166,8 @@ cudaError_t LaunchCausalConvSilu(cudaStream_t stream, ConstMat x, const float* w
 cudaError_t LaunchGatedDeltaNet(cudaStream_t stream, ConstMat qkv, ConstMat alpha, ConstMat beta,
                                 const float* a, const float* dt_bias, const DeltaNetParams& p,
                                 const float* state_in, float* state_out, Mat out);
-// Mamba-2 (cuda_mamba2.cu): Backend::CausalConvBiasSilu (at most 8 taps),
+// Mamba-2 (cuda_mamba2.cu): Backend::CausalConvBiasSilu (at most 8 taps;
+// a null bias: CausalConvSilu's kernel),
 // Mamba2Scan and GroupRmsNormGated, the CPU backend's bits.
 cudaError_t LaunchCausalConvBiasSilu(cudaStream_t stream, ConstMat x, const float* weight,
                                      const float* bias, int kernel, const float* state_in,

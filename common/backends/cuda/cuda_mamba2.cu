@@ -36,7 +36,7 @@ __global__ void CausalConvBiasSiluKernel(const float* __restrict__ x, int64_t ro
       win[hist] = x[t * channels + c];
       float acc = 0.0f;
       for (int j = 0; j < kernel; ++j) acc = Mad(acc, wc[j], win[j]);
-      out[t * channels + c] = num::Silu(__fadd_rn(acc, bias[c]));
+      out[t * channels + c] = num::Silu(bias ? __fadd_rn(acc, bias[c]) : acc);
       for (int j = 0; j < hist; ++j) win[j] = win[j + 1];
     }
     for (int j = 0; j < hist; ++j) state_out[j * channels + c] = win[j];
