@@ -211,6 +211,20 @@ struct DeltaNetParams {
   int64_t state_floats() const { return int64_t{n_v_heads} * head_v * head_k; }
 };
 
+/// Mamba-2's shapes for Backend::Mamba2Scan (Nemotron-H; model_config.h's
+/// Mamba2Shape). A row of its `xbc` input holds x (n_heads x head_dim), B
+/// (n_groups x state) and C (the same); head h reads group
+/// h / (n_heads / n_groups).
+struct Mamba2Params {
+  int n_heads = 0;
+  int head_dim = 0;
+  int n_groups = 0;  // divides n_heads
+  int state = 0;
+  int group_of(int h) const { return h / (n_heads / n_groups); }
+  int64_t inner() const { return int64_t{n_heads} * head_dim; }
+  int64_t state_floats() const { return inner() * state; }
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -479,6 +493,27 @@ class Backend {
   virtual void GatedDeltaNet(ConstMat qkv, ConstMat alpha, ConstMat beta, const float* a,
                              const float* dt_bias, const DeltaNetParams& p, const float* state_in,
                              float* state_out, Mat out) = 0;
+
+  // Mamba-2 (Nemotron-H; cpu_mamba2.cpp, cuda_mamba2.cu).
+  /// CausalConvSilu with a bias per channel added to each sum before the
+  /// SiLU: out[t][c] = silu(sum_j weight[c * kernel + j] * w[t + j][c] + bias[c]).
+  virtual void CausalConvBiasSilu(ConstMat x, const float* weight, const float* bias, int kernel,
+                                  const float* state_in, float* state_out, Mat out) = 0;
+  /// Mamba-2's selective scan. Row t of xbc holds x, B, C (Mamba2Params);
+  /// per head h (group g = p.group_of(h)), with S_h its state (head_dim rows
+  /// of `state` floats; state_in / state_out: n_heads such matrices back to
+  /// back, state_in null: zeros):
+  ///   u = dt[t][h] + dt_bias[h]; d = u > 20 ? u : log1p(exp(u)); e = exp(d * a[h])
+  ///   per row i: s = s * e + B_g * (x[i] * d); out[t][h * head_dim + i] = dot(s, C_g) + D[h] * x[i]
+  /// dt: [n, n_heads]; a (-exp(A_log)), D, dt_bias: n_heads floats; out: [n, inner].
+  virtual void Mamba2Scan(ConstMat xbc, ConstMat dt, const float* a, const float* d,
+                          const float* dt_bias, const Mamba2Params& p, const float* state_in,
+                          float* state_out, Mat out) = 0;
+  /// Mamba-2's gated norm: g = y * silu(z), then each group of `group`
+  /// columns RMS-normalised, times weight (y.cols floats):
+  ///   out[t][c] = g[c] / sqrt(mean over c's group of g^2 + eps) * weight[c].
+  virtual void GroupRmsNormGated(ConstMat y, ConstMat z, const float* weight, int group, float eps,
+                                 Mat out) = 0;
 
  protected:
   /// MakeWeightTable's check, for backends that override it.

@@ -65,6 +65,8 @@ absl::Status DenseWeights::LoadAttention(const ModelFile& model, Backend& backen
                                          DenseLayerWeights* d) {
   const ModelConfig& c = model.config();
   const LayerTensors& t = model.layer(l);
+  if (!c.has_mixer(l)) return absl::OkStatus();  // a hybrid's FFN layer
+  if (c.mamba2 && c.is_recurrent(l)) return LoadMamba2(model, backend, l, d);
   if (c.is_recurrent(l)) return LoadDeltaNet(model, backend, l, d);
   ODMOE_ASSIGN_OR_RETURN(d->attn_output, Load(backend, t.attn_output));
   if (c.attention == AttentionKind::kMla) {
@@ -128,10 +130,25 @@ absl::Status DenseWeights::LoadDeltaNet(const ModelFile& model, Backend& backend
   return absl::OkStatus();
 }
 
+absl::Status DenseWeights::LoadMamba2(const ModelFile& model, Backend& backend, int l,
+                                      DenseLayerWeights* d) {
+  const LayerTensors& t = model.layer(l);
+  ODMOE_ASSIGN_OR_RETURN(d->ssm_in, Load(backend, t.ssm_in));
+  ODMOE_ASSIGN_OR_RETURN(d->ssm_out, Load(backend, t.ssm_out));
+  ODMOE_ASSIGN_OR_RETURN(d->ssm_conv1d, LoadFloats(backend, t.ssm_conv1d));
+  ODMOE_ASSIGN_OR_RETURN(d->ssm_conv1d_bias, LoadFloats(backend, t.ssm_conv1d_bias));
+  ODMOE_ASSIGN_OR_RETURN(d->ssm_dt_bias, LoadFloats(backend, t.ssm_dt_bias));
+  ODMOE_ASSIGN_OR_RETURN(d->ssm_a, LoadFloats(backend, t.ssm_a));
+  ODMOE_ASSIGN_OR_RETURN(d->ssm_d, LoadFloats(backend, t.ssm_d));
+  ODMOE_ASSIGN_OR_RETURN(d->ssm_norm, LoadFloats(backend, t.ssm_norm));
+  return absl::OkStatus();
+}
+
 absl::Status DenseWeights::LoadFfn(const ModelFile& model, Backend& backend, int l,
                                    DenseLayerWeights* d) {
   const ModelConfig& c = model.config();
   const LayerTensors& t = model.layer(l);
+  if (!c.has_ffn(l)) return absl::OkStatus();  // a hybrid's mixer layer
   if (!c.has_experts(l)) {
     ODMOE_ASSIGN_OR_RETURN(d->dense_ffn.gate, Load(backend, t.ffn_gate));
     ODMOE_ASSIGN_OR_RETURN(d->dense_ffn.up, Load(backend, t.ffn_up));

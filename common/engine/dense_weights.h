@@ -70,6 +70,12 @@ struct DenseLayerWeights {
   const float* ssm_dt_bias = nullptr;
   const float* ssm_a = nullptr;
   const float* ssm_norm = nullptr;
+  // Mamba-2 (a kMamba2 layer of ModelConfig::layer_blocks; also ssm_conv1d,
+  // ssm_dt_bias, ssm_a, ssm_norm [inner] and ssm_out above): the in
+  // projection [z | x | B | C | dt], F32 conv biases and D per head.
+  WeightRef ssm_in;
+  const float* ssm_conv1d_bias = nullptr;
+  const float* ssm_d = nullptr;
 };
 
 class DenseWeights {
@@ -99,6 +105,8 @@ class DenseWeights {
   absl::Status LoadAttention(const ModelFile& model, Backend& backend, int l, DenseLayerWeights* d);
   /// A recurrent layer's Gated DeltaNet weights, into `d`.
   absl::Status LoadDeltaNet(const ModelFile& model, Backend& backend, int l, DenseLayerWeights* d);
+  /// A Mamba-2 layer's weights, into `d`.
+  absl::Status LoadMamba2(const ModelFile& model, Backend& backend, int l, DenseLayerWeights* d);
   /// Layer `l`'s router, biases and shared expert, or its dense FFN.
   absl::Status LoadFfn(const ModelFile& model, Backend& backend, int l, DenseLayerWeights* d);
 

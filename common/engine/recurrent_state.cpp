@@ -10,8 +10,12 @@ absl::StatusOr<RecurrentState> RecurrentState::Create(Backend& backend, const Mo
   RecurrentState st;
   const int n_rec = config.n_recurrent();
   if (n_rec == 0) return st;
-  st.conv_floats_ = config.delta.conv_state_floats();
-  st.layer_floats_ = st.conv_floats_ + config.delta.delta_state_floats();
+  // Gated DeltaNet's conv inputs and delta matrices, or Mamba-2's conv
+  // inputs and SSM state ([heads, head_dim, state]): the same two parts.
+  st.conv_floats_ =
+      config.mamba2 ? config.mamba.conv_state_floats() : config.delta.conv_state_floats();
+  st.layer_floats_ = st.conv_floats_ + (config.mamba2 ? config.mamba.ssm_state_floats()
+                                                      : config.delta.delta_state_floats());
   st.bank_floats_ = static_cast<size_t>(st.layer_floats_) * n_rec;
   st.index_of_layer_.assign(static_cast<size_t>(config.n_layer), -1);
   int r = 0;

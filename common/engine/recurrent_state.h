@@ -29,6 +29,9 @@
 //   ODMOE_RETURN_IF_ERROR(tf->ForwardSegments(next, again, experts));    // state at p0 + 3
 //   tf->ClearSequence(slot);  // a cancelled request: the next one starts at 0
 //
+// Mamba-2 layers (Nemotron-H) keep the same two parts: the conv's last
+// inputs and the SSM state, [heads, head_dim, state] (ssm_in / ssm_out).
+//
 // Memory: 2 x n_recurrent x (conv + delta) floats per slot (Qwen3.5-35B-A3B:
 // 2 x 30 x (3 x 8192 + 32 x 128 x 128) x 4 bytes = 126 MiB per slot). Cost
 // per forward: each layer reads its state once and writes it once.
@@ -79,6 +82,9 @@ class RecurrentState {
     return p ? p + conv_floats_ : nullptr;
   }
   float* delta_out(int slot, int layer) const { return Out(slot, layer) + conv_floats_; }
+  // Mamba-2's SSM state ([heads, head_dim, state] floats) in the same place.
+  const float* ssm_in(int slot, int layer) const { return delta_in(slot, layer); }
+  float* ssm_out(int slot, int layer) const { return delta_out(slot, layer); }
 
  private:
   struct Slot {

@@ -105,6 +105,7 @@ absl::Status Transformer::AllocateBuffers() {
     ODMOE_RETURN_IF_ERROR(backend_.CopyToBackend(ones_, ones.data(), hd * 4));
   }
   if (config_.attention == AttentionKind::kMla) return AllocateMlaBuffers();
+  if (config_.mamba2) return AllocateMamba2Buffers();
   if (config_.delta_net || config_.attn_output_gate) return AllocateDeltaNetBuffers();
   return absl::OkStatus();
 }
@@ -191,7 +192,9 @@ void Transformer::SettleX() {
 }
 
 void Transformer::AttentionBlock(int layer) {
-  if (config_.is_recurrent(layer)) {
+  if (config_.mamba2 && config_.is_recurrent(layer)) {
+    Mamba2Block(layer);
+  } else if (config_.is_recurrent(layer)) {
     DeltaNetBlock(layer);
   } else if (config_.attention == AttentionKind::kMla) {
     MlaAttention(layer);
@@ -256,7 +259,7 @@ void Transformer::GroupedAttention(int layer) {
   rope.rotated_pairs = la.rope_pairs;
   rope.mode = c.rope_mode;
   rope.scaling = c.rope_scaling;
-  if (c.rope_of(layer)) backend_.RopePair(q, k_new, hd, positions_, rope);
+  if (c.rope_of(layer) && !c.no_rope) backend_.RopePair(q, k_new, hd, positions_, rope);
   if (c.rope_qk_rms_norm && c.rope_of(layer)) {  // Llama 4: weightless, after RoPE
     const Mat qh{q.data, n * c.n_head, hd}, kh{k_new.data, n * la.n_head_kv, hd};
     backend_.RmsNorm(qh, ones_, c.rms_eps, qh);
@@ -527,7 +530,8 @@ absl::Status Transformer::RunLayers(ExpertExecutor& experts, std::vector<TokenRo
   const int64_t layer_ids = static_cast<int64_t>(n_batch_) * k;  // routed ids per layer
   std::vector<int> routed;  // with records asked for: layers whose routing stayed on the backend
   for (int l = 0; l < config_.n_layer; ++l) {
-    AttentionBlock(l);
+    if (config_.has_mixer(l)) AttentionBlock(l);
+    if (!config_.has_ffn(l)) continue;  // a hybrid's mixer layer
     if (!config_.has_experts(l)) {
       DenseFfnBlock(l);
       ScaleLayerOutput(l);

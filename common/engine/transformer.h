@@ -268,6 +268,10 @@ class Transformer {
   /// the residual add (pending).
   void DeltaNetBlock(int layer);
   absl::Status AllocateDeltaNetBuffers();
+  /// Mamba-2 in a hybrid's kMamba2 layer (transformer_mamba2.cpp), then the
+  /// residual add (pending).
+  void Mamba2Block(int layer);
+  absl::Status AllocateMamba2Buffers();
   /// With ArchBlocks::attn_output_gate: q and the gate from the doubled q
   /// projection of h (per head [q | gate]) into q_ / gate_.
   void GatedQuery(const DenseLayerWeights& w, ConstMat h, Mat q);
@@ -316,6 +320,10 @@ class Transformer {
   float *dn_qkv_ = nullptr, *dn_conv_ = nullptr, *dn_z_ = nullptr, *dn_ba_ = nullptr;
   float *dn_beta_ = nullptr, *dn_alpha_ = nullptr, *dn_core_ = nullptr;
   float *q_full_ = nullptr, *gate_ = nullptr;  // attn_output_gate
+  // Mamba-2 (transformer_mamba2.cpp): [n_batch, width] each.
+  std::unique_ptr<BackendBuffer> mamba_buffer_;
+  float *mb_proj_ = nullptr, *mb_xbc_ = nullptr, *mb_conv_ = nullptr;
+  float *mb_z_ = nullptr, *mb_y_ = nullptr, *mb_dt_ = nullptr;
   // [row_logits_rows_ <= max_logit_rows, n_vocab], LogitsOfRows / ScoresOfRows only.
   std::unique_ptr<BackendBuffer> row_logits_buffer_;
   int64_t row_logits_rows_ = 0;

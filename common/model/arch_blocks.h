@@ -164,6 +164,15 @@ struct ArchBlocks {
   /// (Llama 4). Top-1 only: the transformer scales the row before any
   /// executor sees it, and the executors combine with weight 1.
   bool router_input_scaled = false;
+
+  // Hybrid Mamba-2 (Nemotron-H): each layer is one block, after its own
+  // attn_norm: a Mamba-2 mixer, a grouped-query attention, or the FFN
+  // (routed experts plus shared expert), as the file's per-layer
+  // attention.head_count_kv and feed_forward_length say
+  // (common/engine/transformer_mamba2.cpp, model/model_mamba2.cpp).
+  bool mamba2 = false;
+  /// Attention without positional encoding (Nemotron-H's attention layers).
+  bool no_rope = false;
 };
 
 }  // namespace odmoe

@@ -144,6 +144,12 @@ std::string_view GgufTensorName(TensorRole role) {
       return "blk.{l}.ssm_norm.weight";
     case TensorRole::kSsmOut:
       return "blk.{l}.ssm_out.weight";
+    case TensorRole::kSsmIn:
+      return "blk.{l}.ssm_in.weight";
+    case TensorRole::kSsmConv1dBias:
+      return "blk.{l}.ssm_conv1d.bias";
+    case TensorRole::kSsmD:
+      return "blk.{l}.ssm_d";
   }
   return "";
 }

@@ -110,16 +110,22 @@ enum class TensorRole {
   kRopeFreqs,         // [head_dim / 2] (one tensor, not per layer)
   kFfnGateUpExps,     // [n_embd, 2 n_ff, n_expert]: gate rows, then up rows, per expert
   // Gated DeltaNet (ArchBlocks::delta_net), in the recurrent layers.
-  kAttnQkv,    // [n_embd, conv_dim]: q (all k heads), k, v (all v heads)
-  kAttnGate,   // [n_embd, value_dim]: z, the output norm's gate
-  kSsmBa,      // [n_embd, 2 * n_v_heads]: per k head [b | a] (delta_net_ba_fused)
-  kSsmBeta,    // [n_embd, n_v_heads]: b (beta = sigmoid(b))
-  kSsmAlpha,   // [n_embd, n_v_heads]: a (the decay's input)
-  kSsmConv1d,  // F32 [conv_kernel, conv_dim]
-  kSsmDtBias,  // F32 [n_v_heads]: added to a before the softplus
-  kSsmA,       // F32 [n_v_heads]: -exp(A_log), as the converter stores it
-  kSsmNorm,    // F32 [head_v]: the gated output norm's weight
-  kSsmOut,     // [value_dim, n_embd]
+  kAttnQkv,     // [n_embd, conv_dim]: q (all k heads), k, v (all v heads)
+  kAttnGate,    // [n_embd, value_dim]: z, the output norm's gate
+  kSsmBa,       // [n_embd, 2 * n_v_heads]: per k head [b | a] (delta_net_ba_fused)
+  kSsmBeta,     // [n_embd, n_v_heads]: b (beta = sigmoid(b))
+  kSsmAlpha,    // [n_embd, n_v_heads]: a (the decay's input)
+  kSsmConv1d,   // F32 [conv_kernel, conv_dim]
+  kSsmDtBias,   // F32 [n_v_heads]: added to a before the softplus
+  kSsmA,        // F32 [n_v_heads]: -exp(A_log), as the converter stores it
+  kSsmNorm,     // F32 [head_v]: the gated output norm's weight
+  kSsmOut,      // [value_dim, n_embd]
+  // Mamba-2 (ArchBlocks::mamba2), in its kMamba2 layers; also kSsmConv1d
+  // (F32 [conv_kernel, conv_dim]), kSsmDtBias, kSsmA ([1, n_heads]),
+  // kSsmNorm ([inner / n_groups, n_groups]) and kSsmOut ([inner, n_embd]).
+  kSsmIn,          // [n_embd, in_proj]: z, x, B, C, dt
+  kSsmConv1dBias,  // F32 [conv_dim]
+  kSsmD,           // F32 [1, n_heads]: the skip connection's weight per head
 };
 
 /// An integer hyperparameter of one architecture, "<arch>.<suffix>", read

@@ -88,6 +88,31 @@ struct DeltaNetShape {
   int64_t delta_state_floats() const { return int64_t{n_v_heads} * head_v * head_k; }
 };
 
+/// The shapes of Mamba-2 (ArchBlocks::mamba2; all 0 otherwise), from the
+/// file's ssm.* keys. Per row the input projection gives
+/// [z (inner) | x (inner) | B (n_groups x state) | C (the same) | dt (n_heads)];
+/// x, B and C (conv_dim() channels) go through a causal depthwise convolution
+/// of conv_kernel taps; per head the state is head_dim x state floats.
+struct Mamba2Shape {
+  int conv_kernel = 0;  // ssm.conv_kernel
+  int n_heads = 0;      // ssm.time_step_rank
+  int head_dim = 0;     // ssm.inner_size / n_heads
+  int n_groups = 0;     // ssm.group_count (B, C and the gated norm's groups)
+  int state = 0;        // ssm.state_size
+  int64_t inner() const { return int64_t{n_heads} * head_dim; }
+  int64_t conv_dim() const { return inner() + 2 * int64_t{n_groups} * state; }
+  int64_t in_proj() const { return inner() + conv_dim() + n_heads; }
+  int64_t conv_state_floats() const { return int64_t{conv_kernel - 1} * conv_dim(); }
+  int64_t ssm_state_floats() const { return inner() * state; }
+};
+
+/// What one layer of a hybrid model (ArchBlocks::mamba2) is.
+enum class LayerBlock : uint8_t {
+  kMamba2,     // the Mamba-2 mixer (a recurrent layer)
+  kAttention,  // grouped-query attention only
+  kFfn,        // the FFN only (routed experts + shared expert)
+};
+
 /// ArchBlocks (the architecture's, never the file's) plus what the file says.
 struct ModelConfig : ArchBlocks {
   std::string arch;  // general.architecture
@@ -152,6 +177,10 @@ struct ModelConfig : ArchBlocks {
   int attn_chunk = 0;
   int attn_temp_length = 0;
   float attn_temp_scale = 0.0f;
+  /// ArchBlocks::mamba2: the Mamba-2 shapes and each layer's one block (its
+  /// kMamba2 layers are also marked in recurrent_layers).
+  Mamba2Shape mamba;
+  std::vector<LayerBlock> layer_blocks;
 
   // Storage of the experts, per layer: every expert of a layer is stored
   // alike (validated at load), layers may differ (files from the common
@@ -181,9 +210,20 @@ struct ModelConfig : ArchBlocks {
     for (uint8_t r : recurrent_layers) n += r;
     return n;
   }
-  /// True when `layer` routes to experts (false: a dense layer).
+  /// True when `layer` has a token mixer (attention, DeltaNet, Mamba-2):
+  /// every layer but a hybrid model's FFN layers.
+  bool has_mixer(int layer) const {
+    return layer_blocks.empty() || layer_blocks[static_cast<size_t>(layer)] != LayerBlock::kFfn;
+  }
+  /// True when `layer` has an FFN: every layer but a hybrid model's mixers.
+  bool has_ffn(int layer) const {
+    return layer_blocks.empty() || layer_blocks[static_cast<size_t>(layer)] == LayerBlock::kFfn;
+  }
+  /// True when `layer` routes to experts (false: a dense layer, or none):
+  /// past the leading dense layers, an FFN layer, every moe_layer_step-th.
   bool has_experts(int layer) const {
-    return layer >= n_dense_leading && (moe_layer_step <= 1 || (layer + 1) % moe_layer_step == 0);
+    return layer >= n_dense_leading && has_ffn(layer) &&
+           (moe_layer_step <= 1 || (layer + 1) % moe_layer_step == 0);
   }
   /// Layers with experts.
   int n_moe_layer() const {
@@ -197,8 +237,13 @@ struct ModelConfig : ArchBlocks {
     while (l < n_layer && !has_experts(l)) ++l;
     return l;
   }
-  /// True when some layer has the dense FFN.
-  bool has_dense_layers() const { return n_moe_layer() < n_layer; }
+  /// True when some layer has the dense FFN (an FFN without experts).
+  bool has_dense_layers() const {
+    for (int l = 0; l < n_layer; ++l) {
+      if (has_ffn(l) && !has_experts(l)) return true;
+    }
+    return false;
+  }
   /// Whether `layer` rotates q and k (false: a NoPE layer).
   bool rope_of(int layer) const {
     return nope_layer_step <= 0 || (layer + 1) % nope_layer_step != 0;

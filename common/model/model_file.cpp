@@ -175,7 +175,9 @@ absl::Status ModelFile::ReadConfig() {
   c.n_layer -= c.n_layer_nextn;  // the NextN / MTP layers at the end are not run
   ODMOE_ASSIGN_OR_RETURN(c.n_head, ReadInt(f, key("attention.head_count"), 1, 4096));
   const GgufValue* kv_heads = f.Find(key("attention.head_count_kv"));
-  if (c.window_layer_shape && kv_heads != nullptr && kv_heads->type() == GgufType::kArray) {
+  if (c.mamba2) {
+    ODMOE_ASSIGN_OR_RETURN(c.n_head_kv, Mamba2HeadCountKv());  // per layer: model_mamba2.cpp
+  } else if (c.window_layer_shape && kv_heads != nullptr && kv_heads->type() == GgufType::kArray) {
     c.n_head_kv = c.n_head;  // one per layer: ReadWindowLayerShapes
   } else {
     ODMOE_ASSIGN_OR_RETURN(c.n_head_kv,
@@ -243,6 +245,7 @@ absl::Status ModelFile::ReadConfig() {
   c.attn_scale = c.attn_unscaled ? 1.0f : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   if (c.attention == AttentionKind::kMla) ODMOE_RETURN_IF_ERROR(ReadMlaConfig());
   if (c.delta_net) ODMOE_RETURN_IF_ERROR(ReadDeltaNetConfig());
+  if (c.mamba2) ODMOE_RETURN_IF_ERROR(ReadMamba2Config());
   return absl::OkStatus();
 }
 
@@ -290,6 +293,8 @@ absl::Status ModelFile::BindTensors() {
 
 absl::Status ModelFile::BindAttentionTensors(int l, LayerTensors* t) {
   if (config_.attention == AttentionKind::kMla) return BindMlaTensors(l, t);
+  if (!config_.has_mixer(l)) return absl::OkStatus();  // a hybrid's FFN layer
+  if (config_.mamba2 && config_.is_recurrent(l)) return BindMamba2Tensors(l, t);
   if (config_.is_recurrent(l)) return BindDeltaNetTensors(l, t);
   const GgufFile& f = *gguf_;
   const ModelConfig& c = config_;
@@ -315,6 +320,7 @@ absl::Status ModelFile::BindFfnTensors(int l, LayerTensors* t) {
   ModelConfig& c = config_;
   auto name = [&](TensorRole role, int e = -1) { return TensorName(*arch_, role, l, e); };
   const int64_t d = c.n_embd, ff = c.n_ff, ne = c.n_expert;
+  if (!c.has_ffn(l)) return absl::OkStatus();  // a hybrid's mixer layer
   if (!c.has_experts(l)) {
     const int64_t fd = c.n_ff_dense;
     ODMOE_ASSIGN_OR_RETURN(t->ffn_gate, Expect(f, name(TensorRole::kFfnGate), {d, fd}));
@@ -353,7 +359,7 @@ absl::Status ModelFile::CheckExpertStorage() {
   c.expert_storage.assign(static_cast<size_t>(c.n_layer), ExpertStorage{});
   c.expert_bytes_max = 0;
   for (int l = c.n_dense_leading; l < c.n_layer; ++l) {
-    if (!c.has_experts(l)) continue;  // interleaved dense layers (Llama 4)
+    if (!c.has_experts(l)) continue;  // a dense (Llama 4) or a hybrid's mixer layer
     const ExpertTensors first = Expert(l, 0);
     ExpertStorage& s = c.expert_storage[static_cast<size_t>(l)];
     s.gate_type = first.gate.type;

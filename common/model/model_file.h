@@ -97,6 +97,11 @@ struct LayerTensors {
   TensorView ssm_a;        // F32 {n_v_heads}: -exp(A_log)
   TensorView ssm_norm;     // F32 {head_v}
   TensorView ssm_out;      // {value_dim, n_embd}
+  // Mamba-2 (a kMamba2 layer of ArchBlocks::mamba2; also ssm_conv1d,
+  // ssm_dt_bias, ssm_a, ssm_norm {inner} and ssm_out above).
+  TensorView ssm_in;           // {n_embd, in_proj}
+  TensorView ssm_conv1d_bias;  // F32 {conv_dim}
+  TensorView ssm_d;            // F32 {n_heads}
 };
 
 class ModelFile {
@@ -144,6 +149,11 @@ class ModelFile {
   /// (model_delta_net.cpp).
   absl::Status ReadDeltaNetConfig();
   absl::Status BindDeltaNetTensors(int l, LayerTensors* t);
+  /// Mamba-2's shapes and each layer's block (model_mamba2.cpp); the per
+  /// layer head_count_kv, read before the shared keys.
+  absl::Status ReadMamba2Config();
+  absl::StatusOr<int> Mamba2HeadCountKv();
+  absl::Status BindMamba2Tensors(int l, LayerTensors* t);
   /// Layer `l`'s router and experts, or its dense FFN.
   absl::Status BindFfnTensors(int l, LayerTensors* t);
   /// The sliding-layer pattern, the per-layer attention shapes and what

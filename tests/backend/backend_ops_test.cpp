@@ -136,6 +136,12 @@ TEST_CASE(
   for (const char* op : {"Mul", "CausalConvSilu", "GatedDeltaNet"}) CheckCpuOp(op);
 }
 
+TEST_CASE("cpu Mamba-2 ops (CausalConvBiasSilu and Mamba2Scan and GroupRmsNormGated) match the "
+          "reference",
+          "[backend]") {
+  for (const char* op : {"CausalConvBiasSilu", "Mamba2Scan", "GroupRmsNormGated"}) CheckCpuOp(op);
+}
+
 TEST_CASE("the reference catches a wrong result", "[backend]") {
   // Guards the guard: a MatMul case checked against another case's reference
   // must fail the tolerance.

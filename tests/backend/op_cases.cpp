@@ -806,6 +806,7 @@ std::vector<OpCase> MakeOpCases() {
   AddActivationCases(cases);
   AddRowOpCases(cases);
   AddDeltaNetCases(cases);
+  AddMamba2Cases(cases);
   return cases;
 }
 

@@ -72,6 +72,23 @@ std::vector<float> RunDeltaNet(Backend& be, const DeltaInputs& in, bool with_sta
                                std::span<const int64_t> chunks);
 DeltaInputs MakeDeltaInputs(int nk, int nv, int hk, int64_t rows, bool tiled, uint32_t seed);
 
+/// The Mamba-2 ops' cases (op_cases_mamba2.cpp; in MakeOpCases).
+void AddMamba2Cases(std::vector<OpCase>& cases);
+
+/// Mamba-2's scan inputs for a test: `rows` rows of random x / B / C, dt,
+/// and per head a (negative), D, dt_bias, and a random start state.
+struct Mamba2Inputs {
+  Mamba2Params p;
+  int64_t rows = 0;
+  std::vector<float> xbc, dt, a, d, dt_bias, state;
+};
+/// Mamba2Scan on `be` over the rows in calls of `chunks` rows each (the
+/// state carried between calls): the outputs, then the final state.
+std::vector<float> RunMamba2Scan(Backend& be, const Mamba2Inputs& in, bool with_state,
+                                 std::span<const int64_t> chunks);
+Mamba2Inputs MakeMamba2Inputs(int heads, int head_dim, int groups, int state, int64_t rows,
+                              uint32_t seed);
+
 /// "cpu", "cpu:3" (another thread count of the reference) and every other
 /// backend this machine offers (AvailableBackends()): the names the
 /// every-backend cases run on.

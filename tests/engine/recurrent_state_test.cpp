@@ -1,9 +1,10 @@
-// The recurrent (Gated DeltaNet) layers' per-sequence state on the tiny
-// Qwen3-Next and Qwen3.5 fixtures: a sequence's logits do not depend on how
-// its rows are batched (prefill chunks, one row at a time, other sequences'
-// segments in the same batch); a rollback to the checkpoint (rejected
-// drafts) and a recompute from it (accepted drafts) give the logits of the
-// straight run; rows that cannot continue the state are refused.
+// The recurrent (Gated DeltaNet, Mamba-2) layers' per-sequence state on the
+// tiny Qwen3-Next, Qwen3.5 and Nemotron-H (its token mixers) fixtures: a
+// sequence's logits do not depend on how its rows are batched (prefill
+// chunks, one row at a time, other sequences' segments in the same batch); a
+// rollback to the checkpoint (rejected drafts) and a recompute from it
+// (accepted drafts) give the logits of the straight run; rows that cannot
+// continue the state are refused.
 #include <catch2/catch.hpp>
 #include <memory>
 #include <vector>
@@ -57,7 +58,7 @@ const std::vector<int32_t> kTokens = {17, 301, 5, 77, 640, 12, 999, 3, 250};
 
 TEST_CASE("recurrent state: batching, chunks and rollbacks give the straight run's logits",
           "[engine][delta_net]") {
-  for (const char* arch : {"qwen3next", "qwen35moe"}) {
+  for (const char* arch : {"qwen3next", "qwen35moe", "nemotron_h_moe-mixers"}) {
     INFO(arch);
     const std::span<const int32_t> all(kTokens);
     Rig straight = MakeRig(arch, 64);
@@ -106,7 +107,7 @@ TEST_CASE("recurrent state: batching, chunks and rollbacks give the straight run
 
 TEST_CASE("recurrent state: two sequences in one batch keep their states apart",
           "[engine][delta_net]") {
-  for (const char* arch : {"qwen3next", "qwen35moe"}) {
+  for (const char* arch : {"qwen3next", "qwen35moe", "nemotron_h_moe-mixers"}) {
     INFO(arch);
     const std::vector<int32_t> a = {17, 301, 5, 77, 640}, b = {999, 3, 250};
     Rig alone = MakeRig(arch, 64);

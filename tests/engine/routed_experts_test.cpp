@@ -84,6 +84,18 @@ class WaitCountingBackend final : public Backend {
                      float* out_state, Mat out) override {
     cpu_.GatedDeltaNet(qkv, alpha, beta, a, dt_bias, p, in, out_state, out);
   }
+  void CausalConvBiasSilu(ConstMat x, const float* w, const float* bias, int kernel,
+                          const float* in, float* out_state, Mat out) override {
+    cpu_.CausalConvBiasSilu(x, w, bias, kernel, in, out_state, out);
+  }
+  void Mamba2Scan(ConstMat xbc, ConstMat dt, const float* a, const float* d, const float* dt_bias,
+                  const Mamba2Params& p, const float* in, float* out_state, Mat out) override {
+    cpu_.Mamba2Scan(xbc, dt, a, d, dt_bias, p, in, out_state, out);
+  }
+  void GroupRmsNormGated(ConstMat y, ConstMat z, const float* w, int group, float eps,
+                         Mat out) override {
+    cpu_.GroupRmsNormGated(y, z, w, group, eps, out);
+  }
   void SwiGlu(ConstMat g, ConstMat u, Mat out) override { cpu_.SwiGlu(g, u, out); }
   void SwiGluOai(ConstMat g, ConstMat u, float a, float l, Mat out) override {
     cpu_.SwiGluOai(g, u, a, l, out);

@@ -281,6 +281,25 @@ void CpuBackend::GatedDeltaNet(ConstMat qkv, ConstMat alpha, ConstMat beta, cons
   CpuGatedDeltaNet({kernels_, &pool_}, qkv, alpha, beta, a, dt_bias, p, state_in, state_out, out);
 }
 
+void CpuBackend::CausalConvBiasSilu(ConstMat x, const float* weight, const float* bias, int kernel,
+                                    const float* state_in, float* state_out, Mat out) {
+  op_checks::SameShape("CausalConvBiasSilu", x, out);
+  CpuCausalConvBiasSilu({kernels_, &pool_}, x, weight, bias, kernel, state_in, state_out, out);
+}
+
+void CpuBackend::Mamba2Scan(ConstMat xbc, ConstMat dt, const float* a, const float* d,
+                            const float* dt_bias, const Mamba2Params& p, const float* state_in,
+                            float* state_out, Mat out) {
+  CpuMamba2Scan({kernels_, &pool_}, xbc, dt, a, d, dt_bias, p, state_in, state_out, out);
+}
+
+void CpuBackend::GroupRmsNormGated(ConstMat y, ConstMat z, const float* weight, int group,
+                                   float eps, Mat out) {
+  op_checks::SameShape("GroupRmsNormGated", y, z);
+  op_checks::SameShape("GroupRmsNormGated", y, out);
+  CpuGroupRmsNormGated({kernels_, &pool_}, y, z, weight, group, eps, out);
+}
+
 void CpuBackend::SwiGlu(ConstMat gate, ConstMat up, Mat out) {
   op_checks::SameShape("SwiGlu", gate, up);
   op_checks::SameShape("SwiGlu", gate, out);

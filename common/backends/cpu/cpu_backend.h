@@ -206,6 +206,14 @@ class CpuBackend final : public Backend {
   void GatedDeltaNet(ConstMat qkv, ConstMat alpha, ConstMat beta, const float* a,
                      const float* dt_bias, const DeltaNetParams& p, const float* state_in,
                      float* state_out, Mat out) override;
+  // Mamba-2 (cpu_mamba2.cpp).
+  void CausalConvBiasSilu(ConstMat x, const float* weight, const float* bias, int kernel,
+                          const float* state_in, float* state_out, Mat out) override;
+  void Mamba2Scan(ConstMat xbc, ConstMat dt, const float* a, const float* d, const float* dt_bias,
+                  const Mamba2Params& p, const float* state_in, float* state_out,
+                  Mat out) override;
+  void GroupRmsNormGated(ConstMat y, ConstMat z, const float* weight, int group, float eps,
+                         Mat out) override;
 
  private:
   /// True for the weights LoadWeight copies: the K-family types of 16 rows

@@ -1,5 +1,6 @@
 // The CPU backend's linear-attention ops (backend.h: Mul, CausalConvSilu,
-// GatedDeltaNet), the reference for every backend. The recurrence runs one
+// GatedDeltaNet; the convolution is cpu_mamba2.cpp's without a bias), the
+// reference for every backend. The recurrence runs one
 // row at a time in each value head (heads spread over the threads, rows in
 // order), so the result does not depend on the thread count nor on how a
 // sequence's rows were split into calls. Dot products keep eight partial
@@ -48,26 +49,7 @@ void CpuMul(const CpuOpContext& ctx, ConstMat a, ConstMat b, Mat out) {
 
 void CpuCausalConvSilu(const CpuOpContext& ctx, ConstMat x, const float* weight, int kernel,
                        const float* state_in, float* state_out, Mat out) {
-  const int64_t channels = x.cols, hist = kernel - 1;
-  // Channels spread over the threads; each walks its rows in order.
-  ctx.pool->ParallelFor(channels, CpuRowGrain(8 * x.rows * kernel), [&](int64_t cb, int64_t ce) {
-    std::vector<float> w(static_cast<size_t>(hist + x.rows));
-    for (int64_t c = cb; c < ce; ++c) {
-      for (int64_t j = 0; j < hist; ++j) {
-        w[static_cast<size_t>(j)] = state_in ? state_in[j * channels + c] : 0.0f;
-      }
-      for (int64_t t = 0; t < x.rows; ++t) w[static_cast<size_t>(hist + t)] = x.Row(t)[c];
-      const float* wc = weight + c * kernel;
-      for (int64_t t = 0; t < x.rows; ++t) {
-        float acc = 0.0f;
-        for (int j = 0; j < kernel; ++j) acc = acc + wc[j] * w[static_cast<size_t>(t + j)];
-        out.Row(t)[c] = cpu_math::Silu(acc);
-      }
-      for (int64_t j = 0; j < hist; ++j) {
-        state_out[j * channels + c] = w[static_cast<size_t>(x.rows + j)];
-      }
-    }
-  });
+  CpuCausalConvBiasSilu(ctx, x, weight, nullptr, kernel, state_in, state_out, out);  // no bias
 }
 
 void CpuGatedDeltaNet(const CpuOpContext& ctx, ConstMat qkv, ConstMat alpha, ConstMat beta,

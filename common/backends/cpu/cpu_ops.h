@@ -76,6 +76,16 @@ void CpuCausalConvSilu(const CpuOpContext& ctx, ConstMat x, const float* weight,
 void CpuGatedDeltaNet(const CpuOpContext& ctx, ConstMat qkv, ConstMat alpha, ConstMat beta,
                       const float* a, const float* dt_bias, const DeltaNetParams& p,
                       const float* state_in, float* state_out, Mat out);
+// Mamba-2 (cpu_mamba2.cpp). CpuCausalConvBiasSilu with a null bias is
+// CpuCausalConvSilu.
+void CpuCausalConvBiasSilu(const CpuOpContext& ctx, ConstMat x, const float* weight,
+                           const float* bias, int kernel, const float* state_in,
+                           float* state_out, Mat out);
+void CpuMamba2Scan(const CpuOpContext& ctx, ConstMat xbc, ConstMat dt, const float* a,
+                   const float* d, const float* dt_bias, const Mamba2Params& p,
+                   const float* state_in, float* state_out, Mat out);
+void CpuGroupRmsNormGated(const CpuOpContext& ctx, ConstMat y, ConstMat z, const float* weight,
+                          int group, float eps, Mat out);
 
 /// Rows per parallel chunk so that a chunk has at least ~256k elements of
 /// work: waking a pool thread cost tens of microseconds, more than a small op

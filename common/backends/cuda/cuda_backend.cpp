@@ -580,6 +580,37 @@ void CudaBackend::GatedDeltaNet(ConstMat qkv, ConstMat alpha, ConstMat beta, con
   }
 }
 
+void CudaBackend::CausalConvBiasSilu(ConstMat x, const float* weight, const float* bias,
+                                     int kernel, const float* state_in, float* state_out,
+                                     Mat out) {
+  op_checks::SameShape("CausalConvBiasSilu", x, out);
+  if (Enter()) {
+    RecordCuda(cuda::LaunchCausalConvBiasSilu(stream(), x, weight, bias, kernel, state_in,
+                                              state_out, out),
+               "CausalConvBiasSilu");
+  }
+}
+
+void CudaBackend::Mamba2Scan(ConstMat xbc, ConstMat dt, const float* a, const float* d,
+                             const float* dt_bias, const Mamba2Params& p, const float* state_in,
+                             float* state_out, Mat out) {
+  if (Enter()) {
+    RecordCuda(
+        cuda::LaunchMamba2Scan(stream(), xbc, dt, a, d, dt_bias, p, state_in, state_out, out),
+        "Mamba2Scan");
+  }
+}
+
+void CudaBackend::GroupRmsNormGated(ConstMat y, ConstMat z, const float* weight, int group,
+                                    float eps, Mat out) {
+  op_checks::SameShape("GroupRmsNormGated", y, z);
+  op_checks::SameShape("GroupRmsNormGated", y, out);
+  if (Enter()) {
+    RecordCuda(cuda::LaunchGroupRmsNormGated(stream(), y, z, weight, group, eps, out),
+               "GroupRmsNormGated");
+  }
+}
+
 void CudaBackend::SwiGlu(ConstMat gate, ConstMat up, Mat out) {
   op_checks::SameShape("SwiGlu", gate, up);
   op_checks::SameShape("SwiGlu", gate, out);

@@ -132,6 +132,14 @@ class CudaBackend final : public Backend {
   void GatedDeltaNet(ConstMat qkv, ConstMat alpha, ConstMat beta, const float* a,
                      const float* dt_bias, const DeltaNetParams& p, const float* state_in,
                      float* state_out, Mat out) override;
+  // Mamba-2 (cuda_mamba2.cu).
+  void CausalConvBiasSilu(ConstMat x, const float* weight, const float* bias, int kernel,
+                          const float* state_in, float* state_out, Mat out) override;
+  void Mamba2Scan(ConstMat xbc, ConstMat dt, const float* a, const float* d, const float* dt_bias,
+                  const Mamba2Params& p, const float* state_in, float* state_out,
+                  Mat out) override;
+  void GroupRmsNormGated(ConstMat y, ConstMat z, const float* weight, int group, float eps,
+                         Mat out) override;
   // Products by ids (cuda_backend_by_id.cpp): one launch per product for all
   // picked weights (a grid slice each), the ids read on the device.
   absl::StatusOr<WeightTable> MakeWeightTable(std::span<const WeightRef> entries) override;

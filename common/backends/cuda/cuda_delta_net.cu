@@ -2,9 +2,9 @@
 // GatedDeltaNet), computed as the CPU backend's reference
 // (cpu_delta_net.cpp) operation for operation: products and sums rounded
 // one by one (__fmul_rn / __fadd_rn, no fused multiply-add), dot products
-// in eight lanes added in lane order, ExpF as the CPU's. The convolution
-// takes one thread per channel, the recurrence one block per value head
-// (a thread per row of the head's state), rows in order.
+// in eight lanes added in lane order, ExpF as the CPU's. The convolution is
+// cuda_mamba2.cu's without a bias; the recurrence takes one block per value
+// head (a thread per row of the head's state), rows in order.
 #include "cuda_kernel_util.h"
 #include "cuda_kernels.h"
 
@@ -15,7 +15,6 @@ namespace {
 namespace num = cuda_numerics;
 
 constexpr int kThreads = 256;
-constexpr int kMaxConvKernel = 8;
 
 __device__ __forceinline__ float Mad(float acc, float a, float b) {
   return __fadd_rn(acc, __fmul_rn(a, b));
@@ -38,27 +37,6 @@ __device__ float DotLanes(const float* a, const float* b, int n) {
 __global__ void MulKernel(const float* a, const float* b, float* out, int64_t total) {
   AfterPriorKernels();
   for (int64_t i = GlobalThread(); i < total; i += GridThreads()) out[i] = __fmul_rn(a[i], b[i]);
-}
-
-__global__ void CausalConvSiluKernel(const float* __restrict__ x, int64_t rows, int64_t channels,
-                                     const float* __restrict__ weight, int kernel,
-                                     const float* state_in, float* state_out,
-                                     float* __restrict__ out) {
-  AfterPriorKernels();
-  const int hist = kernel - 1;
-  for (int64_t c = GlobalThread(); c < channels; c += GridThreads()) {
-    float win[kMaxConvKernel];
-    for (int j = 0; j < hist; ++j) win[j] = state_in ? state_in[j * channels + c] : 0.0f;
-    const float* wc = weight + c * kernel;
-    for (int64_t t = 0; t < rows; ++t) {
-      win[hist] = x[t * channels + c];
-      float acc = 0.0f;
-      for (int j = 0; j < kernel; ++j) acc = Mad(acc, wc[j], win[j]);
-      out[t * channels + c] = num::Silu(acc);
-      for (int j = 0; j < hist; ++j) win[j] = win[j + 1];
-    }
-    for (int j = 0; j < hist; ++j) state_out[j * channels + c] = win[j];
-  }
 }
 
 // One block per value head; thread i owns row i of the head's state.
@@ -129,11 +107,8 @@ cudaError_t LaunchMul(cudaStream_t stream, ConstMat a, ConstMat b, Mat out) {
 
 cudaError_t LaunchCausalConvSilu(cudaStream_t stream, ConstMat x, const float* weight, int kernel,
                                  const float* state_in, float* state_out, Mat out) {
-  if (kernel < 1 || kernel > kMaxConvKernel) return cudaErrorInvalidValue;
-  if (x.cols == 0) return cudaSuccess;
-  Launch(CausalConvSiluKernel, GridFor(x.cols, kThreads), kThreads, 0, stream, x.data, x.rows,
-         x.cols, weight, kernel, state_in, state_out, out.data);
-  return cudaGetLastError();
+  // cuda_mamba2.cu's convolution without a bias.
+  return LaunchCausalConvBiasSilu(stream, x, weight, nullptr, kernel, state_in, state_out, out);
 }
 
 cudaError_t LaunchGatedDeltaNet(cudaStream_t stream, ConstMat qkv, ConstMat alpha, ConstMat beta,

@@ -172,6 +172,17 @@ cudaError_t LaunchCausalConvSilu(cudaStream_t stream, ConstMat x, const float* w
 cudaError_t LaunchGatedDeltaNet(cudaStream_t stream, ConstMat qkv, ConstMat alpha, ConstMat beta,
                                 const float* a, const float* dt_bias, const DeltaNetParams& p,
                                 const float* state_in, float* state_out, Mat out);
+// Mamba-2 (cuda_mamba2.cu): Backend::CausalConvBiasSilu (at most 8 taps;
+// a null bias: CausalConvSilu's kernel),
+// Mamba2Scan and GroupRmsNormGated, the CPU backend's bits.
+cudaError_t LaunchCausalConvBiasSilu(cudaStream_t stream, ConstMat x, const float* weight,
+                                     const float* bias, int kernel, const float* state_in,
+                                     float* state_out, Mat out);
+cudaError_t LaunchMamba2Scan(cudaStream_t stream, ConstMat xbc, ConstMat dt, const float* a,
+                             const float* d, const float* dt_bias, const Mamba2Params& p,
+                             const float* state_in, float* state_out, Mat out);
+cudaError_t LaunchGroupRmsNormGated(cudaStream_t stream, ConstMat y, ConstMat z,
+                                    const float* weight, int group, float eps, Mat out);
 cudaError_t LaunchGatherRows(cudaStream_t stream, ConstMat src, const int32_t* idx, Mat dst);
 cudaError_t LaunchScatterAddScaled(cudaStream_t stream, ConstMat src, const int32_t* idx,
                                    const float* scale, Mat dst);

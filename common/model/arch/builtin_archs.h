@@ -23,6 +23,7 @@ extern const ArchDesc kQwen35MoeArch;  // qwen35moe.cpp
 /// Qwen3-Next's description, which Qwen3.5's starts from (qwen3next.cpp).
 ArchDesc Qwen3NextDescription();
 extern const ArchDesc kLlama4Arch;     // llama4.cpp
+extern const ArchDesc kNemotronHMoeArch;  // nemotron_h_moe.cpp
 
 /// In the order messages list them.
 inline const ArchDesc* const kBuiltinArchs[] = {
@@ -31,6 +32,7 @@ inline const ArchDesc* const kBuiltinArchs[] = {
     &kGemma4Arch,
     &kQwen3NextArch, &kQwen35MoeArch,
     &kLlama4Arch,
+    &kNemotronHMoeArch,
 };
 
 }  // namespace odmoe
