@@ -52,7 +52,8 @@ TEST_CASE("engine: prefill batch size does not change a single bit", "[engine]")
   // MatMulById, the routing left on the backend); the others the many-row ones.
   for (const char* file : {"models/tiny-mixtral-f16.gguf", "tests/data/arch/tiny-deepseek2.gguf",
                            "tests/data/arch/tiny-deepseek2-qlora.gguf",
-                           "tests/data/arch/tiny-qwen3moe.gguf"}) {
+                           "tests/data/arch/tiny-qwen3moe.gguf",
+                           "tests/data/arch/tiny-deepseek3.gguf"}) {
     const std::string model = test::SourcePath(file);
     std::vector<int32_t> tokens;  // the arch models' vocabularies have 1024 entries
     for (int32_t t : kTokens) tokens.push_back(t % 1000);

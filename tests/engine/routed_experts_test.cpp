@@ -182,6 +182,7 @@ TEST_CASE("engine: routing kept on the backend gives the plan's bits and records
                           {"tests/data/arch/tiny-olmoe.gguf", true},
                           {"tests/data/arch/tiny-qwen2moe.gguf", true},  // a shared expert
                           {"tests/data/arch/tiny-deepseek2.gguf", true},  // a dense first layer
+                          {"tests/data/arch/tiny-deepseek3.gguf", true},  // sigmoid, groups
                           {"tests/data/arch/tiny-gpt-oss-mxfp4.gguf", false}};
   std::vector<std::string> backends = {"cpu"};
   for (const std::string& n : AvailableBackends()) {

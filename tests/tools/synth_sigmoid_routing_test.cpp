@@ -4,6 +4,7 @@
 // have the real models' sizes.
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <set>
 #include <string>
 
 #include "engine/reference_engine.h"
@@ -76,15 +77,26 @@ TEST_CASE("synth: the sigmoid-routed architectures open with their routing and g
       CHECK(c.n_dense_leading == (s.arch == "glm4moe" ? 1 : 0));
       CHECK(c.n_ff_shared == (s.arch == "glm4moe" ? 32 : 0));
     }
+    // Generate, and see each routed layer's k experts distinct and, with
+    // groups, inside at most n_group_used groups.
     auto engine = ReferenceEngine::Create(path, {});
     REQUIRE(engine.ok());
     GenerateRequest req;
     req.prompt = "any text at all";
     req.max_tokens = 6;
-    req.ignore_eos = true;
+    req.ignore_eos = req.record_routing = true;
     auto r = (*engine)->Generate(req);
     REQUIRE(r.ok());
     CHECK(r->output_ids.size() == 6);
+    const int k = c.n_expert_used, per_group = c.n_expert / c.gating.n_group;
+    for (const TokenRouting& t : r->routing) {
+      for (int l = c.n_dense_leading; l < c.n_layer; ++l) {
+        std::set<int32_t> ids(t.begin() + l * k, t.begin() + (l + 1) * k), groups;
+        CHECK(ids.size() == static_cast<size_t>(k));
+        for (int32_t e : ids) groups.insert(e / per_group);
+        CHECK(static_cast<int>(groups.size()) <= c.gating.n_group_used);
+      }
+    }
     std::filesystem::remove(path);
   }
 }
