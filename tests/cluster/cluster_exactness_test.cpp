@@ -542,23 +542,20 @@ TEST_CASE("cluster: identical tokens for gemma4", "[cluster][arch]") {
   const std::string path =
       (std::filesystem::temp_directory_path() / "odmoe_cluster_gemma4.gguf").string();
   REQUIRE(WriteSynthModel(s, path).ok());
-  ClusterConfig shadow;  // aligned shadow, prefill in mini-batches of 3
-  shadow.model = path;
-  shadow.workers = 4;
-  shadow.mini_batch = 3;
-  ExpectIdentical(shadow);
-  ClusterConfig none = shadow;
-  none.prediction = PredictionMode::kNone;
-  none.mini_batch = 16;
-  ExpectIdentical(none);
-  ClusterConfig resident = none;
-  resident.worker_mode = WorkerMode::kResident;
-  ExpectIdentical(resident);
-  ClusterConfig groups = shadow;  // groups of 2: two experts a worker
-  groups.group_size = 2;
-  ExpectIdentical(groups);
+  // Aligned shadow (prefill in mini-batches of 3), no prediction, resident
+  // workers, groups of 2 (two experts a worker).
+  for (const GroupCase& c :
+       {GroupCase{4, 4, 0, PredictionMode::kShadow, WorkerMode::kOnDemand, 1, 3},
+        GroupCase{4, 4, 0, PredictionMode::kNone, WorkerMode::kOnDemand},
+        GroupCase{4, 4, 0, PredictionMode::kNone, WorkerMode::kResident},
+        GroupCase{4, 2, 0, PredictionMode::kShadow, WorkerMode::kOnDemand, 1, 3}}) {
+    ExpectIdenticalOnGroups(c, path);
+  }
   // Three requests decoding together with the shadow's drafts verified.
-  ClusterConfig spec = shadow;
+  ClusterConfig spec;
+  spec.model = path;
+  spec.workers = 4;
+  spec.mini_batch = 3;
   spec.draft_tokens = 3;
   spec.max_running = 3;
   auto cluster = TestCluster::Start(spec);
