@@ -61,8 +61,9 @@ class RecallCounter {
   int n_layer_ = 0;
   int k_ = 0;
   int first_moe_layer_ = 0;
-  std::vector<bool> skipped_;  // SkipLayer's layers (empty: none)
   std::vector<Cell> cells_;  // [(token - 1) * n_layer + layer]
+  // SkipLayer's layers (empty: none).
+  std::vector<bool> skipped_;
 };
 
 }  // namespace odmoe
