@@ -235,6 +235,9 @@ absl::StatusOr<ClusterGenerateResult> MainEngine::Generate(
                                         should_stop, on_logprobs);
   const ModelConfig& c = model_.config();
   job->recall = RecallCounter(c.n_layer, c.n_expert_used, c.n_dense_leading);
+  for (int l = c.n_dense_leading; l < c.n_layer; ++l) {
+    if (!c.has_experts(l)) job->recall.SkipLayer(l);  // interleaved dense layers (Llama 4)
+  }
   std::future<absl::StatusOr<ClusterGenerateResult>> result = job->done.get_future();
   {
     std::lock_guard<std::mutex> lock(jobs_mu_);

@@ -44,6 +44,12 @@ std::span<const int32_t> RecallCounter::Prediction(int token, int layer) const {
   return c->predicted;
 }
 
+void RecallCounter::SkipLayer(int layer) {
+  if (layer < 0 || layer >= n_layer_) return;
+  skipped_.resize(static_cast<size_t>(n_layer_), false);
+  skipped_[static_cast<size_t>(layer)] = true;
+}
+
 RecallSummary RecallCounter::Summarize(int tokens) const {
   RecallSummary s;
   s.layer_correct.assign(static_cast<size_t>(std::max(n_layer_, 0)), 0);
@@ -51,6 +57,7 @@ RecallSummary RecallCounter::Summarize(int tokens) const {
   for (int n = 1; n <= tokens; ++n) {
     uint64_t correct = 0, slots = 0;
     for (int l = first_moe_layer_; l < n_layer_; ++l) {
+      if (!skipped_.empty() && skipped_[static_cast<size_t>(l)]) continue;
       const Cell* c = Find(n, l);
       if (!c || !c->has_prediction) {
         ++s.predictions_missing;

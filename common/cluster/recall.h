@@ -41,6 +41,9 @@ class RecallCounter {
   void RecordActual(int token, int layer, std::span<const int32_t> experts);
   void RecordPrediction(int token, int layer, std::span<const int32_t> experts);
   bool HasPrediction(int token, int layer) const;
+  /// Leaves out a layer after first_moe_layer that has no experts either
+  /// (Llama 4's interleaved dense layers).
+  void SkipLayer(int layer);
   /// The recorded prediction (empty if none).
   std::span<const int32_t> Prediction(int token, int layer) const;
 
@@ -59,6 +62,8 @@ class RecallCounter {
   int k_ = 0;
   int first_moe_layer_ = 0;
   std::vector<Cell> cells_;  // [(token - 1) * n_layer + layer]
+  // SkipLayer's layers (empty: none).
+  std::vector<bool> skipped_;
 };
 
 }  // namespace odmoe

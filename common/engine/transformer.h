@@ -216,8 +216,7 @@ class Transformer {
   /// expert's input (ArchBlocks::router_input_scaled) its rows times their
   /// weights (ScaleRoutedInput).
   ConstMat routed_input() const {
-    return config_.router_input_scaled ? ConstMat{scaled_in_, rows_, config_.n_embd}
-                                       : moe_input();
+    return config_.router_input_scaled ? ConstMat{scaled_in_, rows_, config_.n_embd} : moe_input();
   }
   /// routed_input() = each row of moe_input() times sigmoid(its chosen
   /// logit), from the router's logits and RouteBlock's ids (Llama 4).

@@ -166,6 +166,21 @@ TEST_CASE("assignment: a verification's experts stay where prefetched, the rest 
   CHECK(pos[1] < 4);                        // a position the worker validates
 }
 
+TEST_CASE("recall: a skipped dense layer is neither missing nor counted", "[cluster]") {
+  // Llama 4: layer 1 of 3 has a dense FFN between layers with experts.
+  RecallCounter r(/*n_layer=*/3, /*k=*/1);
+  r.SkipLayer(1);
+  r.RecordActual(1, 0, std::vector<int32_t>{5});
+  r.RecordPrediction(1, 0, std::vector<int32_t>{5});
+  r.RecordActual(1, 2, std::vector<int32_t>{7});
+  r.RecordPrediction(1, 2, std::vector<int32_t>{6});
+  const RecallSummary s = r.Summarize(1);
+  CHECK(s.predictions_missing == 0);
+  CHECK(s.slots == 2);
+  CHECK(s.overall == Approx(0.5));
+  CHECK(s.layer_slots == std::vector<uint64_t>{1, 0, 1});
+}
+
 TEST_CASE("recall: Eq. 2 and 3 of the paper", "[cluster]") {
   RecallCounter r(/*n_layer=*/2, /*k=*/2);
   // Token 1: layer 0 fully right, layer 1 half right -> 3 / 4.
