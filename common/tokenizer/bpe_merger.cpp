@@ -92,14 +92,16 @@ BpeMergeRanks::BpeMergeRanks(const std::vector<std::string>& merges) {
   for (size_t i = 0; i < merges.size(); ++i) rank_.emplace(merges[i], static_cast<int32_t>(i));
 }
 
-BpeMergeResult BpeMergeRanks::Merge(std::string_view text, const std::vector<size_t>& starts) const {
+BpeMergeResult BpeMergeRanks::Merge(std::string_view text,
+                                    const std::vector<size_t>& starts) const {
   std::string key;
-  return BpeMerge(text, starts, [&](std::string_view l, std::string_view r) -> std::optional<double> {
-    key.assign(l).append(" ").append(r);
-    const auto it = rank_.find(key);
-    if (it == rank_.end()) return std::nullopt;
-    return -static_cast<double>(it->second);
-  });
+  return BpeMerge(text, starts,
+                  [&](std::string_view l, std::string_view r) -> std::optional<double> {
+                    key.assign(l).append(" ").append(r);
+                    const auto it = rank_.find(key);
+                    if (it == rank_.end()) return std::nullopt;
+                    return -static_cast<double>(it->second);
+                  });
 }
 
 }  // namespace odmoe

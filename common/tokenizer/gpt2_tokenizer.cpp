@@ -44,16 +44,15 @@ class Gpt2Tokenizer final : public Tokenizer {
   absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text,
                                               const EncodeOptions& options) const override {
     const SpecialTokenMatcher& m = options.parse_special ? special_matcher_ : plain_matcher_;
-    return EncodeWithSpecialTokens(
-        vocab_, m, text, options, [this](std::string_view t, bool, std::vector<int32_t>* out) {
-          absl::StatusOr<std::vector<std::string_view>> words = pre_tokenizer_->Split(t);
-          if (!words.ok()) return words.status();
-          for (std::string_view word : *words) {
-            absl::Status s = EncodeWord(word, out);
-            if (!s.ok()) return s;
-          }
-          return absl::OkStatus();
-        });
+    return EncodeWithSpecialTokens(vocab_, m, text, options,
+                                   [this](std::string_view t, bool, std::vector<int32_t>* out) {
+                                     return EncodePreTokenized(
+                                         *pre_tokenizer_, t,
+                                         [this](std::string_view word, std::vector<int32_t>* o) {
+                                           return EncodeWord(word, o);
+                                         },
+                                         out);
+                                   });
   }
 
   std::string TokenToPiece(int32_t id) const override {

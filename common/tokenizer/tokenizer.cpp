@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "gguf/gguf_reader.h"
+#include "tokenizer/pretokenizers.h"
 #include "tokenizer/tokenizer_models.h"
 #include "tokenizer/utf8.h"
 #include "util/status_macros.h"
@@ -78,6 +79,15 @@ std::string IncrementalDecoder::Flush() {
   AppendSanitizedUtf8(pending_, /*final=*/true, &out);
   pending_.clear();
   return out;
+}
+
+absl::Status EncodePreTokenized(
+    const PreTokenizer& pre, std::string_view text,
+    absl::FunctionRef<absl::Status(std::string_view word, std::vector<int32_t>* out)> encode_word,
+    std::vector<int32_t>* out) {
+  ODMOE_ASSIGN_OR_RETURN(std::vector<std::string_view> words, pre.Split(text));
+  for (std::string_view word : words) ODMOE_RETURN_IF_ERROR(encode_word(word, out));
+  return absl::OkStatus();
 }
 
 // Symbol indices in the merge loop are int32_t; spaces grow to 3 bytes.

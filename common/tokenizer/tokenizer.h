@@ -86,8 +86,8 @@ absl::StatusOr<TokenizerVocab> ReadTokenizerVocab(const GgufFile& file);
 /// token; scores / token_types empty or one per token, scores finite, types
 /// 1..6; special ids -1 or in range;
 /// SentencePiece byte tokens spelled <0xNN>; byte-level BPE: a pre-tokenizer
-/// name from the table in pretokenizers.h (or empty), and every merge "left right" with left, right and
-/// left+right in the vocab. Errors name the GGUF key (and index).
+/// name from the table in pretokenizers.h (or empty), and every merge "left right" with left, right
+/// and left+right in the vocab. Errors name the GGUF key (and index).
 absl::Status ValidateTokenizerVocab(const TokenizerVocab& vocab);
 
 class Tokenizer {

@@ -27,6 +27,15 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> CreateSentencePieceBpeTokenizer(Token
 using RawTextEncoder = absl::FunctionRef<absl::Status(std::string_view text, bool at_start,
                                                       std::vector<int32_t>* out)>;
 
+class PreTokenizer;
+
+/// The raw-text step of the BPE tokenizers: `text` cut by `pre`, each piece
+/// through `encode_word`, the first error returned.
+absl::Status EncodePreTokenized(
+    const PreTokenizer& pre, std::string_view text,
+    absl::FunctionRef<absl::Status(std::string_view word, std::vector<int32_t>* out)> encode_word,
+    std::vector<int32_t>* out);
+
 /// The shared Encode: rejects invalid UTF-8 (INVALID_ARGUMENT with the byte
 /// offset), adds BOS / EOS per `options` and the vocab, and splits around the
 /// special tokens `matcher` finds.

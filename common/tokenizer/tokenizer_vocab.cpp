@@ -181,7 +181,8 @@ absl::StatusOr<TokenizerVocab> ReadTokenizerVocab(const GgufFile& file) {
     if (pre->AsString() == nullptr) return KeyError(kPreKey, "expected a string");
     vocab.pre = *pre->AsString();
   }
-  if (vocab.model == TokenizerModel::kGpt2) vocab.add_bos = PreTokenizer::AddsBosByDefault(vocab.pre);
+  if (vocab.model == TokenizerModel::kGpt2)
+    vocab.add_bos = PreTokenizer::AddsBosByDefault(vocab.pre);
   ODMOE_RETURN_IF_ERROR(ReadId(file, kBosKey, &vocab.bos_id));
   ODMOE_RETURN_IF_ERROR(ReadId(file, kEosKey, &vocab.eos_id));
   ODMOE_RETURN_IF_ERROR(ReadId(file, kUnkKey, &vocab.unk_id));
