@@ -6,6 +6,7 @@
 // not a token is spelled with its bytes' <0xNN> tokens. Decoding maps U+2581
 // back to a space. No dummy-prefix space, and BOS always (as Gemma's
 // tokenizer and llama.cpp have it).
+#include <array>
 #include <string>
 
 #include "absl/status/status.h"
