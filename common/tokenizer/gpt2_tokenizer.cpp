@@ -26,33 +26,15 @@ std::array<char32_t, 256> MakeByteToCodepoint() {
   return map;
 }
 
-class Gpt2Tokenizer final : public Tokenizer {
+class Gpt2Tokenizer final : public RankedBpeTokenizer {
  public:
   Gpt2Tokenizer(TokenizerVocab vocab, std::unique_ptr<PreTokenizer> pre_tokenizer)
-      : Tokenizer(std::move(vocab)),
-        pre_tokenizer_(std::move(pre_tokenizer)),
-        plain_matcher_(vocab_, /*include_control=*/false),
-        special_matcher_(vocab_, /*include_control=*/true),
-        merge_ranks_(vocab_.merges) {
+      : RankedBpeTokenizer(std::move(vocab), std::move(pre_tokenizer)) {
     const std::array<char32_t, 256> cps = MakeByteToCodepoint();
     for (int b = 0; b < 256; ++b) {
       AppendUtf8(cps[b], &byte_text_[b]);
       codepoint_to_byte_.emplace(cps[b], static_cast<uint8_t>(b));
     }
-  }
-
-  absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text,
-                                              const EncodeOptions& options) const override {
-    const SpecialTokenMatcher& m = options.parse_special ? special_matcher_ : plain_matcher_;
-    return EncodeWithSpecialTokens(vocab_, m, text, options,
-                                   [this](std::string_view t, bool, std::vector<int32_t>* out) {
-                                     return EncodePreTokenized(
-                                         *pre_tokenizer_, t,
-                                         [this](std::string_view word, std::vector<int32_t>* o) {
-                                           return EncodeWord(word, o);
-                                         },
-                                         out);
-                                   });
   }
 
   std::string TokenToPiece(int32_t id) const override {
@@ -78,7 +60,7 @@ class Gpt2Tokenizer final : public Tokenizer {
   }
 
  private:
-  absl::Status EncodeWord(std::string_view word, std::vector<int32_t>* out) const {
+  absl::Status EncodeWord(std::string_view word, std::vector<int32_t>* out) const override {
     std::string mapped;
     std::vector<size_t> starts;
     starts.reserve(word.size());
@@ -108,12 +90,8 @@ class Gpt2Tokenizer final : public Tokenizer {
     return absl::OkStatus();
   }
 
-  std::unique_ptr<PreTokenizer> pre_tokenizer_;  // from vocab.pre
-  SpecialTokenMatcher plain_matcher_;
-  SpecialTokenMatcher special_matcher_;
   std::array<std::string, 256> byte_text_;
   absl::flat_hash_map<char32_t, uint8_t> codepoint_to_byte_;
-  BpeMergeRanks merge_ranks_;  // validated merges
 };
 
 }  // namespace

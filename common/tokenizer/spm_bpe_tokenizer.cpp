@@ -33,33 +33,15 @@ std::string EscapeSpaces(std::string_view text) {
   return out;
 }
 
-class SentencePieceBpeTokenizer final : public Tokenizer {
+class SentencePieceBpeTokenizer final : public RankedBpeTokenizer {
  public:
   SentencePieceBpeTokenizer(TokenizerVocab vocab, std::unique_ptr<PreTokenizer> pre_tokenizer)
-      : Tokenizer(std::move(vocab)),
-        pre_tokenizer_(std::move(pre_tokenizer)),
-        plain_matcher_(vocab_, /*include_control=*/false),
-        special_matcher_(vocab_, /*include_control=*/true),
-        merge_ranks_(vocab_.merges) {
+      : RankedBpeTokenizer(std::move(vocab), std::move(pre_tokenizer)) {
     static const char* kHex = "0123456789ABCDEF";
     for (int b = 0; b < 256; ++b) {
       const std::string text = {'<', '0', 'x', kHex[b >> 4], kHex[b & 15], '>'};
       byte_token_[b] = TokenId(text);
     }
-  }
-
-  absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text,
-                                              const EncodeOptions& options) const override {
-    const SpecialTokenMatcher& m = options.parse_special ? special_matcher_ : plain_matcher_;
-    return EncodeWithSpecialTokens(vocab_, m, text, options,
-                                   [this](std::string_view t, bool, std::vector<int32_t>* out) {
-                                     return EncodePreTokenized(
-                                         *pre_tokenizer_, EscapeSpaces(t),
-                                         [this](std::string_view word, std::vector<int32_t>* o) {
-                                           return EncodeWord(word, o);
-                                         },
-                                         out);
-                                   });
   }
 
   std::string TokenToPiece(int32_t id) const override {
@@ -87,7 +69,8 @@ class SentencePieceBpeTokenizer final : public Tokenizer {
   }
 
  private:
-  absl::Status EncodeWord(std::string_view word, std::vector<int32_t>* out) const {
+  std::string Prepare(std::string_view text) const override { return EscapeSpaces(text); }
+  absl::Status EncodeWord(std::string_view word, std::vector<int32_t>* out) const override {
     if (word.find_first_not_of('\n') == std::string_view::npos) {
       if (const int32_t id = TokenId(word); id >= 0) {
         out->push_back(id);
@@ -121,10 +104,6 @@ class SentencePieceBpeTokenizer final : public Tokenizer {
     return absl::OkStatus();
   }
 
-  std::unique_ptr<PreTokenizer> pre_tokenizer_;  // "gemma4": newline runs apart
-  SpecialTokenMatcher plain_matcher_;
-  SpecialTokenMatcher special_matcher_;
-  BpeMergeRanks merge_ranks_;
   std::array<int32_t, 256> byte_token_{};  // <0xNN> ids, -1 where absent
 };
 

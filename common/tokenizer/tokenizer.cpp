@@ -5,7 +5,6 @@
 
 #include "absl/status/status.h"
 #include "gguf/gguf_reader.h"
-#include "tokenizer/pretokenizers.h"
 #include "tokenizer/tokenizer_models.h"
 #include "tokenizer/utf8.h"
 #include "util/status_macros.h"
@@ -81,13 +80,28 @@ std::string IncrementalDecoder::Flush() {
   return out;
 }
 
-absl::Status EncodePreTokenized(
-    const PreTokenizer& pre, std::string_view text,
-    absl::FunctionRef<absl::Status(std::string_view word, std::vector<int32_t>* out)> encode_word,
-    std::vector<int32_t>* out) {
-  ODMOE_ASSIGN_OR_RETURN(std::vector<std::string_view> words, pre.Split(text));
-  for (std::string_view word : words) ODMOE_RETURN_IF_ERROR(encode_word(word, out));
-  return absl::OkStatus();
+RankedBpeTokenizer::RankedBpeTokenizer(TokenizerVocab vocab,
+                                       std::unique_ptr<PreTokenizer> pre_tokenizer)
+    : Tokenizer(std::move(vocab)),
+      pre_tokenizer_(std::move(pre_tokenizer)),
+      plain_matcher_(vocab_, /*include_control=*/false),
+      special_matcher_(vocab_, /*include_control=*/true),
+      merge_ranks_(vocab_.merges) {}
+
+RankedBpeTokenizer::~RankedBpeTokenizer() = default;
+
+absl::StatusOr<std::vector<int32_t>> RankedBpeTokenizer::Encode(
+    std::string_view text, const EncodeOptions& options) const {
+  const SpecialTokenMatcher& m = options.parse_special ? special_matcher_ : plain_matcher_;
+  return EncodeWithSpecialTokens(vocab_, m, text, options,
+                                 [this](std::string_view t, bool, std::vector<int32_t>* out) {
+                                   const std::string prepared = Prepare(t);
+                                   ODMOE_ASSIGN_OR_RETURN(std::vector<std::string_view> words,
+                                                          pre_tokenizer_->Split(prepared));
+                                   for (std::string_view word : words)
+                                     ODMOE_RETURN_IF_ERROR(EncodeWord(word, out));
+                                   return absl::OkStatus();
+                                 });
 }
 
 // Symbol indices in the merge loop are int32_t; spaces grow to 3 bytes.

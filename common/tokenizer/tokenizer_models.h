@@ -13,6 +13,8 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
+#include "tokenizer/bpe_merger.h"
+#include "tokenizer/pretokenizers.h"
 #include "tokenizer/special_tokens.h"
 #include "tokenizer/tokenizer.h"
 
@@ -27,14 +29,27 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> CreateSentencePieceBpeTokenizer(Token
 using RawTextEncoder = absl::FunctionRef<absl::Status(std::string_view text, bool at_start,
                                                       std::vector<int32_t>* out)>;
 
-class PreTokenizer;
+/// What the two rank-merging BPE models ("gpt2", "gemma4") share: the
+/// pre-tokenizer the vocab names, the special-token matchers, the merge ranks,
+/// and Encode: each run of plain text through Prepare (the model's rewrite:
+/// none, or spaces to U+2581), cut by the pre-tokenizer, each piece through
+/// EncodeWord.
+class RankedBpeTokenizer : public Tokenizer {
+ public:
+  absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text,
+                                              const EncodeOptions& options) const override;
 
-/// The raw-text step of the BPE tokenizers: `text` cut by `pre`, each piece
-/// through `encode_word`, the first error returned.
-absl::Status EncodePreTokenized(
-    const PreTokenizer& pre, std::string_view text,
-    absl::FunctionRef<absl::Status(std::string_view word, std::vector<int32_t>* out)> encode_word,
-    std::vector<int32_t>* out);
+ protected:
+  RankedBpeTokenizer(TokenizerVocab vocab, std::unique_ptr<PreTokenizer> pre_tokenizer);
+  ~RankedBpeTokenizer() override;
+  virtual std::string Prepare(std::string_view text) const { return std::string(text); }
+  virtual absl::Status EncodeWord(std::string_view word, std::vector<int32_t>* out) const = 0;
+
+  std::unique_ptr<PreTokenizer> pre_tokenizer_;  // from vocab.pre
+  SpecialTokenMatcher plain_matcher_;
+  SpecialTokenMatcher special_matcher_;
+  BpeMergeRanks merge_ranks_;  // validated merges
+};
 
 /// The shared Encode: rejects invalid UTF-8 (INVALID_ARGUMENT with the byte
 /// offset), adds BOS / EOS per `options` and the vocab, and splits around the
